@@ -1,0 +1,54 @@
+/* Public C API of the Petit kernels, as seen by cffi (this file is fed to ffibuilder.cdef, so it holds only
+ * declarations cffi can parse: no macros, no includes). All matrices are row-major. A weight matrix W has
+ * `rows` output features and `cols` input features; y[t][r] = sum_k W[r][k] * x[t][k].
+ * Every call releases the GIL (cffi API mode). Calls are serialised internally, so two Python threads may call
+ * concurrently; each call runs on the shared thread pool. */
+
+typedef struct {
+    const void *data;   /* first byte of the tensor (f32, f16, bf16, q8_0 or q4_0 rows, see docs/petit-format.md) */
+    int32_t dtype;      /* PT_F32 0, PT_F16 1, PT_BF16 2, PT_Q8_0 3, PT_Q4_0 4 */
+    int64_t rows;       /* output features */
+    int64_t cols;       /* input features (a multiple of 32 for q8_0 / q4_0) */
+} pt_tensor;
+
+/* ---- lifecycle and CPU dispatch ---- */
+int  pt_init(int n_threads, int isa);      /* isa: -1 best available, 0 scalar, 1 avx2, 2 avx512vnni. 0 ok, -1 isa unsupported, -2 bad thread count */
+int  pt_isa(void);                         /* the active path */
+int  pt_isa_supported(int isa);            /* 1 if this CPU (and OS) can run that path */
+int  pt_n_threads(void);
+int  pt_default_threads(void);             /* number of CPUs this process may run on */
+int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into buf; returns its length */
+
+/* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */
+int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* -1 when cols is not valid for dtype */
+int  pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
+int  pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out);
+int  pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out);   /* embedding lookup; -1 on a bad id */
+/* activations as the integer kernels see them: q8 with fp32 scale per 32 values and the block sums Σq */
+void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s);
+
+/* ---- matrix products ---- */
+/* y[t][r] = W·x[t] (+ y[t][r] when accumulate) for t < T; x is [T][cols], y is [T][rows] */
+int  pt_matmul(const pt_tensor *W, const float *x, int64_t T, float *y, int accumulate);
+/* up to three matrices sharing one input (q|k|v, gate|up): the input is quantized once, one parallel region.
+ * W2/y2 may be NULL. */
+int  pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, const float *x, int64_t T,
+                float *y0, float *y1, float *y2);
+
+/* ---- per-layer ops ---- */
+void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y);
+/* RoPE tables: cos/sin[pos][head_dim/2] for pos < n_pos, theta_j = base^(-2j/head_dim) */
+void pt_rope_table(float base, int64_t head_dim, int64_t n_pos, float *cos_out, float *sin_out);
+/* rotate q [T][n_heads][hd] in place, rotate k [T][n_kv][hd] and store k, v into the cache at positions
+ * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]. interleaved: 0 rotate-half (i, i+hd/2), 1 pairs (2i, 2i+1). */
+int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
+                   int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
+                   int interleaved, float *k_cache, float *v_cache, int64_t n_ctx);
+/* causal attention of T queries at positions pos0..pos0+T-1 over cache positions 0..pos0+t (grouped-query:
+ * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd] */
+int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
+                  int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out);
+void pt_swiglu(const float *gate, const float *up, int64_t n, float *out);      /* out = silu(gate) * up */
+void pt_softmax(float *x, int64_t rows, int64_t cols);                          /* in place, per row */
+void pt_add(float *y, const float *x, int64_t n);                               /* y += x */
+int64_t pt_argmax(const float *x, int64_t n);

@@ -1,0 +1,296 @@
+/* Public entry points: CPU detection and the choice of path, and the parallel drivers for matmul and the
+ * per-layer ops. Every entry point that uses the pool or the shared scratch holds `lock`, so concurrent callers
+ * from several Python threads (the GIL is released) are serialised instead of corrupting the pool. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+const pt_kernels *pt_k = &pt_kernels_scalar;
+static int active_isa = PT_ISA_SCALAR;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- CPU features ---- */
+int pt_isa_supported(int isa) {
+    if (isa == PT_ISA_SCALAR) return 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (isa == PT_ISA_AVX2) return avx2 && pt_kernels_avx2.name != 0;
+    if (isa == PT_ISA_AVX512)
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+               pt_kernels_avx512.name != 0;
+#endif
+    return 0;
+}
+
+int pt_cpu_features(char *buf, int n) {
+    int len = 0;
+    if (n > 0) buf[0] = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const char *names[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                  "avx512vnni", "avx512bf16"};
+    __builtin_cpu_init();
+    int has[10] = {__builtin_cpu_supports("sse4.2"), __builtin_cpu_supports("avx"), __builtin_cpu_supports("avx2"),
+                   __builtin_cpu_supports("fma"), __builtin_cpu_supports("f16c"),
+                   __builtin_cpu_supports("avx512f"), __builtin_cpu_supports("avx512bw"),
+                   __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("avx512vnni"),
+                   __builtin_cpu_supports("avx512bf16")};
+    for (int i = 0; i < 10; i++) {
+        if (!has[i]) continue;
+        int w = snprintf(buf + len, n > len ? (size_t)(n - len) : 0, "%s%s", len ? "," : "", names[i]);
+        if (w > 0) len += w;
+    }
+#endif
+    return len < n ? len : (n > 0 ? n - 1 : 0);
+}
+
+int pt_default_threads(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int c = CPU_COUNT(&set);
+        if (c > 0) return c;
+    }
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
+int pt_init(int n_threads, int isa) {
+    if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
+    if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
+                       : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2 : PT_ISA_SCALAR;
+    if (!pt_isa_supported(isa)) return -1;
+    if (n_threads <= 0) n_threads = pt_default_threads();
+    if (n_threads > 256) return -2;
+    pthread_mutex_lock(&lock);
+    static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512};
+    pt_k = tables[isa];
+    active_isa = isa;
+    int rc = pt_pool_threads() == n_threads ? 0 : pt_pool_start(n_threads);
+    pthread_mutex_unlock(&lock);
+    return rc == 0 ? 0 : -2;
+}
+
+int pt_isa(void) { return active_isa; }
+int pt_n_threads(void) { return pt_pool_threads(); }
+
+/* ---- activation scratch, grown on demand (guarded by lock) ---- */
+static struct { int8_t *q; float *d; int32_t *s; int64_t cap; } act;
+
+static int act_reserve(int64_t n) {
+    if (act.cap >= n) return 0;
+    free(act.q); free(act.d); free(act.s);
+    act.q = (int8_t *)malloc((size_t)n);
+    act.d = (float *)malloc((size_t)(n / QK + 1) * sizeof(float));
+    act.s = (int32_t *)malloc((size_t)(n / QK + 1) * sizeof(int32_t));
+    act.cap = act.q && act.d && act.s ? n : 0;
+    return act.cap ? 0 : -1;
+}
+
+void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s) {
+    for (int64_t t = 0; t < T; t++) pt_k->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), s + t * (K / QK));
+}
+
+typedef struct { const float *x; int64_t K; } quant_job;
+
+static void quant_task(void *ctx, int64_t t, int ith) {
+    (void)ith;
+    quant_job *j = (quant_job *)ctx;
+    pt_k->quant_act(j->x + t * j->K, j->K, act.q + t * j->K, act.d + t * (j->K / QK), act.s + t * (j->K / QK));
+}
+
+/* ---- matmul ---- */
+#define MAX_MATS 3
+typedef struct {
+    const pt_tensor *W[MAX_MATS];
+    float *y[MAX_MATS];
+    int64_t end[MAX_MATS];      /* cumulative chunk counts */
+    int n;
+    int64_t rows_per_chunk;
+    const float *x;
+    pt_act a;
+    int64_t T;
+    int accumulate;
+} matmul_job;
+
+static void matmul_task(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    matmul_job *j = (matmul_job *)ctx;
+    int m = 0;
+    while (chunk >= j->end[m]) m++;
+    const pt_tensor *W = j->W[m];
+    int64_t first = m ? j->end[m - 1] : 0;
+    int64_t r0 = (chunk - first) * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+    if (r1 > W->rows) r1 = W->rows;
+    int64_t rb = pt_row_bytes(W->dtype, W->cols);
+    if (W->dtype == PT_Q8_0)
+        pt_k->rows_q8((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+    else if (W->dtype == PT_Q4_0)
+        pt_k->rows_q4((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+    else
+        pt_k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
+}
+
+static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
+    if (T <= 0) return 0;
+    int quantized = 0;
+    for (int m = 0; m < n; m++) {
+        if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
+        if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
+        quantized |= W[m]->dtype == PT_Q8_0 || W[m]->dtype == PT_Q4_0;
+    }
+    const int64_t K = W[0]->cols;
+    pthread_mutex_lock(&lock);
+    matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate};
+    if (quantized) {
+        if (act_reserve(T * K) < 0) { pthread_mutex_unlock(&lock); return -3; }
+        quant_job qj = {x, K};
+        pt_pool_run(quant_task, &qj, T);
+        j.a = (pt_act){act.q, act.d, act.s, K};
+    }
+    /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least */
+    int64_t total_rows = 0;
+    for (int m = 0; m < n; m++) total_rows += W[m]->rows;
+    int64_t target = (int64_t)pt_pool_threads() * 16;
+    int64_t rpc = total_rows / (target > 0 ? target : 1);
+    rpc = rpc < 4 ? 4 : (rpc > 256 ? 256 : rpc);
+    if (T > 1 && rpc > 32) rpc = 32;
+    j.rows_per_chunk = rpc;
+    int64_t chunks = 0;
+    for (int m = 0; m < n; m++) {
+        j.W[m] = W[m];
+        j.y[m] = y[m];
+        chunks += (W[m]->rows + rpc - 1) / rpc;
+        j.end[m] = chunks;
+    }
+    pt_pool_run(matmul_task, &j, chunks);
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+int pt_matmul(const pt_tensor *W, const float *x, int64_t T, float *y, int accumulate) {
+    const pt_tensor *Ws[1] = {W};
+    float *ys[1] = {y};
+    return matmul_n(Ws, ys, 1, x, T, accumulate != 0);
+}
+
+int pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, const float *x, int64_t T,
+               float *y0, float *y1, float *y2) {
+    const pt_tensor *Ws[3] = {W0, W1, W2};
+    float *ys[3] = {y0, y1, y2};
+    return matmul_n(Ws, ys, W2 ? 3 : 2, x, T, 0);
+}
+
+/* ---- per-layer ops ---- */
+void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y) {
+    for (int64_t t = 0; t < T; t++) pt_k->rmsnorm(x + t * D, w, eps, D, y + t * D);
+}
+
+void pt_rope_table(float base, int64_t head_dim, int64_t n_pos, float *cos_out, float *sin_out) {
+    const int64_t half = head_dim / 2;
+    for (int64_t j = 0; j < half; j++) {
+        /* inverse frequency in float32 as Hugging Face computes it, the angle in double */
+        float inv_freq = (float)(1.0 / pow((double)base, (double)(2 * j) / (double)head_dim));
+        for (int64_t p = 0; p < n_pos; p++) {
+            float ang = (float)p * inv_freq;
+            cos_out[p * half + j] = cosf(ang);
+            sin_out[p * half + j] = sinf(ang);
+        }
+    }
+}
+
+static void rope_vec(float *x, int64_t hd, const float *c, const float *s, int interleaved) {
+    const int64_t half = hd / 2;
+    if (interleaved) {
+        for (int64_t j = 0; j < half; j++) {
+            float a = x[2 * j], b = x[2 * j + 1];
+            x[2 * j] = a * c[j] - b * s[j];
+            x[2 * j + 1] = a * s[j] + b * c[j];
+        }
+    } else {
+        for (int64_t j = 0; j < half; j++) {
+            float a = x[j], b = x[j + half];
+            x[j] = a * c[j] - b * s[j];
+            x[j + half] = b * c[j] + a * s[j];
+        }
+    }
+}
+
+int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
+                  int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
+                  int interleaved, float *k_cache, float *v_cache, int64_t n_ctx) {
+    if (pos0 < 0 || pos0 + T > n_ctx || pos0 + T > n_pos || head_dim % 2) return -1;
+    const int64_t half = head_dim / 2;
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t pos = pos0 + t;
+        const float *c = cos_tab + pos * half, *s = sin_tab + pos * half;
+        for (int64_t h = 0; h < n_heads; h++) rope_vec(q + (t * n_heads + h) * head_dim, head_dim, c, s, interleaved);
+        for (int64_t h = 0; h < n_kv; h++) {
+            float *kc = k_cache + (h * n_ctx + pos) * head_dim, *vc = v_cache + (h * n_ctx + pos) * head_dim;
+            memcpy(kc, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
+            memcpy(vc, v + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
+            rope_vec(kc, head_dim, c, s, interleaved);
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    const float *q, *kc, *vc;
+    float *out;
+    int64_t n_ctx, n_heads, n_kv, hd, pos0, items_per_chunk, n_items;
+    float scale;
+} attn_job;
+
+static void attn_task(void *ctx, int64_t chunk, int ith) {
+    attn_job *j = (attn_job *)ctx;
+    const int64_t group = j->n_heads / j->n_kv;
+    for (int64_t it = chunk * j->items_per_chunk; it < (chunk + 1) * j->items_per_chunk && it < j->n_items; it++) {
+        const int64_t t = it / j->n_heads, h = it % j->n_heads, kvh = h / group, n = j->pos0 + t + 1;
+        float *scores = pt_scratch(ith, n);
+        const int64_t off = kvh * j->n_ctx * j->hd;
+        pt_k->attn_head(j->q + it * j->hd, j->kc + off, j->vc + off, n, j->hd, j->scale, scores,
+                        j->out + it * j->hd);
+    }
+}
+
+int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
+                 int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out) {
+    if (n_kv <= 0 || n_heads % n_kv || pos0 < 0 || pos0 + T > n_ctx) return -1;
+    pthread_mutex_lock(&lock);
+    /* scratch first, on this thread's slot set, so a task never meets a failed allocation */
+    for (int i = 0; i < pt_pool_threads(); i++) {
+        if (!pt_scratch(i, pos0 + T)) { pthread_mutex_unlock(&lock); return -3; }
+    }
+    attn_job j = {q, k_cache, v_cache, out, n_ctx, n_heads, n_kv, head_dim, pos0, 1, T * n_heads, scale};
+    int64_t target = (int64_t)pt_pool_threads() * 8;
+    j.items_per_chunk = j.n_items / target > 1 ? j.n_items / target : 1;
+    pt_pool_run(attn_task, &j, (j.n_items + j.items_per_chunk - 1) / j.items_per_chunk);
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+void pt_swiglu(const float *gate, const float *up, int64_t n, float *out) { pt_k->swiglu(gate, up, n, out); }
+
+void pt_softmax(float *x, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++, x += cols) {
+        float m = -INFINITY, sum = 0.0f;
+        for (int64_t i = 0; i < cols; i++) m = x[i] > m ? x[i] : m;
+        for (int64_t i = 0; i < cols; i++) { x[i] = expf(x[i] - m); sum += x[i]; }
+        for (int64_t i = 0; i < cols; i++) x[i] /= sum;
+    }
+}
+
+void pt_add(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+int64_t pt_argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return n > 0 ? best : -1;
+}

@@ -1,0 +1,112 @@
+/* Internal declarations shared by the kernel sources: fp16/bf16 conversion, block layouts, the per-ISA
+ * function table and the thread pool. */
+#ifndef PETIT_INTERNAL_H
+#define PETIT_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <math.h>
+
+enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4 };
+enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_COUNT = 3 };
+
+#define QK 32            /* values per quantization block */
+#define Q8_BYTES 34      /* fp16 d + 32 int8 */
+#define Q4_BYTES 18      /* fp16 d + 16 bytes of nibbles */
+
+typedef struct {
+    const void *data;
+    int32_t dtype;
+    int64_t rows;
+    int64_t cols;
+} pt_tensor;
+
+/* ---- fp16 / bf16 <-> fp32, portable (round to nearest even) ---- */
+static inline uint32_t pt_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float pt_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float pt_h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    if (exp == 0) {
+        if (mant == 0) return pt_bits_f32(sign);
+        return (sign ? -1.0f : 1.0f) * (float)mant * 0x1p-24f;            /* subnormal */
+    }
+    if (exp == 31) return pt_bits_f32(sign | 0x7f800000u | (mant << 13));  /* inf / nan */
+    return pt_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+static inline uint16_t pt_f2h(float f) {
+    uint32_t x = pt_f32_bits(f), mant = x & 0x7fffff;
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    int32_t exp = (int32_t)((x >> 23) & 0xff);
+    if (exp == 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+    int32_t e = exp - 127 + 15;
+    if (e >= 31) return sign | 0x7c00;
+    if (e <= 0) {
+        if (e < -10) return sign;
+        mant |= 0x800000;
+        int shift = 14 - e;
+        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1))) h++;
+        return sign | (uint16_t)h;
+    }
+    uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* a carry into the exponent is correct */
+    return sign | (uint16_t)h;
+}
+
+static inline float pt_bf2f(uint16_t b) { return pt_bits_f32((uint32_t)b << 16); }
+
+static inline uint16_t pt_f2bf(float f) {
+    uint32_t x = pt_f32_bits(f);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);   /* quiet nan */
+    return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+static inline uint16_t pt_load_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+/* ---- activations quantized for the integer kernels ---- */
+typedef struct {
+    const int8_t *q;     /* [T][K] */
+    const float *d;      /* [T][K/32] scale per block */
+    const int32_t *s;    /* [T][K/32] sum of the block's 32 quants */
+    int64_t K;
+} pt_act;
+
+/* ---- per-ISA kernels ---- */
+typedef struct {
+    const char *name;
+    /* one activation row: x[K] -> q[K], d[K/32], s[K/32] (round half to even) */
+    void (*quant_act)(const float *x, int64_t K, int8_t *q, float *d, int32_t *s);
+    /* y[j] = dot(weight row r0+i, activation row t) for rows r0..r1, all T tokens; y is [T][ldy] */
+    void (*rows_q8)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                    float *y, int64_t ldy, int accumulate);
+    void (*rows_q4)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                    float *y, int64_t ldy, int accumulate);
+    void (*rows_float)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
+                       int64_t T, float *y, int64_t ldy, int accumulate);
+    /* ops */
+    void (*rmsnorm)(const float *x, const float *w, float eps, int64_t D, float *y);
+    void (*attn_head)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                      float *scores, float *out);
+    void (*swiglu)(const float *g, const float *u, int64_t n, float *out);
+} pt_kernels;
+
+extern const pt_kernels pt_kernels_scalar;
+extern const pt_kernels pt_kernels_avx2;
+extern const pt_kernels pt_kernels_avx512;
+extern const pt_kernels *pt_k;          /* the active table */
+
+int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
+
+/* ---- thread pool (pool.c) ---- */
+typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);
+int  pt_pool_start(int n_threads);
+void pt_pool_stop(void);
+int  pt_pool_threads(void);
+void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks);   /* blocks until every chunk is done */
+/* per-thread scratch of at least n floats (grows, never shrinks) */
+float *pt_scratch(int ith, int64_t n);
+
+#endif

@@ -1,0 +1,13 @@
+/* The AVX-512 path: the AVX2 kernels with VNNI's vpdpbusd (u8 x s8 -> int32 in one instruction, on 256-bit
+ * vectors through AVX512VL), as Zen 4 and Ice Lake run fastest. */
+#include "internal.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include "ops_generic.h"
+#define SUFFIX avx512
+#define DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#include "kern_x86.h"
+PT_X86_TABLE(pt_kernels_avx512, "avx512vnni");
+#else
+const pt_kernels pt_kernels_avx512 = {.name = 0};
+#endif

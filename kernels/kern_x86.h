@@ -1,0 +1,200 @@
+/* The x86 SIMD kernels, shared by the AVX2 and the AVX-512 VNNI paths. The including file sets the target
+ * pragma, defines DOT_U8S8(u, s) (8 int32 lanes, each the sum of 4 products unsigned u8 x signed s8) and SUFFIX,
+ * then includes this file. q8_0 weights use the sign trick (|w| unsigned, x carrying w's sign); q4_0 nibbles are
+ * unsigned already and the -8 offset is removed with the activation block sum: sum((n-8)x) = sum(nx) - 8 sum(x). */
+#include <immintrin.h>
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define FN(name) CAT(name, SUFFIX)
+
+static inline float FN(hsum8_)(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float FN(h2f_)(const uint8_t *p) { return _cvtsh_ss(pt_load_u16(p)); }
+
+static void FN(quant_act_)(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < K / QK; b++) {
+        const float *xb = x + b * QK;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1));
+        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        const __m256 mul = _mm256_set1_ps(id);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, mul)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, mul));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, mul)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, mul));
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        p = _mm256_permutevar8x32_epi32(p, perm);
+        _mm256_storeu_si256((__m256i *)(q + b * QK), p);
+        /* the block sum of the saturated bytes */
+        __m256i w16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        d[b] = db;
+        s[b] = _mm_cvtsi128_si32(t);
+    }
+}
+
+/* 8 int32 partial dots of one q8_0 weight block (|w| in ax, w for the signs) with 32 int8 activations */
+static inline __m256 FN(q8_dot_)(__m256i ax, __m256i w, const int8_t *xq) {
+    __m256i y = _mm256_loadu_si256((const __m256i *)xq);
+    return _mm256_cvtepi32_ps(DOT_U8S8(ax, _mm256_sign_epi8(y, w)));
+}
+
+static inline __m256i FN(q4_unpack_)(const uint8_t *qs) {
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+}
+
+static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
+    __m256i y = _mm256_loadu_si256((const __m256i *)xq);
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(DOT_U8S8(nib, y), _mm256_set1_epi32(xsum)));
+}
+
+static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
+                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t K = a->K, nb = K / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + r * row_bytes;
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) {              /* 4 tokens share each weight block load */
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * Q8_BYTES;
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+                __m256i ax = _mm256_sign_epi8(wv, wv);
+                float dw = FN(h2f_)(blk);
+                for (int j = 0; j < 4; j++) {
+                    __m256 p = FN(q8_dot_)(ax, wv, a->q + (t + j) * K + b * QK);
+                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[(t + j) * nb + b]), p, acc[j]);
+                }
+            }
+            for (int j = 0; j < 4; j++) store_y(y + (t + j) * ldy + r, FN(hsum8_)(acc[j]), accumulate);
+        }
+        for (; t < T; t++) {                      /* one token: two chains hide the FMA latency */
+            const int8_t *xq = a->q + t * K;
+            const float *xd = a->d + t * nb;
+            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+            int64_t b = 0;
+            for (; b + 2 <= nb; b += 2) {
+                const uint8_t *b0 = row + b * Q8_BYTES, *b1 = b0 + Q8_BYTES;
+                __m256i w0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+                __m256i w1 = _mm256_loadu_si256((const __m256i *)(b1 + 2));
+                __m256 p0 = FN(q8_dot_)(_mm256_sign_epi8(w0, w0), w0, xq + b * QK);
+                __m256 p1 = FN(q8_dot_)(_mm256_sign_epi8(w1, w1), w1, xq + (b + 1) * QK);
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b1) * xd[b + 1]), p1, acc1);
+            }
+            if (b < nb) {
+                const uint8_t *b0 = row + b * Q8_BYTES;
+                __m256i w0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+                __m256 p0 = FN(q8_dot_)(_mm256_sign_epi8(w0, w0), w0, xq + b * QK);
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
+            }
+            store_y(y + t * ldy + r, FN(hsum8_)(_mm256_add_ps(acc0, acc1)), accumulate);
+        }
+    }
+}
+
+static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
+                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t K = a->K, nb = K / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + r * row_bytes;
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) {
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * Q4_BYTES;
+                __m256i nib = FN(q4_unpack_)(blk + 2);
+                float dw = FN(h2f_)(blk);
+                for (int j = 0; j < 4; j++) {
+                    int64_t tb = (t + j) * nb + b;
+                    __m256 p = FN(q4_dot_)(nib, a->q + (t + j) * K + b * QK, a->s[tb]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[tb]), p, acc[j]);
+                }
+            }
+            for (int j = 0; j < 4; j++) store_y(y + (t + j) * ldy + r, FN(hsum8_)(acc[j]), accumulate);
+        }
+        for (; t < T; t++) {
+            const int8_t *xq = a->q + t * K;
+            const float *xd = a->d + t * nb;
+            const int32_t *xs = a->s + t * nb;
+            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+            int64_t b = 0;
+            for (; b + 2 <= nb; b += 2) {
+                const uint8_t *b0 = row + b * Q4_BYTES, *b1 = b0 + Q4_BYTES;
+                __m256 p0 = FN(q4_dot_)(FN(q4_unpack_)(b0 + 2), xq + b * QK, xs[b]);
+                __m256 p1 = FN(q4_dot_)(FN(q4_unpack_)(b1 + 2), xq + (b + 1) * QK, xs[b + 1]);
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b1) * xd[b + 1]), p1, acc1);
+            }
+            if (b < nb) {
+                const uint8_t *b0 = row + b * Q4_BYTES;
+                __m256 p0 = FN(q4_dot_)(FN(q4_unpack_)(b0 + 2), xq + b * QK, xs[b]);
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
+            }
+            store_y(y + t * ldy + r, FN(hsum8_)(_mm256_add_ps(acc0, acc1)), accumulate);
+        }
+    }
+}
+
+/* 8 float weights from f32, f16 (F16C) or bf16 (shift into the high half) */
+static inline __m256 FN(load8_)(const void *w, int32_t dtype, int64_t i) {
+    if (dtype == PT_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (dtype == PT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float FN(load1_)(const void *w, int32_t dtype, int64_t i) {
+    if (dtype == PT_F32) return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return dtype == PT_F16 ? _cvtsh_ss(h) : pt_bf2f(h);
+}
+
+static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
+                            int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t esize = dtype == PT_F32 ? 4 : 2;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = (const uint8_t *)w + r * K * esize;
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * K;
+            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 16 <= K; i += 16) {
+                acc0 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i), _mm256_loadu_ps(xt + i), acc0);
+                acc1 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i + 8), _mm256_loadu_ps(xt + i + 8), acc1);
+            }
+            for (; i + 8 <= K; i += 8) acc0 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i), _mm256_loadu_ps(xt + i), acc0);
+            float s = FN(hsum8_)(_mm256_add_ps(acc0, acc1));
+            for (; i < K; i++) s += FN(load1_)(row, dtype, i) * xt[i];
+            store_y(y + t * ldy + r, s, accumulate);
+        }
+    }
+}
+
+#define PT_X86_TABLE(var, label) \
+    const pt_kernels var = { \
+        .name = label, \
+        .quant_act = FN(quant_act_), \
+        .rows_q8 = FN(rows_q8_), \
+        .rows_q4 = FN(rows_q4_), \
+        .rows_float = FN(rows_float_), \
+        .rmsnorm = rmsnorm_g, \
+        .attn_head = attn_head_g, \
+        .swiglu = swiglu_g, \
+    }

@@ -1,0 +1,72 @@
+/* Plain-C kernels, included by each kern_<isa>.c so the compiler vectorises them for that ISA (the file is
+ * compiled under the ISA's target pragma). Everything here is static: each ISA gets its own copy. */
+
+/* y[D] = x[D] / sqrt(mean(x^2) + eps) * w[D] */
+static void rmsnorm_g(const float *x, const float *w, float eps, int64_t D, float *y) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+:ss)
+    for (int64_t i = 0; i < D; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < D; i++) y[i] = x[i] * r * w[i];
+}
+
+static float dot_f32_g(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+:s)
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd] */
+static void attn_head_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                        float *scores, float *out) {
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p++) {
+        float s = dot_f32_g(q, k + p * hd, hd) * scale;
+        scores[p] = s;
+        if (s > m) m = s;
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        float e = expf(scores[p] - m);
+        scores[p] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        const float wgt = scores[p] * inv, *vp = v + p * hd;
+#pragma omp simd
+        for (int64_t i = 0; i < hd; i++) out[i] += wgt * vp[i];
+    }
+}
+
+static void swiglu_g(const float *g, const float *u, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static inline void store_y(float *y, float v, int accumulate) { *y = accumulate ? *y + v : v; }
+
+/* float weights (f32, f16, bf16) against float activations x [T][K] */
+static void rows_float_g(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
+                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * K;
+            float s = 0.0f;
+            if (dtype == PT_F32) {
+                s = dot_f32_g((const float *)w + r * K, xt, K);
+            } else {
+                const uint16_t *wr = (const uint16_t *)w + r * K;
+                if (dtype == PT_F16) {
+                    for (int64_t i = 0; i < K; i++) s += pt_h2f(wr[i]) * xt[i];
+                } else {
+#pragma omp simd reduction(+:s)
+                    for (int64_t i = 0; i < K; i++) s += pt_bf2f(wr[i]) * xt[i];
+                }
+            }
+            store_y(y + t * ldy + r, s, accumulate);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+/* A persistent thread pool. The calling thread works as thread 0; n-1 workers wait for jobs. A job is split into
+ * chunks handed out by an atomic counter (work stealing on a VM that loses a core now and then). Workers spin a
+ * short while after a job, so the next job of the same token starts without a wake-up, then sleep on a condition
+ * variable, so an idle app burns no CPU. The waiting caller yields after a bounded spin, so a pool whose worker
+ * was descheduled does not spin forever. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define MAX_THREADS 256
+#define SPIN_ITERS 20000       /* ~100-200 us of polling before a worker sleeps */
+
+static struct {
+    int n_threads;
+    pthread_t threads[MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int sleepers;              /* guarded by mu */
+    atomic_int generation;     /* bumped once per job */
+    atomic_int stop;
+    pt_task_fn fn;
+    void *ctx;
+    int64_t n_chunks;
+    atomic_llong next;
+    atomic_int done;           /* workers that finished the current job */
+    int start_generation;      /* the generation when the workers were created */
+} P = { .n_threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
+
+float *pt_scratch(int ith, int64_t n) {
+    if (scratch[ith].cap < n) {
+        free(scratch[ith].buf);
+        int64_t cap = n < 4096 ? 4096 : n + n / 2;
+        scratch[ith].buf = (float *)malloc((size_t)cap * sizeof(float));
+        scratch[ith].cap = scratch[ith].buf ? cap : 0;
+    }
+    return scratch[ith].buf;
+}
+
+static void run_chunks(int ith) {
+    int64_t c;
+    while ((c = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < P.n_chunks) P.fn(P.ctx, c, ith);
+}
+
+static void *worker(void *arg) {
+    int ith = (int)(intptr_t)arg;
+    int seen = P.start_generation;   /* not a fresh load: a job may already have been posted */
+    for (;;) {
+        int g = seen;
+        for (int i = 0; i < SPIN_ITERS && g == seen; i++) {
+            CPU_RELAX();
+            g = atomic_load_explicit(&P.generation, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&P.mu);
+            P.sleepers++;
+            while ((g = atomic_load_explicit(&P.generation, memory_order_acquire)) == seen &&
+                   !atomic_load(&P.stop))
+                pthread_cond_wait(&P.cv, &P.mu);
+            P.sleepers--;
+            pthread_mutex_unlock(&P.mu);
+        }
+        if (atomic_load(&P.stop)) return NULL;
+        seen = g;
+        run_chunks(ith);
+        atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+    }
+}
+
+int pt_pool_threads(void) { return P.n_threads; }
+
+void pt_pool_stop(void) {
+    if (P.n_threads <= 1) { P.n_threads = 1; return; }
+    pthread_mutex_lock(&P.mu);
+    atomic_store(&P.stop, 1);
+    atomic_fetch_add(&P.generation, 1);
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.mu);
+    for (int i = 1; i < P.n_threads; i++) pthread_join(P.threads[i], NULL);
+    atomic_store(&P.stop, 0);
+    P.n_threads = 1;
+}
+
+int pt_pool_start(int n_threads) {
+    if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
+    pt_pool_stop();
+    P.n_threads = n_threads;
+    P.start_generation = atomic_load(&P.generation);
+    for (int i = 1; i < n_threads; i++) {
+        if (pthread_create(&P.threads[i], NULL, worker, (void *)(intptr_t)i) != 0) {
+            P.n_threads = i;   /* keep what started */
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
+    if (n_chunks <= 0) return;
+    if (P.n_threads == 1 || n_chunks == 1) {
+        for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
+        return;
+    }
+    P.fn = fn;
+    P.ctx = ctx;
+    P.n_chunks = n_chunks;
+    atomic_store_explicit(&P.next, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    pthread_mutex_lock(&P.mu);
+    atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
+    if (P.sleepers) pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.mu);
+    run_chunks(0);
+    int workers = P.n_threads - 1;
+    for (long spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < workers; spins++) {
+        if (spins < SPIN_ITERS) CPU_RELAX();
+        else sched_yield();
+    }
+}

@@ -1,0 +1,101 @@
+/* Weight quantization and dequantization, one portable implementation (it runs once, at export or load time, so
+ * there is no SIMD variant to drift from it). Block layouts are GGML's block_q8_0 and block_q4_0. */
+#include "internal.h"
+
+int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
+    if (cols <= 0) return -1;
+    switch (dtype) {
+    case PT_F32: return cols * 4;
+    case PT_F16: case PT_BF16: return cols * 2;
+    case PT_Q8_0: return cols % QK ? -1 : cols / QK * Q8_BYTES;
+    case PT_Q4_0: return cols % QK ? -1 : cols / QK * Q4_BYTES;
+    default: return -1;
+    }
+}
+
+/* q8_0: d = amax / 127 stored as fp16, q = round(x / d) computed with the unrounded d (as GGML does) */
+static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
+    for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q8_BYTES) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t h = pt_f2h(d);
+        memcpy(out, &h, 2);
+        for (int j = 0; j < QK; j++) out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+    }
+}
+
+/* q4_0: the value of largest magnitude maps to -8, d = max / -8, nibble = clamp(round(x / d) + 8, 0, 15) */
+static void quantize_q4_row(const float *x, int64_t cols, uint8_t *out) {
+    for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q4_BYTES) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t h = pt_f2h(d);
+        memcpy(out, &h, 2);
+        for (int j = 0; j < QK / 2; j++) {
+            int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + QK / 2] * id + 8.5f);
+            lo = lo < 0 ? 0 : (lo > 15 ? 15 : lo);
+            hi = hi < 0 ? 0 : (hi > 15 ? 15 : hi);
+            out[2 + j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+static void dequantize_row(int32_t dtype, const uint8_t *x, int64_t cols, float *out) {
+    switch (dtype) {
+    case PT_F32: memcpy(out, x, (size_t)cols * 4); break;
+    case PT_F16: for (int64_t i = 0; i < cols; i++) out[i] = pt_h2f(pt_load_u16(x + 2 * i)); break;
+    case PT_BF16: for (int64_t i = 0; i < cols; i++) out[i] = pt_bf2f(pt_load_u16(x + 2 * i)); break;
+    case PT_Q8_0:
+        for (int64_t b = 0; b < cols / QK; b++, x += Q8_BYTES, out += QK) {
+            float d = pt_h2f(pt_load_u16(x));
+            for (int j = 0; j < QK; j++) out[j] = d * (float)(int8_t)x[2 + j];
+        }
+        break;
+    case PT_Q4_0:
+        for (int64_t b = 0; b < cols / QK; b++, x += Q4_BYTES, out += QK) {
+            float d = pt_h2f(pt_load_u16(x));
+            for (int j = 0; j < QK / 2; j++) {
+                out[j] = d * (float)((int)(x[2 + j] & 0x0F) - 8);
+                out[j + QK / 2] = d * (float)((int)(x[2 + j] >> 4) - 8);
+            }
+        }
+        break;
+    }
+}
+
+int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
+    int64_t rb = pt_row_bytes(dtype, cols);
+    if (rb < 0 || rows < 0) return -1;
+    uint8_t *o = (uint8_t *)out;
+    for (int64_t r = 0; r < rows; r++, x += cols, o += rb) {
+        switch (dtype) {
+        case PT_F32: memcpy(o, x, (size_t)rb); break;
+        case PT_F16: for (int64_t i = 0; i < cols; i++) { uint16_t h = pt_f2h(x[i]); memcpy(o + 2 * i, &h, 2); } break;
+        case PT_BF16: for (int64_t i = 0; i < cols; i++) { uint16_t h = pt_f2bf(x[i]); memcpy(o + 2 * i, &h, 2); } break;
+        case PT_Q8_0: quantize_q8_row(x, cols, o); break;
+        case PT_Q4_0: quantize_q4_row(x, cols, o); break;
+        }
+    }
+    return 0;
+}
+
+int pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out) {
+    int64_t rb = pt_row_bytes(dtype, cols);
+    if (rb < 0 || rows < 0) return -1;
+    for (int64_t r = 0; r < rows; r++) dequantize_row(dtype, (const uint8_t *)x + r * rb, cols, out + r * cols);
+    return 0;
+}
+
+int pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out) {
+    int64_t rb = pt_row_bytes(W->dtype, W->cols);
+    if (rb < 0) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= W->rows) return -1;
+    for (int64_t i = 0; i < n; i++)
+        dequantize_row(W->dtype, (const uint8_t *)W->data + ids[i] * rb, W->cols, out + i * W->cols);
+    return 0;
+}

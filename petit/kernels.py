@@ -1,0 +1,191 @@
+"""NumPy-facing wrappers around the C kernels: checked inputs, allocated outputs.
+
+These are for tests, tools and one-off work (quantizing at export, dequantizing a tensor). The model's per-token
+loop calls `lib` directly with pointers prepared once at load (see petit/models/llama.py).
+"""
+import numpy as np
+
+from petit._native import configure, ffi, info, lib  # noqa: F401  (re-exported)
+
+DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
+BLOCK = 32
+
+
+def row_bytes(dtype: str, cols: int) -> int:
+    """Bytes of one row of `cols` values stored as `dtype`.
+
+    Raises:
+        ValueError: unknown dtype, or cols not a positive multiple of 32 for q8_0 / q4_0.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    n = lib.pt_row_bytes(DTYPES[dtype], int(cols))
+    if n < 0:
+        raise ValueError(f"a row of {cols} values cannot be stored as {dtype}: "
+                         f"{dtype} needs a positive multiple of {BLOCK} columns")
+    return n
+
+
+def _f32(x: np.ndarray, name: str, ndim: int | None = None) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {x.shape}")
+    return x
+
+
+def _ptr(arr: np.ndarray, ctype: str = "float *"):
+    return ffi.cast(ctype, ffi.from_buffer(arr))
+
+
+def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Quantize a float matrix [rows, cols] row by row; returns uint8 [rows, row_bytes].
+
+    Raises:
+        ValueError: naming the shape when cols does not fit the dtype (q8_0 / q4_0 need a multiple of 32).
+    """
+    x = _f32(x, "x")
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ValueError(f"quantize expects a 1-D or 2-D array, got shape {x.shape}")
+    rows, cols = x.shape
+    try:
+        rb = row_bytes(dtype, cols)
+    except ValueError as e:
+        raise ValueError(f"cannot quantize a tensor of shape {x.shape} to {dtype}: {e}") from None
+    out = np.empty((rows, rb), dtype=np.uint8)
+    lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
+    return out
+
+
+def dequantize(raw: np.ndarray, dtype: str, shape: tuple[int, int]) -> np.ndarray:
+    """Decode raw rows (as written by `quantize` or read from a file) back to float32 of `shape`."""
+    rows, cols = shape
+    rb = row_bytes(dtype, cols)
+    raw = np.ascontiguousarray(raw).view(np.uint8).reshape(-1)
+    if raw.size != rows * rb:
+        raise ValueError(f"{raw.size} bytes do not hold a {dtype} tensor of shape {shape} ({rows * rb} expected)")
+    out = np.empty((rows, cols), dtype=np.float32)
+    lib.pt_dequantize(DTYPES[dtype], _ptr(raw, "void *"), rows, cols, _ptr(out))
+    return out
+
+
+class Weight:
+    """A weight matrix as the kernels see it: a pointer into (mapped) memory, a dtype and a shape. No copy.
+
+    Attributes:
+        c: the `pt_tensor *` handed to every kernel call (built once here).
+    """
+
+    def __init__(self, raw: np.ndarray, dtype: str, shape: tuple[int, int]):
+        rows, cols = int(shape[0]), int(shape[1])
+        rb = row_bytes(dtype, cols)
+        if raw.nbytes != rows * rb:
+            raise ValueError(f"{raw.nbytes} bytes do not hold a {dtype} matrix of shape {shape} ({rows * rb} expected)")
+        if not raw.flags.c_contiguous:
+            raise ValueError("weight data must be contiguous")
+        self.raw, self.dtype, self.shape = raw, dtype, (rows, cols)
+        self._buf = ffi.from_buffer(raw)     # keeps the mapping alive as long as this Weight
+        self.c = ffi.new("pt_tensor *", {"data": self._buf, "dtype": DTYPES[dtype], "rows": rows, "cols": cols})
+
+    @classmethod
+    def from_float(cls, w: np.ndarray, dtype: str) -> "Weight":
+        w = _f32(w, "weight", 2)
+        return cls(quantize(w, dtype), dtype, w.shape)
+
+    def dequantize(self) -> np.ndarray:
+        return dequantize(self.raw, self.dtype, self.shape)
+
+
+def matmul(W: Weight, x: np.ndarray, out: np.ndarray | None = None, accumulate: bool = False) -> np.ndarray:
+    """y[t] = W @ x[t] for x [T, cols] (or [cols]); integer weights quantize x to q8 blocks on the fly."""
+    x = _f32(x, "x")
+    squeeze = x.ndim == 1
+    x2 = x.reshape(1, -1) if squeeze else x
+    if x2.ndim != 2 or x2.shape[1] != W.shape[1]:
+        raise ValueError(f"x of shape {x.shape} does not match a weight of shape {W.shape}")
+    T = x2.shape[0]
+    if out is None:
+        if accumulate:
+            raise ValueError("accumulate=True needs an out array")
+        out = np.empty((T, W.shape[0]), dtype=np.float32)
+    elif out.dtype != np.float32 or not out.flags.c_contiguous or out.size != T * W.shape[0]:
+        raise ValueError(f"out must be a contiguous float32 array of {T}x{W.shape[0]} values")
+    rc = lib.pt_matmul(W.c, _ptr(x2), T, _ptr(out), int(accumulate))
+    if rc != 0:
+        raise RuntimeError(f"pt_matmul failed ({rc})")
+    return out.reshape(-1) if squeeze else out
+
+
+def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The on-the-fly activation format: int8 q [T, K], fp32 scales d [T, K/32], block sums s [T, K/32]."""
+    x = _f32(x, "x", 2)
+    T, K = x.shape
+    row_bytes("q8_0", K)
+    q = np.empty((T, K), np.int8)
+    d = np.empty((T, K // BLOCK), np.float32)
+    s = np.empty((T, K // BLOCK), np.int32)
+    lib.pt_quantize_act(_ptr(x), T, K, _ptr(q, "int8_t *"), _ptr(d), _ptr(s, "int32_t *"))
+    return q, d, s
+
+
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    x = _f32(x, "x", 2)
+    w = _f32(w, "w", 1)
+    if w.shape[0] != x.shape[1]:
+        raise ValueError(f"norm weight of {w.shape[0]} values does not match x of shape {x.shape}")
+    y = np.empty_like(x)
+    lib.pt_rmsnorm(_ptr(x), _ptr(w), eps, x.shape[0], x.shape[1], _ptr(y))
+    return y
+
+
+def rope_table(base: float, head_dim: int, n_pos: int) -> tuple[np.ndarray, np.ndarray]:
+    cos = np.empty((n_pos, head_dim // 2), np.float32)
+    sin = np.empty((n_pos, head_dim // 2), np.float32)
+    lib.pt_rope_table(base, head_dim, n_pos, _ptr(cos), _ptr(sin))
+    return cos, sin
+
+
+def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float) -> np.ndarray:
+    """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]."""
+    q = _f32(q, "q", 3)
+    k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
+    T, H, hd = q.shape
+    n_kv, n_ctx, _ = k_cache.shape
+    out = np.empty_like(q)
+    rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, _ptr(out))
+    if rc != 0:
+        raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}")
+    return out
+
+
+def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    gate, up = _f32(gate, "gate"), _f32(up, "up")
+    if gate.shape != up.shape:
+        raise ValueError(f"gate {gate.shape} and up {up.shape} differ")
+    out = np.empty_like(gate)
+    lib.pt_swiglu(_ptr(gate), _ptr(up), gate.size, _ptr(out))
+    return out
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    x = _f32(x, "x").copy()
+    x2 = x.reshape(-1, x.shape[-1])
+    lib.pt_softmax(_ptr(x2), x2.shape[0], x2.shape[1])
+    return x
+
+
+def rope_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, cos: np.ndarray, sin: np.ndarray,
+               interleaved: bool, k_cache: np.ndarray, v_cache: np.ndarray) -> None:
+    """Rotate q [T, H, hd] in place; rotate k [T, n_kv, hd] into k_cache and copy v into v_cache ([n_kv, n_ctx, hd])
+    at positions pos0 .. pos0+T-1."""
+    for name, a in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if a.dtype != np.float32 or not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be a contiguous float32 array (it is written in place)")
+    k, v = _f32(k, "k", 3), _f32(v, "v", 3)
+    T, H, hd = q.shape
+    n_kv, n_ctx, _ = k_cache.shape
+    rc = lib.pt_rope_store(_ptr(q), _ptr(k), _ptr(v), T, H, n_kv, hd, pos0, _ptr(cos), _ptr(sin), cos.shape[0],
+                           int(interleaved), _ptr(k_cache), _ptr(v_cache), n_ctx)
+    if rc != 0:
+        raise ValueError(f"positions {pos0}..{pos0 + T - 1} do not fit the cache ({n_ctx}) or table ({cos.shape[0]})")

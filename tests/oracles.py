@@ -1,0 +1,126 @@
+"""Plain NumPy implementations of what each kernel computes: the oracles the C paths are tested against.
+
+They follow the same algorithm (GGML block formats, activations quantized to q8 blocks with an fp32 scale) but are
+written independently of the C code, in float64 where a sum is involved.
+"""
+import numpy as np
+
+QK = 32
+
+
+def quantize_q8_0(x: np.ndarray) -> np.ndarray:
+    """GGML quantize_row_q8_0_ref: d = amax/127 (stored fp16), q = roundf(x / d) (half away from zero)."""
+    rows, cols = x.shape
+    b = x.reshape(rows, cols // QK, QK).astype(np.float32)
+    d = (np.abs(b).max(axis=2) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = (b * inv[..., None]).astype(np.float32)
+    q = (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int8)
+    out = np.empty((rows, cols // QK, 34), np.uint8)
+    out[..., :2] = d.astype(np.float16)[..., None].view(np.uint8)
+    out[..., 2:] = q.view(np.uint8)
+    return out.reshape(rows, -1)
+
+
+def quantize_q4_0(x: np.ndarray) -> np.ndarray:
+    """GGML quantize_row_q4_0_ref: d = max / -8 (the signed value of largest magnitude), n = min(15, trunc(x/d + 8.5))."""
+    rows, cols = x.shape
+    b = x.reshape(rows, cols // QK, QK).astype(np.float32)
+    idx = np.abs(b).argmax(axis=2)
+    mx = np.take_along_axis(b, idx[..., None], axis=2)[..., 0]
+    d = (mx / np.float32(-8)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    n = np.clip(np.trunc((b * inv[..., None]).astype(np.float32) + np.float32(8.5)), 0, 15).astype(np.uint8)
+    out = np.empty((rows, cols // QK, 18), np.uint8)
+    out[..., :2] = d.astype(np.float16)[..., None].view(np.uint8)
+    out[..., 2:] = n[..., :16] | (n[..., 16:] << 4)
+    return out.reshape(rows, -1)
+
+
+def dequantize(raw: np.ndarray, dtype: str, shape) -> np.ndarray:
+    rows, cols = shape
+    if dtype == "f32":
+        return raw.view(np.float32).reshape(rows, cols)
+    if dtype == "f16":
+        return raw.view(np.float16).reshape(rows, cols).astype(np.float32)
+    if dtype == "bf16":
+        return (raw.view(np.uint16).reshape(rows, cols).astype(np.uint32) << 16).view(np.float32)
+    bb = 34 if dtype == "q8_0" else 18
+    blocks = raw.reshape(rows, cols // QK, bb)
+    d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+    if dtype == "q8_0":
+        q = blocks[..., 2:].view(np.int8).astype(np.float32)
+    else:
+        qs = blocks[..., 2:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=2).astype(np.float32) - 8
+    return (q * d[..., None]).reshape(rows, cols)
+
+
+def quantize_act(x: np.ndarray):
+    """Activations: fp32 d = amax/127, q = round half to even(x * (1/d)), s = sum(q) per block."""
+    T, K = x.shape
+    b = x.reshape(T, K // QK, QK).astype(np.float32)
+    d = (np.abs(b).max(axis=2) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint((b * inv[..., None]).astype(np.float32)), -128, 127).astype(np.int8)
+    return q.reshape(T, K), d, q.astype(np.int32).sum(axis=2)
+
+
+def matmul(raw: np.ndarray, dtype: str, shape, x: np.ndarray) -> np.ndarray:
+    """What pt_matmul computes, in float64: float weights use x as is; q8_0 / q4_0 use the quantized activations
+    and exact integer dot products per block, scaled by both block scales."""
+    rows, cols = shape
+    if dtype in ("f32", "f16", "bf16"):
+        return (x.astype(np.float64) @ dequantize(raw, dtype, shape).astype(np.float64).T)
+    q, d, _ = quantize_act(x)
+    nb = cols // QK
+    bb = 34 if dtype == "q8_0" else 18
+    blocks = raw.reshape(rows, nb, bb)
+    dw = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float64)      # [rows, nb]
+    if dtype == "q8_0":
+        wq = blocks[..., 2:].view(np.int8).astype(np.int64)
+    else:
+        qs = blocks[..., 2:]
+        wq = np.concatenate([qs & 0x0F, qs >> 4], axis=2).astype(np.int64) - 8
+    xq = q.reshape(-1, nb, QK).astype(np.int64)
+    isum = np.einsum("rbj,tbj->trb", wq, xq)                                    # exact integers
+    return np.einsum("trb,rb,tb->tr", isum.astype(np.float64), dw, d.astype(np.float64))
+
+
+def rmsnorm(x, w, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, theta, interleaved):
+    """x [T, H, hd] at positions pos [T]."""
+    T, H, hd = x.shape
+    inv = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    ang = np.asarray(pos, np.float64)[:, None] * inv[None, :]
+    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    x = x.astype(np.float64)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+        return out
+    a, b = x[..., : hd // 2], x[..., hd // 2:]
+    return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+
+
+def attention(q, k, v, pos0, scale):
+    """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0."""
+    T, H, hd = q.shape
+    group = H // k.shape[0]
+    out = np.empty((T, H, hd))
+    for t in range(T):
+        n = pos0 + t + 1
+        for h in range(H):
+            kh, vh = k[h // group, :n].astype(np.float64), v[h // group, :n].astype(np.float64)
+            s = kh @ q[t, h].astype(np.float64) * scale
+            p = np.exp(s - s.max())
+            out[t, h] = (p / p.sum()) @ vh
+    return out
