@@ -104,6 +104,7 @@ static void quant_task(void *ctx, int64_t t, int ith) {
 }
 
 /* ---- matmul ---- */
+#define SERIAL_MACS 65536.0     /* below this many multiply-adds a matmul runs on the calling thread alone */
 #define MAX_MATS 3
 typedef struct {
     const pt_tensor *W[MAX_MATS];
@@ -149,7 +150,8 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
     if (quantized) {
         if (act_reserve(T * K) < 0) { pthread_mutex_unlock(&lock); return -3; }
         quant_job qj = {x, K};
-        pt_pool_run(quant_task, &qj, T);
+        if ((double)T * (double)K < SERIAL_MACS) pt_quantize_act(x, T, K, act.q, act.d, act.s);
+        else pt_pool_run(quant_task, &qj, T);
         j.a = (pt_act){act.q, act.d, act.s, K};
     }
     /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least */
@@ -167,7 +169,11 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
         chunks += (W[m]->rows + rpc - 1) / rpc;
         j.end[m] = chunks;
     }
-    pt_pool_run(matmul_task, &j, chunks);
+    if ((double)total_rows * (double)K * (double)T < SERIAL_MACS) {    /* too small to pay for a hand-off */
+        for (int64_t c = 0; c < chunks; c++) matmul_task(&j, c, 0);
+    } else {
+        pt_pool_run(matmul_task, &j, chunks);
+    }
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -269,7 +275,13 @@ int pt_attention(const float *q, const float *k_cache, const float *v_cache, int
     attn_job j = {q, k_cache, v_cache, out, n_ctx, n_heads, n_kv, head_dim, pos0, 1, T * n_heads, scale};
     int64_t target = (int64_t)pt_pool_threads() * 8;
     j.items_per_chunk = j.n_items / target > 1 ? j.n_items / target : 1;
-    pt_pool_run(attn_task, &j, (j.n_items + j.items_per_chunk - 1) / j.items_per_chunk);
+    int64_t chunks = (j.n_items + j.items_per_chunk - 1) / j.items_per_chunk;
+    /* work ~ query heads x positions x head_dim, twice (scores and values) */
+    if ((double)j.n_items * (double)(pos0 + T) * (double)head_dim * 2.0 < SERIAL_MACS) {
+        for (int64_t c = 0; c < chunks; c++) attn_task(&j, c, 0);
+    } else {
+        pt_pool_run(attn_task, &j, chunks);
+    }
     pthread_mutex_unlock(&lock);
     return 0;
 }

@@ -1,8 +1,9 @@
 /* A persistent thread pool. The calling thread works as thread 0; n-1 workers wait for jobs. A job is split into
  * chunks handed out by an atomic counter (work stealing on a VM that loses a core now and then). Workers spin a
  * short while after a job, so the next job of the same token starts without a wake-up, then sleep on a condition
- * variable, so an idle app burns no CPU. The waiting caller yields after a bounded spin, so a pool whose worker
- * was descheduled does not spin forever. */
+ * variable, so an idle app burns no CPU. The caller, once its own chunks are done, spins briefly for the workers
+ * and then sleeps until the last one signals: when another process takes a core away, the late worker gets the
+ * core instead of the caller spinning on it. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include <pthread.h>
@@ -34,7 +35,11 @@ static struct {
     atomic_llong next;
     atomic_int done;           /* workers that finished the current job */
     int start_generation;      /* the generation when the workers were created */
-} P = { .n_threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    pthread_mutex_t done_mu;   /* the caller sleeps on done_cv when the workers are slow (a core taken away) */
+    pthread_cond_t done_cv;
+    atomic_int caller_waiting;
+} P = { .n_threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+        .done_mu = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER };
 
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
 
@@ -74,7 +79,12 @@ static void *worker(void *arg) {
         if (atomic_load(&P.stop)) return NULL;
         seen = g;
         run_chunks(ith);
-        atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+        atomic_fetch_add(&P.done, 1);
+        if (atomic_load(&P.caller_waiting)) {   /* seq_cst pair with the caller: one of us sees the other */
+            pthread_mutex_lock(&P.done_mu);
+            pthread_cond_signal(&P.done_cv);
+            pthread_mutex_unlock(&P.done_mu);
+        }
     }
 }
 
@@ -123,8 +133,14 @@ void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     pthread_mutex_unlock(&P.mu);
     run_chunks(0);
     int workers = P.n_threads - 1;
-    for (long spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < workers; spins++) {
-        if (spins < SPIN_ITERS) CPU_RELAX();
-        else sched_yield();
+    for (int spins = 0; spins < SPIN_ITERS; spins++) {
+        if (atomic_load_explicit(&P.done, memory_order_acquire) == workers) return;
+        CPU_RELAX();
     }
+    /* a worker is late (descheduled, or woken from sleep): block instead of burning the core it needs */
+    pthread_mutex_lock(&P.done_mu);
+    atomic_store(&P.caller_waiting, 1);
+    while (atomic_load(&P.done) < workers) pthread_cond_wait(&P.done_cv, &P.done_mu);
+    atomic_store(&P.caller_waiting, 0);
+    pthread_mutex_unlock(&P.done_mu);
 }

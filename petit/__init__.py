@@ -1,3 +1,31 @@
-"""Petit: run, train, quantize and verify small language models on a laptop CPU."""
+"""Petit: run, train, quantize and verify small language models on a laptop CPU.
+
+    import petit
+    model = petit.load("assets/default-q8_0.petit")
+    logits = model.logits(model.tokenizer.encode("Hello"))      # float32 [positions, vocab]
+"""
 
 __version__ = "0.1.0"
+
+
+def load(path, weights=None, tokenizer=None):
+    """Load a model file; see petit.model.load."""
+    from petit.model import load as _load
+    return _load(path, weights=weights, tokenizer=tokenizer)
+
+
+def __getattr__(name):
+    # the heavier modules (and the compiled kernels) are imported on first use, so `import petit` stays cheap
+    if name == "Model":
+        from petit.model import Model
+        return Model
+    if name == "Sampler":
+        from petit.sample import Sampler
+        return Sampler
+    if name == "Tokenizer":
+        from petit.tokenizer import Tokenizer
+        return Tokenizer
+    if name in ("generate_tokens", "stream_text"):
+        from petit import generate
+        return getattr(generate, name)
+    raise AttributeError(f"module 'petit' has no attribute {name!r}")

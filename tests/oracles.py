@@ -124,3 +124,34 @@ def attention(q, k, v, pos0, scale):
             p = np.exp(s - s.max())
             out[t, h] = (p / p.sum()) @ vh
     return out
+
+
+def llama_logits(W: dict, cfg: dict, ids, quantized_acts: bool = False) -> np.ndarray:
+    """A plain float64 Llama forward over float weights W (HF names): logits [T, vocab]. With quantized_acts,
+    the input of every matrix product is rounded to q8 blocks first, as the engine does for q8_0 / q4_0 weights."""
+    D, H, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["head_dim"]
+    KV, eps, T = cfg["num_key_value_heads"], cfg["rms_norm_eps"], len(ids)
+    x = W["model.embed_tokens.weight"][ids].astype(np.float64)
+    pos = np.arange(T)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = _act(rmsnorm(x, W[p + "input_layernorm.weight"], eps), quantized_acts)
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(T, H, hd)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(T, KV, hd)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(T, KV, hd)
+        q = rope(q, pos, cfg["rope_theta"], cfg["rope_interleaved"])
+        k = rope(k, pos, cfg["rope_theta"], cfg["rope_interleaved"])
+        att = attention(q, k.transpose(1, 0, 2), v.transpose(1, 0, 2), 0, hd ** -0.5)
+        x = x + _act(att.reshape(T, H * hd), quantized_acts) @ W[p + "self_attn.o_proj.weight"].T
+        h = _act(rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps), quantized_acts)
+        g, u = h @ W[p + "mlp.gate_proj.weight"].T, h @ W[p + "mlp.up_proj.weight"].T
+        x = x + _act(g / (1 + np.exp(-g)) * u, quantized_acts) @ W[p + "mlp.down_proj.weight"].T
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return _act(rmsnorm(x, W["model.norm.weight"], eps), quantized_acts) @ head.T
+
+
+def _act(h: np.ndarray, quantized: bool) -> np.ndarray:
+    if not quantized:
+        return h
+    q, d, _ = quantize_act(h.astype(np.float32))
+    return q.astype(np.float64) * np.repeat(d.astype(np.float64), QK, axis=1)

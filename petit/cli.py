@@ -1,0 +1,158 @@
+"""The `petit` command line: `petit run`, `petit info` (and, as they land, chat, serve, train, export, verify,
+convert, bench).
+
+Exit codes: 0 success, 1 a runtime error (bad model file, bad input), 2 a usage error (wrong flags). Errors are
+one line on stderr, never a traceback.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
+    return v
+
+
+def _float(s: str) -> float:
+    try:
+        return float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="generate a completion of a prompt (no chat template)",
+                       description="Stream a completion of PROMPT from MODEL to stdout.")
+    p.add_argument("-m", "--model", required=True, help="a .petit model file")
+    p.add_argument("-v", "--vocab", help="vocabulary file, one token per line (default: the model's own)")
+    p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
+    p.add_argument("-p", "--prompt", default="", help="the text to continue")
+    p.add_argument("-n", "--tokens", type=_positive_int, default=64, help="tokens to generate (default 64)")
+    p.add_argument("-t", "--temperature", type=_float, default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("-k", "--top-k", type=_positive_int, default=0, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=_float, default=1.0, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--seed", type=_positive_int, default=None, help="random seed (default: a fresh one)")
+    p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
+                   help="convert the weights at load (default: as stored in the file)")
+    p.add_argument("--dump-logits", metavar="FILE",
+                   help="write the logits of every position of prompt + output as a float32 .npy [positions, vocab]")
+    p.set_defaults(func=cmd_run)
+
+
+def _add_info(sub) -> None:
+    p = sub.add_parser("info", help="show the CPU features, the kernel path and the thread count")
+    p.set_defaults(func=cmd_info)
+
+
+def cmd_info(args) -> int:
+    from petit import __version__
+    from petit.kernels import info
+    i = info()
+    print(f"petit {__version__}")
+    print(f"cpu features:   {i['cpu_features']}")
+    print(f"kernel paths:   {', '.join(i['supported'])} (supported)")
+    print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512)")
+    print(f"threads:        {i['threads']}   (CPUs available: {i['default_threads']}; set PETIT_THREADS=N)")
+    return 0
+
+
+def _write_npy_atomic(path: str, arr: np.ndarray) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, arr)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def cmd_run(args) -> int:
+    import petit
+    from petit.generate import stream_text
+    from petit.sample import Sampler
+    from petit.tokenizer import Tokenizer
+
+    if args.merges and not args.vocab:
+        raise ValueError("-g/--merges needs -v/--vocab")
+    tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
+    sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer)
+    tok = model.tokenizer
+    if tok is None:
+        raise ValueError(f"{args.model}: the file has no tokenizer; give one with -v VOCAB [-g MERGES]")
+    ids = tok.encode(args.prompt)
+    if not ids:
+        if tok.bos_id is None:
+            raise ValueError("the prompt is empty and the model has no BOS token to start from: give -p TEXT")
+        ids = [tok.bos_id]
+    n_ctx = min(model.config.max_position_embeddings, len(ids) + args.tokens + 1)
+    cache = model.new_cache(n_ctx)
+    rows = [] if args.dump_logits else None
+    stop = [tok.eos_id] if tok.eos_id is not None else []
+    out = sys.stdout
+    out.write(args.prompt)
+    out.flush()
+    t0, n, t_first, last = time.perf_counter(), 0, None, None
+    for step in stream_text(model, ids, max_tokens=args.tokens, sampler=sampler, stop_ids=stop, cache=cache,
+                            on_logits=rows.append if rows is not None else None):
+        if t_first is None:
+            t_first = time.perf_counter()
+        n += 1
+        last = step
+        if step.text:
+            out.write(step.text)
+            out.flush()
+    out.write("\n")
+    out.flush()
+    t1 = time.perf_counter()
+    if rows is not None:
+        if last is not None and last.finish_reason is not None and cache.pos < cache.n_ctx:
+            rows.append(model.forward([last.token], cache)[None, :])     # the row after the last token too
+        logits = np.concatenate(rows, axis=0)
+        _write_npy_atomic(args.dump_logits, logits)
+        print(f"wrote logits {logits.shape[0]} x {logits.shape[1]} to {args.dump_logits}", file=sys.stderr)
+    if n and t_first is not None:
+        decode = (n - 1) / (t1 - t_first) if n > 1 and t1 > t_first else float("nan")
+        print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms, "
+              f"{decode:.1f} tok/s]", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="petit", description="Run, train, quantize and verify small language "
+                                                               "models on your CPU.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_run(sub)
+    _add_info(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)       # wrong flags: usage on stderr, exit 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (ValueError, OSError) as e:
+        print(f"petit {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

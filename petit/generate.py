@@ -1,0 +1,85 @@
+"""Token-by-token generation over the KV cache, as a generator, and its text-streaming wrapper."""
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from petit.cache import KVCache
+from petit.sample import Sampler
+from petit.tokenizer import StreamDecoder
+
+
+@dataclass
+class Step:
+    """One generated token.
+
+    Attributes:
+        token: the sampled token id.
+        text: the text this token completes (may be "" while a UTF-8 character or a merge is incomplete).
+        finish_reason: None while generating; "stop" when the token is a stop token (it is still reported),
+            "length" when max_tokens or the context is reached.
+    """
+    token: int
+    text: str = ""
+    finish_reason: str | None = None
+
+
+def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callable | None = None,
+                    stop_ids=(), cache: KVCache | None = None,
+                    on_logits: Callable[[np.ndarray], None] | None = None) -> Iterator[Step]:
+    """Prefill `prompt_ids` into the cache, then sample up to `max_tokens` tokens, one forward pass each.
+
+    Args:
+        model: a petit Model.
+        prompt_ids: at least one token id.
+        max_tokens: the most tokens to generate.
+        sampler: logits -> token id (default: greedy).
+        stop_ids: token ids that end generation (the stop token is yielded with finish_reason "stop").
+        cache: the KV cache to append to (default: a fresh one sized for prompt + max_tokens).
+        on_logits: called with the logits [T, vocab] of every position as it is computed (prompt rows first,
+            then one row per generated token that is fed back).
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+    if len(prompt_ids) == 0:
+        raise ValueError("the prompt is empty: give at least one token")
+    sampler = sampler or Sampler(temperature=0.0)
+    if cache is None:
+        cache = model.new_cache(min(model.config.max_position_embeddings, len(prompt_ids) + max_tokens + 1))
+    if cache.pos + len(prompt_ids) > cache.n_ctx:
+        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) does not fit the context "
+                         f"({cache.n_ctx - cache.pos} positions left)")
+    stop = set(int(t) for t in stop_ids)
+    # a model's vocabulary may be padded past its tokenizer's (ids no text maps to): never sample those
+    n_vocab = model.tokenizer.vocab_size if model.tokenizer is not None else model.vocab_size
+    logits = model.forward(prompt_ids, cache, all_logits=on_logits is not None)
+    if on_logits is not None:
+        on_logits(logits)
+        logits = logits[-1]
+    for i in range(max_tokens):
+        token = int(sampler(logits[:n_vocab]))
+        if token in stop:
+            yield Step(token, finish_reason="stop")
+            return
+        last = i == max_tokens - 1 or cache.pos >= cache.n_ctx
+        if last:
+            yield Step(token, finish_reason="length")
+            return
+        yield Step(token)
+        logits = model.forward([token], cache)
+        if on_logits is not None:
+            on_logits(logits[None, :])
+
+
+def stream_text(model, prompt_ids, **kwargs) -> Iterator[Step]:
+    """generate_tokens with the text of each step filled in: complete UTF-8 only, in order; a trailing partial
+    character is flushed with the last step."""
+    decoder = StreamDecoder(model.tokenizer)
+    for step in generate_tokens(model, prompt_ids, **kwargs):
+        if step.finish_reason == "stop":
+            step.text = decoder.flush()
+        else:
+            step.text = decoder.push(step.token)
+            if step.finish_reason is not None:
+                step.text += decoder.flush()
+        yield step

@@ -1,0 +1,145 @@
+"""Loading a model file and the public `Model` object: config, tokenizer, logits and the decode cache."""
+import os
+
+import numpy as np
+
+from petit.cache import KVCache
+from petit.kernels import DTYPES, quantize, dequantize
+from petit.models import get_family
+from petit.petit_file import PetitFile, PetitFileError
+from petit.tokenizer import Tokenizer
+
+WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+
+
+class Model:
+    """A loaded model.
+
+    Attributes:
+        config: the family's config dataclass (Hugging Face field names).
+        tokenizer: the model's Tokenizer (None if the file has none and none was given).
+        metadata: the file's metadata dict (chat template, generation defaults, quantization).
+        path: where it was loaded from.
+    """
+
+    def __init__(self, config, net, tokenizer, metadata: dict, path: str, source=None):
+        self.config, self.net, self.tokenizer, self.metadata, self.path = config, net, tokenizer, metadata, path
+        self._source = source          # the open PetitFile the weights map into
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def weight_type(self) -> str:
+        return self.net.layers[0]["mlp.down_proj"].dtype if self.net.layers else self.net.embed.dtype
+
+    def new_cache(self, n_ctx: int | None = None) -> KVCache:
+        """A KV cache for up to n_ctx positions (default: the model's max_position_embeddings)."""
+        c = self.config
+        n_ctx = c.max_position_embeddings if n_ctx is None else n_ctx
+        if n_ctx > c.max_position_embeddings:
+            raise ValueError(f"a context of {n_ctx} exceeds the model's max_position_embeddings "
+                             f"{c.max_position_embeddings}")
+        return KVCache(c.num_hidden_layers, c.num_key_value_heads, n_ctx, c.head_dim)
+
+    def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
+        """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode
+        cache of any generation in progress is not touched)."""
+        ids = self._check_ids(token_ids)
+        out = np.empty((len(ids), self.vocab_size), np.float32)
+        cache = self.new_cache(max(len(ids), 1))
+        for start in range(0, len(ids), chunk):
+            part = ids[start:start + chunk]
+            self.net.forward(part, cache, out[start:start + len(part)])
+        return out
+
+    def forward(self, token_ids, cache: KVCache, all_logits: bool = False) -> np.ndarray:
+        """Append token_ids to `cache` and return the logits of the last position ([vocab]) or, with all_logits,
+        of every new position ([T, vocab])."""
+        ids = self._check_ids(token_ids)
+        if not len(ids):
+            raise ValueError("forward needs at least one token")
+        out = np.empty((len(ids) if all_logits else 1, self.vocab_size), np.float32)
+        self.net.forward(ids, cache, out)
+        return out if all_logits else out[0]
+
+    def _check_ids(self, token_ids) -> np.ndarray:
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+            raise ValueError(f"token ids must be a 1-D sequence of integers, got {ids.dtype} of shape {ids.shape}")
+        bad = ids[(ids < 0) | (ids >= self.vocab_size)]
+        if bad.size:
+            raise ValueError(f"token id(s) {bad[:5].tolist()} out of range for a vocabulary of {self.vocab_size}")
+        if len(ids) > self.config.max_position_embeddings:
+            raise ValueError(f"{len(ids)} tokens exceed the model's context of {self.config.max_position_embeddings}")
+        return ids.astype(np.int32)
+
+    def close(self) -> None:
+        """Drop the weights and unmap the file (the model is unusable afterwards)."""
+        self.net = None
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+
+
+def load(path, weights: str | None = None, tokenizer: Tokenizer | None = None) -> Model:
+    """Load a `.petit` model file.
+
+    Args:
+        path: the file.
+        weights: None to run the weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16, q8_0,
+            q4_0 to convert the weight matrices at load (this makes an in-memory copy).
+        tokenizer: overrides the tokenizer embedded in the file.
+
+    Raises:
+        PetitFileError / ValueError: a missing, corrupt or unsupported file, naming the file and what is wrong.
+    """
+    if weights is not None and weights not in WEIGHT_TYPES:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a folder; Petit loads .petit files (Hugging Face folders come later)")
+    f = PetitFile(path)
+    try:
+        meta = f.metadata
+        cfg_dict = meta.get("config")
+        if not isinstance(cfg_dict, dict):
+            raise PetitFileError(f"{path}: metadata: 'config' is missing or not an object")
+        try:
+            family = get_family(cfg_dict.get("model_type"))
+            cfg = family.Config.from_dict(cfg_dict)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        expected = family.tensor_shapes(cfg)
+
+        def tensor(name):
+            info = f.tensors.get(name)
+            if info is None:
+                raise PetitFileError(f"{path}: tensor {name!r} is missing")
+            if info.shape != expected[name]:
+                raise PetitFileError(f"{path}: tensor {name!r} has shape {info.shape}, expected {expected[name]}")
+            raw = f.raw(name)
+            if weights is not None and len(info.shape) == 2 and info.dtype != weights:
+                raw = quantize(dequantize(raw, info.dtype, info.shape), weights)
+                return raw, weights, info.shape
+            return raw, info.dtype, info.shape
+
+        extra = sorted(set(f.tensors) - set(expected))
+        if extra:
+            raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
+                                 f"{cfg.model_type!r}")
+        net = family.Network(cfg, tensor)
+        tok = tokenizer
+        if tok is None and meta.get("tokenizer") is not None:
+            try:
+                tok = Tokenizer.from_dict(meta["tokenizer"])
+            except (ValueError, TypeError, KeyError) as e:
+                raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
+        if tok is not None and tok.vocab_size > cfg.vocab_size:
+            raise ValueError(f"{path}: the tokenizer has {tok.vocab_size} tokens but the model only "
+                             f"{cfg.vocab_size}")
+        return Model(cfg, net, tok, meta, path, source=f)
+    except BaseException:
+        f.close()
+        raise

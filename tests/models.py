@@ -1,0 +1,57 @@
+"""Small random-weight models written as .petit files, for tests. Deterministic for a given seed."""
+import numpy as np
+
+from petit.kernels import quantize
+from petit.models.llama import LlamaConfig, tensor_shapes
+from petit.petit_file import write_petit
+from petit.tokenizer import bytes_to_unicode
+
+TINY = dict(model_type="llama", vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+            rope_interleaved=False, max_position_embeddings=128, tie_word_embeddings=False)
+
+
+def byte_tokenizer(vocab_size: int) -> dict:
+    """256 byte tokens, a few merges, and the ChatML specials; padded with merge tokens up to vocab_size."""
+    b2u = bytes_to_unicode()
+    vocab = [b2u[b] for b in range(256)]
+    merges = []
+    for left, right in [("h", "e"), ("l", "l"), ("he", "ll"), ("o", "Ġ"), ("t", "h"), ("Ġ", "w")]:
+        merges.append([left, right])
+        vocab.append(left + right)
+    specials = ["<|im_start|>", "<|im_end|>"]
+    vocab += specials
+    if len(vocab) > vocab_size:
+        raise ValueError("vocab_size too small for the test tokenizer")
+    return {"type": "bpe", "vocab": vocab, "merges": merges, "special_tokens": specials, "bos_token": None,
+            "eos_token": "<|im_end|>", "unk_token": None, "add_bos": False}
+
+
+def random_weights(cfg: dict, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    W = {}
+    for name, shape in tensor_shapes(LlamaConfig.from_dict(cfg)).items():
+        if name.endswith("norm.weight"):
+            W[name] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        else:
+            W[name] = (rng.standard_normal(shape) * (0.5 / np.sqrt(shape[-1]))).astype(np.float32)
+    W["model.embed_tokens.weight"] *= 20     # embeddings of a useful size
+    return W
+
+
+def write_model(path, cfg: dict | None = None, dtype: str = "f32", seed: int = 0, tokenizer: dict | None = None):
+    """Write a random model; returns (cfg, float weights as stored after quantization round trip)."""
+    cfg = dict(TINY if cfg is None else cfg)
+    W = random_weights(cfg, seed)
+    tensors = {}
+    for name, w in W.items():
+        if w.ndim == 1:
+            tensors[name] = ("f32", w.shape, w)
+        else:
+            tensors[name] = (dtype, w.shape, quantize(w, dtype))
+    tok = tokenizer if tokenizer is not None else byte_tokenizer(cfg["vocab_size"])
+    meta = {"format": "petit", "config": cfg, "tokenizer": tok, "quantization": {"weights": dtype}}
+    if tokenizer is False:
+        del meta["tokenizer"]
+    write_petit(path, meta, tensors)
+    return cfg, W

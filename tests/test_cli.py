@@ -1,0 +1,120 @@
+"""`petit run` and `petit info` as a user runs them: exact text on stdout, exit codes, messages on stderr."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import petit
+from petit.cli import main
+from petit.tokenizer import Tokenizer
+
+import models
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    models.write_model(tmp_path / "m.petit", dtype="q8_0")
+    return str(tmp_path / "m.petit")
+
+
+def _greedy_text(path, prompt, n):
+    model = petit.load(path)
+    ids = model.tokenizer.encode(prompt)
+    steps = list(petit.stream_text(model, ids, max_tokens=n, stop_ids=[model.tokenizer.eos_id]))
+    return model, ids, [s.token for s in steps], "".join(s.text for s in steps)
+
+
+def test_run_streams_the_prompt_and_its_greedy_completion(model_file, capsys):
+    assert main(["run", "-m", model_file, "-p", "hello world", "-n", "10", "-t", "0"]) == 0
+    out, err = capsys.readouterr()
+    _, ids, _, text = _greedy_text(model_file, "hello world", 10)
+    assert out == "hello world" + text + "\n"
+    assert f"[{len(ids)} prompt tokens, 10 generated" in err
+
+
+def test_run_with_a_seed_is_reproducible_and_seeds_differ(model_file, capsys):
+    outs = []
+    for seed in (1, 1, 2):
+        main(["run", "-m", model_file, "-p", "hello", "-n", "24", "-t", "1.5", "--seed", str(seed)])
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+
+
+def test_dump_logits_writes_every_position(model_file, tmp_path, capsys):
+    dump = tmp_path / "logits.npy"
+    assert main(["run", "-m", model_file, "-p", "hello world", "-n", "6", "-t", "0", "--dump-logits", str(dump)]) == 0
+    model, ids, tokens, _ = _greedy_text(model_file, "hello world", 6)
+    logits = np.load(dump)
+    assert logits.shape == (len(ids) + 6, model.vocab_size)
+    np.testing.assert_allclose(logits, model.logits(ids + tokens), rtol=0, atol=1e-4)
+    assert "wrote logits" in capsys.readouterr().err
+    assert [p for p in os.listdir(tmp_path) if ".tmp" in p] == []
+
+
+def test_run_with_an_external_vocab_and_merges(tmp_path, capsys):
+    tok = models.byte_tokenizer(300)
+    models.write_model(tmp_path / "m.petit", tokenizer=False)
+    (tmp_path / "vocab.txt").write_text("\n".join(tok["vocab"]) + "\n", encoding="utf-8")
+    (tmp_path / "merges.txt").write_text("\n".join(" ".join(m) for m in tok["merges"]) + "\n", encoding="utf-8")
+    argv = ["run", "-m", str(tmp_path / "m.petit"), "-p", "hello", "-n", "5", "-t", "0"]
+    assert main(argv) == 1
+    assert "has no tokenizer; give one with -v VOCAB" in capsys.readouterr().err
+    assert main(argv + ["-v", str(tmp_path / "vocab.txt"), "-g", str(tmp_path / "merges.txt")]) == 0
+    out = capsys.readouterr().out
+    tokenizer = Tokenizer.from_files(tmp_path / "vocab.txt", tmp_path / "merges.txt")
+    model = petit.load(tmp_path / "m.petit", tokenizer=tokenizer)
+    assert tokenizer.eos_id is None          # a vocab file does not say which token ends text
+    steps = petit.stream_text(model, tokenizer.encode("hello"), max_tokens=5)
+    assert out == "hello" + "".join(s.text for s in steps) + "\n"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "-m", "M", "--bogus"], "unrecognized arguments: --bogus"),
+    (["run", "-p", "hi"], "the following arguments are required: -m/--model"),
+    (["run", "-m", "M", "-n", "ten"], "argument -n/--tokens: expected an integer, got 'ten'"),
+    (["run", "-m", "M", "-t", "hot"], "argument -t/--temperature: expected a number, got 'hot'"),
+    (["fly"], "invalid choice: 'fly'"),
+])
+def test_wrong_flags_print_usage_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: petit" in err and message in err
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["-t", "-1"], "temperature must be a finite number >= 0, got -1.0"),
+    (["-s", "1.5"], "top_p must be a number in (0, 1] (1 = off), got 1.5"),
+    (["-g", "merges.txt"], "-g/--merges needs -v/--vocab"),
+])
+def test_bad_values_are_one_line_errors(model_file, extra, message, capsys):
+    assert main(["run", "-m", model_file, "-p", "hi"] + extra) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"petit run: error: {message}"
+
+
+def test_missing_and_corrupt_model_files(tmp_path, capsys):
+    assert main(["run", "-m", str(tmp_path / "nope.petit"), "-p", "hi"]) == 1
+    assert "nope.petit" in capsys.readouterr().err
+    (tmp_path / "junk.petit").write_bytes(b"GGUF" + bytes(100))
+    assert main(["run", "-m", str(tmp_path / "junk.petit"), "-p", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert "junk.petit" in err and "magic" in err and "Traceback" not in err
+
+
+def test_petit_command_and_info(model_file):
+    r = subprocess.run([sys.executable, "-m", "petit.cli", "info"], capture_output=True, text=True,
+                       env=dict(os.environ, PETIT_ISA="scalar", PETIT_THREADS="1"))
+    assert r.returncode == 0
+    assert "chosen path:    scalar" in r.stdout and "threads:        1" in r.stdout and "cpu features:" in r.stdout
+    r = subprocess.run(["petit", "run", "-m", model_file, "-p", "hello", "-n", "3", "-t", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("hello")
+
+
+def test_importing_petit_does_not_import_qt():
+    code = "import sys, petit, petit.model, petit.cli; print(any(m.startswith(('PySide', 'PyQt')) for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

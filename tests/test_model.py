@@ -1,0 +1,190 @@
+"""The Llama forward pass against a float64 NumPy forward (tests/oracles.py), the decode cache, and loading.
+
+Tolerances: f32 weights: |logit error| <= 1e-4 (float32 rounding over two layers). q8_0 / q4_0 weights: the oracle
+runs on the same dequantized weights and rounds each matmul input to q8 blocks as the engine does, so the error
+is float32 rounding plus a rare flipped activation rounding: <= 2e-3 of the largest |logit|. Cache reuse must
+reproduce a full prefill to 1e-5.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import petit
+from petit.kernels import dequantize
+from petit.petit_file import PetitFileError, read_petit, write_petit
+
+import models
+import oracles
+
+VARIANTS = {
+    "gqa": {},
+    "tied": {"tie_word_embeddings": True},
+    "mha_interleaved": {"num_key_value_heads": 4, "rope_interleaved": True, "rope_theta": 500.0},
+    "odd_sizes": {"hidden_size": 96, "intermediate_size": 160, "num_attention_heads": 6, "num_key_value_heads": 3,
+                  "head_dim": 16, "num_hidden_layers": 3},
+}
+
+
+def _stored_weights(model) -> dict:
+    """The weights exactly as the file stores them, decoded to float64 (norms as they are)."""
+    f = model._source
+    return {n: dequantize(f.raw(n), i.dtype, i.shape).astype(np.float64) if len(i.shape) == 2
+            else f.array(n).astype(np.float64) for n, i in f.tensors.items()}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0", "q4_0"])
+def test_logits_match_the_numpy_forward(tmp_path, variant, dtype):
+    cfg = dict(models.TINY, **VARIANTS[variant])
+    models.write_model(tmp_path / "m.petit", cfg, dtype=dtype, seed=len(variant))
+    model = petit.load(tmp_path / "m.petit")
+    ids = model.tokenizer.encode("hello world, the model reads this and says what comes next")
+    got = model.logits(ids)
+    assert got.shape == (len(ids), cfg["vocab_size"]) and got.dtype == np.float32
+    quantized = dtype in ("q8_0", "q4_0")
+    ref = oracles.llama_logits(_stored_weights(model), cfg, ids, quantized_acts=quantized)
+    err = np.abs(got - ref).max()
+    bound = 2e-3 * np.abs(ref).max() if quantized else 1e-4
+    assert err <= bound, f"{variant} {dtype}: max |error| {err:.3g} > {bound:.3g}"
+    assert (got.argmax(axis=1) == ref.argmax(axis=1)).mean() >= 0.95
+
+
+@pytest.mark.parametrize("dtype", ["f32", "q4_0"])
+def test_decode_with_the_cache_equals_a_full_prefill(tmp_path, dtype):
+    models.write_model(tmp_path / "m.petit", dtype=dtype)
+    model = petit.load(tmp_path / "m.petit")
+    ids = model.tokenizer.encode("one token at a time, then all of them at once")
+    full = model.logits(ids)
+    cache = model.new_cache(64)
+    rows = [model.forward(ids[:7], cache, all_logits=True)]
+    rows += [model.forward([t], cache)[None] for t in ids[7:]]
+    np.testing.assert_allclose(np.concatenate(rows), full, rtol=0, atol=1e-5)
+    # rewinding and replaying the tail reproduces the same rows
+    cache.rewind(10)
+    np.testing.assert_allclose(model.forward(ids[10:], cache, all_logits=True), full[10:], rtol=0, atol=1e-5)
+    # chunked prefill (as logits() does for long inputs) changes nothing
+    np.testing.assert_allclose(model.logits(ids, chunk=5), full, rtol=0, atol=1e-5)
+
+
+def test_logits_do_not_touch_a_generation_in_progress(tmp_path):
+    models.write_model(tmp_path / "m.petit")
+    model = petit.load(tmp_path / "m.petit")
+    cache = model.new_cache(32)
+    before = model.forward([1, 2, 3], cache)
+    model.logits([9, 9, 9, 9])
+    assert cache.pos == 3
+    cache.rewind(2)
+    np.testing.assert_array_equal(model.forward([3], cache), before)
+
+
+def test_generation_is_greedy_by_default_and_stops_at_eos(tmp_path):
+    models.write_model(tmp_path / "m.petit")
+    model = petit.load(tmp_path / "m.petit")
+    ids = model.tokenizer.encode("hello")
+    steps = list(petit.generate_tokens(model, ids, max_tokens=12))
+    assert len(steps) == 12 and steps[-1].finish_reason == "length"
+    seq = list(ids)
+    for s in steps:                  # each token is the argmax of the logits of the sequence so far
+        assert s.token == int(model.logits(seq)[-1][: model.tokenizer.vocab_size].argmax())
+        seq.append(s.token)
+    tokens = [s.token for s in steps]
+    i = next(i for i in range(1, 12) if tokens[i] not in tokens[:i])      # a token not generated before
+    stopped = list(petit.generate_tokens(model, ids, max_tokens=12, stop_ids=[tokens[i]]))
+    assert [s.token for s in stopped] == tokens[:i + 1] and stopped[-1].finish_reason == "stop"
+
+
+def test_weights_converted_at_load_equal_a_file_stored_that_way(tmp_path):
+    models.write_model(tmp_path / "f32.petit", dtype="f32")
+    models.write_model(tmp_path / "q8.petit", dtype="q8_0")
+    ids = [5, 6, 7, 8]
+    converted = petit.load(tmp_path / "f32.petit", weights="q8_0")
+    assert converted.weight_type == "q8_0"
+    np.testing.assert_array_equal(converted.logits(ids), petit.load(tmp_path / "q8.petit").logits(ids))
+
+
+def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
+    f = read_petit(src)
+    meta = dict(f.metadata)
+    tensors = {n: (i.dtype, i.shape, np.array(f.raw(n))) for n, i in f.tensors.items()}
+    f.close()
+    if meta_fn:
+        meta_fn(meta)
+    if tensors_fn:
+        tensors_fn(tensors)
+    write_petit(dst, meta, tensors)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda m, t: m["config"].update(model_type="mamba"),
+     r"unsupported model_type 'mamba': supported model types are llama"),
+    (lambda m, t: m["config"].update(rope_scaling={"type": "yarn", "factor": 4.0}),
+     r"rope_scaling .*yarn.* is not supported"),
+    (lambda m, t: m["config"].update(num_key_value_heads=3),
+     r"num_attention_heads 4 is not divisible by num_key_value_heads 3"),
+    (lambda m, t: m["config"].pop("hidden_size"), r"missing required field\(s\) hidden_size"),
+    (lambda m, t: t.pop("model.layers.1.mlp.up_proj.weight"), r"tensor 'model.layers.1.mlp.up_proj.weight' is missing"),
+    (lambda m, t: t.update({"model.norm.weight": ("f32", (32,), np.zeros(32, np.float32))}),
+     r"tensor 'model.norm.weight' has shape \(32,\), expected \(64,\)"),
+    (lambda m, t: t.update({"extra.weight": ("f32", (4,), np.zeros(4, np.float32))}), r"unexpected tensor\(s\) extra.weight"),
+    (lambda m, t: m.pop("config"), r"'config' is missing"),
+])
+def test_bad_model_files_are_clear_errors(tmp_path, change, message):
+    models.write_model(tmp_path / "good.petit")
+    state = {}
+
+    def meta_fn(m):
+        state["m"] = m
+
+    def tensors_fn(t):
+        change(state["m"], t)
+
+    _rewrite(tmp_path / "good.petit", tmp_path / "bad.petit", meta_fn=meta_fn, tensors_fn=tensors_fn)
+    with pytest.raises(ValueError, match=message) as e:
+        petit.load(tmp_path / "bad.petit")
+    assert "bad.petit" in str(e.value)
+
+
+def test_unknown_config_keys_are_reported(tmp_path):
+    models.write_model(tmp_path / "good.petit")
+    _rewrite(tmp_path / "good.petit", tmp_path / "m.petit", meta_fn=lambda m: m["config"].update(frobnicate=1))
+    with pytest.warns(UserWarning, match="ignoring unknown key\\(s\\) frobnicate"):
+        model = petit.load(tmp_path / "m.petit")
+    assert model.config.unknown_keys == ["frobnicate"]
+
+
+def test_bad_token_ids_are_rejected(tmp_path):
+    models.write_model(tmp_path / "m.petit")
+    model = petit.load(tmp_path / "m.petit")
+    with pytest.raises(ValueError, match=r"token id\(s\) \[300\] out of range for a vocabulary of 300"):
+        model.logits([1, 300])
+    with pytest.raises(ValueError, match="1-D sequence of integers"):
+        model.logits([[1, 2]])
+
+
+def test_resident_memory_stays_close_to_the_file_size(tmp_path):
+    # a ~25 MB q8_0 model: after load and a forward pass, anonymous memory must not hold a copy of the weights
+    cfg = dict(models.TINY, vocab_size=4096, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+               num_attention_heads=8, num_key_value_heads=2, head_dim=64)
+    path = tmp_path / "big.petit"
+    models.write_model(path, cfg, dtype="q8_0")
+    size = os.path.getsize(path)
+    script = textwrap.dedent(f"""
+        import petit
+        def rss():
+            d = dict(l.split(':', 1) for l in open('/proc/self/status') if l.startswith(('VmRSS', 'RssAnon', 'RssFile')))
+            return {{k: int(v.split()[0]) * 1024 for k, v in d.items()}}
+        import petit.kernels, numpy
+        before = rss()
+        m = petit.load({str(path)!r})
+        m.logits(list(range(16)))
+        after = rss()
+        print(after['RssAnon'] - before['RssAnon'], after['RssFile'] - before['RssFile'])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    anon, file_backed = map(int, out.split())
+    assert file_backed <= size + 2**20, f"file-backed RSS grew by {file_backed} for a {size}-byte file"
+    assert anon < 0.25 * size, f"anonymous RSS grew by {anon} bytes: the {size}-byte weights were copied"
