@@ -1,5 +1,5 @@
-"""The `petit` command line: `petit run`, `petit info` (and, as they land, chat, serve, train, export, verify,
-convert, bench).
+"""The `petit` command line: `petit run`, `petit info`, `petit train`, `petit export`, `petit verify` (and, as
+they land, chat, serve, convert, bench).
 
 Exit codes: 0 success, 1 a runtime error (bad model file, bad input), 2 a usage error (wrong flags). Errors are
 one line on stderr, never a traceback.
@@ -136,7 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _add_run(sub)
     _add_info(sub)
+    _add_trainer_commands(sub)
     return parser
+
+
+def _add_trainer_commands(sub) -> None:
+    """train / export / verify live in the trainer package, installed beside petit."""
+    from trainer.cli import add_train_parser
+    add_train_parser(sub)
 
 
 def main(argv=None) -> int:

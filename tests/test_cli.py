@@ -118,3 +118,9 @@ def test_petit_command_and_info(model_file):
 def test_importing_petit_does_not_import_qt():
     code = "import sys, petit, petit.model, petit.cli; print(any(m.startswith(('PySide', 'PyQt')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_petit_train_check_runs_the_gradient_check(capsys):
+    assert main(["train", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "FAIL" not in out
