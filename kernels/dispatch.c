@@ -59,12 +59,24 @@ int pt_default_threads(void) {
     return c > 0 ? (int)c : 1;
 }
 
+static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&lock); }
+static void atfork_child(void) {
+    pthread_mutex_init(&lock, NULL);
+    pt_pool_after_fork_child();
+}
+
 int pt_init(int n_threads, int isa) {
+    static int atfork_done = 0;
+    if (!atfork_done) {
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        atfork_done = 1;
+    }
     if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
     if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
                        : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2 : PT_ISA_SCALAR;
     if (!pt_isa_supported(isa)) return -1;
-    if (n_threads <= 0) n_threads = pt_default_threads();
+    if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
     pthread_mutex_lock(&lock);
     static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512};

@@ -104,6 +104,7 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
 typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);
 int  pt_pool_start(int n_threads);
 void pt_pool_stop(void);
+void pt_pool_after_fork_child(void);
 int  pt_pool_threads(void);
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks);   /* blocks until every chunk is done */
 /* per-thread scratch of at least n floats (grows, never shrinks) */

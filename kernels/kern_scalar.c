@@ -7,12 +7,15 @@ static void quant_act_scalar(const float *x, int64_t K, int8_t *q, float *d, int
     for (int64_t b = 0; b < K / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        int nan = 0;
+        for (int j = 0; j < QK; j++) { amax = fmaxf(amax, fabsf(xb[j])); nan |= isnan(xb[j]); }
         float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        if (!isfinite(id)) { db = 0.0f; id = 0.0f; }       /* a block too small to scale: zero */
+        if (nan) { db = NAN; id = 0.0f; }                    /* a NaN input gives NaN outputs, never a number */
         int32_t sum = 0;
         for (int j = 0; j < QK; j++) {
             long v = lrintf(xb[j] * id);
-            v = v > 127 ? 127 : (v < -128 ? -128 : v);
+            v = v > 127 ? 127 : (v < -127 ? -127 : v);      /* never -128: the SIMD sign trick needs |q| <= 127 */
             q[b * QK + j] = (int8_t)v;
             sum += (int32_t)v;
         }

@@ -31,11 +31,15 @@ static void FN(quant_act_)(const float *x, int64_t K, int8_t *q, float *d, int32
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         float amax = _mm_cvtss_f32(m4);
         float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        if (!isfinite(id)) { db = 0.0f; id = 0.0f; }       /* a block too small to scale: zero */
+        __m256 unord = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)),
+                                    _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q)));
+        if (_mm256_movemask_ps(unord)) { db = NAN; id = 0.0f; }   /* a NaN input gives NaN outputs */
         const __m256 mul = _mm256_set1_ps(id);
         __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, mul)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, mul));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, mul)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, mul));
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-        p = _mm256_permutevar8x32_epi32(p, perm);
+        p = _mm256_max_epi8(_mm256_permutevar8x32_epi32(p, perm), _mm256_set1_epi8(-127));
         _mm256_storeu_si256((__m256i *)(q + b * QK), p);
         /* the block sum of the saturated bytes */
         __m256i w16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));

@@ -90,6 +90,19 @@ static void *worker(void *arg) {
 
 int pt_pool_threads(void) { return P.n_threads; }
 
+/* After fork() the child has no workers: forget them (their mutexes may have been held mid-job), so the child
+ * runs single-threaded until it calls pt_init again (petit/_native.py does, through os.register_at_fork). */
+void pt_pool_after_fork_child(void) {
+    pthread_mutex_init(&P.mu, NULL);
+    pthread_cond_init(&P.cv, NULL);
+    pthread_mutex_init(&P.done_mu, NULL);
+    pthread_cond_init(&P.done_cv, NULL);
+    P.sleepers = 0;
+    atomic_store(&P.stop, 0);
+    atomic_store(&P.caller_waiting, 0);
+    P.n_threads = 1;
+}
+
 void pt_pool_stop(void) {
     if (P.n_threads <= 1) { P.n_threads = 1; return; }
     pthread_mutex_lock(&P.mu);

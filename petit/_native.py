@@ -50,6 +50,15 @@ def configure(threads: int | None = None, isa: str | None = None) -> None:
     rc = lib.pt_init(threads or 0, code)
     if rc != 0:
         raise ValueError(f"could not start the kernels (path {isa!r}, threads {threads!r}), error {rc}")
+    _current.update(threads=lib.pt_n_threads(), isa=ISA_NAMES[lib.pt_isa()])
+
+
+_current = {}
+
+
+def _restart_in_child() -> None:
+    # a forked child inherits no worker threads (the C side drops them); start its own with the same settings
+    lib.pt_init(_current.get("threads", 0), ISAS[_current.get("isa", "scalar")])
 
 
 def cpu_features() -> str:
@@ -70,3 +79,4 @@ def info() -> dict:
 
 
 configure()
+os.register_at_fork(after_in_child=_restart_in_child)

@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -146,9 +147,14 @@ def _add_trainer_commands(sub) -> None:
     add_train_parser(sub)
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"petit: warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)       # wrong flags: usage on stderr, exit 2
+    warnings.showwarning = _one_line_warning
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -158,6 +164,9 @@ def main(argv=None) -> int:
         return 0
     except (ValueError, OSError) as e:
         print(f"petit {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:               # a bug of ours: still one line, with what a bug report needs
+        print(f"petit {args.command}: internal error: {type(e).__name__}: {e} (please report this)", file=sys.stderr)
         return 1
 
 

@@ -37,6 +37,11 @@ def _ptr(arr: np.ndarray, ctype: str = "float *"):
     return ffi.cast(ctype, ffi.from_buffer(arr))
 
 
+def _out(arr: np.ndarray, ctype: str = "float *"):
+    """A pointer for C to write through: the array must be writable (a read-only view would be corrupted)."""
+    return ffi.cast(ctype, ffi.from_buffer(arr, require_writable=True))
+
+
 def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
     """Quantize a float matrix [rows, cols] row by row; returns uint8 [rows, row_bytes].
 
@@ -109,9 +114,10 @@ def matmul(W: Weight, x: np.ndarray, out: np.ndarray | None = None, accumulate: 
         if accumulate:
             raise ValueError("accumulate=True needs an out array")
         out = np.empty((T, W.shape[0]), dtype=np.float32)
-    elif out.dtype != np.float32 or not out.flags.c_contiguous or out.size != T * W.shape[0]:
-        raise ValueError(f"out must be a contiguous float32 array of {T}x{W.shape[0]} values")
-    rc = lib.pt_matmul(W.c, _ptr(x2), T, _ptr(out), int(accumulate))
+    elif (out.dtype != np.float32 or not out.flags.c_contiguous or not out.flags.writeable
+          or out.size != T * W.shape[0]):
+        raise ValueError(f"out must be a writable contiguous float32 array of {T}x{W.shape[0]} values")
+    rc = lib.pt_matmul(W.c, _ptr(x2), T, _out(out), int(accumulate))
     if rc != 0:
         raise RuntimeError(f"pt_matmul failed ({rc})")
     return out.reshape(-1) if squeeze else out
@@ -152,6 +158,8 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
     n_kv, n_ctx, _ = k_cache.shape
+    if k_cache.shape != v_cache.shape or k_cache.shape[2] != hd or n_kv == 0 or H % n_kv:
+        raise ValueError(f"bad attention shapes: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
     out = np.empty_like(q)
     rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, _ptr(out))
     if rc != 0:
@@ -180,12 +188,17 @@ def rope_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, cos: np.n
     """Rotate q [T, H, hd] in place; rotate k [T, n_kv, hd] into k_cache and copy v into v_cache ([n_kv, n_ctx, hd])
     at positions pos0 .. pos0+T-1."""
     for name, a in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
-        if a.dtype != np.float32 or not a.flags.c_contiguous:
-            raise ValueError(f"{name} must be a contiguous float32 array (it is written in place)")
+        if a.dtype != np.float32 or not a.flags.c_contiguous or not a.flags.writeable or a.ndim != 3:
+            raise ValueError(f"{name} must be a writable contiguous 3-D float32 array (it is written in place)")
     k, v = _f32(k, "k", 3), _f32(v, "v", 3)
+    cos, sin = _f32(cos, "cos", 2), _f32(sin, "sin", 2)
     T, H, hd = q.shape
     n_kv, n_ctx, _ = k_cache.shape
-    rc = lib.pt_rope_store(_ptr(q), _ptr(k), _ptr(v), T, H, n_kv, hd, pos0, _ptr(cos), _ptr(sin), cos.shape[0],
-                           int(interleaved), _ptr(k_cache), _ptr(v_cache), n_ctx)
+    if (k.shape != (T, n_kv, hd) or v.shape != k.shape or v_cache.shape != k_cache.shape or k_cache.shape[2] != hd
+            or hd % 2 or cos.shape != sin.shape or cos.shape[1] != hd // 2):
+        raise ValueError(f"bad rope shapes: q {q.shape}, k {k.shape}, v {v.shape}, caches {k_cache.shape} / "
+                         f"{v_cache.shape}, tables {cos.shape} / {sin.shape}")
+    rc = lib.pt_rope_store(_out(q), _ptr(k), _ptr(v), T, H, n_kv, hd, pos0, _ptr(cos), _ptr(sin), cos.shape[0],
+                           int(interleaved), _out(k_cache), _out(v_cache), n_ctx)
     if rc != 0:
         raise ValueError(f"positions {pos0}..{pos0 + T - 1} do not fit the cache ({n_ctx}) or table ({cos.shape[0]})")

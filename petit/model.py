@@ -47,6 +47,8 @@ class Model:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode
         cache of any generation in progress is not touched)."""
         ids = self._check_ids(token_ids)
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
         out = np.empty((len(ids), self.vocab_size), np.float32)
         cache = self.new_cache(max(len(ids), 1))
         for start in range(0, len(ids), chunk):

@@ -65,7 +65,7 @@ def quantize_act(x: np.ndarray):
     d = (np.abs(b).max(axis=2) / np.float32(127)).astype(np.float32)
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    q = np.clip(np.rint((b * inv[..., None]).astype(np.float32)), -128, 127).astype(np.int8)
+    q = np.clip(np.rint((b * inv[..., None]).astype(np.float32)), -127, 127).astype(np.int8)
     return q.reshape(T, K), d, q.astype(np.int32).sum(axis=2)
 
 

@@ -124,3 +124,13 @@ def test_petit_train_check_runs_the_gradient_check(capsys):
     assert main(["train", "--check"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "FAIL" not in out
+
+
+def test_unknown_config_keys_are_a_one_line_warning(tmp_path):
+    cfg = dict(models.TINY, is_llama_config=True)
+    models.write_model(tmp_path / "m.petit", cfg)
+    r = subprocess.run(["petit", "run", "-m", str(tmp_path / "m.petit"), "-p", "hi", "-n", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "petit: warning: config: ignoring unknown key(s) is_llama_config\n" in r.stderr
+    assert "warnings.warn" not in r.stderr

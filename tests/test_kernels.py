@@ -294,3 +294,28 @@ def test_unknown_or_unsupported_path_is_a_clear_error():
             K.configure(isa=unsupported[0])
     with pytest.raises(ValueError, match="thread count must be an integer in 1..256, got 0"):
         K.configure(threads=0)
+
+
+@pytest.mark.parametrize("isa", PATHS)
+def test_nan_activations_give_nan_and_tiny_blocks_give_zero(isa):
+    K.configure(isa=isa)
+    W = K.Weight.from_float(np.ones((2, 64), np.float32), "q8_0")
+    for where in (0, 8, 31, 40):
+        x = np.ones(64, np.float32)
+        x[where] = np.nan
+        assert np.isnan(K.matmul(W, x)).all(), where
+    tiny = np.full(64, 1e-39, np.float32)          # 1/d would overflow: the block quantizes to zero
+    assert np.array_equal(K.matmul(W, tiny), np.zeros(2, np.float32))
+
+
+def test_wrappers_refuse_shapes_that_would_overrun_memory():
+    q = np.zeros((1, 1, 64), np.float32)
+    with pytest.raises(ValueError, match="bad attention shapes"):
+        K.attention(q, np.zeros((1, 4, 64), np.float32), np.zeros((1, 4, 1), np.float32), 0, 1.0)
+    cos, sin = K.rope_table(10000.0, 64, 8)
+    with pytest.raises(ValueError, match="bad rope shapes"):
+        K.rope_store(q, np.zeros((1, 1, 1), np.float32), np.zeros((1, 1, 64), np.float32), 0, cos, sin, False,
+                     np.zeros((1, 8, 64), np.float32), np.zeros((1, 8, 64), np.float32))
+    W = K.Weight.from_float(np.ones((8, 64), np.float32), "f32")
+    with pytest.raises(ValueError, match="writable"):
+        K.matmul(W, np.ones(64, np.float32), out=np.frombuffer(bytes(32), np.float32), accumulate=True)

@@ -126,6 +126,10 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
     (lambda m, t: m["config"].update(num_key_value_heads=3),
      r"num_attention_heads 4 is not divisible by num_key_value_heads 3"),
     (lambda m, t: m["config"].pop("hidden_size"), r"missing required field\(s\) hidden_size"),
+    (lambda m, t: m["config"].update(num_key_value_heads=0), r"num_key_value_heads must be a positive integer, got 0"),
+    (lambda m, t: m["config"].update(rope_theta="10000"), r"rope_theta must be a positive number, got '10000'"),
+    (lambda m, t: m["config"].update(rms_norm_eps=-1.0), r"rms_norm_eps must be a positive number, got -1.0"),
+    (lambda m, t: m["config"].update(tie_word_embeddings="no"), r"tie_word_embeddings must be true or false"),
     (lambda m, t: t.pop("model.layers.1.mlp.up_proj.weight"), r"tensor 'model.layers.1.mlp.up_proj.weight' is missing"),
     (lambda m, t: t.update({"model.norm.weight": ("f32", (32,), np.zeros(32, np.float32))}),
      r"tensor 'model.norm.weight' has shape \(32,\), expected \(64,\)"),
@@ -188,3 +192,53 @@ def test_resident_memory_stays_close_to_the_file_size(tmp_path):
     anon, file_backed = map(int, out.split())
     assert file_backed <= size + 2**20, f"file-backed RSS grew by {file_backed} for a {size}-byte file"
     assert anon < 0.25 * size, f"anonymous RSS grew by {anon} bytes: the {size}-byte weights were copied"
+
+
+def test_a_cache_made_for_another_model_is_refused(tmp_path):
+    models.write_model(tmp_path / "a.petit")
+    models.write_model(tmp_path / "b.petit", dict(models.TINY, num_key_value_heads=4, head_dim=32, hidden_size=128))
+    a, b = petit.load(tmp_path / "a.petit"), petit.load(tmp_path / "b.petit")
+    with pytest.raises(ValueError, match="was not made for this model"):
+        b.forward([1], a.new_cache())
+    cache = a.new_cache(8)
+    with pytest.raises(ValueError, match="cache position -2 outside 0..8"):
+        cache.pos = -2
+
+
+def test_two_threads_sharing_one_model_get_correct_logits(tmp_path):
+    import threading
+    models.write_model(tmp_path / "m.petit", dtype="q8_0")
+    model = petit.load(tmp_path / "m.petit")
+    inputs = [[1, 2, 3, 4, 5, 6], [7, 8, 9]]
+    expected = [model.logits(ids) for ids in inputs]
+    wrong = [0, 0]
+
+    def work(i):
+        for _ in range(20):
+            wrong[i] += not np.array_equal(model.logits(inputs[i]), expected[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert wrong == [0, 0]
+
+
+def test_a_forked_child_can_run_the_model(tmp_path):
+    # multiprocessing forks on Linux: the child has no pool workers and must restart its own, not hang
+    models.write_model(tmp_path / "m.petit", dtype="q8_0")
+    script = textwrap.dedent(f"""
+        import os, sys, numpy as np, petit
+        from petit.kernels import Weight, matmul
+        m = petit.load({str(tmp_path / "m.petit")!r})
+        expected = m.logits([1, 2, 3])
+        W = Weight.from_float(np.ones((1024, 1024), np.float32), "q8_0")
+        pid = os.fork()
+        if pid == 0:
+            ok = np.array_equal(m.logits([1, 2, 3]), expected) and matmul(W, np.ones(1024, np.float32))[0] > 0
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PETIT_THREADS="2"))
+    assert r.stdout.strip() == "0", r.stderr

@@ -5,6 +5,8 @@ The forward pass is a handful of C calls per layer. Every pointer it passes (wei
 prepared once, when the model or its scratch is built, never per call.
 """
 import dataclasses
+import math
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -66,13 +68,23 @@ class LlamaConfig:
         return cfg
 
     def _validate(self) -> None:
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                     "max_position_embeddings"):
+                     "num_key_value_heads", "max_position_embeddings"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"config: {name} must be a positive integer, got {v!r}")
-        if self.num_key_value_heads is None:
-            self.num_key_value_heads = self.num_attention_heads
+        if self.head_dim is not None and (isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int)
+                                          or self.head_dim <= 0):
+            raise ValueError(f"config: head_dim must be a positive integer, got {self.head_dim!r}")
+        for name in ("rms_norm_eps", "rope_theta"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"config: {name} must be a positive number, got {v!r}")
+        for name in ("rope_interleaved", "tie_word_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ValueError(f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "
@@ -155,9 +167,16 @@ class LlamaModel:
             self.layers.append(W)
         self.norm = self._norm(tensor, "model.norm.weight")
         self.lm_head = self.embed if cfg.tie_word_embeddings else Weight(*tensor("lm_head.weight"))
-        self.cos, self.sin = rope_table(cfg.rope_theta, cfg.head_dim, cfg.max_position_embeddings)
-        self._cos_p, self._sin_p = _fptr(self.cos), _fptr(self.sin)
+        self._rope_n = 0                 # the RoPE table grows with the longest cache used, not the model's limit
         self._scratch = None
+        self._lock = threading.Lock()    # one forward pass at a time: the scratch buffers are shared
+
+    def _ensure_rope(self, n_pos: int) -> None:
+        if n_pos > self._rope_n:
+            n = min(self.cfg.max_position_embeddings, max(n_pos, 2 * self._rope_n, 256))
+            self.cos, self.sin = rope_table(self.cfg.rope_theta, self.cfg.head_dim, n)
+            self._cos_p, self._sin_p = _fptr(self.cos), _fptr(self.sin)
+            self._rope_n = n
 
     def _norm(self, tensor, name: str):
         raw, dtype, shape = tensor(name)
@@ -175,37 +194,51 @@ class LlamaModel:
     def forward(self, ids, cache, logits_out: np.ndarray | None = None) -> None:
         """Run tokens `ids` at positions cache.pos .. cache.pos+T-1, append them to the cache, and write the logits
         of every position into logits_out [T, vocab] (or skip the head when logits_out is None)."""
+        with self._lock:
+            self._forward(ids, cache, logits_out)
+
+    def _forward(self, ids, cache, logits_out) -> None:
         cfg, T = self.cfg, len(ids)
-        s = self.scratch(T)
-        s.ids[:T] = ids
+        H, KV, hd, D, F = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size,
+                           cfg.intermediate_size)
+        layout = (cfg.num_hidden_layers, KV, cache.n_ctx, hd)
+        if cache.layout != layout or cache.n_ctx > cfg.max_position_embeddings:
+            raise ValueError(f"this KV cache {cache.layout} was not made for this model (needs {layout[:2]} + "
+                             f"(n_ctx <= {cfg.max_position_embeddings}, {hd})): use model.new_cache()")
         pos0 = cache.pos
         if pos0 + T > cache.n_ctx:
             raise ValueError(f"context full: {pos0} + {T} tokens exceed the cache size {cache.n_ctx}")
-        H, KV, hd, D, F = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size,
-                           cfg.intermediate_size)
+        self._ensure_rope(pos0 + T)
+        s = self.scratch(T)
+        s.ids[:T] = ids
         p, eps, scale = s.p, cfg.rms_norm_eps, hd ** -0.5
         if lib.pt_get_rows(self.embed.c, s.ids_p, T, p["x"]) != 0:
             bad = [int(t) for t in ids if not 0 <= t < cfg.vocab_size]
             raise ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {cfg.vocab_size}")
+        rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for layer, L in enumerate(self.layers):
             kc, vc = cache.k_ptr[layer], cache.v_ptr[layer]
             lib.pt_rmsnorm(p["x"], L["input_layernorm"], eps, T, D, p["xn"])
-            lib.pt_matmul3(L["self_attn.q_proj"].c, L["self_attn.k_proj"].c, L["self_attn.v_proj"].c, p["xn"], T,
-                           p["q"], p["k"], p["v"])
-            lib.pt_rope_store(p["q"], p["k"], p["v"], T, H, KV, hd, pos0, self._cos_p, self._sin_p,
-                              cfg.max_position_embeddings, int(cfg.rope_interleaved), kc, vc, cache.n_ctx)
-            lib.pt_attention(p["q"], kc, vc, cache.n_ctx, T, H, KV, hd, pos0, scale, p["att"])
-            lib.pt_matmul(L["self_attn.o_proj"].c, p["att"], T, p["x"], 1)
+            rc |= lib.pt_matmul3(L["self_attn.q_proj"].c, L["self_attn.k_proj"].c, L["self_attn.v_proj"].c,
+                                 p["xn"], T, p["q"], p["k"], p["v"])
+            rc |= lib.pt_rope_store(p["q"], p["k"], p["v"], T, H, KV, hd, pos0, self._cos_p, self._sin_p,
+                                    self._rope_n, int(cfg.rope_interleaved), kc, vc, cache.n_ctx)
+            rc |= lib.pt_attention(p["q"], kc, vc, cache.n_ctx, T, H, KV, hd, pos0, scale, p["att"])
+            rc |= lib.pt_matmul(L["self_attn.o_proj"].c, p["att"], T, p["x"], 1)
             lib.pt_rmsnorm(p["x"], L["post_attention_layernorm"], eps, T, D, p["xn"])
-            lib.pt_matmul3(L["mlp.gate_proj"].c, L["mlp.up_proj"].c, ffi.NULL, p["xn"], T, p["g"], p["u"], ffi.NULL)
+            rc |= lib.pt_matmul3(L["mlp.gate_proj"].c, L["mlp.up_proj"].c, ffi.NULL, p["xn"], T, p["g"], p["u"],
+                                 ffi.NULL)
             lib.pt_swiglu(p["g"], p["u"], T * F, p["h"])
-            lib.pt_matmul(L["mlp.down_proj"].c, p["h"], T, p["x"], 1)
+            rc |= lib.pt_matmul(L["mlp.down_proj"].c, p["h"], T, p["x"], 1)
+            if rc:
+                raise RuntimeError(f"kernel error {rc} in layer {layer} (positions {pos0}..{pos0 + T - 1})")
         cache.pos = pos0 + T
         if logits_out is not None:
             n = logits_out.shape[0]             # the last n positions
             first = p["x"] + (T - n) * D
             lib.pt_rmsnorm(first, self.norm, eps, n, D, p["xn"])
-            lib.pt_matmul(self.lm_head.c, p["xn"], n, _fptr(logits_out), 0)
+            if lib.pt_matmul(self.lm_head.c, p["xn"], n, _fptr(logits_out), 0):
+                raise RuntimeError("kernel error in the LM head")
 
 
 # the names petit.model uses for any family
