@@ -144,7 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_trainer_commands(sub) -> None:
     """train / export / verify live in the trainer package, installed beside petit."""
     from trainer.cli import add_train_parser
+    from trainer.export import add_export_parser
+    from trainer.verify import add_verify_parser
     add_train_parser(sub)
+    add_export_parser(sub)
+    add_verify_parser(sub)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):

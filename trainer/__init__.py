@@ -11,7 +11,11 @@ Modules, bottom up:
 - ``chat_corpus``: the seeded ChatML dialogue generator and its held-out evaluation pairs.
 - ``checkpoint``: atomic checkpoint directories.
 - ``train``: ``TrainConfig`` and ``train()``.
-- ``export``: a checkpoint as a ``.petit`` model file (f32) for the engine.
+- ``export``: a checkpoint as a ``.petit`` model file (f32, q8_0 or q4_0) for the engine; ``petit export``.
+- ``reference``: an independent float64 forward that reads ``.petit`` files itself (no engine code).
+- ``verify``: engine against reference on every logit of a prompt + generation; ``petit verify``.
+- ``evaluate``: exact-match accuracy on the chat corpus's held-out questions.
+- ``default_model``: the one-command recipe of the bundled default model.
 - ``gradcheck``: the finite-difference gradient check.
 - ``cli``: the ``petit train`` subcommand.
 """

@@ -80,14 +80,14 @@ def _pairs_task(name, items, phrasings, answer, weight, n_holdout, symmetric=Tru
     held = set(rng.sample(sorted(items), n_holdout))
     if symmetric:  # hold out both orders of an operand pair so the answer cannot leak
         held |= {(b, a) for a, b in held if (b, a) in items}
-    return Task(name, tuple(items), tuple(phrasings), answer, weight, holdout_items=frozenset(held))
+    return Task(name, tuple(sorted(items)), tuple(phrasings), answer, weight, holdout_items=frozenset(held))
 
 
 def _combos_task(name, items, phrasings, answer, weight, n_holdout):
     rng = random.Random(f"{_HOLDOUT_SEED}-{name}")
     chosen = rng.sample(sorted(items), n_holdout)
     combos = {(item, rng.randrange(len(phrasings))) for item in chosen}
-    return Task(name, tuple(items), tuple(phrasings), answer, weight, holdout_combos=frozenset(combos))
+    return Task(name, tuple(sorted(items)), tuple(phrasings), answer, weight, holdout_combos=frozenset(combos))
 
 
 def _build_tasks() -> dict[str, Task]:
