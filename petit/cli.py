@@ -12,22 +12,7 @@ import warnings
 
 import numpy as np
 
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
-    return v
-
-
-def _float(s: str) -> float:
-    try:
-        return float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+from petit.argtypes import non_negative_int, number
 
 
 def _add_run(sub) -> None:
@@ -37,11 +22,11 @@ def _add_run(sub) -> None:
     p.add_argument("-v", "--vocab", help="vocabulary file, one token per line (default: the model's own)")
     p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
     p.add_argument("-p", "--prompt", default="", help="the text to continue")
-    p.add_argument("-n", "--tokens", type=_positive_int, default=64, help="tokens to generate (default 64)")
-    p.add_argument("-t", "--temperature", type=_float, default=0.8, help="0 = greedy (default 0.8)")
-    p.add_argument("-k", "--top-k", type=_positive_int, default=0, help="keep the k likeliest tokens (0 = off)")
-    p.add_argument("-s", "--top-p", type=_float, default=1.0, help="nucleus sampling mass (1 = off)")
-    p.add_argument("--seed", type=_positive_int, default=None, help="random seed (default: a fresh one)")
+    p.add_argument("-n", "--tokens", type=non_negative_int, default=64, help="tokens to generate (default 64)")
+    p.add_argument("-t", "--temperature", type=number, default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
     p.add_argument("--dump-logits", metavar="FILE",

@@ -34,6 +34,8 @@ import sys
 
 import numpy as np
 
+from petit.argtypes import non_negative_int
+
 # Per weight type, what PASS allows. "rel" errors are divided by the logit scale, max |reference logit|.
 #   max_rel_err / mean_rel_err: worst / mean |engine - reference| over all positions and the whole vocabulary.
 #   argmax_agreement: the least share of positions whose top token must be the same.
@@ -240,16 +242,6 @@ def _report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _count(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
-    return v
-
-
 def add_verify_parser(subparsers):
     """Register `verify` on an argparse subparsers object; its default `func` is run_verify."""
     p = subparsers.add_parser(
@@ -260,7 +252,7 @@ def add_verify_parser(subparsers):
     p.add_argument("model", metavar="MODEL.petit", help="the model file")
     p.add_argument("-p", "--prompt", help="text to start from (default: a short chat question for a chat model, "
                                           f"else {DEFAULT_TEXT!r})")
-    p.add_argument("-n", "--tokens", type=_count, default=16, metavar="N",
+    p.add_argument("-n", "--tokens", type=non_negative_int, default=16, metavar="N",
                    help="tokens to generate before comparing (default 16)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     p.set_defaults(func=run_verify)
