@@ -12,7 +12,9 @@ Method. The engine is called through `lib.pt_matmul` with pointers built once (n
 in one child process per thread count, started with OPENBLAS_NUM_THREADS (and OMP/MKL_NUM_THREADS) equal to the
 kernels' thread count: OpenBLAS reads it only at import, so a child per count is the simple honest way to match.
 For each row both sides are timed in alternation, sample by sample (engine, NumPy, engine, ...), so machine noise
-hits both; each sample is one warm-up call (skipped for calls over 50 ms) plus enough calls to last ~30 ms, and a
+hits both; after each NumPy sample the bench waits SETTLE seconds, because OpenBLAS's idle threads keep spinning
+for a while after a call and would otherwise take the cores from the engine's next sample; each sample is one
+warm-up call (skipped for calls over 50 ms) plus enough calls to last ~30 ms, and a
 row reports the median sample of each side. `ratio` divides the engine's rate by NumPy's (for matvec that is
 bandwidth efficiency; a q4_0 matrix is ~7x smaller than f32, so `speedup` = NumPy time / engine time is the
 wall-clock gain). On a loaded 2-core machine the 2-thread rows are noisy; the load average is printed.
@@ -39,6 +41,7 @@ if not WORKER:
 import numpy as np  # noqa: E402
 
 SLOW_CALL = 0.05  # seconds: calls slower than this get no per-sample warm-up, and at most 3 samples
+SETTLE = 0.15          # seconds for the peer's idle BLAS threads to stop spinning
 
 
 def matrix(rows: int, cols: int) -> np.ndarray:
@@ -113,12 +116,14 @@ def measure(engine, peer: NumpyPeer, shape, T: int, repeat: int, target: float) 
     """Median seconds per call of the engine and of NumPy, sampled alternately."""
     rows, cols = shape
     t_e, t_n = timed(engine, 1, True), peer.time(rows, cols, T, 1, True)   # warm-up and first estimate
+    time.sleep(SETTLE)
     inner_e, inner_n = max(1, round(target / t_e)), max(1, round(target / t_n))
     slow = max(t_e, t_n) >= SLOW_CALL      # slow calls: the estimate is kept as the first sample
     se, sn = ([t_e], [t_n]) if slow else ([], [])
     while len(se) < (min(repeat, 3) if slow else repeat):
         se.append(timed(engine, inner_e, t_e < SLOW_CALL))
         sn.append(peer.time(rows, cols, T, inner_n, t_n < SLOW_CALL))
+        time.sleep(SETTLE)
     return statistics.median(se), statistics.median(sn)
 
 
