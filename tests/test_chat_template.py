@@ -27,7 +27,7 @@ def pinned_clock(monkeypatch):
     monkeypatch.setattr(chat, "_now", lambda: datetime(2025, 6, 15, 12, 0, 0))
 
 
-@pytest.mark.parametrize("name,spec,case", _all_cases())
+@pytest.mark.parametrize("name,spec,case", list(_all_cases()))
 def test_renders_exactly_as_transformers(name, spec, case):
     with open(os.path.join(HERE, spec["file"]), encoding="utf-8") as f:
         template = f.read()
