@@ -1,0 +1,99 @@
+"""Chat sessions that reuse the KV cache between turns.
+
+Each turn re-renders the whole conversation with the chat template, encodes it, keeps the longest prefix of token
+ids that the KV cache already holds, rewinds the cache to it and prefills only the new tail. The time to the first
+token therefore depends on the length of the new message, not of the conversation.
+"""
+from typing import Iterator
+
+from petit.chat import render_template
+from petit.generate import Step, generate_tokens
+from petit.sample import Sampler
+from petit.tokenizer import StreamDecoder
+
+# end-of-turn markers of the common template families, matched as token ids in the generated region
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "</s>")
+
+
+def common_prefix(a, b) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class ChatSession:
+    """A conversation with a model.
+
+    Args:
+        model: a petit Model with a tokenizer.
+        template: Jinja chat template (default: the one embedded in the model file).
+        system: an optional system prompt, sent as the first message.
+        sampler: a Sampler (default: greedy).
+        max_tokens: the longest reply.
+        n_ctx: the KV cache size (default: the model's context).
+
+    Raises:
+        ValueError: the model has no tokenizer or no chat template and none was given.
+    """
+
+    def __init__(self, model, template: str | None = None, system: str | None = None, sampler=None,
+                 max_tokens: int = 256, n_ctx: int | None = None):
+        if model.tokenizer is None:
+            raise ValueError("this model has no tokenizer, so it cannot chat")
+        self.template = template or model.metadata.get("chat_template")
+        if not self.template:
+            raise ValueError("this model has no chat template; give one (or use `petit run` for plain completion)")
+        self.model, self.tokenizer = model, model.tokenizer
+        self.sampler = sampler or Sampler(temperature=0.0)
+        self.max_tokens = max_tokens
+        self.cache = model.new_cache(n_ctx)
+        self.messages = [{"role": "system", "content": system}] if system else []
+        self._cached: list[int] = []     # the token ids whose keys and values the cache holds, in order
+        self.stop_ids = sorted({i for i in (self.tokenizer.token_to_id(t) for t in END_OF_TURN) if i is not None}
+                               | ({self.tokenizer.eos_id} if self.tokenizer.eos_id is not None else set()))
+        self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
+
+    def _special_tokens(self) -> dict:
+        tok = self.tokenizer
+        return {"bos_token": tok.bos_token or "", "eos_token": tok.eos_token or ""}
+
+    def prompt_ids(self, messages) -> list[int]:
+        text = render_template(self.template, messages, add_generation_prompt=True, **self._special_tokens())
+        return self.tokenizer.encode(text)
+
+    def send(self, text: str) -> Iterator[Step]:
+        """Add a user message and stream the reply as Steps (text deltas are complete UTF-8). The assistant message
+        is added to the history when the reply ends. A template error leaves the conversation unchanged."""
+        messages = self.messages + [{"role": "user", "content": text}]
+        ids = self.prompt_ids(messages)          # raises before anything changes
+        if len(ids) >= self.cache.n_ctx:
+            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx})")
+        self.messages = messages
+        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1)   # >= 1 token to prefill
+        self.cache.rewind(keep)
+        self._cached = self._cached[:keep]
+        self.last_prefill = len(ids) - keep
+        max_tokens = min(self.max_tokens, self.cache.n_ctx - len(ids))
+        decoder, reply, generated = StreamDecoder(self.tokenizer, skip_special=True), [], []
+        sampler = self.sampler
+        for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=sampler,
+                                    stop_ids=self.stop_ids, cache=self.cache):
+            generated.append(step.token)
+            if step.finish_reason == "stop":
+                step.text = decoder.flush()
+            else:
+                step.text = decoder.push(step.token)
+                if step.finish_reason is not None:
+                    step.text += decoder.flush()
+            reply.append(step.text)
+            yield step
+        self._cached = (ids + generated)[:self.cache.pos]
+        self.messages.append({"role": "assistant", "content": "".join(reply)})
+
+    def reset(self, system: str | None = None) -> None:
+        """Forget the conversation (keeping, or replacing, the system prompt)."""
+        old = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else None
+        system = old if system is None else system
+        self.messages = [{"role": "system", "content": system}] if system else []

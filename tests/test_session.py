@@ -1,0 +1,69 @@
+"""ChatSession: the reply equals a fresh greedy generation over the re-rendered conversation, and only the new
+tail is prefilled each turn (the KV cache is reused), with logits equal to a full re-prefill."""
+import os
+
+import numpy as np
+import pytest
+
+import petit
+from petit.chat import TemplateError
+from petit.session import ChatSession, common_prefix
+
+ASSET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return petit.load(ASSET)
+
+
+def _fresh_reply(model, session, messages):
+    ids = session.prompt_ids(messages)
+    steps = list(petit.stream_text(model, ids, max_tokens=session.max_tokens, stop_ids=session.stop_ids))
+    text = "".join(s.text for s in steps if s.finish_reason != "stop")
+    return text, ids
+
+
+def test_each_turn_answers_like_a_fresh_generation_and_prefills_only_the_tail(model):
+    s = ChatSession(model, max_tokens=24)
+    first = "".join(step.text for step in s.send("what is 12 plus 7?"))
+    assert first == "19"
+    assert s.messages[-1] == {"role": "assistant", "content": "19"}
+    first_prompt = s.prompt_ids(s.messages[:1])
+    assert s.last_prefill == len(first_prompt)
+    cached = list(s._cached)                  # the first prompt and the reply tokens fed back
+    assert cached[:len(first_prompt)] == first_prompt and len(cached) > len(first_prompt)
+    second = "".join(step.text for step in s.send("which is bigger, 2 or 16?"))
+    expected, ids = _fresh_reply(model, s, s.messages[:-1])
+    assert second == expected == "16"
+    # everything the cache held is reused: only the tokens after it are prefilled
+    assert ids[:len(cached)] == cached
+    assert s.last_prefill == len(ids) - len(cached)
+
+
+def test_logits_after_reuse_equal_a_full_prefill(model):
+    s = ChatSession(model, max_tokens=8)
+    list(s.send("count from 3 to 6"))
+    messages = s.messages + [{"role": "user", "content": "what comes after C?"}]
+    ids = s.prompt_ids(messages)
+    keep = min(common_prefix(s._cached, ids), s.cache.pos)
+    assert keep > 0
+    s.cache.rewind(keep)
+    tail = model.forward(ids[keep:], s.cache, all_logits=True)
+    np.testing.assert_allclose(tail, model.logits(ids)[keep:], rtol=0, atol=1e-4)
+
+
+def test_a_template_error_leaves_the_conversation_unchanged(model):
+    t = "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}" \
+        "{% endif %}{{ m['content'] }}{% endfor %}"
+    s = ChatSession(model, template=t, system="be brief")
+    with pytest.raises(TemplateError, match="System role not supported"):
+        list(s.send("hi"))
+    assert s.messages == [{"role": "system", "content": "be brief"}]
+
+
+def test_a_model_without_template_cannot_chat(tmp_path):
+    import models
+    models.write_model(tmp_path / "m.petit")
+    with pytest.raises(ValueError, match="no chat template"):
+        ChatSession(petit.load(tmp_path / "m.petit"))
