@@ -34,6 +34,58 @@ def _add_run(sub) -> None:
     p.set_defaults(func=cmd_run)
 
 
+def _add_chat(sub) -> None:
+    p = sub.add_parser("chat", help="chat with a model in the terminal (its own chat template)",
+                       description="Chat with MODEL: each line you type is a user message; the reply streams back. "
+                                   "/reset starts over, /quit (or Ctrl+D) leaves.")
+    p.add_argument("-m", "--model", required=True, help="a .petit model file")
+    p.add_argument("--system", help="a system prompt")
+    p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
+    p.add_argument("-t", "--temperature", type=number, default=0.0, help="0 = greedy (default 0)")
+    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
+    p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
+                   help="convert the weights at load (default: as stored in the file)")
+    p.set_defaults(func=cmd_chat)
+
+
+def cmd_chat(args) -> int:
+    import petit
+    from petit.sample import Sampler
+    from petit.session import ChatSession
+
+    sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    model = petit.load(args.model, weights=args.weights)
+    session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens)
+    interactive = sys.stdin.isatty()
+    print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
+          f"{session.cache.n_ctx}); {sampler!r}. /reset starts over, /quit leaves.", file=sys.stderr)
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line or line.strip() == "/quit":
+            return 0
+        text = line.rstrip("\n")
+        if text.strip() == "/reset":
+            session.reset()
+            print("(conversation reset)", file=sys.stderr)
+            continue
+        if not text.strip():
+            continue
+        try:
+            for step in session.send(text):
+                if step.text:
+                    sys.stdout.write(step.text)
+                    sys.stdout.flush()
+        except ValueError as e:          # a full context, a template error: say so, keep the conversation
+            print(f"petit chat: {e} (/reset starts over)", file=sys.stderr)
+            continue
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+
+
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="show the CPU features, the kernel path and the thread count")
     p.set_defaults(func=cmd_info)
@@ -121,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_run(sub)
+    _add_chat(sub)
     _add_info(sub)
     _add_trainer_commands(sub)
     return parser

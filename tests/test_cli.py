@@ -134,3 +134,21 @@ def test_unknown_config_keys_are_a_one_line_warning(tmp_path):
     assert r.returncode == 0
     assert "petit: warning: config: ignoring unknown key(s) is_llama_config\n" in r.stderr
     assert "warnings.warn" not in r.stderr
+
+
+def test_chat_streams_replies_line_by_line_and_resets():
+    asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
+    r = subprocess.run(["petit", "chat", "-m", asset],
+                       input="what is 12 plus 7?\nwhich is bigger, 2 or 16?\n/reset\nwhat comes after C?\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    assert r.stdout == "19\n16\nD\n"
+    assert "(conversation reset)" in r.stderr
+
+
+def test_chat_says_when_the_context_is_full_and_goes_on(tmp_path):
+    asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
+    r = subprocess.run(["petit", "chat", "-m", asset], input="word " * 200 + "\nwhat is 12 plus 7?\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "19\n"
+    assert "no longer fits the context (128) (/reset starts over)" in r.stderr
