@@ -15,6 +15,24 @@ import numpy as np
 from petit.argtypes import non_negative_int, number
 
 
+def _add_sampling_flags(p, temperature: float) -> None:
+    p.add_argument("-t", "--temperature", type=number, default=temperature, help=f"0 = greedy (default {temperature:g})")
+    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--min-p", type=number, default=0.0, help="drop tokens below min-p x the top probability (0 = off)")
+    p.add_argument("--repeat-penalty", type=number, default=1.0, help="CTRL repetition penalty (1 = off)")
+    p.add_argument("--frequency-penalty", type=number, default=0.0, help="OpenAI frequency penalty (0 = off)")
+    p.add_argument("--presence-penalty", type=number, default=0.0, help="OpenAI presence penalty (0 = off)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
+
+
+def _sampler(args):
+    from petit.sample import Sampler
+    return Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                   min_p=args.min_p, repetition_penalty=args.repeat_penalty,
+                   frequency_penalty=args.frequency_penalty, presence_penalty=args.presence_penalty)
+
+
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="generate a completion of a prompt (no chat template)",
                        description="Stream a completion of PROMPT from MODEL to stdout.")
@@ -23,10 +41,7 @@ def _add_run(sub) -> None:
     p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
     p.add_argument("-p", "--prompt", default="", help="the text to continue")
     p.add_argument("-n", "--tokens", type=non_negative_int, default=64, help="tokens to generate (default 64)")
-    p.add_argument("-t", "--temperature", type=number, default=0.8, help="0 = greedy (default 0.8)")
-    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
-    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
-    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
+    _add_sampling_flags(p, 0.8)
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
     p.add_argument("--dump-logits", metavar="FILE",
@@ -41,10 +56,7 @@ def _add_chat(sub) -> None:
     p.add_argument("-m", "--model", required=True, help="a .petit model file")
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
-    p.add_argument("-t", "--temperature", type=number, default=0.0, help="0 = greedy (default 0)")
-    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
-    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
-    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
+    _add_sampling_flags(p, 0.0)
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
     p.set_defaults(func=cmd_chat)
@@ -52,15 +64,14 @@ def _add_chat(sub) -> None:
 
 def cmd_chat(args) -> int:
     import petit
-    from petit.sample import Sampler
     from petit.session import ChatSession
 
-    sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights)
     session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
-          f"{session.cache.n_ctx}); {sampler!r}. /reset starts over, /quit leaves.", file=sys.stderr)
+          f"{session.cache.n_ctx}); {sampler.describe()}. /reset starts over, /quit leaves.", file=sys.stderr)
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)
@@ -118,13 +129,12 @@ def _write_npy_atomic(path: str, arr: np.ndarray) -> None:
 def cmd_run(args) -> int:
     import petit
     from petit.generate import stream_text
-    from petit.sample import Sampler
     from petit.tokenizer import Tokenizer
 
     if args.merges and not args.vocab:
         raise ValueError("-g/--merges needs -v/--vocab")
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
-    sampler = Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer)
     tok = model.tokenizer
     if tok is None:
@@ -161,9 +171,9 @@ def cmd_run(args) -> int:
         _write_npy_atomic(args.dump_logits, logits)
         print(f"wrote logits {logits.shape[0]} x {logits.shape[1]} to {args.dump_logits}", file=sys.stderr)
     if n and t_first is not None:
-        decode = (n - 1) / (t1 - t_first) if n > 1 and t1 > t_first else float("nan")
-        print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms, "
-              f"{decode:.1f} tok/s]", file=sys.stderr)
+        rate = f", {(n - 1) / (t1 - t_first):.1f} tok/s" if n > 1 and t1 > t_first else ""
+        print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms{rate}]",
+              file=sys.stderr)
     return 0
 
 

@@ -26,7 +26,7 @@ class Step:
 
 def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callable | None = None,
                     stop_ids=(), cache: KVCache | None = None,
-                    on_logits: Callable[[np.ndarray], None] | None = None) -> Iterator[Step]:
+                    on_logits: Callable[[np.ndarray], None] | None = None, context_ids=()) -> Iterator[Step]:
     """Prefill `prompt_ids` into the cache, then sample up to `max_tokens` tokens, one forward pass each.
 
     Args:
@@ -38,6 +38,8 @@ def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callabl
         cache: the KV cache to append to (default: a fresh one sized for prompt + max_tokens).
         on_logits: called with the logits [T, vocab] of every position as it is computed (prompt rows first,
             then one row per generated token that is fed back).
+        context_ids: tokens already in the cache before prompt_ids (a chat's earlier turns); with prompt_ids and
+            the generated tokens they are what a Sampler's repetition / frequency / presence penalties look at.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
@@ -56,8 +58,11 @@ def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callabl
     if on_logits is not None:
         on_logits(logits)
         logits = logits[-1]
+    context = list(context_ids) + [int(t) for t in prompt_ids]
+    penalised = isinstance(sampler, Sampler)        # a plain callable gets the logits only
     for i in range(max_tokens):
-        token = int(sampler(logits[:n_vocab]))
+        token = int(sampler(logits[:n_vocab], context) if penalised else sampler(logits[:n_vocab]))
+        context.append(token)
         if token in stop:
             yield Step(token, finish_reason="stop")
             return

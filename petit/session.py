@@ -79,7 +79,7 @@ class ChatSession:
         decoder, reply, generated = StreamDecoder(self.tokenizer, skip_special=True), [], []
         sampler = self.sampler
         for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=sampler,
-                                    stop_ids=self.stop_ids, cache=self.cache):
+                                    stop_ids=self.stop_ids, cache=self.cache, context_ids=ids[:keep]):
             generated.append(step.token)
             if step.finish_reason == "stop":
                 step.text = decoder.flush()

@@ -1,4 +1,4 @@
-"""Tests for petit.sample.Sampler: greedy, temperature, top-k, top-p, seeding and validation."""
+"""Tests for petit.sample.Sampler: penalties, greedy, temperature, top-k, top-p, min-p, seeding and validation."""
 
 import numpy as np
 import pytest
@@ -126,6 +126,20 @@ def test_same_seed_same_tokens_different_seed_different():
     (dict(seed=1.5), r"seed must be None or an int >= 0, got 1.5"),
     (dict(seed=-3), r"seed must be None or an int >= 0, got -3"),
     (dict(seed=True), r"seed must be None or an int >= 0, got True"),
+    (dict(min_p=-0.1), r"min_p must be a number in \[0, 1\] \(0 = off\), got -0.1"),
+    (dict(min_p=1.5), r"min_p must be a number in \[0, 1\] \(0 = off\), got 1.5"),
+    (dict(min_p=float("nan")), r"min_p must be a number in \[0, 1\] \(0 = off\), got nan"),
+    (dict(min_p=True), r"min_p must be a number in \[0, 1\] \(0 = off\), got True"),
+    (dict(repetition_penalty=0.0), r"repetition_penalty must be a finite number > 0 \(1 = off\), got 0.0"),
+    (dict(repetition_penalty=-1.2), r"repetition_penalty must be a finite number > 0 \(1 = off\), got -1.2"),
+    (dict(repetition_penalty=float("inf")), r"repetition_penalty must be a finite number > 0 \(1 = off\), got inf"),
+    (dict(repetition_penalty="1.1"), r"repetition_penalty must be a finite number > 0 \(1 = off\), got '1.1'"),
+    (dict(frequency_penalty=2.5), r"frequency_penalty must be a number in \[-2, 2\] \(0 = off\), got 2.5"),
+    (dict(frequency_penalty=-2.01), r"frequency_penalty must be a number in \[-2, 2\] \(0 = off\), got -2.01"),
+    (dict(frequency_penalty=float("nan")), r"frequency_penalty must be a number in \[-2, 2\] \(0 = off\), got nan"),
+    (dict(presence_penalty=3), r"presence_penalty must be a number in \[-2, 2\] \(0 = off\), got 3"),
+    (dict(presence_penalty=-2.5), r"presence_penalty must be a number in \[-2, 2\] \(0 = off\), got -2.5"),
+    (dict(presence_penalty=False), r"presence_penalty must be a number in \[-2, 2\] \(0 = off\), got False"),
 ])
 def test_invalid_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -144,3 +158,175 @@ def test_invalid_logits(logits, message):
     for sampler in (Sampler(temperature=0), Sampler()):
         with pytest.raises(ValueError, match=message):
             sampler(logits)
+
+
+# --- penalties, min-p, chain order -------------------------------------------------------------------------
+
+PEN_LOGITS = np.array([2.0, -1.0, 0.5, -3.0, 0.0, 1.0])
+PEN_CONTEXT = [0, 1, 1, 4, 0, 0]  # counts: id 0 -> 3, id 1 -> 2, id 4 -> 1; ids 2, 3, 5 absent
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    # repetition: positive logits divided (2 -> 1), negative multiplied (-1 -> -2), 0 stays 0; once per id
+    (dict(repetition_penalty=2.0), [1.0, -2.0, 0.5, -3.0, 0.0, 1.0]),
+    (dict(repetition_penalty=0.5), [4.0, -0.5, 0.5, -3.0, 0.0, 1.0]),  # < 1 encourages repeats
+    # frequency: minus 0.5 * count
+    (dict(frequency_penalty=0.5), [0.5, -2.0, 0.5, -3.0, -0.5, 1.0]),
+    (dict(frequency_penalty=-1.0), [5.0, 1.0, 0.5, -3.0, 1.0, 1.0]),
+    # presence: minus 0.25 once for every id present, whatever its count
+    (dict(presence_penalty=0.25), [1.75, -1.25, 0.5, -3.0, -0.25, 1.0]),
+    # all three: repetition first, then frequency + presence
+    (dict(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25),
+     [-0.75, -3.25, 0.5, -3.0, -0.75, 1.0]),
+])
+def test_penalties_exact_logits(kwargs, expected):
+    sampler = Sampler(temperature=1.0, **kwargs)
+    for context in (PEN_CONTEXT, tuple(PEN_CONTEXT), np.array(PEN_CONTEXT, dtype=np.int32)):
+        assert sampler._penalize(PEN_LOGITS, context).tolist() == expected
+        np.testing.assert_allclose(sampler.probs(PEN_LOGITS, context), softmax(expected), atol=1e-12)
+    # penalties come before temperature
+    np.testing.assert_allclose(Sampler(temperature=2.0, **kwargs).probs(PEN_LOGITS, PEN_CONTEXT),
+                               softmax(np.array(expected) / 2.0), atol=1e-12)
+
+
+def test_penalties_keep_masked_tokens_masked_and_float32():
+    logits = np.array([-np.inf, 1.5, 0.0], dtype=np.float32)
+    sampler = Sampler(temperature=1.0, repetition_penalty=1.5, frequency_penalty=1.0, presence_penalty=1.0)
+    out = sampler._penalize(logits, [0, 1])
+    assert out.tolist() == [-np.inf, 1.5 / 1.5 - 2.0, 0.0]
+    assert sampler.probs(logits, [0, 1])[0] == 0.0
+
+
+@pytest.mark.parametrize("context", [None, [], (), np.zeros(0, dtype=np.int64), np.zeros(0)])
+def test_no_context_means_no_penalty(context):
+    sampler = Sampler(temperature=1.0, repetition_penalty=1.3, frequency_penalty=1.0, presence_penalty=1.0)
+    np.testing.assert_allclose(sampler.probs(LOGITS, context), softmax(LOGITS), atol=1e-12)
+    assert Sampler(temperature=0, repetition_penalty=5.0)(LOGITS, context) == 1
+
+
+def test_neutral_penalties_change_nothing():
+    sampler = Sampler(temperature=1.0)  # defaults: 1.0, 0.0, 0.0
+    np.testing.assert_allclose(sampler.probs(LOGITS, [1, 1, 4]), softmax(LOGITS), atol=1e-12)
+
+
+def test_greedy_applies_penalties_then_argmax():
+    logits = np.array([1.0, 3.0, 2.5])
+    assert Sampler(temperature=0)(logits, [1]) == 1
+    assert Sampler(temperature=0, repetition_penalty=1.5)(logits, [1]) == 2  # 3 / 1.5 = 2 < 2.5
+    assert Sampler(temperature=0, repetition_penalty=1.1)(logits, [1]) == 1  # 3 / 1.1 > 2.5
+    assert Sampler(temperature=0, frequency_penalty=0.3)(logits, [1, 1]) == 2  # 3 - 0.6 < 2.5
+    assert Sampler(temperature=0, presence_penalty=0.6)(logits, [1, 1]) == 2  # 3 - 0.6 < 2.5
+    probs = Sampler(temperature=0, repetition_penalty=1.5).probs(logits, [1])
+    assert probs.tolist() == [0.0, 0.0, 1.0]
+    # greedy overrides the filters, not the penalties
+    assert Sampler(temperature=0, top_k=1, min_p=1.0, repetition_penalty=1.5)(logits, [1]) == 2
+
+
+def test_callers_arrays_are_never_modified():
+    sampler = Sampler(temperature=0.7, top_k=3, top_p=0.9, min_p=0.05, repetition_penalty=1.3,
+                      frequency_penalty=0.5, presence_penalty=0.5, seed=0)
+    greedy = Sampler(temperature=0, repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.5)
+    for dtype in (np.float32, np.float64):
+        logits = LOGITS.astype(dtype)
+        context = np.array([1, 1, 4, 2])
+        before, context_before = logits.copy(), context.copy()
+        for s in (sampler, greedy):
+            s(logits, context)
+            s.probs(logits, context)
+        assert logits.dtype == dtype and np.array_equal(logits, before)
+        assert np.array_equal(context, context_before)
+
+
+def test_min_p_keeps_exactly_the_expected_set():
+    p = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
+    logits = np.log(p)
+    # threshold 0.3 * 0.4 = 0.12: keeps 0.4, 0.3, 0.15
+    probs = Sampler(temperature=1.0, min_p=0.3).probs(logits)
+    np.testing.assert_allclose(probs, [0.4 / 0.85, 0.3 / 0.85, 0.15 / 0.85, 0, 0], atol=1e-12)
+    # threshold 0.2: keeps 0.4, 0.3
+    assert np.flatnonzero(Sampler(temperature=1.0, min_p=0.5).probs(logits)).tolist() == [0, 1]
+    assert np.flatnonzero(Sampler(temperature=1.0, min_p=1.0).probs(logits)).tolist() == [0]
+    np.testing.assert_allclose(Sampler(temperature=1.0, min_p=0.0).probs(logits), p, atol=1e-12)
+    sampler = Sampler(temperature=1.0, min_p=0.3, seed=2)
+    assert set(draw(sampler, logits, 500)) == {0, 1, 2}
+
+
+def test_min_p_is_applied_after_temperature():
+    # p_i / p_max = exp((x_i - x_max) / T); min_p = 0.1 keeps (x_i - x_max) / T >= log(0.1) ~ -2.303
+    logits = np.array([0.0, -1.0, -3.0])
+    keep = lambda t: np.flatnonzero(Sampler(temperature=t, min_p=0.1).probs(logits)).tolist()  # noqa: E731
+    assert keep(1.0) == [0, 1]  # -3 < -2.303: what min-p before temperature would keep at any T
+    assert keep(2.0) == [0, 1, 2]  # ours: -3 / 2 = -1.5 >= -2.303
+    assert keep(0.25) == [0]  # -1 / 0.25 = -4 < -2.303
+
+
+def test_min_p_is_applied_after_top_p():
+    p = np.array([0.5, 0.3, 0.2])
+    logits = np.log(p)
+    # ours: top-p 0.6 keeps {0, 1} (0.5 < 0.6 <= 0.8), then min-p 0.5 (threshold 0.25) keeps both.
+    # min-p first would keep {0, 1} renormalized to [0.625, 0.375], then top-p 0.6 only {0}.
+    probs = Sampler(temperature=1.0, top_p=0.6, min_p=0.5).probs(logits)
+    np.testing.assert_allclose(probs, [0.625, 0.375, 0.0], atol=1e-12)
+
+
+def test_min_p_after_top_k():
+    # top-k 2 then min-p: ratio to the max is unchanged by renormalization
+    probs = Sampler(temperature=1.0, top_k=2, min_p=0.5).probs(np.log([0.5, 0.3, 0.2]))
+    np.testing.assert_allclose(probs, [0.625, 0.375, 0.0], atol=1e-12)
+
+
+def test_penalties_large_vocab_match_dense_reference():
+    rng = np.random.default_rng(1)
+    n = 150_000
+    logits = (rng.standard_normal(n) * 3).astype(np.float32)
+    context = rng.integers(0, n, size=4000)
+    context[:50] = context[0]  # a heavily repeated id
+    rep, freq, pres = 1.2, 0.4, 0.3
+    sampler = Sampler(temperature=0.8, top_k=40, min_p=0.05, repetition_penalty=rep, frequency_penalty=freq,
+                      presence_penalty=pres, seed=0)
+    counts = np.bincount(context, minlength=n)
+    x = logits.astype(np.float64)
+    present = counts > 0
+    expected = np.where(present, np.where(x > 0, x / rep, x * rep), x) - freq * counts - pres * present
+    out = sampler._penalize(logits, context)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+    assert np.array_equal(out[~present], logits[~present].astype(np.float64))  # untouched elsewhere
+    top = set(np.argsort(expected)[-40:].tolist())
+    assert set(draw_ctx(sampler, logits, context, 100).tolist()) <= top
+    assert Sampler(temperature=0, repetition_penalty=rep, frequency_penalty=freq,
+                   presence_penalty=pres)(logits, context) == int(np.argmax(expected))
+
+
+def draw_ctx(sampler, logits, context, n):
+    return np.array([sampler(logits, context) for _ in range(n)])
+
+
+def test_penalties_are_deterministic_with_seed():
+    kwargs = dict(temperature=1.0, repetition_penalty=1.3, presence_penalty=0.5, min_p=0.02, seed=11)
+    assert np.array_equal(draw_ctx(Sampler(**kwargs), LOGITS, [1, 4], 200),
+                          draw_ctx(Sampler(**kwargs), LOGITS, [1, 4], 200))
+
+
+@pytest.mark.parametrize("context, message", [
+    ([0, 6], r"context_ids must be in \[0, 6\) \(the logits' length\), got 6"),
+    ([-1, 2], r"context_ids must be in \[0, 6\) \(the logits' length\), got -1"),
+    ([0.0, 1.0], r"context_ids must be a 1-D sequence of ints, got shape \(2,\) dtype float64"),
+    ([[0, 1]], r"context_ids must be a 1-D sequence of ints, got shape \(1, 2\) dtype int"),
+])
+def test_invalid_context_ids(context, message):
+    for sampler in (Sampler(temperature=0), Sampler(repetition_penalty=1.2)):
+        with pytest.raises(ValueError, match=message):
+            sampler(LOGITS, context)
+
+
+def test_describe_and_repr_list_every_setting():
+    s = Sampler(0.8, 40, 0.95, 1, min_p=0.05, repetition_penalty=1.1)
+    assert s.describe() == ("temperature=0.8 top_k=40 top_p=0.95 min_p=0.05 repetition_penalty=1.1 "
+                            "frequency_penalty=0 presence_penalty=0 seed=1")
+    assert Sampler(temperature=0).describe() == ("temperature=0 top_k=0 top_p=1 min_p=0 repetition_penalty=1 "
+                                                 "frequency_penalty=0 presence_penalty=0 seed=None")
+    assert Sampler(frequency_penalty=-0.5, presence_penalty=2, seed=np.int64(3)).describe().endswith(
+        "frequency_penalty=-0.5 presence_penalty=2 seed=3")
+    assert repr(s) == ("Sampler(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.1, "
+                       "frequency_penalty=0.0, presence_penalty=0.0, seed=1)")
+    assert "\n" not in s.describe()

@@ -67,3 +67,25 @@ def test_a_model_without_template_cannot_chat(tmp_path):
     models.write_model(tmp_path / "m.petit")
     with pytest.raises(ValueError, match="no chat template"):
         ChatSession(petit.load(tmp_path / "m.petit"))
+
+
+def test_the_sampler_sees_the_whole_conversation_for_its_penalties(model):
+    from petit.sample import Sampler
+
+    seen = []
+
+    class Spy(Sampler):
+        def __call__(self, logits, context_ids=None):
+            seen.append(list(context_ids))
+            return super().__call__(logits, context_ids)
+
+    s = ChatSession(model, sampler=Spy(temperature=0.0, repetition_penalty=1.3), max_tokens=8)
+    list(s.send("count from 3 to 6"))
+    list(s.send("what comes after C?"))
+    ids = s.prompt_ids(s.messages[:-1])
+    # the first sample of the second turn sees every token of the re-rendered conversation, reused or new
+    first_of_turn_two = [c for c in seen if len(c) == len(ids)]
+    assert first_of_turn_two and first_of_turn_two[0] == ids
+    for earlier, later in zip(seen, seen[1:]):       # within a turn, each sample adds the token just drawn
+        if len(later) == len(earlier) + 1:
+            assert later[:-1] == earlier
