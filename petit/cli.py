@@ -52,10 +52,13 @@ def _add_run(sub) -> None:
 def _add_chat(sub) -> None:
     p = sub.add_parser("chat", help="chat with a model in the terminal (its own chat template)",
                        description="Chat with MODEL: each line you type is a user message; the reply streams back. "
-                                   "/reset starts over, /quit (or Ctrl+D) leaves.")
+                                   "/reset starts over, /system MSG sets the system prompt (and starts over), "
+                                   "/exit or /quit (or Ctrl+D) leaves; Ctrl+C stops the reply in progress.")
     p.add_argument("-m", "--model", required=True, help="a .petit model file")
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
+    p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
+    p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     _add_sampling_flags(p, 0.0)
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
@@ -68,33 +71,43 @@ def cmd_chat(args) -> int:
 
     sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights)
-    session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens)
+    session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens,
+                          reuse_cache=not args.no_cache_reuse)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
-          f"{session.cache.n_ctx}); {sampler.describe()}. /reset starts over, /quit leaves.", file=sys.stderr)
+          f"{session.cache.n_ctx}); {sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line or line.strip() == "/quit":
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:        # Ctrl+C at the prompt: a fresh prompt, not an exit
+            print(file=sys.stderr)
+            continue
+        if not line or line.strip() in ("/quit", "/exit"):
             return 0
         text = line.rstrip("\n")
-        if text.strip() == "/reset":
-            session.reset()
+        command = text.strip()
+        if command == "/reset" or command.startswith("/system "):
+            session.reset(command[len("/system "):] if command.startswith("/system ") else None)
             print("(conversation reset)", file=sys.stderr)
             continue
-        if not text.strip():
+        if not command:
             continue
         try:
             for step in session.send(text):
                 if step.text:
                     sys.stdout.write(step.text)
                     sys.stdout.flush()
+        except KeyboardInterrupt:        # Ctrl+C stops this reply; the session keeps what was said
+            print(" [stopped]", file=sys.stderr)
         except ValueError as e:          # a full context, a template error: say so, keep the conversation
             print(f"petit chat: {e} (/reset starts over)", file=sys.stderr)
             continue
         sys.stdout.write("\n")
         sys.stdout.flush()
+        if args.stats:
+            print(session.stats, file=sys.stderr)
 
 
 def _add_info(sub) -> None:

@@ -4,6 +4,8 @@ Each turn re-renders the whole conversation with the chat template, encodes it, 
 ids that the KV cache already holds, rewinds the cache to it and prefills only the new tail. The time to the first
 token therefore depends on the length of the new message, not of the conversation.
 """
+import time
+from dataclasses import dataclass
 from typing import Iterator
 
 from petit.chat import render_template
@@ -23,6 +25,23 @@ def common_prefix(a, b) -> int:
     return n
 
 
+@dataclass
+class TurnStats:
+    """What one turn cost. Times in seconds; rates in tokens per second (0 when undefined)."""
+    prompt_tokens: int = 0          # the whole rendered conversation
+    reused_tokens: int = 0          # taken from the KV cache instead of prefilled
+    generated_tokens: int = 0
+    time_to_first_token: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    finish_reason: str | None = None
+
+    def __str__(self) -> str:
+        return (f"[{self.prompt_tokens} prompt tokens ({self.reused_tokens} reused), {self.generated_tokens} generated;"
+                f" first token {1000 * self.time_to_first_token:.0f} ms, prefill {self.prefill_tokens_per_s:.0f} tok/s,"
+                f" decode {self.decode_tokens_per_s:.1f} tok/s]")
+
+
 class ChatSession:
     """A conversation with a model.
 
@@ -33,13 +52,14 @@ class ChatSession:
         sampler: a Sampler (default: greedy).
         max_tokens: the longest reply.
         n_ctx: the KV cache size (default: the model's context).
+        reuse_cache: False re-prefills the whole conversation every turn (for comparison).
 
     Raises:
         ValueError: the model has no tokenizer or no chat template and none was given.
     """
 
     def __init__(self, model, template: str | None = None, system: str | None = None, sampler=None,
-                 max_tokens: int = 256, n_ctx: int | None = None):
+                 max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True):
         if model.tokenizer is None:
             raise ValueError("this model has no tokenizer, so it cannot chat")
         self.template = template or model.metadata.get("chat_template")
@@ -54,6 +74,8 @@ class ChatSession:
         self.stop_ids = sorted({i for i in (self.tokenizer.token_to_id(t) for t in END_OF_TURN) if i is not None}
                                | ({self.tokenizer.eos_id} if self.tokenizer.eos_id is not None else set()))
         self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
+        self.reuse_cache = reuse_cache
+        self.stats = TurnStats()         # of the last turn
 
     def _special_tokens(self) -> dict:
         tok = self.tokenizer
@@ -72,25 +94,43 @@ class ChatSession:
             raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx})")
         self.messages = messages
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1)   # >= 1 token to prefill
+        if not self.reuse_cache:
+            keep = 0
         self.cache.rewind(keep)
         self._cached = self._cached[:keep]
         self.last_prefill = len(ids) - keep
         max_tokens = min(self.max_tokens, self.cache.n_ctx - len(ids))
         decoder, reply, generated = StreamDecoder(self.tokenizer, skip_special=True), [], []
-        sampler = self.sampler
-        for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=sampler,
-                                    stop_ids=self.stop_ids, cache=self.cache, context_ids=ids[:keep]):
-            generated.append(step.token)
-            if step.finish_reason == "stop":
-                step.text = decoder.flush()
-            else:
-                step.text = decoder.push(step.token)
-                if step.finish_reason is not None:
-                    step.text += decoder.flush()
-            reply.append(step.text)
-            yield step
-        self._cached = (ids + generated)[:self.cache.pos]
-        self.messages.append({"role": "assistant", "content": "".join(reply)})
+        stats = self.stats = TurnStats(prompt_tokens=len(ids), reused_tokens=keep)
+        t0 = time.perf_counter()
+        t_first = t0
+        try:
+            for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=self.sampler,
+                                        stop_ids=self.stop_ids, cache=self.cache, context_ids=ids[:keep]):
+                if not generated:
+                    t_first = time.perf_counter()
+                    stats.time_to_first_token = t_first - t0
+                    stats.prefill_tokens_per_s = self.last_prefill / max(t_first - t0, 1e-9)
+                generated.append(step.token)
+                if step.finish_reason == "stop":
+                    step.text = decoder.flush()
+                else:
+                    step.text = decoder.push(step.token)
+                    if step.finish_reason is not None:
+                        step.text += decoder.flush()
+                reply.append(step.text)
+                stats.finish_reason = step.finish_reason
+                yield step
+        finally:
+            # also when the caller stops early (Ctrl-C, cancel): the history and the cache stay consistent
+            if stats.finish_reason is None:
+                stats.finish_reason = "cancelled"
+                reply.append(decoder.flush())
+            stats.generated_tokens = len(generated)
+            elapsed = time.perf_counter() - t_first
+            stats.decode_tokens_per_s = (len(generated) - 1) / elapsed if len(generated) > 1 and elapsed > 0 else 0.0
+            self._cached = (ids + generated)[:self.cache.pos]
+            self.messages.append({"role": "assistant", "content": "".join(reply)})
 
     def reset(self, system: str | None = None) -> None:
         """Forget the conversation (keeping, or replacing, the system prompt)."""

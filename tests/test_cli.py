@@ -152,3 +152,13 @@ def test_chat_says_when_the_context_is_full_and_goes_on(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n"
     assert "no longer fits the context (128) (/reset starts over)" in r.stderr
+
+
+def test_chat_system_command_stats_and_exit():
+    asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
+    r = subprocess.run(["petit", "chat", "-m", asset, "--stats"],
+                       input="what is 12 plus 7?\n/system be brief\nwhat comes after C?\n/exit\nnever read\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "19\nD\n"
+    stats = [l for l in r.stderr.splitlines() if l.startswith("[")]
+    assert len(stats) == 2 and stats[0].startswith("[14 prompt tokens (0 reused), 2 generated; first token")

@@ -89,3 +89,33 @@ def test_the_sampler_sees_the_whole_conversation_for_its_penalties(model):
     for earlier, later in zip(seen, seen[1:]):       # within a turn, each sample adds the token just drawn
         if len(later) == len(earlier) + 1:
             assert later[:-1] == earlier
+
+
+def test_stopping_a_reply_early_keeps_the_session_consistent(model):
+    s = ChatSession(model, max_tokens=24)
+    steps = s.send("count from 1 to 9")
+    next(steps)                                       # the caller stops after the first token (Ctrl-C, cancel)
+    steps.close()
+    assert s.stats.finish_reason == "cancelled" and s.stats.generated_tokens == 1
+    assert [m["role"] for m in s.messages] == ["user", "assistant"]
+    prompt = s.prompt_ids(s.messages[:1])
+    assert s._cached == prompt and s.cache.pos == len(prompt)     # the drawn token was never fed back
+    # the next turn answers exactly as a fresh generation over the same history would
+    reply = "".join(step.text for step in s.send("what is 12 plus 7?"))
+    expected, _ = _fresh_reply(model, s, s.messages[:-1])
+    assert reply == expected
+
+
+def test_turn_statistics(model):
+    s = ChatSession(model, max_tokens=24)
+    list(s.send("what is 12 plus 7?"))
+    first = s.stats
+    assert (first.prompt_tokens, first.reused_tokens, first.finish_reason) == (14, 0, "stop")
+    assert first.generated_tokens >= 2 and first.time_to_first_token > 0 and first.prefill_tokens_per_s > 0
+    cached = len(s._cached)
+    list(s.send("which is bigger, 2 or 16?"))
+    assert s.stats.reused_tokens == cached
+    no_reuse = ChatSession(model, max_tokens=24, reuse_cache=False)
+    list(no_reuse.send("what is 12 plus 7?"))
+    list(no_reuse.send("which is bigger, 2 or 16?"))
+    assert no_reuse.stats.reused_tokens == 0 and no_reuse.messages == s.messages
