@@ -4,6 +4,7 @@ Each turn re-renders the whole conversation with the chat template, encodes it, 
 ids that the KV cache already holds, rewinds the cache to it and prefills only the new tail. The time to the first
 token therefore depends on the length of the new message, not of the conversation.
 """
+import threading
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -76,6 +77,11 @@ class ChatSession:
         self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
         self.reuse_cache = reuse_cache
         self.stats = TurnStats()         # of the last turn
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop the reply in progress after the current token; safe to call from any thread."""
+        self._cancel.set()
 
     def _special_tokens(self) -> dict:
         tok = self.tokenizer
@@ -104,6 +110,7 @@ class ChatSession:
         stats = self.stats = TurnStats(prompt_tokens=len(ids), reused_tokens=keep)
         t0 = time.perf_counter()
         t_first = t0
+        self._cancel.clear()
         try:
             for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=self.sampler,
                                         stop_ids=self.stop_ids, cache=self.cache, context_ids=ids[:keep]):
@@ -121,6 +128,8 @@ class ChatSession:
                 reply.append(step.text)
                 stats.finish_reason = step.finish_reason
                 yield step
+                if self._cancel.is_set():
+                    break
         finally:
             # also when the caller stops early (Ctrl-C, cancel): the history and the cache stay consistent
             if stats.finish_reason is None:

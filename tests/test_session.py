@@ -119,3 +119,19 @@ def test_turn_statistics(model):
     list(no_reuse.send("what is 12 plus 7?"))
     list(no_reuse.send("which is bigger, 2 or 16?"))
     assert no_reuse.stats.reused_tokens == 0 and no_reuse.messages == s.messages
+
+
+def test_cancel_from_another_thread_stops_within_one_token(model):
+    import threading
+    s = ChatSession(model, max_tokens=24)
+    got = []
+    for step in s.send("count from 1 to 9"):
+        got.append(step)
+        if len(got) == 2:
+            t = threading.Thread(target=s.cancel)
+            t.start()
+            t.join()
+    assert len(got) == 2 and s.stats.finish_reason == "cancelled"
+    assert len(s._cached) == s.cache.pos
+    reply = "".join(step.text for step in s.send("what is 12 plus 7?"))     # the session goes on normally
+    assert reply == _fresh_reply(model, s, s.messages[:-1])[0]
