@@ -54,7 +54,8 @@ def _add_chat(sub) -> None:
                        description="Chat with MODEL: each line you type is a user message; the reply streams back. "
                                    "/reset starts over, /system MSG sets the system prompt (and starts over), "
                                    "/exit or /quit (or Ctrl+D) leaves; Ctrl+C stops the reply in progress.")
-    p.add_argument("-m", "--model", required=True, help="a .petit model file")
+    p.add_argument("model_arg", nargs="?", metavar="MODEL", help="a .petit model file (default: the bundled model)")
+    p.add_argument("-m", "--model", help="the same as MODEL")
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
@@ -69,6 +70,10 @@ def cmd_chat(args) -> int:
     import petit
     from petit.session import ChatSession
 
+    from petit.assets import default_model_path
+    if args.model and args.model_arg:
+        raise ValueError("give the model once: as MODEL or with -m, not both")
+    args.model = args.model or args.model_arg or default_model_path()
     sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights)
     session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens,

@@ -162,3 +162,11 @@ def test_chat_system_command_stats_and_exit():
     assert r.returncode == 0 and r.stdout == "19\nD\n"
     stats = [l for l in r.stderr.splitlines() if l.startswith("[")]
     assert len(stats) == 2 and stats[0].startswith("[14 prompt tokens (0 reused), 2 generated; first token")
+
+
+def test_chat_without_a_model_uses_the_bundled_one():
+    r = subprocess.run(["petit", "chat"], input="what is 12 plus 7?\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "19\n"
+    assert "default-q8_0.petit" in r.stderr
+    r = subprocess.run(["petit", "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
+    assert r.returncode == 1 and "give the model once" in r.stderr
