@@ -58,6 +58,9 @@ def _add_chat(sub) -> None:
     p.add_argument("-m", "--model", help="the same as MODEL")
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
+    p.add_argument("--format", choices=["chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "raw"],
+                   help="chat format instead of the model's own template; raw = the completion notebook "
+                        "(default: the model's template, or raw when it has none)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     _add_sampling_flags(p, 0.0)
@@ -74,13 +77,24 @@ def cmd_chat(args) -> int:
     if args.model and args.model_arg:
         raise ValueError("give the model once: as MODEL or with -m, not both")
     args.model = args.model or args.model_arg or default_model_path()
+    from petit.formats import get_format
+    from petit.session import RawSession
     sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights)
-    session = ChatSession(model, system=args.system, sampler=sampler, max_tokens=args.max_tokens,
-                          reuse_cache=not args.no_cache_reuse)
+    fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
+    if fmt == "raw":
+        if args.format is None:
+            print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
+                  "--format picks a chat format)", file=sys.stderr)
+        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens)
+    else:
+        template = get_format(args.format) if args.format else None
+        session = ChatSession(model, template=template, system=args.system, sampler=sampler,
+                              max_tokens=args.max_tokens, reuse_cache=not args.no_cache_reuse)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
-          f"{session.cache.n_ctx}); {sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
+          f"{session.cache.n_ctx}, format: {fmt}); {sampler.describe()}. /reset starts over, /exit leaves.",
+          file=sys.stderr)
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)

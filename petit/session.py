@@ -96,12 +96,18 @@ class ChatSession:
         is added to the history when the reply ends. A template error leaves the conversation unchanged."""
         messages = self.messages + [{"role": "user", "content": text}]
         ids = self.prompt_ids(messages)          # raises before anything changes
+        self._check_fits(ids)
+        self.messages = messages
+        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
+        yield from self._generate(ids, keep, lambda reply: self.messages.append({"role": "assistant", "content": reply}))
+
+    def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
             raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx})")
-        self.messages = messages
-        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1)   # >= 1 token to prefill
-        if not self.reuse_cache:
-            keep = 0
+
+    def _generate(self, ids, keep: int, on_done) -> Iterator[Step]:
+        """Rewind the cache to `keep` tokens, prefill ids[keep:], stream the reply; on_done(reply text) runs at the
+        end, also when the caller stops early, with the cache's token record kept consistent."""
         self.cache.rewind(keep)
         self._cached = self._cached[:keep]
         self.last_prefill = len(ids) - keep
@@ -139,10 +145,41 @@ class ChatSession:
             elapsed = time.perf_counter() - t_first
             stats.decode_tokens_per_s = (len(generated) - 1) / elapsed if len(generated) > 1 and elapsed > 0 else 0.0
             self._cached = (ids + generated)[:self.cache.pos]
-            self.messages.append({"role": "assistant", "content": "".join(reply)})
+            self.last_tokens = generated
+            on_done("".join(reply))
 
     def reset(self, system: str | None = None) -> None:
         """Forget the conversation (keeping, or replacing, the system prompt)."""
         old = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else None
         system = old if system is None else system
         self.messages = [{"role": "system", "content": system}] if system else []
+
+
+class RawSession(ChatSession):
+    """The completion notebook: no template, no roles, no BOS. Each input is appended to one running transcript
+    (the model's continuations included) and the model continues it; generation stops only on EOS or the length cap.
+    """
+
+    def __init__(self, model, sampler=None, max_tokens: int = 256, n_ctx: int | None = None):
+        super().__init__(model, template="raw", sampler=sampler, max_tokens=max_tokens, n_ctx=n_ctx)
+        self.stop_ids = [self.tokenizer.eos_id] if self.tokenizer.eos_id is not None else []
+        self.transcript_ids: list[int] = []
+
+    def send(self, text: str) -> Iterator[Step]:
+        ids = self.transcript_ids + self.tokenizer.encode(text, add_bos=False)
+        if len(ids) == len(self.transcript_ids):
+            raise ValueError("nothing to continue: the text is empty")
+        self._check_fits(ids)
+        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1)
+
+        def done(reply):
+            self.transcript_ids = ids + [t for t in self.last_tokens if t not in self.stop_ids]
+        yield from self._generate(ids, keep, done)
+
+    @property
+    def transcript(self) -> str:
+        return self.tokenizer.decode(self.transcript_ids)
+
+    def reset(self, system: str | None = None) -> None:
+        self.cache.rewind(0)
+        self._cached, self.transcript_ids = [], []

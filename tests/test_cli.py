@@ -170,3 +170,18 @@ def test_chat_without_a_model_uses_the_bundled_one():
     assert "default-q8_0.petit" in r.stderr
     r = subprocess.run(["petit", "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
     assert r.returncode == 1 and "give the model once" in r.stderr
+
+
+def test_chat_formats_and_raw_mode(tmp_path):
+    asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
+    r = subprocess.run(["petit", "chat", asset, "--format", "chatml"], input="what is 12 plus 7?\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "19\n" and "format: chatml" in r.stderr
+    models.write_model(tmp_path / "m.petit")                 # no chat template: raw mode, said on stderr
+    r = subprocess.run(["petit", "chat", str(tmp_path / "m.petit"), "-n", "4"], input="hello\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "no chat template: raw mode" in r.stderr and "format: raw" in r.stderr
+    model = petit.load(tmp_path / "m.petit")
+    ids = model.tokenizer.encode("hello")
+    steps = petit.stream_text(model, ids, max_tokens=4, stop_ids=[model.tokenizer.eos_id])
+    assert r.stdout == "".join(s.text for s in steps) + "\n"

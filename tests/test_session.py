@@ -135,3 +135,43 @@ def test_cancel_from_another_thread_stops_within_one_token(model):
     assert len(s._cached) == s.cache.pos
     reply = "".join(step.text for step in s.send("what is 12 plus 7?"))     # the session goes on normally
     assert reply == _fresh_reply(model, s, s.messages[:-1])[0]
+
+
+def test_raw_mode_continues_one_running_transcript(model):
+    from petit.session import RawSession
+    raw = RawSession(model, max_tokens=6)
+    first = "".join(step.text for step in raw.send("<|im_start|>user\nwhat is 12 plus 7?<|im_end|>\n<|im_start|>assistant\n"))
+    assert first == "19" and raw.stats.finish_reason == "stop"
+    before = list(raw.transcript_ids)
+    second = "".join(step.text for step in raw.send("\n<|im_start|>user\nwhich is bigger, 2 or 16?<|im_end|>\n"
+                                                    "<|im_start|>assistant\n"))
+    assert second == "16"
+    assert raw.transcript_ids[:len(before)] == before                 # appended, never re-rendered
+    assert raw.stats.reused_tokens == len(before)
+    assert raw.transcript.endswith("<|im_start|>assistant\n16")
+    # the whole transcript continued in one go gives the same continuation
+    ids = model.tokenizer.encode(raw.transcript[: -len("16")])
+    assert [s.token for s in petit.generate_tokens(model, ids, max_tokens=1)] == raw.transcript_ids[len(ids):len(ids) + 1]
+
+
+def test_builtin_formats_render_the_common_forms():
+    from petit.chat import render_template
+    from petit.formats import NAMES, get_format
+    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "2+2?"}]
+    st = {"bos_token": "<s>", "eos_token": "</s>"}
+    expected = {
+        "chatml": "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n",
+        "llama3": "<s><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "llama2": "<s>[INST] Hi [/INST] Hello! </s><s>[INST] 2+2? [/INST]",
+        "mistral": "<s>[INST] Hi [/INST]Hello!</s>[INST] 2+2? [/INST]",
+        "zephyr": "<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\n2+2?</s>\n<|assistant|>\n",
+        "gemma": "<s><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n",
+        "phi3": "<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\n2+2?<|end|>\n<|assistant|>\n",
+    }
+    assert set(expected) | {"raw"} == set(NAMES)
+    for name, text in expected.items():
+        assert render_template(get_format(name), msgs, add_generation_prompt=True, **st) == text, name
+    with pytest.raises(TemplateError, match="System role not supported"):
+        render_template(get_format("gemma"), [{"role": "system", "content": "x"}], **st)
+    with pytest.raises(ValueError, match="unknown chat format 'vicuna': choose one of chatml, llama3"):
+        get_format("vicuna")
