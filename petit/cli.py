@@ -15,22 +15,27 @@ import numpy as np
 from petit.argtypes import non_negative_int, number
 
 
-def _add_sampling_flags(p, temperature: float) -> None:
-    p.add_argument("-t", "--temperature", type=number, default=temperature, help=f"0 = greedy (default {temperature:g})")
-    p.add_argument("-k", "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = off)")
-    p.add_argument("-s", "--top-p", type=number, default=1.0, help="nucleus sampling mass (1 = off)")
-    p.add_argument("--min-p", type=number, default=0.0, help="drop tokens below min-p x the top probability (0 = off)")
-    p.add_argument("--repeat-penalty", type=number, default=1.0, help="CTRL repetition penalty (1 = off)")
-    p.add_argument("--frequency-penalty", type=number, default=0.0, help="OpenAI frequency penalty (0 = off)")
-    p.add_argument("--presence-penalty", type=number, default=0.0, help="OpenAI presence penalty (0 = off)")
+def _add_sampling_flags(p) -> None:
+    # None = not given: the setting then comes from the model's generation defaults, else petit.sample.FALLBACK
+    p.add_argument("-t", "--temperature", type=number, help="0 = greedy (default: the model's, else 0.8)")
+    p.add_argument("--greedy", action="store_true", help="the same as -t 0")
+    p.add_argument("-k", "--top-k", type=non_negative_int, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=number, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--min-p", type=number, help="drop tokens below min-p x the top probability (0 = off)")
+    p.add_argument("--repeat-penalty", "--repetition-penalty", dest="repeat_penalty", type=number,
+                   help="CTRL repetition penalty (1 = off)")
+    p.add_argument("--frequency-penalty", type=number, help="OpenAI frequency penalty (0 = off)")
+    p.add_argument("--presence-penalty", type=number, help="OpenAI presence penalty (0 = off)")
     p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
 
 
-def _sampler(args):
-    from petit.sample import Sampler
-    return Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                   min_p=args.min_p, repetition_penalty=args.repeat_penalty,
-                   frequency_penalty=args.frequency_penalty, presence_penalty=args.presence_penalty)
+def _sampler(args, model):
+    from petit.sample import Sampler, resolve
+    explicit = {"temperature": 0.0 if args.greedy else args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+                "min_p": args.min_p, "repetition_penalty": args.repeat_penalty,
+                "frequency_penalty": args.frequency_penalty, "presence_penalty": args.presence_penalty,
+                "seed": args.seed}
+    return Sampler(**resolve(explicit, model.metadata.get("generation")))
 
 
 def _add_run(sub) -> None:
@@ -41,7 +46,7 @@ def _add_run(sub) -> None:
     p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
     p.add_argument("-p", "--prompt", default="", help="the text to continue")
     p.add_argument("-n", "--tokens", type=non_negative_int, default=64, help="tokens to generate (default 64)")
-    _add_sampling_flags(p, 0.8)
+    _add_sampling_flags(p)
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
     p.add_argument("--dump-logits", metavar="FILE",
@@ -63,7 +68,7 @@ def _add_chat(sub) -> None:
                         "(default: the model's template, or raw when it has none)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
-    _add_sampling_flags(p, 0.0)
+    _add_sampling_flags(p)
     p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
                    help="convert the weights at load (default: as stored in the file)")
     p.set_defaults(func=cmd_chat)
@@ -79,8 +84,8 @@ def cmd_chat(args) -> int:
     args.model = args.model or args.model_arg or default_model_path()
     from petit.formats import get_format
     from petit.session import RawSession
-    sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights)
+    sampler = _sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
     if fmt == "raw":
         if args.format is None:
@@ -166,8 +171,8 @@ def cmd_run(args) -> int:
     if args.merges and not args.vocab:
         raise ValueError("-g/--merges needs -v/--vocab")
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
-    sampler = _sampler(args)
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer)
+    sampler = _sampler(args, model)
     tok = model.tokenizer
     if tok is None:
         raise ValueError(f"{args.model}: the file has no tokenizer; give one with -v VOCAB [-g MERGES]")

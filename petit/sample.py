@@ -220,3 +220,25 @@ def _check_context(context_ids, n_vocab: int) -> np.ndarray:
         bad = lo if lo < 0 else hi
         raise ValueError(f"context_ids must be in [0, {n_vocab}) (the logits' length), got {bad}")
     return arr
+
+
+# the built-in fallbacks, used when neither a flag nor the model's generation defaults give a setting
+FALLBACK = {"temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
+            "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+
+def resolve(explicit: dict, model_defaults: dict | None = None) -> dict:
+    """Each sampling setting from the first place that gives it: an explicit value (a flag or a request field,
+    None = not given) > the model's generation defaults (generation_config.json, or a .petit file's "generation",
+    where do_sample false means greedy) > FALLBACK. Returns every key of FALLBACK plus "seed"."""
+    model_defaults = dict(model_defaults or {})
+    if model_defaults.get("do_sample") is False:
+        model_defaults["temperature"] = 0.0
+    out = {}
+    for key, fallback in FALLBACK.items():
+        value = explicit.get(key)
+        if value is None:
+            value = model_defaults.get(key)
+        out[key] = fallback if value is None else value
+    out["seed"] = explicit.get("seed")
+    return out

@@ -178,7 +178,7 @@ def test_chat_formats_and_raw_mode(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n" and "format: chatml" in r.stderr
     models.write_model(tmp_path / "m.petit")                 # no chat template: raw mode, said on stderr
-    r = subprocess.run(["petit", "chat", str(tmp_path / "m.petit"), "-n", "4"], input="hello\n",
+    r = subprocess.run(["petit", "chat", str(tmp_path / "m.petit"), "-n", "4", "--greedy"], input="hello\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "no chat template: raw mode" in r.stderr and "format: raw" in r.stderr
     model = petit.load(tmp_path / "m.petit")

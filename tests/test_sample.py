@@ -330,3 +330,12 @@ def test_describe_and_repr_list_every_setting():
     assert repr(s) == ("Sampler(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.1, "
                        "frequency_penalty=0.0, presence_penalty=0.0, seed=1)")
     assert "\n" not in s.describe()
+
+
+def test_settings_resolve_flag_then_model_then_fallback():
+    from petit.sample import FALLBACK, resolve
+    got = resolve({"temperature": None, "top_k": 5, "seed": 3}, {"temperature": 0.6, "top_k": 50, "top_p": 0.9})
+    assert got == dict(FALLBACK, temperature=0.6, top_k=5, top_p=0.9, seed=3)
+    assert resolve({}, {"do_sample": False, "temperature": 0.7})["temperature"] == 0.0     # do_sample false: greedy
+    assert resolve({"temperature": 1.2}, {"do_sample": False})["temperature"] == 1.2      # a flag still wins
+    assert resolve({}, None) == dict(FALLBACK, seed=None)
