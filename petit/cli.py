@@ -66,6 +66,8 @@ def _add_chat(sub) -> None:
     p.add_argument("--format", choices=["chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "raw"],
                    help="chat format instead of the model's own template; raw = the completion notebook "
                         "(default: the model's template, or raw when it has none)")
+    p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     _add_sampling_flags(p)
@@ -84,6 +86,9 @@ def cmd_chat(args) -> int:
     args.model = args.model or args.model_arg or default_model_path()
     from petit.formats import get_format
     from petit.session import RawSession
+    if args.threads is not None:
+        from petit.kernels import configure
+        configure(threads=args.threads)
     model = petit.load(args.model, weights=args.weights)
     sampler = _sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
@@ -91,11 +96,11 @@ def cmd_chat(args) -> int:
         if args.format is None:
             print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
                   "--format picks a chat format)", file=sys.stderr)
-        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens)
+        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx)
     else:
         template = get_format(args.format) if args.format else None
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
-                              max_tokens=args.max_tokens, reuse_cache=not args.no_cache_reuse)
+                              max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
           f"{session.cache.n_ctx}, format: {fmt}); {sampler.describe()}. /reset starts over, /exit leaves.",
