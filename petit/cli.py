@@ -66,6 +66,8 @@ def _add_chat(sub) -> None:
     p.add_argument("--format", choices=["chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "raw"],
                    help="chat format instead of the model's own template; raw = the completion notebook "
                         "(default: the model's template, or raw when it has none)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="end a reply at TEXT (not shown); may be given several times")
     p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
     p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
@@ -96,11 +98,13 @@ def cmd_chat(args) -> int:
         if args.format is None:
             print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
                   "--format picks a chat format)", file=sys.stderr)
-        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx)
+        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx,
+                             stop_strings=args.stop)
     else:
         template = get_format(args.format) if args.format else None
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
-                              max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse)
+                              max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
+                              stop_strings=args.stop)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
           f"{session.cache.n_ctx}, format: {fmt}); {sampler.describe()}. /reset starts over, /exit leaves.",

@@ -12,6 +12,7 @@ from typing import Iterator
 from petit.chat import render_template
 from petit.generate import Step, generate_tokens
 from petit.sample import Sampler
+from petit.stop import StopStrings
 from petit.tokenizer import StreamDecoder
 
 # end-of-turn markers of the common template families, matched as token ids in the generated region
@@ -54,13 +55,14 @@ class ChatSession:
         max_tokens: the longest reply.
         n_ctx: the KV cache size (default: the model's context).
         reuse_cache: False re-prefills the whole conversation every turn (for comparison).
+        stop_strings: texts that end a reply (not shown), besides the end-of-turn tokens.
 
     Raises:
         ValueError: the model has no tokenizer or no chat template and none was given.
     """
 
     def __init__(self, model, template: str | None = None, system: str | None = None, sampler=None,
-                 max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True):
+                 max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True, stop_strings=()):
         if model.tokenizer is None:
             raise ValueError("this model has no tokenizer, so it cannot chat")
         self.template = template or model.metadata.get("chat_template")
@@ -76,6 +78,7 @@ class ChatSession:
                                | ({self.tokenizer.eos_id} if self.tokenizer.eos_id is not None else set()))
         self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
         self.reuse_cache = reuse_cache
+        self.stop_strings = list(stop_strings)
         self.stats = TurnStats()         # of the last turn
         self._cancel = threading.Event()
 
@@ -113,6 +116,7 @@ class ChatSession:
         self.last_prefill = len(ids) - keep
         max_tokens = min(self.max_tokens, self.cache.n_ctx - len(ids))
         decoder, reply, generated = StreamDecoder(self.tokenizer, skip_special=True), [], []
+        stopper = StopStrings(self.stop_strings)
         stats = self.stats = TurnStats(prompt_tokens=len(ids), reused_tokens=keep)
         t0 = time.perf_counter()
         t_first = t0
@@ -125,22 +129,24 @@ class ChatSession:
                     stats.time_to_first_token = t_first - t0
                     stats.prefill_tokens_per_s = self.last_prefill / max(t_first - t0, 1e-9)
                 generated.append(step.token)
-                if step.finish_reason == "stop":
-                    step.text = decoder.flush()
-                else:
-                    step.text = decoder.push(step.token)
-                    if step.finish_reason is not None:
-                        step.text += decoder.flush()
+                text = decoder.flush() if step.finish_reason == "stop" else decoder.push(step.token)
+                if step.finish_reason == "length":
+                    text += decoder.flush()
+                step.text, hit = stopper.push(text)
+                if hit:
+                    step.finish_reason = "stop"
+                elif step.finish_reason is not None:
+                    step.text += stopper.flush()
                 reply.append(step.text)
                 stats.finish_reason = step.finish_reason
                 yield step
-                if self._cancel.is_set():
+                if hit or self._cancel.is_set():
                     break
         finally:
             # also when the caller stops early (Ctrl-C, cancel): the history and the cache stay consistent
             if stats.finish_reason is None:
                 stats.finish_reason = "cancelled"
-                reply.append(decoder.flush())
+                reply.append(stopper.push(decoder.flush())[0] + stopper.flush())
             stats.generated_tokens = len(generated)
             elapsed = time.perf_counter() - t_first
             stats.decode_tokens_per_s = (len(generated) - 1) / elapsed if len(generated) > 1 and elapsed > 0 else 0.0
@@ -160,8 +166,9 @@ class RawSession(ChatSession):
     (the model's continuations included) and the model continues it; generation stops only on EOS or the length cap.
     """
 
-    def __init__(self, model, sampler=None, max_tokens: int = 256, n_ctx: int | None = None):
-        super().__init__(model, template="raw", sampler=sampler, max_tokens=max_tokens, n_ctx=n_ctx)
+    def __init__(self, model, sampler=None, max_tokens: int = 256, n_ctx: int | None = None, stop_strings=()):
+        super().__init__(model, template="raw", sampler=sampler, max_tokens=max_tokens, n_ctx=n_ctx,
+                         stop_strings=stop_strings)
         self.stop_ids = [self.tokenizer.eos_id] if self.tokenizer.eos_id is not None else []
         self.transcript_ids: list[int] = []
 

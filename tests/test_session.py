@@ -175,3 +175,17 @@ def test_builtin_formats_render_the_common_forms():
         render_template(get_format("gemma"), [{"role": "system", "content": "x"}], **st)
     with pytest.raises(ValueError, match="unknown chat format 'vicuna': choose one of chatml, llama3"):
         get_format("vicuna")
+
+
+def test_stop_strings_end_the_reply_and_are_never_shown(model):
+    from petit.stop import StopStrings
+    st = StopStrings(["<END>", "xyz"])
+    assert st.push("hello <E") == ("hello ", False)       # "<E" might start "<END>": held back
+    assert st.push("N") == ("", False)
+    assert st.push("D> more") == ("", True)                # the stop string and what follows are dropped
+    st = StopStrings(["xyz"])
+    assert st.push("ax") == ("a", False) and st.push("b") == ("xb", False) and st.flush() == ""
+    s = ChatSession(model, max_tokens=24, stop_strings=[" 5"])
+    steps = list(s.send("count from 3 to 7"))
+    assert "".join(step.text for step in steps) == "3 4" and steps[-1].finish_reason == "stop"
+    assert s.messages[-1]["content"] == "3 4" and len(s._cached) == s.cache.pos
