@@ -69,6 +69,8 @@ def _add_chat(sub) -> None:
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a reply at TEXT (not shown); may be given several times")
     p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--drop-old-turns", action="store_true",
+                   help="when the context is full, forget the oldest turns (never the system prompt)")
     p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
@@ -104,7 +106,7 @@ def cmd_chat(args) -> int:
         template = get_format(args.format) if args.format else None
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
-                              stop_strings=args.stop)
+                              stop_strings=args.stop, drop_old_turns=args.drop_old_turns)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
           f"{session.cache.n_ctx}, format: {fmt}); {sampler.describe()}. /reset starts over, /exit leaves.",

@@ -56,13 +56,16 @@ class ChatSession:
         n_ctx: the KV cache size (default: the model's context).
         reuse_cache: False re-prefills the whole conversation every turn (for comparison).
         stop_strings: texts that end a reply (not shown), besides the end-of-turn tokens.
+        drop_old_turns: when the conversation outgrows the context, drop the oldest turns (never the system prompt)
+            instead of refusing the message.
 
     Raises:
         ValueError: the model has no tokenizer or no chat template and none was given.
     """
 
     def __init__(self, model, template: str | None = None, system: str | None = None, sampler=None,
-                 max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True, stop_strings=()):
+                 max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True, stop_strings=(),
+                 drop_old_turns: bool = False):
         if model.tokenizer is None:
             raise ValueError("this model has no tokenizer, so it cannot chat")
         self.template = template or model.metadata.get("chat_template")
@@ -79,6 +82,7 @@ class ChatSession:
         self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
         self.reuse_cache = reuse_cache
         self.stop_strings = list(stop_strings)
+        self.drop_old_turns = drop_old_turns
         self.stats = TurnStats()         # of the last turn
         self._cancel = threading.Event()
 
@@ -99,6 +103,12 @@ class ChatSession:
         is added to the history when the reply ends. A template error leaves the conversation unchanged."""
         messages = self.messages + [{"role": "user", "content": text}]
         ids = self.prompt_ids(messages)          # raises before anything changes
+        first = 1 if messages[0]["role"] == "system" else 0
+        while self.drop_old_turns and len(ids) >= self.cache.n_ctx and len(messages) - first > 1:
+            del messages[first]                  # the oldest message after the system prompt
+            while len(messages) - first > 1 and messages[first]["role"] != "user":
+                del messages[first]              # a turn starts with the user
+            ids = self.prompt_ids(messages)
         self._check_fits(ids)
         self.messages = messages
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
@@ -106,7 +116,8 @@ class ChatSession:
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
-            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx})")
+            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx} "
+                             f"tokens, {self.cache.n_ctx - 1} for the prompt at most)")
 
     def _generate(self, ids, keep: int, on_done) -> Iterator[Step]:
         """Rewind the cache to `keep` tokens, prefill ids[keep:], stream the reply; on_done(reply text) runs at the

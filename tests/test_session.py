@@ -189,3 +189,25 @@ def test_stop_strings_end_the_reply_and_are_never_shown(model):
     steps = list(s.send("count from 3 to 7"))
     assert "".join(step.text for step in steps) == "3 4" and steps[-1].finish_reason == "stop"
     assert s.messages[-1]["content"] == "3 4" and len(s._cached) == s.cache.pos
+
+
+def test_a_full_context_drops_the_oldest_turns_only_when_asked(model):
+    questions = ["what is 12 plus 7?", "which is bigger, 2 or 16?", "what comes after C?", "count from 3 to 6",
+                 "reverse the word apple", "what is 9 minus 4?", "what colour is a banana?"]
+    strict = ChatSession(model, system="be brief", max_tokens=16, n_ctx=96)
+    with pytest.raises(ValueError, match=r"no longer fits the context \(96 tokens, 95 for the prompt at most\)"):
+        for q in questions:
+            list(strict.send(q))
+    kept = list(strict.messages)
+    with pytest.raises(ValueError):
+        list(strict.send("hi"))
+    assert strict.messages == kept                      # a refused message changes nothing
+
+    s = ChatSession(model, system="be brief", max_tokens=16, n_ctx=96, drop_old_turns=True)
+    for q in questions:
+        list(s.send(q))
+    assert s.messages[0] == {"role": "system", "content": "be brief"}
+    assert [m["role"] for m in s.messages[1:]] == ["user", "assistant"] * ((len(s.messages) - 1) // 2)
+    assert s.messages[-2]["content"] == questions[-1] and len(s.messages) < 1 + 2 * len(questions)
+    assert len(s.prompt_ids(s.messages[:-1])) < 96
+    assert s.messages[-1]["content"] == _fresh_reply(model, s, s.messages[:-1])[0]
