@@ -80,6 +80,13 @@ def _add_chat(sub) -> None:
     p.set_defaults(func=cmd_chat)
 
 
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
 def cmd_chat(args) -> int:
     import petit
     from petit.session import ChatSession
@@ -108,9 +115,9 @@ def cmd_chat(args) -> int:
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
                               stop_strings=args.stop, drop_old_turns=args.drop_old_turns)
     interactive = sys.stdin.isatty()
-    print(f"petit chat: {args.model} ({model.weight_type}, {model.config.num_hidden_layers} layers, context "
-          f"{session.cache.n_ctx}, format: {fmt}); {sampler.describe()}. /reset starts over, /exit leaves.",
-          file=sys.stderr)
+    print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.config.num_hidden_layers} layers, "
+          f"{model.weight_type} weights, f32 KV cache, context {session.cache.n_ctx}, format: {fmt}); "
+          f"{sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)

@@ -31,6 +31,12 @@ class Model:
         return self.config.vocab_size
 
     @property
+    def n_params(self) -> int:
+        """Parameters stored in the file (a tied LM head counted once)."""
+        from math import prod
+        return sum(prod(info.shape) for info in self._source.tensors.values()) if self._source else 0
+
+    @property
     def weight_type(self) -> str:
         return self.net.layers[0]["mlp.down_proj"].dtype if self.net.layers else self.net.embed.dtype
 
