@@ -48,6 +48,15 @@ int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t 
  * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd] */
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out);
+/* the same two calls over an int8 KV cache: each cached row (one position of one kv head) is int8 with an fp32
+ * scale (amax / 127), caches [n_kv][n_ctx][hd] int8 and scales [n_kv][n_ctx]; head_dim at most 1024 */
+int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
+                      int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
+                      int interleaved, int8_t *k_cache, float *k_scale, int8_t *v_cache, float *v_scale,
+                      int64_t n_ctx);
+int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
+                     const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
+                     int64_t head_dim, int64_t pos0, float scale, float *out);
 void pt_swiglu(const float *gate, const float *up, int64_t n, float *out);      /* out = silu(gate) * up */
 void pt_softmax(float *x, int64_t rows, int64_t cols);                          /* in place, per row */
 void pt_add(float *y, const float *x, int64_t n);                               /* y += x */

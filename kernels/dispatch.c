@@ -257,11 +257,45 @@ int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n
     return 0;
 }
 
+/* one row of an int8 cache: q = round(x * 127 / amax), scale = amax / 127 */
+static void quant_row_i8(const float *x, int64_t n, int8_t *q, float *scale) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (!isfinite(id)) { d = 0.0f; id = 0.0f; }
+    for (int64_t i = 0; i < n; i++) q[i] = (int8_t)lrintf(x[i] * id);
+    *scale = d;
+}
+
+int pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
+                     int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
+                     int interleaved, int8_t *k_cache, float *k_scale, int8_t *v_cache, float *v_scale,
+                     int64_t n_ctx) {
+    if (pos0 < 0 || pos0 + T > n_ctx || pos0 + T > n_pos || head_dim % 2 || head_dim > 1024) return -1;
+    const int64_t half = head_dim / 2;
+    float row[1024];
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t pos = pos0 + t;
+        const float *c = cos_tab + pos * half, *s = sin_tab + pos * half;
+        for (int64_t h = 0; h < n_heads; h++) rope_vec(q + (t * n_heads + h) * head_dim, head_dim, c, s, interleaved);
+        for (int64_t h = 0; h < n_kv; h++) {
+            const int64_t at = h * n_ctx + pos;
+            memcpy(row, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
+            rope_vec(row, head_dim, c, s, interleaved);
+            quant_row_i8(row, head_dim, k_cache + at * head_dim, k_scale + at);
+            quant_row_i8(v + (t * n_kv + h) * head_dim, head_dim, v_cache + at * head_dim, v_scale + at);
+        }
+    }
+    return 0;
+}
+
 typedef struct {
     const float *q, *kc, *vc;
     float *out;
     int64_t n_ctx, n_heads, n_kv, hd, pos0, items_per_chunk, n_items;
     float scale;
+    const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
+    const float *ks, *vs;
 } attn_job;
 
 static void attn_task(void *ctx, int64_t chunk, int ith) {
@@ -271,31 +305,49 @@ static void attn_task(void *ctx, int64_t chunk, int ith) {
         const int64_t t = it / j->n_heads, h = it % j->n_heads, kvh = h / group, n = j->pos0 + t + 1;
         float *scores = pt_scratch(ith, n);
         const int64_t off = kvh * j->n_ctx * j->hd;
-        pt_k->attn_head(j->q + it * j->hd, j->kc + off, j->vc + off, n, j->hd, j->scale, scores,
-                        j->out + it * j->hd);
+        if (j->kc)
+            pt_k->attn_head(j->q + it * j->hd, j->kc + off, j->vc + off, n, j->hd, j->scale, scores,
+                            j->out + it * j->hd);
+        else
+            pt_k->attn_head_q8(j->q + it * j->hd, j->kq + off, j->ks + kvh * j->n_ctx, j->vq + off,
+                               j->vs + kvh * j->n_ctx, n, j->hd, j->scale, scores, j->out + it * j->hd);
     }
 }
 
-int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
-                 int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out) {
-    if (n_kv <= 0 || n_heads % n_kv || pos0 < 0 || pos0 + T > n_ctx) return -1;
+static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
+    if (j->n_kv <= 0 || j->n_heads % j->n_kv || pos0 < 0 || pos0 + T > j->n_ctx) return -1;
     pthread_mutex_lock(&lock);
     /* scratch first, on this thread's slot set, so a task never meets a failed allocation */
     for (int i = 0; i < pt_pool_threads(); i++) {
         if (!pt_scratch(i, pos0 + T)) { pthread_mutex_unlock(&lock); return -3; }
     }
-    attn_job j = {q, k_cache, v_cache, out, n_ctx, n_heads, n_kv, head_dim, pos0, 1, T * n_heads, scale};
     int64_t target = (int64_t)pt_pool_threads() * 8;
-    j.items_per_chunk = j.n_items / target > 1 ? j.n_items / target : 1;
-    int64_t chunks = (j.n_items + j.items_per_chunk - 1) / j.items_per_chunk;
+    j->items_per_chunk = j->n_items / target > 1 ? j->n_items / target : 1;
+    int64_t chunks = (j->n_items + j->items_per_chunk - 1) / j->items_per_chunk;
     /* work ~ query heads x positions x head_dim, twice (scores and values) */
-    if ((double)j.n_items * (double)(pos0 + T) * (double)head_dim * 2.0 < SERIAL_MACS) {
-        for (int64_t c = 0; c < chunks; c++) attn_task(&j, c, 0);
+    if ((double)j->n_items * (double)(pos0 + T) * (double)j->hd * 2.0 < SERIAL_MACS) {
+        for (int64_t c = 0; c < chunks; c++) attn_task(j, c, 0);
     } else {
-        pt_pool_run(attn_task, &j, chunks);
+        pt_pool_run(attn_task, j, chunks);
     }
     pthread_mutex_unlock(&lock);
     return 0;
+}
+
+int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
+                 int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out) {
+    attn_job j = {.q = q, .kc = k_cache, .vc = v_cache, .out = out, .n_ctx = n_ctx, .n_heads = n_heads,
+                  .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .n_items = T * n_heads, .scale = scale};
+    return run_attention(&j, T, pos0);
+}
+
+int pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
+                    const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
+                    int64_t head_dim, int64_t pos0, float scale, float *out) {
+    attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
+                  .pos0 = pos0, .n_items = T * n_heads, .scale = scale, .kq = k_cache, .vq = v_cache,
+                  .ks = k_scale, .vs = v_scale};
+    return run_attention(&j, T, pos0);
 }
 
 void pt_swiglu(const float *gate, const float *up, int64_t n, float *out) { pt_k->swiglu(gate, up, n, out); }

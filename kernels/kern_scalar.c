@@ -77,5 +77,6 @@ const pt_kernels pt_kernels_scalar = {
     .rows_float = rows_float_g,
     .rmsnorm = rmsnorm_g,
     .attn_head = attn_head_g,
+    .attn_head_q8 = attn_head_q8_g,
     .swiglu = swiglu_g,
 };

@@ -200,5 +200,6 @@ static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0,
         .rows_float = FN(rows_float_), \
         .rmsnorm = rmsnorm_g, \
         .attn_head = attn_head_g, \
+        .attn_head_q8 = attn_head_q8_g, \
         .swiglu = swiglu_g, \
     }

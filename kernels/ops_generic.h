@@ -42,6 +42,35 @@ static void attn_head_g(const float *q, const float *k, const float *v, int64_t 
     }
 }
 
+/* the same over int8 rows with one scale per row: k, v are [n][hd] int8, ks, vs are [n] */
+static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
+                           int64_t n, int64_t hd, float scale, float *scores, float *out) {
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p++) {
+        const int8_t *kp = k + p * hd;
+        float d = 0.0f;
+#pragma omp simd reduction(+:d)
+        for (int64_t i = 0; i < hd; i++) d += q[i] * (float)kp[i];
+        float s = d * ks[p] * scale;
+        scores[p] = s;
+        if (s > m) m = s;
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        float e = expf(scores[p] - m);
+        scores[p] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        const float wgt = scores[p] * inv * vs[p];
+        const int8_t *vp = v + p * hd;
+#pragma omp simd
+        for (int64_t i = 0; i < hd; i++) out[i] += wgt * (float)vp[i];
+    }
+}
+
 static void swiglu_g(const float *g, const float *u, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -1,21 +1,33 @@
-"""The KV cache: per layer, keys and values [n_kv_heads, n_ctx, head_dim] in float32, and the number of positions
-filled. Rewinding is just moving `pos` back: positions past it are overwritten by the next tokens."""
+"""The KV cache: per layer, keys and values [n_kv_heads, n_ctx, head_dim], and the number of positions filled.
+Rewinding is just moving `pos` back: positions past it are overwritten by the next tokens.
+
+kv_type "f32" stores float32; "int8" stores each row (one position of one kv head) as int8 with an fp32 scale,
+about a quarter of the memory (the logit difference is measured in tests/test_session.py)."""
 import numpy as np
 
 from petit.kernels import ffi
 
 
 class KVCache:
-    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int):
+    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int, kv_type: str = "f32"):
         if n_ctx <= 0:
             raise ValueError(f"cache size must be positive, got {n_ctx}")
-        self.n_ctx = n_ctx
+        if kv_type not in ("f32", "int8"):
+            raise ValueError(f"kv_type must be f32 or int8, got {kv_type!r}")
+        self.n_ctx, self.kv_type = n_ctx, kv_type
         self.layout = (n_layers, n_kv_heads, n_ctx, head_dim)   # checked by the model before every pass
         self._pos = 0
-        self.k = np.zeros((n_layers, n_kv_heads, n_ctx, head_dim), np.float32)
+        shape = (n_layers, n_kv_heads, n_ctx, head_dim)
+        ctype = "float *" if kv_type == "f32" else "int8_t *"
+        self.k = np.zeros(shape, np.float32 if kv_type == "f32" else np.int8)
         self.v = np.zeros_like(self.k)
-        self.k_ptr = [ffi.cast("float *", ffi.from_buffer(self.k[i])) for i in range(n_layers)]
-        self.v_ptr = [ffi.cast("float *", ffi.from_buffer(self.v[i])) for i in range(n_layers)]
+        self.k_ptr = [ffi.cast(ctype, ffi.from_buffer(self.k[i])) for i in range(n_layers)]
+        self.v_ptr = [ffi.cast(ctype, ffi.from_buffer(self.v[i])) for i in range(n_layers)]
+        if kv_type == "int8":
+            self.k_scale = np.zeros(shape[:3], np.float32)
+            self.v_scale = np.zeros_like(self.k_scale)
+            self.ks_ptr = [ffi.cast("float *", ffi.from_buffer(self.k_scale[i])) for i in range(n_layers)]
+            self.vs_ptr = [ffi.cast("float *", ffi.from_buffer(self.v_scale[i])) for i in range(n_layers)]
 
     @property
     def pos(self) -> int:
@@ -36,4 +48,5 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        scales = self.k_scale.nbytes + self.v_scale.nbytes if self.kv_type == "int8" else 0
+        return self.k.nbytes + self.v.nbytes + scales

@@ -69,6 +69,8 @@ def _add_chat(sub) -> None:
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a reply at TEXT (not shown); may be given several times")
     p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--kv", choices=["int8", "f32"],
+                   help="KV cache type (default: int8 for q8_0 / q4_0 weights, else f32)")
     p.add_argument("--drop-old-turns", action="store_true",
                    help="when the context is full, forget the oldest turns (never the system prompt)")
     p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
@@ -108,15 +110,15 @@ def cmd_chat(args) -> int:
             print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
                   "--format picks a chat format)", file=sys.stderr)
         session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx,
-                             stop_strings=args.stop)
+                             stop_strings=args.stop, kv_type=args.kv)
     else:
         template = get_format(args.format) if args.format else None
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
-                              stop_strings=args.stop, drop_old_turns=args.drop_old_turns)
+                              stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
     interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.config.num_hidden_layers} layers, "
-          f"{model.weight_type} weights, f32 KV cache, context {session.cache.n_ctx}, format: {fmt}); "
+          f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
           f"{sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
     while True:
         if interactive:

@@ -40,14 +40,14 @@ class Model:
     def weight_type(self) -> str:
         return self.net.layers[0]["mlp.down_proj"].dtype if self.net.layers else self.net.embed.dtype
 
-    def new_cache(self, n_ctx: int | None = None) -> KVCache:
-        """A KV cache for up to n_ctx positions (default: the model's max_position_embeddings)."""
+    def new_cache(self, n_ctx: int | None = None, kv_type: str = "f32") -> KVCache:
+        """A KV cache for up to n_ctx positions (default: the model's max_position_embeddings), float32 or int8."""
         c = self.config
         n_ctx = c.max_position_embeddings if n_ctx is None else n_ctx
         if n_ctx > c.max_position_embeddings:
             raise ValueError(f"a context of {n_ctx} exceeds the model's max_position_embeddings "
                              f"{c.max_position_embeddings}")
-        return KVCache(c.num_hidden_layers, c.num_key_value_heads, n_ctx, c.head_dim)
+        return KVCache(c.num_hidden_layers, c.num_key_value_heads, n_ctx, c.head_dim, kv_type)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode

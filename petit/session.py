@@ -58,6 +58,7 @@ class ChatSession:
         stop_strings: texts that end a reply (not shown), besides the end-of-turn tokens.
         drop_old_turns: when the conversation outgrows the context, drop the oldest turns (never the system prompt)
             instead of refusing the message.
+        kv_type: "int8" or "f32" (default: int8 when the weights are q8_0 / q4_0, else f32).
 
     Raises:
         ValueError: the model has no tokenizer or no chat template and none was given.
@@ -65,7 +66,7 @@ class ChatSession:
 
     def __init__(self, model, template: str | None = None, system: str | None = None, sampler=None,
                  max_tokens: int = 256, n_ctx: int | None = None, reuse_cache: bool = True, stop_strings=(),
-                 drop_old_turns: bool = False):
+                 drop_old_turns: bool = False, kv_type: str | None = None):
         if model.tokenizer is None:
             raise ValueError("this model has no tokenizer, so it cannot chat")
         self.template = template or model.metadata.get("chat_template")
@@ -74,7 +75,9 @@ class ChatSession:
         self.model, self.tokenizer = model, model.tokenizer
         self.sampler = sampler or Sampler(temperature=0.0)
         self.max_tokens = max_tokens
-        self.cache = model.new_cache(n_ctx)
+        if kv_type is None:
+            kv_type = "int8" if model.weight_type in ("q8_0", "q4_0") else "f32"
+        self.cache = model.new_cache(n_ctx, kv_type)
         self.messages = [{"role": "system", "content": system}] if system else []
         self._cached: list[int] = []     # the token ids whose keys and values the cache holds, in order
         self.stop_ids = sorted({i for i in (self.tokenizer.token_to_id(t) for t in END_OF_TURN) if i is not None}
@@ -177,9 +180,10 @@ class RawSession(ChatSession):
     (the model's continuations included) and the model continues it; generation stops only on EOS or the length cap.
     """
 
-    def __init__(self, model, sampler=None, max_tokens: int = 256, n_ctx: int | None = None, stop_strings=()):
+    def __init__(self, model, sampler=None, max_tokens: int = 256, n_ctx: int | None = None, stop_strings=(),
+                 kv_type: str | None = None):
         super().__init__(model, template="raw", sampler=sampler, max_tokens=max_tokens, n_ctx=n_ctx,
-                         stop_strings=stop_strings)
+                         stop_strings=stop_strings, kv_type=kv_type)
         self.stop_ids = [self.tokenizer.eos_id] if self.tokenizer.eos_id is not None else []
         self.transcript_ids: list[int] = []
 

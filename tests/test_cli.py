@@ -167,7 +167,7 @@ def test_chat_system_command_stats_and_exit():
 def test_chat_without_a_model_uses_the_bundled_one():
     r = subprocess.run(["petit", "chat"], input="what is 12 plus 7?\n", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n"
-    assert "default-q8_0.petit (853k parameters, 4 layers, q8_0 weights, f32 KV cache, context 128" in r.stderr
+    assert "default-q8_0.petit (853k parameters, 4 layers, q8_0 weights, int8 KV cache, context 128" in r.stderr
     r = subprocess.run(["petit", "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
     assert r.returncode == 1 and "give the model once" in r.stderr
 

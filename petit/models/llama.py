@@ -216,14 +216,21 @@ class LlamaModel:
             bad = [int(t) for t in ids if not 0 <= t < cfg.vocab_size]
             raise ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {cfg.vocab_size}")
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
+        int8_kv = cache.kv_type == "int8"
         for layer, L in enumerate(self.layers):
             kc, vc = cache.k_ptr[layer], cache.v_ptr[layer]
             lib.pt_rmsnorm(p["x"], L["input_layernorm"], eps, T, D, p["xn"])
             rc |= lib.pt_matmul3(L["self_attn.q_proj"].c, L["self_attn.k_proj"].c, L["self_attn.v_proj"].c,
                                  p["xn"], T, p["q"], p["k"], p["v"])
-            rc |= lib.pt_rope_store(p["q"], p["k"], p["v"], T, H, KV, hd, pos0, self._cos_p, self._sin_p,
-                                    self._rope_n, int(cfg.rope_interleaved), kc, vc, cache.n_ctx)
-            rc |= lib.pt_attention(p["q"], kc, vc, cache.n_ctx, T, H, KV, hd, pos0, scale, p["att"])
+            if int8_kv:
+                ks, vs = cache.ks_ptr[layer], cache.vs_ptr[layer]
+                rc |= lib.pt_rope_store_q8(p["q"], p["k"], p["v"], T, H, KV, hd, pos0, self._cos_p, self._sin_p,
+                                           self._rope_n, int(cfg.rope_interleaved), kc, ks, vc, vs, cache.n_ctx)
+                rc |= lib.pt_attention_q8(p["q"], kc, ks, vc, vs, cache.n_ctx, T, H, KV, hd, pos0, scale, p["att"])
+            else:
+                rc |= lib.pt_rope_store(p["q"], p["k"], p["v"], T, H, KV, hd, pos0, self._cos_p, self._sin_p,
+                                        self._rope_n, int(cfg.rope_interleaved), kc, vc, cache.n_ctx)
+                rc |= lib.pt_attention(p["q"], kc, vc, cache.n_ctx, T, H, KV, hd, pos0, scale, p["att"])
             rc |= lib.pt_matmul(L["self_attn.o_proj"].c, p["att"], T, p["x"], 1)
             lib.pt_rmsnorm(p["x"], L["post_attention_layernorm"], eps, T, D, p["xn"])
             rc |= lib.pt_matmul3(L["mlp.gate_proj"].c, L["mlp.up_proj"].c, ffi.NULL, p["xn"], T, p["g"], p["u"],
