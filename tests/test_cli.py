@@ -185,3 +185,18 @@ def test_chat_formats_and_raw_mode(tmp_path):
     ids = model.tokenizer.encode("hello")
     steps = petit.stream_text(model, ids, max_tokens=4, stop_ids=[model.tokenizer.eos_id])
     assert r.stdout == "".join(s.text for s in steps) + "\n"
+
+
+def test_chat_ctrl_c_at_the_prompt_does_not_exit():
+    import signal
+    import time
+    p = subprocess.Popen(["petit", "chat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stderr.readline().startswith("petit chat:")     # the banner: the REPL is about to read
+        time.sleep(0.5)                                           # let it block in readline (not a timing check)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate("what is 12 plus 7?\n", timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and out == "19\n"
