@@ -18,6 +18,17 @@ static float dot_f32_g(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* scores[p] = exp(scores[p] - m) in place; returns 1 / their sum */
+static float exp_scores(float *scores, int64_t n, float m) {
+    float sum = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        float e = expf(scores[p] - m);
+        scores[p] = e;
+        sum += e;
+    }
+    return 1.0f / sum;
+}
+
 /* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd] */
 static void attn_head_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
                         float *scores, float *out) {
@@ -27,13 +38,7 @@ static void attn_head_g(const float *q, const float *k, const float *v, int64_t 
         scores[p] = s;
         if (s > m) m = s;
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        float e = expf(scores[p] - m);
-        scores[p] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
+    float inv = exp_scores(scores, n, m);
     for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
     for (int64_t p = 0; p < n; p++) {
         const float wgt = scores[p] * inv, *vp = v + p * hd;
@@ -55,13 +60,7 @@ static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, con
         scores[p] = s;
         if (s > m) m = s;
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        float e = expf(scores[p] - m);
-        scores[p] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
+    float inv = exp_scores(scores, n, m);
     for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
     for (int64_t p = 0; p < n; p++) {
         const float wgt = scores[p] * inv * vs[p];
