@@ -190,13 +190,21 @@ def test_chat_formats_and_raw_mode(tmp_path):
 def test_chat_ctrl_c_at_the_prompt_does_not_exit():
     import signal
     import time
+    import select
+
+    def next_stderr_line():             # never hang the suite: a child that stays silent fails the test
+        assert select.select([p.stderr], [], [], 60)[0], "petit chat printed nothing on stderr for 60 s"
+        return p.stderr.readline()
+
+    # a CI runner may start us with SIGINT ignored, which Python (and so the child) would inherit
     p = subprocess.Popen(["petit", "chat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, bufsize=1, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        assert p.stderr.readline().startswith("petit chat:")     # the banner: the REPL is about to read
+        assert next_stderr_line().startswith("petit chat:")      # the banner: the REPL is about to read
         time.sleep(0.5)                                           # let it block in readline (not a timing check)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate("what is 12 plus 7?\n", timeout=60)
+        assert next_stderr_line() == "\n"                        # the interrupt was handled: a fresh prompt
+        out, err = p.communicate("what is 12 plus 7?\n", timeout=60)   # only now type: no race with the signal
     finally:
         p.kill()
     assert p.returncode == 0 and out == "19\n"
