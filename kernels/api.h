@@ -39,25 +39,38 @@ int  pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, c
 void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y);
 /* RoPE tables: cos/sin[pos][head_dim/2] for pos < n_pos, theta_j = base^(-2j/head_dim) */
 void pt_rope_table(float base, int64_t head_dim, int64_t n_pos, float *cos_out, float *sin_out);
-/* rotate q [T][n_heads][hd] in place, rotate k [T][n_kv][hd] and store k, v into the cache at positions
- * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]. interleaved: 0 rotate-half (i, i+hd/2), 1 pairs (2i, 2i+1). */
+/* rotate the first rot_dim values of each head of q [T][n_heads][hd] in place and of k [T][n_kv][hd] (rot_dim ==
+ * hd: all; rot_dim 0 or a NULL table: no rotation, for layers without RoPE), and store k, v into the cache at positions
+ * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]; tables are [n_pos][rot_dim/2].
+ * interleaved: 0 rotate-half (i, i+rot_dim/2), 1 pairs (2i, 2i+1). */
 int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
-                   int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
-                   int interleaved, float *k_cache, float *v_cache, int64_t n_ctx);
+                   int64_t head_dim, int64_t rot_dim, int64_t pos0, const float *cos_tab, const float *sin_tab,
+                   int64_t n_pos, int interleaved, float *k_cache, float *v_cache, int64_t n_ctx);
 /* causal attention of T queries at positions pos0..pos0+T-1 over cache positions 0..pos0+t (grouped-query:
- * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd] */
+ * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd]. Scores are q.k * scale, then
+ * softcap * tanh(s / softcap) when softcap > 0; window > 0 lets a query see only itself and the window - 1
+ * positions before it (sliding-window attention), 0 everything before it. */
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
-                  int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float *out);
+                  int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
+                  int64_t window, float *out);
 /* the same two calls over an int8 KV cache: each cached row (one position of one kv head) is int8 with an fp32
  * scale (amax / 127), caches [n_kv][n_ctx][hd] int8 and scales [n_kv][n_ctx]; head_dim at most 1024 */
 int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
-                      int64_t head_dim, int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos,
-                      int interleaved, int8_t *k_cache, float *k_scale, int8_t *v_cache, float *v_scale,
-                      int64_t n_ctx);
+                      int64_t head_dim, int64_t rot_dim, int64_t pos0, const float *cos_tab, const float *sin_tab,
+                      int64_t n_pos, int interleaved, int8_t *k_cache, float *k_scale, int8_t *v_cache,
+                      float *v_scale, int64_t n_ctx);
 int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                      const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
-                     int64_t head_dim, int64_t pos0, float scale, float *out);
+                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out);
 void pt_swiglu(const float *gate, const float *up, int64_t n, float *out);      /* out = silu(gate) * up */
 void pt_softmax(float *x, int64_t rows, int64_t cols);                          /* in place, per row */
 void pt_add(float *y, const float *x, int64_t n);                               /* y += x */
 int64_t pt_argmax(const float *x, int64_t n);
+/* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
+ * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
+int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
+             int64_t w_rows, float *y);
+/* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu */
+int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      /* y[t] = act(y[t] + b), b may be NULL */
+int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out); /* out = act(gate) * up */
+void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */

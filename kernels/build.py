@@ -11,7 +11,7 @@ import sys
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ["dispatch.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c"]
+SOURCES = ["dispatch.c", "ops.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c"]
 
 
 def _check_compiler() -> None:

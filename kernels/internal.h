@@ -89,9 +89,9 @@ typedef struct {
     /* ops */
     void (*rmsnorm)(const float *x, const float *w, float eps, int64_t D, float *y);
     void (*attn_head)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                      float *scores, float *out);
+                      float softcap, float *scores, float *out);
     void (*attn_head_q8)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                         int64_t n, int64_t hd, float scale, float *scores, float *out);
+                         int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out);
     void (*swiglu)(const float *g, const float *u, int64_t n, float *out);
 } pt_kernels;
 

@@ -29,12 +29,15 @@ static float exp_scores(float *scores, int64_t n, float m) {
     return 1.0f / sum;
 }
 
-/* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd] */
+static inline float softcap_g(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+
+/* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd].
+ * softcap > 0 caps the scaled scores at +-softcap with tanh (Gemma 2), 0 leaves them. */
 static void attn_head_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                        float *scores, float *out) {
+                        float softcap, float *scores, float *out) {
     float m = -INFINITY;
     for (int64_t p = 0; p < n; p++) {
-        float s = dot_f32_g(q, k + p * hd, hd) * scale;
+        float s = softcap_g(dot_f32_g(q, k + p * hd, hd) * scale, softcap);
         scores[p] = s;
         if (s > m) m = s;
     }
@@ -49,14 +52,14 @@ static void attn_head_g(const float *q, const float *k, const float *v, int64_t 
 
 /* the same over int8 rows with one scale per row: k, v are [n][hd] int8, ks, vs are [n] */
 static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                           int64_t n, int64_t hd, float scale, float *scores, float *out) {
+                           int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out) {
     float m = -INFINITY;
     for (int64_t p = 0; p < n; p++) {
         const int8_t *kp = k + p * hd;
         float d = 0.0f;
 #pragma omp simd reduction(+:d)
         for (int64_t i = 0; i < hd; i++) d += q[i] * (float)kp[i];
-        float s = d * ks[p] * scale;
+        float s = softcap_g(d * ks[p] * scale, softcap);
         scores[p] = s;
         if (s > m) m = s;
     }

@@ -117,7 +117,7 @@ def cmd_chat(args) -> int:
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
                               stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
     interactive = sys.stdin.isatty()
-    print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.config.num_hidden_layers} layers, "
+    print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
           f"{sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
     while True:
@@ -201,7 +201,7 @@ def cmd_run(args) -> int:
         if tok.bos_id is None:
             raise ValueError("the prompt is empty and the model has no BOS token to start from: give -p TEXT")
         ids = [tok.bos_id]
-    n_ctx = min(model.config.max_position_embeddings, len(ids) + args.tokens + 1)
+    n_ctx = min(model.context_length, len(ids) + args.tokens + 1)
     cache = model.new_cache(n_ctx)
     rows = [] if args.dump_logits else None
     stop = [tok.eos_id] if tok.eos_id is not None else []

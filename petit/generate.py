@@ -47,7 +47,7 @@ def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callabl
         raise ValueError("the prompt is empty: give at least one token")
     sampler = sampler or Sampler(temperature=0.0)
     if cache is None:
-        cache = model.new_cache(min(model.config.max_position_embeddings, len(prompt_ids) + max_tokens + 1))
+        cache = model.new_cache(min(model.context_length, len(prompt_ids) + max_tokens + 1))
     if cache.pos + len(prompt_ids) > cache.n_ctx:
         raise ValueError(f"the prompt ({len(prompt_ids)} tokens) does not fit the context "
                          f"({cache.n_ctx - cache.pos} positions left)")

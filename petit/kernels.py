@@ -152,8 +152,10 @@ def rope_table(base: float, head_dim: int, n_pos: int) -> tuple[np.ndarray, np.n
     return cos, sin
 
 
-def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float) -> np.ndarray:
-    """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]."""
+def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
+              softcap: float = 0.0, window: int = 0) -> np.ndarray:
+    """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
+    the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included)."""
     q = _f32(q, "q", 3)
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
@@ -161,9 +163,51 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     if k_cache.shape != v_cache.shape or k_cache.shape[2] != hd or n_kv == 0 or H % n_kv:
         raise ValueError(f"bad attention shapes: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
     out = np.empty_like(q)
-    rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, _ptr(out))
+    rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, softcap,
+                          window, _ptr(out))
     if rc != 0:
-        raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}")
+        raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}, window {window}")
+    return out
+
+
+ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4}
+
+
+def norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float, kind: str = "rms") -> np.ndarray:
+    """RMSNorm (kind "rms") or LayerNorm ("layer") of each row of x [rows, D]; w and b are [D] or, for per-head
+    weights, [w_rows, D] applied to row r as w[r % w_rows]."""
+    x = _f32(x, "x", 2)
+    w_rows = 1
+    for name, a in (("w", w), ("b", b)):
+        if a is not None and (a.shape[-1] != x.shape[1] or a.ndim > 2):
+            raise ValueError(f"norm {name} of shape {a.shape} does not match x of shape {x.shape}")
+        if a is not None and a.ndim == 2:
+            w_rows = a.shape[0]
+    w = None if w is None else _f32(w, "w")
+    b = None if b is None else _f32(b, "b")
+    y = np.empty_like(x)
+    lib.pt_norm({"rms": 0, "layer": 1}[kind], _ptr(x), _ptr(w) if w is not None else ffi.NULL,
+                _ptr(b) if b is not None else ffi.NULL, eps, x.shape[0], x.shape[1], w_rows, _ptr(y))
+    return y
+
+
+def bias_act(y: np.ndarray, b: np.ndarray | None, act: str) -> np.ndarray:
+    """act(y + b) row-wise for y [T, N] (a new array)."""
+    y = _f32(y, "y", 2).copy()
+    if b is not None and b.shape != (y.shape[1],):
+        raise ValueError(f"bias of shape {b.shape} does not match y of shape {y.shape}")
+    b = None if b is None else _f32(b, "b")
+    lib.pt_bias_act(_ptr(y), _ptr(b) if b is not None else ffi.NULL, y.shape[0], y.shape[1], ACTIVATIONS[act])
+    return y
+
+
+def glu(gate: np.ndarray, up: np.ndarray, act: str) -> np.ndarray:
+    """act(gate) * up."""
+    gate, up = _f32(gate, "gate"), _f32(up, "up")
+    if gate.shape != up.shape:
+        raise ValueError(f"gate {gate.shape} and up {up.shape} differ")
+    out = np.empty_like(gate)
+    lib.pt_glu(ACTIVATIONS[act], _ptr(gate), _ptr(up), gate.size, _ptr(out))
     return out
 
 
@@ -183,22 +227,29 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def rope_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, cos: np.ndarray, sin: np.ndarray,
-               interleaved: bool, k_cache: np.ndarray, v_cache: np.ndarray) -> None:
+def rope_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, cos: np.ndarray | None,
+               sin: np.ndarray | None, interleaved: bool, k_cache: np.ndarray, v_cache: np.ndarray) -> None:
     """Rotate q [T, H, hd] in place; rotate k [T, n_kv, hd] into k_cache and copy v into v_cache ([n_kv, n_ctx, hd])
-    at positions pos0 .. pos0+T-1."""
+    at positions pos0 .. pos0+T-1. The tables [n_pos, rot/2] rotate the first `rot` values of each head (partial
+    rotary when rot < hd); cos = sin = None stores without rotating (a layer without RoPE)."""
     for name, a in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if a.dtype != np.float32 or not a.flags.c_contiguous or not a.flags.writeable or a.ndim != 3:
             raise ValueError(f"{name} must be a writable contiguous 3-D float32 array (it is written in place)")
     k, v = _f32(k, "k", 3), _f32(v, "v", 3)
-    cos, sin = _f32(cos, "cos", 2), _f32(sin, "sin", 2)
     T, H, hd = q.shape
     n_kv, n_ctx, _ = k_cache.shape
+    if cos is None:
+        rot, n_pos, cp, sp = 0, 0, ffi.NULL, ffi.NULL
+    else:
+        cos, sin = _f32(cos, "cos", 2), _f32(sin, "sin", 2)
+        rot, n_pos, cp, sp = 2 * cos.shape[1], cos.shape[0], _ptr(cos), _ptr(sin)
+        if cos.shape != sin.shape:
+            raise ValueError(f"bad rope tables: {cos.shape} / {sin.shape}")
     if (k.shape != (T, n_kv, hd) or v.shape != k.shape or v_cache.shape != k_cache.shape or k_cache.shape[2] != hd
-            or hd % 2 or cos.shape != sin.shape or cos.shape[1] != hd // 2):
+            or rot > hd):
         raise ValueError(f"bad rope shapes: q {q.shape}, k {k.shape}, v {v.shape}, caches {k_cache.shape} / "
-                         f"{v_cache.shape}, tables {cos.shape} / {sin.shape}")
-    rc = lib.pt_rope_store(_out(q), _ptr(k), _ptr(v), T, H, n_kv, hd, pos0, _ptr(cos), _ptr(sin), cos.shape[0],
-                           int(interleaved), _out(k_cache), _out(v_cache), n_ctx)
+                         f"{v_cache.shape}, rotating {rot} values")
+    rc = lib.pt_rope_store(_out(q), _ptr(k), _ptr(v), T, H, n_kv, hd, rot, pos0, cp, sp, n_pos, int(interleaved),
+                           _out(k_cache), _out(v_cache), n_ctx)
     if rc != 0:
-        raise ValueError(f"positions {pos0}..{pos0 + T - 1} do not fit the cache ({n_ctx}) or table ({cos.shape[0]})")
+        raise ValueError(f"positions {pos0}..{pos0 + T - 1} do not fit the cache ({n_ctx}) or table ({n_pos})")

@@ -4,8 +4,8 @@ import os
 import numpy as np
 
 from petit.cache import KVCache
-from petit.kernels import DTYPES, quantize, dequantize
 from petit.models import get_family
+from petit.models.source import PetitSource
 from petit.petit_file import PetitFile, PetitFileError
 from petit.tokenizer import Tokenizer
 
@@ -22,32 +22,41 @@ class Model:
         path: where it was loaded from.
     """
 
-    def __init__(self, config, net, tokenizer, metadata: dict, path: str, source=None):
+    def __init__(self, config, net, tokenizer, metadata: dict, path: str, source=None, tensors=None):
         self.config, self.net, self.tokenizer, self.metadata, self.path = config, net, tokenizer, metadata, path
-        self._source = source          # the open PetitFile the weights map into
+        self._source = source          # the open PetitFile the weights map into (None: weights in memory)
+        self.tensors = tensors or {}   # name -> (dtype, shape, bytes) as the model runs them (petit convert writes these)
 
     @property
     def vocab_size(self) -> int:
-        return self.config.vocab_size
+        return self.net.arch.vocab_size
+
+    @property
+    def context_length(self) -> int:
+        """The most positions the model handles (max_position_embeddings, stretched by a linear/dynamic RoPE)."""
+        return self.net.arch.context_length
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.net.layers)
 
     @property
     def n_params(self) -> int:
-        """Parameters stored in the file (a tied LM head counted once)."""
+        """Parameters the model runs on (a tied LM head counted once)."""
         from math import prod
-        return sum(prod(info.shape) for info in self._source.tensors.values()) if self._source else 0
+        return sum(prod(shape) for _, shape, _ in self.tensors.values())
 
     @property
     def weight_type(self) -> str:
-        return self.net.layers[0]["mlp.down_proj"].dtype if self.net.layers else self.net.embed.dtype
+        return self.net.weight_type
 
     def new_cache(self, n_ctx: int | None = None, kv_type: str = "f32") -> KVCache:
         """A KV cache for up to n_ctx positions (default: the model's max_position_embeddings), float32 or int8."""
-        c = self.config
-        n_ctx = c.max_position_embeddings if n_ctx is None else n_ctx
-        if n_ctx > c.max_position_embeddings:
-            raise ValueError(f"a context of {n_ctx} exceeds the model's max_position_embeddings "
-                             f"{c.max_position_embeddings}")
-        return KVCache(c.num_hidden_layers, c.num_key_value_heads, n_ctx, c.head_dim, kv_type)
+        a = self.net.arch
+        n_ctx = a.context_length if n_ctx is None else n_ctx
+        if n_ctx > a.context_length:
+            raise ValueError(f"a context of {n_ctx} exceeds the model's context length {a.context_length}")
+        return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode
@@ -79,8 +88,8 @@ class Model:
         bad = ids[(ids < 0) | (ids >= self.vocab_size)]
         if bad.size:
             raise ValueError(f"token id(s) {bad[:5].tolist()} out of range for a vocabulary of {self.vocab_size}")
-        if len(ids) > self.config.max_position_embeddings:
-            raise ValueError(f"{len(ids)} tokens exceed the model's context of {self.config.max_position_embeddings}")
+        if len(ids) > self.context_length:
+            raise ValueError(f"{len(ids)} tokens exceed the model's context of {self.context_length}")
         return ids.astype(np.int32)
 
     def close(self) -> None:
@@ -91,23 +100,25 @@ class Model:
             self._source = None
 
 
-def load(path, weights: str | None = None, tokenizer: Tokenizer | None = None) -> Model:
-    """Load a `.petit` model file.
+def load(path, weights: str | None = None, tokenizer=None) -> Model:
+    """Load a `.petit` model file or a Hugging Face model folder.
 
     Args:
-        path: the file.
-        weights: None to run the weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16, q8_0,
-            q4_0 to convert the weight matrices at load (this makes an in-memory copy).
-        tokenizer: overrides the tokenizer embedded in the file.
+        path: the file, or a folder with config.json, safetensors (or pytorch_model.bin) and tokenizer.json.
+        weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
+            q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
+            read, to q8_0 unless given.
+        tokenizer: overrides the model's tokenizer.
 
     Raises:
-        PetitFileError / ValueError: a missing, corrupt or unsupported file, naming the file and what is wrong.
+        PetitFileError / ValueError: a missing, corrupt or unsupported model, naming the file and what is wrong.
     """
     if weights is not None and weights not in WEIGHT_TYPES:
         raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise ValueError(f"{path}: is a folder; Petit loads .petit files (Hugging Face folders come later)")
+        from petit.hf.loader import load_folder
+        return load_folder(path, weights or "q8_0", tokenizer)
     f = PetitFile(path)
     try:
         meta = f.metadata
@@ -119,35 +130,33 @@ def load(path, weights: str | None = None, tokenizer: Tokenizer | None = None) -
             cfg = family.Config.from_dict(cfg_dict)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-        expected = family.tensor_shapes(cfg)
-
-        def tensor(name):
-            info = f.tensors.get(name)
-            if info is None:
-                raise PetitFileError(f"{path}: tensor {name!r} is missing")
-            if info.shape != expected[name]:
-                raise PetitFileError(f"{path}: tensor {name!r} has shape {info.shape}, expected {expected[name]}")
-            raw = f.raw(name)
-            if weights is not None and len(info.shape) == 2 and info.dtype != weights:
-                raw = quantize(dequantize(raw, info.dtype, info.shape), weights)
-                return raw, weights, info.shape
-            return raw, info.dtype, info.shape
-
-        extra = sorted(set(f.tensors) - set(expected))
+        src = PetitSource(f, path, weights)
+        net = family.build(cfg, src)
+        extra = src.unused()
         if extra:
             raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
                                  f"{cfg.model_type!r}")
-        net = family.Network(cfg, tensor)
         tok = tokenizer
         if tok is None and meta.get("tokenizer") is not None:
             try:
-                tok = Tokenizer.from_dict(meta["tokenizer"])
+                tok = tokenizer_from_dict(meta["tokenizer"])
             except (ValueError, TypeError, KeyError) as e:
                 raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
-        if tok is not None and tok.vocab_size > cfg.vocab_size:
-            raise ValueError(f"{path}: the tokenizer has {tok.vocab_size} tokens but the model only "
-                             f"{cfg.vocab_size}")
-        return Model(cfg, net, tok, meta, path, source=f)
+        check_tokenizer(path, tok, net.arch.vocab_size)
+        return Model(cfg, net, tok, meta, path, source=f, tensors=src.used)
     except BaseException:
         f.close()
         raise
+
+
+def check_tokenizer(path, tok, vocab_size: int) -> None:
+    if tok is not None and tok.vocab_size > vocab_size:
+        raise ValueError(f"{path}: the tokenizer has {tok.vocab_size} tokens but the model only {vocab_size}")
+
+
+def tokenizer_from_dict(d: dict):
+    """A tokenizer from a model file's metadata: Hugging Face's (type "hf") or the engine's own."""
+    if isinstance(d, dict) and d.get("type") == "hf":
+        from petit.hf.tokenizer import HFTokenizer
+        return HFTokenizer.from_dict(d)
+    return Tokenizer.from_dict(d)

@@ -111,16 +111,19 @@ def rope(x, pos, theta, interleaved):
     return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
 
 
-def attention(q, k, v, pos0, scale):
-    """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0."""
+def attention(q, k, v, pos0, scale, softcap=0.0, window=0):
+    """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0; a window of w sees positions > pos - w."""
     T, H, hd = q.shape
     group = H // k.shape[0]
     out = np.empty((T, H, hd))
     for t in range(T):
         n = pos0 + t + 1
+        first = max(0, n - window) if window else 0
         for h in range(H):
-            kh, vh = k[h // group, :n].astype(np.float64), v[h // group, :n].astype(np.float64)
+            kh, vh = k[h // group, first:n].astype(np.float64), v[h // group, first:n].astype(np.float64)
             s = kh @ q[t, h].astype(np.float64) * scale
+            if softcap:
+                s = softcap * np.tanh(s / softcap)
             p = np.exp(s - s.max())
             out[t, h] = (p / p.sum()) @ vh
     return out

@@ -121,8 +121,10 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 @pytest.mark.parametrize("change,message", [
     (lambda m, t: m["config"].update(model_type="mamba"),
      r"unsupported model_type 'mamba': supported model types are llama"),
-    (lambda m, t: m["config"].update(rope_scaling={"type": "yarn", "factor": 4.0}),
-     r"rope_scaling .*yarn.* is not supported"),
+    (lambda m, t: m["config"].update(rope_scaling={"type": "magic", "factor": 4.0}),
+     r"rope_scaling type 'magic' is not supported \(supported: default, linear, dynamic, llama3, yarn, longrope\)"),
+    (lambda m, t: m["config"].update(rope_scaling={"rope_type": "yarn", "factor": 4.0, "warp": 2}),
+     r"rope_scaling yarn: unsupported key\(s\) warp"),
     (lambda m, t: m["config"].update(num_key_value_heads=3),
      r"num_attention_heads 4 is not divisible by num_key_value_heads 3"),
     (lambda m, t: m["config"].pop("hidden_size"), r"missing required field\(s\) hidden_size"),

@@ -142,7 +142,7 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
             ids, prompt_text, source = tok.encode(prompt), prompt, "given"
             if not ids:
                 raise ValueError("the prompt encodes to no tokens: give some text")
-        ctx = model.config.max_position_embeddings
+        ctx = model.context_length
         if len(ids) > ctx:
             raise ValueError(f"the prompt is {len(ids)} tokens, more than the model's context of {ctx}")
         generated, gen_error = [], None

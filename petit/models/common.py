@@ -1,0 +1,105 @@
+"""Builders shared by the families whose checkpoints use Llama's tensor names
+(`model.layers.N.self_attn.q_proj`, `mlp.gate_proj`, `input_layernorm`, ...): most of them differ from Llama only in
+a few switches, which these functions take as arguments."""
+from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.rope import Rope
+
+
+def norm(t, name: str, D: int, kind: str, eps: float, bias: bool = False, add: float = 0.0) -> Norm:
+    return Norm(kind, eps, t.vec(name + ".weight", (D,), add=add), t.vec(name + ".bias", (D,)) if bias else None)
+
+
+def attention_weights(t, p: str, cfg, *, qkv_bias=False, o_bias=False, prefix="self_attn.") -> dict:
+    """q, k, v, o projections (and biases) under `p + prefix`."""
+    D, hd = cfg.hidden_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    a = p + prefix
+    w = {"q": t.weight(a + "q_proj.weight", (q, D)), "k": t.weight(a + "k_proj.weight", (kv, D)),
+         "v": t.weight(a + "v_proj.weight", (kv, D)), "o": t.weight(a + "o_proj.weight", (D, q))}
+    if qkv_bias:
+        w.update(q_b=t.vec(a + "q_proj.bias", (q,)), k_b=t.vec(a + "k_proj.bias", (kv,)),
+                 v_b=t.vec(a + "v_proj.bias", (kv,)))
+    if o_bias:
+        w["o_b"] = t.vec(a + "o_proj.bias", (D,))
+    return w
+
+
+def gated_mlp_weights(t, p: str, cfg, *, bias=False, prefix="mlp.") -> dict:
+    D, F = cfg.hidden_size, cfg.intermediate_size
+    m = p + prefix
+    w = {"gate": t.weight(m + "gate_proj.weight", (F, D)), "up": t.weight(m + "up_proj.weight", (F, D)),
+         "down": t.weight(m + "down_proj.weight", (D, F))}
+    if bias:
+        if t.has(m + "gate_proj.bias"):
+            raise ValueError("a bias on gate_proj is not supported")
+        w.update(up_b=t.vec(m + "up_proj.bias", (F,)), down_b=t.vec(m + "down_proj.bias", (D,)))
+    return w
+
+
+def default_rope(cfg, dim: int | None = None, base: float | None = None, scaling="config",
+                 interleaved: bool = False) -> Rope:
+    return Rope(dim or cfg.head_dim, cfg.rope_theta if base is None else base,
+                cfg.rope_scaling if scaling == "config" else scaling, cfg.max_position_embeddings,
+                getattr(cfg, "original_max_position_embeddings", None), interleaved)
+
+
+def embed_and_head(t, cfg, *, embed="model.embed_tokens.weight", head="lm_head.weight", tied=None):
+    """The embedding and the LM head (the same Weight when tied)."""
+    E = t.weight(embed, (cfg.vocab_size, cfg.hidden_size))
+    tied = cfg.tie_word_embeddings if tied is None else tied
+    return E, (E if tied else t.weight(head, (cfg.vocab_size, cfg.hidden_size)))
+
+
+def arch(cfg, **kw) -> Arch:
+    """The Arch of a config with Llama's field names; keyword arguments set the switches."""
+    kw.setdefault("context_length", cfg.max_position_embeddings)
+    return Arch(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                head_dim=cfg.head_dim, **kw)
+
+
+def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=False, mlp_bias=False,
+               norm_add: float = 0.0, rope_for=None, window_for=None, qk_norm: str | None = None,
+               sandwich=False, post_only=False, **arch_kw) -> Decoder:
+    """A Llama-named decoder.
+
+    Args:
+        eps, kind: the norms (rms or layer), norm_add: 1.0 for Gemma's (1 + w) weights.
+        qkv_bias, o_bias, mlp_bias: which projections carry biases.
+        rope_for(i) -> Rope | None, window_for(i) -> int: per-layer position encoding and sliding window
+            (default: one RoPE for all, no window).
+        qk_norm: None, "head" (q_norm/k_norm over each head: Qwen 3, Gemma 3) or "full" (over the row: OLMo 2).
+        sandwich: post_attention_layernorm normalises the attention output, pre/post_feedforward_layernorm wrap the
+            MLP (Gemma 2/3). post_only: only post-norms (OLMo 2).
+        arch_kw: Arch switches (attn_scale, attn_softcap, embed_scale, logit_scale, ...).
+    """
+    D, hd = cfg.hidden_size, cfg.head_dim
+    E, head = embed_and_head(t, cfg)
+    if rope_for is None:
+        rope = default_rope(cfg)
+        rope_for = lambda i: rope                       # noqa: E731
+        arch_kw.setdefault("context_length", rope.context_length)
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        L = Layer(**attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias),
+                  **gated_mlp_weights(t, p, cfg, bias=mlp_bias), rope=rope_for(i),
+                  window=window_for(i) if window_for else 0)
+        n = lambda name: norm(t, p + name, D, kind, eps, add=norm_add)   # noqa: E731
+        if post_only:
+            L.post_attn_norm, L.post_mlp_norm = n("post_attention_layernorm"), n("post_feedforward_layernorm")
+        elif sandwich:
+            L.attn_norm, L.post_attn_norm = n("input_layernorm"), n("post_attention_layernorm")
+            L.mlp_norm, L.post_mlp_norm = n("pre_feedforward_layernorm"), n("post_feedforward_layernorm")
+        else:
+            L.attn_norm, L.mlp_norm = n("input_layernorm"), n("post_attention_layernorm")
+        if qk_norm:
+            width = hd if qk_norm == "head" else None
+            L.q_norm = norm(t, p + "self_attn.q_norm", width or cfg.num_attention_heads * hd, kind, eps,
+                            add=norm_add)
+            L.k_norm = norm(t, p + "self_attn.k_norm", width or cfg.num_key_value_heads * hd, kind, eps,
+                            add=norm_add)
+        layers.append(L)
+    final = norm(t, "model.norm", D, kind, eps, add=norm_add)
+    a = arch(cfg, qk_norm_per_head=qk_norm != "full", **arch_kw)
+    return Decoder(a, E, layers, final, head)

@@ -1,0 +1,129 @@
+"""Reading a family's config.json into its dataclass: required fields, type checks, unknown keys reported (a
+warning, and kept in `unknown_keys`), features the engine does not implement refused by name."""
+import dataclasses
+import math
+import warnings
+
+# keys of any Hugging Face config that do not change the computation
+COMMON_IGNORED = {
+    "model_type", "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id", "eos_token_id",
+    "pad_token_id", "initializer_range", "use_cache", "attention_dropout", "_name_or_path", "auto_map",
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size",
+    "add_cross_attention", "tie_encoder_decoder", "finetuning_task", "id2label", "label2id", "tokenizer_class",
+    "prefix", "sep_token_id", "decoder_start_token_id", "task_specific_params", "problem_type", "quantization_config",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "embedding_dropout",
+    "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "classifier_dropout", "mlp_dropout",
+    "residual_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob", "pretraining_tp", "use_return_dict",
+    "gradient_checkpointing",
+}
+
+
+class ConfigMixin:
+    """For family config dataclasses. A family sets `_REQUIRED` (fields without which nothing can be computed),
+    `_IGNORED` (its keys that do not change the computation) and may override `_refuse(d)` (raise for features it
+    does not implement) and `_validate()` (derive and check values)."""
+
+    _REQUIRED: tuple = ()
+    _IGNORED: frozenset = frozenset()
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build and validate a config.
+
+        Raises:
+            ValueError: a missing field, an unsupported feature, or inconsistent values, naming them.
+        """
+        if not isinstance(d, dict):
+            raise ValueError("config: not a JSON object")
+        d = _from_rope_parameters(d)
+        cls._refuse(d)
+        names = {f.name for f in dataclasses.fields(cls)} - {"unknown_keys"}
+        missing = [n for n in cls._REQUIRED if d.get(n) is None]
+        if missing:
+            raise ValueError(f"config: missing required field(s) {', '.join(missing)}")
+        unknown = sorted(k for k in d if k not in names and k not in COMMON_IGNORED and k not in cls._IGNORED)
+        if unknown:
+            warnings.warn(f"config: ignoring unknown key(s) {', '.join(unknown)}", stacklevel=3)
+        cfg = cls(**{k: v for k, v in d.items() if k in names}, unknown_keys=unknown)
+        cfg._validate()
+        return cfg
+
+    @classmethod
+    def _refuse(cls, d: dict) -> None:
+        pass
+
+    def _validate(self) -> None:
+        pass
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("unknown_keys")
+        return d
+
+
+def positive_int(cfg, *names) -> None:
+    for name in names:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"config: {name} must be a positive integer, got {v!r}")
+
+
+def positive_number(cfg, *names) -> None:
+    for name in names:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"config: {name} must be a positive number, got {v!r}")
+
+
+def boolean(cfg, *names) -> None:
+    for name in names:
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"config: {name} must be true or false, got {getattr(cfg, name)!r}")
+
+
+def refuse_act(d: dict, key: str, allowed, family: str, default=None) -> None:
+    act = d.get(key, default)
+    if act not in allowed:
+        raise ValueError(f"config: {key} {act!r} is not supported by the {family} family "
+                         f"(supported: {', '.join(sorted(allowed))})")
+
+
+def heads(cfg) -> None:
+    """Derive num_key_value_heads and head_dim the way transformers does, and check the grouping."""
+    if getattr(cfg, "num_key_value_heads", None) is None:
+        cfg.num_key_value_heads = cfg.num_attention_heads
+    positive_int(cfg, "num_attention_heads", "num_key_value_heads")
+    if getattr(cfg, "head_dim", None) is None:
+        if cfg.hidden_size % cfg.num_attention_heads:
+            raise ValueError(f"config: hidden_size {cfg.hidden_size} is not divisible by num_attention_heads "
+                             f"{cfg.num_attention_heads}")
+        cfg.head_dim = cfg.hidden_size // cfg.num_attention_heads
+    positive_int(cfg, "head_dim")
+    if cfg.num_attention_heads % cfg.num_key_value_heads:
+        raise ValueError(f"config: num_attention_heads {cfg.num_attention_heads} is not divisible by "
+                         f"num_key_value_heads {cfg.num_key_value_heads}")
+    if cfg.head_dim % 2:
+        raise ValueError(f"config: head_dim {cfg.head_dim} must be even for RoPE")
+
+
+def _from_rope_parameters(d: dict) -> dict:
+    """transformers 5 writes `rope_parameters` {rope_type, rope_theta, ...} where 4.x wrote rope_theta and
+    rope_scaling: read both."""
+    rp = d.get("rope_parameters")
+    if not isinstance(rp, dict) or "rope_theta" in d:
+        return {k: v for k, v in d.items() if k != "rope_parameters"} if "rope_parameters" in d else d
+    if "full_attention" in rp or "sliding_attention" in rp:
+        raise ValueError("config: per-layer-type rope_parameters are not supported yet")
+    out = {k: v for k, v in d.items() if k != "rope_parameters"}
+    rest = {k: v for k, v in rp.items() if k != "rope_theta"}
+    if "rope_theta" in rp:
+        out["rope_theta"] = rp["rope_theta"]
+    if rest.get("rope_type", "default") != "default":
+        out["rope_scaling"] = rest
+    return out

@@ -1,0 +1,101 @@
+"""Where a family's builder gets its tensors: a `.petit` file (zero-copy views) or a Hugging Face checkpoint (read,
+converted and quantized one tensor at a time). The builder asks by name and expected shape; a missing tensor or a
+wrong shape is an error naming both. Every tensor handed out is recorded, so `petit convert` can write exactly what
+the model runs on and the loader can report tensors nobody asked for.
+"""
+import numpy as np
+
+from petit.kernels import Weight, dequantize, quantize
+from petit.models.decoder import Vec
+
+QUANTIZED = ("q8_0", "q4_0")
+
+
+class TensorSource:
+    """Subclasses provide `names()`, `info(name) -> (dtype, shape)`, `stored(name)` (raw bytes as stored, or None
+    when the stored form is not what the kernels read) and `f32(name)`.
+
+    Args:
+        where: the file or folder, for messages.
+        weights: convert weight matrices to this type (None: run them as stored).
+    """
+
+    def __init__(self, where: str, weights: str | None = None):
+        self.where, self.weights = where, weights
+        self.used: dict[str, tuple[str, tuple, np.ndarray]] = {}     # name -> (dtype, shape, bytes) handed out
+        self.fallbacks: list[str] = []                              # matrices kept in f16: cols not a multiple of 32
+
+    def has(self, name: str) -> bool:
+        return name in self.names()
+
+    def _check(self, name: str, shape) -> str:
+        if not self.has(name):
+            raise ValueError(f"{self.where}: tensor {name!r} is missing")
+        dtype, got = self.info(name)
+        if tuple(got) != tuple(shape):
+            raise ValueError(f"{self.where}: tensor {name!r} has shape {tuple(got)}, expected {tuple(shape)}")
+        return dtype
+
+    def weight(self, name: str, shape) -> Weight:
+        """A matrix [out, in] for the kernels, in the load's weight type."""
+        dtype = self._check(name, shape)
+        target = self.weights or dtype
+        raw = self.stored(name) if target == dtype else None
+        if raw is None:
+            if target in QUANTIZED and shape[1] % 32:
+                self.fallbacks.append(name)
+                target = "f16"
+            raw = quantize(self.f32(name), target)
+        w = Weight(raw, target, shape)
+        self.used[name] = (target, tuple(shape), raw)
+        return w
+
+    def vec(self, name: str, shape, add: float = 0.0) -> Vec:
+        """A float32 vector (a norm weight, a bias) or small [rows, n] block; `add` is added first (Gemma's 1 + w)."""
+        self._check(name, shape)
+        a = self.f32(name).reshape(shape)
+        self.used[name] = ("f32", tuple(shape), np.ascontiguousarray(a, np.float32))
+        return Vec(a + np.float32(add) if add else a)
+
+    def array(self, name: str, shape) -> np.ndarray:
+        """A float32 array kept as is (learned position embeddings)."""
+        self._check(name, shape)
+        a = np.ascontiguousarray(self.f32(name).reshape(shape), np.float32)
+        self.used[name] = ("f32", tuple(shape), a)
+        return a
+
+    def unused(self) -> list[str]:
+        return sorted(set(self.names()) - set(self.used))
+
+
+class PetitSource(TensorSource):
+    """Tensors of an open PetitFile."""
+
+    def __init__(self, f, where: str, weights: str | None = None):
+        super().__init__(where, weights)
+        self.f = f
+
+    def _check(self, name, shape):
+        from petit.petit_file import PetitFileError
+        try:
+            return super()._check(name, shape)
+        except ValueError as e:
+            raise PetitFileError(str(e)) from None
+
+    def names(self):
+        return self.f.tensors.keys()
+
+    def info(self, name):
+        i = self.f.tensors[name]
+        return i.dtype, i.shape
+
+    def stored(self, name):
+        return self.f.raw(name)
+
+    def f32(self, name):
+        i = self.f.tensors[name]
+        raw = self.f.raw(name)
+        if i.dtype == "f32":
+            return raw.view(np.float32).reshape(i.shape)
+        shape2 = (int(np.prod(i.shape[:-1])), i.shape[-1])
+        return dequantize(raw, i.dtype, shape2).reshape(i.shape)

@@ -1,0 +1,106 @@
+"""The ops the families beyond Llama need, against float64 NumPy: LayerNorm / RMSNorm with per-head weights and
+bias, activations, gated activations, partial and absent RoPE, soft-capped and sliding-window attention."""
+import math
+
+import numpy as np
+import pytest
+
+import petit.kernels as K
+from petit._native import lib
+from tests import oracles
+
+PATHS = [isa for isa, code in {"scalar": 0, "avx2": 1, "avx512": 2}.items() if lib.pt_isa_supported(code)]
+
+
+@pytest.fixture(autouse=True)
+def _restore_path():
+    yield
+    K.configure(isa=None)
+
+
+def _ref_norm(x, w, b, eps, kind):
+    x = x.astype(np.float64)
+    if kind == "layer":
+        x = x - x.mean(axis=-1, keepdims=True)
+    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+@pytest.mark.parametrize("kind", ["rms", "layer"])
+@pytest.mark.parametrize("rows,D,w_rows,bias", [(1, 7, 1, False), (5, 64, 1, True), (12, 16, 4, True),
+                                                (3, 33, 0, False)])
+def test_norm_matches_float64(kind, rows, D, w_rows, bias):
+    rng = np.random.default_rng(rows * D)
+    x = (rng.standard_normal((rows, D)) * 3 + 1).astype(np.float32)
+    w = None if w_rows == 0 else rng.standard_normal((w_rows, D) if w_rows > 1 else (D,)).astype(np.float32)
+    b = rng.standard_normal(w.shape).astype(np.float32) if bias else None
+    got = K.norm(x, w, b, 1e-5, kind)
+    if w is not None and w.ndim == 2:       # per-head weights: row r uses w[r % w_rows]
+        w, b = np.tile(w, (rows // w_rows, 1)), None if b is None else np.tile(b, (rows // w_rows, 1))
+    np.testing.assert_allclose(got, _ref_norm(x, w, b, 1e-5, kind), rtol=2e-5, atol=2e-5)
+
+
+ACTS = {"none": lambda x: x, "silu": lambda x: x / (1 + np.exp(-x)),
+        "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+        "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+        "relu": lambda x: np.maximum(x, 0)}
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+def test_bias_act_and_glu_match_float64(act):
+    rng = np.random.default_rng(3)
+    y = (rng.standard_normal((3, 37)) * 4).astype(np.float32)
+    b = rng.standard_normal(37).astype(np.float32)
+    y64 = y.astype(np.float64) + b
+    np.testing.assert_allclose(K.bias_act(y, b, act), ACTS[act](y64), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(K.bias_act(y, None, act), ACTS[act](y.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    u = rng.standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(K.glu(y, u, act), ACTS[act](y.astype(np.float64)) * u, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("rot,interleaved", [(8, False), (4, True), (0, False)])
+def test_partial_rope_rotates_only_the_leading_values(rot, interleaved):
+    rng = np.random.default_rng(rot)
+    T, H, KV, hd, pos0, n_ctx = 4, 4, 2, 16, 2, 8
+    q = rng.standard_normal((T, H, hd)).astype(np.float32)
+    k = rng.standard_normal((T, KV, hd)).astype(np.float32)
+    v = rng.standard_normal((T, KV, hd)).astype(np.float32)
+    kc, vc = np.zeros((KV, n_ctx, hd), np.float32), np.zeros((KV, n_ctx, hd), np.float32)
+    q0, pos = q.copy(), np.arange(pos0, pos0 + T)
+    tables = K.rope_table(500.0, rot, 16) if rot else (None, None)
+    K.rope_store(q, k, v, pos0, *tables, interleaved, kc, vc)
+    want_q, want_k = q0.astype(np.float64), k.astype(np.float64)
+    if rot:
+        want_q[..., :rot] = oracles.rope(q0[..., :rot], pos, 500.0, interleaved)
+        want_k[..., :rot] = oracles.rope(k[..., :rot], pos, 500.0, interleaved)
+    np.testing.assert_allclose(q, want_q, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(kc[:, pos0:pos0 + T].transpose(1, 0, 2), want_k, rtol=0, atol=2e-5)
+    assert np.array_equal(vc[:, pos0:pos0 + T].transpose(1, 0, 2), v)
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("T,pos0,window,softcap", [(1, 20, 4, 0.0), (9, 3, 5, 0.0), (6, 0, 1, 0.0),
+                                                   (5, 7, 0, 2.0), (7, 2, 3, 1.5), (3, 1, 100, 0.0)])
+def test_attention_window_and_softcap(isa, T, pos0, window, softcap):
+    K.configure(isa=isa)
+    rng = np.random.default_rng(T + pos0 + window)
+    H, KV, hd = 4, 2, 16
+    n_ctx = pos0 + T + 2
+    q = (rng.standard_normal((T, H, hd)) * 2).astype(np.float32)
+    kc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    vc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    kc[:, pos0 + T:] = 1e4
+    got = K.attention(q, kc, vc, pos0, 0.25, softcap=softcap, window=window)
+    np.testing.assert_allclose(got, oracles.attention(q, kc, vc, pos0, 0.25, softcap, window), rtol=0, atol=5e-5)
+
+
+def test_bad_arguments_are_errors_not_overruns():
+    with pytest.raises(ValueError, match="norm w of shape"):
+        K.norm(np.zeros((2, 8), np.float32), np.ones(7, np.float32), None, 1e-5)
+    with pytest.raises(ValueError, match="window -1"):
+        K.attention(np.zeros((1, 2, 8), np.float32), np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32),
+                    0, 1.0, window=-1)
+    cos, sin = K.rope_table(1e4, 16, 8)
+    with pytest.raises(ValueError, match="rotating 16 values"):
+        K.rope_store(np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32),
+                     0, cos, sin, False, np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32))
