@@ -2,11 +2,33 @@
 
 The registry is an explicit dict, not an import built from a config string: it is the allowlist of what a model
 file may ask for, and a frozen app (PyInstaller) can see every module.
+
+A family module has `Config` (a dataclass with Hugging Face's field names and `from_dict` / `to_dict`), `build(cfg,
+tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
+tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import llama
+from petit.models import (cohere, cohere2, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral,
+                          olmo2, phi, phi3, qwen2, qwen3, smollm3, stablelm, starcoder2)
 
 MODEL_TYPES = {
     "llama": llama,
+    "mistral": mistral,
+    "qwen2": qwen2,
+    "qwen3": qwen3,
+    "phi3": phi3,
+    "gemma": gemma,
+    "gemma2": gemma2,
+    "gemma3_text": gemma3_text,
+    "gpt2": gpt2,
+    "gpt_neox": gpt_neox,
+    "phi": phi,
+    "starcoder2": starcoder2,
+    "stablelm": stablelm,
+    "olmo2": olmo2,
+    "granite": granite,
+    "smollm3": smollm3,
+    "cohere": cohere,
+    "cohere2": cohere2,
 }
 
 

@@ -30,9 +30,8 @@ def gated_mlp_weights(t, p: str, cfg, *, bias=False, prefix="mlp.") -> dict:
     w = {"gate": t.weight(m + "gate_proj.weight", (F, D)), "up": t.weight(m + "up_proj.weight", (F, D)),
          "down": t.weight(m + "down_proj.weight", (D, F))}
     if bias:
-        if t.has(m + "gate_proj.bias"):
-            raise ValueError("a bias on gate_proj is not supported")
-        w.update(up_b=t.vec(m + "up_proj.bias", (F,)), down_b=t.vec(m + "down_proj.bias", (D,)))
+        w.update(gate_b=t.vec(m + "gate_proj.bias", (F,)), up_b=t.vec(m + "up_proj.bias", (F,)),
+                 down_b=t.vec(m + "down_proj.bias", (D,)))
     return w
 
 
@@ -103,3 +102,26 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
     final = norm(t, "model.norm", D, kind, eps, add=norm_add)
     a = arch(cfg, qk_norm_per_head=qk_norm != "full", **arch_kw)
     return Decoder(a, E, layers, final, head)
+
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def layer_types(cfg, derive) -> list[str]:
+    """Each layer's attention kind: the config's `layer_types` when it has one, else `derive(i)` (the rule the
+    family's transformers config applies)."""
+    n = cfg.num_hidden_layers
+    given = getattr(cfg, "layer_types", None)
+    if given is None:
+        return [derive(i) for i in range(n)]
+    if not isinstance(given, list) or len(given) != n or any(t not in LAYER_TYPES for t in given):
+        raise ValueError(f"config: layer_types must list {n} values of {' / '.join(LAYER_TYPES)}, got {given!r}")
+    return given
+
+
+def window_of(cfg, types: list[str]):
+    """window_for(i): the sliding window of sliding layers, 0 for full ones."""
+    w = getattr(cfg, "sliding_window", None)
+    if any(t == "sliding_attention" for t in types) and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
+        raise ValueError(f"config: sliding layers need a positive sliding_window, got {w!r}")
+    return lambda i: w if types[i] == "sliding_attention" else 0

@@ -127,3 +127,17 @@ def _from_rope_parameters(d: dict) -> dict:
     if rest.get("rope_type", "default") != "default":
         out["rope_scaling"] = rest
     return out
+
+
+# transformers' ACT2FN names -> the kernels' activations
+ACT_NAMES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+             "gelu_fast": "gelu_tanh", "relu": "relu"}
+
+
+def activation(cfg, key: str, family: str) -> str:
+    """The kernel activation for the config's `key` field, or a clear error."""
+    act = getattr(cfg, key)
+    if act not in ACT_NAMES:
+        raise ValueError(f"config: {key} {act!r} is not supported by the {family} family "
+                         f"(supported: {', '.join(sorted(ACT_NAMES))})")
+    return ACT_NAMES[act]

@@ -64,6 +64,7 @@ class Layer:
     k_b: Vec | None = None
     v_b: Vec | None = None
     o_b: Vec | None = None
+    gate_b: Vec | None = None
     up_b: Vec | None = None
     down_b: Vec | None = None
     rope: Rope | None = None            # None: no position rotation in this layer (NoPE)
@@ -230,6 +231,8 @@ class Decoder:
         p, act = s.p, ACTIVATIONS[self.arch.act]
         if L.gate is not None:
             rc = lib.pt_matmul3(L.gate.c, L.up.c, ffi.NULL, h, T, p["g"], p["u"], ffi.NULL)
+            if L.up_b is not None:
+                rc |= lib.pt_bias_act(p["g"], L.gate_b.p, T, F, 0) | lib.pt_bias_act(p["u"], L.up_b.p, T, F, 0)
             return rc | lib.pt_glu(act, p["g"], p["u"], T * F, p["h"])
         rc = lib.pt_matmul(L.up.c, h, T, p["h"], 0)
         return rc | lib.pt_bias_act(p["h"], L.up_b.p if L.up_b else ffi.NULL, T, F, act)

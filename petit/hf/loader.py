@@ -1,0 +1,126 @@
+"""Open a Hugging Face model folder: config.json picks the family, the family's builder asks for its tensors one at
+a time, each is read from the checkpoint (safetensors or pytorch_model.bin), converted to float32 and quantized
+before the next is read. There is never a float32 copy of the whole model: the peak is the quantized model plus one
+tensor in float32. `petit convert` writes what the loaded model runs on into a self-contained `.petit` file.
+"""
+import json
+import os
+import warnings
+
+import numpy as np
+
+from petit.models import get_family
+from petit.models.source import TensorSource
+
+# checkpoint tensors that are buffers, not parameters (transformers recomputes them)
+_BUFFERS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias")
+
+
+class HFSource(TensorSource):
+    """The tensors of a checkpoint, under the names the family's builder asks for. A family whose stored layout
+    differs from what the kernels read (fused, transposed or interleaved tensors) provides
+    `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32)}` for those names."""
+
+    def __init__(self, ckpt, family, cfg, where: str, weights: str):
+        super().__init__(where, weights)
+        self.ckpt = ckpt
+        self.derived = family.hf_tensors(cfg, ckpt) if hasattr(family, "hf_tensors") else {}
+        self.sources: set[str] = set()      # checkpoint tensors consumed by derived ones
+
+    def names(self):
+        return set(self.ckpt.names()) | set(self.derived)
+
+    def has(self, name):
+        return name in self.derived or name in self.ckpt
+
+    def info(self, name):
+        if name in self.derived:
+            return "f32", tuple(self.derived[name][0])
+        return self.ckpt.info(name)
+
+    def stored(self, name):
+        if name in self.derived:
+            return None
+        dtype, shape = self.ckpt.info(name)
+        if len(shape) != 2 or dtype not in ("f32", "f16", "bf16"):
+            return None
+        return np.ascontiguousarray(self.ckpt.raw(name)).view(np.uint8).reshape(shape[0], -1)
+
+    def f32(self, name):
+        if name in self.derived:
+            shape, make, used = self.derived[name]
+            self.sources.update(used)
+            return np.ascontiguousarray(make(), np.float32)
+        return self.ckpt.f32(name)
+
+    def unused(self):
+        return sorted(n for n in set(self.ckpt.names()) - set(self.used) - self.sources
+                      if not n.endswith(_BUFFERS) and n not in self.derived)
+
+
+def read_config(folder: str) -> dict:
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{folder}: config.json is missing (a Hugging Face model folder needs config.json, the "
+                         f"weights and tokenizer.json)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot read: {e}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return d
+
+
+def load_folder(folder, weights: str = "q8_0", tokenizer=None):
+    """Load a Hugging Face model folder into a Model, quantizing the weight matrices to `weights`."""
+    from petit.hf.checkpoint import open_checkpoint
+    from petit.hf.metadata import read_folder_metadata
+    from petit.model import Model, check_tokenizer
+
+    folder = os.fspath(folder)
+    d = read_config(folder)
+    cfg_path = os.path.join(folder, "config.json")
+    try:
+        family = get_family(d.get("model_type"))
+        cfg = family.Config.from_dict(d)
+    except ValueError as e:
+        raise ValueError(f"{cfg_path}: {e}") from None
+    ckpt = open_checkpoint(folder)
+    try:
+        src = HFSource(ckpt, family, cfg, folder, weights)
+        net = family.build(cfg, src)
+        extra = src.unused()
+        if extra:
+            warnings.warn(f"{folder}: ignoring checkpoint tensor(s) the {cfg.model_type} family does not use: "
+                          f"{', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}", stacklevel=3)
+        if src.fallbacks:
+            warnings.warn(f"{folder}: kept {len(src.fallbacks)} matri(ces) in f16 (columns not a multiple of 32): "
+                          f"{', '.join(src.fallbacks[:4])}", stacklevel=3)
+        meta = read_folder_metadata(folder)
+        tok = tokenizer
+        if tok is None and os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            from petit.hf.tokenizer import HFTokenizer
+            tok = HFTokenizer.from_folder(folder)
+        check_tokenizer(folder, tok, net.arch.vocab_size)
+        meta = dict(meta, config=cfg.to_dict(), quantization=weights, source=os.path.abspath(folder))
+        if tok is not None and hasattr(tok, "to_dict"):
+            meta["tokenizer"] = tok.to_dict()
+        keep_open = any(raw is not None and _maps_into(raw) for _, _, raw in src.used.values())
+        model = Model(cfg, net, tok, meta, folder, source=ckpt if keep_open else None, tensors=src.used)
+        if not keep_open:
+            ckpt.close()
+        return model
+    except BaseException:
+        ckpt.close()
+        raise
+
+
+def _maps_into(a: np.ndarray) -> bool:
+    """True when the array is a view of a memory map (it must outlive the checkpoint's files)."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return not isinstance(a, np.ndarray)

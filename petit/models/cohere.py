@@ -1,0 +1,68 @@
+"""Cohere (Command R): one LayerNorm without bias feeding attention and MLP in parallel
+(x + attn(n(x)) + mlp(n(x))), RoPE on interleaved pairs, optional per-head LayerNorm of q and k (`use_qk_norm`,
+weights [heads, head_dim]), logits x logit_scale, tied LM head."""
+from dataclasses import dataclass, field
+
+from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
+from petit.models.decoder import Decoder, Layer, Norm
+from petit.models.rope import scaling_type
+
+
+@dataclass
+class CohereConfig(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    logit_scale: float = 0.0625
+    hidden_act: str = "silu"
+    max_position_embeddings: int = 8192
+    layer_norm_eps: float = 1e-5
+    tie_word_embeddings: bool = True
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    attention_bias: bool = False
+    use_qk_norm: bool = False
+    head_dim: int | None = None
+    model_type: str = "cohere"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+    @classmethod
+    def _refuse(cls, d):
+        refuse_act(d, "hidden_act", ("silu", "swish"), d.get("model_type", "cohere"), "silu")
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "max_position_embeddings")
+        heads(self)
+        positive_number(self, "layer_norm_eps", "rope_theta", "logit_scale")
+        boolean(self, "tie_word_embeddings", "attention_bias", "use_qk_norm")
+        scaling_type(self.rope_scaling)
+
+
+def build(cfg, t, rope_for=None, window_for=None):
+    D, hd, eps = cfg.hidden_size, cfg.head_dim, cfg.layer_norm_eps
+    E, head = embed_and_head(t, cfg)
+    rope = default_rope(cfg, interleaved=True)
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        L = Layer(**attention_weights(t, p, cfg, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias),
+                  **gated_mlp_weights(t, p, cfg), attn_norm=norm(t, p + "input_layernorm", D, "layer", eps),
+                  rope=rope_for(i) if rope_for else rope, window=window_for(i) if window_for else 0)
+        if getattr(cfg, "use_qk_norm", False):
+            H, KV = cfg.num_attention_heads, cfg.num_key_value_heads
+            L.q_norm = Norm("layer", eps, t.vec(p + "self_attn.q_norm.weight", (H, hd)))
+            L.k_norm = Norm("layer", eps, t.vec(p + "self_attn.k_norm.weight", (KV, hd)))
+        layers.append(L)
+    final = norm(t, "model.norm", D, "layer", eps)
+    a = arch(cfg, context_length=rope.context_length, parallel=True, logit_scale=cfg.logit_scale)
+    return Decoder(a, E, layers, final, head)
+
+
+Config = CohereConfig

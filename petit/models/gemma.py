@@ -1,0 +1,49 @@
+"""Gemma: embeddings x sqrt(hidden_size), RMSNorm with (1 + w) weights, GeGLU MLP (`hidden_act`), tied LM head."""
+from dataclasses import dataclass, field
+
+from petit.models.common import default_rope, llama_like
+from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.rope import scaling_type
+
+
+@dataclass
+class GemmaConfig(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    head_dim: int | None = 256
+    hidden_act: str = "gelu_pytorch_tanh"
+    hidden_activation: str | None = None
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    max_position_embeddings: int = 8192
+    tie_word_embeddings: bool = True
+    attention_bias: bool = False
+    model_type: str = "gemma"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _ACT_KEY = "hidden_act"          # Gemma 1 computes with hidden_act; Gemma 2 and 3 with hidden_activation
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "max_position_embeddings")
+        heads(self)
+        positive_number(self, "rms_norm_eps", "rope_theta")
+        boolean(self, "tie_word_embeddings", "attention_bias")
+        scaling_type(self.rope_scaling)
+        self.act = activation(self, self._ACT_KEY, self.model_type)
+
+
+def build(cfg: GemmaConfig, t):
+    rope = default_rope(cfg)
+    return llama_like(t, cfg, eps=cfg.rms_norm_eps, norm_add=1.0, qkv_bias=cfg.attention_bias,
+                      o_bias=cfg.attention_bias, rope_for=lambda i: rope, context_length=rope.context_length,
+                      act=cfg.act, embed_scale=cfg.hidden_size ** 0.5)
+
+
+Config = GemmaConfig

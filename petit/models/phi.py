@@ -1,0 +1,71 @@
+"""Phi (Phi-1.5, Phi-2): one LayerNorm (with bias) feeding attention and MLP in parallel, biases everywhere
+(q/k/v, `dense`, fc1/fc2, the LM head), partial rotary, optional per-head LayerNorm of q and k, GELU MLP."""
+from dataclasses import dataclass, field
+
+from petit.models.common import arch, default_rope, embed_and_head, norm
+from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.decoder import Decoder, Layer
+from petit.models.rope import scaling_type
+
+
+@dataclass
+class PhiConfig(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    hidden_act: str = "gelu_new"
+    max_position_embeddings: int = 2048
+    layer_norm_eps: float = 1e-5
+    tie_word_embeddings: bool = False
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    partial_rotary_factor: float = 0.5
+    qk_layernorm: bool = False
+    head_dim: int | None = None
+    model_type: str = "phi"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _IGNORED = frozenset({"resid_pdrop", "embd_pdrop"})
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "max_position_embeddings")
+        heads(self)
+        positive_number(self, "layer_norm_eps", "rope_theta", "partial_rotary_factor")
+        boolean(self, "tie_word_embeddings", "qk_layernorm")
+        scaling_type(self.rope_scaling)
+        self.act = activation(self, "hidden_act", "phi")
+        self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
+
+
+def build(cfg: PhiConfig, t):
+    D, F, hd, eps = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim, cfg.layer_norm_eps
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    E, head = embed_and_head(t, cfg)
+    rope = default_rope(cfg, dim=cfg.rotary_dim)
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        a, m = p + "self_attn.", p + "mlp."
+        L = Layer(q=t.weight(a + "q_proj.weight", (q, D)), k=t.weight(a + "k_proj.weight", (kv, D)),
+                  v=t.weight(a + "v_proj.weight", (kv, D)), o=t.weight(a + "dense.weight", (D, q)),
+                  q_b=t.vec(a + "q_proj.bias", (q,)), k_b=t.vec(a + "k_proj.bias", (kv,)),
+                  v_b=t.vec(a + "v_proj.bias", (kv,)), o_b=t.vec(a + "dense.bias", (D,)),
+                  up=t.weight(m + "fc1.weight", (F, D)), up_b=t.vec(m + "fc1.bias", (F,)),
+                  down=t.weight(m + "fc2.weight", (D, F)), down_b=t.vec(m + "fc2.bias", (D,)),
+                  attn_norm=norm(t, p + "input_layernorm", D, "layer", eps, bias=True), rope=rope)
+        if cfg.qk_layernorm:
+            L.q_norm = norm(t, a + "q_layernorm", hd, "layer", eps, bias=True)
+            L.k_norm = norm(t, a + "k_layernorm", hd, "layer", eps, bias=True)
+        layers.append(L)
+    final = norm(t, "model.final_layernorm", D, "layer", eps, bias=True)
+    head_b = t.vec("lm_head.bias", (cfg.vocab_size,))          # a bias of its own even when the weight is tied
+    return Decoder(arch(cfg, context_length=rope.context_length, act=cfg.act, parallel=True), E, layers, final,
+                   head, lm_head_b=head_b)
+
+
+Config = PhiConfig

@@ -1,0 +1,59 @@
+"""Qwen2 / Qwen2.5: Llama with biases on q, k and v (none on o), optional sliding windows on the upper layers."""
+from dataclasses import dataclass, field
+
+from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
+from petit.models.rope import scaling_type
+
+
+@dataclass
+class Qwen2Config(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    max_position_embeddings: int = 32768
+    use_sliding_window: bool = False
+    sliding_window: int | None = None
+    max_window_layers: int = 28
+    layer_types: list | None = None
+    tie_word_embeddings: bool = False
+    hidden_act: str = "silu"
+    model_type: str = "qwen2"
+    head_dim: int | None = None
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+    @classmethod
+    def _refuse(cls, d):
+        refuse_act(d, "hidden_act", ("silu", "swish"), cls.__name__[:-6].lower(), "silu")
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "max_position_embeddings")
+        heads(self)
+        positive_number(self, "rms_norm_eps", "rope_theta")
+        boolean(self, "tie_word_embeddings", "use_sliding_window")
+        scaling_type(self.rope_scaling)
+
+    def types(self) -> list[str]:
+        sliding = self.use_sliding_window and self.sliding_window
+        return layer_types(self, lambda i: "sliding_attention" if sliding and i >= self.max_window_layers
+                           else "full_attention")
+
+
+def build(cfg: Qwen2Config, t, **kw):
+    rope = default_rope(cfg)
+    types = cfg.types()
+    kw.setdefault("qkv_bias", True)
+    return llama_like(t, cfg, eps=cfg.rms_norm_eps, rope_for=lambda i: rope, window_for=window_of(cfg, types),
+                      context_length=rope.context_length, **kw)
+
+
+Config = Qwen2Config

@@ -1,0 +1,64 @@
+"""StarCoder2: LayerNorm with bias (norm_epsilon), biases on every projection (use_bias), a plain GELU MLP
+(c_fc -> act -> c_proj), optional sliding window, tied LM head by default."""
+from dataclasses import dataclass, field
+
+from petit.models.common import arch, attention_weights, default_rope, embed_and_head, norm
+from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.decoder import Decoder, Layer
+from petit.models.rope import scaling_type
+
+
+@dataclass
+class Starcoder2Config(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = 2
+    hidden_act: str = "gelu_pytorch_tanh"
+    max_position_embeddings: int = 4096
+    norm_epsilon: float = 1e-5
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    sliding_window: int | None = None
+    use_bias: bool = True
+    tie_word_embeddings: bool = True
+    head_dim: int | None = None
+    model_type: str = "starcoder2"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "max_position_embeddings")
+        heads(self)
+        positive_number(self, "norm_epsilon", "rope_theta")
+        boolean(self, "tie_word_embeddings", "use_bias")
+        if self.sliding_window is not None:
+            positive_int(self, "sliding_window")
+        scaling_type(self.rope_scaling)
+        self.act = activation(self, "hidden_act", "starcoder2")
+
+
+def build(cfg: Starcoder2Config, t):
+    D, F, eps, b = cfg.hidden_size, cfg.intermediate_size, cfg.norm_epsilon, cfg.use_bias
+    E, head = embed_and_head(t, cfg)
+    rope = default_rope(cfg)
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        m = p + "mlp."
+        L = Layer(**attention_weights(t, p, cfg, qkv_bias=b, o_bias=b), up=t.weight(m + "c_fc.weight", (F, D)),
+                  down=t.weight(m + "c_proj.weight", (D, F)), rope=rope, window=cfg.sliding_window or 0,
+                  attn_norm=norm(t, p + "input_layernorm", D, "layer", eps, bias=True),
+                  mlp_norm=norm(t, p + "post_attention_layernorm", D, "layer", eps, bias=True))
+        if b:
+            L.up_b, L.down_b = t.vec(m + "c_fc.bias", (F,)), t.vec(m + "c_proj.bias", (D,))
+        layers.append(L)
+    final = norm(t, "model.norm", D, "layer", eps, bias=True)
+    return Decoder(arch(cfg, context_length=rope.context_length, act=cfg.act), E, layers, final, head)
+
+
+Config = Starcoder2Config
