@@ -29,6 +29,8 @@ def convert(folder, output, weights: str = "q8_0"):
     model = load_folder(folder, weights)
     meta = {k: v for k, v in model.metadata.items() if k != "source"}
     meta["converted_from"] = os.path.basename(os.path.abspath(folder))
+    if model.tokenizer is not None:
+        meta["tokenizer"] = model.tokenizer.to_dict()
     tensors = {name: (dtype, shape, raw) for name, (dtype, shape, raw) in model.tensors.items()}
     write_petit(output, meta, tensors)
     return model

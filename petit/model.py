@@ -139,6 +139,7 @@ def load(path, weights: str | None = None, tokenizer=None) -> Model:
         tok = tokenizer
         if tok is None and meta.get("tokenizer") is not None:
             try:
+                from petit.hf.tokenizer import tokenizer_from_dict
                 tok = tokenizer_from_dict(meta["tokenizer"])
             except (ValueError, TypeError, KeyError) as e:
                 raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
@@ -154,9 +155,3 @@ def check_tokenizer(path, tok, vocab_size: int) -> None:
         raise ValueError(f"{path}: the tokenizer has {tok.vocab_size} tokens but the model only {vocab_size}")
 
 
-def tokenizer_from_dict(d: dict):
-    """A tokenizer from a model file's metadata: Hugging Face's (type "hf") or the engine's own."""
-    if isinstance(d, dict) and d.get("type") == "hf":
-        from petit.hf.tokenizer import HFTokenizer
-        return HFTokenizer.from_dict(d)
-    return Tokenizer.from_dict(d)

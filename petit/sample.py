@@ -227,6 +227,10 @@ FALLBACK = {"temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetit
             "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
 
+# transformers' GenerationConfig defaults, which apply to a model whose generation_config.json says do_sample
+HF_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0}
+
+
 def resolve(explicit: dict, model_defaults: dict | None = None) -> dict:
     """Each sampling setting from the first place that gives it: an explicit value (a flag or a request field,
     None = not given) > the model's generation defaults (generation_config.json, or a .petit file's "generation",
@@ -234,6 +238,9 @@ def resolve(explicit: dict, model_defaults: dict | None = None) -> dict:
     model_defaults = dict(model_defaults or {})
     if model_defaults.get("do_sample") is False:
         model_defaults["temperature"] = 0.0
+    elif model_defaults.get("do_sample") is True:     # what transformers samples with when the file leaves it out
+        for key, value in HF_SAMPLING_DEFAULTS.items():
+            model_defaults.setdefault(key, value)
     out = {}
     for key, fallback in FALLBACK.items():
         value = explicit.get(key)

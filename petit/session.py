@@ -81,7 +81,8 @@ class ChatSession:
         self.messages = [{"role": "system", "content": system}] if system else []
         self._cached: list[int] = []     # the token ids whose keys and values the cache holds, in order
         self.stop_ids = sorted({i for i in (self.tokenizer.token_to_id(t) for t in END_OF_TURN) if i is not None}
-                               | ({self.tokenizer.eos_id} if self.tokenizer.eos_id is not None else set()))
+                               | ({self.tokenizer.eos_id} if self.tokenizer.eos_id is not None else set())
+                               | set(model.metadata.get("eos_token_ids", ())))
         self.last_prefill = 0            # tokens prefilled for the last turn (the rest came from the cache)
         self.reuse_cache = reuse_cache
         self.stop_strings = list(stop_strings)
@@ -94,8 +95,11 @@ class ChatSession:
         self._cancel.set()
 
     def _special_tokens(self) -> dict:
+        """The variables transformers hands a chat template: the model's named special tokens."""
         tok = self.tokenizer
-        return {"bos_token": tok.bos_token or "", "eos_token": tok.eos_token or ""}
+        names = {"bos_token": tok.bos_token or "", "eos_token": tok.eos_token or ""}
+        names.update({k: v for k, v in self.model.metadata.get("special_tokens", {}).items() if isinstance(v, str)})
+        return names
 
     def prompt_ids(self, messages) -> list[int]:
         text = render_template(self.template, messages, add_generation_prompt=True, **self._special_tokens())

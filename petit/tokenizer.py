@@ -437,6 +437,9 @@ class StreamDecoder:
     """Incremental detokenizer: turns a stream of token ids into text without splitting characters.
 
     ``"".join(d.push(t) for t in ids) + d.flush() == tokenizer.decode(ids, skip_special=...)``.
+    A tokenizer with its own ``stream_decoder(skip_special)`` method (a Hugging Face tokenizer, whose decoder is
+    more than a concatenation of bytes) does the work; otherwise the tokens' bytes go through an incremental UTF-8
+    decoder.
 
     Args:
         tokenizer: The tokenizer whose ids are pushed.
@@ -446,10 +449,14 @@ class StreamDecoder:
     def __init__(self, tokenizer: Tokenizer, skip_special: bool = False):
         self.tokenizer = tokenizer
         self.skip_special = skip_special
+        make = getattr(tokenizer, "stream_decoder", None)
+        self._delegate = make(skip_special) if make is not None else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token_id) -> str:
         """Add one token and return the text it completes (an incomplete UTF-8 tail is held back)."""
+        if self._delegate is not None:
+            return self._delegate.push(token_id)
         data = self.tokenizer.token_bytes(token_id)
         if self.skip_special and operator.index(token_id) in self.tokenizer.special_ids:
             return ""
@@ -457,6 +464,8 @@ class StreamDecoder:
 
     def flush(self) -> str:
         """Return any held-back bytes (a dangling partial character becomes U+FFFD) and reset."""
+        if self._delegate is not None:
+            return self._delegate.flush()
         text = self._decoder.decode(b"", final=True)
         self._decoder.reset()
         return text

@@ -50,8 +50,13 @@ class HFSource(TensorSource):
         if name in self.derived:
             shape, make, used = self.derived[name]
             self.sources.update(used)
-            return np.ascontiguousarray(make(), np.float32)
-        return self.ckpt.f32(name)
+            out = np.ascontiguousarray(make(), np.float32)
+            for n in used:
+                self.ckpt.release(n)
+            return out
+        out = self.ckpt.f32(name)
+        self.ckpt.release(name)
+        return out
 
     def unused(self):
         return sorted(n for n in set(self.ckpt.names()) - set(self.used) - self.sources
@@ -107,8 +112,6 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None):
             tok = HFTokenizer.from_folder(folder)
         check_tokenizer(folder, tok, net.arch.vocab_size)
         meta = dict(meta, config=cfg.to_dict(), quantization=weights, source=os.path.abspath(folder))
-        if tok is not None and hasattr(tok, "to_dict"):
-            meta["tokenizer"] = tok.to_dict()
         keep_open = any(raw is not None and _maps_into(raw) for _, _, raw in src.used.values())
         model = Model(cfg, net, tok, meta, folder, source=ckpt if keep_open else None, tensors=src.used)
         if not keep_open:
