@@ -41,7 +41,7 @@ def _sampler(args, model):
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="generate a completion of a prompt (no chat template)",
                        description="Stream a completion of PROMPT from MODEL to stdout.")
-    p.add_argument("-m", "--model", required=True, help="a .petit model file")
+    p.add_argument("-m", "--model", required=True, help="a .petit model file or a Hugging Face model folder")
     p.add_argument("-v", "--vocab", help="vocabulary file, one token per line (default: the model's own)")
     p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
     p.add_argument("-p", "--prompt", default="", help="the text to continue")
@@ -59,7 +59,8 @@ def _add_chat(sub) -> None:
                        description="Chat with MODEL: each line you type is a user message; the reply streams back. "
                                    "/reset starts over, /system MSG sets the system prompt (and starts over), "
                                    "/exit or /quit (or Ctrl+D) leaves; Ctrl+C stops the reply in progress.")
-    p.add_argument("model_arg", nargs="?", metavar="MODEL", help="a .petit model file (default: the bundled model)")
+    p.add_argument("model_arg", nargs="?", metavar="MODEL",
+                   help="a .petit model file or a Hugging Face model folder (default: the bundled model)")
     p.add_argument("-m", "--model", help="the same as MODEL")
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
@@ -196,7 +197,7 @@ def cmd_run(args) -> int:
     tok = model.tokenizer
     if tok is None:
         raise ValueError(f"{args.model}: the file has no tokenizer; give one with -v VOCAB [-g MERGES]")
-    ids = tok.encode(args.prompt)
+    ids = tok.encode(args.prompt, add_bos=getattr(tok, "add_bos_token", None))   # HF: as the tokenizer adds it
     if not ids:
         if tok.bos_id is None:
             raise ValueError("the prompt is empty and the model has no BOS token to start from: give -p TEXT")
@@ -242,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_chat(sub)
     _add_info(sub)
+    from petit.convert import add_convert_parser
+    add_convert_parser(sub)
     _add_trainer_commands(sub)
     return parser
 

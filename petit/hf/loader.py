@@ -26,6 +26,8 @@ class HFSource(TensorSource):
         self.ckpt = ckpt
         self.derived = family.hf_tensors(cfg, ckpt) if hasattr(family, "hf_tensors") else {}
         self.sources: set[str] = set()      # checkpoint tensors consumed by derived ones
+        if getattr(cfg, "tie_word_embeddings", False):
+            self.sources.add("lm_head.weight")  # pytorch_model.bin keeps the tied head (sharing the embedding)
 
     def names(self):
         return set(self.ckpt.names()) | set(self.derived)

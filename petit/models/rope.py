@@ -71,9 +71,13 @@ class Rope:
 
     @property
     def context_length(self) -> int:
-        """The positions this RoPE is meant for: linear and dynamic scaling stretch max_position_embeddings."""
-        if self.kind in ("linear", "dynamic"):
+        """The positions this RoPE is meant for: linear scaling stretches max_position_embeddings by its factor;
+        dynamic NTK adapts its base to whatever length is reached (transformers sets no limit), so Petit allows
+        the stretched length but at least 4096 positions."""
+        if self.kind == "linear":
             return int(self.max_pos * float(self.s["factor"]))
+        if self.kind == "dynamic":
+            return max(int(self.max_pos * float(self.s["factor"])), 4096)
         return self.max_pos
 
     def _exponents(self) -> np.ndarray:
