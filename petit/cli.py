@@ -242,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _add_run(sub)
     _add_chat(sub)
+    from petit.server.cli import add_serve_parser       # `petit serve`: petit/server/ (needs starlette, uvicorn)
+    add_serve_parser(sub)
     _add_info(sub)
     from petit.convert import add_convert_parser
     add_convert_parser(sub)

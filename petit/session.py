@@ -192,7 +192,9 @@ class RawSession(ChatSession):
         self.transcript_ids: list[int] = []
 
     def send(self, text: str) -> Iterator[Step]:
-        ids = self.transcript_ids + self.tokenizer.encode(text, add_bos=False)
+        # a Hugging Face tokenizer that adds BOS to plain text starts the transcript with it, as transformers would
+        first = not self.transcript_ids and getattr(self.tokenizer, "add_bos_token", False)
+        ids = self.transcript_ids + self.tokenizer.encode(text, add_bos=bool(first))
         if len(ids) == len(self.transcript_ids):
             raise ValueError("nothing to continue: the text is empty")
         self._check_fits(ids)

@@ -1,0 +1,299 @@
+"""The HTTP routes (Starlette): /v1/chat/completions, /v1/completions, /v1/models[/{id}], /health.
+
+A generation request is validated, queued on the engine, and answered only once the engine has either failed it
+(an ordinary JSON error, whatever `stream` says) or produced its first token: a pre-generation failure is never a
+half-sent stream. A failure after that ends the stream with a `data: {"error": ...}` event. While a request waits or
+generates, the client's connection is watched: if it goes away, the job is cancelled at once.
+"""
+import asyncio
+import hmac
+import ipaddress
+import json
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from petit.server import schema, sse
+from petit.server.engine import Delta, Failed, Job
+from petit.server.schema import ApiError
+
+MAX_BODY = 2 * 1024 * 1024
+
+
+def error_response(e: ApiError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+
+# ---- security: Host / Origin checks and the API key ----
+def _hostname(value: str) -> str:
+    """The host part of a Host header or of an Origin's authority: "[::1]:8080" -> "::1", "a.b:80" -> "a.b"."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_ip(name: str):
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+class HostPolicy:
+    """Which Host names a request may carry, against DNS rebinding: a web page whose name is made to resolve to
+    127.0.0.1 still sends its own name as the Host. Allowed: "localhost", an IP address (a loopback one only when
+    the server is bound to loopback), the bound host name, and the names given with --allowed-host ("*": any)."""
+
+    def __init__(self, bind_host: str, allowed=()):
+        self.bind = bind_host.strip("[]").lower()
+        ip = _is_ip(self.bind)
+        self.loopback = self.bind == "localhost" or (ip is not None and ip.is_loopback)
+        self.names = {"localhost", self.bind} | {a.lower() for a in allowed}
+        self.any = "*" in self.names
+
+    def allows(self, hostname: str) -> bool:
+        if self.any or hostname in self.names:
+            return True
+        ip = _is_ip(hostname)
+        return ip is not None and (ip.is_loopback or not self.loopback)
+
+
+class Guard:
+    """ASGI middleware run before every route: the Host header (400), the Origin of a browser request (403: pages
+    of other sites may not drive the server) and, when an API key is set, `Authorization: Bearer KEY` (401;
+    /health is exempt)."""
+
+    def __init__(self, app, hosts: HostPolicy, api_key: str | None = None):
+        self.app, self.hosts, self.api_key = app, hosts, api_key
+
+    def _check(self, scope) -> ApiError | None:
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        if host is not None and not self.hosts.allows(_hostname(host)):
+            return ApiError(400, f"Invalid Host header {host!r}: this server answers only to its own address "
+                                 "(start it with --allowed-host NAME to add a name).", code="invalid_host")
+        origin = headers.get("origin")           # "null" too: sandboxed frames of any site send it
+        if origin is not None:
+            authority = origin.split("://", 1)[-1].split("/", 1)[0]
+            if not self.hosts.allows(_hostname(authority)):
+                return ApiError(403, f"Requests from web pages of {origin} are not allowed.", code="invalid_origin")
+        if self.api_key is not None and scope["path"] not in ("/health", "/v1/health"):
+            auth = headers.get("authorization", "")
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.api_key.encode()):
+                return ApiError(401, "Incorrect API key provided: give it as 'Authorization: Bearer KEY'.",
+                                code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            error = self._check(scope)
+            if error is not None:
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+# ---- request bodies ----
+async def read_json(request, limit: int) -> dict:
+    too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
+                         code="request_too_large")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+
+    def no_constants(name):
+        raise ValueError(f"{name} is not valid JSON")
+    try:
+        body = json.loads(b"".join(chunks), parse_constant=no_constants)
+    except (ValueError, RecursionError) as e:    # (UnicodeDecodeError is a ValueError; RecursionError: [[[[...)
+        raise ApiError(400, f"We could not parse the JSON body of your request ({e}). The API expects a JSON "
+                            "object.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+# ---- waiting on the engine while watching the client ----
+async def _disconnected(request) -> None:
+    """Returns when the client has gone away (the body was read already, so receive() waits for that)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class _Events:
+    """The events of one job, moved from the engine thread onto the event loop, read while watching the client."""
+
+    def __init__(self, request):
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        self.watcher = asyncio.ensure_future(_disconnected(request))
+
+    def emit(self, ev) -> None:              # on the engine thread
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, ev)
+        except RuntimeError:                 # the loop is closed: nobody is listening any more
+            pass
+
+    async def next(self):
+        """The next event, or None once the client has disconnected."""
+        if not self.queue.empty():
+            return self.queue.get_nowait()
+        if self.watcher.done():
+            return None
+        get = asyncio.ensure_future(self.queue.get())
+        try:
+            await asyncio.wait({get, self.watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not get.done():
+                get.cancel()                 # (a cancelled Queue.get loses no item)
+        return None if get.cancelled() else get.result()
+
+    def close(self) -> None:
+        self.watcher.cancel()
+
+
+class _EventStream(StreamingResponse):
+    """text/event-stream; on_close() runs however the response ends (done, failed, the client gone)."""
+
+    def __init__(self, chunks, on_close):
+        super().__init__(chunks, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.on_close = on_close
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_close()
+
+
+# ---- routes ----
+class Api:
+    def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
+        self.engine, self.model_id, self.created, self.max_body = engine, model_id, created, max_body
+
+    def _model(self) -> dict:
+        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
+
+    async def models(self, request):
+        return JSONResponse({"object": "list", "data": [self._model()]})
+
+    async def model(self, request):
+        name = request.path_params["model_id"]
+        if name != self.model_id:
+            return error_response(ApiError(404, f"The model '{name}' does not exist.", param="model",
+                                           code="model_not_found"))
+        return JSONResponse(self._model())
+
+    async def health(self, request):
+        engine = self.engine
+        if engine.state == "loading":
+            return error_response(ApiError(503, "The model is loading.", code="model_loading",
+                                           headers={"Retry-After": "1"}))
+        if engine.state != "ready" or not engine.alive:
+            return error_response(ApiError(503, "The engine is not running.", code="unavailable"))
+        return JSONResponse({"status": "ok", "model": self.model_id, "busy": engine.busy, "queued": engine.queued})
+
+    async def chat(self, request):
+        return await self._generate(request, schema.parse_chat)
+
+    async def completions(self, request):
+        return await self._generate(request, schema.parse_completion)
+
+    async def _generate(self, request, parse):
+        try:
+            if self.engine.state == "loading":       # before reading the body: the client retries anyway
+                raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
+                               headers={"Retry-After": "1"})
+            req = parse(await read_json(request, self.max_body))
+            sampler = self.engine.make_sampler(req.sampling) if self.engine.state == "ready" else None
+        except ApiError as e:
+            return error_response(e)
+        events = _Events(request)
+        job = Job(req.kind, events.emit, sampler, req.max_tokens or self.engine.max_tokens,
+                  self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
+                  stream=req.stream)
+        handed_over = False
+        try:
+            self.engine.submit(job)
+            first = await events.next()
+            if first is None:                         # the client left before anything was produced
+                return Response(status_code=499)
+            if isinstance(first, Failed):
+                return error_response(first.error)
+            shapes = sse.Shapes(req.kind, self.model_id, req.include_usage)
+            if req.stream:
+                handed_over = True
+                return _EventStream(self._stream(events, shapes, first),
+                                    on_close=lambda: (job.cancel(), events.close()))
+            return JSONResponse(shapes.response(first.text, first.finish_reason, first.usage, first.timings))
+        except ApiError as e:
+            return error_response(e)
+        finally:
+            if not handed_over:
+                job.cancel()                           # a no-op once the job is done
+                events.close()
+
+    @staticmethod
+    async def _stream(events, shapes, ev):
+        opening = shapes.first()
+        if opening is not None:
+            yield opening
+        while ev is not None:                          # None: the client has gone
+            if isinstance(ev, Delta):
+                if ev.text:
+                    yield shapes.delta(ev.text)
+            elif isinstance(ev, Failed):
+                yield sse.event(ev.error.body())
+                return
+            else:
+                yield shapes.finish(ev.finish_reason)
+                if shapes.include_usage:
+                    yield shapes.usage(ev.usage)
+                yield sse.DONE
+                return
+            ev = await events.next()
+
+
+async def _http_error(request, exc: HTTPException):
+    if exc.status_code == 404:
+        e = ApiError(404, f"Unknown request URL: {request.method} {request.url.path}. This server answers "
+                          "/v1/chat/completions, /v1/completions, /v1/models and /health.", code="unknown_url")
+    elif exc.status_code == 405:
+        e = ApiError(405, f"Method {request.method} is not allowed on {request.url.path}.",
+                     code="method_not_allowed")
+    else:
+        e = ApiError(exc.status_code, str(exc.detail))
+    return error_response(e)
+
+
+async def _internal_error(request, exc: Exception):
+    return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def create_app(engine, *, model_id: str, created: int, api_key: str | None = None, hosts: HostPolicy | None = None,
+               max_body: int = MAX_BODY):
+    """The ASGI application for one engine (the routes behind the Guard)."""
+    api = Api(engine, model_id, created, max_body)
+    routes = []
+    for prefix in ("/v1", ""):                        # some clients are configured without the /v1
+        routes += [Route(f"{prefix}/chat/completions", api.chat, methods=["POST"]),
+                   Route(f"{prefix}/completions", api.completions, methods=["POST"]),
+                   Route(f"{prefix}/models", api.models, methods=["GET"]),
+                   Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
+                   Route(f"{prefix}/health", api.health, methods=["GET"])]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+    return Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)

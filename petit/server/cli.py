@@ -1,0 +1,98 @@
+"""`petit serve`: every option of `petit chat` (taken from its parser, so the two never drift apart), plus where to
+listen and the server's limits. Starlette and uvicorn are imported only when the command runs."""
+import argparse
+import importlib.util
+import os
+import sys
+
+from petit.argtypes import non_negative_int
+
+
+def _port(s: str) -> int:
+    v = non_negative_int(s)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {v}")
+    return v
+
+
+def _positive(s: str) -> int:
+    v = non_negative_int(s)
+    if v == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return v
+
+
+def add_serve_parser(sub) -> None:
+    from petit.cli import _add_chat
+    chat_sub = argparse.ArgumentParser(add_help=False).add_subparsers()
+    _add_chat(chat_sub)
+    p = sub.add_parser("serve", parents=[chat_sub.choices["chat"]], conflict_handler="resolve",
+                       help="serve a model over an OpenAI-compatible HTTP API",
+                       description="Serve MODEL (default: the bundled model) over the OpenAI REST API: "
+                                   "/v1/chat/completions (the model's chat template), /v1/completions (no template), "
+                                   "/v1/models, /health. The chat options are each request's defaults; a request's "
+                                   "own fields override them. Requests are answered one at a time, in arrival order.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: the network)")
+    p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free port)")
+    p.add_argument("--api-key", default=os.environ.get("PETIT_API_KEY") or None,
+                   help="require 'Authorization: Bearer KEY' on every request (default: $PETIT_API_KEY, else none)")
+    p.add_argument("--max-queue", type=non_negative_int, default=16,
+                   help="requests that may wait while one is answered; more get 429 (default 16)")
+    p.add_argument("--max-body", type=_positive, default=2 * 1024 * 1024,
+                   help="largest request body in bytes; larger gets 413 (default 2 MiB)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header is NAME (e.g. this machine's name); may be given "
+                        "several times; '*' turns the DNS-rebinding check off")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
+              file=sys.stderr)
+        return 1
+    from petit.assets import default_model_path
+    from petit.cli import _count, _sampler
+    from petit.formats import get_format
+    from petit.server import Server
+    from petit.server.engine import Engine
+
+    if args.model and args.model_arg:
+        raise ValueError("give the model once: as MODEL or with -m, not both")
+    if args.max_tokens == 0:
+        raise ValueError("-n/--max-tokens must be at least 1")
+    path = args.model or args.model_arg or default_model_path()
+    if args.threads is not None:
+        from petit.kernels import configure
+        configure(threads=args.threads)
+
+    def on_stats(job, stats):
+        print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
+    engine = Engine(path, weights=args.weights, sampler=lambda model: _sampler(args, model), system=args.system,
+                    template=get_format(args.format) if args.format not in (None, "raw") else None,
+                    raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
+                    kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
+                    max_queue=args.max_queue, on_stats=on_stats if args.stats else None)
+    server = Server(engine, host=args.host, port=args.port, api_key=args.api_key, allowed_hosts=args.allowed_host,
+                    max_body=args.max_body)
+    if not server.app.hosts.loopback and args.api_key is None:
+        print(f"petit serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
+              "machine can use the server", file=sys.stderr)
+
+    def banner():
+        model = engine.model
+        chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
+        print(f"petit serve: {path} ({_count(model.n_params)} parameters, {model.weight_type} weights, context "
+              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}", file=sys.stderr)
+        print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
+              f"{', API key required' if args.api_key else ''}); Ctrl+C stops", file=sys.stderr)
+    try:
+        server.run(on_ready=banner)
+    except KeyboardInterrupt:
+        pass
+    if engine.load_error is not None:
+        raise engine.load_error
+    print("petit serve: stopped", file=sys.stderr)
+    return 0

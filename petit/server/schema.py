@@ -1,0 +1,186 @@
+"""Request validation: an OpenAI request body becomes a GenerationRequest, or an ApiError in OpenAI's error shape.
+
+Unknown fields are ignored (clients add their own: `user`, `metadata`, `parallel_tool_calls`, ...); a null field
+counts as absent. Fields Petit does not implement (`tools`, `response_format`, `logprobs`, `logit_bias`, `echo`,
+`suffix`, ...) are accepted and ignored.
+"""
+from dataclasses import dataclass, field
+
+# request field -> Sampler keyword; `repeat_penalty` is llama.cpp's and LM Studio's name for repetition_penalty
+SAMPLING_NUMBERS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p",
+                    "repetition_penalty": "repetition_penalty", "repeat_penalty": "repetition_penalty",
+                    "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+SAMPLING_INTS = {"top_k": "top_k", "seed": "seed"}
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+_ERROR_TYPES = {401: "invalid_request_error", 429: "requests", 500: "server_error", 503: "server_error"}
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": {"message", "type", "param", "code"}}` with an HTTP status."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 type: str | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.type = type or _ERROR_TYPES.get(status, "invalid_request_error")
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class GenerationRequest:
+    kind: str                           # "chat" or "completion"
+    messages: list | None = None        # chat: [{"role", "content", ...}], content a string
+    prompt: str | None = None           # completion
+    stream: bool = False
+    include_usage: bool = False
+    sampling: dict = field(default_factory=dict)    # Sampler keywords the request sets
+    max_tokens: int | None = None       # None: the server's default
+    stop: list | None = None            # None: the server's default
+
+
+_JSON_NAMES = {str: "a string", bool: "a boolean", dict: "an object", list: "an array", int: "an integer",
+               float: "a number", type(None): "null"}
+
+
+def _invalid_type(name: str, expected: str, value) -> ApiError:
+    got = _JSON_NAMES.get(type(value), type(value).__name__)
+    return ApiError(400, f"Invalid type for '{name}': expected {expected}, but got {got} instead.", param=name,
+                    code="invalid_type")
+
+
+def _invalid_value(name: str, message: str) -> ApiError:
+    return ApiError(400, f"Invalid value for '{name}': {message}", param=name, code="invalid_value")
+
+
+def _number(body, name):
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise _invalid_type(name, "a number", value)
+    return value
+
+
+def _int(body, name):
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _invalid_type(name, "an integer", value)
+    return value
+
+
+def _common(body: dict, kind: str) -> GenerationRequest:
+    req = GenerationRequest(kind)
+    if "model" in body and body["model"] is not None and not isinstance(body["model"], str):
+        raise _invalid_type("model", "a string", body["model"])
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _invalid_type("stream", "a boolean", stream)
+    req.stream = bool(stream)
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _invalid_type("stream_options", "an object", options)
+        usage = options.get("include_usage")
+        if usage is not None and not isinstance(usage, bool):
+            raise _invalid_type("stream_options.include_usage", "a boolean", usage)
+        req.include_usage = bool(usage) and req.stream
+    n = _int(body, "n")
+    if n is not None and n != 1:
+        raise _invalid_value("n", f"only n=1 is supported (one choice per request), got {n}.")
+    for name, key in SAMPLING_NUMBERS.items():
+        value = _number(body, name)
+        if value is not None:
+            req.sampling[key] = value
+    for name, key in SAMPLING_INTS.items():
+        value = _int(body, name)
+        if value is not None:
+            req.sampling[key] = value
+    for name in ("max_completion_tokens", "max_tokens"):        # the newer name wins when both are given
+        value = _int(body, name)
+        if value is not None:
+            if value < 1:
+                raise _invalid_value(name, f"expected an integer >= 1, got {value}.")
+            req.max_tokens = value
+            break
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        req.stop = [stop]
+    elif isinstance(stop, list):
+        if not all(isinstance(s, str) for s in stop):
+            raise _invalid_type("stop", "a string or an array of strings", stop)
+        req.stop = stop
+    elif stop is not None:
+        raise _invalid_type("stop", "a string or an array of strings", stop)
+    return req
+
+
+def _content(message: dict, i: int) -> str:
+    name = f"messages[{i}].content"
+    content = message.get("content")
+    if content is None:
+        if message["role"] == "assistant":          # an assistant turn that only called tools
+            return ""
+        raise ApiError(400, f"Missing required parameter: '{name}'.", param=name, code="missing_required_parameter")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _invalid_type(name, "a string or an array of content parts", content)
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            kind = part.get("type") if isinstance(part, dict) else None
+            raise _invalid_value(f"{name}[{j}]", f"only text content parts ({{\"type\": \"text\", \"text\": ...}}) "
+                                                 f"are supported, got type {kind!r}.")
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def parse_chat(body: dict) -> GenerationRequest:
+    """POST /v1/chat/completions. Message content arrays are joined into one string (text parts only); the
+    `developer` role is sent to the template as `system`. The last message must come from the user."""
+    req = _common(body, "chat")
+    messages = body.get("messages")
+    if messages is None:
+        raise ApiError(400, "Missing required parameter: 'messages'.", param="messages",
+                       code="missing_required_parameter")
+    if not isinstance(messages, list):
+        raise _invalid_type("messages", "an array", messages)
+    if not messages:
+        raise _invalid_value("messages", "expected a non-empty array.")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise _invalid_type(f"messages[{i}]", "an object", m)
+        role = m.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise _invalid_value(f"messages[{i}].role", f"expected one of {', '.join(ROLES)}, got {role!r}.")
+        msg = {"role": "system" if role == "developer" else role, "content": _content(m, i)}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if m.get(key) is not None:
+                msg[key] = m[key]
+        out.append(msg)
+    if out[-1]["role"] != "user":
+        raise _invalid_value("messages", f"the last message must have role 'user', got {out[-1]['role']!r}.")
+    req.messages = out
+    return req
+
+
+def parse_completion(body: dict) -> GenerationRequest:
+    """POST /v1/completions: `prompt` is a string or an array of one string; no chat template is applied."""
+    req = _common(body, "completion")
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise ApiError(400, "Missing required parameter: 'prompt'.", param="prompt", code="missing_required_parameter")
+    if isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise _invalid_value("prompt", "expected a string or an array of exactly one string "
+                                           "(one prompt per request; token-id prompts are not supported).")
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise _invalid_type("prompt", "a string or an array of one string", prompt)
+    if not prompt:
+        raise _invalid_value("prompt", "the prompt is empty: give at least one character to continue.")
+    req.prompt = prompt
+    return req
