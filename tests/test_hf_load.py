@@ -50,6 +50,12 @@ def test_a_feature_we_do_not_implement_is_named(folder):
         petit.load(folder)
 
 
+def test_a_pre_quantized_checkpoint_is_refused(folder):
+    _edit_config(folder, quantization_config={"quant_method": "gptq", "bits": 4})
+    with pytest.raises(ValueError, match=r"quantization_config \(gptq\): pre-quantized checkpoints are not supported"):
+        petit.load(folder)
+
+
 def test_unknown_config_keys_are_reported_not_dropped(folder):
     _edit_config(folder, frobnicate=3)
     with pytest.warns(UserWarning, match=r"ignoring unknown key\(s\) frobnicate"):

@@ -11,7 +11,7 @@ COMMON_IGNORED = {
     "return_dict", "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
     "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size",
     "add_cross_attention", "tie_encoder_decoder", "finetuning_task", "id2label", "label2id", "tokenizer_class",
-    "prefix", "sep_token_id", "decoder_start_token_id", "task_specific_params", "problem_type", "quantization_config",
+    "prefix", "sep_token_id", "decoder_start_token_id", "task_specific_params", "problem_type", "cache_implementation",
     "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
     "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
     "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
@@ -42,6 +42,11 @@ class ConfigMixin:
         if not isinstance(d, dict):
             raise ValueError("config: not a JSON object")
         d = _from_rope_parameters(d)
+        if d.get("quantization_config"):
+            method = d["quantization_config"].get("quant_method", "?") if isinstance(d["quantization_config"], dict) \
+                else "?"
+            raise ValueError(f"config: quantization_config ({method}): pre-quantized checkpoints are not supported; "
+                             f"use the model's original (bf16 / f16 / f32) weights, Petit quantizes them itself")
         cls._refuse(d)
         names = {f.name for f in dataclasses.fields(cls)} - {"unknown_keys"}
         missing = [n for n in cls._REQUIRED if d.get(n) is None]

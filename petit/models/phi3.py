@@ -31,11 +31,13 @@ class Phi3Config(ConfigMixin):
     unknown_keys: list = field(default_factory=list, repr=False)
 
     _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-    _IGNORED = frozenset({"resid_pdrop", "embd_pdrop"})
+    _IGNORED = frozenset({"resid_pdrop", "embd_pdrop", "attention_bias"})      # attention_bias: false, checked
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), "phi3", "silu")
+        if d.get("attention_bias"):
+            raise ValueError("config: attention_bias=true is not supported by the phi3 family")
 
     def _validate(self):
         positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
