@@ -1,0 +1,233 @@
+"""The message flow of the open chat: send, stream, stop, regenerate, edit-and-continue, copy. It keeps the
+SQLite store, the conversation view and the generation worker (through Engine) in step.
+
+Replies stream into the last message widget; the Markdown is re-rendered at most every RENDER_MS, however fast
+tokens arrive. A new request settles the one in progress first: its partial reply is kept, marked stopped.
+"""
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.chat.store import ChatStore, Message
+
+RENDER_MS = 33
+NO_MODEL = "no model is loaded; open one with File > Open model (Ctrl+O)"
+
+
+class ChatController(QObject):
+    busy_changed = Signal(bool)
+    turn_finished = Signal(object)        # the result dict of a reply (stats, context used / size)
+    context_measured = Signal(int, int)   # context tokens used, context size
+    chats_changed = Signal()              # a chat was created or renamed itself: the list should refresh
+
+    def __init__(self, store: ChatStore, engine, view, composer, options, parent=None):
+        """options: a callable returning the session options (app.settings.values.session_options)."""
+        super().__init__(parent)
+        self.store, self.engine, self.view, self.composer, self.options = store, engine, view, composer, options
+        self.chat_id: int | None = None
+        self.messages: list[Message] = []
+        self.model_name = ""
+        self.model_ready = False
+        self._reply = None                # the MessageWidget being streamed into
+        self._buffer = ""
+        self._pending = None              # (history, text) waiting for the first model
+        self._awaiting_model = False      # a load is in progress
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.setInterval(RENDER_MS)
+        self._render_timer.timeout.connect(self._render)
+        engine.tokens_decoded.connect(self._on_tokens)
+        engine.finished.connect(self._on_finished)
+        engine.failed.connect(self._on_failed)
+        engine.measured.connect(self.context_measured)
+        view.copy_requested.connect(self.copy)
+        view.edit_requested.connect(self.begin_edit)
+        view.regenerate_requested.connect(lambda _i: self.regenerate())
+        composer.send_requested.connect(self.send)
+        composer.stop_requested.connect(self.stop)
+
+    @property
+    def busy(self) -> bool:
+        return self._reply is not None
+
+    # chats
+    def open_chat(self, chat_id: int | None) -> None:
+        """Show chat `chat_id` (None: no chat until the first message), as it was stored."""
+        self.settle()
+        self.save_draft()
+        self.chat_id = chat_id
+        self.messages = self.store.messages(chat_id) if chat_id is not None else []
+        self.view.set_messages(self.messages, self.model_name)
+        self.composer.end_edit()
+        self.composer.set_text(self.store.draft(chat_id) if chat_id is not None else "")
+        self.measure()
+
+    def save_draft(self) -> None:
+        if self.chat_id is not None and self.store.get(self.chat_id) is not None:
+            self.store.set_draft(self.chat_id, self.composer.text if self.composer.editing is None else "")
+
+    # the model
+    def set_model(self, name: str) -> None:
+        self.model_name, self.model_ready = name, True
+        if self._pending is not None:
+            history, text = self._pending
+            self._pending = None
+            self.engine.generate(history, text, self.options())
+        self.measure()
+
+    def model_loading(self, loading: bool) -> None:
+        """A load started (True) or failed (False). Before the first model, messages wait for a load in progress;
+        with none in progress they are answered with an error."""
+        self._awaiting_model = loading
+        if not loading and self._pending is not None and not self.model_ready:
+            self._pending = None
+            self._on_failed(NO_MODEL)
+
+    # sending
+    def send(self, text: str) -> None:
+        """Send `text` as a new user message (or, while editing, in place of the edited one and what followed)."""
+        if not text.strip():
+            return
+        self.settle()
+        if self.composer.editing is not None:
+            self._truncate(self.composer.editing)
+            self.composer.end_edit()
+        if self.chat_id is None:
+            self.chat_id = self.store.create()
+        message = Message("user", text)
+        self.store.append(self.chat_id, message)
+        self.messages.append(message)
+        self.view.add(message)
+        self.composer.input.clear()
+        self.store.set_draft(self.chat_id, "")
+        self.chats_changed.emit()
+        self._start(self.messages[:-1], text)
+
+    def regenerate(self) -> None:
+        """Answer the last user message again (its old reply is discarded)."""
+        self.settle(keep_partial=False)
+        last_user = max((i for i, m in enumerate(self.messages) if m.role == "user"), default=None)
+        if last_user is None:
+            return
+        old_reply = self.view.widgets[-1] if len(self.messages) > last_user + 1 else None
+        self.store.truncate(self.chat_id, last_user + 1)
+        del self.messages[last_user + 1:]
+        self.view.remove_from(last_user + 2)         # the old reply's widget is reused for the new one
+        self._start(self.messages[:last_user], self.messages[last_user].content, reuse=old_reply)
+
+    def begin_edit(self, index: int) -> None:
+        if 0 <= index < len(self.messages) and self.messages[index].role == "user":
+            self.composer.begin_edit(index, self.messages[index].content)
+
+    def edit(self, index: int, text: str) -> None:
+        """Replace user message `index` by `text`, drop everything after it, and answer it."""
+        self.composer.begin_edit(index, text)
+        self.send(text)
+
+    def copy(self, index: int) -> None:
+        if 0 <= index < len(self.view.widgets):
+            self.view.widgets[index].copy_to_clipboard()
+
+    def stop(self) -> None:
+        """Stop the reply within one token; what was said so far is kept."""
+        if self._reply is not None:
+            if self._pending is not None:
+                self._pending = None
+                self._finish("", {"finish_reason": "cancelled"})
+            else:
+                self.engine.stop()
+
+    def measure(self) -> None:
+        if self.model_ready and not self.busy:
+            self.engine.measure([self._plain(m) for m in self.messages], self.options())
+
+    def _truncate(self, keep: int) -> None:
+        self.store.truncate(self.chat_id, keep)
+        del self.messages[keep:]
+        self.view.remove_from(keep)
+
+    def _start(self, history: list[Message], text: str, reuse=None) -> None:
+        self.view.show_error("")
+        self._buffer = ""
+        pending = Message("assistant", "", {"model": self.model_name})
+        if reuse is not None:
+            reuse.message = pending
+            reuse.set_title(self.model_name or "Assistant")
+            reuse.set_text("")
+            reuse.set_meta(pending.meta)
+            self._reply = reuse
+        else:
+            self._reply = self.view.add(pending, self.model_name)
+        self._set_busy(True)
+        plain = [self._plain(m) for m in history]
+        if self.model_ready:
+            self.engine.generate(plain, text, self.options())
+        elif self._awaiting_model:
+            self._pending = (plain, text)
+        else:
+            self._on_failed(NO_MODEL)
+
+    @staticmethod
+    def _plain(m: Message) -> dict:
+        return {"role": m.role, "content": m.content}
+
+    # the worker's answers
+    def _on_tokens(self, text: str) -> None:
+        if self._reply is None:
+            return
+        self._buffer += text
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def _render(self) -> None:
+        if self._reply is not None:
+            self._reply.set_text(self._buffer)
+
+    def _on_finished(self, reply: str, result) -> None:
+        if self._reply is not None:
+            self._finish(reply, dict(result))
+
+    def _finish(self, reply: str, result: dict) -> None:
+        self._render_timer.stop()
+        widget, self._reply = self._reply, None
+        if reply:
+            message = Message("assistant", reply, {"model": self.model_name, "stats": result})
+            self.store.append(self.chat_id, message)
+            self.messages.append(message)
+            widget.message = message
+            widget.set_text(reply)
+            widget.set_meta(message.meta)
+        else:                              # stopped before the first token: nothing to keep
+            self.view.remove_from(len(self.messages))
+        if result.get("dropped_messages"):
+            self.view.show_error(f"The {result['dropped_messages']} oldest messages no longer fit the context: "
+                                 f"the model did not see them.")
+        self._set_busy(False)
+        self.turn_finished.emit(result)
+
+    def _on_failed(self, message: str) -> None:
+        if self._reply is None:
+            return
+        self._render_timer.stop()
+        self._reply = None
+        self.view.remove_from(len(self.messages))
+        hint = " Start a new chat (Ctrl+N), or turn on \"forget the oldest turns\" in the settings." \
+            if "context" in message else ""
+        self.view.show_error(f"The model could not answer: {message}.{hint}")
+        self._set_busy(False)
+
+    def settle(self, keep_partial: bool = True) -> None:
+        """End the reply in progress now: the worker is told to stop and its late tokens are dropped; the text
+        received so far is kept as a stopped reply (or discarded)."""
+        if self._reply is None:
+            return
+        self._pending = None
+        self.engine.abandon()
+        self._finish(self._buffer if keep_partial else "", {"finish_reason": "cancelled"})
+
+    def _set_busy(self, busy: bool) -> None:
+        self.composer.set_busy(busy)
+        self.view.set_busy(busy)
+        self.busy_changed.emit(busy)
+
+    def shutdown(self) -> None:
+        self.settle()
+        self.save_draft()

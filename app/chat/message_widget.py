@@ -1,0 +1,97 @@
+"""One message of the conversation: who said it, its text (Markdown for replies, plain for the user's), the
+reply's figures, and its actions (copy; edit for the user's messages; regenerate for the last reply)."""
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout
+
+from app.chat.markdown import MarkdownView
+from app.chat.store import Message
+
+
+def stats_text(meta: dict) -> str:
+    """'12 tokens · 95.3 tok/s · first token 31 ms', plus how the reply ended when it did not end by itself."""
+    stats = meta.get("stats") or {}
+    parts = []
+    if stats.get("generated_tokens"):
+        parts.append(f"{stats['generated_tokens']} tokens")
+    if stats.get("decode_tokens_per_s"):
+        parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
+    if stats.get("time_to_first_token"):
+        parts.append(f"first token {1000 * stats['time_to_first_token']:.0f} ms")
+    reason = stats.get("finish_reason")
+    if reason == "cancelled":
+        parts.append("stopped")
+    elif reason == "length":
+        parts.append("cut at the token limit")
+    return " · ".join(parts)
+
+
+class MessageWidget(QFrame):
+    copy_requested = Signal(object)          # this widget
+    edit_requested = Signal(object)
+    regenerate_requested = Signal(object)
+
+    def __init__(self, message: Message, title: str, parent=None):
+        super().__init__(parent)
+        self.message = message
+        self.setObjectName("userMessage" if message.role == "user" else "assistantMessage")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.setSpacing(2)
+        head = QHBoxLayout()
+        self.title = QLabel()
+        head.addWidget(self.title)
+        head.addStretch(1)
+        self.copy_button = self._button("Copy", "Copy this message", self.copy_requested)
+        self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
+        self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
+        for b in (self.edit_button, self.regenerate_button, self.copy_button):
+            head.addWidget(b)
+        layout.addLayout(head)
+        self.body = MarkdownView(self)
+        layout.addWidget(self.body)
+        self.set_title(title)
+        self.footer = QLabel()
+        self.footer.setObjectName("messageStats")
+        self.footer.setEnabled(False)       # drawn dimmed
+        layout.addWidget(self.footer)
+        self.copy_requested.connect(lambda _w: self.copy_to_clipboard())
+        self.edit_button.setVisible(message.role == "user")
+        self.regenerate_button.setVisible(False)
+        self.set_text(message.content)
+        self.set_meta(message.meta)
+
+    def _button(self, text: str, tip: str, signal) -> QToolButton:
+        b = QToolButton(self)
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setAccessibleName(tip)
+        b.setAutoRaise(True)
+        b.clicked.connect(lambda: signal.emit(self))
+        return b
+
+    def set_title(self, title: str) -> None:
+        self.title.setText(f"<b>{title}</b>")
+        self.body.setAccessibleName(f"{title} message")
+
+    def set_text(self, text: str) -> None:
+        self.message.content = text
+        if text and text == self.body.source_text:
+            return                                   # already shown (the last streamed render)
+        if self.message.role == "assistant":
+            self.body.show_markdown(text if text else "…")
+        else:
+            self.body.show_plain(text)
+
+    def set_meta(self, meta: dict) -> None:
+        self.message.meta = dict(meta)
+        text = stats_text(meta)
+        self.footer.setText(text)
+        self.footer.setVisible(bool(text))
+
+    def set_regenerable(self, on: bool) -> None:
+        self.regenerate_button.setVisible(on and self.message.role == "assistant")
+
+    def copy_to_clipboard(self) -> None:
+        QGuiApplication.clipboard().setText(self.message.content)

@@ -1,0 +1,123 @@
+"""The generation worker: a QObject living on its own QThread that owns the model and its ChatSession.
+
+Its slots run on that thread, one at a time, in the order they were requested; the GUI thread only sends it
+requests (through queued signals) and receives value-type results, so it never waits on the engine. Signals are
+named for past events (`tokens_decoded`, `finished`, `failed`, `model_changed`, `measured`).
+
+Cancelling is by request id and thread-safe: `cancel(before)` stops every request whose id is below `before`,
+within one token (ChatSession.cancel for the one in progress, a check between tokens, and a check when a queued
+request starts).
+"""
+from contextlib import closing
+from dataclasses import asdict
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from petit.sample import Sampler
+from petit.session import ChatSession
+
+
+class GenerationWorker(QObject):
+    model_changed = Signal(object)            # ModelInfo of the model now in use
+    tokens_decoded = Signal(int, str)         # request id, text of the next token(s)
+    finished = Signal(int, str, object)       # request id, the whole reply, a result dict (see _result)
+    failed = Signal(int, str)                 # request id, the engine's message
+    measured = Signal(int, int, int)          # request id, context tokens used, context size
+
+    def __init__(self):
+        super().__init__()
+        self.model = None
+        self.session: ChatSession | None = None
+        self._session_key = None
+        self._cancel_before = 0
+
+    def cancel(self, before: int) -> None:
+        """Stop every request with an id below `before`. Safe from any thread."""
+        if before > self._cancel_before:
+            self._cancel_before = before
+        session = self.session
+        if session is not None:
+            session.cancel()
+
+    def _cancelled(self, request_id: int) -> bool:
+        return request_id < self._cancel_before
+
+    @Slot(object, object)
+    def set_model(self, model, info) -> None:
+        """Use `model` from now on (the old one is closed: nothing else holds it)."""
+        old, self.model, self.session, self._session_key = self.model, model, None, None
+        if old is not None and old is not model:
+            old.close()
+        self.model_changed.emit(info)
+
+    def close_model(self) -> None:
+        if self.model is not None:
+            self.model.close()
+        self.model, self.session = None, None
+
+    def _session(self, options: dict) -> ChatSession:
+        """The session for these options: rebuilt when the template, context size or KV type change (a new KV
+        cache); otherwise the same one, so the cache of earlier turns is reused."""
+        if self.model is None:
+            raise ValueError("no model is loaded")
+        key = (options.get("template"), options.get("n_ctx"), options.get("kv_type"))
+        if self.session is None or key != self._session_key:
+            self.session = ChatSession(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
+            self._session_key = key
+        s = self.session
+        s.sampler = Sampler(**options["sampler"])
+        s.max_tokens = options["max_tokens"]
+        s.drop_old_turns = options["drop_old_turns"]
+        return s
+
+    @staticmethod
+    def _history(options: dict, history: list) -> list:
+        system = options.get("system")
+        return ([{"role": "system", "content": system}] if system else []) + [
+            {"role": m["role"], "content": m["content"]} for m in history]
+
+    @Slot(int, object, str, object)
+    def generate(self, request_id: int, history: list, text: str, options: dict) -> None:
+        """Answer `text` after `history` (a list of {"role", "content"}); emits tokens_decoded as the reply
+        decodes, then finished (also when cancelled: with the partial reply) or failed."""
+        if self._cancelled(request_id):
+            self.finished.emit(request_id, "", {"finish_reason": "cancelled", "generated_tokens": 0})
+            return
+        try:
+            session = self._session(options)
+            session.messages = self._history(options, history)
+            before = len(session.messages)
+            parts = []
+            with closing(session.send(text)) as steps:
+                for step in steps:
+                    if step.text:
+                        parts.append(step.text)
+                        self.tokens_decoded.emit(request_id, step.text)
+                    if self._cancelled(request_id):
+                        break
+        except Exception as e:          # the engine's message (context full, template error...) for the user
+            self.failed.emit(request_id, str(e) or type(e).__name__)
+            return
+        last = session.messages[-1] if session.messages else {}
+        reply = last.get("content", "") if last.get("role") == "assistant" else "".join(parts)
+        dropped = max(0, before + 2 - len(session.messages))
+        self.finished.emit(request_id, reply, self._result(session, dropped))
+
+    @staticmethod
+    def _result(session: ChatSession, dropped: int) -> dict:
+        stats = asdict(session.stats)
+        stats["context_used"] = session.stats.prompt_tokens + session.stats.generated_tokens
+        stats["context_size"] = session.cache.n_ctx
+        stats["dropped_messages"] = dropped
+        return stats
+
+    @Slot(int, object, object)
+    def measure(self, request_id: int, history: list, options: dict) -> None:
+        """How many context tokens the conversation takes (rendered with the template), for the status bar."""
+        try:
+            session = self._session(options)
+            messages = self._history(options, history)
+            used = len(session.prompt_ids(messages)) if messages else 0
+            self.measured.emit(request_id, used, session.cache.n_ctx)
+        except Exception:               # a template that rejects this history: the next send reports it
+            pass

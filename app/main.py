@@ -1,0 +1,45 @@
+"""`petit-app [MODEL]` and `python -m app [MODEL]`: open the main window with MODEL (default: the last model
+used, else the bundled one) loaded, so a new user can type at once."""
+import argparse
+import sys
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="petit-app", description="The Petit desktop app: chat with small language "
+                                                              "models on your CPU.")
+    p.add_argument("model", nargs="?", help="a .petit file or a Hugging Face model folder to open")
+    return p.parse_known_args(argv)        # the rest (-platform, -style...) is Qt's
+
+
+def create_app(argv=None):
+    """The QApplication (created once), with the app's name, bundled fonts and icon."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.fonts import load_fonts
+    from app.icon import app_icon
+    from app.paths import APP_NAME
+    app = QApplication.instance()
+    if app is None:
+        QApplication.setApplicationName(APP_NAME)
+        QApplication.setOrganizationName(APP_NAME)
+        app = QApplication([sys.argv[0]] + list(argv or []))
+    load_fonts(app)
+    app.setWindowIcon(app_icon())
+    return app
+
+
+def main(argv=None) -> int:
+    args, qt_args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        app = create_app(qt_args)
+    except ImportError as e:
+        print(f"petit-app: the desktop app needs PySide6 (pip install PySide6-Essentials): {e}", file=sys.stderr)
+        return 1
+    from app.window import MainWindow
+    window = MainWindow(model_path=args.model)
+    window.show()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Which model the chat uses, and changing it: a load runs on a LoadJob thread while the old model keeps
+answering; the new one is handed to the generation worker only when it is ready. One load at a time: a new one
+cancels the previous."""
+import os
+
+from PySide6.QtCore import QObject, Signal
+
+from app.models.info import ModelInfo, model_key
+from app.models.loader import LoadJob
+from app.models.memory import fit_message
+
+
+class ModelManager(QObject):
+    loading_started = Signal(str, str)        # path, what it needs against what the machine has
+    loading_ended = Signal()                  # loaded, failed or cancelled
+    load_failed = Signal(str, str)            # path, the engine's message
+    confirmation_needed = Signal(str, str)    # path, why (it may not fit in memory)
+    model_loaded = Signal(object)             # ModelInfo, once the worker uses the new model
+
+    def __init__(self, engine, settings_store, recent, parent=None):
+        super().__init__(parent)
+        self.engine, self.settings_store, self.recent = engine, settings_store, recent
+        self.info: ModelInfo | None = None
+        self._job: LoadJob | None = None
+        self._jobs: list[LoadJob] = []        # every job not yet ended (a cancelled one runs to its end)
+        engine.model_changed.connect(self._on_model_changed)
+
+    @property
+    def loading(self) -> bool:
+        return self._job is not None
+
+    def open(self, path: str, confirmed: bool = False) -> None:
+        """Start loading `path` (a .petit file or a Hugging Face folder). A model that may not fit in memory is
+        loaded only once confirmed (confirmation_needed asks)."""
+        path = model_key(path)
+        text, fits = fit_message(path) if os.path.exists(path) else ("", True)
+        if not fits and not confirmed:
+            self.confirmation_needed.emit(path, text)
+            return
+        self.cancel()
+        weights = self.settings_store.get(path).get("weights")
+        job = LoadJob(path, weights)
+        job.loaded.connect(self._on_loaded)
+        job.failed.connect(self._on_failed)
+        job.ended.connect(self._on_job_ended)
+        self._job = job
+        self._jobs.append(job)
+        self.loading_started.emit(path, text)
+        job.start()
+
+    def reload(self) -> None:
+        """Load the current model again (its weights type changed)."""
+        if self.info is not None:
+            self.open(self.info.path, confirmed=True)
+
+    def cancel(self) -> None:
+        """Give up the load in progress; the current model stays."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+            self.loading_ended.emit()
+
+    def _on_loaded(self, job: LoadJob, model, info: ModelInfo) -> None:
+        if job is not self._job:          # cancelled, or replaced by a newer load
+            model.close()
+            return
+        self._job = None
+        self.engine.set_model(model, info)
+        self.loading_ended.emit()
+
+    def _on_failed(self, job: LoadJob, message: str) -> None:
+        if job is not self._job:
+            return
+        self._job = None
+        self.loading_ended.emit()
+        self.load_failed.emit(job.path, message)
+
+    def _on_model_changed(self, info: ModelInfo) -> None:
+        self.info = info
+        self.recent.add(info.path)
+        self.model_loaded.emit(info)
+
+    def _on_job_ended(self, job: LoadJob) -> None:
+        if job in self._jobs:
+            self._jobs.remove(job)
+        job.wait()                        # `ended` is run()'s last act: this returns at once
+        job.deleteLater()
+
+    def shutdown(self) -> None:
+        """Cancel any load and wait for every load thread to end (petit.load cannot be interrupted)."""
+        self.cancel()
+        for job in list(self._jobs):
+            job.wait()

@@ -1,0 +1,14 @@
+"""Style sheets: message bubbles (the user's tinted) and the status bar's spacing. Colours stay light and few, and
+each sheet is set only on the widget it styles (a window-wide sheet makes every widget slower to paint), so the
+platform's own style shows through everywhere else."""
+
+MESSAGE_STYLE = """
+QFrame#userMessage { background: #e9f0fb; border: 1px solid #c9d8f0; border-radius: 8px; }
+QFrame#assistantMessage { background: #ffffff; border: 1px solid #dddddd; border-radius: 8px; }
+QFrame#userMessage QLabel, QFrame#assistantMessage QLabel { background: transparent; border: none; }
+"""
+
+STATUS_STYLE = """
+QStatusBar QLabel { padding: 0px 6px; }
+QStatusBar::item { border: none; }
+"""

@@ -1,0 +1,200 @@
+"""The main window: the Chat tab (chat list, conversation, settings) and the Train / Export / Verify / Server
+panels, the menus, the status bar, dropping a model on the window, and an orderly shutdown (every thread stopped
+and joined)."""
+import os
+
+from PySide6.QtCore import QByteArray
+from PySide6.QtWidgets import QMainWindow, QTabWidget
+
+from app.actions import build_menus
+from app.chat.chats import ChatsController
+from app.chat.controller import ChatController
+from app.chat.engine import Engine
+from app.chat.page import ChatPage
+from app.chat.store import ChatStore
+from app.db import State, connect
+from app.models import dialogs
+from app.models.manager import ModelManager
+from app.models.recent import RecentModels
+from app.plugins import PANELS, is_placeholder, make_panel
+from app.settings.panel import SettingsPanel
+from app.settings.store import SettingsStore
+from app.status import StatusBar
+from app.style import MESSAGE_STYLE, STATUS_STYLE
+
+LAST_MODEL = "last_model"
+GEOMETRY = "window_geometry"         # the window's and the chat splitter's, restored at start
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, model_path: str | None = None, parent=None):
+        """model_path: the model to open (default: the last one used, else the bundled model)."""
+        super().__init__(parent)
+        self.setWindowTitle("Petit")
+        self.resize(1100, 720)
+        self.setAcceptDrops(True)
+        self.conn = connect()
+        self.state = State(self.conn)
+        self.engine = Engine(self)
+        self.settings_panel = SettingsPanel(SettingsStore(self.conn))
+        self.page = ChatPage(self.settings_panel)
+        store = ChatStore(self.conn)
+        self.chat = ChatController(store, self.engine, self.page.view, self.page.composer,
+                                   self.settings_panel.options, self)
+        self.chats = ChatsController(store, self.state, self.chat, self.page.chat_list, self)
+        self.models = ModelManager(self.engine, self.settings_panel.store, RecentModels(self.conn), self)
+        self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
+        self.status = StatusBar(self)
+        self.status.setStyleSheet(STATUS_STYLE)
+        self.setStatusBar(self.status)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.page, "Chat")
+        self.panels = {}
+        for title, module, name in PANELS:
+            self.panels[name] = make_panel(module, name)
+            self.tabs.addTab(self.panels[name], title)
+        self.setCentralWidget(self.tabs)
+        self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = None
+        self.menu_actions = build_menus(self)
+        self._connect()
+        self.chats.restore()
+        self._restore_geometry()
+        self.page.composer.input.setFocus()
+        self.open_model(model_path or self._startup_model())
+
+    def _connect(self) -> None:
+        m, s = self.models, self.status
+        m.loading_started.connect(s.set_loading)
+        m.loading_started.connect(lambda *_: self.chat.model_loading(True))
+        m.loading_ended.connect(lambda: s.set_loading(None))
+        m.load_failed.connect(self._on_load_failed)
+        m.confirmation_needed.connect(self._confirm_load)
+        m.model_loaded.connect(self._on_model_loaded)
+        s.cancel_load_requested.connect(m.cancel)
+        s.cancel_load_requested.connect(lambda: self.chat.model_loading(False))
+        self.chat.turn_finished.connect(s.set_turn)
+        self.chat.context_measured.connect(s.set_context)
+        self.chat.busy_changed.connect(self._on_busy)
+        self.settings_panel.changed.connect(lambda _key: self.chat.measure())
+        self.settings_panel.reload_requested.connect(m.reload)
+        for name in ("TrainPanel", "ExportPanel"):
+            signal = getattr(self.panels[name], "chat_with_model", None)
+            if signal is not None:
+                signal.connect(self.chat_with_model)
+        self._on_busy(False)
+
+    # models
+    def _startup_model(self) -> str | None:
+        last = self.state.get(LAST_MODEL)
+        if last and os.path.exists(last):
+            return last
+        return self.default_model_path()
+
+    def default_model_path(self) -> str | None:
+        from petit.assets import default_model_path
+        try:
+            return default_model_path()
+        except FileNotFoundError as e:
+            self.error_dialog = dialogs.load_error(self, "the bundled model", str(e))
+            return None
+
+    def open_model(self, path: str | None, confirmed: bool = False) -> None:
+        if path:
+            self.models.open(path, confirmed)
+
+    def open_default_model(self) -> None:
+        self.open_model(self.default_model_path(), confirmed=True)
+
+    def choose_model_file(self) -> None:
+        self.file_dialog = dialogs.choose_model_file(self, self.open_model, self._model_folder())
+
+    def choose_model_folder(self) -> None:
+        self.file_dialog = dialogs.choose_model_folder(self, self.open_model, self._model_folder())
+
+    def _model_folder(self) -> str:
+        info = self.models.info
+        return os.path.dirname(info.path) if info is not None else os.path.expanduser("~")
+
+    def chat_with_model(self, path: str) -> None:
+        """Load a model (e.g. one just exported) and chat with it in a new chat."""
+        self.tabs.setCurrentWidget(self.page)
+        self.open_model(path, confirmed=True)
+        self.chats.new()
+
+    def _confirm_load(self, path: str, why: str) -> None:
+        self.confirm_dialog = dialogs.confirm_load(self, path, why, lambda: self.open_model(path, confirmed=True))
+
+    def _on_load_failed(self, path: str, message: str) -> None:
+        self.error_dialog = dialogs.load_error(self, path, message)
+        self.chat.model_loading(False)
+
+    def _on_model_loaded(self, info) -> None:
+        self.state.set(LAST_MODEL, info.path)
+        self.setWindowTitle(f"Petit — {info.name}")
+        self.status.set_model(info)
+        self.settings_panel.set_model(info)
+        self.chat.set_model(info.name)
+        server = self.panels.get("ServerPanel")
+        if server is not None and not is_placeholder(server) and hasattr(server, "set_model"):
+            values = self.settings_panel.values()
+            server.set_model(info.path, {k: values[k] for k in values})
+
+    # chat helpers for the menus
+    def escape(self) -> None:
+        """Esc: stop the reply in progress, else leave editing a message."""
+        if self.chat.busy:
+            self.chat.stop()
+        else:
+            self.page.composer.cancel_edit()
+
+    def copy_last_reply(self) -> None:
+        for i in range(len(self.chat.messages) - 1, -1, -1):
+            if self.chat.messages[i].role == "assistant":
+                self.chat.copy(i)
+                return
+
+    def _on_busy(self, busy: bool) -> None:
+        self.menu_actions["regenerate"].setEnabled(not busy)
+
+    # drag and drop
+    def dragEnterEvent(self, event) -> None:
+        if dialogs.dropped_model_path(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        path = dialogs.dropped_model_path(event.mimeData())
+        if path:
+            event.acceptProposedAction()
+            self.open_model(path)
+
+    def _restore_geometry(self) -> None:
+        saved = self.state.get(GEOMETRY)
+        if isinstance(saved, dict):
+            self.restoreGeometry(QByteArray.fromBase64(saved.get("window", "").encode()))
+            self.page.restoreState(QByteArray.fromBase64(saved.get("splitter", "").encode()))
+
+    def _save_geometry(self) -> None:
+        self.state.set(GEOMETRY, {"window": bytes(self.saveGeometry().toBase64()).decode(),
+                                  "splitter": bytes(self.page.saveState().toBase64()).decode()})
+
+    # shutdown
+    def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop generating and loading, join every thread, save what is unsaved. Safe to call twice."""
+        if self.conn is None:
+            return
+        self.chat.shutdown()
+        self.settings_panel.flush()
+        self._save_geometry()
+        for panel in self.panels.values():
+            if hasattr(panel, "shutdown"):
+                panel.shutdown()
+        self.models.shutdown()
+        self.engine.shutdown()
+        for obj in (self.models, self.engine, self.chat):
+            obj.blockSignals(True)          # nothing queued may reach the closed database
+        self.conn.close()
+        self.conn = None

@@ -1,0 +1,102 @@
+"""Starting the app: `main()` opens the window with the bundled model ready; the bundled font and icon load; it
+works at 2x scale; and the engine stays free of Qt."""
+import json
+import os
+import subprocess
+import sys
+
+from PySide6.QtGui import QFontDatabase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+MAIN = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from app.main import main
+from app.window import MainWindow
+
+def check():
+    windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+    if not windows or not windows[0].chat.model_ready:
+        QTimer.singleShot(20, check)
+        return
+    w = windows[0]
+    print("model:", w.status.model_label.text(), "title:", w.windowTitle(), "icon:", not w.windowIcon().isNull())
+    w.close()                                   # the last window: the app quits
+
+QTimer.singleShot(0, check)
+QTimer.singleShot(20000, lambda: QApplication.exit(3))
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_main_opens_the_window_with_the_bundled_model(tmp_path):
+    """`petit-app` / `python -m app`: a window with the bundled model ready to chat; closing it quits."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PETIT_DATA_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", MAIN, ROOT], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "model: default-q8_0 title: Petit — default-q8_0 icon: True" in out.stdout
+    assert (tmp_path / "petit.sqlite3").exists()
+
+
+def test_the_bundled_font_and_icon(qapp):
+    from app.fonts import MONO_FAMILY, UI_FAMILY, load_fonts
+    from app.icon import app_icon
+    families = load_fonts(qapp)
+    assert UI_FAMILY in families and MONO_FAMILY in families
+    assert qapp.font().family() == UI_FAMILY
+    assert UI_FAMILY in QFontDatabase.families()
+    assert not app_icon().isNull()
+    assert os.path.exists(os.path.join(ROOT, "assets", "fonts", "LICENSE-DejaVu.txt"))
+
+
+SCALED = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from PySide6.QtCore import QEventLoop
+from app.main import create_app
+from app.window import MainWindow
+app = create_app([])
+w = MainWindow()
+w.resize(900, 600)
+w.show()
+import time
+end = time.time() + 15
+def spin(cond):
+    while not cond() and time.time() < end:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 10)
+spin(lambda: w.chat.model_ready)
+w.chat.send("what is 12 plus 7?")
+spin(lambda: not w.chat.busy and len(w.chat.messages) == 2)
+shot = w.grab()
+box = w.page.composer.input
+print(json.dumps({"ratio": w.devicePixelRatio(), "shot": [shot.width(), shot.height()],
+                  "size": [w.width(), w.height()], "reply": w.chat.messages[-1].content,
+                  "input_h": box.height(), "line": box.fontMetrics().lineSpacing(),
+                  "send_visible": w.page.composer.button.isVisible(),
+                  "status": w.status.context_label.text()}))
+w.close()
+"""
+
+
+def test_it_works_at_twice_the_scale(tmp_path):
+    env = dict(os.environ, QT_SCALE_FACTOR="2", QT_QPA_PLATFORM="offscreen", PETIT_DATA_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", SCALED, ROOT], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["ratio"] == 2.0
+    assert result["shot"] == [2 * result["size"][0], 2 * result["size"][1]]
+    assert result["reply"] == "19" and result["send_visible"]
+    assert result["input_h"] >= 2 * result["line"]
+    assert result["status"].startswith("context ")
+
+
+def test_the_engine_does_not_import_qt():
+    code = ("import sys, petit, petit.session, petit.cli, petit.formats; "
+            "print(sorted(m for m in sys.modules if m.startswith(('PySide', 'PyQt', 'shiboken'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
