@@ -77,7 +77,7 @@ class MainWindow(QMainWindow):
         self.chat.busy_changed.connect(self._on_busy)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
-        for name in ("TrainPanel", "ExportPanel"):
+        for name in ("TrainPanel", "ExportPanel", "VerifyPanel"):
             signal = getattr(self.panels[name], "chat_with_model", None)
             if signal is not None:
                 signal.connect(self.chat_with_model)

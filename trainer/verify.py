@@ -198,13 +198,15 @@ def _compare(engine: np.ndarray, reference: np.ndarray, rounded: np.ndarray | No
     keys = ("max_abs_err", "mean_abs_err", "logit_scale", "max_rel_err", "mean_rel_err", "worst_position",
             "rounded_max_rel_err", "rounded_mean_rel_err")
     out.update(dict.fromkeys(keys))
+    out["position_errors"] = []
     if not out["finite"]:
         return out
     err = np.abs(engine - reference)
     scale = float(np.abs(reference).max()) or 1.0
     out.update(max_abs_err=float(err.max()), mean_abs_err=float(err.mean()), logit_scale=scale,
                max_rel_err=float(err.max()) / scale, mean_rel_err=float(err.mean()) / scale,
-               worst_position=int(np.unravel_index(err.argmax(), err.shape)[0]))
+               worst_position=int(np.unravel_index(err.argmax(), err.shape)[0]),
+               position_errors=[float(e) / scale for e in err.max(axis=1)])
     if rounded is not None:
         err = np.abs(engine - rounded)
         out.update(rounded_max_rel_err=float(err.max()) / scale, rounded_mean_rel_err=float(err.mean()) / scale)

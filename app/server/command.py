@@ -1,0 +1,60 @@
+"""The command line that runs `petit serve` for the Server tab: the model, where to listen, and the model's
+resolved settings (the Settings panel's values) as the defaults of every request."""
+import os
+import sys
+
+# settings key -> `petit serve` flag (the keys are app.settings' resolved values)
+FLAGS = (("temperature", "--temperature"), ("top_k", "--top-k"), ("top_p", "--top-p"), ("min_p", "--min-p"),
+         ("repetition_penalty", "--repeat-penalty"), ("frequency_penalty", "--frequency-penalty"),
+         ("presence_penalty", "--presence-penalty"), ("seed", "--seed"), ("max_tokens", "--max-tokens"),
+         ("system", "--system"), ("format", "--format"), ("n_ctx", "--ctx"), ("kv_type", "--kv"),
+         ("weights", "--weights"))
+
+
+def serve_args(model: str, host: str, port: int, options: dict | None = None) -> list[str]:
+    """`petit serve` arguments (without the command): MODEL, --host, --port, the settings, --stats."""
+    args = [model, f"--host={host}", f"--port={port}"]
+    options = options or {}
+    for key, flag in FLAGS:
+        value = options.get(key)
+        if value is None or value == "":
+            continue
+        args.append(f"{flag}={value}")
+    if options.get("drop_old_turns"):
+        args.append("--drop-old-turns")
+    args.append("--stats")                       # a line per generation, for the log
+    return args
+
+
+def program(args: list[str]) -> tuple[str, list[str]]:
+    """(program, arguments) for a child process: this Python running app.server.runner, or, in the bundled app
+    (PyInstaller), the bundle's own `serve` command (on Windows its console executable, whose output can be read)."""
+    if getattr(sys, "frozen", False):
+        exe = sys.executable
+        console = os.path.join(os.path.dirname(exe), "petit-cli.exe")
+        if sys.platform == "win32" and os.path.exists(console):
+            exe = console
+        return exe, ["serve", *args]
+    return sys.executable, ["-m", "app.server.runner", *args]
+
+
+def environment(base: dict, api_key: str | None) -> dict:
+    """The child's environment: unbuffered output, the app's own source folder importable, and the API key in
+    PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given."""
+    env = dict(base)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if api_key:
+        env["PETIT_API_KEY"] = api_key
+    else:
+        env.pop("PETIT_API_KEY", None)
+    return env
+
+
+def display_url(url: str) -> str:
+    """The URL a client on this machine uses: a server listening on every address is reached at 127.0.0.1."""
+    for wildcard in ("//0.0.0.0:", "//[::]:"):
+        url = url.replace(wildcard, "//127.0.0.1:")
+    return url
