@@ -13,6 +13,15 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
     }
 }
 
+/* roundf (half away from zero) for |v| < 2^23 in integer operations the compiler vectorises (roundf is a libcall
+ * without SSE4.1): truncate, then step away from zero when the dropped fraction is at least one half. Exact: v - i
+ * has no rounding error in that range. */
+static inline int32_t round_away(float v) {
+    int32_t i = (int32_t)v;
+    float f = v - (float)i;
+    return i + (f >= 0.5f) - (f <= -0.5f);
+}
+
 /* q8_0: d = amax / 127 stored as fp16, q = round(x / d) computed with the unrounded d (as GGML does) */
 static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
     for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q8_BYTES) {
@@ -21,7 +30,9 @@ static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         uint16_t h = pt_f2h(d);
         memcpy(out, &h, 2);
-        for (int j = 0; j < QK; j++) out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+        int8_t q[QK];
+        for (int j = 0; j < QK; j++) q[j] = (int8_t)round_away(x[j] * id);
+        memcpy(out + 2, q, QK);
     }
 }
 

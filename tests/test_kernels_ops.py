@@ -104,3 +104,11 @@ def test_bad_arguments_are_errors_not_overruns():
     with pytest.raises(ValueError, match="rotating 16 values"):
         K.rope_store(np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32),
                      0, cos, sin, False, np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32))
+
+
+def test_q8_0_rounds_halves_away_from_zero_as_ggml_does():
+    # amax 127 makes the scale exactly 1, so x.5 values are exact ties: GGML's roundf sends them away from zero
+    x = np.zeros((1, 32), np.float32)
+    x[0, :8] = [127.0, -0.5, 0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997]
+    q = K.quantize(x, "q8_0")[0, 2:].view(np.int8)
+    assert q[:8].tolist() == [127, -1, 1, 2, -2, 3, -3, 0]

@@ -183,12 +183,13 @@ class Checkpoint:
             return bits.view(np.float32)
         return raw.astype(np.float32)
 
-    def release(self, name: str) -> None:
-        """Drop `name`'s mapped pages from the resident set once it has been converted (safetensors only), so
-        that reading a whole checkpoint keeps resident memory at one tensor's worth, not the file's size."""
+    def release(self, name: str, rows: tuple[int, int] | None = None) -> None:
+        """Drop `name`'s mapped pages (or those of its rows [r0, r1)) from the resident set once converted
+        (safetensors only), so that reading a whole checkpoint keeps resident memory at a slice's worth, not the
+        file's size."""
         reader = self._reader(name)
         if hasattr(reader, "release"):
-            reader.release(name)
+            reader.release(name, rows)
 
     def close(self) -> None:
         """Unmap every file. Idempotent; never raises if arrays from `raw()` are still alive."""

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from petit.kernels import dequantize, quantize, row_bytes
 from petit.models import get_family
 from petit.models.source import TensorSource
 
@@ -58,6 +59,25 @@ class HFSource(TensorSource):
             return out
         out = self.ckpt.f32(name)
         self.ckpt.release(name)
+        return out
+
+    def convert(self, name, shape, target):
+        """Convert a stored matrix a slice of rows at a time (about 4 MB of float32 each), releasing each slice's
+        mapped pages as it goes: the peak is the converted matrix plus one slice, not the matrix in float32."""
+        dtype, stored_shape = self.ckpt.info(name) if name not in self.derived else ("f32", None)
+        if name in self.derived or dtype not in ("f32", "f16", "bf16") or len(stored_shape) != 2:
+            return super().convert(name, shape, target)
+        rows, cols = shape
+        src = self.ckpt.raw(name)
+        out = np.empty((rows, row_bytes(target, cols)), np.uint8)
+        step = max(1, (1 << 20) // cols)
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            part = src[r0:r1]
+            if dtype != "f32":          # bf16 / f16 -> f32 in C, one pass
+                part = dequantize(np.ascontiguousarray(part).view(np.uint8), dtype, (r1 - r0, cols))
+            out[r0:r1] = quantize(np.ascontiguousarray(part, np.float32), target)
+            self.ckpt.release(name, (r0, r1))
         return out
 
     def unused(self):

@@ -186,16 +186,22 @@ class SafetensorsFile:
             view.flags.writeable = False
         return view
 
-    def release(self, name: str) -> None:
-        """Tell the kernel this process is done with `name`'s pages (MADV_DONTNEED): they leave the resident set
-        (the page cache keeps them). Reading the tensor again maps them back in. A no-op where unsupported."""
+    def release(self, name: str, rows: tuple[int, int] | None = None) -> None:
+        """Tell the kernel this process is done with `name`'s pages (MADV_DONTNEED), or with those of its outer rows
+        [r0, r1): they leave the resident set (the page cache keeps them). Reading them again maps them back in. A
+        no-op where unsupported."""
         e = self._get(name)
         if self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
+        begin, end = e.begin, e.end
+        if rows is not None and e.shape:
+            row = (e.end - e.begin) // max(e.shape[0], 1)
+            begin, end = e.begin + rows[0] * row, min(e.end, e.begin + rows[1] * row)
         page = mmap.PAGESIZE
-        start = e.begin // page * page
+        start = begin // page * page
         try:
-            self._mm.madvise(mmap.MADV_DONTNEED, start, e.end - start)
+            if end > start:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
         except (OSError, ValueError):
             pass
 

@@ -45,10 +45,14 @@ class TensorSource:
             if target in QUANTIZED and shape[1] % 32:
                 self.fallbacks.append(name)
                 target = "f16"
-            raw = quantize(self.f32(name), target)
+            raw = self.convert(name, shape, target)
         w = Weight(raw, target, shape)
         self.used[name] = (target, tuple(shape), raw)
         return w
+
+    def convert(self, name: str, shape, target: str) -> np.ndarray:
+        """The matrix `name` in `target` rows (subclasses may convert slice by slice)."""
+        return quantize(self.f32(name), target)
 
     def vec(self, name: str, shape, add: float = 0.0) -> Vec:
         """A float32 vector (a norm weight, a bias) or small [rows, n] block; `add` is added first (Gemma's 1 + w)."""
