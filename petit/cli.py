@@ -63,7 +63,8 @@ def _add_chat(sub) -> None:
                    help="a .petit model file or a Hugging Face model folder (default: the bundled model)")
     p.add_argument("-m", "--model", help="the same as MODEL")
     p.add_argument("--system", help="a system prompt")
-    p.add_argument("-n", "--max-tokens", type=non_negative_int, default=256, help="longest reply (default 256)")
+    p.add_argument("-n", "--max-tokens", "--max-new-tokens", dest="max_tokens", type=non_negative_int, default=256,
+                   help="longest reply (default 256)")
     p.add_argument("--format", choices=["chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "raw"],
                    help="chat format instead of the model's own template; raw = the completion notebook "
                         "(default: the model's template, or raw when it has none)")

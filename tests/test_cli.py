@@ -208,3 +208,38 @@ def test_chat_ctrl_c_at_the_prompt_does_not_exit():
     finally:
         p.kill()
     assert p.returncode == 0 and out == "19\n"
+
+
+def test_chat_runs_a_hugging_face_folder_end_to_end():
+    from pathlib import Path
+    from petit.session import ChatSession
+    folder = Path(__file__).parent / "fixtures" / "hf" / "qwen2"
+    r = subprocess.run(["petit", "chat", str(folder), "--greedy", "--max-new-tokens", "6", "--weights", "f32"],
+                       input="hello\n/reset\nhello\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"petit chat: {folder} (" in r.stderr and "format: model's template" in r.stderr
+    model = petit.load(folder, weights="f32")
+    reply = "".join(s.text for s in ChatSession(model, max_tokens=6).send("hello"))
+    assert r.stdout == f"{reply}\n{reply}\n"          # /reset: the same first turn again
+
+
+def test_chat_ctrl_c_mid_reply_stops_the_reply_not_the_program(tmp_path):
+    import select
+    import signal
+    cfg = dict(models.TINY, max_position_embeddings=4096)
+    models.write_model(tmp_path / "long.petit", cfg)       # raw mode, no EOS: it talks until -n or Ctrl+C
+    p = subprocess.Popen(["petit", "chat", str(tmp_path / "long.petit"), "-n", "4000", "--greedy"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        p.stdin.write("hello\n")
+        p.stdin.flush()
+        assert select.select([p.stdout], [], [], 60)[0], "no reply streamed"
+        p.send_signal(signal.SIGINT)                        # while the reply streams
+        p.stdin.write("/exit\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and " [stopped]" in err and "interrupted" not in err
+    assert len(out) < 4000                                   # the reply ended early
