@@ -14,15 +14,50 @@ static int active_isa = PT_ISA_SCALAR;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- CPU features ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* CPU features from cpuid, and whether the OS saves the AVX (and AVX-512) registers (xgetbv): the same answer with
+ * gcc and clang, which do not accept the same __builtin_cpu_supports names */
+enum { F_SSE42, F_AVX, F_AVX2, F_FMA, F_F16C, F_AVX512F, F_AVX512BW, F_AVX512VL, F_AVX512VNNI, F_AVX512BF16, F_N };
+
+static void cpu_features(int has[F_N]) {
+    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0;
+    for (int i = 0; i < F_N; i++) has[i] = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int osxsave = (c >> 27) & 1;
+    unsigned long long xcr0 = 0;
+    if (osxsave) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((unsigned long long)hi << 32) | lo;
+    }
+    int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+    has[F_SSE42] = (c >> 20) & 1;
+    has[F_AVX] = os_avx && ((c >> 28) & 1);
+    has[F_FMA] = os_avx && ((c >> 12) & 1);
+    has[F_F16C] = os_avx && ((c >> 29) & 1);
+    unsigned d7;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7)) {
+        has[F_AVX2] = os_avx && ((b7 >> 5) & 1);
+        has[F_AVX512F] = os_avx512 && ((b7 >> 16) & 1);
+        has[F_AVX512BW] = os_avx512 && ((b7 >> 30) & 1);
+        has[F_AVX512VL] = os_avx512 && ((b7 >> 31) & 1);
+        has[F_AVX512VNNI] = os_avx512 && ((c7 >> 11) & 1);
+        if (__get_cpuid_count(7, 1, &a71, &b, &c, &d)) has[F_AVX512BF16] = os_avx512 && ((a71 >> 5) & 1);
+    }
+}
+#endif
+
 int pt_isa_supported(int isa) {
     if (isa == PT_ISA_SCALAR) return 1;
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    int has[F_N];
+    cpu_features(has);
+    int avx2 = has[F_AVX2] && has[F_FMA] && has[F_F16C];
     if (isa == PT_ISA_AVX2) return avx2 && pt_kernels_avx2.name != 0;
     if (isa == PT_ISA_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        return avx2 && has[F_AVX512F] && has[F_AVX512BW] && has[F_AVX512VL] && has[F_AVX512VNNI] &&
                pt_kernels_avx512.name != 0;
 #endif
     return 0;
@@ -32,15 +67,11 @@ int pt_cpu_features(char *buf, int n) {
     int len = 0;
     if (n > 0) buf[0] = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    static const char *names[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                                  "avx512vnni", "avx512bf16"};
-    __builtin_cpu_init();
-    int has[10] = {__builtin_cpu_supports("sse4.2"), __builtin_cpu_supports("avx"), __builtin_cpu_supports("avx2"),
-                   __builtin_cpu_supports("fma"), __builtin_cpu_supports("f16c"),
-                   __builtin_cpu_supports("avx512f"), __builtin_cpu_supports("avx512bw"),
-                   __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("avx512vnni"),
-                   __builtin_cpu_supports("avx512bf16")};
-    for (int i = 0; i < 10; i++) {
+    static const char *names[F_N] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                     "avx512vnni", "avx512bf16"};
+    int has[F_N];
+    cpu_features(has);
+    for (int i = 0; i < F_N; i++) {
         if (!has[i]) continue;
         int w = snprintf(buf + len, n > len ? (size_t)(n - len) : 0, "%s%s", len ? "," : "", names[i]);
         if (w > 0) len += w;
@@ -50,11 +81,13 @@ int pt_cpu_features(char *buf, int n) {
 }
 
 int pt_default_threads(void) {
+#ifdef __linux__                 /* the CPUs this process may run on (a container's or taskset's limit) */
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) {
         int c = CPU_COUNT(&set);
         if (c > 0) return c;
     }
+#endif
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     return c > 0 ? (int)c : 1;
 }

@@ -1,11 +1,19 @@
 /* The AVX2 + FMA + F16C path. */
 #include "internal.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>          /* before the target switch: clang's intrinsics carry their own targets */
+#ifdef __clang__                 /* clang ignores GCC's target pragma: the same, as an attribute on every function */
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #include "ops_generic.h"
 #define SUFFIX avx2
 #define DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 #include "kern_x86.h"
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 PT_X86_TABLE(pt_kernels_avx2, "avx2");
 #else
 const pt_kernels pt_kernels_avx2 = {.name = 0};

@@ -2,11 +2,19 @@
  * vectors through AVX512VL), as Zen 4 and Ice Lake run fastest. */
 #include "internal.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>          /* before the target switch: clang's intrinsics carry their own targets */
+#ifdef __clang__                 /* clang ignores GCC's target pragma: the same, as an attribute on every function */
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
 #include "ops_generic.h"
 #define SUFFIX avx512
 #define DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #include "kern_x86.h"
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 PT_X86_TABLE(pt_kernels_avx512, "avx512vnni");
 #else
 const pt_kernels pt_kernels_avx512 = {.name = 0};
