@@ -33,6 +33,15 @@ _MIN_ENTRY = 4 + 1 + 4 + 4 + 8 + 8 + 8  # smallest possible table entry (1-byte 
 _tmp_counter = itertools.count()
 
 
+def close_map(mm) -> None:
+    """Close a memory map unless arrays still view it (then it is freed when they are collected); None is a no-op."""
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
 class PetitFileError(ValueError):
     """A `.petit` file (or data about to be written to one) is invalid; the message names file and field."""
 
@@ -360,12 +369,8 @@ class PetitFile:
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""
-        mm, self._mm = self._mm, None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:  # views still exported: the mapping is freed when they are collected
-                pass
+        close_map(self._mm)
+        self._mm = None
 
     def __enter__(self) -> "PetitFile":
         return self

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.petit_file import close_map
+
 MAX_HEADER_SIZE = 100_000_000  # the same cap the reference implementation uses
 
 # safetensors dtype -> (Petit dtype name, little-endian numpy dtype of the view; bf16 is viewed as uint16)
@@ -213,12 +215,8 @@ class SafetensorsFile:
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""
-        mm, self._mm = self._mm, None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:  # views still exported: the mapping is freed when they are collected
-                pass
+        close_map(self._mm)
+        self._mm = None
 
     def __enter__(self) -> "SafetensorsFile":
         return self

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from petit.petit_file import close_map
+
 # torch storage class -> (Petit dtype name, numpy dtype character without byte order; bf16 is viewed as uint16)
 STORAGES = {
     "FloatStorage": ("f32", "f4"),
@@ -309,12 +311,8 @@ class TorchBinFile:
         zf, self._zip = self._zip, None
         if zf is not None:
             zf.close()
-        mm, self._mm = self._mm, None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:  # views still exported: the mapping is freed when they are collected
-                pass
+        close_map(self._mm)
+        self._mm = None
 
     def __enter__(self) -> "TorchBinFile":
         return self
