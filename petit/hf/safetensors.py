@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.hf.tensor_file import TensorFile
 from petit.petit_file import close_map
 
 MAX_HEADER_SIZE = 100_000_000  # the same cap the reference implementation uses
@@ -61,7 +62,7 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-class SafetensorsFile:
+class SafetensorsFile(TensorFile):
     """A memory-mapped, fully validated `.safetensors` file.
 
     Attributes:
@@ -161,15 +162,6 @@ class SafetensorsFile:
                             f"shape {tuple(shape)} need {count * np_dtype.itemsize}", name)
         return SafetensorsEntry(name, dtype, tuple(shape), start + begin, start + end, np_dtype)
 
-    def names(self) -> list:
-        """Every tensor name in header order."""
-        return list(self.entries)
-
-    def info(self, name: str) -> tuple:
-        """Return (Petit dtype name, shape) of `name`. Raises SafetensorsError if there is no such tensor."""
-        e = self._get(name)
-        return e.dtype, e.shape
-
     def raw(self, name: str) -> np.ndarray:
         """Return a zero-copy, read-only view of `name` with its dtype (bf16 as uint16) and shape.
 
@@ -207,19 +199,7 @@ class SafetensorsFile:
         except (OSError, ValueError):
             pass
 
-    def _get(self, name: str) -> SafetensorsEntry:
-        e = self.entries.get(name)
-        if e is None:
-            raise self._err("no such tensor", name)
-        return e
-
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""
         close_map(self._mm)
         self._mm = None
-
-    def __enter__(self) -> "SafetensorsFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from petit.hf.tensor_file import TensorFile
 from petit.petit_file import close_map
 
 # torch storage class -> (Petit dtype name, numpy dtype character without byte order; bf16 is viewed as uint16)
@@ -126,7 +127,7 @@ def _legacy_message(path: str, head: bytes) -> str:
     return f"{path}: not a torch checkpoint (not a zip archive; truncated or a different format)"
 
 
-class TorchBinFile:
+class TorchBinFile(TensorFile):
     """A validated torch zip checkpoint, memory-mapped.
 
     Attributes:
@@ -259,15 +260,6 @@ class TorchBinFile:
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
             raise self._err(f"cannot read zip member {info.filename!r}: {e}") from None
 
-    def names(self) -> list:
-        """Every tensor name, in state dict order."""
-        return list(self.entries)
-
-    def info(self, name: str) -> tuple:
-        """Return (Petit dtype name, shape) of `name`. Raises TorchBinError if there is no such tensor."""
-        e = self._get(name)
-        return e.dtype, e.shape
-
     def raw(self, name: str) -> np.ndarray:
         """Return `name` as a read-only, C-contiguous array of native byte order with its dtype (bf16 as uint16)
         and shape.
@@ -300,12 +292,6 @@ class TorchBinFile:
         out.flags.writeable = False
         return out
 
-    def _get(self, name: str) -> TensorEntry:
-        e = self.entries.get(name)
-        if e is None:
-            raise self._err("no such tensor", name)
-        return e
-
     def close(self) -> None:
         """Release the memory map and the archive. Idempotent; never raises if views are still alive."""
         zf, self._zip = self._zip, None
@@ -313,10 +299,3 @@ class TorchBinFile:
             zf.close()
         close_map(self._mm)
         self._mm = None
-
-    def __enter__(self) -> "TorchBinFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
