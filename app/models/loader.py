@@ -1,14 +1,13 @@
 """Loading a model on a worker thread. petit.load cannot be interrupted, so cancelling a load means its result is
 thrown away (and the model closed) when it arrives; the app goes back to the old model at once."""
-import threading
-
-from PySide6.QtCore import QThread, Signal
+from PySide6.QtCore import Signal
 
 import petit
 from app.models.info import describe
+from app.threads import CancellableThread
 
 
-class LoadJob(QThread):
+class LoadJob(CancellableThread):
     # each carries the job, so one receiver (living on the GUI thread: queued) can tell old jobs from the current
     loaded = Signal(object, object, object)      # job, the Model, its ModelInfo
     failed = Signal(object, str)                 # job, the engine's message
@@ -17,14 +16,6 @@ class LoadJob(QThread):
     def __init__(self, path: str, weights: str | None = None, parent=None):
         super().__init__(parent)
         self.path, self.weights = path, weights
-        self._cancelled = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
 
     def run(self) -> None:
         try:

@@ -2,12 +2,12 @@
 queued to the GUI thread. The function gets a `report(obj)` callable that emits `progressed(obj)` and can poll
 `job.cancelled`. Owners keep the job until `ended`, then `wait()` (immediate) and `deleteLater()`; at shutdown
 they `cancel()` and `wait()`."""
-import threading
-
 from PySide6.QtCore import QThread, Signal
 
+from app.threads import CancellableThread
 
-class Job(QThread):
+
+class Job(CancellableThread):
     progressed = Signal(object)
     succeeded = Signal(object)
     failed = Signal(str)
@@ -17,14 +17,6 @@ class Job(QThread):
         super().__init__(parent)
         self.setObjectName(name)
         self._fn, self._args = fn, args
-        self._cancelled = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
 
     def run(self) -> None:
         try:
