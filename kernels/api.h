@@ -1,8 +1,8 @@
-/* Public C API of the Petit kernels, as seen by cffi (this file is fed to ffibuilder.cdef, so it holds only
- * declarations cffi can parse: no macros, no includes). All matrices are row-major. A weight matrix W has
- * `rows` output features and `cols` input features; y[t][r] = sum_k W[r][k] * x[t][k].
- * Every call releases the GIL (cffi API mode). Calls are serialised internally, so two Python threads may call
- * concurrently; each call runs on the shared thread pool. */
+/* Public C API of the Petit kernels. It is fed to ffibuilder.cdef and included by internal.h, so it holds only
+ * declarations both cffi and a C compiler accept: no macros, no includes, no include guard (internal.h has one).
+ * All matrices are row-major. A weight matrix W has `rows` output features and `cols` input features;
+ * y[t][r] = sum_k W[r][k] * x[t][k]. Every call releases the GIL (cffi API mode). Calls are serialised internally,
+ * so two Python threads may call concurrently; each call runs on the shared thread pool. */
 
 typedef struct {
     const void *data;   /* first byte of the tensor (f32, f16, bf16, q8_0 or q4_0 rows, see docs/petit-format.md) */

@@ -3,55 +3,46 @@
  * from several Python threads (the GIL is released) are serialised instead of corrupting the pool. */
 #define _GNU_SOURCE
 #include "internal.h"
-#include <pthread.h>
-#include <sched.h>
+#include "portable.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 const pt_kernels *pt_k = &pt_kernels_scalar;
 static int active_isa = PT_ISA_SCALAR;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_mutex lock = PT_MUTEX_INIT;
 
 /* ---- CPU features ---- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-
+#ifdef PT_X86_64
 /* CPU features from cpuid, and whether the OS saves the AVX (and AVX-512) registers (xgetbv): the same answer with
- * gcc and clang, which do not accept the same __builtin_cpu_supports names */
+ * gcc, clang and MSVC, which do not share a __builtin_cpu_supports */
 enum { F_SSE42, F_AVX, F_AVX2, F_FMA, F_F16C, F_AVX512F, F_AVX512BW, F_AVX512VL, F_AVX512VNNI, F_AVX512BF16, F_N };
 
 static void cpu_features(int has[F_N]) {
-    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0;
+    unsigned r[4];
     for (int i = 0; i < F_N; i++) has[i] = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
-    int osxsave = (c >> 27) & 1;
-    unsigned long long xcr0 = 0;
-    if (osxsave) {
-        unsigned lo, hi;
-        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        xcr0 = ((unsigned long long)hi << 32) | lo;
-    }
+    if (!pt_cpuid(1, 0, r)) return;
+    unsigned c = r[2];
+    unsigned long long xcr0 = (c >> 27) & 1 ? pt_xgetbv0() : 0;   /* OSXSAVE: the OS manages the vector state */
     int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
     has[F_SSE42] = (c >> 20) & 1;
     has[F_AVX] = os_avx && ((c >> 28) & 1);
     has[F_FMA] = os_avx && ((c >> 12) & 1);
     has[F_F16C] = os_avx && ((c >> 29) & 1);
-    unsigned d7;
-    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7)) {
+    if (pt_cpuid(7, 0, r)) {
+        unsigned b7 = r[1], c7 = r[2];
         has[F_AVX2] = os_avx && ((b7 >> 5) & 1);
         has[F_AVX512F] = os_avx512 && ((b7 >> 16) & 1);
         has[F_AVX512BW] = os_avx512 && ((b7 >> 30) & 1);
         has[F_AVX512VL] = os_avx512 && ((b7 >> 31) & 1);
         has[F_AVX512VNNI] = os_avx512 && ((c7 >> 11) & 1);
-        if (__get_cpuid_count(7, 1, &a71, &b, &c, &d)) has[F_AVX512BF16] = os_avx512 && ((a71 >> 5) & 1);
+        if (pt_cpuid(7, 1, r)) has[F_AVX512BF16] = os_avx512 && ((r[0] >> 5) & 1);
     }
 }
 #endif
 
 int pt_isa_supported(int isa) {
     if (isa == PT_ISA_SCALAR) return 1;
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PT_X86_64
     int has[F_N];
     cpu_features(has);
     int avx2 = has[F_AVX2] && has[F_FMA] && has[F_F16C];
@@ -66,7 +57,7 @@ int pt_isa_supported(int isa) {
 int pt_cpu_features(char *buf, int n) {
     int len = 0;
     if (n > 0) buf[0] = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PT_X86_64
     static const char *names[F_N] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
                                      "avx512vnni", "avx512bf16"};
     int has[F_N];
@@ -80,43 +71,37 @@ int pt_cpu_features(char *buf, int n) {
     return len < n ? len : (n > 0 ? n - 1 : 0);
 }
 
-int pt_default_threads(void) {
-#ifdef __linux__                 /* the CPUs this process may run on (a container's or taskset's limit) */
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        int c = CPU_COUNT(&set);
-        if (c > 0) return c;
-    }
-#endif
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (int)c : 1;
-}
+int pt_default_threads(void) { return pt_cpu_count(); }
 
-static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&lock); }
+#ifndef _WIN32                   /* fork(): a child must not inherit the lock held, nor workers it does not have */
+static void atfork_prepare(void) { pt_mutex_lock(&lock); }
+static void atfork_parent(void) { pt_mutex_unlock(&lock); }
 static void atfork_child(void) {
-    pthread_mutex_init(&lock, NULL);
+    pt_mutex_reset(&lock);
     pt_pool_after_fork_child();
 }
+#endif
 
 int pt_init(int n_threads, int isa) {
+#ifndef _WIN32
     static int atfork_done = 0;
     if (!atfork_done) {
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         atfork_done = 1;
     }
+#endif
     if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
     if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
                        : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2 : PT_ISA_SCALAR;
     if (!pt_isa_supported(isa)) return -1;
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
-    pthread_mutex_lock(&lock);
+    pt_mutex_lock(&lock);
     static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512};
     pt_k = tables[isa];
     active_isa = isa;
     int rc = pt_pool_threads() == n_threads ? 0 : pt_pool_start(n_threads);
-    pthread_mutex_unlock(&lock);
+    pt_mutex_unlock(&lock);
     return rc == 0 ? 0 : -2;
 }
 
@@ -190,10 +175,10 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
         quantized |= W[m]->dtype == PT_Q8_0 || W[m]->dtype == PT_Q4_0;
     }
     const int64_t K = W[0]->cols;
-    pthread_mutex_lock(&lock);
+    pt_mutex_lock(&lock);
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate};
     if (quantized) {
-        if (act_reserve(T * K) < 0) { pthread_mutex_unlock(&lock); return -3; }
+        if (act_reserve(T * K) < 0) { pt_mutex_unlock(&lock); return -3; }
         quant_job qj = {x, K};
         if ((double)T * (double)K < SERIAL_MACS) pt_quantize_act(x, T, K, act.q, act.d, act.s);
         else pt_pool_run(quant_task, &qj, T);
@@ -219,7 +204,7 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
     } else {
         pt_pool_run(matmul_task, &j, chunks);
     }
-    pthread_mutex_unlock(&lock);
+    pt_mutex_unlock(&lock);
     return 0;
 }
 
@@ -363,10 +348,10 @@ static void attn_task(void *ctx, int64_t chunk, int ith) {
 
 static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
     if (j->n_kv <= 0 || j->n_heads % j->n_kv || pos0 < 0 || pos0 + T > j->n_ctx || j->window < 0) return -1;
-    pthread_mutex_lock(&lock);
+    pt_mutex_lock(&lock);
     /* scratch first, on this thread's slot set, so a task never meets a failed allocation */
     for (int i = 0; i < pt_pool_threads(); i++) {
-        if (!pt_scratch(i, pos0 + T)) { pthread_mutex_unlock(&lock); return -3; }
+        if (!pt_scratch(i, pos0 + T)) { pt_mutex_unlock(&lock); return -3; }
     }
     int64_t target = (int64_t)pt_pool_threads() * 8;
     j->items_per_chunk = j->n_items / target > 1 ? j->n_items / target : 1;
@@ -377,7 +362,7 @@ static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
     } else {
         pt_pool_run(attn_task, j, chunks);
     }
-    pthread_mutex_unlock(&lock);
+    pt_mutex_unlock(&lock);
     return 0;
 }
 

@@ -8,6 +8,12 @@
 #include <string.h>
 #include <math.h>
 
+/* The x86-64 SIMD paths are compiled: gcc and clang switch targets per file (kern_avx2.c), MSVC needs no switch
+ * for intrinsics. Elsewhere (Apple Silicon, other ARM) the scalar path runs. */
+#if defined(__x86_64__) || defined(_M_X64)
+#define PT_X86_64 1
+#endif
+
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4 };
 enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_COUNT = 3 };
 
@@ -15,12 +21,7 @@ enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_COUNT = 3 }
 #define Q8_BYTES 34      /* fp16 d + 32 int8 */
 #define Q4_BYTES 18      /* fp16 d + 16 bytes of nibbles */
 
-typedef struct {
-    const void *data;
-    int32_t dtype;
-    int64_t rows;
-    int64_t cols;
-} pt_tensor;
+#include "api.h"   /* pt_tensor and the public prototypes */
 
 /* ---- fp16 / bf16 <-> fp32, portable (round to nearest even) ---- */
 static inline uint32_t pt_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -30,7 +31,7 @@ static inline float pt_h2f(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     if (exp == 0) {
         if (mant == 0) return pt_bits_f32(sign);
-        return (sign ? -1.0f : 1.0f) * (float)mant * 0x1p-24f;            /* subnormal */
+        return (sign ? -1.0f : 1.0f) * (float)mant * 5.9604644775390625e-08f;   /* subnormal: mant * 2^-24 */
     }
     if (exp == 31) return pt_bits_f32(sign | 0x7f800000u | (mant << 13));  /* inf / nan */
     return pt_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));

@@ -1,10 +1,10 @@
 /* The AVX2 + FMA + F16C path. */
 #include "internal.h"
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PT_X86_64
 #include <immintrin.h>          /* before the target switch: clang's intrinsics carry their own targets */
 #ifdef __clang__                 /* clang ignores GCC's target pragma: the same, as an attribute on every function */
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
+#elif defined(__GNUC__)          /* MSVC compiles intrinsics without a target switch */
 #pragma GCC target("avx2,fma,f16c")
 #endif
 #include "ops_generic.h"

@@ -1,11 +1,11 @@
 /* The AVX-512 path: the AVX2 kernels with VNNI's vpdpbusd (u8 x s8 -> int32 in one instruction, on 256-bit
  * vectors through AVX512VL), as Zen 4 and Ice Lake run fastest. */
 #include "internal.h"
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PT_X86_64
 #include <immintrin.h>          /* before the target switch: clang's intrinsics carry their own targets */
 #ifdef __clang__                 /* clang ignores GCC's target pragma: the same, as an attribute on every function */
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
-#else
+#elif defined(__GNUC__)          /* MSVC compiles intrinsics without a target switch */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #endif
 #include "ops_generic.h"

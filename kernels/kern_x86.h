@@ -15,7 +15,9 @@ static inline float FN(hsum8_)(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static inline float FN(h2f_)(const uint8_t *p) { return _cvtsh_ss(pt_load_u16(p)); }
+/* one fp16 -> fp32 (F16C; _cvtsh_ss is not in every compiler's headers) */
+static inline float FN(h2f1_)(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+static inline float FN(h2f_)(const uint8_t *p) { return FN(h2f1_)(pt_load_u16(p)); }
 
 static void FN(quant_act_)(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -167,7 +169,7 @@ static inline __m256 FN(load8_)(const void *w, int32_t dtype, int64_t i) {
 static inline float FN(load1_)(const void *w, int32_t dtype, int64_t i) {
     if (dtype == PT_F32) return ((const float *)w)[i];
     uint16_t h = ((const uint16_t *)w)[i];
-    return dtype == PT_F16 ? _cvtsh_ss(h) : pt_bf2f(h);
+    return dtype == PT_F16 ? FN(h2f1_)(h) : pt_bf2f(h);
 }
 
 static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,

@@ -6,14 +6,15 @@
  * core instead of the caller spinning on it. */
 #define _GNU_SOURCE
 #include "internal.h"
-#include <pthread.h>
-#include <sched.h>
+#include "portable.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef PT_X86_64
 #include <immintrin.h>
 #define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__) && defined(__GNUC__)
+#define CPU_RELAX() __asm__ volatile("yield")
 #else
 #define CPU_RELAX() ((void)0)
 #endif
@@ -23,9 +24,9 @@
 
 static struct {
     int n_threads;
-    pthread_t threads[MAX_THREADS];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pt_thread threads[MAX_THREADS];
+    pt_mutex mu;
+    pt_cond cv;
     int sleepers;              /* guarded by mu */
     atomic_int generation;     /* bumped once per job */
     atomic_int stop;
@@ -35,11 +36,11 @@ static struct {
     atomic_llong next;
     atomic_int done;           /* workers that finished the current job */
     int start_generation;      /* the generation when the workers were created */
-    pthread_mutex_t done_mu;   /* the caller sleeps on done_cv when the workers are slow (a core taken away) */
-    pthread_cond_t done_cv;
+    pt_mutex done_mu;   /* the caller sleeps on done_cv when the workers are slow (a core taken away) */
+    pt_cond done_cv;
     atomic_int caller_waiting;
-} P = { .n_threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-        .done_mu = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER };
+} P = { .n_threads = 1, .mu = PT_MUTEX_INIT, .cv = PT_COND_INIT, .done_mu = PT_MUTEX_INIT,
+        .done_cv = PT_COND_INIT };
 
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
 
@@ -58,7 +59,7 @@ static void run_chunks(int ith) {
     while ((c = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < P.n_chunks) P.fn(P.ctx, c, ith);
 }
 
-static void *worker(void *arg) {
+static PT_THREAD_FN(worker) {
     int ith = (int)(intptr_t)arg;
     int seen = P.start_generation;   /* not a fresh load: a job may already have been posted */
     for (;;) {
@@ -68,22 +69,22 @@ static void *worker(void *arg) {
             g = atomic_load_explicit(&P.generation, memory_order_acquire);
         }
         if (g == seen) {
-            pthread_mutex_lock(&P.mu);
+            pt_mutex_lock(&P.mu);
             P.sleepers++;
             while ((g = atomic_load_explicit(&P.generation, memory_order_acquire)) == seen &&
                    !atomic_load(&P.stop))
-                pthread_cond_wait(&P.cv, &P.mu);
+                pt_cond_wait(&P.cv, &P.mu);
             P.sleepers--;
-            pthread_mutex_unlock(&P.mu);
+            pt_mutex_unlock(&P.mu);
         }
-        if (atomic_load(&P.stop)) return NULL;
+        if (atomic_load(&P.stop)) return PT_THREAD_RETURN;
         seen = g;
         run_chunks(ith);
         atomic_fetch_add(&P.done, 1);
         if (atomic_load(&P.caller_waiting)) {   /* seq_cst pair with the caller: one of us sees the other */
-            pthread_mutex_lock(&P.done_mu);
-            pthread_cond_signal(&P.done_cv);
-            pthread_mutex_unlock(&P.done_mu);
+            pt_mutex_lock(&P.done_mu);
+            pt_cond_signal(&P.done_cv);
+            pt_mutex_unlock(&P.done_mu);
         }
     }
 }
@@ -93,10 +94,10 @@ int pt_pool_threads(void) { return P.n_threads; }
 /* After fork() the child has no workers: forget them (their mutexes may have been held mid-job), so the child
  * runs single-threaded until it calls pt_init again (petit/_native.py does, through os.register_at_fork). */
 void pt_pool_after_fork_child(void) {
-    pthread_mutex_init(&P.mu, NULL);
-    pthread_cond_init(&P.cv, NULL);
-    pthread_mutex_init(&P.done_mu, NULL);
-    pthread_cond_init(&P.done_cv, NULL);
+    pt_mutex_reset(&P.mu);
+    pt_cond_reset(&P.cv);
+    pt_mutex_reset(&P.done_mu);
+    pt_cond_reset(&P.done_cv);
     P.sleepers = 0;
     atomic_store(&P.stop, 0);
     atomic_store(&P.caller_waiting, 0);
@@ -105,12 +106,12 @@ void pt_pool_after_fork_child(void) {
 
 void pt_pool_stop(void) {
     if (P.n_threads <= 1) { P.n_threads = 1; return; }
-    pthread_mutex_lock(&P.mu);
+    pt_mutex_lock(&P.mu);
     atomic_store(&P.stop, 1);
     atomic_fetch_add(&P.generation, 1);
-    pthread_cond_broadcast(&P.cv);
-    pthread_mutex_unlock(&P.mu);
-    for (int i = 1; i < P.n_threads; i++) pthread_join(P.threads[i], NULL);
+    pt_cond_broadcast(&P.cv);
+    pt_mutex_unlock(&P.mu);
+    for (int i = 1; i < P.n_threads; i++) pt_thread_join(P.threads[i]);
     atomic_store(&P.stop, 0);
     P.n_threads = 1;
 }
@@ -121,7 +122,7 @@ int pt_pool_start(int n_threads) {
     P.n_threads = n_threads;
     P.start_generation = atomic_load(&P.generation);
     for (int i = 1; i < n_threads; i++) {
-        if (pthread_create(&P.threads[i], NULL, worker, (void *)(intptr_t)i) != 0) {
+        if (pt_thread_start(&P.threads[i], worker, (void *)(intptr_t)i) != 0) {
             P.n_threads = i;   /* keep what started */
             return -1;
         }
@@ -140,10 +141,10 @@ void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     P.n_chunks = n_chunks;
     atomic_store_explicit(&P.next, 0, memory_order_relaxed);
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
-    pthread_mutex_lock(&P.mu);
+    pt_mutex_lock(&P.mu);
     atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
-    if (P.sleepers) pthread_cond_broadcast(&P.cv);
-    pthread_mutex_unlock(&P.mu);
+    if (P.sleepers) pt_cond_broadcast(&P.cv);
+    pt_mutex_unlock(&P.mu);
     run_chunks(0);
     int workers = P.n_threads - 1;
     for (int spins = 0; spins < SPIN_ITERS; spins++) {
@@ -151,9 +152,9 @@ void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
         CPU_RELAX();
     }
     /* a worker is late (descheduled, or woken from sleep): block instead of burning the core it needs */
-    pthread_mutex_lock(&P.done_mu);
+    pt_mutex_lock(&P.done_mu);
     atomic_store(&P.caller_waiting, 1);
-    while (atomic_load(&P.done) < workers) pthread_cond_wait(&P.done_cv, &P.done_mu);
+    while (atomic_load(&P.done) < workers) pt_cond_wait(&P.done_cv, &P.done_mu);
     atomic_store(&P.caller_waiting, 0);
-    pthread_mutex_unlock(&P.done_mu);
+    pt_mutex_unlock(&P.done_mu);
 }

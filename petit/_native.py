@@ -79,4 +79,5 @@ def info() -> dict:
 
 
 configure()
-os.register_at_fork(after_in_child=_restart_in_child)
+if hasattr(os, "register_at_fork"):   # POSIX only: Windows has no fork()
+    os.register_at_fork(after_in_child=_restart_in_child)

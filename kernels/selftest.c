@@ -1,0 +1,260 @@
+/* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
+ * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
+ * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
+ * kernels/{dispatch,ops,pool,quant,kern_scalar,kern_avx2,kern_avx512}.c -lm -lpthread` builds it by hand.
+ *
+ * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
+ * double-precision sums, the thread pool (every thread count gives the same bits as one thread, and a few thousand
+ * jobs in a row neither hang nor lose work), and the compiler's float conversions and rounding (fp16, bf16, q8_0
+ * and q4_0 bytes exactly as GGML's rules give them). It prints one line per check and closes with
+ * "N passed, N failed"; the exit code is 0 only when nothing failed. */
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+static int n_pass, n_fail;
+
+static void check(int ok, const char *what) {
+    if (ok) n_pass++;
+    else n_fail++;
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    fflush(stdout);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float uniform(void) {   /* xorshift64*, in [-1, 1) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *random_floats(int64_t n, float scale) {
+    float *x = (float *)malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = uniform() * scale;
+    return x;
+}
+
+/* ---- conversions and weight quantization: exact bytes ---- */
+
+static void check_conversions(void) {
+    static const float probe[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, 6.1035156e-05f,
+                                  5.9604645e-08f, 2.9802322e-08f, 0.333333343f, 1.00048828f, 1.00146484f};
+    static const uint16_t f16[] = {0x0000, 0x8000, 0x3c00, 0xc100, 0x7bff, 0x7c00, 0x7c00, 0x0400,
+                                   0x0001, 0x0000, 0x3555, 0x3c00, 0x3c02};
+    int ok = 1;
+    for (int i = 0; i < (int)(sizeof(probe) / sizeof(probe[0])); i++) {
+        uint16_t h = pt_f2h(probe[i]);
+        ok &= h == f16[i];
+        if (h != f16[i]) printf("     f16(%.9g) = 0x%04x, expected 0x%04x\n", probe[i], h, f16[i]);
+    }
+    check(ok, "fp32 -> fp16 rounds to nearest even, overflow to inf, subnormals");
+    ok = 1;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;   /* NaN payloads need not round-trip */
+        ok &= pt_f2h(pt_h2f((uint16_t)h)) == h;
+    }
+    check(ok, "fp16 -> fp32 -> fp16 round-trips all 63,490 non-NaN values");
+    ok = pt_f2bf(1.00390625f) == 0x3f80 && pt_f2bf(1.01171875f) == 0x3f82 && pt_f2bf(-3.5f) == 0xc060;
+    check(ok, "fp32 -> bf16 rounds to nearest even");
+
+    /* q8_0 and q4_0 against GGML's rules, written here in the obvious way */
+    enum { ROWS = 3, COLS = 96 };
+    float *x = random_floats(ROWS * COLS, 3.0f);
+    x[5] = 0.0f;
+    for (int j = 64; j < 96; j++) x[j] = 0.0f;   /* an all-zero block */
+    uint8_t q8[ROWS * COLS / QK * Q8_BYTES], q4[ROWS * COLS / QK * Q4_BYTES];
+    pt_quantize(PT_Q8_0, x, ROWS, COLS, q8);
+    pt_quantize(PT_Q4_0, x, ROWS, COLS, q4);
+    int ok8 = 1, ok4 = 1;
+    for (int b = 0; b < ROWS * COLS / QK; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++)
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        float d8 = amax / 127.0f, id8 = d8 != 0.0f ? 1.0f / d8 : 0.0f;
+        float d4 = max / -8.0f, id4 = d4 != 0.0f ? 1.0f / d4 : 0.0f;
+        ok8 &= pt_load_u16(q8 + b * Q8_BYTES) == pt_f2h(d8);
+        ok4 &= pt_load_u16(q4 + b * Q4_BYTES) == pt_f2h(d4);
+        for (int j = 0; j < QK; j++) ok8 &= (int8_t)q8[b * Q8_BYTES + 2 + j] == (int8_t)roundf(xb[j] * id8);
+        for (int j = 0; j < QK / 2; j++) {
+            int lo = (int)(xb[j] * id4 + 8.5f), hi = (int)(xb[j + QK / 2] * id4 + 8.5f);
+            lo = lo > 15 ? 15 : lo;
+            hi = hi > 15 ? 15 : hi;
+            ok4 &= q4[b * Q4_BYTES + 2 + j] == (uint8_t)(lo | (hi << 4));
+        }
+    }
+    check(ok8, "q8_0 bytes: d = amax/127 as fp16, q = roundf(x/d)");
+    check(ok4, "q4_0 bytes: d = max/-8 as fp16, nibble = min(15, (int)(x/d + 8.5))");
+    free(x);
+}
+
+/* ---- matrix products against double-precision sums ---- */
+
+static const char *DTYPE_NAMES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni"};
+
+typedef struct { int64_t rows, cols, T; } shape;
+static const shape SHAPES[] = {{1, 32, 1}, {37, 96, 1}, {67, 160, 3}, {129, 288, 5}, {300, 1024, 2}};
+#define N_SHAPES ((int)(sizeof(SHAPES) / sizeof(SHAPES[0])))
+#define N_THREADS 3   /* 1, 2 and 3 threads */
+
+/* y[T][rows] of one isa and thread count; results[isa][threads-1][dtype][shape] */
+static float *results[PT_ISA_COUNT][N_THREADS][5][N_SHAPES];
+
+/* |y - sum| <= 2e-5 * sum|terms| + 1e-6 for every output: float32 rounding of a sum in another order */
+static int close_to_reference(const float *y, const float *w, const float *x, const shape *s) {
+    for (int64_t t = 0; t < s->T; t++)
+        for (int64_t r = 0; r < s->rows; r++) {
+            double sum = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < s->cols; k++) {
+                double p = (double)w[r * s->cols + k] * (double)x[t * s->cols + k];
+                sum += p;
+                mag += fabs(p);
+            }
+            double err = fabs((double)y[t * s->rows + r] - sum);
+            if (!(err <= 2e-5 * mag + 1e-6)) {
+                printf("     row %lld token %lld: %.9g, expected %.9g\n", (long long)r, (long long)t,
+                       y[t * s->rows + r], sum);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+static void check_matmul(int isa, int threads, int32_t dtype, int si) {
+    const shape *s = &SHAPES[si];
+    rng_state = 0x1234567ull + (uint64_t)si * 7919u + (uint64_t)dtype * 104729u;   /* the same data for every path */
+    float *wf = random_floats(s->rows * s->cols, 1.0f), *x = random_floats(s->T * s->cols, 2.0f);
+    int64_t rb = pt_row_bytes(dtype, s->cols);
+    uint8_t *w = (uint8_t *)malloc((size_t)(rb * s->rows));
+    pt_quantize(dtype, wf, s->rows, s->cols, w);
+    pt_dequantize(dtype, w, s->rows, s->cols, wf);   /* the reference uses the weights as stored */
+    float *xr = x;
+    if (dtype == PT_Q8_0 || dtype == PT_Q4_0) {      /* ... and the activations as the integer kernels see them */
+        int64_t nb = s->T * s->cols / QK;
+        int8_t *q = (int8_t *)malloc((size_t)(s->T * s->cols));
+        float *d = (float *)malloc((size_t)nb * sizeof(float));
+        int32_t *sums = (int32_t *)malloc((size_t)nb * sizeof(int32_t));
+        pt_quantize_act(x, s->T, s->cols, q, d, sums);
+        xr = (float *)malloc((size_t)(s->T * s->cols) * sizeof(float));
+        for (int64_t i = 0; i < s->T * s->cols; i++) xr[i] = (float)q[i] * d[i / QK];
+        free(q); free(d); free(sums);
+    }
+    float *y = (float *)malloc((size_t)(s->T * s->rows) * sizeof(float));
+    pt_tensor W = {w, dtype, s->rows, s->cols};
+    int rc = pt_matmul(&W, x, s->T, y, 0);
+    char what[160];
+    snprintf(what, sizeof what, "%s %d thread%s: %s matmul %lldx%lld, %lld token%s", ISA_NAMES[isa], threads,
+             threads > 1 ? "s" : "", DTYPE_NAMES[dtype], (long long)s->rows, (long long)s->cols, (long long)s->T,
+             s->T > 1 ? "s" : "");
+    int ok = rc == 0 && close_to_reference(y, wf, xr, s);
+    if (threads > 1) {   /* rows are split between threads, never one sum: the same bits as one thread */
+        const float *one = results[isa][0][dtype][si];
+        ok &= one && memcmp(one, y, (size_t)(s->T * s->rows) * sizeof(float)) == 0;
+        if (one && memcmp(one, y, (size_t)(s->T * s->rows) * sizeof(float)) != 0)
+            printf("     differs from the 1-thread result\n");
+    }
+    check(ok, what);
+    results[isa][threads - 1][dtype][si] = y;
+    if (xr != x) free(xr);
+    free(wf); free(x); free(w);
+}
+
+/* ---- attention (grouped-query, sliding window, soft-capping) over the f32 KV cache ---- */
+
+static void check_attention(int isa, int threads) {
+    enum { NH = 4, NKV = 2, HD = 40, NCTX = 16, T = 7 };
+    const int64_t window = 4;
+    const float scale = 0.158113883f, softcap = 5.0f;
+    rng_state = 0xA77E7710ull;
+    float *q = random_floats(T * NH * HD, 2.0f), *k = random_floats(T * NKV * HD, 2.0f);
+    float *v = random_floats(T * NKV * HD, 1.0f);
+    static float kc[NKV * NCTX * HD], vc[NKV * NCTX * HD], out[T * NH * HD];
+    int rc = pt_rope_store(q, k, v, T, NH, NKV, HD, 0, 0, NULL, NULL, 0, 0, kc, vc, NCTX);
+    rc |= pt_attention(q, kc, vc, NCTX, T, NH, NKV, HD, 0, scale, softcap, window, out);
+    int ok = rc == 0;
+    for (int t = 0; t < T && ok; t++)
+        for (int h = 0; h < NH && ok; h++) {
+            int g = h / (NH / NKV), lo = t - (int)window + 1 < 0 ? 0 : t - (int)window + 1;
+            double p[T], z = 0.0, m = -1e300;
+            for (int j = lo; j <= t; j++) {
+                double sdot = 0.0;
+                for (int i = 0; i < HD; i++) sdot += (double)q[(t * NH + h) * HD + i] * kc[(g * NCTX + j) * HD + i];
+                p[j] = softcap * tanh(sdot * scale / softcap);
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int j = lo; j <= t; j++) { p[j] = exp(p[j] - m); z += p[j]; }
+            for (int i = 0; i < HD && ok; i++) {
+                double o = 0.0;
+                for (int j = lo; j <= t; j++) o += p[j] / z * vc[(g * NCTX + j) * HD + i];
+                if (!(fabs(out[(t * NH + h) * HD + i] - o) <= 2e-5)) {
+                    printf("     token %d head %d dim %d: %.9g, expected %.9g\n", t, h, i,
+                           out[(t * NH + h) * HD + i], o);
+                    ok = 0;
+                }
+            }
+        }
+    char what[160];
+    snprintf(what, sizeof what, "%s %d thread%s: attention, 4 heads over 2 kv heads, window 4, softcap 5",
+             ISA_NAMES[isa], threads, threads > 1 ? "s" : "");
+    check(ok, what);
+    free(q); free(k); free(v);
+}
+
+/* ---- the pool: many small jobs in a row, thread counts changed between them ---- */
+
+static void check_pool_stress(int isa) {
+    enum { ROWS = 512, COLS = 256, JOBS = 3000 };
+    rng_state = 0x5EED5EEDull;
+    float *wf = random_floats(ROWS * COLS, 1.0f), *x = random_floats(COLS, 1.0f);
+    uint8_t *w = (uint8_t *)malloc((size_t)(pt_row_bytes(PT_Q8_0, COLS) * ROWS));
+    pt_quantize(PT_Q8_0, wf, ROWS, COLS, w);
+    pt_tensor W = {w, PT_Q8_0, ROWS, COLS};
+    float first[ROWS], y[ROWS];
+    pt_init(1, isa);
+    pt_matmul(&W, x, 1, first, 0);
+    int ok = 1;
+    for (int i = 0; i < JOBS && ok; i++) {
+        if (i % 1000 == 0) pt_init(2 + i / 1000 % 2, isa);   /* workers stopped and started again */
+        pt_matmul(&W, x, 1, y, 0);
+        ok = memcmp(first, y, sizeof y) == 0;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s: %d matmuls in a row on 2 and 3 threads, restarted twice: same bits each time",
+             ISA_NAMES[isa], JOBS);
+    check(ok, what);
+    free(wf); free(x); free(w);
+}
+
+int main(void) {
+    char features[256];
+    pt_cpu_features(features, sizeof features);
+    printf("cpu features: %s\n", features[0] ? features : "(none detected)");
+    printf("cpus: %d\n", pt_default_threads());
+    check(pt_default_threads() >= 1, "at least one CPU is counted");
+    check(pt_isa_supported(PT_ISA_SCALAR) && pt_init(0, -1) == 0, "the best path starts on every CPU");
+    check(pt_init(1, PT_ISA_COUNT) == -1 && pt_init(1000, PT_ISA_SCALAR) == -2, "a bad path or thread count is refused");
+    check_conversions();
+    for (int isa = 0; isa < PT_ISA_COUNT; isa++) {
+        if (!pt_isa_supported(isa)) {
+            printf("skip %s: this CPU (or build) has no such path\n", ISA_NAMES[isa]);
+            continue;
+        }
+        for (int threads = 1; threads <= N_THREADS; threads++) {
+            if (pt_init(threads, isa) != 0 || pt_isa() != isa || pt_n_threads() != threads) {
+                check(0, "pt_init starts the path and the threads asked for");
+                continue;
+            }
+            for (int32_t dtype = PT_F32; dtype <= PT_Q4_0; dtype++)
+                for (int si = 0; si < N_SHAPES; si++) check_matmul(isa, threads, dtype, si);
+            check_attention(isa, threads);
+        }
+        check_pool_stress(isa);
+    }
+    pt_pool_stop();
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,109 @@
+"""The kernels on the systems this machine can stand in for: kernels/selftest.c (no Python) built with gcc and with
+clang (macOS's compiler), cross-built for Windows with MinGW-w64 and run under Wine (the Win32 thread pool, cpuid,
+the AVX2 path), and cross-built for ARM64 and run under QEMU (the scalar path on a weakly ordered CPU, as on an Apple
+Silicon Mac). Each build treats warnings as errors and refuses variable-length arrays, which MSVC lacks.
+
+A missing toolchain skips its test on a developer's machine; CI installs them all and sets PETIT_REQUIRE_CROSS=1,
+which turns those skips into failures.
+"""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = os.path.join(ROOT, "kernels")
+SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c"]
+FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-Wall", "-Wextra", "-Werror", "-Wvla",
+         "-Wno-unused-function", "-Wno-unused-parameter"]
+REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
+
+
+def _need(*tools: str) -> list[str]:
+    """The tools' paths; a skip (a failure under PETIT_REQUIRE_CROSS=1) when one is missing."""
+    found = [shutil.which(t) or (t if os.path.isabs(t) and os.access(t, os.X_OK) else None) for t in tools]
+    missing = [t for t, f in zip(tools, found) if f is None]
+    if missing:
+        (pytest.fail if REQUIRED else pytest.skip)(f"not installed: {', '.join(missing)}")
+    return found
+
+
+def _build(cc: str, out: str, extra: list[str]) -> None:
+    cmd = [cc, *FLAGS, "-I", KERNELS, *(os.path.join(KERNELS, s) for s in SOURCES), "-o", out, *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"{os.path.basename(cc)} failed:\n{p.stderr[-4000:]}"
+    assert p.stderr == "", f"{os.path.basename(cc)} warned:\n{p.stderr[-4000:]}"
+
+
+def _run(cmd: list[str], env: dict | None = None) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    out = p.stdout
+    failed = [line for line in out.splitlines() if line.startswith("FAIL") or line.startswith("     ")]
+    assert p.returncode == 0, f"selftest exited {p.returncode}:\n" + "\n".join(failed) + f"\n{out[-2000:]}{p.stderr[-2000:]}"
+    closing = re.search(r"^(\d+) passed, (\d+) failed$", out, re.M)
+    assert closing, out[-2000:]
+    assert closing.group(2) == "0"
+    return out
+
+
+def _expect_paths(out: str, paths: list[str]) -> None:
+    """Every check of each path ran: 5 dtypes x 5 shapes + attention, on 1, 2 and 3 threads, and the pool test."""
+    for isa in paths:
+        assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (5 * 5 + 1), isa
+        assert re.search(rf"^ok   {isa}: 3000 matmuls in a row", out, re.M), isa
+
+
+def _native_paths() -> list[str]:
+    from petit._native import ISAS, lib
+    return [name if name != "avx512" else "avx512vnni" for name, code in ISAS.items() if lib.pt_isa_supported(code)]
+
+
+def test_selftest_gcc(tmp_path):
+    (cc,) = _need("gcc")
+    exe = str(tmp_path / "selftest")
+    _build(cc, exe, ["-lm", "-lpthread"])
+    out = _run([exe])
+    assert "FAIL" not in out
+    _expect_paths(out, _native_paths())
+
+
+def test_selftest_clang(tmp_path):
+    """clang is what builds the kernels on macOS: its target attributes, not GCC's pragma, switch on AVX2."""
+    (cc,) = _need("clang")
+    exe = str(tmp_path / "selftest")
+    _build(cc, exe, ["-lm", "-lpthread"])
+    _expect_paths(_run([exe]), _native_paths())
+
+
+def _wine() -> str:
+    for name in ("wine64", "/usr/lib/wine/wine64", "wine"):
+        path = shutil.which(name) or (name if os.path.isabs(name) and os.access(name, os.X_OK) else None)
+        if path:
+            return path
+    (pytest.fail if REQUIRED else pytest.skip)("not installed: wine64")
+
+
+def test_selftest_windows_under_wine(tmp_path):
+    """The Win32 side of kernels/portable.h: SRW locks, condition variables, _beginthreadex, the affinity mask."""
+    (cc,) = _need("x86_64-w64-mingw32-gcc")
+    wine = _wine()
+    exe = str(tmp_path / "selftest.exe")
+    _build(cc, exe, ["-static"])
+    env = dict(os.environ, WINEPREFIX=str(tmp_path / "wine"), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+    out = _run([wine, exe], env)
+    # the Windows build detects this CPU as Linux does and runs the same paths
+    assert re.search(r"^cpus: [1-9]", out, re.M)
+    _expect_paths(out, _native_paths())
+
+
+def test_selftest_arm64_under_qemu(tmp_path):
+    """No x86 paths compiled: the scalar path and the POSIX pool on ARM's weaker memory ordering."""
+    cc, qemu = _need("aarch64-linux-gnu-gcc", "qemu-aarch64")
+    exe = str(tmp_path / "selftest-arm64")
+    _build(cc, exe, ["-static", "-lm", "-lpthread"])
+    out = _run([qemu, exe])
+    assert "cpu features: (none detected)" in out
+    assert "skip avx2: this CPU (or build) has no such path" in out
+    _expect_paths(out, ["scalar"])
