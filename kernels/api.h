@@ -12,7 +12,8 @@ typedef struct {
 } pt_tensor;
 
 /* ---- lifecycle and CPU dispatch ---- */
-int  pt_init(int n_threads, int isa);      /* isa: -1 best available, 0 scalar, 1 avx2, 2 avx512vnni. 0 ok, -1 isa unsupported, -2 bad thread count */
+/* isa: -1 best available, 0 scalar, 1 avx2, 2 avx512vnni, 3 neon (ARM64). 0 ok, -1 isa unsupported, -2 bad threads */
+int  pt_init(int n_threads, int isa);
 int  pt_isa(void);                         /* the active path */
 int  pt_isa_supported(int isa);            /* 1 if this CPU (and OS) can run that path */
 int  pt_n_threads(void);

@@ -42,6 +42,7 @@ static void cpu_features(int has[F_N]) {
 
 int pt_isa_supported(int isa) {
     if (isa == PT_ISA_SCALAR) return 1;
+    if (isa == PT_ISA_NEON) return pt_kernels_neon.name != 0;   /* every ARMv8-A CPU has NEON */
 #ifdef PT_X86_64
     int has[F_N];
     cpu_features(has);
@@ -67,6 +68,11 @@ int pt_cpu_features(char *buf, int n) {
         int w = snprintf(buf + len, n > len ? (size_t)(n - len) : 0, "%s%s", len ? "," : "", names[i]);
         if (w > 0) len += w;
     }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+    len = snprintf(buf, n > 0 ? (size_t)n : 0, "neon");
+#ifdef __ARM_FEATURE_DOTPROD
+    if (len > 0) len += snprintf(buf + len, n > len ? (size_t)(n - len) : 0, ",dotprod");
+#endif
 #endif
     return len < n ? len : (n > 0 ? n - 1 : 0);
 }
@@ -92,12 +98,14 @@ int pt_init(int n_threads, int isa) {
 #endif
     if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
     if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
-                       : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2 : PT_ISA_SCALAR;
+                       : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2
+                       : pt_isa_supported(PT_ISA_NEON)  ? PT_ISA_NEON : PT_ISA_SCALAR;
     if (!pt_isa_supported(isa)) return -1;
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
     pt_mutex_lock(&lock);
-    static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512};
+    static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
+                                                     &pt_kernels_neon};
     pt_k = tables[isa];
     active_isa = isa;
     int rc = pt_pool_threads() == n_threads ? 0 : pt_pool_start(n_threads);

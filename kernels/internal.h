@@ -9,13 +9,13 @@
 #include <math.h>
 
 /* The x86-64 SIMD paths are compiled: gcc and clang switch targets per file (kern_avx2.c), MSVC needs no switch
- * for intrinsics. Elsewhere (Apple Silicon, other ARM) the scalar path runs. */
+ * for intrinsics. ARM64 gets the NEON path (kern_neon.c), anything else the scalar one. */
 #if defined(__x86_64__) || defined(_M_X64)
 #define PT_X86_64 1
 #endif
 
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4 };
-enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_COUNT = 3 };
+enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_COUNT = 4 };
 
 #define QK 32            /* values per quantization block */
 #define Q8_BYTES 34      /* fp16 d + 32 int8 */
@@ -99,6 +99,7 @@ typedef struct {
 extern const pt_kernels pt_kernels_scalar;
 extern const pt_kernels pt_kernels_avx2;
 extern const pt_kernels pt_kernels_avx512;
+extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM64) */
 extern const pt_kernels *pt_k;          /* the active table */
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */

@@ -1,7 +1,7 @@
 /* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
  * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
  * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
- * kernels/{dispatch,ops,pool,quant,kern_scalar,kern_avx2,kern_avx512}.c -lm -lpthread` builds it by hand.
+ * kernels/{dispatch,ops,pool,quant,kern_*}.c -lm -lpthread` builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
  * double-precision sums, the thread pool (every thread count gives the same bits as one thread, and a few thousand
@@ -94,7 +94,7 @@ static void check_conversions(void) {
 /* ---- matrix products against double-precision sums ---- */
 
 static const char *DTYPE_NAMES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni"};
+static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni", "neon"};
 
 typedef struct { int64_t rows, cols, T; } shape;
 static const shape SHAPES[] = {{1, 32, 1}, {37, 96, 1}, {67, 160, 3}, {129, 288, 5}, {300, 1024, 2}};
@@ -204,6 +204,33 @@ static void check_attention(int isa, int threads) {
     free(q); free(k); free(v);
 }
 
+/* ---- activations the integer kernels cannot scale: a NaN stays NaN, a block too small to scale is zero ---- */
+
+static void check_unscalable(int isa) {
+    enum { K = 96 };
+    float x[K], d[K / QK], y[2];
+    int8_t q[K];
+    int32_t s[K / QK];
+    for (int i = 0; i < K; i++) x[i] = 0.5f;
+    x[7] = NAN;                                   /* block 0 */
+    for (int i = QK; i < 2 * QK; i++) x[i] = 1e-40f;   /* block 1: amax / 127 underflows */
+    pt_quantize_act(x, 1, K, q, d, s);
+    int ok = isnan(d[0]) && d[1] == 0.0f && s[1] == 0 && d[2] == 0.5f / 127.0f && s[2] == 127 * QK;
+    for (int i = QK; i < 2 * QK; i++) ok &= q[i] == 0;
+    float wf[2 * K];
+    for (int i = 0; i < 2 * K; i++) wf[i] = 1.0f;
+    uint8_t w8[2 * K / QK * Q8_BYTES], w4[2 * K / QK * Q4_BYTES];
+    pt_quantize(PT_Q8_0, wf, 2, K, w8);
+    pt_quantize(PT_Q4_0, wf, 2, K, w4);
+    pt_tensor W8 = {w8, PT_Q8_0, 2, K}, W4 = {w4, PT_Q4_0, 2, K};
+    ok &= pt_matmul(&W8, x, 1, y, 0) == 0 && isnan(y[0]) && isnan(y[1]);
+    ok &= pt_matmul(&W4, x, 1, y, 0) == 0 && isnan(y[0]) && isnan(y[1]);
+    char what[128];
+    snprintf(what, sizeof what, "%s: a NaN activation gives NaN outputs, a block too small to scale gives zeros",
+             ISA_NAMES[isa]);
+    check(ok, what);
+}
+
 /* ---- the pool: many small jobs in a row, thread counts changed between them ---- */
 
 static void check_pool_stress(int isa) {
@@ -252,6 +279,8 @@ int main(void) {
                 for (int si = 0; si < N_SHAPES; si++) check_matmul(isa, threads, dtype, si);
             check_attention(isa, threads);
         }
+        pt_init(1, isa);
+        check_unscalable(isa);
         check_pool_stress(isa);
     }
     pt_pool_stop();

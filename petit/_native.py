@@ -1,6 +1,6 @@
 """Loads the compiled kernels (`petit._kernels`, built by cffi at install time) and picks the CPU path once.
 
-The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avx512 forces a path
+The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avx512 | neon forces a path
 (for tests and benchmarks; an unsupported one is an error, never a silent fallback), PETIT_THREADS = N sets the
 thread count (default: the CPUs this process may run on).
 """
@@ -14,7 +14,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         f"{e}. Reinstall with `pip install .` from the source folder (a C compiler is required)."
     ) from e
 
-ISAS = {"scalar": 0, "avx2": 1, "avx512": 2}
+ISAS = {"scalar": 0, "avx2": 1, "avx512": 2, "neon": 3}
 ISA_NAMES = {v: k for k, v in ISAS.items()}
 
 
@@ -23,7 +23,7 @@ def configure(threads: int | None = None, isa: str | None = None) -> None:
 
     Args:
         threads: worker count including the caller; None reads PETIT_THREADS, else every allowed CPU.
-        isa: "scalar", "avx2" or "avx512"; None reads PETIT_ISA, else the best the CPU supports.
+        isa: "scalar", "avx2", "avx512" or "neon"; None reads PETIT_ISA, else the best the CPU supports.
 
     Raises:
         ValueError: an unknown or unsupported path, or a bad thread count.

@@ -168,7 +168,7 @@ def cmd_info(args) -> int:
     print(f"petit {__version__}")
     print(f"cpu features:   {i['cpu_features']}")
     print(f"kernel paths:   {', '.join(i['supported'])} (supported)")
-    print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512)")
+    print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512|neon)")
     print(f"threads:        {i['threads']}   (CPUs available: {i['default_threads']}; set PETIT_THREADS=N)")
     return 0
 

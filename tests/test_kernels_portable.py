@@ -1,7 +1,7 @@
 """The kernels on the systems this machine can stand in for: kernels/selftest.c (no Python) built with gcc and with
 clang (macOS's compiler), cross-built for Windows with MinGW-w64 and run under Wine (the Win32 thread pool, cpuid,
-the AVX2 path), and cross-built for ARM64 and run under QEMU (the scalar path on a weakly ordered CPU, as on an Apple
-Silicon Mac). Each build treats warnings as errors and refuses variable-length arrays, which MSVC lacks.
+the AVX2 path), and cross-built for ARM64 and run under QEMU (the NEON path and the pool on a weakly ordered CPU, as
+on an Apple Silicon Mac). Each build treats warnings as errors and refuses variable-length arrays, which MSVC lacks.
 
 A missing toolchain skips its test on a developer's machine; CI installs them all and sets PETIT_REQUIRE_CROSS=1,
 which turns those skips into failures.
@@ -15,7 +15,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
-SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c"]
+SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c",
+           "kern_neon.c"]
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
@@ -53,6 +54,7 @@ def _expect_paths(out: str, paths: list[str]) -> None:
     for isa in paths:
         assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (5 * 5 + 1), isa
         assert re.search(rf"^ok   {isa}: 3000 matmuls in a row", out, re.M), isa
+        assert re.search(rf"^ok   {isa}: a NaN activation gives NaN outputs", out, re.M), isa
 
 
 def _native_paths() -> list[str]:
@@ -98,12 +100,23 @@ def test_selftest_windows_under_wine(tmp_path):
     _expect_paths(out, _native_paths())
 
 
-def test_selftest_arm64_under_qemu(tmp_path):
-    """No x86 paths compiled: the scalar path and the POSIX pool on ARM's weaker memory ordering."""
-    cc, qemu = _need("aarch64-linux-gnu-gcc", "qemu-aarch64")
+ARM64_BUILDS = {
+    "gcc-armv8": ("aarch64-linux-gnu-gcc", ["-march=armv8-a"]),
+    "gcc-dotprod": ("aarch64-linux-gnu-gcc", ["-march=armv8.2-a+dotprod"]),
+    # the nearest this machine gets to Apple's compiler on an M1: clang, tuned and featured for it
+    "clang-apple-m1": ("clang", ["--target=aarch64-linux-gnu", "-mcpu=apple-m1", "--ld-path=/usr/bin/aarch64-linux-gnu-ld"]),
+}
+
+
+@pytest.mark.parametrize("build", list(ARM64_BUILDS))
+def test_selftest_arm64_under_qemu(tmp_path, build):
+    """No x86 paths compiled: the NEON path (widening multiplies on plain ARMv8, sdot with the dot-product extension
+    every Apple Silicon chip has), the scalar path, and the POSIX pool on ARM's weaker memory ordering."""
+    compiler, flags = ARM64_BUILDS[build]
+    cc, _, qemu = _need(compiler, "aarch64-linux-gnu-ld", "qemu-aarch64")
     exe = str(tmp_path / "selftest-arm64")
-    _build(cc, exe, ["-static", "-lm", "-lpthread"])
-    out = _run([qemu, exe])
-    assert "cpu features: (none detected)" in out
+    _build(cc, exe, [*flags, "-static", "-lm", "-lpthread"])
+    out = _run([qemu, "-cpu", "max", exe])
+    assert f"cpu features: neon{'' if build == 'gcc-armv8' else ',dotprod'}\n" in out
     assert "skip avx2: this CPU (or build) has no such path" in out
-    _expect_paths(out, ["scalar"])
+    _expect_paths(out, ["scalar", "neon"])
