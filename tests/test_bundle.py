@@ -10,6 +10,8 @@ on piped input and `Petit info` as the installed `petit` command does, from a cl
 import configparser
 import importlib.util
 import os
+import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -275,3 +277,42 @@ def test_bundle_leaves_the_heavy_packages_out():
     present = set(os.listdir(internal))
     assert not present & {"torch", "transformers", "safetensors", "scipy", "PIL", "tkinter"}
     assert build_app.du(os.path.dirname(_bundle())) < build_app.MAX_MB * 1e6
+
+
+def _python_dirs(bundle_dir: str) -> list[str]:
+    """Every folder a Python on this machine loads its standard library or packages from (never the bundle's)."""
+    import glob
+    import site
+    dirs = {sys.prefix, sys.base_prefix, *glob.glob("/usr/lib/python3*"), *glob.glob("/usr/local/lib/python3*"),
+            *site.getsitepackages()}
+    bundle = os.path.realpath(bundle_dir) + os.sep
+    dirs = sorted(d for d in map(os.path.realpath, dirs)
+                  if os.path.isdir(d) and d != "/" and not bundle.startswith(d + os.sep))
+    return [d for d in dirs if not any(d.startswith(o + os.sep) for o in dirs)]   # a hidden folder hides its own
+
+
+@needs_bundle
+def test_bundle_runs_with_every_python_on_the_machine_hidden(tmp_path):
+    """"Runs on a machine with no Python": in a private mount namespace, an empty tmpfs covers each Python's standard
+    library and packages (the proof that it worked: python3 can no longer start), and the bundle still passes its
+    smoke test and answers a chat."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to hide the machine's Pythons")
+    exe = _bundle()
+    hide = _python_dirs(os.path.dirname(exe))
+    assert hide, "found no Python folders to hide"
+    script = "\n".join([
+        "set -e",
+        *(f"mount -t tmpfs petit-no-python {shlex.quote(d)}" for d in hide),
+        f"if {shlex.quote(sys.executable)} -c 'import encodings' 2>/dev/null; then echo 'python still runs'; exit 3; fi",
+        "if python3 -c 'import encodings' 2>/dev/null; then echo 'python3 still runs'; exit 3; fi",
+        f"{shlex.quote(exe)} --smoke-test",
+        f"printf 'what is 12 plus 7?\\n' | {shlex.quote(exe)} chat -t 0 -n 8",
+    ])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PETIT_"))}
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                       text=True, timeout=300, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"hid {hide}\n{p.stdout}\n{p.stderr[-3000:]}"
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("Petit smoke test: PASS (bundle;"), p.stdout
+    assert lines[-1] == "19"
