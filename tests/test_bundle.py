@@ -3,7 +3,7 @@
 Always run (fast, nothing is built): the entry script's dispatch (packaging/petit_entry.py), its smoke test run
 unfrozen, the icon writers of build_app.py, the desktop entry, and where petit.assets finds the bundled files.
 
-Run only when PETIT_TEST_BUNDLE=1 (CI sets it after `python build_app.py --onedir`): the built folder bundle
+Run only when PETIT_TEST_BUNDLE=1 (CI sets it after `python build_app.py`): the built folder bundle
 dist/Petit/ (or $PETIT_BUNDLE, the path of its executable) passes its --smoke-test and runs `Petit run`, `Petit chat`
 on piped input and `Petit info` as the installed `petit` command does, from a clean environment.
 """

@@ -1,6 +1,8 @@
 """How much memory a model will take (its files' sizes) against what the machine has. No psutil: /proc/meminfo on
-Linux, os.sysconf elsewhere."""
+Linux, GlobalMemoryStatusEx on Windows, os.sysconf elsewhere (macOS: the total only)."""
+import ctypes
 import os
+import sys
 from dataclasses import dataclass
 
 
@@ -10,7 +12,29 @@ class MemoryInfo:
     available: int | None    # bytes a new allocation can get without swapping; None when unknown
 
 
+class MEMORYSTATUSEX(ctypes.Structure):
+    """Windows' MEMORYSTATUSEX (64 bytes)."""
+    _fields_ = [("dwLength", ctypes.c_uint32), ("dwMemoryLoad", ctypes.c_uint32),
+                ("ullTotalPhys", ctypes.c_uint64), ("ullAvailPhys", ctypes.c_uint64),
+                ("ullTotalPageFile", ctypes.c_uint64), ("ullAvailPageFile", ctypes.c_uint64),
+                ("ullTotalVirtual", ctypes.c_uint64), ("ullAvailVirtual", ctypes.c_uint64),
+                ("ullAvailExtendedVirtual", ctypes.c_uint64)]
+
+
+def _windows_memory() -> MemoryInfo:
+    status = MEMORYSTATUSEX()
+    status.dwLength = ctypes.sizeof(MEMORYSTATUSEX)
+    try:
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+            return MemoryInfo(int(status.ullTotalPhys), int(status.ullAvailPhys))
+    except (AttributeError, OSError):
+        pass
+    return MemoryInfo(None, None)
+
+
 def machine_memory(meminfo: str = "/proc/meminfo") -> MemoryInfo:
+    if sys.platform == "win32":
+        return _windows_memory()
     values = {}
     try:
         with open(meminfo) as f:

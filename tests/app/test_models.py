@@ -118,6 +118,28 @@ def test_memory_figures():
     assert not fits
 
 
+def test_windows_memory_comes_from_global_memory_status(monkeypatch):
+    """The Windows branch, with kernel32 stood in for: the struct is the documented 64 bytes, its length field is
+    set before the call, and the physical total and available figures are what the app reports."""
+    import ctypes
+    assert ctypes.sizeof(memory.MEMORYSTATUSEX) == 64
+
+    def global_memory_status_ex(ref):
+        status = ctypes.cast(ref, ctypes.POINTER(memory.MEMORYSTATUSEX)).contents
+        assert status.dwLength == 64
+        status.ullTotalPhys, status.ullAvailPhys = 16 << 30, 5 << 30
+        return 1
+
+    class Windll:
+        kernel32 = type("kernel32", (), {"GlobalMemoryStatusEx": staticmethod(global_memory_status_ex)})
+
+    monkeypatch.setattr(memory.sys, "platform", "win32")
+    monkeypatch.setattr(ctypes, "windll", Windll, raising=False)
+    assert memory.machine_memory() == memory.MemoryInfo(total=16 << 30, available=5 << 30)
+    Windll.kernel32.GlobalMemoryStatusEx = staticmethod(lambda ref: 0)     # the call failed
+    assert memory.machine_memory() == memory.MemoryInfo(None, None)
+
+
 def test_dropping_a_model_on_the_window_opens_it(qtbot, window):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(Q4)])
