@@ -11,6 +11,9 @@
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
 #endif
+#ifndef NOMINMAX
+#define NOMINMAX               /* no min / max macros over our names */
+#endif
 #include <windows.h>
 #include <process.h>
 
