@@ -8,7 +8,8 @@
 #include <arm_neon.h>
 #include "ops_generic.h"
 
-/* acc + the 16 products a[i] * b[i], summed in 4 lanes (lane j holds products 4j .. 4j+3) */
+/* acc + the 16 products a[i] * b[i], spread over 4 lanes (which product lands in which lane differs between the
+ * two ways; only the lanes' total is used) */
 static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #ifdef __ARM_FEATURE_DOTPROD
     return vdotq_s32(acc, a, b);
