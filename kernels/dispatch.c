@@ -229,6 +229,30 @@ int pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, co
     return matmul_n(Ws, ys, W2 ? 3 : 2, x, T, 0);
 }
 
+/* ---- row-wise work (weight quantization): independent rows in chunks ---- */
+#define ROW_CHUNK_VALUES 65536  /* values per chunk; fewer than two chunks run on the calling thread */
+typedef struct { void (*fn)(void *, int64_t, int64_t); void *ctx; int64_t rows, per; } rows_task_job;
+
+static void rows_task(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const rows_task_job *j = (const rows_task_job *)ctx;
+    int64_t r0 = chunk * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    j->fn(j->ctx, r0, r1);
+}
+
+void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64_t rows, int64_t cols) {
+    int64_t per = cols > 0 && cols < ROW_CHUNK_VALUES ? ROW_CHUNK_VALUES / cols : 1;
+    int64_t chunks = (rows + per - 1) / per;
+    if (chunks < 2) {
+        if (rows > 0) fn(ctx, 0, rows);
+        return;
+    }
+    rows_task_job j = {fn, ctx, rows, per};
+    pt_mutex_lock(&lock);
+    pt_pool_run(rows_task, &j, chunks);
+    pt_mutex_unlock(&lock);
+}
+
 /* ---- per-layer ops ---- */
 void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y) {
     for (int64_t t = 0; t < T; t++) pt_k->rmsnorm(x + t * D, w, eps, D, y + t * D);

@@ -111,6 +111,9 @@ void pt_pool_stop(void);
 void pt_pool_after_fork_child(void);
 int  pt_pool_threads(void);
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks);   /* blocks until every chunk is done */
+/* fn(ctx, r0, r1) over rows 0..rows-1 in parallel chunks of about 64K values (on the calling thread when small);
+ * holds the pool's lock (dispatch.c) */
+void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64_t rows, int64_t cols);
 /* per-thread scratch of at least n floats (grows, never shrinks) */
 float *pt_scratch(int ith, int64_t n);
 

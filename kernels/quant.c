@@ -22,11 +22,24 @@ static inline int32_t round_away(float v) {
     return i + (f >= 0.5f) - (f <= -0.5f);
 }
 
+/* the largest |x| of a block, NaN ignored as in GGML's `if (amax < fabsf(v))`. Compared as bit patterns: for
+ * non-negative floats the unsigned order is the float order, and an integer max vectorises on every compiler. */
+static inline float block_amax(const float *x) {
+    uint32_t bits[QK], m = 0;
+    memcpy(bits, x, sizeof bits);
+#pragma omp simd reduction(max:m)
+    for (int j = 0; j < QK; j++) {
+        uint32_t a = bits[j] & 0x7fffffffu;
+        a = a > 0x7f800000u ? 0 : a;   /* NaN */
+        m = a > m ? a : m;
+    }
+    return pt_bits_f32(m);
+}
+
 /* q8_0: d = amax / 127 stored as fp16, q = round(x / d) computed with the unrounded d (as GGML does) */
 static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
     for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q8_BYTES) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float amax = block_amax(x);
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         uint16_t h = pt_f2h(d);
         memcpy(out, &h, 2);
@@ -39,19 +52,21 @@ static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
 /* q4_0: the value of largest magnitude maps to -8, d = max / -8, nibble = clamp(round(x / d) + 8, 0, 15) */
 static void quantize_q4_row(const float *x, int64_t cols, uint8_t *out) {
     for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q4_BYTES) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK; j++) {
-            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
-        }
+        /* GGML's loop keeps the first value of largest magnitude (0 when every value is zero): the same, found
+         * with a vectorised amax and then a scan for it */
+        float amax = block_amax(x), max = 0.0f;
+        if (amax > 0.0f)
+            for (int j = 0; j < QK; j++)
+                if (fabsf(x[j]) == amax) { max = x[j]; break; }
         float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         uint16_t h = pt_f2h(d);
         memcpy(out, &h, 2);
-        for (int j = 0; j < QK / 2; j++) {
-            int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + QK / 2] * id + 8.5f);
-            lo = lo < 0 ? 0 : (lo > 15 ? 15 : lo);
-            hi = hi < 0 ? 0 : (hi > 15 ? 15 : hi);
-            out[2 + j] = (uint8_t)(lo | (hi << 4));
+        uint8_t n[QK];
+        for (int j = 0; j < QK; j++) {       /* two simple loops: each one vectorises */
+            int v = (int)(x[j] * id + 8.5f);
+            n[j] = (uint8_t)(v < 0 ? 0 : (v > 15 ? 15 : v));
         }
+        for (int j = 0; j < QK / 2; j++) out[2 + j] = (uint8_t)(n[j] | (n[j + QK / 2] << 4));
     }
 }
 
@@ -78,26 +93,41 @@ static void dequantize_row(int32_t dtype, const uint8_t *x, int64_t cols, float 
     }
 }
 
-int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
-    int64_t rb = pt_row_bytes(dtype, cols);
-    if (rb < 0 || rows < 0) return -1;
-    uint8_t *o = (uint8_t *)out;
-    for (int64_t r = 0; r < rows; r++, x += cols, o += rb) {
-        switch (dtype) {
-        case PT_F32: memcpy(o, x, (size_t)rb); break;
-        case PT_F16: for (int64_t i = 0; i < cols; i++) { uint16_t h = pt_f2h(x[i]); memcpy(o + 2 * i, &h, 2); } break;
-        case PT_BF16: for (int64_t i = 0; i < cols; i++) { uint16_t h = pt_f2bf(x[i]); memcpy(o + 2 * i, &h, 2); } break;
-        case PT_Q8_0: quantize_q8_row(x, cols, o); break;
-        case PT_Q4_0: quantize_q4_row(x, cols, o); break;
+typedef struct { int32_t dtype; const void *src; void *dst; int64_t cols, rb; } rows_job;
+
+static void quantize_rows(void *ctx, int64_t r0, int64_t r1) {
+    const rows_job *j = (const rows_job *)ctx;
+    const float *x = (const float *)j->src + r0 * j->cols;
+    uint8_t *o = (uint8_t *)j->dst + r0 * j->rb;
+    for (int64_t r = r0; r < r1; r++, x += j->cols, o += j->rb) {
+        switch (j->dtype) {
+        case PT_F32: memcpy(o, x, (size_t)j->rb); break;
+        case PT_F16: for (int64_t i = 0; i < j->cols; i++) { uint16_t h = pt_f2h(x[i]); memcpy(o + 2 * i, &h, 2); } break;
+        case PT_BF16: for (int64_t i = 0; i < j->cols; i++) { uint16_t h = pt_f2bf(x[i]); memcpy(o + 2 * i, &h, 2); } break;
+        case PT_Q8_0: quantize_q8_row(x, j->cols, o); break;
+        case PT_Q4_0: quantize_q4_row(x, j->cols, o); break;
         }
     }
+}
+
+static void dequantize_rows(void *ctx, int64_t r0, int64_t r1) {
+    const rows_job *j = (const rows_job *)ctx;
+    for (int64_t r = r0; r < r1; r++)
+        dequantize_row(j->dtype, (const uint8_t *)j->src + r * j->rb, j->cols, (float *)j->dst + r * j->cols);
+}
+
+/* rows are independent: the pool splits them (loading a Hugging Face model quantizes every matrix here) */
+int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
+    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols)};
+    if (j.rb < 0 || rows < 0) return -1;
+    pt_run_rows(quantize_rows, &j, rows, cols);
     return 0;
 }
 
 int pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out) {
-    int64_t rb = pt_row_bytes(dtype, cols);
-    if (rb < 0 || rows < 0) return -1;
-    for (int64_t r = 0; r < rows; r++) dequantize_row(dtype, (const uint8_t *)x + r * rb, cols, out + r * cols);
+    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols)};
+    if (j.rb < 0 || rows < 0) return -1;
+    pt_run_rows(dequantize_rows, &j, rows, cols);
     return 0;
 }
 

@@ -72,6 +72,30 @@ def test_weight_quantization_is_byte_exact(dtype, oracle, shape):
     assert np.array_equal(K.dequantize(got, dtype, shape), oracles.dequantize(got, dtype, shape))
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_weight_quantization_split_between_threads_changes_no_byte(threads):
+    """A matrix large enough for the pool (rows in chunks of about 64K values), with q4_0 blocks whose largest
+    magnitude comes with both signs (the first one sets d's sign, as in GGML's loop)."""
+    K.configure(threads=threads)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((301, 544)).astype(np.float32)
+    x[5, :32] = [3.0, -3.0] + [1.0] * 30              # +3 first: d = -3/8
+    x[6, :32] = [1.0, -3.0, 3.0] + [0.5] * 29         # -3 first: d = +3/8
+    x[7, 32:64] = [-2.0] * 16 + [2.0] * 16
+    for dtype, oracle in (("q8_0", oracles.quantize_q8_0), ("q4_0", oracles.quantize_q4_0)):
+        got = K.quantize(x, dtype)
+        assert np.array_equal(got, oracle(x)), dtype
+        assert np.array_equal(K.dequantize(got, dtype, x.shape), oracles.dequantize(got, dtype, x.shape)), dtype
+    assert K.quantize(x, "q4_0")[5, :2].view(np.float16)[0] == np.float16(-0.375)
+    assert K.quantize(x, "q4_0")[6, :2].view(np.float16)[0] == np.float16(0.375)
+    assert np.array_equal(K.quantize(x, "f16").view(np.uint16), x.astype(np.float16).view(np.uint16))
+    u = x.view(np.uint32).astype(np.uint64)
+    assert np.array_equal(K.quantize(x, "bf16").view(np.uint16), ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16))
+    for dtype in ("f16", "bf16"):
+        raw = K.quantize(x, dtype)
+        assert np.array_equal(K.dequantize(raw, dtype, x.shape), oracles.dequantize(raw, dtype, x.shape))
+
+
 def test_q4_0_block_layout_is_ggml():
     # element j in the low nibble of byte j, element j+16 in its high nibble; value = (nibble - 8) * d
     x = np.array([[-8.0] + list(range(-7, 8)) + list(range(7, -9, -1))], np.float32)   # max magnitude -8 -> d = 1
