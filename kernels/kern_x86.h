@@ -59,10 +59,10 @@ static inline __m256 FN(q8_dot_)(__m256i ax, __m256i w, const int8_t *xq) {
     return _mm256_cvtepi32_ps(DOT_U8S8(ax, _mm256_sign_epi8(y, w)));
 }
 
+/* 16 bytes of nibbles -> 32 bytes (low nibbles, then high): the bytes in both halves, the high half shifted by 4 */
 static inline __m256i FN(q4_unpack_)(const uint8_t *qs) {
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
 
 static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
