@@ -21,7 +21,7 @@ MSVC = sys.platform == "win32"   # setuptools builds with MSVC (Visual Studio Bu
 # MSVC: C11 with its C11 atomics (VS 2022 17.5+), no arch flag (the AVX2 / AVX-512 files use intrinsics only, and
 # the scalar code must stay runnable on any x86-64), unknown `#pragma omp simd` silenced
 MSVC_FLAGS = ["/O2", "/std:c11", "/experimental:c11atomics", "/wd4068", "/wd4244", "/wd4267"]
-GCC_FLAGS = ["-O3", "-std=gnu11", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
+GCC_FLAGS = ["-O3", "-std=gnu11", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wno-unused-function"]
 
 
 def _posix_cc() -> list[str]:

@@ -18,14 +18,38 @@ static float dot_f32_g(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* scores[p] = exp(scores[p] - m) in place; returns 1 / their sum */
+/* e^x in float arithmetic the compiler vectorises (expf is a library call per value): x = k ln2 + r with
+ * |r| <= ln2/2 (Cody-Waite, ln2 in two parts), e^r by Cephes' expf polynomial, 2^k built in the exponent bits.
+ * Within 2 ulp of expf; x is clamped to [-87.3, 88.7] (the normal range: e^-87.3 stands in for 0, e^88.7 for
+ * infinity, both harmless where it is used: softmax weights and SiLU); NaN stays NaN. */
+static inline float exp_g(float x) {
+    float c = x < -87.3365f ? -87.3365f : (x > 88.7228f ? 88.7228f : x);
+    float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;          /* round to nearest, |k| < 2^22 */
+    float r = (c - k * 0.693359375f) - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    float y = p * pt_bits_f32((uint32_t)((int32_t)k + 127) << 23);
+    return x == x ? y : x;
+}
+
+/* scores[p] = exp(scores[p] - m) in place; returns 1 / their sum. The sum runs in 8 interleaved partial sums in a
+ * fixed order, never the vectoriser's: its order would follow the buffer's alignment, which differs between the
+ * threads' scratch buffers, and a query must get the same bits whichever thread and batch computes it (a reused KV
+ * cache must give the logits a fresh prefill gives). */
 static float exp_scores(float *scores, int64_t n, float m) {
-    float sum = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        float e = expf(scores[p] - m);
-        scores[p] = e;
-        sum += e;
-    }
+#pragma omp simd
+    for (int64_t p = 0; p < n; p++) scores[p] = exp_g(scores[p] - m);
+    float part[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, sum = 0.0f;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8)
+        for (int i = 0; i < 8; i++) part[i] += scores[p + i];
+    for (int i = 0; i < 8; i++) sum += part[i];
+    for (; p < n; p++) sum += scores[p];
     return 1.0f / sum;
 }
 
@@ -74,7 +98,8 @@ static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, con
 }
 
 static void swiglu_g(const float *g, const float *u, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + exp_g(-g[i])) * u[i];
 }
 
 static inline void store_y(float *y, float v, int accumulate) { *y = accumulate ? *y + v : v; }
