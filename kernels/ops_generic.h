@@ -20,8 +20,9 @@ static float dot_f32_g(const float *a, const float *b, int64_t n) {
 
 /* e^x in float arithmetic the compiler vectorises (expf is a library call per value): x = k ln2 + r with
  * |r| <= ln2/2 (Cody-Waite, ln2 in two parts), e^r by Cephes' expf polynomial, 2^k built in the exponent bits.
- * Within 2 ulp of expf; x is clamped to [-87.3, 88.7] (the normal range: e^-87.3 stands in for 0, e^88.7 for
- * infinity, both harmless where it is used: softmax weights and SiLU); NaN stays NaN. */
+ * Within 2 ulp of expf from -87.3 to 88.3; below, e^-87.3 (1.2e-38) stands in for the tiny true value, above
+ * 88.4 the result is infinity, as expf's is from 88.7: harmless where it is used (softmax weights, SiLU). NaN stays
+ * NaN. */
 static inline float exp_g(float x) {
     float c = x < -87.3365f ? -87.3365f : (x > 88.7228f ? 88.7228f : x);
     float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;          /* round to nearest, |k| < 2^22 */
