@@ -314,6 +314,36 @@ def test_attention_is_causal_grouped_query(isa, T, pos0, H, KV, hd):
                                rtol=0, atol=5e-5)
 
 
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("T,pos0,H,KV,hd,softcap,window", [
+    (1, 0, 4, 4, 16, 0.0, 0), (1, 40, 14, 2, 64, 0.0, 0), (6, 9, 6, 2, 32, 0.0, 0), (17, 0, 2, 1, 8, 0.0, 0),
+    (3, 70, 4, 2, 96, 0.0, 0), (2, 300, 8, 2, 128, 30.0, 0), (5, 33, 4, 1, 80, 0.0, 7), (1, 1000, 2, 2, 64, 0.0, 0)])
+def test_attention_over_the_int8_cache(isa, T, pos0, H, KV, hd, softcap, window):
+    """pt_attention_q8 against float64 attention over the dequantized cache (row p of a kv head is k8[p] * scale[p]),
+    with head sizes the SIMD paths split differently (8 .. 128, 80 and 96 not powers of two), soft-capping and a
+    sliding window. Bound: 1e-4 on outputs of size ~1, for float32 sums over up to 1,001 positions."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(T * 1000 + pos0 + hd)
+    n_ctx = pos0 + T + 3
+    q = rng.standard_normal((T, H, hd)).astype(np.float32)
+    k8 = rng.integers(-127, 128, (KV, n_ctx, hd)).astype(np.int8)
+    v8 = rng.integers(-127, 128, (KV, n_ctx, hd)).astype(np.int8)
+    ks = rng.uniform(0.005, 0.03, (KV, n_ctx)).astype(np.float32)
+    vs = rng.uniform(0.005, 0.03, (KV, n_ctx)).astype(np.float32)
+    k8[:, pos0 + T:] = 127                            # positions past the query must not be read
+    ks[:, pos0 + T:] = 1e4
+    scale = hd ** -0.5
+    out = np.empty_like(q)
+    P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))
+    rc = lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(v8, "int8_t *"), P(vs), n_ctx, T, H, KV, hd, pos0,
+                             scale, softcap, window, P(out))
+    assert rc == 0
+    kd = k8.astype(np.float32) * ks[..., None]
+    vd = v8.astype(np.float32) * vs[..., None]
+    expected = oracles.attention(q, kd, vd, pos0, scale, softcap, window)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-4)
+
+
 # ---- path selection -------------------------------------------------------------------------------------------
 
 def test_environment_forces_the_path_and_the_thread_count():
