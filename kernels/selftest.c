@@ -204,6 +204,53 @@ static void check_attention(int isa, int threads) {
     free(q); free(k); free(v);
 }
 
+/* ---- attention over the int8 cache: row p of a kv head is k8[p] * ks[p] ---- */
+
+static void check_attention_q8(int isa, int threads, int hd) {
+    enum { NH = 4, NKV = 2, NCTX = 40, T = 3, POS0 = 30, MAXHD = 64 };
+    const float scale = 1.0f / sqrtf((float)hd);
+    rng_state = 0x1A77E8ull + (uint64_t)hd;
+    static int8_t kc[NKV * NCTX * MAXHD], vc[NKV * NCTX * MAXHD];
+    static float ks[NKV * NCTX], vs[NKV * NCTX], out[T * NH * MAXHD];
+    for (int i = 0; i < NKV * NCTX * hd; i++) {
+        kc[i] = (int8_t)(uniform() * 127.0f);
+        vc[i] = (int8_t)(uniform() * 127.0f);
+    }
+    for (int i = 0; i < NKV * NCTX; i++) {
+        ks[i] = 0.02f + 0.01f * uniform();
+        vs[i] = 0.02f + 0.01f * uniform();
+    }
+    float *q = random_floats(T * NH * hd, 2.0f);
+    int ok = pt_attention_q8(q, kc, ks, vc, vs, NCTX, T, NH, NKV, hd, POS0, scale, 0.0f, 0, out) == 0;
+    for (int t = 0; t < T && ok; t++)
+        for (int h = 0; h < NH && ok; h++) {
+            int g = h / (NH / NKV), n = POS0 + t + 1;
+            double p[NCTX], z = 0.0, m = -1e300;
+            for (int j = 0; j < n; j++) {
+                double sdot = 0.0;
+                for (int i = 0; i < hd; i++)
+                    sdot += (double)q[(t * NH + h) * hd + i] * kc[(g * NCTX + j) * hd + i] * ks[g * NCTX + j];
+                p[j] = sdot * scale;
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int j = 0; j < n; j++) { p[j] = exp(p[j] - m); z += p[j]; }
+            for (int i = 0; i < hd && ok; i++) {
+                double o = 0.0;
+                for (int j = 0; j < n; j++) o += p[j] / z * vc[(g * NCTX + j) * hd + i] * vs[g * NCTX + j];
+                if (!(fabs(out[(t * NH + h) * hd + i] - o) <= 2e-5)) {
+                    printf("     token %d head %d dim %d: %.9g, expected %.9g\n", t, h, i,
+                           out[(t * NH + h) * hd + i], o);
+                    ok = 0;
+                }
+            }
+        }
+    char what[160];
+    snprintf(what, sizeof what, "%s %d thread%s: attention over the int8 cache, head size %d", ISA_NAMES[isa],
+             threads, threads > 1 ? "s" : "", hd);
+    check(ok, what);
+    free(q);
+}
+
 /* ---- activations the integer kernels cannot scale: a NaN stays NaN, a block too small to scale is zero ---- */
 
 static void check_unscalable(int isa) {
@@ -278,6 +325,8 @@ int main(void) {
             for (int32_t dtype = PT_F32; dtype <= PT_Q4_0; dtype++)
                 for (int si = 0; si < N_SHAPES; si++) check_matmul(isa, threads, dtype, si);
             check_attention(isa, threads);
+            check_attention_q8(isa, threads, 64);   /* the SIMD paths' own loop */
+            check_attention_q8(isa, threads, 40);   /* a head size they hand to the generic loop */
         }
         pt_init(1, isa);
         check_unscalable(isa);
