@@ -196,7 +196,7 @@ static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0,
 /* One query head over the int8 cache. q is held as two int16 parts, q / sq = hi + lo / 32768 (sq = amax / 32767),
  * so q.k is 16 products per vpmaddwd for each part, summed exactly in int32 (head sizes up to 512), and q keeps
  * about 30 bits: the scores are as close as float arithmetic gets them. The values are accumulated 32 at a time
- * in registers. Other head sizes, and a q holding NaN, take the generic loop. */
+ * in registers. Other head sizes, and a q holding NaN or infinity, take the generic loop. */
 static void FN(attn_head_q8_)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
                               int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out) {
     float amax = 0.0f;
@@ -205,7 +205,7 @@ static void FN(attn_head_q8_)(const float *q, const int8_t *k, const float *ks, 
         amax = fabsf(q[i]) > amax ? fabsf(q[i]) : amax;
         nan |= q[i] != q[i];
     }
-    if (hd % 32 || hd > 512 || nan) {
+    if (hd % 32 || hd > 512 || nan || amax == INFINITY) {
         attn_head_q8_g(q, k, ks, v, vs, n, hd, scale, softcap, scores, out);
         return;
     }

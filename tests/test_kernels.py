@@ -344,6 +344,24 @@ def test_attention_over_the_int8_cache(isa, T, pos0, H, KV, hd, softcap, window)
     np.testing.assert_allclose(out, expected, rtol=0, atol=2e-5)
 
 
+@pytest.mark.parametrize("isa", PATHS)
+def test_attention_over_the_int8_cache_passes_nan_and_infinity_on(isa):
+    """A query holding NaN or infinity gives NaN in its head's output, on every path, and leaves the other heads alone."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(9)
+    H, KV, hd, n_ctx = 4, 2, 64, 8
+    k8 = rng.integers(-127, 128, (KV, n_ctx, hd)).astype(np.int8)
+    ks = np.full((KV, n_ctx), 0.02, np.float32)
+    P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))
+    for bad in (np.nan, np.inf):
+        q = rng.standard_normal((1, H, hd)).astype(np.float32)
+        q[0, 1, 5] = bad
+        out = np.empty_like(q)
+        assert lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(k8, "int8_t *"), P(ks), n_ctx, 1, H, KV, hd, 4,
+                                   0.125, 0.0, 0, P(out)) == 0
+        assert np.isnan(out[0, 1]).all() and np.isfinite(out[0, [0, 2, 3]]).all(), bad
+
+
 # ---- path selection -------------------------------------------------------------------------------------------
 
 def test_environment_forces_the_path_and_the_thread_count():
