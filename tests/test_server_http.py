@@ -371,7 +371,13 @@ def test_concurrent_clients_each_get_their_full_answer(server):
     assert results == [ANSWERS[q] if q else "7" for q, _ in jobs]
 
 
-def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate):
+def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate, monkeypatch):
+    served, run = [], engine_module.Engine._run
+
+    def recording_run(self, job):                      # the order the engine takes the jobs in
+        served.append(job.messages[-1]["content"])
+        return run(self, job)
+    monkeypatch.setattr(engine_module.Engine, "_run", recording_run)
     with serving(max_queue=2) as server:
         engine, finished = server.engine, []
 
@@ -395,7 +401,9 @@ def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate)
             gate.set()
             for t in threads:
                 t.join(10)
-        assert finished == [("first", 200, "19"), ("second", 200, "16"), ("third", 200, "cold")]
+        # first come, first served, on the engine's side (the clients' threads may record their answers in any order)
+        assert served == ["what is 12 plus 7?", "which is bigger, 2 or 16?", "what is the opposite of hot?"]
+        assert sorted(finished) == [("first", 200, "19"), ("second", 200, "16"), ("third", 200, "cold")]
 
 
 def test_a_client_that_leaves_while_queued_is_skipped(gate):
