@@ -300,7 +300,8 @@ def test_rope_store_rotates_q_and_k_and_fills_the_cache(interleaved):
 
 
 @pytest.mark.parametrize("isa", PATHS)
-@pytest.mark.parametrize("T,pos0,H,KV,hd", [(1, 0, 4, 4, 16), (1, 40, 14, 2, 64), (6, 9, 6, 2, 32), (17, 0, 2, 1, 8)])
+@pytest.mark.parametrize("T,pos0,H,KV,hd", [(1, 0, 4, 4, 16), (1, 40, 14, 2, 64), (6, 9, 6, 2, 32), (17, 0, 2, 1, 8),
+                                            (3, 70, 4, 2, 96), (2, 300, 8, 2, 128), (5, 33, 4, 1, 80)])
 def test_attention_is_causal_grouped_query(isa, T, pos0, H, KV, hd):
     K.configure(isa=isa)
     rng = np.random.default_rng(T * 100 + pos0)
