@@ -253,15 +253,7 @@ class Tokenizer:
         return self._bytes[self._check_id(token_id)]
 
     def _check_id(self, token_id) -> int:
-        try:
-            if isinstance(token_id, bool):
-                raise TypeError
-            i = operator.index(token_id)
-        except TypeError:
-            raise ValueError(f"token id must be an int, got {token_id!r}") from None
-        if not 0 <= i < len(self.vocab):
-            raise ValueError(f"token id {i} is out of range for a vocab of {len(self.vocab)} tokens")
-        return i
+        return check_token_id(token_id, len(self.vocab))
 
     def encode(self, text: str, *, allow_special: bool = True, add_bos: bool | None = None) -> list[int]:
         """Encode text to token ids.
@@ -469,3 +461,16 @@ class StreamDecoder:
         text = self._decoder.decode(b"", final=True)
         self._decoder.reset()
         return text
+
+
+def check_token_id(token_id, vocab_size: int) -> int:
+    """`token_id` as an int in 0..vocab_size-1, else a ValueError saying which of the two it is not."""
+    try:
+        if isinstance(token_id, bool):
+            raise TypeError
+        i = operator.index(token_id)
+    except TypeError:
+        raise ValueError(f"token id must be an int, got {token_id!r}") from None
+    if not 0 <= i < vocab_size:
+        raise ValueError(f"token id {i} is out of range for a vocab of {vocab_size} tokens")
+    return i

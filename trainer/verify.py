@@ -27,7 +27,6 @@ stderr, and argparse usage errors (also 2). With `--json` stdout holds exactly o
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys

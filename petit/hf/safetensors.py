@@ -74,6 +74,8 @@ class SafetensorsFile(TensorFile):
     referenced, the mapping is freed when they are garbage collected).
     """
 
+    Error = SafetensorsError
+
     def __init__(self, path):
         """Open, memory-map and validate `path`.
 
@@ -101,9 +103,6 @@ class SafetensorsFile(TensorFile):
         except BaseException:
             self.close()
             raise
-
-    def _err(self, msg, name=None) -> SafetensorsError:
-        return SafetensorsError(f"{self.path}: tensor {name!r}: {msg}" if name is not None else f"{self.path}: {msg}")
 
     def _validate(self, size: int) -> None:
         n = int.from_bytes(self._mm[:8], "little")

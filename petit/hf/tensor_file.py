@@ -3,10 +3,16 @@ a named error, and closing as a context manager."""
 
 
 class TensorFile:
-    """Subclasses fill `self.entries` (name -> entry with `.dtype` and `.shape`) and define `_err(msg, name)` and
-    `close()`."""
+    """Subclasses set `Error` (their exception class) and `self.path`, fill `self.entries` (name -> entry with
+    `.dtype` and `.shape`) and define `close()`."""
 
+    Error: type = ValueError
     entries: dict
+    path: str
+
+    def _err(self, msg: str, name: str | None = None) -> Exception:
+        """The reader's error, naming the file and, when given, the tensor."""
+        return self.Error(f"{self.path}: tensor {name!r}: {msg}" if name is not None else f"{self.path}: {msg}")
 
     def names(self) -> list:
         """Every tensor name, in the file's order."""

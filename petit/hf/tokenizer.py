@@ -13,13 +13,12 @@ tokenizer.json defines them; transformers v5 also lets tokenizer.json, not token
 ``add_bos_token``/``add_eos_token``, decide).
 """
 import json
-import operator
 import os
 import re
 import threading
 
 from petit.hf.metadata import added_tokens_decoder, config_from_files, read_json_object, read_text
-from petit.tokenizer import Tokenizer, bytes_to_unicode
+from petit.tokenizer import Tokenizer, bytes_to_unicode, check_token_id
 
 __all__ = ["HFTokenizer", "HFStreamDecoder", "tokenizer_from_dict"]
 
@@ -228,15 +227,7 @@ class HFTokenizer:
         return token
 
     def _check_id(self, token_id) -> int:
-        try:
-            if isinstance(token_id, bool):
-                raise TypeError
-            i = operator.index(token_id)
-        except TypeError:
-            raise ValueError(f"token id must be an int, got {token_id!r}") from None
-        if not 0 <= i < self._size:
-            raise ValueError(f"token id {i} is out of range for a vocab of {self._size} tokens")
-        return i
+        return check_token_id(token_id, self._size)
 
     def token_bytes(self, token_id) -> bytes:
         """The bytes a token stands for: an added token's text as UTF-8; a byte-level token's bytes; a SentencePiece

@@ -138,6 +138,8 @@ class TorchBinFile(TensorFile):
     Views returned by `raw()` point into the mapping; `close()` unmaps once no view is alive.
     """
 
+    Error = TorchBinError
+
     def __init__(self, path):
         """Open, memory-map, unpickle (restricted) and validate `path`.
 
@@ -170,9 +172,6 @@ class TorchBinFile(TensorFile):
         except BaseException:
             self.close()
             raise
-
-    def _err(self, msg, name=None) -> TorchBinError:
-        return TorchBinError(f"{self.path}: tensor {name!r}: {msg}" if name is not None else f"{self.path}: {msg}")
 
     def _validate(self, size: int) -> None:
         members = {info.filename: info for info in self._zip.infolist()}

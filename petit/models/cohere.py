@@ -4,9 +4,8 @@ weights [heads, head_dim]), logits x logit_scale, tied LM head."""
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 from petit.models.decoder import Decoder, Layer, Norm
-from petit.models.rope import scaling_type
 
 
 @dataclass
@@ -30,19 +29,15 @@ class CohereConfig(ConfigMixin):
     model_type: str = "cohere"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), d.get("model_type", "cohere"), "silu")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "layer_norm_eps", "rope_theta", "logit_scale")
-        boolean(self, "tie_word_embeddings", "attention_bias", "use_qk_norm")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("layer_norm_eps", "rope_theta", "logit_scale"),
+                      ("tie_word_embeddings", "attention_bias", "use_qk_norm"))
 
 
 def build(cfg, t, rope_for=None, window_for=None):

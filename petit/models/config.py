@@ -117,6 +117,24 @@ def heads(cfg) -> None:
         raise ValueError(f"config: head_dim {cfg.head_dim} must be even for RoPE")
 
 
+# the fields without which a Llama-shaped family computes nothing
+DECODER_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+
+def check_decoder(cfg, numbers=(), booleans=(), window: bool = False) -> None:
+    """The checks the Llama-shaped families share, in this order: the sizes, the heads (num_key_value_heads and
+    head_dim derived as transformers does), the family's positive `numbers` and `booleans`, `sliding_window` when
+    `window` and it is set, and the rope_scaling type."""
+    from petit.models.rope import scaling_type
+    positive_int(cfg, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "max_position_embeddings")
+    heads(cfg)
+    positive_number(cfg, *numbers)
+    boolean(cfg, *booleans)
+    if window and cfg.sliding_window is not None:
+        positive_int(cfg, "sliding_window")
+    scaling_type(cfg.rope_scaling)
+
+
 def _from_rope_parameters(d: dict) -> dict:
     """transformers 5 writes `rope_parameters` {rope_type, rope_theta, ...} where 4.x wrote rope_theta and
     rope_scaling: read both."""

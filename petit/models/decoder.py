@@ -143,8 +143,7 @@ class Decoder:
 
     def _forward(self, ids, cache, logits_out) -> None:
         a, T = self.arch, len(ids)
-        H, KV, hd, D, F = (a.num_attention_heads, a.num_key_value_heads, a.head_dim, a.hidden_size,
-                           a.intermediate_size)
+        KV, hd, D, F = a.num_key_value_heads, a.head_dim, a.hidden_size, a.intermediate_size
         layout = (len(self.layers), KV, cache.n_ctx, hd)
         if cache.layout != layout or cache.n_ctx > a.context_length:
             raise ValueError(f"this KV cache {cache.layout} was not made for this model (needs {layout[:2]} + "

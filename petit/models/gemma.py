@@ -2,8 +2,7 @@
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, llama_like
-from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
-from petit.models.rope import scaling_type
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
 
 
 @dataclass
@@ -26,16 +25,11 @@ class GemmaConfig(ConfigMixin):
     model_type: str = "gemma"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
     _ACT_KEY = "hidden_act"          # Gemma 1 computes with hidden_act; Gemma 2 and 3 with hidden_activation
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "rms_norm_eps", "rope_theta")
-        boolean(self, "tie_word_embeddings", "attention_bias")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias"))
         self.act = activation(self, self._ACT_KEY, self.model_type)
 
 

@@ -3,8 +3,7 @@ linear, dynamic, llama3, yarn, longrope), optional attention / MLP biases, SwiGL
 from dataclasses import dataclass, field
 
 from petit.models.common import llama_like
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
-from petit.models.rope import scaling_type
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 
 
 @dataclass
@@ -30,19 +29,15 @@ class LlamaConfig(ConfigMixin):
     model_type: str = "llama"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), "llama", "silu")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "rms_norm_eps", "rope_theta")
-        boolean(self, "rope_interleaved", "tie_word_embeddings", "attention_bias", "mlp_bias")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("rms_norm_eps", "rope_theta"),
+                      ("rope_interleaved", "tie_word_embeddings", "attention_bias", "mlp_bias"))
 
 
 def build(cfg: LlamaConfig, t):

@@ -2,8 +2,7 @@
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, llama_like
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
-from petit.models.rope import scaling_type
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 
 
 @dataclass
@@ -25,21 +24,14 @@ class MistralConfig(ConfigMixin):
     model_type: str = "mistral"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), "mistral", "silu")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "rms_norm_eps", "rope_theta")
-        boolean(self, "tie_word_embeddings")
-        if self.sliding_window is not None:
-            positive_int(self, "sliding_window")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings",), window=True)
 
 
 def build(cfg: MistralConfig, t):

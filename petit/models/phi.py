@@ -3,9 +3,8 @@
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, default_rope, embed_and_head, norm
-from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
 from petit.models.decoder import Decoder, Layer
-from petit.models.rope import scaling_type
 
 
 @dataclass
@@ -28,16 +27,12 @@ class PhiConfig(ConfigMixin):
     model_type: str = "phi"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
     _IGNORED = frozenset({"resid_pdrop", "embd_pdrop"})
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "layer_norm_eps", "rope_theta", "partial_rotary_factor")
-        boolean(self, "tie_word_embeddings", "qk_layernorm")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("layer_norm_eps", "rope_theta", "partial_rotary_factor"),
+                      ("tie_word_embeddings", "qk_layernorm"))
         self.act = activation(self, "hidden_act", "phi")
         self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
 

@@ -5,8 +5,7 @@ ranges when read, so a converted .petit holds q/k/v and gate/up separately."""
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, llama_like
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
-from petit.models.rope import scaling_type
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 
 
 @dataclass
@@ -30,7 +29,7 @@ class Phi3Config(ConfigMixin):
     model_type: str = "phi3"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
     _IGNORED = frozenset({"resid_pdrop", "embd_pdrop", "attention_bias"})      # attention_bias: false, checked
 
     @classmethod
@@ -40,14 +39,8 @@ class Phi3Config(ConfigMixin):
             raise ValueError("config: attention_bias=true is not supported by the phi3 family")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "rms_norm_eps", "rope_theta", "partial_rotary_factor")
-        boolean(self, "tie_word_embeddings")
-        if self.sliding_window is not None:
-            positive_int(self, "sliding_window")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("rms_norm_eps", "rope_theta", "partial_rotary_factor"),
+                      ("tie_word_embeddings",), window=True)
         self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
 
 

@@ -2,8 +2,7 @@
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
-from petit.models.rope import scaling_type
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 
 
 @dataclass
@@ -28,19 +27,14 @@ class Qwen2Config(ConfigMixin):
     head_dim: int | None = None
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), cls.__name__[:-6].lower(), "silu")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "rms_norm_eps", "rope_theta")
-        boolean(self, "tie_word_embeddings", "use_sliding_window")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "use_sliding_window"))
 
     def types(self) -> list[str]:
         sliding = self.use_sliding_window and self.sliding_window

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number, refuse_act
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
 from petit.models.decoder import Decoder, Layer, Norm
-from petit.models.rope import scaling_type
 
 
 @dataclass
@@ -33,19 +32,15 @@ class StableLmConfig(ConfigMixin):
     model_type: str = "stablelm"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
         refuse_act(d, "hidden_act", ("silu", "swish"), "stablelm", "silu")
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "layer_norm_eps", "rope_theta", "partial_rotary_factor")
-        boolean(self, "tie_word_embeddings", "use_qkv_bias", "qk_layernorm", "use_parallel_residual")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("layer_norm_eps", "rope_theta", "partial_rotary_factor"),
+                      ("tie_word_embeddings", "use_qkv_bias", "qk_layernorm", "use_parallel_residual"))
         self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
 
 

@@ -3,9 +3,8 @@
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
 from petit.models.decoder import Decoder, Layer
-from petit.models.rope import scaling_type
 
 
 @dataclass
@@ -28,17 +27,10 @@ class Starcoder2Config(ConfigMixin):
     model_type: str = "starcoder2"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
 
     def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "max_position_embeddings")
-        heads(self)
-        positive_number(self, "norm_epsilon", "rope_theta")
-        boolean(self, "tie_word_embeddings", "use_bias")
-        if self.sliding_window is not None:
-            positive_int(self, "sliding_window")
-        scaling_type(self.rope_scaling)
+        check_decoder(self, ("norm_epsilon", "rope_theta"), ("tie_word_embeddings", "use_bias"), window=True)
         self.act = activation(self, "hidden_act", "starcoder2")
 
 
