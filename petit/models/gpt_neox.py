@@ -1,6 +1,7 @@
 """GPT-NeoX (Pythia): LayerNorm with bias, fused q|k|v stored per head ([q_h; k_h; v_h] for each head h) with bias,
-partial rotary (rotary_pct, or partial_rotary_factor), parallel residual x + attn(ln1(x)) + mlp(ln2(x)) (or sequential), GELU MLP, separate
-output matrix `embed_out`. The fused matrix is split into q, k and v when read (`attention.q_proj` ...)."""
+partial rotary (rotary_pct, or partial_rotary_factor), parallel residual x + attn(ln1(x)) + mlp(ln2(x)) (or
+sequential), GELU MLP, separate output matrix `embed_out`. The fused matrix is split into q, k and v when read
+(`attention.q_proj` ...)."""
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, default_rope, norm
