@@ -95,25 +95,36 @@ def test_transformers_5_config_gives_the_reference_logits_and_the_same_rope(case
     assert _layer_ropes(new) == _layer_ropes(old)
 
 
-def _phi_configs(factor):
-    old = json.loads((HERE / "phi" / "config.json").read_text(encoding="utf-8"))
-    new = json.loads((HERE / "phi" / "config_v5.json").read_text(encoding="utf-8"))
-    old["partial_rotary_factor"] = factor
+# the partial-rotary families: a factor unlike both the family default and the fixture's (Phi-3's longrope factor
+# lists fix its rotary dimension, so it keeps the fixture's 0.75, unlike its default 1.0)
+PARTIAL = {"phi": (0.4, 6), "stablelm": (0.5, 8), "gpt_neox": (0.5, 8), "phi3": (0.75, 12)}
+
+
+@pytest.mark.parametrize("case", sorted(PARTIAL))
+def test_partial_rotary_factor_is_read_from_either_style_alone(case, tmp_path):
+    """The factor only in rope_parameters (the top-level copies some transformers 5 files keep removed), or only at
+    the top level, gives the same rotary dimension and logits, not the family default's."""
+    factor, dim = PARTIAL[case]
+    ids, ref = _ref(case)
+    old = json.loads((HERE / case / "config.json").read_text(encoding="utf-8"))
+    new = _v5_config(case)
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        if key in old:
+            old[key] = factor
+        new.pop(key, None)
+    new.pop("rope_theta", None)
     new["rope_parameters"]["partial_rotary_factor"] = factor
-    return old, new
-
-
-def test_phi_reads_its_partial_rotary_factor_from_rope_parameters(tmp_path):
-    """Phi's default is 0.5 (the fixture's value); a folder saying 0.4 must rotate 6 of 16 dims in both styles."""
-    ids, ref = _ref("phi")
-    old_cfg, new_cfg = _phi_configs(0.4)
-    old = _load(_folder(tmp_path / "old", "phi", old_cfg))
-    new = _load(_folder(tmp_path / "new", "phi", new_cfg))
-    assert old.config.partial_rotary_factor == new.config.partial_rotary_factor == 0.4
-    assert [L.rope.dim for L in new.net.layers] == [L.rope.dim for L in old.net.layers] == [6, 6]
-    a, b = old.logits(ids), new.logits(ids)
+    a_model = _load(_folder(tmp_path / "old", case, old))
+    b_model = _load(_folder(tmp_path / "new", case, new))
+    assert a_model.config.partial_rotary_factor == b_model.config.partial_rotary_factor == factor
+    assert [L.rope.dim for L in b_model.net.layers] == [L.rope.dim for L in a_model.net.layers] == \
+        [dim] * len(a_model.net.layers)
+    a, b = a_model.logits(ids), b_model.logits(ids)
     assert rel_err(b, a).max() <= F32_TOL
-    assert rel_err(a, ref).max() > 0.05          # 0.4 computes something else than the 0.5 reference
+    if factor == json.loads((HERE / case / "config_v5.json").read_text())["rope_parameters"]["partial_rotary_factor"]:
+        assert rel_err(b, ref).max() <= F32_TOL
+    else:
+        assert rel_err(b, ref).max() > 0.05      # another factor computes something else than the reference
 
 
 def _llama(**kw) -> dict:
