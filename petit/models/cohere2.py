@@ -15,6 +15,7 @@ class Cohere2Config(cohere.CohereConfig):
     model_type: str = "cohere2"
 
     _IGNORED = frozenset({"_sliding_window_pattern"})
+    _ROPE_LAYER_TYPES = ("sliding_attention",)     # the full-attention layers have no position encoding
 
     def _validate(self):
         super()._validate()

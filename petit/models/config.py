@@ -4,6 +4,8 @@ import dataclasses
 import math
 import warnings
 
+from petit.models.rope_config import read_rope
+
 # keys of any Hugging Face config that do not change the computation
 COMMON_IGNORED = {
     "model_type", "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id", "eos_token_id",
@@ -27,10 +29,15 @@ COMMON_IGNORED = {
 class ConfigMixin:
     """For family config dataclasses. A family sets `_REQUIRED` (fields without which nothing can be computed),
     `_IGNORED` (its keys that do not change the computation) and may override `_refuse(d)` (raise for features it
-    does not implement) and `_validate()` (derive and check values)."""
+    does not implement) and `_validate()` (derive and check values). The RoPE settings are read from either config
+    style (transformers 4's top-level keys, transformers 5's `rope_parameters`) by `rope_config.read_rope`, which the
+    `_ROPE_*` attributes tune."""
 
     _REQUIRED: tuple = ()
     _IGNORED: frozenset = frozenset()
+    _ROPE_ALIASES: dict = {}                # a family's own top-level names of RoPE fields {key: field}
+    _ROPE_LOCAL_THETA: bool = False         # sliding layers have a theta of their own (rope_local_base_freq)
+    _ROPE_LAYER_TYPES: tuple = ("full_attention", "sliding_attention")     # the layer types that use RoPE
 
     @classmethod
     def from_dict(cls, d: dict):
@@ -41,7 +48,7 @@ class ConfigMixin:
         """
         if not isinstance(d, dict):
             raise ValueError("config: not a JSON object")
-        d = _from_rope_parameters(d)
+        d, rope_unknown = read_rope(cls, d)
         if d.get("quantization_config"):
             method = d["quantization_config"].get("quant_method", "?") if isinstance(d["quantization_config"], dict) \
                 else "?"
@@ -52,7 +59,8 @@ class ConfigMixin:
         missing = [n for n in cls._REQUIRED if d.get(n) is None]
         if missing:
             raise ValueError(f"config: missing required field(s) {', '.join(missing)}")
-        unknown = sorted(k for k in d if k not in names and k not in COMMON_IGNORED and k not in cls._IGNORED)
+        unknown = sorted([k for k in d if k not in names and k not in COMMON_IGNORED and k not in cls._IGNORED]
+                         + rope_unknown)
         if unknown:
             warnings.warn(f"config: ignoring unknown key(s) {', '.join(unknown)}", stacklevel=3)
         cfg = cls(**{k: v for k, v in d.items() if k in names}, unknown_keys=unknown)
@@ -133,23 +141,6 @@ def check_decoder(cfg, numbers=(), booleans=(), window: bool = False) -> None:
     if window and cfg.sliding_window is not None:
         positive_int(cfg, "sliding_window")
     scaling_type(cfg.rope_scaling)
-
-
-def _from_rope_parameters(d: dict) -> dict:
-    """transformers 5 writes `rope_parameters` {rope_type, rope_theta, ...} where 4.x wrote rope_theta and
-    rope_scaling: read both."""
-    rp = d.get("rope_parameters")
-    if not isinstance(rp, dict) or "rope_theta" in d:
-        return {k: v for k, v in d.items() if k != "rope_parameters"} if "rope_parameters" in d else d
-    if "full_attention" in rp or "sliding_attention" in rp:
-        raise ValueError("config: per-layer-type rope_parameters are not supported yet")
-    out = {k: v for k, v in d.items() if k != "rope_parameters"}
-    rest = {k: v for k, v in rp.items() if k != "rope_theta"}
-    if "rope_theta" in rp:
-        out["rope_theta"] = rp["rope_theta"]
-    if rest.get("rope_type", "default") != "default":
-        out["rope_scaling"] = rest
-    return out
 
 
 # transformers' ACT2FN names -> the kernels' activations

@@ -22,6 +22,7 @@ class GemmaConfig(ConfigMixin):
     max_position_embeddings: int = 8192
     tie_word_embeddings: bool = True
     attention_bias: bool = False
+    use_bidirectional_attention: bool | None = None     # transformers 5 writes null for Gemma 1 and 2
     model_type: str = "gemma"
     unknown_keys: list = field(default_factory=list, repr=False)
 
@@ -31,6 +32,8 @@ class GemmaConfig(ConfigMixin):
     def _validate(self):
         check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias"))
         self.act = activation(self, self._ACT_KEY, self.model_type)
+        if self.use_bidirectional_attention:
+            raise ValueError("config: use_bidirectional_attention=true is not supported (Petit runs causal decoders)")
 
 
 def build(cfg: GemmaConfig, t):

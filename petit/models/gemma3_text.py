@@ -10,21 +10,20 @@ from petit.models.config import positive_int, positive_number
 
 @dataclass
 class Gemma3TextConfig(gemma2.Gemma2Config):
-    rope_local_base_freq: float = 10000.0
+    rope_theta: float = 1_000_000.0             # transformers' default for the full layers
+    rope_local_base_freq: float = 10000.0       # transformers 5: rope_parameters["sliding_attention"]["rope_theta"]
     sliding_window_pattern: int = 6
     final_logit_softcapping: float | None = None
     attn_logit_softcapping: float | None = None
-    use_bidirectional_attention: bool = False
     model_type: str = "gemma3_text"
 
     _IGNORED = frozenset({"_sliding_window_pattern"})
+    _ROPE_LOCAL_THETA = True
 
     def _validate(self):
         super()._validate()
         positive_number(self, "rope_local_base_freq")
         positive_int(self, "sliding_window_pattern")
-        if self.use_bidirectional_attention:
-            raise ValueError("config: use_bidirectional_attention=true is not supported (Petit runs causal decoders)")
 
     def types(self):
         p = self.sliding_window_pattern

@@ -1,6 +1,7 @@
 """GPT-NeoX (Pythia): LayerNorm with bias, fused q|k|v stored per head ([q_h; k_h; v_h] for each head h) with bias,
-partial rotary (rotary_pct), parallel residual x + attn(ln1(x)) + mlp(ln2(x)) (or sequential), GELU MLP, separate
-output matrix `embed_out`. The fused matrix is split into q, k and v when read (`attention.q_proj` ...)."""
+partial rotary (rotary_pct, or partial_rotary_factor), parallel residual x + attn(ln1(x)) + mlp(ln2(x)) (or
+sequential), GELU MLP, separate output matrix `embed_out`. The fused matrix is split into q, k and v when read
+(`attention.q_proj` ...)."""
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, default_rope, norm
@@ -19,10 +20,8 @@ class GPTNeoXConfig(ConfigMixin):
     num_hidden_layers: int
     num_attention_heads: int
     hidden_act: str = "gelu"
-    rotary_pct: float = 0.25
-    rotary_emb_base: float = 10000
-    rope_theta: float | None = None
-    partial_rotary_factor: float | None = None
+    rope_theta: float = 10000.0                 # transformers 4 config.json: rotary_emb_base (read as an alias)
+    partial_rotary_factor: float = 0.25         # transformers 4 config.json: rotary_pct (read as an alias)
     rope_scaling: dict | None = None
     max_position_embeddings: int = 2048
     layer_norm_eps: float = 1e-5
@@ -34,6 +33,7 @@ class GPTNeoXConfig(ConfigMixin):
 
     _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
     _IGNORED = frozenset({"use_flash_attn", "num_key_value_heads"})
+    _ROPE_ALIASES = {"rotary_emb_base": "rope_theta", "rotary_pct": "partial_rotary_factor"}
 
     @classmethod
     def _refuse(cls, d):
@@ -46,8 +46,6 @@ class GPTNeoXConfig(ConfigMixin):
                      "max_position_embeddings")
         self.num_key_value_heads, self.head_dim = None, None
         heads(self)
-        self.rope_theta = self.rope_theta or self.rotary_emb_base
-        self.partial_rotary_factor = self.partial_rotary_factor or self.rotary_pct
         positive_number(self, "layer_norm_eps", "rope_theta", "partial_rotary_factor")
         boolean(self, "tie_word_embeddings", "use_parallel_residual", "attention_bias")
         scaling_type(self.rope_scaling)

@@ -21,23 +21,24 @@ _REQUIRED = {"linear": {"factor"}, "dynamic": {"factor"}, "yarn": {"factor"},
              "longrope": {"long_factor", "short_factor"}}
 
 
-def scaling_type(rope_scaling: dict | None) -> str:
-    """The scaling's name, validated ("default" for None)."""
+def scaling_type(rope_scaling: dict | None, where: str = "rope_scaling") -> str:
+    """The scaling's name, validated ("default" for None); `where` names it in errors (rope_parameters when it came
+    from a transformers 5 config)."""
     if not rope_scaling:
         return "default"
     if not isinstance(rope_scaling, dict):
-        raise ValueError(f"config: rope_scaling must be an object, got {rope_scaling!r}")
+        raise ValueError(f"config: {where} must be an object, got {rope_scaling!r}")
     kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
     if kind == "su":                # the early name of longrope (Phi-3)
         kind = "longrope"
     if kind not in SCALINGS:
-        raise ValueError(f"config: rope_scaling type {kind!r} is not supported (supported: {', '.join(SCALINGS)})")
+        raise ValueError(f"config: {where} type {kind!r} is not supported (supported: {', '.join(SCALINGS)})")
     missing = _REQUIRED.get(kind, set()) - set(rope_scaling)
     if missing:
-        raise ValueError(f"config: rope_scaling {kind} needs {', '.join(sorted(missing))}")
+        raise ValueError(f"config: {where} {kind} needs {', '.join(sorted(missing))}")
     unknown = set(rope_scaling) - _KEYS[kind] - {"rope_type", "type"}
     if unknown:
-        raise ValueError(f"config: rope_scaling {kind}: unsupported key(s) {', '.join(sorted(unknown))}")
+        raise ValueError(f"config: {where} {kind}: unsupported key(s) {', '.join(sorted(unknown))}")
     return kind
 
 
