@@ -41,6 +41,8 @@ def build_menus(window) -> dict:
         "send": _action(w, "&Send", w.chat.composer.submit, ["Ctrl+Return", "Ctrl+Enter"]),
         "stop": _action(w, "S&top", w.escape, "Esc", "Stop the reply"),
         "regenerate": _action(w, "&Regenerate", w.chat.regenerate, "Ctrl+R", "Answer the last message again"),
+        "continue": _action(w, "Contin&ue the reply", w.chat.continue_reply, None,
+                            "Go on with the last reply (interrupted, stopped or cut at the token limit)"),
         "copy_last": _action(w, "&Copy the last reply", w.copy_last_reply, "Ctrl+Shift+C"),
         "rename": _action(w, "Re&name chat", w.page.chat_list.start_rename, "F2"),
         "delete": _action(w, "&Delete chat…", lambda: w.chats.confirm_delete(w.chat.chat_id)
@@ -63,7 +65,7 @@ def build_menus(window) -> dict:
     file_menu.addSeparator()
     file_menu.addAction(a["quit"])
     chat_menu = bar.addMenu("&Chat")
-    chat_menu.addActions([a["send"], a["stop"], a["regenerate"], a["copy_last"]])
+    chat_menu.addActions([a["send"], a["stop"], a["regenerate"], a["continue"], a["copy_last"]])
     chat_menu.addSeparator()
     chat_menu.addActions([a["rename"], a["delete"], a["search"], a["focus_input"]])
     view_menu = bar.addMenu("&View")

@@ -155,6 +155,7 @@ class MainWindow(QMainWindow):
 
     def _on_busy(self, busy: bool) -> None:
         self.menu_actions["regenerate"].setEnabled(not busy)
+        self.menu_actions["continue"].setEnabled(not busy)
 
     # drag and drop
     def dragEnterEvent(self, event) -> None:

@@ -15,6 +15,7 @@ class ConversationView(QScrollArea):
     copy_requested = Signal(int)              # message index
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
+    continue_requested = Signal(int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -62,6 +63,7 @@ class ConversationView(QScrollArea):
         w.copy_requested.connect(lambda _w: self.copy_requested.emit(self.widgets.index(_w)))
         w.edit_requested.connect(lambda _w: self.edit_requested.emit(self.widgets.index(_w)))
         w.regenerate_requested.connect(lambda _w: self.regenerate_requested.emit(self.widgets.index(_w)))
+        w.continue_requested.connect(lambda _w: self.continue_requested.emit(self.widgets.index(_w)))
         self._layout.insertWidget(index + 1, w)     # after the welcome label
         self.widgets.append(w)
         self._update_actions()

@@ -15,7 +15,7 @@ from app.chat.worker import GenerationWorker
 
 class Engine(QObject):
     # to the worker (queued: it lives on another thread)
-    _generate_requested = Signal(int, object, str, object)
+    _generate_requested = Signal(int, object, str, object, str)
     _measure_requested = Signal(int, object, object)
     _model_offered = Signal(object, object)
 
@@ -53,12 +53,13 @@ class Engine(QObject):
         """A reply is being generated (from the GUI's point of view)."""
         return self._current is not None
 
-    def generate(self, history: list, text: str, options: dict) -> int:
-        """Cancel any reply in progress and request a new one; returns its id."""
+    def generate(self, history: list, text: str, options: dict, partial: str = "") -> int:
+        """Cancel any reply in progress and request a new one (going on from `partial`, when given); returns its
+        id."""
         self._last_id += 1
         self.worker.cancel(self._last_id)
         self._current = self._last_id
-        self._generate_requested.emit(self._last_id, [dict(m) for m in history], text, dict(options))
+        self._generate_requested.emit(self._last_id, [dict(m) for m in history], text, dict(options), partial)
         return self._last_id
 
     def stop(self) -> None:

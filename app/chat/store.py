@@ -1,6 +1,7 @@
 """Conversations in SQLite: a list of chats (create, rename, delete, search by title) and each chat's messages in
 order. A message is a dict {"role", "content", "meta"}; meta holds what the view shows beside it (the model, the
-turn's stats, how the reply ended)."""
+turn's stats, how the reply ended: a reply still streaming is stored with finish_reason "interrupted", so
+that is what it says if the app dies before the reply ends)."""
 import json
 import sqlite3
 import time
@@ -86,6 +87,12 @@ class ChatStore:
                               (title_from(message.content), chat_id, NEW_CHAT_TITLE))
         self.conn.commit()
         return count
+
+    def update(self, chat_id: int, position: int, message: Message) -> None:
+        """Rewrite the message at `position` (a reply saved while it streams)."""
+        self.conn.execute("UPDATE messages SET content = ?, meta = ? WHERE chat_id = ? AND position = ?",
+                          (message.content, json.dumps(message.meta), chat_id, position))
+        self.conn.commit()
 
     def truncate(self, chat_id: int, keep: int) -> None:
         """Delete every message from position `keep` on (editing a message, regenerating a reply)."""

@@ -76,19 +76,22 @@ class GenerationWorker(QObject):
         return ([{"role": "system", "content": system}] if system else []) + [
             {"role": m["role"], "content": m["content"]} for m in history]
 
-    @Slot(int, object, str, object)
-    def generate(self, request_id: int, history: list, text: str, options: dict) -> None:
+    @Slot(int, object, str, object, str)
+    def generate(self, request_id: int, history: list, text: str, options: dict, partial: str = "") -> None:
         """Answer `text` after `history` (a list of {"role", "content"}); emits tokens_decoded as the reply
-        decodes, then finished (also when cancelled: with the partial reply) or failed."""
+        decodes, then finished (also when cancelled: with the partial reply) or failed. With `partial`, the reply
+        goes on from that text (Continue): only the new text is decoded, and the whole reply is `partial` + it."""
         if self._cancelled(request_id):
-            self.finished.emit(request_id, "", {"finish_reason": "cancelled", "generated_tokens": 0})
+            self.finished.emit(request_id, partial, {"finish_reason": "cancelled", "generated_tokens": 0})
             return
         try:
             session = self._session(options)
             session.messages = self._history(options, history)
             before = len(session.messages)
-            parts = []
-            with closing(session.send(text)) as steps:
+            parts = [partial]
+            if partial:
+                session.messages.append({"role": "user", "content": text})
+            with closing(session.resume(partial) if partial else session.send(text)) as steps:
                 for step in steps:
                     if step.text:
                         parts.append(step.text)
