@@ -10,6 +10,7 @@ from app.actions import build_menus
 from app.chat.chats import ChatsController
 from app.chat.controller import ChatController
 from app.chat.engine import Engine
+from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
 from app.db import State, connect
@@ -54,7 +55,7 @@ class MainWindow(QMainWindow):
             self.panels[name] = make_panel(module, name)
             self.tabs.addTab(self.panels[name], title)
         self.setCentralWidget(self.tabs)
-        self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = None
+        self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = self.link_dialog = None
         self.menu_actions = build_menus(self)
         self._connect()
         self.chats.restore()
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self.chat.turn_finished.connect(s.set_turn)
         self.chat.context_measured.connect(s.set_context)
         self.chat.busy_changed.connect(self._on_busy)
+        self.page.view.link_activated.connect(self.confirm_open_link)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
         for name in ("TrainPanel", "ExportPanel", "VerifyPanel"):
@@ -138,6 +140,10 @@ class MainWindow(QMainWindow):
         if server is not None and not is_placeholder(server) and hasattr(server, "set_model"):
             values = self.settings_panel.values()
             server.set_model(info.path, {k: values[k] for k in values})
+
+    def confirm_open_link(self, url) -> None:
+        """A link in a reply was clicked: open it in the browser once the user confirms."""
+        self.link_dialog = confirm_open_link(self, url)
 
     # chat helpers for the menus
     def escape(self) -> None:

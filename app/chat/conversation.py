@@ -1,6 +1,6 @@
 """The conversation: a scrolling column of MessageWidgets, the reply being generated last, and an error banner.
 It follows the bottom while a reply streams, unless the user scrolled up to read."""
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.message_widget import MessageWidget
@@ -16,6 +16,7 @@ class ConversationView(QScrollArea):
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     continue_requested = Signal(int)
+    link_activated = Signal(QUrl)             # an http(s) link in a message was clicked
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -64,6 +65,7 @@ class ConversationView(QScrollArea):
         w.edit_requested.connect(lambda _w: self.edit_requested.emit(self.widgets.index(_w)))
         w.regenerate_requested.connect(lambda _w: self.regenerate_requested.emit(self.widgets.index(_w)))
         w.continue_requested.connect(lambda _w: self.continue_requested.emit(self.widgets.index(_w)))
+        w.link_activated.connect(self.link_activated)
         self._layout.insertWidget(index + 1, w)     # after the welcome label
         self.widgets.append(w)
         self._update_actions()

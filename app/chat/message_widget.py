@@ -1,7 +1,7 @@
 """One message of the conversation: who said it, its text (Markdown for replies, plain for the user's), the
 reply's figures, and its actions (copy; edit for the user's messages; regenerate for the last reply, and continue
 when that reply was interrupted, stopped or cut at the token limit)."""
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout
 
@@ -36,6 +36,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
     continue_requested = Signal(object)
+    link_activated = Signal(QUrl)            # an http(s) link in the text was clicked
 
     def __init__(self, message: Message, title: str, parent=None):
         super().__init__(parent)
@@ -57,6 +58,7 @@ class MessageWidget(QFrame):
             head.addWidget(b)
         layout.addLayout(head)
         self.body = MarkdownView(self)
+        self.body.link_activated.connect(self.link_activated)
         layout.addWidget(self.body)
         self.set_title(title)
         self.footer = QLabel()
