@@ -27,6 +27,13 @@ LAST_MODEL = "last_model"
 GEOMETRY = "window_geometry"         # the window's and the chat splitter's, restored at start
 
 
+def is_bundled_model(path: str) -> bool:
+    """Whether `path` is one of the models that ship with Petit (assets/default-*.petit)."""
+    from petit.assets import asset_dirs
+    folders = {os.path.realpath(d) for d in asset_dirs()}
+    return os.path.basename(path).startswith("default-") and os.path.realpath(os.path.dirname(path)) in folders
+
+
 class MainWindow(QMainWindow):
     def __init__(self, model_path: str | None = None, parent=None):
         """model_path: the model to open (default: the last one used, else the bundled model)."""
@@ -135,7 +142,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"Petit — {info.name}")
         self.status.set_model(info)
         self.settings_panel.set_model(info)
-        self.chat.set_model(info.name)
+        self.chat.set_model(info.name, is_bundled_model(info.path))
         server = self.panels.get("ServerPanel")
         if server is not None and not is_placeholder(server) and hasattr(server, "set_model"):
             values = self.settings_panel.values()

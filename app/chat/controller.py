@@ -78,8 +78,10 @@ class ChatController(QObject):
             self.store.set_draft(self.chat_id, self.composer.text if self.composer.editing is None else "")
 
     # the model
-    def set_model(self, name: str) -> None:
+    def set_model(self, name: str, bundled: bool = False) -> None:
+        """The model `name` now answers (bundled: the model that ships with Petit)."""
         self.model_name, self.model_ready = name, True
+        self.view.set_model(name, bundled)
         if self._pending is not None:
             history, text, partial = self._pending
             self._pending = None

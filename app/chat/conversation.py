@@ -6,9 +6,16 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 from app.chat.message_widget import MessageWidget
 from app.chat.store import Message
 
-WELCOME = ("Type a message below and press Enter (Shift+Enter for a new line).\n"
-           "The bundled model knows small arithmetic, counting, spelling backwards, comparing numbers, colours, "
-           "opposites, the alphabet and greetings — try \"what is 12 plus 7?\".")
+BUNDLED_HINT = ("The bundled model knows small arithmetic, counting, spelling backwards, comparing numbers, colours, "
+                "opposites, the alphabet and greetings — try \"what is 12 plus 7?\".")
+
+
+def welcome_text(model_name: str = "", bundled: bool = False) -> str:
+    """The empty chat's hint: how to send, to which model (what the bundled one knows)."""
+    if not model_name:
+        return "No model is loaded yet: wait for it, or open one with File > Open model (Ctrl+O)."
+    text = f"Type a message below and press Enter (Shift+Enter for a new line) to chat with {model_name}."
+    return text + "\n" + BUNDLED_HINT if bundled else text
 
 
 class ConversationView(QScrollArea):
@@ -27,7 +34,7 @@ class ConversationView(QScrollArea):
         self._layout = QVBoxLayout(inner)
         self._layout.setContentsMargins(12, 12, 12, 12)
         self._layout.setSpacing(8)
-        self.welcome = QLabel(WELCOME)
+        self.welcome = QLabel(welcome_text())
         self.welcome.setWordWrap(True)
         self.welcome.setEnabled(False)
         self._layout.addWidget(self.welcome)
@@ -82,6 +89,10 @@ class ConversationView(QScrollArea):
         self.welcome.setVisible(not self.widgets)
         for i, w in enumerate(self.widgets):
             w.set_regenerable(i == len(self.widgets) - 1)
+
+    def set_model(self, name: str, bundled: bool = False) -> None:
+        """The model replies come from: named in the empty chat's hint."""
+        self.welcome.setText(welcome_text(name, bundled))
 
     def set_busy(self, busy: bool) -> None:
         """While a reply streams, no message offers regenerate or edit."""

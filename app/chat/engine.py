@@ -23,7 +23,7 @@ class Engine(QObject):
     tokens_decoded = Signal(str)
     finished = Signal(str, object)       # reply, result dict (stats, context used / size)
     failed = Signal(str)
-    measured = Signal(int, int)          # context used, context size
+    measured = Signal(int, int)          # context used, context size (measured, or as the reply grows)
     model_changed = Signal(object)       # ModelInfo
 
     SWITCH_INTERVAL_S = 0.001
@@ -42,6 +42,7 @@ class Engine(QObject):
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.measured.connect(self._on_measured)
+        self.worker.progressed.connect(self._on_progressed)
         self.worker.model_changed.connect(self.model_changed)
         self._thread.start()
         self._last_id = 0
@@ -93,6 +94,10 @@ class Engine(QObject):
         if request_id == self._current:
             self._current = None
             self.failed.emit(message)
+
+    def _on_progressed(self, request_id: int, used: int, size: int) -> None:
+        if request_id == self._current:
+            self.measured.emit(used, size)
 
     def _on_measured(self, request_id: int, used: int, size: int) -> None:
         if request_id == self._measure_id:

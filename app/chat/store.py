@@ -95,7 +95,14 @@ class ChatStore:
         self.conn.commit()
 
     def truncate(self, chat_id: int, keep: int) -> None:
-        """Delete every message from position `keep` on (editing a message, regenerating a reply)."""
+        """Delete every message from position `keep` on (editing a message, regenerating a reply). A chat named
+        after its first message goes back to "New chat" when that message goes, so the edited one names it."""
+        if keep == 0:
+            first = self.conn.execute("SELECT content FROM messages WHERE chat_id = ? AND position = 0 AND "
+                                      "role = 'user'", (chat_id,)).fetchone()
+            if first is not None:
+                self.conn.execute("UPDATE chats SET title = ? WHERE id = ? AND title = ?",
+                                  (NEW_CHAT_TITLE, chat_id, title_from(first["content"])))
         self.conn.execute("DELETE FROM messages WHERE chat_id = ? AND position >= ?", (chat_id, keep))
         self.conn.execute("UPDATE chats SET updated = ? WHERE id = ?", (time.time(), chat_id))
         self.conn.commit()
