@@ -13,7 +13,8 @@ BUNDLED_HINT = ("The bundled model knows small arithmetic, counting, spelling ba
 def welcome_text(model_name: str = "", bundled: bool = False) -> str:
     """The empty chat's hint: how to send, to which model (what the bundled one knows)."""
     if not model_name:
-        return "No model is loaded yet: wait for it, or open one with File > Open model (Ctrl+O)."
+        return ("Type a message below and press Enter (Shift+Enter for a new line) once a model is loaded "
+                "(File > Open model, Ctrl+O).")
     text = f"Type a message below and press Enter (Shift+Enter for a new line) to chat with {model_name}."
     return text + "\n" + BUNDLED_HINT if bundled else text
 
