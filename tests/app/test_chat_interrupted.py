@@ -14,7 +14,7 @@ from app_helpers import send_and_wait, wait_idle
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FULL = "1 2 3 4 5 6 7 8 9 10 11"                  # the bundled model's (greedy) answer to "count from 1 to 30"
 
-# the app, asked to count; each token takes 0.2 s longer on the worker thread, so the reply streams for seconds
+# the app, asked to count; each token takes 0.3 s longer on the worker thread, so the reply streams for seconds
 APP = """
 import time
 from PySide6.QtCore import Qt
@@ -24,7 +24,7 @@ app = create_app([])
 w = MainWindow()
 w.show()
 def slow(_request_id, _text):
-    time.sleep(0.2)
+    time.sleep(0.3)
 def ask(_info):
     w.engine.worker.tokens_decoded.connect(slow, Qt.ConnectionType.DirectConnection)
     w.chat.send("count from 1 to 30")
