@@ -1,4 +1,4 @@
-"""The message flow of the open chat: send, stream, stop, regenerate, edit-and-continue, copy. It keeps the
+"""The message flow of the open chat: send, stream, stop, regenerate, continue, edit-and-continue, copy. It keeps the
 SQLite store, the conversation view and the generation worker (through Engine) in step.
 
 Replies stream into the last message widget; the Markdown is re-rendered at most every RENDER_MS, however fast
@@ -10,11 +10,10 @@ with Continue (go on from its text) and Regenerate.
 """
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat.store import ChatStore, Message
+from app.chat.store import INTERRUPTED, ChatStore, Message
 
 RENDER_MS = 33
 SAVE_MS = 250
-INTERRUPTED = "interrupted"                   # the finish_reason a reply is saved with while it streams
 NO_MODEL = "no model is loaded; open one with File > Open model (Ctrl+O)"
 
 

@@ -6,9 +6,9 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout
 
 from app.chat.markdown import MarkdownView
-from app.chat.store import Message
+from app.chat.store import INTERRUPTED, Message
 
-CONTINUABLE = ("interrupted", "cancelled", "length")     # how a reply Continue can go on with ended
+CONTINUABLE = (INTERRUPTED, "cancelled", "length")     # how a reply Continue can go on with ended
 
 
 def stats_text(meta: dict) -> str:
@@ -26,7 +26,7 @@ def stats_text(meta: dict) -> str:
         parts.append("stopped")
     elif reason == "length":
         parts.append("cut at the token limit")
-    elif reason == "interrupted":
+    elif reason == INTERRUPTED:
         parts.append("interrupted: the app closed before the reply ended")
     return " · ".join(parts)
 

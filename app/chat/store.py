@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 NEW_CHAT_TITLE = "New chat"
+INTERRUPTED = "interrupted"          # the finish_reason a reply is stored with while it streams
 
 
 @dataclass
