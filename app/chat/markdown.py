@@ -5,8 +5,8 @@ The text is the model's, so it is not trusted: raw HTML is shown as the text it 
 links stay links (any other scheme is plain text), and a click only reports the link (link_activated): the window
 asks before opening it. Images are never loaded (no file, nothing else an image names is read).
 """
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
 from app.fonts import MONO_FAMILY
@@ -14,6 +14,8 @@ from app.fonts import MONO_FAMILY
 CODE_BACKGROUND = QColor(0, 0, 0, 18)
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 LINK_SCHEMES = ("http", "https")
+BLANK_IMAGE = QImage(1, 1, QImage.Format.Format_ARGB32)
+BLANK_IMAGE.fill(0)
 
 
 def is_web_link(url: QUrl) -> bool:
@@ -50,6 +52,7 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(text, MARKDOWN)
         shade_code(self.document())
         keep_web_links_only(self.document())
+        images_as_text(self.document())
         self._fit()
 
     def show_plain(self, text: str) -> None:
@@ -67,8 +70,12 @@ class MarkdownView(QTextBrowser):
         super().resizeEvent(event)
         self._fit()
 
-    def loadResource(self, _type, _name):
-        return None                          # an image in a reply is never read from disk (or anywhere)
+    def loadResource(self, kind, _name):
+        # nothing a reply names is ever read (a file, a relative path): images are replaced by their text once the
+        # document is built, and until then get a blank pixel (for a null answer Qt would read the file itself)
+        if kind == QTextDocument.ResourceType.ImageResource:
+            return BLANK_IMAGE
+        return QByteArray()
 
     def _on_anchor(self, url: QUrl) -> None:
         if is_web_link(url):
@@ -97,6 +104,27 @@ def keep_web_links_only(document) -> None:
         fmt.setFontUnderline(False)
         fmt.clearForeground()
         c.setCharFormat(fmt)
+
+
+def images_as_text(document) -> None:
+    """Show every image as "[image: its alt text]" (never loaded: see MarkdownView.loadResource)."""
+    images = []
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().isImageFormat():
+                fmt = fragment.charFormat()
+                alt = fmt.stringProperty(QTextFormat.Property.ImageAltText) or fmt.toImageFormat().name()
+                images.append((fragment.position(), fragment.length(), f"[image: {alt}]"))
+            it += 1
+        block = block.next()
+    for position, length, text in reversed(images):      # from the end: earlier positions stay valid
+        c = QTextCursor(document)
+        c.setPosition(position)
+        c.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+        c.insertText(text, QTextCharFormat())
 
 
 def shade_code(document) -> None:

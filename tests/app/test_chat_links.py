@@ -1,6 +1,6 @@
 """Replies are the model's text, not trusted: raw HTML shows as text, only http(s) links are links, and a click
 opens one only after a (non-modal) confirmation."""
-from PySide6.QtCore import QPoint, Qt, QUrl
+from PySide6.QtCore import QPoint, QSize, Qt, QUrl
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QMessageBox
 
@@ -81,3 +81,18 @@ def test_only_http_links_are_offered(window):
     box = links.confirm_open_link(window, QUrl("http://example.com/"))
     assert box.informativeText() == "http://example.com/"
     box.reject()
+
+
+def test_images_in_a_reply_are_never_read(qtbot, window, tmp_path):
+    from PySide6.QtGui import QImage, QTextDocument
+    picture = tmp_path / "secret.png"
+    image = QImage(4, 4, QImage.Format.Format_RGB32)
+    image.fill(0xFF0000)
+    assert image.save(str(picture))
+    url = QUrl.fromLocalFile(str(picture)).toString()
+    view = _show_reply(qtbot, window, f"look: ![secret]({url}) and ![rel](secret.png)")
+    view.repaint()                                          # painted: any image would have been loaded now
+    assert view.document().toPlainText() == "look: [image: secret] and [image: rel]"
+    for name in (url, "secret.png"):
+        resource = view.document().resource(QTextDocument.ResourceType.ImageResource, QUrl(name))
+        assert resource is None or resource.size() == QSize(1, 1), name     # at most the blank pixel
