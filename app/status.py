@@ -54,6 +54,7 @@ class StatusBar(QStatusBar):
         self.weights_label.setText(f"{info.weight_type} weights")
         self.kernel_label.setText(kernel_text())
         self.speed_label.setText("")
+        self.context_label.setText("")       # the new model's figures come with its measurement
 
     def set_turn(self, result: dict) -> None:
         """The figures of the reply that just ended."""

@@ -10,6 +10,7 @@ from app.actions import build_menus
 from app.chat.chats import ChatsController
 from app.chat.controller import ChatController
 from app.chat.engine import Engine
+from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
 from app.db import State, connect
@@ -24,6 +25,13 @@ from app.style import MESSAGE_STYLE, STATUS_STYLE
 
 LAST_MODEL = "last_model"
 GEOMETRY = "window_geometry"         # the window's and the chat splitter's, restored at start
+
+
+def is_bundled_model(path: str) -> bool:
+    """Whether `path` is one of the models that ship with Petit (assets/default-*.petit)."""
+    from petit.assets import asset_dirs
+    folders = {os.path.realpath(d) for d in asset_dirs()}
+    return os.path.basename(path).startswith("default-") and os.path.realpath(os.path.dirname(path)) in folders
 
 
 class MainWindow(QMainWindow):
@@ -54,7 +62,7 @@ class MainWindow(QMainWindow):
             self.panels[name] = make_panel(module, name)
             self.tabs.addTab(self.panels[name], title)
         self.setCentralWidget(self.tabs)
-        self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = None
+        self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = self.link_dialog = None
         self.menu_actions = build_menus(self)
         self._connect()
         self.chats.restore()
@@ -75,6 +83,7 @@ class MainWindow(QMainWindow):
         self.chat.turn_finished.connect(s.set_turn)
         self.chat.context_measured.connect(s.set_context)
         self.chat.busy_changed.connect(self._on_busy)
+        self.page.view.link_activated.connect(self.confirm_open_link)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
         for name in ("TrainPanel", "ExportPanel", "VerifyPanel"):
@@ -133,11 +142,15 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"Petit — {info.name}")
         self.status.set_model(info)
         self.settings_panel.set_model(info)
-        self.chat.set_model(info.name)
+        self.chat.set_model(info.name, is_bundled_model(info.path))
         server = self.panels.get("ServerPanel")
         if server is not None and not is_placeholder(server) and hasattr(server, "set_model"):
             values = self.settings_panel.values()
             server.set_model(info.path, {k: values[k] for k in values})
+
+    def confirm_open_link(self, url) -> None:
+        """A link in a reply was clicked: open it in the browser once the user confirms."""
+        self.link_dialog = confirm_open_link(self, url)
 
     # chat helpers for the menus
     def escape(self) -> None:
@@ -155,6 +168,7 @@ class MainWindow(QMainWindow):
 
     def _on_busy(self, busy: bool) -> None:
         self.menu_actions["regenerate"].setEnabled(not busy)
+        self.menu_actions["continue"].setEnabled(not busy)
 
     # drag and drop
     def dragEnterEvent(self, event) -> None:

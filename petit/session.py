@@ -109,17 +109,35 @@ class ChatSession:
         """Add a user message and stream the reply as Steps (text deltas are complete UTF-8). The assistant message
         is added to the history when the reply ends. A template error leaves the conversation unchanged."""
         messages = self.messages + [{"role": "user", "content": text}]
-        ids = self.prompt_ids(messages)          # raises before anything changes
-        first = 1 if messages[0]["role"] == "system" else 0
+        ids = self._fitted(messages)             # raises before anything changes
+        self.messages = messages
+        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
+        yield from self._generate(ids, keep, lambda reply: self.messages.append({"role": "assistant", "content": reply}))
+
+    def resume(self, partial: str) -> Iterator[Step]:
+        """Go on with a reply that was cut off: the conversation (ending with the user's message) is followed by
+        its assistant turn's opening and `partial`, and the model continues from there. The Steps carry only the
+        new text; the reply added to the history is `partial` followed by it."""
+        messages = list(self.messages)
+        tail = self.tokenizer.encode(partial, add_bos=False)
+        ids = self._fitted(messages, tail)
+        self.messages = messages
+        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
+        yield from self._generate(ids, keep,
+                                  lambda reply: self.messages.append({"role": "assistant", "content": partial + reply}))
+
+    def _fitted(self, messages: list, tail=()) -> list[int]:
+        """The prompt ids of `messages` (then `tail`), forgetting the oldest turns in place when allowed and needed;
+        raises when they still do not fit."""
+        ids = self.prompt_ids(messages) + list(tail)
+        first = 1 if messages and messages[0]["role"] == "system" else 0
         while self.drop_old_turns and len(ids) >= self.cache.n_ctx and len(messages) - first > 1:
             del messages[first]                  # the oldest message after the system prompt
             while len(messages) - first > 1 and messages[first]["role"] != "user":
                 del messages[first]              # a turn starts with the user
-            ids = self.prompt_ids(messages)
+            ids = self.prompt_ids(messages) + list(tail)
         self._check_fits(ids)
-        self.messages = messages
-        keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
-        yield from self._generate(ids, keep, lambda reply: self.messages.append({"role": "assistant", "content": reply}))
+        return ids
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:

@@ -228,3 +228,20 @@ def test_int8_kv_cache_is_a_quarter_of_the_memory_and_close_to_f32(name):
     assert (int8.argmax(axis=1) == f32.argmax(axis=1)).all()
     assert int8_cache.nbytes <= 0.3 * m.new_cache(128, "f32").nbytes
     assert ChatSession(m).cache.kv_type == "int8"            # the default for quantized weights
+
+
+def test_resume_continues_a_cut_off_reply_as_if_it_had_never_stopped(model):
+    full = ChatSession(model, max_tokens=24)
+    whole = "".join(step.text for step in full.send("count from 1 to 30"))
+    cut = ChatSession(model, max_tokens=24)
+    steps = cut.send("count from 1 to 30")
+    partial = "".join(next(steps).text for _ in range(4))
+    steps.close()
+    assert whole.startswith(partial) and len(partial) < len(whole)
+    resumed = ChatSession(model, max_tokens=24)      # e.g. after a restart: the history is all it has
+    resumed.messages = [{"role": "user", "content": "count from 1 to 30"}]
+    more = "".join(step.text for step in resumed.resume(partial))
+    assert full.stats.finish_reason == resumed.stats.finish_reason == "stop"
+    assert partial + more == whole                    # greedy: the same reply, "1 2 3 ... 11"
+    assert resumed.stats.generated_tokens < full.stats.generated_tokens
+    assert resumed.messages[-1] == {"role": "assistant", "content": partial + more}

@@ -1,14 +1,19 @@
-"""The message flow of the open chat: send, stream, stop, regenerate, edit-and-continue, copy. It keeps the
+"""The message flow of the open chat: send, stream, stop, regenerate, continue, edit-and-continue, copy. It keeps the
 SQLite store, the conversation view and the generation worker (through Engine) in step.
 
 Replies stream into the last message widget; the Markdown is re-rendered at most every RENDER_MS, however fast
 tokens arrive. A new request settles the one in progress first: its partial reply is kept, marked stopped.
+
+A streaming reply is also saved as it grows, at most every SAVE_MS, marked "interrupted" until it ends: if the app
+dies (kill -9, a power cut) it loses at most the last SAVE_MS of text, and the reply reopens marked interrupted,
+with Continue (go on from its text) and Regenerate.
 """
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat.store import ChatStore, Message
+from app.chat.store import INTERRUPTED, ChatStore, Message
 
 RENDER_MS = 33
+SAVE_MS = 250
 NO_MODEL = "no model is loaded; open one with File > Open model (Ctrl+O)"
 
 
@@ -28,12 +33,18 @@ class ChatController(QObject):
         self.model_ready = False
         self._reply = None                # the MessageWidget being streamed into
         self._buffer = ""
-        self._pending = None              # (history, text) waiting for the first model
+        self._row: int | None = None      # the streamed reply's position in the store, once saved
+        self._resumed: Message | None = None   # the reply Continue goes on with, as it was
+        self._pending = None              # (history, text, partial) waiting for the first model
         self._awaiting_model = False      # a load is in progress
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
         self._render_timer.timeout.connect(self._render)
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_MS)
+        self._save_timer.timeout.connect(self._save_partial)
         engine.tokens_decoded.connect(self._on_tokens)
         engine.finished.connect(self._on_finished)
         engine.failed.connect(self._on_failed)
@@ -41,6 +52,7 @@ class ChatController(QObject):
         view.copy_requested.connect(self.copy)
         view.edit_requested.connect(self.begin_edit)
         view.regenerate_requested.connect(lambda _i: self.regenerate())
+        view.continue_requested.connect(lambda _i: self.continue_reply())
         composer.send_requested.connect(self.send)
         composer.stop_requested.connect(self.stop)
 
@@ -65,12 +77,14 @@ class ChatController(QObject):
             self.store.set_draft(self.chat_id, self.composer.text if self.composer.editing is None else "")
 
     # the model
-    def set_model(self, name: str) -> None:
+    def set_model(self, name: str, bundled: bool = False) -> None:
+        """The model `name` now answers (bundled: the model that ships with Petit)."""
         self.model_name, self.model_ready = name, True
+        self.view.set_model(name, bundled)
         if self._pending is not None:
-            history, text = self._pending
+            history, text, partial = self._pending
             self._pending = None
-            self.engine.generate(history, text, self.options())
+            self.engine.generate(history, text, self.options(), partial)
         self.measure()
 
     def model_loading(self, loading: bool) -> None:
@@ -113,6 +127,15 @@ class ChatController(QObject):
         self.view.remove_from(last_user + 2)         # the old reply's widget is reused for the new one
         self._start(self.messages[:last_user], self.messages[last_user].content, reuse=old_reply)
 
+    def continue_reply(self) -> None:
+        """Go on with the last reply (interrupted, stopped or cut at the token limit): what the model says next is
+        appended to it."""
+        self.settle()
+        if len(self.messages) < 2 or self.messages[-1].role != "assistant" or self.messages[-2].role != "user":
+            return
+        reply = self.messages.pop()
+        self._start(self.messages[:-1], self.messages[-1].content, reuse=self.view.widgets[-1], resume=reply)
+
     def begin_edit(self, index: int) -> None:
         if 0 <= index < len(self.messages) and self.messages[index].role == "user":
             self.composer.begin_edit(index, self.messages[index].content)
@@ -131,7 +154,7 @@ class ChatController(QObject):
         if self._reply is not None:
             if self._pending is not None:
                 self._pending = None
-                self._finish("", {"finish_reason": "cancelled"})
+                self._finish(self._buffer, {"finish_reason": "cancelled"})
             else:
                 self.engine.stop()
 
@@ -144,24 +167,29 @@ class ChatController(QObject):
         del self.messages[keep:]
         self.view.remove_from(keep)
 
-    def _start(self, history: list[Message], text: str, reuse=None) -> None:
+    def _start(self, history: list[Message], text: str, reuse=None, resume: Message | None = None) -> None:
+        """Answer `text` after `history` in a new reply (in the widget `reuse`, when given), or go on with the
+        reply `resume` (stored right after `text`)."""
         self.view.show_error("")
-        self._buffer = ""
-        pending = Message("assistant", "", {"model": self.model_name})
+        self._resumed = resume
+        self._buffer = resume.content if resume is not None else ""
+        self._row = len(self.messages) if resume is not None else None
+        pending = Message("assistant", self._buffer, {"model": self.model_name})
         if reuse is not None:
             reuse.message = pending
             reuse.set_title(self.model_name or "Assistant")
-            reuse.set_text("")
+            reuse.set_text(self._buffer)
             reuse.set_meta(pending.meta)
             self._reply = reuse
         else:
             self._reply = self.view.add(pending, self.model_name)
         self._set_busy(True)
         plain = [self._plain(m) for m in history]
+        partial = self._buffer
         if self.model_ready:
-            self.engine.generate(plain, text, self.options())
+            self.engine.generate(plain, text, self.options(), partial)
         elif self._awaiting_model:
-            self._pending = (plain, text)
+            self._pending = (plain, text, partial)
         else:
             self._on_failed(NO_MODEL)
 
@@ -176,10 +204,23 @@ class ChatController(QObject):
         self._buffer += text
         if not self._render_timer.isActive():
             self._render_timer.start()
+        if not self._save_timer.isActive():
+            self._save_timer.start()
 
     def _render(self) -> None:
         if self._reply is not None:
             self._reply.set_text(self._buffer)
+
+    def _save_partial(self) -> None:
+        """Save the reply so far, marked interrupted (what it stays if the app dies before the reply ends)."""
+        if self._reply is None or not self._buffer:
+            return
+        message = Message("assistant", self._buffer, {"model": self.model_name,
+                                                       "stats": {"finish_reason": INTERRUPTED}})
+        if self._row is None:
+            self._row = self.store.append(self.chat_id, message)
+        else:
+            self.store.update(self.chat_id, self._row, message)
 
     def _on_finished(self, reply: str, result) -> None:
         if self._reply is not None:
@@ -187,15 +228,22 @@ class ChatController(QObject):
 
     def _finish(self, reply: str, result: dict) -> None:
         self._render_timer.stop()
-        widget, self._reply = self._reply, None
+        self._save_timer.stop()
+        widget, self._reply, row, self._resumed = self._reply, None, self._row, None
+        self._row = None
         if reply:
             message = Message("assistant", reply, {"model": self.model_name, "stats": result})
-            self.store.append(self.chat_id, message)
+            if row is None:
+                self.store.append(self.chat_id, message)
+            else:
+                self.store.update(self.chat_id, row, message)
             self.messages.append(message)
             widget.message = message
             widget.set_text(reply)
             widget.set_meta(message.meta)
         else:                              # stopped before the first token: nothing to keep
+            if row is not None:
+                self.store.truncate(self.chat_id, row)
             self.view.remove_from(len(self.messages))
         if result.get("dropped_messages"):
             self.view.show_error(f"The {result['dropped_messages']} oldest messages no longer fit the context: "
@@ -207,8 +255,19 @@ class ChatController(QObject):
         if self._reply is None:
             return
         self._render_timer.stop()
-        self._reply = None
-        self.view.remove_from(len(self.messages))
+        self._save_timer.stop()
+        widget, self._reply, row, resumed = self._reply, None, self._row, self._resumed
+        self._row = self._resumed = None
+        if resumed is not None:            # Continue failed: the reply stays as it was
+            self.store.update(self.chat_id, row, resumed)
+            self.messages.append(resumed)
+            widget.message = resumed
+            widget.set_text(resumed.content)
+            widget.set_meta(resumed.meta)
+        else:
+            if row is not None:
+                self.store.truncate(self.chat_id, row)
+            self.view.remove_from(len(self.messages))
         hint = " Start a new chat (Ctrl+N), or turn on \"forget the oldest turns\" in the settings." \
             if "context" in message else ""
         self.view.show_error(f"The model could not answer: {message}.{hint}")

@@ -1,20 +1,30 @@
 """The conversation: a scrolling column of MessageWidgets, the reply being generated last, and an error banner.
 It follows the bottom while a reply streams, unless the user scrolled up to read."""
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.message_widget import MessageWidget
 from app.chat.store import Message
 
-WELCOME = ("Type a message below and press Enter (Shift+Enter for a new line).\n"
-           "The bundled model knows small arithmetic, counting, spelling backwards, comparing numbers, colours, "
-           "opposites, the alphabet and greetings — try \"what is 12 plus 7?\".")
+BUNDLED_HINT = ("The bundled model knows small arithmetic, counting, spelling backwards, comparing numbers, colours, "
+                "opposites, the alphabet and greetings — try \"what is 12 plus 7?\".")
+
+
+def welcome_text(model_name: str = "", bundled: bool = False) -> str:
+    """The empty chat's hint: how to send, to which model (what the bundled one knows)."""
+    if not model_name:
+        return ("Type a message below and press Enter (Shift+Enter for a new line) once a model is loaded "
+                "(File > Open model, Ctrl+O).")
+    text = f"Type a message below and press Enter (Shift+Enter for a new line) to chat with {model_name}."
+    return text + "\n" + BUNDLED_HINT if bundled else text
 
 
 class ConversationView(QScrollArea):
     copy_requested = Signal(int)              # message index
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
+    continue_requested = Signal(int)
+    link_activated = Signal(QUrl)             # an http(s) link in a message was clicked
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -25,7 +35,7 @@ class ConversationView(QScrollArea):
         self._layout = QVBoxLayout(inner)
         self._layout.setContentsMargins(12, 12, 12, 12)
         self._layout.setSpacing(8)
-        self.welcome = QLabel(WELCOME)
+        self.welcome = QLabel(welcome_text())
         self.welcome.setWordWrap(True)
         self.welcome.setEnabled(False)
         self._layout.addWidget(self.welcome)
@@ -62,6 +72,8 @@ class ConversationView(QScrollArea):
         w.copy_requested.connect(lambda _w: self.copy_requested.emit(self.widgets.index(_w)))
         w.edit_requested.connect(lambda _w: self.edit_requested.emit(self.widgets.index(_w)))
         w.regenerate_requested.connect(lambda _w: self.regenerate_requested.emit(self.widgets.index(_w)))
+        w.continue_requested.connect(lambda _w: self.continue_requested.emit(self.widgets.index(_w)))
+        w.link_activated.connect(self.link_activated)
         self._layout.insertWidget(index + 1, w)     # after the welcome label
         self.widgets.append(w)
         self._update_actions()
@@ -78,6 +90,10 @@ class ConversationView(QScrollArea):
         self.welcome.setVisible(not self.widgets)
         for i, w in enumerate(self.widgets):
             w.set_regenerable(i == len(self.widgets) - 1)
+
+    def set_model(self, name: str, bundled: bool = False) -> None:
+        """The model replies come from: named in the empty chat's hint."""
+        self.welcome.setText(welcome_text(name, bundled))
 
     def set_busy(self, busy: bool) -> None:
         """While a reply streams, no message offers regenerate or edit."""

@@ -15,7 +15,7 @@ from app.chat.worker import GenerationWorker
 
 class Engine(QObject):
     # to the worker (queued: it lives on another thread)
-    _generate_requested = Signal(int, object, str, object)
+    _generate_requested = Signal(int, object, str, object, str)
     _measure_requested = Signal(int, object, object)
     _model_offered = Signal(object, object)
 
@@ -23,7 +23,7 @@ class Engine(QObject):
     tokens_decoded = Signal(str)
     finished = Signal(str, object)       # reply, result dict (stats, context used / size)
     failed = Signal(str)
-    measured = Signal(int, int)          # context used, context size
+    measured = Signal(int, int)          # context used, context size (measured, or as the reply grows)
     model_changed = Signal(object)       # ModelInfo
 
     SWITCH_INTERVAL_S = 0.001
@@ -42,6 +42,7 @@ class Engine(QObject):
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.measured.connect(self._on_measured)
+        self.worker.progressed.connect(self._on_progressed)
         self.worker.model_changed.connect(self.model_changed)
         self._thread.start()
         self._last_id = 0
@@ -53,12 +54,13 @@ class Engine(QObject):
         """A reply is being generated (from the GUI's point of view)."""
         return self._current is not None
 
-    def generate(self, history: list, text: str, options: dict) -> int:
-        """Cancel any reply in progress and request a new one; returns its id."""
+    def generate(self, history: list, text: str, options: dict, partial: str = "") -> int:
+        """Cancel any reply in progress and request a new one (going on from `partial`, when given); returns its
+        id."""
         self._last_id += 1
         self.worker.cancel(self._last_id)
         self._current = self._last_id
-        self._generate_requested.emit(self._last_id, [dict(m) for m in history], text, dict(options))
+        self._generate_requested.emit(self._last_id, [dict(m) for m in history], text, dict(options), partial)
         return self._last_id
 
     def stop(self) -> None:
@@ -92,6 +94,10 @@ class Engine(QObject):
         if request_id == self._current:
             self._current = None
             self.failed.emit(message)
+
+    def _on_progressed(self, request_id: int, used: int, size: int) -> None:
+        if request_id == self._current:
+            self.measured.emit(used, size)
 
     def _on_measured(self, request_id: int, used: int, size: int) -> None:
         if request_id == self._measure_id:

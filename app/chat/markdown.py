@@ -1,18 +1,35 @@
-"""A read-only text view that renders Markdown (Qt's CommonMark importer, code blocks shaded in the bundled
-monospace font) and grows to fit its text, for one chat message."""
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor, QTextFormat
+"""A read-only text view that renders Markdown (Qt's GitHub-flavoured importer, code blocks shaded in the bundled
+monospace font) and grows to fit its text, for one chat message.
+
+The text is the model's, so it is not trusted: raw HTML is shown as the text it is, never interpreted; only http(s)
+links stay links (any other scheme is plain text), and a click only reports the link (link_activated): the window
+asks before opening it. Images are never loaded (no file, nothing else an image names is read).
+"""
+from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
 from app.fonts import MONO_FAMILY
 
 CODE_BACKGROUND = QColor(0, 0, 0, 18)
+MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
+LINK_SCHEMES = ("http", "https")
+BLANK_IMAGE = QImage(1, 1, QImage.Format.Format_ARGB32)
+BLANK_IMAGE.fill(0)
+
+
+def is_web_link(url: QUrl) -> bool:
+    return url.isValid() and url.scheme().lower() in LINK_SCHEMES and bool(url.host())
 
 
 class MarkdownView(QTextBrowser):
+    link_activated = Signal(QUrl)            # an http(s) link was clicked (it is not opened here)
+
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setOpenExternalLinks(True)
+        self.setOpenExternalLinks(False)
+        self.setOpenLinks(False)
+        self.anchorClicked.connect(self._on_anchor)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -32,8 +49,10 @@ class MarkdownView(QTextBrowser):
 
     def show_markdown(self, text: str) -> None:
         self._source = text
-        self.setMarkdown(text)
+        self.document().setMarkdown(text, MARKDOWN)
         shade_code(self.document())
+        keep_web_links_only(self.document())
+        images_as_text(self.document())
         self._fit()
 
     def show_plain(self, text: str) -> None:
@@ -50,6 +69,62 @@ class MarkdownView(QTextBrowser):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit()
+
+    def loadResource(self, kind, _name):
+        # nothing a reply names is ever read (a file, a relative path): images are replaced by their text once the
+        # document is built, and until then get a blank pixel (for a null answer Qt would read the file itself)
+        if kind == QTextDocument.ResourceType.ImageResource:
+            return BLANK_IMAGE
+        return QByteArray()
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if is_web_link(url):
+            self.link_activated.emit(url)
+
+
+def keep_web_links_only(document) -> None:
+    """Turn every link whose scheme is not http(s) (javascript:, file:, a relative path...) into plain text."""
+    spans = []
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            if fmt.isAnchor() and not is_web_link(QUrl(fmt.anchorHref())):
+                spans.append((fragment.position(), fragment.length(), fmt))
+            it += 1
+        block = block.next()
+    for position, length, fmt in spans:          # changed after the walk: a change may merge fragments
+        c = QTextCursor(document)
+        c.setPosition(position)
+        c.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+        fmt.setAnchor(False)
+        fmt.setAnchorHref("")
+        fmt.setFontUnderline(False)
+        fmt.clearForeground()
+        c.setCharFormat(fmt)
+
+
+def images_as_text(document) -> None:
+    """Show every image as "[image: its alt text]" (never loaded: see MarkdownView.loadResource)."""
+    images = []
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().isImageFormat():
+                fmt = fragment.charFormat()
+                alt = fmt.stringProperty(QTextFormat.Property.ImageAltText) or fmt.toImageFormat().name()
+                images.append((fragment.position(), fragment.length(), f"[image: {alt}]"))
+            it += 1
+        block = block.next()
+    for position, length, text in reversed(images):      # from the end: earlier positions stay valid
+        c = QTextCursor(document)
+        c.setPosition(position)
+        c.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+        c.insertText(text, QTextCharFormat())
 
 
 def shade_code(document) -> None:

@@ -1,11 +1,14 @@
 """One message of the conversation: who said it, its text (Markdown for replies, plain for the user's), the
-reply's figures, and its actions (copy; edit for the user's messages; regenerate for the last reply)."""
-from PySide6.QtCore import Signal
+reply's figures, and its actions (copy; edit for the user's messages; regenerate for the last reply, and continue
+when that reply was interrupted, stopped or cut at the token limit)."""
+from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout
 
 from app.chat.markdown import MarkdownView
-from app.chat.store import Message
+from app.chat.store import INTERRUPTED, Message
+
+CONTINUABLE = (INTERRUPTED, "cancelled", "length")     # how a reply Continue can go on with ended
 
 
 def stats_text(meta: dict) -> str:
@@ -23,6 +26,8 @@ def stats_text(meta: dict) -> str:
         parts.append("stopped")
     elif reason == "length":
         parts.append("cut at the token limit")
+    elif reason == INTERRUPTED:
+        parts.append("interrupted: the app closed before the reply ended")
     return " · ".join(parts)
 
 
@@ -30,6 +35,8 @@ class MessageWidget(QFrame):
     copy_requested = Signal(object)          # this widget
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
+    continue_requested = Signal(object)
+    link_activated = Signal(QUrl)            # an http(s) link in the text was clicked
 
     def __init__(self, message: Message, title: str, parent=None):
         super().__init__(parent)
@@ -46,10 +53,12 @@ class MessageWidget(QFrame):
         self.copy_button = self._button("Copy", "Copy this message", self.copy_requested)
         self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
-        for b in (self.edit_button, self.regenerate_button, self.copy_button):
+        self.continue_button = self._button("Continue", "Go on with this reply", self.continue_requested)
+        for b in (self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
             head.addWidget(b)
         layout.addLayout(head)
         self.body = MarkdownView(self)
+        self.body.link_activated.connect(self.link_activated)
         layout.addWidget(self.body)
         self.set_title(title)
         self.footer = QLabel()
@@ -59,6 +68,7 @@ class MessageWidget(QFrame):
         self.copy_requested.connect(lambda _w: self.copy_to_clipboard())
         self.edit_button.setVisible(message.role == "user")
         self.regenerate_button.setVisible(False)
+        self.continue_button.setVisible(False)
         self.set_text(message.content)
         self.set_meta(message.meta)
 
@@ -91,7 +101,11 @@ class MessageWidget(QFrame):
         self.footer.setVisible(bool(text))
 
     def set_regenerable(self, on: bool) -> None:
-        self.regenerate_button.setVisible(on and self.message.role == "assistant")
+        """Offer Regenerate (and Continue, for a reply that did not end by itself): on the last reply, when idle."""
+        reply = on and self.message.role == "assistant"
+        self.regenerate_button.setVisible(reply)
+        reason = (self.message.meta.get("stats") or {}).get("finish_reason")
+        self.continue_button.setVisible(reply and reason in CONTINUABLE)
 
     def copy_to_clipboard(self) -> None:
         QGuiApplication.clipboard().setText(self.message.content)

@@ -1,12 +1,14 @@
 """Conversations in SQLite: a list of chats (create, rename, delete, search by title) and each chat's messages in
 order. A message is a dict {"role", "content", "meta"}; meta holds what the view shows beside it (the model, the
-turn's stats, how the reply ended)."""
+turn's stats, how the reply ended: a reply still streaming is stored with finish_reason "interrupted", so
+that is what it says if the app dies before the reply ends)."""
 import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
 
 NEW_CHAT_TITLE = "New chat"
+INTERRUPTED = "interrupted"          # the finish_reason a reply is stored with while it streams
 
 
 @dataclass
@@ -87,8 +89,21 @@ class ChatStore:
         self.conn.commit()
         return count
 
+    def update(self, chat_id: int, position: int, message: Message) -> None:
+        """Rewrite the message at `position` (a reply saved while it streams)."""
+        self.conn.execute("UPDATE messages SET content = ?, meta = ? WHERE chat_id = ? AND position = ?",
+                          (message.content, json.dumps(message.meta), chat_id, position))
+        self.conn.commit()
+
     def truncate(self, chat_id: int, keep: int) -> None:
-        """Delete every message from position `keep` on (editing a message, regenerating a reply)."""
+        """Delete every message from position `keep` on (editing a message, regenerating a reply). A chat named
+        after its first message goes back to "New chat" when that message goes, so the edited one names it."""
+        if keep == 0:
+            first = self.conn.execute("SELECT content FROM messages WHERE chat_id = ? AND position = 0 AND "
+                                      "role = 'user'", (chat_id,)).fetchone()
+            if first is not None:
+                self.conn.execute("UPDATE chats SET title = ? WHERE id = ? AND title = ?",
+                                  (NEW_CHAT_TITLE, chat_id, title_from(first["content"])))
         self.conn.execute("DELETE FROM messages WHERE chat_id = ? AND position >= ?", (chat_id, keep))
         self.conn.execute("UPDATE chats SET updated = ? WHERE id = ?", (time.time(), chat_id))
         self.conn.commit()

@@ -2,7 +2,7 @@
 
 Its slots run on that thread, one at a time, in the order they were requested; the GUI thread only sends it
 requests (through queued signals) and receives value-type results, so it never waits on the engine. Signals are
-named for past events (`tokens_decoded`, `finished`, `failed`, `model_changed`, `measured`).
+named for past events (`tokens_decoded`, `finished`, `failed`, `model_changed`, `measured`, `progressed`).
 
 Cancelling is by request id and thread-safe: `cancel(before)` stops every request whose id is below `before`,
 within one token (ChatSession.cancel for the one in progress, a check between tokens, and a check when a queued
@@ -23,6 +23,7 @@ class GenerationWorker(QObject):
     finished = Signal(int, str, object)       # request id, the whole reply, a result dict (see _result)
     failed = Signal(int, str)                 # request id, the engine's message
     measured = Signal(int, int, int)          # request id, context tokens used, context size
+    progressed = Signal(int, int, int)        # request id, context tokens used so far by the reply's turn, size
 
     def __init__(self):
         super().__init__()
@@ -76,20 +77,24 @@ class GenerationWorker(QObject):
         return ([{"role": "system", "content": system}] if system else []) + [
             {"role": m["role"], "content": m["content"]} for m in history]
 
-    @Slot(int, object, str, object)
-    def generate(self, request_id: int, history: list, text: str, options: dict) -> None:
+    @Slot(int, object, str, object, str)
+    def generate(self, request_id: int, history: list, text: str, options: dict, partial: str = "") -> None:
         """Answer `text` after `history` (a list of {"role", "content"}); emits tokens_decoded as the reply
-        decodes, then finished (also when cancelled: with the partial reply) or failed."""
+        decodes, then finished (also when cancelled: with the partial reply) or failed. With `partial`, the reply
+        goes on from that text (Continue): only the new text is decoded, and the whole reply is `partial` + it."""
         if self._cancelled(request_id):
-            self.finished.emit(request_id, "", {"finish_reason": "cancelled", "generated_tokens": 0})
+            self.finished.emit(request_id, partial, {"finish_reason": "cancelled", "generated_tokens": 0})
             return
         try:
             session = self._session(options)
             session.messages = self._history(options, history)
             before = len(session.messages)
-            parts = []
-            with closing(session.send(text)) as steps:
-                for step in steps:
+            parts = [partial]
+            if partial:
+                session.messages.append({"role": "user", "content": text})
+            with closing(session.resume(partial) if partial else session.send(text)) as steps:
+                for count, step in enumerate(steps, 1):
+                    self.progressed.emit(request_id, session.stats.prompt_tokens + count, session.cache.n_ctx)
                     if step.text:
                         parts.append(step.text)
                         self.tokens_decoded.emit(request_id, step.text)

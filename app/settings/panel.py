@@ -87,6 +87,7 @@ class SettingsPanel(QScrollArea):
         self._save_timer.setSingleShot(True)
         self._save_timer.setInterval(SAVE_DELAY_MS)
         self._save_timer.timeout.connect(self.flush)
+        self._unsaved = False                 # edits not yet written (the timer may already have fired)
         self._showing = False
         self.setEnabled(False)
 
@@ -125,6 +126,7 @@ class SettingsPanel(QScrollArea):
         weights_before = self.overrides.get("weights")
         self.overrides[key] = value
         self.overrides = clean(self.overrides)
+        self._unsaved = True
         self._save_timer.start()
         self._show()
         self.changed.emit(key)
@@ -142,10 +144,11 @@ class SettingsPanel(QScrollArea):
             self.reload_requested.emit()
 
     def flush(self, force: bool = False) -> None:
-        """Save now what a pending timer would save."""
-        if (force or self._save_timer.isActive()) and self.info is not None:
-            self._save_timer.stop()
+        """Save what is unsaved (the timer's timeout, Quit, another model); force: save in any case."""
+        self._save_timer.stop()
+        if (force or self._unsaved) and self.info is not None:
             self.store.set(self.info.path, self.overrides)
+            self._unsaved = False
 
     def _warm_temperature(self) -> float:
         default = model_defaults(self.info).get("temperature") if self.info else 0.0

@@ -100,3 +100,29 @@ def test_changing_the_weights_type_reloads_the_model(qtbot, window):
                     timeout=TIMEOUT_MS)
     assert window.status.weights_label.text() == "f32 weights"
     assert send_and_wait(qtbot, window, "what is 12 plus 7?") == "19"
+
+
+def _stored_settings(data_dir) -> dict:
+    """The model_settings table as another process would read it (a separate connection)."""
+    import json
+    import sqlite3
+    conn = sqlite3.connect(str(data_dir / "petit.sqlite3"))
+    try:
+        return {model: json.loads(value) for model, value in conn.execute("SELECT model, value FROM model_settings")}
+    finally:
+        conn.close()
+
+
+def test_settings_are_saved_once_the_debounce_ends(qtbot, make_window, data_dir):
+    first = make_window()
+    f = first.settings_panel.fields
+    f["greedy"].widget.setChecked(False)
+    f["temperature"].widget.setValue(1.3)
+    path = first.models.info.path
+    # after the debounce the row is in the database: a crash from here on loses nothing
+    qtbot.waitUntil(lambda: _stored_settings(data_dir).get(path) == {"temperature": 1.3}, timeout=TIMEOUT_MS)
+    first.menu_actions["quit"].trigger()                  # File > Quit, well after the timer fired
+    assert _stored_settings(data_dir) == {path: {"temperature": 1.3}}
+    second = make_window()
+    assert second.settings_panel.fields["greedy"].get() is False
+    assert second.settings_panel.fields["temperature"].get() == 1.3
