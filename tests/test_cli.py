@@ -74,7 +74,7 @@ def test_run_with_an_external_vocab_and_merges(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["run", "-m", "M", "--bogus"], "unrecognized arguments: --bogus"),
-    (["run", "-p", "hi"], "the following arguments are required: -m/--model"),
+    (["run", "-m"], "argument -m/--model: expected one argument"),
     (["run", "-m", "M", "-n", "ten"], "argument -n/--tokens: expected an integer, got 'ten'"),
     (["run", "-m", "M", "-t", "hot"], "argument -t/--temperature: expected a number, got 'hot'"),
     (["fly"], "invalid choice: 'fly'"),
@@ -92,8 +92,8 @@ def test_wrong_flags_print_usage_and_exit_2(argv, message, capsys):
     (["-s", "1.5"], "top_p must be a number in (0, 1] (1 = off), got 1.5"),
     (["-g", "merges.txt"], "-g/--merges needs -v/--vocab"),
 ])
-def test_bad_values_are_one_line_errors(model_file, extra, message, capsys):
-    assert main(["run", "-m", model_file, "-p", "hi"] + extra) == 1
+def test_bad_values_are_one_line_usage_errors(model_file, extra, message, capsys):
+    assert main(["run", "-m", model_file, "-p", "hi"] + extra) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"petit run: error: {message}"
 
@@ -173,7 +173,7 @@ def test_chat_without_a_model_uses_the_bundled_one():
     assert r.returncode == 0 and r.stdout == "19\n"
     assert "default-q8_0.petit (853k parameters, 4 layers, q8_0 weights, int8 KV cache, context 128" in r.stderr
     r = subprocess.run([*PETIT, "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
-    assert r.returncode == 1 and "give the model once" in r.stderr
+    assert r.returncode == 2 and "give the model once" in r.stderr
 
 
 def test_chat_formats_and_raw_mode(tmp_path):

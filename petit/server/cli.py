@@ -53,17 +53,19 @@ def cmd_serve(args) -> int:
         print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
               file=sys.stderr)
         return 1
-    from petit.assets import default_model_path
-    from petit.cli import _count, _sampler
+    from petit.argtypes import UsageError
+    from petit.cli import _count, _sampler, check_sampling_flags, model_path
     from petit.formats import get_format
     from petit.server import Server
     from petit.server.engine import Engine
 
-    if args.model and args.model_arg:
-        raise ValueError("give the model once: as MODEL or with -m, not both")
+    path = model_path(args)
     if args.max_tokens == 0:
-        raise ValueError("-n/--max-tokens must be at least 1")
-    path = args.model or args.model_arg or default_model_path()
+        raise UsageError("-n/--max-tokens must be at least 1")
+    check_sampling_flags(args)
+    if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
+        import petit
+        petit.load(path)                 # raises "PATH: file not found"
     if args.threads is not None:
         from petit.kernels import configure
         configure(threads=args.threads)
