@@ -88,11 +88,15 @@ def _add_run(sub) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def _add_chat(sub) -> None:
+def _add_chat(sub, drop_old_turns: bool = True) -> None:
+    """`petit chat`; `petit serve` takes its options from here, with drop_old_turns=False (an API client that sends
+    too long a conversation gets an error, as from OpenAI, rather than a reply to part of it)."""
     p = sub.add_parser("chat", help="chat with a model in the terminal (its own chat template)",
                        description="Chat with MODEL: each line you type is a user message; the reply streams back. "
-                                   "/reset starts over, /system MSG sets the system prompt (and starts over), "
-                                   "/exit or /quit (or Ctrl+D) leaves; Ctrl+C stops the reply in progress.")
+                                   "/help lists the commands: /reset starts over, /system shows the system prompt "
+                                   "and /system MSG sets it (and starts over), /exit or /quit (or Ctrl+D) leaves; "
+                                   "Ctrl+C stops the reply in progress. When the context is full the oldest turns "
+                                   "are forgotten, and a line on stderr says so.")
     _add_model_args(p)
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", "--max-new-tokens", dest="max_tokens", type=non_negative_int, default=256,
@@ -105,8 +109,14 @@ def _add_chat(sub) -> None:
     p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
     p.add_argument("--kv", choices=["int8", "f32"],
                    help="KV cache type (default: int8 for q8_0 / q4_0 weights, else f32)")
-    p.add_argument("--drop-old-turns", action="store_true",
-                   help="when the context is full, forget the oldest turns (never the system prompt)")
+    turns = p.add_mutually_exclusive_group()
+    turns.add_argument("--drop-old-turns", action="store_true",
+                       help="when the context is full, forget the oldest turns, never the system prompt"
+                            + (" (the default)" if drop_old_turns else ""))
+    turns.add_argument("--keep-old-turns", dest="drop_old_turns", action="store_false",
+                       help="when the context is full, refuse the message instead"
+                            + (" (/reset starts over)" if drop_old_turns else " (the default)"))
+    p.set_defaults(drop_old_turns=drop_old_turns)
     p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
@@ -124,6 +134,7 @@ def _count(n: int) -> str:
 
 def cmd_chat(args) -> int:
     import petit
+    from petit.repl import ChatLoop
     from petit.session import ChatSession
 
     args.model = model_path(args)
@@ -147,42 +158,10 @@ def cmd_chat(args) -> int:
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
                               stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
-    interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
-          f"{sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
-    while True:
-        if interactive:
-            print("> ", end="", file=sys.stderr, flush=True)
-        try:
-            line = sys.stdin.readline()
-        except KeyboardInterrupt:        # Ctrl+C at the prompt: a fresh prompt, not an exit
-            print(file=sys.stderr)
-            continue
-        if not line or line.strip() in ("/quit", "/exit"):
-            return 0
-        text = line.rstrip("\n")
-        command = text.strip()
-        if command == "/reset" or command.startswith("/system "):
-            session.reset(command[len("/system "):] if command.startswith("/system ") else None)
-            print("(conversation reset)", file=sys.stderr)
-            continue
-        if not command:
-            continue
-        try:
-            for step in session.send(text):
-                if step.text:
-                    sys.stdout.write(step.text)
-                    sys.stdout.flush()
-        except KeyboardInterrupt:        # Ctrl+C stops this reply; the session keeps what was said
-            print(" [stopped]", file=sys.stderr)
-        except ValueError as e:          # a full context, a template error: say so, keep the conversation
-            print(f"petit chat: {e} (/reset starts over)", file=sys.stderr)
-            continue
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-        if args.stats:
-            print(session.stats, file=sys.stderr)
+          f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
+    return ChatLoop(session, raw=fmt == "raw", stats=args.stats).run()
 
 
 def _add_info(sub) -> None:

@@ -155,7 +155,7 @@ def test_chat_says_when_the_context_is_full_and_goes_on(tmp_path):
     r = subprocess.run([*PETIT, "chat", "-m", asset], input="word " * 200 + "\nwhat is 12 plus 7?\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n"
-    assert "no longer fits the context (128 tokens, 127 for the prompt at most) (/reset starts over)" in r.stderr
+    assert "no longer fits the context (128 tokens, 127 for the prompt at most), even with only this message" in r.stderr
 
 
 def test_chat_system_command_stats_and_exit():

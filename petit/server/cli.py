@@ -25,7 +25,7 @@ def _positive(s: str) -> int:
 def add_serve_parser(sub) -> None:
     from petit.cli import _add_chat
     chat_sub = argparse.ArgumentParser(add_help=False).add_subparsers()
-    _add_chat(chat_sub)
+    _add_chat(chat_sub, drop_old_turns=False)
     p = sub.add_parser("serve", parents=[chat_sub.choices["chat"]], conflict_handler="resolve",
                        help="serve a model over an OpenAI-compatible HTTP API",
                        description="Serve MODEL (default: the bundled model) over the OpenAI REST API: "
