@@ -137,8 +137,8 @@ class ChatSession:
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
-            raise ContextFullError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx} "
-                             f"tokens, {self.cache.n_ctx - 1} for the prompt at most)")
+            raise ContextFullError(f"the conversation ({len(ids)} tokens) no longer fits the context "
+                                   f"({self.cache.n_ctx} tokens, {self.cache.n_ctx - 1} for the prompt at most)")
 
     def _generate(self, ids, keep: int, on_done, dropped_turns: int = 0) -> Iterator[Step]:
         """Rewind the cache to `keep` tokens, prefill ids[keep:], stream the reply; on_done(reply text) runs at the
