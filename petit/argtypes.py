@@ -19,6 +19,20 @@ def non_negative_int(s: str) -> int:
     return v
 
 
+def positive_int(s: str) -> int:
+    v = non_negative_int(s)
+    if v == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return v
+
+
+def thread_count(s: str) -> int:
+    v = positive_int(s)
+    if v > 256:                          # the kernels' thread pool holds at most 256 (petit._native.configure)
+        raise argparse.ArgumentTypeError(f"expected 1 to 256 threads, got {v}")
+    return v
+
+
 def number(s: str) -> float:
     try:
         return float(s)

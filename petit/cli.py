@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from petit.argtypes import UsageError, non_negative_int, number, weight_type
+from petit.argtypes import UsageError, non_negative_int, number, positive_int, thread_count, weight_type
 
 WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.model.WEIGHT_TYPES, without loading the kernels
 
@@ -68,6 +68,12 @@ def model_path(args) -> str:
     return args.model or args.model_arg or default_model_path()
 
 
+def configure_threads(args) -> None:
+    if args.threads is not None:
+        from petit.kernels import configure
+        configure(threads=args.threads)
+
+
 def _add_weights_flag(p) -> None:
     p.add_argument("--weights", type=weight_type, choices=WEIGHT_CHOICES,
                    help="convert the weights at load (default: as stored in the file; fp32 = f32)")
@@ -106,7 +112,7 @@ def _add_chat(sub, drop_old_turns: bool = True) -> None:
                         "(default: the model's template, or raw when it has none)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a reply at TEXT (not shown); may be given several times")
-    p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's)")
     p.add_argument("--kv", choices=["int8", "f32"],
                    help="KV cache type (default: int8 for q8_0 / q4_0 weights, else f32)")
     turns = p.add_mutually_exclusive_group()
@@ -117,7 +123,7 @@ def _add_chat(sub, drop_old_turns: bool = True) -> None:
                        help="when the context is full, refuse the message instead"
                             + (" (/reset starts over)" if drop_old_turns else " (the default)"))
     p.set_defaults(drop_old_turns=drop_old_turns)
-    p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
+    p.add_argument("--threads", type=thread_count, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     _add_sampling_flags(p)
@@ -141,9 +147,7 @@ def cmd_chat(args) -> int:
     check_sampling_flags(args)
     from petit.formats import get_format
     from petit.session import RawSession
-    if args.threads is not None:
-        from petit.kernels import configure
-        configure(threads=args.threads)
+    configure_threads(args)
     model = petit.load(args.model, weights=args.weights)
     sampler = _sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")

@@ -5,20 +5,13 @@ import importlib.util
 import os
 import sys
 
-from petit.argtypes import non_negative_int
+from petit.argtypes import non_negative_int, positive_int
 
 
 def _port(s: str) -> int:
     v = non_negative_int(s)
     if v > 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {v}")
-    return v
-
-
-def _positive(s: str) -> int:
-    v = non_negative_int(s)
-    if v == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
     return v
 
 
@@ -39,7 +32,7 @@ def add_serve_parser(sub) -> None:
                    help="require 'Authorization: Bearer KEY' on every request (default: $PETIT_API_KEY, else none)")
     p.add_argument("--max-queue", type=non_negative_int, default=16,
                    help="requests that may wait while one is answered; more get 429 (default 16)")
-    p.add_argument("--max-body", type=_positive, default=2 * 1024 * 1024,
+    p.add_argument("--max-body", type=positive_int, default=2 * 1024 * 1024,
                    help="largest request body in bytes; larger gets 413 (default 2 MiB)")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="also answer requests whose Host header is NAME (e.g. this machine's name); may be given "
@@ -48,27 +41,26 @@ def add_serve_parser(sub) -> None:
 
 
 def cmd_serve(args) -> int:
+    from petit.argtypes import UsageError
+    from petit.cli import _count, _sampler, check_sampling_flags, configure_threads, model_path
+
+    path = model_path(args)              # the command line first: a usage error is exit 2 whatever else is wrong
+    if args.max_tokens == 0:
+        raise UsageError("-n/--max-tokens must be at least 1")
+    check_sampling_flags(args)
+    configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
         print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
               file=sys.stderr)
         return 1
-    from petit.argtypes import UsageError
-    from petit.cli import _count, _sampler, check_sampling_flags, model_path
     from petit.formats import get_format
     from petit.server import Server
     from petit.server.engine import Engine
 
-    path = model_path(args)
-    if args.max_tokens == 0:
-        raise UsageError("-n/--max-tokens must be at least 1")
-    check_sampling_flags(args)
     if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
         import petit
         petit.load(path)                 # raises "PATH: file not found"
-    if args.threads is not None:
-        from petit.kernels import configure
-        configure(threads=args.threads)
 
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
