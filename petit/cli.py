@@ -1,8 +1,11 @@
-"""The `petit` command line: `petit run`, `petit info`, `petit train`, `petit export`, `petit verify` (and, as
-they land, chat, serve, convert, bench).
+"""The `petit` command line: run, chat, serve, info, convert, train, export and verify (`petit --version`; also
+`python -m petit`).
 
-Exit codes: 0 success, 1 a runtime error (bad model file, bad input), 2 a usage error (wrong flags). Errors are
-one line on stderr, never a traceback.
+Exit codes, the same for every command: 0 success; 1 a runtime error (a missing, unreadable or corrupt file, a
+model that refuses the input, training that diverged); 2 a usage error (an unknown flag, a value out of range,
+flags that contradict each other: petit.argtypes.UsageError, or argparse's own); 130 stopped by Ctrl+C.
+`petit verify` answers a question, so it follows diff(1): 0 VERIFY PASS, 1 VERIFY FAIL, 2 any error. Errors are one
+line on stderr, never a traceback.
 """
 import argparse
 import os
@@ -12,7 +15,9 @@ import warnings
 
 import numpy as np
 
-from petit.argtypes import non_negative_int, number
+from petit.argtypes import UsageError, non_negative_int, number, positive_int, thread_count, weight_type
+
+WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.model.WEIGHT_TYPES, without loading the kernels
 
 
 def _add_sampling_flags(p) -> None:
@@ -29,39 +34,76 @@ def _add_sampling_flags(p) -> None:
     p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
 
 
+def _explicit_sampling(args) -> dict:
+    return {"temperature": 0.0 if args.greedy else args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+            "min_p": args.min_p, "repetition_penalty": args.repeat_penalty,
+            "frequency_penalty": args.frequency_penalty, "presence_penalty": args.presence_penalty, "seed": args.seed}
+
+
+def check_sampling_flags(args) -> None:
+    """A sampling flag out of range is a usage error, found before the model loads (not a runtime one after)."""
+    from petit.sample import Sampler, resolve
+    try:
+        Sampler(**resolve(_explicit_sampling(args)))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _sampler(args, model):
     from petit.sample import Sampler, resolve
-    explicit = {"temperature": 0.0 if args.greedy else args.temperature, "top_k": args.top_k, "top_p": args.top_p,
-                "min_p": args.min_p, "repetition_penalty": args.repeat_penalty,
-                "frequency_penalty": args.frequency_penalty, "presence_penalty": args.presence_penalty,
-                "seed": args.seed}
-    return Sampler(**resolve(explicit, model.metadata.get("generation")))
+    return Sampler(**resolve(_explicit_sampling(args), model.metadata.get("generation")))
+
+
+def _add_model_args(p) -> None:
+    p.add_argument("model_arg", nargs="?", metavar="MODEL",
+                   help="a .petit model file or a Hugging Face model folder (default: the bundled model)")
+    p.add_argument("-m", "--model", help="the same as MODEL")
+
+
+def model_path(args) -> str:
+    """MODEL or -m MODEL (not both), else the bundled model."""
+    from petit.assets import default_model_path
+    if args.model and args.model_arg:
+        raise UsageError("give the model once: as MODEL or with -m, not both")
+    return args.model or args.model_arg or default_model_path()
+
+
+def configure_threads(args) -> None:
+    if args.threads is not None:
+        from petit.kernels import configure
+        configure(threads=args.threads)
+
+
+def _add_weights_flag(p) -> None:
+    p.add_argument("--weights", type=weight_type, choices=WEIGHT_CHOICES,
+                   help="convert the weights at load (default: as stored in the file; fp32 = f32)")
 
 
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="generate a completion of a prompt (no chat template)",
-                       description="Stream a completion of PROMPT from MODEL to stdout.")
-    p.add_argument("-m", "--model", required=True, help="a .petit model file or a Hugging Face model folder")
+                       description="Stream a completion of PROMPT from MODEL (default: the bundled model) to stdout.")
+    _add_model_args(p)
     p.add_argument("-v", "--vocab", help="vocabulary file, one token per line (default: the model's own)")
     p.add_argument("-g", "--merges", help="BPE merges file, one 'left right' pair per line (needs -v)")
     p.add_argument("-p", "--prompt", default="", help="the text to continue")
     p.add_argument("-n", "--tokens", type=non_negative_int, default=64, help="tokens to generate (default 64)")
     _add_sampling_flags(p)
-    p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
-                   help="convert the weights at load (default: as stored in the file)")
+    _add_weights_flag(p)
     p.add_argument("--dump-logits", metavar="FILE",
                    help="write the logits of every position of prompt + output as a float32 .npy [positions, vocab]")
     p.set_defaults(func=cmd_run)
 
 
-def _add_chat(sub) -> None:
+def _add_chat(sub, drop_old_turns: bool = True) -> None:
+    """`petit chat`; `petit serve` takes its options from here, with drop_old_turns=False (an API client that sends
+    too long a conversation gets an error, as from OpenAI, rather than a reply to part of it)."""
     p = sub.add_parser("chat", help="chat with a model in the terminal (its own chat template)",
                        description="Chat with MODEL: each line you type is a user message; the reply streams back. "
-                                   "/reset starts over, /system MSG sets the system prompt (and starts over), "
-                                   "/exit or /quit (or Ctrl+D) leaves; Ctrl+C stops the reply in progress.")
-    p.add_argument("model_arg", nargs="?", metavar="MODEL",
-                   help="a .petit model file or a Hugging Face model folder (default: the bundled model)")
-    p.add_argument("-m", "--model", help="the same as MODEL")
+                                   "/help lists the commands: /reset starts over, /system shows the system prompt "
+                                   "and /system MSG sets it (and starts over), /exit or /quit (or Ctrl+D) leaves; "
+                                   "Ctrl+C stops the reply in progress. When the context is full the oldest turns "
+                                   "are forgotten, and a line on stderr says so.")
+    _add_model_args(p)
     p.add_argument("--system", help="a system prompt")
     p.add_argument("-n", "--max-tokens", "--max-new-tokens", dest="max_tokens", type=non_negative_int, default=256,
                    help="longest reply (default 256)")
@@ -70,17 +112,22 @@ def _add_chat(sub) -> None:
                         "(default: the model's template, or raw when it has none)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a reply at TEXT (not shown); may be given several times")
-    p.add_argument("--ctx", type=non_negative_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's)")
     p.add_argument("--kv", choices=["int8", "f32"],
                    help="KV cache type (default: int8 for q8_0 / q4_0 weights, else f32)")
-    p.add_argument("--drop-old-turns", action="store_true",
-                   help="when the context is full, forget the oldest turns (never the system prompt)")
-    p.add_argument("--threads", type=non_negative_int, help="kernel threads (default: every CPU this process may use)")
+    turns = p.add_mutually_exclusive_group()
+    turns.add_argument("--drop-old-turns", action="store_true",
+                       help="when the context is full, forget the oldest turns, never the system prompt"
+                            + (" (the default)" if drop_old_turns else ""))
+    turns.add_argument("--keep-old-turns", dest="drop_old_turns", action="store_false",
+                       help="when the context is full, refuse the message instead"
+                            + (" (/reset starts over)" if drop_old_turns else " (the default)"))
+    p.set_defaults(drop_old_turns=drop_old_turns)
+    p.add_argument("--threads", type=thread_count, help="kernel threads (default: every CPU this process may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     _add_sampling_flags(p)
-    p.add_argument("--weights", choices=["f32", "f16", "bf16", "q8_0", "q4_0"],
-                   help="convert the weights at load (default: as stored in the file)")
+    _add_weights_flag(p)
     p.set_defaults(func=cmd_chat)
 
 
@@ -93,17 +140,14 @@ def _count(n: int) -> str:
 
 def cmd_chat(args) -> int:
     import petit
+    from petit.repl import ChatLoop
     from petit.session import ChatSession
 
-    from petit.assets import default_model_path
-    if args.model and args.model_arg:
-        raise ValueError("give the model once: as MODEL or with -m, not both")
-    args.model = args.model or args.model_arg or default_model_path()
+    args.model = model_path(args)
+    check_sampling_flags(args)
     from petit.formats import get_format
     from petit.session import RawSession
-    if args.threads is not None:
-        from petit.kernels import configure
-        configure(threads=args.threads)
+    configure_threads(args)
     model = petit.load(args.model, weights=args.weights)
     sampler = _sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
@@ -118,42 +162,10 @@ def cmd_chat(args) -> int:
         session = ChatSession(model, template=template, system=args.system, sampler=sampler,
                               max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
                               stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
-    interactive = sys.stdin.isatty()
     print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
-          f"{sampler.describe()}. /reset starts over, /exit leaves.", file=sys.stderr)
-    while True:
-        if interactive:
-            print("> ", end="", file=sys.stderr, flush=True)
-        try:
-            line = sys.stdin.readline()
-        except KeyboardInterrupt:        # Ctrl+C at the prompt: a fresh prompt, not an exit
-            print(file=sys.stderr)
-            continue
-        if not line or line.strip() in ("/quit", "/exit"):
-            return 0
-        text = line.rstrip("\n")
-        command = text.strip()
-        if command == "/reset" or command.startswith("/system "):
-            session.reset(command[len("/system "):] if command.startswith("/system ") else None)
-            print("(conversation reset)", file=sys.stderr)
-            continue
-        if not command:
-            continue
-        try:
-            for step in session.send(text):
-                if step.text:
-                    sys.stdout.write(step.text)
-                    sys.stdout.flush()
-        except KeyboardInterrupt:        # Ctrl+C stops this reply; the session keeps what was said
-            print(" [stopped]", file=sys.stderr)
-        except ValueError as e:          # a full context, a template error: say so, keep the conversation
-            print(f"petit chat: {e} (/reset starts over)", file=sys.stderr)
-            continue
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-        if args.stats:
-            print(session.stats, file=sys.stderr)
+          f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
+    return ChatLoop(session, raw=fmt == "raw", stats=args.stats).run()
 
 
 def _add_info(sub) -> None:
@@ -191,7 +203,9 @@ def cmd_run(args) -> int:
     from petit.tokenizer import Tokenizer
 
     if args.merges and not args.vocab:
-        raise ValueError("-g/--merges needs -v/--vocab")
+        raise UsageError("-g/--merges needs -v/--vocab")
+    args.model = model_path(args)
+    check_sampling_flags(args)
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer)
     sampler = _sampler(args, model)
@@ -237,8 +251,10 @@ def cmd_run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from petit import __version__
     parser = argparse.ArgumentParser(prog="petit", description="Run, train, quantize and verify small language "
                                                                "models on your CPU.")
+    parser.add_argument("--version", action="version", version=f"petit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_run(sub)
@@ -277,6 +293,9 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except UsageError as e:              # as argparse reports a bad flag, with its exit code
+        print(f"petit {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as e:
         print(f"petit {args.command}: error: {e}", file=sys.stderr)
         return 1

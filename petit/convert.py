@@ -14,8 +14,8 @@ def add_convert_parser(sub) -> None:
     p.add_argument("folder", metavar="FOLDER", help="the Hugging Face model folder")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.petit", help="the file to write")
     kind = p.add_mutually_exclusive_group()
-    for flag, dtype in (("--q8", "q8_0"), ("--q4", "q4_0"), ("--f16", "f16"), ("--f32", "f32")):
-        kind.add_argument(flag, dest="weights", action="store_const", const=dtype,
+    for flags, dtype in ((["--q8"], "q8_0"), (["--q4"], "q4_0"), (["--f16"], "f16"), (["--f32", "--fp32"], "f32")):
+        kind.add_argument(*flags, dest="weights", action="store_const", const=dtype,
                           help=f"weights as {dtype}" + (" (default)" if dtype == "q8_0" else ""))
     p.set_defaults(func=cmd_convert, weights="q8_0")
 

@@ -19,6 +19,10 @@ from petit.tokenizer import StreamDecoder
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "</s>")
 
 
+class ContextFullError(ValueError):
+    """The conversation (or the transcript) no longer fits the KV cache; nothing was changed."""
+
+
 def common_prefix(a, b) -> int:
     n = min(len(a), len(b))
     for i in range(n):
@@ -37,6 +41,8 @@ class TurnStats:
     prefill_tokens_per_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     finish_reason: str | None = None
+    dropped_turns: int = 0          # the oldest turns forgotten to make room (drop_old_turns)
+    context_full: bool = False      # the reply was cut because the context ran out (finish_reason "length")
 
     def __str__(self) -> str:
         return (f"[{self.prompt_tokens} prompt tokens ({self.reused_tokens} reused), {self.generated_tokens} generated;"
@@ -57,7 +63,8 @@ class ChatSession:
         reuse_cache: False re-prefills the whole conversation every turn (for comparison).
         stop_strings: texts that end a reply (not shown), besides the end-of-turn tokens.
         drop_old_turns: when the conversation outgrows the context, drop the oldest turns (never the system prompt)
-            instead of refusing the message.
+            instead of refusing the message, until the prompt leaves room for a reply of max_tokens (at most a
+            quarter of the context); stats.dropped_turns says how many.
         kv_type: "int8" or "f32" (default: int8 when the weights are q8_0 / q4_0, else f32).
 
     Raises:
@@ -109,10 +116,13 @@ class ChatSession:
         """Add a user message and stream the reply as Steps (text deltas are complete UTF-8). The assistant message
         is added to the history when the reply ends. A template error leaves the conversation unchanged."""
         messages = self.messages + [{"role": "user", "content": text}]
-        ids = self._fitted(messages)             # raises before anything changes
+        ids, dropped = self._fitted(messages)    # raises before anything changes
         self.messages = messages
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
-        yield from self._generate(ids, keep, lambda reply: self.messages.append({"role": "assistant", "content": reply}))
+
+        def done(reply):
+            self.messages.append({"role": "assistant", "content": reply})
+        yield from self._generate(ids, keep, done, dropped_turns=dropped)
 
     def resume(self, partial: str) -> Iterator[Step]:
         """Go on with a reply that was cut off: the conversation (ending with the user's message) is followed by
@@ -120,31 +130,37 @@ class ChatSession:
         new text; the reply added to the history is `partial` followed by it."""
         messages = list(self.messages)
         tail = self.tokenizer.encode(partial, add_bos=False)
-        ids = self._fitted(messages, tail)
+        ids, dropped = self._fitted(messages, tail)
         self.messages = messages
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
-        yield from self._generate(ids, keep,
-                                  lambda reply: self.messages.append({"role": "assistant", "content": partial + reply}))
 
-    def _fitted(self, messages: list, tail=()) -> list[int]:
-        """The prompt ids of `messages` (then `tail`), forgetting the oldest turns in place when allowed and needed;
-        raises when they still do not fit."""
+        def done(reply):
+            self.messages.append({"role": "assistant", "content": partial + reply})
+        yield from self._generate(ids, keep, done, dropped_turns=dropped)
+
+    def _fitted(self, messages: list, tail=()) -> tuple[list[int], int]:
+        """The prompt ids of `messages` (then `tail`) and how many turns were dropped, forgetting the oldest turns
+        in place when allowed and needed; raises when they still do not fit."""
         ids = self.prompt_ids(messages) + list(tail)
         first = 1 if messages and messages[0]["role"] == "system" else 0
-        while self.drop_old_turns and len(ids) >= self.cache.n_ctx and len(messages) - first > 1:
+        # room for the reply too, else the first turn after the context fills would be cut after a token or two
+        room = max(1, min(self.max_tokens, self.cache.n_ctx // 4))
+        dropped = 0
+        while self.drop_old_turns and len(ids) + room > self.cache.n_ctx and len(messages) - first > 1:
+            dropped += int(messages[first]["role"] == "user")
             del messages[first]                  # the oldest message after the system prompt
             while len(messages) - first > 1 and messages[first]["role"] != "user":
                 del messages[first]              # a turn starts with the user
             ids = self.prompt_ids(messages) + list(tail)
         self._check_fits(ids)
-        return ids
+        return ids, dropped
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
-            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context ({self.cache.n_ctx} "
-                             f"tokens, {self.cache.n_ctx - 1} for the prompt at most)")
+            raise ContextFullError(f"the conversation ({len(ids)} tokens) no longer fits the context "
+                                   f"({self.cache.n_ctx} tokens, {self.cache.n_ctx - 1} for the prompt at most)")
 
-    def _generate(self, ids, keep: int, on_done) -> Iterator[Step]:
+    def _generate(self, ids, keep: int, on_done, dropped_turns: int = 0) -> Iterator[Step]:
         """Rewind the cache to `keep` tokens, prefill ids[keep:], stream the reply; on_done(reply text) runs at the
         end, also when the caller stops early, with the cache's token record kept consistent."""
         self.cache.rewind(keep)
@@ -153,7 +169,7 @@ class ChatSession:
         max_tokens = min(self.max_tokens, self.cache.n_ctx - len(ids))
         decoder, reply, generated = StreamDecoder(self.tokenizer, skip_special=True), [], []
         stopper = StopStrings(self.stop_strings)
-        stats = self.stats = TurnStats(prompt_tokens=len(ids), reused_tokens=keep)
+        stats = self.stats = TurnStats(prompt_tokens=len(ids), reused_tokens=keep, dropped_turns=dropped_turns)
         t0 = time.perf_counter()
         t_first = t0
         self._cancel.clear()
@@ -184,6 +200,7 @@ class ChatSession:
                 stats.finish_reason = "cancelled"
                 reply.append(stopper.push(decoder.flush())[0] + stopper.flush())
             stats.generated_tokens = len(generated)
+            stats.context_full = stats.finish_reason == "length" and len(ids) + len(generated) >= self.cache.n_ctx
             elapsed = time.perf_counter() - t_first
             stats.decode_tokens_per_s = (len(generated) - 1) / elapsed if len(generated) > 1 and elapsed > 0 else 0.0
             self._cached = (ids + generated)[:self.cache.pos]

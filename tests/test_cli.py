@@ -12,6 +12,8 @@ from petit.tokenizer import Tokenizer
 
 import models
 
+PETIT = [sys.executable, "-m", "petit.cli"]       # this checkout's petit, whatever is on PATH
+
 
 @pytest.fixture
 def model_file(tmp_path):
@@ -72,7 +74,7 @@ def test_run_with_an_external_vocab_and_merges(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["run", "-m", "M", "--bogus"], "unrecognized arguments: --bogus"),
-    (["run", "-p", "hi"], "the following arguments are required: -m/--model"),
+    (["run", "-m"], "argument -m/--model: expected one argument"),
     (["run", "-m", "M", "-n", "ten"], "argument -n/--tokens: expected an integer, got 'ten'"),
     (["run", "-m", "M", "-t", "hot"], "argument -t/--temperature: expected a number, got 'hot'"),
     (["fly"], "invalid choice: 'fly'"),
@@ -90,8 +92,8 @@ def test_wrong_flags_print_usage_and_exit_2(argv, message, capsys):
     (["-s", "1.5"], "top_p must be a number in (0, 1] (1 = off), got 1.5"),
     (["-g", "merges.txt"], "-g/--merges needs -v/--vocab"),
 ])
-def test_bad_values_are_one_line_errors(model_file, extra, message, capsys):
-    assert main(["run", "-m", model_file, "-p", "hi"] + extra) == 1
+def test_bad_values_are_one_line_usage_errors(model_file, extra, message, capsys):
+    assert main(["run", "-m", model_file, "-p", "hi"] + extra) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"petit run: error: {message}"
 
@@ -106,13 +108,15 @@ def test_missing_and_corrupt_model_files(tmp_path, capsys):
 
 
 def test_petit_command_and_info(model_file):
-    r = subprocess.run([sys.executable, "-m", "petit.cli", "info"], capture_output=True, text=True,
+    r = subprocess.run([*PETIT, "info"], capture_output=True, text=True,
                        env=dict(os.environ, PETIT_ISA="scalar", PETIT_THREADS="1"))
     assert r.returncode == 0
     assert "chosen path:    scalar" in r.stdout and "threads:        1" in r.stdout and "cpu features:" in r.stdout
-    r = subprocess.run(["petit", "run", "-m", model_file, "-p", "hello", "-n", "3", "-t", "0"],
+    r = subprocess.run([*PETIT, "run", "-m", model_file, "-p", "hello", "-n", "3", "-t", "0"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("hello")
+    r = subprocess.run([sys.executable, "-m", "petit", "info"], capture_output=True, text=True)   # petit/__main__.py
+    assert r.returncode == 0 and r.stdout.startswith(f"petit {petit.__version__}\n")
 
 
 def test_importing_petit_does_not_import_qt():
@@ -129,7 +133,7 @@ def test_petit_train_check_runs_the_gradient_check(capsys):
 def test_unknown_config_keys_are_a_one_line_warning(tmp_path):
     cfg = dict(models.TINY, is_llama_config=True)
     models.write_model(tmp_path / "m.petit", cfg)
-    r = subprocess.run(["petit", "run", "-m", str(tmp_path / "m.petit"), "-p", "hi", "-n", "1"],
+    r = subprocess.run([*PETIT, "run", "-m", str(tmp_path / "m.petit"), "-p", "hi", "-n", "1"],
                        capture_output=True, text=True)
     assert r.returncode == 0
     assert "petit: warning: config: ignoring unknown key(s) is_llama_config\n" in r.stderr
@@ -138,7 +142,7 @@ def test_unknown_config_keys_are_a_one_line_warning(tmp_path):
 
 def test_chat_streams_replies_line_by_line_and_resets():
     asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
-    r = subprocess.run(["petit", "chat", "-m", asset],
+    r = subprocess.run([*PETIT, "chat", "-m", asset],
                        input="what is 12 plus 7?\nwhich is bigger, 2 or 16?\n/reset\nwhat comes after C?\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0
@@ -148,15 +152,15 @@ def test_chat_streams_replies_line_by_line_and_resets():
 
 def test_chat_says_when_the_context_is_full_and_goes_on(tmp_path):
     asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
-    r = subprocess.run(["petit", "chat", "-m", asset], input="word " * 200 + "\nwhat is 12 plus 7?\n",
+    r = subprocess.run([*PETIT, "chat", "-m", asset], input="word " * 200 + "\nwhat is 12 plus 7?\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n"
-    assert "no longer fits the context (128 tokens, 127 for the prompt at most) (/reset starts over)" in r.stderr
+    assert "no longer fits the context (128 tokens, 127 for the prompt at most), even with only this message" in r.stderr
 
 
 def test_chat_system_command_stats_and_exit():
     asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
-    r = subprocess.run(["petit", "chat", "-m", asset, "--stats"],
+    r = subprocess.run([*PETIT, "chat", "-m", asset, "--stats"],
                        input="what is 12 plus 7?\n/system be brief\nwhat comes after C?\n/exit\nnever read\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\nD\n"
@@ -165,20 +169,20 @@ def test_chat_system_command_stats_and_exit():
 
 
 def test_chat_without_a_model_uses_the_bundled_one():
-    r = subprocess.run(["petit", "chat"], input="what is 12 plus 7?\n", capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*PETIT, "chat"], input="what is 12 plus 7?\n", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n"
     assert "default-q8_0.petit (853k parameters, 4 layers, q8_0 weights, int8 KV cache, context 128" in r.stderr
-    r = subprocess.run(["petit", "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
-    assert r.returncode == 1 and "give the model once" in r.stderr
+    r = subprocess.run([*PETIT, "chat", "a.petit", "-m", "b.petit"], input="", capture_output=True, text=True)
+    assert r.returncode == 2 and "give the model once" in r.stderr
 
 
 def test_chat_formats_and_raw_mode(tmp_path):
     asset = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
-    r = subprocess.run(["petit", "chat", asset, "--format", "chatml"], input="what is 12 plus 7?\n",
+    r = subprocess.run([*PETIT, "chat", asset, "--format", "chatml"], input="what is 12 plus 7?\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "19\n" and "format: chatml" in r.stderr
     models.write_model(tmp_path / "m.petit")                 # no chat template: raw mode, said on stderr
-    r = subprocess.run(["petit", "chat", str(tmp_path / "m.petit"), "-n", "4", "--greedy"], input="hello\n",
+    r = subprocess.run([*PETIT, "chat", str(tmp_path / "m.petit"), "-n", "4", "--greedy"], input="hello\n",
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "no chat template: raw mode" in r.stderr and "format: raw" in r.stderr
     model = petit.load(tmp_path / "m.petit")
@@ -197,7 +201,7 @@ def test_chat_ctrl_c_at_the_prompt_does_not_exit():
         return p.stderr.readline()
 
     # a CI runner may start us with SIGINT ignored, which Python (and so the child) would inherit
-    p = subprocess.Popen(["petit", "chat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.Popen([*PETIT, "chat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, bufsize=1, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert next_stderr_line().startswith("petit chat:")      # the banner: the REPL is about to read
@@ -214,7 +218,7 @@ def test_chat_runs_a_hugging_face_folder_end_to_end():
     from pathlib import Path
     from petit.session import ChatSession
     folder = Path(__file__).parent / "fixtures" / "hf" / "qwen2"
-    r = subprocess.run(["petit", "chat", str(folder), "--greedy", "--max-new-tokens", "6", "--weights", "f32"],
+    r = subprocess.run([*PETIT, "chat", str(folder), "--greedy", "--max-new-tokens", "6", "--weights", "f32"],
                        input="hello\n/reset\nhello\n", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert f"petit chat: {folder} (" in r.stderr and "format: model's template" in r.stderr
@@ -228,7 +232,7 @@ def test_chat_ctrl_c_mid_reply_stops_the_reply_not_the_program(tmp_path):
     import signal
     cfg = dict(models.TINY, max_position_embeddings=4096)
     models.write_model(tmp_path / "long.petit", cfg)       # raw mode, no EOS: it talks until -n or Ctrl+C
-    p = subprocess.Popen(["petit", "chat", str(tmp_path / "long.petit"), "-n", "4000", "--greedy"],
+    p = subprocess.Popen([*PETIT, "chat", str(tmp_path / "long.petit"), "-n", "4000", "--greedy"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

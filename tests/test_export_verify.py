@@ -34,7 +34,7 @@ import models
 import oracles
 
 PROMPT = "<|im_start|>user\nwhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n"
-FLAGS = {"f32": "--fp32", "q8_0": "--q8", "q4_0": "--q4"}
+FLAGS = {"f32": "--f32", "q8_0": "--q8", "q4_0": "--q4"}
 
 
 def _cli(argv) -> int:
@@ -77,7 +77,7 @@ def test_export_cli_writes_the_file_and_prints_size_and_ratio(tmp_path, capsys, 
     assert _cli(["export", ck, "-o", tmp_path / "m.petit", FLAGS[weights]]) == 0
     line = capsys.readouterr().out.strip()
     size = (tmp_path / "m.petit").stat().st_size
-    m = re.fullmatch(r"wrote (.+): ([\d.]+) (kB|MB) \((\w+)\), ([\d.]+)% of fp32 \(([\d.]+) (kB|MB)\)", line)
+    m = re.fullmatch(r"wrote (.+): ([\d.]+) (kB|MB) \((\w+)\), ([\d.]+)% of f32 \(([\d.]+) (kB|MB)\)", line)
     assert m, line
     assert m[1] == str(tmp_path / "m.petit") and m[4] == weights
     assert float(m[2]) * {"kB": 1e3, "MB": 1e6}[m[3]] == pytest.approx(size, rel=5e-3)
@@ -272,7 +272,7 @@ def test_export_refuses_columns_that_do_not_fit_blocks(tmp_path, capsys):
     assert _cli(["export", tmp_path / "ck", "-o", tmp_path / "m.petit", "--q4"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("petit export: error: tensor model.embed_tokens.weight of shape ")
-    assert f"({vocab}, 48)" in err and "multiple of 32" in err and "--fp32" in err
+    assert f"({vocab}, 48)" in err and "multiple of 32" in err and "export with --f32" in err
     assert not (tmp_path / "m.petit").exists()
     assert _cli(["export", tmp_path / "ck", "-o", tmp_path / "m.petit", "--fp32"]) == 0
     assert _cli(["verify", tmp_path / "m.petit", "-n", "4"]) == 0

@@ -3,6 +3,7 @@ same numbers as the folder."""
 import json
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -114,8 +115,8 @@ def test_a_shape_mismatch_names_tensor_expected_and_found(folder):
 def test_convert_writes_a_file_that_runs_the_same_numbers(folder, tmp_path, weights):
     flag = {"q8_0": "--q8", "q4_0": "--q4", "f32": "--f32"}[weights]
     out = tmp_path / f"m-{weights}.petit"
-    r = subprocess.run(["petit", "convert", str(folder), "-o", str(out), flag], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-m", "petit.cli", "convert", str(folder), "-o", str(out), flag],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith(f"petit convert: {out}: llama, ") and f"{weights} weights" in r.stderr
     ids = np.load(FIX / "llama" / "reference.npz")["input_ids"]
@@ -131,11 +132,11 @@ def test_convert_writes_a_file_that_runs_the_same_numbers(folder, tmp_path, weig
 
 
 def test_convert_errors_are_one_line(tmp_path):
-    r = subprocess.run(["petit", "convert", str(tmp_path / "nope"), "-o", str(tmp_path / "x.petit")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "petit.cli", "convert", str(tmp_path / "nope"), "-o",
+                        str(tmp_path / "x.petit")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr == f"petit convert: error: {tmp_path / 'nope'}: not a folder (petit convert " \
                                              f"reads a Hugging Face model folder)\n"
     assert not (tmp_path / "x.petit").exists()
-    r = subprocess.run(["petit", "convert", str(tmp_path), "-o", str(tmp_path / "x.petit"), "--q8", "--q4"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "petit.cli", "convert", str(tmp_path), "-o", str(tmp_path / "x.petit"),
+                        "--q8", "--q4"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not allowed with argument" in r.stderr

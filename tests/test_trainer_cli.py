@@ -42,9 +42,9 @@ def test_train_end_to_end(tmp_path, corpus, capsys):
     assert "after 9 steps" in capsys.readouterr().out
 
 
-def test_missing_corpus_file_exit_2(tmp_path, capsys):
+def test_missing_corpus_file_exit_1(tmp_path, capsys):
     missing = tmp_path / "nope.txt"
-    assert main(["train", "--corpus", str(missing), "-o", str(tmp_path / "o")]) == 2
+    assert main(["train", "--corpus", str(missing), "-o", str(tmp_path / "o")]) == 1     # runtime, as `petit run`
     err = capsys.readouterr().err
     assert f"corpus file {missing} does not exist" in err and "Traceback" not in err
 
@@ -55,21 +55,33 @@ def test_missing_corpus_file_exit_2(tmp_path, capsys):
     (["train", "--corpus", "CORPUS", "-o", "OUT", "--heads", "3"], r"dim \(128\) must be a multiple of"),
     (["train", "--corpus", "CORPUS", "-o", "OUT", "--threads", "0"], "--threads must be a positive integer"),
     (["train", "--corpus", "CORPUS", "-o", "OUT", "--lr", "-1"], r"lr must be in \(0.0, 10.0\), got -1.0"),
-    (["train", "--corpus", "CORPUS", "-o", "OUT", "--context", "4096"], "the corpus has .* tokens"),
-    (["train", "--resume", "OUT/none"], "does not exist or is not a directory"),
     (["train", "--chat-corpus", "-o", "OUT", "--chat-examples", "0"], "--chat-examples must be a positive"),
+    (["train", "--corpus", "CORPUS.missing", "-o", "OUT", "--threads", "0"], "--threads must be a positive integer"),
 ])
-def test_bad_inputs_exit_2(tmp_path, corpus, capsys, argv, message):
+def test_bad_flags_exit_2(tmp_path, corpus, capsys, argv, message):
     argv = [a.replace("CORPUS", str(corpus)).replace("OUT", str(tmp_path / "out")) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and err.startswith("petit train: error:"), err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--corpus", "CORPUS", "-o", "OUT", "--context", "4096"], "the corpus has .* tokens"),
+    (["train", "--resume", "OUT/none"], "does not exist or is not a directory"),
+    (["train", "--corpus", "OUT", "-o", "OUT/o"], "corpus file .* is a directory, not a text file"),
+])
+def test_inputs_that_do_not_work_exit_1(tmp_path, corpus, capsys, argv, message):
+    (tmp_path / "out").mkdir()
+    argv = [a.replace("CORPUS", str(corpus)).replace("OUT", str(tmp_path / "out")) for a in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert re.search(message, err) and err.startswith("petit train: error:") and err.count("\n") == 1, err
+
+
 def test_refuses_to_overwrite_and_resume_cannot_change_model(tmp_path, corpus, capsys):
     out = tmp_path / "ckpt"
     assert main(["train", "--corpus", str(corpus), "-o", str(out), "--steps", "2", *TINY]) == 0
-    assert main(["train", "--corpus", str(corpus), "-o", str(out), "--steps", "2", *TINY]) == 2
+    assert main(["train", "--corpus", str(corpus), "-o", str(out), "--steps", "2", *TINY]) == 1
     assert f"{out} already holds a checkpoint; continue it with --resume" in capsys.readouterr().err
     assert main(["train", "--resume", str(out), "--dim", "32"]) == 2
     assert "--dim cannot change when resuming" in capsys.readouterr().err
@@ -143,8 +155,8 @@ def test_diverging_loss_exits_1(tmp_path, corpus, capsys, monkeypatch):
     assert not (tmp_path / "o" / "weights.npz").exists()
 
 
-def test_output_that_is_a_file_exit_2(tmp_path, corpus, capsys):
+def test_output_that_is_a_file_exit_1(tmp_path, corpus, capsys):
     target = tmp_path / "file"
     target.write_text("x")
-    assert main(["train", "--corpus", str(corpus), "-o", str(target), *TINY]) == 2
+    assert main(["train", "--corpus", str(corpus), "-o", str(target), *TINY]) == 1
     assert f"output {target} exists and is not a directory" in capsys.readouterr().err

@@ -1,8 +1,10 @@
 """The ``petit train`` subcommand.
 
 ``add_train_parser(subparsers)`` registers it on any argparse subparsers object and ``run_train(args)``
-runs it and returns the exit code: 0 done, 1 the gradient check failed or training diverged, 2 bad flags
-or input, 130 stopped by Ctrl+C (after saving a checkpoint). For testing without the main CLI:
+runs it and returns the exit code, as every `petit` command: 0 done, 1 a runtime failure (the gradient check
+failed, training diverged, a corpus or checkpoint that cannot be read, an output directory in the way), 2 bad flags
+(a value out of range, flags that contradict each other or the checkpoint), 130 stopped by Ctrl+C (after saving a
+checkpoint). For testing without the main CLI:
 
     python -m trainer.cli train --corpus FILE -o CKPT_DIR --steps 200
     python -m trainer.cli train --check
@@ -31,7 +33,12 @@ DEFAULT_CHAT_EXAMPLES = 20000
 
 
 class _UsageError(Exception):
-    """Bad flags or input: reported as 'petit train: error: ...' with exit code 2."""
+    """Bad flags: reported as 'petit train: error: ...' with exit code 2."""
+
+
+class _Failed(Exception):
+    """A runtime failure (a file that cannot be read, an output in the way, data that does not suit the model):
+    reported as 'petit train: error: ...' with exit code 1."""
 
 
 def add_train_parser(subparsers) -> argparse.ArgumentParser:
@@ -94,13 +101,13 @@ def _read_corpus(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _UsageError(f"corpus file {path} does not exist") from None
+        raise _Failed(f"corpus file {path} does not exist") from None
     except IsADirectoryError:
-        raise _UsageError(f"corpus file {path} is a directory, not a text file") from None
+        raise _Failed(f"corpus file {path} is a directory, not a text file") from None
     except UnicodeDecodeError as e:
-        raise _UsageError(f"corpus file {path} is not UTF-8 text (bad byte at offset {e.start})") from None
+        raise _Failed(f"corpus file {path} is not UTF-8 text (bad byte at offset {e.start})") from None
     except OSError as e:
-        raise _UsageError(f"cannot read corpus file {path}: {e.strerror or e}") from None
+        raise _Failed(f"cannot read corpus file {path}: {e.strerror or e}") from None
 
 
 def _build_config(args, ckpt):
@@ -150,34 +157,34 @@ def run_train(args) -> int:
         return 0 if run_check() else 1
     try:
         return _run(args)
-    except _UsageError as e:
+    except (_UsageError, _Failed) as e:
         print(f"petit train: error: {e}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(e, _UsageError) else 1
 
 
 def _run(args) -> int:
     from trainer.checkpoint import CONFIG_FILE, load_checkpoint
     from trainer.train import TrainingDiverged, train
 
+    if args.chat_examples is not None and args.chat_examples <= 0:     # bad flags first: exit 2 whatever the files
+        raise _UsageError(f"--chat-examples must be a positive integer, got {args.chat_examples}")
+    if args.threads is not None and args.threads <= 0:
+        raise _UsageError(f"--threads must be a positive integer, got {args.threads}")
     ckpt = None
     if args.resume is not None:
         try:
             ckpt = load_checkpoint(args.resume)
         except ValueError as e:
-            raise _UsageError(str(e)) from None
+            raise _Failed(str(e)) from None
     out = args.output or args.resume
     if out is None:
         raise _UsageError("give an output directory with -o CKPT_DIR")
     if Path(out).exists() and not Path(out).is_dir():
-        raise _UsageError(f"output {out} exists and is not a directory")
+        raise _Failed(f"output {out} exists and is not a directory")
     resuming_in_place = ckpt is not None and Path(out).resolve() == Path(args.resume).resolve()
     if not resuming_in_place and (Path(out) / CONFIG_FILE).exists():
-        raise _UsageError(f"{out} already holds a checkpoint; continue it with --resume {out} or choose "
-                          f"another -o directory")
-    if args.chat_examples is not None and args.chat_examples <= 0:
-        raise _UsageError(f"--chat-examples must be a positive integer, got {args.chat_examples}")
-    if args.threads is not None and args.threads <= 0:
-        raise _UsageError(f"--threads must be a positive integer, got {args.threads}")
+        raise _Failed(f"{out} already holds a checkpoint; continue it with --resume {out} or choose "
+                      f"another -o directory")
     try:
         config = _build_config(args, ckpt).validate()
     except (ValueError, TypeError) as e:
@@ -189,8 +196,8 @@ def _run(args) -> int:
     except TrainingDiverged as e:
         print(f"petit train: error: {e}", file=sys.stderr)
         return 1
-    except ValueError as e:
-        raise _UsageError(str(e)) from None
+    except ValueError as e:              # the corpus or the checkpoint does not suit the model
+        raise _Failed(str(e)) from None
     except OSError as e:
         print(f"petit train: error: cannot write the checkpoint in {out}: {e}", file=sys.stderr)
         return 1

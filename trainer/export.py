@@ -1,6 +1,6 @@
 """Export a trainer checkpoint as a self-contained `.petit` model file, quantized or not.
 
-    petit export CHECKPOINT -o MODEL.petit [--q8 | --q4 | --fp32]
+    petit export CHECKPOINT -o MODEL.petit [--q8 | --q4 | --f32]
 
 `export_checkpoint(ckpt_dir, out_path, weights="q8_0")` writes the file (atomically, through
 `petit.petit_file.write_petit`) and returns a summary. Weight matrices are stored as q8_0 (the default), q4_0
@@ -83,7 +83,7 @@ def export_checkpoint(ckpt_dir, out_path, weights: str = "q8_0", *, generation: 
                              f"diverge?)")
         if weights != "f32" and p.ndim == 2 and p.shape[1] % BLOCK:
             raise ValueError(f"tensor {name} of shape {tuple(p.shape)} cannot be stored as {weights}: its "
-                             f"{p.shape[1]} columns are not a multiple of {BLOCK}; export with --fp32")
+                             f"{p.shape[1]} columns are not a multiple of {BLOCK}; export with --f32")
 
     tensors, digests, fp32_data, data = {}, {}, 0, 0
     for name, p in ckpt.params.items():                          # checkpoint order = param_shapes order
@@ -134,8 +134,8 @@ def add_export_parser(subparsers):
                       help="8-bit weights, q8_0 (default): about 27%% of f32, nearly lossless")
     kind.add_argument("--q4", dest="weights", action="store_const", const="q4_0",
                       help="4-bit weights, q4_0: about 14%% of f32, clearly lossier on tiny models")
-    kind.add_argument("--fp32", dest="weights", action="store_const", const="f32",
-                      help="float32 weights, exactly as trained")
+    kind.add_argument("--f32", "--fp32", dest="weights", action="store_const", const="f32",
+                      help="float32 weights, exactly as trained (--fp32: the same)")
     p.set_defaults(func=run_export, weights="q8_0")
     return p
 
@@ -148,6 +148,6 @@ def run_export(args) -> int:
         msg = str(e) if isinstance(e, ValueError) else f"cannot write {args.output}: {e.strerror or e}"
         print(f"petit export: error: {msg}", file=sys.stderr)
         return 1
-    print(f"wrote {s['path']}: {format_size(s['bytes'])} ({s['weights']}), {100 * s['ratio']:.1f}% of fp32 "
+    print(f"wrote {s['path']}: {format_size(s['bytes'])} ({s['weights']}), {100 * s['ratio']:.1f}% of f32 "
           f"({format_size(s['fp32_bytes'])})")
     return 0

@@ -5,7 +5,7 @@ import importlib.util
 import os
 import sys
 
-from petit.argtypes import non_negative_int
+from petit.argtypes import non_negative_int, positive_int
 
 
 def _port(s: str) -> int:
@@ -15,17 +15,10 @@ def _port(s: str) -> int:
     return v
 
 
-def _positive(s: str) -> int:
-    v = non_negative_int(s)
-    if v == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
-    return v
-
-
 def add_serve_parser(sub) -> None:
     from petit.cli import _add_chat
     chat_sub = argparse.ArgumentParser(add_help=False).add_subparsers()
-    _add_chat(chat_sub)
+    _add_chat(chat_sub, drop_old_turns=False)
     p = sub.add_parser("serve", parents=[chat_sub.choices["chat"]], conflict_handler="resolve",
                        help="serve a model over an OpenAI-compatible HTTP API",
                        description="Serve MODEL (default: the bundled model) over the OpenAI REST API: "
@@ -39,7 +32,7 @@ def add_serve_parser(sub) -> None:
                    help="require 'Authorization: Bearer KEY' on every request (default: $PETIT_API_KEY, else none)")
     p.add_argument("--max-queue", type=non_negative_int, default=16,
                    help="requests that may wait while one is answered; more get 429 (default 16)")
-    p.add_argument("--max-body", type=_positive, default=2 * 1024 * 1024,
+    p.add_argument("--max-body", type=positive_int, default=2 * 1024 * 1024,
                    help="largest request body in bytes; larger gets 413 (default 2 MiB)")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="also answer requests whose Host header is NAME (e.g. this machine's name); may be given "
@@ -48,25 +41,26 @@ def add_serve_parser(sub) -> None:
 
 
 def cmd_serve(args) -> int:
+    from petit.argtypes import UsageError
+    from petit.cli import _count, _sampler, check_sampling_flags, configure_threads, model_path
+
+    path = model_path(args)              # the command line first: a usage error is exit 2 whatever else is wrong
+    if args.max_tokens == 0:
+        raise UsageError("-n/--max-tokens must be at least 1")
+    check_sampling_flags(args)
+    configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
         print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
               file=sys.stderr)
         return 1
-    from petit.assets import default_model_path
-    from petit.cli import _count, _sampler
     from petit.formats import get_format
     from petit.server import Server
     from petit.server.engine import Engine
 
-    if args.model and args.model_arg:
-        raise ValueError("give the model once: as MODEL or with -m, not both")
-    if args.max_tokens == 0:
-        raise ValueError("-n/--max-tokens must be at least 1")
-    path = args.model or args.model_arg or default_model_path()
-    if args.threads is not None:
-        from petit.kernels import configure
-        configure(threads=args.threads)
+    if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
+        import petit
+        petit.load(path)                 # raises "PATH: file not found"
 
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
