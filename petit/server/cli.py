@@ -53,6 +53,8 @@ def cmd_serve(args) -> int:
         print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
               file=sys.stderr)
         return 1
+    from petit.server.lifeline import arm
+    arm()                                # a child of the app ends with it (PETIT_LIFELINE; see lifeline.py)
     from petit.assets import default_model_path
     from petit.cli import _count, _sampler
     from petit.formats import get_format
