@@ -39,9 +39,13 @@ def program(args: list[str]) -> tuple[str, list[str]]:
 
 
 def environment(base: dict, api_key: str | None) -> dict:
-    """The child's environment: unbuffered output, the app's own source folder importable, and the API key in
-    PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given."""
+    """The child's environment: unbuffered output, the app's own source folder importable, the API key in
+    PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given, and the
+    lifeline that ends the server with the app however the app ends (petit.server.lifeline: the parent-death
+    signal on Linux, end of file on its stdin, a pipe QProcess holds, everywhere)."""
     env = dict(base)
+    env["PETIT_LIFELINE"] = "parent,stdin"
+    env["PETIT_PARENT_PID"] = str(os.getpid())
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONIOENCODING"] = "utf-8"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

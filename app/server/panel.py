@@ -11,6 +11,7 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
+from app.server import leftover
 from app.server.command import display_url
 from app.server.process import ServerProcess
 
@@ -106,6 +107,14 @@ class ServerPanel(QWidget):
         if self.model is None or self.server.running:
             return
         host = self.host.currentText().strip() or "127.0.0.1"
+        ended = leftover.end_leftover()          # a server a killed run of the app left holding the port
+        if ended:
+            self._log(f"— {ended}")
+        problem = leftover.port_problem(host, self.port.value())
+        if problem:
+            self._log(f"— {problem}")
+            self.status.setText(problem)
+            return
         self._log(f"— starting petit serve {self.model} on {host}:{self.port.value()}")
         self.server.start(self.model, host, self.port.value(), self.api_key.text().strip() or None, self.options)
 
