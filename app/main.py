@@ -30,6 +30,11 @@ def create_app(argv=None):
 
 def main(argv=None) -> int:
     args, qt_args = parse_args(sys.argv[1:] if argv is None else argv)
+    from app.display import window_problem
+    problem = window_problem(qt_args=qt_args)   # before Qt aborts with a message naming the wrong package
+    if problem:
+        print(f"petit-app: {problem}", file=sys.stderr)
+        return 1
     try:
         app = create_app(qt_args)
     except ImportError as e:

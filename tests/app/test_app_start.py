@@ -190,3 +190,47 @@ def test_a_data_folder_held_by_a_process_that_does_not_answer_is_named(tmp_path)
     assert out.stderr == (f"petit-app: Petit cannot start: process {pid} ({name}) on {host} is using its data "
                           f"folder {tmp_path} and does not answer. Close that Petit (or end that process) and start "
                           f"again.\n")
+
+
+# the window's system libraries (Linux, X11)
+MISSING = {"libxcb-icccm.so.4", "libxcb-keysyms.so.1"}         # what a fresh Debian 12 lacks
+
+
+def test_missing_window_libraries_are_named_with_the_packages_that_install_them(monkeypatch, capsys):
+    """Qt's xcb plugin cannot load without libxcb-icccm4 and libxcb-keysyms1, and Qt's own message names another
+    package: the app says which libraries are missing and how to install them, before Qt aborts."""
+    import app.display as display
+    import app.main
+    loaded = []
+
+    def no_qt(*_):
+        raise AssertionError("Qt was started: it would abort")
+    monkeypatch.setattr(app.main, "create_app", no_qt)
+
+    def loadable(lib):
+        loaded.append(lib)
+        return lib not in MISSING
+    monkeypatch.setattr(display, "_loadable", loadable)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert app.main.main([]) == 1
+    assert capsys.readouterr().err == ("petit-app: Petit cannot open its window: missing system libraries "
+                                       "libxcb-icccm.so.4, libxcb-keysyms.so.1 — on Debian/Ubuntu: sudo apt-get "
+                                       "install libxcb-icccm4 libxcb-keysyms1\n")
+    assert {"libxcb.so.1", "libxcb-cursor.so.0", "libxkbcommon-x11.so.0"} <= set(loaded)
+
+
+def test_the_libraries_are_checked_only_where_qt_uses_xcb():
+    from app.display import window_problem
+    none = lambda lib: False                                    # noqa: E731  (every library missing)
+    x11 = {"DISPLAY": ":0"}
+    assert window_problem(x11, (), "linux", none).startswith("Petit cannot open its window: missing system libraries")
+    assert window_problem(x11, (), "linux", lambda lib: True) is None          # all there
+    assert window_problem({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}, (), "linux", none) is None
+    assert window_problem({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, (), "linux", none) is None
+    assert window_problem(x11, ("-platform", "offscreen"), "linux", none) is None
+    assert window_problem({}, (), "linux", none) is None                     # no display: Qt says so itself
+    assert window_problem(x11, (), "darwin", none) is None
+    assert window_problem(x11, (), "win32", none) is None
