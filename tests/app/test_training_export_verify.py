@@ -159,3 +159,13 @@ def test_verify_chat_with_this_model(qtbot, verify, tmp_path):
     with qtbot.waitSignal(verify.chat_with_model) as signal:
         verify.chat_button.click()
     assert signal.args == [str(tmp_path / "m.petit")]
+
+
+def test_the_generated_text_stops_at_the_end_of_the_models_turn(qtbot, verify):
+    """The verifier compares logits past the end-of-turn token, but what follows it is not the model's answer:
+    "Generated" shows the answer and the marker that ended it, nothing past it."""
+    from petit.assets import default_model_path
+    verify.set_model(default_model_path())
+    verify_and_wait(qtbot, verify)
+    assert verify.result["generated_text"].startswith("19<|im_end|>") and len(verify.result["generated_text"]) > 12
+    assert verify.details["generated"].text() == "'19', then <|im_end|> (the end of the model's turn)"
