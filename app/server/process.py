@@ -38,10 +38,11 @@ class ServerProcess(QObject):
     def running(self) -> bool:
         return self.state in ("starting", "running", "stopping")
 
-    def start(self, model: str, host: str, port: int, api_key: str | None = None, options: dict | None = None):
+    def start(self, model: str, host: str, port: int, api_key: str | None = None, options: dict | None = None,
+              allowed_hosts=()):
         if self.running:
             raise RuntimeError("the server is already running")
-        exe, args = program(serve_args(model, host, port, options))
+        exe, args = program(serve_args(model, host, port, options, allowed_hosts))
         env = QProcessEnvironment()
         for key, value in environment(dict(os.environ), api_key).items():
             env.insert(key, value)

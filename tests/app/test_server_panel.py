@@ -16,7 +16,7 @@ import shiboken6
 from PySide6.QtCore import QProcess
 
 from app.server import ServerPanel, leftover
-from app.server.command import display_url, environment, program, serve_args
+from app.server.command import default_host_names, display_url, environment, program, serve_args
 from petit.assets import default_model_path
 
 TIMEOUT_MS = 30000
@@ -113,6 +113,9 @@ def test_the_command_line():
     assert "PETIT_API_KEY" not in env and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert environment({}, "k")["PETIT_API_KEY"] == "k"
     assert display_url("http://0.0.0.0:8080/v1") == "http://127.0.0.1:8080/v1"
+    named = serve_args("m.petit", "0.0.0.0", 9000, {}, ["box", "box.local"])
+    assert build_parser().parse_args(["serve", *named]).allowed_host == ["box", "box.local"]
+    assert environment({}, None)["PETIT_LIFELINE"] == "parent,stdin"
 
 
 # a window's server that outlives the app, kill -9 of the app, a port taken by another program
@@ -224,3 +227,60 @@ def test_a_port_held_by_another_program_is_named_and_nothing_starts(qtbot, panel
         holder.close()
         other.kill()
         other.wait()
+
+
+
+def test_the_api_key_cannot_change_under_a_running_server(qtbot, panel):
+    """The server reads the key when it starts: while it runs, neither the field nor Generate can change it, and
+    the panel says so."""
+    assert panel.key_note.isHidden()
+    start(qtbot, panel, api_key="first")
+    assert not panel.api_key.isEnabled() and not panel.generate_button.isEnabled()
+    assert not panel.key_note.isHidden() and panel.key_note.text() == (
+        "The server checks the key it was started with: stop it to change the key.")
+    url = panel.url_edit.text()
+    assert httpx.get(f"{url}/models", headers={"Authorization": "Bearer first"}, timeout=10).status_code == 200
+    panel.stop()
+    qtbot.waitUntil(lambda: panel.server.state == "stopped", timeout=TIMEOUT_MS)
+    assert panel.api_key.isEnabled() and panel.generate_button.isEnabled() and panel.key_note.isHidden()
+    panel.generate_button.click()
+    assert len(panel.api_key.text()) >= 32 and panel.api_key.text() != "first"
+
+
+def test_listening_on_the_network_is_confirmed_and_answers_to_the_allowed_names(qtbot, panel):
+    """0.0.0.0: Start asks first (non-modal, saying who can connect and under which names); Cancel starts
+    nothing; confirming starts a server that accepts requests naming this computer as listed, and no other name."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+    panel.set_model(default_model_path(), OPTIONS)
+    panel.port.setValue(0)
+    assert panel.allowed_hosts.isHidden()                       # 127.0.0.1: only this computer, no names needed
+    panel.host.setCurrentText("0.0.0.0")
+    assert not panel.allowed_hosts.isHidden() and panel.allowed_hosts.text() == ", ".join(default_host_names())
+    panel.allowed_hosts.setText("petit-box, petit-box.local")
+    panel.start_button.click()
+    box = panel.confirm_dialog
+    assert panel.server.state == "stopped" and box.isVisible()
+    assert box.windowModality() == Qt.WindowModality.NonModal
+    assert box.text() == ("Listen on 0.0.0.0? Every computer that can reach this one can then use the model — with "
+                          "no API key, anyone at all: set one first if the network is not yours alone.")
+    assert box.informativeText() == ("Clients must name this computer by its IP address or as petit-box, "
+                                     "petit-box.local (\"Also answer as\" sets the names).")
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert panel.server.state == "stopped" and panel.server.process is None
+
+    panel.api_key.setText("k")
+    panel.start_button.click()
+    box = panel.confirm_dialog
+    assert box.text().endswith("can then use the model, with the API key.")
+    [listen] = [b for b in box.buttons() if b.text() == "Listen on the network"]
+    listen.click()
+    qtbot.waitUntil(lambda: panel.server.state != "starting", timeout=TIMEOUT_MS)
+    assert panel.server.state == "running", panel.log.toPlainText()
+    assert not panel.allowed_hosts.isEnabled()
+    url = panel.url_edit.text()
+    port = port_of(url)
+    auth = {"Authorization": "Bearer k"}
+    assert httpx.get(f"{url}/models", headers={**auth, "Host": f"petit-box.local:{port}"}, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/models", headers={**auth, "Host": f"evil.example:{port}"}, timeout=10).status_code == 400
+    assert httpx.get(f"{url}/models", headers=auth, timeout=10).status_code == 200      # an IP address
