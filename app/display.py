@@ -51,8 +51,8 @@ def missing_libraries(loadable=None) -> list[tuple[str, str]]:
 def window_problem(environ=None, qt_args=(), platform: str | None = None, loadable=None) -> str | None:
     """The sentence to print instead of letting Qt abort, or None when the window can open (or it is not ours
     to check)."""
-    if not uses_xcb(environ, qt_args, platform):
-        return None
+    if getattr(sys, "frozen", False) or not uses_xcb(environ, qt_args, platform):
+        return None                      # the bundled app carries these libraries itself (build_app.py)
     missing = missing_libraries(loadable)
     if not missing:
         return None

@@ -234,3 +234,9 @@ def test_the_libraries_are_checked_only_where_qt_uses_xcb():
     assert window_problem({}, (), "linux", none) is None                     # no display: Qt says so itself
     assert window_problem(x11, (), "darwin", none) is None
     assert window_problem(x11, (), "win32", none) is None
+
+
+def test_the_bundled_app_does_not_check_the_libraries_it_carries(monkeypatch):
+    from app.display import window_problem
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert window_problem({"DISPLAY": ":0"}, (), "linux", lambda lib: False) is None
