@@ -1,7 +1,9 @@
-"""The model dialogs, all window-modal at most and opened with open() (never exec()): choose a model file or a
-Hugging Face folder, confirm loading one that may not fit in memory, report a load error."""
+"""The model dialogs, all window-modal at most and opened with open() or show() (never exec()): choose a model file
+or a Hugging Face folder, confirm loading one that may not fit in memory, report a load error, tell what the engine
+warns about a model just loaded (non-modal)."""
 import os
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 MODEL_FILTER = "Petit models (*.petit);;All files (*)"
@@ -13,6 +15,17 @@ def load_error(parent, path: str, message: str) -> QMessageBox:
     box.setInformativeText(message)
     box.setDetailedText(path)
     box.open()
+    return box
+
+
+def model_warnings(parent, name: str, warnings: list) -> QMessageBox:
+    """A non-modal notice of what the engine says about a model just loaded (e.g. a file with no checksums): the
+    chat is usable meanwhile."""
+    box = QMessageBox(QMessageBox.Icon.Warning, "About this model",
+                      f"{name} is loaded, but note:\n" + "\n".join(f"• {w}" for w in warnings),
+                      QMessageBox.StandardButton.Ok, parent)
+    box.setWindowModality(Qt.WindowModality.NonModal)
+    box.show()
     return box
 
 

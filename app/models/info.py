@@ -14,6 +14,7 @@ class ModelInfo:
     max_context: int             # Model.context_length
     generation: dict = field(default_factory=dict)   # the model's generation defaults
     has_template: bool = True
+    warnings: list = field(default_factory=list)     # what the engine says the user should know about the file
 
 
 def model_key(path: str) -> str:
@@ -34,7 +35,8 @@ def describe(model, path: str) -> ModelInfo:
     return ModelInfo(path=path, name=display_name(path), weight_type=model.weight_type, n_params=model.n_params,
                      n_layers=model.n_layers, max_context=int(model.context_length),
                      generation=dict(generation) if isinstance(generation, dict) else {},
-                     has_template=bool(meta.get("chat_template")))
+                     has_template=bool(meta.get("chat_template")),
+                     warnings=[str(w) for w in (getattr(model, "warnings", None) or [])])
 
 
 def count_text(n: int) -> str:

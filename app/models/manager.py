@@ -4,6 +4,9 @@ cancels the previous."""
 import os
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from app.models import dialogs
 
 from app.models.info import ModelInfo, model_key
 from app.models.loader import LoadJob
@@ -23,6 +26,7 @@ class ModelManager(QObject):
         self.info: ModelInfo | None = None
         self._job: LoadJob | None = None
         self._jobs: list[LoadJob] = []        # every job not yet ended (a cancelled one runs to its end)
+        self.warning_dialog = None            # the notice of the engine's warnings about the model loaded
         engine.model_changed.connect(self._on_model_changed)
 
     @property
@@ -79,6 +83,9 @@ class ModelManager(QObject):
         self.info = info
         self.recent.add(info.path)
         self.model_loaded.emit(info)
+        if info.warnings:                     # e.g. a file with no checksums: loaded, but the user should know
+            parent = self.parent() if isinstance(self.parent(), QWidget) else None
+            self.warning_dialog = dialogs.model_warnings(parent, info.name, info.warnings)
 
     def _on_job_ended(self, job: LoadJob) -> None:
         if job in self._jobs:

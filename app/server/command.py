@@ -1,6 +1,8 @@
 """The command line that runs `petit serve` for the Server tab: the model, where to listen, and the model's
 resolved settings (the Settings panel's values) as the defaults of every request."""
+import ipaddress
 import os
+import socket
 import sys
 
 # settings key -> `petit serve` flag (the keys are app.settings' resolved values)
@@ -11,9 +13,11 @@ FLAGS = (("temperature", "--temperature"), ("top_k", "--top-k"), ("top_p", "--to
          ("weights", "--weights"))
 
 
-def serve_args(model: str, host: str, port: int, options: dict | None = None) -> list[str]:
-    """`petit serve` arguments (without the command): MODEL, --host, --port, the settings, --stats."""
+def serve_args(model: str, host: str, port: int, options: dict | None = None, allowed_hosts=()) -> list[str]:
+    """`petit serve` arguments (without the command): MODEL, --host, --port, the settings, the extra host names
+    requests may carry (--allowed-host), --stats."""
     args = [model, f"--host={host}", f"--port={port}"]
+    args += [f"--allowed-host={name}" for name in allowed_hosts]
     options = options or {}
     for key, flag in FLAGS:
         value = options.get(key)
@@ -39,9 +43,13 @@ def program(args: list[str]) -> tuple[str, list[str]]:
 
 
 def environment(base: dict, api_key: str | None) -> dict:
-    """The child's environment: unbuffered output, the app's own source folder importable, and the API key in
-    PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given."""
+    """The child's environment: unbuffered output, the app's own source folder importable, the API key in
+    PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given, and the
+    lifeline that ends the server with the app however the app ends (petit.server.lifeline: the parent-death
+    signal on Linux, end of file on its stdin, a pipe QProcess holds, everywhere)."""
     env = dict(base)
+    env["PETIT_LIFELINE"] = "parent,stdin"
+    env["PETIT_PARENT_PID"] = str(os.getpid())
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONIOENCODING"] = "utf-8"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,6 +59,26 @@ def environment(base: dict, api_key: str | None) -> dict:
     else:
         env.pop("PETIT_API_KEY", None)
     return env
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this computer can reach a server listening on `host`."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def default_host_names() -> list[str]:
+    """The names other computers may use for this one: its host name (and NAME.local, the mDNS name), which the
+    server's Host check (against DNS rebinding) must accept when it listens on the network."""
+    name = socket.gethostname().strip()
+    if not name or name == "localhost":
+        return []
+    return [name] if "." in name else [name, f"{name}.local"]
 
 
 def display_url(url: str) -> str:

@@ -1,11 +1,13 @@
 """`petit serve` as a child QProcess: its output, line by line; the URL once it listens; stop = terminate (the server
 ends the reply in progress, answers the waiting requests 503 and exits) and, if it has not exited within
-KILL_AFTER_MS, kill. Nothing here blocks the GUI thread except shutdown(), which the window calls as it closes."""
+KILL_AFTER_MS, kill. Nothing here blocks the GUI thread except shutdown(), which the window calls as it closes.
+The running server's pid and port are recorded in the data folder (leftover.py) until it ends."""
 import os
 import re
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
+from app.server import leftover
 from app.server.command import environment, program, serve_args
 
 KILL_AFTER_MS = 5000
@@ -27,6 +29,7 @@ class ServerProcess(QObject):
         self.error: str | None = None
         self._buffer = b""
         self._stopping = False
+        self._host, self._pid = "", None
         self.process: QProcess | None = None
         self._kill_timer = QTimer(self, singleShot=True, interval=KILL_AFTER_MS)
         self._kill_timer.timeout.connect(self._kill)
@@ -35,10 +38,11 @@ class ServerProcess(QObject):
     def running(self) -> bool:
         return self.state in ("starting", "running", "stopping")
 
-    def start(self, model: str, host: str, port: int, api_key: str | None = None, options: dict | None = None):
+    def start(self, model: str, host: str, port: int, api_key: str | None = None, options: dict | None = None,
+              allowed_hosts=()):
         if self.running:
             raise RuntimeError("the server is already running")
-        exe, args = program(serve_args(model, host, port, options))
+        exe, args = program(serve_args(model, host, port, options, allowed_hosts))
         env = QProcessEnvironment()
         for key, value in environment(dict(os.environ), api_key).items():
             env.insert(key, value)
@@ -48,6 +52,8 @@ class ServerProcess(QObject):
         p.readyReadStandardOutput.connect(self._read)
         p.finished.connect(self._on_finished)
         p.errorOccurred.connect(self._on_error)
+        p.started.connect(lambda: self._record(port))
+        self._host = host
         self.process, self.model, self.url, self.error, self._stopping = p, model, None, None, False
         self._buffer = b""
         self._set_state("starting")
@@ -94,6 +100,9 @@ class ServerProcess(QObject):
         m = LISTENING.search(line)
         if m and self.state == "starting":
             self.url = m.group(1)
+            port = re.search(r":(\d+)/v1$", self.url)
+            if port:
+                self._record(int(port.group(1)))
             self._set_state("running")
             self.listening.emit(self.url)
 
@@ -121,8 +130,22 @@ class ServerProcess(QObject):
         if self.process is not None and self.process.state() != QProcess.ProcessState.NotRunning:
             self.process.kill()
 
+    def _record(self, port: int) -> None:
+        """Note the child's pid and port in the data folder, so a later run can end it if this one dies."""
+        if self.process is None:
+            return
+        self._pid = self.process.processId() or None
+        if self._pid:
+            try:
+                leftover.write_record(self._pid, self._host, port)
+            except OSError:
+                pass                             # a read-only data folder: only the recovery is lost
+
     def _finish(self, why: str) -> None:
         p, self.process = self.process, None
+        if self._pid is not None:
+            leftover.clear_record(self._pid)
+            self._pid = None
         if p is not None:
             p.deleteLater()
         self.url = None

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from trainer.chat_corpus import SPECIAL_TOKENS, make_split
+from trainer.chat_corpus import EOS_TOKEN, SPECIAL_TOKENS, make_split
 
 DEFAULT_CHAT_EXAMPLES = 20000
 SAMPLE_BYTES = 1 << 20               # what char_vocab reads of a file
@@ -33,6 +33,15 @@ def load(corpus: Corpus, seed: int) -> tuple[str, dict]:
         info = {"source": "chat", "chat_examples": corpus.chat_examples, "chat_loss": "answers"}
         return make_split(seed, corpus.chat_examples).train_text, info
     return read_text(corpus.path), {"source": "file", "path": os.path.abspath(corpus.path)}
+
+
+def learn_tokenizer(text: str, config, chat: bool) -> dict:
+    """The tokenizer trainer.train would learn from `text` itself (the same arguments), learned before it is
+    called so that the Train tab can say that this is what it is doing."""
+    from trainer.bpe import train_tokenizer
+    return train_tokenizer(text, mode=config.tokenizer,
+                           vocab_size=config.vocab_size if config.tokenizer == "bpe" else None,
+                           special_tokens=SPECIAL_TOKENS if chat else [], eos_token=EOS_TOKEN if chat else None)
 
 
 def read_text(path: str, limit: int | None = None) -> str:

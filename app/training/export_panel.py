@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView,
                                QLabel, QLineEdit, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.training.exports import WEIGHTS, default_target, describe_checkpoint, export_all
+from app.training.exports import WEIGHTS, default_target, describe_checkpoint, export_all, name_problem
 from app.training.hub import reveal, shared_hub
 from app.training.jobs import Job, JobSlot
 from trainer.export import format_size
@@ -129,6 +129,12 @@ class ExportPanel(QWidget):
         self.results = []
         self.table.setRowCount(0)
         self.error.clear()
+        problem = name_problem(stem)
+        if problem:                      # a path, not a name: it would write outside the "Save in" folder
+            self.status.setText("Nothing was exported.")
+            self.error.setText(problem[0].upper() + problem[1:] + ".")
+            self._sync()
+            return
         self.status.setText(f"Exporting {', '.join(weights)}…")
         job = Job(export_all, checkpoint, folder, stem, weights, name="petit-export")
         job.progressed.connect(self._on_exported_one)

@@ -14,6 +14,19 @@ def model_path(folder: str, stem: str, weights: str) -> str:
     return os.path.join(folder, f"{stem}-{weights}.petit")
 
 
+def name_problem(stem: str) -> str | None:
+    """Why `stem` cannot name the model files inside the chosen folder (a path, not a name: it would write them
+    elsewhere), or None when it is a plain file name."""
+    if not stem:
+        return "give the model files a name"
+    if "/" in stem or "\\" in stem or os.sep in stem or (os.altsep and os.altsep in stem):
+        return (f"the name {stem!r} contains a folder separator (/ or \\): give a plain file name; the files are "
+                f"written in the \"Save in\" folder")
+    if os.path.isabs(stem) or os.path.splitdrive(stem)[0] or "\0" in stem:
+        return f"the name {stem!r} is not a plain file name: give one without a drive or folder"
+    return None
+
+
 def default_target(checkpoint: str) -> tuple[str, str]:
     """(folder, file-name stem) for a checkpoint: the run folder holding it, named after that folder."""
     ckpt = os.path.abspath(checkpoint)
@@ -22,7 +35,11 @@ def default_target(checkpoint: str) -> tuple[str, str]:
 
 
 def export_all(checkpoint: str, folder: str, stem: str, weights: list, report=None) -> list[dict]:
-    """Export `checkpoint` once per weight type; returns export_checkpoint's summaries, with "label"."""
+    """Export `checkpoint` once per weight type; returns export_checkpoint's summaries, with "label". ValueError
+    when `stem` is not a plain file name (nothing is written)."""
+    problem = name_problem(stem)
+    if problem:
+        raise ValueError(problem[0].upper() + problem[1:] + ".")
     os.makedirs(folder, exist_ok=True)
     out = []
     for w in weights:

@@ -94,18 +94,25 @@ class TrainRun(QThread):
             self.ended.emit()
 
     def _train(self) -> None:
+        """Each phase says what it does as it starts: the corpus, the tokenizer, the first step, training."""
         spec, config = self.spec, self.spec.config
-        self.stage_changed.emit(f"Preparing {spec.corpus.describe()}"
-                                + ("" if spec.resume else f" and the {config.tokenizer.upper()} tokenizer") + "…")
+        say = self.stage_changed.emit
+        say(f"Generating {spec.corpus.describe()}…" if spec.corpus.chat else f"Reading {spec.corpus.describe()}…")
         text, data_info = corpora.load(spec.corpus, config.seed)
+        tokenizer = None
+        if not spec.resume and not self.cancelled:          # (a resumed run uses its checkpoint's tokenizer)
+            say(f"Learning the BPE tokenizer (vocabulary {config.vocab_size}) from the corpus…"
+                if config.tokenizer == "bpe" else "Building the character tokenizer from the corpus…")
+            tokenizer = corpora.learn_tokenizer(text, config, spec.corpus.chat)
         if self.cancelled:
             self.succeeded.emit({"checkpoint": None, "step": 0, "steps": config.steps, "interrupted": True,
                                  "loss": None, "val_loss": None, "tokens_per_s": 0.0})
             return
-        self.stage_changed.emit("Training…")
+        say(("Loading the checkpoint, tokenizing" if spec.resume else "Tokenizing")
+            + " the corpus and running the first step…")
         callbacks = Callbacks(on_progress=self._on_progress, should_stop=self._should_stop,
                               on_checkpoint=lambda path: self.checkpoint_saved.emit(str(path)))
-        result = train(config, text, chat=spec.corpus.chat, out_dir=spec.checkpoint_dir,
+        result = train(config, text, tokenizer=tokenizer, chat=spec.corpus.chat, out_dir=spec.checkpoint_dir,
                        resume=spec.checkpoint_dir if spec.resume else None, callbacks=callbacks, progress=False,
                        log=io.StringIO(), data_info=data_info)
         self._flush()
@@ -119,6 +126,7 @@ class TrainRun(QThread):
         config = self.spec.config
         if self._start_step is None:
             self._start_step = step - 1
+            self.stage_changed.emit("Training…")
         # the trainer's speed counts paused time; take it out
         trainer_elapsed = (step - self._start_step) * config.batch_size * config.context / max(tokens_per_s, 1e-9)
         elapsed = max(trainer_elapsed - self._paused_s, 1e-9)

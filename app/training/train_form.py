@@ -157,6 +157,11 @@ class TrainForm(QWidget):
         if not running:
             self.update_estimate()
 
+    @property
+    def measuring(self) -> bool:
+        """Whether this computer's speed is being measured (a run starts once it is done)."""
+        return self._calibration.busy
+
     def when_idle(self, callback) -> None:
         """Run `callback` now, or once the speed measurement in progress has ended (a training run must not
         overlap it: both set the process's BLAS threads)."""

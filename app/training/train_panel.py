@@ -127,8 +127,11 @@ class TrainPanel(QWidget):
         if not corpus.chat and not os.path.isfile(corpus.path):
             self._fail("Choose a text file to train on." if not corpus.path else f"{corpus.path} is not a file.")
             return
-        folder = _unused(self.form.folder())
-        self.form.folder_edit.setText(new_run_folder())
+        folder = self.form.folder()
+        if self.spec is not None and _same(folder, os.path.dirname(self.spec.checkpoint_dir)):
+            folder = new_run_folder()             # the last run's folder, still shown: a new run, a new folder
+        folder = _unused(folder)
+        self.form.folder_edit.setText(folder)     # "Save in" shows where this run's checkpoint goes
         self._launch(RunSpec(config, corpus, os.path.join(folder, CHECKPOINT)), fresh=True)
 
     def continue_run(self) -> None:
@@ -141,6 +144,7 @@ class TrainPanel(QWidget):
             self._fail(f"The run has done {done:,} steps: set more steps than that to continue it.")
             return
         config = dataclasses.replace(self.spec.config, steps=steps)
+        self.form.folder_edit.setText(os.path.dirname(self.spec.checkpoint_dir))
         self._launch(dataclasses.replace(self.spec, config=config, resume=True), fresh=False)
 
     def _launch(self, spec: RunSpec, fresh: bool) -> None:
@@ -151,7 +155,8 @@ class TrainPanel(QWidget):
             self.checkpoint, self.result = None, None
         self.spec = spec
         self.progress.setRange(0, spec.config.steps)
-        self.status.setText("Waiting for the speed measurement to end…")
+        self.status.setText("Waiting for this computer's speed measurement to end…" if self.form.measuring
+                            else "Starting…")
         self.run = run = TrainRun(spec)
         run.stage_changed.connect(self.status.setText)
         run.progressed.connect(self._on_progress)
@@ -280,6 +285,10 @@ class TrainPanel(QWidget):
         if run is not None:               # (a run still waiting for the speed measurement never starts)
             run.cancel()
             run.wait()
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
 def _unused(folder: str) -> str:

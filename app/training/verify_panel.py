@@ -151,7 +151,8 @@ class VerifyPanel(QWidget):
         d["checksums"].setText({"ok": "every tensor matches the SHA-256 recorded at export",
                                 "absent": "none recorded in the file (not checked)",
                                 "mismatch": f"MISMATCH in {', '.join(r['bad_tensors'])}"}[r["checksums"]])
-        d["generated"].setText(repr(r["generated_text"]))
+        answer, end = r.get("answer", r["generated_text"]), r.get("end_marker")
+        d["generated"].setText(repr(answer) + (f", then {end} (the end of the model's turn)" if end else ""))
         d["failures"].setText("\n".join(r["failures"]) or "nothing")
         self.error_series.points = list(enumerate(r.get("position_errors") or []))
         self.plot.lines = [("PASS limit", t["max_rel_err"], "#b00020")]

@@ -54,6 +54,8 @@ def cmd_serve(args) -> int:
         print(f"petit serve: error: the server needs {' and '.join(missing)}: pip install starlette uvicorn",
               file=sys.stderr)
         return 1
+    from petit.server.lifeline import arm
+    arm()                                # a child of the app ends with it (PETIT_LIFELINE; see lifeline.py)
     from petit.formats import get_format
     from petit.server import Server
     from petit.server.engine import Engine

@@ -2,6 +2,7 @@
 works at 2x scale; and the engine stays free of Qt."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -100,3 +101,142 @@ def test_the_engine_does_not_import_qt():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# one instance per data folder
+FIRST = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from app.main import main
+from app.window import MainWindow
+said = set()
+
+def check():
+    windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+    if not windows or not windows[0].chat.model_ready:
+        QTimer.singleShot(20, check)
+        return
+    w = windows[0]
+    if "ready" not in said:
+        said.add("ready")
+        w.showMinimized()
+        print("ready", flush=True)
+    if w.windowTitle() == "Petit — default-q4_0":
+        print("opened:", w.windowTitle(), "minimized:", w.isMinimized(), flush=True)
+        w.close()
+        return
+    QTimer.singleShot(20, check)
+
+QTimer.singleShot(0, check)
+QTimer.singleShot(60000, lambda: QApplication.exit(3))
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def start_first(tmp_path):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PETIT_DATA_DIR=str(tmp_path))
+    first = subprocess.Popen([sys.executable, "-c", FIRST, ROOT], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    line = first.stdout.readline()
+    assert line == "ready\n", first.stderr.read() if not line else line
+    return first, env
+
+
+def test_a_second_start_on_the_same_data_folder_brings_the_first_forward(tmp_path):
+    """`petit-app MODEL` while Petit runs on that data folder: no second window; the first comes out of the task
+    bar, to the front, and opens MODEL."""
+    from app_helpers import Q4
+    first, env = start_first(tmp_path)
+    try:
+        second = subprocess.run([sys.executable, "-m", "app", Q4], env=env, cwd=ROOT, capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert second.stderr == (f"petit-app: Petit is already running with the data folder {tmp_path}: brought "
+                                 f"its window to the front to open {Q4}.\n")
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err[-2000:]
+        assert out == "opened: Petit — default-q4_0 minimized: False\n"
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
+def test_a_killed_instance_does_not_block_the_next_start(tmp_path):
+    first, env = start_first(tmp_path)
+    first.send_signal(signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM)
+    first.communicate()
+    assert (tmp_path / "petit.lock").exists()           # left behind by the killed instance
+    out = subprocess.run([sys.executable, "-c", MAIN, ROOT], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "model: default-q8_0 title: Petit — default-q8_0 icon: True" in out.stdout
+
+
+def test_a_data_folder_held_by_a_process_that_does_not_answer_is_named(tmp_path):
+    from PySide6.QtCore import QLockFile
+    tmp_path.mkdir(exist_ok=True)
+    lock = QLockFile(str(tmp_path / "petit.lock"))
+    assert lock.tryLock(0)
+    try:
+        pid, host, name = lock.getLockInfo()
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PETIT_DATA_DIR=str(tmp_path))
+        out = subprocess.run([sys.executable, "-m", "app"], env=env, cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+    finally:
+        lock.unlock()
+    assert out.returncode == 1
+    assert out.stderr == (f"petit-app: Petit cannot start: process {pid} ({name}) on {host} is using its data "
+                          f"folder {tmp_path} and does not answer. Close that Petit (or end that process) and start "
+                          f"again.\n")
+
+
+# the window's system libraries (Linux, X11)
+MISSING = {"libxcb-icccm.so.4", "libxcb-keysyms.so.1"}         # what a fresh Debian 12 lacks
+
+
+def test_missing_window_libraries_are_named_with_the_packages_that_install_them(monkeypatch, capsys):
+    """Qt's xcb plugin cannot load without libxcb-icccm4 and libxcb-keysyms1, and Qt's own message names another
+    package: the app says which libraries are missing and how to install them, before Qt aborts."""
+    import app.display as display
+    import app.main
+    loaded = []
+
+    def no_qt(*_):
+        raise AssertionError("Qt was started: it would abort")
+    monkeypatch.setattr(app.main, "create_app", no_qt)
+
+    def loadable(lib):
+        loaded.append(lib)
+        return lib not in MISSING
+    monkeypatch.setattr(display, "_loadable", loadable)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert app.main.main([]) == 1
+    assert capsys.readouterr().err == ("petit-app: Petit cannot open its window: missing system libraries "
+                                       "libxcb-icccm.so.4, libxcb-keysyms.so.1 — on Debian/Ubuntu: sudo apt-get "
+                                       "install libxcb-icccm4 libxcb-keysyms1\n")
+    assert {"libxcb.so.1", "libxcb-cursor.so.0", "libxkbcommon-x11.so.0"} <= set(loaded)
+
+
+def test_the_libraries_are_checked_only_where_qt_uses_xcb():
+    from app.display import window_problem
+    none = lambda lib: False                                    # noqa: E731  (every library missing)
+    x11 = {"DISPLAY": ":0"}
+    assert window_problem(x11, (), "linux", none).startswith("Petit cannot open its window: missing system libraries")
+    assert window_problem(x11, (), "linux", lambda lib: True) is None          # all there
+    assert window_problem({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}, (), "linux", none) is None
+    assert window_problem({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, (), "linux", none) is None
+    assert window_problem(x11, ("-platform", "offscreen"), "linux", none) is None
+    assert window_problem({}, (), "linux", none) is None                     # no display: Qt says so itself
+    assert window_problem(x11, (), "darwin", none) is None
+    assert window_problem(x11, (), "win32", none) is None
+
+
+def test_the_bundled_app_does_not_check_the_libraries_it_carries(monkeypatch):
+    from app.display import window_problem
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert window_problem({"DISPLAY": ":0"}, (), "linux", lambda lib: False) is None

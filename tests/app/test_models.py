@@ -167,3 +167,29 @@ def test_a_restart_reopens_the_last_model(qtbot, make_window):
     first.close()
     second = make_window()
     assert second.models.info.path == Q4
+
+
+def test_the_engines_warnings_about_a_model_are_shown(qtbot, window, monkeypatch):
+    """A model the engine loads with warnings (e.g. a file with no checksums): the chat switches to it and a
+    non-modal notice says each warning."""
+    import petit
+    from app.models import loader
+    warning = "this file carries no checksums and cannot be checked"
+
+    real_load = petit.load
+
+    def load_with_warnings(path, **kw):
+        """The loaded model, carrying the `warnings` list the engine adds."""
+        model = real_load(path, **kw)
+        model.warnings = [warning]
+        return model
+    monkeypatch.setattr(loader.petit, "load", load_with_warnings)
+    assert window.models.warning_dialog is None            # the bundled model: no warnings, no notice
+    window.open_model(Q4)
+    _wait_loaded(qtbot, window, "q4_0")
+    box = window.models.warning_dialog
+    assert box is not None and box.isVisible() and box.windowModality() == Qt.WindowModality.NonModal
+    assert box.text() == f"default-q4_0 is loaded, but note:\n• {warning}"
+    assert window.models.info.warnings == [warning]
+    assert send_and_wait(qtbot, window, "which is bigger, 2 or 16?") == "16"    # the chat works meanwhile
+    box.close()

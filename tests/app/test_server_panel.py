@@ -3,15 +3,20 @@ request to /v1/models (with and without the API key) appears in the live log; St
 cannot start says why; closing the window's panel while it runs stops and waits for it. The command line it builds
 is checked on its own."""
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 import shiboken6
 from PySide6.QtCore import QProcess
 
-from app.server import ServerPanel
-from app.server.command import display_url, environment, program, serve_args
+from app.server import ServerPanel, leftover
+from app.server.command import default_host_names, display_url, environment, program, serve_args
 from petit.assets import default_model_path
 
 TIMEOUT_MS = 30000
@@ -108,3 +113,177 @@ def test_the_command_line():
     assert "PETIT_API_KEY" not in env and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert environment({}, "k")["PETIT_API_KEY"] == "k"
     assert display_url("http://0.0.0.0:8080/v1") == "http://127.0.0.1:8080/v1"
+    named = serve_args("m.petit", "0.0.0.0", 9000, {}, ["box", "box.local"])
+    assert build_parser().parse_args(["serve", *named]).allowed_host == ["box", "box.local"]
+    assert environment({}, None)["PETIT_LIFELINE"] == "parent,stdin"
+
+
+# a window's server that outlives the app, kill -9 of the app, a port taken by another program
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+APP = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from PySide6.QtCore import QCoreApplication
+from app.server.process import ServerProcess
+app = QCoreApplication([])
+server = ServerProcess()
+server.listening.connect(lambda url: print(server.process.processId(), url, flush=True))
+server.start(sys.argv[2], "127.0.0.1", 0)
+app.exec()
+"""
+
+
+def alive(pid: int) -> bool:
+    return leftover.alive(pid)
+
+
+def wait_for(condition, what: str, timeout_s: float = 60) -> None:
+    end = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def port_of(url: str) -> int:
+    return int(re.search(r":(\d+)/v1$", url).group(1))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="kill -9 is POSIX")
+def test_killing_the_app_ends_its_server_and_the_next_start_gets_the_port(qtbot, panel, data_dir):
+    """kill -9 of the app: its `petit serve` child ends too (it must not keep the port), and the relaunched app's
+    server starts on the same port."""
+    app = subprocess.Popen([sys.executable, "-c", APP, ROOT, default_model_path()], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+    try:
+        pid, url = app.stdout.readline().split()
+        pid, port = int(pid), port_of(url)
+        assert leftover.read_record()["pid"] == pid and leftover.read_record()["port"] == port
+        app.kill()                                            # SIGKILL: the app has no chance to stop its server
+        app.wait()
+        wait_for(lambda: not alive(pid), "the server of the killed app to end")
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+    panel.set_model(default_model_path(), OPTIONS)
+    panel.port.setValue(port)
+    panel.start()
+    qtbot.waitUntil(lambda: panel.server.state != "starting", timeout=TIMEOUT_MS)
+    assert panel.server.state == "running", panel.log.toPlainText()
+    assert panel.url_edit.text() == f"http://127.0.0.1:{port}/v1"
+    assert leftover.read_record()["pid"] == panel.server.process.processId()
+    panel.shutdown()
+    assert leftover.read_record() is None                     # a server that ended is no longer recorded
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a way to tell a process's command line")
+def test_a_server_left_behind_by_an_earlier_run_is_ended_and_its_port_reused(qtbot, panel, tmp_path):
+    """A `petit serve` of ours that outlived its app (no lifeline) still holds the port: Start ends it (the record
+    in the data folder names it) and serves on that port."""
+    log = open(tmp_path / "orphan.log", "wb")
+    env = {k: v for k, v in os.environ.items() if k not in ("PETIT_LIFELINE", "PETIT_PARENT_PID")}
+    orphan = subprocess.Popen([sys.executable, "-m", "app.server.runner", default_model_path(), "--port=0"],
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+    try:
+        wait_for(lambda: b"listening on" in (tmp_path / "orphan.log").read_bytes(), "the orphan to listen")
+        port = int(re.search(rb"127\.0\.0\.1:(\d+)/v1", (tmp_path / "orphan.log").read_bytes()).group(1))
+        leftover.write_record(orphan.pid, "127.0.0.1", port)
+        panel.set_model(default_model_path(), OPTIONS)
+        panel.port.setValue(port)
+        panel.start()
+        assert orphan.poll() is not None                      # ended before the new server started
+        assert (f"— ended the server (pid {orphan.pid}, port {port}) an earlier run of Petit left behind"
+                in panel.log.toPlainText())
+        qtbot.waitUntil(lambda: panel.server.state != "starting", timeout=TIMEOUT_MS)
+        assert panel.server.state == "running" and panel.url_edit.text() == f"http://127.0.0.1:{port}/v1"
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+        orphan.wait()
+        log.close()
+
+
+def test_a_port_held_by_another_program_is_named_and_nothing_starts(qtbot, panel):
+    """A port another program holds: the panel says which (and never ends a process that is not its server)."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        leftover.write_record(other.pid, "127.0.0.1", port)      # a record naming a process that is not a server
+        panel.set_model(default_model_path(), OPTIONS)
+        panel.port.setValue(port)
+        panel.start()
+        assert panel.server.state == "stopped" and panel.server.process is None
+        if sys.platform.startswith("linux"):
+            name = open(f"/proc/{os.getpid()}/comm").read().strip()
+            expected = f"Port {port} is in use by {name} (pid {os.getpid()}): stop that program or choose another port."
+        else:
+            expected = f"Port {port} is in use by another program: choose another port (0 picks any free one)."
+        assert panel.status.text() == expected and expected in panel.log.toPlainText()
+        assert panel.start_button.isEnabled() and other.poll() is None     # the other program was left alone
+    finally:
+        holder.close()
+        other.kill()
+        other.wait()
+
+
+
+def test_the_api_key_cannot_change_under_a_running_server(qtbot, panel):
+    """The server reads the key when it starts: while it runs, neither the field nor Generate can change it, and
+    the panel says so."""
+    assert panel.key_note.isHidden()
+    start(qtbot, panel, api_key="first")
+    assert not panel.api_key.isEnabled() and not panel.generate_button.isEnabled()
+    assert not panel.key_note.isHidden() and panel.key_note.text() == (
+        "The server checks the key it was started with: stop it to change the key.")
+    url = panel.url_edit.text()
+    assert httpx.get(f"{url}/models", headers={"Authorization": "Bearer first"}, timeout=10).status_code == 200
+    panel.stop()
+    qtbot.waitUntil(lambda: panel.server.state == "stopped", timeout=TIMEOUT_MS)
+    assert panel.api_key.isEnabled() and panel.generate_button.isEnabled() and panel.key_note.isHidden()
+    panel.generate_button.click()
+    assert len(panel.api_key.text()) >= 32 and panel.api_key.text() != "first"
+
+
+def test_listening_on_the_network_is_confirmed_and_answers_to_the_allowed_names(qtbot, panel):
+    """0.0.0.0: Start asks first (non-modal, saying who can connect and under which names); Cancel starts
+    nothing; confirming starts a server that accepts requests naming this computer as listed, and no other name."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+    panel.set_model(default_model_path(), OPTIONS)
+    panel.port.setValue(0)
+    assert panel.allowed_hosts.isHidden()                       # 127.0.0.1: only this computer, no names needed
+    panel.host.setCurrentText("0.0.0.0")
+    assert not panel.allowed_hosts.isHidden() and panel.allowed_hosts.text() == ", ".join(default_host_names())
+    panel.allowed_hosts.setText("petit-box, petit-box.local")
+    panel.start_button.click()
+    box = panel.confirm_dialog
+    assert panel.server.state == "stopped" and box.isVisible()
+    assert box.windowModality() == Qt.WindowModality.NonModal
+    assert box.text() == ("Listen on 0.0.0.0? Every computer that can reach this one can then use the model — with "
+                          "no API key, anyone at all: set one first if the network is not yours alone.")
+    assert box.informativeText() == ("Clients must name this computer by its IP address or as petit-box, "
+                                     "petit-box.local (\"Also answer as\" sets the names).")
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert panel.server.state == "stopped" and panel.server.process is None
+
+    panel.api_key.setText("k")
+    panel.start_button.click()
+    box = panel.confirm_dialog
+    assert box.text().endswith("can then use the model, with the API key.")
+    [listen] = [b for b in box.buttons() if b.text() == "Listen on the network"]
+    listen.click()
+    qtbot.waitUntil(lambda: panel.server.state != "starting", timeout=TIMEOUT_MS)
+    assert panel.server.state == "running", panel.log.toPlainText()
+    assert not panel.allowed_hosts.isEnabled()
+    url = panel.url_edit.text()
+    port = port_of(url)
+    auth = {"Authorization": "Bearer k"}
+
+    def status(host=None):
+        headers = dict(auth, **({"Host": f"{host}:{port}"} if host else {}))
+        return httpx.get(f"{url}/models", headers=headers, timeout=10).status_code
+    assert status("petit-box.local") == 200 and status("evil.example") == 400
+    assert status() == 200                                         # by IP address

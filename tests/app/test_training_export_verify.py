@@ -97,6 +97,36 @@ def test_export_of_a_folder_that_is_no_checkpoint_says_so(qtbot, export, tmp_pat
     assert not export.chat_button.isEnabled()
 
 
+def files_under(root) -> list:
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+@pytest.mark.parametrize("name", ["../escaped", "sub/inner", "..\\escaped", "ABSOLUTE"])
+def test_a_name_that_is_a_path_is_refused_and_nothing_is_written_outside_the_folder(qtbot, export, checkpoint,
+                                                                                    tmp_path, name):
+    """The Name field names files inside "Save in": a name with a folder separator or an absolute path would
+    write elsewhere, so it is refused with a message and nothing is written anywhere."""
+    if name == "ABSOLUTE":
+        name = str(tmp_path / "elsewhere" / "abs")
+    folder = tmp_path / "out" / "inside"
+    export.set_checkpoint(checkpoint)
+    export.folder_edit.setText(str(folder))
+    export.stem_edit.setText(name)
+    before = files_under(tmp_path)
+    export.export_button.click()
+    qtbot.waitUntil(lambda: export.export_button.isEnabled(), timeout=TIMEOUT_MS)
+    assert export.results == [] and export.status.text() == "Nothing was exported."
+    assert export.error.text() == (f"The name {name!r} contains a folder separator (/ or \\): give a plain file "
+                                   f"name; the files are written in the \"Save in\" folder.")
+    assert files_under(tmp_path) == before
+    export.stem_edit.setText("..plain")               # dots alone are a name, written inside the folder
+    export.kind_boxes["f32"].setChecked(False)
+    export.kind_boxes["q4_0"].setChecked(False)
+    export_and_wait(qtbot, export)
+    assert export.error.text() == "" and os.listdir(folder) == ["..plain-q8_0.petit"]
+    assert files_under(tmp_path) == sorted(before + [os.path.join("out", "inside", "..plain-q8_0.petit")])
+
+
 def test_verify_fails_a_damaged_file_and_reports_a_missing_one(qtbot, export, verify, checkpoint, tmp_path):
     export.set_checkpoint(checkpoint)
     export.folder_edit.setText(str(tmp_path))
@@ -129,3 +159,13 @@ def test_verify_chat_with_this_model(qtbot, verify, tmp_path):
     with qtbot.waitSignal(verify.chat_with_model) as signal:
         verify.chat_button.click()
     assert signal.args == [str(tmp_path / "m.petit")]
+
+
+def test_the_generated_text_stops_at_the_end_of_the_models_turn(qtbot, verify):
+    """The verifier compares logits past the end-of-turn token, but what follows it is not the model's answer:
+    "Generated" shows the answer and the marker that ended it, nothing past it."""
+    from petit.assets import default_model_path
+    verify.set_model(default_model_path())
+    verify_and_wait(qtbot, verify)
+    assert verify.result["generated_text"].startswith("19<|im_end|>") and len(verify.result["generated_text"]) > 12
+    assert verify.details["generated"].text() == "'19', then <|im_end|> (the end of the model's turn)"

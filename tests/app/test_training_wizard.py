@@ -191,3 +191,52 @@ def test_a_bad_corpus_is_a_message_not_a_crash(qtbot, panels, tmp_path):
     qtbot.waitUntil(lambda: not train.running, timeout=TIMEOUT_MS)
     assert train.error.text() and train.status.text() == "Training failed."
     assert train.start_button.isEnabled() and train.checkpoint is None
+
+
+def record_stages(monkeypatch) -> list:
+    """Every status line the runs report, in order (connected before each run's thread starts)."""
+    seen = []
+
+    def start(self, *args, _orig=TrainRun.start):
+        self.stage_changed.connect(seen.append)
+        return _orig(self, *args)
+    monkeypatch.setattr(TrainRun, "start", start)
+    return seen
+
+
+def test_the_train_tab_says_what_it_does_from_the_start_and_save_in_is_where_the_checkpoint_goes(qtbot, panels,
+                                                                                                 monkeypatch):
+    _, train, _, _ = panels
+    seen = record_stages(monkeypatch)
+    tiny(train, 4, tokenizer="bpe")
+    train.form.vocab.setValue(300)
+    shown = train.form.folder()
+    train.start()
+    assert train.status.text() in ("Starting…", "Waiting for this computer's speed measurement to end…")
+    folder = os.path.dirname(train.spec.checkpoint_dir)
+    assert folder == shown and train.form.folder_edit.text() == folder          # "Save in" = where it goes
+    r = wait_done(qtbot, train)
+    assert seen == ["Generating the built-in chat corpus (300 dialogues)…",
+                    "Learning the BPE tokenizer (vocabulary 300) from the corpus…",
+                    "Tokenizing the corpus and running the first step…", "Training…"]
+    assert r["checkpoint"] == os.path.join(folder, "checkpoint") and train.form.folder_edit.text() == folder
+    assert len(load_checkpoint(r["checkpoint"]).tokenizer["vocab"]) == 300
+
+    seen.clear()                                                      # a second run: a new folder, shown
+    train.form.tokenizer.setCurrentIndex(train.form.tokenizer.findData("char"))
+    train.start()
+    second = os.path.dirname(train.spec.checkpoint_dir)
+    assert second != folder and train.form.folder_edit.text() == second
+    r = wait_done(qtbot, train)
+    assert r["checkpoint"] == os.path.join(second, "checkpoint")
+    assert seen[1] == "Building the character tokenizer from the corpus…"
+
+    seen.clear()
+    train.form.folder_edit.setText(folder)                            # Continue: it shows the run it continues
+    train.form.steps.setValue(6)
+    train.continue_button.click()
+    assert train.form.folder_edit.text() == second
+    r = wait_done(qtbot, train)
+    assert r["step"] == 6 and r["checkpoint"] == os.path.join(second, "checkpoint")
+    assert seen == ["Generating the built-in chat corpus (300 dialogues)…",
+                    "Loading the checkpoint, tokenizing the corpus and running the first step…", "Training…"]
