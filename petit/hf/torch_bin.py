@@ -147,7 +147,7 @@ class TorchBinFile(TensorFile):
         Guarantees: after a successful return every entry has a supported dtype, its storage member exists, lies
         inside the file and holds exactly numel x itemsize bytes, its strides are C-contiguous ones up to an order
         of the dimensions (so it is a run of consecutive storage elements: reading it never needs more memory than
-        the file holds), and every element its size/stride/offset reaches lies inside its storage.
+        its storage), and every element its size/stride/offset reaches lies inside its storage.
         Nothing from the pickle has been executed: only the stand-ins in this module were called.
 
         Raises:
