@@ -111,6 +111,20 @@ def write_torch_zip(path, pkl, storages=None, byteorder="little", compression=zi
         z.writestr("archive/version", "3\n")
 
 
+def without_expanded(src, dst):
+    """Copy the torch-made `src` to `dst` minus its stride-0 'expanded' tensor (which Petit refuses): the pickle's
+    entry for it is cut out, from its key up to the next key; nothing after it refers to the memo slots it filled."""
+    with zipfile.ZipFile(src) as z:
+        members = {info.filename: z.read(info) for info in z.infolist()}
+    pkl = members["state_dict/data.pkl"]
+    start, end = pkl.index(p_str("expanded")), pkl.index(p_str("scalar"))
+    assert pkl.count(p_str("expanded")) == 1 and start < end
+    members["state_dict/data.pkl"] = pkl[:start] + pkl[end:]
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
 # --- safetensors ----------------------------------------------------------------------------------------------------
 
 def test_safetensors_round_trip_of_every_dtype(tmp_path):
@@ -155,7 +169,7 @@ def test_sharded_safetensors(tmp_path):
 
 
 def test_precedence_and_missing_files(tmp_path):
-    shutil.copy(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model.bin")
+    without_expanded(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model.bin")
     with open_checkpoint(tmp_path) as ck:
         assert ck.format == "pytorch_bin"
     write_st(tmp_path / "model.safetensors", *st_header({"w": ("F32", np.ones(2, np.float32))}))
@@ -250,16 +264,16 @@ TORCH_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64
 
 
 def test_torch_bin_fixture_matches_torch(tmp_path, expected):
-    shutil.copy(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model.bin")
+    without_expanded(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model.bin")
     dtypes = dict(s.split("=torch.") for s in expected["__dtypes__"])
     with open_checkpoint(tmp_path) as ck:
-        assert set(ck.names()) == set(dtypes) - {"lm_head", "norm"}
+        assert set(ck.names()) == set(dtypes) - {"lm_head", "norm", "expanded"}
         for name in ck.names():
             raw, want = ck.raw(name), expected[name]
             assert ck.info(name) == (TORCH_DTYPES[dtypes[name]], want.shape), name
             assert raw.dtype == want.dtype and np.array_equal(raw, want) and raw.flags.c_contiguous, name
             assert not raw.flags.writeable
-            assert mmap_backed(raw) == (name not in ("transposed", "expanded")), name  # copies only when strided
+            assert mmap_backed(raw) == (name != "transposed"), name  # copies only when transposed
         assert np.shares_memory(ck.raw("base"), ck.raw("offset_slice"))
         assert np.shares_memory(ck.raw("0.weight"), ck.raw("tied"))
         assert np.array_equal(ck.f32("bf16").view(np.uint32), expected["bf16"].astype(np.uint32) << 16)
@@ -267,7 +281,7 @@ def test_torch_bin_fixture_matches_torch(tmp_path, expected):
 
 
 def test_sharded_torch_bin_and_compressed_members(tmp_path, expected):
-    shutil.copy(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model-00001-of-00002.bin")
+    without_expanded(FIXTURES / "state_dict.bin", tmp_path / "pytorch_model-00001-of-00002.bin")
     with zipfile.ZipFile(FIXTURES / "shard2.bin") as src, \
             zipfile.ZipFile(tmp_path / "pytorch_model-00002-of-00002.bin", "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
@@ -280,6 +294,45 @@ def test_sharded_torch_bin_and_compressed_members(tmp_path, expected):
         for name in ck.names():
             assert np.array_equal(ck.raw(name), expected[name])
         assert not mmap_backed(ck.raw("lm_head"))  # a compressed member is copied
+
+
+def test_stride_zero_tensor_is_refused_before_anything_is_allocated(tmp_path):
+    # 4 bytes of storage in a file of a few hundred bytes, posing as a (100000, 100000) f32 tensor (37 GiB)
+    path = tmp_path / "pytorch_model.bin"
+    write_torch_zip(path, p_state_dict({"w": p_tensor("FloatStorage", "0", 1, 0, (100000, 100000), (0, 0))}),
+                    {"0": bytes(4)})
+    assert path.stat().st_size < 1000
+    assert message(tmp_path) == (f"{path}: tensor 'w': stride (0, 0) for size (100000, 100000) is not a permutation "
+                                 f"of contiguous strides (expanded, overlapping or gapped tensors are not supported)")
+    shutil.copy(FIXTURES / "state_dict.bin", path)  # torch's own expand() is refused the same way
+    assert message(tmp_path) == (f"{path}: tensor 'expanded': stride (0, 1) for size (3, 4) is not a permutation of "
+                                 f"contiguous strides (expanded, overlapping or gapped tensors are not supported)")
+
+
+def test_permuted_strides_load(tmp_path):
+    storage = np.arange(30, dtype="<f4")
+    pkl = p_state_dict({"perm": p_tensor("FloatStorage", "0", 30, 5, (2, 3, 4), (1, 8, 2)),  # offset 5, 24 elements
+                        "row": p_tensor("LongStorage", "1", 4, 0, (1, 4), (0, 1)),  # a size-1 dim's stride is unused
+                        "empty": p_tensor("FloatStorage", "0", 30, 0, (0, 7), (0, 0))})
+    write_torch_zip(tmp_path / "pytorch_model.bin", pkl, {"0": storage.tobytes(),
+                                                         "1": np.arange(4, dtype="<i8").tobytes()})
+    with open_checkpoint(tmp_path) as ck:
+        assert np.array_equal(ck.raw("perm"), storage[5:29].reshape(3, 4, 2).transpose(2, 0, 1))
+        assert ck.raw("row").tolist() == [[0, 1, 2, 3]] and mmap_backed(ck.raw("row"))
+        assert ck.raw("empty").shape == (0, 7)
+
+
+def test_compressed_storage_past_the_end_of_the_file(tmp_path):
+    # a deflated storage whose central directory claims 1 GiB (2**28 f32), compressed into more bytes than the file has
+    path = tmp_path / "pytorch_model.bin"
+    write_torch_zip(path, p_state_dict({"w": p_tensor("FloatStorage", "0", 1 << 28, 0, (1 << 28,), (1,))}),
+                    {"0": bytes(4)}, compression=zipfile.ZIP_DEFLATED)
+    data = bytearray(path.read_bytes())
+    entry = data.index(b"archive/data/0", data.index(b"PK\x01\x02")) - 46  # its central directory header
+    assert data[entry:entry + 4] == b"PK\x01\x02"
+    struct.pack_into("<II", data, entry + 20, 1 << 20, 1 << 30)  # compressed size, uncompressed size
+    path.write_bytes(bytes(data))
+    assert message(tmp_path) == f"{path}: zip member 'archive/data/0' runs past the end of the file (truncated)"
 
 
 def test_big_endian_storage(tmp_path):
@@ -330,6 +383,12 @@ TORCH_CORRUPT = {
     "out of storage": ({"w": p_tensor("HalfStorage", "0", 4, 1, (2, 2), (2, 1))}, {"0": bytes(8)},
                        "tensor 'w': size (2, 2), stride (2, 1) and offset 1 reach element 4, past the 4 elements "
                        "of its storage"),
+    "overlapping": ({"w": p_tensor("HalfStorage", "0", 4, 0, (2, 2), (1, 1))}, {"0": bytes(8)},
+                    "tensor 'w': stride (1, 1) for size (2, 2) is not a permutation of contiguous strides "
+                    "(expanded, overlapping or gapped tensors are not supported)"),
+    "gapped": ({"w": p_tensor("HalfStorage", "0", 8, 0, (2, 2), (4, 1))}, {"0": bytes(16)},
+               "tensor 'w': stride (4, 1) for size (2, 2) is not a permutation of contiguous strides "
+               "(expanded, overlapping or gapped tensors are not supported)"),
     "unsupported storage": ({"w": p_tensor("ComplexFloatStorage", "0", 1, 0, (1,), (1,))}, {"0": bytes(8)},
                             "tensor storage type 'torch.ComplexFloatStorage' is not supported (supported: "
                             "FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage, LongStorage, IntStorage, "

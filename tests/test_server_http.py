@@ -157,6 +157,11 @@ def wait_for(condition, timeout=5.0):
     (json.dumps(chat("hi", stop=[1])).encode(), 400,
      error("Invalid type for 'stop': expected a string or an array of strings, but got an array instead.", "stop",
            "invalid_type")),
+    (json.dumps(chat("hi", stop=[f"s{i}" for i in range(65)])).encode(), 400,
+     error("Invalid value for 'stop': 65 stop strings given; at most 64 are supported.", "stop", "invalid_value")),
+    (json.dumps(chat("hi", stop=["ok", "x" * 1001])).encode(), 400,
+     error("Invalid value for 'stop': stop string 1 is 1001 characters long; at most 1000 are supported.", "stop",
+           "invalid_value")),
     (json.dumps(chat("hi", temperature=-1)).encode(), 400,
      error("Invalid value for 'temperature': temperature must be a finite number >= 0, got -1.", "temperature",
            "invalid_value")),
@@ -541,3 +546,18 @@ def test_a_model_without_template_serves_completions_only(tmp_path):
     finally:
         server.stop()
     assert not server.alive
+
+
+def test_a_runaway_or_broken_template_is_a_400_not_a_500():
+    # range(10**9) raised OverflowError inside Jinja's sandbox, which escaped as a 500; now every template failure is
+    # a TemplateError, answered as the template errors are
+    template = "{% if messages[0].content == 'huge' %}{{ range(10**9) | length }}{% endif %}{{ 'x' + none }}"
+    with serving(template=template) as server:
+        r = httpx.post(server.url + "/chat/completions", json=chat("huge"), timeout=10)
+        assert (r.status_code, r.json()) == (400, error(
+            "chat template error: range() of 1000000000 numbers is over the 100000-number limit", "messages",
+            "template_error"))
+        r = httpx.post(server.url + "/chat/completions", json=chat("hi"), timeout=10)
+        assert (r.status_code, r.json()) == (400, error(
+            'chat template error: TypeError: can only concatenate str (not "NoneType") to str', "messages",
+            "template_error"))

@@ -9,6 +9,7 @@ anything. Tensors are zero-copy numpy views into a memory map of the archive.
 
 import collections
 import io
+import math
 import mmap
 import os
 import pickle
@@ -143,8 +144,10 @@ class TorchBinFile(TensorFile):
     def __init__(self, path):
         """Open, memory-map, unpickle (restricted) and validate `path`.
 
-        Guarantees: after a successful return every entry has a supported dtype, its storage member exists and
-        holds exactly numel x itemsize bytes, and every element its size/stride/offset reaches lies inside it.
+        Guarantees: after a successful return every entry has a supported dtype, its storage member exists, lies
+        inside the file and holds exactly numel x itemsize bytes, its strides are C-contiguous ones up to an order
+        of the dimensions (so it is a run of consecutive storage elements: reading it never needs more memory than
+        its storage), and every element its size/stride/offset reaches lies inside its storage.
         Nothing from the pickle has been executed: only the stand-ins in this module were called.
 
         Raises:
@@ -229,10 +232,21 @@ class TorchBinFile(TensorFile):
         if member.file_size != storage.numel * itemsize:
             raise self._err(f"storage '{self._prefix}data/{key}' holds {member.file_size} bytes, but "
                             f"{storage.numel} x torch.{storage.storage_type} need {storage.numel * itemsize}", name)
-        if member.compress_type == zipfile.ZIP_STORED and key not in self._offsets:
+        if key not in self._offsets:  # every storage must lie inside the file, whatever claims its record makes
             self._offsets[key] = self._data_offset(member)
-        if all(size):
-            last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        numel = math.prod(size)
+        if numel:
+            # Only C-contiguous strides in some order of the dimensions (a transposed tensor): the tensor is then
+            # exactly `numel` consecutive elements of its storage, so reading it costs no more memory than the
+            # storage itself. A stride of 0 (an expanded tensor) or overlapping / gapped strides would let a tiny
+            # storage stand for an arbitrarily large array.
+            expect = 1
+            for s, n in sorted((s, n) for n, s in zip(size, stride) if n > 1):  # a size-1 dim's stride is unused
+                if s != expect:
+                    raise self._err(f"stride {stride} for size {size} is not a permutation of contiguous strides "
+                                    f"(expanded, overlapping or gapped tensors are not supported)", name)
+                expect *= n
+            last = offset + numel - 1
             if last >= storage.numel:
                 raise self._err(f"size {size}, stride {stride} and offset {offset} reach element {last}, past "
                                 f"the {storage.numel} elements of its storage", name)
@@ -247,7 +261,7 @@ class TorchBinFile(TensorFile):
         if sig != b"PK\x03\x04" or flags & 1:
             raise self._err(f"zip member {info.filename!r} has a bad local header (or is encrypted)")
         start = pos + _LOCAL_HEADER.size + name_len + extra_len
-        if info.compress_size != info.file_size:
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
             raise self._err(f"zip member {info.filename!r} is stored uncompressed but its sizes disagree")
         if start + info.compress_size > self._size:
             raise self._err(f"zip member {info.filename!r} runs past the end of the file (truncated)")
@@ -265,7 +279,7 @@ class TorchBinFile(TensorFile):
 
         Zero-copy (a view into the memory map) when its storage member is stored uncompressed, as torch writes
         it, the tensor is contiguous and the file's byte order is the machine's; otherwise a copy (compressed
-        member, transposed/strided tensor, or a byte swap).
+        member, transposed tensor, or a byte swap).
 
         Raises:
             TorchBinError: No tensor `name`, or the file is closed.

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from petit.server import schema, sse
 from petit.server.engine import Delta, Failed, Job
 from petit.server.schema import ApiError
+from petit.stop import check_stop_strings
 
 MAX_BODY = 2 * 1024 * 1024
 
@@ -219,6 +220,11 @@ class Api:
                 raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
                                headers={"Retry-After": "1"})
             req = parse(await read_json(request, self.max_body))
+            if req.stop is not None:
+                try:                                  # the caps every caller of StopStrings gets, as a 400 here
+                    check_stop_strings(req.stop)
+                except ValueError as e:
+                    raise schema._invalid_value("stop", f"{e}.") from None
             sampler = self.engine.make_sampler(req.sampling) if self.engine.state == "ready" else None
         except ApiError as e:
             return error_response(e)
