@@ -41,10 +41,13 @@ def _explicit_sampling(args) -> dict:
 
 
 def check_sampling_flags(args) -> None:
-    """A sampling flag out of range is a usage error, found before the model loads (not a runtime one after)."""
+    """A sampling flag out of range, or too many or too long --stop strings, is a usage error, found before the
+    model loads (not a runtime one after)."""
     from petit.sample import Sampler, resolve
+    from petit.stop import check_stop_strings
     try:
         Sampler(**resolve(_explicit_sampling(args)))
+        check_stop_strings(getattr(args, "stop", None) or [])
     except ValueError as e:
         raise UsageError(str(e)) from None
 
