@@ -51,12 +51,8 @@ class NonFiniteError(ValueError):
 
     def __init__(self, row: int, col: int, value: float, dtype: str):
         self.row, self.col, self.value, self.dtype = row, col, value, dtype
-        super().__init__(self.describe(row))
-
-    def describe(self, row: int) -> str:
-        """The message, with the row counted from `row` (a caller that quantized a slice gives its own row)."""
-        return (f"the weight at [{row}, {self.col}] is {self.value} (not a finite number); it cannot be stored as "
-                f"{self.dtype}: the checkpoint is damaged or was saved after training diverged")
+        super().__init__(f"the weight at [{row}, {col}] is {value} (not a finite number); it cannot be stored as "
+                         f"{dtype}: the checkpoint is damaged or was saved after training diverged")
 
 
 def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
