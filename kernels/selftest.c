@@ -1,13 +1,13 @@
 /* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
  * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
  * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
- * kernels/{dispatch,ops,pool,quant,kern_*}.c -lm -lpthread` builds it by hand.
+ * kernels/{dispatch,ops,pool,quant,checksum,kern_*}.c -lm -lpthread` builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
  * double-precision sums, the thread pool (every thread count gives the same bits as one thread, and a few thousand
- * jobs in a row neither hang nor lose work), and the compiler's float conversions and rounding (fp16, bf16, q8_0
- * and q4_0 bytes exactly as GGML's rules give them). It prints one line per check and closes with
- * "N passed, N failed"; the exit code is 0 only when nothing failed. */
+ * jobs in a row neither hang nor lose work), the pt64 checksum (the pool's split against the reference), and the
+ * compiler's float conversions and rounding (fp16, bf16, q8_0 and q4_0 bytes exactly as GGML's rules give them).
+ * It prints one line per check and closes with "N passed, N failed"; the exit code is 0 only when nothing failed. */
 #include "internal.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -144,3 +144,16 @@ def test_the_bundled_models_carry_a_checksum_for_every_tensor(name):
     with read_petit(os.path.join(ASSETS, name)) as f:
         assert set(f.metadata["checksums"]["pt64"]) == set(f.tensors)
         assert f.check_checksums() is None
+
+
+def test_verify_reports_a_damaged_file_that_records_pt64_only(tmp_path):
+    """`petit verify` checked only the SHA-256 of `petit export`: a damaged `petit convert` file was "absent"."""
+    from trainer.verify import verify
+    models.write_model(tmp_path / "m.petit", dtype="q8_0", seed=1)
+    name = "model.layers.0.mlp.up_proj.weight"
+    with read_petit(tmp_path / "m.petit") as f:
+        assert "sha256" not in f.metadata["checksums"]
+        at = f._data_offset + f.tensors[name].offset + 40
+    _flip(tmp_path / "m.petit", at, 1)
+    r = verify(tmp_path / "m.petit", n=2)
+    assert r["checksums"] == "mismatch" and r["bad_tensors"] == [name] and r["pass"] is False

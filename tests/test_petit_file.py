@@ -300,7 +300,8 @@ def test_overwrite_replaces_file(small):
     write_petit(small, {"v": 2}, {"z": ("f16", (2,), np.ones(2, np.float16))})
     assert os.listdir(small.parent) == [small.name]
     with read_petit(small) as pf:
-        assert pf.metadata == {"v": 2, "checksums": {"pt64": {"z": f"{pt64_oracle(bytes(np.ones(2, np.float16))):016x}"}}}
+        z = f"{pt64_oracle(bytes(np.ones(2, np.float16))):016x}"
+        assert pf.metadata == {"v": 2, "checksums": {"pt64": {"z": z}}}
         assert list(pf.tensors) == ["z"]
 
 
