@@ -217,3 +217,16 @@ def test_convert_refuses_non_finite_weights(folder, tmp_path):
         f"finite number); it cannot be stored as q4_0: the checkpoint is damaged or was saved after training "
         f"diverged\n")
     assert sorted(os.listdir(tmp_path)) == ["llama"]
+
+
+def test_what_loading_warns_about_is_also_kept_for_the_app(folder):
+    def add(header, body):
+        header["model.layers.0.mlp.extra.weight"] = {"dtype": "F32", "shape": [4], "data_offsets": [len(body),
+                                                                                                     len(body) + 16]}
+        return body + bytes(16)
+    _rewrite_safetensors(folder / "model.safetensors", add)
+    message = (f"{folder}: ignoring checkpoint tensor(s) the llama family does not use: "
+               f"model.layers.0.mlp.extra.weight")
+    with pytest.warns(UserWarning) as caught:
+        model = petit.load(folder)
+    assert [str(w.message) for w in caught] == [message] and model.warnings == [message]
