@@ -116,8 +116,8 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
         tokenizer: overrides the model's tokenizer; False loads a folder without tokenizer.json (a model that
             takes token ids only), which is otherwise refused.
         verify_checksums: check every tensor of a .petit file against the checksums it records before anything
-            runs (about 0.1 s per GB); a file that records none loads with a warning (in `model.warnings` too).
-            False skips the check.
+            runs (about 0.1 s per GB in the page cache); a file that records none loads with a warning (in
+            `model.warnings` too). False skips the check.
 
     Raises:
         PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
