@@ -21,10 +21,16 @@ int  pt_default_threads(void);             /* number of CPUs this process may ru
 int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into buf; returns its length */
 
 /* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */
+/* pt_quantize to q8_0 / q4_0 returns -2 when x holds a NaN or an infinity (those rows are written as zeros) */
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* -1 when cols is not valid for dtype */
 int  pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
 int  pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out);
 int  pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out);   /* embedding lookup; -1 on a bad id */
+/* ---- checksums ---- */
+/* the "pt64" checksum of n bytes (docs/petit-format.md), split across the pool: the same value for any thread
+ * count and any path */
+uint64_t pt_checksum(const void *data, int64_t n);
+uint64_t pt_checksum_ref(const void *data, int64_t n);   /* the same, one word at a time on the calling thread */
 /* activations as the integer kernels see them: q8 with fp32 scale per 32 values and the block sums Σq */
 void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s);
 

@@ -4,12 +4,16 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "portable.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-const pt_kernels *pt_k = &pt_kernels_scalar;
-static int active_isa = PT_ISA_SCALAR;
+/* the active path: switched by pt_init under `lock`, read by calls that do not take it, hence atomic */
+static _Atomic(const pt_kernels *) active = &pt_kernels_scalar;
+static atomic_int active_isa = PT_ISA_SCALAR;
 static pt_mutex lock = PT_MUTEX_INIT;
+
+const pt_kernels *pt_active(void) { return atomic_load_explicit(&active, memory_order_acquire); }
 
 /* ---- CPU features ---- */
 #ifdef PT_X86_64
@@ -103,17 +107,24 @@ int pt_init(int n_threads, int isa) {
     if (!pt_isa_supported(isa)) return -1;
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
-    pt_mutex_lock(&lock);
     static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
                                                      &pt_kernels_neon};
-    pt_k = tables[isa];
-    active_isa = isa;
-    int rc = pt_pool_threads() == n_threads ? 0 : pt_pool_start(n_threads);
+    pt_mutex_lock(&lock);
+    const int old = pt_pool_threads();
+    int rc = old == n_threads ? 0 : pt_pool_start(n_threads);
+    if (rc != 0) {
+        /* the new pool did not start (it stopped what it had started): the previous pool and path stay, so a
+         * failed configure leaves the kernels as they were */
+        if (pt_pool_start(old) != 0) pt_pool_start(1);   /* one thread always starts: it is the caller */
+    } else {
+        atomic_store_explicit(&active, tables[isa], memory_order_release);
+        atomic_store(&active_isa, isa);
+    }
     pt_mutex_unlock(&lock);
     return rc == 0 ? 0 : -2;
 }
 
-int pt_isa(void) { return active_isa; }
+int pt_isa(void) { return atomic_load(&active_isa); }
 int pt_n_threads(void) { return pt_pool_threads(); }
 
 /* ---- activation scratch, grown on demand (guarded by lock) ---- */
@@ -130,15 +141,16 @@ static int act_reserve(int64_t n) {
 }
 
 void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s) {
-    for (int64_t t = 0; t < T; t++) pt_k->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), s + t * (K / QK));
+    const pt_kernels *k = pt_active();
+    for (int64_t t = 0; t < T; t++) k->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), s + t * (K / QK));
 }
 
-typedef struct { const float *x; int64_t K; } quant_job;
+typedef struct { const float *x; int64_t K; const pt_kernels *k; } quant_job;
 
 static void quant_task(void *ctx, int64_t t, int ith) {
     (void)ith;
     quant_job *j = (quant_job *)ctx;
-    pt_k->quant_act(j->x + t * j->K, j->K, act.q + t * j->K, act.d + t * (j->K / QK), act.s + t * (j->K / QK));
+    j->k->quant_act(j->x + t * j->K, j->K, act.q + t * j->K, act.d + t * (j->K / QK), act.s + t * (j->K / QK));
 }
 
 /* ---- matmul ---- */
@@ -154,6 +166,7 @@ typedef struct {
     pt_act a;
     int64_t T;
     int accumulate;
+    const pt_kernels *k;        /* the path, read once for the whole call */
 } matmul_job;
 
 static void matmul_task(void *ctx, int64_t chunk, int ith) {
@@ -167,11 +180,11 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     if (r1 > W->rows) r1 = W->rows;
     int64_t rb = pt_row_bytes(W->dtype, W->cols);
     if (W->dtype == PT_Q8_0)
-        pt_k->rows_q8((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+        j->k->rows_q8((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
     else if (W->dtype == PT_Q4_0)
-        pt_k->rows_q4((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+        j->k->rows_q4((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
     else
-        pt_k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
+        j->k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
 }
 
 static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
@@ -184,11 +197,12 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
     }
     const int64_t K = W[0]->cols;
     pt_mutex_lock(&lock);
-    matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate};
+    matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
     if (quantized) {
         if (act_reserve(T * K) < 0) { pt_mutex_unlock(&lock); return -3; }
-        quant_job qj = {x, K};
-        if ((double)T * (double)K < SERIAL_MACS) pt_quantize_act(x, T, K, act.q, act.d, act.s);
+        quant_job qj = {x, K, j.k};
+        if ((double)T * (double)K < SERIAL_MACS)
+            for (int64_t t = 0; t < T; t++) quant_task(&qj, t, 0);
         else pt_pool_run(quant_task, &qj, T);
         j.a = (pt_act){act.q, act.d, act.s, K};
     }
@@ -255,7 +269,8 @@ void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64
 
 /* ---- per-layer ops ---- */
 void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y) {
-    for (int64_t t = 0; t < T; t++) pt_k->rmsnorm(x + t * D, w, eps, D, y + t * D);
+    const pt_kernels *k = pt_active();
+    for (int64_t t = 0; t < T; t++) k->rmsnorm(x + t * D, w, eps, D, y + t * D);
 }
 
 void pt_rope_table(float base, int64_t head_dim, int64_t n_pos, float *cos_out, float *sin_out) {
@@ -358,6 +373,7 @@ typedef struct {
     float scale, softcap;
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
+    const pt_kernels *k;
 } attn_job;
 
 static void attn_task(void *ctx, int64_t chunk, int ith) {
@@ -370,10 +386,10 @@ static void attn_task(void *ctx, int64_t chunk, int ith) {
         float *scores = pt_scratch(ith, n);
         const int64_t row = kvh * j->n_ctx + first, off = row * j->hd;
         if (j->kc)
-            pt_k->attn_head(j->q + it * j->hd, j->kc + off, j->vc + off, n, j->hd, j->scale, j->softcap, scores,
+            j->k->attn_head(j->q + it * j->hd, j->kc + off, j->vc + off, n, j->hd, j->scale, j->softcap, scores,
                             j->out + it * j->hd);
         else
-            pt_k->attn_head_q8(j->q + it * j->hd, j->kq + off, j->ks + row, j->vq + off, j->vs + row, n, j->hd,
+            j->k->attn_head_q8(j->q + it * j->hd, j->kq + off, j->ks + row, j->vq + off, j->vs + row, n, j->hd,
                                j->scale, j->softcap, scores, j->out + it * j->hd);
     }
 }
@@ -381,6 +397,7 @@ static void attn_task(void *ctx, int64_t chunk, int ith) {
 static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
     if (j->n_kv <= 0 || j->n_heads % j->n_kv || pos0 < 0 || pos0 + T > j->n_ctx || j->window < 0) return -1;
     pt_mutex_lock(&lock);
+    j->k = pt_active();
     /* scratch first, on this thread's slot set, so a task never meets a failed allocation */
     for (int i = 0; i < pt_pool_threads(); i++) {
         if (!pt_scratch(i, pos0 + T)) { pt_mutex_unlock(&lock); return -3; }
@@ -416,7 +433,7 @@ int pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale,
     return run_attention(&j, T, pos0);
 }
 
-void pt_swiglu(const float *gate, const float *up, int64_t n, float *out) { pt_k->swiglu(gate, up, n, out); }
+void pt_swiglu(const float *gate, const float *up, int64_t n, float *out) { pt_active()->swiglu(gate, up, n, out); }
 
 void pt_softmax(float *x, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++, x += cols) {

@@ -100,7 +100,9 @@ extern const pt_kernels pt_kernels_scalar;
 extern const pt_kernels pt_kernels_avx2;
 extern const pt_kernels pt_kernels_avx512;
 extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM64) */
-extern const pt_kernels *pt_k;          /* the active table */
+/* the active table, read atomically (pt_init may switch it from another thread): read it once per call and use that
+ * copy throughout, so one call never mixes two paths */
+const pt_kernels *pt_active(void);
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
 

@@ -50,7 +50,7 @@ int pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act) {
 /* out[i] = act(gate[i]) * up[i] (SwiGLU with act 1, GeGLU with 2 or 3) */
 int pt_glu(int act, const float *gate, const float *up, int64_t n, float *out) {
     if (act < 0 || act > 4) return -1;
-    if (act == 1) { pt_k->swiglu(gate, up, n, out); return 0; }
+    if (act == 1) { pt_active()->swiglu(gate, up, n, out); return 0; }
     for (int64_t i = 0; i < n; i++) out[i] = act1(act, gate[i]) * up[i];
     return 0;
 }

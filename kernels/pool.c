@@ -116,14 +116,24 @@ void pt_pool_stop(void) {
     P.n_threads = 1;
 }
 
+/* Test hook: PETIT_TEST_POOL_FAIL=N makes starting a pool of N threads fail at its last thread, after the others
+ * started (tests/test_kernels.py checks that pt_init then leaves the path and the pool as they were). */
+static int failing_thread(int n_threads) {
+    const char *e = getenv("PETIT_TEST_POOL_FAIL");
+    return e && atoi(e) == n_threads ? n_threads - 1 : -1;
+}
+
+/* -1 when a thread cannot be started: the ones that did are stopped again, the pool is left with one thread */
 int pt_pool_start(int n_threads) {
     if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
     pt_pool_stop();
     P.n_threads = n_threads;
     P.start_generation = atomic_load(&P.generation);
+    const int fail = failing_thread(n_threads);
     for (int i = 1; i < n_threads; i++) {
-        if (pt_thread_start(&P.threads[i], worker, (void *)(intptr_t)i) != 0) {
-            P.n_threads = i;   /* keep what started */
+        if (i == fail || pt_thread_start(&P.threads[i], worker, (void *)(intptr_t)i) != 0) {
+            P.n_threads = i;   /* the ones that started, to be stopped */
+            pt_pool_stop();
             return -1;
         }
     }

@@ -2,6 +2,7 @@
  * there is no hand-written SIMD variant to drift from it: plain loops the compiler vectorises, rows split across
  * the thread pool). Block layouts are GGML's block_q8_0 and block_q4_0. */
 #include "internal.h"
+#include <stdatomic.h>
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
     if (cols <= 0) return -1;
@@ -35,6 +36,19 @@ static inline float block_amax(const float *x) {
         m = a > m ? a : m;
     }
     return pt_bits_f32(m);
+}
+
+/* 1 when every value of the row is finite: the exponent bits all set means NaN or infinity. One pass over a row
+ * still in the cache, an OR the compiler vectorises. */
+static int row_finite(const float *x, int64_t cols) {
+    uint32_t bad = 0;
+#pragma omp simd reduction(|:bad)
+    for (int64_t i = 0; i < cols; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, 4);
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
 }
 
 /* q8_0: d = amax / 127 stored as fp16, q = round(x / d) computed with the unrounded d (as GGML does) */
@@ -94,7 +108,7 @@ static void dequantize_row(int32_t dtype, const uint8_t *x, int64_t cols, float 
     }
 }
 
-typedef struct { int32_t dtype; const void *src; void *dst; int64_t cols, rb; } rows_job;
+typedef struct { int32_t dtype; const void *src; void *dst; int64_t cols, rb; atomic_int nonfinite; } rows_job;
 
 static void quantize_rows(void *ctx, int64_t r0, int64_t r1) {
     const rows_job *j = (const rows_job *)ctx;
@@ -105,8 +119,18 @@ static void quantize_rows(void *ctx, int64_t r0, int64_t r1) {
         case PT_F32: memcpy(o, x, (size_t)j->rb); break;
         case PT_F16: for (int64_t i = 0; i < j->cols; i++) { uint16_t h = pt_f2h(x[i]); memcpy(o + 2 * i, &h, 2); } break;
         case PT_BF16: for (int64_t i = 0; i < j->cols; i++) { uint16_t h = pt_f2bf(x[i]); memcpy(o + 2 * i, &h, 2); } break;
-        case PT_Q8_0: quantize_q8_row(x, j->cols, o); break;
-        case PT_Q4_0: quantize_q4_row(x, j->cols, o); break;
+        case PT_Q8_0: case PT_Q4_0:
+            /* NaN or infinity has no place in a block (the float-to-int casts would be undefined behaviour, the
+             * block a silent zero or minimum): the row is zeroed and the call fails */
+            if (!row_finite(x, j->cols)) {
+                memset(o, 0, (size_t)j->rb);
+                atomic_store(&((rows_job *)ctx)->nonfinite, 1);
+            } else if (j->dtype == PT_Q8_0) {
+                quantize_q8_row(x, j->cols, o);
+            } else {
+                quantize_q4_row(x, j->cols, o);
+            }
+            break;
         }
     }
 }
@@ -117,16 +141,17 @@ static void dequantize_rows(void *ctx, int64_t r0, int64_t r1) {
         dequantize_row(j->dtype, (const uint8_t *)j->src + r * j->rb, j->cols, (float *)j->dst + r * j->cols);
 }
 
-/* rows are independent: the pool splits them (loading a Hugging Face model quantizes every matrix here) */
+/* rows are independent: the pool splits them (loading a Hugging Face model quantizes every matrix here).
+ * -2: q8_0 / q4_0 met a NaN or an infinity (its row is zeroed; the caller finds and names the value) */
 int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
-    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols)};
+    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols), 0};
     if (j.rb < 0 || rows < 0) return -1;
     pt_run_rows(quantize_rows, &j, rows, cols);
-    return 0;
+    return atomic_load(&j.nonfinite) ? -2 : 0;
 }
 
 int pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out) {
-    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols)};
+    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols), 0};
     if (j.rb < 0 || rows < 0) return -1;
     pt_run_rows(dequantize_rows, &j, rows, cols);
     return 0;

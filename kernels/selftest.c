@@ -1,13 +1,13 @@
 /* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
  * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
  * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
- * kernels/{dispatch,ops,pool,quant,kern_*}.c -lm -lpthread` builds it by hand.
+ * kernels/{dispatch,ops,pool,quant,checksum,kern_*}.c -lm -lpthread` builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
  * double-precision sums, the thread pool (every thread count gives the same bits as one thread, and a few thousand
- * jobs in a row neither hang nor lose work), and the compiler's float conversions and rounding (fp16, bf16, q8_0
- * and q4_0 bytes exactly as GGML's rules give them). It prints one line per check and closes with
- * "N passed, N failed"; the exit code is 0 only when nothing failed. */
+ * jobs in a row neither hang nor lose work), the pt64 checksum (the pool's split against the reference), and the
+ * compiler's float conversions and rounding (fp16, bf16, q8_0 and q4_0 bytes exactly as GGML's rules give them).
+ * It prints one line per check and closes with "N passed, N failed"; the exit code is 0 only when nothing failed. */
 #include "internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +303,37 @@ static void check_pool_stress(int isa) {
     free(wf); free(x); free(w);
 }
 
+/* ---- the pt64 checksum: the pool's split against the one-word-at-a-time reference, and damage found ---- */
+
+static void check_checksum(void) {
+    enum { N = 3 * 524288 + 45 };     /* several of the pool's 512 KB chunks, and a partial last stripe */
+    uint8_t *buf = (uint8_t *)malloc(N);
+    rng_state = 0xC0FFEEull;
+    for (int i = 0; i < N; i++) buf[i] = (uint8_t)(uniform() * 127.0f + 128.0f);
+    static const int64_t lens[] = {0, 1, 7, 8, 63, 64, 65, 1000, N};
+    int ok = 1;
+    for (int threads = 1; threads <= 3; threads++) {
+        pt_init(threads, -1);
+        for (int i = 0; i < (int)(sizeof lens / sizeof lens[0]); i++)
+            ok &= pt_checksum(buf, lens[i]) == pt_checksum_ref(buf, lens[i]);
+    }
+    check(ok, "pt64 checksum on 1, 2 and 3 threads equals the one-word-at-a-time reference");
+    const uint64_t whole = pt_checksum(buf, N);
+    ok = 1;
+    for (int64_t at = 0; at < N; at += 99991) {
+        buf[at] ^= 0x10;
+        ok &= pt_checksum(buf, N) != whole;
+        buf[at] ^= 0x10;
+    }
+    uint8_t stripe[64];
+    memcpy(stripe, buf + 64, 64);             /* two 64-byte stripes swapped */
+    memmove(buf + 64, buf + 128, 64);
+    memcpy(buf + 128, stripe, 64);
+    ok &= pt_checksum(buf, N) != whole && pt_checksum(buf, N - 1) != pt_checksum(buf, N);
+    check(ok, "pt64 checksum changes with a flipped bit, swapped stripes or a byte less");
+    free(buf);
+}
+
 int main(void) {
     char features[256];
     pt_cpu_features(features, sizeof features);
@@ -312,6 +343,7 @@ int main(void) {
     check(pt_isa_supported(PT_ISA_SCALAR) && pt_init(0, -1) == 0, "the best path starts on every CPU");
     check(pt_init(1, PT_ISA_COUNT) == -1 && pt_init(1000, PT_ISA_SCALAR) == -2, "a bad path or thread count is refused");
     check_conversions();
+    check_checksum();
     for (int isa = 0; isa < PT_ISA_COUNT; isa++) {
         if (!pt_isa_supported(isa)) {
             printf("skip %s: this CPU (or build) has no such path\n", ISA_NAMES[isa]);

@@ -8,10 +8,10 @@
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, tokenizer=None):
+def load(path, weights=None, tokenizer=None, verify_checksums=True):
     """Load a model file; see petit.model.load."""
     from petit.model import load as _load
-    return _load(path, weights=weights, tokenizer=tokenizer)
+    return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums)
 
 
 def __getattr__(name):

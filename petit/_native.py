@@ -49,7 +49,9 @@ def configure(threads: int | None = None, isa: str | None = None) -> None:
         code = ISAS[isa]
     rc = lib.pt_init(threads or 0, code)
     if rc != 0:
-        raise ValueError(f"could not start the kernels (path {isa!r}, threads {threads!r}), error {rc}")
+        # pt_init keeps the previous path and starts the previous pool again: say what runs now
+        raise ValueError(f"could not start the kernels (path {isa!r}, threads {threads!r}), error {rc}; still "
+                         f"running path {ISA_NAMES[lib.pt_isa()]!r} on {lib.pt_n_threads()} thread(s)")
     _current.update(threads=lib.pt_n_threads(), isa=ISA_NAMES[lib.pt_isa()])
 
 

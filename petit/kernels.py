@@ -42,11 +42,26 @@ def _out(arr: np.ndarray, ctype: str = "float *"):
     return ffi.cast(ctype, ffi.from_buffer(arr, require_writable=True))
 
 
+class NonFiniteError(ValueError):
+    """A value about to be quantized to q8_0 / q4_0 is NaN or infinite.
+
+    Attributes:
+        row, col: where the first such value is; value: what it is.
+    """
+
+    def __init__(self, row: int, col: int, value: float, dtype: str):
+        self.row, self.col, self.value, self.dtype = row, col, value, dtype
+        super().__init__(f"the weight at [{row}, {col}] is {value} (not a finite number); it cannot be stored as "
+                         f"{dtype}: the checkpoint is damaged or was saved after training diverged")
+
+
 def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
     """Quantize a float matrix [rows, cols] row by row; returns uint8 [rows, row_bytes].
 
     Raises:
         ValueError: naming the shape when cols does not fit the dtype (q8_0 / q4_0 need a multiple of 32).
+        NonFiniteError: a NaN or an infinity met by q8_0 / q4_0, naming the first one's row and column (the
+            C code detects it while quantizing; only then is the value looked for here).
     """
     x = _f32(x, "x")
     if x.ndim == 1:
@@ -59,8 +74,20 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
     except ValueError as e:
         raise ValueError(f"cannot quantize a tensor of shape {x.shape} to {dtype}: {e}") from None
     out = np.empty((rows, rb), dtype=np.uint8)
-    lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
+    if lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *")) == -2:
+        at = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise NonFiniteError(at // cols, at % cols, float(x.flat[at]), dtype)
     return out
+
+
+def checksum(data) -> int:
+    """The "pt64" checksum (docs/petit-format.md) of a bytes-like object or contiguous array, across the pool."""
+    return int(lib.pt_checksum(ffi.from_buffer(data), memoryview(data).nbytes))
+
+
+def checksum_ref(data) -> int:
+    """The same checksum by the plain one-word-at-a-time reference (for tests)."""
+    return int(lib.pt_checksum_ref(ffi.from_buffer(data), memoryview(data).nbytes))
 
 
 def dequantize(raw: np.ndarray, dtype: str, shape: tuple[int, int]) -> np.ndarray:

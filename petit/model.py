@@ -1,5 +1,6 @@
 """Loading a model file and the public `Model` object: config, tokenizer, logits and the decode cache."""
 import os
+import warnings as _warnings
 
 import numpy as np
 
@@ -20,10 +21,14 @@ class Model:
         tokenizer: the model's Tokenizer (None if the file has none and none was given).
         metadata: the file's metadata dict (chat template, generation defaults, quantization).
         path: where it was loaded from.
+        warnings: what loading warned about (also issued as Python warnings), one message each, for an app to
+            show: a file without checksums, checkpoint tensors ignored, matrices kept in f16.
     """
 
-    def __init__(self, config, net, tokenizer, metadata: dict, path: str, source=None, tensors=None):
+    def __init__(self, config, net, tokenizer, metadata: dict, path: str, source=None, tensors=None,
+                 warnings=None):
         self.config, self.net, self.tokenizer, self.metadata, self.path = config, net, tokenizer, metadata, path
+        self.warnings: list[str] = list(warnings or [])
         self._source = source          # the open PetitFile the weights map into (None: weights in memory)
         self.tensors = tensors or {}   # name -> (dtype, shape, bytes) as the model runs them (petit convert writes these)
 
@@ -100,7 +105,7 @@ class Model:
             self._source = None
 
 
-def load(path, weights: str | None = None, tokenizer=None) -> Model:
+def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True) -> Model:
     """Load a `.petit` model file or a Hugging Face model folder.
 
     Args:
@@ -108,10 +113,15 @@ def load(path, weights: str | None = None, tokenizer=None) -> Model:
         weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
             q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
             read, to q8_0 unless given.
-        tokenizer: overrides the model's tokenizer.
+        tokenizer: overrides the model's tokenizer; False loads a folder without tokenizer.json (a model that
+            takes token ids only), which is otherwise refused.
+        verify_checksums: check every tensor of a .petit file against the checksums it records before anything
+            runs (about 0.1 s per GB in the page cache); a file that records none loads with a warning (in
+            `model.warnings` too). False skips the check.
 
     Raises:
-        PetitFileError / ValueError: a missing, corrupt or unsupported model, naming the file and what is wrong.
+        PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
+            wrong (for damage, the tensor).
     """
     if weights is not None and weights not in WEIGHT_TYPES:
         raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
@@ -121,6 +131,12 @@ def load(path, weights: str | None = None, tokenizer=None) -> Model:
         return load_folder(path, weights or "q8_0", tokenizer)
     f = PetitFile(path)
     try:
+        notes = []
+        if verify_checksums:
+            note = f.check_checksums()
+            if note:
+                _warnings.warn(note, stacklevel=2)
+                notes.append(note)
         meta = f.metadata
         cfg_dict = meta.get("config")
         if not isinstance(cfg_dict, dict):
@@ -136,15 +152,15 @@ def load(path, weights: str | None = None, tokenizer=None) -> Model:
         if extra:
             raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
                                  f"{cfg.model_type!r}")
-        tok = tokenizer
-        if tok is None and meta.get("tokenizer") is not None:
+        tok = tokenizer if tokenizer is not False else None
+        if tokenizer is None and meta.get("tokenizer") is not None:
             try:
                 from petit.hf.tokenizer import tokenizer_from_dict
                 tok = tokenizer_from_dict(meta["tokenizer"])
             except (ValueError, TypeError, KeyError) as e:
                 raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
         check_tokenizer(path, tok, net.arch.vocab_size)
-        return Model(cfg, net, tok, meta, path, source=f, tensors=src.used)
+        return Model(cfg, net, tok, meta, path, source=f, tensors=src.used, warnings=notes)
     except BaseException:
         f.close()
         raise

@@ -2,9 +2,11 @@
 
 A `.petit` file is a 64-byte header, a JSON metadata block, a tensor table and 64-byte aligned tensor data.
 `PetitFile` memory-maps the file and hands out zero-copy, read-only numpy views of the tensors;
-`write_petit` validates everything first, then writes atomically (temporary file + fsync + rename).
+`write_petit` validates everything first, records a checksum of every tensor in the metadata, then writes
+atomically (temporary file + fsync + rename). `PetitFile.check_checksums` holds the tensors to those checksums.
 """
 
+import errno
 import itertools
 import json
 import mmap
@@ -44,6 +46,27 @@ def close_map(mm) -> None:
 
 class PetitFileError(ValueError):
     """A `.petit` file (or data about to be written to one) is invalid; the message names file and field."""
+
+
+class PetitWriteError(OSError):
+    """A `.petit` file could not be written. str() is "cannot write PATH: why", naming the path as given;
+    `strerror` is the why, `filename` the path."""
+
+    def __init__(self, path: str, why: str, code: int | None = None):
+        super().__init__(code, why, path)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def check_output_folder(path) -> None:
+    """Raise PetitWriteError ("cannot write PATH: folder F does not exist") unless the folder `path` goes into
+    exists: a writer that reads a whole model first checks this before, not after."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise PetitWriteError(path, f"folder {folder} does not exist" if not os.path.exists(folder)
+                              else f"{folder} is not a folder", errno.ENOENT)
 
 
 @dataclass(frozen=True)
@@ -117,7 +140,13 @@ def _tensor_bytes(where: str, dtype: str, shape: tuple, data, nbytes: int) -> me
     return view
 
 
-def write_petit(path, metadata: dict, tensors: dict) -> None:
+def checksum_hex(data) -> str:
+    """The "pt64" checksum of a tensor's stored bytes as 16 hex digits (docs/petit-format.md)."""
+    from petit.kernels import checksum
+    return f"{checksum(data):016x}"
+
+
+def write_petit(path, metadata: dict, tensors: dict, checksums: bool = True) -> None:
     """Write a `.petit` file atomically.
 
     Everything is validated before a byte is written. The file is written to `<path>.tmp-<pid>-<n>` in the
@@ -130,20 +159,19 @@ def write_petit(path, metadata: dict, tensors: dict) -> None:
         tensors: Mapping name -> (dtype, shape, data), written in insertion order. `data` is a numpy array
             or bytes-like object of exactly `tensor_nbytes(dtype, shape)` bytes: for f32/f16 a float32/float16
             array of that shape, for bf16 a uint16 array of that shape; raw uint8 arrays or bytes work for all.
+        checksums: record the pt64 checksum of every tensor as written in metadata["checksums"]["pt64"]
+            (replacing any given there), which loading checks. False writes the metadata as given (a file as
+            older writers made it, for tests).
 
     Raises:
         PetitFileError: Invalid metadata, name, dtype, shape or data; the message names file and field.
-        OSError: The file could not be written.
+        OSError: The file could not be written; the message names `path` (never the temporary name).
     """
     path = os.fspath(path)
     if not isinstance(tensors, dict):
         raise PetitFileError(f"{path}: tensors must be a dict, not {type(tensors).__name__}")
     if not isinstance(metadata, dict):
         raise PetitFileError(f"{path}: metadata must be a dict, not {type(metadata).__name__}")
-    try:
-        meta = json.dumps(metadata, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as e:
-        raise PetitFileError(f"{path}: metadata is not JSON-serializable: {e}") from None
     table, blobs, data_end = bytearray(), [], 0
     for name, spec in tensors.items():
         if not isinstance(name, str):
@@ -176,11 +204,21 @@ def write_petit(path, metadata: dict, tensors: dict) -> None:
         data_end = offset + nbytes
         table += struct.pack(f"<I{len(raw_name)}sII{len(shape)}QQQ", len(raw_name), raw_name,
                              DTYPE_CODES[dtype], len(shape), *shape, offset, nbytes)
+    if checksums:
+        recorded = metadata.get("checksums")
+        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        recorded["pt64"] = {name: checksum_hex(blob) for name, (_, blob) in zip(tensors, blobs)}
+        metadata = dict(metadata, checksums=recorded)
+    try:
+        meta = json.dumps(metadata, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as e:
+        raise PetitFileError(f"{path}: metadata is not JSON-serializable: {e}") from None
     table_offset = HEADER_SIZE + len(meta)
     data_offset = _align(table_offset + len(table))
     file_size = data_offset + data_end
     header = _HEADER.pack(MAGIC, VERSION, ALIGNMENT, len(meta), len(blobs), table_offset, data_offset,
                           file_size, 0)
+    check_output_folder(path)
     tmp = f"{path}.tmp-{os.getpid()}-{next(_tmp_counter)}"
     try:
         with open(tmp, "wb") as f:
@@ -193,11 +231,13 @@ def write_petit(path, metadata: dict, tensors: dict) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.remove(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):          # the user knows the path they gave, not our temporary name
+            raise PetitWriteError(path, e.strerror or str(e), e.errno) from None
         raise
     try:  # make the rename itself durable (POSIX); harmless to skip where unsupported
         fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
@@ -366,6 +406,40 @@ class PetitFile:
         if info.dtype in BLOCK_BYTES:
             return raw.reshape(info.shape[:-1] + (info.shape[-1] // BLOCK_SIZE * BLOCK_BYTES[info.dtype],))
         return raw.view(_VIEW_DTYPES[info.dtype]).reshape(info.shape)
+
+    def check_checksums(self) -> str | None:
+        """Hold every tensor to the checksum its metadata records (pt64, else the SHA-256 `petit export` wrote
+        before pt64 existed), in file order, across the kernel threads.
+
+        Returns:
+            None when every tensor was checked; a warning message (naming the file) when the file records no
+            checksums, so damage to it cannot be detected.
+
+        Raises:
+            PetitFileError: a tensor whose bytes do not match (the file is damaged), a tensor without a recorded
+                checksum or a checksum for a tensor the file does not hold; the message names the tensor.
+        """
+        recorded = self.metadata.get("checksums")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        if isinstance(recorded.get("pt64"), dict):
+            kind, table, digest = "pt64", recorded["pt64"], checksum_hex
+        elif isinstance(recorded.get("sha256"), dict):
+            import hashlib      # here only: it maps libcrypto (3 MB), which a file with pt64 never needs
+            kind, table, digest = "sha256", recorded["sha256"], lambda raw: hashlib.sha256(raw).hexdigest()
+        else:
+            return (f"{self.path}: the file records no checksums, so damage to its weights cannot be detected "
+                    f"(convert or export the model again to add them)")
+        for name in table:
+            if name not in self.tensors:
+                raise self._err(f"checksums.{kind}", f"names tensor {name!r}, which the file does not hold")
+        for name in self.tensors:
+            if name not in table:
+                raise self._err(f"tensor {name!r}", f"no {kind} checksum recorded for it in the metadata")
+            got = digest(self.raw(name))
+            if got != table[name]:
+                raise self._err(f"tensor {name!r}", f"damaged: its {kind} checksum is {got}, the file records "
+                                                    f"{table[name]} (download or convert the model again)")
+        return None
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""

@@ -15,8 +15,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
-SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c",
-           "kern_neon.c"]
+SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "checksum.c", "kern_scalar.c", "kern_avx2.c",
+           "kern_avx512.c", "kern_neon.c"]
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
@@ -120,3 +120,55 @@ def test_selftest_arm64_under_qemu(tmp_path, build):
     assert f"cpu features: neon{'' if build == 'gcc-armv8' else ',dotprod'}\n" in out
     assert "skip avx2: this CPU (or build) has no such path" in out
     _expect_paths(out, ["scalar", "neon"])
+
+
+RACE_C = r"""
+/* pt_init switches the path while this thread runs calls that take no lock (RMSNorm, SwiGLU, the activation
+ * quantizer): the active table must be read atomically, once per call */
+#include "internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+static atomic_int stop;
+static int other;
+static void *switcher(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 200; i++) pt_init(1, i % 2 ? other : PT_ISA_SCALAR);
+    atomic_store(&stop, 1);
+    return NULL;
+}
+int main(void) {
+    float x[64], w[64], y[64], d[2];
+    int8_t q[64];
+    int32_t s[2];
+    for (int i = 0; i < 64; i++) { x[i] = (float)i; w[i] = 1.0f; }
+    other = pt_isa_supported(PT_ISA_AVX2) ? PT_ISA_AVX2 : pt_isa_supported(PT_ISA_NEON) ? PT_ISA_NEON : PT_ISA_SCALAR;
+    pt_init(1, PT_ISA_SCALAR);
+    pthread_t t;
+    pthread_create(&t, NULL, switcher, NULL);
+    while (!atomic_load(&stop)) {
+        pt_rmsnorm(x, w, 1e-5f, 1, 64, y);
+        pt_swiglu(x, w, 64, y);
+        pt_quantize_act(x, 1, 64, q, d, s);
+    }
+    pthread_join(t, NULL);
+    printf("done\n");
+    return 0;
+}
+"""
+
+
+def test_switching_the_path_while_calls_run_is_race_free(tmp_path):
+    """The active table was a plain pointer that pt_init wrote under its lock while calls that take no lock read
+    it: a data race, which ThreadSanitizer reports."""
+    (cc,) = _need("gcc")
+    (tmp_path / "race.c").write_text(RACE_C)
+    exe = str(tmp_path / "race")
+    sources = [str(tmp_path / "race.c"), *(os.path.join(KERNELS, s) for s in SOURCES if s != "selftest.c")]
+    p = subprocess.run([cc, "-O1", "-g", "-std=gnu11", "-fsanitize=thread", "-I", KERNELS, *sources, "-o", exe,
+                        "-lm", "-lpthread"], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0 and "tsan" in p.stderr:
+        (pytest.fail if REQUIRED else pytest.skip)(f"no ThreadSanitizer runtime: {p.stderr[-300:]}")
+    assert p.returncode == 0, p.stderr[-4000:]
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == "done\n" and "ThreadSanitizer" not in r.stderr, r.stderr[-4000:]

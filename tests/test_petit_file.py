@@ -6,6 +6,7 @@ import struct
 import numpy as np
 import pytest
 
+from test_kernels_integrity import pt64_oracle
 from petit.petit_file import (
     ALIGNMENT, BLOCK_BYTES, DTYPE_CODES, MAGIC, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
     tensor_nbytes, write_petit,
@@ -72,12 +73,13 @@ def entry_offsets(path, index=0):
 
 @pytest.fixture
 def small(tmp_path):
-    """A valid file with one q8_0 tensor 'x.weight' [4, 64] and one f32 tensor 'y' [8]."""
+    """A valid file with one q8_0 tensor 'x.weight' [4, 64] and one f32 tensor 'y' [8] (no checksums: the tests
+    patch its layout at fixed offsets)."""
     path = tmp_path / "model.petit"
     write_petit(path, {"a": 1}, {
         "x.weight": ("q8_0", (4, 64), bytes(272)),
         "y": ("f32", (8,), np.arange(8, dtype=np.float32)),
-    })
+    }, checksums=False)
     return path
 
 
@@ -111,7 +113,8 @@ def test_round_trip_every_dtype(tmp_path):
     assert h["file_size"] == path.stat().st_size and h["n_tensors"] == len(tensors)
     with read_petit(path) as pf:
         assert pf.path == str(path)
-        assert pf.metadata == META
+        pt64 = {name: f"{pt64_oracle(stored_bytes(data)):016x}" for name, (_, _, data) in tensors.items()}
+        assert pf.metadata == dict(META, checksums={"pt64": pt64})
         assert list(pf.tensors) == list(tensors)
         for name, (dtype, shape, data) in tensors.items():
             info = pf.tensors[name]
@@ -139,7 +142,8 @@ def test_round_trip_every_dtype(tmp_path):
 
 def test_padding_is_zero(tmp_path):
     path = tmp_path / "pad.petit"
-    write_petit(path, {}, {"a": ("f32", (3,), np.ones(3, np.float32)), "b": ("f16", (5,), np.ones(5, np.float16))})
+    write_petit(path, {}, {"a": ("f32", (3,), np.ones(3, np.float32)), "b": ("f16", (5,), np.ones(5, np.float16))},
+                checksums=False)
     buf = path.read_bytes()
     h = header(path)
     with read_petit(path) as pf:
@@ -152,7 +156,7 @@ def test_empty_file_no_tensors(tmp_path):
     path = tmp_path / "empty.petit"
     write_petit(path, {"x": []}, {})
     with read_petit(path) as pf:
-        assert pf.metadata == {"x": []} and pf.tensors == {}
+        assert pf.metadata == {"x": [], "checksums": {"pt64": {}}} and pf.tensors == {}
 
 
 def test_writer_accepts_raw_uint8_and_bytes_for_any_dtype(tmp_path):
@@ -296,7 +300,9 @@ def test_overwrite_replaces_file(small):
     write_petit(small, {"v": 2}, {"z": ("f16", (2,), np.ones(2, np.float16))})
     assert os.listdir(small.parent) == [small.name]
     with read_petit(small) as pf:
-        assert pf.metadata == {"v": 2} and list(pf.tensors) == ["z"]
+        z = f"{pt64_oracle(bytes(np.ones(2, np.float16))):016x}"
+        assert pf.metadata == {"v": 2, "checksums": {"pt64": {"z": z}}}
+        assert list(pf.tensors) == ["z"]
 
 
 # ---------------------------------------------------------------- reader: header errors
@@ -501,3 +507,33 @@ def test_error_is_never_a_low_level_exception(small):
                 PetitFile(small).close()
             except PetitFileError as e:
                 assert str(small) in str(e)
+
+
+def test_a_missing_output_folder_is_named_with_the_path_given(tmp_path):
+    """The error named the temporary file (x.petit.tmp-<pid>-<n>), a name the user never gave."""
+    out = tmp_path / "nonexistent" / "dir" / "x.petit"
+    with pytest.raises(OSError) as e:
+        write_petit(out, {}, {"a": ("f32", (3,), np.ones(3, np.float32))})
+    assert str(e.value) == f"cannot write {out}: folder {out.parent} does not exist"
+    assert e.value.filename == str(out) and e.value.strerror == f"folder {out.parent} does not exist"
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_write_names_the_target_and_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "m.petit"
+    target.mkdir()                                    # the rename over it fails: it is a folder
+    with pytest.raises(OSError) as e:
+        write_petit(target, {}, {"a": ("f32", (3,), np.ones(3, np.float32))})
+    assert str(e.value) == f"cannot write {target}: Is a directory"
+    assert os.listdir(tmp_path) == ["m.petit"] and os.listdir(target) == []
+
+
+def test_the_writer_records_a_checksum_of_every_tensor_that_reading_checks(tmp_path):
+    path = tmp_path / "m.petit"
+    tensors = all_dtype_tensors()
+    write_petit(path, dict(META, checksums={"sha256": {"kept": "as given"}, "pt64": {"stale": "replaced"}}), tensors)
+    with read_petit(path) as pf:
+        assert pf.metadata["checksums"] == {
+            "sha256": {"kept": "as given"},
+            "pt64": {n: f"{pt64_oracle(stored_bytes(d)):016x}" for n, (_, _, d) in tensors.items()}}
+        assert pf.check_checksums() is None

@@ -7,7 +7,8 @@
 or f32; norm weights always stay f32. The metadata carries the config (Hugging Face llama names), the tokenizer,
 the chat template of a chat model, generation defaults for a chat model, and `quantization`:
 `{"weights", "tool", "source_step"}`. It also records `checksums`: `{"sha256": {tensor: hex digest of its stored
-bytes}}`, so `petit verify` can tell a file damaged after export from one the engine misreads.
+bytes}}`, so `petit verify` can tell a file damaged after export from one the engine misreads, and (as every
+`write_petit` does) `"pt64"`, the fast checksums `petit.load` checks before the model runs.
 
 `run_export(args)` exit codes: 0 written, 1 an error (missing or unreadable checkpoint, a matrix that cannot be
 quantized, the file cannot be written), reported as one line `petit export: error: ...` on stderr; argparse

@@ -92,12 +92,16 @@ def _default_ids(tok, metadata: dict) -> tuple[list[int], str, str]:
 
 
 def _checksums(ref) -> tuple[str, list[str]]:
-    """-> ("ok" | "mismatch" | "absent", names of tensors that do not match the recorded SHA-256)."""
-    recorded = (ref.metadata.get("checksums") or {}).get("sha256")
+    """-> ("ok" | "mismatch" | "absent", names of tensors that do not match the recorded SHA-256, else pt64)."""
+    from petit.petit_file import checksum_hex
+    checksums = ref.metadata.get("checksums") or {}
+    recorded, digest = checksums.get("sha256"), lambda raw: hashlib.sha256(raw).hexdigest()
+    if not isinstance(recorded, dict):
+        recorded, digest = checksums.get("pt64"), checksum_hex
     if not isinstance(recorded, dict):
         return "absent", []
     bad = sorted(set(recorded) ^ set(ref.tensors))           # recorded but missing, or present but unrecorded
-    bad += [n for n in ref.tensors if n in recorded and hashlib.sha256(ref.raw(n)).hexdigest() != recorded[n]]
+    bad += [n for n in ref.tensors if n in recorded and digest(ref.raw(n)) != recorded[n]]
     return ("mismatch" if bad else "ok"), bad
 
 
@@ -128,7 +132,7 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    model = petit.load(model_path)
+    model = petit.load(model_path, verify_checksums=False)   # damage is reported below, as a FAIL, not an error
     ref = None
     try:
         ref = Reference(model_path)

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from petit.kernels import dequantize, quantize, row_bytes
+from petit.kernels import NonFiniteError, dequantize, quantize, row_bytes
 from petit.models import get_family
 from petit.models.source import TensorSource
 
@@ -63,7 +63,17 @@ class HFSource(TensorSource):
 
     def convert(self, name, shape, target):
         """Convert a stored matrix a slice of rows at a time (about 4 MB of float32 each), releasing each slice's
-        mapped pages as it goes: the peak is the converted matrix plus one slice, not the matrix in float32."""
+        mapped pages as it goes: the peak is the converted matrix plus one slice, not the matrix in float32.
+
+        Raises:
+            ValueError: a NaN or an infinity the quantizer met, naming the tensor and where in it the first is.
+        """
+        try:
+            return self._convert(name, shape, target)
+        except NonFiniteError as e:
+            raise ValueError(f"{self.where}: tensor {name!r}: {e}") from None
+
+    def _convert(self, name, shape, target):
         dtype, stored_shape = self.ckpt.info(name) if name not in self.derived else ("f32", None)
         if name in self.derived or dtype not in ("f32", "f16", "bf16") or len(stored_shape) != 2:
             return super().convert(name, shape, target)
@@ -76,7 +86,10 @@ class HFSource(TensorSource):
             part = src[r0:r1]
             if dtype != "f32":          # bf16 / f16 -> f32 in C, one pass
                 part = dequantize(np.ascontiguousarray(part).view(np.uint8), dtype, (r1 - r0, cols))
-            out[r0:r1] = quantize(np.ascontiguousarray(part, np.float32), target)
+            try:
+                out[r0:r1] = quantize(np.ascontiguousarray(part, np.float32), target)
+            except NonFiniteError as e:      # its row in the whole matrix
+                raise NonFiniteError(r0 + e.row, e.col, e.value, e.dtype) from None
             self.ckpt.release(name, (r0, r1))
         return out
 
@@ -103,13 +116,21 @@ def read_config(folder: str) -> dict:
 
 
 def load_folder(folder, weights: str = "q8_0", tokenizer=None):
-    """Load a Hugging Face model folder into a Model, quantizing the weight matrices to `weights`."""
+    """Load a Hugging Face model folder into a Model, quantizing the weight matrices to `weights`.
+
+    `tokenizer`: None reads the folder's tokenizer.json (refused when it is missing: a model that loads but cannot
+    read a prompt would fail only at the first message); a Tokenizer overrides it; False loads without one.
+    """
     from petit.hf.checkpoint import open_checkpoint
     from petit.hf.metadata import read_folder_metadata
     from petit.model import Model, check_tokenizer
 
     folder = os.fspath(folder)
     d = read_config(folder)
+    if tokenizer is None and not os.path.isfile(os.path.join(folder, "tokenizer.json")):
+        raise ValueError(f"{folder}: tokenizer.json is missing (a Hugging Face model folder needs config.json, the "
+                         f"weights and tokenizer.json; to load a model without a tokenizer, pass tokenizer=False, "
+                         f"or --no-tokenizer to petit convert)")
     cfg_path = os.path.join(folder, "config.json")
     try:
         family = get_family(d.get("model_type"))
@@ -120,22 +141,26 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None):
     try:
         src = HFSource(ckpt, family, cfg, folder, weights)
         net = family.build(cfg, src)
+        notes = []
         extra = src.unused()
         if extra:
-            warnings.warn(f"{folder}: ignoring checkpoint tensor(s) the {cfg.model_type} family does not use: "
-                          f"{', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}", stacklevel=3)
+            notes.append(f"{folder}: ignoring checkpoint tensor(s) the {cfg.model_type} family does not use: "
+                         f"{', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}")
         if src.fallbacks:
-            warnings.warn(f"{folder}: kept {len(src.fallbacks)} matri(ces) in f16 (columns not a multiple of 32): "
-                          f"{', '.join(src.fallbacks[:4])}", stacklevel=3)
+            notes.append(f"{folder}: kept {len(src.fallbacks)} matri(ces) in f16 (columns not a multiple of 32): "
+                         f"{', '.join(src.fallbacks[:4])}")
+        for note in notes:
+            warnings.warn(note, stacklevel=3)
         meta = read_folder_metadata(folder)
-        tok = tokenizer
-        if tok is None and os.path.isfile(os.path.join(folder, "tokenizer.json")):
+        tok = tokenizer if tokenizer is not False else None
+        if tokenizer is None:
             from petit.hf.tokenizer import HFTokenizer
             tok = HFTokenizer.from_folder(folder)
         check_tokenizer(folder, tok, net.arch.vocab_size)
         meta = dict(meta, config=cfg.to_dict(), quantization=weights, source=os.path.abspath(folder))
         keep_open = any(raw is not None and _maps_into(raw) for _, _, raw in src.used.values())
-        model = Model(cfg, net, tok, meta, folder, source=ckpt if keep_open else None, tensors=src.used)
+        model = Model(cfg, net, tok, meta, folder, source=ckpt if keep_open else None, tensors=src.used,
+                      warnings=notes)
         if not keep_open:
             ckpt.close()
         return model

@@ -1,0 +1,119 @@
+"""The kernels' part in refusing damaged or impossible weights, and in staying consistent when reconfigured:
+the "pt64" checksum (every thread count and the plain reference give the NumPy oracle's value; any single changed
+bit or moved block changes it), quantization refusing NaN and infinity, and a thread pool that fails to start
+leaving the path and the pool as they were."""
+import numpy as np
+import pytest
+
+from petit import kernels as K
+from petit._native import lib
+
+M64 = (1 << 64) - 1
+KEY = (0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5,
+       0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x9FB21C651E98DF25)
+STEP = 0x9E3779B97F4A7C15
+
+
+@pytest.fixture(autouse=True)
+def restore_default_path():
+    yield
+    K.configure()
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = h * 0xFF51AFD7ED558CCD & M64
+    h ^= h >> 33
+    h = h * 0xC4CEB9FE1A85EC53 & M64
+    return h ^ (h >> 33)
+
+
+def pt64_oracle(data: bytes) -> int:
+    """The checksum as docs/petit-format.md defines it, in NumPy (uint64 arithmetic wraps as in C)."""
+    n = len(data)
+    padded = np.frombuffer(data + bytes(-n % 64), "<u8").reshape(-1, 8)
+    s = np.arange(len(padded), dtype=np.uint64)[:, None]
+    x = padded ^ (np.array(KEY, np.uint64)[None, :] + s * np.uint64(STEP))
+    with np.errstate(over="ignore"):
+        terms = padded + (x & np.uint64(0xFFFFFFFF)) * (x >> np.uint64(32))
+    acc = [int(v) for v in terms.sum(axis=0, dtype=np.uint64)] if len(padded) else [0] * 8
+    h = _fmix64(n ^ 0x5045544954363421)
+    for a in acc:
+        h = _fmix64(h ^ a)
+    return h
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_checksum_matches_the_reference_and_the_oracle_on_any_thread_count(threads):
+    K.configure(threads=threads)
+    data = np.random.default_rng(3).integers(0, 256, 3 * 524288 + 45, dtype=np.uint8).tobytes()
+    for n in (0, 1, 7, 8, 63, 64, 65, 1000, 524288 * 2 + 64, len(data)):
+        want = pt64_oracle(data[:n])
+        assert K.checksum(data[:n]) == want, n
+        assert K.checksum_ref(data[:n]) == want, n
+
+
+def test_checksum_values_are_fixed():
+    """Files carry these numbers: a change of the definition would make every written file fail its check."""
+    for data, value in ((b"", 0x9D4F6A9A0356AF3E), (b"petit", 0x1ADC9EE74C22957C),
+                        (bytes(range(256)), 0xB7F38504C9F6C504)):
+        assert K.checksum(data) == K.checksum_ref(data) == pt64_oracle(data) == value
+
+
+def test_checksum_sees_every_single_bit_flip_and_moved_blocks():
+    data = bytearray(np.random.default_rng(4).integers(0, 256, 4096 + 24, dtype=np.uint8).tobytes())
+    whole = K.checksum(bytes(data))
+    seen = set()
+    for i in range(len(data)):
+        for bit in range(8):
+            data[i] ^= 1 << bit
+            seen.add(K.checksum(bytes(data)))
+            data[i] ^= 1 << bit
+    assert len(seen) == 8 * len(data) and whole not in seen
+    swapped = data[64:128] + data[:64] + data[128:]
+    zeroed = data[:1024] + bytes(512) + data[1536:]
+    assert len({whole, K.checksum(bytes(swapped)), K.checksum(bytes(zeroed)), K.checksum(bytes(data[:-1]))}) == 4
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_quantize_refuses_nan_and_infinity_naming_the_first(dtype, bad):
+    """q8_0 / q4_0 turned NaN and infinity into zeros or block minima (a float-to-int cast of NaN is undefined
+    behaviour in C); the matrix is big enough to be split across the threads."""
+    K.configure(threads=2)
+    x = np.random.default_rng(5).standard_normal((301, 544)).astype(np.float32)
+    x[250, 3] = bad
+    x[200, 77] = bad
+    with pytest.raises(K.NonFiniteError) as e:
+        K.quantize(x, dtype)
+    assert (e.value.row, e.value.col) == (200, 77)
+    assert str(e.value) == (f"the weight at [200, 77] is {float(bad)} (not a finite number); it cannot be stored "
+                            f"as {dtype}: the checkpoint is damaged or was saved after training diverged")
+    x[200, 77] = x[250, 3] = 1.0
+    assert K.quantize(x, dtype).shape == (301, 544 // 32 * (34 if dtype == "q8_0" else 18))
+
+
+def test_f16_and_bf16_keep_infinity_as_infinity():
+    x = np.array([[np.inf, -np.inf] + [1.0] * 30], np.float32)
+    assert list(K.dequantize(K.quantize(x, "f16"), "f16", x.shape)[0, :3]) == [np.inf, -np.inf, 1.0]
+
+
+def test_a_pool_that_fails_to_start_leaves_the_path_and_the_pool_as_they_were(monkeypatch):
+    """configure() switched the path before starting the threads, and a pool that failed half-way kept the
+    threads that had started: a failed call left the kernels changed. PETIT_TEST_POOL_FAIL=N makes a pool of N
+    threads fail at its last thread."""
+    other = "avx2" if lib.pt_isa_supported(1) else "scalar"
+    K.configure(threads=2, isa="scalar")
+    monkeypatch.setenv("PETIT_TEST_POOL_FAIL", "3")
+    with pytest.raises(ValueError) as e:
+        K.configure(threads=3, isa=other)
+    assert str(e.value) == (f"could not start the kernels (path '{other}', threads 3), error -2; still running "
+                            f"path 'scalar' on 2 thread(s)")
+    assert K.info()["isa"] == "scalar" and K.info()["threads"] == 2
+    rng = np.random.default_rng(6)
+    w, x = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((4, 256)).astype(np.float32)
+    W = K.Weight.from_float(w, "f32")
+    np.testing.assert_allclose(K.matmul(W, x), x @ w.T, rtol=1e-5, atol=1e-4)    # the restored pool runs
+    monkeypatch.delenv("PETIT_TEST_POOL_FAIL")
+    K.configure(threads=3, isa=other)
+    assert K.info()["isa"] == other and K.info()["threads"] == 3
