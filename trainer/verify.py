@@ -57,13 +57,37 @@ from petit.argtypes import non_negative_int
 # matrix x8 / negated / x2: 82% / 59% / 33% (the rest move the logits less than the rounding noise). A corrupt
 # block whose rows the prompt never reaches cannot show in logits at all; the checksums that `petit export`
 # records catch any change made to the file after export.
-THRESHOLDS = {
-    "f32": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "f16": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "bf16": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "q8_0": {"max_rel_err": 0.1, "mean_rel_err": 5e-3, "argmax_agreement": 0.85, "rounded_mean_rel_err": 1e-3},
-    "q4_0": {"max_rel_err": 0.1, "mean_rel_err": 5e-3, "argmax_agreement": 0.85, "rounded_mean_rel_err": 1e-3},
-}
+QUANTIZED = ("q8_0", "q4_0")
+U32 = 2.0 ** -24                     # float32 unit roundoff
+Q8_STEP = 1 / (127 * 12 ** 0.5)      # rms error of a q8 activation, relative to its block's largest |value|
+# (mean, max) multiples of eps * sqrt(layers + 1), one pair per kind of error (docs/verify.md: the measurements)
+K_FLOAT = (2.0, 10.0)
+K_Q8 = (5.0, 40.0)
+
+
+def limits(weights: str, hidden: int, layers: int, widest: int | None = None) -> dict:
+    """What PASS allows for a model of `layers` blocks of width `hidden` whose loosest matrices are `weights`,
+    `widest` the most columns of a matrix (docs/verify.md derives it).
+
+    Per product the engine's own error is eps: float32 rounding over a row of `hidden` terms, u sqrt(hidden), or,
+    with q8_0 / q4_0 matrices, the int8 rounding of the product's input, Q8_STEP (the reference decodes the same
+    weights, so the weight type adds nothing else). The errors of the products add up independently along the
+    depth: eps sqrt(layers + 1), the +1 for the head. The mean and the worst logit error (relative to the largest
+    |logit|) may be fixed multiples of that; the engine run on the dequantized values must stay within the float
+    limits; a probe product (check_matrices) within float32 rounding of a row, 2 (widest + 2) u."""
+    depth = (layers + 1) ** 0.5
+    float_eps = U32 * hidden ** 0.5 * depth
+    quantized = weights in QUANTIZED
+    eps, (k_mean, k_max) = (Q8_STEP * depth, K_Q8) if quantized else (float_eps, K_FLOAT)
+    out = {"max_rel_err": k_max * eps, "mean_rel_err": k_mean * eps,
+           "argmax_agreement": 0.75 if quantized else 0.95}
+    if quantized:
+        out["rounded_mean_rel_err"] = out["mean_rel_err"]
+        out["dequantized_max_rel_err"] = K_FLOAT[1] * float_eps
+    out["matrix_rel_err"] = 2 * ((widest or hidden) + 2) * U32
+    return out
+
+
 _LOOSENESS = ("f32", "f16", "bf16", "q8_0", "q4_0")
 DEFAULT_TEXT = "Once upon a time"
 DEFAULT_QUESTION = "what is 12 plus 7?"
@@ -101,43 +125,72 @@ def _checksums(ref) -> tuple[str, list[str]]:
     return ("mismatch" if bad else "ok"), bad
 
 
-def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict | None = None) -> dict:
+def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict | None = None,
+           weights: str | None = None) -> dict:
     """Run the engine and the reference on the same tokens and compare their logits at every position.
 
     Args:
-        model_path: a `.petit` llama model file.
+        model_path: a `.petit` file or a Hugging Face model folder.
         prompt: text to start from (special tokens such as <|im_start|> are recognised); None: the chat
             template around a short question for a chat model, else "Once upon a time".
         n: tokens the engine generates greedily after the prompt (fewer if the context ends).
-        thresholds: overrides THRESHOLDS[weight type].
+        thresholds: overrides of limits(...)'s values.
+        weights: for a folder, the weight type the engine converts it to (default q8_0, as `petit.load`);
+            for a file, None (as stored) or a type to convert to at load.
 
     Returns:
-        A JSON-ready dict: model, weights (the loosest type among the matrices), prompt, prompt_source,
-        prompt_tokens, generated_tokens, generated_text, generation_error, positions, finite, argmax_matches,
-        argmax_agreement, max_abs_err, mean_abs_err, logit_scale, max_rel_err, mean_rel_err, worst_position,
-        rounded_max_rel_err, rounded_mean_rel_err (q8_0 / q4_0 only), checksums ("ok", "mismatch" or "absent"),
-        bad_tensors, thresholds, failures (why it failed, one string each) and pass.
+        A JSON-ready dict: model, weights (the loosest type among the matrices), hidden_size, layers, prompt,
+        prompt_source, prompt_tokens, generated_tokens, generated_text, generation_error, positions, finite,
+        argmax_matches, argmax_agreement, max_abs_err, mean_abs_err, logit_scale, max_rel_err, mean_rel_err,
+        worst_position, position_errors, rounded_max_rel_err, rounded_mean_rel_err, dequantized_max_rel_err,
+        dequantized_mean_rel_err (q8_0 / q4_0 only), matrices_checked, matrix_max_rel_err, bad_matrices, checksums
+        ("ok", "mismatch" or "absent"), bad_tensors, thresholds, failures (why it failed, one string each) and pass.
 
     Raises:
-        ValueError: a missing or invalid model file, a prompt the tokenizer cannot encode, an empty prompt, or
-            a prompt that does not fit the model's context.
+        ValueError: a missing or invalid model, a model_type the reference does not model, a prompt the tokenizer
+            cannot encode, an empty prompt, or a prompt that does not fit the model's context.
         OSError: the file cannot be read.
     """
+    import os
+    import tempfile
+
     import petit
-    from trainer.reference import Reference
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    model = petit.load(model_path)
-    ref = None
+    model_path = os.fspath(model_path)
+    if not os.path.exists(model_path):
+        raise ValueError(f"{model_path}: not found")
+    with tempfile.TemporaryDirectory(prefix="petit-verify-") as tmp:
+        model = petit.load(model_path, weights=weights)
+        try:
+            ref_path = model_path
+            if os.path.isdir(model_path) or weights is not None:
+                ref_path = _as_file(model, os.path.join(tmp, "model.petit"))
+            return _verify(model, model_path, ref_path, prompt, n, thresholds)
+        finally:
+            model.close()
+
+
+def _as_file(model, path: str) -> str:
+    """The weights the engine loaded (as it converted them), written as a .petit file for the reference."""
+    from petit.petit_file import write_petit
+    write_petit(path, {"config": model.config.to_dict()}, dict(model.tensors))
+    return path
+
+
+def _verify(model, model_path, ref_path, prompt, n, thresholds) -> dict:
+    import petit
+    from trainer.reference import Reference
+
+    ref = Reference(ref_path)
     try:
-        ref = Reference(model_path)
         tok = model.tokenizer
         if prompt is None:
             ids, prompt_text, source = _default_ids(tok, model.metadata)
         else:
             if tok is None:
-                raise ValueError(f"{model_path}: the file has no tokenizer to encode the prompt with")
+                raise ValueError(f"{model_path}: the model has no tokenizer to encode the prompt with")
             ids, prompt_text, source = tok.encode(prompt), prompt, "given"
             if not ids:
                 raise ValueError("the prompt encodes to no tokens: give some text")
@@ -153,49 +206,63 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
         all_ids = list(ids) + generated
         engine = model.logits(all_ids).astype(np.float64)
         reference = ref.logits(all_ids)
-        checks, bad = _checksums(ref)
+        checks, bad = _checksums(ref) if ref_path == model_path else ("absent", [])
         weights = max((d for d, shape, _, _ in ref.tensors.values() if len(shape) == 2),
                       key=_LOOSENESS.index, default="f32")
-        rounded = None
-        if weights in ("q8_0", "q4_0"):             # the same forward, activations rounded like the engine's
-            ref.round_activations = True
+        rounded = dequantized = None
+        if weights in QUANTIZED:
+            ref.round_activations = True            # the same forward, activations rounded like the engine's
             rounded = ref.logits(all_ids)
+            ref.round_activations = False
+            plain = petit.load(ref_path, weights="f32")    # the engine on the same values, without int8 activations
+            try:
+                dequantized = plain.logits(all_ids).astype(np.float64)
+            finally:
+                plain.close()
+        matrices = check_matrices(model, ref)
         text = tok.decode(generated) if tok is not None else ""
+        hidden, layers = ref.tensors[ref.spec.embed][1][1], len(ref.spec.layers)
+        widest = max(shape[1] for _, shape, _, _ in ref.tensors.values() if len(shape) == 2)
     finally:
-        model.close()
-        if ref is not None:
-            ref.close()
+        ref.close()
 
-    out = {"model": str(model_path), "weights": weights, "prompt": prompt_text, "prompt_source": source,
-           "prompt_tokens": len(ids), "generated_tokens": len(generated), "generated_text": text,
-           "generation_error": gen_error, "positions": len(all_ids),
-           **_compare(engine, reference, rounded), "checksums": checks, "bad_tensors": bad}
-    limits = dict(THRESHOLDS[weights], **(thresholds or {}))
+    out = {"model": str(model_path), "weights": weights, "hidden_size": int(hidden), "layers": layers,
+           "prompt": prompt_text, "prompt_source": source, "prompt_tokens": len(ids),
+           "generated_tokens": len(generated), "generated_text": text, "generation_error": gen_error,
+           "positions": len(all_ids), **_compare(engine, reference, rounded, dequantized), **matrices,
+           "checksums": checks, "bad_tensors": bad}
+    lim = dict(limits(weights, hidden, layers, widest), **(thresholds or {}))
     failures = []
     if gen_error is not None:
         failures.append(f"the engine failed while generating: {gen_error}")
     if not out["finite"]:
         failures.append("the logits are not all finite (NaN or infinity)")
     else:
-        for key in ("max_rel_err", "mean_rel_err", "rounded_mean_rel_err"):
-            if out[key] is not None and key in limits and not out[key] <= limits[key]:
-                failures.append(f"{key} {out[key]:.3g} > {limits[key]:g}")
-    if out["argmax_agreement"] < limits["argmax_agreement"]:
-        failures.append(f"argmax agreement {out['argmax_agreement']:.3f} < {limits['argmax_agreement']:g}")
+        for key in ("max_rel_err", "mean_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err"):
+            if out[key] is not None and key in lim and not out[key] <= lim[key]:
+                failures.append(f"{key} {out[key]:.3g} > {lim[key]:.3g}")
+    if out["argmax_agreement"] < lim["argmax_agreement"]:
+        failures.append(f"argmax agreement {out['argmax_agreement']:.3f} < {lim['argmax_agreement']:g}")
+    if out["bad_matrices"]:
+        failures.append(f"{len(out['bad_matrices'])} matri(ces) multiply differently from the file's values "
+                        f"(worst relative error {out['matrix_max_rel_err']:.3g}; float32 rounding allows "
+                        f"{lim['matrix_rel_err']:.2g} for the widest): "
+                        f"{', '.join(out['bad_matrices'][:3])}{' ...' if len(out['bad_matrices']) > 3 else ''}")
     if checks == "mismatch":
         failures.append(f"{len(bad)} tensor(s) do not match the checksums recorded at export: "
                         f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
-    out.update(thresholds=limits, failures=failures, **{"pass": not failures})
+    out.update(thresholds=lim, failures=failures, **{"pass": not failures})
     return out
 
 
-def _compare(engine: np.ndarray, reference: np.ndarray, rounded: np.ndarray | None) -> dict:
+def _compare(engine, reference, rounded, dequantized) -> dict:
     """The figures of verify(): errors (None when a logit is not finite), relative to max |reference logit|."""
     matches = int((engine.argmax(axis=1) == reference.argmax(axis=1)).sum())
-    out = {"finite": bool(all(np.isfinite(a).all() for a in (engine, reference, rounded) if a is not None)),
+    out = {"finite": bool(all(np.isfinite(a).all() for a in (engine, reference, rounded, dequantized)
+                              if a is not None)),
            "argmax_matches": matches, "argmax_agreement": matches / len(engine)}
     keys = ("max_abs_err", "mean_abs_err", "logit_scale", "max_rel_err", "mean_rel_err", "worst_position",
-            "rounded_max_rel_err", "rounded_mean_rel_err")
+            "rounded_max_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err", "dequantized_mean_rel_err")
     out.update(dict.fromkeys(keys))
     out["position_errors"] = []
     if not out["finite"]:
@@ -206,10 +273,49 @@ def _compare(engine: np.ndarray, reference: np.ndarray, rounded: np.ndarray | No
                max_rel_err=float(err.max()) / scale, mean_rel_err=float(err.mean()) / scale,
                worst_position=int(np.unravel_index(err.argmax(), err.shape)[0]),
                position_errors=[float(e) / scale for e in err.max(axis=1)])
-    if rounded is not None:
-        err = np.abs(engine - rounded)
-        out.update(rounded_max_rel_err=float(err.max()) / scale, rounded_mean_rel_err=float(err.mean()) / scale)
+    for name, other in (("rounded", rounded), ("dequantized", dequantized)):
+        if other is not None:
+            err = np.abs(other - reference) if name == "dequantized" else np.abs(engine - other)
+            out.update({f"{name}_max_rel_err": float(err.max()) / scale,
+                        f"{name}_mean_rel_err": float(err.mean()) / scale})
     return out
+
+
+def check_matrices(model, ref) -> dict:
+    """Every weight matrix the engine runs, multiplied by its kernels with probe inputs its int8 activation blocks
+    hold exactly (per 32 values: integers up to 127 times a power of two, one of them 127), against the file's
+    values decoded by the reference: what is left is float32 rounding, so one block read wrong shows in full.
+    The engine's matrices are paired with the file's tensors by role (layer i's q, k, v, o, gate, up, down; the
+    embedding and the head), which also catches a matrix put in the wrong place."""
+    from petit.kernels import matmul
+
+    net, spec = model.net, ref.spec
+    pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]
+    for L, S in zip(net.layers, spec.layers):
+        pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down")]
+    rng = np.random.default_rng(0)
+    worst, bad, checked = 0.0, [], 0
+    for W, name in pairs:
+        if W is None or name is None:
+            if (W is None) != (name is None):
+                bad.append(name or "?")
+            continue
+        w = ref._forward.w(name)
+        checked += 1
+        if tuple(W.shape) != w.shape:
+            bad.append(name)
+            continue
+        K = w.shape[1]
+        q = rng.integers(-127, 128, (4, K // 32, 32)).astype(np.float32)
+        q[:, :, 0] = 127
+        x = (q * np.exp2(rng.integers(-4, 3, (4, K // 32, 1))).astype(np.float32)).reshape(4, K)
+        got = matmul(W, x).astype(np.float64)
+        want = x.astype(np.float64) @ w.T
+        err = float((np.abs(got - want) / (np.abs(x).astype(np.float64) @ np.abs(w).T + 1e-30)).max())
+        worst = max(worst, err)
+        if not err <= 2 * (K + 2) * U32:
+            bad.append(name)
+    return {"matrices_checked": checked, "matrix_max_rel_err": worst, "bad_matrices": sorted(set(bad))}
 
 
 def _report(r: dict) -> str:
