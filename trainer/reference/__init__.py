@@ -53,6 +53,7 @@ class Reference:
             raise
         self._forward = Forward(self._reader, self.spec)
         self.round_activations = round_activations
+        self._memo = {}               # (ids, round_activations) -> logits: the file cannot change under the map
 
     @property
     def round_activations(self) -> bool:
@@ -76,7 +77,14 @@ class Reference:
         vocab = self.tensors[self.spec.embed][1][0]
         if ids.size == 0 or ids.min() < 0 or ids.max() >= vocab:
             raise ValueError(f"token ids must be a non-empty sequence in 0..{vocab - 1}")
-        return self._forward.logits(ids)
+        key = (ids.tobytes(), self.round_activations)
+        if key not in self._memo:
+            self._memo[key] = self._forward.logits(ids)
+        return self._memo[key].copy()
+
+    def decoded(self, name: str) -> np.ndarray:
+        """A tensor decoded to float64, kept for the next call (the forward's own copy: do not modify it)."""
+        return self._forward.w(name)
 
     def close(self) -> None:
         """Unmap the file (if raw() views are still alive, the mapping goes when they do)."""
