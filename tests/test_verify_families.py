@@ -126,6 +126,8 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "
                                          r"cohere, cohere2, gemma.*\), so it cannot verify this model"):
         verify(files["qwen2", "q8_0"][0], n=0)
+    with pytest.raises(ValueError, match=f"^{HERE / 'qwen2'}: the independent reference does not model model_type"):
+        verify(HERE / "qwen2", n=0)
 
 
 def _cli(*args, fault=None):

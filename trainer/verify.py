@@ -193,7 +193,10 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
     import petit
     from trainer.reference import Reference
 
-    ref = reference or Reference(ref_path)
+    try:
+        ref = reference or Reference(ref_path)
+    except ValueError as e:                 # name what the user gave, not the temporary copy of a folder
+        raise ValueError(str(e).replace(ref_path, model_path)) from None
     try:
         tok = model.tokenizer
         if prompt is None:
