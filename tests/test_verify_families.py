@@ -3,8 +3,9 @@ q8_0 and q4_0. Both directions:
 - the independent reference reproduces transformers' own logits (reference.npz) to 1e-5 of each position's logit
   range (measured <= 1e-6), so it is a yardstick and not a copy of the engine;
 - a correct engine PASSes, with every figure at most half its limit (measured: at most 0.34 of it);
-- each test-only engine fault (petit/testing_faults.py) FAILs, with a failing figure at least 3x its limit
-  (measured: at least 12x; most faults thousands of times).
+- each test-only engine fault (petit/testing_faults.py) FAILs, with a failing figure at least 8x its limit
+  (measured: norm_eps_x100 at least 12.5x on gemma3_text and 70x on every other family; the other faults
+  thousands of times).
 """
 import json
 import os
@@ -97,7 +98,7 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         monkeypatch.setenv("PETIT_TEST_FAULT", fault)
         r = verify(path, n=0, reference=ref)
         assert not r["pass"] and r["failures"], (fault, r)
-        assert worst_share(r) >= 3, (fault, worst_share(r), r["failures"])
+        assert worst_share(r) >= 8, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":
             assert r["bad_matrices"] == [n for n in ref.tensors if n == ref.spec.layers[0].down]
 
