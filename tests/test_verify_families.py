@@ -122,6 +122,13 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
                                                  f.tensors.items()})
     with pytest.raises(ValueError, match="does not model model_type 'falcon'"):
         Reference(tmp_path / "m.petit")
+    with read_petit(files["llama", "f32"][0]) as f:   # a config style it does not read: refused, not guessed at
+        meta = dict(f.metadata, config=dict(f.metadata["config"], rope_parameters={"rope_type": "linear",
+                                                                                   "factor": 2.0}))
+        write_petit(tmp_path / "v5.petit", meta, {n: (i.dtype, i.shape, np.array(f.raw(n))) for n, i in
+                                                  f.tensors.items()})
+    with pytest.raises(ValueError, match="this llama config has transformers 5's rope_parameters, which it does not"):
+        Reference(tmp_path / "v5.petit")
     # a family the engine runs but the reference has not learnt yet: an error, never a verdict
     monkeypatch.delitem(FAMILIES, "qwen2")
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "

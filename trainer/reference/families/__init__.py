@@ -21,6 +21,9 @@ def spec_for(cfg: dict, names):
     if kind not in FAMILIES:
         raise UnsupportedFamily(f"the independent reference does not model model_type {kind!r} (it models "
                                 f"{', '.join(sorted(FAMILIES))}), so it cannot verify this model")
+    if cfg.get("rope_parameters") is not None:       # the engine writes rope_theta / rope_scaling into its files
+        raise UnsupportedFamily(f"the independent reference reads RoPE settings as rope_theta / rope_scaling; this "
+                                f"{kind} config has transformers 5's rope_parameters, which it does not model")
     try:
         return FAMILIES[kind](cfg, set(names))
     except (KeyError, TypeError, ZeroDivisionError) as e:

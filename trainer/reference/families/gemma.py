@@ -57,7 +57,8 @@ def gemma3_text(cfg, names):
         raise ValueError("the reference does not model use_bidirectional_attention=true of gemma3_text")
     types, windows = _windows(cfg, get(cfg, "sliding_window_pattern", 6))
     hd = heads(cfg)[2]
-    full, local = rope(cfg, hd), rope(cfg, hd, theta=get(cfg, "rope_local_base_freq", 10000.0), scaling=None)
+    full = rope(cfg, hd, theta=get(cfg, "rope_theta", 1_000_000.0))        # transformers' default for Gemma 3
+    local = rope(cfg, hd, theta=get(cfg, "rope_local_base_freq", 10000.0), scaling=None)
     return _gemma(cfg, names, "gemma3_text", "hidden_activation", sandwich=True, windows=windows, qk_norm=True,
                   rope_of=lambda i: local if types[i] == "sliding_attention" else full,
                   attn_scale=get(cfg, "query_pre_attn_scalar", 256) ** -0.5,
