@@ -1,28 +1,33 @@
-"""`petit verify MODEL.petit`: check that the engine computes what the file says, against an independent reference.
+"""`petit verify MODEL`: check that the engine computes what the model's weights say, against an independent
+reference (docs/verify.md).
 
-    petit verify MODEL.petit [--prompt TEXT] [-n N] [--json]
+    petit verify MODEL [--prompt TEXT] [-n N] [--weights TYPE] [--json]
 
-The engine (`petit.load`) generates N tokens greedily after the prompt; then the engine's logits of the whole
-sequence (`model.logits`) are compared, at every position, with those of `trainer.reference.Reference`: a
-float64 NumPy forward that parses the file and decodes its blocks itself, sharing no code with the engine.
-Reported: the worst and mean absolute logit error, both also relative to the logit scale (max |reference
-logit|), and the argmax agreement (share of positions whose top token is the same).
+MODEL is a `.petit` file or a Hugging Face folder (the engine loads it as `petit.load` does, q8_0 unless
+--weights; the reference reads the weights the engine converted, written to a temporary `.petit` file).
 
-For q8_0 / q4_0 weights the engine rounds every matmul input to int8 blocks and the exact reference does not;
-that rounding is as large as many bugs, so the engine is also compared with the reference run with the same
-rounding (`round_activations=True`): the "rounded" figures, which a correct engine keeps ~100x smaller.
+The engine generates N tokens greedily after the prompt; then, at every position of the whole sequence:
+1. the engine as it runs (`model.logits`) against `trainer.reference.Reference`, a float64 NumPy forward of the
+   same weights that parses the file, decodes its blocks and models each family itself, sharing no code with the
+   engine; for q8_0 / q4_0 files also against the reference with its activations rounded as the engine's
+   ("rounded": information, as large as the rounding itself on wide or deep models);
+2. for q8_0 / q4_0 files, the engine run on the same values dequantized to float32 (`petit.load(...,
+   weights="f32")`): without int8 activations what is left is float32 rounding, so a wrong bias, RoPE or norm
+   shows thousands of times over;
+3. every weight matrix multiplied through the engine's kernels with probe inputs its int8 blocks hold exactly,
+   against the file's decoded values (`check_matrices`): one block read wrong shows hundreds of times over.
+The file is also checked against the SHA-256 of every tensor that `petit export` records (`checksums`), when
+present: weights damaged after export decode the same way in both forwards, so only the checksums catch them.
 
-The file is also checked against the SHA-256 of every tensor that `petit export` records in the metadata
-(`checksums`), when present: weights damaged after export decode the same way in both forwards, so only the
-checksums can catch them.
+PASS needs: an engine that generates without error, finite logits, matching checksums (if recorded), no matrix
+outside float32 rounding, and the figures within `limits(weights, hidden_size, layers)`, which follow from an
+error model of the engine's arithmetic (docs/verify.md), not from one constant.
 
-PASS needs: an engine that generates without error, finite logits, matching checksums (if recorded), and the
-figures within THRESHOLDS for the file's weight type (the loosest type among its weight matrices).
-
-Exit codes of `run_verify`: 0 VERIFY PASS, 1 VERIFY FAIL, 2 an error (missing or unreadable model file, a prompt
-the tokenizer cannot encode or that does not fit the context) reported as one line `petit verify: error: ...` on
-stderr, and argparse usage errors (also 2). With `--json` stdout holds exactly one JSON object: the figures,
-"thresholds" and "pass"; on an error `{"pass": false, "error": "..."}` (the error line still goes to stderr).
+Exit codes of `run_verify`: 0 VERIFY PASS, 1 VERIFY FAIL, 2 an error (missing or unreadable model, a model_type the
+reference does not model, a prompt the tokenizer cannot encode or that does not fit the context) reported as one
+line `petit verify: error: ...` on stderr, and argparse usage errors (also 2). With `--json` stdout holds exactly
+one JSON object: the figures, "thresholds" and "pass"; on an error `{"pass": false, "error": "..."}` (the error
+line still goes to stderr).
 """
 
 from __future__ import annotations
@@ -35,35 +40,44 @@ import numpy as np
 
 from petit.argtypes import non_negative_int
 
-# Per weight type, what PASS allows. "rel" errors are divided by the logit scale, max |reference logit|.
-#   max_rel_err / mean_rel_err: worst / mean |engine - reference| over all positions and the whole vocabulary.
+# What PASS allows follows from an error model of the engine's arithmetic; docs/verify.md derives it and lists the
+# measurements the multiples come from ("rel" errors are divided by the logit scale, max |reference logit|):
+#   max_rel_err / mean_rel_err: worst / mean |engine - reference| over all positions and the whole vocabulary;
+#   rounded_mean_rel_err (q8_0 / q4_0): mean |engine - reference with activations rounded as the engine does|;
+#   dequantized_max_rel_err (q8_0 / q4_0): worst |engine on the dequantized values in float32 - reference|;
+#   matrix_rel_err: |probe product through the kernels - the file's values| per |row| |probe| (each matrix: K cols);
 #   argmax_agreement: the least share of positions whose top token must be the same.
-#   rounded_mean_rel_err (q8_0 / q4_0 only): mean |engine - reference with activations rounded as the engine does|.
-# Measured on the AVX2 path over 280 runs of a correct engine on q8_0 / q4_0 files (random-weight models as
-# tests/models.py makes them: 5 shapes x 10 seeds; 5 trained checkpoints: 3 to 2000 steps, BPE chat and character
-# text models; prompts of 6..100 tokens plus 16 or 64 generated, 30..128 positions) and 144 on f32 files:
-# - f32 / f16 / bf16: the engine's float32 arithmetic is the only difference: at most 1.0e-6 max, 6e-8 mean. The
-#   limits leave 100x for longer contexts and bigger models.
-# - q8_0 / q4_0 against the exact math: the int8 activations cost up to 4.3e-2 max (a trained character model,
-#   q4_0; 9e-3 on random models), 1.9e-3 mean, and argmax agreement down to 0.94 (near-ties of flat random
-#   logits). These limits (2.3x, 2.6x) catch gross errors only: the rounding is as large as most bugs.
-# - q8_0 / q4_0 against the same math with rounded activations: a correct engine is usually within 1e-7 (mean),
-#   but the float32 / float64 difference sometimes tips one value across a rounding boundary and that quantum
-#   can move later logits: up to 4.3e-4 mean (random models), 3.2e-4 (trained). 1e-3 keeps 2.3x from that.
-# No correct run failed. Of simulated engine bugs (the engine running a modified copy of the file while the
-# reference reads the original) the whole check caught: the wrong RoPE pairing and rope_theta 10000 -> 20000 on
-# every checkpoint trained 300+ steps (not on a 3-step one, whose logits barely depend on position; RoPE pairing
-# on all random models, theta on 55%); rms_norm_eps 1e-5 -> 1e-3 on every trained one; one block scale in any one
-# matrix x8 / negated / x2: 82% / 59% / 33% (the rest move the logits less than the rounding noise). A corrupt
-# block whose rows the prompt never reaches cannot show in logits at all; the checksums that `petit export`
-# records catch any change made to the file after export.
-THRESHOLDS = {
-    "f32": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "f16": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "bf16": {"max_rel_err": 1e-4, "mean_rel_err": 1e-5, "argmax_agreement": 0.95},
-    "q8_0": {"max_rel_err": 0.1, "mean_rel_err": 5e-3, "argmax_agreement": 0.85, "rounded_mean_rel_err": 1e-3},
-    "q4_0": {"max_rel_err": 0.1, "mean_rel_err": 5e-3, "argmax_agreement": 0.85, "rounded_mean_rel_err": 1e-3},
-}
+QUANTIZED = ("q8_0", "q4_0")
+U32 = 2.0 ** -24                     # float32 unit roundoff
+Q8_STEP = 1 / (127 * 12 ** 0.5)      # rms error of a q8 activation, relative to its block's largest |value|
+# (mean, max) multiples of eps * sqrt(layers + 1), one pair per kind of error (docs/verify.md: the measurements)
+K_FLOAT = (2.0, 10.0)
+K_Q8 = (5.0, 40.0)
+
+
+def limits(weights: str, hidden: int, layers: int, widest: int | None = None) -> dict:
+    """What PASS allows for a model of `layers` blocks of width `hidden` whose loosest matrices are `weights`,
+    `widest` the most columns of a matrix (docs/verify.md derives it).
+
+    Per product the engine's own error is eps: float32 rounding over a row of `hidden` terms, u sqrt(hidden), or,
+    with q8_0 / q4_0 matrices, the int8 rounding of the product's input, Q8_STEP (the reference decodes the same
+    weights, so the weight type adds nothing else). The errors of the products add up independently along the
+    depth: eps sqrt(layers + 1), the +1 for the head. The mean and the worst logit error (relative to the largest
+    |logit|) may be fixed multiples of that; the engine run on the dequantized values must stay within the float
+    limits; a probe product (check_matrices) within float32 rounding of a row, 2 (widest + 2) u."""
+    depth = (layers + 1) ** 0.5
+    float_eps = U32 * hidden ** 0.5 * depth
+    quantized = weights in QUANTIZED
+    eps, (k_mean, k_max) = (Q8_STEP * depth, K_Q8) if quantized else (float_eps, K_FLOAT)
+    out = {"max_rel_err": k_max * eps, "mean_rel_err": k_mean * eps,
+           "argmax_agreement": 0.75 if quantized else 0.95}
+    if quantized:
+        out["rounded_mean_rel_err"] = out["mean_rel_err"]
+        out["dequantized_max_rel_err"] = K_FLOAT[1] * float_eps
+    out["matrix_rel_err"] = 2 * ((widest or hidden) + 2) * U32
+    return out
+
+
 _LOOSENESS = ("f32", "f16", "bf16", "q8_0", "q4_0")
 DEFAULT_TEXT = "Once upon a time"
 DEFAULT_QUESTION = "what is 12 plus 7?"
@@ -105,43 +119,80 @@ def _checksums(ref) -> tuple[str, list[str]]:
     return ("mismatch" if bad else "ok"), bad
 
 
-def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict | None = None) -> dict:
+def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict | None = None,
+           weights: str | None = None, reference=None) -> dict:
     """Run the engine and the reference on the same tokens and compare their logits at every position.
 
     Args:
-        model_path: a `.petit` llama model file.
+        model_path: a `.petit` file or a Hugging Face model folder.
         prompt: text to start from (special tokens such as <|im_start|> are recognised); None: the chat
             template around a short question for a chat model, else "Once upon a time".
         n: tokens the engine generates greedily after the prompt (fewer if the context ends).
-        thresholds: overrides THRESHOLDS[weight type].
+        thresholds: overrides of limits(...)'s values.
+        weights: for a folder, the weight type the engine converts it to (default q8_0, as `petit.load`);
+            for a file, None (as stored) or a type to convert to at load.
+        reference: an open trainer.reference.Reference of this same file (weights None), to check several engine
+            runs against one reference without recomputing it; left open. None: one is opened and closed here.
 
     Returns:
-        A JSON-ready dict: model, weights (the loosest type among the matrices), prompt, prompt_source,
-        prompt_tokens, generated_tokens, generated_text, generation_error, positions, finite, argmax_matches,
-        argmax_agreement, max_abs_err, mean_abs_err, logit_scale, max_rel_err, mean_rel_err, worst_position,
-        rounded_max_rel_err, rounded_mean_rel_err (q8_0 / q4_0 only), checksums ("ok", "mismatch" or "absent"),
-        bad_tensors, thresholds, failures (why it failed, one string each) and pass.
+        A JSON-ready dict: model, weights (the loosest type among the matrices), hidden_size, layers, prompt,
+        prompt_source, prompt_tokens, generated_tokens, generated_text, generation_error, positions, finite,
+        argmax_matches, argmax_agreement, max_abs_err, mean_abs_err, logit_scale, max_rel_err, mean_rel_err,
+        worst_position, position_errors, rounded_max_rel_err, rounded_mean_rel_err, dequantized_max_rel_err,
+        dequantized_mean_rel_err (q8_0 / q4_0 only), matrices_checked, matrix_max_rel_err, bad_matrices, checksums
+        ("ok", "mismatch" or "absent"), bad_tensors, thresholds, failures (why it failed, one string each) and pass.
 
     Raises:
-        ValueError: a missing or invalid model file, a prompt the tokenizer cannot encode, an empty prompt, or
-            a prompt that does not fit the model's context.
+        ValueError: a missing or invalid model, a model_type the reference does not model, a prompt the tokenizer
+            cannot encode, an empty prompt, or a prompt that does not fit the model's context.
         OSError: the file cannot be read.
     """
+    import os
+    import tempfile
+
     import petit
-    from trainer.reference import Reference
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    model = petit.load(model_path, verify_checksums=False)   # damage is reported below, as a FAIL, not an error
-    ref = None
+    model_path = os.fspath(model_path)
+    if not os.path.exists(model_path):
+        raise ValueError(f"{model_path}: not found")
+    if reference is not None and (weights is not None or os.path.abspath(reference.path) != os.path.abspath(
+            model_path)):
+        raise ValueError(f"the reference given reads {reference.path}, not {model_path} as stored")
+    with tempfile.TemporaryDirectory(prefix="petit-verify-") as tmp:
+        model = petit.load(model_path, weights=weights, verify_checksums=False)   # damage: a FAIL below
+        try:
+            ref_path = model_path
+            if os.path.isdir(model_path) or weights is not None:
+                ref_path = _as_file(model, os.path.join(tmp, "model.petit"))
+            return _verify(model, model_path, ref_path, prompt, n, thresholds, reference)
+        finally:
+            model.close()
+
+
+def _as_file(model, path: str) -> str:
+    """The weights the engine loaded (as it converted them), written as a .petit file for the reference."""
+    from petit.petit_file import write_petit
+    write_petit(path, {"config": model.config.to_dict()}, dict(model.tensors))
+    return path
+
+
+def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> dict:
+    import petit
+    from trainer.reference import Reference
+
     try:
-        ref = Reference(model_path)
+        ref = reference or Reference(ref_path)
+    except ValueError as e:                 # name what the user gave, not the temporary copy of a folder
+        raise ValueError(str(e).replace(ref_path, model_path)) from None
+    try:
         tok = model.tokenizer
         if prompt is None:
             ids, prompt_text, source = _default_ids(tok, model.metadata)
         else:
             if tok is None:
-                raise ValueError(f"{model_path}: the file has no tokenizer to encode the prompt with")
+                raise ValueError(f"{model_path}: the model has no tokenizer to encode the prompt with")
             ids, prompt_text, source = tok.encode(prompt), prompt, "given"
             if not ids:
                 raise ValueError("the prompt encodes to no tokens: give some text")
@@ -156,50 +207,66 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
                 gen_error = str(e)
         all_ids = list(ids) + generated
         engine = model.logits(all_ids).astype(np.float64)
+        ref.round_activations = False
         reference = ref.logits(all_ids)
-        checks, bad = _checksums(ref)
+        checks, bad = _checksums(ref) if ref_path == model_path else ("absent", [])
         weights = max((d for d, shape, _, _ in ref.tensors.values() if len(shape) == 2),
                       key=_LOOSENESS.index, default="f32")
-        rounded = None
-        if weights in ("q8_0", "q4_0"):             # the same forward, activations rounded like the engine's
-            ref.round_activations = True
+        rounded = dequantized = None
+        if weights in QUANTIZED:
+            ref.round_activations = True            # the same forward, activations rounded like the engine's
             rounded = ref.logits(all_ids)
+            ref.round_activations = False
+            plain = petit.load(ref_path, weights="f32")    # the engine on the same values, without int8 activations
+            try:
+                dequantized = plain.logits(all_ids).astype(np.float64)
+            finally:
+                plain.close()
+        matrices = check_matrices(model, ref)
         text = tok.decode(generated) if tok is not None else ""
+        hidden, layers = ref.tensors[ref.spec.embed][1][1], len(ref.spec.layers)
+        widest = max(shape[1] for _, shape, _, _ in ref.tensors.values() if len(shape) == 2)
     finally:
-        model.close()
-        if ref is not None:
+        if reference is None:
             ref.close()
 
-    out = {"model": str(model_path), "weights": weights, "prompt": prompt_text, "prompt_source": source,
-           "prompt_tokens": len(ids), "generated_tokens": len(generated), "generated_text": text,
-           "generation_error": gen_error, "positions": len(all_ids),
-           **_compare(engine, reference, rounded), "checksums": checks, "bad_tensors": bad}
-    limits = dict(THRESHOLDS[weights], **(thresholds or {}))
+    out = {"model": str(model_path), "weights": weights, "hidden_size": int(hidden), "layers": layers,
+           "prompt": prompt_text, "prompt_source": source, "prompt_tokens": len(ids),
+           "generated_tokens": len(generated), "generated_text": text, "generation_error": gen_error,
+           "positions": len(all_ids), **_compare(engine, reference, rounded, dequantized), **matrices,
+           "checksums": checks, "bad_tensors": bad}
+    lim = dict(limits(weights, hidden, layers, widest), **(thresholds or {}))
     failures = []
     if gen_error is not None:
         failures.append(f"the engine failed while generating: {gen_error}")
     if not out["finite"]:
         failures.append("the logits are not all finite (NaN or infinity)")
     else:
-        for key in ("max_rel_err", "mean_rel_err", "rounded_mean_rel_err"):
-            if out[key] is not None and key in limits and not out[key] <= limits[key]:
-                failures.append(f"{key} {out[key]:.3g} > {limits[key]:g}")
-    if out["argmax_agreement"] < limits["argmax_agreement"]:
-        failures.append(f"argmax agreement {out['argmax_agreement']:.3f} < {limits['argmax_agreement']:g}")
+        for key in ("max_rel_err", "mean_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err"):
+            if out[key] is not None and key in lim and not out[key] <= lim[key]:
+                failures.append(f"{key} {out[key]:.3g} > {lim[key]:.3g}")
+    if out["argmax_agreement"] < lim["argmax_agreement"]:
+        failures.append(f"argmax agreement {out['argmax_agreement']:.3f} < {lim['argmax_agreement']:g}")
+    if out["bad_matrices"]:
+        failures.append(f"{len(out['bad_matrices'])} matri(ces) multiply differently from the file's values "
+                        f"(worst relative error {out['matrix_max_rel_err']:.3g}; float32 rounding allows "
+                        f"{lim['matrix_rel_err']:.2g} for the widest): "
+                        f"{', '.join(out['bad_matrices'][:3])}{' ...' if len(out['bad_matrices']) > 3 else ''}")
     if checks == "mismatch":
         failures.append(f"{len(bad)} tensor(s) do not match the checksums recorded at export: "
                         f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
-    out.update(thresholds=limits, failures=failures, **{"pass": not failures})
+    out.update(thresholds=lim, failures=failures, **{"pass": not failures})
     return out
 
 
-def _compare(engine: np.ndarray, reference: np.ndarray, rounded: np.ndarray | None) -> dict:
+def _compare(engine, reference, rounded, dequantized) -> dict:
     """The figures of verify(): errors (None when a logit is not finite), relative to max |reference logit|."""
     matches = int((engine.argmax(axis=1) == reference.argmax(axis=1)).sum())
-    out = {"finite": bool(all(np.isfinite(a).all() for a in (engine, reference, rounded) if a is not None)),
+    out = {"finite": bool(all(np.isfinite(a).all() for a in (engine, reference, rounded, dequantized)
+                              if a is not None)),
            "argmax_matches": matches, "argmax_agreement": matches / len(engine)}
     keys = ("max_abs_err", "mean_abs_err", "logit_scale", "max_rel_err", "mean_rel_err", "worst_position",
-            "rounded_max_rel_err", "rounded_mean_rel_err")
+            "rounded_max_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err", "dequantized_mean_rel_err")
     out.update(dict.fromkeys(keys))
     out["position_errors"] = []
     if not out["finite"]:
@@ -210,15 +277,61 @@ def _compare(engine: np.ndarray, reference: np.ndarray, rounded: np.ndarray | No
                max_rel_err=float(err.max()) / scale, mean_rel_err=float(err.mean()) / scale,
                worst_position=int(np.unravel_index(err.argmax(), err.shape)[0]),
                position_errors=[float(e) / scale for e in err.max(axis=1)])
-    if rounded is not None:
-        err = np.abs(engine - rounded)
-        out.update(rounded_max_rel_err=float(err.max()) / scale, rounded_mean_rel_err=float(err.mean()) / scale)
+    for name, other in (("rounded", rounded), ("dequantized", dequantized)):
+        if other is not None:
+            err = np.abs(other - reference) if name == "dequantized" else np.abs(engine - other)
+            out.update({f"{name}_max_rel_err": float(err.max()) / scale,
+                        f"{name}_mean_rel_err": float(err.mean()) / scale})
     return out
+
+
+def check_matrices(model, ref) -> dict:
+    """Every weight matrix the engine runs, multiplied by its kernels with probe inputs its int8 activation blocks
+    hold exactly (per 32 values: integers up to 127 times a power of two, one of them 127), against the file's
+    values decoded by the reference: what is left is float32 rounding, at most ~(K + 2) u of |row| |x| for K
+    columns, so one block read wrong (a share ~sqrt(32 / K) of a row) shows hundreds of times over.
+    The engine's matrices are paired with the file's tensors by role (layer i's q, k, v, o, gate, up, down; the
+    embedding and the head), which also catches a matrix put in the wrong place."""
+    from petit.kernels import matmul
+
+    net, spec = model.net, ref.spec
+    pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]
+    for L, S in zip(net.layers, spec.layers):
+        pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down")]
+    rng = np.random.default_rng(0)
+    worst, bad, checked = 0.0, [], 0
+    for W, name in pairs:
+        if W is None or name is None:
+            if (W is None) != (name is None):
+                bad.append(name or "?")
+            continue
+        w = ref.decoded(name)
+        checked += 1
+        if tuple(W.shape) != w.shape:
+            bad.append(name)
+            continue
+        K = w.shape[1]
+        if K % 32:                          # not a q8 block layout: a float matrix, any probe is exact input
+            x = rng.standard_normal((4, K)).astype(np.float32)
+        else:
+            q = rng.integers(-127, 128, (4, K // 32, 32)).astype(np.float32)
+            q[:, :, 0] = 127
+            x = (q * np.exp2(rng.integers(-4, 3, (4, K // 32, 1))).astype(np.float32)).reshape(4, K)
+        got = matmul(W, x).astype(np.float64)
+        want = x.astype(np.float64) @ w.T
+        # float32 rounding of a row's sum is at most ~K u sum|w_i x_i| <= K u |w| |x| (Cauchy-Schwarz)
+        norms = np.sqrt(np.einsum("ij,ij->i", w, w))[None, :] * np.linalg.norm(x.astype(np.float64), axis=1)[:, None]
+        err = float((np.abs(got - want) / (norms + 1e-30)).max())
+        worst = max(worst, err)
+        if not err <= 2 * (K + 2) * U32:
+            bad.append(name)
+    return {"matrices_checked": checked, "matrix_max_rel_err": worst, "bad_matrices": sorted(set(bad))}
 
 
 def _report(r: dict) -> str:
     text = r["generated_text"] if len(r["generated_text"]) <= 60 else r["generated_text"][:57] + "..."
-    lines = [f"model:       {r['model']} ({r['weights']} weights)",
+    t = r["thresholds"]
+    lines = [f"model:       {r['model']} ({r['weights']} weights, hidden {r['hidden_size']}, {r['layers']} layers)",
              f"prompt:      {r['prompt_tokens']} tokens ({r['prompt_source']}); {r['generated_tokens']} generated "
              f"greedily by the engine: {text!r}",
              f"compared:    {r['positions']} positions, engine vs independent float64 reference"]
@@ -226,22 +339,26 @@ def _report(r: dict) -> str:
         lines.append(f"generation:  FAILED: {r['generation_error']}")
     if r["finite"]:
         lines += [f"max error:   {r['max_abs_err']:.4g} (position {r['worst_position']}), {r['max_rel_err']:.3g} "
-                  f"of the logit scale {r['logit_scale']:.4g}",
-                  f"mean error:  {r['mean_abs_err']:.4g}, {r['mean_rel_err']:.3g} of the logit scale"]
+                  f"of the logit scale {r['logit_scale']:.4g} (limit {t['max_rel_err']:.3g})",
+                  f"mean error:  {r['mean_abs_err']:.4g}, {r['mean_rel_err']:.3g} of the logit scale "
+                  f"(limit {t['mean_rel_err']:.3g})"]
         if r["rounded_mean_rel_err"] is not None:
             lines.append(f"rounded:     with the reference's activations rounded to int8 blocks as the engine's: "
-                         f"max {r['rounded_max_rel_err']:.3g}, mean {r['rounded_mean_rel_err']:.3g} of the scale")
+                         f"max {r['rounded_max_rel_err']:.3g}, mean {r['rounded_mean_rel_err']:.3g} of the scale "
+                         f"(limit {t['rounded_mean_rel_err']:.3g})")
+        if r["dequantized_max_rel_err"] is not None:
+            lines.append(f"dequantized: the engine on the same values in float32: max "
+                         f"{r['dequantized_max_rel_err']:.3g} of the scale (limit {t['dequantized_max_rel_err']:.3g})")
     else:
         lines.append("logits:      NOT FINITE (NaN or infinity)")
     lines.append(f"argmax:      {r['argmax_matches']}/{r['positions']} positions agree "
-                 f"({100 * r['argmax_agreement']:.1f}%)")
+                 f"({100 * r['argmax_agreement']:.1f}%, limit {100 * t['argmax_agreement']:g}%)")
+    lines.append(f"matrices:    {r['matrices_checked']} probed through the kernels: worst {r['matrix_max_rel_err']:.3g}"
+                 f" (float32 rounding allows {t['matrix_rel_err']:.2g})"
+                 + (f"; WRONG: {', '.join(r['bad_matrices'][:3])}" if r["bad_matrices"] else ""))
     lines.append({"ok": "checksums:   ok (every tensor matches its SHA-256 recorded at export)",
                   "absent": "checksums:   none recorded in the file (not checked)",
                   "mismatch": f"checksums:   MISMATCH in {', '.join(r['bad_tensors'])}"}[r["checksums"]])
-    t = r["thresholds"]
-    rounded = f", rounded mean <= {t['rounded_mean_rel_err']:g}" if "rounded_mean_rel_err" in t else ""
-    lines.append(f"thresholds:  ({r['weights']}) of the logit scale: max <= {t['max_rel_err']:g}, mean <= "
-                 f"{t['mean_rel_err']:g}{rounded}; argmax agreement >= {t['argmax_agreement']:g}")
     lines += [f"failed:      {f}" for f in r["failures"]]
     lines.append("VERIFY PASS" if r["pass"] else "VERIFY FAIL")
     return "\n".join(lines)
@@ -250,15 +367,20 @@ def _report(r: dict) -> str:
 def add_verify_parser(subparsers):
     """Register `verify` on an argparse subparsers object; its default `func` is run_verify."""
     p = subparsers.add_parser(
-        "verify", help="check the engine against an independent reference forward on a model file",
+        "verify", help="check the engine against an independent reference forward on a model",
         description="Generate N tokens greedily with the engine, then compare the engine's logits at every "
-                    "position with an independent float64 NumPy forward of the same file, and check the "
-                    "checksums recorded at export. Exit 0 VERIFY PASS, 1 VERIFY FAIL, 2 error.")
-    p.add_argument("model", metavar="MODEL.petit", help="the model file")
+                    "position with an independent float64 NumPy forward of the same weights (every family Petit "
+                    "runs), probe every weight matrix through the kernels, and check the checksums recorded at "
+                    "export. The limits follow from the weight type, the hidden size and the depth (docs/verify.md). "
+                    "Exit 0 VERIFY PASS, 1 VERIFY FAIL, 2 error.")
+    p.add_argument("model", metavar="MODEL", help="a .petit file or a Hugging Face model folder")
     p.add_argument("-p", "--prompt", help="text to start from (default: a short chat question for a chat model, "
                                           f"else {DEFAULT_TEXT!r})")
     p.add_argument("-n", "--tokens", type=non_negative_int, default=16, metavar="N",
                    help="tokens to generate before comparing (default 16)")
+    p.add_argument("--weights", choices=_LOOSENESS, metavar="TYPE",
+                   help="convert the weights at load, as `petit run --weights` does (a folder: default q8_0; a "
+                        "file: default as stored); one of " + ", ".join(_LOOSENESS))
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     p.set_defaults(func=run_verify)
     return p
@@ -267,7 +389,7 @@ def add_verify_parser(subparsers):
 def run_verify(args) -> int:
     """Run `petit verify`; returns the exit code (0 pass, 1 fail, 2 error)."""
     try:
-        r = verify(args.model, prompt=args.prompt, n=args.tokens)
+        r = verify(args.model, prompt=args.prompt, n=args.tokens, weights=getattr(args, "weights", None))
     except (ValueError, OSError) as e:
         msg = str(e) if isinstance(e, ValueError) else f"cannot read {args.model}: {e.strerror or e}"
         if args.json:

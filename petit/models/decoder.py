@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from petit import testing_faults
 from petit.kernels import ACTIVATIONS, Weight, ffi, lib
 from petit.models.rope import Rope
 
@@ -125,6 +126,7 @@ class Decoder:
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
         self._lock = threading.Lock()     # one forward pass at a time: the scratch buffers are shared
+        testing_faults.apply(self)        # TEST-ONLY: a no-op unless PETIT_TEST_FAULT is set (petit/testing_faults.py)
 
     @property
     def weight_type(self) -> str:

@@ -1,0 +1,75 @@
+"""TEST-ONLY engine faults, so the tests can show that `petit verify` catches a wrong engine (and no user ever
+meets one): `PETIT_TEST_FAULT=NAME` in the environment, read once when a model is built (Decoder.__init__), changes
+the prepared model, never the per-token loop, so it costs nothing when unset.
+
+    drop_bias          the value bias of every layer is not added (the first of v, o, up, down, q, k biases the
+                       layers have): for families with biases only
+    rope_wrong_half    RoPE rotates by -angle, as if rotate_half took the wrong half ([x2, -x1] for [-x2, x1])
+    norm_eps_x100      every norm's epsilon x 100
+    q_block_scale_x8   the fp16 scale of one q8_0 / q4_0 block x 8: the first block of the first row of layer 0's
+                       MLP output matrix, in a private copy (the file is not touched)
+
+A fault that does not apply to the model (no bias, no RoPE) is an error, so a test cannot pass by accident; the block
+scale fault only exists in a model that runs q8_0 / q4_0 matrices (a load converting them to float reads no scale
+in the kernels).
+"""
+import os
+
+import numpy as np
+
+FAULTS = ("drop_bias", "rope_wrong_half", "norm_eps_x100", "q_block_scale_x8")
+_BIASES = ("v_b", "o_b", "up_b", "down_b", "q_b", "k_b")
+
+
+def active() -> str | None:
+    """The fault named by PETIT_TEST_FAULT (None when unset)."""
+    name = os.environ.get("PETIT_TEST_FAULT") or None
+    if name is not None and name not in FAULTS:
+        raise ValueError(f"PETIT_TEST_FAULT={name!r}: choose one of {', '.join(FAULTS)}")
+    return name
+
+
+class _MirroredRope:
+    """A Rope whose tables rotate the other way (sin negated)."""
+
+    def __init__(self, rope):
+        self.rope, self.dim, self.interleaved = rope, rope.dim, rope.interleaved
+
+    def tables(self, seq_len):
+        cos, sin = self.rope.tables(seq_len)
+        return cos, -sin
+
+
+def apply(net) -> None:
+    """Apply the active fault (if any) to a Decoder being built."""
+    name = active()
+    if name is None:
+        return
+    layers = net.layers
+    if name == "drop_bias":
+        kind = next((b for b in _BIASES if getattr(layers[0], b) is not None), None)
+        if kind is None:
+            raise ValueError("PETIT_TEST_FAULT=drop_bias: this model has no bias to drop")
+        for L in layers:
+            setattr(L, kind, None)
+    elif name == "rope_wrong_half":
+        mirrored = {}
+        for L in layers:
+            if L.rope is not None:
+                L.rope = mirrored.setdefault(id(L.rope), _MirroredRope(L.rope))
+        if not mirrored:
+            raise ValueError("PETIT_TEST_FAULT=rope_wrong_half: this model has no RoPE")
+    elif name == "norm_eps_x100":
+        norms = [net.final_norm] + [n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm,
+                                                                 L.post_mlp_norm, L.q_norm, L.k_norm) if n is not None]
+        for n in {id(n): n for n in norms}.values():
+            n.eps *= 100
+    else:
+        from petit.kernels import Weight
+        W = layers[0].down
+        if W.dtype not in ("q8_0", "q4_0"):      # a load that dequantizes the matrices never reads a block scale
+            return
+        raw = np.array(W.raw, np.uint8).reshape(-1)
+        d = raw[:2].view("<f2")
+        d[0] = np.float16(d[0] * np.float16(8))
+        layers[0].down = Weight(raw, W.dtype, W.shape)

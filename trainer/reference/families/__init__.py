@@ -1,0 +1,30 @@
+"""The families the reference models, one function per Hugging Face `model_type`: `spec(cfg, names) -> ModelSpec`
+(cfg the config dict, names the tensor names in the file). Grouped by layout: llama.py (Llama's tensor names:
+llama, mistral, qwen2, qwen3, phi3, olmo2, granite, smollm3), gemma.py (gemma, gemma2, gemma3_text), gpt.py (gpt2,
+gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2).
+
+A family added to the engine is not verified until it is added here: `spec_for` refuses an unknown model_type by
+name, so `petit verify` reports an error instead of a verdict computed with the wrong architecture.
+"""
+from trainer.reference.families import cohere, gemma, gpt, llama
+
+FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES}
+
+
+class UnsupportedFamily(ValueError):
+    """The reference does not model this model_type (or a feature of it)."""
+
+
+def spec_for(cfg: dict, names):
+    """The ModelSpec of a config; raises UnsupportedFamily naming what is not modelled."""
+    kind = cfg.get("model_type")
+    if kind not in FAMILIES:
+        raise UnsupportedFamily(f"the independent reference does not model model_type {kind!r} (it models "
+                                f"{', '.join(sorted(FAMILIES))}), so it cannot verify this model")
+    if cfg.get("rope_parameters") is not None:       # the engine writes rope_theta / rope_scaling into its files
+        raise UnsupportedFamily(f"the independent reference reads RoPE settings as rope_theta / rope_scaling; this "
+                                f"{kind} config has transformers 5's rope_parameters, which it does not model")
+    try:
+        return FAMILIES[kind](cfg, set(names))
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        raise ValueError(f"the reference cannot read this {kind} config ({type(e).__name__}: {e})") from None

@@ -1,0 +1,64 @@
+"""The reference's float64 building blocks: norms, activations, RoPE rotation, causal attention."""
+import math
+
+import numpy as np
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def act(name: str, x: np.ndarray) -> np.ndarray:
+    if name == "silu":
+        return x * (0.5 + 0.5 * np.tanh(0.5 * x))                     # x * sigmoid(x), no overflow
+    if name == "gelu":
+        return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if name == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if name == "relu":
+        return np.maximum(x, 0.0)
+    raise ValueError(f"activation {name!r} is not modelled by the reference")
+
+
+def norm(x: np.ndarray, kind: str, eps: float, w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
+    """Normalise the last axis; w / b broadcast against x (a [heads, n] weight over x [T, heads, n])."""
+    if kind == "rms":
+        y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    else:
+        c = x - x.mean(axis=-1, keepdims=True)
+        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interleaved: bool) -> np.ndarray:
+    """x [T, heads, hd] with its first `dim` values of each head rotated by position t * inv_freq."""
+    T = x.shape[0]
+    angle = np.arange(T, dtype=np.float64)[:, None] * inv_freq[None, :]            # [T, dim/2]
+    cos, sin = (np.cos(angle) * factor)[:, None, :], (np.sin(angle) * factor)[:, None, :]
+    out = x.copy()
+    r = x[..., :dim]
+    a, b = (r[..., 0::2], r[..., 1::2]) if interleaved else (r[..., :dim // 2], r[..., dim // 2:])
+    ra, rb = a * cos - b * sin, b * cos + a * sin
+    if interleaved:
+        out[..., 0:dim:2], out[..., 1:dim:2] = ra, rb
+    else:
+        out[..., :dim // 2], out[..., dim // 2:dim] = ra, rb
+    return out
+
+
+def attention(q, k, v, scale: float, softcap: float, window: int) -> np.ndarray:
+    """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
+    softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i."""
+    T, H, hd = q.shape
+    kv_of = np.arange(H) // (H // k.shape[1])
+    s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    hidden = (j > i) | ((i - j >= window) if window else False)
+    s[:, hidden] = -np.inf
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum("hts,shd->thd", p, v[:, kv_of]).reshape(T, H * hd)

@@ -1,0 +1,73 @@
+"""What the reference forward needs to know about a model, as plain data: a family module (trainer/reference/families)
+reads the config and the tensor names of its family into a `ModelSpec`; trainer/reference/forward.py runs it.
+Names are tensor names in the file; None means "absent"."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class NormSpec:
+    """RMSNorm (`kind` "rms": x / sqrt(mean(x^2) + eps) * w) or LayerNorm ("layer": (x - mean) / sqrt(var + eps) * w
+    + b). `weight` may be [n] or, one row per head, [heads, n]; `add` is added to the weight (Gemma's 1 + w)."""
+    kind: str
+    eps: float
+    weight: str | None
+    bias: str | None = None
+    add: float = 0.0
+
+
+@dataclass
+class RopeSpec:
+    """Rotate the first `dim` values of each head of q and k by position: pairs (i, i + dim/2), or (2i, 2i+1) when
+    `interleaved`; `freqs(seq_len)` -> (inverse frequencies [dim/2], attention factor multiplying cos and sin)."""
+    dim: int
+    freqs: object
+    interleaved: bool = False
+
+
+@dataclass
+class LayerSpec:
+    q: str
+    k: str
+    v: str
+    o: str
+    up: str
+    down: str
+    gate: str | None = None              # None: a plain MLP act(up x + b) -> down
+    q_b: str | None = None
+    k_b: str | None = None
+    v_b: str | None = None
+    o_b: str | None = None
+    gate_b: str | None = None
+    up_b: str | None = None
+    down_b: str | None = None
+    attn_norm: NormSpec | None = None
+    mlp_norm: NormSpec | None = None     # parallel block: None means the MLP reads attn_norm's output
+    post_attn_norm: NormSpec | None = None
+    post_mlp_norm: NormSpec | None = None
+    q_norm: NormSpec | None = None
+    k_norm: NormSpec | None = None
+    qk_norm_over_heads: bool = True      # False: the q/k norms span the whole projection (OLMo 2)
+    rope: RopeSpec | None = None
+    window: int = 0                      # 0: full causal attention; W: a query sees itself and the W - 1 before
+
+
+@dataclass
+class ModelSpec:
+    family: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    embed: str
+    head: str
+    final_norm: NormSpec
+    layers: list = field(default_factory=list)
+    act: str = "silu"                    # silu, gelu (erf), gelu_tanh, relu
+    parallel: bool = False               # x + attn(n1(x)) + mlp(n2(x))
+    attn_scale: float | None = None      # None: head_dim ** -0.5
+    attn_softcap: float = 0.0
+    embed_scale: float = 1.0
+    residual_scale: float = 1.0
+    pos_embed: str | None = None         # learned absolute positions (GPT-2)
+    head_b: str | None = None
+    logit_scale: float = 1.0
+    logit_softcap: float = 0.0
