@@ -209,6 +209,19 @@ def test_non_finite_weights_are_refused_naming_the_tensor_and_the_first_one(fold
                             f"after training diverged")
 
 
+def test_a_petit_file_quantized_at_load_names_the_tensor_holding_a_non_finite_weight(folder, tmp_path):
+    """A float .petit file converted to q4_0 while it loads goes through the same quantizer as a folder."""
+    name = "model.layers.0.self_attn.o_proj.weight"
+    _poison(folder, name, {(7, 9): np.inf})
+    r = _cli("convert", folder, "-o", tmp_path / "m.petit", "--f32")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(ValueError) as e:
+        petit.load(tmp_path / "m.petit", weights="q4_0")
+    assert str(e.value) == (f"{tmp_path / 'm.petit'}: tensor {name!r}: the weight at [7, 9] is inf (not a finite "
+                            f"number); it cannot be stored as q4_0: the checkpoint is damaged or was saved after "
+                            f"training diverged")
+
+
 def test_convert_refuses_non_finite_weights(folder, tmp_path):
     _poison(folder, "model.embed_tokens.weight", {(300, 1): np.nan})
     r = _cli("convert", folder, "-o", tmp_path / "m.petit", "--q4")

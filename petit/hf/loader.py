@@ -66,14 +66,8 @@ class HFSource(TensorSource):
         mapped pages as it goes: the peak is the converted matrix plus one slice, not the matrix in float32.
 
         Raises:
-            ValueError: a NaN or an infinity the quantizer met, naming the tensor and where in it the first is.
+            NonFiniteError: a NaN or an infinity the quantizer met, at its row in the whole matrix.
         """
-        try:
-            return self._convert(name, shape, target)
-        except NonFiniteError as e:
-            raise ValueError(f"{self.where}: tensor {name!r}: {e}") from None
-
-    def _convert(self, name, shape, target):
         dtype, stored_shape = self.ckpt.info(name) if name not in self.derived else ("f32", None)
         if name in self.derived or dtype not in ("f32", "f16", "bf16") or len(stored_shape) != 2:
             return super().convert(name, shape, target)

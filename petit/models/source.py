@@ -5,7 +5,7 @@ the model runs on and the loader can report tensors nobody asked for.
 """
 import numpy as np
 
-from petit.kernels import Weight, dequantize, quantize
+from petit.kernels import NonFiniteError, Weight, dequantize, quantize
 from petit.models.decoder import Vec
 
 QUANTIZED = ("q8_0", "q4_0")
@@ -45,7 +45,10 @@ class TensorSource:
             if target in QUANTIZED and shape[1] % 32:
                 self.fallbacks.append(name)
                 target = "f16"
-            raw = self.convert(name, shape, target)
+            try:
+                raw = self.convert(name, shape, target)
+            except NonFiniteError as e:      # a NaN / infinity the quantizer met: name the tensor too
+                raise ValueError(f"{self.where}: tensor {name!r}: {e}") from None
         w = Weight(raw, target, shape)
         self.used[name] = (target, tuple(shape), raw)
         return w
