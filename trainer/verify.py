@@ -253,7 +253,7 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
                         f"{lim['matrix_rel_err']:.2g} for the widest): "
                         f"{', '.join(out['bad_matrices'][:3])}{' ...' if len(out['bad_matrices']) > 3 else ''}")
     if checks == "mismatch":
-        failures.append(f"{len(bad)} tensor(s) do not match the checksums recorded at export: "
+        failures.append(f"{len(bad)} tensor(s) do not match the checksums recorded in the file: "
                         f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
     out.update(thresholds=lim, failures=failures, **{"pass": not failures})
     return out
@@ -356,7 +356,7 @@ def _report(r: dict) -> str:
     lines.append(f"matrices:    {r['matrices_checked']} probed through the kernels: worst {r['matrix_max_rel_err']:.3g}"
                  f" (float32 rounding allows {t['matrix_rel_err']:.2g})"
                  + (f"; WRONG: {', '.join(r['bad_matrices'][:3])}" if r["bad_matrices"] else ""))
-    lines.append({"ok": "checksums:   ok (every tensor matches its SHA-256 recorded at export)",
+    lines.append({"ok": "checksums:   ok (every tensor matches the checksum recorded in the file)",
                   "absent": "checksums:   none recorded in the file (not checked)",
                   "mismatch": f"checksums:   MISMATCH in {', '.join(r['bad_tensors'])}"}[r["checksums"]])
     lines += [f"failed:      {f}" for f in r["failures"]]

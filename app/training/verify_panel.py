@@ -148,7 +148,7 @@ class VerifyPanel(QWidget):
                                  f"with the engine's int8 rounding (PASS needs ≤ {t['rounded_mean_rel_err']:g})")
         else:
             d["rounded"].setText("not needed (no q8_0 / q4_0 matrices)")
-        d["checksums"].setText({"ok": "every tensor matches the SHA-256 recorded at export",
+        d["checksums"].setText({"ok": "every tensor matches the checksum recorded in the file",
                                 "absent": "none recorded in the file (not checked)",
                                 "mismatch": f"MISMATCH in {', '.join(r['bad_tensors'])}"}[r["checksums"]])
         answer, end = r.get("answer", r["generated_text"]), r.get("end_marker")
