@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from petit.chat import render_template
+from petit.chat.template import render_template
 from petit.generate import Step, generate_tokens
 from petit.sample import Sampler
 from petit.stop import StopStrings

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-import petit.kernels as K
-from petit._native import lib
+import petit.native as K
+from petit.native import lib
 from tests import oracles
 
 PATHS = [isa for isa, code in {"scalar": 0, "avx2": 1, "avx512": 2}.items() if lib.pt_isa_supported(code)]

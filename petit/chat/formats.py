@@ -4,7 +4,7 @@ Each is the common form of that family's template: messages rendered in order, t
 assistant turn. A model's own template (rendered by petit.chat) always describes the model best; these exist for
 models that ship none. "raw" is not a template: it is the completion notebook (see petit.session.RawSession).
 """
-from petit.chat import render_template
+from petit.chat.template import render_template
 
 FORMATS = {
     "chatml": (

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from petit.chat import TemplateError
+from petit.chat.template import TemplateError
 from petit.sample import Sampler, resolve
 from petit.server.schema import ApiError
 
