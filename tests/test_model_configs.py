@@ -38,15 +38,17 @@ def declared(model_type: str) -> dict:
 
 
 def resolved(model_type: str) -> dict:
-    """{"required": the keys from_dict insists on, "declared": the declared defaults, "fields": the dataclass fields (what to_dict writes) and "derived": the
-    other attributes _validate sets, each {name: repr(value)}, of the config built from the minimal dict}."""
+    """{"required": the keys from_dict insists on, "declared": the declared defaults, and of the config built from
+    the minimal dict, "fields": its dataclass fields (what to_dict writes) and "derived": the other attributes
+    _validate sets}, values as repr strings."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # the minimal dict must not hit an "ignoring unknown key" report
         cfg = get_family(model_type).Config.from_dict(dict(MINIMAL_GPT2 if model_type == "gpt2" else MINIMAL))
     fields = cfg.to_dict()
     derived = {k: v for k, v in vars(cfg).items() if k not in fields and k != "unknown_keys"}
     assert cfg.unknown_keys == []
-    return {"required": list(type(cfg)._REQUIRED), "declared": declared(model_type), "fields": {k: repr(v) for k, v in sorted(fields.items())},
+    return {"required": list(type(cfg)._REQUIRED), "declared": declared(model_type),
+            "fields": {k: repr(v) for k, v in sorted(fields.items())},
             "derived": {k: repr(v) for k, v in sorted(derived.items())}}
 
 
