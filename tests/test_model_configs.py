@@ -65,3 +65,20 @@ def test_defaults_and_fields_unchanged(model_type):
     assert sorted(got["fields"]) == sorted(want["fields"]), "the fields the family accepts changed"
     assert got["fields"] == want["fields"]
     assert got["derived"] == want["derived"]
+
+
+def test_llama_tensor_shapes_list_every_tensor_the_builder_reads(tmp_path):
+    """tests/models.py writes a model from tensor_shapes; with every bias switched on, the engine must load it (no
+    tensor missing, none left over) and run the gate bias too."""
+    import petit
+    from petit.models.llama import LlamaConfig, tensor_shapes
+    from tests.models import TINY, write_model
+    cfg = dict(TINY, attention_bias=True, mlp_bias=True)
+    _, weights = write_model(tmp_path / "m.petit", cfg)
+    assert set(weights) == set(tensor_shapes(LlamaConfig.from_dict(cfg)))
+    model = petit.load(tmp_path / "m.petit", weights="f32")
+    try:
+        assert model.net.layers[0].gate_b.a.tolist() == weights["model.layers.0.mlp.gate_proj.bias"].tolist()
+        assert sorted(model.tensors) == sorted(weights)
+    finally:
+        model.close()

@@ -51,7 +51,8 @@ def tensor_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
             shapes.update({p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
                            p + "self_attn.v_proj.bias": (kv,), p + "self_attn.o_proj.bias": (D,)})
         if cfg.mlp_bias:
-            shapes.update({p + "mlp.up_proj.bias": (F,), p + "mlp.down_proj.bias": (D,)})
+            shapes.update({p + "mlp.gate_proj.bias": (F,), p + "mlp.up_proj.bias": (F,),
+                           p + "mlp.down_proj.bias": (D,)})
     shapes["model.norm.weight"] = (D,)
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, D)
