@@ -5,12 +5,11 @@ import io
 import numpy as np
 import pytest
 
+from petit import model as engine
 from trainer.chat_corpus import make_split
 from trainer.export import export_petit
 from trainer.model import forward
 from trainer.train import TrainConfig, train
-
-engine = pytest.importorskip("petit.model", reason="the engine (petit.model) is not available")
 
 
 @pytest.mark.parametrize("tied", [True, False])

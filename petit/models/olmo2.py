@@ -7,7 +7,7 @@ from petit.models.common import default_rope, llama_like
 from petit.models.llama import LlamaConfig
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Olmo2Config(LlamaConfig):
     rms_norm_eps: float = 1e-5
     model_type: str = "olmo2"
