@@ -82,3 +82,21 @@ def test_llama_tensor_shapes_list_every_tensor_the_builder_reads(tmp_path):
         assert sorted(model.tensors) == sorted(weights)
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("model_type", ["llama", "granite", "olmo2", "smollm3"])
+def test_every_family_on_llamaconfig_honours_rope_interleaved(model_type, tmp_path):
+    """Petit's own rope_interleaved key is a field of every family built on LlamaConfig; Granite, OLMo 2 and
+    SmolLM3 inherited it and ignored it (the review's appendix)."""
+    import shutil
+
+    import petit
+    case = {"llama": "llama", "granite": "granite", "olmo2": "olmo2", "smollm3": "smollm3"}[model_type]
+    folder = tmp_path / case
+    shutil.copytree(Path(__file__).parent / "fixtures" / "hf" / case, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_interleaved"] = True
+    (folder / "config.json").write_text(json.dumps(config))
+    model = petit.load(folder, weights="f32")
+    ropes = [layer.rope for layer in model.net.layers if layer.rope is not None]
+    assert ropes and all(r.interleaved for r in ropes)

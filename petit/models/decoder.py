@@ -256,9 +256,10 @@ class Decoder:
         buf, act = scratch.p, ACTIVATIONS[self.arch.act]
         if layer.gate is not None:
             rc = lib.pt_matmul3(layer.gate.c, layer.up.c, ffi.NULL, mlp_in, T, buf["gate"], buf["up"], ffi.NULL)
+            if layer.gate_b is not None:
+                rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
             if layer.up_b is not None:
-                rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0) | \
-                    lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
+                rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
             return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
         rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
         return rc | lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, act)
@@ -283,9 +284,9 @@ class Decoder:
         arch = self.arch
         n = logits_out.shape[0]             # the last n positions
         first = buf["resid"] + (T - n) * D
-        self.final_norm(first, n, D, buf["normed"])
-        if lib.pt_matmul(self.lm_head.c, buf["normed"], n, fptr(logits_out), 0):
-            raise RuntimeError("kernel error in the LM head")
+        rc = self.final_norm(first, n, D, buf["normed"])
+        if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], n, fptr(logits_out), 0):
+            raise RuntimeError("kernel error in the final norm or the LM head")
         if self.lm_head_b is not None:
             logits_out += self.lm_head_b.a
         if arch.logit_scale != 1.0:

@@ -27,7 +27,7 @@ class LlamaConfig(DecoderConfig):
 
 def build(cfg: LlamaConfig, t):
     from petit.models.common import default_rope
-    rope = default_rope(cfg, interleaved=cfg.rope_interleaved)
+    rope = default_rope(cfg)
     return llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
                       mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length)
 
