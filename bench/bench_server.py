@@ -9,9 +9,9 @@ greedy sampling; the time to first token (TTFT) is measured from sending the req
 at concurrency > 1 it includes the time spent waiting in the server's queue. Each level runs until it has answered
 --requests requests or --seconds have passed, whichever comes first (requests in flight are then waited for).
 
-The peer is the engine alone: the same questions answered one after the other by a generation Session in this process, with
-the same KV-cache prefix reuse, half of its requests before the server levels and half after (the machine's load
-drifts). `vs engine` divides the server's requests/s (or TTFT) at each level by the
+The peer is the engine alone: the same questions answered one after the other by a generation Session in this process,
+with the same KV-cache prefix reuse, half of its requests before the server levels and half after (the machine's
+load drifts). `vs engine` divides the server's requests/s (or TTFT) at each level by the
 engine's; `vs c=1` divides each level by the one-client level. One engine answers one request at a time, so more
 clients should not raise requests/s (ratio ~1) and should multiply the median TTFT by about the concurrency.
 

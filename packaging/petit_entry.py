@@ -121,7 +121,8 @@ def smoke_engine(say) -> list[str]:
         try:
             for question, expected in SMOKE_QUESTIONS:
                 session = Session(model)                                       # greedy by default
-                steps = list(session.reply([{"role": "user", "content": question}], Params(max_tokens=SMOKE_MAX_TOKENS)))
+                messages = [{"role": "user", "content": question}]
+                steps = list(session.reply(messages, Params(max_tokens=SMOKE_MAX_TOKENS)))
                 got = "".join(s.text for s in steps).strip()
                 say(f"{name}: {question!r} -> {got!r} ({len(steps)} tokens, expected {expected!r})")
                 _check(got == expected, f"{name} answered {question!r} with {got!r}, expected {expected!r}")

@@ -1,4 +1,5 @@
-"""Tests for petit.generation.sample.Sampler: penalties, greedy, temperature, top-k, top-p, min-p, seeding and validation."""
+"""Tests for petit.generation.sample.Sampler: penalties, greedy, temperature, top-k, top-p, min-p, seeding and
+validation."""
 
 import numpy as np
 import pytest

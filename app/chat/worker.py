@@ -16,8 +16,7 @@ from dataclasses import asdict
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from petit.generation.sample import Sampler
-from petit.generation.session import Params, Session
+from petit.generation import Params, Sampler, Session
 
 
 class GenerationWorker(QObject):
@@ -66,11 +65,8 @@ class GenerationWorker(QObject):
             raise ValueError("no model is loaded")
         key = (options.get("template"), options.get("n_ctx"), options.get("kv_type"))
         if self.session is None or key != self._session_key:
-            session = Session(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
-            if not session.has_template:
-                raise ValueError("this model has no chat template; give one (or use `petit run` for plain "
-                                 "completion)")
-            self.session, self._session_key = session, key
+            self.session = Session(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
+            self._session_key = key
         return self.session
 
     @staticmethod

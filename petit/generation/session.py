@@ -113,10 +113,6 @@ class Session:
     def n_ctx(self) -> int:
         return self.cache.n_ctx
 
-    @property
-    def has_template(self) -> bool:
-        return bool(self.template)
-
     def cancel(self) -> None:
         """Stop the reply in progress after the current token; safe to call from any thread."""
         self._cancel.set()
