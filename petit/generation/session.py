@@ -135,7 +135,9 @@ class Session:
         """Stream the assistant's reply to `messages` (a list of {"role", "content"}, ending with the user's) as
         Steps (text deltas are complete UTF-8). With `partial`, the reply goes on from that text (a reply that was
         cut off): the Steps carry only the new text. `messages` is not changed; when old turns were dropped to fit,
-        the Steps' stats say how many messages (after a system prompt) the model no longer saw.
+        the Steps' stats say how many messages (after a system prompt) the model no longer saw. A reply stopped early
+        (cancel, or the caller closing the iterator) ends with the last Step's text: text still held back then (a
+        partial character, the possible start of a stop string) is dropped.
 
         Raises (before the first Step): TemplateError, ContextFullError (a ValueError), ValueError."""
         params = params or Params()
