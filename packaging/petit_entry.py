@@ -100,7 +100,7 @@ def smoke_engine(say) -> list[str]:
     import petit
     from petit.assets import asset_dirs, default_model_path
     from petit.kernels import info
-    from petit.session import ChatSession
+    from petit.generation import Params, Session
 
     notes = []
     i = info()
@@ -120,8 +120,9 @@ def smoke_engine(say) -> list[str]:
         model = petit.load(os.path.join(model_dir, name))
         try:
             for question, expected in SMOKE_QUESTIONS:
-                session = ChatSession(model, max_tokens=SMOKE_MAX_TOKENS)     # greedy by default
-                steps = list(session.send(question))
+                session = Session(model)                                       # greedy by default
+                messages = [{"role": "user", "content": question}]
+                steps = list(session.reply(messages, Params(max_tokens=SMOKE_MAX_TOKENS)))
                 got = "".join(s.text for s in steps).strip()
                 say(f"{name}: {question!r} -> {got!r} ({len(steps)} tokens, expected {expected!r})")
                 _check(got == expected, f"{name} answered {question!r} with {got!r}, expected {expected!r}")

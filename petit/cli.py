@@ -21,7 +21,7 @@ WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.model.WEIGH
 
 
 def _add_sampling_flags(p) -> None:
-    # None = not given: the setting then comes from the model's generation defaults, else petit.sample.FALLBACK
+    # None = not given: the setting then comes from the model's generation defaults, else sample.FALLBACK
     p.add_argument("-t", "--temperature", type=number, help="0 = greedy (default: the model's, else 0.8)")
     p.add_argument("--greedy", action="store_true", help="the same as -t 0")
     p.add_argument("-k", "--top-k", type=non_negative_int, help="keep the k likeliest tokens (0 = off)")
@@ -43,8 +43,8 @@ def _explicit_sampling(args) -> dict:
 def check_sampling_flags(args) -> None:
     """A sampling flag out of range, or too many or too long --stop strings, is a usage error, found before the
     model loads (not a runtime one after)."""
-    from petit.sample import Sampler, resolve
-    from petit.stop import check_stop_strings
+    from petit.generation.sample import Sampler, resolve
+    from petit.generation.stop import check_stop_strings
     try:
         Sampler(**resolve(_explicit_sampling(args)))
         check_stop_strings(getattr(args, "stop", None) or [])
@@ -53,7 +53,7 @@ def check_sampling_flags(args) -> None:
 
 
 def _sampler(args, model):
-    from petit.sample import Sampler, resolve
+    from petit.generation.sample import Sampler, resolve
     return Sampler(**resolve(_explicit_sampling(args), model.metadata.get("generation")))
 
 
@@ -143,32 +143,28 @@ def _count(n: int) -> str:
 
 def cmd_chat(args) -> int:
     import petit
+    from petit.generation.session import Params, Session
     from petit.repl import ChatLoop
-    from petit.session import ChatSession
 
     args.model = model_path(args)
     check_sampling_flags(args)
     from petit.formats import get_format
-    from petit.session import RawSession
     configure_threads(args)
     model = petit.load(args.model, weights=args.weights)
     sampler = _sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
-    if fmt == "raw":
-        if args.format is None:
-            print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
-                  "--format picks a chat format)", file=sys.stderr)
-        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx,
-                             stop_strings=args.stop, kv_type=args.kv)
-    else:
-        template = get_format(args.format) if args.format else None
-        session = ChatSession(model, template=template, system=args.system, sampler=sampler,
-                              max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
-                              stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
+    if fmt == "raw" and args.format is None:
+        print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
+              "--format picks a chat format)", file=sys.stderr)
+    template = get_format(args.format) if args.format and fmt != "raw" else None
+    session = Session(model, template=template, n_ctx=args.ctx, kv_type=args.kv,
+                      reuse_cache=not args.no_cache_reuse)
+    params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns)
     print(f"petit chat: {args.model} ({_count(model.n_params)} parameters, {model.n_layers} layers, "
-          f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
+          f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.n_ctx}, format: {fmt}); "
           f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
-    return ChatLoop(session, raw=fmt == "raw", stats=args.stats).run()
+    return ChatLoop(session, params, raw=fmt == "raw", system=None if fmt == "raw" else args.system,
+                    stats=args.stats).run()
 
 
 def _add_info(sub) -> None:
@@ -202,7 +198,7 @@ def _write_npy_atomic(path: str, arr: np.ndarray) -> None:
 
 def cmd_run(args) -> int:
     import petit
-    from petit.generate import stream_text
+    from petit.generation.loop import stream_text
     from petit.tokenizer import Tokenizer
 
     if args.merges and not args.vocab:
@@ -215,7 +211,7 @@ def cmd_run(args) -> int:
     tok = model.tokenizer
     if tok is None:
         raise ValueError(f"{args.model}: the file has no tokenizer; give one with -v VOCAB [-g MERGES]")
-    ids = tok.encode(args.prompt, add_bos=getattr(tok, "add_bos_token", None))   # HF: as the tokenizer adds it
+    ids = tok.encode(args.prompt, add_bos=tok.adds_bos)      # a BOS if the tokenizer adds one to plain text
     if not ids:
         if tok.bos_id is None:
             raise ValueError("the prompt is empty and the model has no BOS token to start from: give -p TEXT")

@@ -17,7 +17,7 @@ import petit  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
 from petit.server import Server  # noqa: E402
 from petit.server.engine import Engine  # noqa: E402
-from petit.session import ChatSession  # noqa: E402
+from petit.generation.session import Session  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
@@ -39,7 +39,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def prompt_len():
-    session = ChatSession(petit.load(default_model_path()))
+    session = Session(petit.load(default_model_path()))
 
     def count(text):
         return len(session.prompt_ids([{"role": "user", "content": text}]))

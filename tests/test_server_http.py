@@ -17,10 +17,10 @@ pytest.importorskip("uvicorn")
 import petit  # noqa: E402
 import petit.server.engine as engine_module  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
-from petit.sample import Sampler  # noqa: E402
+from petit.generation.sample import Sampler  # noqa: E402
 from petit.server import Server  # noqa: E402
 from petit.server.engine import Engine  # noqa: E402
-from petit.session import ChatSession  # noqa: E402
+from petit.generation.session import Session  # noqa: E402
 
 MODEL = default_model_path()
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
@@ -209,7 +209,7 @@ def test_bad_completion_requests_get_openai_errors(client, body, expected):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_prompt_longer_than_the_context(client, stream):
     text = "hello " * 60
-    n = len(ChatSession(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
+    n = len(Session(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
     r = client.post("/chat/completions", json=chat(text, stream=stream))
     assert (r.status_code, r.headers["content-type"]) == (400, "application/json")
     assert r.json() == error(f"This model's maximum context length is 128 tokens. However, your messages resulted in "
@@ -224,7 +224,7 @@ def test_a_prompt_longer_than_the_context(client, stream):
 
 def test_a_reply_that_fills_the_context_ends_with_length(client, slow):
     text = "hello " * 38
-    n = len(ChatSession(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
+    n = len(Session(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
     assert 120 < n < 127                          # a few tokens of room left in the 128-token context
     r = client.post("/chat/completions", json=chat(text, max_tokens=100)).json()
     assert r["choices"][0]["finish_reason"] == "length"

@@ -1,12 +1,12 @@
 """A model's settings: what the user chose (overrides; a missing key = the model's default), the values they
 resolve to, and the options the generation worker and the server panel receive.
 
-Sampling settings resolve as the engine's CLI does (petit.sample.resolve): the user's value > the model's
+Sampling settings resolve as the engine's CLI does (petit.generation.sample.resolve): the user's value > the model's
 generation defaults > petit's fallback. The rest default to: 256 tokens per reply, no system prompt, the model's
 own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type and the weights as stored.
 """
 from petit.formats import FORMATS, get_format
-from petit.sample import FALLBACK, resolve
+from petit.generation.sample import FALLBACK, resolve
 
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties
 OTHER_DEFAULTS = {"seed": None, "max_tokens": 256, "system": "", "format": None, "n_ctx": None, "kv_type": None,

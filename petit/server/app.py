@@ -19,7 +19,7 @@ from starlette.routing import Route
 from petit.server import schema, sse
 from petit.server.engine import Delta, Failed, Job
 from petit.server.schema import ApiError
-from petit.stop import check_stop_strings
+from petit.generation.stop import check_stop_strings
 
 MAX_BODY = 2 * 1024 * 1024
 

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QThread
 
 import petit
-import petit.session
+import petit.generation.session
 from app.models.loader import LoadJob
 from app_helpers import DEFAULT, HF_FOLDER, Q4, TIMEOUT_MS, send_and_wait, wait_idle
 
@@ -31,11 +31,11 @@ class ThreadLog:
 
 @pytest.fixture
 def engine_calls(monkeypatch):
-    """Wrap the engine's entry points the app calls (petit.load; ChatSession's token generation and prompt
+    """Wrap the engine's entry points the app calls (petit.load; the Session's token generation and prompt
     rendering) to log the thread each call runs on; they still do their work."""
     log = ThreadLog()
-    load, generate_tokens = petit.load, petit.session.generate_tokens
-    prompt_ids = petit.session.ChatSession.prompt_ids
+    load, generate_tokens = petit.load, petit.generation.session.generate_tokens
+    prompt_ids = petit.generation.session.Session.prompt_ids
 
     def logged_load(*args, **kwargs):
         log.record("load")
@@ -50,8 +50,8 @@ def engine_calls(monkeypatch):
         return prompt_ids(self, messages)
 
     monkeypatch.setattr(petit, "load", logged_load)
-    monkeypatch.setattr(petit.session, "generate_tokens", logged_generate_tokens)
-    monkeypatch.setattr(petit.session.ChatSession, "prompt_ids", logged_prompt_ids)
+    monkeypatch.setattr(petit.generation.session, "generate_tokens", logged_generate_tokens)
+    monkeypatch.setattr(petit.generation.session.Session, "prompt_ids", logged_prompt_ids)
     return log
 
 
