@@ -497,6 +497,28 @@ def test_allowed_hosts_extend_the_check():
         assert r.status_code == 200
 
 
+def test_the_request_log_gets_every_request_the_guard_included():
+    logged = []
+    with serving(api_key="k", request_log=logged.append) as server:
+        key = {"Authorization": "Bearer k"}
+        assert httpx.get(server.url + "/models", headers=key, timeout=10).status_code == 200
+        assert httpx.get(server.url + "/models", timeout=10).status_code == 401
+        assert httpx.post(server.url + "/chat/completions", json=chat("what is 12 plus 7?"), headers=key,
+                          timeout=10).json()["choices"][0]["message"]["content"] == "19"
+        assert httpx.get(server.url.removesuffix("/v1") + "/nowhere", headers=key, timeout=10).status_code == 404
+    assert [(r.client, r.method, r.path, r.status) for r in logged] == [
+        ("127.0.0.1", "GET", "/v1/models", 200), ("127.0.0.1", "GET", "/v1/models", 401),
+        ("127.0.0.1", "POST", "/v1/chat/completions", 200), ("127.0.0.1", "GET", "/nowhere", 404)]
+    assert all(r.duration_s >= 0 for r in logged)
+
+
+def test_the_request_line():
+    from petit.server.app import LoggedRequest, request_line
+    assert request_line(LoggedRequest("::1", "POST", "/v1/completions", 200, 0.0123)) == \
+        "::1 POST /v1/completions 200 12 ms"
+    assert request_line(LoggedRequest("-", "GET", "/health", None, 2.0)) == "- GET /health disconnected 2000 ms"
+
+
 # ---- faults ----
 def test_503_while_the_model_loads():
     gate = threading.Event()
