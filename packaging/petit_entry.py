@@ -239,10 +239,6 @@ def _smoke_app_window(say) -> list[str]:
                 time.sleep(0.01)
             say(f"app: window ready, model {getattr(chat, 'model_name', '?')!r}")
             notes.append("app window")
-        broken = [name for name, panel in getattr(window, "panels", {}).items()
-                  if panel.objectName() == "panelPlaceholder" and "could not be loaded" in panel.text()]
-        _check(not broken, "app panels failed to load: " + "; ".join(
-            window.panels[name].text() for name in broken))
         if chat is not None and all(hasattr(chat, a) for a in ("send", "busy", "messages")):
             question, expected = SMOKE_QUESTIONS[0]
             chat.send(question)
