@@ -152,10 +152,10 @@ def smoke_serve(say) -> list[str]:
 
     from petit.assets import default_model_path
     from petit.server import Server
-    from petit.server.engine import Engine
+    from petit.server.engine import ServerWorker
 
     question, expected = SMOKE_QUESTIONS[0]
-    server = Server(Engine(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
+    server = Server(ServerWorker(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
     server.start(timeout=SMOKE_TIMEOUT)
     try:
         base = server.url.rstrip("/")

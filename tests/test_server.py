@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn")
 import petit  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
 from petit.server import Server  # noqa: E402
-from petit.server.engine import Engine  # noqa: E402
+from petit.server.engine import ServerWorker  # noqa: E402
 from petit.session import ChatSession  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +25,7 @@ CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n
 
 @pytest.fixture(scope="module")
 def server():
-    server = Server(Engine(default_model_path(), max_tokens=32), port=0).start()
+    server = Server(ServerWorker(default_model_path(), max_tokens=32), port=0).start()
     yield server
     server.stop()
     assert not any(t.name.startswith("petit-") and t.is_alive() for t in threading.enumerate())

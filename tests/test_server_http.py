@@ -19,7 +19,7 @@ import petit.server.engine as engine_module  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
 from petit.sample import Sampler  # noqa: E402
 from petit.server import Server  # noqa: E402
-from petit.server.engine import Engine  # noqa: E402
+from petit.server.engine import ServerWorker  # noqa: E402
 from petit.session import ChatSession  # noqa: E402
 
 MODEL = default_model_path()
@@ -37,7 +37,7 @@ def _no_server_threads():
 @contextmanager
 def serving(**options):
     engine_options = {"max_tokens": 32} | {k: options.pop(k) for k in list(options) if k in ENGINE_OPTIONS}
-    server = Server(Engine(MODEL, **engine_options), port=0, **options).start()
+    server = Server(ServerWorker(MODEL, **engine_options), port=0, **options).start()
     try:
         yield server
     finally:
@@ -377,12 +377,12 @@ def test_concurrent_clients_each_get_their_full_answer(server):
 
 
 def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate, monkeypatch):
-    served, run = [], engine_module.Engine._run
+    served, run = [], engine_module.ServerWorker._run
 
     def recording_run(self, job):                      # the order the engine takes the jobs in
         served.append(job.messages[-1]["content"])
         return run(self, job)
-    monkeypatch.setattr(engine_module.Engine, "_run", recording_run)
+    monkeypatch.setattr(engine_module.ServerWorker, "_run", recording_run)
     with serving(max_queue=2) as server:
         engine, finished = server.engine, []
 
@@ -431,7 +431,7 @@ def test_a_client_that_leaves_while_queued_is_skipped(gate):
 
 
 def test_stopping_ends_the_reply_in_progress_and_answers_the_queue_503(slow):
-    server = Server(Engine(MODEL, max_tokens=100), port=0).start()
+    server = Server(ServerWorker(MODEL, max_tokens=100), port=0).start()
     try:
         running = raw_request(server.port, "POST", "/v1/chat/completions",
                               json.dumps(chat("hi", stream=True)).encode())
@@ -523,7 +523,7 @@ def test_the_request_line():
 def test_503_while_the_model_loads():
     gate = threading.Event()
 
-    class SlowLoad(Engine):
+    class SlowLoad(ServerWorker):
         def _load(self):
             gate.wait(10)
             super()._load()
@@ -557,7 +557,7 @@ def test_a_template_error_is_a_400_before_any_stream():
 def test_a_model_without_template_serves_completions_only(tmp_path):
     import models
     models.write_model(tmp_path / "tiny.petit")
-    server = Server(Engine(tmp_path / "tiny.petit", max_tokens=5), port=0).start()
+    server = Server(ServerWorker(tmp_path / "tiny.petit", max_tokens=5), port=0).start()
     try:
         r = httpx.post(server.url + "/chat/completions", json=chat("hi"), timeout=10)
         assert (r.status_code, r.json()) == (400, error(

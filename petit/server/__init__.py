@@ -1,13 +1,13 @@
 """`petit serve`: an OpenAI-compatible HTTP server for one model (docs/server.md).
 
     from petit.server import Server
-    from petit.server.engine import Engine
-    server = Server(Engine("model.petit"), port=0).start()     # a background thread; port 0 = a free port
-    print(server.url)                                           # http://127.0.0.1:PORT/v1
+    from petit.server.engine import ServerWorker
+    server = Server(ServerWorker("model.petit"), port=0).start()   # a background thread; port 0 = a free port
+    print(server.url)                                                 # http://127.0.0.1:PORT/v1
     server.stop()
 
 The routes are in app.py (Starlette), request validation in schema.py, the response shapes in sse.py and the
-engine worker thread in engine.py. Starlette and uvicorn are imported only when a server is built.
+ServerWorker (the thread that owns the model and answers the queued jobs) in engine.py. Starlette and uvicorn are imported only when a server is built.
 """
 import os
 import socket
@@ -41,7 +41,7 @@ class Server:
     """An engine behind the HTTP routes, on a uvicorn server.
 
     Args:
-        engine: a petit.server.engine.Engine (started here if it is not yet).
+        engine: a petit.server.engine.ServerWorker (started here if it is not yet).
         host, port: where to listen (port 0: a free port; see .port).
         api_key: when set, every route but /health needs `Authorization: Bearer API_KEY`.
         allowed_hosts: Host names accepted besides localhost and the bound address ("*": any).

@@ -61,7 +61,7 @@ def cmd_serve(args) -> int:
     from petit.formats import get_format
     from petit.server import Server
     from petit.server.app import request_line
-    from petit.server.engine import Engine
+    from petit.server.engine import ServerWorker
 
     if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
         import petit
@@ -69,7 +69,7 @@ def cmd_serve(args) -> int:
 
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
-    engine = Engine(path, weights=args.weights, sampler=lambda model: _sampler(args, model), system=args.system,
+    engine = ServerWorker(path, weights=args.weights, sampler=lambda model: _sampler(args, model), system=args.system,
                     template=get_format(args.format) if args.format not in (None, "raw") else None,
                     raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
                     kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
