@@ -7,9 +7,9 @@ from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QMainWindow, QTabWidget
 
 from app.actions import build_menus
-from app.chat.chats import ChatsController
+from app.chat.chat_list_controller import ChatListController
+from app.chat.client import GenerationClient
 from app.chat.controller import ChatController
-from app.chat.engine import Engine
 from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
@@ -48,14 +48,14 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.conn = connect()
         self.state = State(self.conn)
-        self.engine = Engine(self)
+        self.generation = GenerationClient(self)
         self.settings_panel = SettingsPanel(SettingsStore(self.conn))
         self.page = ChatPage(self.settings_panel)
         store = ChatStore(self.conn)
-        self.chat = ChatController(store, self.engine, self.page.view, self.page.composer,
+        self.chat = ChatController(store, self.generation, self.page.view, self.page.composer,
                                    self.settings_panel.options, self)
-        self.chats = ChatsController(store, self.state, self.chat, self.page.chat_list, self)
-        self.models = ModelManager(self.engine, self.settings_panel.store, RecentModels(self.conn), self)
+        self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
+        self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
         self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
         self.status = StatusBar(self)
         self.status.setStyleSheet(STATUS_STYLE)
@@ -210,8 +210,8 @@ class MainWindow(QMainWindow):
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
         self.models.shutdown()
-        self.engine.shutdown()
-        for obj in (self.models, self.engine, self.chat):
+        self.generation.shutdown()
+        for obj in (self.models, self.generation, self.chat):
             obj.blockSignals(True)          # nothing queued may reach the closed database
         self.conn.close()
         self.conn = None

@@ -20,14 +20,14 @@ class ModelManager(QObject):
     confirmation_needed = Signal(str, str)    # path, why (it may not fit in memory)
     model_loaded = Signal(object)             # ModelInfo, once the worker uses the new model
 
-    def __init__(self, engine, settings_store, recent, parent=None):
+    def __init__(self, generation, settings_store, recent, parent=None):
         super().__init__(parent)
-        self.engine, self.settings_store, self.recent = engine, settings_store, recent
+        self.generation, self.settings_store, self.recent = generation, settings_store, recent
         self.info: ModelInfo | None = None
         self._job: LoadJob | None = None
         self._jobs: list[LoadJob] = []        # every job not yet ended (a cancelled one runs to its end)
         self.warning_dialog = None            # the notice of the engine's warnings about the model loaded
-        engine.model_changed.connect(self._on_model_changed)
+        generation.model_changed.connect(self._on_model_changed)
 
     @property
     def loading(self) -> bool:
@@ -69,7 +69,7 @@ class ModelManager(QObject):
             model.close()
             return
         self._job = None
-        self.engine.set_model(model, info)
+        self.generation.set_model(model, info)
         self.loading_ended.emit()
 
     def _on_failed(self, job: LoadJob, message: str) -> None:

@@ -71,14 +71,14 @@ def test_no_loading_or_generation_runs_on_the_gui_thread(qtbot, make_window, eng
         w.open_model(path)
         qtbot.waitUntil(lambda p=path: w.models.info.path == p and not w.models.loading, timeout=TIMEOUT_MS)
     assert send_and_wait(qtbot, w, "spell cat backwards") == "tac"
-    qtbot.waitUntil(lambda: not w.engine.busy, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not w.generation.busy, timeout=TIMEOUT_MS)
 
     calls = engine_calls.calls
     assert engine_calls.kinds() == {"load", "generate", "render"}
     assert sum(what == "load" for what, _, _ in calls) == 4
     on_gui = [what for what, ident, thread in calls if ident == gui_ident or thread == gui_thread]
     assert on_gui == [], f"engine work ran on the GUI thread: {on_gui}"
-    worker_thread = w.engine._thread
+    worker_thread = w.generation._thread
     for what, _, thread in calls:
         if what == "load":
             assert isinstance(thread, LoadJob), f"a load ran on {thread!r}"

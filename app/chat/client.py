@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QThread, Signal
 from app.chat.worker import GenerationWorker
 
 
-class Engine(QObject):
+class GenerationClient(QObject):
     # to the worker (queued: it lives on another thread)
     _generate_requested = Signal(int, object, str, object, str)
     _measure_requested = Signal(int, object, object)
