@@ -10,7 +10,7 @@ from PySide6.QtCore import QThread
 
 import petit
 import petit.session
-from app.models.loader import LoadJob
+from app.threads import Worker
 from app_helpers import DEFAULT, HF_FOLDER, Q4, TIMEOUT_MS, send_and_wait, wait_idle
 
 
@@ -55,7 +55,7 @@ def engine_calls(monkeypatch):
     return log
 
 
-def test_no_loading_or_generation_runs_on_the_gui_thread(qtbot, make_window, engine_calls, qapp):
+def test_no_loading_or_generation_runs_on_the_gui_thread(qtbot, make_window, engine_calls, qapp, workers):
     gui_ident, gui_thread = threading.get_ident(), qapp.thread()
     w = make_window()                                     # the first load, at start
     assert send_and_wait(qtbot, w, "what is 12 plus 7?") == "19"
@@ -81,6 +81,6 @@ def test_no_loading_or_generation_runs_on_the_gui_thread(qtbot, make_window, eng
     worker_thread = w.generation._thread
     for what, _, thread in calls:
         if what == "load":
-            assert isinstance(thread, LoadJob), f"a load ran on {thread!r}"
+            assert isinstance(thread, Worker) and any(thread is w for w in workers), f"a load ran on {thread!r}"
         else:
             assert thread == worker_thread, f"{what} ran on {thread!r}, not the generation worker's thread"
