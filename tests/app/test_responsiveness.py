@@ -3,6 +3,7 @@ prefill, decode and template rendering of a reply or a context measurement runs 
 whatever the user does (open models, a Hugging Face folder converted at load, send, regenerate, continue, change a
 setting). The event-loop stalls themselves are measured by bench/bench_app_stall.py (tests never assert timings).
 """
+import sys
 import threading
 
 import pytest
@@ -84,3 +85,12 @@ def test_no_loading_or_generation_runs_on_the_gui_thread(qtbot, make_window, eng
             assert isinstance(thread, Worker) and any(thread is w for w in workers), f"a load ran on {thread!r}"
         else:
             assert thread == worker_thread, f"{what} ran on {thread!r}, not the generation worker's thread"
+
+
+def test_the_app_leaves_the_interpreters_switch_interval_alone(qtbot, make_window):
+    """No process-wide side effect: Python's thread switch interval is the same after a window has opened, loaded
+    and answered as before it (the app once set it to 1 ms for good)."""
+    before = sys.getswitchinterval()
+    w = make_window()
+    assert send_and_wait(qtbot, w, "what is 12 plus 7?") == "19"
+    assert sys.getswitchinterval() == before
