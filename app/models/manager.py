@@ -68,7 +68,7 @@ class ModelManager(QObject):
     # from the load workers (self.sender(): which one)
     def _on_loaded(self, loaded: tuple) -> None:
         model, info = loaded
-        if self.sender() is not self._job:          # replaced by a newer load (a cancelled one's model was closed already)
+        if self.sender() is not self._job:    # a newer load replaced it (a cancelled load's model is closed already)
             model.close()
             return
         self._job = None

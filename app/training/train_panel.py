@@ -2,7 +2,8 @@
 (training and validation), tokens/s, elapsed time and ETA; then "Export…" and "Chat with this model".
 
 The run lives on a TrainRun (on its Worker thread); the GUI only sends it pause / resume / cancel (thread-safe
-flags) and draws what it reports. Closing the window cancels the run (the trainer saves a checkpoint) and joins the thread."""
+flags) and draws what it reports. Closing the window cancels the run (the trainer saves a checkpoint) and joins the
+thread."""
 import dataclasses
 import os
 

@@ -7,7 +7,8 @@
     server.stop()
 
 The routes are in app.py (Starlette), request validation in schema.py, the response shapes in sse.py and the
-ServerWorker (the thread that owns the model and answers the queued jobs) in engine.py. Starlette and uvicorn are imported only when a server is built.
+ServerWorker (the thread that owns the model and answers the queued jobs) in engine.py. Starlette and uvicorn are
+imported only when a server is built.
 """
 import os
 import socket

@@ -4,7 +4,6 @@ cannot start says why; closing the window's panel while it runs stops and waits 
 is checked on its own."""
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
