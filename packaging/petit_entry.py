@@ -153,10 +153,10 @@ def smoke_serve(say) -> list[str]:
 
     from petit.assets import default_model_path
     from petit.server import Server
-    from petit.server.engine import Engine
+    from petit.server.engine import ServerWorker
 
     question, expected = SMOKE_QUESTIONS[0]
-    server = Server(Engine(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
+    server = Server(ServerWorker(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
     server.start(timeout=SMOKE_TIMEOUT)
     try:
         base = server.url.rstrip("/")
@@ -240,10 +240,6 @@ def _smoke_app_window(say) -> list[str]:
                 time.sleep(0.01)
             say(f"app: window ready, model {getattr(chat, 'model_name', '?')!r}")
             notes.append("app window")
-        broken = [name for name, panel in getattr(window, "panels", {}).items()
-                  if panel.objectName() == "panelPlaceholder" and "could not be loaded" in panel.text()]
-        _check(not broken, "app panels failed to load: " + "; ".join(
-            window.panels[name].text() for name in broken))
         if chat is not None and all(hasattr(chat, a) for a in ("send", "busy", "messages")):
             question, expected = SMOKE_QUESTIONS[0]
             chat.send(question)

@@ -43,7 +43,7 @@ def model_defaults(info) -> dict:
 
 
 def session_options(values: dict) -> dict:
-    """What the generation worker needs to build a ChatSession and a Sampler from resolved values."""
+    """What the generation worker needs to build its Session and the Params of a request from resolved values."""
     return {"sampler": {k: values[k] for k in SAMPLING_KEYS + ("seed",)},
             "max_tokens": int(values["max_tokens"]),
             "system": values["system"] or None,

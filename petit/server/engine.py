@@ -63,7 +63,7 @@ def _internal(e: BaseException) -> ApiError:
     return ApiError(500, f"internal error: {type(e).__name__}: {e}")
 
 
-class Engine:
+class ServerWorker:
     """Loads the model on its worker thread, then serves jobs.
 
     Args:
@@ -102,7 +102,7 @@ class Engine:
         self._thread = threading.Thread(target=self._main, name="petit-engine")
 
     # ---- life cycle ----
-    def start(self) -> "Engine":
+    def start(self) -> "ServerWorker":
         """Load the model and serve jobs, on the worker thread (a second call does nothing)."""
         if self._thread.ident is None:
             self._thread.start()
