@@ -7,9 +7,9 @@ from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QMainWindow, QTabWidget
 
 from app.actions import build_menus
-from app.chat.chats import ChatsController
+from app.chat.chat_list_controller import ChatListController
+from app.chat.client import GenerationClient
 from app.chat.controller import ChatController
-from app.chat.engine import Engine
 from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
@@ -17,14 +17,19 @@ from app.db import State, connect
 from app.models import dialogs
 from app.models.manager import ModelManager
 from app.models.recent import RecentModels
-from app.plugins import PANELS, is_placeholder, make_panel
+from app.server import ServerPanel
 from app.settings.panel import SettingsPanel
 from app.settings.store import SettingsStore
 from app.status import StatusBar
 from app.style import MESSAGE_STYLE, STATUS_STYLE
+from app.training import ExportPanel, TrainPanel, VerifyPanel
 
 LAST_MODEL = "last_model"
 GEOMETRY = "window_geometry"         # the window's and the chat splitter's, restored at start
+# the tabs after Chat: (title, panel class); window.panels holds them by title. A panel may have
+# `chat_with_model = Signal(str)` (the window loads that model into the chat) and `shutdown()` (called as the window
+# closes: it stops and joins its threads); the Server panel's set_model(path, options) hears of every model loaded.
+PANELS = (("Train", TrainPanel), ("Export", ExportPanel), ("Verify", VerifyPanel), ("Server", ServerPanel))
 
 
 def is_bundled_model(path: str) -> bool:
@@ -43,14 +48,14 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.conn = connect()
         self.state = State(self.conn)
-        self.engine = Engine(self)
+        self.generation = GenerationClient(self)
         self.settings_panel = SettingsPanel(SettingsStore(self.conn))
         self.page = ChatPage(self.settings_panel)
         store = ChatStore(self.conn)
-        self.chat = ChatController(store, self.engine, self.page.view, self.page.composer,
+        self.chat = ChatController(store, self.generation, self.page.view, self.page.composer,
                                    self.settings_panel.options, self)
-        self.chats = ChatsController(store, self.state, self.chat, self.page.chat_list, self)
-        self.models = ModelManager(self.engine, self.settings_panel.store, RecentModels(self.conn), self)
+        self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
+        self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
         self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
         self.status = StatusBar(self)
         self.status.setStyleSheet(STATUS_STYLE)
@@ -58,9 +63,9 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.addTab(self.page, "Chat")
         self.panels = {}
-        for title, module, name in PANELS:
-            self.panels[name] = make_panel(module, name)
-            self.tabs.addTab(self.panels[name], title)
+        for title, cls in PANELS:
+            self.panels[title] = cls(parent=None)
+            self.tabs.addTab(self.panels[title], title)
         self.setCentralWidget(self.tabs)
         self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = self.link_dialog = None
         self.menu_actions = build_menus(self)
@@ -86,8 +91,8 @@ class MainWindow(QMainWindow):
         self.page.view.link_activated.connect(self.confirm_open_link)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
-        for name in ("TrainPanel", "ExportPanel", "VerifyPanel"):
-            signal = getattr(self.panels[name], "chat_with_model", None)
+        for panel in self.panels.values():
+            signal = getattr(panel, "chat_with_model", None)
             if signal is not None:
                 signal.connect(self.chat_with_model)
         self._on_busy(False)
@@ -143,10 +148,8 @@ class MainWindow(QMainWindow):
         self.status.set_model(info)
         self.settings_panel.set_model(info)
         self.chat.set_model(info.name, is_bundled_model(info.path))
-        server = self.panels.get("ServerPanel")
-        if server is not None and not is_placeholder(server) and hasattr(server, "set_model"):
-            values = self.settings_panel.values()
-            server.set_model(info.path, {k: values[k] for k in values})
+        values = self.settings_panel.values()
+        self.panels["Server"].set_model(info.path, {k: values[k] for k in values})
 
     def confirm_open_link(self, url) -> None:
         """A link in a reply was clicked: open it in the browser once the user confirms."""
@@ -207,8 +210,8 @@ class MainWindow(QMainWindow):
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
         self.models.shutdown()
-        self.engine.shutdown()
-        for obj in (self.models, self.engine, self.chat):
+        self.generation.shutdown()
+        for obj in (self.models, self.generation, self.chat):
             obj.blockSignals(True)          # nothing queued may reach the closed database
         self.conn.close()
         self.conn = None

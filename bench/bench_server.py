@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Load test of `petit serve`: requests/s and time to first token under 1, 2 and 4 concurrent clients, beside the
-same questions answered in-process by a ChatSession (no HTTP) in the same run.
+same questions answered in-process by a generation Session (no HTTP) in the same run.
 
 Method. The server is a `petit serve --port 0` child process on 127.0.0.1 (loopback only), so the clients (threads
 of this process, one keep-alive httpx connection each) do not share its interpreter. Every request is a streamed
@@ -9,9 +9,9 @@ greedy sampling; the time to first token (TTFT) is measured from sending the req
 at concurrency > 1 it includes the time spent waiting in the server's queue. Each level runs until it has answered
 --requests requests or --seconds have passed, whichever comes first (requests in flight are then waited for).
 
-The peer is the engine alone: the same questions answered one after the other by a ChatSession in this process, with
-the same KV-cache prefix reuse, half of its requests before the server levels and half after (the machine's load
-drifts). `vs engine` divides the server's requests/s (or TTFT) at each level by the
+The peer is the engine alone: the same questions answered one after the other by a generation Session in this process,
+with the same KV-cache prefix reuse, half of its requests before the server levels and half after (the machine's
+load drifts). `vs engine` divides the server's requests/s (or TTFT) at each level by the
 engine's; `vs c=1` divides each level by the one-client level. One engine answers one request at a time, so more
 clients should not raise requests/s (ratio ~1) and should multiply the median TTFT by about the concurrency.
 
@@ -40,18 +40,16 @@ def percentile(values, q):
 def engine_peer(model_path, n_requests, max_tokens):
     """(requests/s, TTFT list) of the questions answered in-process, one after the other."""
     import petit
-    from petit.session import ChatSession
-    session = ChatSession(petit.load(model_path), max_tokens=max_tokens)
+    from petit.generation import Params, Session
+    session, params = Session(petit.load(model_path)), Params(max_tokens=max_tokens)
     ttfts = []
     for i in range(3):                             # warm-up
-        session.messages = []
-        list(session.send(QUESTIONS[i]))
+        list(session.reply([{"role": "user", "content": QUESTIONS[i]}], params))
     t0 = time.perf_counter()
     for i in range(n_requests):
-        session.messages = []
         t = time.perf_counter()
         first = None
-        for step in session.send(QUESTIONS[i % len(QUESTIONS)]):
+        for step in session.reply([{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}], params):
             if first is None and step.text:
                 first = time.perf_counter() - t
         ttfts.append(first if first is not None else time.perf_counter() - t)

@@ -99,8 +99,8 @@ def smoke_engine(say) -> list[str]:
 
     import petit
     from petit.assets import asset_dirs, default_model_path
+    from petit.generation import Params, Session
     from petit.native import info
-    from petit.session import ChatSession
 
     notes = []
     i = info()
@@ -120,8 +120,9 @@ def smoke_engine(say) -> list[str]:
         model = petit.load(os.path.join(model_dir, name))
         try:
             for question, expected in SMOKE_QUESTIONS:
-                session = ChatSession(model, max_tokens=SMOKE_MAX_TOKENS)     # greedy by default
-                steps = list(session.send(question))
+                session = Session(model)                                       # greedy by default
+                messages = [{"role": "user", "content": question}]
+                steps = list(session.reply(messages, Params(max_tokens=SMOKE_MAX_TOKENS)))
                 got = "".join(s.text for s in steps).strip()
                 say(f"{name}: {question!r} -> {got!r} ({len(steps)} tokens, expected {expected!r})")
                 _check(got == expected, f"{name} answered {question!r} with {got!r}, expected {expected!r}")
@@ -153,10 +154,10 @@ def smoke_serve(say) -> list[str]:
 
     from petit.assets import default_model_path
     from petit.server import Server
-    from petit.server.engine import Engine
+    from petit.server.engine import ServerWorker
 
     question, expected = SMOKE_QUESTIONS[0]
-    server = Server(Engine(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
+    server = Server(ServerWorker(default_model_path(), max_tokens=SMOKE_MAX_TOKENS), host="127.0.0.1", port=0)
     server.start(timeout=SMOKE_TIMEOUT)
     try:
         base = server.url.rstrip("/")
@@ -240,10 +241,6 @@ def _smoke_app_window(say) -> list[str]:
                 time.sleep(0.01)
             say(f"app: window ready, model {getattr(chat, 'model_name', '?')!r}")
             notes.append("app window")
-        broken = [name for name, panel in getattr(window, "panels", {}).items()
-                  if panel.objectName() == "panelPlaceholder" and "could not be loaded" in panel.text()]
-        _check(not broken, "app panels failed to load: " + "; ".join(
-            window.panels[name].text() for name in broken))
         if chat is not None and all(hasattr(chat, a) for a in ("send", "busy", "messages")):
             question, expected = SMOKE_QUESTIONS[0]
             chat.send(question)

@@ -3,6 +3,9 @@
     import petit
     model = petit.load("assets/default-q8_0.petit")
     logits = model.logits(model.tokenizer.encode("Hello"))      # float32 [positions, vocab]
+    session = petit.Session(model)                              # keeps the KV cache; you keep the conversation
+    for step in session.reply([{"role": "user", "content": "Hi"}], petit.Params(max_tokens=32)):
+        print(step.text, end="")
 """
 
 __version__ = "0.1.0"
@@ -19,13 +22,10 @@ def __getattr__(name):
     if name == "Model":
         from petit.model import Model
         return Model
-    if name == "Sampler":
-        from petit.sample import Sampler
-        return Sampler
+    if name in ("Sampler", "Session", "Params", "Step", "Stats", "generate_tokens", "stream_text"):
+        from petit import generation
+        return getattr(generation, name)
     if name == "Tokenizer":
         from petit.tokenizer import Tokenizer
         return Tokenizer
-    if name in ("generate_tokens", "stream_text"):
-        from petit import generate
-        return getattr(generate, name)
     raise AttributeError(f"module 'petit' has no attribute {name!r}")

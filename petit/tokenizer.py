@@ -1,4 +1,4 @@
-"""Byte-level BPE and character tokenizers, plus an incremental decoder for streaming.
+"""Byte-level BPE and character tokenizers, plus their incremental decoder for streaming.
 
 Regular tokens are strings in GPT-2's byte-to-unicode alphabet (see :func:`bytes_to_unicode`), so every
 token stands for a byte sequence; special tokens (``<|im_end|>`` ...) are written literally. A tokenizer
@@ -13,7 +13,7 @@ import heapq
 import operator
 import re
 
-__all__ = ["bytes_to_unicode", "pretokenize", "Tokenizer", "StreamDecoder"]
+__all__ = ["bytes_to_unicode", "pretokenize", "Tokenizer", "ByteStreamDecoder"]
 
 # GPT-2's pre-tokenizer with stdlib `re`: a letter is [^\W\d_], a digit is \d, and "other" is any
 # non-space character that is neither (including "_"). Every character matches some alternative,
@@ -404,6 +404,16 @@ class Tokenizer:
         """Decode ids to text; invalid UTF-8 becomes U+FFFD. Out-of-range ids raise ValueError."""
         return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors="replace")
 
+    @property
+    def adds_bos(self) -> bool:
+        """Whether a plain-text prompt (a completion, not a rendered chat template) starts with ``bos_token``: the one
+        answer every caller uses (`HFTokenizer.adds_bos` is Hugging Face's own rule)."""
+        return self.add_bos
+
+    def stream_decoder(self, skip_special: bool = False) -> "ByteStreamDecoder":
+        """A new incremental decoder (see `petit.generation.detokenize.StreamDecoder`)."""
+        return ByteStreamDecoder(self, skip_special)
+
     def __repr__(self) -> str:
         return (f"Tokenizer(type={self.type!r}, vocab_size={self.vocab_size}, merges={len(self.merges)}, "
                 f"special_tokens={len(self.special_tokens)})")
@@ -425,13 +435,12 @@ def _read_lines(path, what: str) -> list[str]:
     return lines
 
 
-class StreamDecoder:
-    """Incremental detokenizer: turns a stream of token ids into text without splitting characters.
+class ByteStreamDecoder:
+    """The byte-level `petit.generation.detokenize.StreamDecoder`: turns a stream of token ids into text without
+    splitting characters (the tokens' bytes go through an incremental UTF-8 decoder; an incomplete tail is held back).
+    Made by `Tokenizer.stream_decoder`.
 
     ``"".join(d.push(t) for t in ids) + d.flush() == tokenizer.decode(ids, skip_special=...)``.
-    A tokenizer with its own ``stream_decoder(skip_special)`` method (a Hugging Face tokenizer, whose decoder is
-    more than a concatenation of bytes) does the work; otherwise the tokens' bytes go through an incremental UTF-8
-    decoder.
 
     Args:
         tokenizer: The tokenizer whose ids are pushed.
@@ -441,14 +450,10 @@ class StreamDecoder:
     def __init__(self, tokenizer: Tokenizer, skip_special: bool = False):
         self.tokenizer = tokenizer
         self.skip_special = skip_special
-        make = getattr(tokenizer, "stream_decoder", None)
-        self._delegate = make(skip_special) if make is not None else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token_id) -> str:
         """Add one token and return the text it completes (an incomplete UTF-8 tail is held back)."""
-        if self._delegate is not None:
-            return self._delegate.push(token_id)
         data = self.tokenizer.token_bytes(token_id)
         if self.skip_special and operator.index(token_id) in self.tokenizer.special_ids:
             return ""
@@ -456,8 +461,6 @@ class StreamDecoder:
 
     def flush(self) -> str:
         """Return any held-back bytes (a dangling partial character becomes U+FFFD) and reset."""
-        if self._delegate is not None:
-            return self._delegate.flush()
         text = self._decoder.decode(b"", final=True)
         self._decoder.reset()
         return text

@@ -21,27 +21,26 @@ LAYERS = (
     ("models", ("petit.models", "petit.testing_faults", "petit.cache",  # families, the KV cache,
                 "petit.tokenizer", "petit.hf", "petit.chat")),          # tokenizers, chat templates and formats
     ("loading", ("petit.loading", "petit.model")),                      # petit.load, the Model object
-    ("generation", ("petit.generation", "petit.generate", "petit.sample", "petit.stop", "petit.session")),
+    ("generation", ("petit.generation",)),                              # sampling, stop strings, Session
     ("public API", ("petit",)),                         # petit/__init__.py only (load, Model, Sampler...), not below
     ("front ends", ("petit.server", "petit.cli", "petit.__main__")),
 )
 
 # what `app` may import from the engine: module -> the names it may take (None: any name the module defines)
 APP_API = {
-    "petit": {"__version__", "load", "Model", "Sampler", "Tokenizer", "generate_tokens", "stream_text"},
-    "petit.assets": None,             # where the bundled model and fonts are
-    "petit.chat.formats": None,       # the built-in chat formats (the settings' format list)
-    "petit.sample": None,             # Sampler and its defaults
-    "petit.session": None,            # ChatSession (issue 13 moves generation to petit.generation)
-    "petit.generation": None,         # the one generation API (issue 13)
-    "petit.native": {"info"},         # the kernel path and thread count, for the status bar
-    "petit.server": {"Server"},
-    "petit.cli": {"main"},            # the Server tab runs `petit serve` in-process
+    "petit": {"__version__", "load", "Model", "Tokenizer", "Sampler", "Session", "Params", "Step", "Stats",
+              "generate_tokens", "stream_text"},
+    "petit.assets": None,                 # where the bundled model and fonts are
+    "petit.chat.formats": None,           # the built-in chat formats (the settings' format list)
+    "petit.generation": None,             # the one generation API: Session, Params, Sampler
+    "petit.generation.sample": None,      # the sampling defaults the settings show
+    "petit.generation.session": None,     # END_OF_TURN
+    "petit.native": {"info"},             # the kernel path and thread count, for the status bar
+    "petit.server": {"Server"},           # the OpenAI-compatible server, to embed (the Server tab runs a process)
 }
-# app imports outside APP_API that are known and scheduled to go; a waiver no longer needed fails the test
-APP_WAIVERS = {
-    ("app/server/runner.py", "petit.server.app"): "the request-log monkey-patch (issue 13: a callback instead)",
-}
+# app imports outside APP_API that are known and scheduled to go, (file, module): why; a waiver no longer needed
+# fails the test
+APP_WAIVERS: dict[tuple[str, str], str] = {}
 QT = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "shiboken2")
 
 

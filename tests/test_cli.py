@@ -216,14 +216,14 @@ def test_chat_ctrl_c_at_the_prompt_does_not_exit():
 
 def test_chat_runs_a_hugging_face_folder_end_to_end():
     from pathlib import Path
-    from petit.session import ChatSession
+    from petit.generation import Params, Session
     folder = Path(__file__).parent / "fixtures" / "hf" / "qwen2"
     r = subprocess.run([*PETIT, "chat", str(folder), "--greedy", "--max-new-tokens", "6", "--weights", "f32"],
                        input="hello\n/reset\nhello\n", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert f"petit chat: {folder} (" in r.stderr and "format: model's template" in r.stderr
     model = petit.load(folder, weights="f32")
-    reply = "".join(s.text for s in ChatSession(model, max_tokens=6).send("hello"))
+    reply = "".join(s.text for s in Session(model).reply([{"role": "user", "content": "hello"}], Params(max_tokens=6)))
     assert r.stdout == f"{reply}\n{reply}\n"          # /reset: the same first turn again
 
 

@@ -77,10 +77,11 @@ def test_help_system_and_unknown_commands():
 def _reply_to(text, after, system):
     import petit
     from petit.assets import default_model_path
-    from petit.session import ChatSession
-    session = ChatSession(petit.load(default_model_path()), system=system)
-    session.messages += [{"role": "user", "content": after[0]}, {"role": "assistant", "content": after[1]}]
-    return "".join(step.text for step in session.send(text))
+    from petit.generation import Params, Session
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": after[0]}, {"role": "assistant", "content": after[1]},
+        {"role": "user", "content": text}]
+    return "".join(step.text for step in Session(petit.load(default_model_path())).reply(messages, Params()))
 
 
 def test_system_in_raw_mode(tmp_path):

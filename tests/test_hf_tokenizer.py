@@ -13,8 +13,8 @@ import pytest
 from petit.chat.template import render_template
 from petit.formats.metadata import read_folder_metadata
 from petit.hf.tokenizer import HFStreamDecoder, HFTokenizer, tokenizer_from_dict
-from petit.sample import Sampler, resolve
-from petit.tokenizer import StreamDecoder, Tokenizer, bytes_to_unicode
+from petit.generation.sample import Sampler, resolve
+from petit.tokenizer import Tokenizer, bytes_to_unicode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tokenizers"
 NAMES = ("gpt2", "qwen2", "phi3")
@@ -123,7 +123,7 @@ def test_streaming_gives_the_full_decode_and_never_a_replacement_character(toks,
     held = 0
     for text in texts:
         ids = tok.encode(text)
-        stream = StreamDecoder(tok)
+        stream = tok.stream_decoder()
         pieces = [stream.push(i) for i in ids]
         held += pieces.count("")
         assert not any("\ufffd" in p for p in pieces), text
@@ -135,7 +135,7 @@ def test_stream_holds_split_characters_and_skips_specials(toks):
     phi3 = toks["phi3"]
     ids = phi3.encode("a🦙")                 # byte fallback: <0xF0> <0x9F> <0xA6> <0x99>
     assert [phi3.id_to_token(i) for i in ids[-4:]] == ["<0xF0>", "<0x9F>", "<0xA6>", "<0x99>"]
-    stream = StreamDecoder(phi3)
+    stream = phi3.stream_decoder()
     assert [stream.push(i) for i in ids] == ["a", "", "", "", ""] and stream.flush() == "🦙"   # the run may go on
     assert [stream.push(i) for i in ids + ids] == ["a", "", "", "", "", "🦙 a", "", "", "", ""]
     assert stream.flush() == "🦙"
@@ -149,7 +149,7 @@ def test_stream_holds_split_characters_and_skips_specials(toks):
         pieces = [stream.push(i) for i in ids]
         assert "".join(pieces) + stream.flush() == expected and "\ufffd" not in "".join(pieces)
     with pytest.raises(ValueError, match="out of range"):
-        StreamDecoder(qwen).push(qwen.vocab_size)
+        qwen.stream_decoder().push(qwen.vocab_size)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "phi3"])
@@ -160,7 +160,7 @@ def test_streaming_any_ids_gives_the_full_decode(toks, name):
         ids = [rng.choice(high_bytes) if rng.random() < 0.5 else rng.randrange(tok.vocab_size)
                for _ in range(rng.randrange(1, 12))]
         for skip in (False, True):
-            stream = StreamDecoder(tok, skip_special=skip)
+            stream = tok.stream_decoder(skip)
             assert "".join(stream.push(i) for i in ids) + stream.flush() == tok.decode(ids, skip_special=skip), ids
 
 

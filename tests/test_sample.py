@@ -1,9 +1,10 @@
-"""Tests for petit.sample.Sampler: penalties, greedy, temperature, top-k, top-p, min-p, seeding and validation."""
+"""Tests for petit.generation.sample.Sampler: penalties, greedy, temperature, top-k, top-p, min-p, seeding and
+validation."""
 
 import numpy as np
 import pytest
 
-from petit.sample import Sampler
+from petit.generation.sample import Sampler
 
 LOGITS = np.array([1.0, 3.0, 2.0, 0.5, 2.5, -1.0], dtype=np.float32)  # order: 1, 4, 2, 0, 3, 5
 
@@ -333,7 +334,7 @@ def test_describe_and_repr_list_every_setting():
 
 
 def test_settings_resolve_flag_then_model_then_fallback():
-    from petit.sample import FALLBACK, resolve
+    from petit.generation.sample import FALLBACK, resolve
     got = resolve({"temperature": None, "top_k": 5, "seed": 3}, {"temperature": 0.6, "top_k": 50, "top_p": 0.9})
     assert got == dict(FALLBACK, temperature=0.6, top_k=5, top_p=0.9, seed=3)
     assert resolve({}, {"do_sample": False, "temperature": 0.7})["temperature"] == 0.0     # do_sample false: greedy

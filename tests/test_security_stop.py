@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import petit
-from petit.session import ChatSession
-from petit.stop import MAX_STOP_LENGTH, MAX_STOPS, StopStrings, check_stop_strings
+from petit.generation.session import Params, Session
+from petit.generation.stop import MAX_STOP_LENGTH, MAX_STOPS, StopStrings, check_stop_strings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSET = os.path.join(ROOT, "assets", "default-q8_0.petit")
@@ -49,9 +49,9 @@ def model():
 
 
 def test_the_python_api_refuses_too_many_stop_strings(model):
-    session = ChatSession(model, max_tokens=4, stop_strings=TOO_MANY)
+    session = Session(model)
     with pytest.raises(ValueError, match="^65 stop strings given; at most 64 are supported$"):
-        list(session.send("hi"))
+        list(session.reply([{"role": "user", "content": "hi"}], Params(max_tokens=4, stop=TOO_MANY)))
 
 
 def test_the_terminal_chat_says_what_is_wrong_without_a_traceback():

@@ -16,8 +16,8 @@ pytest.importorskip("uvicorn")
 import petit  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
 from petit.server import Server  # noqa: E402
-from petit.server.engine import Engine  # noqa: E402
-from petit.session import ChatSession  # noqa: E402
+from petit.server.engine import ServerWorker  # noqa: E402
+from petit.generation.session import Session  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
@@ -25,7 +25,7 @@ CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n
 
 @pytest.fixture(scope="module")
 def server():
-    server = Server(Engine(default_model_path(), max_tokens=32), port=0).start()
+    server = Server(ServerWorker(default_model_path(), max_tokens=32), port=0).start()
     yield server
     server.stop()
     assert not any(t.name.startswith("petit-") and t.is_alive() for t in threading.enumerate())
@@ -39,7 +39,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def prompt_len():
-    session = ChatSession(petit.load(default_model_path()))
+    session = Session(petit.load(default_model_path()))
 
     def count(text):
         return len(session.prompt_ids([{"role": "user", "content": text}]))
@@ -156,7 +156,8 @@ def test_a_prompt_longer_than_the_context_is_a_400(client):
 
 def test_the_command_line_serves_until_interrupted(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.Popen([sys.executable, "-m", "petit.cli", "serve", "--port", "0", "-n", "8", "--stats"],
+    p = subprocess.Popen([sys.executable, "-m", "petit.cli", "serve", "--port", "0", "-n", "8", "--stats",
+                          "--log-requests"],
                          cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -169,7 +170,10 @@ def test_the_command_line_serves_until_interrupted(tmp_path):
         with openai.OpenAI(base_url=url, api_key="x", max_retries=0, timeout=10) as c:
             r = c.chat.completions.create(model="m", messages=user("what is 12 plus 7?"))
         assert r.choices[0].message.content == "19"
-        assert "chat [" in p.stderr.readline()  # --stats
+        after = sorted([p.stderr.readline(), p.stderr.readline()])         # --stats's line, --log-requests's
+        assert after[0].startswith("petit serve: 127.0.0.1 POST /v1/chat/completions 200 ") and \
+            after[0].endswith(" ms\n"), after
+        assert after[1].startswith("petit serve: chat ["), after
         p.send_signal(signal.SIGINT)
         rest = p.communicate(timeout=10)[1]
         assert p.returncode == 0 and "petit serve: stopped" in rest

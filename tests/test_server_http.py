@@ -17,10 +17,10 @@ pytest.importorskip("uvicorn")
 import petit  # noqa: E402
 import petit.server.engine as engine_module  # noqa: E402
 from petit.assets import default_model_path  # noqa: E402
-from petit.sample import Sampler  # noqa: E402
+from petit.generation.sample import Sampler  # noqa: E402
 from petit.server import Server  # noqa: E402
-from petit.server.engine import Engine  # noqa: E402
-from petit.session import ChatSession  # noqa: E402
+from petit.server.engine import ServerWorker  # noqa: E402
+from petit.generation.session import Session  # noqa: E402
 
 MODEL = default_model_path()
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
@@ -37,7 +37,7 @@ def _no_server_threads():
 @contextmanager
 def serving(**options):
     engine_options = {"max_tokens": 32} | {k: options.pop(k) for k in list(options) if k in ENGINE_OPTIONS}
-    server = Server(Engine(MODEL, **engine_options), port=0, **options).start()
+    server = Server(ServerWorker(MODEL, **engine_options), port=0, **options).start()
     try:
         yield server
     finally:
@@ -209,7 +209,7 @@ def test_bad_completion_requests_get_openai_errors(client, body, expected):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_prompt_longer_than_the_context(client, stream):
     text = "hello " * 60
-    n = len(ChatSession(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
+    n = len(Session(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
     r = client.post("/chat/completions", json=chat(text, stream=stream))
     assert (r.status_code, r.headers["content-type"]) == (400, "application/json")
     assert r.json() == error(f"This model's maximum context length is 128 tokens. However, your messages resulted in "
@@ -224,7 +224,7 @@ def test_a_prompt_longer_than_the_context(client, stream):
 
 def test_a_reply_that_fills_the_context_ends_with_length(client, slow):
     text = "hello " * 38
-    n = len(ChatSession(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
+    n = len(Session(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
     assert 120 < n < 127                          # a few tokens of room left in the 128-token context
     r = client.post("/chat/completions", json=chat(text, max_tokens=100)).json()
     assert r["choices"][0]["finish_reason"] == "length"
@@ -377,12 +377,12 @@ def test_concurrent_clients_each_get_their_full_answer(server):
 
 
 def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate, monkeypatch):
-    served, run = [], engine_module.Engine._run
+    served, run = [], engine_module.ServerWorker._run
 
     def recording_run(self, job):                      # the order the engine takes the jobs in
         served.append(job.messages[-1]["content"])
         return run(self, job)
-    monkeypatch.setattr(engine_module.Engine, "_run", recording_run)
+    monkeypatch.setattr(engine_module.ServerWorker, "_run", recording_run)
     with serving(max_queue=2) as server:
         engine, finished = server.engine, []
 
@@ -431,7 +431,7 @@ def test_a_client_that_leaves_while_queued_is_skipped(gate):
 
 
 def test_stopping_ends_the_reply_in_progress_and_answers_the_queue_503(slow):
-    server = Server(Engine(MODEL, max_tokens=100), port=0).start()
+    server = Server(ServerWorker(MODEL, max_tokens=100), port=0).start()
     try:
         running = raw_request(server.port, "POST", "/v1/chat/completions",
                               json.dumps(chat("hi", stream=True)).encode())
@@ -497,11 +497,33 @@ def test_allowed_hosts_extend_the_check():
         assert r.status_code == 200
 
 
+def test_the_request_log_gets_every_request_the_guard_included():
+    logged = []
+    with serving(api_key="k", request_log=logged.append) as server:
+        key = {"Authorization": "Bearer k"}
+        assert httpx.get(server.url + "/models", headers=key, timeout=10).status_code == 200
+        assert httpx.get(server.url + "/models", timeout=10).status_code == 401
+        assert httpx.post(server.url + "/chat/completions", json=chat("what is 12 plus 7?"), headers=key,
+                          timeout=10).json()["choices"][0]["message"]["content"] == "19"
+        assert httpx.get(server.url.removesuffix("/v1") + "/nowhere", headers=key, timeout=10).status_code == 404
+    assert [(r.client, r.method, r.path, r.status) for r in logged] == [
+        ("127.0.0.1", "GET", "/v1/models", 200), ("127.0.0.1", "GET", "/v1/models", 401),
+        ("127.0.0.1", "POST", "/v1/chat/completions", 200), ("127.0.0.1", "GET", "/nowhere", 404)]
+    assert all(r.duration_s >= 0 for r in logged)
+
+
+def test_the_request_line():
+    from petit.server.app import LoggedRequest, request_line
+    assert request_line(LoggedRequest("::1", "POST", "/v1/completions", 200, 0.0123)) == \
+        "::1 POST /v1/completions 200 12 ms"
+    assert request_line(LoggedRequest("-", "GET", "/health", None, 2.0)) == "- GET /health disconnected 2000 ms"
+
+
 # ---- faults ----
 def test_503_while_the_model_loads():
     gate = threading.Event()
 
-    class SlowLoad(Engine):
+    class SlowLoad(ServerWorker):
         def _load(self):
             gate.wait(10)
             super()._load()
@@ -535,7 +557,7 @@ def test_a_template_error_is_a_400_before_any_stream():
 def test_a_model_without_template_serves_completions_only(tmp_path):
     import models
     models.write_model(tmp_path / "tiny.petit")
-    server = Server(Engine(tmp_path / "tiny.petit", max_tokens=5), port=0).start()
+    server = Server(ServerWorker(tmp_path / "tiny.petit", max_tokens=5), port=0).start()
     try:
         r = httpx.post(server.url + "/chat/completions", json=chat("hi"), timeout=10)
         assert (r.status_code, r.json()) == (400, error(

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from petit.tokenizer import StreamDecoder, Tokenizer, bytes_to_unicode, pretokenize
+from petit.tokenizer import Tokenizer, bytes_to_unicode, pretokenize
 
 B2U = bytes_to_unicode()
 BYTE_TOKENS = [B2U[b] for b in range(256)]  # id == byte value
@@ -296,7 +296,7 @@ def test_stream_never_emits_partial_characters():
     text = "日本👍"
     ids = tok.encode(text)
     assert len(ids) == len(text.encode())  # one token per byte
-    stream, pieces = StreamDecoder(tok), []
+    stream, pieces = tok.stream_decoder(), []
     for t in ids:
         piece = stream.push(t)
         assert "\ufffd" not in piece
@@ -313,19 +313,19 @@ def test_stream_matches_decode_on_random_bytes_and_specials():
     for _ in range(300):
         ids = [rng.choice(pool) for _ in range(rng.randrange(12))]
         for skip in (False, True):
-            stream = StreamDecoder(tok, skip_special=skip)
+            stream = tok.stream_decoder(skip)
             out = "".join(stream.push(t) for t in ids) + stream.flush()
             assert out == tok.decode(ids, skip_special=skip), ids
 
 
 def test_stream_flush_dangling_partial_and_bpe_tokens():
     tok = byte_tokenizer()
-    stream = StreamDecoder(tok)
+    stream = tok.stream_decoder()
     assert stream.push(0xE6) == "" and stream.push(0x97) == ""
     assert stream.flush() == "\ufffd"
     assert stream.push(ord("a")) == "a"  # usable again after flush
     bpe = bpe_tokenizer()
-    stream = StreamDecoder(bpe)
+    stream = bpe.stream_decoder()
     ids = bpe.encode("the héllo 日本 <|im_end|>")
     assert "".join(stream.push(t) for t in ids) + stream.flush() == "the héllo 日本 <|im_end|>"
     with pytest.raises(ValueError, match="out of range"):

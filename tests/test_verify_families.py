@@ -157,4 +157,4 @@ def test_the_command_verifies_a_hugging_face_folder():
     assert p.returncode == 1 and p.stdout.rstrip().endswith("VERIFY FAIL")
     assert "failed:      dequantized_max_rel_err " in p.stdout
     p = _cli(HERE / "nope")
-    assert p.returncode == 2 and p.stderr.strip() == f"petit verify: error: {HERE / 'nope'}: not found"
+    assert p.returncode == 2 and p.stderr.strip() == f"petit verify: error: {HERE / 'nope'}: file not found"

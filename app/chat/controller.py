@@ -1,5 +1,5 @@
 """The message flow of the open chat: send, stream, stop, regenerate, continue, edit-and-continue, copy. It keeps the
-SQLite store, the conversation view and the generation worker (through Engine) in step.
+SQLite store, the conversation view and the generation worker (through GenerationClient) in step.
 
 Replies stream into the last message widget; the Markdown is re-rendered at most every RENDER_MS, however fast
 tokens arrive. A new request settles the one in progress first: its partial reply is kept, marked stopped.
@@ -23,10 +23,10 @@ class ChatController(QObject):
     context_measured = Signal(int, int)   # context tokens used, context size
     chats_changed = Signal()              # a chat was created or renamed itself: the list should refresh
 
-    def __init__(self, store: ChatStore, engine, view, composer, options, parent=None):
+    def __init__(self, store: ChatStore, generation, view, composer, options, parent=None):
         """options: a callable returning the session options (app.settings.values.session_options)."""
         super().__init__(parent)
-        self.store, self.engine, self.view, self.composer, self.options = store, engine, view, composer, options
+        self.store, self.generation, self.view, self.composer, self.options = store, generation, view, composer, options
         self.chat_id: int | None = None
         self.messages: list[Message] = []
         self.model_name = ""
@@ -45,10 +45,10 @@ class ChatController(QObject):
         self._save_timer.setSingleShot(True)
         self._save_timer.setInterval(SAVE_MS)
         self._save_timer.timeout.connect(self._save_partial)
-        engine.tokens_decoded.connect(self._on_tokens)
-        engine.finished.connect(self._on_finished)
-        engine.failed.connect(self._on_failed)
-        engine.measured.connect(self.context_measured)
+        generation.tokens_decoded.connect(self._on_tokens)
+        generation.finished.connect(self._on_finished)
+        generation.failed.connect(self._on_failed)
+        generation.measured.connect(self.context_measured)
         view.copy_requested.connect(self.copy)
         view.edit_requested.connect(self.begin_edit)
         view.regenerate_requested.connect(lambda _i: self.regenerate())
@@ -84,7 +84,7 @@ class ChatController(QObject):
         if self._pending is not None:
             history, text, partial = self._pending
             self._pending = None
-            self.engine.generate(history, text, self.options(), partial)
+            self.generation.generate(history, text, self.options(), partial)
         self.measure()
 
     def model_loading(self, loading: bool) -> None:
@@ -156,11 +156,11 @@ class ChatController(QObject):
                 self._pending = None
                 self._finish(self._buffer, {"finish_reason": "cancelled"})
             else:
-                self.engine.stop()
+                self.generation.stop()
 
     def measure(self) -> None:
         if self.model_ready and not self.busy:
-            self.engine.measure([self._plain(m) for m in self.messages], self.options())
+            self.generation.measure([self._plain(m) for m in self.messages], self.options())
 
     def _truncate(self, keep: int) -> None:
         self.store.truncate(self.chat_id, keep)
@@ -187,7 +187,7 @@ class ChatController(QObject):
         plain = [self._plain(m) for m in history]
         partial = self._buffer
         if self.model_ready:
-            self.engine.generate(plain, text, self.options(), partial)
+            self.generation.generate(plain, text, self.options(), partial)
         elif self._awaiting_model:
             self._pending = (plain, text, partial)
         else:
@@ -279,7 +279,7 @@ class ChatController(QObject):
         if self._reply is None:
             return
         self._pending = None
-        self.engine.abandon()
+        self.generation.abandon()
         self._finish(self._buffer if keep_partial else "", {"finish_reason": "cancelled"})
 
     def _set_busy(self, busy: bool) -> None:

@@ -1,20 +1,22 @@
-"""The generation worker: a QObject living on its own QThread that owns the model and its ChatSession.
+"""The generation worker: a QObject living on its own QThread that owns the model and its generation Session.
 
 Its slots run on that thread, one at a time, in the order they were requested; the GUI thread only sends it
 requests (through queued signals) and receives value-type results, so it never waits on the engine. Signals are
 named for past events (`tokens_decoded`, `finished`, `failed`, `model_changed`, `measured`, `progressed`).
 
 Cancelling is by request id and thread-safe: `cancel(before)` stops every request whose id is below `before`,
-within one token (ChatSession.cancel for the one in progress, a check between tokens, and a check when a queued
+within one token (Session.cancel for the one in progress, a check between tokens, and a check when a queued
 request starts).
+
+The conversation is the caller's (the chat's stored messages): every request passes it, with its parameters, to
+`Session.reply`; the Session keeps only the KV cache of what it last saw.
 """
 from contextlib import closing
 from dataclasses import asdict
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from petit.sample import Sampler
-from petit.session import ChatSession
+from petit.generation import Params, Sampler, Session
 
 
 class GenerationWorker(QObject):
@@ -28,7 +30,7 @@ class GenerationWorker(QObject):
     def __init__(self):
         super().__init__()
         self.model = None
-        self.session: ChatSession | None = None
+        self.session: Session | None = None
         self._session_key = None
         self._cancel_before = 0
 
@@ -56,20 +58,21 @@ class GenerationWorker(QObject):
             self.model.close()
         self.model, self.session = None, None
 
-    def _session(self, options: dict) -> ChatSession:
+    def _session(self, options: dict) -> Session:
         """The session for these options: rebuilt when the template, context size or KV type change (a new KV
         cache); otherwise the same one, so the cache of earlier turns is reused."""
         if self.model is None:
             raise ValueError("no model is loaded")
         key = (options.get("template"), options.get("n_ctx"), options.get("kv_type"))
         if self.session is None or key != self._session_key:
-            self.session = ChatSession(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
+            self.session = Session(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
             self._session_key = key
-        s = self.session
-        s.sampler = Sampler(**options["sampler"])
-        s.max_tokens = options["max_tokens"]
-        s.drop_old_turns = options["drop_old_turns"]
-        return s
+        return self.session
+
+    @staticmethod
+    def _params(options: dict) -> Params:
+        return Params(sampler=Sampler(**options["sampler"]), max_tokens=options["max_tokens"],
+                      drop_old_turns=options["drop_old_turns"])
 
     @staticmethod
     def _history(options: dict, history: list) -> list:
@@ -85,16 +88,14 @@ class GenerationWorker(QObject):
         if self._cancelled(request_id):
             self.finished.emit(request_id, partial, {"finish_reason": "cancelled", "generated_tokens": 0})
             return
+        stats, parts = None, [partial]
         try:
             session = self._session(options)
-            session.messages = self._history(options, history)
-            before = len(session.messages)
-            parts = [partial]
-            if partial:
-                session.messages.append({"role": "user", "content": text})
-            with closing(session.resume(partial) if partial else session.send(text)) as steps:
+            messages = self._history(options, history) + [{"role": "user", "content": text}]
+            with closing(session.reply(messages, self._params(options), partial=partial or None)) as steps:
                 for count, step in enumerate(steps, 1):
-                    self.progressed.emit(request_id, session.stats.prompt_tokens + count, session.cache.n_ctx)
+                    stats = step.stats
+                    self.progressed.emit(request_id, stats.prompt_tokens + count, session.n_ctx)
                     if step.text:
                         parts.append(step.text)
                         self.tokens_decoded.emit(request_id, step.text)
@@ -103,17 +104,15 @@ class GenerationWorker(QObject):
         except Exception as e:          # the engine's message (context full, template error...) for the user
             self.failed.emit(request_id, str(e) or type(e).__name__)
             return
-        last = session.messages[-1] if session.messages else {}
-        reply = last.get("content", "") if last.get("role") == "assistant" else "".join(parts)
-        dropped = max(0, before + 2 - len(session.messages))
-        self.finished.emit(request_id, reply, self._result(session, dropped))
+        self.finished.emit(request_id, "".join(parts), self._result(session, stats))
 
     @staticmethod
-    def _result(session: ChatSession, dropped: int) -> dict:
-        stats = asdict(session.stats)
-        stats["context_used"] = session.stats.prompt_tokens + session.stats.generated_tokens
-        stats["context_size"] = session.cache.n_ctx
-        stats["dropped_messages"] = dropped
+    def _result(session: Session, stats) -> dict:
+        """The reply's Stats as a dict, with the context figures the status bar shows."""
+        stats = asdict(stats) if stats is not None else {"finish_reason": "length", "generated_tokens": 0}
+        stats["context_used"] = stats.get("prompt_tokens", 0) + stats["generated_tokens"]
+        stats["context_size"] = session.n_ctx
+        stats.setdefault("dropped_messages", 0)
         return stats
 
     @Slot(int, object, object)
@@ -123,6 +122,6 @@ class GenerationWorker(QObject):
             session = self._session(options)
             messages = self._history(options, history)
             used = len(session.prompt_ids(messages)) if messages else 0
-            self.measured.emit(request_id, used, session.cache.n_ctx)
+            self.measured.emit(request_id, used, session.n_ctx)
         except Exception:               # a template that rejects this history: the next send reports it
             pass

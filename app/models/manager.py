@@ -1,4 +1,4 @@
-"""Which model the chat uses, and changing it: a load runs on a LoadJob thread while the old model keeps
+"""Which model the chat uses, and changing it: a load runs on a Worker thread (loader.py) while the old model keeps
 answering; the new one is handed to the generation worker only when it is ready. One load at a time: a new one
 cancels the previous."""
 import os
@@ -7,10 +7,10 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.models import dialogs
-
 from app.models.info import ModelInfo, model_key
-from app.models.loader import LoadJob
+from app.models.loader import load_worker
 from app.models.memory import fit_message
+from app.threads import Worker
 
 
 class ModelManager(QObject):
@@ -20,14 +20,15 @@ class ModelManager(QObject):
     confirmation_needed = Signal(str, str)    # path, why (it may not fit in memory)
     model_loaded = Signal(object)             # ModelInfo, once the worker uses the new model
 
-    def __init__(self, engine, settings_store, recent, parent=None):
+    def __init__(self, generation, settings_store, recent, parent=None):
         super().__init__(parent)
-        self.engine, self.settings_store, self.recent = engine, settings_store, recent
+        self.generation, self.settings_store, self.recent = generation, settings_store, recent
         self.info: ModelInfo | None = None
-        self._job: LoadJob | None = None
-        self._jobs: list[LoadJob] = []        # every job not yet ended (a cancelled one runs to its end)
+        self._job: Worker | None = None       # the load in progress
+        self._path = ""                       # what it loads
+        self._jobs: list[Worker] = []         # every load not yet ended (a cancelled one runs to its end)
         self.warning_dialog = None            # the notice of the engine's warnings about the model loaded
-        engine.model_changed.connect(self._on_model_changed)
+        generation.model_changed.connect(self._on_model_changed)
 
     @property
     def loading(self) -> bool:
@@ -43,11 +44,11 @@ class ModelManager(QObject):
             return
         self.cancel()
         weights = self.settings_store.get(path).get("weights")
-        job = LoadJob(path, weights)
-        job.loaded.connect(self._on_loaded)
+        job = load_worker(path, weights)
+        job.succeeded.connect(self._on_loaded)
         job.failed.connect(self._on_failed)
         job.ended.connect(self._on_job_ended)
-        self._job = job
+        self._job, self._path = job, path
         self._jobs.append(job)
         self.loading_started.emit(path, text)
         job.start()
@@ -64,20 +65,22 @@ class ModelManager(QObject):
             self._job = None
             self.loading_ended.emit()
 
-    def _on_loaded(self, job: LoadJob, model, info: ModelInfo) -> None:
-        if job is not self._job:          # cancelled, or replaced by a newer load
+    # from the load workers (self.sender(): which one)
+    def _on_loaded(self, loaded: tuple) -> None:
+        model, info = loaded
+        if self.sender() is not self._job:    # a newer load replaced it (a cancelled load's model is closed already)
             model.close()
             return
         self._job = None
-        self.engine.set_model(model, info)
+        self.generation.set_model(model, info)
         self.loading_ended.emit()
 
-    def _on_failed(self, job: LoadJob, message: str) -> None:
-        if job is not self._job:
+    def _on_failed(self, message: str) -> None:
+        if self.sender() is not self._job:
             return
         self._job = None
         self.loading_ended.emit()
-        self.load_failed.emit(job.path, message)
+        self.load_failed.emit(self._path, message)
 
     def _on_model_changed(self, info: ModelInfo) -> None:
         self.info = info
@@ -87,14 +90,19 @@ class ModelManager(QObject):
             parent = self.parent() if isinstance(self.parent(), QWidget) else None
             self.warning_dialog = dialogs.model_warnings(parent, info.name, info.warnings)
 
-    def _on_job_ended(self, job: LoadJob) -> None:
-        if job in self._jobs:
-            self._jobs.remove(job)
+    def _on_job_ended(self) -> None:
+        job = self.sender()
+        if job not in self._jobs:         # already joined by shutdown()
+            return
+        self._jobs.remove(job)
         job.wait()                        # `ended` is run()'s last act: this returns at once
         job.deleteLater()
 
     def shutdown(self) -> None:
-        """Cancel any load and wait for every load thread to end (petit.load cannot be interrupted)."""
+        """Cancel any load and join every load thread (petit.load cannot be interrupted: this waits for it; a
+        model it still loads is closed)."""
         self.cancel()
-        for job in list(self._jobs):
-            job.wait()
+        jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            job.stop()
+            job.deleteLater()

@@ -2,16 +2,10 @@
 
     ServerPanel   panel.py: host, port, API key, Start / Stop, the base URL to copy, the live log
     ServerProcess process.py: the QProcess (start, stop = terminate then kill, shutdown = stop and wait)
-    command.py    the command line: the model's settings as `petit serve` flags
-    runner.py     `python -m app.server.runner`: `petit serve` that also logs every HTTP request on stderr
+    command.py    the command line: the model's settings as `petit serve` flags, and --log-requests, so the live
+                  log has a line per HTTP request (the same command in the source tree and in the bundle)
     leftover.py   the running server's pid in the data folder; ending one a killed app left; who holds a port
-
-ServerPanel is imported on first use, so the child process (runner.py) never loads Qt.
 """
+from app.server.panel import ServerPanel
 
-
-def __getattr__(name):
-    if name == "ServerPanel":
-        from app.server.panel import ServerPanel
-        return ServerPanel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["ServerPanel"]

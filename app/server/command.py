@@ -15,7 +15,7 @@ FLAGS = (("temperature", "--temperature"), ("top_k", "--top-k"), ("top_p", "--to
 
 def serve_args(model: str, host: str, port: int, options: dict | None = None, allowed_hosts=()) -> list[str]:
     """`petit serve` arguments (without the command): MODEL, --host, --port, the settings, the extra host names
-    requests may carry (--allowed-host), --stats."""
+    requests may carry (--allowed-host), --stats and --log-requests (the live log's lines)."""
     args = [model, f"--host={host}", f"--port={port}"]
     args += [f"--allowed-host={name}" for name in allowed_hosts]
     options = options or {}
@@ -27,23 +27,26 @@ def serve_args(model: str, host: str, port: int, options: dict | None = None, al
     if options.get("drop_old_turns"):
         args.append("--drop-old-turns")
     args.append("--stats")                       # a line per generation, for the log
+    args.append("--log-requests")                # a line per HTTP request, for the log
     return args
 
 
 def program(args: list[str]) -> tuple[str, list[str]]:
-    """(program, arguments) for a child process: this Python running app.server.runner, or, in the bundled app
-    (PyInstaller), the bundle's own `serve` command (on Windows its console executable, whose output can be read)."""
+    """(program, arguments) for a child process: this Python running `petit serve` (`-m petit.cli serve`), or, in
+    the bundled app (PyInstaller), the bundle's own `serve` command (on Windows its console executable, whose output
+    can be read). Both are the same command with the same flags, so both logs show the same lines."""
     if getattr(sys, "frozen", False):
         exe = sys.executable
         console = os.path.join(os.path.dirname(exe), "petit-cli.exe")
         if sys.platform == "win32" and os.path.exists(console):
             exe = console
         return exe, ["serve", *args]
-    return sys.executable, ["-m", "app.server.runner", *args]
+    return sys.executable, ["-m", "petit.cli", "serve", *args]
 
 
 def environment(base: dict, api_key: str | None) -> dict:
-    """The child's environment: unbuffered output, the app's own source folder importable, the API key in
+    """The child's environment: unbuffered output, the app's own source folder importable (the petit beside it), the
+    API key in
     PETIT_API_KEY (kept out of the process list), or no key at all, even one this process was given, and the
     lifeline that ends the server with the app however the app ends (petit.server.lifeline: the parent-death
     signal on Linux, end of file on its stdin, a pipe QProcess holds, everywhere)."""

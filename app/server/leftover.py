@@ -4,7 +4,7 @@ The app records the pid and port of the `petit serve` child it starts in its dat
 the record when the child ends. Normally the child ends with the app however the app ends (petit.server.lifeline),
 but if one is left behind it keeps the port and the relaunched app could not start its server: before starting,
 `end_leftover` ends the server the record names if that process still runs and is one of ours (its command line
-runs app.server.runner or `petit serve`); any other program is never touched. When the port is still taken,
+runs `petit serve`); any other program is never touched. When the port is still taken,
 `port_problem` says which process holds it (from /proc on Linux), so the user knows what to stop."""
 import errno
 import json
@@ -102,7 +102,8 @@ def process_name(pid: int) -> str | None:
 
 
 def is_our_server(pid: int) -> bool:
-    """Whether `pid` runs the app's server: app.server.runner, or a Petit program's `serve` command."""
+    """Whether `pid` runs the app's server: a Petit program's `serve` command (`python -m petit.cli serve`, the
+    bundle's `Petit serve`), or app.server.runner, which app versions before issue 13 ran."""
     cmd = command_line(pid)
     if not cmd:
         return False

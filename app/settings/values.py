@@ -1,12 +1,12 @@
 """A model's settings: what the user chose (overrides; a missing key = the model's default), the values they
 resolve to, and the options the generation worker and the server panel receive.
 
-Sampling settings resolve as the engine's CLI does (petit.sample.resolve): the user's value > the model's
+Sampling settings resolve as the engine's CLI does (petit.generation.sample.resolve): the user's value > the model's
 generation defaults > petit's fallback. The rest default to: 256 tokens per reply, no system prompt, the model's
 own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type and the weights as stored.
 """
 from petit.chat.formats import FORMATS, get_format
-from petit.sample import FALLBACK, resolve
+from petit.generation.sample import FALLBACK, resolve
 
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties
 OTHER_DEFAULTS = {"seed": None, "max_tokens": 256, "system": "", "format": None, "n_ctx": None, "kv_type": None,
@@ -43,7 +43,7 @@ def model_defaults(info) -> dict:
 
 
 def session_options(values: dict) -> dict:
-    """What the generation worker needs to build a ChatSession and a Sampler from resolved values."""
+    """What the generation worker needs to build its Session and the Params of a request from resolved values."""
     return {"sampler": {k: values[k] for k in SAMPLING_KEYS + ("seed",)},
             "max_tokens": int(values["max_tokens"]),
             "system": values["system"] or None,

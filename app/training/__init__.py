@@ -5,7 +5,7 @@
     VerifyPanel  the verifier, its verdict and the error at each position (verification.py)
 
 They pass the latest checkpoint and exported model to each other through a shared TrainingHub (hub.py). Every
-engine call runs on a worker thread (jobs.py); each panel's shutdown() stops and joins its threads.
+engine call runs on a Worker thread (app.threads); each panel's shutdown() stops and joins its threads.
 """
 from app.training.export_panel import ExportPanel
 from app.training.train_panel import TrainPanel

@@ -6,9 +6,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView,
                                QLabel, QLineEdit, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from app.threads import Worker, WorkerSlot
 from app.training.exports import WEIGHTS, default_target, describe_checkpoint, export_all, name_problem
 from app.training.hub import reveal, shared_hub
-from app.training.jobs import Job, JobSlot
 from trainer.export import format_size
 
 HINTS = {"f32": "exactly as trained", "q8_0": "8-bit: about a quarter of fp32, nearly lossless",
@@ -24,7 +24,7 @@ class ExportPanel(QWidget):
         self.hub = hub or shared_hub()
         self.results: list[dict] = []
         self.file_dialog = None
-        self._job = JobSlot()
+        self._job = WorkerSlot()
         layout = QVBoxLayout(self)
         form = QFormLayout()
         row = QHBoxLayout()
@@ -136,7 +136,7 @@ class ExportPanel(QWidget):
             self._sync()
             return
         self.status.setText(f"Exporting {', '.join(weights)}…")
-        job = Job(export_all, checkpoint, folder, stem, weights, name="petit-export")
+        job = Worker(export_all, checkpoint, folder, stem, weights, name="petit-export")
         job.progressed.connect(self._on_exported_one)
         job.succeeded.connect(self._on_exported)
         job.failed.connect(self._on_failed)

@@ -2,11 +2,15 @@
 
 Every preset keeps hidden and MLP sizes multiples of 32, so its matrices can be exported as q8_0 / q4_0. The time
 estimate is the run's work (training tokens, plus the validation passes at a third of a training token each) over
-a speed measured on this machine (app.training.speed) or, while training, the trainer's own."""
+a speed measured on this machine (trainer.speed, remembered here per preset) or, while training, the trainer's
+own."""
 from dataclasses import dataclass
 
 from trainer.model import count_params
+from trainer.speed import training_speed
 from trainer.train import TrainConfig
+
+_measured: dict = {}                 # (preset key, vocab size) -> training tokens/s on this machine
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,18 @@ def train_config(p: Preset, *, steps: int, tokenizer: str, vocab_size: int, seed
 
 def param_count(p: Preset, vocab_size: int) -> int:
     return count_params(train_config(p, steps=1, tokenizer="bpe", vocab_size=vocab_size).model_config(vocab_size))
+
+
+def known_speed(p: Preset, vocab_size: int) -> float | None:
+    """The training speed measure_speed found for this preset and vocabulary in this process, if it ran."""
+    return _measured.get((p.key, vocab_size))
+
+
+def measure_speed(p: Preset, vocab_size: int) -> float:
+    """Training tokens per second of this preset on this machine (trainer.speed; run it on a worker thread)."""
+    rate = training_speed(train_config(p, steps=100, tokenizer="bpe", vocab_size=vocab_size), vocab_size)
+    _measured[(p.key, vocab_size)] = rate
+    return rate
 
 
 def estimate_seconds(p: Preset, steps: int, tokens_per_s: float) -> float:

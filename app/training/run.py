@@ -1,4 +1,4 @@
-"""One training run on its own QThread, driven through trainer.train's callbacks.
+"""One training run on a Worker thread (app.threads), driven through trainer.train's callbacks.
 
 Pause blocks the worker between two steps (inside `should_stop`, which the trainer polls after every step); Cancel
 ends the run there and the trainer saves a checkpoint before returning; a cancel while paused does the same. The
@@ -12,10 +12,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QThread, Signal
+from PySide6.QtCore import QObject, QThread, Signal
 
+from app.threads import Worker
 from app.training import corpus as corpora
-from app.training.jobs import error_text
 from trainer.train import Callbacks, TrainConfig, train
 
 PROGRESS_S = 0.1
@@ -40,9 +40,11 @@ def _lower_priority() -> None:
             pass
 
 
-class TrainRun(QThread):
+class TrainRun(QObject):
+    """The run's state and signals (emitted on the worker, received queued on the GUI thread); its thread is
+    `self.worker`, whose succeeded / failed / ended it passes on."""
     stage_changed = Signal(str)      # what the run is doing, for a person
-    progressed = Signal(object)      # dict: see _report
+    progressed = Signal(object)      # dict: see _flush
     paused = Signal(int)             # the step it is paused after
     checkpoint_saved = Signal(str)
     succeeded = Signal(object)       # dict: checkpoint, step, steps, interrupted, loss, val_loss, tokens_per_s
@@ -51,9 +53,11 @@ class TrainRun(QThread):
 
     def __init__(self, spec: RunSpec, parent=None):
         super().__init__(parent)
-        self.setObjectName("petit-training")
         self.spec = spec
-        self._cancel = threading.Event()
+        self.worker = Worker(self._run, name="petit-training", parent=self)
+        self.worker.succeeded.connect(self.succeeded)
+        self.worker.failed.connect(self.failed)
+        self.worker.ended.connect(self.ended)
         self._go = threading.Event()
         self._go.set()
         self._paused_s = 0.0
@@ -65,6 +69,9 @@ class TrainRun(QThread):
         self._rate = self._elapsed = 0.0
 
     # from the GUI thread
+    def start(self, priority=QThread.Priority.InheritPriority) -> None:
+        self.worker.start(priority)
+
     def pause(self) -> None:
         self._go.clear()
 
@@ -72,8 +79,13 @@ class TrainRun(QThread):
         self._go.set()
 
     def cancel(self) -> None:
-        self._cancel.set()
+        self.worker.cancel()
         self._go.set()
+
+    def stop(self) -> None:
+        """Cancel (the trainer saves a checkpoint) and join the thread."""
+        self.cancel()
+        self.worker.wait()
 
     @property
     def is_paused(self) -> bool:
@@ -81,19 +93,14 @@ class TrainRun(QThread):
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self.worker.cancelled
 
-    # on the worker
-    def run(self) -> None:
+    # on the worker: ValueError (bad corpus or config, divergence), OSError (saving) are the worker's `failed`
+    def _run(self, report) -> dict:
         _lower_priority()
-        try:
-            self._train()
-        except Exception as e:        # ValueError (bad corpus or config, divergence), OSError (saving)
-            self.failed.emit(error_text(e))
-        finally:
-            self.ended.emit()
+        return self._train()
 
-    def _train(self) -> None:
+    def _train(self) -> dict:
         """Each phase says what it does as it starts: the corpus, the tokenizer, the first step, training."""
         spec, config = self.spec, self.spec.config
         say = self.stage_changed.emit
@@ -105,9 +112,8 @@ class TrainRun(QThread):
                 if config.tokenizer == "bpe" else "Building the character tokenizer from the corpus…")
             tokenizer = corpora.learn_tokenizer(text, config, spec.corpus.chat)
         if self.cancelled:
-            self.succeeded.emit({"checkpoint": None, "step": 0, "steps": config.steps, "interrupted": True,
-                                 "loss": None, "val_loss": None, "tokens_per_s": 0.0})
-            return
+            return {"checkpoint": None, "step": 0, "steps": config.steps, "interrupted": True, "loss": None,
+                    "val_loss": None, "tokens_per_s": 0.0}
         say(("Loading the checkpoint, tokenizing" if spec.resume else "Tokenizing")
             + " the corpus and running the first step…")
         callbacks = Callbacks(on_progress=self._on_progress, should_stop=self._should_stop,
@@ -116,11 +122,10 @@ class TrainRun(QThread):
                        resume=spec.checkpoint_dir if spec.resume else None, callbacks=callbacks, progress=False,
                        log=io.StringIO(), data_info=data_info)
         self._flush()
-        self.succeeded.emit({"checkpoint": str(result.checkpoint) if result.checkpoint else None,
-                             "step": result.step, "steps": config.steps, "interrupted": result.interrupted,
-                             "loss": result.losses[-1] if result.losses else None,
-                             "val_loss": result.val_losses[-1][1] if result.val_losses else None,
-                             "tokens_per_s": self._rate})
+        return {"checkpoint": str(result.checkpoint) if result.checkpoint else None, "step": result.step,
+                "steps": config.steps, "interrupted": result.interrupted,
+                "loss": result.losses[-1] if result.losses else None,
+                "val_loss": result.val_losses[-1][1] if result.val_losses else None, "tokens_per_s": self._rate}
 
     def _on_progress(self, step: int, loss: float, val_loss, tokens_per_s: float) -> None:
         config = self.spec.config
@@ -153,10 +158,10 @@ class TrainRun(QThread):
         self._pending, self._pending_val = [], []
 
     def _should_stop(self) -> bool:
-        if not self._go.is_set() and not self._cancel.is_set():
+        if not self._go.is_set() and not self.cancelled:
             self._flush()
             self.paused.emit(self._latest[0])
             t0 = time.perf_counter()
             self._go.wait()
             self._paused_s += time.perf_counter() - t0
-        return self._cancel.is_set()
+        return self.cancelled

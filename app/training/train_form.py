@@ -9,11 +9,10 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFileDialog, QFormLayout
                                QLineEdit, QPushButton, QRadioButton, QSpinBox, QVBoxLayout, QWidget)
 
 from app.paths import data_dir
-from app.training import speed
+from app.threads import Worker, WorkerSlot
 from app.training.corpus import DEFAULT_CHAT_EXAMPLES, Corpus, char_vocab, file_summary
-from app.training.jobs import Job, JobSlot
-from app.training.presets import (PRESETS, estimate_seconds, format_count, format_duration, param_count, preset,
-                                  train_config)
+from app.training.presets import (PRESETS, estimate_seconds, format_count, format_duration, known_speed,
+                                  measure_speed, param_count, preset, train_config)
 from trainer.chat_corpus import SPECIAL_TOKENS
 
 ESTIMATE_DELAY_MS = 300
@@ -29,7 +28,7 @@ class TrainForm(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.file_dialog = None
-        self._calibration = JobSlot()
+        self._calibration = WorkerSlot()
         self._measuring: set = set()         # (preset, vocab) measured or being measured
         self._idle_callbacks: list = []
         layout = QVBoxLayout(self)
@@ -202,7 +201,7 @@ class TrainForm(QWidget):
         """The parameter count now; the time once this machine's speed for the preset is known (measured here)."""
         p, vocab = self.preset(), self.vocab_size()
         params = f"{format_count(param_count(p, vocab))} parameters (vocabulary {vocab})"
-        rate = speed.known(p, vocab)
+        rate = known_speed(p, vocab)
         if rate is None:
             if (p.key, vocab) in self._measuring and not self._calibration.busy:
                 self.estimate.setText(f"{params}; the time could not be estimated")
@@ -210,7 +209,7 @@ class TrainForm(QWidget):
             self.estimate.setText(f"{params}; measuring this computer's speed…")
             if not self._calibration.busy and self.preset_box.isEnabled() and self.isVisible():
                 self._measuring.add((p.key, vocab))
-                self._calibration.start(Job(lambda report: speed.measure(p, vocab), name="petit-calibration"),
+                self._calibration.start(Worker(lambda report: measure_speed(p, vocab), name="petit-calibration"),
                                         then=self._calibrated)
             return
         seconds = estimate_seconds(p, self.steps.value(), rate)

@@ -1,8 +1,9 @@
 """The Train tab: the wizard's choices (TrainForm), Start / Pause / Cancel / Continue, the live loss plot
 (training and validation), tokens/s, elapsed time and ETA; then "Export…" and "Chat with this model".
 
-The run lives on a TrainRun thread; the GUI only sends it pause / resume / cancel (thread-safe flags) and draws
-what it reports. Closing the window cancels the run (the trainer saves a checkpoint) and joins the thread."""
+The run lives on a TrainRun (on its Worker thread); the GUI only sends it pause / resume / cancel (thread-safe
+flags) and draws what it reports. Closing the window cancels the run (the trainer saves a checkpoint) and joins the
+thread."""
 import dataclasses
 import os
 
@@ -10,9 +11,9 @@ from PySide6.QtCore import QThread, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
                                QWidget)
 
+from app.threads import Worker, WorkerSlot
 from app.training.exports import default_target, export_all
 from app.training.hub import reveal, shared_hub
-from app.training.jobs import Job, JobSlot
 from app.training.plot import LinePlot
 from app.training.presets import format_duration
 from app.training.run import RunSpec, TrainRun
@@ -32,7 +33,7 @@ class TrainPanel(QWidget):
         self.spec: RunSpec | None = None          # the last run started (Continue resumes it)
         self.checkpoint: str | None = None        # its latest checkpoint
         self.result: dict | None = None
-        self._export = JobSlot()
+        self._export = WorkerSlot()
         self.form = TrainForm()
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -243,7 +244,7 @@ class TrainPanel(QWidget):
     def _on_ended(self) -> None:
         run, self.run = self.run, None
         if run is not None:
-            run.wait()
+            run.worker.wait()             # `ended` is the worker's last act: this returns at once
             run.deleteLater()
         self._sync()
 
@@ -265,7 +266,7 @@ class TrainPanel(QWidget):
             return
         folder, stem = default_target(self.checkpoint)
         self.status.setText("Exporting the model as q8_0…")
-        job = Job(export_all, self.checkpoint, folder, stem, ["q8_0"], name="petit-export")
+        job = Worker(export_all, self.checkpoint, folder, stem, ["q8_0"], name="petit-export")
         job.succeeded.connect(self._on_exported)
         job.failed.connect(self._fail)
         self._export.start(job, then=self._sync)
@@ -283,8 +284,7 @@ class TrainPanel(QWidget):
         self._export.shutdown()
         run, self.run = self.run, None
         if run is not None:               # (a run still waiting for the speed measurement never starts)
-            run.cancel()
-            run.wait()
+            run.stop()
 
 
 def _same(a: str, b: str) -> bool:

@@ -5,7 +5,7 @@ scale (the quantity it holds to THRESHOLDS[weights]["max_rel_err"]), which the t
 The verifier generates its tokens greedily past the model's end-of-turn token (the logits there are compared too),
 but what follows that token is not the model's answer: `answer` is the generated text up to it and `end_marker`
 the marker that ended it (None when the model did not end its turn)."""
-from petit.session import END_OF_TURN
+from petit.generation.session import END_OF_TURN
 
 
 def run(model_path: str, prompt: str | None = None, n: int = 16, report=None) -> dict:

@@ -7,9 +7,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
+from app.threads import Worker, WorkerSlot
 from app.training import verification
 from app.training.hub import shared_hub
-from app.training.jobs import Job, JobSlot
 from app.training.plot import LinePlot
 
 PASS_STYLE = "font-size: 20pt; font-weight: bold; color: #1b7f3b;"
@@ -28,7 +28,7 @@ class VerifyPanel(QWidget):
         self.hub = hub or shared_hub()
         self.result: dict | None = None
         self.file_dialog = None
-        self._job = JobSlot()
+        self._job = WorkerSlot()
         layout = QVBoxLayout(self)
         form = QFormLayout()
         row = QHBoxLayout()
@@ -103,7 +103,7 @@ class VerifyPanel(QWidget):
             return
         self._show(None)
         prompt = self.prompt_edit.text() or None
-        job = Job(verification.run, path, prompt, self.tokens.value(), name="petit-verify")
+        job = Worker(verification.run, path, prompt, self.tokens.value(), name="petit-verify")
         job.progressed.connect(self.status.setText)
         job.succeeded.connect(self._on_verified)
         job.failed.connect(self._on_failed)

@@ -1,5 +1,5 @@
-"""PyInstaller hook for the desktop app: app.plugins imports the panels (app.training, app.server) by name, so a
-static scan cannot see them; take every app module there is at build time."""
+"""PyInstaller hook for the desktop app: take every app module there is at build time, so none a static scan
+misses (a module imported inside a function) is left out of the bundle."""
 from PyInstaller.utils.hooks import collect_submodules
 
 hiddenimports = collect_submodules("app")

@@ -2,7 +2,8 @@
 
 Each is the common form of that family's template: messages rendered in order, the generation prompt opening the
 assistant turn. A model's own template (rendered by petit.chat.template) always describes the model best; these exist
-for models that ship none. "raw" is not a template: it is the completion notebook (see petit.session.RawSession).
+for models that ship none. "raw" is not a template: it is the completion notebook (`petit chat`'s raw mode over
+petit.generation.Session.complete).
 """
 from petit.chat.template import render_template
 

@@ -20,28 +20,24 @@ def add_chat_parser(sub) -> None:
 def cmd_chat(args) -> int:
     import petit
     from petit.cli.repl import ChatLoop
-    from petit.session import ChatSession
+    from petit.generation.session import Params, Session
 
     args.model = model_path(args)
     check_sampling_flags(args)
     from petit.chat.formats import get_format
-    from petit.session import RawSession
     configure_threads(args)
     model = petit.load(args.model, weights=args.weights)
     sampler = make_sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
-    if fmt == "raw":
-        if args.format is None:
-            print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
-                  "--format picks a chat format)", file=sys.stderr)
-        session = RawSession(model, sampler=sampler, max_tokens=args.max_tokens, n_ctx=args.ctx,
-                             stop_strings=args.stop, kv_type=args.kv)
-    else:
-        template = get_format(args.format) if args.format else None
-        session = ChatSession(model, template=template, system=args.system, sampler=sampler,
-                              max_tokens=args.max_tokens, n_ctx=args.ctx, reuse_cache=not args.no_cache_reuse,
-                              stop_strings=args.stop, drop_old_turns=args.drop_old_turns, kv_type=args.kv)
+    if fmt == "raw" and args.format is None:
+        print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
+              "--format picks a chat format)", file=sys.stderr)
+    template = get_format(args.format) if args.format and fmt != "raw" else None
+    session = Session(model, template=template, n_ctx=args.ctx, kv_type=args.kv,
+                      reuse_cache=not args.no_cache_reuse)
+    params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns)
     print(f"petit chat: {args.model} ({format_count(model.n_params)} parameters, {model.n_layers} layers, "
-          f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.cache.n_ctx}, format: {fmt}); "
+          f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.n_ctx}, format: {fmt}); "
           f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
-    return ChatLoop(session, raw=fmt == "raw", stats=args.stats).run()
+    return ChatLoop(session, params, raw=fmt == "raw", system=None if fmt == "raw" else args.system,
+                    stats=args.stats).run()

@@ -7,7 +7,7 @@ WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.loading.WEI
 
 
 def add_sampling_flags(p) -> None:
-    # None = not given: the setting then comes from the model's generation defaults, else petit.sample.FALLBACK
+    # None = not given: the setting then comes from the model's generation defaults, else petit.generation.sample.FALLBACK
     p.add_argument("-t", "--temperature", type=number, help="0 = greedy (default: the model's, else 0.8)")
     p.add_argument("--greedy", action="store_true", help="the same as -t 0")
     p.add_argument("-k", "--top-k", type=non_negative_int, help="keep the k likeliest tokens (0 = off)")
@@ -29,8 +29,8 @@ def _explicit_sampling(args) -> dict:
 def check_sampling_flags(args) -> None:
     """A sampling flag out of range, or too many or too long --stop strings, is a usage error, found before the
     model loads (not a runtime one after)."""
-    from petit.sample import Sampler, resolve
-    from petit.stop import check_stop_strings
+    from petit.generation.sample import Sampler, resolve
+    from petit.generation.stop import check_stop_strings
     try:
         Sampler(**resolve(_explicit_sampling(args)))
         check_stop_strings(getattr(args, "stop", None) or [])
@@ -40,7 +40,7 @@ def check_sampling_flags(args) -> None:
 
 def make_sampler(args, model):
     """The sampler of the flags given, the model's generation defaults for the others."""
-    from petit.sample import Sampler, resolve
+    from petit.generation.sample import Sampler, resolve
     return Sampler(**resolve(_explicit_sampling(args), model.metadata.get("generation")))
 
 

@@ -3,11 +3,15 @@
 Replies go to stdout and everything else (the prompt, notices, errors) to stderr, so `petit chat < questions.txt >
 answers.txt` holds the replies only. When stdin is a terminal, readline (where Python has it) gives line editing and
 a history kept across runs in the user's data folder.
+
+The loop owns the conversation (the messages, or in raw mode the transcript's token ids) and hands it, with the
+generation parameters, to the Session on every line; the Session keeps only the KV cache.
 """
 import os
 import sys
+from contextlib import closing
 
-from petit.session import ContextFullError
+from petit.generation.session import ContextFullError
 
 HELP = """commands:
   /help          this list
@@ -80,11 +84,26 @@ def _read_line(history: _History) -> str | None:
 
 
 class ChatLoop:
-    """The loop over one session (a ChatSession or a RawSession); run() returns the exit code."""
+    """The loop over one generation Session: a chat (its messages, after an optional system prompt), or with `raw`
+    the completion notebook (each line is appended to one running transcript, the model's continuations included,
+    and the model continues it); run() returns the exit code."""
 
-    def __init__(self, session, *, raw: bool, stats: bool = False, out=None, err=None):
-        self.session, self.raw, self.stats = session, raw, stats
+    def __init__(self, session, params, *, raw: bool, system: str | None = None, stats: bool = False, out=None,
+                 err=None):
+        self.session, self.params, self.raw, self.stats = session, params, raw, stats
         self.out, self.err = out or sys.stdout, err or sys.stderr
+        self.messages: list[dict] = []           # the chat, a system prompt first
+        self.transcript_ids: list[int] = []      # raw mode's running transcript
+        self.last_stats = None                   # of the last reply
+        self.reset(system)
+
+    def reset(self, system: str | None = None) -> None:
+        """Forget the conversation (keeping, or replacing, the system prompt)."""
+        messages = self.messages
+        old = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        system = old if system is None else system
+        self.messages = [{"role": "system", "content": system}] if system else []
+        self.transcript_ids = []
 
     def say(self, text: str) -> None:
         print(text, file=self.err, flush=True)
@@ -121,7 +140,7 @@ class ChatLoop:
         elif name == "/help":
             self.say(HELP)
         elif name == "/reset":
-            self.session.reset()
+            self.reset()
             self.say("(conversation reset)")
         elif name == "/system":
             self.system(arg)
@@ -136,41 +155,70 @@ class ChatLoop:
                      "petit chat: raw mode has no system prompt (--format picks a chat format)")
             return
         if arg:
-            self.session.reset(arg)
+            self.reset(arg)
             self.say("(conversation reset)")
             return
-        messages = self.session.messages
+        messages = self.messages
         current = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         self.say(f"(system prompt: {current})" if current else "(no system prompt)")
 
+    def _steps(self, text: str):
+        """The reply's Steps and what to remember once it ends (given the generated tokens and the reply text)."""
+        session, tok = self.session, self.session.tokenizer
+        if self.raw:
+            # the first line starts the transcript with a BOS when the tokenizer adds one to plain text
+            ids = self.transcript_ids + tok.encode(text, add_bos=tok.adds_bos and not self.transcript_ids)
+            if len(ids) == len(self.transcript_ids):
+                raise ValueError("nothing to continue: the text is empty")
+
+            def remember(tokens, reply, stats):
+                self.transcript_ids = ids + [t for t in tokens if t not in session.text_stop_ids]
+            return session.complete(ids, self.params), remember
+        messages = self.messages + [{"role": "user", "content": text}]
+
+        def remember(tokens, reply, stats):
+            first = 1 if messages[0]["role"] == "system" else 0
+            dropped = stats.dropped_messages if stats is not None else 0
+            self.messages = messages[:first] + messages[first + dropped:] + [{"role": "assistant", "content": reply}]
+        return session.reply(messages, self.params), remember
+
     def reply(self, text: str) -> None:
-        session, before = self.session, self.session.stats
+        session, stats, tokens, parts = self.session, None, [], []
         told = False
 
         def tell_dropped():
-            n = session.stats.dropped_turns if session.stats is not before else 0
+            n = stats.dropped_turns if stats is not None else 0
             if n:
                 turns = "the oldest turn" if n == 1 else f"the {n} oldest turns"
-                self.say(f"[dropped {turns} to fit the {session.cache.n_ctx}-token context]")
+                self.say(f"[dropped {turns} to fit the {session.n_ctx}-token context]")
+        remember = None
         try:
-            for step in session.send(text):
-                if not told:                     # before the reply: the model no longer sees those turns
-                    tell_dropped()
-                    told = True
-                if step.text:
-                    self.out.write(step.text)
-                    self.out.flush()
-        except KeyboardInterrupt:                # Ctrl+C stops this reply; the session keeps what was said
+            steps, remember = self._steps(text)
+            with closing(steps):                 # closed, the Session's statistics are complete
+                for step in steps:
+                    stats = step.stats
+                    tokens.append(step.token)
+                    parts.append(step.text)
+                    if not told:                 # before the reply: the model no longer sees those turns
+                        tell_dropped()
+                        told = True
+                    if step.text:
+                        self.out.write(step.text)
+                        self.out.flush()
+        except KeyboardInterrupt:                # Ctrl+C stops this reply; the conversation keeps what was said
             print(" [stopped]", file=self.err)
         except ValueError as e:                  # a full context, a template error: say so, keep the conversation
-            alone = isinstance(e, ContextFullError) and session.drop_old_turns and not self.raw
+            alone = isinstance(e, ContextFullError) and self.params.drop_old_turns and not self.raw
             self.say(f"petit chat: {e}" + (", even with only this message" if alone else " (/reset starts over)"))
             return
+        if remember is not None:
+            remember(tokens, "".join(parts), stats)
+        self.last_stats = stats
         if not told:
             tell_dropped()
         self.out.write("\n")
         self.out.flush()
-        if session.stats is not before and session.stats.context_full:
-            self.say(f"[the reply was cut short: the {session.cache.n_ctx}-token context is full]")
-        if self.stats:
-            self.say(str(session.stats))
+        if stats is not None and stats.context_full:
+            self.say(f"[the reply was cut short: the {session.n_ctx}-token context is full]")
+        if self.stats and stats is not None:
+            self.say(str(stats))

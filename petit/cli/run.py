@@ -40,7 +40,7 @@ def _write_npy_atomic(path: str, arr: np.ndarray) -> None:
 
 def cmd_run(args) -> int:
     import petit
-    from petit.generate import stream_text
+    from petit.generation.loop import stream_text
     from petit.tokenizer import Tokenizer
 
     if args.merges and not args.vocab:
@@ -53,7 +53,7 @@ def cmd_run(args) -> int:
     tok = model.tokenizer
     if tok is None:
         raise ValueError(f"{args.model}: the file has no tokenizer; give one with -v VOCAB [-g MERGES]")
-    ids = tok.encode(args.prompt, add_bos=getattr(tok, "add_bos_token", None))   # HF: as the tokenizer adds it
+    ids = tok.encode(args.prompt, add_bos=tok.adds_bos)      # a BOS if the tokenizer adds one to plain text
     if not ids:
         if tok.bos_id is None:
             raise ValueError("the prompt is empty and the model has no BOS token to start from: give -p TEXT")

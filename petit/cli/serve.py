@@ -36,6 +36,8 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="also answer requests whose Host header is NAME (e.g. this machine's name); may be given "
                         "several times; '*' turns the DNS-rebinding check off")
+    p.add_argument("--log-requests", action="store_true",
+                   help="print a line per HTTP request on stderr: 'petit serve: CLIENT METHOD PATH STATUS MS ms'")
     p.set_defaults(func=cmd_serve)
 
 
@@ -54,7 +56,8 @@ def cmd_serve(args) -> int:
     arm()                                # a child of the app ends with it (PETIT_LIFELINE; see lifeline.py)
     from petit.chat.formats import get_format
     from petit.server import Server
-    from petit.server.engine import Engine
+    from petit.server.app import request_line
+    from petit.server.engine import ServerWorker
 
     if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
         import petit
@@ -62,14 +65,18 @@ def cmd_serve(args) -> int:
 
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
-    engine = Engine(path, weights=args.weights, sampler=lambda model: make_sampler(args, model), system=args.system,
-                    template=get_format(args.format) if args.format not in (None, "raw") else None,
-                    raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
-                    kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
-                    max_queue=args.max_queue, on_stats=on_stats if args.stats else None)
+    engine = ServerWorker(path, weights=args.weights, sampler=lambda model: make_sampler(args, model),
+                          system=args.system,
+                          template=get_format(args.format) if args.format not in (None, "raw") else None,
+                          raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
+                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
+                          max_queue=args.max_queue, on_stats=on_stats if args.stats else None)
+
+    def log_request(request):
+        print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
     server = Server(engine, host=args.host, port=args.port, api_key=args.api_key, allowed_hosts=args.allowed_host,
-                    max_body=args.max_body)
-    if not server.app.hosts.loopback and args.api_key is None:
+                    max_body=args.max_body, request_log=log_request if args.log_requests else None)
+    if not server.hosts.loopback and args.api_key is None:
         print(f"petit serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
               "machine can use the server", file=sys.stderr)
 

@@ -215,7 +215,7 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-# generation_config.json key -> (check, requirement): the sampling settings petit.sample.resolve reads
+# generation_config.json key -> (check, requirement): the sampling settings petit.generation.sample.resolve reads
 _GENERATION = {
     "temperature": (lambda v: _is_real(v) and v >= 0, "a finite number >= 0"),
     "top_k": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
@@ -227,8 +227,8 @@ _GENERATION = {
 
 def generation_defaults(generation_config: dict, where: str = "generation_config.json") -> dict:
     """The sampling defaults of generation_config.json under the keys of a .petit file's "generation" (the keys
-    `petit.sample.resolve` reads): ``do_sample`` (false = greedy), ``temperature``, ``top_k``, ``top_p``, ``min_p``,
-    ``repetition_penalty``. Only the keys the file sets (not null) are returned; the others are not sampling
+    `petit.generation.sample.resolve` reads): ``do_sample`` (false = greedy), ``temperature``, ``top_k``, ``top_p``,
+    ``min_p``, ``repetition_penalty``. Only the keys the file sets (not null) are returned; the others are not sampling
     settings (``max_new_tokens``, token ids, ...) or have no Petit counterpart, and are ignored."""
     out = {}
     do_sample = generation_config.get("do_sample")

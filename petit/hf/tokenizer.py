@@ -6,7 +6,7 @@ template that wants a BOS writes it (``{{ bos_token }}``), so the rendered text 
 ``<|begin_of_text|>`` / ``<s>``; transformers' ``apply_chat_template(tokenize=True)`` therefore encodes with
 ``add_special_tokens=False``, and so does ``encode(text)`` by default: the special-token texts in ``text`` become
 their ids and nothing is added, exactly what transformers feeds the model, never a double BOS. ``add_bos=True``
-prepends ``bos_token`` (for a plain completion prompt, pass ``add_bos=tok.add_bos_token``: whether the model's
+prepends ``bos_token`` (for a plain completion prompt, pass ``add_bos=tok.adds_bos``: whether the model's
 tokenizer adds a BOS when Hugging Face encodes plain text), ``add_bos=False`` adds nothing. `hf_encode` is Hugging
 Face's own ``tokenizer.encode(text, add_special_tokens=...)``, post-processor included (BOS and/or EOS as
 tokenizer.json defines them; transformers v5 also lets tokenizer.json, not tokenizer_config.json's
@@ -319,8 +319,14 @@ class HFTokenizer:
         return b"".join(self.token_bytes(t) for t in ids
                         if not (skip_special and self._check_id(t) in self.special_ids))
 
+    @property
+    def adds_bos(self) -> bool:
+        """Whether a plain-text prompt starts with ``bos_token``: whether Hugging Face's ``encode(text)`` adds one
+        (``add_bos_token``); `encode`'s own default adds nothing, as a rendered chat template carries its BOS."""
+        return self.add_bos_token
+
     def stream_decoder(self, skip_special: bool = False) -> "HFStreamDecoder":
-        """A new incremental decoder (`petit.tokenizer.StreamDecoder` delegates to it)."""
+        """A new incremental decoder (see `petit.generation.detokenize.StreamDecoder`)."""
         return HFStreamDecoder(self, skip_special)
 
     def __repr__(self) -> str:

@@ -1,35 +1,22 @@
 """Cohere (Command R): one LayerNorm without bias feeding attention and MLP in parallel
 (x + attn(n(x)) + mlp(n(x))), RoPE on interleaved pairs, optional per-head LayerNorm of q and k (`use_qk_norm`,
 weights [heads, head_dim]), logits x logit_scale, tied LM head."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
+from petit.models.config import DecoderConfig, check_decoder, refuse_act
 from petit.models.decoder import Decoder, Layer, Norm
 
 
-@dataclass
-class CohereConfig(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
+@dataclass(kw_only=True)
+class CohereConfig(DecoderConfig):
     logit_scale: float = 0.0625
-    hidden_act: str = "silu"
     max_position_embeddings: int = 8192
     layer_norm_eps: float = 1e-5
     tie_word_embeddings: bool = True
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     attention_bias: bool = False
     use_qk_norm: bool = False
-    head_dim: int | None = None
     model_type: str = "cohere"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):

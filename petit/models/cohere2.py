@@ -7,7 +7,7 @@ from petit.models.common import default_rope, layer_types, window_of
 from petit.models.config import positive_int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Cohere2Config(cohere.CohereConfig):
     sliding_window: int | None = 4096
     layer_types: list | None = None

@@ -36,7 +36,11 @@ def gated_mlp_weights(t, p: str, cfg, *, bias=False, prefix="mlp.") -> dict:
 
 
 def default_rope(cfg, dim: int | None = None, base: float | None = None, scaling="config",
-                 interleaved: bool = False) -> Rope:
+                 interleaved: bool | None = None) -> Rope:
+    """The config's RoPE; `interleaved` defaults to the config's own `rope_interleaved` (Petit's key, on every
+    family built on LlamaConfig), so no family that inherits the field can ignore it."""
+    if interleaved is None:
+        interleaved = getattr(cfg, "rope_interleaved", False)
     return Rope(dim or cfg.head_dim, cfg.rope_theta if base is None else base,
                 cfg.rope_scaling if scaling == "config" else scaling, cfg.max_position_embeddings,
                 getattr(cfg, "original_max_position_embeddings", None), interleaved)

@@ -125,14 +125,41 @@ def heads(cfg) -> None:
         raise ValueError(f"config: head_dim {cfg.head_dim} must be even for RoPE")
 
 
-# the fields without which a Llama-shaped family computes nothing
-DECODER_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+@dataclasses.dataclass(kw_only=True)
+class DecoderConfig(ConfigMixin):
+    """The fields every Llama-shaped family shares, with Hugging Face's names and Llama's defaults. A family
+    subclasses it, adds its own fields and redeclares a shared one whose default differs in its transformers config
+    (`max_position_embeddings: int = 8192`): transformers' defaults differ per family, and a config.json leaves out
+    the keys at their default. Fields are keyword-only, so a family may add required and optional fields in any
+    order. `check_decoder` checks these fields."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None      # None: same as num_attention_heads (no grouping)
+    head_dim: int | None = None                 # None: hidden_size // num_attention_heads
+    hidden_act: str = "silu"
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    tie_word_embeddings: bool = False
+    model_type: str = "llama"                   # each family sets its own
+    unknown_keys: list = dataclasses.field(default_factory=list, repr=False)
+
+
+# the fields without which a Llama-shaped family computes nothing: DecoderConfig's fields without a default
+DECODER_REQUIRED = tuple(f.name for f in dataclasses.fields(DecoderConfig)
+                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+DecoderConfig._REQUIRED = DECODER_REQUIRED
 
 
 def check_decoder(cfg, numbers=(), booleans=(), window: bool = False) -> None:
-    """The checks the Llama-shaped families share, in this order: the sizes, the heads (num_key_value_heads and
-    head_dim derived as transformers does), the family's positive `numbers` and `booleans`, `sliding_window` when
-    `window` and it is set, and the rope_scaling type."""
+    """The checks of a DecoderConfig's fields, in this order: the sizes, the heads (num_key_value_heads and head_dim
+    derived as transformers does), the family's positive `numbers` and `booleans` (its own fields and rope_theta,
+    tie_word_embeddings), `sliding_window` when `window` and it is set, and the rope_scaling type. hidden_act is the
+    family's to check: the activations it runs differ."""
     from petit.models.rope import scaling_type
     positive_int(cfg, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "max_position_embeddings")
     heads(cfg)

@@ -8,7 +8,7 @@ norm, gate|up product, gated activation, down product. What a family switches on
 over tokens or heads.
 """
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -91,21 +91,40 @@ class Arch:
     embed_scale: float = 1.0            # Gemma's sqrt(hidden_size), Granite's embedding_multiplier
     logit_scale: float = 1.0            # Cohere's logit_scale, 1 / Granite's logits_scaling
     logit_softcap: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 class _Scratch:
-    """Activation buffers for up to `cap` tokens, with their C pointers."""
+    """The activation buffers of one forward pass over up to `cap` tokens (T <= cap of them in use), float32,
+    row-major, one row per token; `arrays[name]` holds each, `p[name]` its C pointer. With D = hidden_size,
+    F = intermediate_size, H / KV = attention / key-value heads and hd = head_dim:
 
-    def __init__(self, a: Arch, cap: int):
-        D, F = a.hidden_size, a.intermediate_size
-        q, kv = a.num_attention_heads * a.head_dim, a.num_key_value_heads * a.head_dim
+        name        shape            holds
+        resid       [T, D]           the residual stream: the embeddings, then each block adds its sublayers' outputs
+        normed      [T, D]           the normed input of the current sublayer (attn_norm; mlp_norm in a sequential
+                                     block), and at the end the final norm of the positions the head reads
+        normed_mlp  [T, D]           a parallel block's separate MLP norm of the block input (attention uses normed)
+        branch      [T, D]           a sublayer's output projection, when a post-norm or residual_scale must act on
+                                     it before it is added to resid (otherwise the product adds into resid directly)
+        q           [T, H * hd]      the queries, each head's hd values side by side (bias, q norm, RoPE in place)
+        k, v        [T, KV * hd]     this pass's keys and values (biases, k norm); RoPE rotates each key as it is
+                                     copied into the KV cache, which holds every position's
+        att         [T, H * hd]      the attention output of every head, side by side: the input of o_proj
+        gate, up    [T, F]           the gated MLP's two projections (a plain MLP's up goes to mlp_hidden)
+        mlp_hidden  [T, F]           act(gate) * up, or act(up + bias) in a plain MLP: the input of down_proj
+
+    plus `ids` [cap] int32, the token ids being embedded.
+    """
+
+    def __init__(self, arch: Arch, cap: int):
+        D, F = arch.hidden_size, arch.intermediate_size
+        q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
         self.cap = cap
         self.ids = np.zeros(cap, np.int32)
         self.ids_p = ffi.cast("int32_t *", ffi.from_buffer(self.ids))
-        widths = {"x": D, "xn": D, "xn2": D, "tmp": D, "q": q, "k": kv, "v": kv, "att": q, "g": F, "u": F, "h": F}
-        self.arrays = {n: np.zeros((cap, w), np.float32) for n, w in widths.items()}
-        self.p = {n: fptr(a) for n, a in self.arrays.items()}
+        widths = {"resid": D, "normed": D, "normed_mlp": D, "branch": D, "q": q, "k": kv, "v": kv, "att": q,
+                  "gate": F, "up": F, "mlp_hidden": F}
+        self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items()}
+        self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
 
 class Decoder:
@@ -144,126 +163,135 @@ class Decoder:
             self._forward(ids, cache, logits_out)
 
     def _forward(self, ids, cache, logits_out) -> None:
-        a, T = self.arch, len(ids)
-        KV, hd, D, F = a.num_key_value_heads, a.head_dim, a.hidden_size, a.intermediate_size
+        arch, T = self.arch, len(ids)
+        KV, hd, D, F = arch.num_key_value_heads, arch.head_dim, arch.hidden_size, arch.intermediate_size
         layout = (len(self.layers), KV, cache.n_ctx, hd)
-        if cache.layout != layout or cache.n_ctx > a.context_length:
+        if cache.layout != layout or cache.n_ctx > arch.context_length:
             raise ValueError(f"this KV cache {cache.layout} was not made for this model (needs {layout[:2]} + "
-                             f"(n_ctx <= {a.context_length}, {hd})): use model.new_cache()")
+                             f"(n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
         pos0 = cache.pos
         if pos0 + T > cache.n_ctx:
             raise ValueError(f"context full: {pos0} + {T} tokens exceed the cache size {cache.n_ctx}")
-        s = self.scratch(T)
-        s.ids[:T] = ids
-        p = s.p
-        if lib.pt_get_rows(self.embed.c, s.ids_p, T, p["x"]) != 0:
-            bad = [int(t) for t in ids if not 0 <= t < a.vocab_size]
-            raise ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {a.vocab_size}")
-        x = s.arrays["x"]
-        if a.embed_scale != 1.0:
-            x[:T] *= np.float32(a.embed_scale)
+        scratch = self.scratch(T)
+        scratch.ids[:T] = ids
+        buf = scratch.p                      # the buffers' C pointers, by name (the table in _Scratch)
+        if lib.pt_get_rows(self.embed.c, scratch.ids_p, T, buf["resid"]) != 0:
+            bad = [int(t) for t in ids if not 0 <= t < arch.vocab_size]
+            raise ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {arch.vocab_size}")
+        resid = scratch.arrays["resid"]
+        if arch.embed_scale != 1.0:
+            resid[:T] *= np.float32(arch.embed_scale)
         if self.pos_embed is not None:
-            x[:T] += self.pos_embed[pos0:pos0 + T]
+            resid[:T] += self.pos_embed[pos0:pos0 + T]
         tables = {}                          # one RoPE table per distinct Rope object, for this pass
-        scale = a.attn_scale if a.attn_scale is not None else hd ** -0.5
+        scale = arch.attn_scale if arch.attn_scale is not None else hd ** -0.5
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
-        for i, L in enumerate(self.layers):
+        for i, layer in enumerate(self.layers):
             # attention input: the pre-norm (or the residual itself when the layer has none)
-            h = p["x"]
-            if L.attn_norm is not None:
-                rc |= L.attn_norm(p["x"], T, D, p["xn"])
-                h = p["xn"]
+            attn_in = buf["resid"]
+            if layer.attn_norm is not None:
+                rc |= layer.attn_norm(buf["resid"], T, D, buf["normed"])
+                attn_in = buf["normed"]
             mlp_in = None
-            if a.parallel:                   # both branches read the block's input
-                if L.mlp_norm is not None:
-                    rc |= L.mlp_norm(p["x"], T, D, p["xn2"])
-                    mlp_in = p["xn2"]
+            if arch.parallel:                # both branches read the block's input
+                if layer.mlp_norm is not None:
+                    rc |= layer.mlp_norm(buf["resid"], T, D, buf["normed_mlp"])
+                    mlp_in = buf["normed_mlp"]
                 else:
-                    mlp_in = h
-            rc |= self._attention(i, L, h, T, pos0, cache, s, tables, scale)
-            rc |= self._residual(L.o, L.o_b, L.post_attn_norm, p["att"], T, s)
-            if mlp_in is None:
-                mlp_in = p["x"]
-                if L.mlp_norm is not None:
-                    rc |= L.mlp_norm(p["x"], T, D, p["xn"])
-                    mlp_in = p["xn"]
-            rc |= self._mlp(L, mlp_in, T, F, s)
-            rc |= self._residual(L.down, L.down_b, L.post_mlp_norm, p["h"], T, s)
+                    mlp_in = attn_in
+            rc |= self._attention(i, layer, attn_in, T, pos0, cache, scratch, tables, scale)
+            rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, buf["att"], T, scratch)
+            if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
+                mlp_in = buf["resid"]
+                if layer.mlp_norm is not None:
+                    rc |= layer.mlp_norm(buf["resid"], T, D, buf["normed"])
+                    mlp_in = buf["normed"]
+            rc |= self._mlp(layer, mlp_in, T, F, scratch)
+            rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
             if rc:
                 raise RuntimeError(f"kernel error {rc} in layer {i} (positions {pos0}..{pos0 + T - 1})")
         cache.pos = pos0 + T
         if logits_out is not None:
-            self._head(p, T, D, logits_out)
+            self._head(buf, T, D, logits_out)
 
-    def _attention(self, i, L: Layer, h, T, pos0, cache, s, tables, scale) -> int:
-        a, p = self.arch, s.p
-        H, KV, hd = a.num_attention_heads, a.num_key_value_heads, a.head_dim
-        rc = lib.pt_matmul3(L.q.c, L.k.c, L.v.c, h, T, p["q"], p["k"], p["v"])
-        for b, name, n in ((L.q_b, "q", H * hd), (L.k_b, "k", KV * hd), (L.v_b, "v", KV * hd)):
-            if b is not None:
-                rc |= lib.pt_bias_act(p[name], b.p, T, n, 0)
-        for norm, name, heads in ((L.q_norm, "q", H), (L.k_norm, "k", KV)):
+    def _attention(self, i, layer: Layer, attn_in, T, pos0, cache, scratch, tables, scale) -> int:
+        """q|k|v of attn_in, their biases and norms, RoPE and the cache store, then attention into buf["att"]."""
+        arch, buf = self.arch, scratch.p
+        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
+        for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
+            if bias is not None:
+                rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
+        for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
             if norm is not None:
-                rc |= norm(p[name], T * heads, hd, p[name]) if a.qk_norm_per_head else norm(p[name], T, heads * hd,
-                                                                                             p[name])
-        if L.rope is not None:
-            key = id(L.rope)
+                if arch.qk_norm_per_head:    # each head's hd values: T * heads rows
+                    rc |= norm(buf[name], T * heads, hd, buf[name])
+                else:                        # each token's whole row
+                    rc |= norm(buf[name], T, heads * hd, buf[name])
+        if layer.rope is not None:
+            key = id(layer.rope)
             if key not in tables:
-                cos, sin = L.rope.tables(pos0 + T)
-                tables[key] = (fptr(cos), fptr(sin), cos.shape[0], L.rope.dim, int(L.rope.interleaved), (cos, sin))
-            cp, sp, n_pos, rot, inter, _ = tables[key]
+                cos, sin = layer.rope.tables(pos0 + T)
+                tables[key] = (fptr(cos), fptr(sin), cos.shape[0], layer.rope.dim, int(layer.rope.interleaved),
+                               (cos, sin))
+            cos_p, sin_p, n_pos, rot_dim, interleaved, _ = tables[key]
         else:
-            cp, sp, n_pos, rot, inter = ffi.NULL, ffi.NULL, 0, 0, 0
-        kc, vc = cache.k_ptr[i], cache.v_ptr[i]
+            cos_p, sin_p, n_pos, rot_dim, interleaved = ffi.NULL, ffi.NULL, 0, 0, 0
+        k_cache, v_cache = cache.k_ptr[i], cache.v_ptr[i]
         if cache.kv_type == "int8":
-            ks, vs = cache.ks_ptr[i], cache.vs_ptr[i]
-            rc |= lib.pt_rope_store_q8(p["q"], p["k"], p["v"], T, H, KV, hd, rot, pos0, cp, sp, n_pos, inter,
-                                       kc, ks, vc, vs, cache.n_ctx)
-            rc |= lib.pt_attention_q8(p["q"], kc, ks, vc, vs, cache.n_ctx, T, H, KV, hd, pos0, scale,
-                                      a.attn_softcap, L.window, p["att"])
+            k_scales, v_scales = cache.ks_ptr[i], cache.vs_ptr[i]
+            rc |= lib.pt_rope_store_q8(buf["q"], buf["k"], buf["v"], T, H, KV, hd, rot_dim, pos0, cos_p, sin_p,
+                                       n_pos, interleaved, k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
+            rc |= lib.pt_attention_q8(buf["q"], k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
+                                      pos0, scale, arch.attn_softcap, layer.window, buf["att"])
         else:
-            rc |= lib.pt_rope_store(p["q"], p["k"], p["v"], T, H, KV, hd, rot, pos0, cp, sp, n_pos, inter,
-                                    kc, vc, cache.n_ctx)
-            rc |= lib.pt_attention(p["q"], kc, vc, cache.n_ctx, T, H, KV, hd, pos0, scale, a.attn_softcap,
-                                   L.window, p["att"])
+            rc |= lib.pt_rope_store(buf["q"], buf["k"], buf["v"], T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos,
+                                    interleaved, k_cache, v_cache, cache.n_ctx)
+            rc |= lib.pt_attention(buf["q"], k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale,
+                                   arch.attn_softcap, layer.window, buf["att"])
         return rc
 
-    def _mlp(self, L: Layer, h, T, F, s) -> int:
-        p, act = s.p, ACTIVATIONS[self.arch.act]
-        if L.gate is not None:
-            rc = lib.pt_matmul3(L.gate.c, L.up.c, ffi.NULL, h, T, p["g"], p["u"], ffi.NULL)
-            if L.up_b is not None:
-                rc |= lib.pt_bias_act(p["g"], L.gate_b.p, T, F, 0) | lib.pt_bias_act(p["u"], L.up_b.p, T, F, 0)
-            return rc | lib.pt_glu(act, p["g"], p["u"], T * F, p["h"])
-        rc = lib.pt_matmul(L.up.c, h, T, p["h"], 0)
-        return rc | lib.pt_bias_act(p["h"], L.up_b.p if L.up_b else ffi.NULL, T, F, act)
+    def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
+        """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
+        buf, act = scratch.p, ACTIVATIONS[self.arch.act]
+        if layer.gate is not None:
+            rc = lib.pt_matmul3(layer.gate.c, layer.up.c, ffi.NULL, mlp_in, T, buf["gate"], buf["up"], ffi.NULL)
+            if layer.gate_b is not None:
+                rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
+            if layer.up_b is not None:
+                rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
+            return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
+        rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
+        return rc | lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, act)
 
-    def _residual(self, W: Weight, b: Vec | None, post: Norm | None, h, T, s) -> int:
-        """x += scale * post(W h + b): straight into the residual when nothing sits between."""
-        a, p, D = self.arch, s.p, self.arch.hidden_size
-        if post is None and a.residual_scale == 1.0:
-            rc = lib.pt_matmul(W.c, h, T, p["x"], 1)
-            return rc | (lib.pt_bias_act(p["x"], b.p, T, D, 0) if b is not None else 0)
-        rc = lib.pt_matmul(W.c, h, T, p["tmp"], 0)
+    def _residual(self, W: Weight, b: Vec | None, post: Norm | None, inp, T, scratch) -> int:
+        """resid += residual_scale * post(W inp + b): the product adds straight into resid when nothing sits
+        between, else it goes through buf["branch"]."""
+        arch, buf, D = self.arch, scratch.p, self.arch.hidden_size
+        if post is None and arch.residual_scale == 1.0:
+            rc = lib.pt_matmul(W.c, inp, T, buf["resid"], 1)
+            return rc | (lib.pt_bias_act(buf["resid"], b.p, T, D, 0) if b is not None else 0)
+        rc = lib.pt_matmul(W.c, inp, T, buf["branch"], 0)
         if b is not None:
-            rc |= lib.pt_bias_act(p["tmp"], b.p, T, D, 0)
+            rc |= lib.pt_bias_act(buf["branch"], b.p, T, D, 0)
         if post is not None:
-            rc |= post(p["tmp"], T, D, p["tmp"])
-        lib.pt_axpy(p["x"], a.residual_scale, p["tmp"], T * D)
+            rc |= post(buf["branch"], T, D, buf["branch"])
+        lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
         return rc
 
-    def _head(self, p, T, D, logits_out) -> None:
-        a = self.arch
+    def _head(self, buf, T, D, logits_out) -> None:
+        """The final norm and the LM head of the last logits_out.shape[0] positions."""
+        arch = self.arch
         n = logits_out.shape[0]             # the last n positions
-        first = p["x"] + (T - n) * D
-        self.final_norm(first, n, D, p["xn"])
-        if lib.pt_matmul(self.lm_head.c, p["xn"], n, fptr(logits_out), 0):
-            raise RuntimeError("kernel error in the LM head")
+        first = buf["resid"] + (T - n) * D
+        rc = self.final_norm(first, n, D, buf["normed"])
+        if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], n, fptr(logits_out), 0):
+            raise RuntimeError("kernel error in the final norm or the LM head")
         if self.lm_head_b is not None:
             logits_out += self.lm_head_b.a
-        if a.logit_scale != 1.0:
-            logits_out *= np.float32(a.logit_scale)
-        if a.logit_softcap:
-            c = np.float32(a.logit_softcap)
+        if arch.logit_scale != 1.0:
+            logits_out *= np.float32(arch.logit_scale)
+        if arch.logit_softcap:
+            c = np.float32(arch.logit_softcap)
             np.tanh(logits_out / c, out=logits_out)
             logits_out *= c

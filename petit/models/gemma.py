@@ -1,32 +1,21 @@
 """Gemma: embeddings x sqrt(hidden_size), RMSNorm with (1 + w) weights, GeGLU MLP (`hidden_act`), tied LM head."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import default_rope, llama_like
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
+from petit.models.config import DecoderConfig, activation, check_decoder
 
 
-@dataclass
-class GemmaConfig(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
+@dataclass(kw_only=True)
+class GemmaConfig(DecoderConfig):
     head_dim: int | None = 256
     hidden_act: str = "gelu_pytorch_tanh"
     hidden_activation: str | None = None
     rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     max_position_embeddings: int = 8192
     tie_word_embeddings: bool = True
     attention_bias: bool = False
     use_bidirectional_attention: bool | None = None     # transformers 5 writes null for Gemma 1 and 2
     model_type: str = "gemma"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
     _ACT_KEY = "hidden_act"          # Gemma 1 computes with hidden_act; Gemma 2 and 3 with hidden_activation
 
     def _validate(self):

@@ -8,7 +8,7 @@ from petit.models.config import positive_number
 from petit.models.gemma import GemmaConfig
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Gemma2Config(GemmaConfig):
     hidden_activation: str = "gelu_pytorch_tanh"
     query_pre_attn_scalar: float = 256

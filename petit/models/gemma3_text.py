@@ -8,7 +8,7 @@ from petit.models.common import default_rope, layer_types
 from petit.models.config import positive_int, positive_number
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Gemma3TextConfig(gemma2.Gemma2Config):
     rope_theta: float = 1_000_000.0             # transformers' default for the full layers
     rope_local_base_freq: float = 10000.0       # transformers 5: rope_parameters["sliding_attention"]["rope_theta"]

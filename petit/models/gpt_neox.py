@@ -5,7 +5,7 @@ sequential), GELU MLP, separate output matrix `embed_out`. The fused matrix is s
 from dataclasses import dataclass, field
 
 from petit.models.common import arch, default_rope, norm
-from petit.models.config import ConfigMixin, activation, boolean, heads, positive_int, positive_number
+from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int, positive_number
 from petit.models.decoder import Decoder, Layer
 from petit.models.rope import scaling_type
 
@@ -14,6 +14,9 @@ P = "gpt_neox."
 
 @dataclass
 class GPTNeoXConfig(ConfigMixin):
+    """Not a DecoderConfig: GPT-NeoX has no num_key_value_heads or head_dim key (a head_dim key is reported as
+    unknown); both are derived in _validate."""
+
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -31,7 +34,7 @@ class GPTNeoXConfig(ConfigMixin):
     model_type: str = "gpt_neox"
     unknown_keys: list = field(default_factory=list, repr=False)
 
-    _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    _REQUIRED = DECODER_REQUIRED
     _IGNORED = frozenset({"use_flash_attn", "num_key_value_heads"})
     _ROPE_ALIASES = {"rotary_emb_base": "rope_theta", "rotary_pct": "partial_rotary_factor"}
 

@@ -7,7 +7,7 @@ from petit.models.config import positive_number
 from petit.models.llama import LlamaConfig
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GraniteConfig(LlamaConfig):
     embedding_multiplier: float = 1.0
     attention_multiplier: float = 1.0

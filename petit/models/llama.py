@@ -1,35 +1,20 @@
 """Llama (and every checkpoint with `model_type: llama`): RMSNorm, grouped-query attention with RoPE (scalings:
 linear, dynamic, llama3, yarn, longrope), optional attention / MLP biases, SwiGLU MLP, tied or separate LM head."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import llama_like
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
+from petit.models.config import DecoderConfig, check_decoder, refuse_act
 
 
-@dataclass
-class LlamaConfig(ConfigMixin):
-    """Hyperparameters, with Hugging Face's field names."""
+@dataclass(kw_only=True)
+class LlamaConfig(DecoderConfig):
+    """Hyperparameters, with Hugging Face's field names (the shared ones and their defaults in DecoderConfig)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None      # None: same as num_attention_heads (no grouping)
-    head_dim: int | None = None                 # None: hidden_size // num_attention_heads
     rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
-    rope_interleaved: bool = False              # Petit's own: True rotates pairs (2i, 2i+1) (our trainer's models)
-    max_position_embeddings: int = 2048
-    tie_word_embeddings: bool = False
+    rope_interleaved: bool = False      # a Petit key, not transformers': True rotates pairs (2i, 2i+1), not halves
     attention_bias: bool = False
     mlp_bias: bool = False
-    hidden_act: str = "silu"
     model_type: str = "llama"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):
@@ -42,7 +27,7 @@ class LlamaConfig(ConfigMixin):
 
 def build(cfg: LlamaConfig, t):
     from petit.models.common import default_rope
-    rope = default_rope(cfg, interleaved=cfg.rope_interleaved)
+    rope = default_rope(cfg)
     return llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
                       mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length)
 
@@ -66,7 +51,8 @@ def tensor_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
             shapes.update({p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
                            p + "self_attn.v_proj.bias": (kv,), p + "self_attn.o_proj.bias": (D,)})
         if cfg.mlp_bias:
-            shapes.update({p + "mlp.up_proj.bias": (F,), p + "mlp.down_proj.bias": (D,)})
+            shapes.update({p + "mlp.gate_proj.bias": (F,), p + "mlp.up_proj.bias": (F,),
+                           p + "mlp.down_proj.bias": (D,)})
     shapes["model.norm.weight"] = (D,)
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, D)

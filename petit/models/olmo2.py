@@ -7,7 +7,7 @@ from petit.models.common import default_rope, llama_like
 from petit.models.llama import LlamaConfig
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Olmo2Config(LlamaConfig):
     rms_norm_eps: float = 1e-5
     model_type: str = "olmo2"
@@ -16,7 +16,7 @@ class Olmo2Config(LlamaConfig):
 def build(cfg: Olmo2Config, t):
     rope = default_rope(cfg)
     return llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
-                      rope_for=lambda i: rope, context_length=rope.context_length, qk_norm="full", post_only=True)
+                      mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length, qk_norm="full", post_only=True)
 
 
 Config = Olmo2Config

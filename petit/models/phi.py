@@ -1,33 +1,19 @@
 """Phi (Phi-1.5, Phi-2): one LayerNorm (with bias) feeding attention and MLP in parallel, biases everywhere
 (q/k/v, `dense`, fc1/fc2, the LM head), partial rotary, optional per-head LayerNorm of q and k, GELU MLP."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import arch, default_rope, embed_and_head, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
+from petit.models.config import DecoderConfig, activation, check_decoder
 from petit.models.decoder import Decoder, Layer
 
 
-@dataclass
-class PhiConfig(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
+@dataclass(kw_only=True)
+class PhiConfig(DecoderConfig):
     hidden_act: str = "gelu_new"
-    max_position_embeddings: int = 2048
     layer_norm_eps: float = 1e-5
-    tie_word_embeddings: bool = False
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     partial_rotary_factor: float = 0.5
     qk_layernorm: bool = False
-    head_dim: int | None = None
     model_type: str = "phi"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
     _IGNORED = frozenset({"resid_pdrop", "embd_pdrop"})
 
     def _validate(self):

@@ -2,34 +2,20 @@
 [gate; up] rows), optional partial rotary, longrope scaling (short / long factors picked by the sequence length
 against original_max_position_embeddings) and an optional sliding window. The fused matrices are split into row
 ranges when read, so a converted .petit holds q/k/v and gate/up separately."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import default_rope, llama_like
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
+from petit.models.config import DecoderConfig, check_decoder, refuse_act
 
 
-@dataclass
-class Phi3Config(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
-    hidden_act: str = "silu"
+@dataclass(kw_only=True)
+class Phi3Config(DecoderConfig):
     max_position_embeddings: int = 4096
     original_max_position_embeddings: int | None = 4096
     rms_norm_eps: float = 1e-5
-    tie_word_embeddings: bool = False
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     partial_rotary_factor: float = 1.0
     sliding_window: int | None = None
-    head_dim: int | None = None
     model_type: str = "phi3"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
     _IGNORED = frozenset({"resid_pdrop", "embd_pdrop", "attention_bias"})      # attention_bias: false, checked
 
     @classmethod

@@ -1,33 +1,19 @@
 """Qwen2 / Qwen2.5: Llama with biases on q, k and v (none on o), optional sliding windows on the upper layers."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
+from petit.models.config import DecoderConfig, check_decoder, refuse_act
 
 
-@dataclass
-class Qwen2Config(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
+@dataclass(kw_only=True)
+class Qwen2Config(DecoderConfig):
     rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     max_position_embeddings: int = 32768
     use_sliding_window: bool = False
     sliding_window: int | None = None
     max_window_layers: int = 28
     layer_types: list | None = None
-    tie_word_embeddings: bool = False
-    hidden_act: str = "silu"
     model_type: str = "qwen2"
-    head_dim: int | None = None
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):

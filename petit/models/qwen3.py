@@ -6,7 +6,7 @@ from petit.models import qwen2
 from petit.models.config import boolean
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Qwen3Config(qwen2.Qwen2Config):
     attention_bias: bool = False
     model_type: str = "qwen3"

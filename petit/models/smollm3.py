@@ -7,7 +7,7 @@ from petit.models.config import boolean
 from petit.models.llama import LlamaConfig
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SmolLM3Config(LlamaConfig):
     no_rope_layers: list | None = None
     no_rope_layer_interval: int = 4

@@ -1,38 +1,25 @@
 """StableLM (2): LayerNorm with bias, partial rotary (partial_rotary_factor), optional q/k/v biases, optional
 per-head LayerNorm of q and k with a separate weight per head (`q_layernorm.norms.N`), optional parallel residual
 (attention and MLP both read the input norm), SwiGLU MLP."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, check_decoder, refuse_act
+from petit.models.config import DecoderConfig, check_decoder, refuse_act
 from petit.models.decoder import Decoder, Layer, Norm
 
 
-@dataclass
-class StableLmConfig(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
+@dataclass(kw_only=True)
+class StableLmConfig(DecoderConfig):
     num_key_value_heads: int | None = 32
-    hidden_act: str = "silu"
     max_position_embeddings: int = 4096
     layer_norm_eps: float = 1e-5
-    tie_word_embeddings: bool = False
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     use_qkv_bias: bool = False
     qk_layernorm: bool = False
     use_parallel_residual: bool = False
     partial_rotary_factor: float = 0.25
-    head_dim: int | None = None
     model_type: str = "stablelm"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
 
     @classmethod
     def _refuse(cls, d):

@@ -1,33 +1,22 @@
 """StarCoder2: LayerNorm with bias (norm_epsilon), biases on every projection (use_bias), a plain GELU MLP
 (c_fc -> act -> c_proj), optional sliding window, tied LM head by default."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, check_decoder
+from petit.models.config import DecoderConfig, activation, check_decoder
 from petit.models.decoder import Decoder, Layer
 
 
-@dataclass
-class Starcoder2Config(ConfigMixin):
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
+@dataclass(kw_only=True)
+class Starcoder2Config(DecoderConfig):
     num_key_value_heads: int | None = 2
     hidden_act: str = "gelu_pytorch_tanh"
     max_position_embeddings: int = 4096
     norm_epsilon: float = 1e-5
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
     sliding_window: int | None = None
     use_bias: bool = True
     tie_word_embeddings: bool = True
-    head_dim: int | None = None
     model_type: str = "starcoder2"
-    unknown_keys: list = field(default_factory=list, repr=False)
-
-    _REQUIRED = DECODER_REQUIRED
 
     def _validate(self):
         check_decoder(self, ("norm_epsilon", "rope_theta"), ("tie_word_embeddings", "use_bias"), window=True)

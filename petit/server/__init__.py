@@ -1,13 +1,14 @@
 """`petit serve`: an OpenAI-compatible HTTP server for one model (docs/server.md).
 
     from petit.server import Server
-    from petit.server.engine import Engine
-    server = Server(Engine("model.petit"), port=0).start()     # a background thread; port 0 = a free port
-    print(server.url)                                           # http://127.0.0.1:PORT/v1
+    from petit.server.engine import ServerWorker
+    server = Server(ServerWorker("model.petit"), port=0).start()   # a background thread; port 0 = a free port
+    print(server.url)                                                 # http://127.0.0.1:PORT/v1
     server.stop()
 
 The routes are in app.py (Starlette), request validation in schema.py, the response shapes in sse.py and the
-engine worker thread in engine.py. Starlette and uvicorn are imported only when a server is built.
+ServerWorker (the thread that owns the model and answers the queued jobs) in engine.py. Starlette and uvicorn are
+imported only when a server is built.
 """
 import os
 import socket
@@ -41,25 +42,28 @@ class Server:
     """An engine behind the HTTP routes, on a uvicorn server.
 
     Args:
-        engine: a petit.server.engine.Engine (started here if it is not yet).
+        engine: a petit.server.engine.ServerWorker (started here if it is not yet).
         host, port: where to listen (port 0: a free port; see .port).
         api_key: when set, every route but /health needs `Authorization: Bearer API_KEY`.
         allowed_hosts: Host names accepted besides localhost and the bound address ("*": any).
         max_body: the largest request body, in bytes.
         model_id: the id /v1/models reports (default: the model file's name without .petit).
+        request_log: called with a petit.server.app.LoggedRequest (client, method, path, status, duration_s)
+            after each HTTP request, on the server's thread (see request_line for the one-line form).
     """
 
     def __init__(self, engine, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: str | None = None,
                  allowed_hosts=(), max_body: int | None = None, model_id: str | None = None,
-                 log_level: str = "warning"):
+                 log_level: str = "warning", request_log=None):
         import uvicorn
 
         from petit.server.app import MAX_BODY, HostPolicy, create_app
         self.engine, self.host = engine, host
+        self.hosts = HostPolicy(host, allowed_hosts)
         self.model_id = model_id or os.path.basename(engine.path).removesuffix(".petit")
         created = int(os.path.getmtime(engine.path))
         self.app = create_app(engine, model_id=self.model_id, created=created, api_key=api_key,
-                              hosts=HostPolicy(host, allowed_hosts), max_body=max_body or MAX_BODY)
+                              hosts=self.hosts, max_body=max_body or MAX_BODY, request_log=request_log)
         self.sock = bind(host, port)
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="off",

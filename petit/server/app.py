@@ -9,6 +9,8 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import time
+from typing import NamedTuple
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -19,7 +21,7 @@ from starlette.routing import Route
 from petit.server import schema, sse
 from petit.server.engine import Delta, Failed, Job
 from petit.server.schema import ApiError
-from petit.stop import check_stop_strings
+from petit.generation.stop import check_stop_strings
 
 MAX_BODY = 2 * 1024 * 1024
 
@@ -97,6 +99,48 @@ class Guard:
                 await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+# ---- the request log ----
+class LoggedRequest(NamedTuple):
+    """One HTTP request, once it has been answered (or its client went away: status None)."""
+    client: str                  # the client's address ("-" when unknown)
+    method: str
+    path: str
+    status: int | None
+    duration_s: float
+
+
+def request_line(r: LoggedRequest) -> str:
+    """The log line of one request, as `petit serve --log-requests` prints it and the app's Server tab shows it:
+    `127.0.0.1 GET /v1/models 200 1 ms` (`disconnected` for the status of a client that left first)."""
+    status = r.status if r.status is not None else "disconnected"
+    return f"{r.client} {r.method} {r.path} {status} {1000 * r.duration_s:.0f} ms"
+
+
+class RequestLog:
+    """ASGI middleware: after each HTTP request (whatever answered it, the Guard included),
+    `on_request(LoggedRequest)`. It runs on the server's event loop: it must be quick."""
+
+    def __init__(self, app, on_request):
+        self.app, self.on_request = app, on_request
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0, status = time.perf_counter(), None
+
+        async def send_logged(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+        try:
+            await self.app(scope, receive, send_logged)
+        finally:
+            client = (scope.get("client") or ("-",))[0]
+            self.on_request(LoggedRequest(client, scope.get("method", "-"), scope.get("path", ""), status,
+                                          time.perf_counter() - t0))
 
 
 # ---- request bodies ----
@@ -291,8 +335,9 @@ async def _internal_error(request, exc: Exception):
 
 
 def create_app(engine, *, model_id: str, created: int, api_key: str | None = None, hosts: HostPolicy | None = None,
-               max_body: int = MAX_BODY):
-    """The ASGI application for one engine (the routes behind the Guard)."""
+               max_body: int = MAX_BODY, request_log=None):
+    """The ASGI application for one engine: the routes behind the Guard, behind the RequestLog when `request_log`
+    (a callable taking a LoggedRequest) is given."""
     api = Api(engine, model_id, created, max_body)
     routes = []
     for prefix in ("/v1", ""):                        # some clients are configured without the /v1
@@ -302,4 +347,5 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
                    Route(f"{prefix}/health", api.health, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
-    return Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)
+    guarded = Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)
+    return guarded if request_log is None else RequestLog(guarded, request_log)

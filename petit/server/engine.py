@@ -1,7 +1,7 @@
 """The engine worker: one thread owns the model and its sessions and answers jobs one at a time, in arrival order.
 
-Chat jobs run on one ChatSession and completion jobs on one RawSession, each with its own KV cache, so the prefix a
-request shares with the previous request of its kind (the system prompt, the earlier turns of a conversation) is
+Chat jobs run on one generation Session and completion jobs on another, each with its own KV cache, so the prefix
+a request shares with the previous request of its kind (the system prompt, the earlier turns of a conversation) is
 not prefilled again. A job streams Events through its `emit` callback (called on the worker thread): a Delta when
 the first token is generated (its text may be empty) and for every later token that completes some text (only for
 a streamed job), then Done (with the whole text), or Failed. Failed.started tells whether a Delta was sent before
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from petit.chat.template import TemplateError
-from petit.sample import Sampler, resolve
+from petit.generation.sample import Sampler, resolve
+from petit.generation.session import Params, Stats
 from petit.server.schema import ApiError
 
 
@@ -52,7 +53,7 @@ class Job:
     prompt: str | None = None
     stream: bool = True       # False: no Deltas, only the Done (one hand-over between threads, not one per token)
     cancelled: bool = False   # a plain flag: set from any thread (even a signal handler), read between tokens
-    stats: object = field(default=None, repr=False)   # the session's TurnStats once the job ran
+    stats: object = field(default=None, repr=False)   # the reply's Stats once the job ran
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -62,7 +63,7 @@ def _internal(e: BaseException) -> ApiError:
     return ApiError(500, f"internal error: {type(e).__name__}: {e}")
 
 
-class Engine:
+class ServerWorker:
     """Loads the model on its worker thread, then serves jobs.
 
     Args:
@@ -72,9 +73,9 @@ class Engine:
         system: a system prompt for chat requests that bring none. template: a chat template instead of the
             model's; raw: no chat endpoint (as `--format raw`).
         max_tokens, stop: the defaults of requests that give none.
-        n_ctx, kv_type, drop_old_turns, reuse_cache: as for petit.session.ChatSession.
+        n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns: as for its Params.
         max_queue: jobs that may wait besides the running one.
-        on_stats: called with (job, TurnStats) after each job (for `--stats`).
+        on_stats: called with (job, Stats) after each job (for `--stats`).
     """
 
     def __init__(self, path, *, weights=None, sampler: Callable | None = None, system: str | None = None,
@@ -101,7 +102,7 @@ class Engine:
         self._thread = threading.Thread(target=self._main, name="petit-engine")
 
     # ---- life cycle ----
-    def start(self) -> "Engine":
+    def start(self) -> "ServerWorker":
         """Load the model and serve jobs, on the worker thread (a second call does nothing)."""
         if self._thread.ident is None:
             self._thread.start()
@@ -197,22 +198,16 @@ class Engine:
 
     def _load(self) -> None:
         import petit
-        from petit.session import ChatSession, RawSession
+        from petit.generation.session import Session
         model = self.model = petit.load(self.path, weights=self.weights)
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)
         if not self.raw and (self.template or model.metadata.get("chat_template")):
-            self._chat = ChatSession(model, template=self.template, sampler=self.sampler, max_tokens=self.max_tokens,
-                                     n_ctx=self.n_ctx, reuse_cache=self.reuse_cache, stop_strings=self.stop,
-                                     drop_old_turns=self.drop_old_turns, kv_type=self.kv_type)
-        self._raw = RawSession(model, sampler=self.sampler, max_tokens=self.max_tokens, n_ctx=self.n_ctx,
-                               stop_strings=self.stop, kv_type=self.kv_type)
-        self.n_ctx_effective = self._raw.cache.n_ctx
-        tok = model.tokenizer
-        adds_bos = getattr(tok, "add_bos_token", None)      # a Hugging Face tokenizer's own rule for plain text
-        adds_bos = tok.add_bos if adds_bos is None else adds_bos
-        self._raw_start = [tok.bos_id] if adds_bos and tok.bos_id is not None else []
+            self._chat = Session(model, template=self.template, n_ctx=self.n_ctx, kv_type=self.kv_type,
+                                 reuse_cache=self.reuse_cache)
+        self._raw = Session(model, n_ctx=self.n_ctx, kv_type=self.kv_type, reuse_cache=self.reuse_cache)
+        self.n_ctx_effective = self._raw.n_ctx
 
     def _messages(self, job: Job) -> list:
         if self.system and job.messages[0]["role"] != "system":
@@ -220,32 +215,26 @@ class Engine:
         return job.messages
 
     def _begin(self, job: Job):
-        """The session and its reply generator (nothing runs until the first next())."""
+        """The reply generator of a job, given the request's own conversation and parameters (nothing runs until
+        the first next())."""
+        params = Params(sampler=job.sampler, max_tokens=job.max_tokens, stop=job.stop,
+                        drop_old_turns=self.drop_old_turns)
         if job.kind == "chat":
-            session = self._chat
-            if session is None:
+            if self._chat is None:
                 raise ApiError(400, "This model has no chat template (or the server runs with --format raw): "
                                     "use /v1/completions.", param="messages", code="no_chat_template")
-            messages = self._messages(job)
-            session.messages = messages[:-1]
-            text = messages[-1]["content"]
-        else:
-            session = self._raw
-            if not self.reuse_cache:
-                session.reset()
-            session.transcript_ids = list(self._raw_start)
-            text = job.prompt
-        session.sampler, session.max_tokens, session.stop_strings = job.sampler, job.max_tokens, job.stop
-        return session, session.send(text)
+            return self._chat.reply(self._messages(job), params)
+        return self._raw.complete(job.prompt, params)
 
     def _run(self, job: Job) -> None:
         if job.cancelled:                    # the client left while waiting
             return
-        started, text = False, []
+        started, text, stats = False, [], None
         try:
-            session, reply = self._begin(job)
+            reply = self._begin(job)
             try:
                 for step in reply:
+                    stats = step.stats
                     text.append(step.text)
                     if job.stream and (step.text or not started):
                         job.emit(Delta(step.text))
@@ -264,7 +253,9 @@ class Engine:
                 traceback.print_exc(file=sys.stderr)
             job.emit(Failed(error, started))
             return
-        stats = job.stats = self.last_stats = session.stats
+        if stats is None:                    # no token at all (max_tokens 0)
+            stats = Stats(finish_reason="length")
+        job.stats = self.last_stats = stats
         self.jobs_done += 1
         if self.on_stats is not None:
             self.on_stats(job, stats)
@@ -291,7 +282,7 @@ class Engine:
             if job.kind == "chat":
                 n = len(self._chat.prompt_ids(self._messages(job)))
             else:
-                n = len(self._raw_start) + len(tok.encode(job.prompt, add_bos=False))
+                n = len(tok.encode(job.prompt, add_bos=tok.adds_bos))
         except ValueError as e2:             # e.g. a character the tokenizer cannot encode
             return ApiError(400, str(e2), param="messages" if job.kind == "chat" else "prompt")
         if n >= self.n_ctx_effective:

@@ -33,5 +33,5 @@ def wait_idle(qtbot, window) -> None:
 
 
 def assert_no_threads_left(window) -> None:
-    assert window.engine._thread.isFinished(), "the generation thread still runs"
+    assert window.generation._thread.isFinished(), "the generation thread still runs"
     assert not window.models._jobs, "a model load thread still runs"

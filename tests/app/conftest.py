@@ -28,6 +28,24 @@ else:
         load_fonts(qapp)
         qapp.setApplicationName("Petit")
 
+    @pytest.fixture(autouse=True)
+    def workers(monkeypatch):
+        """Every app.threads.Worker a test starts (loads, training, export, verify, speed measurements): each must
+        have been stopped and joined by the end of the test (the window's and panels' shutdown, or its end)."""
+        import shiboken6
+
+        from app.threads import Worker
+        started = []
+
+        def start(self, *args, _orig=Worker.start):
+            started.append(self)
+            return _orig(self, *args)
+        monkeypatch.setattr(Worker, "start", start)
+        yield started
+        # a deleted worker was deleted after its thread ended (the owners wait, then deleteLater)
+        running = [w.objectName() for w in started if shiboken6.isValid(w) and not w.isFinished()]
+        assert not running, f"worker threads still running: {running}"
+
     @pytest.fixture
     def make_window(qtbot):
         """make_window(model_path=None) -> a shown MainWindow whose model is loaded. Every window is shut down

@@ -35,7 +35,7 @@ def test_the_context_counter_follows_the_loaded_model(qtbot, window):
     qtbot.waitUntil(lambda: _context(window).endswith("/ 64"), timeout=TIMEOUT_MS)
     assert shown_at_switch == [""]             # never the old model's figures for the new one
     used = int(_context(window).split()[1])
-    session = window.engine.worker.session
+    session = window.generation.worker.session
     history = [{"role": m.role, "content": m.content} for m in window.chat.messages]
     assert used == len(session.prompt_ids(history)) and session.cache.n_ctx == 64
 

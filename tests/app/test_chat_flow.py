@@ -8,7 +8,7 @@ from app_helpers import TIMEOUT_MS, send_and_wait, wait_idle
 
 def test_a_message_streams_a_reply_that_is_stored(qtbot, window):
     deltas = []
-    window.engine.tokens_decoded.connect(deltas.append)
+    window.generation.tokens_decoded.connect(deltas.append)
     with qtbot.waitSignal(window.chat.turn_finished, timeout=TIMEOUT_MS) as finished:
         window.chat.send("what is 12 plus 7?")
     assert "".join(deltas) == "19"
@@ -37,12 +37,12 @@ def test_stop_ends_the_reply_within_one_token_and_keeps_it(qtbot, window):
     full = send_and_wait(qtbot, window, "count from 1 to 30")
     assert len(full.split()) > 5
     window.chats.new()
-    worker = window.engine.worker
+    worker = window.generation.worker
     seen = []
 
     def stop_at_first(_request_id, text):       # runs on the worker thread, as the first token is reported
         if not seen:
-            window.engine.stop()
+            window.generation.stop()
         seen.append(text)
 
     worker.tokens_decoded.connect(stop_at_first, Qt.ConnectionType.DirectConnection)

@@ -26,7 +26,7 @@ w.show()
 def slow(_request_id, _text):
     time.sleep(0.3)
 def ask(_info):
-    w.engine.worker.tokens_decoded.connect(slow, Qt.ConnectionType.DirectConnection)
+    w.generation.worker.tokens_decoded.connect(slow, Qt.ConnectionType.DirectConnection)
     w.chat.send("count from 1 to 30")
 w.models.model_loaded.connect(ask)
 app.exec()
@@ -108,13 +108,13 @@ def test_regenerate_replaces_an_interrupted_reply(qtbot, make_window, data_dir):
 
 
 def test_continue_goes_on_with_a_stopped_reply(qtbot, window):
-    worker = window.engine.worker
+    worker = window.generation.worker
     seen = []
 
     def stop_at_third(_request_id, text):          # on the worker thread, as the third token is reported
         seen.append(text)
         if len(seen) == 3:
-            window.engine.stop()
+            window.generation.stop()
 
     worker.tokens_decoded.connect(stop_at_third, Qt.ConnectionType.DirectConnection)
     window.chat.send("count from 1 to 30")

@@ -1,13 +1,9 @@
-"""The plug-in points: the Train / Export / Verify / Server panels are imported lazily; a missing one shows a
-placeholder; "chat with this model" loads a model into the chat; the server panel hears of every model change."""
-import sys
-import types
-
+"""The panels' plug-in points: the Train / Export / Verify / Server tabs; "chat with this model" loads a model into
+the chat; the server panel hears of every model change."""
 import pytest
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
-from app.plugins import is_placeholder, make_panel
 from app_helpers import Q4, TIMEOUT_MS
 
 
@@ -33,39 +29,10 @@ class FakeServerPanel(QWidget):
 
 @pytest.fixture
 def fake_panels(monkeypatch):
-    training = types.ModuleType("app.training")
-    training.TrainPanel = FakeTrainPanel
-    training.ExportPanel = FakeTrainPanel
-    training.VerifyPanel = type("FakeVerifyPanel", (QWidget,), {})
-    server = types.ModuleType("app.server")
-    server.ServerPanel = FakeServerPanel
-    monkeypatch.setitem(sys.modules, "app.training", training)
-    monkeypatch.setitem(sys.modules, "app.server", server)
-
-
-def test_missing_panels_are_placeholders(monkeypatch, qtbot):
-    monkeypatch.setitem(sys.modules, "app.training", None)
-    panel = make_panel("app.training", "TrainPanel")
-    qtbot.addWidget(panel)
-    assert is_placeholder(panel) and "not part of this version yet" in panel.text()
-    broken = types.ModuleType("app.server")
-    monkeypatch.setitem(sys.modules, "app.server", broken)
-    panel = make_panel("app.server", "ServerPanel")
-    qtbot.addWidget(panel)
-    assert is_placeholder(panel)
-
-
-def test_a_failing_panel_does_not_take_the_app_down(monkeypatch, qtbot):
-    module = types.ModuleType("app.server")
-
-    class Boom(QWidget):
-        def __init__(self, parent=None):
-            raise RuntimeError("no port today")
-    module.ServerPanel = Boom
-    monkeypatch.setitem(sys.modules, "app.server", module)
-    panel = make_panel("app.server", "ServerPanel")
-    qtbot.addWidget(panel)
-    assert is_placeholder(panel) and "no port today" in panel.text()
+    import app.window
+    verify = type("FakeVerifyPanel", (QWidget,), {})
+    monkeypatch.setattr(app.window, "PANELS", (("Train", FakeTrainPanel), ("Export", FakeTrainPanel),
+                                               ("Verify", verify), ("Server", FakeServerPanel)))
 
 
 def test_the_window_has_a_tab_per_panel(window):
@@ -75,13 +42,13 @@ def test_the_window_has_a_tab_per_panel(window):
 
 def test_chat_with_this_model_and_the_server_hears_of_model_changes(qtbot, fake_panels, make_window):
     window = make_window()
-    server = window.panels["ServerPanel"]
+    server = window.panels["Server"]
     assert isinstance(server, FakeServerPanel)
     assert server.models and server.models[-1][0] == window.models.info.path
     options = server.models[-1][1]
     assert options["n_ctx"] == 128 and options["temperature"] == 0.0 and "system" in options
     window.tabs.setCurrentIndex(1)
-    window.panels["ExportPanel"].chat_with_model.emit(Q4)
+    window.panels["Export"].chat_with_model.emit(Q4)
     assert window.tabs.currentWidget() is window.page
     qtbot.waitUntil(lambda: window.models.info.path == Q4 and not window.models.loading, timeout=TIMEOUT_MS)
     assert server.models[-1][0] == Q4

@@ -4,7 +4,6 @@ cannot start says why; closing the window's panel while it runs stops and waits 
 is checked on its own."""
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +59,7 @@ def test_start_serve_a_request_and_stop(qtbot, panel):
     assert r.status_code == 200 and r.json()["data"][0]["id"] == "default-q8_0"
     qtbot.waitUntil(lambda: "GET /v1/models 200" in panel.log.toPlainText(), timeout=TIMEOUT_MS)
     assert "GET /v1/models 401" in panel.log.toPlainText() and "listening on" in panel.log.toPlainText()
+    assert re.search(r"^petit serve: 127\.0\.0\.1 GET /v1/models 200 \d+ ms$", panel.log.toPlainText(), re.M)
 
     process = panel.server.process
     panel.stop_button.click()
@@ -69,6 +69,24 @@ def test_start_serve_a_request_and_stop(qtbot, panel):
     assert not running(process)
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/models", timeout=2)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in bundle is a shell script")
+def test_the_bundled_app_logs_every_request_too(qtbot, panel, tmp_path, monkeypatch):
+    """In the bundle the Server tab runs the bundle's own `serve` command (packaging/petit_entry.py -> petit.cli):
+    its log shows each request as the source tree's does. The bundle is stood in for by a script running
+    petit_entry.py, as sys.executable of a frozen Python."""
+    bundle = tmp_path / "Petit"
+    bundle.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/packaging/petit_entry.py" "$@"\n')
+    bundle.chmod(0o755)
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", str(bundle))
+    url = start(qtbot, panel)
+    assert panel.server.process.program() == str(bundle) and panel.server.process.arguments()[0] == "serve"
+    assert httpx.get(f"{url}/models", timeout=10).status_code == 200
+    assert httpx.get(f"{url}/nowhere", timeout=10).status_code == 404
+    qtbot.waitUntil(lambda: "GET /v1/nowhere 404" in panel.log.toPlainText(), timeout=TIMEOUT_MS)
+    assert re.search(r"^petit serve: 127\.0\.0\.1 GET /v1/models 200 \d+ ms$", panel.log.toPlainText(), re.M)
 
 
 def test_a_new_model_while_running_offers_a_restart_and_closing_stops_the_server(qtbot, panel, tmp_path):
@@ -108,7 +126,7 @@ def test_the_command_line():
     parsed = build_parser().parse_args(["serve", *args])
     assert parsed.frequency_penalty == -0.5 and parsed.system == "Be brief." and parsed.ctx == 128
     exe, argv = program(args)
-    assert exe == sys.executable and argv[:2] == ["-m", "app.server.runner"]
+    assert exe == sys.executable and argv[:3] == ["-m", "petit.cli", "serve"] and "--log-requests" in args
     env = environment({"PETIT_API_KEY": "inherited", "PYTHONPATH": "/x"}, None)
     assert "PETIT_API_KEY" not in env and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert environment({}, "k")["PETIT_API_KEY"] == "k"
@@ -182,7 +200,7 @@ def test_a_server_left_behind_by_an_earlier_run_is_ended_and_its_port_reused(qtb
     in the data folder names it) and serves on that port."""
     log = open(tmp_path / "orphan.log", "wb")
     env = {k: v for k, v in os.environ.items() if k not in ("PETIT_LIFELINE", "PETIT_PARENT_PID")}
-    orphan = subprocess.Popen([sys.executable, "-m", "app.server.runner", default_model_path(), "--port=0"],
+    orphan = subprocess.Popen([sys.executable, "-m", "petit.cli", "serve", default_model_path(), "--port=0"],
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
     try:
         wait_for(lambda: b"listening on" in (tmp_path / "orphan.log").read_bytes(), "the orphan to listen")

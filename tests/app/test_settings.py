@@ -88,9 +88,12 @@ def test_context_size_and_system_prompt_reach_the_session(qtbot, window):
     panel.set_value("system", "You are a calculator.")
     panel.set_value("kv_type", "f32")
     assert send_and_wait(qtbot, window, "what is 12 plus 7?") == "19"
-    session = window.engine.worker.session
+    session = window.generation.worker.session
     assert session.cache.n_ctx == 64 and session.cache.kv_type == "f32"
-    assert session.messages[0] == {"role": "system", "content": "You are a calculator."}
+    # the conversation the worker passed began with the system prompt: the KV cache holds it, rendered
+    prompt = session.prompt_ids([{"role": "system", "content": "You are a calculator."},
+                                 {"role": "user", "content": "what is 12 plus 7?"}])
+    assert session._cached[:len(prompt)] == prompt
     assert window.status.context_label.text().endswith("/ 64")
 
 

@@ -4,11 +4,9 @@ import io
 import os
 
 import pytest
-import shiboken6
 
 from app.training import ExportPanel, VerifyPanel
 from app.training.hub import TrainingHub
-from app.training.jobs import Job
 from trainer.chat_corpus import make_split
 from trainer.train import TrainConfig, train
 
@@ -26,24 +24,12 @@ def checkpoint(tmp_path_factory):
 
 
 @pytest.fixture
-def threads(monkeypatch):
-    started = []
-
-    def start(self, *args, _orig=Job.start):
-        started.append(self)
-        return _orig(self, *args)
-    monkeypatch.setattr(Job, "start", start)
-    yield started
-    assert all(not shiboken6.isValid(t) or t.isFinished() for t in started), "a worker thread still runs"
-
-
-@pytest.fixture
 def hub():
     return TrainingHub()
 
 
 @pytest.fixture
-def export(qtbot, hub, threads):
+def export(qtbot, hub, workers):
     panel = ExportPanel(hub=hub)
     qtbot.addWidget(panel)
     panel.show()
@@ -52,7 +38,7 @@ def export(qtbot, hub, threads):
 
 
 @pytest.fixture
-def verify(qtbot, hub, threads):
+def verify(qtbot, hub, workers):
     panel = VerifyPanel(hub=hub)
     qtbot.addWidget(panel)
     panel.show()

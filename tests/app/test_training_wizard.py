@@ -5,12 +5,10 @@ import json
 import os
 
 import pytest
-import shiboken6
 from PySide6.QtWidgets import QTabWidget
 
 from app.training import ExportPanel, TrainPanel, VerifyPanel
 from app.training.hub import TrainingHub
-from app.training.jobs import Job
 from app.training.run import TrainRun
 from trainer.checkpoint import load_checkpoint
 
@@ -20,21 +18,7 @@ TEXT = ("The quick brown fox jumps over the lazy dog. A small model learns to sp
 
 
 @pytest.fixture
-def threads(monkeypatch):
-    """Every worker thread the panels start; each must have ended when the test is over."""
-    started = []
-    for cls in (Job, TrainRun):
-        def start(self, *args, _orig=cls.start):
-            started.append(self)
-            return _orig(self, *args)
-        monkeypatch.setattr(cls, "start", start)
-    yield started
-    # a deleted thread object was deleted after its thread ended (the panels wait, then deleteLater)
-    assert all(not shiboken6.isValid(t) or t.isFinished() for t in started), "a worker thread still runs"
-
-
-@pytest.fixture
-def panels(qtbot, threads):
+def panels(qtbot, workers):
     """The Train, Export and Verify panels sharing a hub, as tabs of one QTabWidget (as in the window)."""
     hub = TrainingHub()
     tabs = QTabWidget()
@@ -174,7 +158,7 @@ def test_closing_while_training_saves_a_checkpoint_and_joins_the_thread(qtbot, p
     run = train.run
     qtbot.waitUntil(lambda: last_step(train) >= 2, timeout=TIMEOUT_MS)
     train.shutdown()
-    assert run.isFinished() and train.run is None
+    assert run.worker.isFinished() and train.run is None
     with open(os.path.join(folder, "checkpoint", "config.json")) as f:
         assert 2 <= json.load(f)["step"] < 2000
 

@@ -8,7 +8,7 @@ from app.chat.export import export_chat
 LAST_CHAT = "last_chat"
 
 
-class ChatsController(QObject):
+class ChatListController(QObject):
     def __init__(self, store, state, chat, chat_list, parent=None):
         """store: ChatStore; state: app.db.State; chat: ChatController; chat_list: ChatList."""
         super().__init__(parent)

@@ -1,19 +1,13 @@
 """The GUI thread's handle on the generation worker: starts its QThread, sends it requests through queued
 signals, and passes on only what belongs to the current request (a new request cancels the old one, and the old
 one's late tokens and results are dropped here: they can never reach the new reply).
-
-The GUI thread shares the GIL with the engine's Python (sampling, templates, loading). PySide releases the GIL
-around each Qt call, so every call of a GUI handler may wait for a busy worker to yield it: Python's default
-switch interval (5 ms) can add up to a stall of tens of milliseconds. A 1 ms interval bounds each wait.
 """
-import sys
-
 from PySide6.QtCore import QObject, QThread, Signal
 
 from app.chat.worker import GenerationWorker
 
 
-class Engine(QObject):
+class GenerationClient(QObject):
     # to the worker (queued: it lives on another thread)
     _generate_requested = Signal(int, object, str, object, str)
     _measure_requested = Signal(int, object, object)
@@ -26,11 +20,8 @@ class Engine(QObject):
     measured = Signal(int, int)          # context used, context size (measured, or as the reply grows)
     model_changed = Signal(object)       # ModelInfo
 
-    SWITCH_INTERVAL_S = 0.001
-
     def __init__(self, parent=None):
         super().__init__(parent)
-        sys.setswitchinterval(min(sys.getswitchinterval(), self.SWITCH_INTERVAL_S))
         self._thread = QThread()
         self._thread.setObjectName("petit-generation")
         self.worker = GenerationWorker()

@@ -1,12 +1,20 @@
-"""Token-by-token generation over the KV cache, as a generator, and its text-streaming wrapper."""
+"""The one token loop: prefill the prompt into the KV cache, then sample one token per forward pass.
+
+`generate_tokens` yields a Step per token; `stream_text` is the same loop with each Step's text filled in by a
+`TextStream`. `petit.generation.session.Session` runs this loop too, with its stop strings and statistics.
+"""
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
-from petit.cache import KVCache
-from petit.sample import Sampler
-from petit.tokenizer import StreamDecoder
+from petit.generation.detokenize import TextStream
+from petit.generation.sample import Sampler
+
+if TYPE_CHECKING:                        # the cache module loads the kernels; generation itself does not need them
+    from petit.cache import KVCache
 
 
 @dataclass
@@ -16,12 +24,15 @@ class Step:
     Attributes:
         token: the sampled token id.
         text: the text this token completes (may be "" while a UTF-8 character or a merge is incomplete).
-        finish_reason: None while generating; "stop" when the token is a stop token (it is still reported),
-            "length" when max_tokens or the context is reached.
+        finish_reason: None while generating; "stop" when the token is a stop token (it is still reported) or
+            reaches a stop string, "length" when max_tokens or the context is reached.
+        stats: for a Session's Steps, the reply's `Stats` (one object, updated as the reply goes; complete once the
+            iterator ends or is closed); None for generate_tokens / stream_text.
     """
     token: int
     text: str = ""
     finish_reason: str | None = None
+    stats: object = None
 
 
 def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callable | None = None,
@@ -79,12 +90,7 @@ def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callabl
 def stream_text(model, prompt_ids, **kwargs) -> Iterator[Step]:
     """generate_tokens with the text of each step filled in: complete UTF-8 only, in order; a trailing partial
     character is flushed with the last step."""
-    decoder = StreamDecoder(model.tokenizer)
+    text = TextStream(model.tokenizer)
     for step in generate_tokens(model, prompt_ids, **kwargs):
-        if step.finish_reason == "stop":
-            step.text = decoder.flush()
-        else:
-            step.text = decoder.push(step.token)
-            if step.finish_reason is not None:
-                step.text += decoder.flush()
+        text.fill(step)
         yield step

@@ -1,0 +1,102 @@
+"""Every family's config from a config.json that gives only the required keys: the defaults it falls back to (each
+family keeps transformers' own, which differ per family) and the fields it accepts must stay what they were.
+
+`fixtures/model_config_defaults.json` was written by `resolved()` below from the family dataclasses as they were
+before the families shared `DecoderConfig` (commit d00db4c), and is not regenerated from the code under test: a
+default that moves, a field a family gains or loses (a key it would then accept or warn about), or a derived value
+that changes (`act`, `rotary_dim`, ...) fails here. Values are compared by `repr`, so 10000 (int) is not 10000.0.
+"""
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from petit.models import MODEL_TYPES, get_family
+
+EXPECTED = Path(__file__).parent / "fixtures" / "model_config_defaults.json"
+
+# the required keys only; 32 heads of 64 because StableLM's default num_key_value_heads is 32 (heads must divide by it)
+MINIMAL = {"vocab_size": 1000, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 4,
+           "num_attention_heads": 32}
+MINIMAL_GPT2 = {"vocab_size": 1000, "n_embd": 2048, "n_layer": 4, "n_head": 32}
+
+
+def declared(model_type: str) -> dict:
+    """{field: repr(its declared default)}, "required" for a field without one (a default of None is derived by
+    _validate, so the built config alone would not show it)."""
+    out = {}
+    for f in dataclasses.fields(get_family(model_type).Config):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = repr(f.default_factory())
+        else:
+            out[f.name] = "required"
+    return dict(sorted(out.items()))
+
+
+def resolved(model_type: str) -> dict:
+    """{"required": the keys from_dict insists on, "declared": the declared defaults, and of the config built from
+    the minimal dict, "fields": its dataclass fields (what to_dict writes) and "derived": the other attributes
+    _validate sets}, values as repr strings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the minimal dict must not hit an "ignoring unknown key" report
+        cfg = get_family(model_type).Config.from_dict(dict(MINIMAL_GPT2 if model_type == "gpt2" else MINIMAL))
+    fields = cfg.to_dict()
+    derived = {k: v for k, v in vars(cfg).items() if k not in fields and k != "unknown_keys"}
+    assert cfg.unknown_keys == []
+    return {"required": list(type(cfg)._REQUIRED), "declared": declared(model_type),
+            "fields": {k: repr(v) for k, v in sorted(fields.items())},
+            "derived": {k: repr(v) for k, v in sorted(derived.items())}}
+
+
+def test_the_table_covers_every_family():
+    assert sorted(json.loads(EXPECTED.read_text(encoding="utf-8"))) == sorted(MODEL_TYPES)
+
+
+@pytest.mark.parametrize("model_type", sorted(MODEL_TYPES))
+def test_defaults_and_fields_unchanged(model_type):
+    want = json.loads(EXPECTED.read_text(encoding="utf-8"))[model_type]
+    got = resolved(model_type)
+    assert got["required"] == want["required"]
+    assert got["declared"] == want["declared"]
+    assert sorted(got["fields"]) == sorted(want["fields"]), "the fields the family accepts changed"
+    assert got["fields"] == want["fields"]
+    assert got["derived"] == want["derived"]
+
+
+def test_llama_tensor_shapes_list_every_tensor_the_builder_reads(tmp_path):
+    """tests/models.py writes a model from tensor_shapes; with every bias switched on, the engine must load it (no
+    tensor missing, none left over) and run the gate bias too."""
+    import petit
+    from petit.models.llama import LlamaConfig, tensor_shapes
+    from tests.models import TINY, write_model
+    cfg = dict(TINY, attention_bias=True, mlp_bias=True)
+    _, weights = write_model(tmp_path / "m.petit", cfg)
+    assert set(weights) == set(tensor_shapes(LlamaConfig.from_dict(cfg)))
+    model = petit.load(tmp_path / "m.petit", weights="f32")
+    try:
+        assert model.net.layers[0].gate_b.a.tolist() == weights["model.layers.0.mlp.gate_proj.bias"].tolist()
+        assert sorted(model.tensors) == sorted(weights)
+    finally:
+        model.close()
+
+
+@pytest.mark.parametrize("model_type", ["llama", "granite", "olmo2", "smollm3"])
+def test_every_family_on_llamaconfig_honours_rope_interleaved(model_type, tmp_path):
+    """Petit's own rope_interleaved key is a field of every family built on LlamaConfig; Granite, OLMo 2 and
+    SmolLM3 inherited it and ignored it (the review's appendix)."""
+    import shutil
+
+    import petit
+    case = {"llama": "llama", "granite": "granite", "olmo2": "olmo2", "smollm3": "smollm3"}[model_type]
+    folder = tmp_path / case
+    shutil.copytree(Path(__file__).parent / "fixtures" / "hf" / case, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_interleaved"] = True
+    (folder / "config.json").write_text(json.dumps(config))
+    model = petit.load(folder, weights="f32")
+    ropes = [layer.rope for layer in model.net.layers if layer.rope is not None]
+    assert ropes and all(r.interleaved for r in ropes)
