@@ -1,5 +1,5 @@
 /* Internal declarations shared by the kernel sources: fp16/bf16 conversion, block layouts, the per-ISA
- * function table and the thread pool. */
+ * function table, the thread pool and the drivers' shared ground (parallel.c). */
 #ifndef PETIT_INTERNAL_H
 #define PETIT_INTERNAL_H
 
