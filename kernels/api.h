@@ -43,9 +43,6 @@ int  pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, c
                 float *y0, float *y1, float *y2);
 
 /* ---- per-layer ops ---- */
-void pt_rmsnorm(const float *x, const float *w, float eps, int64_t T, int64_t D, float *y);
-/* RoPE tables: cos/sin[pos][head_dim/2] for pos < n_pos, theta_j = base^(-2j/head_dim) */
-void pt_rope_table(float base, int64_t head_dim, int64_t n_pos, float *cos_out, float *sin_out);
 /* rotate the first rot_dim values of each head of q [T][n_heads][hd] in place and of k [T][n_kv][hd] (rot_dim ==
  * hd: all; rot_dim 0 or a NULL table: no rotation, for layers without RoPE), and store k, v into the cache at positions
  * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]; tables are [n_pos][rot_dim/2].
@@ -69,10 +66,6 @@ int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64
 int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                      const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
                      int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out);
-void pt_swiglu(const float *gate, const float *up, int64_t n, float *out);      /* out = silu(gate) * up */
-void pt_softmax(float *x, int64_t rows, int64_t cols);                          /* in place, per row */
-void pt_add(float *y, const float *x, int64_t n);                               /* y += x */
-int64_t pt_argmax(const float *x, int64_t n);
 /* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
  * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,

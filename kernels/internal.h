@@ -1,5 +1,5 @@
 /* Internal declarations shared by the kernel sources: fp16/bf16 conversion, block layouts, the per-ISA
- * function table and the thread pool. */
+ * function table, the thread pool and the drivers' shared ground (parallel.c). */
 #ifndef PETIT_INTERNAL_H
 #define PETIT_INTERNAL_H
 
@@ -87,13 +87,15 @@ typedef struct {
                     float *y, int64_t ldy, int accumulate);
     void (*rows_float)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
                        int64_t T, float *y, int64_t ldy, int accumulate);
-    /* ops */
-    void (*rmsnorm)(const float *x, const float *w, float eps, int64_t D, float *y);
+    /* per-layer ops, their arguments checked by the entry points in layer_ops.c (see api.h) */
+    void (*norm)(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
+                 int64_t w_rows, float *y);
+    void (*bias_act)(float *y, const float *b, int64_t T, int64_t N, int act);
+    void (*glu)(int act, const float *gate, const float *up, int64_t n, float *out);
     void (*attn_head)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
                       float softcap, float *scores, float *out);
     void (*attn_head_q8)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
                          int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out);
-    void (*swiglu)(const float *g, const float *u, int64_t n, float *out);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;
@@ -113,10 +115,21 @@ void pt_pool_stop(void);
 void pt_pool_after_fork_child(void);
 int  pt_pool_threads(void);
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks);   /* blocks until every chunk is done */
-/* fn(ctx, r0, r1) over rows 0..rows-1 in parallel chunks of about 64K values (on the calling thread when small);
- * holds the pool's lock (dispatch.c) */
-void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64_t rows, int64_t cols);
 /* per-thread scratch of at least n floats (grows, never shrinks) */
 float *pt_scratch(int ith, int64_t n);
+
+/* ---- the drivers' shared ground (parallel.c) ---- */
+/* the lock every caller of the pool or of the shared scratch holds for the whole call */
+void pt_lock(void);
+void pt_unlock(void);
+void pt_fork_safe(void);   /* once per process: fork() neither inherits the lock held nor loses the pool */
+/* below this much work (multiply-adds, or values) a job runs on the calling thread alone */
+#define PT_SERIAL_WORK 65536.0
+/* fn over chunks 0..n_chunks-1: on the pool, or on the calling thread when work < PT_SERIAL_WORK; the caller
+ * holds the lock */
+void pt_run_chunks(pt_task_fn fn, void *ctx, int64_t n_chunks, double work);
+/* fn(ctx, r0, r1) over rows 0..rows-1 in parallel chunks of about 64K values (on the calling thread when small);
+ * takes the lock */
+void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64_t rows, int64_t cols);
 
 #endif

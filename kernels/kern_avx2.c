@@ -7,7 +7,7 @@
 #elif defined(__GNUC__)          /* MSVC compiles intrinsics without a target switch */
 #pragma GCC target("avx2,fma,f16c")
 #endif
-#include "ops_generic.h"
+#include "kern_generic.h"
 #define SUFFIX avx2
 #define DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 #include "kern_x86.h"

@@ -8,7 +8,7 @@
 #elif defined(__GNUC__)          /* MSVC compiles intrinsics without a target switch */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #endif
-#include "ops_generic.h"
+#include "kern_generic.h"
 #define SUFFIX avx512
 #define DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #include "kern_x86.h"

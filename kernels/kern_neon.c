@@ -6,7 +6,7 @@
 #include "internal.h"
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
-#include "ops_generic.h"
+#include "kern_generic.h"
 
 /* acc + the 16 products a[i] * b[i], spread over 4 lanes (which product lands in which lane differs between the
  * two ways; only the lanes' total is used) */
@@ -171,10 +171,11 @@ const pt_kernels pt_kernels_neon = {
     .rows_q8 = rows_q8_neon,
     .rows_q4 = rows_q4_neon,
     .rows_float = rows_float_neon,
-    .rmsnorm = rmsnorm_g,
+    .norm = norm_g,
     .attn_head = attn_head_g,
     .attn_head_q8 = attn_head_q8_g,
-    .swiglu = swiglu_g,
+    .bias_act = bias_act_g,
+    .glu = glu_g,
 };
 #else
 const pt_kernels pt_kernels_neon = {.name = 0};

@@ -1,6 +1,6 @@
 /* The scalar path: portable C, the reference every SIMD path is tested against. */
 #include "internal.h"
-#include "ops_generic.h"
+#include "kern_generic.h"
 
 /* x[K] -> q8 blocks with an fp32 scale d = amax/127, q = round_half_even(x / d), s = sum(q) */
 static void quant_act_scalar(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
@@ -75,8 +75,9 @@ const pt_kernels pt_kernels_scalar = {
     .rows_q8 = rows_q8_scalar,
     .rows_q4 = rows_q4_scalar,
     .rows_float = rows_float_g,
-    .rmsnorm = rmsnorm_g,
+    .norm = norm_g,
     .attn_head = attn_head_g,
     .attn_head_q8 = attn_head_q8_g,
-    .swiglu = swiglu_g,
+    .bias_act = bias_act_g,
+    .glu = glu_g,
 };

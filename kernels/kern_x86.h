@@ -257,8 +257,9 @@ static void FN(attn_head_q8_)(const float *q, const int8_t *k, const float *ks, 
         .rows_q8 = FN(rows_q8_), \
         .rows_q4 = FN(rows_q4_), \
         .rows_float = FN(rows_float_), \
-        .rmsnorm = rmsnorm_g, \
+        .norm = norm_g, \
         .attn_head = attn_head_g, \
         .attn_head_q8 = FN(attn_head_q8_), \
-        .swiglu = swiglu_g, \
+        .bias_act = bias_act_g, \
+        .glu = glu_g, \
     }

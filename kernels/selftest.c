@@ -1,10 +1,10 @@
 /* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
  * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
  * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
- * kernels/{dispatch,ops,pool,quant,checksum,kern_*}.c -lm -lpthread` builds it by hand.
+ * kernels/{cpu,parallel,pool,matmul,attention,layer_ops,quant,checksum,kern_*}.c -lm -lpthread` builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
- * double-precision sums, the thread pool (every thread count gives the same bits as one thread, and a few thousand
+ * double-precision sums (matmul, attention, the norms and activations), the thread pool (every thread count gives the same bits as one thread, and a few thousand
  * jobs in a row neither hang nor lose work), the pt64 checksum (the pool's split against the reference), and the
  * compiler's float conversions and rounding (fp16, bf16, q8_0 and q4_0 bytes exactly as GGML's rules give them).
  * It prints one line per check and closes with "N passed, N failed"; the exit code is 0 only when nothing failed. */
@@ -278,6 +278,52 @@ static void check_unscalable(int isa) {
     check(ok, what);
 }
 
+/* ---- norms and activations: each path's own compiled copy against double precision ---- */
+
+static double gelu_tanh_ref(double x) {
+    return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));   /* 0.5 x (1 + tanh u) */
+}
+
+static void check_layer_ops(int isa) {
+    enum { ROWS = 4, D = 203, N = 2001 };
+    rng_state = 0xA11CEull;
+    float *x = random_floats(ROWS * D, 3.0f), *w = random_floats(2 * D, 1.0f), *b = random_floats(2 * D, 1.0f);
+    float y[ROWS * D];
+    int ok = 1;
+    for (int kind = 0; kind <= 1; kind++) {
+        ok &= pt_norm(kind, x, w, b, 1e-5f, ROWS, D, 2, y) == 0;   /* per-head weights: row r uses w[r % 2] */
+        for (int r = 0; r < ROWS; r++) {
+            const float *xr = x + r * D, *wr = w + (r % 2) * D, *br = b + (r % 2) * D;
+            double mean = 0.0, ss = 0.0;
+            if (kind == 1) {
+                for (int i = 0; i < D; i++) mean += xr[i];
+                mean /= D;
+            }
+            for (int i = 0; i < D; i++) ss += (xr[i] - mean) * (xr[i] - mean);
+            const double inv = 1.0 / sqrt(ss / D + 1e-5);
+            for (int i = 0; i < D; i++) {
+                double want = (xr[i] - mean) * inv * wr[i] + br[i];
+                ok &= fabs(y[r * D + i] - want) <= 2e-5 * (fabs(want) + 1.0);
+            }
+        }
+    }
+    float g[N], u[N], out[N];
+    for (int i = 0; i < N; i++) { g[i] = -20.0f + 40.0f * (float)i / (N - 1); u[i] = 1.0f; }
+    for (int act = 1; act <= 3; act++) {
+        ok &= pt_glu(act, g, u, N, out) == 0;
+        for (int i = 0; i < N; i++) {
+            double v = g[i];
+            double want = act == 1 ? v / (1.0 + exp(-v)) : act == 2 ? gelu_tanh_ref(v) : 0.5 * v * erfc(-v / sqrt(2.0));
+            /* 3e-6 relative; 2e-5 in the far tail, where the float rounding of x^2 inside e^-x^2 counts */
+            ok &= fabs(out[i] - want) <= (fabs(want) >= 1e-6 ? 3e-6 : 2e-5) * fabs(want) + 1e-33;
+        }
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s: LayerNorm, RMSNorm, SiLU and GELU (tanh and erf) against double", ISA_NAMES[isa]);
+    check(ok, what);
+    free(x); free(w); free(b);
+}
+
 /* ---- the pool: many small jobs in a row, thread counts changed between them ---- */
 
 static void check_pool_stress(int isa) {
@@ -362,6 +408,7 @@ int main(void) {
         }
         pt_init(1, isa);
         check_unscalable(isa);
+        check_layer_ops(isa);
         check_pool_stress(isa);
     }
     pt_pool_stop();

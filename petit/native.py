@@ -247,23 +247,6 @@ def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, d, s
 
 
-def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    x = _f32(x, "x", 2)
-    w = _f32(w, "w", 1)
-    if w.shape[0] != x.shape[1]:
-        raise ValueError(f"norm weight of {w.shape[0]} values does not match x of shape {x.shape}")
-    y = np.empty_like(x)
-    lib.pt_rmsnorm(_ptr(x), _ptr(w), eps, x.shape[0], x.shape[1], _ptr(y))
-    return y
-
-
-def rope_table(base: float, head_dim: int, n_pos: int) -> tuple[np.ndarray, np.ndarray]:
-    cos = np.empty((n_pos, head_dim // 2), np.float32)
-    sin = np.empty((n_pos, head_dim // 2), np.float32)
-    lib.pt_rope_table(base, head_dim, n_pos, _ptr(cos), _ptr(sin))
-    return cos, sin
-
-
 def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
               softcap: float = 0.0, window: int = 0) -> np.ndarray:
     """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
@@ -321,22 +304,6 @@ def glu(gate: np.ndarray, up: np.ndarray, act: str) -> np.ndarray:
     out = np.empty_like(gate)
     lib.pt_glu(ACTIVATIONS[act], _ptr(gate), _ptr(up), gate.size, _ptr(out))
     return out
-
-
-def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    gate, up = _f32(gate, "gate"), _f32(up, "up")
-    if gate.shape != up.shape:
-        raise ValueError(f"gate {gate.shape} and up {up.shape} differ")
-    out = np.empty_like(gate)
-    lib.pt_swiglu(_ptr(gate), _ptr(up), gate.size, _ptr(out))
-    return out
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    x = _f32(x, "x").copy()
-    x2 = x.reshape(-1, x.shape[-1])
-    lib.pt_softmax(_ptr(x2), x2.shape[0], x2.shape[1])
-    return x
 
 
 def rope_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, cos: np.ndarray | None,

@@ -1,15 +1,17 @@
 """The ops the families beyond Llama need, against float64 NumPy: LayerNorm / RMSNorm with per-head weights and
-bias, activations, gated activations, partial and absent RoPE, soft-capped and sliding-window attention."""
+bias, activations, gated activations (all on every path this CPU has: each path compiles its own copy of them),
+partial and absent RoPE, soft-capped and sliding-window attention."""
 import math
 
 import numpy as np
 import pytest
 
 import petit.native as K
-from petit.native import lib
+from petit.models.rope import Rope   # the tables the model hands to pt_rope_store
+from petit.native import ISAS, lib
 from tests import oracles
 
-PATHS = [isa for isa, code in {"scalar": 0, "avx2": 1, "avx512": 2}.items() if lib.pt_isa_supported(code)]
+PATHS = [isa for isa, code in ISAS.items() if lib.pt_isa_supported(code)]
 
 
 @pytest.fixture(autouse=True)
@@ -26,10 +28,12 @@ def _ref_norm(x, w, b, eps, kind):
     return y * (1 if w is None else w) + (0 if b is None else b)
 
 
+@pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("kind", ["rms", "layer"])
 @pytest.mark.parametrize("rows,D,w_rows,bias", [(1, 7, 1, False), (5, 64, 1, True), (12, 16, 4, True),
-                                                (3, 33, 0, False)])
-def test_norm_matches_float64(kind, rows, D, w_rows, bias):
+                                                (3, 33, 0, False), (2, 897, 1, True), (4, 45, 2, False)])
+def test_norm_matches_float64(isa, kind, rows, D, w_rows, bias):
+    K.configure(isa=isa)
     rng = np.random.default_rng(rows * D)
     x = (rng.standard_normal((rows, D)) * 3 + 1).astype(np.float32)
     w = None if w_rows == 0 else rng.standard_normal((w_rows, D) if w_rows > 1 else (D,)).astype(np.float32)
@@ -46,8 +50,31 @@ ACTS = {"none": lambda x: x, "silu": lambda x: x / (1 + np.exp(-x)),
         "relu": lambda x: np.maximum(x, 0)}
 
 
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("kind", ["rms", "layer"])
+def test_a_row_gets_the_same_bits_alone_in_place_and_at_any_alignment(isa, kind):
+    """A token's norm must not depend on the batch it comes in, nor on where its row sits in memory (a reused KV
+    cache must give the logits a fresh prefill gives): the sums run in a fixed order, never the vectoriser's."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((6, 203)) * 2 + 0.5).astype(np.float32)
+    w, b = rng.standard_normal(203).astype(np.float32), rng.standard_normal(203).astype(np.float32)
+    batch = K.norm(x, w, b, 1e-6, kind)
+    for r in range(6):
+        for shift in range(5):               # the row at every float offset within a 16-byte line and beyond
+            buf = np.zeros(203 + shift, np.float32)
+            buf[shift:] = x[r]
+            assert np.array_equal(K.norm(buf[shift:][None], w, b, 1e-6, kind)[0], batch[r]), (r, shift)
+    inplace = x.copy()
+    code = {"rms": 0, "layer": 1}[kind]
+    assert lib.pt_norm(code, K._ptr(inplace), K._ptr(w), K._ptr(b), 1e-6, 6, 203, 1, K._out(inplace)) == 0
+    assert np.array_equal(inplace, batch)
+
+
+@pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("act", list(ACTS))
-def test_bias_act_and_glu_match_float64(act):
+def test_bias_act_and_glu_match_float64(isa, act):
+    K.configure(isa=isa)
     rng = np.random.default_rng(3)
     y = (rng.standard_normal((3, 37)) * 4).astype(np.float32)
     b = rng.standard_normal(37).astype(np.float32)
@@ -56,6 +83,34 @@ def test_bias_act_and_glu_match_float64(act):
     np.testing.assert_allclose(K.bias_act(y, None, act), ACTS[act](y.astype(np.float64)), rtol=2e-6, atol=2e-6)
     u = rng.standard_normal((3, 37)).astype(np.float32)
     np.testing.assert_allclose(K.glu(y, u, act), ACTS[act](y.astype(np.float64)) * u, rtol=2e-6, atol=2e-6)
+
+
+# the same functions in forms that stay accurate in float64 far into the negative tail, where 1 + tanh(u) and
+# 1 + erf(z) cancel to 0: x / (1 + e^-2u) is 0.5 x (1 + tanh u), 0.5 x erfc(-z) is 0.5 x (1 + erf z)
+TAILS = {"silu": ACTS["silu"],
+         "gelu_tanh": lambda x: x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+         "gelu": lambda x: 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2))}
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("act", list(TAILS))
+def test_activations_are_accurate_over_the_whole_float_range(isa, act):
+    """The vectorised forms (the kernels' own exp; GELU-tanh as x / (1 + e^-2u), GELU-erf through a fitted erfc)
+    against float64 from -60 to 60: within 3e-6 relative wherever |act(x)| >= 1e-6; in the tail, where e^-x^2 makes
+    the float rounding of x^2 count, within 2e-5 relative down to where a float cannot hold the value; infinities,
+    zeros and NaN as the formulas give them."""
+    K.configure(isa=isa)
+    x = np.linspace(-60, 60, 480_001).astype(np.float32)
+    with np.errstate(over="ignore"):
+        want = TAILS[act](x.astype(np.float64))
+    big = np.abs(want) >= 1e-6
+    for got in (K.bias_act(x[None], None, act)[0], K.glu(x, np.ones_like(x), act)):
+        np.testing.assert_allclose(got[big], want[big], rtol=3e-6, atol=0)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-33)
+    special = np.array([np.inf, 1e30, 0.0, -0.0, -1e30], np.float32)
+    got = K.bias_act(special[None], None, act)[0]
+    assert got[0] == np.inf and got[1] == np.float32(1e30) and got[2] == 0 and got[3] == 0 and got[4] == 0
+    assert np.isnan(K.bias_act(np.array([[np.nan]], np.float32), None, act)).all()
 
 
 @pytest.mark.parametrize("rot,interleaved", [(8, False), (4, True), (0, False)])
@@ -67,7 +122,7 @@ def test_partial_rope_rotates_only_the_leading_values(rot, interleaved):
     v = rng.standard_normal((T, KV, hd)).astype(np.float32)
     kc, vc = np.zeros((KV, n_ctx, hd), np.float32), np.zeros((KV, n_ctx, hd), np.float32)
     q0, pos = q.copy(), np.arange(pos0, pos0 + T)
-    tables = K.rope_table(500.0, rot, 16) if rot else (None, None)
+    tables = Rope(rot, 500.0).tables(16) if rot else (None, None)
     K.rope_store(q, k, v, pos0, *tables, interleaved, kc, vc)
     want_q, want_k = q0.astype(np.float64), k.astype(np.float64)
     if rot:
@@ -100,7 +155,7 @@ def test_bad_arguments_are_errors_not_overruns():
     with pytest.raises(ValueError, match="window -1"):
         K.attention(np.zeros((1, 2, 8), np.float32), np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32),
                     0, 1.0, window=-1)
-    cos, sin = K.rope_table(1e4, 16, 8)
+    cos, sin = Rope(16, 1e4).tables(8)
     with pytest.raises(ValueError, match="rotating 16 values"):
         K.rope_store(np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32),
                      0, cos, sin, False, np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32))

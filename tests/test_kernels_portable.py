@@ -15,8 +15,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
-SOURCES = ["selftest.c", "dispatch.c", "ops.c", "pool.c", "quant.c", "checksum.c", "kern_scalar.c", "kern_avx2.c",
-           "kern_avx512.c", "kern_neon.c"]
+SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "pool.c", "quant.c",
+           "checksum.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c", "kern_neon.c"]
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
@@ -50,11 +50,13 @@ def _run(cmd: list[str], env: dict | None = None) -> str:
 
 
 def _expect_paths(out: str, paths: list[str]) -> None:
-    """Every check of each path ran: 5 dtypes x 5 shapes + 3 attentions, on 1, 2 and 3 threads, and the pool test."""
+    """Every check of each path ran: 5 dtypes x 5 shapes + 3 attentions, on 1, 2 and 3 threads, the pool test, and
+    the norms and activations (each path compiles its own copy)."""
     for isa in paths:
         assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (5 * 5 + 3), isa
         assert re.search(rf"^ok   {isa}: 3000 matmuls in a row", out, re.M), isa
         assert re.search(rf"^ok   {isa}: a NaN activation gives NaN outputs", out, re.M), isa
+        assert re.search(rf"^ok   {isa}: LayerNorm, RMSNorm, SiLU and GELU", out, re.M), isa
 
 
 def _native_paths() -> list[str]:
@@ -123,8 +125,8 @@ def test_selftest_arm64_under_qemu(tmp_path, build):
 
 
 RACE_C = r"""
-/* pt_init switches the path while this thread runs calls that take no lock (RMSNorm, SwiGLU, the activation
- * quantizer): the active table must be read atomically, once per call */
+/* pt_init switches the path while this thread runs calls that take no lock (the norms, the activations, the
+ * activation quantizer): the active table must be read atomically, once per call */
 #include "internal.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,8 +149,9 @@ int main(void) {
     pthread_t t;
     pthread_create(&t, NULL, switcher, NULL);
     while (!atomic_load(&stop)) {
-        pt_rmsnorm(x, w, 1e-5f, 1, 64, y);
-        pt_swiglu(x, w, 64, y);
+        pt_norm(1, x, w, w, 1e-5f, 1, 64, 1, y);
+        pt_bias_act(y, w, 1, 64, 3);
+        pt_glu(2, x, w, 64, y);
         pt_quantize_act(x, 1, 64, q, d, s);
     }
     pthread_join(t, NULL);

@@ -1,0 +1,111 @@
+/* CPU detection, the choice of path (the per-ISA table every other call reads through pt_active) and pt_init, which
+ * switches the path and (re)starts the pool under the drivers' lock (parallel.c). */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "portable.h"
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* the active path: switched by pt_init under the lock, read by calls that do not take it, hence atomic */
+static _Atomic(const pt_kernels *) active = &pt_kernels_scalar;
+static atomic_int active_isa = PT_ISA_SCALAR;
+
+const pt_kernels *pt_active(void) { return atomic_load_explicit(&active, memory_order_acquire); }
+
+/* ---- CPU features ---- */
+#ifdef PT_X86_64
+/* CPU features from cpuid, and whether the OS saves the AVX (and AVX-512) registers (xgetbv): the same answer with
+ * gcc, clang and MSVC, which do not share a __builtin_cpu_supports */
+enum { F_SSE42, F_AVX, F_AVX2, F_FMA, F_F16C, F_AVX512F, F_AVX512BW, F_AVX512VL, F_AVX512VNNI, F_AVX512BF16, F_N };
+
+static void cpu_features(int has[F_N]) {
+    unsigned r[4];
+    for (int i = 0; i < F_N; i++) has[i] = 0;
+    if (!pt_cpuid(1, 0, r)) return;
+    unsigned c = r[2];
+    unsigned long long xcr0 = (c >> 27) & 1 ? pt_xgetbv0() : 0;   /* OSXSAVE: the OS manages the vector state */
+    int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+    has[F_SSE42] = (c >> 20) & 1;
+    has[F_AVX] = os_avx && ((c >> 28) & 1);
+    has[F_FMA] = os_avx && ((c >> 12) & 1);
+    has[F_F16C] = os_avx && ((c >> 29) & 1);
+    if (pt_cpuid(7, 0, r)) {
+        unsigned b7 = r[1], c7 = r[2];
+        has[F_AVX2] = os_avx && ((b7 >> 5) & 1);
+        has[F_AVX512F] = os_avx512 && ((b7 >> 16) & 1);
+        has[F_AVX512BW] = os_avx512 && ((b7 >> 30) & 1);
+        has[F_AVX512VL] = os_avx512 && ((b7 >> 31) & 1);
+        has[F_AVX512VNNI] = os_avx512 && ((c7 >> 11) & 1);
+        if (pt_cpuid(7, 1, r)) has[F_AVX512BF16] = os_avx512 && ((r[0] >> 5) & 1);
+    }
+}
+#endif
+
+int pt_isa_supported(int isa) {
+    if (isa == PT_ISA_SCALAR) return 1;
+    if (isa == PT_ISA_NEON) return pt_kernels_neon.name != 0;   /* every ARMv8-A CPU has NEON */
+#ifdef PT_X86_64
+    int has[F_N];
+    cpu_features(has);
+    int avx2 = has[F_AVX2] && has[F_FMA] && has[F_F16C];
+    if (isa == PT_ISA_AVX2) return avx2 && pt_kernels_avx2.name != 0;
+    if (isa == PT_ISA_AVX512)
+        return avx2 && has[F_AVX512F] && has[F_AVX512BW] && has[F_AVX512VL] && has[F_AVX512VNNI] &&
+               pt_kernels_avx512.name != 0;
+#endif
+    return 0;
+}
+
+int pt_cpu_features(char *buf, int n) {
+    int len = 0;
+    if (n > 0) buf[0] = 0;
+#ifdef PT_X86_64
+    static const char *names[F_N] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                     "avx512vnni", "avx512bf16"};
+    int has[F_N];
+    cpu_features(has);
+    for (int i = 0; i < F_N; i++) {
+        if (!has[i]) continue;
+        int w = snprintf(buf + len, n > len ? (size_t)(n - len) : 0, "%s%s", len ? "," : "", names[i]);
+        if (w > 0) len += w;
+    }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+    len = snprintf(buf, n > 0 ? (size_t)n : 0, "neon");
+#ifdef __ARM_FEATURE_DOTPROD
+    if (len > 0) len += snprintf(buf + len, n > len ? (size_t)(n - len) : 0, ",dotprod");
+#endif
+#endif
+    return len < n ? len : (n > 0 ? n - 1 : 0);
+}
+
+int pt_default_threads(void) { return pt_cpu_count(); }
+
+int pt_init(int n_threads, int isa) {
+    pt_fork_safe();
+    if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
+    if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
+                       : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2
+                       : pt_isa_supported(PT_ISA_NEON)  ? PT_ISA_NEON : PT_ISA_SCALAR;
+    if (!pt_isa_supported(isa)) return -1;
+    if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
+    if (n_threads > 256) return -2;
+    static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
+                                                     &pt_kernels_neon};
+    pt_lock();
+    const int old = pt_pool_threads();
+    int rc = old == n_threads ? 0 : pt_pool_start(n_threads);
+    if (rc != 0) {
+        /* the new pool did not start (it stopped what it had started): the previous pool and path stay, so a
+         * failed configure leaves the kernels as they were */
+        if (pt_pool_start(old) != 0) pt_pool_start(1);   /* one thread always starts: it is the caller */
+    } else {
+        atomic_store_explicit(&active, tables[isa], memory_order_release);
+        atomic_store(&active_isa, isa);
+    }
+    pt_unlock();
+    return rc == 0 ? 0 : -2;
+}
+
+int pt_isa(void) { return atomic_load(&active_isa); }
+int pt_n_threads(void) { return pt_pool_threads(); }

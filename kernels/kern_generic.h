@@ -1,0 +1,243 @@
+/* Plain-C kernels, included by each kern_<isa>.c so the compiler vectorises them for that ISA (the file is
+ * compiled under the ISA's target pragma). Everything here is static: each ISA gets its own copy. The scalar path's
+ * copy (kern_scalar.c) is the reference the others are tested against. */
+
+static float dot_f32_g(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+:s)
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* e^x in float arithmetic the compiler vectorises (expf is a library call per value): x = k ln2 + r with
+ * |r| <= ln2/2 (Cody-Waite, ln2 in two parts), e^r by Cephes' expf polynomial, 2^k built in the exponent bits.
+ * Within 2 ulp of expf from -87.3 to 88.3; below, e^-87.3 (1.2e-38) stands in for the tiny true value, above
+ * 88.4 the result is infinity, as expf's is from 88.7: harmless where it is used (softmax weights, SiLU, GELU). NaN
+ * stays NaN. */
+static inline float exp_g(float x) {
+    float c = x < -87.3365f ? -87.3365f : (x > 88.7228f ? 88.7228f : x);
+    float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;          /* round to nearest, |k| < 2^22 */
+    float r = (c - k * 0.693359375f) - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    float y = p * pt_bits_f32((uint32_t)((int32_t)k + 127) << 23);
+    return x == x ? y : x;
+}
+
+/* scores[p] = exp(scores[p] - m) in place; returns 1 / their sum. The sum runs in 8 interleaved partial sums in a
+ * fixed order, never the vectoriser's: its order would follow the buffer's alignment, which differs between the
+ * threads' scratch buffers, and a query must get the same bits whichever thread and batch computes it (a reused KV
+ * cache must give the logits a fresh prefill gives). */
+static float exp_scores(float *scores, int64_t n, float m) {
+#pragma omp simd
+    for (int64_t p = 0; p < n; p++) scores[p] = exp_g(scores[p] - m);
+    float part[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, sum = 0.0f;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8)
+        for (int i = 0; i < 8; i++) part[i] += scores[p + i];
+    for (int i = 0; i < 8; i++) sum += part[i];
+    for (; p < n; p++) sum += scores[p];
+    return 1.0f / sum;
+}
+
+static inline float softcap_g(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+
+/* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd].
+ * softcap > 0 caps the scaled scores at +-softcap with tanh (Gemma 2), 0 leaves them. */
+static void attn_head_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                        float softcap, float *scores, float *out) {
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p++) {
+        float s = softcap_g(dot_f32_g(q, k + p * hd, hd) * scale, softcap);
+        scores[p] = s;
+        if (s > m) m = s;
+    }
+    float inv = exp_scores(scores, n, m);
+    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        const float wgt = scores[p] * inv, *vp = v + p * hd;
+#pragma omp simd
+        for (int64_t i = 0; i < hd; i++) out[i] += wgt * vp[i];
+    }
+}
+
+/* the same over int8 rows with one scale per row: k, v are [n][hd] int8, ks, vs are [n] */
+static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
+                           int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out) {
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p++) {
+        const int8_t *kp = k + p * hd;
+        float d = 0.0f;
+#pragma omp simd reduction(+:d)
+        for (int64_t i = 0; i < hd; i++) d += q[i] * (float)kp[i];
+        float s = softcap_g(d * ks[p] * scale, softcap);
+        scores[p] = s;
+        if (s > m) m = s;
+    }
+    float inv = exp_scores(scores, n, m);
+    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        const float wgt = scores[p] * inv * vs[p];
+        const int8_t *vp = v + p * hd;
+#pragma omp simd
+        for (int64_t i = 0; i < hd; i++) out[i] += wgt * (float)vp[i];
+    }
+}
+
+/* ---- norms ---- */
+/* sums in 16 interleaved partial sums in a fixed order (as exp_scores, for the same reason): a row gets the same bits
+ * whatever its alignment, so a token normalised within a batch of T gets the bits it gets alone */
+#define PARTS 16
+static float sum_g(const float *x, int64_t n) {
+    float part[PARTS] = {0.0f}, s = 0.0f;
+    int64_t i = 0;
+    for (; i + PARTS <= n; i += PARTS)
+        for (int j = 0; j < PARTS; j++) part[j] += x[i + j];
+    for (int j = 0; j < PARTS; j++) s += part[j];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+static float sum_sq_g(const float *x, int64_t n, float mean) {   /* sum of (x - mean)^2 */
+    float part[PARTS] = {0.0f}, s = 0.0f;
+    int64_t i = 0;
+    for (; i + PARTS <= n; i += PARTS)
+        for (int j = 0; j < PARTS; j++) part[j] += (x[i + j] - mean) * (x[i + j] - mean);
+    for (int j = 0; j < PARTS; j++) s += part[j];
+    for (; i < n; i++) s += (x[i] - mean) * (x[i] - mean);
+    return s;
+}
+
+/* y[r] = norm(x[r]) * w[r % w_rows] (+ b[r % w_rows]) for rows r < rows of D values; in place allowed.
+ * kind 0: RMSNorm x / sqrt(mean(x^2) + eps); kind 1: LayerNorm (x - mean) / sqrt(var + eps). w, b may be NULL. */
+static void norm_g(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
+                   int64_t w_rows, float *y) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * D, *wr = w ? w + (r % w_rows) * D : 0, *br = b ? b + (r % w_rows) * D : 0;
+        float *yr = y + r * D;
+        const float mean = kind == 1 ? sum_g(xr, D) / (float)D : 0.0f;
+        const float inv = 1.0f / sqrtf(sum_sq_g(xr, D, mean) / (float)D + eps);
+        if (wr && br) {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mean) * inv * wr[i] + br[i];
+        } else if (wr) {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mean) * inv * wr[i];
+        } else if (br) {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mean) * inv + br[i];
+        } else {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mean) * inv;
+        }
+    }
+}
+
+/* ---- activations, in forms the compiler vectorises (tanhf and erff are a library call per value) ---- */
+static inline float silu_g(float x) { return x / (1.0f + exp_g(-x)); }
+
+/* 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): exact algebra, and no cancellation
+ * in 1 + tanh(u) for negative x */
+static inline float gelu_tanh_g(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + exp_g(-2.0f * u));
+}
+
+/* erfc(z): Numerical Recipes' erfcc, a Chebyshev fit of erfc(|z|) e^(z^2) (relative error below 1.2e-7), and
+ * 2 - erfc(-z) for z < 0 */
+static inline float erfc_g(float z) {
+    const float a = fabsf(z), t = 1.0f / (1.0f + 0.5f * a);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    const float r = t * exp_g(p - a * a);
+    return z < 0.0f ? 2.0f - r : r;
+}
+
+/* 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): erfc keeps the precision of the small negative side */
+static inline float gelu_erf_g(float x) { return 0.5f * x * erfc_g(-0.7071067811865476f * x); }
+
+static inline float relu_g(float x) { return x > 0.0f ? x : 0.0f; }
+
+/* one loop per activation, each vectorised whole: y[i] = act(y[i]) in place */
+#define ACT_LOOP(f)                                                                                               \
+    do {                                                                                                          \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = f(y[i]);                                       \
+    } while (0)
+
+static void act_g(int act, float *y, int64_t n) {
+    switch (act) {
+    case 1: ACT_LOOP(silu_g); break;
+    case 2: ACT_LOOP(gelu_tanh_g); break;
+    case 3: ACT_LOOP(gelu_erf_g); break;
+    case 4: ACT_LOOP(relu_g); break;
+    default: break;
+    }
+}
+
+/* y[t][i] = act(y[t][i] + b[i]) for t < T, i < N; b may be NULL. act: 0 none, 1 silu, 2 gelu_tanh, 3 gelu, 4 relu */
+static void bias_act_g(float *y, const float *b, int64_t T, int64_t N, int act) {
+    for (int64_t t = 0; t < T; t++) {
+        float *yt = y + t * N;
+        if (b) {
+#pragma omp simd
+            for (int64_t i = 0; i < N; i++) yt[i] += b[i];
+        }
+        act_g(act, yt, N);
+    }
+}
+
+/* out[i] = act(gate[i]) * up[i] (SwiGLU with act 1, GeGLU with 2 or 3) */
+#define GLU_LOOP(f)                                                                                               \
+    do {                                                                                                          \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) out[i] = f(g[i]) * u[i];                              \
+    } while (0)
+
+static inline float identity_g(float x) { return x; }
+
+static void glu_g(int act, const float *g, const float *u, int64_t n, float *out) {
+    switch (act) {
+    case 1: GLU_LOOP(silu_g); break;
+    case 2: GLU_LOOP(gelu_tanh_g); break;
+    case 3: GLU_LOOP(gelu_erf_g); break;
+    case 4: GLU_LOOP(relu_g); break;
+    default: GLU_LOOP(identity_g); break;
+    }
+}
+
+static inline void store_y(float *y, float v, int accumulate) { *y = accumulate ? *y + v : v; }
+
+/* float weights (f32, f16, bf16) against float activations x [T][K] */
+static void rows_float_g(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
+                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * K;
+            float s = 0.0f;
+            if (dtype == PT_F32) {
+                s = dot_f32_g((const float *)w + r * K, xt, K);
+            } else {
+                const uint16_t *wr = (const uint16_t *)w + r * K;
+                if (dtype == PT_F16) {
+                    for (int64_t i = 0; i < K; i++) s += pt_h2f(wr[i]) * xt[i];
+                } else {
+#pragma omp simd reduction(+:s)
+                    for (int64_t i = 0; i < K; i++) s += pt_bf2f(wr[i]) * xt[i];
+                }
+            }
+            store_y(y + t * ldy + r, s, accumulate);
+        }
+    }
+}

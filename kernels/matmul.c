@@ -1,0 +1,113 @@
+/* The matmul driver: activations quantized once per call for the integer kernels, then the rows of up to three
+ * matrices that share one input split into chunks across the pool, each chunk run by the active path's kernel. */
+#include "internal.h"
+#include <stdlib.h>
+
+/* ---- activation scratch, grown on demand (guarded by the lock) ---- */
+static struct { int8_t *q; float *d; int32_t *s; int64_t cap; } act;
+
+static int act_reserve(int64_t n) {
+    if (act.cap >= n) return 0;
+    free(act.q); free(act.d); free(act.s);
+    act.q = (int8_t *)malloc((size_t)n);
+    act.d = (float *)malloc((size_t)(n / QK + 1) * sizeof(float));
+    act.s = (int32_t *)malloc((size_t)(n / QK + 1) * sizeof(int32_t));
+    act.cap = act.q && act.d && act.s ? n : 0;
+    return act.cap ? 0 : -1;
+}
+
+void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s) {
+    const pt_kernels *k = pt_active();
+    for (int64_t t = 0; t < T; t++) k->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), s + t * (K / QK));
+}
+
+typedef struct { const float *x; int64_t K; const pt_kernels *k; } quant_job;
+
+static void quant_task(void *ctx, int64_t t, int ith) {
+    (void)ith;
+    quant_job *j = (quant_job *)ctx;
+    j->k->quant_act(j->x + t * j->K, j->K, act.q + t * j->K, act.d + t * (j->K / QK), act.s + t * (j->K / QK));
+}
+
+/* ---- matmul ---- */
+#define MAX_MATS 3
+typedef struct {
+    const pt_tensor *W[MAX_MATS];
+    float *y[MAX_MATS];
+    int64_t end[MAX_MATS];      /* cumulative chunk counts */
+    int n;
+    int64_t rows_per_chunk;
+    const float *x;
+    pt_act a;
+    int64_t T;
+    int accumulate;
+    const pt_kernels *k;        /* the path, read once for the whole call */
+} matmul_job;
+
+static void matmul_task(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    matmul_job *j = (matmul_job *)ctx;
+    int m = 0;
+    while (chunk >= j->end[m]) m++;
+    const pt_tensor *W = j->W[m];
+    int64_t first = m ? j->end[m - 1] : 0;
+    int64_t r0 = (chunk - first) * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+    if (r1 > W->rows) r1 = W->rows;
+    int64_t rb = pt_row_bytes(W->dtype, W->cols);
+    if (W->dtype == PT_Q8_0)
+        j->k->rows_q8((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+    else if (W->dtype == PT_Q4_0)
+        j->k->rows_q4((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
+    else
+        j->k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
+}
+
+static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
+    if (T <= 0) return 0;
+    int quantized = 0;
+    for (int m = 0; m < n; m++) {
+        if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
+        if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
+        quantized |= W[m]->dtype == PT_Q8_0 || W[m]->dtype == PT_Q4_0;
+    }
+    const int64_t K = W[0]->cols;
+    pt_lock();
+    matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
+    if (quantized) {
+        if (act_reserve(T * K) < 0) { pt_unlock(); return -3; }
+        quant_job qj = {x, K, j.k};
+        pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
+        j.a = (pt_act){act.q, act.d, act.s, K};
+    }
+    /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least */
+    int64_t total_rows = 0;
+    for (int m = 0; m < n; m++) total_rows += W[m]->rows;
+    int64_t target = (int64_t)pt_pool_threads() * 16;
+    int64_t rpc = total_rows / (target > 0 ? target : 1);
+    rpc = rpc < 4 ? 4 : (rpc > 256 ? 256 : rpc);
+    if (T > 1 && rpc > 32) rpc = 32;
+    j.rows_per_chunk = rpc;
+    int64_t chunks = 0;
+    for (int m = 0; m < n; m++) {
+        j.W[m] = W[m];
+        j.y[m] = y[m];
+        chunks += (W[m]->rows + rpc - 1) / rpc;
+        j.end[m] = chunks;
+    }
+    pt_run_chunks(matmul_task, &j, chunks, (double)total_rows * (double)K * (double)T);
+    pt_unlock();
+    return 0;
+}
+
+int pt_matmul(const pt_tensor *W, const float *x, int64_t T, float *y, int accumulate) {
+    const pt_tensor *Ws[1] = {W};
+    float *ys[1] = {y};
+    return matmul_n(Ws, ys, 1, x, T, accumulate != 0);
+}
+
+int pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, const float *x, int64_t T,
+               float *y0, float *y1, float *y2) {
+    const pt_tensor *Ws[3] = {W0, W1, W2};
+    float *ys[3] = {y0, y1, y2};
+    return matmul_n(Ws, ys, W2 ? 3 : 2, x, T, 0);
+}
