@@ -58,6 +58,13 @@ def _check_compiler() -> None:
             "Install one (Debian/Ubuntu: 'apt-get install build-essential'; macOS: 'xcode-select --install') "
             "and run pip again.\n\n")
         raise SystemExit(1)
+    headers = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(headers, "Python.h")):
+        # a fresh Debian: without python3-dev the compiler stops on "pyconfig.h: No such file or directory"
+        sys.stderr.write(
+            f"\nerror: petit builds its kernels against Python's C headers, and {headers}/Python.h is missing.\n"
+            f"Install them (Debian/Ubuntu: 'apt-get install python3-dev') and run pip again.\n\n")
+        raise SystemExit(1)
 
 
 with open(os.path.join(HERE, "api.h")) as f:

@@ -78,8 +78,11 @@ static inline void rows_int(const uint8_t *w, int64_t row_bytes, int64_t r0, int
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
         int64_t t = 0;
-        for (; t + 4 <= T; t += 4) {              /* 4 tokens share each weight block load */
-            float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+        /* 4 tokens share each weight block load; each token sums its blocks in the one-token loop's order (even
+         * and odd blocks in two chains), so its result does not depend on the batch it came in (see kern_x86.h) */
+        for (; t + 4 <= T; t += 4) {
+            float32x4_t acc[2][4];
+            for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = vdupq_n_f32(0.0f);
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * bytes;
                 int8x16_t w0, w1;
@@ -87,10 +90,11 @@ static inline void rows_int(const uint8_t *w, int64_t row_bytes, int64_t r0, int
                 float dw = h2f(blk);
                 for (int j = 0; j < 4; j++) {
                     float32x4_t p = dot32(w0, w1, a->q + (t + j) * K + b * QK);
-                    acc[j] = vfmaq_n_f32(acc[j], p, dw * a->d[(t + j) * nb + b]);
+                    acc[b & 1][j] = vfmaq_n_f32(acc[b & 1][j], p, dw * a->d[(t + j) * nb + b]);
                 }
             }
-            for (int j = 0; j < 4; j++) store_y(y + (t + j) * ldy + r, vaddvq_f32(acc[j]), accumulate);
+            for (int j = 0; j < 4; j++)
+                store_y(y + (t + j) * ldy + r, vaddvq_f32(vaddq_f32(acc[0][j], acc[1][j])), accumulate);
         }
         for (; t < T; t++) {                      /* one token: two chains hide the multiply-add latency */
             const int8_t *xq = a->q + t * K;

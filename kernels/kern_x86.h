@@ -76,8 +76,13 @@ static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
         int64_t t = 0;
-        for (; t + 4 <= T; t += 4) {              /* 4 tokens share each weight block load */
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        /* 4 tokens share each weight block load. Each token sums its blocks exactly as the one-token loop below
+         * does (even blocks in one chain, odd in another, the two added, then the lanes): a token's result must
+         * not depend on the batch it came in, or a reused KV cache would not give the logits a fresh prefill gives
+         * (an ulp moves an int8 activation rounding downstream) */
+        for (; t + 4 <= T; t += 4) {
+            __m256 acc[2][4];
+            for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * Q8_BYTES;
                 __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
@@ -85,10 +90,11 @@ static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
                 float dw = FN(h2f_)(blk);
                 for (int j = 0; j < 4; j++) {
                     __m256 p = FN(q8_dot_)(ax, wv, a->q + (t + j) * K + b * QK);
-                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[(t + j) * nb + b]), p, acc[j]);
+                    acc[b & 1][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[(t + j) * nb + b]), p, acc[b & 1][j]);
                 }
             }
-            for (int j = 0; j < 4; j++) store_y(y + (t + j) * ldy + r, FN(hsum8_)(acc[j]), accumulate);
+            for (int j = 0; j < 4; j++)
+                store_y(y + (t + j) * ldy + r, FN(hsum8_)(_mm256_add_ps(acc[0][j], acc[1][j])), accumulate);
         }
         for (; t < T; t++) {                      /* one token: two chains hide the FMA latency */
             const int8_t *xq = a->q + t * K;
@@ -121,8 +127,9 @@ static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
         int64_t t = 0;
-        for (; t + 4 <= T; t += 4) {
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (; t + 4 <= T; t += 4) {              /* as rows_q8_: the one-token loop's order, token by token */
+            __m256 acc[2][4];
+            for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * Q4_BYTES;
                 __m256i nib = FN(q4_unpack_)(blk + 2);
@@ -130,10 +137,11 @@ static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
                 for (int j = 0; j < 4; j++) {
                     int64_t tb = (t + j) * nb + b;
                     __m256 p = FN(q4_dot_)(nib, a->q + (t + j) * K + b * QK, a->s[tb]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[tb]), p, acc[j]);
+                    acc[b & 1][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[tb]), p, acc[b & 1][j]);
                 }
             }
-            for (int j = 0; j < 4; j++) store_y(y + (t + j) * ldy + r, FN(hsum8_)(acc[j]), accumulate);
+            for (int j = 0; j < 4; j++)
+                store_y(y + (t + j) * ldy + r, FN(hsum8_)(_mm256_add_ps(acc[0][j], acc[1][j])), accumulate);
         }
         for (; t < T; t++) {
             const int8_t *xq = a->q + t * K;

@@ -48,7 +48,11 @@ def test_logits_match_the_numpy_forward(tmp_path, variant, dtype):
     quantized = dtype in ("q8_0", "q4_0")
     ref = oracles.llama_logits(_stored_weights(model), cfg, ids, quantized_acts=quantized)
     err = np.abs(got - ref).max()
-    bound = 2e-3 * np.abs(ref).max() if quantized else 1e-4
+    # quantized: the oracle rounds the activations to int8 as the engine does, but from float64 sums; where an
+    # engine float32 sum lands an ulp on the other side of a rounding boundary, one int8 activation moves a step and
+    # the logits follow by a few 1e-3 of their scale (worst seen: 3.4e-3, mha_interleaved q4_0 on avx2; 0 on most).
+    # A real defect (a wrong RoPE, norm or block) moves them by tenths to whole units.
+    bound = 1e-2 * np.abs(ref).max() if quantized else 1e-4
     assert err <= bound, f"{variant} {dtype}: max |error| {err:.3g} > {bound:.3g}"
     assert (got.argmax(axis=1) == ref.argmax(axis=1)).mean() >= 0.95
 

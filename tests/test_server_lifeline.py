@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
+from app.server.leftover import alive  # noqa: E402  (Qt-free: a zombie counts as ended)
 from petit.server.lifeline import arm  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="kill -9 of a real parent process is POSIX")
@@ -35,22 +36,6 @@ child = subprocess.Popen([sys.executable, "-m", "petit.cli", "serve", "--port=0"
 print(child.pid, flush=True)
 sys.stdin.read()
 """
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie nobody has reaped yet counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def wait_for(condition, what: str) -> None:

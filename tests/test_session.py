@@ -86,9 +86,13 @@ def test_logits_after_reuse_equal_a_full_prefill(model):
     ids = s.prompt_ids(chat.messages + [user("what comes after C?")])
     keep = min(common_prefix(s._cached, ids), s.cache.pos)
     assert keep > 0
-    s.cache.rewind(keep)
-    tail = model.forward(ids[keep:], s.cache, all_logits=True)
-    np.testing.assert_allclose(tail, model.logits(ids)[keep:], rtol=0, atol=1e-4)
+    full = model.logits(ids)
+    for split in [keep] + list(range(1, len(ids))):     # and wherever another cache would have ended
+        s.cache.rewind(min(split, keep))
+        if split > keep:
+            model.forward(ids[keep:split], s.cache)
+        tail = model.forward(ids[split:], s.cache, all_logits=True)
+        np.testing.assert_allclose(tail, full[split:], rtol=0, atol=1e-4, err_msg=f"split at {split}")
 
 
 def test_a_template_error_is_raised_before_any_token(model):
