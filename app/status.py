@@ -10,7 +10,7 @@ NEARLY_FULL = 0.85
 
 
 def kernel_text() -> str:
-    from petit.kernels import info
+    from petit.native import info
     i = info()
     return f"{i['isa']} kernels, {i['threads']} threads"
 

@@ -154,8 +154,8 @@ def run_passes(prefill, step, argmax, reset, ids, gen: int, reps: int, budget: f
 def child_petit(spec: dict) -> dict:
     import numpy as np
     import petit
-    from petit import kernels
-    kernels.configure(threads=spec["threads"])
+    from petit import native
+    native.configure(threads=spec["threads"])
     base = proc_status()
     n_ctx = spec["prompt"] + spec["gen"] + 1
     sampler = RssSampler()
@@ -175,7 +175,7 @@ def child_petit(spec: dict) -> dict:
                    lambda lg: int(np.argmax(lg)), reset, prompt_ids(spec["prompt"]), spec["gen"], spec["reps"],
                    spec["budget"], False)
     return dict(r, load_s=load_s, base=base, at_load=at_load, load_split=split, quant_bytes=quant_bytes,
-                largest_f32=largest_f32, kv_bytes=cache.nbytes, engine_info=dict(kernels.info()),
+                largest_f32=largest_f32, kv_bytes=cache.nbytes, engine_info=dict(native.info()),
                 weight_type=model.weight_type)
 
 
@@ -366,7 +366,7 @@ def task_main(task: dict) -> None:
     elif kind == "quantize":
         quantize_gguf(task["src"], task["out"], task["ftype"], task["pure"], task["threads"])
     elif kind == "petit_convert":
-        from petit.convert import convert
+        from petit.loading.convert import convert
         convert(task["hf"], task["out"], task["weights"])
     else:
         raise ValueError(kind)

@@ -128,8 +128,8 @@ def measure(engine, peer: NumpyPeer, shape, T: int, repeat: int, target: float) 
 
 
 def main() -> None:
-    from petit import kernels as K
-    from petit._native import ISAS
+    from petit import native as K
+    from petit.native import ISAS
 
     supported = [p for p, code in ISAS.items() if K.lib.pt_isa_supported(code)]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

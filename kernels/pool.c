@@ -95,7 +95,7 @@ static PT_THREAD_FN(worker) {
 int pt_pool_threads(void) { return P.n_threads; }
 
 /* After fork() the child has no workers: forget them (their mutexes may have been held mid-job), so the child
- * runs single-threaded until it calls pt_init again (petit/_native.py does, through os.register_at_fork). */
+ * runs single-threaded until it calls pt_init again (petit/native.py does, through os.register_at_fork). */
 void pt_pool_after_fork_child(void) {
     pt_mutex_reset(&P.mu);
     pt_cond_reset(&P.cv);

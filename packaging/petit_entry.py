@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-# the `petit` subcommands (petit.cli.build_parser); tests/test_bundle.py checks this list against the parser
+# the `petit` subcommands (petit.cli.commands.build_parser); tests/test_bundle.py checks this list against the parser
 CLI_COMMANDS = ("run", "chat", "serve", "info", "convert", "train", "export", "verify")
 
 # the smoke test's questions and the answers the bundled model gives them (greedy; tests/test_assets.py too)
@@ -99,8 +99,8 @@ def smoke_engine(say) -> list[str]:
 
     import petit
     from petit.assets import asset_dirs, default_model_path
-    from petit.kernels import info
     from petit.generation import Params, Session
+    from petit.native import info
 
     notes = []
     i = info()
@@ -140,7 +140,8 @@ def smoke_engine(say) -> list[str]:
     from petit.models import MODEL_TYPES           # every family module (explicit imports) is there
     for family in MODEL_TYPES.values():
         _check(hasattr(family, "build") and hasattr(family, "Config"), f"{family.__name__} is incomplete")
-    for module in ("petit.hf", "petit.hf.loader", "petit.convert", "trainer.cli", "trainer.export", "trainer.verify"):
+    for module in ("petit.hf", "petit.loading.folder", "petit.loading.convert", "petit.cli.convert", "trainer.cli",
+                   "trainer.export", "trainer.verify"):
         importlib.import_module(module)
     say(f"families: {len(MODEL_TYPES)} ({', '.join(sorted(MODEL_TYPES))})")
     return notes

@@ -12,8 +12,8 @@ __version__ = "0.1.0"
 
 
 def load(path, weights=None, tokenizer=None, verify_checksums=True):
-    """Load a model file; see petit.model.load."""
-    from petit.model import load as _load
+    """Load a model file or folder; see petit.loading.load."""
+    from petit.loading import load as _load
     return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums)
 
 

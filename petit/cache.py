@@ -5,7 +5,7 @@ kv_type "f32" stores float32; "int8" stores each row (one position of one kv hea
 about a quarter of the memory (the logit difference is measured in tests/test_session.py)."""
 import numpy as np
 
-from petit.kernels import ffi
+from petit.native import ffi
 
 
 class KVCache:

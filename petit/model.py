@@ -1,16 +1,8 @@
-"""Loading a model file and the public `Model` object: config, tokenizer, logits and the decode cache."""
-import os
-import warnings as _warnings
-
+"""The public `Model` object: config, tokenizer, logits and the decode cache (petit.loading builds one from a file
+or a folder)."""
 import numpy as np
 
 from petit.cache import KVCache
-from petit.models import get_family
-from petit.models.source import PetitSource
-from petit.petit_file import PetitFile, PetitFileError
-from petit.tokenizer import Tokenizer
-
-WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 
 class Model:
@@ -105,69 +97,6 @@ class Model:
             self._source = None
 
 
-def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True) -> Model:
-    """Load a `.petit` model file or a Hugging Face model folder.
-
-    Args:
-        path: the file, or a folder with config.json, safetensors (or pytorch_model.bin) and tokenizer.json.
-        weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
-            q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
-            read, to q8_0 unless given.
-        tokenizer: overrides the model's tokenizer; False loads a folder without tokenizer.json (a model that
-            takes token ids only), which is otherwise refused.
-        verify_checksums: check every tensor of a .petit file against the checksums it records before anything
-            runs (about 0.1 s per GB in the page cache); a file that records none loads with a warning (in
-            `model.warnings` too). False skips the check.
-
-    Raises:
-        PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
-            wrong (for damage, the tensor).
-    """
-    if weights is not None and weights not in WEIGHT_TYPES:
-        raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        from petit.hf.loader import load_folder
-        return load_folder(path, weights or "q8_0", tokenizer)
-    f = PetitFile(path)
-    try:
-        notes = []
-        if verify_checksums:
-            note = f.check_checksums()
-            if note:
-                _warnings.warn(note, stacklevel=2)
-                notes.append(note)
-        meta = f.metadata
-        cfg_dict = meta.get("config")
-        if not isinstance(cfg_dict, dict):
-            raise PetitFileError(f"{path}: metadata: 'config' is missing or not an object")
-        try:
-            family = get_family(cfg_dict.get("model_type"))
-            cfg = family.Config.from_dict(cfg_dict)
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
-        src = PetitSource(f, path, weights)
-        net = family.build(cfg, src)
-        extra = src.unused()
-        if extra:
-            raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
-                                 f"{cfg.model_type!r}")
-        tok = tokenizer if tokenizer is not False else None
-        if tokenizer is None and meta.get("tokenizer") is not None:
-            try:
-                from petit.hf.tokenizer import tokenizer_from_dict
-                tok = tokenizer_from_dict(meta["tokenizer"])
-            except (ValueError, TypeError, KeyError) as e:
-                raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
-        check_tokenizer(path, tok, net.arch.vocab_size)
-        return Model(cfg, net, tok, meta, path, source=f, tensors=src.used, warnings=notes)
-    except BaseException:
-        f.close()
-        raise
-
-
 def check_tokenizer(path, tok, vocab_size: int) -> None:
     if tok is not None and tok.vocab_size > vocab_size:
         raise ValueError(f"{path}: the tokenizer has {tok.vocab_size} tokens but the model only {vocab_size}")
-
-

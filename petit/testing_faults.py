@@ -65,7 +65,7 @@ def apply(net) -> None:
         for n in {id(n): n for n in norms}.values():
             n.eps *= 100
     else:
-        from petit.kernels import Weight
+        from petit.native import Weight
         W = layers[0].down
         if W.dtype not in ("q8_0", "q4_0"):      # a load that dequantizes the matrices never reads a block scale
             return

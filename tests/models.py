@@ -1,9 +1,9 @@
 """Small random-weight models written as .petit files, for tests. Deterministic for a given seed."""
 import numpy as np
 
-from petit.kernels import quantize
+from petit.formats.petit_file import write_petit
 from petit.models.llama import LlamaConfig, tensor_shapes
-from petit.petit_file import write_petit
+from petit.native import quantize
 from petit.tokenizer import bytes_to_unicode
 
 TINY = dict(model_type="llama", vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,

@@ -56,7 +56,7 @@ def test_route(argv, expected):
 
 def test_every_cli_command_is_dispatched():
     """A command added to `petit` must reach the command line, not the app (which would take it for a model)."""
-    from petit.cli import build_parser
+    from petit.cli.commands import build_parser
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(entry.CLI_COMMANDS) == set(sub.choices), \
         "a petit command was added or removed: update CLI_COMMANDS in packaging/petit_entry.py"

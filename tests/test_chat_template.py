@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from petit import chat
-from petit.chat import TemplateError, render_template
+from petit.chat import template as chat
+from petit.chat.template import TemplateError, render_template
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "chat_templates")
 with open(os.path.join(HERE, "cases.json"), encoding="utf-8") as f:

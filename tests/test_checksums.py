@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import petit
-from petit.petit_file import PetitFileError, read_petit, write_petit
+from petit.formats.petit_file import PetitFileError, read_petit, write_petit
 
 import models
 

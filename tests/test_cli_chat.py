@@ -142,7 +142,7 @@ def test_line_editing_and_history_across_runs(tmp_path):
 
 def test_chat_forgets_old_turns_by_default_and_serve_refuses_by_default():
     # an API client owns its conversation: serve answers a too-long one with context_length_exceeded, as OpenAI does
-    from petit.cli import build_parser
+    from petit.cli.commands import build_parser
     parser = build_parser()
     assert [parser.parse_args(argv).drop_old_turns for argv in (["chat"], ["chat", "--keep-old-turns"],
             ["chat", "--drop-old-turns"], ["serve"], ["serve", "--drop-old-turns"])] == [True, False, True, False, True]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import petit
-from petit.cli import build_parser, main
+from petit.cli.commands import build_parser, main
 
 import models
 

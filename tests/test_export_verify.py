@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.petit_file import read_petit, write_petit
+from petit.formats.petit_file import read_petit, write_petit
 from trainer.chat_corpus import make_split
 from trainer.export import add_export_parser, export_checkpoint
 from trainer.model import forward

@@ -1,4 +1,5 @@
-"""Tests for reading Hugging Face checkpoints without torch (petit/hf/checkpoint.py, safetensors.py, torch_bin.py).
+"""Tests for reading Hugging Face checkpoints without torch (petit/formats/: checkpoint.py, safetensors.py,
+torch_bin.py).
 
 safetensors files are written by hand here; the pytorch_model.bin fixtures in tests/fixtures/torch_bin/ were made
 by torch (make_fixtures.py there); malicious and hand-made torch pickles are assembled opcode by opcode.
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.hf.checkpoint import CheckpointError, open_checkpoint
+from petit.formats.checkpoint import CheckpointError, open_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch_bin"
 ALL_DTYPES = {  # Petit dtype -> (safetensors dtype, sample array)

@@ -1,5 +1,5 @@
-"""Tests for petit.hf.tokenizer (Hugging Face tokenizers) and petit.hf.metadata (a folder's side files), against the
-ids, tokens and texts Hugging Face's own libraries give for the real tokenizers in tests/fixtures/tokenizers/."""
+"""Tests for petit.hf.tokenizer (Hugging Face tokenizers) and petit.formats.metadata (a folder's side files), against
+the ids, tokens and texts Hugging Face's own libraries give for the real tokenizers in tests/fixtures/tokenizers/."""
 
 import gzip
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from petit.chat import render_template
-from petit.hf.metadata import read_folder_metadata
+from petit.chat.template import render_template
+from petit.formats.metadata import read_folder_metadata
 from petit.hf.tokenizer import HFStreamDecoder, HFTokenizer, tokenizer_from_dict
 from petit.generation.sample import Sampler, resolve
 from petit.tokenizer import Tokenizer, bytes_to_unicode

@@ -12,9 +12,9 @@ import threading
 import numpy as np
 import pytest
 
-from petit import kernels as K
-from petit._native import ISAS, lib
+from petit import native as K
 from petit.models.rope import Rope   # the tables the model hands to pt_rope_store
+from petit.native import ISAS, lib
 
 import oracles
 
@@ -383,7 +383,7 @@ def test_attention_over_the_int8_cache_passes_nan_and_infinity_on(isa):
 
 def test_environment_forces_the_path_and_the_thread_count():
     env = dict(os.environ, PETIT_ISA="scalar", PETIT_THREADS="3")
-    out = subprocess.run([sys.executable, "-c", "from petit._native import info; i = info(); print(i['isa'], i['threads'])"],
+    out = subprocess.run([sys.executable, "-c", "from petit.native import info; i = info(); print(i['isa'], i['threads'])"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["scalar", "3"]
 

@@ -5,8 +5,8 @@ leaving the path and the pool as they were."""
 import numpy as np
 import pytest
 
-from petit import kernels as K
-from petit._native import lib
+from petit import native as K
+from petit.native import lib
 
 M64 = (1 << 64) - 1
 KEY = (0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5,

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-import petit.kernels as K
-from petit._native import ISAS, lib
+import petit.native as K
 from petit.models.rope import Rope   # the tables the model hands to pt_rope_store
+from petit.native import ISAS, lib
 from tests import oracles
 
 PATHS = [isa for isa, code in ISAS.items() if lib.pt_isa_supported(code)]

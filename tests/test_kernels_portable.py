@@ -60,7 +60,7 @@ def _expect_paths(out: str, paths: list[str]) -> None:
 
 
 def _native_paths() -> list[str]:
-    from petit._native import ISAS, lib
+    from petit.native import ISAS, lib
     return [name if name != "avx512" else "avx512vnni" for name, code in ISAS.items() if lib.pt_isa_supported(code)]
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.kernels import dequantize
-from petit.petit_file import PetitFileError, read_petit, write_petit
+from petit.formats.petit_file import PetitFileError, read_petit, write_petit
+from petit.native import dequantize
 
 import models
 import oracles
@@ -187,7 +187,7 @@ def test_resident_memory_stays_close_to_the_file_size(tmp_path):
         def rss():
             d = dict(l.split(':', 1) for l in open('/proc/self/status') if l.startswith(('VmRSS', 'RssAnon', 'RssFile')))
             return {{k: int(v.split()[0]) * 1024 for k, v in d.items()}}
-        import petit.kernels, numpy
+        import petit.native, numpy
         before = rss()
         m = petit.load({str(path)!r})
         m.logits(list(range(16)))
@@ -234,7 +234,7 @@ def test_a_forked_child_can_run_the_model(tmp_path):
     models.write_model(tmp_path / "m.petit", dtype="q8_0")
     script = textwrap.dedent(f"""
         import os, sys, numpy as np, petit
-        from petit.kernels import Weight, matmul
+        from petit.native import Weight, matmul
         m = petit.load({str(tmp_path / "m.petit")!r})
         expected = m.logits([1, 2, 3])
         W = Weight.from_float(np.ones((1024, 1024), np.float32), "q8_0")

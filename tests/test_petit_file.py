@@ -1,4 +1,4 @@
-"""Tests for the .petit file reader/writer (petit/petit_file.py)."""
+"""Tests for the .petit file reader/writer (petit/formats/petit_file.py)."""
 
 import os
 import struct
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from test_kernels_integrity import pt64_oracle
-from petit.petit_file import (
+from petit.formats.petit_file import (
     ALIGNMENT, BLOCK_BYTES, DTYPE_CODES, MAGIC, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
     tensor_nbytes, write_petit,
 )

@@ -184,8 +184,8 @@ def test_the_command_line_serves_until_interrupted(tmp_path):
 
 
 def test_serve_takes_the_chat_options():
-    from petit.cli import build_parser
-    from petit.server.cli import cmd_serve
+    from petit.cli.commands import build_parser
+    from petit.cli.serve import cmd_serve
     args = build_parser().parse_args(["serve", "m.petit", "-t", "0.5", "--stop", "END", "--ctx", "64", "--port", "0",
                                       "--api-key", "k", "--max-queue", "2", "--allowed-host", "box"])
     assert args.func is cmd_serve

@@ -545,7 +545,7 @@ def test_503_while_the_model_loads():
 
 
 def test_a_template_error_is_a_400_before_any_stream():
-    from petit.formats import get_format
+    from petit.chat.formats import get_format
     with serving(template=get_format("gemma")) as server:
         body = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}
         for stream in (False, True):

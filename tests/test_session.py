@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.chat import TemplateError
+from petit.chat.template import TemplateError
 from petit.generation.session import Params, Session, common_prefix
 
 ASSET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "default-q8_0.petit")
@@ -216,8 +216,8 @@ def test_complete_continues_a_running_transcript_kept_by_the_caller(model):
 
 
 def test_builtin_formats_render_the_common_forms():
-    from petit.chat import render_template
-    from petit.formats import NAMES, get_format
+    from petit.chat.formats import NAMES, get_format
+    from petit.chat.template import render_template
     msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "2+2?"}]
     st = {"bos_token": "<s>", "eos_token": "</s>"}
     expected = {

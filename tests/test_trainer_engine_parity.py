@@ -5,7 +5,7 @@ import io
 import numpy as np
 import pytest
 
-from petit import model as engine
+import petit
 from trainer.chat_corpus import make_split
 from trainer.export import export_petit
 from trainer.model import forward
@@ -19,7 +19,7 @@ def test_engine_logits_match_trainer(tmp_path, tied):
                          tie_embeddings=tied, seed=11)
     result = train(config, make_split(1, 150).train_text, chat=True, out_dir=tmp_path / "ck", log=io.StringIO())
     export_petit(tmp_path / "ck", tmp_path / "m.petit")
-    model = engine.load(tmp_path / "m.petit")
+    model = petit.load(tmp_path / "m.petit")
     try:
         ids = model.tokenizer.encode("<|im_start|>user\nwhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n")
         theirs = np.asarray(model.logits(ids))

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import petit
-from petit.convert import convert
+from petit.formats.petit_file import read_petit, write_petit
+from petit.loading.convert import convert
 from petit.models import MODEL_TYPES
-from petit.petit_file import read_petit, write_petit
 from trainer.reference import FAMILIES, Reference
 from trainer.verify import verify
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.convert import convert
-from petit.kernels import configure, info
+from petit.loading.convert import convert
+from petit.native import configure, info
 from trainer.reference import Reference
 from trainer.verify import verify
 

@@ -3,7 +3,7 @@
     petit export CHECKPOINT -o MODEL.petit [--q8 | --q4 | --f32]
 
 `export_checkpoint(ckpt_dir, out_path, weights="q8_0")` writes the file (atomically, through
-`petit.petit_file.write_petit`) and returns a summary. Weight matrices are stored as q8_0 (the default), q4_0
+`petit.formats.petit_file.write_petit`) and returns a summary. Weight matrices are stored as q8_0 (the default), q4_0
 or f32; norm weights always stay f32. The metadata carries the config (Hugging Face llama names), the tokenizer,
 the chat template of a chat model, generation defaults for a chat model, and `quantization`:
 `{"weights", "tool", "source_step"}`. It also records `checksums`: `{"sha256": {tensor: hex digest of its stored
@@ -60,8 +60,8 @@ def export_checkpoint(ckpt_dir, out_path, weights: str = "q8_0", *, generation: 
         OSError: The file cannot be written (an existing file is left untouched).
     """
     from petit import __version__
-    from petit.kernels import quantize
-    from petit.petit_file import write_petit
+    from petit.formats.petit_file import write_petit
+    from petit.native import quantize
     from trainer.checkpoint import load_checkpoint
     from trainer.model import check_params, validate_config
 

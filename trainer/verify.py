@@ -38,7 +38,7 @@ import sys
 
 import numpy as np
 
-from petit.argtypes import non_negative_int
+from petit.cli.argtypes import non_negative_int
 
 # What PASS allows follows from an error model of the engine's arithmetic; docs/verify.md derives it and lists the
 # measurements the multiples come from ("rel" errors are divided by the logit scale, max |reference logit|):
@@ -107,7 +107,7 @@ def _default_ids(tok, metadata: dict) -> tuple[list[int], str, str]:
 
 def _checksums(ref) -> tuple[str, list[str]]:
     """-> ("ok" | "mismatch" | "absent", names of tensors that do not match the recorded SHA-256, else pt64)."""
-    from petit.petit_file import checksum_hex
+    from petit.formats.petit_file import checksum_hex
     checksums = ref.metadata.get("checksums") or {}
     recorded, digest = checksums.get("sha256"), lambda raw: hashlib.sha256(raw).hexdigest()
     if not isinstance(recorded, dict):
@@ -173,7 +173,7 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
 
 def _as_file(model, path: str) -> str:
     """The weights the engine loaded (as it converted them), written as a .petit file for the reference."""
-    from petit.petit_file import write_petit
+    from petit.formats.petit_file import write_petit
     write_petit(path, {"config": model.config.to_dict()}, dict(model.tensors))
     return path
 
@@ -292,7 +292,7 @@ def check_matrices(model, ref) -> dict:
     columns, so one block read wrong (a share ~sqrt(32 / K) of a row) shows hundreds of times over.
     The engine's matrices are paired with the file's tensors by role (layer i's q, k, v, o, gate, up, down; the
     embedding and the head), which also catches a matrix put in the wrong place."""
-    from petit.kernels import matmul
+    from petit.native import matmul
 
     net, spec = model.net, ref.spec
     pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]

@@ -5,7 +5,7 @@ Sampling settings resolve as the engine's CLI does (petit.generation.sample.reso
 generation defaults > petit's fallback. The rest default to: 256 tokens per reply, no system prompt, the model's
 own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type and the weights as stored.
 """
-from petit.formats import FORMATS, get_format
+from petit.chat.formats import FORMATS, get_format
 from petit.generation.sample import FALLBACK, resolve
 
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from petit.chat import render_template
+from petit.chat.template import render_template
 from petit.generation.detokenize import TextStream
 from petit.generation.loop import Step, generate_tokens
 from petit.generation.sample import Sampler

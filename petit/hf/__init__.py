@@ -1,2 +1,2 @@
-"""Hugging Face model folders: checkpoint readers (safetensors, pytorch_model.bin), tokenizer.json, the folder's
-configs, and the loader that quantizes while it reads."""
+"""Hugging Face tokenizers (tokenizer.json, through the `tokenizers` library). The folder's other files are read by
+petit.formats (checkpoint, metadata) and the folder is loaded by petit.loading.folder."""

@@ -17,7 +17,7 @@ import os
 import re
 import threading
 
-from petit.hf.metadata import added_tokens_decoder, config_from_files, read_json_object, read_text
+from petit.formats.metadata import added_tokens_decoder, config_from_files, read_json_object, read_text
 from petit.tokenizer import Tokenizer, bytes_to_unicode, check_token_id
 
 __all__ = ["HFTokenizer", "HFStreamDecoder", "tokenizer_from_dict"]

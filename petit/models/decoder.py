@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
-from petit.kernels import ACTIVATIONS, Weight, ffi, lib
 from petit.models.rope import Rope
+from petit.native import ACTIVATIONS, Weight, ffi, lib
 
 NORM_KINDS = {"rms": 0, "layer": 1}
 

@@ -1,12 +1,13 @@
-"""Where a family's builder gets its tensors: a `.petit` file (zero-copy views) or a Hugging Face checkpoint (read,
-converted and quantized one tensor at a time). The builder asks by name and expected shape; a missing tensor or a
-wrong shape is an error naming both. Every tensor handed out is recorded, so `petit convert` can write exactly what
-the model runs on and the loader can report tensors nobody asked for.
+"""Where a family's builder gets its tensors: a `TensorSource`, which petit.loading implements for a `.petit` file
+(zero-copy views) and for a Hugging Face checkpoint (read, converted and quantized one tensor at a time). The builder
+asks by name and expected shape; a missing tensor or a wrong shape is an error naming both. Every tensor handed out is
+recorded, so `petit convert` can write exactly what the model runs on and the loader can report tensors nobody asked
+for.
 """
 import numpy as np
 
-from petit.kernels import NonFiniteError, Weight, dequantize, quantize
 from petit.models.decoder import Vec
+from petit.native import NonFiniteError, Weight, quantize
 
 QUANTIZED = ("q8_0", "q4_0")
 
@@ -73,36 +74,3 @@ class TensorSource:
 
     def unused(self) -> list[str]:
         return sorted(set(self.names()) - set(self.used))
-
-
-class PetitSource(TensorSource):
-    """Tensors of an open PetitFile."""
-
-    def __init__(self, f, where: str, weights: str | None = None):
-        super().__init__(where, weights)
-        self.f = f
-
-    def _check(self, name, shape):
-        from petit.petit_file import PetitFileError
-        try:
-            return super()._check(name, shape)
-        except ValueError as e:
-            raise PetitFileError(str(e)) from None
-
-    def names(self):
-        return self.f.tensors.keys()
-
-    def info(self, name):
-        i = self.f.tensors[name]
-        return i.dtype, i.shape
-
-    def stored(self, name):
-        return self.f.raw(name)
-
-    def f32(self, name):
-        i = self.f.tensors[name]
-        raw = self.f.raw(name)
-        if i.dtype == "f32":
-            return raw.view(np.float32).reshape(i.shape)
-        shape2 = (int(np.prod(i.shape[:-1])), i.shape[-1])
-        return dequantize(raw, i.dtype, shape2).reshape(i.shape)

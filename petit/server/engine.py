@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from petit.chat import TemplateError
+from petit.chat.template import TemplateError
 from petit.generation.sample import Sampler, resolve
 from petit.generation.session import Params, Stats
 from petit.server.schema import ApiError

@@ -97,7 +97,7 @@ def test_it_works_at_twice_the_scale(tmp_path):
 
 
 def test_the_engine_does_not_import_qt():
-    code = ("import sys, petit, petit.generation.session, petit.cli, petit.formats; "
+    code = ("import sys, petit, petit.generation.session, petit.cli, petit.chat.formats; "
             "print(sorted(m for m in sys.modules if m.startswith(('PySide', 'PyQt', 'shiboken'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -122,7 +122,7 @@ def test_the_command_line():
     assert {"--temperature=0.0", "--top-k=0", "--frequency-penalty=-0.5", "--max-tokens=16", "--system=Be brief.",
             "--ctx=128", "--drop-old-turns", "--stats"} <= set(args)
     assert not any(a.startswith(("--seed", "--format", "--kv", "--weights")) for a in args)   # None: the defaults
-    from petit.cli import build_parser                     # every flag is one `petit serve` accepts
+    from petit.cli.commands import build_parser            # every flag is one `petit serve` accepts
     parsed = build_parser().parse_args(["serve", *args])
     assert parsed.frequency_penalty == -0.5 and parsed.system == "Be brief." and parsed.ctx == 128
     exe, argv = program(args)

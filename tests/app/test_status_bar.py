@@ -1,6 +1,6 @@
 """The status bar's figures: model, weights type, kernel path, tokens/s, time to first token, context used /
 available, and the nearly-full warning before the context runs out."""
-from petit.kernels import info as kernel_info
+from petit.native import info as kernel_info
 
 from app.status import context_text
 from app_helpers import send_and_wait

@@ -1,5 +1,6 @@
 """`petit convert FOLDER -o MODEL.petit`: a Hugging Face model folder into one self-contained `.petit` file (weights
-in the chosen type, tokenizer, chat template and generation defaults embedded). Loading the result is a memory map.
+in the chosen type, tokenizer, chat template and generation defaults embedded; petit.loading.convert does the work).
+Loading the result is a memory map.
 """
 import os
 import sys
@@ -23,33 +24,8 @@ def add_convert_parser(sub) -> None:
     p.set_defaults(func=cmd_convert, weights="q8_0")
 
 
-def convert(folder, output, weights: str = "q8_0", tokenizer: bool = True):
-    """Convert; returns the loaded model (its tensors are what was written).
-
-    Args:
-        tokenizer: False converts a folder without tokenizer.json (refused otherwise).
-
-    Raises:
-        ValueError: an unreadable or unsupported folder, a missing tokenizer.json, non-finite weights.
-        OSError: the output cannot be written (PetitWriteError: "cannot write OUTPUT: why"); checked for a missing
-            output folder before the model is read.
-    """
-    from petit.hf.loader import load_folder
-    from petit.petit_file import check_output_folder, write_petit
-    if not os.path.isdir(folder):
-        raise ValueError(f"{folder}: not a folder (petit convert reads a Hugging Face model folder)")
-    check_output_folder(output)
-    model = load_folder(folder, weights, None if tokenizer else False)
-    meta = {k: v for k, v in model.metadata.items() if k != "source"}
-    meta["converted_from"] = os.path.basename(os.path.abspath(folder))
-    if model.tokenizer is not None:
-        meta["tokenizer"] = model.tokenizer.to_dict()
-    tensors = {name: (dtype, shape, raw) for name, (dtype, shape, raw) in model.tensors.items()}
-    write_petit(output, meta, tensors)
-    return model
-
-
 def cmd_convert(args) -> int:
+    from petit.loading.convert import convert
     t0 = time.perf_counter()
     model = convert(args.folder, args.output, args.weights, args.tokenizer)
     size = os.path.getsize(args.output)

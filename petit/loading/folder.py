@@ -9,9 +9,12 @@ import warnings
 
 import numpy as np
 
-from petit.kernels import NonFiniteError, dequantize, quantize, row_bytes
+from petit.formats.checkpoint import open_checkpoint
+from petit.formats.metadata import read_folder_metadata
+from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
+from petit.native import NonFiniteError, dequantize, quantize, row_bytes
 
 # checkpoint tensors that are buffers, not parameters (transformers recomputes them)
 _BUFFERS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias")
@@ -115,10 +118,6 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None):
     `tokenizer`: None reads the folder's tokenizer.json (refused when it is missing: a model that loads but cannot
     read a prompt would fail only at the first message); a Tokenizer overrides it; False loads without one.
     """
-    from petit.hf.checkpoint import open_checkpoint
-    from petit.hf.metadata import read_folder_metadata
-    from petit.model import Model, check_tokenizer
-
     folder = os.fspath(folder)
     d = read_config(folder)
     if tokenizer is None and not os.path.isfile(os.path.join(folder, "tokenizer.json")):

@@ -1,11 +1,13 @@
-"""`petit serve`: every option of `petit chat` (taken from its parser, so the two never drift apart), plus where to
-listen and the server's limits. Starlette and uvicorn are imported only when the command runs."""
+"""`petit serve`: every option of `petit chat` (petit.cli.options.add_chat_options, so the two never drift apart),
+plus where to listen and the server's limits. Starlette and uvicorn are imported only when the command runs."""
 import argparse
 import importlib.util
 import os
 import sys
 
-from petit.argtypes import non_negative_int, positive_int
+from petit.cli.argtypes import UsageError, non_negative_int, positive_int
+from petit.cli.options import (add_chat_options, check_sampling_flags, configure_threads, format_count, make_sampler,
+                               model_path)
 
 
 def _port(s: str) -> int:
@@ -16,15 +18,12 @@ def _port(s: str) -> int:
 
 
 def add_serve_parser(sub) -> None:
-    from petit.cli import _add_chat
-    chat_sub = argparse.ArgumentParser(add_help=False).add_subparsers()
-    _add_chat(chat_sub, drop_old_turns=False)
-    p = sub.add_parser("serve", parents=[chat_sub.choices["chat"]], conflict_handler="resolve",
-                       help="serve a model over an OpenAI-compatible HTTP API",
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
                        description="Serve MODEL (default: the bundled model) over the OpenAI REST API: "
                                    "/v1/chat/completions (the model's chat template), /v1/completions (no template), "
                                    "/v1/models, /health. The chat options are each request's defaults; a request's "
                                    "own fields override them. Requests are answered one at a time, in arrival order.")
+    add_chat_options(p, drop_old_turns=False)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: the network)")
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free port)")
@@ -43,9 +42,6 @@ def add_serve_parser(sub) -> None:
 
 
 def cmd_serve(args) -> int:
-    from petit.argtypes import UsageError
-    from petit.cli import _count, _sampler, check_sampling_flags, configure_threads, model_path
-
     path = model_path(args)              # the command line first: a usage error is exit 2 whatever else is wrong
     if args.max_tokens == 0:
         raise UsageError("-n/--max-tokens must be at least 1")
@@ -58,7 +54,7 @@ def cmd_serve(args) -> int:
         return 1
     from petit.server.lifeline import arm
     arm()                                # a child of the app ends with it (PETIT_LIFELINE; see lifeline.py)
-    from petit.formats import get_format
+    from petit.chat.formats import get_format
     from petit.server import Server
     from petit.server.app import request_line
     from petit.server.engine import ServerWorker
@@ -69,11 +65,12 @@ def cmd_serve(args) -> int:
 
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
-    engine = ServerWorker(path, weights=args.weights, sampler=lambda model: _sampler(args, model), system=args.system,
-                    template=get_format(args.format) if args.format not in (None, "raw") else None,
-                    raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
-                    kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
-                    max_queue=args.max_queue, on_stats=on_stats if args.stats else None)
+    engine = ServerWorker(path, weights=args.weights, sampler=lambda model: make_sampler(args, model),
+                          system=args.system,
+                          template=get_format(args.format) if args.format not in (None, "raw") else None,
+                          raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
+                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
+                          max_queue=args.max_queue, on_stats=on_stats if args.stats else None)
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
@@ -86,7 +83,7 @@ def cmd_serve(args) -> int:
     def banner():
         model = engine.model
         chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
-        print(f"petit serve: {path} ({_count(model.n_params)} parameters, {model.weight_type} weights, context "
+        print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
               f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}", file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}); Ctrl+C stops", file=sys.stderr)

@@ -142,7 +142,7 @@ def _tensor_bytes(where: str, dtype: str, shape: tuple, data, nbytes: int) -> me
 
 def checksum_hex(data) -> str:
     """The "pt64" checksum of a tensor's stored bytes as 16 hex digits (docs/petit-format.md)."""
-    from petit.kernels import checksum
+    from petit.native import checksum
     return f"{checksum(data):016x}"
 
 

@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from petit.hf.safetensors import SafetensorsError, SafetensorsFile
-from petit.hf.torch_bin import TorchBinError, TorchBinFile
+from petit.formats.safetensors import SafetensorsError, SafetensorsFile
+from petit.formats.torch_bin import TorchBinError, TorchBinFile
 
 # In order of precedence: (file name, is an index, reader of the weight files)
 CANDIDATES = (

@@ -28,7 +28,7 @@ def positive_int(s: str) -> int:
 
 def thread_count(s: str) -> int:
     v = positive_int(s)
-    if v > 256:                          # the kernels' thread pool holds at most 256 (petit._native.configure)
+    if v > 256:                          # the kernels' thread pool holds at most 256 (petit.native.configure)
         raise argparse.ArgumentTypeError(f"expected 1 to 256 threads, got {v}")
     return v
 

@@ -1,11 +1,11 @@
 """Built-in chat formats for `--format`, for models whose files carry no template (or to override one).
 
 Each is the common form of that family's template: messages rendered in order, the generation prompt opening the
-assistant turn. A model's own template (rendered by petit.chat) always describes the model best; these exist for
-models that ship none. "raw" is not a template: it is the completion notebook (`petit chat`'s raw mode over
+assistant turn. A model's own template (rendered by petit.chat.template) always describes the model best; these exist
+for models that ship none. "raw" is not a template: it is the completion notebook (`petit chat`'s raw mode over
 petit.generation.Session.complete).
 """
-from petit.chat import render_template
+from petit.chat.template import render_template
 
 FORMATS = {
     "chatml": (

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.hf.tensor_file import TensorFile
-from petit.petit_file import close_map
+from petit.formats.petit_file import close_map
+from petit.formats.tensor_file import TensorFile
 
 MAX_HEADER_SIZE = 100_000_000  # the same cap the reference implementation uses
 

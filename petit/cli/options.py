@@ -1,0 +1,108 @@
+"""The flags several `petit` commands share, in one place: the model (MODEL / -m), the weight type, the sampling
+flags, the chat options `petit chat` and `petit serve` both take, and the checks and conversions that go with them.
+"""
+from petit.cli.argtypes import UsageError, non_negative_int, number, positive_int, thread_count, weight_type
+
+WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.loading.WEIGHT_TYPES, without loading the kernels
+
+
+def add_sampling_flags(p) -> None:
+    # None = not given: the setting then comes from the model's generation defaults, else petit.generation.sample.FALLBACK
+    p.add_argument("-t", "--temperature", type=number, help="0 = greedy (default: the model's, else 0.8)")
+    p.add_argument("--greedy", action="store_true", help="the same as -t 0")
+    p.add_argument("-k", "--top-k", type=non_negative_int, help="keep the k likeliest tokens (0 = off)")
+    p.add_argument("-s", "--top-p", type=number, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--min-p", type=number, help="drop tokens below min-p x the top probability (0 = off)")
+    p.add_argument("--repeat-penalty", "--repetition-penalty", dest="repeat_penalty", type=number,
+                   help="CTRL repetition penalty (1 = off)")
+    p.add_argument("--frequency-penalty", type=number, help="OpenAI frequency penalty (0 = off)")
+    p.add_argument("--presence-penalty", type=number, help="OpenAI presence penalty (0 = off)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default: a fresh one)")
+
+
+def _explicit_sampling(args) -> dict:
+    return {"temperature": 0.0 if args.greedy else args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+            "min_p": args.min_p, "repetition_penalty": args.repeat_penalty,
+            "frequency_penalty": args.frequency_penalty, "presence_penalty": args.presence_penalty, "seed": args.seed}
+
+
+def check_sampling_flags(args) -> None:
+    """A sampling flag out of range, or too many or too long --stop strings, is a usage error, found before the
+    model loads (not a runtime one after)."""
+    from petit.generation.sample import Sampler, resolve
+    from petit.generation.stop import check_stop_strings
+    try:
+        Sampler(**resolve(_explicit_sampling(args)))
+        check_stop_strings(getattr(args, "stop", None) or [])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def make_sampler(args, model):
+    """The sampler of the flags given, the model's generation defaults for the others."""
+    from petit.generation.sample import Sampler, resolve
+    return Sampler(**resolve(_explicit_sampling(args), model.metadata.get("generation")))
+
+
+def add_model_args(p) -> None:
+    p.add_argument("model_arg", nargs="?", metavar="MODEL",
+                   help="a .petit model file or a Hugging Face model folder (default: the bundled model)")
+    p.add_argument("-m", "--model", help="the same as MODEL")
+
+
+def model_path(args) -> str:
+    """MODEL or -m MODEL (not both), else the bundled model."""
+    from petit.assets import default_model_path
+    if args.model and args.model_arg:
+        raise UsageError("give the model once: as MODEL or with -m, not both")
+    return args.model or args.model_arg or default_model_path()
+
+
+def configure_threads(args) -> None:
+    if args.threads is not None:
+        from petit.native import configure
+        configure(threads=args.threads)
+
+
+def add_weights_flag(p) -> None:
+    p.add_argument("--weights", type=weight_type, choices=WEIGHT_CHOICES,
+                   help="convert the weights at load (default: as stored in the file; fp32 = f32)")
+
+
+def add_chat_options(p, drop_old_turns: bool = True) -> None:
+    """The options of `petit chat`, which `petit serve` takes too (so the two never drift apart), with
+    drop_old_turns=False there (an API client that sends too long a conversation gets an error, as from OpenAI,
+    rather than a reply to part of it)."""
+    add_model_args(p)
+    p.add_argument("--system", help="a system prompt")
+    p.add_argument("-n", "--max-tokens", "--max-new-tokens", dest="max_tokens", type=non_negative_int, default=256,
+                   help="longest reply (default 256)")
+    p.add_argument("--format", choices=["chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "raw"],
+                   help="chat format instead of the model's own template; raw = the completion notebook "
+                        "(default: the model's template, or raw when it has none)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="end a reply at TEXT (not shown); may be given several times")
+    p.add_argument("--ctx", type=positive_int, help="context size in tokens (default: the model's)")
+    p.add_argument("--kv", choices=["int8", "f32"],
+                   help="KV cache type (default: int8 for q8_0 / q4_0 weights, else f32)")
+    turns = p.add_mutually_exclusive_group()
+    turns.add_argument("--drop-old-turns", action="store_true",
+                       help="when the context is full, forget the oldest turns, never the system prompt"
+                            + (" (the default)" if drop_old_turns else ""))
+    turns.add_argument("--keep-old-turns", dest="drop_old_turns", action="store_false",
+                       help="when the context is full, refuse the message instead"
+                            + (" (/reset starts over)" if drop_old_turns else " (the default)"))
+    p.set_defaults(drop_old_turns=drop_old_turns)
+    p.add_argument("--threads", type=thread_count, help="kernel threads (default: every CPU this process may use)")
+    p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
+    p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
+    add_sampling_flags(p)
+    add_weights_flag(p)
+
+
+def format_count(n: int) -> str:
+    """A count in a few characters: 1.5M, 135M, 1.1B (parameters, in the chat and serve banners)."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)

@@ -1,0 +1,36 @@
+"""Loading a model (`petit.load`): a `.petit` file (file.py) or a Hugging Face model folder (folder.py). Both read
+through petit.formats, build the network with the family's builder from petit.models and hand back a
+petit.model.Model; convert.py writes a loaded folder out as one `.petit` file."""
+import os
+
+from petit.loading.file import load_file
+from petit.model import Model
+
+WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+
+
+def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True) -> Model:
+    """Load a `.petit` model file or a Hugging Face model folder.
+
+    Args:
+        path: the file, or a folder with config.json, safetensors (or pytorch_model.bin) and tokenizer.json.
+        weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
+            q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
+            read, to q8_0 unless given.
+        tokenizer: overrides the model's tokenizer; False loads a folder without tokenizer.json (a model that
+            takes token ids only), which is otherwise refused.
+        verify_checksums: check every tensor of a .petit file against the checksums it records before anything
+            runs (about 0.1 s per GB in the page cache); a file that records none loads with a warning (in
+            `model.warnings` too). False skips the check.
+
+    Raises:
+        PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
+            wrong (for damage, the tensor).
+    """
+    if weights is not None and weights not in WEIGHT_TYPES:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
+        return load_folder(path, weights or "q8_0", tokenizer)
+    return load_file(path, weights, tokenizer, verify_checksums)

@@ -1,0 +1,82 @@
+"""Loading a `.petit` model file: the file is memory-mapped, its checksums checked, its config picks the family and
+the family's builder takes its tensors as zero-copy views (or converted, when a weight type is asked for)."""
+import warnings
+
+import numpy as np
+
+from petit.formats.petit_file import PetitFile, PetitFileError
+from petit.model import Model, check_tokenizer
+from petit.models import get_family
+from petit.models.source import TensorSource
+from petit.native import dequantize
+
+
+class PetitSource(TensorSource):
+    """Tensors of an open PetitFile."""
+
+    def __init__(self, f, where: str, weights: str | None = None):
+        super().__init__(where, weights)
+        self.f = f
+
+    def _check(self, name, shape):
+        try:
+            return super()._check(name, shape)
+        except ValueError as e:
+            raise PetitFileError(str(e)) from None
+
+    def names(self):
+        return self.f.tensors.keys()
+
+    def info(self, name):
+        i = self.f.tensors[name]
+        return i.dtype, i.shape
+
+    def stored(self, name):
+        return self.f.raw(name)
+
+    def f32(self, name):
+        i = self.f.tensors[name]
+        raw = self.f.raw(name)
+        if i.dtype == "f32":
+            return raw.view(np.float32).reshape(i.shape)
+        shape2 = (int(np.prod(i.shape[:-1])), i.shape[-1])
+        return dequantize(raw, i.dtype, shape2).reshape(i.shape)
+
+
+def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True) -> Model:
+    """Load a `.petit` file (see petit.loading.load for the arguments)."""
+    f = PetitFile(path)
+    try:
+        notes = []
+        if verify_checksums:
+            note = f.check_checksums()
+            if note:
+                warnings.warn(note, stacklevel=3)
+                notes.append(note)
+        meta = f.metadata
+        cfg_dict = meta.get("config")
+        if not isinstance(cfg_dict, dict):
+            raise PetitFileError(f"{path}: metadata: 'config' is missing or not an object")
+        try:
+            family = get_family(cfg_dict.get("model_type"))
+            cfg = family.Config.from_dict(cfg_dict)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        src = PetitSource(f, path, weights)
+        net = family.build(cfg, src)
+        extra = src.unused()
+        if extra:
+            raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
+                                 f"{cfg.model_type!r}")
+        tok = tokenizer if tokenizer is not False else None
+        if tokenizer is None and meta.get("tokenizer") is not None:
+            try:
+                from petit.hf.tokenizer import tokenizer_from_dict
+                tok = tokenizer_from_dict(meta["tokenizer"])
+            except (ValueError, TypeError, KeyError) as e:
+                raise PetitFileError(f"{path}: metadata: tokenizer: {e}") from None
+        check_tokenizer(path, tok, net.arch.vocab_size)
+        return Model(cfg, net, tok, meta, path, source=f, tensors=src.used, warnings=notes)
+    except BaseException:
+        f.close()
+        raise

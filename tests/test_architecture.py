@@ -1,0 +1,270 @@
+"""The import contracts of docs/architecture.md, checked by reading every module's imports with `ast` (nothing is
+imported, so a contract holds whatever optional dependency is installed):
+
+- `petit` never imports Qt (PySide6, PyQt, shiboken) or `app`; only `petit/cli/` imports `trainer`;
+- `petit/formats/` knows no model family: it never imports petit.models, petit.loading or petit.model;
+- `app` uses the engine only through its public API (APP_API below);
+- every import inside `petit` points down the layers (LAYERS below), and petit's import graph has no cycle, counting
+  the imports inside functions too (a lazy import hides a circle from Python, not from the reader).
+"""
+import ast
+import functools
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# petit's layers, lowest first: a module may import its own layer and the ones below, never one above. A module that
+# fits no prefix fails test_every_petit_module_has_a_layer, so a new one is placed here (and in docs/architecture.md).
+LAYERS = (
+    ("native", ("petit.native", "petit.assets", "petit._assets")),      # the C boundary; where the bundled files are
+    ("formats", ("petit.formats",)),                                    # file readers and writers
+    ("models", ("petit.models", "petit.testing_faults", "petit.cache",  # families, the KV cache,
+                "petit.tokenizer", "petit.hf", "petit.chat")),          # tokenizers, chat templates and formats
+    ("loading", ("petit.loading", "petit.model")),                      # petit.load, the Model object
+    ("generation", ("petit.generation",)),                              # sampling, stop strings, Session
+    ("public API", ("petit",)),                         # petit/__init__.py only (load, Model, Sampler...), not below
+    ("front ends", ("petit.server", "petit.cli", "petit.__main__")),
+)
+
+# what `app` may import from the engine: module -> the names it may take (None: any name the module defines)
+APP_API = {
+    "petit": {"__version__", "load", "Model", "Tokenizer", "Sampler", "Session", "Params", "Step", "Stats",
+              "generate_tokens", "stream_text"},
+    "petit.assets": None,                 # where the bundled model and fonts are
+    "petit.chat.formats": None,           # the built-in chat formats (the settings' format list)
+    "petit.generation": None,             # the one generation API: Session, Params, Sampler
+    "petit.generation.sample": None,      # the sampling defaults the settings show
+    "petit.generation.session": None,     # END_OF_TURN
+    "petit.native": {"info"},             # the kernel path and thread count, for the status bar
+    "petit.server": {"Server"},           # the OpenAI-compatible server, to embed (the Server tab runs a process)
+}
+# app imports outside APP_API that are known and scheduled to go, (file, module): why; a waiver no longer needed
+# fails the test
+APP_WAIVERS: dict[tuple[str, str], str] = {}
+QT = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "shiboken2")
+
+
+def module_files(root: str, package: str) -> dict[str, str]:
+    """Every module of a package under root: dotted name -> file path."""
+    out = {}
+    for folder, dirs, files in os.walk(os.path.join(root, package)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                name = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+                out[name[:-len(".__init__")] if name.endswith(".__init__") else name] = path
+    return out
+
+
+class Import:
+    """One import: the module it names (a known module where the name resolves to one), the names it takes (a
+    `from` import), where it is and whether it runs inside a function."""
+
+    def __init__(self, target: str, names: tuple, path: str, line: int, lazy: bool):
+        self.target, self.names, self.path, self.line, self.lazy = target, names, path, line, lazy
+
+    def where(self, root: str) -> str:
+        return f"{os.path.relpath(self.path, root)}:{self.line}{' (inside a function)' if self.lazy else ''}"
+
+
+def imports_of(name: str, path: str, known) -> list[Import]:
+    """The imports of one module. `from a import b` names the module a.b when there is one, else a; relative imports
+    are resolved; `import a.b` names a.b."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    package = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+    out = []
+
+    def visit(node, lazy):
+        for child in ast.iter_child_nodes(node):
+            inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                out.extend(Import(a.name, (), path, child.lineno, lazy) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join(package[:len(package) - child.level + 1] + ([child.module] if child.module else []))
+                plain = [a.name for a in child.names if f"{base}.{a.name}" not in known]
+                out.extend(Import(f"{base}.{a.name}", (), path, child.lineno, lazy) for a in child.names
+                           if f"{base}.{a.name}" in known)
+                if plain:
+                    out.append(Import(base, tuple(plain), path, child.lineno, lazy))
+            visit(child, inner)
+    visit(tree, False)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def graph(root: str, package: str = "petit") -> tuple[dict, dict]:
+    """(modules, imports): every module of the package and its imports, keyed by dotted name."""
+    modules = module_files(root, package)
+    known = {**module_files(root, "petit"), **module_files(root, "app"), **module_files(root, "trainer"), **modules}
+    return modules, {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def layer_of(module: str) -> int | None:
+    """The rank in LAYERS of a module of petit (None: not placed); the longest matching prefix decides, and "petit"
+    names the package's __init__ only."""
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or (p != "petit" and module.startswith(p + "."))) and len(p) > best:
+                best, rank = len(p), i
+    return rank
+
+
+def cycles(modules: dict, imports: dict, lazy: bool = True) -> list[list[str]]:
+    """The import circles between the modules (strongly connected components of two or more, or a module that
+    imports itself), with or without the imports inside functions."""
+    edges = {m: sorted({i.target for i in imports[m] if i.target in modules and (lazy or not i.lazy)})
+             for m in modules}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def connect(v):                     # Tarjan's algorithm, iterative (no recursion limit to meet)
+        work = [(v, iter(edges[v]))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        while work:
+            node, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(edges[w])))
+                    break
+                if w in on_stack:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    part = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        part.append(w)
+                        if w == node:
+                            break
+                    if len(part) > 1 or node in edges[node]:
+                        found.append(sorted(part))
+    for m in modules:
+        if m not in index:
+            connect(m)
+    return found
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_petit_never_imports_qt_or_app_and_only_its_cli_imports_trainer():
+    modules, imports = graph(ROOT)
+    bad = []
+    for m, found in imports.items():
+        for i in found:
+            if _top(i.target) in QT + ("app",):
+                bad.append(f"{i.where(ROOT)} imports {i.target}")
+            elif _top(i.target) == "trainer" and not m.startswith("petit.cli."):
+                bad.append(f"{i.where(ROOT)} imports {i.target} (only petit/cli/ may import trainer)")
+    assert not bad, "\n".join(bad)
+
+
+def test_file_formats_know_no_model_family():
+    modules, imports = graph(ROOT)
+    bad = [f"{i.where(ROOT)} imports {i.target}" for m, found in imports.items() if m.startswith("petit.formats")
+           for i in found if layer_of(i.target) is not None and i.target.startswith(("petit.models", "petit.loading",
+                                                                                          "petit.model"))]
+    assert not bad, "petit/formats/ must not know the model families:\n" + "\n".join(bad)
+
+
+def test_every_petit_module_has_a_layer():
+    modules, _ = graph(ROOT)
+    unplaced = [m for m in modules if layer_of(m) is None]
+    assert not unplaced, f"place these in LAYERS (and docs/architecture.md): {unplaced}"
+
+
+def test_every_import_inside_petit_points_down():
+    modules, imports = graph(ROOT)
+    bad = []
+    for m, found in imports.items():
+        for i in found:
+            low, high = layer_of(m), layer_of(i.target)      # an unplaced module fails the test above
+            if i.target in modules and None not in (low, high) and high > low:
+                bad.append(f"{i.where(ROOT)}: {m} ({LAYERS[low][0]}) imports {i.target} ({LAYERS[high][0]})")
+    assert not bad, "imports that point up the layers:\n" + "\n".join(bad)
+
+
+def test_the_import_graph_of_petit_has_no_cycles():
+    modules, imports = graph(ROOT)
+    at_import = cycles(modules, imports, lazy=False)
+    assert not at_import, f"import circles: {at_import}"
+    through_functions = cycles(modules, imports, lazy=True)
+    assert not through_functions, f"import circles through imports inside functions: {through_functions}"
+
+
+def test_app_uses_only_the_public_engine_api():
+    app_modules, app_imports = graph(ROOT, "app")
+    petit_modules = module_files(ROOT, "petit")
+    bad, used_waivers = [], set()
+    for m, found in app_imports.items():
+        for i in found:
+            if _top(i.target) != "petit":
+                continue
+            key = (os.path.relpath(i.path, ROOT).replace(os.sep, "/"), i.target)
+            if key in APP_WAIVERS:
+                used_waivers.add(key)
+            elif i.target not in APP_API:
+                bad.append(f"{i.where(ROOT)} imports {i.target}, which is not the public API")
+            elif i.target == "petit" and not i.names:
+                pass                                        # `import petit`: its attributes are checked below
+            elif APP_API[i.target] is not None and not (i.names and set(i.names) <= APP_API[i.target]):
+                bad.append(f"{i.where(ROOT)} takes {sorted(set(i.names) - APP_API[i.target]) or 'the whole module'} "
+                           f"from {i.target} (public: {sorted(APP_API[i.target])})")
+            assert i.target in petit_modules, f"{i.where(ROOT)} imports {i.target}, which does not exist"
+        bad += [f"{os.path.relpath(app_modules[m], ROOT)}:{line}: petit.{attr} is not the public API"
+                for line, attr in _petit_attributes(app_modules[m])]
+    stale = sorted(set(APP_WAIVERS) - used_waivers)
+    assert not bad, "\n".join(bad)
+    assert not stale, f"waivers no longer needed, remove them from APP_WAIVERS: {stale}"
+
+
+def _petit_attributes(path: str):
+    """`import petit` then `petit.X`: (line, X) for every X outside the public API that a module of app uses."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    bound = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+             if a.name == "petit"}
+    for n in ast.walk(tree):
+        if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in bound
+                and n.attr not in APP_API["petit"] and f"petit.{n.attr}" not in APP_API):
+            yield n.lineno, n.attr
+
+
+def test_the_checks_find_a_circle_an_upward_import_and_a_family_in_formats(tmp_path):
+    # the checks above on a made-up petit: they must see each kind of fault, including inside a function
+    files = {
+        "petit/__init__.py": "",
+        "petit/formats/__init__.py": "",
+        "petit/formats/reader.py": "def f():\n    from petit.models import llama\n",
+        "petit/models/__init__.py": "",
+        "petit/models/llama.py": "from petit.formats import reader\nfrom . import rope\n",
+        "petit/models/rope.py": "import petit.models.llama\n",
+        "petit/native.py": "from petit.loading import load\n",
+        "petit/loading.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    modules, imports = graph(str(tmp_path))
+    assert cycles(modules, imports, lazy=False) == [["petit.models.llama", "petit.models.rope"]]
+    assert cycles(modules, imports) == [["petit.formats.reader", "petit.models.llama", "petit.models.rope"]]
+    lazy = [i for i in imports["petit.formats.reader"] if i.target == "petit.models.llama"]
+    assert len(lazy) == 1 and lazy[0].lazy
+    up = [(m, i.target) for m, found in imports.items() for i in found
+          if i.target in modules and layer_of(i.target) > layer_of(m)]
+    assert sorted(up) == [("petit.formats.reader", "petit.models.llama"), ("petit.native", "petit.loading")]
