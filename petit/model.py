@@ -22,7 +22,8 @@ class Model:
         self.config, self.net, self.tokenizer, self.metadata, self.path = config, net, tokenizer, metadata, path
         self.warnings: list[str] = list(warnings or [])
         self._source = source          # the open PetitFile the weights map into (None: weights in memory)
-        self.tensors = tensors or {}   # name -> (dtype, shape, bytes) as the model runs them (petit convert writes these)
+        # name -> (dtype, shape, bytes) as the model runs them (petit convert writes these)
+        self.tensors = tensors or {}
 
     @property
     def vocab_size(self) -> int:

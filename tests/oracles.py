@@ -132,7 +132,7 @@ def attention(q, k, v, pos0, scale, softcap=0.0, window=0):
 def llama_logits(W: dict, cfg: dict, ids, quantized_acts: bool = False) -> np.ndarray:
     """A plain float64 Llama forward over float weights W (HF names): logits [T, vocab]. With quantized_acts,
     the input of every matrix product is rounded to q8 blocks first, as the engine does for q8_0 / q4_0 weights."""
-    D, H, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["head_dim"]
+    H, hd = cfg["num_attention_heads"], cfg["head_dim"]
     KV, eps, T = cfg["num_key_value_heads"], cfg["rms_norm_eps"], len(ids)
     x = W["model.embed_tokens.weight"][ids].astype(np.float64)
     pos = np.arange(T)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.formats.petit_file import PetitFileError, read_petit, write_petit
+from petit.formats.petit_file import read_petit, write_petit
 from petit.native import dequantize
 
 import models

@@ -111,7 +111,6 @@ def test_make_split_rejects_bad_n(n):
 
 def test_corpus_is_identical_under_any_string_hash_seed():
     # the recipe of the bundled model must rebuild it exactly: no set iteration order may leak into the corpus
-    import hashlib
     import subprocess
     import sys
     code = ("import hashlib; from trainer.chat_corpus import make_split; "

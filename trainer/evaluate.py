@@ -50,7 +50,8 @@ def table(results: dict[str, dict]) -> str:
              "|---|---|" + "---|" * len(labels)]
     for t in task_names:
         total = results[labels[0]][t]["total"]
-        lines.append(f"| {t} | {total} | " + " | ".join(f"{100 * results[l][t]['accuracy']:.0f} %" for l in labels) + " |")
+        scores = " | ".join(f"{100 * results[l][t]['accuracy']:.0f} %" for l in labels)
+        lines.append(f"| {t} | {total} | {scores} |")
     overall = {l: sum(r["correct"] for r in results[l].values()) / sum(r["total"] for r in results[l].values())
                for l in labels}
     n = sum(r["total"] for r in results[labels[0]].values())

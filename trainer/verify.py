@@ -217,7 +217,8 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
             ref.round_activations = True            # the same forward, activations rounded like the engine's
             rounded = ref.logits(all_ids)
             ref.round_activations = False
-            plain = petit.load(ref_path, weights="f32", verify_checksums=False)    # the same values, int8-free activations
+            # the engine on the same values, without int8 activations
+            plain = petit.load(ref_path, weights="f32", verify_checksums=False)
             try:
                 dequantized = plain.logits(all_ids).astype(np.float64)
             finally:

@@ -10,8 +10,8 @@ import time
 def add_convert_parser(sub) -> None:
     p = sub.add_parser("convert", help="convert a Hugging Face model folder into a .petit file",
                        description="Read a Hugging Face model folder (config.json, safetensors or pytorch_model.bin, "
-                                   "tokenizer.json) and write one .petit file with the weights quantized, the tokenizer, "
-                                   "the chat template and the generation defaults.")
+                                   "tokenizer.json) and write one .petit file with the weights quantized, the "
+                                   "tokenizer, the chat template and the generation defaults.")
     p.add_argument("folder", metavar="FOLDER", help="the Hugging Face model folder")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.petit", help="the file to write")
     kind = p.add_mutually_exclusive_group()

@@ -7,7 +7,8 @@ WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.loading.WEI
 
 
 def add_sampling_flags(p) -> None:
-    # None = not given: the setting then comes from the model's generation defaults, else petit.generation.sample.FALLBACK
+    # None = not given: the setting then comes from the model's generation defaults, else
+    # petit.generation.sample.FALLBACK
     p.add_argument("-t", "--temperature", type=number, help="0 = greedy (default: the model's, else 0.8)")
     p.add_argument("--greedy", action="store_true", help="the same as -t 0")
     p.add_argument("-k", "--top-k", type=non_negative_int, help="keep the k likeliest tokens (0 = off)")

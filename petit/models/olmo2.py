@@ -16,7 +16,8 @@ class Olmo2Config(LlamaConfig):
 def build(cfg: Olmo2Config, t):
     rope = default_rope(cfg)
     return llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
-                      mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length, qk_norm="full", post_only=True)
+                      mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length,
+                      qk_norm="full", post_only=True)
 
 
 Config = Olmo2Config
