@@ -123,8 +123,9 @@ def encode_with(tk, lock: threading.Lock, text: str, *, allow_special: bool, add
 
 def _byte_level_bpe(ids: dict, merges: list, special_tokens: list):
     """The Hugging Face tokenizer that encodes with our byte-level BPE: GPT-2's pre-tokenizer regex, then the merges
-    (the lowest-ranked adjacent pair first, leftmost first: GPT-2's and minbpe's rule); the special tokens are added
-    tokens (found first, leftmost-longest) keeping their vocab ids. Decoding stays ours (`Tokenizer.token_bytes`), so
+    (the lowest-ranked adjacent pair, the leftmost first, one at a time: for merges in learned order, as every trained
+    merges list is, that is GPT-2's rule); the special tokens are added tokens (found first, leftmost-longest)
+    keeping their vocab ids. Decoding stays ours (`Tokenizer.token_bytes`), so
     `ByteStreamDecoder` and `decode` agree by construction."""
     from tokenizers import AddedToken, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizerCore
