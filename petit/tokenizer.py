@@ -202,10 +202,7 @@ class Tokenizer:
         self._byte_ids = [self._ids.get(_BYTE_TO_CHAR[b], -1 - b) for b in range(256)]
         specials = sorted(self.special_tokens, key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, specials))) if specials else None
-        self._hf = self._lock = None
-        if self.type == "bpe":
-            self._hf = _byte_level_bpe(self._ids, self.merges, self.special_tokens)
-            self._lock = threading.Lock()
+        self._hf, self._lock = None, threading.Lock()      # the BPE's Hugging Face tokenizer, made on first use
         # Bytes without a token (only in hand-made vocabs): a character needing one becomes unk_token.
         self._missing = frozenset(b for b in range(256) if self._byte_ids[b] < 0)
 
@@ -350,8 +347,8 @@ class Tokenizer:
             if self.bos_id is None:
                 raise ValueError("add_bos=True but this tokenizer has no bos_token")
             ids.append(self.bos_id)
-        if self._hf is not None and not self._missing:
-            ids += encode_with(self._hf, self._lock, text, allow_special=allow_special)
+        if self.type == "bpe" and not self._missing:
+            ids += encode_with(self._bpe(), self._lock, text, allow_special=allow_special)
             return ids
         pos = 0
         if allow_special and self._special_re is not None:
@@ -361,6 +358,15 @@ class Tokenizer:
                 pos = m.end()
         self._encode_plain(text, pos, len(text), ids)
         return ids
+
+    def _bpe(self):
+        # Made on first use: loading a model (and importing the `tokenizers` extension) stays cheap until text is
+        # encoded.
+        if self._hf is None:
+            with self._lock:
+                if self._hf is None:
+                    self._hf = _byte_level_bpe(self._ids, self.merges, self.special_tokens)
+        return self._hf
 
     def _encode_plain(self, text: str, start: int, end: int, out: list[int]) -> None:
         if self.type == "char":
@@ -372,10 +378,10 @@ class Tokenizer:
         run = start
         for i in range(start, end):
             if not self._missing.isdisjoint(self._utf8(text, i, i + 1)):
-                out.extend(encode_with(self._hf, self._lock, text[run:i], allow_special=False))
+                out.extend(encode_with(self._bpe(), self._lock, text[run:i], allow_special=False))
                 out.extend(self._unknown(text[i], i))
                 run = i + 1
-        out.extend(encode_with(self._hf, self._lock, text[run:end], allow_special=False))
+        out.extend(encode_with(self._bpe(), self._lock, text[run:end], allow_special=False))
 
     def _utf8(self, text: str, start: int, end: int) -> bytes:
         try:
