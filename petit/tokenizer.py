@@ -1,6 +1,9 @@
-"""Byte-level BPE and character tokenizers, plus their incremental decoder for streaming.
+"""The tokenizer protocol; Petit's own byte-level BPE and character tokenizers, plus their incremental decoder.
 
-Regular tokens are strings in GPT-2's byte-to-unicode alphabet (see :func:`bytes_to_unicode`), so every
+`TokenizerProtocol` is what the engine asks of a tokenizer; `Tokenizer` (here) and `petit.hf.tokenizer.HFTokenizer`
+both follow it. The byte-level BPE runs on Hugging Face `tokenizers` (a ``models.BPE`` built from our vocab and
+merges, GPT-2's ``ByteLevel`` pre-tokenizer, the special tokens as added tokens); the char tokenizer is a plain
+lookup. Regular tokens are strings in GPT-2's byte-to-unicode alphabet (see :func:`bytes_to_unicode`), so every
 token stands for a byte sequence; special tokens (``<|im_end|>`` ...) are written literally. A tokenizer
 is stored in model files as the dict returned by :meth:`Tokenizer.to_dict`; ``docs/tokenizer.md``
 describes the format and the encoding rules.
@@ -9,21 +12,15 @@ describes the format and the encoding rules.
 from __future__ import annotations
 
 import codecs
-import heapq
 import operator
 import re
+import threading
+from typing import Protocol, runtime_checkable
 
-__all__ = ["bytes_to_unicode", "pretokenize", "Tokenizer", "ByteStreamDecoder"]
+__all__ = ["bytes_to_unicode", "TokenizerProtocol", "Tokenizer", "ByteStreamDecoder", "encode_with"]
 
-# GPT-2's pre-tokenizer with stdlib `re`: a letter is [^\W\d_], a digit is \d, and "other" is any
-# non-space character that is neither (including "_"). Every character matches some alternative,
-# so the chunks always concatenate back to the text.
-_PRETOKENIZE_RE = re.compile(
-    r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"
-)
 _SPECIAL_LINE_RE = re.compile(r"<\|[^|\s]+\|>")
 _SPECIAL_NAMES = frozenset({"<s>", "</s>", "<unk>", "<pad>"})
-_CACHE_SIZE = 20_000
 _DICT_KEYS = ("type", "vocab", "merges", "special_tokens", "bos_token", "eos_token", "unk_token", "add_bos")
 
 
@@ -43,11 +40,6 @@ _BYTE_TO_CHAR = [c for _, c in sorted(bytes_to_unicode().items())]
 _CHAR_TO_BYTE = {c: b for b, c in enumerate(_BYTE_TO_CHAR)}
 
 
-def pretokenize(text: str) -> list[str]:
-    """Split text into GPT-2-style chunks; ``"".join(pretokenize(text)) == text`` always holds."""
-    return _PRETOKENIZE_RE.findall(text)
-
-
 def _to_byte_level(data: bytes) -> str:
     return "".join(_BYTE_TO_CHAR[b] for b in data)
 
@@ -64,6 +56,83 @@ def _is_str(value) -> bool:
 
 def _describe(c: str) -> str:
     return f"{c!r} (U+{ord(c):04X})"
+
+
+@runtime_checkable
+class TokenizerProtocol(Protocol):
+    """What the engine (sessions, generation, the server, the CLI, the trainer's checks) asks of a tokenizer.
+
+    `Tokenizer` (our byte-level BPE and char tokenizers) and `petit.hf.tokenizer.HFTokenizer` follow it; a tokenizer
+    is always used through these names, never by probing for others.
+    """
+
+    type: str                       # "bpe", "char" or "hf" (as in ``to_dict()``)
+    bos_token: str | None
+    bos_id: int | None
+    eos_token: str | None
+    eos_id: int | None
+    special_tokens: list            # texts of the special tokens
+    special_ids: "set[int] | frozenset[int]"
+
+    @property
+    def vocab_size(self) -> int:
+        """Every id the tokenizer can produce is in ``range(vocab_size)``."""
+
+    @property
+    def adds_bos(self) -> bool:
+        """Whether a plain-text prompt (a completion, not a rendered chat template) starts with ``bos_token``."""
+
+    def encode(self, text: str, *, allow_special: bool = True, add_bos: bool | None = None) -> list[int]:
+        """Token ids of ``text``; special-token texts become their ids unless ``allow_special=False``."""
+
+    def decode(self, ids, *, skip_special: bool = False) -> str:
+        """The text of ``ids`` (incomplete UTF-8 as U+FFFD)."""
+
+    def stream_decoder(self, skip_special: bool = False):
+        """A new `petit.generation.detokenize.StreamDecoder` for this tokenizer's ids."""
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token string, or None."""
+
+    def to_dict(self) -> dict:
+        """The JSON-serializable description a .petit file stores."""
+
+
+def encode_with(tk, lock: threading.Lock, text: str, *, allow_special: bool, add_special_tokens: bool = False) -> list:
+    """``tk.encode(text).ids`` of a Hugging Face `tokenizers.Tokenizer`; with ``allow_special=False`` its added tokens'
+    texts are plain text (the flag is set under ``lock``). A lone surrogate raises a ValueError naming it."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    with lock:
+        if not allow_special:
+            tk.encode_special_tokens = True
+        try:
+            return tk.encode(text, add_special_tokens=add_special_tokens).ids
+        except Exception as e:      # the library raises plain Exception
+            error = e
+        finally:
+            if not allow_special:
+                tk.encode_special_tokens = False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"cannot encode character {_describe(text[e.start])} at index {e.start}: a lone surrogate "
+                         f"has no UTF-8 form") from None
+    raise ValueError(f"cannot encode the text: {error}")
+
+
+def _byte_level_bpe(ids: dict, merges: list, special_tokens: list):
+    """The Hugging Face tokenizer that encodes with our byte-level BPE: GPT-2's pre-tokenizer regex, then the merges
+    (the lowest-ranked adjacent pair, the leftmost first, one at a time: for merges in learned order, as every trained
+    merges list is, that is GPT-2's rule); the special tokens are added tokens (found first, leftmost-longest)
+    keeping their vocab ids. Decoding stays ours (`Tokenizer.token_bytes`), so
+    `ByteStreamDecoder` and `decode` agree by construction."""
+    from tokenizers import AddedToken, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizerCore
+    tk = HFTokenizerCore(models.BPE(dict(ids), merges, ignore_merges=False))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_tokens])
+    return tk
 
 
 class Tokenizer:
@@ -131,11 +200,11 @@ class Tokenizer:
                        for i, t in enumerate(self.vocab)]
         # Byte -> token id, or the negative sentinel -1 - byte when the byte has no token.
         self._byte_ids = [self._ids.get(_BYTE_TO_CHAR[b], -1 - b) for b in range(256)]
-        self._merge_table = {(self._ids[a], self._ids[b]): (rank, self._ids[a + b])
-                             for rank, (a, b) in enumerate(self.merges)}
         specials = sorted(self.special_tokens, key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, specials))) if specials else None
-        self._cache: dict[str, tuple[int, ...]] = {}
+        self._hf, self._lock = None, threading.Lock()      # the BPE's Hugging Face tokenizer, made on first use
+        # Bytes without a token (only in hand-made vocabs): a character needing one becomes unk_token.
+        self._missing = frozenset(b for b in range(256) if self._byte_ids[b] < 0)
 
     def _check_merges(self, merges) -> list[tuple[str, str]]:
         result, problems, seen = [], [], set()
@@ -260,8 +329,8 @@ class Tokenizer:
 
         Args:
             text: The text.
-            allow_special: If True, special-token texts in ``text`` become their ids (longest match first);
-                if False they are encoded as plain text.
+            allow_special: If True, special-token texts in ``text`` become their ids (leftmost, longest match
+                first); if False they are encoded as plain text.
             add_bos: Prepend ``bos_token``; None means the tokenizer's ``add_bos``.
 
         Returns:
@@ -278,6 +347,9 @@ class Tokenizer:
             if self.bos_id is None:
                 raise ValueError("add_bos=True but this tokenizer has no bos_token")
             ids.append(self.bos_id)
+        if self.type == "bpe" and not self._missing:
+            ids += encode_with(self._bpe(), self._lock, text, allow_special=allow_special)
+            return ids
         pos = 0
         if allow_special and self._special_re is not None:
             for m in self._special_re.finditer(text):
@@ -287,23 +359,29 @@ class Tokenizer:
         self._encode_plain(text, pos, len(text), ids)
         return ids
 
+    def _bpe(self):
+        # Made on first use: loading a model (and importing the `tokenizers` extension) stays cheap until text is
+        # encoded.
+        if self._hf is None:
+            with self._lock:
+                if self._hf is None:
+                    self._hf = _byte_level_bpe(self._ids, self.merges, self.special_tokens)
+        return self._hf
+
     def _encode_plain(self, text: str, start: int, end: int, out: list[int]) -> None:
-        if start >= end:
-            return
         if self.type == "char":
             for i in range(start, end):
                 out.extend(self._encode_char(text, i))
             return
-        cache = self._cache
-        for m in _PRETOKENIZE_RE.finditer(text, start, end):
-            chunk = m.group()
-            ids = cache.get(chunk)
-            if ids is None:
-                ids = self._encode_chunk(text, m.start(), m.end())
-                if len(cache) >= _CACHE_SIZE:
-                    del cache[next(iter(cache))]
-                cache[chunk] = ids
-            out.extend(ids)
+        # A BPE vocab without some byte tokens: a character needing one becomes unk_token, the runs between go
+        # through the BPE (the text is split at those characters).
+        run = start
+        for i in range(start, end):
+            if not self._missing.isdisjoint(self._utf8(text, i, i + 1)):
+                out.extend(encode_with(self._bpe(), self._lock, text[run:i], allow_special=False))
+                out.extend(self._unknown(text[i], i))
+                run = i + 1
+        out.extend(encode_with(self._bpe(), self._lock, text[run:end], allow_special=False))
 
     def _utf8(self, text: str, start: int, end: int) -> bytes:
         try:
@@ -327,69 +405,6 @@ class Tokenizer:
         if min(byte_ids) >= 0:
             return byte_ids
         return self._unknown(text[i], i)
-
-    def _encode_chunk(self, text: str, start: int, end: int) -> tuple[int, ...]:
-        syms = self._merge([self._byte_ids[b] for b in self._utf8(text, start, end)])
-        if min(syms) >= 0:
-            return tuple(syms)
-        # Some byte has no token: map each such byte to unk, one unk per character.
-        char_of_byte = [i for i in range(start, end) for _ in text[i].encode("utf-8")]
-        out, pos, last_unk_char = [], 0, -1
-        for s in syms:
-            if s >= 0:
-                out.append(s)
-                pos += len(_from_byte_level(self.vocab[s]))
-                continue
-            ci = char_of_byte[pos]
-            if ci != last_unk_char:
-                out.extend(self._unknown(text[ci], ci))
-                last_unk_char = ci
-            pos += 1
-        return tuple(out)
-
-    def _merge(self, syms: list[int]) -> list[int]:
-        """Apply merges minbpe-style: repeatedly merge every occurrence of the lowest-rank adjacent pair.
-
-        Implemented with a heap over a linked list: all pairs of the current lowest rank are merged left
-        to right before pairs created meanwhile are considered, which gives exactly the naive result.
-        """
-        table = self._merge_table
-        n = len(syms)
-        if n < 2 or not table:
-            return syms
-        heap = [(table[p][0], i) for i, p in enumerate(zip(syms, syms[1:])) if p in table]
-        if not heap:
-            return syms
-        heapq.heapify(heap)
-        nxt = list(range(1, n + 1))
-        nxt[-1] = -1
-        prv = list(range(-1, n - 1))
-        alive = [True] * n
-        while heap:
-            rank, created = heap[0][0], []
-            while heap and heap[0][0] == rank:
-                _, i = heapq.heappop(heap)
-                j = nxt[i]
-                if not alive[i] or j < 0:
-                    continue
-                hit = table.get((syms[i], syms[j]))
-                if hit is None or hit[0] != rank:
-                    continue
-                syms[i], alive[j] = hit[1], False
-                k = nxt[i] = nxt[j]
-                if k >= 0:
-                    prv[k] = i
-                    after = table.get((syms[i], syms[k]))
-                    if after is not None:
-                        created.append((after[0], i))
-                p = prv[i]
-                if p >= 0:
-                    before = table.get((syms[p], syms[i]))
-                    if before is not None:
-                        created.append((before[0], p))
-            for entry in created:
-                heapq.heappush(heap, entry)
-        return [s for s, a in zip(syms, alive) if a]
 
     def decode_bytes(self, ids, *, skip_special: bool = False) -> bytes:
         """Concatenate the bytes of the tokens (special tokens as their literal UTF-8, unless skipped)."""

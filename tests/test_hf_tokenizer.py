@@ -14,7 +14,7 @@ from petit.chat.template import render_template
 from petit.formats.metadata import read_folder_metadata
 from petit.hf.tokenizer import HFStreamDecoder, HFTokenizer, tokenizer_from_dict
 from petit.generation.sample import Sampler, resolve
-from petit.tokenizer import Tokenizer, bytes_to_unicode
+from petit.tokenizer import Tokenizer, TokenizerProtocol, bytes_to_unicode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tokenizers"
 NAMES = ("gpt2", "qwen2", "phi3")
@@ -397,3 +397,35 @@ def test_metadata_of_an_empty_folder_and_errors(tmp_path):
         with pytest.raises(ValueError) as error:
             read_folder_metadata(folder)
         assert str(error.value) == f"{folder / next(iter(files))}: {message.split(': ', 1)[1]}"
+
+
+# ---------------------------------------------------------------- one protocol, and our BPE is GPT-2's
+
+def gpt2_as_our_tokenizer():
+    """The real GPT-2 vocab and merges as Petit's own byte-level BPE."""
+    model = json.loads(gzip.decompress((FIXTURES / "gpt2" / "tokenizer.json.gz").read_bytes()))["model"]
+    vocab = sorted(model["vocab"], key=model["vocab"].get)
+    assert [model["vocab"][t] for t in vocab] == list(range(len(vocab)))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return Tokenizer(vocab, merges, ["<|endoftext|>"], eos_token="<|endoftext|>")
+
+
+def test_our_bpe_with_gpt2s_vocab_gives_hugging_faces_ids():
+    tok = gpt2_as_our_tokenizer()
+    for text, ids in vectors("gpt2"):
+        assert tok.encode(text) == ids, text
+    for key, text, baseline in multilingual("gpt2"):
+        assert tok.encode(text) == baseline["input_ids"], key      # GPT-2 adds no BOS or EOS
+
+
+def test_both_tokenizer_kinds_follow_the_protocol(toks):
+    own_bpe, own_char = gpt2_as_our_tokenizer(), Tokenizer(["h", "i", "<|e|>"], special_tokens=["<|e|>"])
+    for tok in (toks["gpt2"], toks["phi3"], own_bpe, own_char):
+        assert isinstance(tok, TokenizerProtocol)
+        ids = tok.encode("hi", allow_special=True, add_bos=False)
+        stream = tok.stream_decoder(skip_special=True)
+        assert "".join(map(stream.push, ids)) + stream.flush() == tok.decode(ids, skip_special=False) == "hi"
+        assert tok.type in ("bpe", "char", "hf") and tok.to_dict()["type"] == tok.type
+        assert 0 < max(ids) < tok.vocab_size and tok.adds_bos in (False, True)
+        assert all(tok.token_to_id(t) in tok.special_ids for t in tok.special_tokens)
+    assert not isinstance(object(), TokenizerProtocol)

@@ -1,26 +1,38 @@
-"""Tokenizer training (trainer/bpe.py), checked against the dict contract of petit.tokenizer."""
+"""Tokenizer training (trainer/bpe.py, on Hugging Face's BpeTrainer), checked against a naive reference and the
+dict contract of petit.tokenizer."""
 
+import os
 import random
 import re
 from collections import Counter
 
 import pytest
 
-from petit.tokenizer import Tokenizer, bytes_to_unicode, pretokenize
+from petit.tokenizer import Tokenizer, bytes_to_unicode
 from trainer.bpe import split_special, train_tokenizer
 
 SPECIALS = ["<|im_start|>", "<|im_end|>"]
+ROOT = os.path.join(os.path.dirname(__file__), "..")
 KEYS = {"type", "vocab", "merges", "special_tokens", "bos_token", "eos_token", "unk_token", "add_bos"}
 
 
+def _gpt2_chunks(text):
+    """GPT-2's pre-tokenizer for the ASCII text the reference is given: contractions, an optional space plus letters,
+    digits or other symbols, whitespace runs whose last space joins the next word."""
+    assert text.isascii()
+    return re.findall(r"'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", text)
+
+
 def _naive_bpe(text, vocab_size, specials):
-    """Reference: recount every pair after every merge; most frequent, ties to the smaller (left, right) id."""
+    """Reference: recount every pair after every merge; most frequent, ties to the smaller pair in Hugging Face's
+    numbering (the byte symbols in code-point order of their characters, then the learned tokens in order)."""
     b2u = bytes_to_unicode()
     tokens = [b2u[b] for b in range(256)]
+    order = {c: i for i, c in enumerate(sorted(tokens))}
     words = Counter()
     pieces = re.split("|".join(map(re.escape, specials)), text) if specials else [text]
     for piece in pieces:
-        for chunk in pretokenize(piece):
+        for chunk in _gpt2_chunks(piece):
             words[tuple(chunk.encode("utf-8"))] += 1
     merges = []
     while len(tokens) < vocab_size - len(specials):
@@ -30,10 +42,11 @@ def _naive_bpe(text, vocab_size, specials):
                 counts[pair] += c
         if not counts:
             break
-        a, b = min(counts, key=lambda p: (-counts[p], p))
+        a, b = min(counts, key=lambda p: (-counts[p], order[tokens[p[0]]], order[tokens[p[1]]]))
         merged = tokens[a] + tokens[b]
         if merged not in tokens:
             tokens.append(merged)
+            order[merged] = len(order)
         new_id = tokens.index(merged)
         merges.append([tokens[a], tokens[b]])
         new_words = Counter()
@@ -61,17 +74,17 @@ def test_merges_follow_frequency_then_smaller_ids():
 
 
 def test_dict_contract_and_byte_alphabet():
-    d = train_tokenizer("héllo wörld " * 20, vocab_size=270, special_tokens=SPECIALS, eos_token="<|im_end|>")
+    d = train_tokenizer("héllo wörld " * 20, vocab_size=300, special_tokens=SPECIALS, eos_token="<|im_end|>")
     assert set(d) == KEYS
     assert d["type"] == "bpe" and d["bos_token"] is None and d["unk_token"] is None and d["add_bos"] is False
     assert d["eos_token"] == "<|im_end|>" and d["special_tokens"] == SPECIALS
     b2u = bytes_to_unicode()
     assert d["vocab"][:256] == [b2u[b] for b in range(256)]
     assert d["vocab"][-2:] == SPECIALS
-    # " w" and "héllo" (é = bytes C3 A9) spelled in GPT-2's byte alphabet
-    assert "Ġw" in d["vocab"] and "hÃ©llo" in d["vocab"]
+    # " wörld" and "héllo" (ö, é = bytes C3 B6, C3 A9) spelled in GPT-2's byte alphabet, each merged whole
+    assert "ĠwÃ¶rld" in d["vocab"] and "hÃ©llo" in d["vocab"]
     tok = Tokenizer.from_dict(d)
-    assert tok.eos_id == 269 and tok.vocab_size == 270
+    assert tok.vocab_size == len(d["vocab"]) and tok.eos_id == tok.vocab_size - 1
 
 
 def test_special_tokens_kept_whole_and_never_merged():
@@ -144,3 +157,26 @@ def test_bad_arguments(kwargs, message):
 def test_char_mode_needs_characters():
     with pytest.raises(ValueError, match="no characters outside special tokens"):
         train_tokenizer("<|im_end|>", mode="char", vocab_size=None, special_tokens=["<|im_end|>"])
+
+
+def test_default_recipe_learns_the_bundled_models_tokenizer():
+    """Hugging Face's trainer, on the chat corpus of the bundled models' recipe, learns their very tokenizer (the one
+    the hand-rolled learner wrote into assets/default-*.petit): retraining them keeps their ids."""
+    import petit
+    from trainer import chat_corpus
+    from trainer.default_model import TRAIN_ARGS
+
+    def arg(name):
+        return int(TRAIN_ARGS[TRAIN_ARGS.index(name) + 1])
+
+    text = chat_corpus.make_split(arg("--seed"), arg("--chat-examples")).train_text
+    d = train_tokenizer(text, vocab_size=arg("--vocab-size"), special_tokens=chat_corpus.SPECIAL_TOKENS,
+                        eos_token=chat_corpus.EOS_TOKEN)
+    for name in ("default-q8_0.petit", "default-q4_0.petit"):
+        assert d == petit.load(f"{ROOT}/assets/{name}").tokenizer.to_dict()
+
+
+def test_lone_surrogate_in_the_corpus_is_named():
+    with pytest.raises(ValueError, match=r"^the corpus holds a lone surrogate '\\ud800' \(U\+D800\), which has no "
+                                         r"UTF-8 form$"):
+        train_tokenizer("ab\ud800cd", vocab_size=300)

@@ -5,17 +5,17 @@ sequence); special tokens are literal. The dict has exactly the keys
 ``type, vocab, merges, special_tokens, bos_token, eos_token, unk_token, add_bos``.
 
 BPE ids: 0..255 are the single bytes (id = byte value), then one id per learned token in merge order,
-then the special tokens. Pre-tokenization is the engine's own (:func:`petit.tokenizer.pretokenize`), so
-the chunks merges are learned on are the chunks the engine encodes.
+then the special tokens. The merges are learned by Hugging Face `tokenizers` (``trainers.BpeTrainer`` over GPT-2's
+``ByteLevel`` pre-tokenizer), the pre-tokenizer `petit.tokenizer.Tokenizer` encodes with, so the chunks merges are
+learned on are the chunks the engine encodes.
 """
 
 from __future__ import annotations
 
-import heapq
+import json
 import re
-from collections import Counter
 
-from petit.tokenizer import bytes_to_unicode, pretokenize
+from petit.tokenizer import bytes_to_unicode
 
 _BYTE_TO_CHAR = bytes_to_unicode()
 
@@ -64,8 +64,8 @@ def train_tokenizer(text: str, mode: str = "bpe", vocab_size: int | None = 512, 
         text: The training corpus. Occurrences of the special tokens are cut out first, so they are kept
             whole and never take part in a merge.
         mode: ``"bpe"``: the 256 bytes, then merges of the most frequent adjacent pair (counted over the
-            pre-tokenized chunks, weighted by chunk frequency; ties go to the pair with the smaller
-            ``(left id, right id)``) until the vocab reaches ``vocab_size`` or no pair is left.
+            pre-tokenized chunks, weighted by chunk frequency; ties as Hugging Face's trainer breaks them, see
+            `_learn_bpe`) until the vocab reaches ``vocab_size`` or no pair is left.
             ``"char"``: one token per distinct character of the corpus, in code-point order.
         vocab_size: Total vocab size including the special tokens. Required for ``bpe`` (must be at least
             256 + number of special tokens); for ``char`` None means no limit, otherwise a cap that raises
@@ -87,8 +87,7 @@ def train_tokenizer(text: str, mode: str = "bpe", vocab_size: int | None = 512, 
         if vocab_size is None or vocab_size < 256 + len(specials):
             raise ValueError(f"vocab_size must be at least 256 + {len(specials)} special tokens = "
                              f"{256 + len(specials)} for a byte-level BPE, got {vocab_size!r}")
-        chunks = Counter(chunk for piece in pieces for chunk in pretokenize(piece))
-        vocab, merges = _learn_bpe(chunks, vocab_size - len(specials))
+        vocab, merges = _learn_bpe(pieces, vocab_size - len(specials))
     else:
         chars = sorted({c for piece in pieces for c in piece})
         if not chars:
@@ -105,70 +104,26 @@ def train_tokenizer(text: str, mode: str = "bpe", vocab_size: int | None = 512, 
             "bos_token": None, "eos_token": eos_token, "unk_token": None, "add_bos": False}
 
 
-def _pairs(word):
-    return zip(word, word[1:])
+def _learn_bpe(pieces: list[str], n_regular: int) -> tuple[list[str], list[list[str]]]:
+    """Return (regular vocab strings, merges) learned from the text pieces, stopping at n_regular tokens.
 
-
-def _learn_bpe(chunks: Counter, n_regular: int) -> tuple[list[str], list[list[str]]]:
-    """Return (regular vocab strings, merges) learned from {chunk: count}, stopping at n_regular tokens.
-
-    Pair counts are updated incrementally: a merge only revisits the chunks that contain its pair.
-    The best pair comes from a heap of (-count, left, right) with stale entries skipped on pop.
+    Hugging Face's trainer merges the most frequent pair (counted over the pre-tokenized chunks); a tie goes to the
+    pair with the smaller ids in its own numbering (the 256 byte symbols in code-point order of their characters,
+    then the learned tokens in order). A merged string met again reuses its token.
     """
-    token_str = [_BYTE_TO_CHAR[b] for b in range(256)]  # id -> byte-level string
-    str_id = {s: i for i, s in enumerate(token_str)}
-    words = [list(chunk.encode("utf-8", "surrogatepass")) for chunk in chunks]
-    counts = list(chunks.values())
-    pair_count: Counter = Counter()
-    where: dict[tuple[int, int], set[int]] = {}
-    for wi, word in enumerate(words):
-        for pair in _pairs(word):
-            pair_count[pair] += counts[wi]
-            where.setdefault(pair, set()).add(wi)
-    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
-    heapq.heapify(heap)
-    merges: list[list[str]] = []
-    done: set[tuple[int, int]] = set()
-    while len(token_str) < n_regular and heap:
-        neg, a, b = heapq.heappop(heap)
-        pair = (a, b)
-        if -neg != pair_count.get(pair, 0) or pair in done:
-            continue  # stale heap entry, or a pair re-created after it was merged (see below)
-        done.add(pair)
-        merged = token_str[a] + token_str[b]
-        # Two different merge paths can spell the same string ("ab"+"c", "a"+"bc"): reuse its id, as
-        # Hugging Face's trainer does, so the vocab has no duplicates.
-        new_id = str_id.get(merged)
-        if new_id is None:
-            new_id = len(token_str)
-            token_str.append(merged)
-            str_id[merged] = new_id
-        merges.append([token_str[a], token_str[b]])
-        changed = set()
-        for wi in sorted(where.pop(pair, ())):
-            word, c = words[wi], counts[wi]
-            new = []
-            i = 0
-            while i < len(word):
-                if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
-                    new.append(new_id)
-                    i += 2
-                else:
-                    new.append(word[i])
-                    i += 1
-            if len(new) == len(word):
-                continue  # stale membership: the pair is no longer in this chunk
-            for p in _pairs(word):
-                pair_count[p] -= c
-                changed.add(p)
-            for p in _pairs(new):
-                pair_count[p] += c
-                changed.add(p)
-                where.setdefault(p, set()).add(wi)
-            words[wi] = new
-        for p in changed:
-            if p in pair_count and pair_count[p] <= 0:
-                del pair_count[p]
-            elif p != pair and p not in done:
-                heapq.heappush(heap, (-pair_count[p], p[0], p[1]))
-    return token_str, merges
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    for piece in pieces:
+        try:
+            piece.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"the corpus holds a lone surrogate {piece[e.start]!r} (U+{ord(piece[e.start]):04X}), "
+                             f"which has no UTF-8 form") from None
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(vocab_size=n_regular, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(pieces, trainer)
+    merges = [[a, b] for a, b in json.loads(tk.to_str())["model"]["merges"]]
+    tokens = [_BYTE_TO_CHAR[b] for b in range(256)]
+    tokens += dict.fromkeys(a + b for a, b in merges)
+    return tokens, merges

@@ -1,5 +1,6 @@
-"""Hugging Face tokenizers (``tokenizer.json``, run by the `tokenizers` library) behind the interface of
-`petit.tokenizer.Tokenizer`, so sessions, generation and the CLI use either kind the same way.
+"""Hugging Face tokenizers (``tokenizer.json``, run by the `tokenizers` library) behind
+`petit.tokenizer.TokenizerProtocol`, as Petit's own `petit.tokenizer.Tokenizer`, so sessions, generation and the CLI
+use either kind the same way.
 
 BOS handling. A chat session renders the conversation with the model's chat template and calls ``encode(text)``. A
 template that wants a BOS writes it (``{{ bos_token }}``), so the rendered text already starts with
@@ -18,7 +19,7 @@ import re
 import threading
 
 from petit.formats.metadata import added_tokens_decoder, config_from_files, read_json_object, read_text
-from petit.tokenizer import Tokenizer, bytes_to_unicode, check_token_id
+from petit.tokenizer import Tokenizer, bytes_to_unicode, check_token_id, encode_with
 
 __all__ = ["HFTokenizer", "HFStreamDecoder", "tokenizer_from_dict"]
 
@@ -74,7 +75,7 @@ def _flatten(decoder: dict) -> list:
 
 
 class HFTokenizer:
-    """A Hugging Face tokenizer with the interface of `petit.tokenizer.Tokenizer` (see the module docstring for BOS).
+    """A Hugging Face tokenizer following `petit.tokenizer.TokenizerProtocol` (see the module docstring for BOS).
 
     Args:
         tokenizer_json: the text of a tokenizer.json.
@@ -287,25 +288,8 @@ class HFTokenizer:
         return self._encode(text, add_special_tokens, allow_special)
 
     def _encode(self, text: str, add_special_tokens: bool, allow_special: bool) -> list[int]:
-        if not isinstance(text, str):
-            raise ValueError(f"text must be a str, got {type(text).__name__}")
-        with self._lock:
-            if not allow_special:
-                self._tk.encode_special_tokens = True
-            try:
-                return list(self._tk.encode(text, add_special_tokens=add_special_tokens).ids)
-            except Exception as e:
-                error = e
-            finally:
-                if not allow_special:
-                    self._tk.encode_special_tokens = False
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            c = text[e.start]
-            raise ValueError(f"cannot encode character {c!r} (U+{ord(c):04X}) at index {e.start}: a lone surrogate "
-                             f"has no UTF-8 form") from None
-        raise ValueError(f"cannot encode the text: {error}")
+        return list(encode_with(self._tk, self._lock, text, allow_special=allow_special,
+                                add_special_tokens=add_special_tokens))
 
     def decode(self, ids, *, skip_special: bool = False) -> str:
         """Hugging Face's decode (``skip_special_tokens=skip_special``; no clean-up of tokenization spaces).
