@@ -70,19 +70,13 @@ def kill_the_parent(tmp_path, lifeline: str) -> tuple[int, str]:
     return child, str(log)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
-def test_the_server_ends_when_its_parent_is_killed_via_the_parent_death_signal(tmp_path):
-    child, log = kill_the_parent(tmp_path, "parent")
-    try:
-        wait_for(lambda: not alive(child), "the orphaned server to end")
-    finally:
-        if alive(child):
-            os.kill(child, signal.SIGKILL)
-    assert_port_free(log)
-
-
-def test_the_server_ends_when_its_parent_is_killed_via_the_stdin_pipe(tmp_path):
-    child, log = kill_the_parent(tmp_path, "stdin")
+@pytest.mark.parametrize("mechanism", [
+    pytest.param("parent", marks=pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                                    reason="the parent-death signal is Linux's")),
+    "stdin",                                         # the pipe the child watches: every system
+])
+def test_the_server_ends_when_its_parent_is_killed(tmp_path, mechanism):
+    child, log = kill_the_parent(tmp_path, mechanism)
     try:
         wait_for(lambda: not alive(child), "the orphaned server to end")
     finally:
