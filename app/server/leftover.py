@@ -130,6 +130,12 @@ def end_leftover() -> str | None:
             time.sleep(0.02)
         if not alive(pid):
             break
+    # the process can look ended (its main thread a zombie) while its other threads still exit and its socket is
+    # still open: the port is what the new server needs, so wait for it too
+    host, port = record.get("host") or "127.0.0.1", record.get("port")
+    end = time.monotonic() + END_WAIT_S
+    while isinstance(port, int) and port_taken(host, port) and time.monotonic() < end:
+        time.sleep(0.02)
     clear_record()
     return f"ended the server (pid {pid}, port {record.get('port')}) an earlier run of Petit left behind"
 
@@ -138,8 +144,19 @@ def end_leftover() -> str | None:
 def port_problem(host: str, port: int) -> str | None:
     """A sentence when `port` is taken on `host` (naming the process holding it when it can be found), else None.
     Other errors (a host that is not this machine's...) are left for the server to report."""
-    if port == 0:
+    if not port_taken(host, port):
         return None
+    holder = port_holder(port)
+    if holder is not None:
+        pid, name = holder
+        return f"Port {port} is in use by {name} (pid {pid}): stop that program or choose another port."
+    return f"Port {port} is in use by another program: choose another port (0 picks any free one)."
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether binding `port` on `host` fails because something holds it (other errors are the server's to say)."""
+    if port == 0:
+        return False
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as s:
@@ -147,15 +164,8 @@ def port_problem(host: str, port: int) -> str | None:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host.strip("[]"), port))
     except OSError as e:
-        if e.errno not in IN_USE and getattr(e, "winerror", None) not in IN_USE:
-            return None
-    else:
-        return None
-    holder = port_holder(port)
-    if holder is not None:
-        pid, name = holder
-        return f"Port {port} is in use by {name} (pid {pid}): stop that program or choose another port."
-    return f"Port {port} is in use by another program: choose another port (0 picks any free one)."
+        return e.errno in IN_USE or getattr(e, "winerror", None) in IN_USE
+    return False
 
 
 def port_holder(port: int, proc: str = "/proc") -> tuple[int, str] | None:

@@ -209,7 +209,7 @@ def test_a_server_left_behind_by_an_earlier_run_is_ended_and_its_port_reused(qtb
         panel.set_model(default_model_path(), OPTIONS)
         panel.port.setValue(port)
         panel.start()
-        assert orphan.poll() is not None                      # ended before the new server started
+        assert orphan.wait(timeout=10) is not None            # ended (its port released) before the new server
         assert (f"— ended the server (pid {orphan.pid}, port {port}) an earlier run of Petit left behind"
                 in panel.log.toPlainText())
         qtbot.waitUntil(lambda: panel.server.state != "starting", timeout=TIMEOUT_MS)
