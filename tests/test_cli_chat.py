@@ -101,7 +101,8 @@ def _type_on_a_terminal(keys, data_dir):
     pytest.importorskip("readline")
     master, slave = pty.openpty()
     p = subprocess.Popen([*PETIT, "chat", "-t", "0"], stdin=slave, stdout=slave, stderr=subprocess.DEVNULL,
-                         env=dict(os.environ, PETIT_DATA_DIR=str(data_dir)))
+                         env=dict(os.environ, PETIT_DATA_DIR=str(data_dir),
+                                  TERM=os.environ.get("TERM") or "xterm"))   # a terminal always names its kind
     os.close(slave)
     shown = b""
 
