@@ -87,17 +87,11 @@ class SafetensorsFile(TensorFile):
         """
         self.path = os.fspath(path)
         self._mm = None
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < 8:
-                    raise self._err(f"file is {size} bytes, shorter than the 8-byte header length "
-                                    f"(truncated or not a safetensors file)")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except FileNotFoundError:
-            raise self._err("file not found") from None
-        except OSError as e:
-            raise self._err(f"cannot open: {e.strerror or e}") from None
+        def check(size):
+            if size < 8:
+                raise self._err(f"file is {size} bytes, shorter than the 8-byte header length "
+                                f"(truncated or not a safetensors file)")
+        size, _ = self._map(check)
         try:
             self._validate(size)
         except BaseException:

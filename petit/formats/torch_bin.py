@@ -10,7 +10,6 @@ anything. Tensors are zero-copy numpy views into a memory map of the archive.
 import collections
 import io
 import math
-import mmap
 import os
 import pickle
 import struct
@@ -155,17 +154,10 @@ class TorchBinFile(TensorFile):
         """
         self.path = os.fspath(path)
         self._mm = self._zip = None
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                head = f.read(512)
-                if size == 0:
-                    raise self._err("file is empty")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except FileNotFoundError:
-            raise self._err("file not found") from None
-        except OSError as e:
-            raise self._err(f"cannot open: {e.strerror or e}") from None
+        def check(size):
+            if size == 0:
+                raise self._err("file is empty")
+        size, head = self._map(check, head=512)
         try:
             try:
                 self._zip = zipfile.ZipFile(self.path)
