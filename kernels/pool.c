@@ -41,7 +41,6 @@ static struct {
     int start_generation;      /* the generation when the workers were created */
     pt_mutex done_mu;   /* the caller sleeps on done_cv when the workers are slow (a core taken away) */
     pt_cond done_cv;
-    atomic_int caller_waiting;
 } P = { .n_threads = 1, .mu = PT_MUTEX_INIT, .cv = PT_COND_INIT, .done_mu = PT_MUTEX_INIT,
         .done_cv = PT_COND_INIT };
 
@@ -83,8 +82,14 @@ static PT_THREAD_FN(worker) {
         if (atomic_load(&P.stop)) return PT_THREAD_RETURN;
         seen = g;
         run_chunks(ith);
-        atomic_fetch_add(&P.done, 1);
-        if (atomic_load(&P.caller_waiting)) {   /* seq_cst pair with the caller: one of us sees the other */
+        /* The last worker of a job always signals under done_mu. A handshake through a flag instead ("the caller
+         * is waiting" stored, then done loaded, against done added, then the flag loaded) needs the store and the
+         * load after it kept in order; QEMU's ARM emulation on an x86 host does not keep them (no fence between a
+         * store-release and a later load-acquire), both sides read the old value, and the caller slept forever.
+         * With the mutex, either the caller's check comes after this unlock and sees the count, or it is already
+         * waiting and gets the signal. An uncontended lock and a signal nobody waits for cost well under a
+         * microsecond, once per job. */
+        if (atomic_fetch_add(&P.done, 1) + 1 == P.n_threads - 1) {
             pt_mutex_lock(&P.done_mu);
             pt_cond_signal(&P.done_cv);
             pt_mutex_unlock(&P.done_mu);
@@ -103,7 +108,6 @@ void pt_pool_after_fork_child(void) {
     pt_cond_reset(&P.done_cv);
     P.sleepers = 0;
     atomic_store(&P.stop, 0);
-    atomic_store(&P.caller_waiting, 0);
     P.n_threads = 1;
 }
 
@@ -166,8 +170,6 @@ void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     }
     /* a worker is late (descheduled, or woken from sleep): block instead of burning the core it needs */
     pt_mutex_lock(&P.done_mu);
-    atomic_store(&P.caller_waiting, 1);
     while (atomic_load(&P.done) < workers) pt_cond_wait(&P.done_cv, &P.done_mu);
-    atomic_store(&P.caller_waiting, 0);
     pt_mutex_unlock(&P.done_mu);
 }
