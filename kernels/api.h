@@ -17,7 +17,7 @@ int  pt_init(int n_threads, int isa);
 int  pt_isa(void);                         /* the active path */
 int  pt_isa_supported(int isa);            /* 1 if this CPU (and OS) can run that path */
 int  pt_n_threads(void);
-int  pt_default_threads(void);             /* number of CPUs this process may run on */
+int  pt_default_threads(void);             /* performance cores this process may run on (one thread per core) */
 int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into buf; returns its length */
 
 /* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */

@@ -79,7 +79,108 @@ int pt_cpu_features(char *buf, int n) {
     return len < n ? len : (n > 0 ? n - 1 : 0);
 }
 
-int pt_default_threads(void) { return pt_cpu_count(); }
+/* ---- the default thread count: the performance cores this process may run on ----
+ * Two hardware threads of one core share its multiply units, and an efficiency core finishes its share of a matmul
+ * late, which every other thread then waits for: the matmuls run fastest on one thread per performance core. */
+#if defined(__linux__)
+static int read_int(const char *path, long *v) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int ok = fscanf(f, "%ld", v) == 1;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* 1 when the CPU list in `path` ("0-7,16-23") names cpu, 0 when not, -1 when the file is absent */
+static int list_has(const char *path, int cpu) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long a, b;
+    int found = 0, c;
+    while (!found && fscanf(f, "%ld", &a) == 1) {
+        b = a;
+        if ((c = fgetc(f)) == '-') {
+            if (fscanf(f, "%ld", &b) != 1) break;
+            c = fgetc(f);
+        }
+        found = cpu >= a && cpu <= b;
+        if (c != ',') break;
+    }
+    fclose(f);
+    return found;
+}
+
+static int perf_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+    enum { MAX_CPUS = CPU_SETSIZE };
+    static long key[MAX_CPUS];         /* package << 20 | core of each counted CPU */
+    long cap_max = -1;                 /* ARM big.LITTLE: the big cores have the highest cpu_capacity */
+    char path[128];
+    for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        long cap;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpu_capacity", cpu);
+        if (read_int(path, &cap) == 0 && cap > cap_max) cap_max = cap;
+    }
+    int n = 0;
+    for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        if (list_has("/sys/devices/cpu_core/cpus", cpu) == 0) continue;   /* Intel hybrid: an efficiency core */
+        long cap, core, pkg;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpu_capacity", cpu);
+        if (cap_max > 0 && read_int(path, &cap) == 0 && cap < cap_max) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+        if (read_int(path, &core) != 0) return 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+        if (read_int(path, &pkg) != 0) pkg = 0;
+        long k = pkg << 20 | core;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++) seen = key[i] == k;
+        if (!seen) key[n++] = k;
+    }
+    return n;
+}
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+static int perf_cores(void) {      /* Apple Silicon: perflevel0 is the performance cluster */
+    int v = 0;
+    size_t len = sizeof v;
+    if (sysctlbyname("hw.perflevel0.physicalcpu", &v, &len, NULL, 0) == 0 && v > 0) return v;
+    len = sizeof v;
+    return sysctlbyname("hw.physicalcpu", &v, &len, NULL, 0) == 0 ? v : 0;
+}
+#elif defined(_WIN32)
+static int perf_cores(void) {      /* the cores of the highest efficiency class (all of them on a non-hybrid CPU) */
+    DWORD len = 0;
+    GetLogicalProcessorInformationEx(RelationProcessorCore, NULL, &len);
+    if (len == 0) return 0;
+    char *buf = (char *)malloc(len);
+    if (!buf) return 0;
+    int n = 0, best = -1;
+    if (GetLogicalProcessorInformationEx(RelationProcessorCore, (PSYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX)buf, &len)) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (DWORD off = 0; off < len;) {
+                PSYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX e = (PSYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX)(buf + off);
+                /* EfficiencyClass: the byte after Flags (MinGW-w64's headers still call it Reserved) */
+                int cls = ((const BYTE *)&e->Processor)[1];
+                if (pass == 0 && cls > best) best = cls;
+                if (pass == 1 && cls == best) n++;
+                off += e->Size;
+            }
+        }
+    }
+    free(buf);
+    return n;
+}
+#else
+static int perf_cores(void) { return 0; }
+#endif
+
+int pt_default_threads(void) {
+    int cpus = pt_cpu_count(), cores = perf_cores();   /* 0: unknown */
+    return cores > 0 && cores < cpus ? cores : cpus;
+}
 
 int pt_init(int n_threads, int isa) {
     pt_fork_safe();

@@ -1,9 +1,13 @@
 /* A persistent thread pool. The calling thread works as thread 0; n-1 workers wait for jobs. A job is split into
- * chunks handed out by an atomic counter (work stealing on a VM that loses a core now and then). Workers spin a
- * short while after a job, so the next job of the same token starts without a wake-up, then sleep on a condition
- * variable, so an idle app burns no CPU. The caller, once its own chunks are done, spins briefly for the workers
- * and then sleeps until the last one signals: when another process takes a core away, the late worker gets the
- * core instead of the caller spinning on it. */
+ * chunks that every thread claims from one atomic counter (work stealing: a thread that lost its core to another
+ * process simply claims nothing while the others take its share). The job is over when all its chunks are
+ * *completed*, not when every worker has reported in: a worker that was descheduled before it claimed anything
+ * holds nobody up, and one that wakes late finds the job's chunks all claimed (or claims a chunk of the job posted
+ * since, which is just as valid). Only a chunk a thread claimed and then lost its core in the middle of is waited
+ * for, so chunks are kept small. Workers spin a short while after a job, so the next op of the same token starts
+ * without a wake-up, then sleep on a condition variable, so an idle app burns no CPU. The caller, once no chunk is
+ * left to claim, spins briefly for the chunks still running and then sleeps until the last one signals: when
+ * another process takes a core away, the late worker gets the core instead of the caller spinning on it. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "portable.h"
@@ -25,21 +29,29 @@
  * EPYC where we measured them; spinning less would wake the pool more often between the ops of a token. */
 #define SPIN_ITERS 20000
 
+/* The claim word: the current job's chunk count in the high 32 bits, the next unclaimed chunk in the low 32. The
+ * caller stores a fresh word to post a job; a thread claims with one fetch_add and owns chunk `next` when it is
+ * below the count. A fetch_add that lands after the job's last chunk only pushes `next` further past the count
+ * (at most once per thread per job, so it never carries into the high half), and the next job's store resets it. */
+#define CLAIM_COUNT(w) ((int64_t)((uint64_t)(w) >> 32))
+#define CLAIM_NEXT(w) ((int64_t)((uint64_t)(w) & 0xffffffffu))
+#define MAX_JOB_CHUNKS ((int64_t)1 << 30)   /* more chunks than this are run as several jobs */
+
 static struct {
     int n_threads;
     pt_thread threads[MAX_THREADS];
     pt_mutex mu;
     pt_cond cv;
     int sleepers;              /* guarded by mu */
-    atomic_int generation;     /* bumped once per job */
+    atomic_int generation;     /* bumped once per job: what the waiting workers watch */
     atomic_int stop;
-    pt_task_fn fn;
-    void *ctx;
-    int64_t n_chunks;
-    atomic_llong next;
-    atomic_int done;           /* workers that finished the current job */
+    pt_task_fn fn;             /* the current job, written before its claim word is stored (release) and stable */
+    void *ctx;                 /* until all of its chunks are completed */
+    int64_t base;              /* the first chunk number of this job (a huge job runs as several) */
+    _Atomic uint64_t claim;
+    atomic_llong completed;    /* chunks of the current job finished */
     int start_generation;      /* the generation when the workers were created */
-    pt_mutex done_mu;   /* the caller sleeps on done_cv when the workers are slow (a core taken away) */
+    pt_mutex done_mu;   /* the caller sleeps on done_cv while a chunk runs late (a core taken away) */
     pt_cond done_cv;
 } P = { .n_threads = 1, .mu = PT_MUTEX_INIT, .cv = PT_COND_INIT, .done_mu = PT_MUTEX_INIT,
         .done_cv = PT_COND_INIT };
@@ -56,9 +68,29 @@ float *pt_scratch(int ith, int64_t n) {
     return scratch[ith].buf;
 }
 
+/* Test hook: PETIT_TEST_POOL_STALL=1 keeps every worker of the pool started next away from jobs, as a thread
+ * another process took the core from is (tests/test_kernels_integrity.py checks that jobs still complete, run by
+ * the caller alone, instead of waiting for workers that never come). */
+static int stall_workers;
+
+/* claim and run chunks until none is left. The job's fn, ctx and base are read after a successful claim: the job
+ * cannot be replaced before this chunk is completed, so they are the claimed job's own. The thread that completes
+ * the job's last chunk signals the caller under done_mu: either the caller's check comes after that unlock and
+ * sees the count, or it is already waiting and gets the signal. (A handshake through a "caller is waiting" flag
+ * instead needs a store and the load after it kept in order, which QEMU's ARM emulation on an x86 host does not
+ * do: both sides read the old value and the caller slept forever.) */
 static void run_chunks(int ith) {
-    int64_t c;
-    while ((c = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < P.n_chunks) P.fn(P.ctx, c, ith);
+    for (;;) {
+        uint64_t w = atomic_fetch_add_explicit(&P.claim, 1, memory_order_acq_rel);
+        int64_t n = CLAIM_COUNT(w), c = CLAIM_NEXT(w);
+        if (c >= n) return;
+        P.fn(P.ctx, P.base + c, ith);
+        if (atomic_fetch_add_explicit(&P.completed, 1, memory_order_acq_rel) + 1 == n) {
+            pt_mutex_lock(&P.done_mu);
+            pt_cond_signal(&P.done_cv);
+            pt_mutex_unlock(&P.done_mu);
+        }
+    }
 }
 
 static PT_THREAD_FN(worker) {
@@ -80,20 +112,8 @@ static PT_THREAD_FN(worker) {
             pt_mutex_unlock(&P.mu);
         }
         if (atomic_load(&P.stop)) return PT_THREAD_RETURN;
-        seen = g;
-        run_chunks(ith);
-        /* The last worker of a job always signals under done_mu. A handshake through a flag instead ("the caller
-         * is waiting" stored, then done loaded, against done added, then the flag loaded) needs the store and the
-         * load after it kept in order; QEMU's ARM emulation on an x86 host does not keep them (no fence between a
-         * store-release and a later load-acquire), both sides read the old value, and the caller slept forever.
-         * With the mutex, either the caller's check comes after this unlock and sees the count, or it is already
-         * waiting and gets the signal. An uncontended lock and a signal nobody waits for cost well under a
-         * microsecond, once per job. */
-        if (atomic_fetch_add(&P.done, 1) + 1 == P.n_threads - 1) {
-            pt_mutex_lock(&P.done_mu);
-            pt_cond_signal(&P.done_cv);
-            pt_mutex_unlock(&P.done_mu);
-        }
+        seen = g;            /* read before claiming: a job posted from here on bumps it again and is not missed */
+        if (!stall_workers) run_chunks(ith);
     }
 }
 
@@ -136,6 +156,8 @@ int pt_pool_start(int n_threads) {
     pt_pool_stop();
     P.n_threads = n_threads;
     P.start_generation = atomic_load(&P.generation);
+    const char *stall = getenv("PETIT_TEST_POOL_STALL");
+    stall_workers = stall && atoi(stall) == 1;
     const int fail = failing_thread(n_threads);
     for (int i = 1; i < n_threads; i++) {
         if (i == fail || pt_thread_start(&P.threads[i], worker, (void *)(intptr_t)i) != 0) {
@@ -147,29 +169,33 @@ int pt_pool_start(int n_threads) {
     return 0;
 }
 
+static void run_job(pt_task_fn fn, void *ctx, int64_t base, int64_t n_chunks) {
+    P.fn = fn;
+    P.ctx = ctx;
+    P.base = base;
+    atomic_store_explicit(&P.completed, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.claim, (uint64_t)n_chunks << 32, memory_order_release);
+    pt_mutex_lock(&P.mu);
+    atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
+    if (P.sleepers) pt_cond_broadcast(&P.cv);
+    pt_mutex_unlock(&P.mu);
+    run_chunks(0);
+    for (int spins = 0; spins < SPIN_ITERS; spins++) {
+        if (atomic_load_explicit(&P.completed, memory_order_acquire) == n_chunks) return;
+        CPU_RELAX();
+    }
+    /* a claimed chunk runs late (its thread descheduled): block instead of burning the core it needs */
+    pt_mutex_lock(&P.done_mu);
+    while (atomic_load(&P.completed) < n_chunks) pt_cond_wait(&P.done_cv, &P.done_mu);
+    pt_mutex_unlock(&P.done_mu);
+}
+
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     if (n_chunks <= 0) return;
     if (P.n_threads == 1 || n_chunks == 1) {
         for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
         return;
     }
-    P.fn = fn;
-    P.ctx = ctx;
-    P.n_chunks = n_chunks;
-    atomic_store_explicit(&P.next, 0, memory_order_relaxed);
-    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
-    pt_mutex_lock(&P.mu);
-    atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
-    if (P.sleepers) pt_cond_broadcast(&P.cv);
-    pt_mutex_unlock(&P.mu);
-    run_chunks(0);
-    int workers = P.n_threads - 1;
-    for (int spins = 0; spins < SPIN_ITERS; spins++) {
-        if (atomic_load_explicit(&P.done, memory_order_acquire) == workers) return;
-        CPU_RELAX();
-    }
-    /* a worker is late (descheduled, or woken from sleep): block instead of burning the core it needs */
-    pt_mutex_lock(&P.done_mu);
-    while (atomic_load(&P.done) < workers) pt_cond_wait(&P.done_cv, &P.done_mu);
-    pt_mutex_unlock(&P.done_mu);
+    for (int64_t base = 0; base < n_chunks; base += MAX_JOB_CHUNKS)
+        run_job(fn, ctx, base, n_chunks - base < MAX_JOB_CHUNKS ? n_chunks - base : MAX_JOB_CHUNKS);
 }
