@@ -56,6 +56,20 @@ static struct {
 } P = { .n_threads = 1, .mu = PT_MUTEX_INIT, .cv = PT_COND_INIT, .done_mu = PT_MUTEX_INIT,
         .done_cv = PT_COND_INIT };
 
+/* Stepping aside when a core is taken away. When a worker loses its core in the middle of a chunk, the caller
+ * waits for it a whole time slice of the scheduler (milliseconds, against microseconds for a chunk of a decoded
+ * token), and with two threads sharing one core that happens on almost every op: two threads then decode slower
+ * than one. So the caller times its wait after its own last chunk; a wait far longer than its own chunks took (8x,
+ * and at least 200 us) means a descheduled thread, not a slow chunk, and the next jobs run on the caller alone
+ * while the workers sleep, leaving their cores to whoever needs them. The pool is tried again after that stretch;
+ * each late job in a row doubles it (256 jobs, about one decoded token, up to 65,536), and 4,096 jobs on time
+ * bring it back to the start. On a quiet machine no job is late and nothing changes. */
+#define SOLO_MIN 256
+#define SOLO_MAX 65536
+#define ON_TIME_RESET 4096
+#define SHARE_WINDOW 64          /* pooled jobs over which the caller's share of the chunks is summed */
+static struct { int64_t left, stretch, on_time, jobs, mine, chunks; } solo = {0, SOLO_MIN, 0, 0, 0, 0};
+
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
 
 float *pt_scratch(int ith, int64_t n) {
@@ -79,11 +93,11 @@ static int stall_workers;
  * sees the count, or it is already waiting and gets the signal. (A handshake through a "caller is waiting" flag
  * instead needs a store and the load after it kept in order, which QEMU's ARM emulation on an x86 host does not
  * do: both sides read the old value and the caller slept forever.) */
-static void run_chunks(int ith) {
-    for (;;) {
+static int64_t run_chunks(int ith) {
+    for (int64_t mine = 0;; mine++) {
         uint64_t w = atomic_fetch_add_explicit(&P.claim, 1, memory_order_acq_rel);
         int64_t n = CLAIM_COUNT(w), c = CLAIM_NEXT(w);
-        if (c >= n) return;
+        if (c >= n) return mine;
         P.fn(P.ctx, P.base + c, ith);
         if (atomic_fetch_add_explicit(&P.completed, 1, memory_order_acq_rel) + 1 == n) {
             pt_mutex_lock(&P.done_mu);
@@ -155,6 +169,10 @@ int pt_pool_start(int n_threads) {
     if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
     pt_pool_stop();
     P.n_threads = n_threads;
+    solo.left = 0;
+    solo.stretch = SOLO_MIN;
+    solo.on_time = 0;
+    solo.jobs = solo.mine = solo.chunks = 0;
     P.start_generation = atomic_load(&P.generation);
     const char *stall = getenv("PETIT_TEST_POOL_STALL");
     stall_workers = stall && atoi(stall) == 1;
@@ -175,24 +193,46 @@ static void run_job(pt_task_fn fn, void *ctx, int64_t base, int64_t n_chunks) {
     P.base = base;
     atomic_store_explicit(&P.completed, 0, memory_order_relaxed);
     atomic_store_explicit(&P.claim, (uint64_t)n_chunks << 32, memory_order_release);
+    const int64_t t0 = pt_now_ns();
     pt_mutex_lock(&P.mu);
     atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
     if (P.sleepers) pt_cond_broadcast(&P.cv);
     pt_mutex_unlock(&P.mu);
-    run_chunks(0);
-    for (int spins = 0; spins < SPIN_ITERS; spins++) {
-        if (atomic_load_explicit(&P.completed, memory_order_acquire) == n_chunks) return;
-        CPU_RELAX();
+    const int64_t mine = run_chunks(0);
+    const int64_t t1 = pt_now_ns();
+    int done = 0;
+    for (int spins = 0; spins < SPIN_ITERS && !done; spins++) {
+        done = atomic_load_explicit(&P.completed, memory_order_acquire) == n_chunks;
+        if (!done) CPU_RELAX();
     }
-    /* a claimed chunk runs late (its thread descheduled): block instead of burning the core it needs */
-    pt_mutex_lock(&P.done_mu);
-    while (atomic_load(&P.completed) < n_chunks) pt_cond_wait(&P.done_cv, &P.done_mu);
-    pt_mutex_unlock(&P.done_mu);
+    if (!done) {   /* a claimed chunk runs late (its thread descheduled): block instead of burning its core */
+        pt_mutex_lock(&P.done_mu);
+        while (atomic_load(&P.completed) < n_chunks) pt_cond_wait(&P.done_cv, &P.done_mu);
+        pt_mutex_unlock(&P.done_mu);
+    }
+    const int64_t waited = pt_now_ns() - t1, per_chunk = (t1 - t0) / (mine > 0 ? mine : 1);
+    /* the caller's share of the chunks: about 1/n when the workers run alongside it; above halfway between that
+     * and all of them, the workers get too little CPU to help (sharing cores with each other or a neighbour) */
+    solo.mine += mine;
+    solo.chunks += n_chunks;
+    int starved = 0;
+    if (++solo.jobs == SHARE_WINDOW) {
+        starved = 2 * P.n_threads * solo.mine > (P.n_threads + 1) * solo.chunks;
+        solo.jobs = solo.mine = solo.chunks = 0;
+    }
+    if (starved || (waited > 200000 && waited > 8 * per_chunk)) {
+        solo.left = solo.stretch;
+        solo.stretch = solo.stretch * 2 < SOLO_MAX ? solo.stretch * 2 : SOLO_MAX;
+        solo.on_time = 0;
+    } else if (++solo.on_time >= ON_TIME_RESET) {
+        solo.stretch = SOLO_MIN;
+    }
 }
 
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     if (n_chunks <= 0) return;
-    if (P.n_threads == 1 || n_chunks == 1) {
+    if (P.n_threads == 1 || n_chunks == 1 || solo.left > 0) {
+        if (P.n_threads > 1 && n_chunks > 1) solo.left--;
         for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
         return;
     }

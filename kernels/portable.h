@@ -44,6 +44,14 @@ static inline void pt_thread_join(pt_thread t) {
     CloseHandle(t);
 }
 
+static inline int64_t pt_now_ns(void) {      /* a monotonic clock */
+    static LARGE_INTEGER freq;
+    LARGE_INTEGER t;
+    if (!freq.QuadPart) QueryPerformanceFrequency(&freq);
+    QueryPerformanceCounter(&t);
+    return (int64_t)((double)t.QuadPart * 1e9 / (double)freq.QuadPart);
+}
+
 /* the CPUs this process may run on (its affinity mask, else every active CPU) */
 static inline int pt_cpu_count(void) {
     DWORD_PTR proc = 0, sys = 0;
@@ -59,6 +67,7 @@ static inline int pt_cpu_count(void) {
 #else /* POSIX */
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef pthread_mutex_t pt_mutex;
@@ -81,6 +90,12 @@ static inline int pt_thread_start(pt_thread *t, void *(*fn)(void *), void *arg) 
     return pthread_create(t, NULL, fn, arg) == 0 ? 0 : -1;
 }
 static inline void pt_thread_join(pt_thread t) { pthread_join(t, NULL); }
+
+static inline int64_t pt_now_ns(void) {      /* a monotonic clock */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static inline int pt_cpu_count(void) {
 #ifdef __linux__                 /* the CPUs this process may run on (a container's or taskset's limit) */

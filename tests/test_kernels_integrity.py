@@ -141,7 +141,8 @@ def test_jobs_finish_without_workers_that_never_get_a_core(tmp_path):
     hold the job up: the other threads take its share and the job ends when its chunks are done. Before, the caller
     waited until every worker had reported in, so each of the ~250 hand-offs of a decoded token waited for the
     descheduled thread, and 2 threads on a busy machine decoded 2-37x slower than 1. PETIT_TEST_POOL_STALL=1 keeps
-    every worker away from jobs; the products are still exact (the same bits as on one thread) and nothing hangs."""
+    every worker away from jobs; the products are still exact (the same bits as on one thread) and nothing hangs,
+    through the pool's switch to running jobs on the caller alone once it sees it runs nearly every chunk itself."""
     import os
     import subprocess
     import sys
