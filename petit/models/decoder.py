@@ -137,6 +137,9 @@ class Decoder:
         final_norm: the norm before the LM head.
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
+
+    The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
+    pieces afterwards sets `_plan = None` so the next step describes the model again.
     """
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
