@@ -74,3 +74,50 @@ int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps
 int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      /* y[t] = act(y[t] + b), b may be NULL */
 int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out); /* out = act(gate) * up */
 void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */
+
+/* ---- the forward plan (plan.c): one call runs a whole forward step ---- */
+/* the op kinds; what each reads and writes is the table at the top of kernels/plan.c */
+enum {
+    PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
+    PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_COUNT = 10
+};
+/* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
+typedef struct {
+    int32_t kind;             /* PT_OP_* */
+    int32_t layer;            /* the block the op belongs to (-1 before the first, the number of blocks after the
+                               * last): its KV cache slot, and what an error names */
+    int32_t mode;             /* by kind: norm kind, activation, accumulate, RoPE interleaved */
+    int32_t slot;             /* RoPE table slot in the step, -1: no rotation (NoPE) */
+    const pt_tensor *W[3];    /* matrices: up to three sharing one input */
+    float *x, *x2;            /* inputs */
+    float *y[3];              /* outputs (and in-place operands) */
+    const float *w, *b;       /* norm weight and bias, a bias, the learned position table */
+    int64_t width;            /* values per row */
+    int64_t rows;             /* rows per token (a per-head norm: heads) */
+    int64_t w_rows;           /* rows of w / b (per-head norm weights; positions of the position table) */
+    int64_t n_heads, n_kv, head_dim, rot_dim, window;
+    float eps, scale, softcap, alpha;
+} pt_plan_op;
+/* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
+typedef struct {
+    const float *cos, *sin;
+    int64_t n_pos;
+} pt_rope_table;
+/* what changes from one step to the next */
+typedef struct {
+    int64_t T, pos0;          /* tokens, and the position of the first */
+    const int32_t *ids;       /* [T] token ids */
+    const pt_rope_table *rope;   /* per slot, covering positions pos0 + T - 1 */
+    int32_t kv_int8;          /* 0 float32 cache, 1 int8 cache with a scale per row */
+    void **k, **v;            /* per layer: [n_kv][n_ctx][hd] */
+    float **k_scale, **v_scale;  /* per layer, int8 cache only: [n_kv][n_ctx] */
+    int64_t n_ctx;
+    float *logits;            /* [n_logits][vocab]: the last n_logits positions; n_logits 0 skips the head */
+    int64_t n_logits;
+    int64_t failed_op;        /* out: the op that returned an error, -1 when none did */
+} pt_step;
+/* run ops[0..n_ops-1] over the step under the kernels' lock, taken once: 0, or the failing op's error (< 0) with
+ * step->failed_op set (an embedding's bad token id: -1, nothing written). */
+int  pt_plan_run(const pt_plan_op *ops, int64_t n_ops, pt_step *step);
+/* y = cap * tanh(y / cap), the logit soft-cap (Gemma 2) */
+void pt_softcap(float *y, int64_t n, float cap);

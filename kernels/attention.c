@@ -111,21 +111,40 @@ static void attn_task(void *ctx, int64_t chunk, int ith) {
     }
 }
 
-static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
+/* the caller holds the lock */
+static int run_attention_locked(attn_job *j, int64_t T, int64_t pos0) {
     if (j->n_kv <= 0 || j->n_heads % j->n_kv || pos0 < 0 || pos0 + T > j->n_ctx || j->window < 0) return -1;
-    pt_lock();
     j->k = pt_active();
     /* scratch first, on this thread's slot set, so a task never meets a failed allocation */
     for (int i = 0; i < pt_pool_threads(); i++) {
-        if (!pt_scratch(i, pos0 + T)) { pt_unlock(); return -3; }
+        if (!pt_scratch(i, pos0 + T)) return -3;
     }
     int64_t target = (int64_t)pt_pool_threads() * 8;
     j->items_per_chunk = j->n_items / target > 1 ? j->n_items / target : 1;
     int64_t chunks = (j->n_items + j->items_per_chunk - 1) / j->items_per_chunk;
     /* work ~ query heads x positions x head_dim, twice (scores and values) */
     pt_run_chunks(attn_task, j, chunks, (double)j->n_items * (double)(pos0 + T) * (double)j->hd * 2.0);
-    pt_unlock();
     return 0;
+}
+
+static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
+    pt_lock();
+    int rc = run_attention_locked(j, T, pos0);
+    pt_unlock();
+    return rc;
+}
+
+int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,
+                        const float *v_scale, int kv_int8, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
+                        int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out) {
+    attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
+                  .pos0 = pos0, .n_items = T * n_heads, .scale = scale, .softcap = softcap, .window = window};
+    if (kv_int8) {
+        j.kq = (const int8_t *)k_cache; j.vq = (const int8_t *)v_cache; j.ks = k_scale; j.vs = v_scale;
+    } else {
+        j.kc = (const float *)k_cache; j.vc = (const float *)v_cache;
+    }
+    return run_attention_locked(&j, T, pos0);
 }
 
 int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,

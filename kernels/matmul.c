@@ -62,7 +62,8 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
         j->k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
 }
 
-static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
+/* the product itself; the caller holds the lock (pt_plan_run holds it for a whole forward step) */
+int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
     if (T <= 0) return 0;
     int quantized = 0;
     for (int m = 0; m < n; m++) {
@@ -71,10 +72,9 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
         quantized |= W[m]->dtype == PT_Q8_0 || W[m]->dtype == PT_Q4_0;
     }
     const int64_t K = W[0]->cols;
-    pt_lock();
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
     if (quantized) {
-        if (act_reserve(T * K) < 0) { pt_unlock(); return -3; }
+        if (act_reserve(T * K) < 0) return -3;
         quant_job qj = {x, K, j.k};
         pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
         j.a = (pt_act){act.q, act.d, act.s, K};
@@ -95,8 +95,14 @@ static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64
         j.end[m] = chunks;
     }
     pt_run_chunks(matmul_task, &j, chunks, (double)total_rows * (double)K * (double)T);
-    pt_unlock();
     return 0;
+}
+
+static int matmul_n(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
+    pt_lock();
+    int rc = pt_matmul_n_locked(W, y, n, x, T, accumulate);
+    pt_unlock();
+    return rc;
 }
 
 int pt_matmul(const pt_tensor *W, const float *x, int64_t T, float *y, int accumulate) {

@@ -6,6 +6,11 @@ Per layer the pass is a handful of C calls: norm, q|k|v product (one call for th
 cache store, attention (causal, optionally soft-capped and windowed), output product accumulated into the residual,
 norm, gate|up product, gated activation, down product. What a family switches on adds a call, never a Python loop
 over tokens or heads.
+
+Those calls run in one of two ways. By default the decoder describes them once, at first use, as a plan of op
+records (`_build_plan`, packed by petit/models/plan.py) and a step is one C call that runs them all
+(kernels/plan.c); `forward(..., oracle=True)` makes them one by one from Python (`_forward_oracle`), the readable
+reference the plan must match bit for bit (tests/test_plan.py).
 """
 import threading
 from dataclasses import dataclass
@@ -13,14 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
 from petit.native import ACTIVATIONS, Weight, ffi, lib
-
-NORM_KINDS = {"rms": 0, "layer": 1}
-
-
-def fptr(a: np.ndarray):
-    return ffi.cast("float *", ffi.from_buffer(a))
 
 
 class Vec:
@@ -137,6 +137,9 @@ class Decoder:
         final_norm: the norm before the LM head.
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
+
+    The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
+    pieces afterwards sets `_plan = None` so the next step describes the model again.
     """
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
@@ -144,6 +147,7 @@ class Decoder:
         self.arch, self.embed, self.layers, self.final_norm = arch, embed, layers, final_norm
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
+        self._plan = None                 # the forward plan over the current scratch, built at first use
         self._lock = threading.Lock()     # one forward pass at a time: the scratch buffers are shared
         testing_faults.apply(self)        # TEST-ONLY: a no-op unless PETIT_TEST_FAULT is set (petit/testing_faults.py)
 
@@ -156,15 +160,20 @@ class Decoder:
             self._scratch = _Scratch(self.arch, max(T, 16))
         return self._scratch
 
-    def forward(self, ids, cache, logits_out: np.ndarray | None = None) -> None:
+    def forward(self, ids, cache, logits_out: np.ndarray | None = None, oracle: bool = False) -> None:
         """Run tokens `ids` at positions cache.pos .. cache.pos+T-1, append them to the cache, and write the logits
-        of the last logits_out.shape[0] positions into logits_out (or skip the head when it is None)."""
+        of the last logits_out.shape[0] positions into logits_out (or skip the head when it is None). One C call
+        runs the step; oracle=True runs it op by op from Python instead (the reference; same results, slower)."""
         with self._lock:
-            self._forward(ids, cache, logits_out)
+            if oracle:
+                self._forward_oracle(ids, cache, logits_out)
+            else:
+                self._forward(ids, cache, logits_out)
 
-    def _forward(self, ids, cache, logits_out) -> None:
+    def _begin(self, ids, cache) -> tuple[int, int, _Scratch]:
+        """Check the cache against the model and the room left in it; put ids into the scratch: (T, pos0, scratch)."""
         arch, T = self.arch, len(ids)
-        KV, hd, D, F = arch.num_key_value_heads, arch.head_dim, arch.hidden_size, arch.intermediate_size
+        KV, hd = arch.num_key_value_heads, arch.head_dim
         layout = (len(self.layers), KV, cache.n_ctx, hd)
         if cache.layout != layout or cache.n_ctx > arch.context_length:
             raise ValueError(f"this KV cache {cache.layout} was not made for this model (needs {layout[:2]} + "
@@ -174,17 +183,48 @@ class Decoder:
             raise ValueError(f"context full: {pos0} + {T} tokens exceed the cache size {cache.n_ctx}")
         scratch = self.scratch(T)
         scratch.ids[:T] = ids
+        return T, pos0, scratch
+
+    def _bad_ids(self, ids) -> ValueError:
+        bad = [int(t) for t in ids if not 0 <= t < self.arch.vocab_size]
+        return ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {self.arch.vocab_size}")
+
+    def _forward(self, ids, cache, logits_out) -> None:
+        """The step as one C call over the plan (built, or rebuilt when the scratch grew, here)."""
+        T, pos0, scratch = self._begin(ids, cache)
+        if self._plan is None or self._plan.scratch is not scratch:
+            self._plan = self._build_plan(scratch)
+        rc = self._plan.run(T, pos0, cache, logits_out)
+        if rc:
+            kind, layer = self._plan.failed()
+            if kind == "embed" and rc == -1:
+                raise self._bad_ids(ids)
+            if layer == len(self.layers):    # the blocks ran: their positions are in the cache, as in the oracle
+                cache.pos = pos0 + T
+                raise RuntimeError("kernel error in the final norm or the LM head")
+            where = f"layer {layer}" if layer >= 0 else f"the {kind}"
+            raise RuntimeError(f"kernel error {rc} in {where} (positions {pos0}..{pos0 + T - 1})")
+        cache.pos = pos0 + T
+
+    def _attn_scale(self) -> float:
+        a = self.arch
+        return a.attn_scale if a.attn_scale is not None else a.head_dim ** -0.5
+
+    def _forward_oracle(self, ids, cache, logits_out) -> None:
+        """The step op by op from Python: the reference the plan matches."""
+        arch = self.arch
+        D, F = arch.hidden_size, arch.intermediate_size
+        T, pos0, scratch = self._begin(ids, cache)
         buf = scratch.p                      # the buffers' C pointers, by name (the table in _Scratch)
         if lib.pt_get_rows(self.embed.c, scratch.ids_p, T, buf["resid"]) != 0:
-            bad = [int(t) for t in ids if not 0 <= t < arch.vocab_size]
-            raise ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {arch.vocab_size}")
+            raise self._bad_ids(ids)
         resid = scratch.arrays["resid"]
         if arch.embed_scale != 1.0:
             resid[:T] *= np.float32(arch.embed_scale)
         if self.pos_embed is not None:
             resid[:T] += self.pos_embed[pos0:pos0 + T]
         tables = {}                          # one RoPE table per distinct Rope object, for this pass
-        scale = arch.attn_scale if arch.attn_scale is not None else hd ** -0.5
+        scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
             # attention input: the pre-norm (or the residual itself when the layer has none)
@@ -291,7 +331,79 @@ class Decoder:
             logits_out += self.lm_head_b.a
         if arch.logit_scale != 1.0:
             logits_out *= np.float32(arch.logit_scale)
-        if arch.logit_softcap:
-            c = np.float32(arch.logit_softcap)
-            np.tanh(logits_out / c, out=logits_out)
-            logits_out *= c
+        if arch.logit_softcap:               # in C, as the plan's: NumPy's own tanh may differ in the last bit
+            lib.pt_softcap(fptr(logits_out), logits_out.size, arch.logit_softcap)
+
+    # ---- the plan: the same calls as the oracle above, described once for kernels/plan.c ----
+    def _build_plan(self, scratch: _Scratch) -> Plan:
+        """The ops of `_forward_oracle`, in its order, over this scratch's buffers; row counts scale with T in C."""
+        arch, buf, plan = self.arch, scratch.p, Plan(scratch)
+        D = arch.hidden_size
+        plan.embed(self.embed, buf["resid"], D, arch.embed_scale, self.pos_embed)
+        for i, layer in enumerate(self.layers):
+            attn_in = buf["resid"]
+            if layer.attn_norm is not None:
+                plan.norm(i, layer.attn_norm, buf["resid"], 1, D, buf["normed"])
+                attn_in = buf["normed"]
+            mlp_in = None
+            if arch.parallel:
+                if layer.mlp_norm is not None:
+                    plan.norm(i, layer.mlp_norm, buf["resid"], 1, D, buf["normed_mlp"])
+                    mlp_in = buf["normed_mlp"]
+                else:
+                    mlp_in = attn_in
+            self._plan_attention(plan, i, layer, attn_in, buf)
+            self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, buf["att"], buf)
+            if mlp_in is None:
+                mlp_in = buf["resid"]
+                if layer.mlp_norm is not None:
+                    plan.norm(i, layer.mlp_norm, buf["resid"], 1, D, buf["normed"])
+                    mlp_in = buf["normed"]
+            self._plan_mlp(plan, i, layer, mlp_in, buf)
+            self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
+        plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
+                  arch.logit_scale, arch.logit_softcap)
+        return plan.finish()
+
+    def _plan_attention(self, plan: Plan, i, layer: Layer, attn_in, buf) -> None:
+        arch = self.arch
+        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
+        for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
+            if bias is not None:
+                plan.bias_act(i, buf[name], bias, width, 0)
+        for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
+            if norm is not None:
+                if arch.qk_norm_per_head:
+                    plan.norm(i, norm, buf[name], heads, hd, buf[name])
+                else:
+                    plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
+        plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
+        plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"])
+
+    def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:
+        F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]
+        if layer.gate is not None:
+            plan.matmul(i, [layer.gate, layer.up], mlp_in, [buf["gate"], buf["up"]])
+            if layer.gate_b is not None:
+                plan.bias_act(i, buf["gate"], layer.gate_b, F, 0)
+            if layer.up_b is not None:
+                plan.bias_act(i, buf["up"], layer.up_b, F, 0)
+            plan.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
+            return
+        plan.matmul(i, [layer.up], mlp_in, [buf["mlp_hidden"]])
+        plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
+
+    def _plan_residual(self, plan: Plan, i, W: Weight, b: Vec | None, post: Norm | None, inp, buf) -> None:
+        arch, D = self.arch, self.arch.hidden_size
+        if post is None and arch.residual_scale == 1.0:
+            plan.matmul(i, [W], inp, [buf["resid"]], accumulate=True)
+            if b is not None:
+                plan.bias_act(i, buf["resid"], b, D, 0)
+            return
+        plan.matmul(i, [W], inp, [buf["branch"]])
+        if b is not None:
+            plan.bias_act(i, buf["branch"], b, D, 0)
+        if post is not None:
+            plan.norm(i, post, buf["branch"], 1, D, buf["branch"])
+        plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)

@@ -1,0 +1,161 @@
+"""The forward plan's Python side: packs the op records kernels/plan.c runs (the op table is at the top of that
+file) and runs a step with one C call.
+
+`Decoder` (petit/models/decoder.py) describes its blocks through the methods below once, when it first runs; the
+records hold pointers into the weights, the norms and biases and the scratch buffers, so a `Plan` keeps those alive
+and is rebuilt when the scratch grows. A step sets what changes per call (T, the first position, the RoPE tables,
+the KV cache, the logits buffer) in one `pt_step` and calls `pt_plan_run`, which takes the kernels' lock once.
+"""
+import weakref
+
+import numpy as np
+
+from petit.native import ffi, lib
+
+NORM_KINDS = {"rms": 0, "layer": 1}
+OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: "matmul",
+            lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
+            lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
+            lib.PT_OP_LOGITS: "logits"}
+NULL = ffi.NULL
+
+
+def fptr(a: np.ndarray):
+    return ffi.cast("float *", ffi.from_buffer(a))
+
+
+class _CachePointers:
+    """A KV cache's per-layer pointers as the step reads them (made once per cache)."""
+
+    def __init__(self, cache):
+        self.int8 = int(cache.kv_type == "int8")
+        self.k = ffi.new("void *[]", [ffi.cast("void *", p) for p in cache.k_ptr])
+        self.v = ffi.new("void *[]", [ffi.cast("void *", p) for p in cache.v_ptr])
+        self.ks = ffi.new("float *[]", list(cache.ks_ptr)) if self.int8 else NULL
+        self.vs = ffi.new("float *[]", list(cache.vs_ptr)) if self.int8 else NULL
+
+
+class Plan:
+    """The ops of one forward step over a scratch (`_Scratch` of decoder.py: `p[name]` its buffers' pointers).
+
+    Each method appends one op; `layer` is the block it belongs to (-1 the embedding, len(layers) the head), the KV
+    cache slot rope_store and attention use and what an error names."""
+
+    def __init__(self, scratch):
+        self.scratch = scratch
+        self._ops: list[dict] = []
+        self._keep: list = []                # what the records point into beyond the scratch and the weights
+        self.ropes: list = []                # the distinct Rope objects, in slot order
+        self.ops = None
+        self.n_ops = 0
+
+    # ---- building ----
+    def _add(self, kind: int, layer: int, **fields) -> None:
+        self._ops.append(dict(kind=kind, layer=layer, slot=-1, **fields))
+
+    def embed(self, W, out, width: int, scale: float, pos_embed: np.ndarray | None) -> None:
+        fields = dict(W=[W.c, NULL, NULL], y=[out, NULL, NULL], width=width, scale=scale, rows=1)
+        if pos_embed is not None:
+            pos = np.ascontiguousarray(pos_embed, np.float32)
+            self._keep.append(pos)
+            fields.update(b=fptr(pos), w_rows=pos.shape[0])
+        self._add(lib.PT_OP_EMBED, -1, **fields)
+
+    def _norm_fields(self, norm) -> dict:
+        return dict(mode=NORM_KINDS[norm.kind], eps=norm.eps, w=norm.w.p if norm.w else NULL,
+                    b=norm.b.p if norm.b else NULL, w_rows=norm.w.rows if norm.w else 1)
+
+    def norm(self, layer: int, norm, x, rows: int, width: int, y) -> None:
+        """`norm` (a decoder Norm) over T * rows rows of `width` values."""
+        self._add(lib.PT_OP_NORM, layer, x=x, y=[y, NULL, NULL], rows=rows, width=width, **self._norm_fields(norm))
+
+    def matmul(self, layer: int, Ws: list, x, ys: list, accumulate: bool = False) -> None:
+        """ys[m] = Ws[m] x (+= with accumulate, one matrix only) for up to three matrices sharing x."""
+        pad = 3 - len(Ws)
+        self._add(lib.PT_OP_MATMUL, layer, W=[w.c for w in Ws] + [NULL] * pad, x=x, y=list(ys) + [NULL] * pad,
+                  mode=int(accumulate))
+
+    def bias_act(self, layer: int, y, b, width: int, act: int) -> None:
+        self._add(lib.PT_OP_BIAS_ACT, layer, y=[y, NULL, NULL], b=b.p if b is not None else NULL, rows=1,
+                  width=width, mode=act)
+
+    def glu(self, layer: int, act: int, gate, up, width: int, out) -> None:
+        self._add(lib.PT_OP_GLU, layer, x=gate, x2=up, y=[out, NULL, NULL], rows=1, width=width, mode=act)
+
+    def axpy(self, layer: int, y, alpha: float, x, width: int) -> None:
+        self._add(lib.PT_OP_AXPY, layer, y=[y, NULL, NULL], x=x, alpha=alpha, width=width)
+
+    def rope_store(self, layer: int, rope, q, k, v, n_heads: int, n_kv: int, head_dim: int) -> None:
+        """Rotate q and k by `rope` (None: no rotation) and store k, v into the cache of `layer`."""
+        fields = dict(y=[q, k, v], n_heads=n_heads, n_kv=n_kv, head_dim=head_dim)
+        if rope is not None:
+            slot = next((s for s, r in enumerate(self.ropes) if r is rope), None)
+            if slot is None:
+                slot = len(self.ropes)
+                self.ropes.append(rope)
+            fields.update(rot_dim=rope.dim, mode=int(rope.interleaved))
+        self._add(lib.PT_OP_ROPE_STORE, layer, **fields)
+        if rope is not None:
+            self._ops[-1]["slot"] = slot
+
+    def attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, softcap: float,
+                  window: int, out) -> None:
+        self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
+                  head_dim=head_dim, scale=scale, softcap=softcap, window=window)
+
+    def head(self, layer: int, norm, resid, width: int, normed, W, b, scale: float, softcap: float) -> None:
+        """The final norm of the step's last n_logits positions, then the LM head (+ bias, x scale, soft-cap)."""
+        self._add(lib.PT_OP_LAST_NORM, layer, x=resid, y=[normed, NULL, NULL], rows=1, width=width,
+                  **self._norm_fields(norm))
+        if b is not None:
+            self._keep.append(b)
+        self._add(lib.PT_OP_LOGITS, layer, W=[W.c, NULL, NULL], x=normed, b=b.p if b is not None else NULL,
+                  scale=scale, softcap=softcap)
+
+    def finish(self) -> "Plan":
+        """Pack the records into the C array; the step buffers the calls reuse."""
+        self.n_ops = len(self._ops)
+        self.ops = ffi.new("pt_plan_op[]", self.n_ops)
+        for rec, fields in zip(self.ops, self._ops):
+            for name, value in fields.items():
+                if name in ("W", "y"):
+                    for m, p in enumerate(value):
+                        getattr(rec, name)[m] = p
+                else:
+                    setattr(rec, name, value)
+        self.step = ffi.new("pt_step *")
+        self.tables = ffi.new("pt_rope_table[]", max(len(self.ropes), 1))
+        self.step.rope = self.tables
+        self.step.ids = self.scratch.ids_p
+        self._held = [None] * len(self.ropes)   # the (cos, sin) arrays the tables point into
+        self._caches = weakref.WeakKeyDictionary()
+        return self
+
+    # ---- running ----
+    def run(self, T: int, pos0: int, cache, logits_out: np.ndarray | None) -> int:
+        """One step over the ids already in scratch.ids[:T]: 0, or the failing op's error (see `failed`)."""
+        st = self.step
+        st.T, st.pos0 = T, pos0
+        for slot, rope in enumerate(self.ropes):
+            cos, sin = rope.tables(pos0 + T)
+            held = self._held[slot]
+            if held is None or held[0] is not cos or held[1] is not sin:
+                self._held[slot] = (cos, sin)
+                t = self.tables[slot]
+                t.cos, t.sin, t.n_pos = fptr(cos), fptr(sin), cos.shape[0]
+        kv = self._caches.get(cache)
+        if kv is None:
+            kv = self._caches[cache] = _CachePointers(cache)
+        st.kv_int8, st.k, st.v, st.k_scale, st.v_scale, st.n_ctx = kv.int8, kv.k, kv.v, kv.ks, kv.vs, cache.n_ctx
+        if logits_out is None:
+            st.logits, st.n_logits = NULL, 0
+        else:
+            st.logits, st.n_logits = fptr(logits_out), logits_out.shape[0]
+        return lib.pt_plan_run(self.ops, self.n_ops, st)
+
+    def failed(self) -> tuple[str, int]:
+        """The kind and layer of the op the last failing run stopped at (("step", -1) for a bad step)."""
+        i = self.step.failed_op
+        if i < 0:
+            return "step", -1
+        return OP_NAMES[self.ops[i].kind], self.ops[i].layer
