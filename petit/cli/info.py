@@ -14,5 +14,6 @@ def cmd_info(args) -> int:
     print(f"cpu features:   {i['cpu_features']}")
     print(f"kernel paths:   {', '.join(i['supported'])} (supported)")
     print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512|neon)")
-    print(f"threads:        {i['threads']}   (default: {i['default_threads']}, one per performance core; set PETIT_THREADS=N)")
+    print(f"threads:        {i['threads']}   (default: {i['default_threads']}, one per performance core; "
+          "set PETIT_THREADS=N)")
     return 0
