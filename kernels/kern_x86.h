@@ -70,12 +70,100 @@ static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(DOT_U8S8(nib, y), _mm256_set1_epi32(xsum)));
 }
 
+/* ---- prefill: one weight row against a tile of GT tokens ----
+ * Each weight block is loaded, made unsigned (q8_0) or unpacked (q4_0) and its scale converted once for GT tokens,
+ * and each token's block products are scaled by one vector multiply (the tile's activation scales transposed,
+ * [block][8]). A token's sum is the one-token loop's exactly: even blocks in one chain, odd blocks in another, each
+ * the same fmadd of the same float scale dw * xd with the same 8 integer lanes, the chains added, then the lanes: a
+ * token gets the same bits in any batch and at any place in it (see rows_q8_). 2 chains x GT accumulators and 4
+ * working registers fill AVX2's 16. */
+#define GT 6
+#define GT_MAX_NB 512   /* blocks (K up to 16384) the transposed scales hold; longer rows take the 4-token loop */
+
+/* the tile's per-block activation scales (and block sums for q4_0) transposed: dT[b][j] = d of token t0 + j */
+static void FN(tile_scales_)(const pt_act *a, int64_t t0, int64_t nb, float *dT, int32_t *sT) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            int64_t tb = (t0 + (j < GT ? j : 0)) * nb + b;
+            dT[b * 8 + j] = a->d[tb];
+            if (sT) sT[b * 8 + j] = a->s[tb];
+        }
+}
+
+/* one q8_0 block into the GT accumulators of its chain */
+static inline __attribute__((always_inline)) void FN(tile_q8_blk_)(const uint8_t *blk, const int8_t *xq, int64_t K,
+                                                                   const float *dTb, __m256 *acc) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), ax = _mm256_sign_epi8(w, w);
+    float sc[8];
+    _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_set1_ps(FN(h2f_)(blk)), _mm256_loadu_ps(dTb)));
+    for (int j = 0; j < GT; j++)
+        acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + j), FN(q8_dot_)(ax, w, xq + j * K), acc[j]);
+}
+
+static void FN(tile_q8_)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t K, const float *dT, float *out) {
+    __m256 acc0[GT], acc1[GT];
+    for (int j = 0; j < GT; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        FN(tile_q8_blk_)(row + b * Q8_BYTES, xq + b * QK, K, dT + b * 8, acc0);
+        FN(tile_q8_blk_)(row + (b + 1) * Q8_BYTES, xq + (b + 1) * QK, K, dT + (b + 1) * 8, acc1);
+    }
+    if (b < nb) FN(tile_q8_blk_)(row + b * Q8_BYTES, xq + b * QK, K, dT + b * 8, acc0);
+    for (int j = 0; j < GT; j++) out[j] = FN(hsum8_)(_mm256_add_ps(acc0[j], acc1[j]));
+}
+
+static inline __attribute__((always_inline)) void FN(tile_q4_blk_)(const uint8_t *blk, const int8_t *xq, int64_t K,
+                                                                   const float *dTb, const int32_t *sTb,
+                                                                   __m256 *acc) {
+    const __m256i nib = FN(q4_unpack_)(blk + 2);
+    float sc[8];
+    _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_set1_ps(FN(h2f_)(blk)), _mm256_loadu_ps(dTb)));
+    for (int j = 0; j < GT; j++)
+        acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + j), FN(q4_dot_)(nib, xq + j * K, sTb[j]), acc[j]);
+}
+
+static void FN(tile_q4_)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t K, const float *dT,
+                         const int32_t *sT, float *out) {
+    __m256 acc0[GT], acc1[GT];
+    for (int j = 0; j < GT; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        FN(tile_q4_blk_)(row + b * Q4_BYTES, xq + b * QK, K, dT + b * 8, sT + b * 8, acc0);
+        FN(tile_q4_blk_)(row + (b + 1) * Q4_BYTES, xq + (b + 1) * QK, K, dT + (b + 1) * 8, sT + (b + 1) * 8, acc1);
+    }
+    if (b < nb) FN(tile_q4_blk_)(row + b * Q4_BYTES, xq + b * QK, K, dT + b * 8, sT + b * 8, acc0);
+    for (int j = 0; j < GT; j++) out[j] = FN(hsum8_)(_mm256_add_ps(acc0[j], acc1[j]));
+}
+
+/* Tokens in tiles of GT, each tile against rows r0..r1 (the tile's activations stay in L1 while the rows stream
+ * from L2); returns the first token not done. q4 selects the q4_0 tile. */
+static int64_t FN(tiles_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                          float *y, int64_t ldy, int accumulate, int q4) {
+    const int64_t K = a->K, nb = K / QK;
+    if (T < GT || nb > GT_MAX_NB) return 0;
+    float dT[GT_MAX_NB * 8];
+    int32_t sT[GT_MAX_NB * 8];
+    int64_t t = 0;
+    for (; t + GT <= T; t += GT) {
+        FN(tile_scales_)(a, t, nb, dT, q4 ? sT : 0);
+        const int8_t *xq = a->q + t * K;
+        for (int64_t r = r0; r < r1; r++) {
+            float out[GT];
+            if (q4) FN(tile_q4_)(w + r * row_bytes, nb, xq, K, dT, sT, out);
+            else FN(tile_q8_)(w + r * row_bytes, nb, xq, K, dT, out);
+            for (int j = 0; j < GT; j++) store_y(y + (t + j) * ldy + r, out[j], accumulate);
+        }
+    }
+    return t;
+}
+
 static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                          int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t K = a->K, nb = K / QK;
+    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 0);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
-        int64_t t = 0;
+        int64_t t = t0;
         /* 4 tokens share each weight block load. Each token sums its blocks exactly as the one-token loop below
          * does (even blocks in one chain, odd in another, the two added, then the lanes): a token's result must
          * not depend on the batch it came in, or a reused KV cache would not give the logits a fresh prefill gives
@@ -124,9 +212,10 @@ static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
 static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                          int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t K = a->K, nb = K / QK;
+    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 1);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
-        int64_t t = 0;
+        int64_t t = t0;
         for (; t + 4 <= T; t += 4) {              /* as rows_q8_: the one-token loop's order, token by token */
             __m256 acc[2][4];
             for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
