@@ -75,8 +75,9 @@ static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
  * and each token's block products are scaled by one vector multiply (the tile's activation scales transposed,
  * [block][8]). A token's sum is the one-token loop's exactly: even blocks in one chain, odd blocks in another, each
  * the same fmadd of the same float scale dw * xd with the same 8 integer lanes, the chains added, then the lanes: a
- * token gets the same bits in any batch and at any place in it (see rows_q8_). 2 chains x GT accumulators and 4
- * working registers fill AVX2's 16. */
+ * token gets the same bits in any batch and at any place in it (see rows_q8_). 2 chains x GT accumulators and the
+ * working vectors (|w| and w, or the nibbles; the 1s of vpmaddwd; a product; a scale) fit AVX2's 16 registers with
+ * 5 tokens (6 spill: measured slower). The code is written for up to 6 (TILE_BLK's A5 lines are dropped for 5). */
 #define GT 5
 #define GT_MAX_NB 512   /* blocks (K up to 16384) the transposed scales hold; longer rows take the 4-token loop */
 #define GT_DW 4096      /* weight scales converted at a time: a group of at least 8 rows */
@@ -91,18 +92,17 @@ static void FN(tile_scales_)(const pt_act *a, int64_t t0, int64_t nb, float *dT,
         }
 }
 
-/* One weight block bb into the 6 accumulators of its chain, A0..A5 (named variables, not an array, so the compiler
- * keeps all 12 in registers): the block's scale times the 6 tokens' in one multiply, stored, then broadcast from
- * memory (a load, no vector op) for each token. DOT_BLK(j) is the 8 integer lanes of token j, as float. */
+/* One weight block bb into the GT accumulators of its chain, A0..A5 (named variables: an array of them was kept in
+ * memory): the block's scale times the GT tokens' in one multiply, stored, then broadcast from memory (a load, no
+ * vector op) for each token. PREP loads the block; DOT_BLK(j) is the 8 integer lanes of token j, as float. */
 #define TILE_BLK(bb, A0, A1, A2, A3, A4, A5, PREP, DOT_BLK)                                                       \
     do {                                                                                                          \
-        const uint8_t *blk_ = row + (bb) * blk_bytes;                                                             \
-        const int8_t *x_ = xq + (bb) * QK;                                                                        \
-        const int32_t *s_ = sT + (bb) * 8;                                                                        \
+        const int64_t b_ = (bb);                                                                                  \
+        const uint8_t *blk_ = row + b_ * blk_bytes;                                                               \
+        const int8_t *x_ = xq + b_ * QK;                                                                            \
         float sc_[8];                                                                                             \
         PREP;                                                                                                     \
-        _mm256_storeu_ps(sc_, _mm256_mul_ps(_mm256_broadcast_ss(dw + (bb)), _mm256_loadu_ps(dT + (bb) * 8)));    \
-        (void)s_;                                                                                                 \
+        _mm256_storeu_ps(sc_, _mm256_mul_ps(_mm256_broadcast_ss(dw + b_), _mm256_loadu_ps(dT + b_ * 8)));            \
         A0 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 0), DOT_BLK(0), A0);                                       \
         A1 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 1), DOT_BLK(1), A1);                                       \
         A2 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 2), DOT_BLK(2), A2);                                       \
@@ -132,13 +132,14 @@ static void FN(tile_scales_)(const pt_act *a, int64_t t0, int64_t nb, float *dT,
     const __m256i w_ = _mm256_loadu_si256((const __m256i *)(blk_ + 2));                                           \
     const __m256i ax_ = _mm256_sign_epi8(w_, w_)
 #define Q8_DOT(j) FN(q8_dot_)(ax_, w_, x_ + (j) * K)
-#define Q4_PREP const __m256i nib_ = FN(q4_unpack_)(blk_ + 2)
+#define Q4_PREP                                                                                                   \
+    const __m256i nib_ = FN(q4_unpack_)(blk_ + 2);                                                                \
+    const int32_t *s_ = sT + b_ * 8
 #define Q4_DOT(j) FN(q4_dot_)(nib_, x_ + (j) * K, s_[j])
 
 static void FN(tile_q8_)(const uint8_t *row, const float *dw, int64_t nb, const int8_t *xq, int64_t K,
                          const float *dT, float *out) {
     const int64_t blk_bytes = Q8_BYTES;
-    const int32_t *sT = 0;
     TILE_BODY(Q8_PREP, Q8_DOT);
 }
 
