@@ -22,8 +22,15 @@ wall-clock gain). On a loaded 2-core machine the 2-thread rows are noisy; the lo
 NumPy as configured. The children inherit your environment apart from the thread count. If OPENBLAS_CORETYPE (or
 OPENBLAS_L2_SIZE) is set, OpenBLAS uses a slower core than it would pick; to compare against a full-speed NumPy run
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_kernels.py
+Prefill mode (--prefill): the matmuls of a 512-token prefill on Qwen2.5-0.5B's shapes ([896, 896] q/o, [128, 896]
+k/v, [4864, 896] gate/up, [896, 4864] down) in q8_0 and q4_0, as GOPS (2 * T * rows * cols / time), for this checkout
+and, with --baseline DIR, for another checkout with its own built kernels (e.g. `git worktree add /tmp/base main`,
+then build it there): each side runs in its own child process (PYTHONPATH = its checkout), timed in alternation
+sample by sample, and `new/base` is the ratio of the medians.
+
 Usage: python bench/bench_kernels.py [--threads 1,2] [--paths scalar,avx2] [--dtypes q8_0,f32] [--repeat 7]
                                      [--big] [--quick]
+       python bench/bench_kernels.py --prefill [--baseline DIR] [--threads 1,2] [--paths avx2] [--tokens 512]
 """
 import argparse
 import json
@@ -36,7 +43,8 @@ import time
 NP_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 USER_ENV = {k: os.environ.get(k) for k in NP_ENV}
 WORKER = sys.argv[1:2] == ["--numpy-worker"]
-if not WORKER:
+ENGINE_WORKER = sys.argv[1:2] == ["--engine-worker"]
+if not (WORKER or ENGINE_WORKER):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"  # the parent never calls BLAS: keep its idle OpenBLAS pool small
 import numpy as np  # noqa: E402
 
@@ -127,6 +135,85 @@ def measure(engine, peer: NumpyPeer, shape, T: int, repeat: int, target: float) 
     return statistics.median(se), statistics.median(sn)
 
 
+PREFILL_SHAPES = [(896, 896), (128, 896), (4864, 896), (896, 4864)]
+
+
+def engine_worker() -> None:
+    """Child: answers 'path threads dtype rows cols T inner warm' lines with the seconds per call of pt_matmul, for
+    the petit found first on sys.path (the checkout the parent put on PYTHONPATH)."""
+    from petit import native as K
+    weights, bufs = {}, {}
+    print(json.dumps({"petit": os.path.dirname(K.__file__)}), flush=True)
+    for line in sys.stdin:
+        path, threads, dtype, rows, cols, T, inner, warm = line.split()
+        rows, cols, T, inner, warm = int(rows), int(cols), int(T), int(inner), int(warm)
+        if K.info()["isa"] != path or K.lib.pt_n_threads() != int(threads):
+            K.configure(threads=int(threads), isa=path)
+        if (dtype, rows, cols) not in weights:
+            weights[(dtype, rows, cols)] = K.Weight.from_float(matrix(rows, cols), dtype)
+        if (rows, cols, T) not in bufs:
+            x, y = matrix(T, cols), np.empty((T, rows), np.float32)
+            bufs[(rows, cols, T)] = (x, y, K.ffi.cast("float *", K.ffi.from_buffer(x)),
+                                     K.ffi.cast("float *", K.ffi.from_buffer(y)))
+        Wc, (_, _, xp, yp) = weights[(dtype, rows, cols)].c, bufs[(rows, cols, T)]
+        print(timed(lambda: K.lib.pt_matmul(Wc, xp, T, yp, 0), inner, bool(warm)), flush=True)
+
+
+class EnginePeer:
+    """An engine child running the petit of checkout `root`."""
+
+    def __init__(self, root: str):
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(root))
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--engine-worker"], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
+        self.info = json.loads(self.p.stdout.readline())
+
+    def time(self, key: str, inner: int, warm: bool) -> float:
+        self.p.stdin.write(f"{key} {inner} {int(warm)}\n")
+        self.p.stdin.flush()
+        return float(self.p.stdout.readline())
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def prefill_main(a, paths: list[str], threads: list[int]) -> None:
+    """GOPS of the prefill matmuls, this checkout against --baseline, sampled alternately."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sides = {"new": EnginePeer(here)}
+    if a.baseline:
+        sides["base"] = EnginePeer(a.baseline)
+    for name, side in sides.items():
+        print(f"{name}: petit from {side.info['petit']}")
+    print(f"Load average (1/5/15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(f"T={a.tokens}; per row the median of {a.repeat} samples per side, alternating; GOPS = 2*T*rows*cols / time\n")
+    head = f"{'path':<7}{'thr':>3}  {'dtype':<5}{'shape':>10}{'new ms':>9}{'new GOPS':>10}"
+    head += f"{'base GOPS':>11}{'new/base':>10}" if a.baseline else ""
+    print(head + "\n" + "-" * len(head), flush=True)
+    for path in paths:
+        for n in threads:
+            for d in ("q8_0", "q4_0"):
+                for rows, cols in PREFILL_SHAPES:
+                    key = f"{path} {n} {d} {rows} {cols} {a.tokens}"
+                    first = {k: side.time(key, 1, True) for k, side in sides.items()}
+                    inner = {k: max(1, round(0.03 / t)) for k, t in first.items()}
+                    samples = {k: [] for k in sides}
+                    for _ in range(a.repeat):
+                        for k, side in sides.items():
+                            samples[k].append(side.time(key, inner[k], False))
+                    ops = 2.0 * a.tokens * rows * cols
+                    med = {k: statistics.median(v) for k, v in samples.items()}
+                    line = f"{path:<7}{n:>3}  {d:<5}{f'{rows}x{cols}':>10}{med['new'] * 1e3:>9.2f}" \
+                           f"{ops / med['new'] / 1e9:>10.1f}"
+                    if a.baseline:
+                        line += f"{ops / med['base'] / 1e9:>11.1f}{med['base'] / med['new']:>10.2f}"
+                    print(line, flush=True)
+        print(flush=True)
+    for side in sides.values():
+        side.close()
+
+
 def main() -> None:
     from petit import native as K
     from petit.native import ISAS
@@ -139,6 +226,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7, help="samples per side and row (default 7; 3 if slow)")
     ap.add_argument("--big", action="store_true", help="use the full Qwen2.5-0.5B lm_head [151936, 896] for matvec")
     ap.add_argument("--quick", action="store_true", help="tiny shapes and few samples: a smoke test")
+    ap.add_argument("--prefill", action="store_true", help="the prefill matmuls (T=--tokens) in GOPS, q8_0 and q4_0")
+    ap.add_argument("--baseline", metavar="DIR", help="with --prefill: also time the petit checkout in DIR")
+    ap.add_argument("--tokens", type=int, default=512, help="with --prefill: tokens per call (default 512)")
     a = ap.parse_args()
     if a.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -150,6 +240,11 @@ def main() -> None:
     for d in dtypes:
         if d not in K.DTYPES:
             ap.error(f"unknown dtype {d!r} (choose from {', '.join(K.DTYPES)})")
+    if a.baseline and not os.path.isdir(os.path.join(a.baseline, "petit")):
+        ap.error(f"--baseline {a.baseline!r} holds no petit package (give the root of a built checkout)")
+    if a.prefill:
+        prefill_main(a, paths, threads)
+        return
     if a.quick:
         cases, repeat, target = [("matvec", (1024, 896), 1), ("matmul", (1024, 896), 16)], min(a.repeat, 3), 0.005
     else:
@@ -220,4 +315,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    numpy_worker() if WORKER else main()
+    numpy_worker() if WORKER else engine_worker() if ENGINE_WORKER else main()

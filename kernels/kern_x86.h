@@ -70,12 +70,121 @@ static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(DOT_U8S8(nib, y), _mm256_set1_epi32(xsum)));
 }
 
+/* ---- prefill: one weight row against a tile of GT tokens ----
+ * Each weight block is loaded, made unsigned (q8_0) or unpacked (q4_0) and its scale converted once for GT tokens,
+ * and each token's block products are scaled by one vector multiply (the tile's activation scales transposed,
+ * [block][8]). A token's sum is the one-token loop's exactly: even blocks in one chain, odd blocks in another, each
+ * the same fmadd of the same float scale dw * xd with the same 8 integer lanes, the chains added, then the lanes: a
+ * token gets the same bits in any batch and at any place in it (see rows_q8_). 2 chains x GT accumulators and the
+ * working vectors (|w| and w, or the nibbles; the 1s of vpmaddwd; a product; a scale) fit AVX2's 16 registers with
+ * 5 tokens (6 spill: measured slower). The code is written for up to 6 (TILE_BLK's A5 lines are dropped for 5). */
+#define GT 5
+#define GT_MAX_NB 512   /* blocks (K up to 16384) the transposed scales hold; longer rows take the 4-token loop */
+#define GT_DW 4096      /* weight scales converted at a time: a group of at least 8 rows */
+
+/* the tile's per-block activation scales (and block sums for q4_0) transposed: dT[b][j] = d of token t0 + j */
+static void FN(tile_scales_)(const pt_act *a, int64_t t0, int64_t nb, float *dT, int32_t *sT) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            int64_t tb = (t0 + (j < GT ? j : 0)) * nb + b;
+            dT[b * 8 + j] = a->d[tb];
+            if (sT) sT[b * 8 + j] = a->s[tb];
+        }
+}
+
+/* One weight block bb into the GT accumulators of its chain, A0..A5 (named variables: an array of them was kept in
+ * memory): the block's scale times the GT tokens' in one multiply, stored, then broadcast from memory (a load, no
+ * vector op) for each token. PREP loads the block; DOT_BLK(j) is the 8 integer lanes of token j, as float. */
+#define TILE_BLK(bb, A0, A1, A2, A3, A4, A5, PREP, DOT_BLK)                                                       \
+    do {                                                                                                          \
+        const int64_t b_ = (bb);                                                                                  \
+        const uint8_t *blk_ = row + b_ * blk_bytes;                                                               \
+        const int8_t *x_ = xq + b_ * QK;                                                                            \
+        float sc_[8];                                                                                             \
+        PREP;                                                                                                     \
+        _mm256_storeu_ps(sc_, _mm256_mul_ps(_mm256_broadcast_ss(dw + b_), _mm256_loadu_ps(dT + b_ * 8)));            \
+        A0 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 0), DOT_BLK(0), A0);                                       \
+        A1 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 1), DOT_BLK(1), A1);                                       \
+        A2 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 2), DOT_BLK(2), A2);                                       \
+        A3 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 3), DOT_BLK(3), A3);                                       \
+        A4 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 4), DOT_BLK(4), A4);                                       \
+        if (GT > 5) A5 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 5), DOT_BLK(5), A5);                           \
+    } while (0)
+
+/* the tile: even blocks into e0..e5, odd into o0..o5, as the one-token loop's two chains */
+#define TILE_BODY(PREP, DOT_BLK)                                                                                  \
+    __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0;                                 \
+    __m256 o0 = e0, o1 = e0, o2 = e0, o3 = e0, o4 = e0, o5 = e0;                                                  \
+    int64_t b = 0;                                                                                                \
+    for (; b + 2 <= nb; b += 2) {                                                                                 \
+        TILE_BLK(b, e0, e1, e2, e3, e4, e5, PREP, DOT_BLK);                                                       \
+        TILE_BLK(b + 1, o0, o1, o2, o3, o4, o5, PREP, DOT_BLK);                                                   \
+    }                                                                                                             \
+    if (b < nb) TILE_BLK(b, e0, e1, e2, e3, e4, e5, PREP, DOT_BLK);                                               \
+    out[0] = FN(hsum8_)(_mm256_add_ps(e0, o0));                                                                   \
+    out[1] = FN(hsum8_)(_mm256_add_ps(e1, o1));                                                                   \
+    out[2] = FN(hsum8_)(_mm256_add_ps(e2, o2));                                                                   \
+    out[3] = FN(hsum8_)(_mm256_add_ps(e3, o3));                                                                   \
+    out[4] = FN(hsum8_)(_mm256_add_ps(e4, o4));                                                                   \
+    if (GT > 5) out[5] = FN(hsum8_)(_mm256_add_ps(e5, o5))
+
+#define Q8_PREP                                                                                                   \
+    const __m256i w_ = _mm256_loadu_si256((const __m256i *)(blk_ + 2));                                           \
+    const __m256i ax_ = _mm256_sign_epi8(w_, w_)
+#define Q8_DOT(j) FN(q8_dot_)(ax_, w_, x_ + (j) * K)
+#define Q4_PREP                                                                                                   \
+    const __m256i nib_ = FN(q4_unpack_)(blk_ + 2);                                                                \
+    const int32_t *s_ = sT + b_ * 8
+#define Q4_DOT(j) FN(q4_dot_)(nib_, x_ + (j) * K, s_[j])
+
+static void FN(tile_q8_)(const uint8_t *row, const float *dw, int64_t nb, const int8_t *xq, int64_t K,
+                         const float *dT, float *out) {
+    const int64_t blk_bytes = Q8_BYTES;
+    TILE_BODY(Q8_PREP, Q8_DOT);
+}
+
+static void FN(tile_q4_)(const uint8_t *row, const float *dw, int64_t nb, const int8_t *xq, int64_t K,
+                         const float *dT, const int32_t *sT, float *out) {
+    const int64_t blk_bytes = Q4_BYTES;
+    TILE_BODY(Q4_PREP, Q4_DOT);
+}
+
+/* Rows in groups whose weight scales are converted to float once for every tile, then tokens in tiles of GT, each
+ * tile against the group's rows (the tile's activations stay in L1 while the rows stream from L2); returns the
+ * first token not done. q4 selects the q4_0 tile. */
+static int64_t FN(tiles_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                          float *y, int64_t ldy, int accumulate, int q4) {
+    const int64_t K = a->K, nb = K / QK, blk_bytes = q4 ? Q4_BYTES : Q8_BYTES;
+    if (T < GT || nb > GT_MAX_NB) return 0;
+    float dT[GT_MAX_NB * 8], dw[GT_DW];
+    int32_t sT[GT_MAX_NB * 8];
+    const int64_t group = GT_DW / nb, tiles_end = T / GT * GT;
+    for (int64_t g0 = r0; g0 < r1; g0 += group) {
+        const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
+        for (int64_t r = g0; r < g1; r++)
+            for (int64_t b = 0; b < nb; b++) dw[(r - g0) * nb + b] = FN(h2f_)(w + r * row_bytes + b * blk_bytes);
+        for (int64_t t = 0; t < tiles_end; t += GT) {
+            FN(tile_scales_)(a, t, nb, dT, q4 ? sT : 0);
+            const int8_t *xq = a->q + t * K;
+            for (int64_t r = g0; r < g1; r++) {
+                float out[GT];
+                const float *dwr = dw + (r - g0) * nb;
+                if (q4) FN(tile_q4_)(w + r * row_bytes, dwr, nb, xq, K, dT, sT, out);
+                else FN(tile_q8_)(w + r * row_bytes, dwr, nb, xq, K, dT, out);
+                for (int j = 0; j < GT; j++) store_y(y + (t + j) * ldy + r, out[j], accumulate);
+            }
+        }
+    }
+    return tiles_end;
+}
+
 static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                          int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t K = a->K, nb = K / QK;
+    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 0);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
-        int64_t t = 0;
+        int64_t t = t0;
         /* 4 tokens share each weight block load. Each token sums its blocks exactly as the one-token loop below
          * does (even blocks in one chain, odd in another, the two added, then the lanes): a token's result must
          * not depend on the batch it came in, or a reused KV cache would not give the logits a fresh prefill gives
@@ -124,9 +233,10 @@ static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
 static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                          int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t K = a->K, nb = K / QK;
+    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 1);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * row_bytes;
-        int64_t t = 0;
+        int64_t t = t0;
         for (; t + 4 <= T; t += 4) {              /* as rows_q8_: the one-token loop's order, token by token */
             __m256 acc[2][4];
             for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();

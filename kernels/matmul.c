@@ -31,12 +31,15 @@ static void quant_task(void *ctx, int64_t t, int ith) {
 
 /* ---- matmul ---- */
 #define MAX_MATS 3
+#define PREFILL_TOKENS 40          /* tokens per chunk of a prefill: 8 of the x86 kernels' 5-token tiles */
+#define PREFILL_BYTES (64 * 1024)  /* weight bytes per chunk of a prefill */
 typedef struct {
     const pt_tensor *W[MAX_MATS];
     float *y[MAX_MATS];
     int64_t end[MAX_MATS];      /* cumulative chunk counts */
     int n;
     int64_t rows_per_chunk;
+    int64_t tokens_per_chunk, token_chunks;   /* a prefill splits its tokens too (token_chunks per row range) */
     const float *x;
     pt_act a;
     int64_t T;
@@ -50,16 +53,22 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     int m = 0;
     while (chunk >= j->end[m]) m++;
     const pt_tensor *W = j->W[m];
-    int64_t first = m ? j->end[m - 1] : 0;
-    int64_t r0 = (chunk - first) * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+    int64_t local = chunk - (m ? j->end[m - 1] : 0);
+    int64_t r0 = local / j->token_chunks * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
     if (r1 > W->rows) r1 = W->rows;
-    int64_t rb = pt_row_bytes(W->dtype, W->cols);
-    if (W->dtype == PT_Q8_0)
-        j->k->rows_q8((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
-    else if (W->dtype == PT_Q4_0)
-        j->k->rows_q4((const uint8_t *)W->data, rb, r0, r1, &j->a, j->T, j->y[m], W->rows, j->accumulate);
-    else
-        j->k->rows_float(W->data, W->dtype, W->cols, r0, r1, j->x, j->T, j->y[m], W->rows, j->accumulate);
+    /* the chunk's tokens: a token's result does not depend on the batch it is computed in, so any split gives the
+     * bits of one call over all tokens */
+    int64_t t0 = local % j->token_chunks * j->tokens_per_chunk, T = j->T - t0;
+    if (T > j->tokens_per_chunk) T = j->tokens_per_chunk;
+    const int64_t K = W->cols, nb = K / QK, rb = pt_row_bytes(W->dtype, K);
+    float *y = j->y[m] + t0 * W->rows;
+    if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
+        const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
+        (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)((const uint8_t *)W->data, rb, r0, r1, &a, T, y,
+                                                              W->rows, j->accumulate);
+    } else {
+        j->k->rows_float(W->data, W->dtype, K, r0, r1, j->x + t0 * K, T, y, W->rows, j->accumulate);
+    }
 }
 
 /* the product itself; the caller holds the lock (pt_plan_run holds it for a whole forward step) */
@@ -86,12 +95,23 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     int64_t rpc = total_rows / (target > 0 ? target : 1);
     rpc = rpc < 4 ? 4 : (rpc > 256 ? 256 : rpc);
     if (T > 1 && rpc > 32) rpc = 32;
+    j.tokens_per_chunk = T;
+    j.token_chunks = 1;
+    if (quantized && T >= 2 * PREFILL_TOKENS) {
+        /* a prefill: chunks of PREFILL_TOKENS tokens x the rows of about PREFILL_BYTES of weights, which the
+         * kernel's token tiles reuse from L2 while each tile's activations stay in L1 */
+        int64_t rb = pt_row_bytes(W[0]->dtype, K);
+        rpc = PREFILL_BYTES / (rb > 0 ? rb : 1);
+        rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)3);
+        j.tokens_per_chunk = PREFILL_TOKENS;
+        j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
+    }
     j.rows_per_chunk = rpc;
     int64_t chunks = 0;
     for (int m = 0; m < n; m++) {
         j.W[m] = W[m];
         j.y[m] = y[m];
-        chunks += (W[m]->rows + rpc - 1) / rpc;
+        chunks += (W[m]->rows + rpc - 1) / rpc * j.token_chunks;
         j.end[m] = chunks;
     }
     pt_run_chunks(matmul_task, &j, chunks, (double)total_rows * (double)K * (double)T);

@@ -164,6 +164,28 @@ def test_a_token_gets_the_same_bits_in_any_batch(isa, dtype, cols):
 
 
 @pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("cols", [96, 1056, 16416])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_prefill_gives_each_token_the_bits_it_gets_alone(isa, dtype, cols, threads):
+    """A prefill runs the x86 paths' token tiles (5 tokens against each weight block) and splits its tokens between
+    chunks of the pool; every token must still get the bits of a one-token call, wherever the tiles and chunks cut:
+    on rows that fill no chunk evenly, and on rows too long for the tiles' scale buffers (16416 columns)."""
+    K.configure(isa=isa, threads=threads)
+    rng = np.random.default_rng(cols)
+    rows = 19 if cols > 4096 else 83
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    W = K.Weight(K.quantize(w, dtype), dtype, w.shape)
+    x = rng.standard_normal((97, cols)).astype(np.float32)
+    whole = K.matmul(W, x)
+    alone = np.concatenate([K.matmul(W, x[t:t + 1]) for t in range(len(x))])
+    assert np.array_equal(whole, alone)
+    assert np.array_equal(K.matmul(W, x[3:90]), whole[3:90])
+    ref = oracles.matmul(W.raw, dtype, w.shape, x)
+    assert (np.abs(whole - ref) <= 2e-5 * _bound(W.raw, dtype, w.shape, x) + 1e-6).all()
+
+
+@pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("T", [1, 4, 7])
