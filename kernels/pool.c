@@ -59,16 +59,19 @@ static struct {
 /* Stepping aside when a core is taken away. When a worker loses its core in the middle of a chunk, the caller
  * waits for it a whole time slice of the scheduler (milliseconds, against microseconds for a chunk of a decoded
  * token), and with two threads sharing one core that happens on almost every op: two threads then decode slower
- * than one. So the caller times its wait after its own last chunk; a wait far longer than its own chunks took (8x,
- * and at least 200 us) means a descheduled thread, not a slow chunk, and the next jobs run on the caller alone
- * while the workers sleep, leaving their cores to whoever needs them. The pool is tried again after that stretch;
- * each late job in a row doubles it (256 jobs, about one decoded token, up to 65,536), and 4,096 jobs on time
- * bring it back to the start. On a quiet machine no job is late and nothing changes. */
-#define SOLO_MIN 256
-#define SOLO_MAX 65536
+ * than one. The caller watches for it two ways: it times its wait after its own last chunk (far longer than its
+ * own chunks took, 8x and at least 200 us, means a descheduled thread, not a slow chunk), and it sums its share of
+ * the chunks over 64 jobs (about 1/n when the workers run alongside it; more than halfway from there to all of
+ * them means they get too little CPU to help). Then jobs run on the caller alone for a stretch of time while the
+ * workers sleep, leaving their cores to whoever needs them, and the pool is tried again. The stretch is counted in
+ * time, not jobs, so a tiny model with few jobs per token probes as rarely as a big one: 20 ms, doubled each time
+ * the pool is found starved again, up to 2.5 s; 4,096 jobs on time bring it back to 20 ms. On a quiet machine no
+ * job is late and nothing changes. */
+#define SOLO_MIN_NS 20000000LL
+#define SOLO_MAX_NS 2560000000LL
 #define ON_TIME_RESET 4096
 #define SHARE_WINDOW 64          /* pooled jobs over which the caller's share of the chunks is summed */
-static struct { int64_t left, stretch, on_time, jobs, mine, chunks; } solo = {0, SOLO_MIN, 0, 0, 0, 0};
+static struct { int64_t until, stretch, on_time, jobs, mine, chunks; } solo = {0, SOLO_MIN_NS, 0, 0, 0, 0};
 
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
 
@@ -169,8 +172,8 @@ int pt_pool_start(int n_threads) {
     if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
     pt_pool_stop();
     P.n_threads = n_threads;
-    solo.left = 0;
-    solo.stretch = SOLO_MIN;
+    solo.until = 0;
+    solo.stretch = SOLO_MIN_NS;
     solo.on_time = 0;
     solo.jobs = solo.mine = solo.chunks = 0;
     P.start_generation = atomic_load(&P.generation);
@@ -221,18 +224,17 @@ static void run_job(pt_task_fn fn, void *ctx, int64_t base, int64_t n_chunks) {
         solo.jobs = solo.mine = solo.chunks = 0;
     }
     if (starved || (waited > 200000 && waited > 8 * per_chunk)) {
-        solo.left = solo.stretch;
-        solo.stretch = solo.stretch * 2 < SOLO_MAX ? solo.stretch * 2 : SOLO_MAX;
+        solo.until = pt_now_ns() + solo.stretch;
+        solo.stretch = solo.stretch * 2 < SOLO_MAX_NS ? solo.stretch * 2 : SOLO_MAX_NS;
         solo.on_time = 0;
     } else if (++solo.on_time >= ON_TIME_RESET) {
-        solo.stretch = SOLO_MIN;
+        solo.stretch = SOLO_MIN_NS;
     }
 }
 
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
     if (n_chunks <= 0) return;
-    if (P.n_threads == 1 || n_chunks == 1 || solo.left > 0) {
-        if (P.n_threads > 1 && n_chunks > 1) solo.left--;
+    if (P.n_threads == 1 || n_chunks == 1 || (solo.until && pt_now_ns() < solo.until)) {
         for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
         return;
     }
