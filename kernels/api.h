@@ -19,6 +19,9 @@ int  pt_isa_supported(int isa);            /* 1 if this CPU (and OS) can run tha
 int  pt_n_threads(void);
 int  pt_default_threads(void);             /* performance cores this process may run on (one thread per core) */
 int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into buf; returns its length */
+/* why the last pt_init did not use the path it was asked for or would have chosen (that path disagreed with the
+ * scalar one in the start-up check and the next one down is used), or "": the message into buf, its length */
+int  pt_path_warning(char *buf, int n);
 
 /* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */
 /* pt_quantize to q8_0 / q4_0 returns -2 when x holds a NaN or an infinity (those rows are written as zeros) */

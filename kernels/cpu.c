@@ -182,6 +182,39 @@ int pt_default_threads(void) {
     return cores > 0 && cores < cpus ? cores : cpus;
 }
 
+static const pt_kernels *const tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
+                                                        &pt_kernels_neon};
+
+/* ---- the start-up check (pathcheck.c): a path that disagrees with the scalar one is never made active ---- */
+static pt_mutex check_mu = PT_MUTEX_INIT;
+static int check_result[PT_ISA_COUNT];          /* 0 not checked yet, 1 agrees, -1 disagrees */
+static char check_msg[PT_ISA_COUNT][320];
+static char warning[400];                       /* why the last pt_init did not use the path asked for */
+
+/* `isa` if it passes the check, else the next path down that does (scalar always does) */
+static int checked_path(int isa) {
+    pt_mutex_lock(&check_mu);
+    warning[0] = 0;
+    while (isa != PT_ISA_SCALAR) {
+        if (!check_result[isa])
+            check_result[isa] = pt_path_check(tables[isa], check_msg[isa], (int)sizeof check_msg[isa]) == 0 ? 1 : -1;
+        if (check_result[isa] == 1) break;
+        const int next = isa == PT_ISA_AVX512 && pt_isa_supported(PT_ISA_AVX2) ? PT_ISA_AVX2 : PT_ISA_SCALAR;
+        if (!warning[0])
+            snprintf(warning, sizeof warning, "%s: using the %s path instead", check_msg[isa], tables[next]->name);
+        isa = next;
+    }
+    pt_mutex_unlock(&check_mu);
+    return isa;
+}
+
+int pt_path_warning(char *buf, int n) {
+    pt_mutex_lock(&check_mu);
+    int len = snprintf(buf, n > 0 ? (size_t)n : 0, "%s", warning);
+    pt_mutex_unlock(&check_mu);
+    return len < n ? len : (n > 0 ? n - 1 : 0);
+}
+
 int pt_init(int n_threads, int isa) {
     pt_fork_safe();
     if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
@@ -191,8 +224,7 @@ int pt_init(int n_threads, int isa) {
     if (!pt_isa_supported(isa)) return -1;
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
-    static const pt_kernels *tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
-                                                     &pt_kernels_neon};
+    isa = checked_path(isa);
     pt_lock();
     const int old = pt_pool_threads();
     int rc = old == n_threads ? 0 : pt_pool_start(n_threads);

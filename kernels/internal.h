@@ -107,6 +107,9 @@ extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM
 const pt_kernels *pt_active(void);
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
+/* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
+ * a message naming the kernel into msg */
+int pt_path_check(const pt_kernels *k, char *msg, int n);
 
 /* ---- thread pool (pool.c) ---- */
 typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);

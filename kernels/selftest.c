@@ -407,6 +407,11 @@ int main(void) {
             check_attention_q8(isa, threads, 40);   /* a head size they hand to the generic loop */
         }
         pt_init(1, isa);
+        char why[400], what[500];
+        pt_path_warning(why, sizeof why);
+        snprintf(what, sizeof what, "the %s path agrees with the scalar one in the start-up check%s%s", ISA_NAMES[isa],
+                 why[0] ? ": " : "", why);
+        check(why[0] == 0 && pt_isa() == isa, what);
         check_unscalable(isa);
         check_layer_ops(isa);
         check_pool_stress(isa);

@@ -10,6 +10,7 @@ at export, dequantizing a tensor). The model's per-token loop calls `lib` direct
 load (see petit/models/decoder.py).
 """
 import os
+import warnings
 
 import numpy as np
 
@@ -59,10 +60,20 @@ def configure(threads: int | None = None, isa: str | None = None) -> None:
         # pt_init keeps the previous path and starts the previous pool again: say what runs now
         raise ValueError(f"could not start the kernels (path {isa!r}, threads {threads!r}), error {rc}; still "
                          f"running path {ISA_NAMES[lib.pt_isa()]!r} on {lib.pt_n_threads()} thread(s)")
-    _current.update(threads=lib.pt_n_threads(), isa=ISA_NAMES[lib.pt_isa()])
+    _current.update(threads=lib.pt_n_threads(), isa=ISA_NAMES[lib.pt_isa()], warning=path_warning())
+    if _current["warning"]:
+        warnings.warn(_current["warning"], RuntimeWarning, stacklevel=2)
 
 
 _current = {}
+
+
+def path_warning() -> str:
+    """Why the kernels do not run the path asked for (or the best one): it disagreed with the scalar path in the
+    start-up check (kernels/pathcheck.c) and the next one down runs instead. "" when nothing was set aside."""
+    buf = ffi.new("char[512]")
+    lib.pt_path_warning(buf, 512)
+    return ffi.string(buf).decode()
 
 
 def _restart_in_child() -> None:
@@ -84,6 +95,7 @@ def info() -> dict:
         "supported": [name for name, code in ISAS.items() if lib.pt_isa_supported(code)],
         "threads": lib.pt_n_threads(),
         "default_threads": lib.pt_default_threads(),
+        "path_warning": path_warning(),
     }
 
 

@@ -187,3 +187,37 @@ def test_the_default_thread_count_is_one_per_core_the_process_may_use():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "PETIT_THREADS"})
     assert p.stdout.split() == ["1", "1"], p.stderr[-2000:]
+
+
+def test_every_path_this_cpu_runs_passes_the_start_up_check():
+    """Each SIMD path is compared with the scalar one before it is used (kernels/pathcheck.c): on this machine every
+    path it can run agrees, so nothing is set aside and no warning is given."""
+    for name in K.info()["supported"]:
+        K.configure(isa=name)
+        assert (K.info()["isa"], K.info()["path_warning"]) == (name, "")
+
+
+@pytest.mark.skipif(not lib.pt_isa_supported(1), reason="needs the avx2 path to break")
+def test_a_path_that_disagrees_with_the_scalar_one_is_set_aside_with_a_warning():
+    """A path nobody could run where it was written (AVX-512 tested only on an AVX2 laptop) must not give wrong
+    answers where it does run: the start-up check finds it disagreeing and the next path down runs, and the user is
+    told which kernel disagreed and by how much. PETIT_TEST_BREAK_PATH=avx2 makes the check see a wrong q8_0
+    product from the avx2 path."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("PETIT_ISA", "PETIT_THREADS")}
+    env["PETIT_TEST_BREAK_PATH"] = "avx2"
+    p = subprocess.run([sys.executable, "-m", "petit.cli", "info"], capture_output=True, text=True, timeout=120,
+                       env=env)
+    why = ("the avx2 path's q8_0 matmul disagrees with the scalar path (error 1 where 0.00625 is allowed): using the "
+           "scalar path instead")
+    assert p.returncode == 0, p.stderr
+    assert "chosen path:    scalar" in p.stdout
+    assert f"path check:     {why}\n" in p.stdout
+    assert p.stderr == f"petit: warning: {why}\n"
+    # asked for by name, it is set aside all the same
+    p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c",
+                        "from petit import native"], capture_output=True, text=True, timeout=120,
+                       env=dict(env, PETIT_ISA="avx2"))
+    assert p.returncode != 0 and f"RuntimeWarning: {why}" in p.stderr

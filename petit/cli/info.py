@@ -16,4 +16,6 @@ def cmd_info(args) -> int:
     print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512|neon)")
     print(f"threads:        {i['threads']}   (default: {i['default_threads']}, one per performance core; "
           "set PETIT_THREADS=N)")
+    if i["path_warning"]:
+        print(f"path check:     {i['path_warning']}")
     return 0

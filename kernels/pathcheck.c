@@ -1,0 +1,170 @@
+/* The start-up check of a SIMD path against the scalar one. A path this machine's developers could not run (AVX-512
+ * on an AVX2 laptop, NEON on an x86 build machine) must still be safe where it runs: before pt_init makes a path
+ * active, every kernel of its table is run on small odd-sized inputs next to the scalar table's, and a path that
+ * disagrees beyond rounding is not used (cpu.c falls back to the next path and keeps the message for a warning).
+ * The sizes reach each kernel's special cases: the tail of a row, a prefill tile of tokens and the tokens left
+ * after it, accumulation into the output, both norms, every activation, soft-capped attention over both caches. */
+#include "internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS 37
+#define MAX_K 160
+#define MAX_T 13
+#define HD 64
+#define NPOS 37
+
+static uint32_t rng_state;
+static float rnd(void) {                       /* uniform in [-1, 1) from a fixed sequence */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+typedef struct { char *msg; int n; const char *path; const char *broken; int failed; } report;
+
+/* 0 when |got - want| <= tol * scale[i] + 1e-6 (scale NULL: |want[i]|) for every i; else a message and 1 */
+static int agree(report *r, const char *what, const float *got, const float *want, const float *scale, int64_t n,
+                 float tol) {
+    double worst = 0, err_at = 0, lim_at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double lim = tol * (scale ? scale[i] : fabs(want[i])) + 1e-6;
+        double err = fabs((double)got[i] - (double)want[i]);
+        if (!(err <= lim) && !(err / lim <= worst)) {   /* NaN counts as a disagreement too */
+            worst = err == err ? err / lim : INFINITY;
+            err_at = err;
+            lim_at = lim;
+        }
+    }
+    if (worst == 0) return 0;
+    if (!r->failed)
+        snprintf(r->msg, (size_t)r->n, "the %s path's %s disagrees with the scalar path (error %.3g where %.3g is "
+                 "allowed)", r->path, what, err_at, lim_at);
+    r->failed = 1;
+    return 1;
+}
+
+static void check_matmuls(report *r, const pt_kernels *k, const pt_kernels *s) {
+    static const int64_t Ks[] = {96, 160};
+    static const int64_t Ts[] = {1, 7, 13};
+    static float w[ROWS * MAX_K], x[MAX_T * MAX_K], y[MAX_T * ROWS], y_ref[MAX_T * ROWS], mag[MAX_T * ROWS];
+    static uint8_t wq[ROWS * MAX_K * 4];
+    static int8_t q[MAX_T * MAX_K];
+    static float d[MAX_T * MAX_K / QK];
+    static int32_t sums[MAX_T * MAX_K / QK];
+    static const int32_t dtypes[] = {PT_Q8_0, PT_Q4_0, PT_F32, PT_F16, PT_BF16};
+    static const char *names[] = {"q8_0 matmul", "q4_0 matmul", "f32 matmul", "f16 matmul", "bf16 matmul"};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        const int64_t K = Ks[ki];
+        for (int64_t i = 0; i < ROWS * K; i++) w[i] = rnd();
+        for (int64_t i = 0; i < MAX_T * K; i++) x[i] = rnd() * 3.0f;
+        /* the activations quantized by the scalar table for both, so each product is compared alone */
+        for (int64_t t = 0; t < MAX_T; t++) s->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
+        const pt_act a = {q, d, sums, K};
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+            const int32_t dt = dtypes[di];
+            const int64_t rb = pt_row_bytes(dt, K);
+            if (pt_quantize(dt, w, ROWS, K, wq) != 0) continue;
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int64_t T = Ts[ti];
+                for (int acc = 0; acc < 2; acc++) {
+                    for (int64_t i = 0; i < T * ROWS; i++) y[i] = y_ref[i] = acc ? 0.5f : 0.0f;
+                    if (dt == PT_Q8_0) {
+                        k->rows_q8(wq, rb, 0, ROWS, &a, T, y, ROWS, acc);
+                        s->rows_q8(wq, rb, 0, ROWS, &a, T, y_ref, ROWS, acc);
+                    } else if (dt == PT_Q4_0) {
+                        k->rows_q4(wq, rb, 0, ROWS, &a, T, y, ROWS, acc);
+                        s->rows_q4(wq, rb, 0, ROWS, &a, T, y_ref, ROWS, acc);
+                    } else {
+                        k->rows_float(wq, dt, K, 0, ROWS, x, T, y, ROWS, acc);
+                        s->rows_float(wq, dt, K, 0, ROWS, x, T, y_ref, ROWS, acc);
+                    }
+                    if (r->broken && dt == PT_Q8_0 && !strcmp(r->broken, r->path)) y[0] += 1.0f;   /* test hook */
+                    for (int64_t t = 0; t < T; t++)        /* the size of the sum: sum |w| |x| */
+                        for (int64_t j = 0; j < ROWS; j++) {
+                            double m = 0;
+                            for (int64_t c = 0; c < K; c++) m += fabs(w[j * K + c] * x[t * K + c]);
+                            mag[t * ROWS + j] = (float)m + 1.0f;
+                        }
+                    if (agree(r, names[di], y, y_ref, mag, T * ROWS, 1e-4f)) return;
+                }
+            }
+        }
+        /* the activation quantizer itself: the same quants (a tie may round either way: 1 apart) and scales */
+        static int8_t q2[MAX_K];
+        static float d2[MAX_K / QK];
+        static int32_t s2[MAX_K / QK];
+        k->quant_act(x, K, q2, d2, s2);
+        for (int64_t i = 0; i < K; i++) {
+            if (abs(q2[i] - q[i]) > 1) {
+                float got = q2[i], want = q[i];
+                agree(r, "activation quantizer", &got, &want, NULL, 1, 0.0f);
+                return;
+            }
+        }
+        if (agree(r, "activation quantizer's scales", d2, d, NULL, K / QK, 1e-6f)) return;
+    }
+}
+
+static void check_layer_ops(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { N = 3 * 67 };
+    static float x[N], g[N], b[N], y[N], y_ref[N];
+    for (int i = 0; i < N; i++) { x[i] = rnd() * 4.0f; g[i] = 1.0f + 0.1f * rnd(); b[i] = 0.1f * rnd(); }
+    for (int kind = 0; kind < 2; kind++) {
+        k->norm(kind, x, g, b, 1e-5f, 3, 67, 1, y);
+        s->norm(kind, x, g, b, 1e-5f, 3, 67, 1, y_ref);
+        if (agree(r, kind ? "LayerNorm" : "RMSNorm", y, y_ref, NULL, N, 1e-5f)) return;
+    }
+    for (int act = 1; act <= 4; act++) {
+        static const char *names[] = {"", "SiLU", "GELU (tanh)", "GELU (erf)", "ReLU"};
+        k->glu(act, x, g, N, y);
+        s->glu(act, x, g, N, y_ref);
+        if (agree(r, names[act], y, y_ref, NULL, N, 1e-5f)) return;
+        memcpy(y, x, sizeof x);
+        memcpy(y_ref, x, sizeof x);
+        k->bias_act(y, b, 3, 67, act);
+        s->bias_act(y_ref, b, 3, 67, act);
+        if (agree(r, names[act], y, y_ref, NULL, N, 1e-5f)) return;
+    }
+}
+
+static void check_attention(report *r, const pt_kernels *k, const pt_kernels *s) {
+    static float q[HD], kc[NPOS * HD], vc[NPOS * HD], ks[NPOS], vs[NPOS], scores[NPOS], out[HD], out_ref[HD];
+    static int8_t k8[NPOS * HD], v8[NPOS * HD];
+    for (int i = 0; i < HD; i++) q[i] = rnd();
+    for (int i = 0; i < NPOS * HD; i++) { kc[i] = rnd() * 2.0f; vc[i] = rnd(); }
+    for (int p = 0; p < NPOS; p++) {          /* the int8 cache: each row over its own scale */
+        float km = 0, vm = 0;
+        for (int i = 0; i < HD; i++) {
+            km = fmaxf(km, fabsf(kc[p * HD + i]));
+            vm = fmaxf(vm, fabsf(vc[p * HD + i]));
+        }
+        ks[p] = km / 127.0f;
+        vs[p] = vm / 127.0f;
+        for (int i = 0; i < HD; i++) {
+            k8[p * HD + i] = (int8_t)lrintf(kc[p * HD + i] / ks[p]);
+            v8[p * HD + i] = (int8_t)lrintf(vc[p * HD + i] / vs[p]);
+        }
+    }
+    for (int cap = 0; cap < 2; cap++) {
+        const float softcap = cap ? 20.0f : 0.0f;
+        k->attn_head(q, kc, vc, NPOS, HD, 0.125f, softcap, scores, out);
+        s->attn_head(q, kc, vc, NPOS, HD, 0.125f, softcap, scores, out_ref);
+        if (agree(r, "attention", out, out_ref, NULL, HD, 1e-4f)) return;
+        k->attn_head_q8(q, k8, ks, v8, vs, NPOS, HD, 0.125f, softcap, scores, out);
+        s->attn_head_q8(q, k8, ks, v8, vs, NPOS, HD, 0.125f, softcap, scores, out_ref);
+        if (agree(r, "attention over the int8 cache", out, out_ref, NULL, HD, 1e-4f)) return;
+    }
+}
+
+int pt_path_check(const pt_kernels *k, char *msg, int n) {
+    if (n > 0) msg[0] = 0;
+    if (k == &pt_kernels_scalar) return 0;
+    report r = {msg, n, k->name, getenv("PETIT_TEST_BREAK_PATH"), 0};
+    rng_state = 12345u;
+    check_matmuls(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_layer_ops(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_attention(&r, k, &pt_kernels_scalar);
+    return r.failed ? -1 : 0;
+}
