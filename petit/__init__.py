@@ -11,10 +11,10 @@
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, tokenizer=None, verify_checksums=True):
+def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True):
     """Load a model file or folder; see petit.loading.load."""
     from petit.loading import load as _load
-    return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums)
+    return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums, mmap=mmap)
 
 
 def __getattr__(name):

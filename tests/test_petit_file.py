@@ -537,3 +537,32 @@ def test_the_writer_records_a_checksum_of_every_tensor_that_reading_checks(tmp_p
             "sha256": {"kept": "as given"},
             "pt64": {n: f"{pt64_oracle(stored_bytes(d)):016x}" for n, (_, _, d) in tensors.items()}}
         assert pf.check_checksums() is None
+
+
+def test_a_file_read_into_memory_holds_the_same_bytes_and_is_no_longer_needed(tmp_path):
+    """PetitFile(map_file=False) (petit.load(..., mmap=False), `--no-mmap`) reads the file into private memory
+    instead of mapping it: every tensor holds the same bytes, the file is neither mapped nor open afterwards (it
+    can be deleted while the model runs), and a damaged file is refused with the same message."""
+    import sys
+    path = tmp_path / "model.petit"
+    data = {"x.weight": ("q8_0", (4, 64), bytes(range(256)) + bytes(16)), "y": ("f32", (8,), np.arange(8.0))}
+    write_petit(path, {"a": 1}, {k: (d, s, np.asarray(v, np.float32) if d == "f32" else v)
+                                 for k, (d, s, v) in data.items()})
+    with PetitFile(path) as mapped:
+        want = {name: bytes(mapped.raw(name)) for name in mapped.tensors}
+    f = PetitFile(path, map_file=False)
+    if sys.platform.startswith("linux"):
+        with open("/proc/self/maps") as maps:
+            assert str(path) not in maps.read()
+        assert not any(os.path.realpath(os.path.join("/proc/self/fd", fd)) == str(path)
+                       for fd in os.listdir("/proc/self/fd") if os.path.exists(os.path.join("/proc/self/fd", fd)))
+    os.remove(path)
+    assert {name: bytes(f.raw(name)) for name in f.tensors} == want
+    assert f.check_checksums() is None
+    f.close()
+    write_petit(path, {"a": 1}, {"y": ("f32", (8,), np.arange(8, dtype=np.float32))}, checksums=False)
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[:size - 10])
+    with pytest.raises(PetitFileError) as e:
+        PetitFile(path, map_file=False)
+    assert str(e.value) == f"{path}: file_size: truncated: header says {size} bytes, file has {size - 10}"

@@ -68,6 +68,9 @@ def configure_threads(args) -> None:
 def add_weights_flag(p) -> None:
     p.add_argument("--weights", type=weight_type, choices=WEIGHT_CHOICES,
                    help="convert the weights at load (default: as stored in the file; fp32 = f32)")
+    p.add_argument("--no-mmap", dest="mmap", action="store_false",
+                   help="read a .petit file's weights into memory on huge pages instead of mapping the file: "
+                        "loads slower, decodes faster where the system has transparent huge pages")
 
 
 def add_chat_options(p, drop_old_turns: bool = True) -> None:
@@ -94,7 +97,7 @@ def add_chat_options(p, drop_old_turns: bool = True) -> None:
                        help="when the context is full, refuse the message instead"
                             + (" (/reset starts over)" if drop_old_turns else " (the default)"))
     p.set_defaults(drop_old_turns=drop_old_turns)
-    p.add_argument("--threads", type=thread_count, help="kernel threads (default: every CPU this process may use)")
+    p.add_argument("--threads", type=thread_count, help="kernel threads (default: one per performance core it may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     add_sampling_flags(p)

@@ -35,6 +35,32 @@ _MIN_ENTRY = 4 + 1 + 4 + 4 + 8 + 8 + 8  # smallest possible table entry (1-byte 
 _tmp_counter = itertools.count()
 
 
+def _read_private(f, size: int):
+    """The whole file in private anonymous memory (huge pages advised before it is touched), or an OSError."""
+    flags = getattr(mmap, "MAP_PRIVATE", None)
+    mm = mmap.mmap(-1, size, flags=flags | mmap.MAP_ANONYMOUS) if flags is not None else mmap.mmap(-1, size)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            mm.madvise(advice)
+        except OSError:
+            pass
+    view = memoryview(mm)
+    try:
+        done = 0
+        while done < size:
+            n = f.readinto(view[done:])
+            if not n:
+                raise OSError(f"the file ended after {done} of {size} bytes while it was read")
+            done += n
+    except BaseException:
+        view.release()
+        mm.close()
+        raise
+    view.release()
+    return mm
+
+
 def close_map(mm) -> None:
     """Close a memory map unless arrays still view it (then it is freed when they are collected); None is a no-op."""
     if mm is not None:
@@ -265,8 +291,12 @@ class PetitFile:
     views are alive; if some are still referenced the mapping is released when they are garbage collected.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, map_file: bool = True):
         """Open, memory-map and validate `path`.
+
+        map_file=False reads the file into private memory instead, advised for huge pages (2 MiB pages where the
+        system has transparent huge pages): a decode step streams every weight once, and from 4 KiB pages of the
+        page cache it measured about 15 % slower. The file is then neither mapped nor held open.
 
         Raises:
             PetitFileError: The file is missing, unreadable or fails any check of the format spec.
@@ -278,7 +308,7 @@ class PetitFile:
                 size = os.fstat(f.fileno()).st_size
                 if size < HEADER_SIZE:
                     raise self._err("header", f"file is {size} bytes, shorter than the {HEADER_SIZE}-byte header")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if map_file else _read_private(f, size)
         except FileNotFoundError:
             raise self._err(None, "file not found") from None
         except OSError as e:

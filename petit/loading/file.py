@@ -43,9 +43,10 @@ class PetitSource(TensorSource):
         return dequantize(raw, i.dtype, shape2).reshape(i.shape)
 
 
-def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True) -> Model:
+def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
+              mmap: bool = True) -> Model:
     """Load a `.petit` file (see petit.loading.load for the arguments)."""
-    f = PetitFile(path)
+    f = PetitFile(path, map_file=mmap)
     try:
         notes = []
         if verify_checksums:

@@ -67,7 +67,8 @@ class ServerWorker:
     """Loads the model on its worker thread, then serves jobs.
 
     Args:
-        path: the .petit model file; weights: convert the weights at load (as `petit chat --weights`).
+        path: the .petit model file; weights: convert the weights at load (as `petit chat --weights`); mmap:
+            False reads the weights into memory (as `--no-mmap`).
         sampler: model -> the launch Sampler (flags resolved against the model's generation defaults); each
             request's fields override its settings. Default: the model's generation defaults.
         system: a system prompt for chat requests that bring none. template: a chat template instead of the
@@ -81,8 +82,8 @@ class ServerWorker:
     def __init__(self, path, *, weights=None, sampler: Callable | None = None, system: str | None = None,
                  template: str | None = None, raw: bool = False, max_tokens: int = 256, stop=(),
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
-                 reuse_cache: bool = True, max_queue: int = 16, on_stats: Callable | None = None):
-        self.path, self.weights = str(path), weights
+                 reuse_cache: bool = True, max_queue: int = 16, on_stats: Callable | None = None, mmap: bool = True):
+        self.path, self.weights, self.mmap = str(path), weights, mmap
         self._make_sampler = sampler or (lambda model: Sampler(**resolve({}, model.metadata.get("generation"))))
         self.system, self.template, self.raw = system, template, raw
         self.max_tokens, self.stop = max_tokens, list(stop)
@@ -199,7 +200,7 @@ class ServerWorker:
     def _load(self) -> None:
         import petit
         from petit.generation.session import Session
-        model = self.model = petit.load(self.path, weights=self.weights)
+        model = self.model = petit.load(self.path, weights=self.weights, mmap=self.mmap)
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)
