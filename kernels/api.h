@@ -106,21 +106,32 @@ typedef struct {
     const float *cos, *sin;
     int64_t n_pos;
 } pt_rope_table;
-/* what changes from one step to the next */
+/* one sequence of a step: its own positions, RoPE tables, KV cache and logits. A step stacks its sequences' tokens:
+ * sequence i owns rows off_i .. off_i + T - 1 of every buffer (off_i: the T of the sequences before it), and the
+ * ops that read positions or the cache (EMBED's position table, ROPE_STORE, ATTENTION, LAST_NORM) run per sequence */
 typedef struct {
-    int64_t T, pos0;          /* tokens, and the position of the first */
-    const int32_t *ids;       /* [T] token ids */
+    int64_t T, pos0;          /* tokens (>= 1), and the position of the first */
     const pt_rope_table *rope;   /* per slot, covering positions pos0 + T - 1 */
     int32_t kv_int8;          /* 0 float32 cache, 1 int8 cache with a scale per row */
     void **k, **v;            /* per layer: [n_kv][n_ctx][hd] */
     float **k_scale, **v_scale;  /* per layer, int8 cache only: [n_kv][n_ctx] */
     int64_t n_ctx;
-    float *logits;            /* [n_logits][vocab]: the last n_logits positions; n_logits 0 skips the head */
-    int64_t n_logits;
+    int64_t n_logits;         /* logits of its last n_logits positions (0: none), in step->logits after those of the
+                               * sequences before it */
+} pt_seq;
+/* what changes from one step to the next: one or more independent sequences (one alone is a batch of one) */
+typedef struct {
+    const pt_seq *seqs;
+    int64_t n_seqs;
+    const int32_t *ids;       /* [sum of T] token ids, the sequences' one after another */
+    float *logits;            /* [sum of n_logits][vocab]; NULL when no sequence asks for logits (the head is skipped) */
     int64_t failed_op;        /* out: the op that returned an error, -1 when none did */
+    int64_t failed_seq;       /* out: the sequence it failed on, -1 when it ran over every sequence's rows at once */
 } pt_step;
 /* run ops[0..n_ops-1] over the step under the kernels' lock, taken once: 0, or the failing op's error (< 0) with
- * step->failed_op set (an embedding's bad token id: -1, nothing written). */
+ * step->failed_op / failed_seq set (an embedding's bad token id: -1, nothing written). Matmuls, norms and
+ * activations run over all the sequences' rows together (decode reads each weight once for the whole batch), and a
+ * token gets the same bits in a batch as alone. */
 int  pt_plan_run(const pt_plan_op *ops, int64_t n_ops, pt_step *step);
 /* y = cap * tanh(y / cap), the logit soft-cap (Gemma 2) */
 void pt_softcap(float *y, int64_t n, float cap);

@@ -79,6 +79,43 @@ class Model:
         self.net.forward(ids, cache, out)
         return out if all_logits else out[0]
 
+    def forward_batch(self, seqs, all_logits: bool = False) -> list[np.ndarray]:
+        """Run several independent sequences in one step: `seqs` is a list of (token_ids, cache), each cache its
+        own (a sequence's tokens are appended to its cache, at its own positions). Returns, per sequence, the
+        logits of its last position ([vocab]) or, with all_logits, of every new position ([T, vocab]).
+
+        One sequence may be a prompt (prefill) while others decode one token each. The weights are read once for
+        all of them, so decoding n sequences together costs far less than n steps; each sequence's logits and cache
+        are bit for bit what `forward` gives it alone. A bad sequence (token ids out of range, no tokens, a full
+        context, a cache not made for this model or shared with another sequence) raises a ValueError that names
+        it ("sequence 2: ..."), and no cache changes."""
+        if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__") or not len(seqs):
+            raise ValueError("forward_batch needs a list of (token_ids, cache) pairs, at least one")
+        runs, rows = [], 0
+        for i, item in enumerate(seqs):
+            where = f"sequence {i}: " if len(seqs) > 1 else ""
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ValueError(f"{where}expected a (token_ids, cache) pair, got {type(item).__name__}")
+            token_ids, cache = item
+            if not isinstance(cache, KVCache):
+                raise ValueError(f"{where}expected a KVCache (model.new_cache()), got {type(cache).__name__}")
+            try:
+                ids = self._check_ids(token_ids)
+            except ValueError as e:
+                raise ValueError(f"{where}{e}") from None
+            if not len(ids):
+                raise ValueError(f"{where}forward needs at least one token")
+            n = len(ids) if all_logits else 1
+            runs.append((ids, cache, n))
+            rows += n
+        out = np.empty((rows, self.vocab_size), np.float32)
+        self.net.forward_batch(runs, out)
+        result, at = [], 0
+        for _, _, n in runs:
+            result.append(out[at:at + n] if all_logits else out[at])
+            at += n
+        return result
+
     def _check_ids(self, token_ids) -> np.ndarray:
         ids = np.asarray(token_ids)
         if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):

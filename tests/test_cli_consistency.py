@@ -80,6 +80,7 @@ def _petit(argv, capsys):
     (["serve", "--min-p", "2"], "petit serve: error: min_p must be a number in [0, 1] (0 = off), got 2.0"),
     (["serve", "--port", "70000"], "petit serve: error: argument --port: expected a port number 0-65535, got 70000"),
     (["serve", "--max-body", "0"], "petit serve: error: argument --max-body: expected a positive integer, got 0"),
+    (["serve", "--max-batch", "0"], "petit serve: error: argument --max-batch: expected a positive integer, got 0"),
     (["convert", "F", "-o", "M", "--q8", "--q4"],
      "petit convert: error: argument --q4: not allowed with argument --q8"),
     (["convert", "F"], "petit convert: error: the following arguments are required: -o/--output"),

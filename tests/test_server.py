@@ -187,8 +187,9 @@ def test_serve_takes_the_chat_options():
     from petit.cli.commands import build_parser
     from petit.cli.serve import cmd_serve
     args = build_parser().parse_args(["serve", "m.petit", "-t", "0.5", "--stop", "END", "--ctx", "64", "--port", "0",
-                                      "--api-key", "k", "--max-queue", "2", "--allowed-host", "box"])
+                                      "--api-key", "k", "--max-queue", "2", "--allowed-host", "box", "--max-batch", "3",
+                                      "--no-mmap"])
     assert args.func is cmd_serve
     assert (args.model_arg, args.temperature, args.stop, args.ctx, args.host, args.port) == \
            ("m.petit", 0.5, ["END"], 64, "127.0.0.1", 0)
-    assert (args.api_key, args.max_queue, args.allowed_host) == ("k", 2, ["box"])
+    assert (args.api_key, args.max_queue, args.allowed_host, args.max_batch, args.mmap) == ("k", 2, ["box"], 3, False)

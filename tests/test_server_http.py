@@ -27,7 +27,7 @@ CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n
 ANSWERS = {"what is 12 plus 7?": "19", "which is bigger, 2 or 16?": "16", "count from 3 to 9": "3 4 5 6 7 8 9",
            "what is the opposite of hot?": "cold"}
 END = 511                                     # <|im_end|> in the bundled model
-ENGINE_OPTIONS = ("max_queue", "template", "max_tokens")
+ENGINE_OPTIONS = ("max_queue", "template", "max_tokens", "max_batch", "max_cache_mib")
 
 
 def _no_server_threads():
@@ -376,6 +376,80 @@ def test_concurrent_clients_each_get_their_full_answer(server):
     assert results == [ANSWERS[q] if q else "7" for q, _ in jobs]
 
 
+def _stream_text(url, path, body) -> str:
+    """The text of a streamed reply, from its events."""
+    with httpx.Client(base_url=url, timeout=20) as c:
+        r = c.post(path, json={**body, "stream": True})
+    assert r.status_code == 200 and r.text.endswith("\n\ndata: [DONE]\n\n"), r.text
+    text = ""
+    for e in r.text.split("\n\n")[:-2]:
+        choice = json.loads(e[6:])["choices"][0]
+        text += choice["text"] if "text" in choice else choice["delta"].get("content", "")
+    return text
+
+
+def test_concurrent_streams_decode_together_and_each_gets_the_text_it_gets_alone(monkeypatch):
+    """Three streamed requests (two greedy chats, one seeded sampled completion), 40 tokens each with the end of
+    turn masked, answered alone one after another and then at once: each gets the same text, and the engine ran
+    them in shared steps. For the second round the engine admits nothing until all three have arrived, so they
+    start together (no timing involved): one step prefills the three prompts, 39 more decode them."""
+    class NoEnd(Sampler):
+        def __call__(self, logits, context_ids=None):
+            logits = np.array(logits, copy=True)
+            logits[END] = -np.inf
+            return super().__call__(logits, context_ids)
+    monkeypatch.setattr(engine_module, "Sampler", NoEnd)
+    requests = [("/chat/completions", chat("what is 12 plus 7?", max_tokens=40)),
+                ("/chat/completions", chat("count from 3 to 9", max_tokens=40)),
+                ("/completions", {"prompt": CHATML, "max_tokens": 40, "temperature": 0.8, "seed": 5})]
+    with serving(max_tokens=40) as server:
+        engine = server.engine
+        alone = [_stream_text(server.url, path, body) for path, body in requests]
+        assert (engine.largest_batch, engine.shared_steps) == (1, 0)
+        admit = engine._admit
+        engine._admit = lambda: admit() if engine.queued >= len(requests) else None     # under the engine's lock
+        together = [None] * len(requests)
+
+        def run(i):
+            together[i] = _stream_text(server.url, *requests[i])
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(requests))]
+        for t in threads:
+            t.start()
+        wait_for(lambda: engine.busy)
+        engine._admit = admit
+        for t in threads:
+            t.join(30)
+        assert together == alone
+        assert all(len(text) > 20 for text in alone) and len(set(alone)) == 3
+        assert (engine.largest_batch, engine.shared_steps) == (3, 40)
+
+
+@pytest.mark.parametrize("limits, running", [({"max_batch": 2}, 2), ({"max_cache_mib": 0}, 1)])
+def test_jobs_beyond_the_batch_cap_or_the_cache_budget_wait_in_the_queue(gate, limits, running):
+    """max_batch caps the jobs generating together; a KV-cache budget too small for more than one cache leaves
+    one. The rest wait in the queue (health reports them) and are answered once a reply ends."""
+    questions = ["what is 12 plus 7?", "which is bigger, 2 or 16?", "what is the opposite of hot?"]
+    with serving(**limits) as server:
+        engine, answers = server.engine, {}
+
+        def ask(question):
+            r = httpx.post(server.url + "/chat/completions", json=chat(question), timeout=10)
+            answers[question] = r.json()["choices"][0]["message"]["content"]
+        threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+        try:
+            for t in threads:
+                t.start()
+            wait_for(lambda: len(engine._active) == running and engine.queued == len(questions) - running)
+            health = httpx.get(server.url.removesuffix("/v1") + "/health", timeout=10).json()
+            assert (health["busy"], health["queued"]) == (True, len(questions) - running)
+        finally:
+            gate.set()
+            for t in threads:
+                t.join(10)
+        assert answers == {q: ANSWERS[q] for q in questions}
+        assert engine.slots == running
+
+
 def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate, monkeypatch):
     served, run = [], engine_module.ServerWorker._run
 
@@ -383,7 +457,7 @@ def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate,
         served.append(job.messages[-1]["content"])
         return run(self, job)
     monkeypatch.setattr(engine_module.ServerWorker, "_run", recording_run)
-    with serving(max_queue=2) as server:
+    with serving(max_queue=2, max_batch=1) as server:       # one at a time: the others wait in the queue
         engine, finished = server.engine, []
 
         def ask(name, question):
@@ -412,7 +486,7 @@ def test_a_full_queue_answers_429_and_the_queue_is_first_come_first_served(gate,
 
 
 def test_a_client_that_leaves_while_queued_is_skipped(gate):
-    with serving() as server:
+    with serving(max_batch=1) as server:
         engine = server.engine
         first = threading.Thread(target=httpx.post, args=(server.url + "/chat/completions", ),
                                  kwargs={"json": chat("hi", max_tokens=3), "timeout": 10})
@@ -431,7 +505,7 @@ def test_a_client_that_leaves_while_queued_is_skipped(gate):
 
 
 def test_stopping_ends_the_reply_in_progress_and_answers_the_queue_503(slow):
-    server = Server(ServerWorker(MODEL, max_tokens=100), port=0).start()
+    server = Server(ServerWorker(MODEL, max_tokens=100, max_batch=1), port=0).start()
     try:
         running = raw_request(server.port, "POST", "/v1/chat/completions",
                               json.dumps(chat("hi", stream=True)).encode())

@@ -29,8 +29,10 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--api-key", default=os.environ.get("PETIT_API_KEY") or None,
                    help="require 'Authorization: Bearer KEY' on every request (default: $PETIT_API_KEY, else none)")
+    p.add_argument("--max-batch", type=positive_int, default=8,
+                   help="requests answered together, their tokens decoded in shared steps (default 8)")
     p.add_argument("--max-queue", type=non_negative_int, default=16,
-                   help="requests that may wait while one is answered; more get 429 (default 16)")
+                   help="requests that may wait while others are answered; more get 429 (default 16)")
     p.add_argument("--max-body", type=positive_int, default=2 * 1024 * 1024,
                    help="largest request body in bytes; larger gets 413 (default 2 MiB)")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
@@ -70,7 +72,8 @@ def cmd_serve(args) -> int:
                           template=get_format(args.format) if args.format not in (None, "raw") else None,
                           raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
                           kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
-                          max_queue=args.max_queue, on_stats=on_stats if args.stats else None, mmap=args.mmap)
+                          max_queue=args.max_queue, max_batch=args.max_batch,
+                          on_stats=on_stats if args.stats else None, mmap=args.mmap)
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)

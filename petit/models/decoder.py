@@ -163,67 +163,123 @@ class Decoder:
     def forward(self, ids, cache, logits_out: np.ndarray | None = None, oracle: bool = False) -> None:
         """Run tokens `ids` at positions cache.pos .. cache.pos+T-1, append them to the cache, and write the logits
         of the last logits_out.shape[0] positions into logits_out (or skip the head when it is None). One C call
-        runs the step; oracle=True runs it op by op from Python instead (the reference; same results, slower)."""
+        runs the step; oracle=True runs it op by op from Python instead (the reference; same results, slower).
+        This is `forward_batch` with one sequence."""
+        n = 0 if logits_out is None else logits_out.shape[0]
+        self.forward_batch([(ids, cache, n)], logits_out if n else None, oracle)
+
+    def forward_batch(self, seqs: list, logits_out: np.ndarray | None = None, oracle: bool = False) -> None:
+        """Run several independent sequences in one step. `seqs` holds each one's (ids, cache, n_logits): its
+        tokens run at positions cache.pos .. cache.pos+T-1 of its own cache, and the logits of its last n_logits
+        positions go to logits_out after those of the sequences before it (logits_out [sum of n_logits, vocab], or
+        None when that sum is 0). The matmuls read each weight once for all the sequences' tokens; each sequence's
+        logits and cache come out bit for bit as if it had run alone. An error names the sequence when there are
+        several, and leaves every cache as it was."""
         with self._lock:
             if oracle:
-                self._forward_oracle(ids, cache, logits_out)
+                self._forward_oracle(seqs, logits_out)
             else:
-                self._forward(ids, cache, logits_out)
+                self._forward(seqs, logits_out)
 
-    def _begin(self, ids, cache) -> tuple[int, int, _Scratch]:
-        """Check the cache against the model and the room left in it; put ids into the scratch: (T, pos0, scratch)."""
-        arch, T = self.arch, len(ids)
+    def _begin(self, seqs, logits_out) -> tuple[list, int, _Scratch]:
+        """Check each cache against the model and the room left in it; put the ids into the scratch, one sequence
+        after another: ([(T, pos0, cache, n_logits)], total T, scratch)."""
+        arch = self.arch
         KV, hd = arch.num_key_value_heads, arch.head_dim
-        layout = (len(self.layers), KV, cache.n_ctx, hd)
-        if cache.layout != layout or cache.n_ctx > arch.context_length:
-            raise ValueError(f"this KV cache {cache.layout} was not made for this model (needs {layout[:2]} + "
-                             f"(n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
-        pos0 = cache.pos
-        if pos0 + T > cache.n_ctx:
-            raise ValueError(f"context full: {pos0} + {T} tokens exceed the cache size {cache.n_ctx}")
-        scratch = self.scratch(T)
-        scratch.ids[:T] = ids
-        return T, pos0, scratch
+        runs, owner, total, n_out = [], {}, 0, 0
+        for i, (ids, cache, n) in enumerate(seqs):
+            where = self._seq(seqs, i)
+            layout = (len(self.layers), KV, cache.n_ctx, hd)
+            if cache.layout != layout or cache.n_ctx > arch.context_length:
+                raise ValueError(f"{where}this KV cache {cache.layout} was not made for this model (needs "
+                                 f"{layout[:2]} + (n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
+            if id(cache) in owner:
+                raise ValueError(f"sequence {i} uses the KV cache of sequence {owner[id(cache)]}: each sequence "
+                                 f"needs its own")
+            owner[id(cache)] = i
+            T, pos0 = len(ids), cache.pos
+            if T < 1 or not 0 <= n <= T:
+                raise ValueError(f"{where}{T} token(s) cannot give {n} logit row(s): a sequence runs at least one "
+                                 f"token and scores at most its last T positions")
+            if pos0 + T > cache.n_ctx:
+                raise ValueError(f"{where}context full: {pos0} + {T} tokens exceed the cache size {cache.n_ctx}")
+            runs.append((T, pos0, cache, n))
+            total += T
+            n_out += n
+        if (n_out == 0) != (logits_out is None) or (logits_out is not None and logits_out.shape[0] != n_out):
+            got = None if logits_out is None else logits_out.shape
+            raise ValueError(f"the sequences ask for {n_out} logit rows but logits_out is {got}")
+        scratch = self.scratch(total)
+        at = 0
+        for (ids, _, _), (T, _, _, _) in zip(seqs, runs):
+            scratch.ids[at:at + T] = ids
+            at += T
+        return runs, total, scratch
 
-    def _bad_ids(self, ids) -> ValueError:
-        bad = [int(t) for t in ids if not 0 <= t < self.arch.vocab_size]
-        return ValueError(f"token id(s) {bad[:5]} out of range for a vocabulary of {self.arch.vocab_size}")
+    @staticmethod
+    def _seq(seqs, i: int) -> str:
+        """What names sequence i in an error: nothing when it runs alone."""
+        return f"sequence {i}: " if len(seqs) > 1 else ""
 
-    def _forward(self, ids, cache, logits_out) -> None:
+    def _bad_ids(self, seqs) -> ValueError:
+        for i, (ids, _, _) in enumerate(seqs):
+            bad = [int(t) for t in ids if not 0 <= t < self.arch.vocab_size]
+            if bad:
+                return ValueError(f"{self._seq(seqs, i)}token id(s) {bad[:5]} out of range for a vocabulary of "
+                                  f"{self.arch.vocab_size}")
+        return ValueError("a token id out of range")     # not reached: the embedding found one
+
+    @staticmethod
+    def _positions(runs, seq: int) -> str:
+        """The positions an error names: the failing sequence's (when the op ran per sequence), else all of them."""
+        if len(runs) == 1:
+            seq = 0
+        if seq < 0:
+            return f"sequences 0..{len(runs) - 1}"
+        T, pos0 = runs[seq][:2]
+        return ("" if len(runs) == 1 else f"sequence {seq}, ") + f"positions {pos0}..{pos0 + T - 1}"
+
+    def _forward(self, seqs, logits_out) -> None:
         """The step as one C call over the plan (built, or rebuilt when the scratch grew, here)."""
-        T, pos0, scratch = self._begin(ids, cache)
+        runs, _, scratch = self._begin(seqs, logits_out)
         if self._plan is None or self._plan.scratch is not scratch:
             self._plan = self._build_plan(scratch)
-        rc = self._plan.run(T, pos0, cache, logits_out)
+        rc = self._plan.run(runs, logits_out)
         if rc:
-            kind, layer = self._plan.failed()
+            kind, layer, seq = self._plan.failed()
             if kind == "embed" and rc == -1:
-                raise self._bad_ids(ids)
-            if layer == len(self.layers):    # the blocks ran: their positions are in the cache, as in the oracle
-                cache.pos = pos0 + T
+                raise self._bad_ids(seqs)
+            if layer == len(self.layers):    # the blocks ran: their positions are in the caches, as in the oracle
+                for T, pos0, cache, _ in runs:
+                    cache.pos = pos0 + T
                 raise RuntimeError("kernel error in the final norm or the LM head")
             where = f"layer {layer}" if layer >= 0 else f"the {kind}"
-            raise RuntimeError(f"kernel error {rc} in {where} (positions {pos0}..{pos0 + T - 1})")
-        cache.pos = pos0 + T
+            raise RuntimeError(f"kernel error {rc} in {where} ({self._positions(runs, seq)})")
+        for T, pos0, cache, _ in runs:
+            cache.pos = pos0 + T
 
     def _attn_scale(self) -> float:
         a = self.arch
         return a.attn_scale if a.attn_scale is not None else a.head_dim ** -0.5
 
-    def _forward_oracle(self, ids, cache, logits_out) -> None:
-        """The step op by op from Python: the reference the plan matches."""
+    def _forward_oracle(self, seqs, logits_out) -> None:
+        """The step op by op from Python: the reference the plan matches. The sequences' tokens are stacked as in
+        the plan; the ops that read positions or a cache loop over the sequences."""
         arch = self.arch
         D, F = arch.hidden_size, arch.intermediate_size
-        T, pos0, scratch = self._begin(ids, cache)
+        runs, T, scratch = self._begin(seqs, logits_out)
         buf = scratch.p                      # the buffers' C pointers, by name (the table in _Scratch)
         if lib.pt_get_rows(self.embed.c, scratch.ids_p, T, buf["resid"]) != 0:
-            raise self._bad_ids(ids)
+            raise self._bad_ids(seqs)
         resid = scratch.arrays["resid"]
         if arch.embed_scale != 1.0:
             resid[:T] *= np.float32(arch.embed_scale)
         if self.pos_embed is not None:
-            resid[:T] += self.pos_embed[pos0:pos0 + T]
-        tables = {}                          # one RoPE table per distinct Rope object, for this pass
+            at = 0
+            for n, pos0, _, _ in runs:
+                resid[at:at + n] += self.pos_embed[pos0:pos0 + n]
+                at += n
+        tables = {}                          # one RoPE table per distinct Rope object and sequence, for this pass
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
@@ -239,7 +295,8 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            rc |= self._attention(i, layer, attn_in, T, pos0, cache, scratch, tables, scale)
+            attn_rc, seq = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale)
+            rc |= attn_rc
             rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, buf["att"], T, scratch)
             if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
                 mlp_in = buf["resid"]
@@ -249,13 +306,15 @@ class Decoder:
             rc |= self._mlp(layer, mlp_in, T, F, scratch)
             rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
             if rc:
-                raise RuntimeError(f"kernel error {rc} in layer {i} (positions {pos0}..{pos0 + T - 1})")
-        cache.pos = pos0 + T
+                raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, seq)})")
+        for n, pos0, cache, _ in runs:
+            cache.pos = pos0 + n
         if logits_out is not None:
-            self._head(buf, T, D, logits_out)
+            self._head(buf, runs, D, logits_out)
 
-    def _attention(self, i, layer: Layer, attn_in, T, pos0, cache, scratch, tables, scale) -> int:
-        """q|k|v of attn_in, their biases and norms, RoPE and the cache store, then attention into buf["att"]."""
+    def _attention(self, i, layer: Layer, attn_in, runs, T, scratch, tables, scale) -> tuple[int, int]:
+        """q|k|v of attn_in, their biases and norms over every sequence's rows; then per sequence RoPE and the store
+        into its cache, and attention into its rows of buf["att"]: (rc, the first sequence that failed or -1)."""
         arch, buf = self.arch, scratch.p
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
@@ -268,8 +327,23 @@ class Decoder:
                     rc |= norm(buf[name], T * heads, hd, buf[name])
                 else:                        # each token's whole row
                     rc |= norm(buf[name], T, heads * hd, buf[name])
+        failed, at = -1, 0
+        for s, (n, pos0, cache, _) in enumerate(runs):
+            seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale)
+            if seq_rc and failed < 0:
+                failed = s
+            rc |= seq_rc
+            at += n
+        return rc, failed
+
+    def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale) -> int:
+        """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
+        arch, buf = self.arch, scratch.p
+        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
+        k, v = buf["k"] + at * KV * hd, buf["v"] + at * KV * hd
         if layer.rope is not None:
-            key = id(layer.rope)
+            key = (id(layer.rope), s)
             if key not in tables:
                 cos, sin = layer.rope.tables(pos0 + T)
                 tables[key] = (fptr(cos), fptr(sin), cos.shape[0], layer.rope.dim, int(layer.rope.interleaved),
@@ -280,16 +354,14 @@ class Decoder:
         k_cache, v_cache = cache.k_ptr[i], cache.v_ptr[i]
         if cache.kv_type == "int8":
             k_scales, v_scales = cache.ks_ptr[i], cache.vs_ptr[i]
-            rc |= lib.pt_rope_store_q8(buf["q"], buf["k"], buf["v"], T, H, KV, hd, rot_dim, pos0, cos_p, sin_p,
-                                       n_pos, interleaved, k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
-            rc |= lib.pt_attention_q8(buf["q"], k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
-                                      pos0, scale, arch.attn_softcap, layer.window, buf["att"])
-        else:
-            rc |= lib.pt_rope_store(buf["q"], buf["k"], buf["v"], T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos,
-                                    interleaved, k_cache, v_cache, cache.n_ctx)
-            rc |= lib.pt_attention(buf["q"], k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale,
-                                   arch.attn_softcap, layer.window, buf["att"])
-        return rc
+            rc = lib.pt_rope_store_q8(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
+                                      k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
+            return rc | lib.pt_attention_q8(q, k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
+                                            pos0, scale, arch.attn_softcap, layer.window, att)
+        rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
+                               v_cache, cache.n_ctx)
+        return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
+                                     layer.window, att)
 
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
@@ -319,13 +391,16 @@ class Decoder:
         lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
         return rc
 
-    def _head(self, buf, T, D, logits_out) -> None:
-        """The final norm and the LM head of the last logits_out.shape[0] positions."""
+    def _head(self, buf, runs, D, logits_out) -> None:
+        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all."""
         arch = self.arch
-        n = logits_out.shape[0]             # the last n positions
-        first = buf["resid"] + (T - n) * D
-        rc = self.final_norm(first, n, D, buf["normed"])
-        if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], n, fptr(logits_out), 0):
+        rc, at, out = 0, 0, 0
+        for T, _, _, n in runs:
+            if n:
+                rc |= self.final_norm(buf["resid"] + (at + T - n) * D, n, D, buf["normed"] + out * D)
+            at += T
+            out += n
+        if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], out, fptr(logits_out), 0):
             raise RuntimeError("kernel error in the final norm or the LM head")
         if self.lm_head_b is not None:
             logits_out += self.lm_head_b.a

@@ -3,8 +3,9 @@ file) and runs a step with one C call.
 
 `Decoder` (petit/models/decoder.py) describes its blocks through the methods below once, when it first runs; the
 records hold pointers into the weights, the norms and biases and the scratch buffers, so a `Plan` keeps those alive
-and is rebuilt when the scratch grows. A step sets what changes per call (T, the first position, the RoPE tables,
-the KV cache, the logits buffer) in one `pt_step` and calls `pt_plan_run`, which takes the kernels' lock once.
+and is rebuilt when the scratch grows. A step sets what changes per call in one `pt_step`: its sequences (one, or
+several run together), each with its T, first position, RoPE tables, KV cache and number of logits, and the logits
+buffer; then it calls `pt_plan_run`, which takes the kernels' lock once.
 """
 import weakref
 
@@ -124,38 +125,52 @@ class Plan:
                 else:
                     setattr(rec, name, value)
         self.step = ffi.new("pt_step *")
-        self.tables = ffi.new("pt_rope_table[]", max(len(self.ropes), 1))
-        self.step.rope = self.tables
         self.step.ids = self.scratch.ids_p
-        self._held = [None] * len(self.ropes)   # the (cos, sin) arrays the tables point into
+        self._seq_cap = 0
         self._caches = weakref.WeakKeyDictionary()
         return self
 
+    def _grow(self, n: int) -> None:
+        """Room for n sequences: their pt_seq records and, per sequence, a RoPE table per slot."""
+        self.seqs = ffi.new("pt_seq[]", n)
+        self.tables = [ffi.new("pt_rope_table[]", max(len(self.ropes), 1)) for _ in range(n)]
+        self._held = [[None] * len(self.ropes) for _ in range(n)]   # the (cos, sin) arrays the tables point into
+        for rec, tables in zip(self.seqs, self.tables):
+            rec.rope = tables
+        self.step.seqs = self.seqs
+        self._seq_cap = n
+
     # ---- running ----
-    def run(self, T: int, pos0: int, cache, logits_out: np.ndarray | None) -> int:
-        """One step over the ids already in scratch.ids[:T]: 0, or the failing op's error (see `failed`)."""
+    def run(self, seqs: list, logits_out: np.ndarray | None) -> int:
+        """One step over the ids already in scratch.ids (the sequences' one after another). `seqs` holds each
+        sequence's (T, pos0, cache, n_logits); logits_out [sum of n_logits, vocab] (None when that is 0). 0, or the
+        failing op's error (see `failed`)."""
+        if len(seqs) > self._seq_cap:
+            self._grow(len(seqs))
         st = self.step
-        st.T, st.pos0 = T, pos0
-        for slot, rope in enumerate(self.ropes):
-            cos, sin = rope.tables(pos0 + T)
-            held = self._held[slot]
-            if held is None or held[0] is not cos or held[1] is not sin:
-                self._held[slot] = (cos, sin)
-                t = self.tables[slot]
-                t.cos, t.sin, t.n_pos = fptr(cos), fptr(sin), cos.shape[0]
-        kv = self._caches.get(cache)
-        if kv is None:
-            kv = self._caches[cache] = _CachePointers(cache)
-        st.kv_int8, st.k, st.v, st.k_scale, st.v_scale, st.n_ctx = kv.int8, kv.k, kv.v, kv.ks, kv.vs, cache.n_ctx
-        if logits_out is None:
-            st.logits, st.n_logits = NULL, 0
-        else:
-            st.logits, st.n_logits = fptr(logits_out), logits_out.shape[0]
+        st.n_seqs = len(seqs)
+        for i, (T, pos0, cache, n_logits) in enumerate(seqs):
+            rec, held = self.seqs[i], self._held[i]
+            rec.T, rec.pos0, rec.n_logits = T, pos0, n_logits
+            for slot, rope in enumerate(self.ropes):   # each sequence its own: dynamic NTK picks a table per length
+                cos, sin = rope.tables(pos0 + T)
+                h = held[slot]
+                if h is None or h[0] is not cos or h[1] is not sin:
+                    held[slot] = (cos, sin)
+                    t = self.tables[i][slot]
+                    t.cos, t.sin, t.n_pos = fptr(cos), fptr(sin), cos.shape[0]
+            kv = self._caches.get(cache)
+            if kv is None:
+                kv = self._caches[cache] = _CachePointers(cache)
+            rec.kv_int8, rec.k, rec.v, rec.k_scale, rec.v_scale, rec.n_ctx = (kv.int8, kv.k, kv.v, kv.ks, kv.vs,
+                                                                              cache.n_ctx)
+        st.logits = NULL if logits_out is None else fptr(logits_out)
         return lib.pt_plan_run(self.ops, self.n_ops, st)
 
-    def failed(self) -> tuple[str, int]:
-        """The kind and layer of the op the last failing run stopped at (("step", -1) for a bad step)."""
-        i = self.step.failed_op
+    def failed(self) -> tuple[str, int, int]:
+        """The kind and layer of the op the last failing run stopped at (("step", -1, ...) for a bad step), and the
+        sequence it failed on (-1: the op ran over all of them at once)."""
+        i, seq = self.step.failed_op, self.step.failed_seq
         if i < 0:
-            return "step", -1
-        return OP_NAMES[self.ops[i].kind], self.ops[i].layer
+            return "step", -1, seq
+        return OP_NAMES[self.ops[i].kind], self.ops[i].layer, seq

@@ -1,13 +1,25 @@
-"""The engine worker: one thread owns the model and its sessions and answers jobs one at a time, in arrival order.
+"""The engine worker: one thread owns the model and runs the forward passes of every reply in progress together.
 
-Chat jobs run on one generation Session and completion jobs on another, each with its own KV cache, so the prefix
-a request shares with the previous request of its kind (the system prompt, the earlier turns of a conversation) is
-not prefilled again. A job streams Events through its `emit` callback (called on the worker thread): a Delta when
-the first token is generated (its text may be empty) and for every later token that completes some text (only for
-a streamed job), then Done (with the whole text), or Failed. Failed.started tells whether a Delta was sent before
-it, so the HTTP side knows whether it may still answer with an ordinary JSON error.
+Up to `max_batch` jobs (default 8) generate at once, each on a generation Session of its own (its own KV cache and
+sampler), in a thread of its own that runs the ordinary token loop (petit.generation). Their forward passes do not
+run in those threads: `model.forward` hands the pass to the worker and waits. Once every reply in progress has asked
+for its next pass (or ended), the worker runs them all as one `Model.forward_batch` step, which reads the weights
+once for all of them, and hands each its logits. A new job joins at the next step (its prompt's prefill shares the
+step with the others' decode); a job that ends or whose client leaves drops out of the next. A sequence gets the same
+logits in a batch as alone, so a reply is the one it would be alone (greedy: the same text; seeded: the same draws).
 
-The queue holds at most `max_queue` waiting jobs besides the running one; submit() refuses more (429). A job's
+Sessions (their KV caches) outlive their jobs: a new job takes the idle one used last for its kind (chat or
+completion), so the prefix it shares with the previous request (the system prompt, the earlier turns of a
+conversation) is not prefilled again when requests come one at a time. At most `max_batch` sessions exist, and
+fewer when `max_cache_mib` (default 2048) cannot hold that many KV caches of the context's size (always at least
+one); a job beyond that waits in the queue until a reply ends.
+
+A job streams Events through its `emit` callback (called on its generation thread): a Delta when the first token
+is generated (its text may be empty) and for every later token that completes some text (only for a streamed job),
+then Done (with the whole text), or Failed. Failed.started tells whether a Delta was sent before it, so the HTTP
+side knows whether it may still answer with an ordinary JSON error.
+
+The queue holds at most `max_queue` waiting jobs besides the running ones; submit() refuses more (429). A job's
 `cancel()` (the client went away) stops it after the current token, or skips it if it has not started.
 """
 import sys
@@ -54,9 +66,33 @@ class Job:
     stream: bool = True       # False: no Deltas, only the Done (one hand-over between threads, not one per token)
     cancelled: bool = False   # a plain flag: set from any thread (even a signal handler), read between tokens
     stats: object = field(default=None, repr=False)   # the reply's Stats once the job ran
+    session: object = field(default=None, repr=False)   # the generation Session it runs on, while it runs
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class _Forward:
+    """A generation's request for a forward pass, answered by the worker's next step."""
+
+    def __init__(self, ids, cache, all_logits: bool):
+        self.ids, self.cache, self.all_logits = ids, cache, all_logits
+        self.logits = self.error = None
+        self.done = False
+
+
+class _BatchedModel:
+    """The model as the generations see it: forward() waits for the worker to run the pass in one step with the
+    other generations' (ServerWorker._step); everything else is the model itself."""
+
+    def __init__(self, model, worker: "ServerWorker"):
+        self._model, self._worker = model, worker
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, token_ids, cache, all_logits: bool = False):
+        return self._worker._forward(_Forward(token_ids, cache, all_logits))
 
 
 def _internal(e: BaseException) -> ApiError:
@@ -75,27 +111,42 @@ class ServerWorker:
             model's; raw: no chat endpoint (as `--format raw`).
         max_tokens, stop: the defaults of requests that give none.
         n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns: as for its Params.
-        max_queue: jobs that may wait besides the running one.
+        max_queue: jobs that may wait besides the running ones.
+        max_batch: the most jobs that generate together (one forward step for all of them); more wait in the queue.
+        max_cache_mib: the KV caches' memory budget: fewer jobs run together when it cannot hold max_batch caches.
         on_stats: called with (job, Stats) after each job (for `--stats`).
+
+    After a run, `steps` counts the forward steps, `shared_steps` those that ran more than one job, and
+    `largest_batch` is the most jobs one step ran.
     """
 
     def __init__(self, path, *, weights=None, sampler: Callable | None = None, system: str | None = None,
                  template: str | None = None, raw: bool = False, max_tokens: int = 256, stop=(),
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
-                 reuse_cache: bool = True, max_queue: int = 16, on_stats: Callable | None = None, mmap: bool = True):
+                 reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
+                 on_stats: Callable | None = None, mmap: bool = True):
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap = str(path), weights, mmap
         self._make_sampler = sampler or (lambda model: Sampler(**resolve({}, model.metadata.get("generation"))))
         self.system, self.template, self.raw = system, template, raw
         self.max_tokens, self.stop = max_tokens, list(stop)
         self.n_ctx, self.kv_type, self.drop_old_turns, self.reuse_cache = n_ctx, kv_type, drop_old_turns, reuse_cache
         self.max_queue, self.on_stats = max_queue, on_stats
+        self.max_batch, self.max_cache_mib = max_batch, max_cache_mib
         self.state = "loading"               # -> "ready" | "failed"; stopping is separate
         self.load_error: BaseException | None = None
         self.model = self.sampler = self.n_ctx_effective = None
         self._chat = self._raw = None
         self._waiting: deque[Job] = deque()
         self._cond = threading.Condition()
-        self._running: Job | None = None
+        self._active: dict[int, Job] = {}      # id -> the jobs generating (each with its .session)
+        self._idle: list = []                  # (the kind it last served, Session), the most recent last
+        self._n_sessions = self.slots = 0
+        self._pending: list[_Forward] = []     # passes asked for the next step
+        self._thinking = 0                     # active generations not waiting in _forward
+        self._threads: list[threading.Thread] = []
+        self.steps = self.shared_steps = self.largest_batch = 0
         self._stopping = False               # a plain flag, safe to set from a signal handler
         self._ready = threading.Event()
         self.jobs_done = 0
@@ -120,7 +171,7 @@ class ServerWorker:
         self._stopping = True
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """request_stop() and wait for the worker thread to end."""
+        """request_stop() and wait for the worker thread (and the generations) to end."""
         self.request_stop()
         with self._cond:
             self._cond.notify_all()
@@ -142,7 +193,7 @@ class ServerWorker:
 
     @property
     def busy(self) -> bool:
-        return self._running is not None
+        return bool(self._active)
 
     def make_sampler(self, overrides: dict) -> Sampler:
         """The launch sampler's settings with a request's overrides; a bad value is a 400 naming the field."""
@@ -165,7 +216,7 @@ class ServerWorker:
         with self._cond:                     # _stopping is read under the lock the worker drains the queue under
             if self.state != "ready" or self._stopping:
                 raise ApiError(503, "The server is shutting down.", code="unavailable")
-            if len(self._waiting) + (self._running is not None) > self.max_queue:     # the running one + waiting
+            if len(self._waiting) + bool(self._active) > self.max_queue:     # waiting, + 1 when some run
                 raise ApiError(429, f"The server is busy: {len(self._waiting)} requests are already waiting "
                                     f"(the queue holds {self.max_queue}). Retry shortly.",
                                code="rate_limit_exceeded", headers={"Retry-After": "1"})
@@ -184,18 +235,100 @@ class ServerWorker:
         self._ready.set()
         while True:
             with self._cond:
-                while not self._waiting and not self._stopping:
+                while True:
+                    if not self._stopping:
+                        self._admit()
+                    if self._pending and self._thinking == 0:   # every generation waits for its pass: a step
+                        batch, self._pending = self._pending, []
+                        break
+                    if self._stopping and not self._active:
+                        batch = None
+                        break
                     self._cond.wait(0.25)
-                if self._stopping:
+                if batch is None:
                     waiting, self._waiting = list(self._waiting), deque()
                     break
-                job = self._running = self._waiting.popleft()
-            try:
-                self._run(job)
-            finally:
-                self._running = None
+            self._step(batch)
+        for thread in self._threads:
+            thread.join()
         for job in waiting:
             job.emit(Failed(ApiError(503, "The server is shutting down.", code="unavailable"), False))
+
+    def _admit(self) -> None:
+        """Start the waiting jobs there is a session for, in arrival order (under the lock)."""
+        while self._waiting:
+            job = self._waiting[0]
+            if job.cancelled:                # the client left while waiting
+                self._waiting.popleft()
+                continue
+            session = self._take_session(job.kind)
+            if session is None:
+                return
+            self._waiting.popleft()
+            job.session, self._active[id(job)] = session, job
+            self._thinking += 1
+            self._threads = [t for t in self._threads if t.is_alive()]
+            thread = threading.Thread(target=self._generation, args=(job,), name="petit-generation")
+            self._threads.append(thread)
+            thread.start()
+
+    def _take_session(self, kind: str):
+        """The idle session used last for `kind`, else a new one while there is room, else any idle one (its
+        cache is simply rewound); None when all are busy."""
+        for i in range(len(self._idle) - 1, -1, -1):
+            if self._idle[i][0] == kind:
+                return self._idle.pop(i)[1]
+        if self._n_sessions < self.slots:
+            self._n_sessions += 1
+            return self._new_session()
+        return self._idle.pop()[1] if self._idle else None
+
+    def _generation(self, job: Job) -> None:
+        """A job's thread: the token loop, whose forward passes the worker runs (_forward)."""
+        try:
+            self._run(job)
+        finally:
+            with self._cond:
+                del self._active[id(job)]
+                self._idle.append((job.kind, job.session))
+                job.session = None
+                self._thinking -= 1
+                self._cond.notify_all()
+
+    def _forward(self, req: _Forward):
+        """On a generation thread: queue the pass for the next step and wait for its logits."""
+        with self._cond:
+            self._pending.append(req)
+            self._thinking -= 1
+            self._cond.notify_all()
+            while not req.done:
+                self._cond.wait()
+        if req.error is not None:
+            raise req.error
+        return req.logits
+
+    def _step(self, batch: list) -> None:
+        """One forward step over every pending pass; a step that fails runs each pass alone, so only the one that is
+        wrong gets the error."""
+        want_all = any(r.all_logits for r in batch)
+        try:
+            out = self.model.forward_batch([(r.ids, r.cache) for r in batch], all_logits=want_all)
+            for r, logits in zip(batch, out):
+                r.logits = logits if r.all_logits or not want_all else logits[-1]
+        except Exception:                    # noqa: BLE001 - each pass alone tells whose it is
+            for r in batch:
+                try:
+                    r.logits = self.model.forward(r.ids, r.cache, r.all_logits)
+                except Exception as e:       # noqa: BLE001 - raised in the job's own thread
+                    r.error = e
+        self.steps += 1
+        self.shared_steps += len(batch) > 1
+        self.largest_batch = max(self.largest_batch, len(batch))
+        with self._cond:
+            for r in batch:
+                r.done = True
+            self._thinking += len(batch)
+            self._cond.notify_all()
 
     def _load(self) -> None:
         import petit
@@ -204,11 +337,18 @@ class ServerWorker:
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)
-        if not self.raw and (self.template or model.metadata.get("chat_template")):
-            self._chat = Session(model, template=self.template, n_ctx=self.n_ctx, kv_type=self.kv_type,
-                                 reuse_cache=self.reuse_cache)
-        self._raw = Session(model, n_ctx=self.n_ctx, kv_type=self.kv_type, reuse_cache=self.reuse_cache)
-        self.n_ctx_effective = self._raw.n_ctx
+        chat = not self.raw and (self.template or model.metadata.get("chat_template"))
+        template = (self.template or model.metadata.get("chat_template")) if chat else None
+
+        def new_session():                   # every session can serve both kinds of job
+            return Session(_BatchedModel(model, self), template=template, n_ctx=self.n_ctx, kv_type=self.kv_type,
+                           reuse_cache=self.reuse_cache)
+        self._new_session = new_session
+        first = new_session()
+        self._raw, self._chat = first, first if chat else None
+        self._idle, self._n_sessions = [(None, first)], 1
+        self.n_ctx_effective = first.n_ctx
+        self.slots = max(1, min(self.max_batch, (self.max_cache_mib << 20) // max(first.cache.nbytes, 1)))
 
     def _messages(self, job: Job) -> list:
         if self.system and job.messages[0]["role"] != "system":
@@ -224,8 +364,8 @@ class ServerWorker:
             if self._chat is None:
                 raise ApiError(400, "This model has no chat template (or the server runs with --format raw): "
                                     "use /v1/completions.", param="messages", code="no_chat_template")
-            return self._chat.reply(self._messages(job), params)
-        return self._raw.complete(job.prompt, params)
+            return job.session.reply(self._messages(job), params)
+        return job.session.complete(job.prompt, params)
 
     def _run(self, job: Job) -> None:
         if job.cancelled:                    # the client left while waiting
