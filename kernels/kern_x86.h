@@ -311,6 +311,58 @@ static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0,
     }
 }
 
+/* the sums of 8 vectors' lanes, one per lane of the result, by one fixed tree: a key's score depends on its own
+ * accumulator only, never on which keys share its group (a group of fewer than 8 passes zeros for the rest) */
+static inline __m256 FN(sum8x8_)(const __m256 *a) {
+    __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* scores[p] = softcap(s[p] * mul) for the r <= 8 keys of a group; returns the largest */
+static inline float FN(cap_scores_)(__m256 s, float mul, float softcap, float *scores, int64_t r, float m) {
+    float tmp[8];
+    _mm256_storeu_ps(tmp, _mm256_mul_ps(s, _mm256_set1_ps(mul)));
+    for (int64_t i = 0; i < r; i++) {
+        const float v = softcap_g(tmp[i], softcap);
+        scores[i] = v;
+        if (v > m) m = v;
+    }
+    return m;
+}
+
+/* One query head over a block of the float cache (attn_block_g's contract, kern_generic.h): the scores of 8 keys
+ * at a time, each in its own accumulator (8 independent FMA chains instead of one), summed by one tree. Head sizes
+ * that are not a multiple of 8 take the generic loop. */
+static void FN(attn_block_)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                            float softcap, float *scores, float *out, float *ml) {
+    if (hd % 8 || hd > 512) {
+        attn_block_g(q, k, v, n, hd, scale, softcap, scores, out, ml);
+        return;
+    }
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p += 8) {
+        const int64_t r = n - p < 8 ? n - p : 8;
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+        if (r == 8) {           /* the same arithmetic as below, with the 8 accumulators in registers */
+            for (int64_t i = 0; i < hd; i += 8) {
+                const __m256 qi = _mm256_loadu_ps(q + i);
+                for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
+        } else {
+            for (int64_t i = 0; i < hd; i += 8) {
+                const __m256 qi = _mm256_loadu_ps(q + i);
+                for (int j = 0; j < r; j++) acc[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
+        }
+        m = FN(cap_scores_)(FN(sum8x8_)(acc), scale, softcap, scores + p, r, m);
+    }
+    ml[0] = m;
+    ml[1] = exp_scores(scores, n, m);
+    weigh_rows_g(scores, v, n, hd, out);
+}
+
 /* One query head over a block of the int8 cache (attn_block_q8_g's contract, kern_generic.h). q is held as two
  * int16 parts, q / sq = hi + lo / 32768 (sq = amax / 32767), so q.k is 16 products per vpmaddwd for each part,
  * summed exactly in int32 (head sizes up to 512), and q keeps about 30 bits: the scores are as close as float
@@ -355,19 +407,24 @@ static void FN(attn_block_q8_)(const float *q, const int8_t *k, const float *ks,
         _mm256_storeu_si256((__m256i *)(qlo + i), lo);
     }
     const float qscale = sq * scale;
+    const __m256 lo_scale = _mm256_set1_ps(1.0f / 32768.0f);
     float m = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        const int8_t *kp = k + p * hd;
-        __m256i ahi = _mm256_setzero_si256(), alo = _mm256_setzero_si256();
-        for (int64_t i = 0; i < hd; i += 16) {
-            __m256i k16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(kp + i)));
-            ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qhi + i)), k16));
-            alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qlo + i)), k16));
+    for (int64_t p = 0; p < n; p += 8) {
+        const int64_t r = n - p < 8 ? n - p : 8;
+        __m256 d[8];
+        for (int j = 0; j < 8; j++) d[j] = _mm256_setzero_ps();
+        for (int j = 0; j < r; j++) {
+            const int8_t *kp = k + (p + j) * hd;
+            __m256i ahi = _mm256_setzero_si256(), alo = _mm256_setzero_si256();
+            for (int64_t i = 0; i < hd; i += 16) {
+                __m256i k16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(kp + i)));
+                ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qhi + i)), k16));
+                alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qlo + i)), k16));
+            }
+            d[j] = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(alo), lo_scale, _mm256_cvtepi32_ps(ahi)),
+                                 _mm256_set1_ps(ks[p + j]));
         }
-        __m256 d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(alo), _mm256_set1_ps(1.0f / 32768.0f), _mm256_cvtepi32_ps(ahi));
-        float s = softcap_g(FN(hsum8_)(d) * ks[p] * qscale, softcap);
-        scores[p] = s;
-        if (s > m) m = s;
+        m = FN(cap_scores_)(FN(sum8x8_)(d), qscale, softcap, scores + p, r, m);
     }
     ml[0] = m;
     ml[1] = exp_scores(scores, n, m);
@@ -397,7 +454,7 @@ static void FN(attn_block_q8_)(const float *q, const int8_t *k, const float *ks,
         .rows_q4 = FN(rows_q4_), \
         .rows_float = FN(rows_float_), \
         .norm = norm_g, \
-        .attn_block = attn_block_g, \
+        .attn_block = FN(attn_block_), \
         .attn_block_q8 = FN(attn_block_q8_), \
         .bias_act = bias_act_g, \
         .glu = glu_g, \
