@@ -123,18 +123,34 @@ static void span(const attn_job *j, int64_t t, int64_t *first, int64_t *seen) {
     *first = j->window > 0 && j->window < *seen ? *seen - j->window : 0;
 }
 
-/* query (t, h) over absolute block b (clipped to its span): ml and o as the kernels' contract says */
-static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, float *scores, float *o, float *ml) {
+/* the float rows of kv head kvh at positions [p0, p1): the cache itself, or for the int8 cache the rows
+ * dequantized (k8[p] * ks[p]) into buf (2 x PT_ATTN_BLOCK x hd floats), once for every query that reads them */
+typedef struct { const float *k, *v; int64_t p0; } kv_rows;
+
+static kv_rows rows_of(const attn_job *j, int64_t kvh, int64_t p0, int64_t p1, float *buf) {
+    const int64_t row = kvh * j->n_ctx + p0, hd = j->hd;
+    if (j->kc) return (kv_rows){j->kc + row * hd, j->vc + row * hd, p0};
+    float *k = buf, *v = buf + BLOCK * hd;
+    for (int64_t p = 0; p < p1 - p0; p++) {
+        const int8_t *kq = j->kq + (row + p) * hd, *vq = j->vq + (row + p) * hd;
+        const float ks = j->ks[row + p], vs = j->vs[row + p];
+        for (int64_t i = 0; i < hd; i++) {
+            k[p * hd + i] = (float)kq[i] * ks;
+            v[p * hd + i] = (float)vq[i] * vs;
+        }
+    }
+    return (kv_rows){k, v, p0};
+}
+
+/* query (t, h) over absolute block b (clipped to its span), whose rows r holds: ml and o as the kernels' contract
+ * says */
+static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, kv_rows r, float *scores, float *o, float *ml) {
     int64_t first, seen;
     span(j, t, &first, &seen);
     const int64_t p0 = b * BLOCK > first ? b * BLOCK : first, p1 = (b + 1) * BLOCK < seen ? (b + 1) * BLOCK : seen;
-    const int64_t kvh = h / (j->n_heads / j->n_kv), row = kvh * j->n_ctx + p0, off = row * j->hd;
-    const float *q = j->q + (t * j->n_heads + h) * j->hd;
-    if (j->kc)
-        j->k->attn_block(q, j->kc + off, j->vc + off, p1 - p0, j->hd, j->scale, j->softcap, scores, o, ml);
-    else
-        j->k->attn_block_q8(q, j->kq + off, j->ks + row, j->vq + off, j->vs + row, p1 - p0, j->hd, j->scale,
-                            j->softcap, scores, o, ml);
+    const int64_t off = (p0 - r.p0) * j->hd;
+    j->k->attn_block(j->q + (t * j->n_heads + h) * j->hd, r.k + off, r.v + off, p1 - p0, j->hd, j->scale, j->softcap,
+                     scores, o, ml);
 }
 
 /* a query's state (m, l, o) folds in the next block's (bm, bl, bo): the one merge both splits use */
@@ -160,7 +176,9 @@ static int64_t first_block(const attn_job *j, int64_t t) {
 static int64_t last_block(const attn_job *j, int64_t t) { return (j->pos0 + t) / BLOCK; }
 
 /* per-thread scratch of a tile: one block of scores, one block's result, and the state of each query */
-static int64_t tile_scratch(const attn_job *j) { return BLOCK + (j->hd + 2) * (1 + j->tile_t * j->tile_h); }
+static int64_t tile_scratch(const attn_job *j) {
+    return BLOCK * (1 + 2 * j->hd) + (j->hd + 2) * (1 + j->tile_t * j->tile_h);
+}
 
 static void tile_task(void *ctx, int64_t unit, int ith) {
     const attn_job *j = (const attn_job *)ctx;
@@ -169,18 +187,25 @@ static void tile_task(void *ctx, int64_t unit, int ith) {
     const int64_t h0 = rest / per_kv * group + rest % per_kv * j->tile_h;
     const int64_t t0 = tile * j->tile_t, t1 = t0 + j->tile_t < j->T ? t0 + j->tile_t : j->T;
     const int64_t nh = j->tile_h, stride = hd + 2;
-    float *scores = pt_scratch(ith, tile_scratch(j)), *bml = scores + BLOCK, *bo = bml + 2, *state = bo + hd;
-    const int64_t b_lo = first_block(j, t0), b_hi = last_block(j, t1 - 1);
+    float *scores = pt_scratch(ith, tile_scratch(j)), *buf = scores + BLOCK, *bml = buf + 2 * BLOCK * hd;
+    float *bo = bml + 2, *state = bo + hd;
+    const int64_t b_lo = first_block(j, t0), b_hi = last_block(j, t1 - 1), kvh = h0 / group;
+    int64_t first0, seen0, first1, seen1;     /* the tile reads [first of t0, seen of t1 - 1) */
+    span(j, t0, &first0, &seen0);
+    span(j, t1 - 1, &first1, &seen1);
     for (int64_t b = b_lo; b <= b_hi; b++) {
+        const int64_t p0 = b * BLOCK > first0 ? b * BLOCK : first0;
+        const int64_t p1 = (b + 1) * BLOCK < seen1 ? (b + 1) * BLOCK : seen1;
+        const kv_rows r = rows_of(j, kvh, p0, p1, buf);
         for (int64_t t = t0; t < t1; t++) {
             const int64_t fb = first_block(j, t);
             if (b < fb || b > last_block(j, t)) continue;
             for (int64_t h = h0; h < h0 + nh; h++) {
                 float *st = state + ((t - t0) * nh + (h - h0)) * stride;
                 if (b == fb) {
-                    block(j, t, h, b, scores, st + 2, st);
+                    block(j, t, h, b, r, scores, st + 2, st);
                 } else {
-                    block(j, t, h, b, scores, bo, bml);
+                    block(j, t, h, b, r, scores, bo, bml);
                     fold(st, st + 2, bml, bo, hd);
                 }
             }
@@ -198,10 +223,14 @@ static void block_task(void *ctx, int64_t unit, int ith) {
     const int64_t group = j->n_heads / j->n_kv, nb = j->max_blocks, stride = j->hd + 2;
     const int64_t t = unit / (j->n_kv * nb), kvh = unit / nb % j->n_kv, i = unit % nb, b = first_block(j, t) + i;
     if (b > last_block(j, t)) return;
-    float *scores = pt_scratch(ith, BLOCK);
+    float *scores = pt_scratch(ith, BLOCK * (1 + 2 * j->hd));
+    int64_t first, seen;
+    span(j, t, &first, &seen);
+    const int64_t p0 = b * BLOCK > first ? b * BLOCK : first, p1 = (b + 1) * BLOCK < seen ? (b + 1) * BLOCK : seen;
+    const kv_rows r = rows_of(j, kvh, p0, p1, scores + BLOCK);
     for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *p = j->part + ((t * j->n_heads + h) * nb + i) * stride;
-        block(j, t, h, b, scores, p + 2, p);
+        block(j, t, h, b, r, scores, p + 2, p);
     }
 }
 
@@ -253,7 +282,7 @@ static int run_attention_locked(attn_job *j, int64_t T, int64_t pos0) {
         if (!partials(T * j->n_heads * j->max_blocks * (j->hd + 2))) return -3;
         j->part = part_buf;
         for (int i = 0; i < threads; i++)
-            if (!pt_scratch(i, BLOCK)) return -3;
+            if (!pt_scratch(i, BLOCK * (1 + 2 * j->hd))) return -3;
         pt_run_chunks(block_task, j, units, work);
         pt_run_chunks(merge_task, j, T * j->n_heads, (double)T * j->n_heads * j->max_blocks * j->hd);
         return 0;

@@ -96,11 +96,10 @@ typedef struct {
     void (*bias_act)(float *y, const float *b, int64_t T, int64_t N, int act);
     void (*glu)(int act, const float *gate, const float *up, int64_t n, float *out);
     /* one query head over one block of at most PT_ATTN_BLOCK cached positions: its largest score ml[0], the sum
-     * of exp(score - ml[0]) ml[1], and out = the sum of those weights times the value rows (kern_generic.h) */
+     * of exp(score - ml[0]) ml[1], and out = the sum of those weights times the value rows (kern_generic.h); an
+     * int8 cache's block is dequantized once for all the queries that read it (attention.c) */
     void (*attn_block)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
                        float softcap, float *scores, float *out, float *ml);
-    void (*attn_block_q8)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                          int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out, float *ml);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;

@@ -68,27 +68,6 @@ static void weigh_rows_g(const float *w, const float *v, int64_t n, int64_t hd, 
     }
 }
 
-/* the same over int8 rows: w[p] already holds the row's scale */
-static void weigh_rows_i8_g(const float *w, const int8_t *v, int64_t n, int64_t hd, float *out) {
-    int64_t c = 0;
-    for (; c + 32 <= hd; c += 32) {
-        float acc[32] = {0.0f};
-        for (int64_t p = 0; p < n; p++) {
-            const float wp = w[p];
-            const int8_t *vp = v + p * hd + c;
-#pragma omp simd
-            for (int i = 0; i < 32; i++) acc[i] += wp * (float)vp[i];
-        }
-        memcpy(out + c, acc, sizeof acc);
-    }
-    for (int64_t i = c; i < hd; i++) out[i] = 0.0f;
-    for (int64_t p = 0; p < n && c < hd; p++) {
-        const float wp = w[p];
-        const int8_t *vp = v + p * hd;
-        for (int64_t i = c; i < hd; i++) out[i] += wp * (float)vp[i];
-    }
-}
-
 /* One query head over one block of n cached positions (at most PT_ATTN_BLOCK): k, v are [n][hd]; scores is
  * scratch of n floats. Writes the block's largest score ml[0], the sum of exp(score - ml[0]) ml[1], and
  * out[hd] = the sum of exp(score - ml[0]) * v: not yet divided, since attention.c folds the blocks of a query in
@@ -104,25 +83,6 @@ static void attn_block_g(const float *q, const float *k, const float *v, int64_t
     ml[0] = m;
     ml[1] = exp_scores(scores, n, m);
     weigh_rows_g(scores, v, n, hd, out);
-}
-
-/* the same over int8 rows with one scale per row: k, v are [n][hd] int8, ks, vs are [n] */
-static void attn_block_q8_g(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                            int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out, float *ml) {
-    float m = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        const int8_t *kp = k + p * hd;
-        float d = 0.0f;
-#pragma omp simd reduction(+:d)
-        for (int64_t i = 0; i < hd; i++) d += q[i] * (float)kp[i];
-        float s = softcap_g(d * ks[p] * scale, softcap);
-        scores[p] = s;
-        if (s > m) m = s;
-    }
-    ml[0] = m;
-    ml[1] = exp_scores(scores, n, m);
-    for (int64_t p = 0; p < n; p++) scores[p] *= vs[p];
-    weigh_rows_i8_g(scores, v, n, hd, out);
 }
 
 /* ---- norms ---- */

@@ -177,7 +177,6 @@ const pt_kernels pt_kernels_neon = {
     .rows_float = rows_float_neon,
     .norm = norm_g,
     .attn_block = attn_block_g,
-    .attn_block_q8 = attn_block_q8_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
 };

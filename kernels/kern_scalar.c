@@ -77,7 +77,6 @@ const pt_kernels pt_kernels_scalar = {
     .rows_float = rows_float_g,
     .norm = norm_g,
     .attn_block = attn_block_g,
-    .attn_block_q8 = attn_block_q8_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
 };

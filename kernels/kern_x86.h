@@ -363,89 +363,6 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
     weigh_rows_g(scores, v, n, hd, out);
 }
 
-/* One query head over a block of the int8 cache (attn_block_q8_g's contract, kern_generic.h). q is held as two
- * int16 parts, q / sq = hi + lo / 32768 (sq = amax / 32767), so q.k is 16 products per vpmaddwd for each part,
- * summed exactly in int32 (head sizes up to 512), and q keeps about 30 bits: the scores are as close as float
- * arithmetic gets them. The values are accumulated 32 at a time in registers. Other head sizes, and a q holding NaN
- * or infinity, take the generic loop. */
-static void FN(attn_block_q8_)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                               int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out,
-                               float *ml) {
-    if (hd % 32 || hd > 512) {
-        attn_block_q8_g(q, k, ks, v, vs, n, hd, scale, softcap, scores, out, ml);
-        return;
-    }
-    /* amax and a NaN check, 8 lanes at a time (the query is split once per block: keep it cheap) */
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 vmax = _mm256_setzero_ps(), vnan = _mm256_setzero_ps();
-    for (int64_t i = 0; i < hd; i += 8) {
-        __m256 x = _mm256_loadu_ps(q + i);
-        vmax = _mm256_max_ps(vmax, _mm256_and_ps(x, absmask));
-        vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
-    if (_mm256_movemask_ps(vnan) || amax == INFINITY) {
-        attn_block_q8_g(q, k, ks, v, vs, n, hd, scale, softcap, scores, out, ml);
-        return;
-    }
-    int16_t qhi[512], qlo[512];
-    const float sq = amax / 32767.0f, iq = sq > 0.0f ? 1.0f / sq : 0.0f;
-    const __m256 viq = _mm256_set1_ps(iq), v32k = _mm256_set1_ps(32768.0f);
-    for (int64_t i = 0; i < hd; i += 16) {
-        __m256 u0 = _mm256_mul_ps(_mm256_loadu_ps(q + i), viq), u1 = _mm256_mul_ps(_mm256_loadu_ps(q + i + 8), viq);
-        __m256 h0 = _mm256_round_ps(u0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 h1 = _mm256_round_ps(u1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256i l0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(u0, h0), v32k));
-        __m256i l1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(u1, h1), v32k));
-        /* packs works per 128-bit lane: permute 0,2,1,3 puts the 16 values back in order */
-        __m256i hi = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_cvtps_epi32(h0), _mm256_cvtps_epi32(h1)), 0xd8);
-        __m256i lo = _mm256_permute4x64_epi64(_mm256_packs_epi32(l0, l1), 0xd8);
-        _mm256_storeu_si256((__m256i *)(qhi + i), hi);
-        _mm256_storeu_si256((__m256i *)(qlo + i), lo);
-    }
-    const float qscale = sq * scale;
-    const __m256 lo_scale = _mm256_set1_ps(1.0f / 32768.0f);
-    float m = -INFINITY;
-    for (int64_t p = 0; p < n; p += 8) {
-        const int64_t r = n - p < 8 ? n - p : 8;
-        __m256 d[8];
-        for (int j = 0; j < 8; j++) d[j] = _mm256_setzero_ps();
-        for (int j = 0; j < r; j++) {
-            const int8_t *kp = k + (p + j) * hd;
-            __m256i ahi = _mm256_setzero_si256(), alo = _mm256_setzero_si256();
-            for (int64_t i = 0; i < hd; i += 16) {
-                __m256i k16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(kp + i)));
-                ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qhi + i)), k16));
-                alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qlo + i)), k16));
-            }
-            d[j] = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(alo), lo_scale, _mm256_cvtepi32_ps(ahi)),
-                                 _mm256_set1_ps(ks[p + j]));
-        }
-        m = FN(cap_scores_)(FN(sum8x8_)(d), qscale, softcap, scores + p, r, m);
-    }
-    ml[0] = m;
-    ml[1] = exp_scores(scores, n, m);
-    for (int64_t c = 0; c < hd; c += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int64_t p = 0; p < n; p++) {
-            const __m256 w = _mm256_set1_ps(scores[p] * vs[p]);
-            const int8_t *vp = v + p * hd + c;
-            __m128i b0 = _mm_loadu_si128((const __m128i *)vp), b1 = _mm_loadu_si128((const __m128i *)(vp + 16));
-            a0 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b0)), a0);
-            a1 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b0, 8))), a1);
-            a2 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b1)), a2);
-            a3 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b1, 8))), a3);
-        }
-        _mm256_storeu_ps(out + c, a0);
-        _mm256_storeu_ps(out + c + 8, a1);
-        _mm256_storeu_ps(out + c + 16, a2);
-        _mm256_storeu_ps(out + c + 24, a3);
-    }
-}
-
 #define PT_X86_TABLE(var, label) \
     const pt_kernels var = { \
         .name = label, \
@@ -455,7 +372,6 @@ static void FN(attn_block_q8_)(const float *q, const int8_t *k, const float *ks,
         .rows_float = FN(rows_float_), \
         .norm = norm_g, \
         .attn_block = FN(attn_block_), \
-        .attn_block_q8 = FN(attn_block_q8_), \
         .bias_act = bias_act_g, \
         .glu = glu_g, \
     }
