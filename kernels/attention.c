@@ -1,6 +1,6 @@
 /* Attention and what feeds it: RoPE applied to q and k as k and v are stored into the KV cache (float or int8 rows
- * with one scale each), and the attention driver, which splits (token, head) items across the pool and runs each
- * through the active path's attention kernel. */
+ * with one scale each), and the attention driver, which cuts each query's positions into blocks, runs them through
+ * the active path's block kernel over the pool and folds them in order (the split is described below). */
 #include "internal.h"
 #include <stdlib.h>
 
