@@ -14,6 +14,9 @@
 #define PT_X86_64 1
 #endif
 
+/* attention splits each query's positions into blocks of this many, aligned to absolute positions (attention.c) */
+#define PT_ATTN_BLOCK 64
+
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4 };
 enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_COUNT = 4 };
 
@@ -92,10 +95,11 @@ typedef struct {
                  int64_t w_rows, float *y);
     void (*bias_act)(float *y, const float *b, int64_t T, int64_t N, int act);
     void (*glu)(int act, const float *gate, const float *up, int64_t n, float *out);
-    void (*attn_head)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                      float softcap, float *scores, float *out);
-    void (*attn_head_q8)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                         int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out);
+    /* one query head over one block of at most PT_ATTN_BLOCK cached positions: its largest score ml[0], the sum
+     * of exp(score - ml[0]) ml[1], and out = the sum of those weights times the value rows (kern_generic.h); an
+     * int8 cache's block is dequantized once for all the queries that read it (attention.c) */
+    void (*attn_block)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                       float softcap, float *scores, float *out, float *ml);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;

@@ -29,10 +29,10 @@ static inline float exp_g(float x) {
     return x == x ? y : x;
 }
 
-/* scores[p] = exp(scores[p] - m) in place; returns 1 / their sum. The sum runs in 8 interleaved partial sums in a
- * fixed order, never the vectoriser's: its order would follow the buffer's alignment, which differs between the
- * threads' scratch buffers, and a query must get the same bits whichever thread and batch computes it (a reused KV
- * cache must give the logits a fresh prefill gives). */
+/* scores[p] = exp(scores[p] - m) in place; returns their sum. The sum runs in 8 interleaved partial sums in a fixed
+ * order, never the vectoriser's: its order would follow the buffer's alignment, which differs between the threads'
+ * scratch buffers, and a query must get the same bits whichever thread and batch computes it (a reused KV cache must
+ * give the logits a fresh prefill gives). */
 static float exp_scores(float *scores, int64_t n, float m) {
 #pragma omp simd
     for (int64_t p = 0; p < n; p++) scores[p] = exp_g(scores[p] - m);
@@ -42,51 +42,47 @@ static float exp_scores(float *scores, int64_t n, float m) {
         for (int i = 0; i < 8; i++) part[i] += scores[p + i];
     for (int i = 0; i < 8; i++) sum += part[i];
     for (; p < n; p++) sum += scores[p];
-    return 1.0f / sum;
+    return sum;
 }
 
 static inline float softcap_g(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
-/* one query head over n cached positions: k, v are [n][hd]; scores is scratch of n floats; out is [hd].
- * softcap > 0 caps the scaled scores at +-softcap with tanh (Gemma 2), 0 leaves them. */
-static void attn_head_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                        float softcap, float *scores, float *out) {
+/* out[i] = sum over p of w[p] * v[p][i] (v float rows of hd), 32 columns at a time in a local accumulator the
+ * compiler keeps in registers. Each output is its own sum over p in order, so its bits do not depend on how the
+ * loop is vectorised. */
+static void weigh_rows_g(const float *w, const float *v, int64_t n, int64_t hd, float *out) {
+    int64_t c = 0;
+    for (; c + 32 <= hd; c += 32) {
+        float acc[32] = {0.0f};
+        for (int64_t p = 0; p < n; p++) {
+            const float wp = w[p], *vp = v + p * hd + c;
+#pragma omp simd
+            for (int i = 0; i < 32; i++) acc[i] += wp * vp[i];
+        }
+        memcpy(out + c, acc, sizeof acc);
+    }
+    for (int64_t i = c; i < hd; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n && c < hd; p++) {
+        const float wp = w[p], *vp = v + p * hd;
+        for (int64_t i = c; i < hd; i++) out[i] += wp * vp[i];
+    }
+}
+
+/* One query head over one block of n cached positions (at most PT_ATTN_BLOCK): k, v are [n][hd]; scores is
+ * scratch of n floats. Writes the block's largest score ml[0], the sum of exp(score - ml[0]) ml[1], and
+ * out[hd] = the sum of exp(score - ml[0]) * v: not yet divided, since attention.c folds the blocks of a query in
+ * order (online softmax). softcap > 0 caps the scaled scores at +-softcap with tanh (Gemma 2), 0 leaves them. */
+static void attn_block_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                         float softcap, float *scores, float *out, float *ml) {
     float m = -INFINITY;
     for (int64_t p = 0; p < n; p++) {
         float s = softcap_g(dot_f32_g(q, k + p * hd, hd) * scale, softcap);
         scores[p] = s;
         if (s > m) m = s;
     }
-    float inv = exp_scores(scores, n, m);
-    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        const float wgt = scores[p] * inv, *vp = v + p * hd;
-#pragma omp simd
-        for (int64_t i = 0; i < hd; i++) out[i] += wgt * vp[i];
-    }
-}
-
-/* the same over int8 rows with one scale per row: k, v are [n][hd] int8, ks, vs are [n] */
-static void attn_head_q8_g(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                           int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out) {
-    float m = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        const int8_t *kp = k + p * hd;
-        float d = 0.0f;
-#pragma omp simd reduction(+:d)
-        for (int64_t i = 0; i < hd; i++) d += q[i] * (float)kp[i];
-        float s = softcap_g(d * ks[p] * scale, softcap);
-        scores[p] = s;
-        if (s > m) m = s;
-    }
-    float inv = exp_scores(scores, n, m);
-    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        const float wgt = scores[p] * inv * vs[p];
-        const int8_t *vp = v + p * hd;
-#pragma omp simd
-        for (int64_t i = 0; i < hd; i++) out[i] += wgt * (float)vp[i];
-    }
+    ml[0] = m;
+    ml[1] = exp_scores(scores, n, m);
+    weigh_rows_g(scores, v, n, hd, out);
 }
 
 /* ---- norms ---- */

@@ -76,8 +76,7 @@ const pt_kernels pt_kernels_scalar = {
     .rows_q4 = rows_q4_scalar,
     .rows_float = rows_float_g,
     .norm = norm_g,
-    .attn_head = attn_head_g,
-    .attn_head_q8 = attn_head_q8_g,
+    .attn_block = attn_block_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
 };

@@ -311,61 +311,56 @@ static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0,
     }
 }
 
-/* One query head over the int8 cache. q is held as two int16 parts, q / sq = hi + lo / 32768 (sq = amax / 32767),
- * so q.k is 16 products per vpmaddwd for each part, summed exactly in int32 (head sizes up to 512), and q keeps
- * about 30 bits: the scores are as close as float arithmetic gets them. The values are accumulated 32 at a time
- * in registers. Other head sizes, and a q holding NaN or infinity, take the generic loop. */
-static void FN(attn_head_q8_)(const float *q, const int8_t *k, const float *ks, const int8_t *v, const float *vs,
-                              int64_t n, int64_t hd, float scale, float softcap, float *scores, float *out) {
-    float amax = 0.0f;
-    int nan = 0;
-    for (int64_t i = 0; i < hd; i++) {
-        amax = fabsf(q[i]) > amax ? fabsf(q[i]) : amax;
-        nan |= q[i] != q[i];
+/* the sums of 8 vectors' lanes, one per lane of the result, by one fixed tree: a key's score depends on its own
+ * accumulator only, never on which keys share its group (a group of fewer than 8 passes zeros for the rest) */
+static inline __m256 FN(sum8x8_)(const __m256 *a) {
+    __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* scores[p] = softcap(s[p] * mul) for the r <= 8 keys of a group; returns the largest */
+static inline float FN(cap_scores_)(__m256 s, float mul, float softcap, float *scores, int64_t r, float m) {
+    float tmp[8];
+    _mm256_storeu_ps(tmp, _mm256_mul_ps(s, _mm256_set1_ps(mul)));
+    for (int64_t i = 0; i < r; i++) {
+        const float v = softcap_g(tmp[i], softcap);
+        scores[i] = v;
+        if (v > m) m = v;
     }
-    if (hd % 32 || hd > 512 || nan || amax == INFINITY) {
-        attn_head_q8_g(q, k, ks, v, vs, n, hd, scale, softcap, scores, out);
+    return m;
+}
+
+/* One query head over a block of the float cache (attn_block_g's contract, kern_generic.h): the scores of 8 keys
+ * at a time, each in its own accumulator (8 independent FMA chains instead of one), summed by one tree. Head sizes
+ * that are not a multiple of 8 take the generic loop. */
+static void FN(attn_block_)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                            float softcap, float *scores, float *out, float *ml) {
+    if (hd % 8 || hd > 512) {
+        attn_block_g(q, k, v, n, hd, scale, softcap, scores, out, ml);
         return;
     }
-    int16_t qhi[512], qlo[512];
-    const float sq = amax / 32767.0f, iq = sq > 0.0f ? 1.0f / sq : 0.0f;
-    for (int64_t i = 0; i < hd; i++) {
-        float u = q[i] * iq, hi = rintf(u);
-        qhi[i] = (int16_t)hi;
-        qlo[i] = (int16_t)lrintf((u - hi) * 32768.0f);
-    }
-    const float qscale = sq * scale;
     float m = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        const int8_t *kp = k + p * hd;
-        __m256i ahi = _mm256_setzero_si256(), alo = _mm256_setzero_si256();
-        for (int64_t i = 0; i < hd; i += 16) {
-            __m256i k16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(kp + i)));
-            ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qhi + i)), k16));
-            alo = _mm256_add_epi32(alo, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(qlo + i)), k16));
+    for (int64_t p = 0; p < n; p += 8) {
+        const int64_t r = n - p < 8 ? n - p : 8;
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+        if (r == 8) {           /* the same arithmetic as below, with the 8 accumulators in registers */
+            for (int64_t i = 0; i < hd; i += 8) {
+                const __m256 qi = _mm256_loadu_ps(q + i);
+                for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
+        } else {
+            for (int64_t i = 0; i < hd; i += 8) {
+                const __m256 qi = _mm256_loadu_ps(q + i);
+                for (int j = 0; j < r; j++) acc[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
         }
-        __m256 d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(alo), _mm256_set1_ps(1.0f / 32768.0f), _mm256_cvtepi32_ps(ahi));
-        float s = softcap_g(FN(hsum8_)(d) * ks[p] * qscale, softcap);
-        scores[p] = s;
-        if (s > m) m = s;
+        m = FN(cap_scores_)(FN(sum8x8_)(acc), scale, softcap, scores + p, r, m);
     }
-    const float inv = exp_scores(scores, n, m);
-    for (int64_t c = 0; c < hd; c += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int64_t p = 0; p < n; p++) {
-            const __m256 w = _mm256_set1_ps(scores[p] * inv * vs[p]);
-            const int8_t *vp = v + p * hd + c;
-            __m128i b0 = _mm_loadu_si128((const __m128i *)vp), b1 = _mm_loadu_si128((const __m128i *)(vp + 16));
-            a0 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b0)), a0);
-            a1 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b0, 8))), a1);
-            a2 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b1)), a2);
-            a3 = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b1, 8))), a3);
-        }
-        _mm256_storeu_ps(out + c, a0);
-        _mm256_storeu_ps(out + c + 8, a1);
-        _mm256_storeu_ps(out + c + 16, a2);
-        _mm256_storeu_ps(out + c + 24, a3);
-    }
+    ml[0] = m;
+    ml[1] = exp_scores(scores, n, m);
+    weigh_rows_g(scores, v, n, hd, out);
 }
 
 #define PT_X86_TABLE(var, label) \
@@ -376,8 +371,7 @@ static void FN(attn_head_q8_)(const float *q, const int8_t *k, const float *ks, 
         .rows_q4 = FN(rows_q4_), \
         .rows_float = FN(rows_float_), \
         .norm = norm_g, \
-        .attn_head = attn_head_g, \
-        .attn_head_q8 = FN(attn_head_q8_), \
+        .attn_block = FN(attn_block_), \
         .bias_act = bias_act_g, \
         .glu = glu_g, \
     }

@@ -149,6 +149,60 @@ def test_attention_window_and_softcap(isa, T, pos0, window, softcap):
     np.testing.assert_allclose(got, oracles.attention(q, kc, vc, pos0, 0.25, softcap, window), rtol=0, atol=5e-5)
 
 
+BLOCK = 64     # PT_ATTN_BLOCK in kernels/internal.h: attention cuts a query's positions into blocks this long
+
+
+def _attend(q, kv, pos0, scale, softcap, window):
+    """attention of q [T, H, hd] at positions pos0.. over kv = (k, v) float caches or (k8, ks, v8, vs) int8 ones"""
+    if len(kv) == 2:
+        return K.attention(q, *kv, pos0, scale, softcap=softcap, window=window)
+    k8, ks, v8, vs = kv
+    (T, H, hd), (KV, n_ctx) = q.shape, ks.shape
+    out = np.empty_like(q)
+    P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))   # noqa: E731
+    assert lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(v8, "int8_t *"), P(vs), n_ctx, T, H, KV, hd, pos0,
+                               scale, softcap, window, P(out)) == 0
+    return out
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("kv_type", ["f32", "int8"])
+@pytest.mark.parametrize("n,hd,window,softcap", [(BLOCK - 1, 64, 0, 0.0), (BLOCK, 64, 0, 20.0),
+                                                 (BLOCK * 7 // 2, 64, 0, 0.0), (BLOCK * 7 // 2, 40, 0, 0.0),
+                                                 (BLOCK * 7 // 2 + 3, 64, BLOCK + 5, 0.0),
+                                                 (BLOCK * 3 + 1, 32, 2 * BLOCK, 15.0), (BLOCK * 2 + 9, 64, 7, 0.0)])
+def test_attention_over_several_blocks_gives_the_same_bits_any_way_it_is_split(isa, kv_type, n, hd, window, softcap):
+    """Contexts of 1 block - 1, 1 block and up to 3.5 blocks of positions, with sliding windows that start inside a
+    block and soft-capping, grouped-query (6 heads over 2 kv heads): a prefill of n tokens is within the float64
+    oracle's bound (5e-5 over the float cache, 2e-5 over the dequantized int8 cache, outputs of size ~0.1-1), gives
+    the same bits on 1, 2 and 3 threads, and so does decoding one token at each position and a short chunk of the
+    last 5 (the split over positions a decode uses), so a reused KV cache gives a fresh prefill's logits."""
+    K.configure(isa=isa, threads=1)
+    rng = np.random.default_rng(n * 7 + hd + window)
+    H, KV, n_ctx = 6, 2, n + 2
+    scale = hd ** -0.5
+    q = (rng.standard_normal((n, H, hd)) * 1.5).astype(np.float32)
+    if kv_type == "f32":
+        kv = tuple(rng.standard_normal((KV, n_ctx, hd)).astype(np.float32) for _ in range(2))
+        kv[0][:, n:] = 1e4                             # positions past the query must not be read
+        kd, vd, bound = kv[0], kv[1], 5e-5
+    else:
+        k8, v8 = (rng.integers(-127, 128, (KV, n_ctx, hd)).astype(np.int8) for _ in range(2))
+        ks, vs = (rng.uniform(0.005, 0.03, (KV, n_ctx)).astype(np.float32) for _ in range(2))
+        kv, bound = (k8, ks, v8, vs), 2e-5
+        kd, vd = k8.astype(np.float32) * ks[..., None], v8.astype(np.float32) * vs[..., None]
+        ks[:, n:] = 1e4
+    prefill = _attend(q, kv, 0, scale, softcap, window)
+    np.testing.assert_allclose(prefill, oracles.attention(q, kd, vd, 0, scale, softcap, window), rtol=0, atol=bound)
+    for threads in (1, 2, 3):
+        K.configure(isa=isa, threads=threads)
+        assert np.array_equal(_attend(q, kv, 0, scale, softcap, window), prefill), f"prefill, {threads} threads"
+        assert np.array_equal(_attend(q[n - 5:], kv, n - 5, scale, softcap, window), prefill[n - 5:]), threads
+        for pos in range(n) if threads == 2 else (0, n // 2, n - 1):
+            one = _attend(q[pos:pos + 1], kv, pos, scale, softcap, window)
+            assert np.array_equal(one[0], prefill[pos]), f"decode at {pos}, {threads} threads"
+
+
 def test_bad_arguments_are_errors_not_overruns():
     with pytest.raises(ValueError, match="norm w of shape"):
         K.norm(np.zeros((2, 8), np.float32), np.ones(7, np.float32), None, 1e-5)
