@@ -183,7 +183,7 @@ PEN_CONTEXT = [0, 1, 1, 4, 0, 0]  # counts: id 0 -> 3, id 1 -> 2, id 4 -> 1; ids
 def test_penalties_exact_logits(kwargs, expected):
     sampler = Sampler(temperature=1.0, **kwargs)
     for context in (PEN_CONTEXT, tuple(PEN_CONTEXT), np.array(PEN_CONTEXT, dtype=np.int32)):
-        assert sampler._penalize(PEN_LOGITS, context).tolist() == expected
+        assert sampler._penalize(PEN_LOGITS, context).dense().tolist() == expected
         np.testing.assert_allclose(sampler.probs(PEN_LOGITS, context), softmax(expected), atol=1e-12)
     # penalties come before temperature
     np.testing.assert_allclose(Sampler(temperature=2.0, **kwargs).probs(PEN_LOGITS, PEN_CONTEXT),
@@ -193,7 +193,7 @@ def test_penalties_exact_logits(kwargs, expected):
 def test_penalties_keep_masked_tokens_masked_and_float32():
     logits = np.array([-np.inf, 1.5, 0.0], dtype=np.float32)
     sampler = Sampler(temperature=1.0, repetition_penalty=1.5, frequency_penalty=1.0, presence_penalty=1.0)
-    out = sampler._penalize(logits, [0, 1])
+    out = sampler._penalize(logits, [0, 1]).dense()
     assert out.tolist() == [-np.inf, 1.5 / 1.5 - 2.0, 0.0]
     assert sampler.probs(logits, [0, 1])[0] == 0.0
 
@@ -289,7 +289,7 @@ def test_penalties_large_vocab_match_dense_reference():
     x = logits.astype(np.float64)
     present = counts > 0
     expected = np.where(present, np.where(x > 0, x / rep, x * rep), x) - freq * counts - pres * present
-    out = sampler._penalize(logits, context)
+    out = sampler._penalize(logits, context).dense()
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
     assert np.array_equal(out[~present], logits[~present].astype(np.float64))  # untouched elsewhere
     top = set(np.argsort(expected)[-40:].tolist())
