@@ -340,3 +340,196 @@ def test_settings_resolve_flag_then_model_then_fallback():
     assert resolve({}, {"do_sample": False, "temperature": 0.7})["temperature"] == 0.0     # do_sample false: greedy
     assert resolve({"temperature": 1.2}, {"do_sample": False})["temperature"] == 1.2      # a flag still wins
     assert resolve({}, None) == dict(FALLBACK, seed=None)
+
+
+# --- a 151,936-token vocabulary against a full sort ------------------------------------------------------------
+# The sampler never sorts the whole vocabulary (it works on the tokens above thresholds); these compare it with the
+# straightforward float64 computation of the documented chain, on Qwen2.5's vocabulary size.
+
+BIG = 151_936
+
+
+def reference_probs(logits, context=(), temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0,
+                    frequency_penalty=0.0, presence_penalty=0.0):
+    """The documented chain on the whole vocabulary in float64, with full stable sorts (ties: lowest id first)."""
+    x = np.asarray(logits, dtype=np.float64).copy()
+    counts = np.bincount(np.asarray(context, dtype=np.int64), minlength=x.size)
+    present = counts > 0
+    x[present] = np.where(x[present] > 0, x[present] / repetition_penalty, x[present] * repetition_penalty)
+    x -= frequency_penalty * counts + presence_penalty * present
+    x /= temperature
+    keep = np.isfinite(x)
+    if 0 < top_k < x.size:
+        order = np.argsort(-x, kind="stable")
+        keep = np.zeros(x.size, dtype=bool)
+        keep[order[:top_k]] = True
+    p = np.where(keep, np.exp(x - x[keep].max()), 0.0)
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.argsort(-p, kind="stable")
+        cut = min(int(np.searchsorted(np.cumsum(p[order]), top_p, side="left")) + 1, p.size)
+        q = np.zeros_like(p)
+        q[order[:cut]] = p[order[:cut]]
+        p = q / q.sum()
+    if min_p > 0.0:
+        p = np.where(p >= min_p * p.max(), p, 0.0)
+        p /= p.sum()
+    return p
+
+
+def big_logits(kind, seed, dtype=np.float32):
+    """A vocabulary of 151,936 logits with ties (values rounded to 0.05) and 500 -inf entries: `lm` has a bulk
+    (normal, std 2.5) below a head of 32 tokens up to 18, like a language model's; `flat` is normal with std 3."""
+    rng = np.random.default_rng(seed)
+    if kind == "lm":
+        x = rng.standard_normal(BIG) * 2.5
+        x[rng.choice(BIG, 32, replace=False)] = 18.0 - np.cumsum(rng.exponential(0.6, 32))
+    else:
+        x = rng.standard_normal(BIG) * 3.0
+    x = np.round(x * 20) / 20
+    x[rng.choice(BIG, 500, replace=False)] = -np.inf
+    return x.astype(dtype)
+
+
+def big_context(logits, seed):
+    """64 ids with repeats: 8 of the 32 most likely tokens, 4 masked (-inf) ones, the rest from everywhere."""
+    rng = np.random.default_rng(seed + 100)
+    likely = np.argsort(logits)[-32:]
+    context = np.concatenate([rng.choice(likely, 8, replace=False), rng.choice(np.flatnonzero(np.isinf(logits)), 4),
+                              rng.integers(0, BIG, 52)])
+    context[-10:] = context[0]          # one id ten times more
+    return rng.permutation(context)
+
+
+BIG_SETTINGS = [
+    dict(temperature=0.8, top_k=40),
+    dict(temperature=1.3, top_k=2000),
+    dict(temperature=0.8, top_p=0.9),
+    dict(temperature=1.0, top_p=0.5),
+    dict(temperature=0.7, top_p=0.99),
+    dict(temperature=2.0, top_p=0.95),                  # a broad nucleus of thousands of tokens
+    dict(temperature=0.8, min_p=0.05),
+    dict(temperature=1.5, min_p=0.001),
+    dict(temperature=0.7, top_k=20, top_p=0.8),
+    dict(temperature=1.0, top_k=50, top_p=0.9, min_p=0.02),
+    dict(temperature=0.8, top_p=0.9, min_p=0.1),
+    dict(temperature=0.8, top_p=0.9, repetition_penalty=1.1),
+    dict(temperature=0.8, repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.3),
+    dict(temperature=0.7, top_k=20, top_p=0.8, repetition_penalty=1.05, frequency_penalty=-0.5),
+    dict(temperature=1.0, min_p=0.05, repetition_penalty=0.8, presence_penalty=-1.0),
+]
+
+
+@pytest.mark.parametrize("kind", ["lm", "flat"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_large_vocab_matches_a_full_sort(kind, seed):
+    logits = big_logits(kind, seed, dtype=np.float32 if seed < 2 else np.float64)
+    context = big_context(logits, seed)
+    before = logits.copy()
+    for settings in BIG_SETTINGS:
+        expected = reference_probs(logits, context, **settings)
+        got = Sampler(**settings).probs(logits, context)
+        assert np.array_equal(np.flatnonzero(got), np.flatnonzero(expected)), settings
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=0, err_msg=str(settings))
+    greedy = dict(repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.3)
+    expected = int(np.argmax(reference_probs(logits, context, temperature=1e-3, **greedy)))
+    assert Sampler(temperature=0, **greedy)(logits, context) == expected
+    assert np.array_equal(logits, before, equal_nan=True)     # the caller's array is never modified
+
+
+def test_large_vocab_top_p_between_two_boundaries():
+    # top_p half-way between two cumulative sums of the sorted distribution keeps exactly the upper one's tokens
+    logits = big_logits("lm", 3)
+    p = reference_probs(logits, temperature=0.8)
+    cumulative = np.cumsum(np.sort(p)[::-1])
+    for k in (1, 2, 5, 12, 40, 300):
+        top_p = float((cumulative[k - 1] + cumulative[k]) / 2)
+        got = Sampler(temperature=0.8, top_p=top_p).probs(logits)
+        assert np.count_nonzero(got) == k + 1
+        np.testing.assert_allclose(got, reference_probs(logits, temperature=0.8, top_p=top_p), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("k", range(1, 9))
+def test_top_p_exactly_on_a_boundary_keeps_the_smallest_set_and_the_lowest_tied_ids(k):
+    # 8 tied tokens (probability 1/8 each, exactly) in a vocabulary of -inf: k/8 is reached by k of them
+    logits = np.full(BIG, -np.inf, dtype=np.float32)
+    tied = np.sort(np.random.default_rng(k).choice(BIG, 8, replace=False))
+    logits[tied] = 1.5
+    got = Sampler(temperature=0.9, top_p=k / 8).probs(logits)
+    assert np.flatnonzero(got).tolist() == tied[:k].tolist()
+    assert got[tied[:k]].tolist() == [1 / k] * k
+    if k < 8:                                      # a hair above the boundary takes one more
+        assert np.flatnonzero(Sampler(temperature=0.9, top_p=k / 8 + 1e-9).probs(logits)).tolist() == \
+            tied[:k + 1].tolist()
+
+
+def test_top_p_boundary_with_the_rest_of_the_vocabulary_just_below_it():
+    # 4 tied tokens at 10 hold all but 1.4e-8 of the mass: 2 of them reach 0.5 - 7e-9, short of top_p = 0.5,
+    # so a third is needed; the tail is far below every threshold the sampler tries first
+    logits = np.full(BIG, -20.0)
+    logits[[7, 70_000, 90_000, 150_000]] = 10.0
+    got = Sampler(temperature=1.0, top_p=0.5).probs(logits)
+    assert np.flatnonzero(got).tolist() == [7, 70_000, 90_000]
+    np.testing.assert_allclose(got, reference_probs(logits, top_p=0.5), rtol=1e-12, atol=0)
+    logits[logits == -20.0] = -60.0     # now the tail's mass (151,932 e^-70) rounds away: 2 reach 0.5 exactly
+    assert np.flatnonzero(Sampler(temperature=1.0, top_p=0.5).probs(logits)).tolist() == [7, 70_000]
+
+
+def test_top_k_ties_at_the_cut_go_to_the_lowest_ids():
+    logits = np.full(BIG, -5.0, dtype=np.float32)
+    logits[[10, 20]] = 3.0
+    tied = [5, 900, 40_000, 100_000, 151_935]
+    logits[tied] = 2.0
+    got = Sampler(temperature=1.0, top_k=4).probs(logits)
+    assert np.flatnonzero(got).tolist() == [5, 10, 20, 900]
+    np.testing.assert_allclose(got, reference_probs(logits, top_k=4), rtol=1e-12, atol=0)
+
+
+def test_greedy_after_penalties_ties_go_to_the_lowest_id_at_a_large_vocab():
+    logits = np.full(BIG, -1.0)
+    logits[[9, 80_000]] = 3.0           # both in the context: 3 / 1.5 = 2
+    logits[[50_000, 120_000]] = 2.0     # not in the context
+    greedy = Sampler(temperature=0, repetition_penalty=1.5)
+    assert greedy(logits, [80_000, 9]) == 9
+    assert greedy(logits, [80_000]) == 9                    # 9 keeps its 3
+    logits[9] = 1.0
+    assert greedy(logits, [80_000, 9]) == 50_000            # 50,000 ties with 80,000 and comes first
+    assert greedy(logits, [80_000, 50_000]) == 80_000       # 50,000 falls to 2 / 1.5; 80,000 ties with 120,000
+    assert greedy(logits, [80_000, 50_000, 120_000]) == 80_000
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=0.8), dict(temperature=0.8, top_p=0.9),
+                                      dict(temperature=1.2, top_k=40, min_p=0.02)])
+def test_draws_follow_the_cumulative_sum_in_id_order(settings):
+    # the draw is one uniform per token, scaled to the kept mass and looked up in the running sum over the kept
+    # ids in ascending order: a seed gives the same token as before the sampler stopped sorting the vocabulary
+    logits = big_logits("lm", 4)
+    p = reference_probs(logits, **settings)
+    ids = np.flatnonzero(p)
+    cumulative = np.cumsum(p[ids])
+    for seed in range(20):
+        u = np.random.default_rng(seed).random() * cumulative[-1]
+        expected = int(ids[min(int(np.searchsorted(cumulative, u, side="right")), ids.size - 1)])
+        assert Sampler(seed=seed, **settings)(logits) == expected
+
+
+def test_threads_sampling_at_once_do_not_share_their_work():
+    import threading
+
+    vectors = [big_logits(kind, seed) for kind in ("lm", "flat") for seed in (5, 6)]
+    settings = [dict(temperature=0.8, top_p=0.9, repetition_penalty=1.1), dict(temperature=0.9),
+                dict(temperature=1.0, top_k=30), dict(temperature=2.0, top_p=0.95)]
+    expected = [Sampler(**s).probs(x, [1, 2, 3]) for s, x in zip(settings, vectors)]
+    errors = []
+
+    def work(i):
+        for _ in range(15):
+            if not np.array_equal(Sampler(**settings[i]).probs(vectors[i], [1, 2, 3]), expected[i]):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
