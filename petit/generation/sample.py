@@ -175,7 +175,7 @@ class Sampler:
         def weight(threshold: float) -> float:
             """The weight of a logit at the threshold: no token below it weighs more, since /, - and exp are
             monotonic (the margins cover an exp that rounds a scalar differently from an array)."""
-            return float(np.exp(threshold / temperature - x_max))
+            return math.exp(threshold / temperature - x_max)
 
         rounds, counted = self._rounds(logits, top_k), {}
         while rounds:
@@ -256,6 +256,7 @@ _SAMPLE = 2048              # top-k guesses its first threshold from about this 
 _CHUNK = 64                 # top-p sorts this many of the most probable candidates first, then more as needed
 _BLOCK = 1024               # the draw over a whole vocabulary sums blocks of this many weights first
 _F32_MAX = float(np.finfo(np.float32).max)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))   # the dtypes worked on as they are; others become float64
 
 
 class _Penalized:
@@ -301,11 +302,11 @@ class _Penalized:
         """The lowest id holding the largest logit of ``base`` outside the context, and that logit, if it is
         ``>= floor``; else (-1, -inf)."""
         best = self.best
-        at = int(np.searchsorted(self.ids, best))
+        at = int(self.ids.searchsorted(best))
         if at == self.ids.size or self.ids[at] != best:    # the largest logit is not a context id's: done
             value = float(self.base[best])
             return (best, value) if value >= floor else (-1, -math.inf)
-        above = np.flatnonzero(self._mask(floor))          # else those above floor (few), context ids aside
+        above = self._mask(floor).nonzero()[0]             # else those above floor (few), context ids aside
         if not above.size:
             return -1, -math.inf
         best = int(above[np.argmax(self.base[above])])
@@ -338,7 +339,7 @@ class _Penalized:
         last (each part in order); ``-inf``: (None, every token's logit)."""
         if threshold == -math.inf:
             return None, self.dense(_buffer("weights", self.size, np.float64))
-        ids = np.flatnonzero(self._mask(threshold))
+        ids = self._mask(threshold).nonzero()[0]
         values = self.base[ids].astype(np.float64)
         sel = self.values >= threshold
         if sel.any():                     # the context ids after the others: ids are not in order then
@@ -363,7 +364,7 @@ def _buffer(name: str, size: int, dtype) -> np.ndarray:
     all) can take longer than the work on it: ~1 ms for the 1.2 MB of a float64 vector of 151,936 tokens. So
     the vocabulary-sized arrays of a call live here; threading.local keeps two threads' calls apart.
     """
-    key = (name, np.dtype(dtype))
+    key = (name, dtype)
     buffer = _scratch.__dict__.get(key)
     if buffer is None or buffer.shape[0] < size:
         buffer = _scratch.__dict__[key] = np.empty(size, dtype=dtype)
@@ -372,7 +373,7 @@ def _buffer(name: str, size: int, dtype) -> np.ndarray:
 
 def _where(ids: np.ndarray | None, keep: np.ndarray) -> np.ndarray:
     """The ids the mask keeps; ids None stands for every token, in order."""
-    return np.flatnonzero(keep) if ids is None else ids[keep]
+    return keep.nonzero()[0] if ids is None else ids[keep]
 
 
 def _top_k(ids, x, k):
@@ -381,7 +382,7 @@ def _top_k(ids, x, k):
         return ids, x
     kth = np.partition(x, x.size - k)[x.size - k]
     keep = x > kth
-    keep[_lowest(ids, np.flatnonzero(x == kth), k - int(np.count_nonzero(keep)))] = True
+    keep[_lowest(ids, (x == kth).nonzero()[0], k - int(np.count_nonzero(keep)))] = True
     return _where(ids, keep), x[keep]
 
 
@@ -405,7 +406,7 @@ def _nucleus(ids, weights, top_p, bound, low, high):
     m = weights.size
     if m <= 16 * _CHUNK:                    # few: sort them all
         values = np.sort(weights)[::-1]
-        cumulative = np.cumsum(values)
+        cumulative = values.cumsum()
     else:
         part = _buffer("part", m, np.float64)
         np.copyto(part, weights)
@@ -415,22 +416,22 @@ def _nucleus(ids, weights, top_p, bound, low, high):
             part[:m - done].partition(m - size)
             more = np.sort(part[m - size:m - done])[::-1]       # all smaller than those before
             values = np.concatenate([values, more])
-            cumulative = np.concatenate([cumulative, (cumulative[-1] if done else 0.0) + np.cumsum(more)])
+            cumulative = np.concatenate([cumulative, (cumulative[-1] if done else 0.0) + more.cumsum()])
             if cumulative[-1] >= target or size == m:
                 break
             if top_p * (high - low) >= values[-1]:
                 return None   # the cut is further down, where boundaries are closer together than the bounds' gap
             # 8x more, or more still if the mass missing needs it: the others weigh at most values[-1] each
             done, size = size, int(min(m, max(8 * size, size + (target - cumulative[-1]) / values[-1])))
-    cut = int(np.searchsorted(cumulative, target, side="left"))
+    cut = int(cumulative.searchsorted(target, side="left"))
     if high == 0.0:
         cut = min(cut, values.size - 1)
-    elif (cut == values.size or cut != int(np.searchsorted(cumulative, top_p * (total + low), side="left"))
+    elif (cut == values.size or cut != int(cumulative.searchsorted(top_p * (total + low), side="left"))
           or values[cut] <= bound):
         return None
     threshold = values[cut]
     keep = np.greater(weights, threshold, out=_buffer("keep", m, np.bool_))
-    keep[_lowest(ids, np.flatnonzero(weights == threshold), cut + 1 - int(np.count_nonzero(keep)))] = True
+    keep[_lowest(ids, (weights == threshold).nonzero()[0], cut + 1 - int(np.count_nonzero(keep)))] = True
     return _where(ids, keep), weights[keep]
 
 
@@ -446,31 +447,35 @@ def _draw(weights: np.ndarray, r: float) -> int:
         sums = weights[:whole].reshape(-1, _BLOCK).sum(axis=1)
         if whole < n:
             sums = np.append(sums, weights[whole:].sum())
-        ends = np.cumsum(sums)
+        ends = sums.cumsum()
         u = r * ends[-1]
-        j = int(np.searchsorted(ends, u, side="right"))
+        j = int(ends.searchsorted(u, side="right"))
         if j == ends.size:       # u at the very end (rounding): the last block that can be drawn from
-            j = int(np.flatnonzero(sums)[-1])
+            j = int(sums.nonzero()[0][-1])
         start, offset = j * _BLOCK, float(ends[j - 1]) if j else 0.0
         block = weights[start:start + _BLOCK]
-        cumulative = offset + np.cumsum(block)
+        cumulative = offset + block.cumsum()
     else:
-        cumulative = np.cumsum(block)
+        cumulative = block.cumsum()
         u = r * cumulative[-1]
-    pick = int(np.searchsorted(cumulative, u, side="right"))
+    pick = int(cumulative.searchsorted(u, side="right"))
     if pick >= block.size:       # u at the very end (rounding): the last token that can be drawn
-        pick = int(np.flatnonzero(block)[-1])
+        pick = int(block.nonzero()[0][-1])
     return start + pick
 
 
 def _unique(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ids (ascending, int64) and how often each occurs: np.unique's answer, at half its cost."""
-    ids = np.sort(ids.astype(np.int64, copy=False))
+    ids = ids.astype(np.int64)            # a copy, sorted in place
+    ids.sort()
     first = np.empty(ids.size, dtype=bool)
     first[0] = True
     np.not_equal(ids[1:], ids[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    return ids[starts], np.diff(np.append(starts, ids.size))
+    starts = first.nonzero()[0]
+    counts = np.empty(starts.size, dtype=np.int64)
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = ids.size - starts[-1]
+    return ids[starts], counts
 
 
 def _check_logits(logits) -> tuple[np.ndarray, int]:
@@ -479,11 +484,11 @@ def _check_logits(logits) -> tuple[np.ndarray, int]:
     arr = np.asarray(logits)
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"logits must be a non-empty 1-D array, got shape {arr.shape}")
-    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+    if arr.dtype.kind not in "fiu":       # float, signed or unsigned int
         raise ValueError(f"logits must be a float array, got dtype {arr.dtype}")
-    if arr.dtype != np.float32 and arr.dtype != np.float64:
+    if arr.dtype not in _FLOATS:
         arr = arr.astype(np.float64)
-    best = int(np.argmax(arr))      # one pass: the first NaN if there is one, else the first largest value
+    best = int(arr.argmax())        # one pass: the first NaN if there is one, else the first largest value
     top = float(arr[best])
     if math.isnan(top) or top == math.inf:
         raise ValueError("logits must not contain NaN or +inf")
@@ -505,7 +510,7 @@ def _check_context(context_ids, n_vocab: int) -> np.ndarray:
     arr = np.asarray(context_ids)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise ValueError(f"context_ids must be a 1-D sequence of ints, got shape {arr.shape} dtype {arr.dtype}")
     lo, hi = int(arr.min()), int(arr.max())
     if lo < 0 or hi >= n_vocab:
