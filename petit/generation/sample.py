@@ -237,20 +237,22 @@ class Sampler:
                 rank = min(sample.size, scale * math.ceil(top_k / stride) + 4)
                 rounds.append((float(np.partition(sample, sample.size - rank)[sample.size - rank]), []))
         elif self.top_p < 1.0:
-            steps = [(x_max - (math.log(n) + d)) * temperature for d in _TOP_P_DEPTHS]
-            rounds = [(steps[i], steps[i + 1:i + 3]) for i in range(len(steps) - 2)]
+            def threshold(depth):
+                return (x_max - (math.log(n) + depth)) * temperature
+            rounds = [(threshold(d), [threshold(c) for c in counted]) for d, counted in _TOP_P_ROUNDS]
         else:
             rounds.append(((x_max - _MIN_P_MARGIN + math.log(self.min_p)) * temperature, []))  # past weight min_p
         return [(t, lower) for t, lower in rounds if math.isfinite(t) and all(map(math.isfinite, lower))] \
             + [(-math.inf, [])]
 
 
-# Top-p rounds: round i takes the tokens within log(vocab) + _TOP_P_DEPTHS[i] of the top logit (in units of
-# temperature) and counts those within the next two depths. The tokens below the last weigh at most exp(-d) of
-# the top token together (2.5e-3 for the first round, then 3.4e-4, 4.5e-5, 8e-7, 2e-9); the counts bound the mass
-# of those in between within a factor e^2. The cut is known unless top_p lands within the bounds' gap of a
-# boundary, which takes a deeper round (one time in eight in the tests with logits like a language model's).
-_TOP_P_DEPTHS = (2.0, 4.0, 6.0, 8.0, 10.0, 14.0, 20.0)
+# Top-p rounds, as (d, counted): a round takes the tokens within log(vocab) + d of the top logit (in units of
+# temperature) and counts those within log(vocab) + each counted depth. The tokens below the last weigh at most
+# exp(-depth) of the top token together (2.5e-3 in the first round, then 1.2e-4, 1.7e-5, 8e-7, 2e-9), and the
+# counts bound the mass of those in between within a factor e^3 or less. The cut is known unless top_p lands within
+# the bounds' gap of a boundary, which takes a deeper round: one time in eight with logits like a language model's
+# (temperatures 0.7 to 1, with and without a repetition penalty), for one count pass, where two did no better.
+_TOP_P_ROUNDS = ((3.0, (6.0,)), (5.0, (7.0, 9.0)), (7.0, (9.0, 11.0)), (9.0, (11.0, 14.0)), (11.0, (14.0, 20.0)))
 _MIN_P_MARGIN = 1e-3        # min-p alone: a first round slightly past log(min_p), so rounding cannot cut it short
 _SAMPLE = 2048              # top-k guesses its first threshold from about this many logits
 _CHUNK = 64                 # top-p sorts this many of the most probable candidates first, then more as needed
