@@ -177,14 +177,15 @@ class Sampler:
             monotonic (the margins cover an exp that rounds a scalar differently from an array)."""
             return math.exp(threshold / temperature - x_max)
 
-        rounds, counted = self._rounds(logits, top_k), {}
-        while rounds:
-            threshold, lower = rounds.pop(0)
+        counted, last_only = {}, False
+        for threshold, lower in self._rounds(logits, top_k):
+            if last_only and threshold != -math.inf:
+                continue
             ids, values = logits.above(threshold)      # ids None: every token
             if ids is not None and top_k and ids.size < top_k:
                 continue
             if ids is not None and not top_k and self.top_p < 1.0 and 2 * ids.size > n:
-                rounds = rounds[-1:]      # a flat distribution: the last round costs little more, and is exact
+                last_only = True          # a flat distribution: the last round costs little more, and is exact
                 continue
             bound = low = high = 0.0   # no token left out weighs more than bound; their mass is in [low, high]
             if top_k:                  # the k tokens are all that is left
@@ -207,8 +208,7 @@ class Sampler:
             if self.top_p < 1.0:
                 kept = _nucleus(ids, weights, self.top_p, bound, low, high)
                 if kept is None:
-                    if 8 * ids.size > n:  # a broad distribution: the next round would cost almost as much
-                        rounds = rounds[-1:]
+                    last_only = 8 * ids.size > n      # a broad distribution: the next round costs almost as much
                     continue
                 ids, weights = kept
             if self.min_p > 0.0:
@@ -222,12 +222,11 @@ class Sampler:
             return ids, weights
         raise AssertionError("unreachable: the last round takes every token")
 
-    def _rounds(self, logits: _Penalized, top_k: int) -> list[tuple[float, list[float]]]:
-        """The candidate rounds of :meth:`_candidates`, as (threshold, lower thresholds to count) in logits, the
-        highest first; the last one, -inf, takes every token."""
+    def _rounds(self, logits: _Penalized, top_k: int):
+        """Yield the candidate rounds of :meth:`_candidates`, as (threshold, lower thresholds to count) in logits,
+        the highest first; the last one, -inf, takes every token."""
         n, temperature = logits.size, self.temperature
         x_max = logits.top / temperature
-        rounds = []
         if top_k:
             # from an evenly strided sample of the vocabulary, values that about 4k + 4 * stride (then 64k)
             # tokens reach
@@ -235,15 +234,20 @@ class Sampler:
             sample = logits.base[::stride]
             for scale in (4, 64):
                 rank = min(sample.size, scale * math.ceil(top_k / stride) + 4)
-                rounds.append((float(np.partition(sample, sample.size - rank)[sample.size - rank]), []))
+                threshold = float(np.partition(sample, sample.size - rank)[sample.size - rank])
+                if math.isfinite(threshold):
+                    yield threshold, []
         elif self.top_p < 1.0:
-            def threshold(depth):
-                return (x_max - (math.log(n) + depth)) * temperature
-            rounds = [(threshold(d), [threshold(c) for c in counted]) for d, counted in _TOP_P_ROUNDS]
+            base = x_max - math.log(n)
+            for depth, counted in _TOP_P_ROUNDS:
+                threshold, lower = (base - depth) * temperature, [(base - c) * temperature for c in counted]
+                if math.isfinite(threshold) and all(map(math.isfinite, lower)):
+                    yield threshold, lower
         else:
-            rounds.append(((x_max - _MIN_P_MARGIN + math.log(self.min_p)) * temperature, []))  # past weight min_p
-        return [(t, lower) for t, lower in rounds if math.isfinite(t) and all(map(math.isfinite, lower))] \
-            + [(-math.inf, [])]
+            threshold = (x_max - _MIN_P_MARGIN + math.log(self.min_p)) * temperature      # past the weight min_p
+            if math.isfinite(threshold):
+                yield threshold, []
+        yield -math.inf, []
 
 
 # Top-p rounds, as (d, counted): a round takes the tokens within log(vocab) + d of the top logit (in units of
