@@ -167,29 +167,42 @@ class Sampler:
         those bounds: otherwise the next round, deeper, runs. The last one takes every token.
         """
         n, temperature = logits.size, self.temperature
-        x_max = logits.top / temperature
         top_k = self.top_k if 0 < self.top_k < n else 0
         if not top_k and self.top_p == 1.0 and self.min_p == 0.0:
-            return None, _weights(logits.dense(_buffer("weights", n, np.float64)), temperature, x_max)
+            weights = logits.dense(_buffer("weights", n, np.float64))
+            return None, _weights(weights, temperature, logits.top / temperature)
+        # x_max (the largest logit / temperature) can wait for the candidates when it is a context id's: top-k's
+        # hold it, and so do top-p's if they are any; the rounds start from an upper bound of it meanwhile
+        x_max = logits.top / temperature if logits.top_known or not (top_k or self.top_p < 1.0) else None
+        x_start = logits.bound / temperature if x_max is None else x_max
 
         def weight(threshold: float) -> float:
             """The weight of a logit at the threshold: no token below it weighs more, since /, - and exp are
             monotonic (the margins cover an exp that rounds a scalar differently from an array)."""
             return math.exp(threshold / temperature - x_max)
 
-        counted, last_only = {}, False
-        for threshold, lower in self._rounds(logits, top_k):
+        rounds, counted, last_only = self._rounds(logits, top_k, x_start), {}, False
+        while True:
+            threshold, lower = next(rounds)           # the last round takes every token, and returns
             if last_only and threshold != -math.inf:
                 continue
             ids, values = logits.above(threshold)      # ids None: every token
+            if x_max is None and not top_k:
+                # top-p: every token at or above the threshold is here, so the largest one too, if any
+                logits.top = float(values.max()) if values.size else logits.top    # (else one more pass)
+                x_max = logits.top / temperature
+                if x_start - x_max > 1.0:      # these rounds were set for a top logit too far above: again
+                    rounds, counted, x_start = self._rounds(logits, top_k, x_max), {}, x_max
+                    continue
             if ids is not None and top_k and ids.size < top_k:
                 continue
             if ids is not None and not top_k and self.top_p < 1.0 and 2 * ids.size > n:
                 last_only = True          # a flat distribution: the last round costs little more, and is exact
                 continue
             bound = low = high = 0.0   # no token left out weighs more than bound; their mass is in [low, high]
-            if top_k:                  # the k tokens are all that is left
+            if top_k:                  # the k tokens are all that is left, the largest among them
                 ids, x = _top_k(ids, values / temperature, top_k)
+                x_max = float(x.max()) if x_max is None else x_max
                 weights = np.exp(x - x_max)
             elif ids is None:          # the whole vocabulary: in place
                 weights = _weights(values, temperature, x_max)
@@ -214,19 +227,19 @@ class Sampler:
             if self.min_p > 0.0:
                 keep = weights >= self.min_p * weights.max()
                 ids, weights = _where(ids, keep), weights[keep]
-            keep = weights > 0                    # masked or underflowed tokens are never candidates
-            ids, weights = _where(ids, keep), weights[keep]
-            if ids.size > 1 and not (ids[1:] > ids[:-1]).all():
-                order = np.argsort(ids)           # context ids came last
+            if ids is None or not weights.all():  # masked or underflowed tokens are never candidates
+                keep = weights > 0
+                ids, weights = _where(ids, keep), weights[keep]
+            if logits.ids.size and ids.size > 1 and not (ids[1:] > ids[:-1]).all():
+                order = ids.argsort()             # context ids came last
                 ids, weights = ids[order], weights[order]
             return ids, weights
-        raise AssertionError("unreachable: the last round takes every token")
 
-    def _rounds(self, logits: _Penalized, top_k: int):
+    def _rounds(self, logits: _Penalized, top_k: int, x_max: float):
         """Yield the candidate rounds of :meth:`_candidates`, as (threshold, lower thresholds to count) in logits,
-        the highest first; the last one, -inf, takes every token."""
+        the highest first, for a largest logit of ``x_max * temperature``; the last one, -inf, takes every
+        token."""
         n, temperature = logits.size, self.temperature
-        x_max = logits.top / temperature
         if top_k:
             # from an evenly strided sample of the vocabulary, values that about 4k + 4 * stride (then 64k)
             # tokens reach
@@ -270,19 +283,38 @@ class _Penalized:
 
     ``base`` is the caller's array (never modified) and ``best`` the first id of its largest logit; ``ids``
     (ascending, distinct) and ``values`` (float64) are the penalized logits of the context ids, which replace
-    ``base``'s there; ``top`` is the largest penalized logit.
+    ``base``'s there; ``bound`` is at least the largest penalized logit, ``top``.
     """
 
-    __slots__ = ("base", "best", "top", "ids", "values")
+    __slots__ = ("base", "best", "ids", "values", "bound", "_top")
 
     def __init__(self, base: np.ndarray, best: int, ids=None, values=None):
         self.base, self.best = base, best
         self.ids = np.zeros(0, dtype=np.int64) if ids is None else ids
         self.values = np.zeros(0, dtype=np.float64) if values is None else values
-        self.top = float(base[best])
+        self._top = self.bound = float(base[best])
         if self.ids.size:
-            top = float(self.values.max())
-            self.top = max(self._best_outside(top)[1], top)
+            self.bound = max(self.bound, float(self.values.max()))
+            at = int(self.ids.searchsorted(best))
+            # the largest logit is a context id's: the largest penalized one is known after one more pass
+            self._top = None if at < self.ids.size and self.ids[at] == best else self.bound
+
+    @property
+    def top_known(self) -> bool:
+        return self._top is not None
+
+    @property
+    def top(self) -> float:
+        """The largest penalized logit; the first time, one more pass if a context id held the largest logit."""
+        if self._top is None:
+            value = float(self.values.max())
+            self._top = max(self._best_outside(value)[1], value)
+        return self._top
+
+    @top.setter
+    def top(self, value: float) -> None:
+        """Set by who found it: the largest of a set holding every token at or above some logit."""
+        self._top = value
 
     @property
     def size(self) -> int:
@@ -410,7 +442,7 @@ def _nucleus(ids, weights, top_p, bound, low, high):
     total = float(weights.sum())
     target = top_p * (total + high)
     m = weights.size
-    if m <= 16 * _CHUNK:                    # few: sort them all
+    if m <= 64 * _CHUNK:                    # a few thousand: sort them all
         values = np.sort(weights)[::-1]
         cumulative = values.cumsum()
     else:
