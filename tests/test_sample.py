@@ -464,14 +464,14 @@ def test_top_p_exactly_on_a_boundary_keeps_the_smallest_set_and_the_lowest_tied_
 
 
 def test_top_p_boundary_with_the_rest_of_the_vocabulary_just_below_it():
-    # 4 tied tokens at 10 hold all but 1.4e-8 of the mass: 2 of them reach 0.5 - 7e-9, short of top_p = 0.5,
-    # so a third is needed; the tail is far below every threshold the sampler tries first
+    # 4 tied tokens at 10 hold all but 3.6e-9 of the mass (151,932 tokens at -20): 2 of them reach 0.5 - 1.8e-9,
+    # short of top_p = 0.5, so a third is needed; the tail is far below every threshold the sampler tries first
     logits = np.full(BIG, -20.0)
     logits[[7, 70_000, 90_000, 150_000]] = 10.0
     got = Sampler(temperature=1.0, top_p=0.5).probs(logits)
     assert np.flatnonzero(got).tolist() == [7, 70_000, 90_000]
     np.testing.assert_allclose(got, reference_probs(logits, top_p=0.5), rtol=1e-12, atol=0)
-    logits[logits == -20.0] = -60.0     # now the tail's mass (151,932 e^-70) rounds away: 2 reach 0.5 exactly
+    logits[logits == -20.0] = -60.0     # now the tail's mass (1.5e-26) rounds away: 2 reach 0.5 exactly
     assert np.flatnonzero(Sampler(temperature=1.0, top_p=0.5).probs(logits)).tolist() == [7, 70_000]
 
 
