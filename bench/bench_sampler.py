@@ -259,7 +259,7 @@ def main() -> None:
         print(flush=True)
     if goal is not None:
         print(f"Goal (issue 14): {GOAL_ROW} on lm logits <= {GOAL_MS} ms median: {goal:.3f} ms, "
-              f"{'met' if goal <= GOAL_MS else 'NOT met'}.")
+              f"{'met' if goal <= GOAL_MS else 'NOT met'} ({caches}).")
     print(f"Load average now: {', '.join(f'{v:.2f}' for v in os.getloadavg())}.")
 
 
