@@ -29,6 +29,12 @@ static int rope_args_ok(int64_t T, int64_t head_dim, int64_t rot_dim, int64_t po
     return !(cos_tab && rot_dim && pos0 + T > n_pos);
 }
 
+/* the first rot_dim values of each of one token's n heads, in place (both cache kinds rotate the queries alike) */
+static void rope_heads(float *x, int64_t n, int64_t head_dim, int64_t rot_dim, const float *c, const float *s,
+                       int interleaved) {
+    for (int64_t h = 0; h < n; h++) rope_vec(x + h * head_dim, rot_dim, c, s, interleaved);
+}
+
 int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
                   int64_t head_dim, int64_t rot_dim, int64_t pos0, const float *cos_tab, const float *sin_tab,
                   int64_t n_pos, int interleaved, float *k_cache, float *v_cache, int64_t n_ctx) {
@@ -38,8 +44,7 @@ int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n
     for (int64_t t = 0; t < T; t++) {
         const int64_t pos = pos0 + t;
         const float *c = rotate ? cos_tab + pos * half : 0, *s = rotate ? sin_tab + pos * half : 0;
-        if (rotate)
-            for (int64_t h = 0; h < n_heads; h++) rope_vec(q + (t * n_heads + h) * head_dim, rot_dim, c, s, interleaved);
+        if (rotate) rope_heads(q + t * n_heads * head_dim, n_heads, head_dim, rot_dim, c, s, interleaved);
         for (int64_t h = 0; h < n_kv; h++) {
             float *kc = k_cache + (h * n_ctx + pos) * head_dim, *vc = v_cache + (h * n_ctx + pos) * head_dim;
             memcpy(kc, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
@@ -71,8 +76,7 @@ int pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_
     for (int64_t t = 0; t < T; t++) {
         const int64_t pos = pos0 + t;
         const float *c = rotate ? cos_tab + pos * half : 0, *s = rotate ? sin_tab + pos * half : 0;
-        if (rotate)
-            for (int64_t h = 0; h < n_heads; h++) rope_vec(q + (t * n_heads + h) * head_dim, rot_dim, c, s, interleaved);
+        if (rotate) rope_heads(q + t * n_heads * head_dim, n_heads, head_dim, rot_dim, c, s, interleaved);
         for (int64_t h = 0; h < n_kv; h++) {
             const int64_t at = h * n_ctx + pos;
             memcpy(row, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));

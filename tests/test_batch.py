@@ -16,6 +16,8 @@ import pytest
 import petit
 from petit.cache import KVCache
 
+import models
+
 HF = Path(__file__).parent / "fixtures" / "hf"
 CASES = ["llama", "qwen2", "mistral", "gemma2", "gemma3_text", "llama_dynamic", "gpt2"]
 # each step: sequence -> how many of its next tokens it runs. Sequences 0 and 1 start with prompts, 2 joins with a
@@ -186,21 +188,10 @@ def test_the_decoder_names_the_sequence_through_both_paths(oracle):
                                 np.empty((2, V), np.float32), oracle=oracle)
     assert str(e.value) == f"sequence 1: token id(s) [{V}] out of range for a vocabulary of {V}"
     for L in model.net.layers:
-        L.rope = _ShortRope(L.rope)
+        L.rope = models.ShortRope(L.rope)
     model.net._plan = None
     with pytest.raises(RuntimeError) as e:
         model.net.forward_batch([(np.array([1], np.int32), caches[0], 1), (np.arange(5, dtype=np.int32), caches[1], 1)],
                                 np.empty((2, V), np.float32), oracle=oracle)
     assert str(e.value) == "kernel error -1 in layer 0 (sequence 1, positions 0..4)"
     assert [c.pos for c in caches] == [0, 0]
-
-
-class _ShortRope:
-    """A RoPE whose tables stop short at two positions: the C rope op refuses a sequence that goes past them."""
-
-    def __init__(self, rope):
-        self.dim, self.interleaved, self.rope = rope.dim, rope.interleaved, rope
-
-    def tables(self, seq_len):
-        cos, sin = self.rope.tables(seq_len)
-        return cos[:2], sin[:2]

@@ -140,23 +140,12 @@ def test_errors_are_the_same_through_both_paths(case):
     assert msg == "context full: 0 + 5 tokens exceed the cache size 4"
 
 
-class _ShortRope:
-    """A RoPE whose tables stop short of the positions asked for: the C rope op refuses them."""
-
-    def __init__(self, rope):
-        self.dim, self.interleaved, self.rope = rope.dim, rope.interleaved, rope
-
-    def tables(self, seq_len):
-        cos, sin = self.rope.tables(seq_len)
-        return cos[:2], sin[:2]
-
-
 def test_a_kernel_error_names_the_layer_through_both_paths():
     messages = []
     for oracle in (False, True):
         model = petit.load(HF / "llama", weights="f32")
         for L in model.net.layers:
-            L.rope = _ShortRope(L.rope)
+            L.rope = models.ShortRope(L.rope)
         t, msg, pos = _error(model, np.arange(5, dtype=np.int32), model.new_cache(16), oracle)
         messages.append((t, msg, pos))
     assert messages[0] == messages[1] == (RuntimeError, "kernel error -1 in layer 0 (positions 0..4)", 0)
