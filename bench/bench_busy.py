@@ -25,7 +25,7 @@ SMOLLM2_135M = dict(model_type="llama", vocab_size=49152, hidden_size=576, inter
                     rms_norm_eps=1e-5, rope_theta=100000.0, max_position_embeddings=2048, tie_word_embeddings=True)
 
 CHILD = r"""
-import json, sys, time
+import json, statistics, sys, time
 import numpy as np
 spec = json.loads(sys.argv[1])
 sys.path.insert(0, spec["root"])
@@ -33,19 +33,21 @@ import petit
 from petit import native
 native.configure(threads=spec["threads"])
 model = petit.load(spec["path"])
-cache = model.new_cache(spec["prompt"] + spec["gen"] + 1)
+gen = min(spec["gen"], model.context_length - spec["prompt"])   # the bundled model's context is 128
+cache = model.new_cache(spec["prompt"] + gen)
 ids = [(7 * i + 3) % model.vocab_size for i in range(spec["prompt"])]
 rates = []
-for _ in range(spec["reps"]):
+t_end = time.perf_counter() + spec["seconds"]
+while len(rates) < spec["reps"] + 1 or time.perf_counter() < t_end:   # the first pass warms up, uncounted
     cache.rewind(0)
     logits = model.forward(ids, cache)
     tok = int(np.argmax(logits[-1] if logits.ndim == 2 else logits))
     t0 = time.perf_counter()
-    for _ in range(spec["gen"]):
+    for _ in range(gen):
         logits = model.forward([tok], cache)
         tok = int(np.argmax(logits[-1] if logits.ndim == 2 else logits))
-    rates.append(spec["gen"] / (time.perf_counter() - t0))
-print(json.dumps({"tok_s": max(rates), "threads": native.info()["threads"], "petit": petit.__file__}))
+    rates.append(gen / (time.perf_counter() - t0))
+print(json.dumps({"tok_s": statistics.median(rates[1:]), "passes": len(rates) - 1, "gen": gen, "threads": native.info()["threads"], "petit": petit.__file__}))
 """
 
 
@@ -77,8 +79,8 @@ def smollm2_shaped(work: str) -> str:
     return path
 
 
-def run_one(root: str, path: str, threads: int, busy: bool, prompt: int, gen: int, reps: int) -> dict:
-    spec = dict(root=root, path=path, threads=threads, prompt=prompt, gen=gen, reps=reps)
+def run_one(root: str, path: str, threads: int, busy: bool, prompt: int, gen: int, reps: int, seconds: float) -> dict:
+    spec = dict(root=root, path=path, threads=threads, prompt=prompt, gen=gen, reps=reps, seconds=seconds)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         if hog:
@@ -99,8 +101,10 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=[], help="another .petit file or folder (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt", type=int, default=16)
-    ap.add_argument("--gen", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=2, help="decode passes per child; the fastest counts")
+    ap.add_argument("--gen", type=int, default=128, help="tokens to decode (fewer when the model's context is shorter)")
+    ap.add_argument("--reps", type=int, default=2, help="decode passes per child at least; the median counts")
+    ap.add_argument("--seconds", type=float, default=2.0, help="a child decodes passes for this long at least "
+                                                                "(the pool settles on pooling or not within it)")
     ap.add_argument("--petit-root", default=ROOT, help="the checkout the children import petit from")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "petit-bench-busy"))
     a = ap.parse_args()
@@ -118,7 +122,7 @@ def main() -> None:
         for label, path in models:
             for busy in (False, True):
                 for threads in sorted({1, default}):
-                    r = run_one(a.petit_root, path, threads, busy, a.prompt, a.gen, a.reps)
+                    r = run_one(a.petit_root, path, threads, busy, a.prompt, a.gen, a.reps, a.seconds)
                     cells.setdefault((label, busy, threads), []).append(r["tok_s"])
     print(f"| model | neighbour | 1 thread tok/s | {default} threads tok/s | default / 1 |")
     print("|---|---|---|---|---|")

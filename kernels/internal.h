@@ -121,7 +121,9 @@ int  pt_pool_start(int n_threads);
 void pt_pool_stop(void);
 void pt_pool_after_fork_child(void);
 int  pt_pool_threads(void);
-void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks);   /* blocks until every chunk is done */
+/* blocks until every chunk is done; `work` (MACs, values: any unit proportional to the job's cost) lets the pool
+ * measure whether it is faster than the caller alone */
+void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks, double work);
 /* per-thread scratch of at least n floats (grows, never shrinks) */
 float *pt_scratch(int ith, int64_t n);
 

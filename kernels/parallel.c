@@ -33,7 +33,7 @@ void pt_run_chunks(pt_task_fn fn, void *ctx, int64_t n_chunks, double work) {
     if (work < PT_SERIAL_WORK) {    /* too small to pay for a hand-off */
         for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
     } else {
-        pt_pool_run(fn, ctx, n_chunks);
+        pt_pool_run(fn, ctx, n_chunks, work);
     }
 }
 
@@ -57,6 +57,6 @@ void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64
     }
     rows_task_job j = {fn, ctx, rows, per};
     pt_lock();
-    pt_pool_run(rows_task, &j, chunks);
+    pt_pool_run(rows_task, &j, chunks, (double)rows * (double)cols);
     pt_unlock();
 }

@@ -56,23 +56,69 @@ static struct {
 } P = { .n_threads = 1, .mu = PT_MUTEX_INIT, .cv = PT_COND_INIT, .done_mu = PT_MUTEX_INIT,
         .done_cv = PT_COND_INIT };
 
-/* Stepping aside when a core is taken away. When a worker loses its core in the middle of a chunk, the caller
- * waits for it a whole time slice of the scheduler (milliseconds, against microseconds for a chunk of a decoded
- * token), and with two threads sharing one core that happens on almost every op: two threads then decode slower
- * than one. The caller watches for it two ways: it times its wait after its own last chunk (far longer than its
- * own chunks took, 8x and at least 200 us, means a descheduled thread, not a slow chunk), and it sums its share of
- * the chunks over 64 jobs (about 1/n when the workers run alongside it; more than halfway from there to all of
- * them means they get too little CPU to help). Then jobs run on the caller alone for a stretch of time while the
- * workers sleep, leaving their cores to whoever needs them, and the pool is tried again. The stretch is counted in
- * time, not jobs, so a tiny model with few jobs per token probes as rarely as a big one: 20 ms, doubled each time
- * the pool is found starved again, up to 2.5 s; 4,096 jobs on time bring it back to 20 ms. A job posted while
- * workers slept (the first of a token, after the sampler ran) is left out of both counts: waking them takes a while,
- * on a VM often over 200 us, which is not a core taken away. On a quiet machine no job is late and nothing changes. */
-#define SOLO_MIN_NS 20000000LL
-#define SOLO_MAX_NS 2560000000LL
-#define ON_TIME_RESET 4096
-#define SHARE_WINDOW 64          /* pooled jobs over which the caller's share of the chunks is summed */
-static struct { int64_t until, stretch, on_time, jobs, mine, chunks; } solo = {0, SOLO_MIN_NS, 0, 0, 0, 0};
+/* The pool or the caller alone, chosen by measurement. When another process takes a core away, a worker that
+ * loses it in the middle of a chunk costs the caller a scheduler time slice (milliseconds, against microseconds for
+ * a chunk of a decoded token), and with two threads sharing one core two threads can decode slower than one. Whether
+ * the pool helps is a matter of speed, so it is measured: the jobs' time counts in windows (WINDOW_JOBS jobs, or
+ * WINDOW_NS of job time when that comes first), each window
+ * run one way, pooled or by the caller alone (the workers then sleep and leave their cores to whoever needs them),
+ * and its rate is its work (the MACs or values the driver says a job has) per nanosecond of the jobs' wall time,
+ * waits for late chunks and wake-ups included, and of the time between jobs (the small ops the caller runs alone, and
+ * Python between steps), which a spinning worker slows down when it shares a core with the caller; a gap over
+ * GAP_NS is the program doing something else, not counted. After `explore` windows one way, one window is run the other way; the
+ * next window goes the faster of the two, and the loser is tried again after twice as many windows as before (up
+ * to MAX_EXPLORE), or after one window when the probe won. So a quiet machine pools with a probe of running alone
+ * every 32 windows (a few percent of the time), and a busy one runs alone with a probe of the pool as often.
+ * Two adjacent windows hold the same mix of ops (a window spans whole decoded tokens of most models), which is what
+ * makes their rates comparable. An earlier rule that stepped aside on one long wait misfired on this VM, whose
+ * cores stall for a millisecond now and then with nothing else running, and pushed a quiet 2-thread decode down to
+ * one thread's speed over a few seconds. */
+#define WINDOW_NS 50000000LL     /* a window ends after 50 ms of job time (and at least 8 jobs) */
+#define WINDOW_JOBS 512          /* or after this many jobs: one or two decoded tokens of a 0.5B or a 135M model */
+#define MAX_EXPLORE 32           /* windows the better way before the other is tried again, at most */
+#define GAP_NS 2000000LL         /* the time between two jobs counts with the second when shorter than 2 ms */
+static struct {
+    int solo, probing;           /* the way jobs run now; whether this window is a probe of it */
+    double work;                 /* this window's work and wall time */
+    int64_t ns, jobs;
+    double rate[2];              /* work per ns of the last window run each way (0: not run yet), [pooled, alone] */
+    int64_t windows, explore;    /* windows run this way since the last probe; windows before the next probe */
+    int64_t last_end;            /* when the last job ended */
+} pick = {0, 0, 0.0, 0, 0, {0.0, 0.0}, 0, 4, 0};
+
+static void pick_reset(void) {
+    pick.solo = pick.probing = 0;
+    pick.work = 0.0;
+    pick.ns = pick.jobs = 0;
+    pick.rate[0] = pick.rate[1] = 0.0;
+    pick.windows = 0;
+    pick.explore = 4;
+    pick.last_end = 0;
+}
+
+/* a job ran (pooled or alone, as pick.solo says) with `work` in `ns` */
+static void pick_account(double work, int64_t ns) {
+    pick.work += work;
+    pick.ns += ns;
+    if (++pick.jobs < WINDOW_JOBS && (pick.jobs < 8 || pick.ns < WINDOW_NS)) return;
+    const int way = pick.solo, other = !way;
+    pick.rate[way] = pick.work / (double)pick.ns;
+    pick.work = 0.0;
+    pick.ns = pick.jobs = 0;
+    if (pick.probing) {          /* the probe against the window before it */
+        pick.probing = 0;
+        pick.windows = 0;
+        if (pick.rate[way] >= pick.rate[other]) {
+            pick.explore = 1;
+        } else {
+            pick.solo = other;
+            pick.explore = pick.explore * 2 < MAX_EXPLORE ? pick.explore * 2 : MAX_EXPLORE;
+        }
+    } else if (++pick.windows >= pick.explore) {
+        pick.solo = other;
+        pick.probing = 1;
+    }
+}
 
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
 
@@ -173,10 +219,7 @@ int pt_pool_start(int n_threads) {
     if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
     pt_pool_stop();
     P.n_threads = n_threads;
-    solo.until = 0;
-    solo.stretch = SOLO_MIN_NS;
-    solo.on_time = 0;
-    solo.jobs = solo.mine = solo.chunks = 0;
+    pick_reset();
     P.start_generation = atomic_load(&P.generation);
     const char *stall = getenv("PETIT_TEST_POOL_STALL");
     stall_workers = stall && atoi(stall) == 1;
@@ -197,14 +240,11 @@ static void run_job(pt_task_fn fn, void *ctx, int64_t base, int64_t n_chunks) {
     P.base = base;
     atomic_store_explicit(&P.completed, 0, memory_order_relaxed);
     atomic_store_explicit(&P.claim, (uint64_t)n_chunks << 32, memory_order_release);
-    const int64_t t0 = pt_now_ns();
     pt_mutex_lock(&P.mu);
     atomic_fetch_add_explicit(&P.generation, 1, memory_order_release);
-    const int woken = P.sleepers > 0;   /* a wake-up takes its time: such a job says nothing about lost cores */
-    if (woken) pt_cond_broadcast(&P.cv);
+    if (P.sleepers > 0) pt_cond_broadcast(&P.cv);
     pt_mutex_unlock(&P.mu);
-    const int64_t mine = run_chunks(0);
-    const int64_t t1 = pt_now_ns();
+    run_chunks(0);
     int done = 0;
     for (int spins = 0; spins < SPIN_ITERS && !done; spins++) {
         done = atomic_load_explicit(&P.completed, memory_order_acquire) == n_chunks;
@@ -215,32 +255,22 @@ static void run_job(pt_task_fn fn, void *ctx, int64_t base, int64_t n_chunks) {
         while (atomic_load(&P.completed) < n_chunks) pt_cond_wait(&P.done_cv, &P.done_mu);
         pt_mutex_unlock(&P.done_mu);
     }
-    const int64_t waited = pt_now_ns() - t1, per_chunk = (t1 - t0) / (mine > 0 ? mine : 1);
-    if (woken) return;
-    /* the caller's share of the chunks: about 1/n when the workers run alongside it; above halfway between that
-     * and all of them, the workers get too little CPU to help (sharing cores with each other or a neighbour) */
-    solo.mine += mine;
-    solo.chunks += n_chunks;
-    int starved = 0;
-    if (++solo.jobs == SHARE_WINDOW) {
-        starved = 2 * P.n_threads * solo.mine > (P.n_threads + 1) * solo.chunks;
-        solo.jobs = solo.mine = solo.chunks = 0;
-    }
-    if (starved || (waited > 200000 && waited > 8 * per_chunk)) {
-        solo.until = pt_now_ns() + solo.stretch;
-        solo.stretch = solo.stretch * 2 < SOLO_MAX_NS ? solo.stretch * 2 : SOLO_MAX_NS;
-        solo.on_time = 0;
-    } else if (++solo.on_time >= ON_TIME_RESET) {
-        solo.stretch = SOLO_MIN_NS;
-    }
 }
 
-void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks) {
+void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks, double work) {
     if (n_chunks <= 0) return;
-    if (P.n_threads == 1 || n_chunks == 1 || (solo.until && pt_now_ns() < solo.until)) {
+    if (P.n_threads == 1 || n_chunks == 1) {
         for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
         return;
     }
-    for (int64_t base = 0; base < n_chunks; base += MAX_JOB_CHUNKS)
-        run_job(fn, ctx, base, n_chunks - base < MAX_JOB_CHUNKS ? n_chunks - base : MAX_JOB_CHUNKS);
+    const int64_t t0 = pt_now_ns();
+    if (pick.solo) {
+        for (int64_t c = 0; c < n_chunks; c++) fn(ctx, c, 0);
+    } else {
+        for (int64_t base = 0; base < n_chunks; base += MAX_JOB_CHUNKS)
+            run_job(fn, ctx, base, n_chunks - base < MAX_JOB_CHUNKS ? n_chunks - base : MAX_JOB_CHUNKS);
+    }
+    const int64_t t1 = pt_now_ns(), gap = t0 - pick.last_end;
+    pick_account(work, t1 - t0 + (pick.last_end && gap > 0 && gap < GAP_NS ? gap : 0));
+    pick.last_end = t1;
 }
