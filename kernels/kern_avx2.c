@@ -9,7 +9,8 @@
 #endif
 #include "kern_generic.h"
 #define SUFFIX avx2
-#define DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#define DOT_ACC(acc, u, s) _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), ones))
+#define DOT_ACC16 1     /* q4_0's pair sums add up in 16 bits before one vpmaddwd */
 #include "kern_x86.h"
 #ifdef __clang__
 #pragma clang attribute pop

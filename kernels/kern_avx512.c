@@ -10,7 +10,8 @@
 #endif
 #include "kern_generic.h"
 #define SUFFIX avx512
-#define DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#define DOT_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define DOT_ACC16 0
 #include "kern_x86.h"
 #ifdef __clang__
 #pragma clang attribute pop

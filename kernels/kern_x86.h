@@ -1,7 +1,8 @@
 /* The x86 SIMD kernels, shared by the AVX2 and the AVX-512 VNNI paths. The including file sets the target
- * pragma, defines DOT_U8S8(u, s) (8 int32 lanes, each the sum of 4 products unsigned u8 x signed s8) and SUFFIX,
- * then includes this file. q8_0 weights use the sign trick (|w| unsigned, x carrying w's sign); q4_0 nibbles are
- * unsigned already and the -8 offset is removed with the activation block sum: sum((n-8)x) = sum(nx) - 8 sum(x). */
+ * pragma, defines DOT_ACC(acc, u, s) (acc plus 8 int32 lanes, each the sum of 4 products unsigned u8 x signed s8),
+ * DOT_ACC16 (whether q4_0's products may be summed in 16 bits first) and SUFFIX, then includes this file. q8_0
+ * weights use the sign trick (|w| unsigned, x carrying w's sign); q4_0 nibbles are unsigned already and the -8
+ * offset is removed with the activation block sum: sum((n-8)x) = sum(nx) - 8 sum(x). */
 #include <immintrin.h>
 
 #define CAT2(a, b) a##b
@@ -53,235 +54,203 @@ static void FN(quant_act_)(const float *x, int64_t K, int8_t *q, float *d, int32
     }
 }
 
-/* 8 int32 partial dots of one q8_0 weight block (|w| in ax, w for the signs) with 32 int8 activations */
-static inline __m256 FN(q8_dot_)(__m256i ax, __m256i w, const int8_t *xq) {
-    __m256i y = _mm256_loadu_si256((const __m256i *)xq);
-    return _mm256_cvtepi32_ps(DOT_U8S8(ax, _mm256_sign_epi8(y, w)));
-}
-
 /* 16 bytes of nibbles -> 32 bytes (low nibbles, then high): the bytes in both halves, the high half shifted by 4 */
 static inline __m256i FN(q4_unpack_)(const uint8_t *qs) {
     __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     return _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
 
-static inline __m256 FN(q4_dot_)(__m256i nib, const int8_t *xq, int32_t xsum) {
-    __m256i y = _mm256_loadu_si256((const __m256i *)xq);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(DOT_U8S8(nib, y), _mm256_set1_epi32(xsum)));
+
+/* ---- the integer matmul: groups of 8 rows against tiles of up to 8 tokens ----
+ * A row's result for a token is the scalar reference's arithmetic to the bit (kern_scalar.c): each block's 32
+ * products summed exactly as integers, then sum += (dw * dx) * isum over the blocks in order, in float, multiplies
+ * and adds never fused. So a token gets the same bits in any batch, at any place in it, in any split of the rows,
+ * and from this path or the scalar one (the start-up check finds them equal, not merely close).
+ * Whole-block integer sums without horizontal adds: a block of 8 rows is transposed in registers, so that vector k
+ * holds bytes 4k..4k+3 of each row, one 32-bit lane per row; with a token's 4 activation bytes 4k..4k+3 broadcast,
+ * vpmaddubsw + vpmaddwd leave each row's 4 products summed in its own lane, and 8 such steps make the block: 8 rows'
+ * sums in one vector, converted, scaled and added for 8 rows at once. The transpose is done once per block for a
+ * tile's tokens, and a tile's weights come from L1/L2 while its activations stay in L1.
+ * q8_0: the sign trick (|w| unsigned, the activation carrying w's sign). q4_0: the nibbles (0..15) are the unsigned
+ * operand and the -8 offset comes off as 8 x the activation block sum; their pair sums are at most 2 x 15 x 127, so
+ * the 8 steps add up in 16 bits before one vpmaddwd (DOT_ACC16; VNNI chains vpdpbusd instead). Rows left over
+ * from groups of 8 (a matrix's last few) take the scalar kernel, which gives the same bits. */
+#define GT 8            /* tokens per tile: their 8 accumulators stay in registers */
+
+/* keeps the compiler from fusing a multiply and the add after it into an FMA (another rounding than the scalar's) */
+#if defined(__GNUC__) || defined(__clang__)
+#define NO_FUSE(v) __asm__("" : "+x"(v))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define NO_FUSE(v) ((void)0)
+#define ALWAYS_INLINE __forceinline
+#endif
+
+/* an 8 x 8 transpose of 32-bit elements: v[k] lane i = v[i] lane k */
+static inline void FN(transpose8_)(__m256i *v) {
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+    const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    v[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    v[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    v[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    v[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    v[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    v[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    v[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    v[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
-/* ---- prefill: one weight row against a tile of GT tokens ----
- * Each weight block is loaded, made unsigned (q8_0) or unpacked (q4_0) and its scale converted once for GT tokens,
- * and each token's block products are scaled by one vector multiply (the tile's activation scales transposed,
- * [block][8]). A token's sum is the one-token loop's exactly: even blocks in one chain, odd blocks in another, each
- * the same fmadd of the same float scale dw * xd with the same 8 integer lanes, the chains added, then the lanes: a
- * token gets the same bits in any batch and at any place in it (see rows_q8_). 2 chains x GT accumulators and the
- * working vectors (|w| and w, or the nibbles; the 1s of vpmaddwd; a product; a scale) fit AVX2's 16 registers with
- * 5 tokens (6 spill: measured slower). The code is written for up to 6 (TILE_BLK's A5 lines are dropped for 5). */
-#define GT 5
-#define GT_MAX_NB 512   /* blocks (K up to 16384) the transposed scales hold; longer rows take the 4-token loop */
-#define GT_DW 4096      /* weight scales converted at a time: a group of at least 8 rows */
-
-/* the tile's per-block activation scales (and block sums for q4_0) transposed: dT[b][j] = d of token t0 + j */
-static void FN(tile_scales_)(const pt_act *a, int64_t t0, int64_t nb, float *dT, int32_t *sT) {
-    for (int64_t b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            int64_t tb = (t0 + (j < GT ? j : 0)) * nb + b;
-            dT[b * 8 + j] = a->d[tb];
-            if (sT) sT[b * 8 + j] = a->s[tb];
-        }
-}
-
-/* One weight block bb into the GT accumulators of its chain, A0..A5 (named variables: an array of them was kept in
- * memory): the block's scale times the GT tokens' in one multiply, stored, then broadcast from memory (a load, no
- * vector op) for each token. PREP loads the block; DOT_BLK(j) is the 8 integer lanes of token j, as float. */
-#define TILE_BLK(bb, A0, A1, A2, A3, A4, A5, PREP, DOT_BLK)                                                       \
-    do {                                                                                                          \
-        const int64_t b_ = (bb);                                                                                  \
-        const uint8_t *blk_ = row + b_ * blk_bytes;                                                               \
-        const int8_t *x_ = xq + b_ * QK;                                                                            \
-        float sc_[8];                                                                                             \
-        PREP;                                                                                                     \
-        _mm256_storeu_ps(sc_, _mm256_mul_ps(_mm256_broadcast_ss(dw + b_), _mm256_loadu_ps(dT + b_ * 8)));            \
-        A0 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 0), DOT_BLK(0), A0);                                       \
-        A1 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 1), DOT_BLK(1), A1);                                       \
-        A2 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 2), DOT_BLK(2), A2);                                       \
-        A3 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 3), DOT_BLK(3), A3);                                       \
-        A4 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 4), DOT_BLK(4), A4);                                       \
-        if (GT > 5) A5 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc_ + 5), DOT_BLK(5), A5);                           \
-    } while (0)
-
-/* the tile: even blocks into e0..e5, odd into o0..o5, as the one-token loop's two chains */
-#define TILE_BODY(PREP, DOT_BLK)                                                                                  \
-    __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0;                                 \
-    __m256 o0 = e0, o1 = e0, o2 = e0, o3 = e0, o4 = e0, o5 = e0;                                                  \
-    int64_t b = 0;                                                                                                \
-    for (; b + 2 <= nb; b += 2) {                                                                                 \
-        TILE_BLK(b, e0, e1, e2, e3, e4, e5, PREP, DOT_BLK);                                                       \
-        TILE_BLK(b + 1, o0, o1, o2, o3, o4, o5, PREP, DOT_BLK);                                                   \
-    }                                                                                                             \
-    if (b < nb) TILE_BLK(b, e0, e1, e2, e3, e4, e5, PREP, DOT_BLK);                                               \
-    out[0] = FN(hsum8_)(_mm256_add_ps(e0, o0));                                                                   \
-    out[1] = FN(hsum8_)(_mm256_add_ps(e1, o1));                                                                   \
-    out[2] = FN(hsum8_)(_mm256_add_ps(e2, o2));                                                                   \
-    out[3] = FN(hsum8_)(_mm256_add_ps(e3, o3));                                                                   \
-    out[4] = FN(hsum8_)(_mm256_add_ps(e4, o4));                                                                   \
-    if (GT > 5) out[5] = FN(hsum8_)(_mm256_add_ps(e5, o5))
-
-#define Q8_PREP                                                                                                   \
-    const __m256i w_ = _mm256_loadu_si256((const __m256i *)(blk_ + 2));                                           \
-    const __m256i ax_ = _mm256_sign_epi8(w_, w_)
-#define Q8_DOT(j) FN(q8_dot_)(ax_, w_, x_ + (j) * K)
-#define Q4_PREP                                                                                                   \
-    const __m256i nib_ = FN(q4_unpack_)(blk_ + 2);                                                                \
-    const int32_t *s_ = sT + b_ * 8
-#define Q4_DOT(j) FN(q4_dot_)(nib_, x_ + (j) * K, s_[j])
-
-static void FN(tile_q8_)(const uint8_t *row, const float *dw, int64_t nb, const int8_t *xq, int64_t K,
-                         const float *dT, float *out) {
-    const int64_t blk_bytes = Q8_BYTES;
-    TILE_BODY(Q8_PREP, Q8_DOT);
-}
-
-static void FN(tile_q4_)(const uint8_t *row, const float *dw, int64_t nb, const int8_t *xq, int64_t K,
-                         const float *dT, const int32_t *sT, float *out) {
-    const int64_t blk_bytes = Q4_BYTES;
-    TILE_BODY(Q4_PREP, Q4_DOT);
-}
-
-/* Rows in groups whose weight scales are converted to float once for every tile, then tokens in tiles of GT, each
- * tile against the group's rows (the tile's activations stay in L1 while the rows stream from L2); returns the
- * first token not done. q4 selects the q4_0 tile. */
-static int64_t FN(tiles_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
-                          float *y, int64_t ldy, int accumulate, int q4) {
-    const int64_t K = a->K, nb = K / QK, blk_bytes = q4 ? Q4_BYTES : Q8_BYTES;
-    if (T < GT || nb > GT_MAX_NB) return 0;
-    float dT[GT_MAX_NB * 8], dw[GT_DW];
-    int32_t sT[GT_MAX_NB * 8];
-    const int64_t group = GT_DW / nb, tiles_end = T / GT * GT;
-    for (int64_t g0 = r0; g0 < r1; g0 += group) {
-        const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
-        for (int64_t r = g0; r < g1; r++)
-            for (int64_t b = 0; b < nb; b++) dw[(r - g0) * nb + b] = FN(h2f_)(w + r * row_bytes + b * blk_bytes);
-        for (int64_t t = 0; t < tiles_end; t += GT) {
-            FN(tile_scales_)(a, t, nb, dT, q4 ? sT : 0);
-            const int8_t *xq = a->q + t * K;
-            for (int64_t r = g0; r < g1; r++) {
-                float out[GT];
-                const float *dwr = dw + (r - g0) * nb;
-                if (q4) FN(tile_q4_)(w + r * row_bytes, dwr, nb, xq, K, dT, sT, out);
-                else FN(tile_q8_)(w + r * row_bytes, dwr, nb, xq, K, dT, out);
-                for (int j = 0; j < GT; j++) store_y(y + (t + j) * ldy + r, out[j], accumulate);
-            }
-        }
-    }
-    return tiles_end;
+static inline __m256i FN(bcast4_)(const int8_t *x) {
+    int32_t v;
+    memcpy(&v, x, 4);
+    return _mm256_set1_epi32(v);
 }
 
 /* Decode streams each weight row once from memory: asking for the bytes 1 KB ahead of the ones being multiplied
  * keeps the loads in flight past the chunk and row boundaries where the hardware prefetcher loses the stream
- * (0.5B q8_0 decode +16 % on one thread, +10 % on two, on an AVX2 EPYC). The arithmetic is unchanged. */
+ * (0.5B q8_0 decode +16 % on one thread, +10 % on two, on an AVX2 EPYC). */
 #ifndef PREFETCH_AHEAD
 #define PREFETCH_AHEAD 1024
 #endif
-static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
-                         int64_t T, float *y, int64_t ldy, int accumulate) {
-    const int64_t K = a->K, nb = K / QK;
-    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 0);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = w + r * row_bytes;
-        int64_t t = t0;
-        /* 4 tokens share each weight block load. Each token sums its blocks exactly as the one-token loop below
-         * does (even blocks in one chain, odd in another, the two added, then the lanes): a token's result must
-         * not depend on the batch it came in, or a reused KV cache would not give the logits a fresh prefill gives
-         * (an ulp moves an int8 activation rounding downstream) */
-        for (; t + 4 <= T; t += 4) {
-            __m256 acc[2][4];
-            for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * Q8_BYTES;
-                __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
-                __m256i ax = _mm256_sign_epi8(wv, wv);
-                float dw = FN(h2f_)(blk);
-                for (int j = 0; j < 4; j++) {
-                    __m256 p = FN(q8_dot_)(ax, wv, a->q + (t + j) * K + b * QK);
-                    acc[b & 1][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[(t + j) * nb + b]), p, acc[b & 1][j]);
-                }
-            }
-            for (int j = 0; j < 4; j++)
-                store_y(y + (t + j) * ldy + r, FN(hsum8_)(_mm256_add_ps(acc[0][j], acc[1][j])), accumulate);
+
+/* rows r..r+7 against tokens t0..t0+n-1 (n a constant where it is inlined) */
+static ALWAYS_INLINE void FN(group_)(const uint8_t *w, int64_t rb, int64_t r, const pt_act *a, int64_t t0,
+                                     const int n, float *y, int64_t ldy, int accumulate, const int q4) {
+    const int64_t K = a->K, nb = K / QK, bb = q4 ? Q4_BYTES : Q8_BYTES;
+    const uint8_t *row0 = w + r * rb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[GT];
+    for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row0 + b * bb;
+        __m256i v[8], av[8];
+        uint16_t h[8];
+        for (int i = 0; i < 8; i++) {
+            const uint8_t *bi = blk + i * rb;
+            h[i] = pt_load_u16(bi);
+            v[i] = q4 ? FN(q4_unpack_)(bi + 2) : _mm256_loadu_si256((const __m256i *)(bi + 2));
         }
-        for (; t < T; t++) {                      /* one token: two chains hide the FMA latency */
-            const int8_t *xq = a->q + t * K;
-            const float *xd = a->d + t * nb;
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-            int64_t b = 0;
-            for (; b + 2 <= nb; b += 2) {
-                const uint8_t *b0 = row + b * Q8_BYTES, *b1 = b0 + Q8_BYTES;
-                _mm_prefetch((const char *)(b0 + PREFETCH_AHEAD), _MM_HINT_T0);
-                __m256i w0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-                __m256i w1 = _mm256_loadu_si256((const __m256i *)(b1 + 2));
-                __m256 p0 = FN(q8_dot_)(_mm256_sign_epi8(w0, w0), w0, xq + b * QK);
-                __m256 p1 = FN(q8_dot_)(_mm256_sign_epi8(w1, w1), w1, xq + (b + 1) * QK);
-                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b1) * xd[b + 1]), p1, acc1);
+        FN(transpose8_)(v);
+        if (!q4)
+            for (int k = 0; k < 8; k++) av[k] = _mm256_sign_epi8(v[k], v[k]);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        for (int j = 0; j < n; j++) {
+            const int64_t tb = (t0 + j) * nb + b;
+            const int8_t *x = a->q + (t0 + j) * K + b * QK;
+            __m256i s = _mm256_setzero_si256();
+            if (q4) {
+#if DOT_ACC16
+                __m256i s16 = _mm256_setzero_si256();
+                for (int k = 0; k < 8; k++) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], FN(bcast4_)(x + 4 * k)));
+                s = _mm256_madd_epi16(s16, ones);
+#else
+                for (int k = 0; k < 8; k++) s = DOT_ACC(s, v[k], FN(bcast4_)(x + 4 * k));
+#endif
+                s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * a->s[tb]));
+            } else {
+                for (int k = 0; k < 8; k++) s = DOT_ACC(s, av[k], _mm256_sign_epi8(FN(bcast4_)(x + 4 * k), v[k]));
             }
-            if (b < nb) {
-                const uint8_t *b0 = row + b * Q8_BYTES;
-                __m256i w0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-                __m256 p0 = FN(q8_dot_)(_mm256_sign_epi8(w0, w0), w0, xq + b * QK);
-                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
-            }
-            store_y(y + t * ldy + r, FN(hsum8_)(_mm256_add_ps(acc0, acc1)), accumulate);
+            __m256 prod = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d[tb])), _mm256_cvtepi32_ps(s));
+            NO_FUSE(prod);
+            acc[j] = _mm256_add_ps(acc[j], prod);
         }
     }
+    (void)ones;
+    for (int j = 0; j < n; j++) {
+        float o[8];
+        _mm256_storeu_ps(o, acc[j]);
+        for (int i = 0; i < 8; i++) store_y(y + (t0 + j) * ldy + r + i, o[i], accumulate);
+    }
+}
+
+/* the 8 int32 partial sums of one block of one row and one token */
+static inline __m256i FN(block_dot_)(const uint8_t *blk, const int8_t *x, const __m256i ones, const int q4) {
+    const __m256i y = _mm256_loadu_si256((const __m256i *)x);
+    if (q4) return DOT_ACC(_mm256_setzero_si256(), FN(q4_unpack_)(blk + 2), y);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+    return DOT_ACC(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+
+/* One row against one token (decode), the row streamed once: 4 blocks' integer sums at a time by one horizontal
+ * tree, then the scalar reference's float steps, block by block. Same bits as a tile gives. */
+static inline float FN(row1_)(const uint8_t *row, const pt_act *a, const int q4) {
+    const int64_t nb = a->K / QK, bb = q4 ? Q4_BYTES : Q8_BYTES;
+    const __m256i ones = _mm256_set1_epi16(1);
+    float sum = 0.0f;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const uint8_t *blk = row + b * bb;
+        _mm_prefetch((const char *)(blk + PREFETCH_AHEAD), _MM_HINT_T0);
+        if (!q4) _mm_prefetch((const char *)(blk + PREFETCH_AHEAD + 64), _MM_HINT_T0);
+        const __m256i p0 = FN(block_dot_)(blk, a->q + b * QK, ones, q4);
+        const __m256i p1 = FN(block_dot_)(blk + bb, a->q + (b + 1) * QK, ones, q4);
+        const __m256i p2 = FN(block_dot_)(blk + 2 * bb, a->q + (b + 2) * QK, ones, q4);
+        const __m256i p3 = FN(block_dot_)(blk + 3 * bb, a->q + (b + 3) * QK, ones, q4);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        if (q4) s4 = _mm_sub_epi32(s4, _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(a->s + b)), 3));
+        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16((short)pt_load_u16(blk), (short)pt_load_u16(blk + bb),
+                                                      (short)pt_load_u16(blk + 2 * bb),
+                                                      (short)pt_load_u16(blk + 3 * bb), 0, 0, 0, 0));
+        __m128 prod = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(a->d + b)), _mm_cvtepi32_ps(s4));
+        NO_FUSE(prod);
+        float pr[4];
+        _mm_storeu_ps(pr, prod);
+        sum += pr[0];
+        sum += pr[1];
+        sum += pr[2];
+        sum += pr[3];
+    }
+    for (; b < nb; b++) {
+        const uint8_t *blk = row + b * bb;
+        const __m256i p = FN(block_dot_)(blk, a->q + b * QK, ones, q4);
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        const int32_t isum = _mm_cvtsi128_si32(t) - (q4 ? 8 * a->s[b] : 0);
+        __m128 prod = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(FN(h2f_)(blk)), _mm_set_ss(a->d[b])), _mm_cvtsi32_ss(_mm_setzero_ps(), isum));
+        NO_FUSE(prod);
+        sum += _mm_cvtss_f32(prod);
+    }
+    (void)ones;
+    return sum;
+}
+
+/* tokens in pairs and more in tiles (8, 4, 2) against groups of 8 rows (rows left over: the scalar kernel); a last
+ * odd token, and a decode's one, row by row */
+static inline void FN(rows_int_)(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                                 float *y, int64_t ldy, int accumulate, const int q4) {
+    const int64_t T2 = T & ~(int64_t)1, K = a->K, nb = K / QK;
+    if (T2) {
+        int64_t r = r0;
+        for (; r + 8 <= r1; r += 8) {
+            int64_t t = 0;
+            for (; t + GT <= T2; t += GT) FN(group_)(w, rb, r, a, t, GT, y, ldy, accumulate, q4);
+            if (t + 4 <= T2) { FN(group_)(w, rb, r, a, t, 4, y, ldy, accumulate, q4); t += 4; }
+            if (t < T2) FN(group_)(w, rb, r, a, t, 2, y, ldy, accumulate, q4);
+        }
+        if (r < r1) (q4 ? pt_kernels_scalar.rows_q4 : pt_kernels_scalar.rows_q8)(w, rb, r, r1, a, T2, y, ldy, accumulate);
+    }
+    if (T2 < T) {
+        const pt_act last = {a->q + T2 * K, a->d + T2 * nb, a->s + T2 * nb, K};
+        for (int64_t r = r0; r < r1; r++) store_y(y + T2 * ldy + r, FN(row1_)(w + r * rb, &last, q4), accumulate);
+    }
+}
+
+static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
+                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    FN(rows_int_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 0);
 }
 
 static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                          int64_t T, float *y, int64_t ldy, int accumulate) {
-    const int64_t K = a->K, nb = K / QK;
-    const int64_t t0 = FN(tiles_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 1);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = w + r * row_bytes;
-        int64_t t = t0;
-        for (; t + 4 <= T; t += 4) {              /* as rows_q8_: the one-token loop's order, token by token */
-            __m256 acc[2][4];
-            for (int j = 0; j < 4; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * Q4_BYTES;
-                __m256i nib = FN(q4_unpack_)(blk + 2);
-                float dw = FN(h2f_)(blk);
-                for (int j = 0; j < 4; j++) {
-                    int64_t tb = (t + j) * nb + b;
-                    __m256 p = FN(q4_dot_)(nib, a->q + (t + j) * K + b * QK, a->s[tb]);
-                    acc[b & 1][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[tb]), p, acc[b & 1][j]);
-                }
-            }
-            for (int j = 0; j < 4; j++)
-                store_y(y + (t + j) * ldy + r, FN(hsum8_)(_mm256_add_ps(acc[0][j], acc[1][j])), accumulate);
-        }
-        for (; t < T; t++) {
-            const int8_t *xq = a->q + t * K;
-            const float *xd = a->d + t * nb;
-            const int32_t *xs = a->s + t * nb;
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-            int64_t b = 0;
-            for (; b + 2 <= nb; b += 2) {
-                const uint8_t *b0 = row + b * Q4_BYTES, *b1 = b0 + Q4_BYTES;
-                _mm_prefetch((const char *)(b0 + PREFETCH_AHEAD), _MM_HINT_T0);
-                __m256 p0 = FN(q4_dot_)(FN(q4_unpack_)(b0 + 2), xq + b * QK, xs[b]);
-                __m256 p1 = FN(q4_dot_)(FN(q4_unpack_)(b1 + 2), xq + (b + 1) * QK, xs[b + 1]);
-                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b1) * xd[b + 1]), p1, acc1);
-            }
-            if (b < nb) {
-                const uint8_t *b0 = row + b * Q4_BYTES;
-                __m256 p0 = FN(q4_dot_)(FN(q4_unpack_)(b0 + 2), xq + b * QK, xs[b]);
-                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(FN(h2f_)(b0) * xd[b]), p0, acc0);
-            }
-            store_y(y + t * ldy + r, FN(hsum8_)(_mm256_add_ps(acc0, acc1)), accumulate);
-        }
-    }
+    FN(rows_int_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 1);
 }
 
 /* 8 float weights from f32, f16 (F16C) or bf16 (shift into the high half) */

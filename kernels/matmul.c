@@ -31,7 +31,7 @@ static void quant_task(void *ctx, int64_t t, int ith) {
 
 /* ---- matmul ---- */
 #define MAX_MATS 3
-#define PREFILL_TOKENS 40          /* tokens per chunk of a prefill: 8 of the x86 kernels' 5-token tiles */
+#define PREFILL_TOKENS 40          /* tokens per chunk of a prefill: 5 of the x86 kernels' 8-token tiles */
 #define PREFILL_BYTES (64 * 1024)  /* weight bytes per chunk of a prefill */
 typedef struct {
     const pt_tensor *W[MAX_MATS];
@@ -93,7 +93,8 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     for (int m = 0; m < n; m++) total_rows += W[m]->rows;
     int64_t target = (int64_t)pt_pool_threads() * 16;
     int64_t rpc = total_rows / (target > 0 ? target : 1);
-    rpc = rpc < 4 ? 4 : (rpc > 256 ? 256 : rpc);
+    /* multiples of 8: the x86 kernels take rows in groups of 8 (the scalar kernel, same bits, takes what is left) */
+    rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
     if (T > 1 && rpc > 32) rpc = 32;
     j.tokens_per_chunk = T;
     j.token_chunks = 1;
@@ -102,7 +103,7 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
          * kernel's token tiles reuse from L2 while each tile's activations stay in L1 */
         int64_t rb = pt_row_bytes(W[0]->dtype, K);
         rpc = PREFILL_BYTES / (rb > 0 ? rb : 1);
-        rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)3);
+        rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
         j.tokens_per_chunk = PREFILL_TOKENS;
         j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
     }

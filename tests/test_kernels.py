@@ -217,6 +217,29 @@ def test_simd_paths_match_the_scalar_reference(dtype):
         assert (np.abs(K.matmul(W, x) - ref) <= tol).all(), isa
 
 
+X86_PATHS = [pytest.param(isa, marks=pytest.mark.skipif(not lib.pt_isa_supported(ISAS[isa]),
+                                                         reason=f"this CPU cannot run the {isa} path"))
+             for isa in ("avx2", "avx512")]
+
+
+@pytest.mark.parametrize("isa", X86_PATHS)
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("rows,cols,T", [(8, 32, 1), (13, 64, 3), (37, 96, 9), (64, 896, 17), (21, 4864, 5),
+                                         (256, 128, 41), (7, 416, 2)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_x86_integer_matmuls_give_the_scalar_references_bits(isa, dtype, rows, cols, T, threads):
+    """The x86 q8_0 / q4_0 kernels do the scalar reference's arithmetic (whole-block integer sums, then
+    sum += (dw * dx) * isum, never fused): equal bits, for groups of 8 rows and the rows left over, any T."""
+    rng = np.random.default_rng(rows * cols + T)
+    W = K.Weight.from_float(rng.standard_normal((rows, cols), dtype=np.float32), dtype)
+    x = rng.standard_normal((T, cols), dtype=np.float32)
+    K.configure(isa="scalar", threads=1)
+    ref = K.matmul(W, x)
+    K.configure(isa=isa, threads=threads)
+    np.testing.assert_array_equal(K.matmul(W, x), ref)
+    np.testing.assert_array_equal(np.concatenate([K.matmul(W, x[t:t + 1]) for t in range(T)]), ref)
+
+
 def test_quantized_matmul_is_close_to_float_matmul():
     # the price of q8 activations and q8_0 / q4_0 weights on a 4096-wide dot product, stated as a relative error
     rng = np.random.default_rng(5)
