@@ -131,6 +131,14 @@ static ALWAYS_INLINE void FN(group_)(const uint8_t *w, int64_t rb, int64_t r, co
         const uint8_t *blk = row0 + b * bb;
         __m256i v[8], av[8];
         uint16_t h[8];
+        if (q4 ? (b & 3) == 0 : (b & 1) == 0) {
+            /* the weights stream from memory or L3, 8 rows side by side, which the hardware prefetcher does
+             * not follow; each row is asked for PREFETCH_AHEAD bytes ahead, past its end the same row of the next
+             * group (the next 8 rows) */
+            const int64_t ahead = b + PREFETCH_AHEAD / bb;
+            const uint8_t *pf = ahead < nb ? row0 + ahead * bb : row0 + 8 * rb + (ahead - nb) * bb;
+            for (int i = 0; i < 8; i++) _mm_prefetch((const char *)(pf + i * rb), _MM_HINT_T0);
+        }
         for (int i = 0; i < 8; i++) {
             const uint8_t *bi = blk + i * rb;
             h[i] = pt_load_u16(bi);
@@ -139,7 +147,9 @@ static ALWAYS_INLINE void FN(group_)(const uint8_t *w, int64_t rb, int64_t r, co
         FN(transpose8_)(v);
         if (!q4)
             for (int k = 0; k < 8; k++) av[k] = _mm256_sign_epi8(v[k], v[k]);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        /* the 8 scales by inserts, not 8 stores read back as one load (a store-forwarding stall per block) */
+        const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3],
+                                                         (short)h[4], (short)h[5], (short)h[6], (short)h[7]));
         for (int j = 0; j < n; j++) {
             const int64_t tb = (t0 + j) * nb + b;
             const int8_t *x = a->q + (t0 + j) * K + b * QK;
@@ -177,70 +187,98 @@ static inline __m256i FN(block_dot_)(const uint8_t *blk, const int8_t *x, const 
     return DOT_ACC(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
 }
 
-/* One row against one token (decode), the row streamed once: 4 blocks' integer sums at a time by one horizontal
+/* One row against nt <= 4 tokens (decode, a few sequences, a prefill's last tokens), the row streamed once and each
+ * weight block loaded once for the nt tokens: 4 blocks' integer sums of a token at a time out of one horizontal
  * tree, then the scalar reference's float steps, block by block. Same bits as a tile gives. */
-static inline float FN(row1_)(const uint8_t *row, const pt_act *a, const int q4) {
-    const int64_t nb = a->K / QK, bb = q4 ? Q4_BYTES : Q8_BYTES;
+static ALWAYS_INLINE void FN(row_)(const uint8_t *row, const pt_act *a, const int nt, float *out, const int q4) {
+    const int64_t K = a->K, nb = K / QK, bb = q4 ? Q4_BYTES : Q8_BYTES;
     const __m256i ones = _mm256_set1_epi16(1);
-    float sum = 0.0f;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         const uint8_t *blk = row + b * bb;
         _mm_prefetch((const char *)(blk + PREFETCH_AHEAD), _MM_HINT_T0);
         if (!q4) _mm_prefetch((const char *)(blk + PREFETCH_AHEAD + 64), _MM_HINT_T0);
-        const __m256i p0 = FN(block_dot_)(blk, a->q + b * QK, ones, q4);
-        const __m256i p1 = FN(block_dot_)(blk + bb, a->q + (b + 1) * QK, ones, q4);
-        const __m256i p2 = FN(block_dot_)(blk + 2 * bb, a->q + (b + 2) * QK, ones, q4);
-        const __m256i p3 = FN(block_dot_)(blk + 3 * bb, a->q + (b + 3) * QK, ones, q4);
-        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        if (q4) s4 = _mm_sub_epi32(s4, _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(a->s + b)), 3));
+        __m256i u[4], sg[4];      /* the unsigned operands (|w| or the nibbles), and w for the signs (q8_0) */
+        for (int k = 0; k < 4; k++) {
+            if (q4) {
+                u[k] = FN(q4_unpack_)(blk + k * bb + 2);
+            } else {
+                sg[k] = _mm256_loadu_si256((const __m256i *)(blk + k * bb + 2));
+                u[k] = _mm256_sign_epi8(sg[k], sg[k]);
+            }
+        }
         const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16((short)pt_load_u16(blk), (short)pt_load_u16(blk + bb),
                                                       (short)pt_load_u16(blk + 2 * bb),
                                                       (short)pt_load_u16(blk + 3 * bb), 0, 0, 0, 0));
-        __m128 prod = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(a->d + b)), _mm_cvtepi32_ps(s4));
-        NO_FUSE(prod);
-        float pr[4];
-        _mm_storeu_ps(pr, prod);
-        sum += pr[0];
-        sum += pr[1];
-        sum += pr[2];
-        sum += pr[3];
+        for (int j = 0; j < nt; j++) {
+            const int8_t *x = a->q + j * K + b * QK;
+            __m256i p[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(x + k * QK));
+                p[k] = DOT_ACC(_mm256_setzero_si256(), u[k], q4 ? y : _mm256_sign_epi8(y, sg[k]));
+            }
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            if (q4) s4 = _mm_sub_epi32(s4, _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(a->s + j * nb + b)), 3));
+            __m128 prod = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(a->d + j * nb + b)), _mm_cvtepi32_ps(s4));
+            NO_FUSE(prod);
+            float pr[4];
+            _mm_storeu_ps(pr, prod);
+            sum[j] += pr[0];
+            sum[j] += pr[1];
+            sum[j] += pr[2];
+            sum[j] += pr[3];
+        }
     }
     for (; b < nb; b++) {
         const uint8_t *blk = row + b * bb;
-        const __m256i p = FN(block_dot_)(blk, a->q + b * QK, ones, q4);
-        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-        const int32_t isum = _mm_cvtsi128_si32(t) - (q4 ? 8 * a->s[b] : 0);
-        __m128 prod = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(FN(h2f_)(blk)), _mm_set_ss(a->d[b])), _mm_cvtsi32_ss(_mm_setzero_ps(), isum));
-        NO_FUSE(prod);
-        sum += _mm_cvtss_f32(prod);
+        const float dw = FN(h2f_)(blk);
+        for (int j = 0; j < nt; j++) {
+            const __m256i p = FN(block_dot_)(blk, a->q + j * K + b * QK, ones, q4);
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+            const int32_t isum = _mm_cvtsi128_si32(t) - (q4 ? 8 * a->s[j * nb + b] : 0);
+            __m128 prod = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(dw), _mm_set_ss(a->d[j * nb + b])),
+                                     _mm_cvtsi32_ss(_mm_setzero_ps(), isum));
+            NO_FUSE(prod);
+            sum[j] += _mm_cvtss_f32(prod);
+        }
     }
     (void)ones;
-    return sum;
+    for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
-/* tokens in pairs and more in tiles (8, 4, 2) against groups of 8 rows (rows left over: the scalar kernel); a last
- * odd token, and a decode's one, row by row */
+/* rows r0..r1 against nt <= 4 tokens starting at t0, row by row */
+static ALWAYS_INLINE void FN(rows_few_)(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate,
+                                        const int q4) {
+    const int64_t K = a->K, nb = K / QK;
+    const pt_act at = {a->q + t0 * K, a->d + t0 * nb, a->s + t0 * nb, K};
+    for (int64_t r = r0; r < r1; r++) {
+        float o[4];
+        FN(row_)(w + r * rb, &at, nt, o, q4);
+        for (int j = 0; j < nt; j++) store_y(y + (t0 + j) * ldy + r, o[j], accumulate);
+    }
+}
+
+/* tokens in tiles of 8 against groups of 8 rows (rows left over: the scalar kernel, same bits); the tokens left
+ * (all of them below 8: decode, a few sequences) row by row, up to 4 at a time */
 static inline void FN(rows_int_)(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
                                  float *y, int64_t ldy, int accumulate, const int q4) {
-    const int64_t T2 = T & ~(int64_t)1, K = a->K, nb = K / QK;
-    if (T2) {
+    const int64_t T8 = T / GT * GT;
+    if (T8) {
         int64_t r = r0;
-        for (; r + 8 <= r1; r += 8) {
-            int64_t t = 0;
-            for (; t + GT <= T2; t += GT) FN(group_)(w, rb, r, a, t, GT, y, ldy, accumulate, q4);
-            if (t + 4 <= T2) { FN(group_)(w, rb, r, a, t, 4, y, ldy, accumulate, q4); t += 4; }
-            if (t < T2) FN(group_)(w, rb, r, a, t, 2, y, ldy, accumulate, q4);
-        }
-        if (r < r1) (q4 ? pt_kernels_scalar.rows_q4 : pt_kernels_scalar.rows_q8)(w, rb, r, r1, a, T2, y, ldy, accumulate);
+        for (; r + 8 <= r1; r += 8)
+            for (int64_t t = 0; t < T8; t += GT) FN(group_)(w, rb, r, a, t, GT, y, ldy, accumulate, q4);
+        if (r < r1) (q4 ? pt_kernels_scalar.rows_q4 : pt_kernels_scalar.rows_q8)(w, rb, r, r1, a, T8, y, ldy, accumulate);
     }
-    if (T2 < T) {
-        const pt_act last = {a->q + T2 * K, a->d + T2 * nb, a->s + T2 * nb, K};
-        for (int64_t r = r0; r < r1; r++) store_y(y + T2 * ldy + r, FN(row1_)(w + r * rb, &last, q4), accumulate);
-    }
+    int64_t t = T8;
+    for (; t + 4 <= T; t += 4) FN(rows_few_)(w, rb, r0, r1, a, t, 4, y, ldy, accumulate, q4);
+    if (T - t == 3) FN(rows_few_)(w, rb, r0, r1, a, t, 3, y, ldy, accumulate, q4);
+    else if (T - t == 2) FN(rows_few_)(w, rb, r0, r1, a, t, 2, y, ldy, accumulate, q4);
+    else if (T - t == 1) FN(rows_few_)(w, rb, r0, r1, a, t, 1, y, ldy, accumulate, q4);
 }
 
 static void FN(rows_q8_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
