@@ -133,7 +133,7 @@ void pt_lock(void);
 void pt_unlock(void);
 void pt_fork_safe(void);   /* once per process: fork() neither inherits the lock held nor loses the pool */
 /* below this much work (multiply-adds, or values) a job runs on the calling thread alone */
-#define PT_SERIAL_WORK 65536.0
+#define PT_SERIAL_WORK 262144.0
 /* fn over chunks 0..n_chunks-1: on the pool, or on the calling thread when work < PT_SERIAL_WORK; the caller
  * holds the lock */
 void pt_run_chunks(pt_task_fn fn, void *ctx, int64_t n_chunks, double work);
