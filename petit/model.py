@@ -4,6 +4,8 @@ import numpy as np
 
 from petit.cache import KVCache
 
+PREFILL_CHUNK = 512      # a longer prompt runs in pieces of this many tokens (Model.forward)
+
 
 class Model:
     """A loaded model.
@@ -76,8 +78,20 @@ class Model:
         if not len(ids):
             raise ValueError("forward needs at least one token")
         out = np.empty((len(ids) if all_logits else 1, self.vocab_size), np.float32)
-        self.net.forward(ids, cache, out)
-        return out if all_logits else out[0]
+        if all_logits or len(ids) <= PREFILL_CHUNK or cache.pos + len(ids) > cache.n_ctx:
+            self.net.forward(ids, cache, out)     # (a prompt that does not fit raises the whole prompt's error)
+            return out if all_logits else out[0]
+        # a long prompt in pieces: the step's scratch stays that of PREFILL_CHUNK tokens (resident memory close to
+        # weights + KV cache), and each token gets the bits it gets in one piece; an error puts the cache back
+        pos0 = cache.pos
+        try:
+            for start in range(0, len(ids), PREFILL_CHUNK):
+                part = ids[start:start + PREFILL_CHUNK]
+                self.net.forward(part, cache, out if start + PREFILL_CHUNK >= len(ids) else None)
+        except BaseException:
+            cache.rewind(pos0)
+            raise
+        return out[0]
 
     def forward_batch(self, seqs, all_logits: bool = False) -> list[np.ndarray]:
         """Run several independent sequences in one step: `seqs` is a list of (token_ids, cache), each cache its

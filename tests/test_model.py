@@ -74,6 +74,32 @@ def test_decode_with_the_cache_equals_a_full_prefill(tmp_path, dtype):
     np.testing.assert_allclose(model.logits(ids, chunk=5), full, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "q8_0"])
+def test_a_long_prompt_runs_in_pieces_with_the_bits_of_one_step(tmp_path, monkeypatch, dtype):
+    """Model.forward runs a prompt longer than PREFILL_CHUNK in pieces (bounded scratch, so resident memory stays
+    near weights + KV cache): the last logits and the cache are bit for bit those of one step, and an error in a
+    later piece leaves the cache where it was."""
+    models.write_model(tmp_path / "m.petit", dtype=dtype)
+    model = petit.load(tmp_path / "m.petit")
+    ids = model.tokenizer.encode("a prompt long enough to run in three pieces of seven tokens")
+    assert len(ids) > 14
+    whole = model.new_cache(64)
+    want = model.forward(ids, whole)                 # one step: the default piece is 512 tokens
+    monkeypatch.setattr(petit.model, "PREFILL_CHUNK", 7)
+    pieces = model.new_cache(64)
+    np.testing.assert_array_equal(model.forward(ids, pieces), want)
+    assert pieces.pos == whole.pos == len(ids)
+    np.testing.assert_array_equal(pieces.k[:, :, :len(ids)], whole.k[:, :, :len(ids)])
+    np.testing.assert_array_equal(pieces.v[:, :, :len(ids)], whole.v[:, :, :len(ids)])
+    # a bad id in the last piece: the error names it, and the two pieces before it are forgotten
+    with pytest.raises(ValueError, match="out of range"):
+        model.forward(ids[:16] + [10 ** 6], pieces)
+    assert pieces.pos == len(ids)
+    # a prompt that does not fit is refused whole, as before
+    with pytest.raises(ValueError, match="context full"):
+        model.forward(ids + ids, model.new_cache(len(ids)))
+
+
 def test_logits_do_not_touch_a_generation_in_progress(tmp_path):
     models.write_model(tmp_path / "m.petit")
     model = petit.load(tmp_path / "m.petit")
