@@ -1,8 +1,9 @@
 /* The x86 SIMD kernels, shared by the AVX2 and the AVX-512 VNNI paths. The including file sets the target
- * pragma, defines DOT_ACC(acc, u, s) (acc plus 8 int32 lanes, each the sum of 4 products unsigned u8 x signed s8),
- * DOT_ACC16 (whether q4_0's products may be summed in 16 bits first) and SUFFIX, then includes this file. q8_0
- * weights use the sign trick (|w| unsigned, x carrying w's sign); q4_0 nibbles are unsigned already and the -8
- * offset is removed with the activation block sum: sum((n-8)x) = sum(nx) - 8 sum(x). */
+ * pragma, defines DOT_ACC(acc, u, s) (acc plus 8 int32 lanes, each the sum of 4 products unsigned u8 x signed s8;
+ * it may use `ones`, the 16-bit 1s every caller has in scope), DOT_ACC16 (whether q4_0's products may be summed
+ * in 16 bits first) and SUFFIX, then includes this file. q8_0 weights use the sign trick (|w| unsigned, x carrying
+ * w's sign); q4_0 nibbles are unsigned already and the -8 offset is removed with the activation block sum:
+ * sum((n-8)x) = sum(nx) - 8 sum(x). */
 #include <immintrin.h>
 
 #define CAT2(a, b) a##b
@@ -59,7 +60,6 @@ static inline __m256i FN(q4_unpack_)(const uint8_t *qs) {
     __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     return _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
-
 
 /* ---- the integer matmul: groups of 8 rows against tiles of up to 8 tokens ----
  * A row's result for a token is the scalar reference's arithmetic to the bit (kern_scalar.c): each block's 32

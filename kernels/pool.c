@@ -58,21 +58,20 @@ static struct {
 
 /* The pool or the caller alone, chosen by measurement. When another process takes a core away, a worker that
  * loses it in the middle of a chunk costs the caller a scheduler time slice (milliseconds, against microseconds for
- * a chunk of a decoded token), and with two threads sharing one core two threads can decode slower than one. Whether
- * the pool helps is a matter of speed, so it is measured: the jobs' time counts in windows (WINDOW_JOBS jobs, or
- * WINDOW_NS of job time when that comes first), each window
- * run one way, pooled or by the caller alone (the workers then sleep and leave their cores to whoever needs them),
- * and its rate is its work (the MACs or values the driver says a job has) per nanosecond of the jobs' wall time,
- * waits for late chunks and wake-ups included, and of the time between jobs (the small ops the caller runs alone, and
- * Python between steps), which a spinning worker slows down when it shares a core with the caller; a gap over
- * GAP_NS is the program doing something else, not counted. After `explore` windows one way, one window is run the other way; the
- * next window goes the faster of the two, and the loser is tried again after twice as many windows as before (up
- * to MAX_EXPLORE), or after one window when the probe won. So a quiet machine pools with a probe of running alone
- * every 32 windows (a few percent of the time), and a busy one runs alone with a probe of the pool as often.
- * Two adjacent windows hold the same mix of ops (a window spans whole decoded tokens of most models), which is what
- * makes their rates comparable. An earlier rule that stepped aside on one long wait misfired on this VM, whose
- * cores stall for a millisecond now and then with nothing else running, and pushed a quiet 2-thread decode down to
- * one thread's speed over a few seconds. */
+ * a chunk of a decoded token), and with two threads sharing one core two threads can decode slower than one.
+ * Whether the pool helps is a matter of speed, so it is measured: jobs count in windows (WINDOW_JOBS jobs, or
+ * WINDOW_NS of job time when that comes first), each window run one way, pooled or by the caller alone (the workers
+ * then sleep and leave their cores to whoever needs them). A window's rate is its work (the MACs or values the
+ * driver says a job has) per nanosecond of the jobs' wall time, waits for late chunks and wake-ups included, plus
+ * the time between jobs (the small ops the caller runs alone, and Python between steps), which a spinning worker
+ * slows down when it shares a core with the caller; a gap over GAP_NS is the program doing something else, not
+ * counted. After `explore` windows one way, one window is run the other way; the next window goes the faster of the
+ * two, and the loser is tried again after twice as many windows as before (up to MAX_EXPLORE), or after one window
+ * when the probe won. So a quiet machine pools with a probe of running alone every 32 windows (a few percent of the
+ * time), and a busy one runs alone with a probe of the pool as often. Two adjacent windows hold the same mix of ops
+ * (a window spans whole decoded tokens of most models), which is what makes their rates comparable. An earlier rule
+ * that stepped aside on one long wait misfired on this VM, whose cores stall for a millisecond now and then with
+ * nothing else running, and pushed a quiet 2-thread decode down to one thread's speed over a few seconds. */
 #define WINDOW_NS 50000000LL     /* a window ends after 50 ms of job time (and at least 8 jobs) */
 #define WINDOW_JOBS 512          /* or after this many jobs: one or two decoded tokens of a 0.5B or a 135M model */
 #define MAX_EXPLORE 32           /* windows the better way before the other is tried again, at most */
@@ -84,17 +83,7 @@ static struct {
     double rate[2];              /* work per ns of the last window run each way (0: not run yet), [pooled, alone] */
     int64_t windows, explore;    /* windows run this way since the last probe; windows before the next probe */
     int64_t last_end;            /* when the last job ended */
-} pick = {0, 0, 0.0, 0, 0, {0.0, 0.0}, 0, 4, 0};
-
-static void pick_reset(void) {
-    pick.solo = pick.probing = 0;
-    pick.work = 0.0;
-    pick.ns = pick.jobs = 0;
-    pick.rate[0] = pick.rate[1] = 0.0;
-    pick.windows = 0;
-    pick.explore = 4;
-    pick.last_end = 0;
-}
+} pick;                          /* set by pt_pool_start, before any job is pooled */
 
 /* a job ran (pooled or alone, as pick.solo says) with `work` in `ns` */
 static void pick_account(double work, int64_t ns) {
@@ -143,11 +132,11 @@ static int stall_workers;
  * sees the count, or it is already waiting and gets the signal. (A handshake through a "caller is waiting" flag
  * instead needs a store and the load after it kept in order, which QEMU's ARM emulation on an x86 host does not
  * do: both sides read the old value and the caller slept forever.) */
-static int64_t run_chunks(int ith) {
-    for (int64_t mine = 0;; mine++) {
+static void run_chunks(int ith) {
+    for (;;) {
         uint64_t w = atomic_fetch_add_explicit(&P.claim, 1, memory_order_acq_rel);
         int64_t n = CLAIM_COUNT(w), c = CLAIM_NEXT(w);
-        if (c >= n) return mine;
+        if (c >= n) return;
         P.fn(P.ctx, P.base + c, ith);
         if (atomic_fetch_add_explicit(&P.completed, 1, memory_order_acq_rel) + 1 == n) {
             pt_mutex_lock(&P.done_mu);
@@ -219,7 +208,8 @@ int pt_pool_start(int n_threads) {
     if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
     pt_pool_stop();
     P.n_threads = n_threads;
-    pick_reset();
+    memset(&pick, 0, sizeof pick);
+    pick.explore = 4;
     P.start_generation = atomic_load(&P.generation);
     const char *stall = getenv("PETIT_TEST_POOL_STALL");
     stall_workers = stall && atoi(stall) == 1;
