@@ -204,7 +204,8 @@ class _Events:
         finally:
             if not get.done():
                 get.cancel()                 # (a cancelled Queue.get loses no item)
-        return None if get.cancelled() else get.result()
+        # a task asked to cancel is not cancelled() until the loop runs it again: only a done get has a result
+        return get.result() if get.done() and not get.cancelled() else None
 
     def close(self) -> None:
         self.watcher.cancel()
