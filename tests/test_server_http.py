@@ -267,6 +267,7 @@ def test_the_body_size_limit(server, client):
 # ---- streaming ----
 def test_sse_framing_byte_by_byte(server, client):
     client.post("/chat/completions", json=chat("what is 12 plus 7?"))      # the cache now shares 3 tokens
+    assert not server.engine.busy          # its session was idle again before the answer went out
     body = json.dumps(chat("count from 3 to 9", stream=True, stream_options={"include_usage": True})).encode()
     status, headers, raw = read_response(raw_request(server.port, "POST", "/v1/chat/completions", body))
     assert status == 200

@@ -284,9 +284,11 @@ class ServerWorker:
         return self._idle.pop()[1] if self._idle else None
 
     def _generation(self, job: Job) -> None:
-        """A job's thread: the token loop, whose forward passes the worker runs (_forward)."""
+        """A job's thread: the token loop, whose forward passes the worker runs (_forward). The session goes back
+        before the last event does: a client that sends its next request on the answer finds its cache idle."""
+        last = None
         try:
-            self._run(job)
+            last = self._run(job)
         finally:
             with self._cond:
                 del self._active[id(job)]
@@ -294,6 +296,8 @@ class ServerWorker:
                 job.session = None
                 self._thinking -= 1
                 self._cond.notify_all()
+            if last is not None:
+                job.emit(last)
 
     def _forward(self, req: _Forward):
         """On a generation thread: queue the pass for the next step and wait for its logits."""
@@ -367,9 +371,10 @@ class ServerWorker:
             return job.session.reply(self._messages(job), params)
         return job.session.complete(job.prompt, params)
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: Job):
+        """The token loop; emits the stream's deltas and returns the event that ends the job (None: nobody waits)."""
         if job.cancelled:                    # the client left while waiting
-            return
+            return None
         started, text, stats = False, [], None
         try:
             reply = self._begin(job)
@@ -385,15 +390,13 @@ class ServerWorker:
             finally:
                 reply.close()                # the session records what was generated, also when stopped early
         except ApiError as e:
-            job.emit(Failed(e, started))
-            return
+            return Failed(e, started)
         except Exception as e:               # noqa: BLE001 - every failure becomes an answer, the worker lives on
             error = _internal(e) if started else self._explain(job, e)
             started = started and job.stream
             if error.status >= 500:
                 traceback.print_exc(file=sys.stderr)
-            job.emit(Failed(error, started))
-            return
+            return Failed(error, started)
         if stats is None:                    # no token at all (max_tokens 0)
             stats = Stats(finish_reason="length")
         job.stats = self.last_stats = stats
@@ -401,8 +404,7 @@ class ServerWorker:
         if self.on_stats is not None:
             self.on_stats(job, stats)
         if self._stopping and stats.finish_reason == "cancelled":
-            job.emit(Failed(ApiError(503, "The server is shutting down.", code="unavailable"), started))
-            return
+            return Failed(ApiError(503, "The server is shutting down.", code="unavailable"), started)
         usage = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
                  "total_tokens": stats.prompt_tokens + stats.generated_tokens,
                  "prompt_tokens_details": {"cached_tokens": stats.reused_tokens}}
@@ -410,7 +412,7 @@ class ServerWorker:
                    "predicted_n": stats.generated_tokens, "ttft_ms": round(1000 * stats.time_to_first_token, 3),
                    "prompt_per_second": round(stats.prefill_tokens_per_s, 1),
                    "predicted_per_second": round(stats.decode_tokens_per_s, 1)}
-        job.emit(Done("".join(text), stats.finish_reason, usage, timings))
+        return Done("".join(text), stats.finish_reason, usage, timings)
 
     def _explain(self, job: Job, e: Exception) -> ApiError:
         """Why a job failed before its first token: a template error, a prompt that does not fit, or a bug."""
