@@ -167,7 +167,8 @@ def child_petit(spec: dict) -> dict:
     load_s = time.perf_counter() - t0
     at_load = proc_status()
     split = sampler.stop()
-    quant_bytes = sum(raw.nbytes for _, _, raw in model.tensors.values() if raw is not None)
+    from petit.formats.petit_file import tensor_nbytes
+    quant_bytes = sum(tensor_nbytes(dtype, shape) for dtype, shape, _ in model.tensors.values())
     largest_f32 = max(int(np.prod(shape)) * 4 for _, shape, _ in model.tensors.values())
 
     def reset():

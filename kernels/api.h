@@ -5,8 +5,9 @@
  * so two Python threads may call concurrently; each call runs on the shared thread pool. */
 
 typedef struct {
-    const void *data;   /* first byte of the tensor (f32, f16, bf16, q8_0 or q4_0 rows, see docs/petit-format.md) */
-    int32_t dtype;      /* PT_F32 0, PT_F16 1, PT_BF16 2, PT_Q8_0 3, PT_Q4_0 4 */
+    const void *data;   /* first byte of the tensor (f32, f16, bf16, q8_0 or q4_0 rows, see docs/petit-format.md;
+                         * or q8_0 / q4_0 interleaved in groups of 8 rows, see pt_interleave) */
+    int32_t dtype;      /* PT_F32 0, PT_F16 1, PT_BF16 2, PT_Q8_0 3, PT_Q4_0 4, PT_Q8_0_X8 5, PT_Q4_0_X8 6 */
     int64_t rows;       /* output features */
     int64_t cols;       /* input features (a multiple of 32 for q8_0 / q4_0) */
 } pt_tensor;
@@ -29,6 +30,12 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* -1 when cols is not vali
 int  pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
 int  pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out);
 int  pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out);   /* embedding lookup; -1 on a bad id */
+/* ---- interleaved matrices (kernels/interleave.c) ---- */
+/* a q8_0 / q4_0 matrix (dtype 3 / 4) rewritten in the interleaved layout (dtype 5 / 6), or back: the same bytes
+ * regrouped, the same size; dst may be src (in place). 0 ok, -1 bad dtype or cols */
+int  pt_interleave(int32_t dtype, const void *src, void *dst, int64_t rows, int64_t cols);
+int  pt_deinterleave(int32_t dtype, const void *src, void *dst, int64_t rows, int64_t cols);
+int  pt_prefers_interleaved(void);   /* 1 when the active path's interleaved kernels are its fast ones */
 /* ---- checksums ---- */
 /* the "pt64" checksum of n bytes (docs/petit-format.md), split across the pool: the same value for any thread
  * count and any path */

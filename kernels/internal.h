@@ -17,12 +17,15 @@
 /* attention splits each query's positions into blocks of this many, aligned to absolute positions (attention.c) */
 #define PT_ATTN_BLOCK 64
 
-enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4 };
+enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6 };
 enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_COUNT = 4 };
 
 #define QK 32            /* values per quantization block */
 #define Q8_BYTES 34      /* fp16 d + 32 int8 */
 #define Q4_BYTES 18      /* fp16 d + 16 bytes of nibbles */
+/* an interleaved matrix (PT_Q8_0_X8 / PT_Q4_0_X8, layout in interleave.c) holds 8 rows' block b in one piece */
+#define Q8X8_BYTES (8 * Q8_BYTES)
+#define Q4X8_BYTES (8 * Q4_BYTES)
 
 #include "api.h"   /* pt_tensor and the public prototypes */
 
@@ -90,6 +93,13 @@ typedef struct {
                     float *y, int64_t ldy, int accumulate);
     void (*rows_float)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
                        int64_t T, float *y, int64_t ldy, int accumulate);
+    /* the same products over an interleaved matrix's whole groups: rows r0..r1, both multiples of 8 (the rows after
+     * the last group are plain rows: rows_q8 / rows_q4 take them). The same bits as the plain kernels give. */
+    void (*rows_q8x8)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
+                      int accumulate);
+    void (*rows_q4x8)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
+                      int accumulate);
+    int interleave;     /* 1: the interleaved kernels are this path's fast ones (the loader interleaves matrices) */
     /* per-layer ops, their arguments checked by the entry points in layer_ops.c (see api.h) */
     void (*norm)(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
                  int64_t w_rows, float *y);
@@ -111,6 +121,8 @@ extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM
 const pt_kernels *pt_active(void);
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
+/* interleave.c: row r of an interleaved matrix (dtype PT_Q8_0_X8 / PT_Q4_0_X8) of `rows` rows as float */
+void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t cols, int64_t r, float *out);
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
  * a message naming the kernel into msg */
 int pt_path_check(const pt_kernels *k, char *msg, int n);

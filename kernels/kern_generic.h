@@ -237,3 +237,45 @@ static void rows_float_g(const void *w, int32_t dtype, int64_t K, int64_t r0, in
         }
     }
 }
+
+/* an interleaved matrix's groups (layout: interleave.c), rows r0..r1 (multiples of 8): for each row and token the
+ * plain scalar kernels' arithmetic (kern_scalar.c), so the same bits. The reference the fast kernels are held to. */
+static void rows_x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
+                      int accumulate, int q4) {
+    const int64_t nb = a->K / QK, bb = q4 ? Q4X8_BYTES : Q8X8_BYTES;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *group = w + r / 8 * nb * bb;
+        const int i = (int)(r % 8);
+        for (int64_t t = 0; t < T; t++) {
+            const int8_t *aq = a->q + t * a->K;
+            const float *ad = a->d + t * nb;
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = group + b * bb, *xb = blk + 16;
+                const int8_t *x = aq + b * QK;
+                int32_t isum = 0;
+                for (int j = 0; j < (q4 ? QK / 2 : QK); j++) {
+                    const uint8_t byte = xb[(j / 4) * 32 + 4 * i + j % 4];   /* quant byte j of row i */
+                    if (q4) {
+                        isum += ((int32_t)(byte & 0x0F) - 8) * x[j];
+                        isum += ((int32_t)(byte >> 4) - 8) * x[j + QK / 2];
+                    } else {
+                        isum += (int32_t)(int8_t)byte * x[j];
+                    }
+                }
+                sum += pt_h2f(pt_load_u16(blk + 2 * i)) * ad[b] * (float)isum;
+            }
+            store_y(y + t * ldy + r, sum, accumulate);
+        }
+    }
+}
+
+static void rows_q8x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
+                        int accumulate) {
+    rows_x8_g(w, r0, r1, a, T, y, ldy, accumulate, 0);
+}
+
+static void rows_q4x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
+                        int accumulate) {
+    rows_x8_g(w, r0, r1, a, T, y, ldy, accumulate, 1);
+}

@@ -291,6 +291,100 @@ static void FN(rows_q4_)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_
     FN(rows_int_)(w, row_bytes, r0, r1, a, T, y, ldy, accumulate, 1);
 }
 
+/* ---- interleaved matrices (PT_Q8_0_X8 / PT_Q4_0_X8, layout in interleave.c) ----
+ * A group's block already holds the 8 rows in the lanes, in the order the tile above builds with a transpose: each
+ * vector is loaded as is, and 8 rows' integer sums come out of vpmaddubsw + vpmaddwd (a vpdpbusd chain on VNNI)
+ * with no horizontal adds; the 8 scales convert in one vcvtph2ps, and 8 rows' float steps run in one vector. The
+ * weights stream from memory in file order (one stream the hardware prefetcher follows, helped 1 KB ahead when the
+ * tile is a decode's few tokens), and the float arithmetic is the scalar reference's, so the same bits. */
+
+/* the 8 rows of group gp against tokens t0..t0+n-1 (n a constant where it is inlined) */
+static ALWAYS_INLINE void FN(x8_tile_)(const uint8_t *gp, const pt_act *a, int64_t t0, const int n, float *y,
+                                       int64_t ldy, int64_t r, int accumulate, const int q4, const int stream) {
+    const int64_t K = a->K, nb = K / QK, bb = q4 ? Q4X8_BYTES : Q8X8_BYTES;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[GT];
+    for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = gp + b * bb;
+        if (stream)
+            for (int c = 0; c < (q4 ? 3 : 5); c++) _mm_prefetch((const char *)(blk + PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        __m256i s[GT];
+        if (q4) {       /* the nibbles unpacked once for the tile's tokens: vector k, then k + 4 from the high half */
+            const __m256i m = _mm256_set1_epi8(0x0F);
+            __m256i v[8];
+            for (int k = 0; k < 4; k++) {
+                const __m256i p = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * k));
+                v[k] = _mm256_and_si256(p, m);
+                v[k + 4] = _mm256_and_si256(_mm256_srli_epi16(p, 4), m);
+            }
+            for (int j = 0; j < n; j++) {
+                const int8_t *x = a->q + (t0 + j) * K + b * QK;
+                /* values 4k..4k+3 are in v[k] for k < 4, and 16+4(k-4).. in v[k] for k >= 4 */
+#if DOT_ACC16
+                __m256i s16 = _mm256_maddubs_epi16(v[0], FN(bcast4_)(x));
+                for (int k = 1; k < 8; k++)
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], FN(bcast4_)(x + (k < 4 ? 4 * k : 16 + 4 * (k - 4)))));
+                s[j] = _mm256_madd_epi16(s16, ones);
+#else
+                s[j] = _mm256_setzero_si256();
+                for (int k = 0; k < 8; k++) s[j] = DOT_ACC(s[j], v[k], FN(bcast4_)(x + (k < 4 ? 4 * k : 16 + 4 * (k - 4))));
+#endif
+                s[j] = _mm256_sub_epi32(s[j], _mm256_set1_epi32(8 * a->s[(t0 + j) * nb + b]));
+            }
+        } else {        /* one weight vector at a time, against every token of the tile (the sign trick) */
+            for (int j = 0; j < n; j++) s[j] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * k)), aw = _mm256_sign_epi8(w, w);
+                for (int j = 0; j < n; j++)
+                    s[j] = DOT_ACC(s[j], aw, _mm256_sign_epi8(FN(bcast4_)(a->q + (t0 + j) * K + b * QK + 4 * k), w));
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            __m256 prod = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d[(t0 + j) * nb + b])), _mm256_cvtepi32_ps(s[j]));
+            NO_FUSE(prod);
+            acc[j] = _mm256_add_ps(acc[j], prod);
+        }
+    }
+    (void)ones;
+    for (int j = 0; j < n; j++) {
+        float *out = y + (t0 + j) * ldy + r;
+        _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[j]) : acc[j]);
+    }
+}
+
+/* groups of rows r0..r1 (multiples of 8) against T tokens, in tiles of 8 and the tokens left */
+static inline void FN(rows_x8_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y,
+                                int64_t ldy, int accumulate, const int q4) {
+    const int64_t gbytes = a->K / QK * (q4 ? Q4X8_BYTES : Q8X8_BYTES);
+    for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t *gp = w + r / 8 * gbytes;
+        int64_t t = 0;
+        for (; t + GT <= T; t += GT) FN(x8_tile_)(gp, a, t, GT, y, ldy, r, accumulate, q4, 0);
+        switch (T - t) {       /* a decode (1 token, or one per sequence) streams its weights from memory */
+        case 1: FN(x8_tile_)(gp, a, t, 1, y, ldy, r, accumulate, q4, 1); break;
+        case 2: FN(x8_tile_)(gp, a, t, 2, y, ldy, r, accumulate, q4, 1); break;
+        case 3: FN(x8_tile_)(gp, a, t, 3, y, ldy, r, accumulate, q4, 1); break;
+        case 4: FN(x8_tile_)(gp, a, t, 4, y, ldy, r, accumulate, q4, 1); break;
+        case 5: FN(x8_tile_)(gp, a, t, 5, y, ldy, r, accumulate, q4, 1); break;
+        case 6: FN(x8_tile_)(gp, a, t, 6, y, ldy, r, accumulate, q4, 1); break;
+        case 7: FN(x8_tile_)(gp, a, t, 7, y, ldy, r, accumulate, q4, 1); break;
+        default: break;
+        }
+    }
+}
+
+static void FN(rows_q8x8_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y,
+                           int64_t ldy, int accumulate) {
+    FN(rows_x8_)(w, r0, r1, a, T, y, ldy, accumulate, 0);
+}
+
+static void FN(rows_q4x8_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y,
+                           int64_t ldy, int accumulate) {
+    FN(rows_x8_)(w, r0, r1, a, T, y, ldy, accumulate, 1);
+}
+
 /* 8 float weights from f32, f16 (F16C) or bf16 (shift into the high half) */
 static inline __m256 FN(load8_)(const void *w, int32_t dtype, int64_t i) {
     if (dtype == PT_F32) return _mm256_loadu_ps((const float *)w + i);
@@ -385,6 +479,9 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_q8 = FN(rows_q8_), \
         .rows_q4 = FN(rows_q4_), \
         .rows_float = FN(rows_float_), \
+        .rows_q8x8 = FN(rows_q8x8_), \
+        .rows_q4x8 = FN(rows_q4x8_), \
+        .interleave = 1, \
         .norm = norm_g, \
         .attn_block = FN(attn_block_), \
         .bias_act = bias_act_g, \

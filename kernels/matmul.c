@@ -62,10 +62,17 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     if (T > j->tokens_per_chunk) T = j->tokens_per_chunk;
     const int64_t K = W->cols, nb = K / QK, rb = pt_row_bytes(W->dtype, K);
     float *y = j->y[m] + t0 * W->rows;
+    const uint8_t *data = (const uint8_t *)W->data;
+    const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
     if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
-        const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
-        (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)((const uint8_t *)W->data, rb, r0, r1, &a, T, y,
-                                                              W->rows, j->accumulate);
+        (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
+    } else if (W->dtype == PT_Q8_0_X8 || W->dtype == PT_Q4_0_X8) {
+        /* whole groups of 8 (a chunk starts at a multiple of 8), then the plain rows after the last group */
+        const int q8 = W->dtype == PT_Q8_0_X8;
+        const int64_t groups_end = W->rows / 8 * 8, mid = r1 < groups_end ? r1 : groups_end;
+        if (r0 < mid) (q8 ? j->k->rows_q8x8 : j->k->rows_q4x8)(data, r0, mid, &a, T, y, W->rows, j->accumulate);
+        if (mid < r1)
+            (q8 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0 > mid ? r0 : mid, r1, &a, T, y, W->rows, j->accumulate);
     } else {
         j->k->rows_float(W->data, W->dtype, K, r0, r1, j->x + t0 * K, T, y, W->rows, j->accumulate);
     }
@@ -78,7 +85,7 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     for (int m = 0; m < n; m++) {
         if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
         if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
-        quantized |= W[m]->dtype == PT_Q8_0 || W[m]->dtype == PT_Q4_0;
+        quantized |= W[m]->dtype >= PT_Q8_0;     /* q8_0, q4_0, plain or interleaved */
     }
     const int64_t K = W[0]->cols;
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};

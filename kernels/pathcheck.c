@@ -87,6 +87,16 @@ static void check_matmuls(report *r, const pt_kernels *k, const pt_kernels *s) {
                             mag[t * ROWS + j] = (float)m + 1.0f;
                         }
                     if (agree(r, names[di], y, y_ref, mag, T * ROWS, 1e-4f)) return;
+                    if (dt != PT_Q8_0 && dt != PT_Q4_0) continue;
+                    /* the same matrix interleaved: its groups by the interleaved kernel, the rows after them plain */
+                    static uint8_t wx[ROWS * MAX_K * 4];
+                    const int64_t G = ROWS / 8 * 8;
+                    pt_interleave(dt, wq, wx, ROWS, K);
+                    for (int64_t i = 0; i < T * ROWS; i++) y[i] = acc ? 0.5f : 0.0f;
+                    (dt == PT_Q8_0 ? k->rows_q8x8 : k->rows_q4x8)(wx, 0, G, &a, T, y, ROWS, acc);
+                    (dt == PT_Q8_0 ? k->rows_q8 : k->rows_q4)(wx, rb, G, ROWS, &a, T, y, ROWS, acc);
+                    if (agree(r, dt == PT_Q8_0 ? "interleaved q8_0 matmul" : "interleaved q4_0 matmul", y, y_ref,
+                              mag, T * ROWS, 1e-4f)) return;
                 }
             }
         }

@@ -9,8 +9,8 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
     switch (dtype) {
     case PT_F32: return cols * 4;
     case PT_F16: case PT_BF16: return cols * 2;
-    case PT_Q8_0: return cols % QK ? -1 : cols / QK * Q8_BYTES;
-    case PT_Q4_0: return cols % QK ? -1 : cols / QK * Q4_BYTES;
+    case PT_Q8_0: case PT_Q8_0_X8: return cols % QK ? -1 : cols / QK * Q8_BYTES;
+    case PT_Q4_0: case PT_Q4_0_X8: return cols % QK ? -1 : cols / QK * Q4_BYTES;
     default: return -1;
     }
 }
@@ -135,23 +135,30 @@ static void quantize_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+typedef struct { int32_t dtype; const void *src; float *dst; int64_t rows, cols, rb; } dequant_job;
+
+/* row r of a matrix of `rows` rows, plain or interleaved */
+static void get_row(int32_t dtype, const void *src, int64_t rows, int64_t cols, int64_t rb, int64_t r, float *out) {
+    if (dtype == PT_Q8_0_X8 || dtype == PT_Q4_0_X8) pt_x8_dequantize_row(dtype, (const uint8_t *)src, rows, cols, r, out);
+    else dequantize_row(dtype, (const uint8_t *)src + r * rb, cols, out);
+}
+
 static void dequantize_rows(void *ctx, int64_t r0, int64_t r1) {
-    const rows_job *j = (const rows_job *)ctx;
-    for (int64_t r = r0; r < r1; r++)
-        dequantize_row(j->dtype, (const uint8_t *)j->src + r * j->rb, j->cols, (float *)j->dst + r * j->cols);
+    const dequant_job *j = (const dequant_job *)ctx;
+    for (int64_t r = r0; r < r1; r++) get_row(j->dtype, j->src, j->rows, j->cols, j->rb, r, j->dst + r * j->cols);
 }
 
 /* rows are independent: the pool splits them (loading a Hugging Face model quantizes every matrix here).
  * -2: q8_0 / q4_0 met a NaN or an infinity (its row is zeroed; the caller finds and names the value) */
 int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
     rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols), 0};
-    if (j.rb < 0 || rows < 0) return -1;
+    if (j.rb < 0 || rows < 0 || dtype > PT_Q4_0) return -1;     /* interleaving is pt_interleave's */
     pt_run_rows(quantize_rows, &j, rows, cols);
     return atomic_load(&j.nonfinite) ? -2 : 0;
 }
 
 int pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out) {
-    rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols), 0};
+    dequant_job j = {dtype, x, out, rows, cols, pt_row_bytes(dtype, cols)};
     if (j.rb < 0 || rows < 0) return -1;
     pt_run_rows(dequantize_rows, &j, rows, cols);
     return 0;
@@ -162,7 +169,6 @@ int pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out) {
     if (rb < 0) return -1;
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= W->rows) return -1;
-    for (int64_t i = 0; i < n; i++)
-        dequantize_row(W->dtype, (const uint8_t *)W->data + ids[i] * rb, W->cols, out + i * W->cols);
+    for (int64_t i = 0; i < n; i++) get_row(W->dtype, W->data, W->rows, W->cols, rb, ids[i], out + i * W->cols);
     return 0;
 }

@@ -11,10 +11,11 @@
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True):
+def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, repack=None):
     """Load a model file or folder; see petit.loading.load."""
     from petit.loading import load as _load
-    return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums, mmap=mmap)
+    return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums, mmap=mmap,
+                 repack=repack)
 
 
 def __getattr__(name):

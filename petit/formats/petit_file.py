@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.native import anonymous_map
+
 MAGIC = b"PETIT\0\0\0"
 VERSION = 1
 ALIGNMENT = 64
@@ -37,14 +39,7 @@ _tmp_counter = itertools.count()
 
 def _read_private(f, size: int):
     """The whole file in private anonymous memory (huge pages advised before it is touched), or an OSError."""
-    flags = getattr(mmap, "MAP_PRIVATE", None)
-    mm = mmap.mmap(-1, size, flags=flags | mmap.MAP_ANONYMOUS) if flags is not None else mmap.mmap(-1, size)
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None:
-        try:
-            mm.madvise(advice)
-        except OSError:
-            pass
+    mm = anonymous_map(size)
     view = memoryview(mm)
     try:
         done = 0
@@ -184,7 +179,8 @@ def write_petit(path, metadata: dict, tensors: dict, checksums: bool = True) -> 
         metadata: JSON-serializable dict (strict JSON: no NaN/Infinity); stored as UTF-8 JSON.
         tensors: Mapping name -> (dtype, shape, data), written in insertion order. `data` is a numpy array
             or bytes-like object of exactly `tensor_nbytes(dtype, shape)` bytes: for f32/f16 a float32/float16
-            array of that shape, for bf16 a uint16 array of that shape; raw uint8 arrays or bytes work for all.
+            array of that shape, for bf16 a uint16 array of that shape; raw uint8 arrays or bytes work for all; or
+            a function returning such data, called once (a loaded model's repacked matrix gives its plain bytes).
         checksums: record the pt64 checksum of every tensor as written in metadata["checksums"]["pt64"]
             (replacing any given there), which loading checks. False writes the metadata as given (a file as
             older writers made it, for tests).
@@ -226,7 +222,7 @@ def write_petit(path, metadata: dict, tensors: dict, checksums: bool = True) -> 
         except ValueError as e:
             raise PetitFileError(f"{where}: {e}") from None
         offset = _align(data_end)
-        blobs.append((offset, _tensor_bytes(where, dtype, shape, data, nbytes)))
+        blobs.append((offset, _tensor_bytes(where, dtype, shape, data() if callable(data) else data, nbytes)))
         data_end = offset + nbytes
         table += struct.pack(f"<I{len(raw_name)}sII{len(shape)}QQQ", len(raw_name), raw_name,
                              DTYPE_CODES[dtype], len(shape), *shape, offset, nbytes)
@@ -303,6 +299,7 @@ class PetitFile:
         """
         self.path = os.fspath(path)
         self._mm = None
+        self.mapped = map_file      # the views point into the file's pages (else into private memory)
         try:
             with open(self.path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -470,6 +467,20 @@ class PetitFile:
                 raise self._err(f"tensor {name!r}", f"damaged: its {kind} checksum is {got}, the file records "
                                                     f"{table[name]} (download or convert the model again)")
         return None
+
+    def release(self, name: str) -> None:
+        """Tell the kernel this process is done with the pages of a mapped file's tensor `name` for now
+        (MADV_DONTNEED): they leave the resident set, the page cache keeps them, and reading them again maps them
+        back in. A no-op for a file read into private memory (whose pages would be lost) and where unsupported."""
+        info = self.tensors.get(name)
+        if info is None or self._mm is None or not self.mapped or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        begin = self._data_offset + info.offset
+        start = begin // mmap.PAGESIZE * mmap.PAGESIZE        # the pages it shares with its neighbours come back
+        try:
+            self._mm.madvise(mmap.MADV_DONTNEED, start, begin + info.nbytes - start)
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""

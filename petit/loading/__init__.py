@@ -10,7 +10,7 @@ WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 
 def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-         mmap: bool = True) -> Model:
+         mmap: bool = True, repack: bool | None = None) -> Model:
     """Load a `.petit` model file or a Hugging Face model folder.
 
     Args:
@@ -27,6 +27,11 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
             from disk as they are first used); False reads them into private memory on huge pages, which decodes
             about 15 % faster where the system has transparent huge pages, at the cost of reading the whole file
             at load. A folder's weights are converted into memory either way.
+        repack: True rewrites the q8_0 / q4_0 matrices with their rows interleaved in groups of 8, the layout the
+            x86 kernels (AVX2, AVX-512) multiply fastest (decode 1.1-2.5x on an AVX2 CPU, the same logits bit for
+            bit); a mapped file's matrices are then copied into memory on huge pages (its file pages leave the
+            resident set). None (the default) repacks where the active kernel path prefers it; False runs the
+            matrices as stored.
 
     Raises:
         PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
@@ -37,5 +42,5 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     path = os.fspath(path)
     if os.path.isdir(path):
         from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
-        return load_folder(path, weights or "q8_0", tokenizer)
-    return load_file(path, weights, tokenizer, verify_checksums, mmap)
+        return load_folder(path, weights or "q8_0", tokenizer, repack)
+    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack)

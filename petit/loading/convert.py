@@ -22,7 +22,7 @@ def convert(folder, output, weights: str = "q8_0", tokenizer: bool = True):
     if not os.path.isdir(folder):
         raise ValueError(f"{folder}: not a folder (petit convert reads a Hugging Face model folder)")
     check_output_folder(output)
-    model = load_folder(folder, weights, None if tokenizer else False)
+    model = load_folder(folder, weights, None if tokenizer else False, repack=False)   # written, not run
     meta = {k: v for k, v in model.metadata.items() if k != "source"}
     meta["converted_from"] = os.path.basename(os.path.abspath(folder))
     if model.tokenizer is not None:

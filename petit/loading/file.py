@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from petit.formats.petit_file import PetitFile, PetitFileError
+from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
@@ -44,7 +45,7 @@ class PetitSource(TensorSource):
 
 
 def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-              mmap: bool = True) -> Model:
+              mmap: bool = True, repack: bool | None = None) -> Model:
     """Load a `.petit` file (see petit.loading.load for the arguments)."""
     f = PetitFile(path, map_file=mmap)
     try:
@@ -69,6 +70,8 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
         if extra:
             raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
                                  f"{cfg.model_type!r}")
+        if should_repack(repack):
+            repack_matrices(net, src.used, release=f.release)
         tok = tokenizer if tokenizer is not False else None
         if tokenizer is None and meta.get("tokenizer") is not None:
             try:

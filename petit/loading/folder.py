@@ -11,6 +11,7 @@ import numpy as np
 
 from petit.formats.checkpoint import open_checkpoint
 from petit.formats.metadata import read_folder_metadata
+from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
@@ -112,7 +113,7 @@ def read_config(folder: str) -> dict:
     return d
 
 
-def load_folder(folder, weights: str = "q8_0", tokenizer=None):
+def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | None = None):
     """Load a Hugging Face model folder into a Model, quantizing the weight matrices to `weights`.
 
     `tokenizer`: None reads the folder's tokenizer.json (refused when it is missing: a model that loads but cannot
@@ -134,6 +135,8 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None):
     try:
         src = HFSource(ckpt, family, cfg, folder, weights)
         net = family.build(cfg, src)
+        if should_repack(repack):
+            repack_matrices(net, src.used)
         notes = []
         extra = src.unused()
         if extra:
@@ -151,7 +154,7 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None):
             tok = HFTokenizer.from_folder(folder)
         check_tokenizer(folder, tok, net.arch.vocab_size)
         meta = dict(meta, config=cfg.to_dict(), quantization=weights, source=os.path.abspath(folder))
-        keep_open = any(raw is not None and _maps_into(raw) for _, _, raw in src.used.values())
+        keep_open = any(isinstance(raw, np.ndarray) and _maps_into(raw) for _, _, raw in src.used.values())
         model = Model(cfg, net, tok, meta, folder, source=ckpt if keep_open else None, tensors=src.used,
                       warnings=notes)
         if not keep_open:

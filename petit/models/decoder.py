@@ -24,10 +24,12 @@ from petit.native import ACTIVATIONS, Weight, ffi, lib
 
 
 class Vec:
-    """A float32 vector (or [rows, n] per-head block) the C calls read: a norm weight or a bias."""
+    """A float32 vector (or [rows, n] per-head block) the C calls read: a norm weight or a bias. Always a copy of
+    its few KB: read from a mapped file at every step, it would keep the file's pages around it resident too (a
+    read maps its neighbours' pages as well), which repacked matrices have let go."""
 
     def __init__(self, a: np.ndarray):
-        self.a = np.ascontiguousarray(a, np.float32)
+        self.a = np.array(a, np.float32, order="C")
         self.p = fptr(self.a)
         self.rows = self.a.shape[0] if self.a.ndim == 2 else 1
 
@@ -127,6 +129,9 @@ class _Scratch:
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
 
+_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")     # a Layer's weight matrices
+
+
 class Decoder:
     """The forward pass.
 
@@ -154,6 +159,26 @@ class Decoder:
     @property
     def weight_type(self) -> str:
         return self.layers[0].down.dtype if self.layers else self.embed.dtype
+
+    def matrices(self) -> list[Weight]:
+        """The weights the pass multiplies by (each once; the embedding only when it is the tied LM head, an embedding
+        alone is only looked up)."""
+        out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
+        out[id(self.lm_head)] = self.lm_head
+        return list(out.values())
+
+    def replace_matrices(self, new: dict) -> None:
+        """Swap weights the pass multiplies by: `new` maps id(old Weight) -> its replacement (the same values in
+        another layout). The plan is described again at the next step."""
+        for L in self.layers:
+            for n in _MATRICES:
+                W = getattr(L, n)
+                if W is not None and id(W) in new:
+                    setattr(L, n, new[id(W)])
+        if id(self.embed) in new:
+            self.embed = new[id(self.embed)]
+        self.lm_head = new.get(id(self.lm_head), self.lm_head)
+        self._plan = None
 
     def scratch(self, T: int) -> _Scratch:
         if self._scratch is None or self._scratch.cap < T:

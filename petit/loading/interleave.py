@@ -1,0 +1,63 @@
+"""Repacking a loaded model's q8_0 / q4_0 matrices for the CPU (kernels/interleave.c): their rows interleaved in
+groups of 8, the layout the x86 kernels multiply fastest (one stream of weights, 8 rows summed in one register).
+
+The values and the products are the same bit for bit; only the byte order changes. A matrix already in private
+memory (quantized at load, or a file read with mmap=False) is rewritten in place; one that is a view of a mapped file
+is copied into one block of anonymous memory on huge pages, and its file pages leave the resident set, so resident
+memory stays the size of the weights. Files keep GGML's plain rows: `Model.tensors` hands the plain bytes out.
+"""
+import numpy as np
+
+from petit.native import INTERLEAVED, anonymous_map, prefers_interleaved
+
+ALIGN = 64
+
+
+def should_repack(repack: bool | None) -> bool:
+    """repack None: when the active kernel path prefers the interleaved layout."""
+    return prefers_interleaved() if repack is None else bool(repack)
+
+
+def repack_matrices(net, tensors: dict, release=None) -> None:
+    """Interleave the q8_0 / q4_0 matrices of Decoder `net` (those of at least 8 rows).
+
+    Args:
+        tensors: the source's name -> (dtype, shape, raw) record (petit convert writes it): a matrix rewritten in
+            place gets its entry's raw replaced by a function giving its plain bytes.
+        release: called with a tensor's name once a copy of its mapped bytes is made (PetitFile.release).
+    """
+    names = {_address(raw): name for name, (_, _, raw) in tensors.items() if isinstance(raw, np.ndarray)}
+    todo = [W for W in net.matrices() if W.dtype in INTERLEAVED and not W.interleaved and W.shape[0] >= 8]
+    copies = [W for W in todo if not W.raw.flags.writeable]
+    arena = anonymous_map(sum(_aligned(W.raw.nbytes) for W in copies)) if copies else None
+    new, done, at, copied = {}, {}, 0, []      # done: a matrix two Weights view (the same bytes) is rewritten once
+    for W in todo:
+        key = _address(W.raw)
+        if key in done:
+            new[id(W)] = done[key]
+            continue
+        name = names.get(key)
+        if W.raw.flags.writeable:
+            done[key] = new[id(W)] = W.interleave()
+            if name is not None:
+                dtype, shape, _ = tensors[name]
+                tensors[name] = (dtype, shape, done[key].stored)
+        else:
+            out = np.frombuffer(arena, np.uint8, W.raw.nbytes, at)
+            at += _aligned(W.raw.nbytes)
+            done[key] = new[id(W)] = W.interleave(out)
+            copied.append(name)
+    # released once all are copied: reading a matrix maps pages around the ones read (fault-around), its neighbours'
+    if release is not None:
+        for name in copied:
+            if name is not None:
+                release(name)
+    net.replace_matrices(new)
+
+
+def _address(a: np.ndarray) -> tuple[int, int]:
+    return a.__array_interface__["data"][0], a.nbytes
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
