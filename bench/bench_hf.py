@@ -162,7 +162,7 @@ def child_petit(spec: dict) -> dict:
     t0 = time.perf_counter()
     # the random model has no tokenizer.json (token ids are drawn directly): a folder loads without one when asked
     model = petit.load(spec["path"], weights=spec.get("weights"),
-                       tokenizer=False if os.path.isdir(spec["path"]) else None)
+                       tokenizer=False if os.path.isdir(spec["path"]) else None, repack=spec.get("repack"))
     cache = model.new_cache(n_ctx)
     load_s = time.perf_counter() - t0
     at_load = proc_status()
@@ -474,6 +474,8 @@ def main() -> None:
     ap.add_argument("--torch-fp32", action="store_true", help="also run transformers in fp32 (done anyway when bf16 "
                                                               "is pathologically slow)")
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention")
+    ap.add_argument("--no-repack-rows", action="store_true",
+                    help="also run the .petit files with their matrices as stored (petit.load(repack=False))")
     a = ap.parse_args()
     only = a.only.split(",")
     for e in only:
@@ -508,10 +510,12 @@ def main() -> None:
             try:
                 build_once(path, {"task": "petit_convert", "hf": hf, "weights": q}, f"petit convert --{q[:2]}",
                            a.rebuild)
-                rows.append((f"Petit {q} (.petit mmap)", "petit", q, {"path": path}))
+                rows.append((f"Petit {q} (.petit)", "petit", q, {"path": path}))
+                if a.no_repack_rows:
+                    rows.append((f"Petit {q} (.petit, no repack)", "petit", q, {"path": path, "repack": False}))
             except RuntimeError as e:
-                rows.append((f"Petit {q} (.petit mmap)", "petit", q, None))
-                notes[f"Petit {q} (.petit mmap)"] = str(e)
+                rows.append((f"Petit {q} (.petit)", "petit", q, None))
+                notes[f"Petit {q} (.petit)"] = str(e)
     llama_rows = [("llama.cpp q8_0", "q8_0", "gguf-q8_0.gguf", "q8_0", False),
                   ("llama.cpp q4_0 pure", "q4_0", "gguf-q4_0-pure.gguf", "q4_0", True),
                   ("llama.cpp q4_0 default mix", "q4_0 mix", "gguf-q4_0.gguf", "q4_0", False)]

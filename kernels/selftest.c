@@ -1,7 +1,8 @@
 /* The kernels checked without Python, for a build the Python tests cannot reach: a Windows build (MinGW-w64 run
  * under Wine, or MSVC), an ARM build (run under QEMU, or on an Apple Silicon Mac). tests/test_kernels_portable.py
  * builds and runs it for this machine, for Windows and for ARM64; `cc -O2 -Ikernels kernels/selftest.c
- * kernels/{cpu,parallel,pool,matmul,attention,layer_ops,quant,checksum,kern_*}.c -lm -lpthread` builds it by hand.
+ * kernels/{cpu,parallel,pool,matmul,attention,layer_ops,plan,quant,interleave,checksum,pathcheck,kern_*}.c -lm -lpthread`
+ * builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
  * double-precision sums (matmul, attention, the norms and activations), the thread pool (every thread count gives the same bits as one thread, and a few thousand
@@ -93,7 +94,7 @@ static void check_conversions(void) {
 
 /* ---- matrix products against double-precision sums ---- */
 
-static const char *DTYPE_NAMES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+static const char *DTYPE_NAMES[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "interleaved q8_0", "interleaved q4_0"};
 static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni", "neon"};
 
 typedef struct { int64_t rows, cols, T; } shape;
@@ -102,7 +103,7 @@ static const shape SHAPES[] = {{1, 32, 1}, {37, 96, 1}, {67, 160, 3}, {129, 288,
 #define N_THREADS 3   /* 1, 2 and 3 threads */
 
 /* y[T][rows] of one isa and thread count; results[isa][threads-1][dtype][shape] */
-static float *results[PT_ISA_COUNT][N_THREADS][5][N_SHAPES];
+static float *results[PT_ISA_COUNT][N_THREADS][7][N_SHAPES];
 
 /* |y - sum| <= 2e-5 * sum|terms| + 1e-6 for every output: float32 rounding of a sum in another order */
 static int close_to_reference(const float *y, const float *w, const float *x, const shape *s) {
@@ -128,12 +129,15 @@ static void check_matmul(int isa, int threads, int32_t dtype, int si) {
     const shape *s = &SHAPES[si];
     rng_state = 0x1234567ull + (uint64_t)si * 7919u + (uint64_t)dtype * 104729u;   /* the same data for every path */
     float *wf = random_floats(s->rows * s->cols, 1.0f), *x = random_floats(s->T * s->cols, 2.0f);
-    int64_t rb = pt_row_bytes(dtype, s->cols);
+    /* an interleaved matrix is quantized as its plain type, then regrouped in place */
+    const int32_t plain = dtype == PT_Q8_0_X8 ? PT_Q8_0 : dtype == PT_Q4_0_X8 ? PT_Q4_0 : dtype;
+    int64_t rb = pt_row_bytes(plain, s->cols);
     uint8_t *w = (uint8_t *)malloc((size_t)(rb * s->rows));
-    pt_quantize(dtype, wf, s->rows, s->cols, w);
-    pt_dequantize(dtype, w, s->rows, s->cols, wf);   /* the reference uses the weights as stored */
+    pt_quantize(plain, wf, s->rows, s->cols, w);
+    pt_dequantize(plain, w, s->rows, s->cols, wf);   /* the reference uses the weights as stored */
+    if (plain != dtype) pt_interleave(plain, w, w, s->rows, s->cols);
     float *xr = x;
-    if (dtype == PT_Q8_0 || dtype == PT_Q4_0) {      /* ... and the activations as the integer kernels see them */
+    if (plain == PT_Q8_0 || plain == PT_Q4_0) {      /* ... and the activations as the integer kernels see them */
         int64_t nb = s->T * s->cols / QK;
         int8_t *q = (int8_t *)malloc((size_t)(s->T * s->cols));
         float *d = (float *)malloc((size_t)nb * sizeof(float));
@@ -400,7 +404,7 @@ int main(void) {
                 check(0, "pt_init starts the path and the threads asked for");
                 continue;
             }
-            for (int32_t dtype = PT_F32; dtype <= PT_Q4_0; dtype++)
+            for (int32_t dtype = PT_F32; dtype <= PT_Q4_0_X8; dtype++)
                 for (int si = 0; si < N_SHAPES; si++) check_matmul(isa, threads, dtype, si);
             check_attention(isa, threads);
             check_attention_q8(isa, threads, 64);   /* the SIMD paths' own loop */

@@ -250,11 +250,12 @@ class Weight:
         w = _f32(w, "weight", 2)
         return cls(quantize(w, dtype), dtype, w.shape)
 
-    def interleave(self, out: np.ndarray | None = None) -> "Weight":
+    def interleave(self, out: np.ndarray | None = None, done=None, slice_bytes: int = 16 << 20) -> "Weight":
         """This q8_0 / q4_0 matrix with its rows interleaved in groups of 8 (the rows after the last group stay
         plain): the same values, the same products bit for bit, the same size. Its bytes go into `out`, a writable
         contiguous uint8 array of raw.nbytes, or, with None, over raw itself (which must be writable; this Weight
-        must not be used afterwards)."""
+        must not be used afterwards). done(r0, r1), when given, is called as each slice of rows (about slice_bytes)
+        is converted, so a caller can let go of the source rows as it goes."""
         if self.dtype not in INTERLEAVED or self.interleaved:
             which = "an interleaved" if self.interleaved else "a"
             raise ValueError(f"{which} {self.dtype} matrix cannot be interleaved")
@@ -262,8 +263,16 @@ class Weight:
         if dst.nbytes != self.raw.nbytes or not dst.flags.c_contiguous or not dst.flags.writeable:
             raise ValueError(f"out must be a writable contiguous array of {self.raw.nbytes} bytes")
         dst = dst.view(np.uint8).reshape(self.raw.shape)
-        if lib.pt_interleave(DTYPES[self.dtype], self._buf, _out(dst, "void *"), *self.shape) != 0:
-            raise MemoryError(f"could not interleave a {self.dtype} matrix of shape {self.shape}")
+        rows, cols = self.shape
+        rb = row_bytes(self.dtype, cols)
+        step = rows if done is None else max(8, slice_bytes // rb // 8 * 8)    # groups are whole in every slice
+        src, out_p = ffi.cast("uint8_t *", self._buf), ffi.cast("uint8_t *", _out(dst, "void *"))
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            if lib.pt_interleave(DTYPES[self.dtype], src + r0 * rb, out_p + r0 * rb, r1 - r0, cols) != 0:
+                raise MemoryError(f"could not interleave a {self.dtype} matrix of shape {self.shape}")
+            if done is not None:
+                done(r0, r1)
         return Weight(dst, self.dtype, self.shape, interleaved=True)
 
     def stored(self) -> np.ndarray:

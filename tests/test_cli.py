@@ -42,10 +42,10 @@ def test_no_mmap_reads_the_weights_into_memory_and_answers_the_same(model_file, 
     mapped, in_memory = petit.load(model_file), petit.load(model_file, mmap=False)
     ids = mapped.tokenizer.encode("hello world")
     assert np.array_equal(mapped.logits(ids), in_memory.logits(ids))
-    for argv in ([], ["--no-mmap"]):
+    for argv in ([], ["--no-mmap"], ["--no-repack"]):
         assert main(["run", "-m", model_file, "-p", "hello world", "-n", "10", "-t", "0", *argv]) == 0
-    first, second = capsys.readouterr().out.split("\n")[:2]
-    assert first == second == "hello world" + _greedy_text(model_file, "hello world", 10)[3]
+    first, second, third = capsys.readouterr().out.split("\n")[:3]
+    assert first == second == third == "hello world" + _greedy_text(model_file, "hello world", 10)[3]
 
 
 def test_run_with_a_seed_is_reproducible_and_seeds_differ(model_file, capsys):
@@ -124,6 +124,7 @@ def test_petit_command_and_info(model_file):
                        env=dict(os.environ, PETIT_ISA="scalar", PETIT_THREADS="1"))
     assert r.returncode == 0
     assert "chosen path:    scalar" in r.stdout and "threads:        1" in r.stdout and "cpu features:" in r.stdout
+    assert "matrices:       q8_0 / q4_0 rows as stored\n" in r.stdout       # the scalar path reads plain rows
     r = subprocess.run([*PETIT, "run", "-m", model_file, "-p", "hello", "-n", "3", "-t", "0"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("hello")

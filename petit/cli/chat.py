@@ -26,7 +26,7 @@ def cmd_chat(args) -> int:
     check_sampling_flags(args)
     from petit.chat.formats import get_format
     configure_threads(args)
-    model = petit.load(args.model, weights=args.weights, mmap=args.mmap)
+    model = petit.load(args.model, weights=args.weights, mmap=args.mmap, repack=args.repack)
     sampler = make_sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
     if fmt == "raw" and args.format is None:

@@ -71,6 +71,9 @@ def add_weights_flag(p) -> None:
     p.add_argument("--no-mmap", dest="mmap", action="store_false",
                    help="read a .petit file's weights into memory on huge pages instead of mapping the file: "
                         "loads slower, decodes faster where the system has transparent huge pages")
+    p.add_argument("--no-repack", dest="repack", action="store_false", default=None,
+                   help="run q8_0 / q4_0 matrices in the file's row layout, mapped and shared with the page cache, "
+                        "instead of interleaved for this CPU at load (slower on x86; `petit info` says which)")
 
 
 def add_chat_options(p, drop_old_turns: bool = True) -> None:

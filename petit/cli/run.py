@@ -48,7 +48,7 @@ def cmd_run(args) -> int:
     args.model = model_path(args)
     check_sampling_flags(args)
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
-    model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer, mmap=args.mmap)
+    model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer, mmap=args.mmap, repack=args.repack)
     sampler = make_sampler(args, model)
     tok = model.tokenizer
     if tok is None:

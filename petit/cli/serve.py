@@ -73,7 +73,7 @@ def cmd_serve(args) -> int:
                           raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
                           kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
-                          on_stats=on_stats if args.stats else None, mmap=args.mmap)
+                          on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack)
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)

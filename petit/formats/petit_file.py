@@ -434,9 +434,10 @@ class PetitFile:
             return raw.reshape(info.shape[:-1] + (info.shape[-1] // BLOCK_SIZE * BLOCK_BYTES[info.dtype],))
         return raw.view(_VIEW_DTYPES[info.dtype]).reshape(info.shape)
 
-    def check_checksums(self) -> str | None:
+    def check_checksums(self, release: bool = False) -> str | None:
         """Hold every tensor to the checksum its metadata records (pt64, else the SHA-256 `petit export` wrote
-        before pt64 existed), in file order, across the kernel threads.
+        before pt64 existed), in file order, across the kernel threads. release: let go of each tensor's pages once
+        checked (`release`), so a mapped file is never resident at once (a load that copies the weights out).
 
         Returns:
             None when every tensor was checked; a warning message (naming the file) when the file records no
@@ -463,22 +464,29 @@ class PetitFile:
             if name not in table:
                 raise self._err(f"tensor {name!r}", f"no {kind} checksum recorded for it in the metadata")
             got = digest(self.raw(name))
+            if release:
+                self.release(name)
             if got != table[name]:
                 raise self._err(f"tensor {name!r}", f"damaged: its {kind} checksum is {got}, the file records "
                                                     f"{table[name]} (download or convert the model again)")
         return None
 
-    def release(self, name: str) -> None:
-        """Tell the kernel this process is done with the pages of a mapped file's tensor `name` for now
-        (MADV_DONTNEED): they leave the resident set, the page cache keeps them, and reading them again maps them
-        back in. A no-op for a file read into private memory (whose pages would be lost) and where unsupported."""
+    def release(self, name: str, rows: tuple[int, int] | None = None) -> None:
+        """Tell the kernel this process is done with the pages of a mapped file's tensor `name` for now, or with
+        those of its outer rows [r0, r1) (MADV_DONTNEED): they leave the resident set, the page cache keeps them,
+        and reading them again maps them back in. A no-op for a file read into private memory (whose pages would be
+        lost) and where unsupported."""
         info = self.tensors.get(name)
         if info is None or self._mm is None or not self.mapped or not hasattr(mmap, "MADV_DONTNEED"):
             return
-        begin = self._data_offset + info.offset
+        begin, end = self._data_offset + info.offset, self._data_offset + info.offset + info.nbytes
+        if rows is not None:
+            row = info.nbytes // max(info.shape[0], 1)
+            begin, end = begin + rows[0] * row, min(end, begin + rows[1] * row)
         start = begin // mmap.PAGESIZE * mmap.PAGESIZE        # the pages it shares with its neighbours come back
         try:
-            self._mm.madvise(mmap.MADV_DONTNEED, start, begin + info.nbytes - start)
+            if end > start:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
         except (OSError, ValueError):
             pass
 

@@ -50,8 +50,9 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
     f = PetitFile(path, map_file=mmap)
     try:
         notes = []
+        repack = should_repack(repack)
         if verify_checksums:
-            note = f.check_checksums()
+            note = f.check_checksums(release=repack)
             if note:
                 warnings.warn(note, stacklevel=3)
                 notes.append(note)
@@ -70,7 +71,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
         if extra:
             raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
                                  f"{cfg.model_type!r}")
-        if should_repack(repack):
+        if repack:
             repack_matrices(net, src.used, release=f.release)
         tok = tokenizer if tokenizer is not False else None
         if tokenizer is None and meta.get("tokenizer") is not None:

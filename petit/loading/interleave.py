@@ -24,7 +24,8 @@ def repack_matrices(net, tensors: dict, release=None) -> None:
     Args:
         tensors: the source's name -> (dtype, shape, raw) record (petit convert writes it): a matrix rewritten in
             place gets its entry's raw replaced by a function giving its plain bytes.
-        release: called with a tensor's name once a copy of its mapped bytes is made (PetitFile.release).
+        release: called with a tensor's name and a range of its rows once a copy of those mapped bytes is made,
+            and with the name alone once all are copied (PetitFile.release).
     """
     names = {_address(raw): name for name, (_, _, raw) in tensors.items() if isinstance(raw, np.ndarray)}
     todo = [W for W in net.matrices() if W.dtype in INTERLEAVED and not W.interleaved and W.shape[0] >= 8]
@@ -45,13 +46,14 @@ def repack_matrices(net, tensors: dict, release=None) -> None:
         else:
             out = np.frombuffer(arena, np.uint8, W.raw.nbytes, at)
             at += _aligned(W.raw.nbytes)
-            done[key] = new[id(W)] = W.interleave(out)
-            copied.append(name)
-    # released once all are copied: reading a matrix maps pages around the ones read (fault-around), its neighbours'
-    if release is not None:
-        for name in copied:
-            if name is not None:
-                release(name)
+            # the file's rows are let go as they are copied: never resident beside the copy, even the LM head
+            let_go = None if release is None or name is None else (lambda r0, r1, n=name: release(n, (r0, r1)))
+            done[key] = new[id(W)] = W.interleave(out, done=let_go)
+            if let_go is not None:
+                copied.append(name)
+    # and again once all are copied: reading a matrix maps a few pages around it too (fault-around), its neighbours'
+    for name in copied:
+        release(name)
     net.replace_matrices(new)
 
 

@@ -104,7 +104,7 @@ class ServerWorker:
 
     Args:
         path: the .petit model file; weights: convert the weights at load (as `petit chat --weights`); mmap:
-            False reads the weights into memory (as `--no-mmap`).
+            False reads the weights into memory (as `--no-mmap`); repack: as petit.load's (False: `--no-repack`).
         sampler: model -> the launch Sampler (flags resolved against the model's generation defaults); each
             request's fields override its settings. Default: the model's generation defaults.
         system: a system prompt for chat requests that bring none. template: a chat template instead of the
@@ -124,10 +124,10 @@ class ServerWorker:
                  template: str | None = None, raw: bool = False, max_tokens: int = 256, stop=(),
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
-                 on_stats: Callable | None = None, mmap: bool = True):
+                 on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
-        self.path, self.weights, self.mmap = str(path), weights, mmap
+        self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
         self._make_sampler = sampler or (lambda model: Sampler(**resolve({}, model.metadata.get("generation"))))
         self.system, self.template, self.raw = system, template, raw
         self.max_tokens, self.stop = max_tokens, list(stop)
@@ -337,7 +337,7 @@ class ServerWorker:
     def _load(self) -> None:
         import petit
         from petit.generation.session import Session
-        model = self.model = petit.load(self.path, weights=self.weights, mmap=self.mmap)
+        model = self.model = petit.load(self.path, weights=self.weights, mmap=self.mmap, repack=self.repack)
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)
