@@ -222,6 +222,33 @@ def dequantize(raw: np.ndarray, dtype: str, shape: tuple[int, int]) -> np.ndarra
     return out
 
 
+# GGUF's other block types, decoded to float by kernels/gguf_quants.c: name -> GGUF's (ggml.h) type code
+GGUF_DECODED = {"Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14,
+                "IQ4_NL": 20, "IQ4_XS": 23}
+
+
+def gguf_decodes(gguf_type: str) -> bool:
+    """Whether `dequantize_gguf` decodes tensors of this GGUF type."""
+    return gguf_type in GGUF_DECODED
+
+
+def dequantize_gguf(raw: np.ndarray, gguf_type: str, shape: tuple[int, int]) -> np.ndarray:
+    """Decode raw rows of a GGUF block type (Q4_1 ... IQ4_XS) to float32 of `shape`, as llama.cpp decodes them."""
+    if gguf_type not in GGUF_DECODED:
+        raise ValueError(f"cannot decode GGUF type {gguf_type!r} (decodes {', '.join(GGUF_DECODED)})")
+    rows, cols = int(shape[0]), int(shape[1])
+    code = GGUF_DECODED[gguf_type]
+    rb = lib.pt_gguf_row_bytes(code, cols)
+    if rb < 0:
+        raise ValueError(f"a row of {cols} values is not a whole number of {gguf_type} blocks")
+    raw = np.ascontiguousarray(raw).view(np.uint8).reshape(-1)
+    if raw.size != rows * rb:
+        raise ValueError(f"{raw.size} bytes do not hold a {gguf_type} tensor of shape {shape} ({rows * rb} expected)")
+    out = np.empty((rows, cols), dtype=np.float32)
+    lib.pt_dequantize_gguf(code, _ptr(raw, "void *"), rows, cols, _ptr(out))
+    return out
+
+
 class Weight:
     """A weight matrix as the kernels see it: a pointer into (mapped) memory, a dtype and a shape. No copy.
 

@@ -16,7 +16,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
 SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "plan.c", "pool.c",
-           "quant.c", "interleave.c", "checksum.c", "pathcheck.c", "kern_scalar.c", "kern_avx2.c", "kern_avx512.c", "kern_neon.c"]
+           "quant.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c", "kern_scalar.c", "kern_avx2.c",
+           "kern_avx512.c", "kern_neon.c"]
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
@@ -50,10 +51,10 @@ def _run(cmd: list[str], env: dict | None = None) -> str:
 
 
 def _expect_paths(out: str, paths: list[str]) -> None:
-    """Every check of each path ran: 5 dtypes x 5 shapes + 3 attentions, on 1, 2 and 3 threads, the pool test, and
-    the norms and activations (each path compiles its own copy)."""
+    """Every check of each path ran: 7 dtypes (q8_0 and q4_0 also interleaved) x 5 shapes + 3 attentions, on 1, 2
+    and 3 threads, the pool test, and the norms and activations (each path compiles its own copy)."""
     for isa in paths:
-        assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (5 * 5 + 3), isa
+        assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (7 * 5 + 3), isa
         assert re.search(rf"^ok   {isa}: 3000 matmuls in a row", out, re.M), isa
         assert re.search(rf"^ok   {isa}: a NaN activation gives NaN outputs", out, re.M), isa
         assert re.search(rf"^ok   {isa}: LayerNorm, RMSNorm, SiLU and GELU", out, re.M), isa
