@@ -104,7 +104,8 @@ def olmo2(cfg, names):
 def granite(cfg, names):
     bias = get(cfg, "attention_bias", False)
     return llama_like(cfg, names, "granite", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
-                      mlp_bias=get(cfg, "mlp_bias", False), rope_of=_one_rope(cfg),
+                      mlp_bias=get(cfg, "mlp_bias", False),
+                      rope_of=_one_rope(cfg, interleaved=get(cfg, "rope_interleaved", False)),
                       embed_scale=get(cfg, "embedding_multiplier", 1.0),
                       attn_scale=get(cfg, "attention_multiplier", 1.0),
                       residual_scale=get(cfg, "residual_multiplier", 1.0),
@@ -115,7 +116,7 @@ def smollm3(cfg, names):
     """no_rope_layers[i] == 1: layer i uses RoPE; 0: no position encoding (by default every 4th layer)."""
     n, interval = cfg["num_hidden_layers"], get(cfg, "no_rope_layer_interval", 4)
     uses = get(cfg, "no_rope_layers", [int((i + 1) % interval != 0) for i in range(n)])
-    r = rope(cfg, heads(cfg)[2])
+    r = rope(cfg, heads(cfg)[2], interleaved=get(cfg, "rope_interleaved", False))
     sliding = get(cfg, "use_sliding_window", False) and cfg.get("sliding_window")
     first = get(cfg, "max_window_layers", 0)
     types = layer_types(cfg, lambda i: "sliding_attention" if sliding and i >= first else "full_attention")
