@@ -39,7 +39,7 @@ def build_menus(window) -> dict:
     w = window
     a = {
         "new_chat": _action(w, "&New chat", w.chats.new, "Ctrl+N"),
-        "open_model": _action(w, "&Open model…", w.choose_model_file, "Ctrl+O", "Open a .petit model file"),
+        "open_model": _action(w, "&Open model…", w.choose_model_file, "Ctrl+O", "Open a .petit or GGUF model file"),
         "open_folder": _action(w, "Open model &folder…", w.choose_model_folder, "Ctrl+Shift+O",
                                "Open a Hugging Face model folder (config.json, safetensors, tokenizer.json)"),
         "open_default": _action(w, "Open the &bundled model", w.open_default_model),

@@ -7,7 +7,7 @@ import sys
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="petit-app", description="The Petit desktop app: chat with small language "
                                                               "models on your CPU.")
-    p.add_argument("model", nargs="?", help="a .petit file or a Hugging Face model folder to open")
+    p.add_argument("model", nargs="?", help="a .petit or GGUF file, or a Hugging Face model folder, to open")
     return p.parse_known_args(argv)        # the rest (-platform, -style...) is Qt's
 
 

@@ -113,10 +113,14 @@ def test_bad_values_are_one_line_usage_errors(model_file, extra, message, capsys
 def test_missing_and_corrupt_model_files(tmp_path, capsys):
     assert main(["run", "-m", str(tmp_path / "nope.petit"), "-p", "hi"]) == 1
     assert "nope.petit" in capsys.readouterr().err
-    (tmp_path / "junk.petit").write_bytes(b"GGUF" + bytes(100))
+    (tmp_path / "junk.petit").write_bytes(b"JUNK" + bytes(100))
     assert main(["run", "-m", str(tmp_path / "junk.petit"), "-p", "hi"]) == 1
     err = capsys.readouterr().err
     assert "junk.petit" in err and "magic" in err and "Traceback" not in err
+    (tmp_path / "junk.gguf").write_bytes(b"GGUF" + bytes(100))          # a GGUF file is told by its first bytes
+    assert main(["run", "-m", str(tmp_path / "junk.gguf"), "-p", "hi"]) == 1
+    assert capsys.readouterr().err == (f"petit run: error: {tmp_path / 'junk.gguf'}: version: GGUF version 0 is not "
+                                       f"supported (versions 2 and 3 are)\n")
 
 
 def test_petit_command_and_info(model_file):

@@ -105,7 +105,8 @@ def test_a_command_line_that_cannot_work_exits_2(argv, line, capsys):
     (["serve", "-m", "TMP", "--port", "0"], "petit serve: error: TMP: config.json is missing (a Hugging Face model "
                                             "folder needs config.json, the weights and tokenizer.json)"),
     (["convert", "TMP/missing", "-o", "TMP/m.petit"],
-     "petit convert: error: TMP/missing: not a folder (petit convert reads a Hugging Face model folder)"),
+     "petit convert: error: TMP/missing: no such file or folder (petit convert reads a Hugging Face model folder, a "
+     "GGUF file or a .petit file)"),
     (["export", "TMP/missing", "-o", "TMP/m.petit"],
      "petit export: error: checkpoint TMP/missing does not exist or is not a directory"),
     (["train", "--corpus", "TMP/missing.txt", "-o", "TMP/o"],

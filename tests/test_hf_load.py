@@ -141,8 +141,9 @@ def test_convert_writes_a_file_that_runs_the_same_numbers(folder, tmp_path, weig
 
 def test_convert_errors_are_one_line(tmp_path):
     r = _cli("convert", tmp_path / "nope", "-o", tmp_path / "x.petit")
-    assert r.returncode == 1 and r.stderr == f"petit convert: error: {tmp_path / 'nope'}: not a folder (petit convert " \
-                                             f"reads a Hugging Face model folder)\n"
+    assert r.returncode == 1 and r.stderr == f"petit convert: error: {tmp_path / 'nope'}: no such file or folder " \
+                                             f"(petit convert reads a Hugging Face model folder, a GGUF file or a " \
+                                             f".petit file)\n"
     assert not (tmp_path / "x.petit").exists()
     r = _cli("convert", tmp_path, "-o", tmp_path / "x.petit", "--q8", "--q4")
     assert r.returncode == 2 and "not allowed with argument" in r.stderr

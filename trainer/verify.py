@@ -164,7 +164,8 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
         model = petit.load(model_path, weights=weights, verify_checksums=False)   # damage: a FAIL below
         try:
             ref_path = model_path
-            if os.path.isdir(model_path) or weights is not None:
+            from petit.formats.gguf import is_gguf
+            if os.path.isdir(model_path) or weights is not None or is_gguf(model_path):
                 ref_path = _as_file(model, os.path.join(tmp, "model.petit"))
             return _verify(model, model_path, ref_path, prompt, n, thresholds, reference)
         finally:

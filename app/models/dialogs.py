@@ -6,7 +6,7 @@ import os
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-MODEL_FILTER = "Petit models (*.petit);;All files (*)"
+MODEL_FILTER = "Models (*.petit *.gguf);;Petit models (*.petit);;GGUF models (*.gguf);;All files (*)"
 
 
 def load_error(parent, path: str, message: str) -> QMessageBox:

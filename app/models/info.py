@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ModelInfo:
-    path: str                    # as opened (a .petit file or a Hugging Face folder)
+    path: str                    # as opened (a .petit or GGUF file, or a Hugging Face folder)
     name: str                    # for the status bar and the message headers
     weight_type: str             # q8_0, q4_0, f16, bf16, f32
     n_params: int
@@ -25,7 +25,10 @@ def model_key(path: str) -> str:
 def display_name(path: str) -> str:
     path = os.path.normpath(path)
     base = os.path.basename(path)
-    return base[:-len(".petit")] if base.endswith(".petit") else base
+    for ext in (".petit", ".gguf"):
+        if base.endswith(ext):
+            return base[:-len(ext)]
+    return base
 
 
 def describe(model, path: str) -> ModelInfo:

@@ -1,6 +1,6 @@
-"""`petit convert FOLDER -o MODEL.petit`: a Hugging Face model folder into one self-contained `.petit` file (weights
-in the chosen type, tokenizer, chat template and generation defaults embedded; petit.loading.convert does the work).
-Loading the result is a memory map.
+"""`petit convert MODEL -o OUT.petit`: a Hugging Face model folder, a GGUF file or a .petit file into one
+self-contained `.petit` file (weights in the chosen type, tokenizer, chat template and generation defaults embedded;
+petit.loading.convert does the work). Loading the result is a memory map.
 """
 import os
 import sys
@@ -8,20 +8,20 @@ import time
 
 
 def add_convert_parser(sub) -> None:
-    p = sub.add_parser("convert", help="convert a Hugging Face model folder into a .petit file",
+    p = sub.add_parser("convert", help="convert a Hugging Face model folder or a GGUF file into a .petit file",
                        description="Read a Hugging Face model folder (config.json, safetensors or pytorch_model.bin, "
-                                   "tokenizer.json) and write one .petit file with the weights quantized, the "
-                                   "tokenizer, the chat template and the generation defaults.")
-    p.add_argument("folder", metavar="FOLDER", help="the Hugging Face model folder")
+                                   "tokenizer.json), a GGUF file or a .petit file and write one .petit file with the "
+                                   "weights quantized, the tokenizer, the chat template and the generation defaults.")
+    p.add_argument("folder", metavar="MODEL", help="the Hugging Face model folder, GGUF file or .petit file")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.petit", help="the file to write")
     kind = p.add_mutually_exclusive_group()
     for flags, dtype in ((["--q8"], "q8_0"), (["--q4"], "q4_0"), (["--f16"], "f16"), (["--f32", "--fp32"], "f32")):
         kind.add_argument(*flags, dest="weights", action="store_const", const=dtype,
-                          help=f"weights as {dtype}" + (" (default)" if dtype == "q8_0" else ""))
+                          help=f"weights as {dtype}" + (" (a folder's default)" if dtype == "q8_0" else ""))
     p.add_argument("--no-tokenizer", dest="tokenizer", action="store_false",
                    help="convert a folder that has no tokenizer.json (the file then takes token ids only); "
                         "without it such a folder is refused")
-    p.set_defaults(func=cmd_convert, weights="q8_0")
+    p.set_defaults(func=cmd_convert, weights=None)
 
 
 def cmd_convert(args) -> int:
@@ -30,5 +30,5 @@ def cmd_convert(args) -> int:
     model = convert(args.folder, args.output, args.weights, args.tokenizer)
     size = os.path.getsize(args.output)
     print(f"petit convert: {args.output}: {model.config.model_type}, {model.n_params / 1e6:.1f}M parameters, "
-          f"{args.weights} weights, {size / 1e6:.1f} MB, in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+          f"{model.weight_type} weights, {size / 1e6:.1f} MB, in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0

@@ -1,12 +1,20 @@
-"""`petit info`: the CPU features, the kernel paths this machine supports, the chosen one and the thread count."""
+"""`petit info`: the CPU features, the kernel paths this machine supports, the chosen one and the thread count;
+`petit info MODEL`: what a model file or folder holds (petit/loading/describe.py), read without loading it."""
 
 
 def add_info_parser(sub) -> None:
-    p = sub.add_parser("info", help="show the CPU features, the kernel path and the thread count")
+    p = sub.add_parser("info", help="show the CPU and kernel path, or describe a model file or folder")
+    p.add_argument("model", nargs="?", help="a .petit or GGUF file, or a Hugging Face folder, to describe")
+    p.add_argument("--json", action="store_true", help="the model's description as JSON")
     p.set_defaults(func=cmd_info)
 
 
 def cmd_info(args) -> int:
+    if args.model:
+        return _describe(args.model, args.json)
+    if args.json:
+        from petit.cli.argtypes import UsageError
+        raise UsageError("--json describes a model: give one (petit info MODEL --json)")
     from petit import __version__
     from petit.native import info, prefers_interleaved
     i = info()
@@ -20,4 +28,17 @@ def cmd_info(args) -> int:
                                 if prefers_interleaved() else "q8_0 / q4_0 rows as stored"))
     if i["path_warning"]:
         print(f"path check:     {i['path_warning']}")
+    return 0
+
+
+def _describe(path: str, as_json: bool) -> int:
+    import json
+    import sys
+    from petit.loading.describe import describe, format_description
+    try:
+        d = describe(path)
+    except (ValueError, OSError) as e:
+        print(f"petit info: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(d, indent=2) if as_json else format_description(d))
     return 0

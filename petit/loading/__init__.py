@@ -1,6 +1,6 @@
-"""Loading a model (`petit.load`): a `.petit` file (file.py) or a Hugging Face model folder (folder.py). Both read
-through petit.formats, build the network with the family's builder from petit.models and hand back a
-petit.model.Model; convert.py writes a loaded folder out as one `.petit` file."""
+"""Loading a model (`petit.load`): a `.petit` file (file.py), a GGUF file (gguf.py) or a Hugging Face model folder
+(folder.py). All read through petit.formats, build the network with the family's builder from petit.models and hand
+back a petit.model.Model; convert.py writes a loaded folder out as one `.petit` file."""
 import os
 
 from petit.loading.file import load_file
@@ -11,10 +11,11 @@ WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
          mmap: bool = True, repack: bool | None = None) -> Model:
-    """Load a `.petit` model file or a Hugging Face model folder.
+    """Load a `.petit` model file, a GGUF file or a Hugging Face model folder.
 
     Args:
-        path: the file, or a folder with config.json, safetensors (or pytorch_model.bin) and tokenizer.json.
+        path: the file (.petit or GGUF, told apart by their first bytes), or a folder with config.json, safetensors
+            (or pytorch_model.bin) and tokenizer.json.
         weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
             q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
             read, to q8_0 unless given.
@@ -43,4 +44,8 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     if os.path.isdir(path):
         from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
         return load_folder(path, weights or "q8_0", tokenizer, repack)
+    from petit.formats.gguf import is_gguf
+    if is_gguf(path):
+        from petit.loading.gguf import load_gguf
+        return load_gguf(path, weights, tokenizer, repack)
     return load_file(path, weights, tokenizer, verify_checksums, mmap, repack)

@@ -1,6 +1,6 @@
-"""Converting a Hugging Face model folder into one self-contained `.petit` file (`petit convert`): the folder is
-loaded as petit.load loads it (quantized while it is read) and what the model runs on is written with its tokenizer,
-chat template and generation defaults. Loading the result is a memory map.
+"""Converting a Hugging Face model folder, a GGUF file or a .petit file into one self-contained `.petit` file
+(`petit convert`): the model is loaded as petit.load loads it (a folder quantized while it is read) and what it runs
+on is written with its tokenizer, chat template and generation defaults. Loading the result is a memory map.
 """
 import os
 
@@ -8,23 +8,32 @@ from petit.formats.petit_file import check_output_folder, write_petit
 from petit.loading.folder import load_folder
 
 
-def convert(folder, output, weights: str = "q8_0", tokenizer: bool = True):
-    """Convert; returns the loaded model (its tensors are what was written).
+def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True):
+    """Convert a Hugging Face folder, a GGUF file or a .petit file; returns the loaded model (its tensors are what was
+    written).
 
     Args:
+        weights: the matrices' type; None keeps a file's types as stored (a GGUF file's types Petit has no kernels for
+            become q8_0), a folder is quantized to q8_0 then.
         tokenizer: False converts a folder without tokenizer.json (refused otherwise).
 
     Raises:
-        ValueError: an unreadable or unsupported folder, a missing tokenizer.json, non-finite weights.
+        ValueError: an unreadable or unsupported model, a missing tokenizer.json, non-finite weights.
         OSError: the output cannot be written (PetitWriteError: "cannot write OUTPUT: why"); checked for a missing
             output folder before the model is read.
     """
-    if not os.path.isdir(folder):
-        raise ValueError(f"{folder}: not a folder (petit convert reads a Hugging Face model folder)")
-    check_output_folder(output)
-    model = load_folder(folder, weights, None if tokenizer else False, repack=False)   # written, not run
-    meta = {k: v for k, v in model.metadata.items() if k != "source"}
-    meta["converted_from"] = os.path.basename(os.path.abspath(folder))
+    if os.path.isdir(source):
+        check_output_folder(output)
+        model = load_folder(source, weights or "q8_0", None if tokenizer else False, repack=False)  # written, not run
+    elif os.path.isfile(source):
+        check_output_folder(output)
+        from petit.loading import load
+        model = load(source, weights=weights, tokenizer=None if tokenizer else False, repack=False)
+    else:
+        raise ValueError(f"{source}: no such file or folder (petit convert reads a Hugging Face model folder, a GGUF "
+                         f"file or a .petit file)")
+    meta = {k: v for k, v in model.metadata.items() if k not in ("source", "checksums")}
+    meta["converted_from"] = os.path.basename(os.path.abspath(source))
     if model.tokenizer is not None:
         meta["tokenizer"] = model.tokenizer.to_dict()
     tensors = {name: (dtype, shape, raw) for name, (dtype, shape, raw) in model.tensors.items()}

@@ -149,6 +149,25 @@ def test_dropping_a_model_on_the_window_opens_it(qtbot, window):
     _wait_loaded(qtbot, window, "q4_0")
 
 
+def test_a_dropped_gguf_file_opens_and_answers(qtbot, window):
+    gguf = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "gguf", "qwen2", "q8_0.gguf")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(gguf)])
+    window.dropEvent(QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                                Qt.KeyboardModifier.NoModifier))
+    qtbot.waitUntil(lambda: not window.models.loading and window.models.info.path == gguf, timeout=TIMEOUT_MS)
+    assert window.status.model_label.text() == "q8_0"               # the name without .gguf
+    assert window.models.info.has_template                           # the file's chat template
+    send_and_wait(qtbot, window, "hello")
+    last = window.chat.messages[-1]
+    assert last.role == "assistant" and last.content                 # the tiny random model answers something
+
+
+def test_the_open_dialog_offers_gguf_files():
+    from app.models.dialogs import MODEL_FILTER
+    assert MODEL_FILTER.startswith("Models (*.petit *.gguf);;")
+
+
 def test_the_recent_menu_reopens_a_model(qtbot, window):
     window.open_model(Q4)
     _wait_loaded(qtbot, window, "q4_0")

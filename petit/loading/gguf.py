@@ -1,0 +1,162 @@
+"""Loading a GGUF file (the format of llama.cpp, LM Studio, Ollama): its metadata picks the architecture
+(petit/loading/gguf_archs.py) and gives the config, its tensors are handed to the family's builder under their
+Hugging Face names, its tokenizer and chat template come from the metadata.
+
+Tensors in a type the kernels read (F32, F16, BF16, Q8_0, Q4_0) are zero-copy views of the mapped file (and
+repacked for the CPU like any other). The other block types GGUF files use (Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL,
+IQ4_XS) are decoded at load (kernels/gguf_quants.c) and their matrices quantized to q8_0, which keeps their values
+within q8_0's rounding at about twice their size; the load says so in a warning. Any other type is refused, naming
+the tensor and the type.
+"""
+import warnings
+
+import numpy as np
+
+from petit.formats.gguf import GGUFFile
+from petit.loading.gguf_archs import config_from_gguf, hf_name, split_names
+from petit.loading.interleave import repack_matrices, should_repack
+from petit.model import Model, check_tokenizer
+from petit.models import get_family
+from petit.models.source import TensorSource
+from petit.native import dequantize, dequantize_gguf, gguf_decodes
+
+NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+
+
+class GGUFSource(TensorSource):
+    """The tensors of a GGUF file under the names a family's builder asks for."""
+
+    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None):
+        super().__init__(f.path, weights)
+        self.f, self.arch = f, arch
+        self.map: dict[str, tuple[str, tuple | None]] = {}        # HF name -> (GGUF name, rows (r0, r1) or None)
+        for name, t in f.tensors.items():
+            parts = split_names(name, arch, cfg, t.shape[0])
+            if parts is not None:                                # a fused matrix: row ranges, no copy
+                self.map.update((hf, (name, rows)) for hf, rows in parts)
+            elif (hf := hf_name(name, arch)) is not None:
+                self.map[hf] = (name, None)
+        self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
+
+    def names(self):
+        return self.map.keys()
+
+    def _tensor(self, name):
+        gname, rows = self.map[name]
+        t = self.f.tensors[gname]
+        shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:]
+        return gname, rows, t, shape
+
+    def info(self, name):
+        gname, _, t, shape = self._tensor(name)
+        if t.type in NATIVE:
+            return NATIVE[t.type], shape
+        if gguf_decodes(t.type):
+            return (self.weights or "q8_0") if len(shape) == 2 else "f32", shape
+        raise ValueError(f"{self.where}: tensor {gname!r} is {t.type}, a type Petit cannot read (it reads F32, F16, "
+                         f"BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS)")
+
+    def _raw(self, name) -> np.ndarray:
+        gname, rows, t, shape = self._tensor(name)
+        raw = self.f.raw(gname)
+        if rows is None:
+            return raw
+        rb = raw.nbytes // t.shape[0]
+        return raw[rows[0] * rb:rows[1] * rb]
+
+    def stored(self, name):
+        _, _, t, shape = self._tensor(name)
+        if t.type not in NATIVE:
+            return None
+        raw = self._raw(name)
+        return raw.reshape(shape[0], -1) if len(shape) == 2 else raw
+
+    def f32(self, name):
+        gname, _, t, shape = self._tensor(name)
+        raw = self._raw(name)
+        rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+        if t.type == "F32":
+            out = raw.view(np.float32).reshape(shape)
+        elif t.type in NATIVE:
+            out = dequantize(raw, NATIVE[t.type], (rows, shape[-1])).reshape(shape)
+        else:
+            self.decoded[name] = t.type
+            out = dequantize_gguf(raw, t.type, (rows, shape[-1])).reshape(shape)
+        if self.arch.norm_shift and name.endswith("norm.weight"):
+            out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
+        return out
+
+
+def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None) -> Model:
+    """Load a GGUF file (see petit.loading.load for the arguments)."""
+    f = GGUFFile(path)
+    try:
+        meta = f.metadata
+        tokens = meta.get("tokenizer.ggml.tokens")
+        embed = f.tensors.get("token_embd.weight")
+        if embed is None:
+            raise ValueError(f"{path}: tensor 'token_embd.weight' is missing")
+        n_vocab = embed.shape[0]
+        arch, cfg_dict = config_from_gguf(meta, path, n_vocab, f.tensors)
+        _rope_factors(f, cfg_dict)
+        try:
+            family = get_family(cfg_dict["model_type"])
+            cfg = family.Config.from_dict(cfg_dict)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        src = GGUFSource(f, arch, cfg_dict, weights)
+        net = family.build(cfg, src)
+        used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
+        extra = sorted(set(f.tensors) - used)
+        notes = []
+        if extra:
+            raise ValueError(f"{path}: tensor(s) {', '.join(extra[:5])} of the {meta['general.architecture']} "
+                             f"architecture are not used by Petit's {cfg.model_type} family")
+        if src.decoded:
+            kinds = sorted(set(src.decoded.values()))
+            notes.append(f"{path}: {len(src.decoded)} tensor(s) stored as {', '.join(kinds)} were decoded at load "
+                         f"and run as {src.weights or 'q8_0'} (Petit has no kernels for those types yet)")
+        for note in notes:
+            warnings.warn(note, stacklevel=3)
+        if should_repack(repack):
+            repack_matrices(net, src.used)
+        tok = tokenizer if tokenizer is not False else None
+        if tokenizer is None and tokens is not None:
+            from petit.hf.gguf_tokenizer import tokenizer_from_gguf
+            tok = tokenizer_from_gguf(meta, path)
+        check_tokenizer(path, tok, net.arch.vocab_size)
+        metadata = {"config": cfg.to_dict(), "format": "gguf", "source": path,
+                    "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}
+        if isinstance(meta.get("tokenizer.chat_template"), str):
+            metadata["chat_template"] = meta["tokenizer.chat_template"]
+        return Model(cfg, net, tok, metadata, path, source=f, tensors=src.used, warnings=notes)
+    except BaseException:
+        f.close()
+        raise
+
+
+ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+
+
+def _rope_factors(f: GGUFFile, cfg: dict) -> None:
+    """RoPE scalings llama.cpp files store as tensors of per-frequency divisors: Llama 3.1's `rope_freqs` (one table:
+    a long-rope table with no attention factor) and long-rope's `rope_factors_long` / `_short` (Phi-3)."""
+    tables = {}
+    for name in ROPE_FACTORS:
+        t = f.tensors.get(name)
+        if t is not None:
+            if t.type != "F32":
+                raise ValueError(f"{f.path}: tensor {name!r} is {t.type}, expected F32")
+            tables[name] = f.raw(name).view(np.float32).tolist()
+    if "rope_freqs.weight" in tables:
+        cfg["rope_scaling"] = {"rope_type": "longrope", "long_factor": tables["rope_freqs.weight"],
+                               "short_factor": tables["rope_freqs.weight"], "attention_factor": 1.0,
+                               "original_max_position_embeddings": cfg["max_position_embeddings"]}
+    elif "rope_factors_long.weight" in tables:
+        arch = f.metadata.get("general.architecture")
+        s = {"rope_type": "longrope", "long_factor": tables["rope_factors_long.weight"],
+             "short_factor": tables.get("rope_factors_short.weight", tables["rope_factors_long.weight"])}
+        attn = f.metadata.get(f"{arch}.rope.scaling.attn_factor")
+        if attn is not None:
+            s["attention_factor"] = float(attn)
+        cfg["rope_scaling"] = s

@@ -1,0 +1,277 @@
+"""What a GGUF file's `general.architecture` means to Petit: which family runs it, the Hugging Face config its
+metadata keys amount to (with what llama.cpp assumes where the file says nothing), and which Hugging Face tensor name
+each of llama.cpp's tensor names stands for (llama.cpp's src/llama-arch.cpp and its converter, convert_hf_to_gguf.py).
+
+llama.cpp's converter changes some weights on the way: it permutes the q / k rows of Llama-like models so that RoPE
+rotates adjacent pairs (its "NORM" RoPE) instead of halves (Hugging Face's rotate-half), and it stores Gemma's norm
+weights as 1 + w. Petit runs such files as they are: RoPE on adjacent pairs (`rope_interleaved`) and the norms without
+Gemma's + 1.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# a layer tensor's llama.cpp name -> its Hugging Face name in a Llama-like checkpoint (after "model.layers.N.")
+LLAMA_LAYER = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+SANDWICH_LAYER = dict(LLAMA_LAYER, post_attention_norm="post_attention_layernorm",
+                      ffn_norm="pre_feedforward_layernorm", post_ffw_norm="post_feedforward_layernorm")
+OLMO2_LAYER = dict(LLAMA_LAYER, post_attention_norm="post_attention_layernorm",
+                   post_ffw_norm="post_feedforward_layernorm")
+STARCODER2_LAYER = dict(LLAMA_LAYER, ffn_up="mlp.c_fc", ffn_down="mlp.c_proj")
+GPT2_LAYER = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_output": "attn.c_proj", "ffn_up": "mlp.c_fc",
+              "ffn_down": "mlp.c_proj"}
+GPTNEOX_LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+                 "attn_output": "attention.dense", "ffn_up": "mlp.dense_h_to_4h", "ffn_down": "mlp.dense_4h_to_h"}
+LLAMA_GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# fused matrices: llama.cpp's name -> the HF names of its row blocks, in order ("q", "kv" and "ff" give the sizes)
+QKV = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "kv"), ("self_attn.v_proj", "kv"))
+
+
+@dataclass(frozen=True)
+class GGUFArch:
+    """One GGUF architecture: the Petit family (`model_type`), where its tensors' Hugging Face names come from, and
+    the config keys that differ from the common ones (`extra(meta, key, cfg, has)` sets them; `has(name)` tells
+    whether the file holds a tensor)."""
+    model_type: str
+    layer_names: dict
+    global_names: dict = field(default_factory=lambda: LLAMA_GLOBAL)
+    prefix: str = "model.layers.{}."
+    splits: dict = field(default_factory=dict)   # llama.cpp layer name -> ((HF name, size), ...) of a fused matrix
+    rope_pairs: bool = False               # the converter permuted q / k for adjacent-pair RoPE
+    norm_shift: float = 0.0                # subtracted from norm weights (Gemma's files store 1 + w)
+    extra: object = None
+
+
+def _biases(meta, key, cfg, has):
+    cfg["attention_bias"] = has("blk.0.attn_q.bias")
+    cfg["mlp_bias"] = has("blk.0.ffn_up.bias")
+
+
+def _gemma2(meta, key, cfg, has):
+    cfg["attn_logit_softcapping"] = meta.get(key("attn_logit_softcapping")) or None
+    cfg["final_logit_softcapping"] = meta.get(key("final_logit_softcapping")) or None
+    cfg["sliding_window"] = meta.get(key("attention.sliding_window"), 4096)
+    cfg["query_pre_attn_scalar"] = _gemma_scalar(cfg, 46)
+
+
+def _gemma3(meta, key, cfg, has):
+    window = meta.get(key("attention.sliding_window"))
+    cfg["final_logit_softcapping"] = meta.get(key("final_logit_softcapping")) or None
+    cfg["rope_local_base_freq"] = float(meta.get(key("rope.freq_base_swa"), 10000.0))
+    cfg["query_pre_attn_scalar"] = _gemma_scalar(cfg, 62)
+    if window:
+        cfg["sliding_window"] = int(window)
+        cfg["sliding_window_pattern"] = 6          # llama.cpp's fixed pattern: every 6th layer is full
+    else:
+        cfg["layer_types"] = ["full_attention"] * cfg["num_hidden_layers"]
+
+
+def _gemma_scalar(cfg, layers_27b: int):
+    """llama.cpp scales the queries by 1/sqrt(head_dim), or 1/sqrt(hidden / heads) for the 27B models (which it
+    recognises by their layer count): the file does not record query_pre_attn_scalar."""
+    if cfg["num_hidden_layers"] == layers_27b:
+        return cfg["hidden_size"] / cfg["num_attention_heads"]
+    return cfg["head_dim"]
+
+
+def _phi3(meta, key, cfg, has):
+    window = meta.get(key("attention.sliding_window"))
+    cfg["sliding_window"] = int(window) if window else None
+    cfg["original_max_position_embeddings"] = meta.get(key("rope.scaling.original_context_length"),
+                                                       cfg["max_position_embeddings"])
+
+
+def _granite(meta, key, cfg, has):
+    _biases(meta, key, cfg, has)
+    for gguf_key, hf in (("embedding_scale", "embedding_multiplier"), ("residual_scale", "residual_multiplier"),
+                         ("attention.scale", "attention_multiplier"), ("logit_scale", "logits_scaling")):
+        if meta.get(key(gguf_key)) is not None:
+            cfg[hf] = float(meta[key(gguf_key)])
+
+
+def _smollm3(meta, key, cfg, has):
+    _biases(meta, key, cfg, has)
+    cfg["no_rope_layer_interval"] = 4               # llama.cpp's fixed step: every 4th layer has no RoPE
+
+
+def _layernorm(cfg, meta, key, name):
+    cfg.pop("rms_norm_eps", None)
+    cfg[name] = float(meta.get(key("attention.layer_norm_epsilon"), 1e-5))
+
+
+def _cohere2(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_eps")
+    cfg["logit_scale"] = float(meta.get(key("logit_scale"), 1.0))
+    cfg["sliding_window"] = int(meta[key("attention.sliding_window")])
+    cfg["sliding_window_pattern"] = 4              # llama.cpp's fixed pattern: every 4th layer is full
+
+
+def _starcoder2(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "norm_epsilon")
+    cfg["use_bias"] = has("blk.0.attn_q.bias")
+    cfg["sliding_window"] = None                   # llama.cpp runs StarCoder2 without one
+    cfg["hidden_act"] = "gelu_pytorch_tanh"
+
+
+def _gptneox(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_eps")
+    cfg["use_parallel_residual"] = bool(meta.get(key("use_parallel_residual"), True))
+    cfg["partial_rotary_factor"] = cfg.pop("partial_rotary_factor", 1.0)
+    cfg["hidden_act"] = "gelu_new"                 # llama.cpp computes GELU in its tanh form
+    cfg["attention_bias"] = has("blk.0.attn_qkv.bias")
+    for k in ("num_key_value_heads", "head_dim"):
+        cfg.pop(k, None)
+
+
+def _gpt2(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_epsilon")
+    for hf, gpt2 in (("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"),
+                     ("max_position_embeddings", "n_positions"), ("intermediate_size", "n_inner")):
+        cfg[gpt2] = cfg.pop(hf)
+    for k in ("num_key_value_heads", "head_dim", "rope_theta"):
+        cfg.pop(k, None)
+
+
+ARCHS = {
+    "llama": GGUFArch("llama", LLAMA_LAYER, rope_pairs=True, extra=_biases),
+    "qwen2": GGUFArch("qwen2", LLAMA_LAYER),
+    "qwen3": GGUFArch("qwen3", LLAMA_LAYER, extra=lambda meta, key, cfg, has: cfg.update(
+        attention_bias=has("blk.0.attn_q.bias"))),
+    "gemma": GGUFArch("gemma", LLAMA_LAYER, norm_shift=1.0),
+    "gemma2": GGUFArch("gemma2", SANDWICH_LAYER, norm_shift=1.0, extra=_gemma2),
+    "gemma3": GGUFArch("gemma3_text", SANDWICH_LAYER, norm_shift=1.0, extra=_gemma3),
+    "phi3": GGUFArch("phi3", LLAMA_LAYER, splits={"attn_qkv": QKV, "ffn_up": (("mlp.gate_proj", "ff"),
+                                                                              ("mlp.up_proj", "ff"))}, extra=_phi3),
+    "olmo2": GGUFArch("olmo2", OLMO2_LAYER),
+    "granite": GGUFArch("granite", LLAMA_LAYER, rope_pairs=True, extra=_granite),
+    "smollm3": GGUFArch("smollm3", LLAMA_LAYER, rope_pairs=True, extra=_smollm3),
+    "cohere2": GGUFArch("cohere2", LLAMA_LAYER, extra=_cohere2),
+    "starcoder2": GGUFArch("starcoder2", STARCODER2_LAYER, extra=_starcoder2),
+    "gptneox": GGUFArch("gpt_neox", GPTNEOX_LAYER, prefix="gpt_neox.layers.{}.",
+                        global_names={"token_embd": "gpt_neox.embed_in", "output_norm": "gpt_neox.final_layer_norm",
+                                      "output": "embed_out"},
+                        splits={"attn_qkv": (("attention.q_proj", "q"), ("attention.k_proj", "q"),
+                                             ("attention.v_proj", "q"))}, extra=_gptneox),
+    "gpt2": GGUFArch("gpt2", GPT2_LAYER, prefix="transformer.h.{}.",
+                     global_names={"token_embd": "transformer.wte", "position_embd": "transformer.wpe",
+                                   "output_norm": "transformer.ln_f", "output": "lm_head"},
+                     splits={"attn_qkv": (("attn.q_proj", "q"), ("attn.k_proj", "q"), ("attn.v_proj", "q"))},
+                     extra=_gpt2),
+}
+
+
+def supported() -> str:
+    return ", ".join(sorted(ARCHS))
+
+
+def hf_name(name: str, arch: GGUFArch) -> str | None:
+    """The Hugging Face name of one of llama.cpp's tensor names (None: not one this architecture maps; a fused
+    matrix's parts come from `split_names`)."""
+    stem, _, kind = name.rpartition(".")
+    if kind not in ("weight", "bias"):
+        return None
+    if stem in arch.global_names:
+        return f"{arch.global_names[stem]}.{kind}"
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.layer_names:
+        return f"{arch.prefix.format(int(parts[1]))}{arch.layer_names[parts[2]]}.{kind}"
+    return None
+
+
+def split_names(name: str, arch: GGUFArch, cfg: dict, rows: int) -> list | None:
+    """A fused matrix's (or bias's) parts: [(HF name, (r0, r1)), ...] over its `rows`, or None when `name` is not
+    one of the architecture's fused tensors (or its rows are not the sum of the parts: then it is not fused)."""
+    stem, _, kind = name.rpartition(".")
+    parts = stem.split(".")
+    if not (len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.splits):
+        return None
+    hd = cfg.get("head_dim") or cfg.get("hidden_size", cfg.get("n_embd", 0)) // max(
+        cfg.get("num_attention_heads", cfg.get("n_head", 1)), 1)
+    heads = cfg.get("num_attention_heads", cfg.get("n_head", 0))
+    sizes = {"q": heads * hd, "kv": cfg.get("num_key_value_heads", heads) * hd,
+             "ff": cfg.get("intermediate_size", cfg.get("n_inner", 0))}
+    out, at = [], 0
+    for hf, size in arch.splits[parts[2]]:
+        out.append((f"{arch.prefix.format(int(parts[1]))}{hf}.{kind}", (at, at + sizes[size])))
+        at += sizes[size]
+    return out if at == rows else None
+
+
+def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGUFArch, dict]:
+    """The architecture and the Hugging Face config (model_type and field names) a GGUF file's metadata describes.
+
+    Raises:
+        ValueError: an architecture Petit does not run (naming the supported ones), a missing or malformed key.
+    """
+    name = meta.get("general.architecture")
+    if not isinstance(name, str):
+        raise ValueError(f"{where}: metadata 'general.architecture' is missing")
+    if name not in ARCHS:
+        raise ValueError(f"{where}: architecture {name!r} is not supported by Petit's GGUF reader (supported: "
+                         f"{supported()})")
+    arch = ARCHS[name]
+
+    def key(k):
+        return f"{name}.{k}"
+
+    def number(k, default=None, kind=int):
+        v = meta.get(key(k), default)
+        if isinstance(v, np.ndarray):           # a value per layer: Petit's families have one for all
+            if v.size == 0 or not (v == v.flat[0]).all():
+                raise ValueError(f"{where}: metadata {key(k)!r} differs between layers ({v.tolist()[:8]}...), "
+                                 f"which the {arch.model_type} family does not support")
+            v = v.flat[0].item()
+        if v is None or isinstance(v, (bool, str)) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: metadata {key(k)!r} is {'missing' if v is None else repr(v)}: it should be "
+                             f"a number")
+        return kind(v)
+
+    heads = number("attention.head_count")
+    hidden = number("embedding_length")
+    head_dim = number("attention.key_length", hidden // heads if heads else 0)
+    if number("attention.value_length", head_dim) != head_dim:
+        raise ValueError(f"{where}: keys of {head_dim} and values of {number('attention.value_length')} values per "
+                         f"head are not supported")
+    cfg = {"model_type": arch.model_type, "vocab_size": n_vocab, "hidden_size": hidden,
+           "intermediate_size": number("feed_forward_length"), "num_hidden_layers": number("block_count"),
+           "num_attention_heads": heads, "num_key_value_heads": number("attention.head_count_kv", heads),
+           "head_dim": head_dim, "max_position_embeddings": number("context_length"),
+           "rope_theta": number("rope.freq_base", 10000.0, float),
+           "tie_word_embeddings": "output.weight" not in tensors}
+    eps = meta.get(key("attention.layer_norm_rms_epsilon"))
+    if eps is not None:
+        cfg["rms_norm_eps"] = float(eps)
+    rot = meta.get(key("rope.dimension_count"))
+    if rot is not None and int(rot) != head_dim:
+        cfg["partial_rotary_factor"] = int(rot) / head_dim
+    cfg.update(_rope_scaling(meta, key, where))
+    if arch.rope_pairs:
+        cfg["rope_interleaved"] = True
+    if arch.extra is not None:
+        arch.extra(meta, key, cfg, lambda n: n in tensors)
+    return arch, cfg
+
+
+def _rope_scaling(meta, key, where) -> dict:
+    kind = meta.get(key("rope.scaling.type"), "none")
+    factor = meta.get(key("rope.scaling.factor"))
+    if kind in ("none", None) or (kind == "linear" and factor in (None, 1.0)):
+        return {}
+    if kind == "linear":
+        return {"rope_scaling": {"rope_type": "linear", "factor": float(factor)}}
+    if kind == "yarn":
+        s = {"rope_type": "yarn", "factor": float(factor),
+             "original_max_position_embeddings": int(meta[key("rope.scaling.original_context_length")])}
+        for gguf_key, hf in (("rope.scaling.yarn_beta_fast", "beta_fast"), ("rope.scaling.yarn_beta_slow",
+                                                                             "beta_slow"),
+                             ("rope.scaling.attn_factor", "attention_factor")):
+            if meta.get(key(gguf_key)) is not None:
+                s[hf] = float(meta[key(gguf_key)])
+        return {"rope_scaling": s}
+    raise ValueError(f"{where}: metadata {key('rope.scaling.type')!r} is {kind!r}, which Petit does not run "
+                     f"(none, linear and yarn are supported)")
