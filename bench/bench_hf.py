@@ -543,6 +543,9 @@ def main() -> None:
             rows.append((label, "llama.cpp", group, None if why else {"path": os.path.join(work, name)}))
             if why:
                 notes[label] = why
+        if "petit" in only and not why:        # Petit reading llama.cpp's own files (issue 15's benchmark)
+            for q, name in (("q8_0", "gguf-q8_0.gguf"), ("q4_0", "gguf-q4_0-pure.gguf")):
+                rows.append((f"Petit {q} (llama.cpp's GGUF)", "petit", q, {"path": os.path.join(work, name)}))
     torch_rows = [("transformers bf16", "bf16")] + ([("transformers fp32", "fp32")] if a.torch_fp32 else [])
     if "transformers" in only:
         why = None if have["torch"] and have["transformers"] else "not installed (pip install torch transformers)"

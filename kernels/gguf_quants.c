@@ -191,7 +191,7 @@ int64_t pt_gguf_row_bytes(int32_t type, int64_t cols) {
     return cols > 0 && cols % block == 0 ? cols / block * bytes : -1;
 }
 
-static void gguf_row(int32_t type, const uint8_t *x, int64_t n, float *y) {
+void pt_gguf_dequantize_row(int32_t type, const uint8_t *x, int64_t n, float *y) {
     switch (type) {
     case G_Q4_1: row_q4_1(x, n, y, 0, 1); break;
     case G_Q5_0: row_q4_1(x, n, y, 1, 0); break;
@@ -210,7 +210,7 @@ typedef struct { int32_t type; const uint8_t *x; float *y; int64_t cols, rb; } g
 
 static void gguf_rows(void *ctx, int64_t r0, int64_t r1) {
     const gguf_job *j = (const gguf_job *)ctx;
-    for (int64_t r = r0; r < r1; r++) gguf_row(j->type, j->x + r * j->rb, j->cols, j->y + r * j->cols);
+    for (int64_t r = r0; r < r1; r++) pt_gguf_dequantize_row(j->type, j->x + r * j->rb, j->cols, j->y + r * j->cols);
 }
 
 int pt_dequantize_gguf(int32_t type, const void *x, int64_t rows, int64_t cols, float *out) {

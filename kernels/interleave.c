@@ -111,3 +111,5 @@ int pt_deinterleave(int32_t dtype, const void *src, void *dst, int64_t rows, int
 }
 
 int pt_prefers_interleaved(void) { return pt_active()->interleave; }
+
+uint32_t pt_gguf_fast(void) { return pt_active()->gguf_fast; }

@@ -18,6 +18,8 @@
 #define PT_ATTN_BLOCK 64
 
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6 };
+/* GGUF's other block types as a pt_tensor dtype: PT_GGUF + GGUF's type code (Q4_K: 32 + 12), see gguf_quants.c */
+#define PT_GGUF 32
 enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_COUNT = 4 };
 
 #define QK 32            /* values per quantization block */
@@ -100,6 +102,10 @@ typedef struct {
     void (*rows_q4x8)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
                       int accumulate);
     int interleave;     /* 1: the interleaved kernels are this path's fast ones (the loader interleaves matrices) */
+    /* rows of a GGUF block type (GGUF's type code; kern_gguf.h's arithmetic, the same bits on every path) */
+    void (*rows_gguf)(int32_t type, const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
+                      int64_t T, float *y, int64_t ldy, int accumulate);
+    uint32_t gguf_fast;  /* bit t: this path multiplies GGUF type t with SIMD kernels (the loader keeps it as stored) */
     /* per-layer ops, their arguments checked by the entry points in layer_ops.c (see api.h) */
     void (*norm)(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
                  int64_t w_rows, float *y);
@@ -121,6 +127,8 @@ extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM
 const pt_kernels *pt_active(void);
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
+/* gguf_quants.c: one row of a GGUF block type (GGUF's code) as float */
+void pt_gguf_dequantize_row(int32_t type, const uint8_t *x, int64_t cols, float *out);
 /* interleave.c: row r of an interleaved matrix (dtype PT_Q8_0_X8 / PT_Q4_0_X8) of `rows` rows as float */
 void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t cols, int64_t r, float *out);
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and

@@ -279,3 +279,5 @@ static void rows_q4x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *
                         int accumulate) {
     rows_x8_g(w, r0, r1, a, T, y, ldy, accumulate, 1);
 }
+
+#include "kern_gguf.h"   /* GGUF's other block types: the plain C products every path has */

@@ -77,6 +77,7 @@ const pt_kernels pt_kernels_scalar = {
     .rows_float = rows_float_g,
     .rows_q8x8 = rows_q8x8_g,
     .rows_q4x8 = rows_q4x8_g,
+    .rows_gguf = rows_gguf_g,
     .norm = norm_g,
     .attn_block = attn_block_g,
     .bias_act = bias_act_g,

@@ -385,6 +385,137 @@ static void FN(rows_q4x8_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_ac
     FN(rows_x8_)(w, r0, r1, a, T, y, ldy, accumulate, 1);
 }
 
+/* ---- GGUF's K-quants (kern_gguf.h's arithmetic, bit for bit): Q4_K, Q5_K and Q6_K here, the other GGUF types
+ * through the plain C copy ----
+ * One row at a time, each super-block's values unpacked once for up to 4 tokens: a 32-value block is 32 bytes in
+ * natural order, so vpmaddubsw + vpmaddwd leave lanes 0-3 the sum of values 0..15 and lanes 4-7 of 16..31 (Q6_K's
+ * two halves), and an 8-lane add tree the whole block (Q4_K, Q5_K: unsigned values, the min term from the
+ * activations' block sum; Q6_K: q - 32 with the sign trick). */
+static inline int32_t FN(hsum_i8_)(__m256i v) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+    return _mm_cvtsi128_si32(t);
+}
+
+/* the sums of lanes 0-3 and of lanes 4-7 */
+static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
+    __m128i a = _mm256_castsi256_si128(v), b = _mm256_extracti128_si256(v, 1);
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
+    b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4E));
+    *lo = _mm_cvtsi128_si32(_mm_add_epi32(a, _mm_shuffle_epi32(a, 0xB1)));
+    *hi = _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
+}
+
+static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
+                                      float *out) {
+    const int64_t K = a->K, nb = K / QK;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        __m256i v[8];
+        float f[16], fm[8];
+        if (type == GG_Q6_K) {
+            const uint8_t *x = row + sb * 210;
+            const int8_t *sc = (const int8_t *)(x + 192);
+            const float d = FN(h2f_)(x + 208);
+            const __m256i m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+                const __m256i hb[4] = {_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2)};
+                const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+                for (int p = 0; p < 4; p++)
+                    v[4 * h + p] = _mm256_sub_epi8(_mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4)), off);
+            }
+            for (int k = 0; k < 16; k++) f[k] = d * (float)sc[k];
+        } else {
+            const int q5 = type == GG_Q5_K;
+            const uint8_t *x = row + sb * (q5 ? 176 : 144);
+            const float d = FN(h2f_)(x), dmin = FN(h2f_)(x + 2);
+            const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+                v[2 * p] = _mm256_and_si256(l, m4);
+                v[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+                if (q5) {
+                    const __m256i one = _mm256_set1_epi8(1);
+                    v[2 * p] = _mm256_or_si256(v[2 * p], _mm256_slli_epi16(
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+                    v[2 * p + 1] = _mm256_or_si256(v[2 * p + 1], _mm256_slli_epi16(
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+                }
+            }
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                gg_scale_min_k4(j, x + 4, &sc, &m);
+                f[j] = d * (float)sc;
+                fm[j] = dmin * (float)m;
+            }
+        }
+        __m256i av[8];
+        if (type == GG_Q6_K)
+            for (int j = 0; j < 8; j++) av[j] = _mm256_sign_epi8(v[j], v[j]);
+        for (int tj = 0; tj < nt; tj++) {
+            const int64_t t = t0 + tj;
+            for (int j = 0; j < 8; j++) {
+                const int64_t b = sb * 8 + j;
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + t * K + b * QK));
+                const float dx = a->d[t * nb + b];
+                if (type == GG_Q6_K) {
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(av[j], _mm256_sign_epi8(xv, v[j])), ones);
+                    int32_t i0, i1;
+                    FN(hsum_halves_)(p, &i0, &i1);
+                    __m128 t0v = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[2 * j]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), i0));
+                    NO_FUSE(t0v);
+                    sum[tj] += _mm_cvtss_f32(t0v);
+                    __m128 t1v = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[2 * j + 1]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), i1));
+                    NO_FUSE(t1v);
+                    sum[tj] += _mm_cvtss_f32(t1v);
+                } else {
+                    const int32_t isum = FN(hsum_i8_)(_mm256_madd_epi16(_mm256_maddubs_epi16(v[j], xv), ones));
+                    __m128 tv = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[j]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), isum));
+                    NO_FUSE(tv);
+                    sum[tj] += _mm_cvtss_f32(tv);
+                    __m128 mv = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(fm[j]), _mm_set_ss(dx)),
+                                           _mm_cvtsi32_ss(_mm_setzero_ps(), a->s[t * nb + b]));
+                    NO_FUSE(mv);
+                    sum[tj] -= _mm_cvtss_f32(mv);
+                }
+            }
+        }
+    }
+    for (int j = 0; j < nt; j++) out[j] = sum[j];
+}
+
+static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                           int64_t T, float *y, int64_t ldy, int accumulate) {
+    if (type != GG_Q4_K && type != GG_Q5_K && type != GG_Q6_K) {
+        rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + r * rb;
+        _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
+        for (int64_t t = 0; t < T; t += 4) {
+            float o[4];
+            const int64_t nt = T - t < 4 ? T - t : 4;
+            switch (nt) {
+            case 1: FN(kq_row_)(type, row, a, t, 1, o); break;
+            case 2: FN(kq_row_)(type, row, a, t, 2, o); break;
+            case 3: FN(kq_row_)(type, row, a, t, 3, o); break;
+            default: FN(kq_row_)(type, row, a, t, 4, o); break;
+            }
+            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
+        }
+    }
+}
+
 /* 8 float weights from f32, f16 (F16C) or bf16 (shift into the high half) */
 static inline __m256 FN(load8_)(const void *w, int32_t dtype, int64_t i) {
     if (dtype == PT_F32) return _mm256_loadu_ps((const float *)w + i);
@@ -482,6 +613,8 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_q8x8 = FN(rows_q8x8_), \
         .rows_q4x8 = FN(rows_q4x8_), \
         .interleave = 1, \
+        .rows_gguf = FN(rows_gguf_), \
+        .gguf_fast = (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K), \
         .norm = norm_g, \
         .attn_block = FN(attn_block_), \
         .bias_act = bias_act_g, \

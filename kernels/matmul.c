@@ -66,6 +66,8 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
     if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
+    } else if (W->dtype >= PT_GGUF) {
+        j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
     } else if (W->dtype == PT_Q8_0_X8 || W->dtype == PT_Q4_0_X8) {
         /* whole groups of 8 (a chunk starts at a multiple of 8), then the plain rows after the last group */
         const int q8 = W->dtype == PT_Q8_0_X8;

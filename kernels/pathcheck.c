@@ -116,6 +116,46 @@ static void check_matmuls(report *r, const pt_kernels *k, const pt_kernels *s) {
     }
 }
 
+/* GGUF's block types: random blocks (any bytes are a valid block once its fp16 scales are finite) */
+static void check_gguf(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { GK = 512, GROWS = 11 };
+    static const struct { int32_t type; int bytes, block; int16_t halves[2]; const char *name; } types[] = {
+        {12, 144, 256, {0, 2}, "Q4_K matmul"}, {13, 176, 256, {0, 2}, "Q5_K matmul"}, {14, 210, 256, {208, -1},
+        "Q6_K matmul"}, {3, 20, 32, {0, 2}, "Q4_1 matmul"}, {6, 22, 32, {0, -1}, "Q5_0 matmul"},
+        {7, 24, 32, {0, 2}, "Q5_1 matmul"}, {10, 84, 256, {80, 82}, "Q2_K matmul"}, {11, 110, 256, {108, -1},
+        "Q3_K matmul"}, {20, 18, 32, {0, -1}, "IQ4_NL matmul"}, {23, 136, 256, {0, -1}, "IQ4_XS matmul"}};
+    static uint8_t w[GROWS * GK];
+    static float x[MAX_T * GK], wf[GROWS * GK], y[MAX_T * GROWS], y_ref[MAX_T * GROWS], mag[MAX_T * GROWS];
+    static int8_t q[MAX_T * GK];
+    static float d[MAX_T * GK / QK];
+    static int32_t sums[MAX_T * GK / QK];
+    for (int64_t i = 0; i < MAX_T * GK; i++) x[i] = rnd() * 3.0f;
+    for (int64_t t = 0; t < MAX_T; t++) s->quant_act(x + t * GK, GK, q + t * GK, d + t * (GK / QK), sums + t * (GK / QK));
+    const pt_act a = {q, d, sums, GK};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int64_t rb = pt_gguf_row_bytes(types[ti].type, GK), nblk = GK / types[ti].block;
+        for (int64_t i = 0; i < GROWS * rb; i++) w[i] = (uint8_t)(rnd() * 127.0f + 128.0f);
+        for (int64_t blk = 0; blk < GROWS * nblk; blk++)
+            for (int h = 0; h < 2; h++)
+                if (types[ti].halves[h] >= 0) {
+                    const uint16_t v = pt_f2h(0.05f * rnd());
+                    memcpy(w + blk * types[ti].bytes + types[ti].halves[h], &v, 2);
+                }
+        pt_dequantize_gguf(types[ti].type, w, GROWS, GK, wf);
+        for (int64_t t = 0; t < MAX_T; t++)          /* the size of the sum: sum |w| |x| */
+            for (int64_t j = 0; j < GROWS; j++) {
+                double m = 0;
+                for (int64_t c = 0; c < GK; c++) m += fabs(wf[j * GK + c] * x[t * GK + c]);
+                mag[t * GROWS + j] = (float)m + 1.0f;
+            }
+        for (int T = 1; T <= MAX_T; T += 6) {
+            k->rows_gguf(types[ti].type, w, rb, 0, GROWS, &a, T, y, GROWS, 0);
+            s->rows_gguf(types[ti].type, w, rb, 0, GROWS, &a, T, y_ref, GROWS, 0);
+            if (agree(r, types[ti].name, y, y_ref, mag, T * GROWS, 1e-4f)) return;
+        }
+    }
+}
+
 static void check_layer_ops(report *r, const pt_kernels *k, const pt_kernels *s) {
     enum { N = 3 * 67 };
     static float x[N], g[N], b[N], y[N], y_ref[N];
@@ -159,6 +199,7 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     report r = {msg, n, k->name, getenv("PETIT_TEST_BREAK_PATH"), 0};
     rng_state = 12345u;
     check_matmuls(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_gguf(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_layer_ops(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_attention(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;

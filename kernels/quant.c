@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
+    if (dtype >= PT_GGUF) return pt_gguf_row_bytes(dtype - PT_GGUF, cols);
     if (cols <= 0) return -1;
     switch (dtype) {
     case PT_F32: return cols * 4;
@@ -140,6 +141,7 @@ typedef struct { int32_t dtype; const void *src; float *dst; int64_t rows, cols,
 /* row r of a matrix of `rows` rows, plain or interleaved */
 static void get_row(int32_t dtype, const void *src, int64_t rows, int64_t cols, int64_t rb, int64_t r, float *out) {
     if (dtype == PT_Q8_0_X8 || dtype == PT_Q4_0_X8) pt_x8_dequantize_row(dtype, (const uint8_t *)src, rows, cols, r, out);
+    else if (dtype >= PT_GGUF) pt_gguf_dequantize_row(dtype - PT_GGUF, (const uint8_t *)src + r * rb, cols, out);
     else dequantize_row(dtype, (const uint8_t *)src + r * rb, cols, out);
 }
 

@@ -141,8 +141,9 @@ def row_bytes(dtype: str, cols: int) -> int:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     n = lib.pt_row_bytes(DTYPES[dtype], int(cols))
     if n < 0:
+        block = 256 if dtype.endswith("_k") or dtype == "iq4_xs" else BLOCK
         raise ValueError(f"a row of {cols} values cannot be stored as {dtype}: "
-                         f"{dtype} needs a positive multiple of {BLOCK} columns")
+                         f"{dtype} needs a positive multiple of {block} columns")
     return n
 
 
@@ -225,6 +226,14 @@ def dequantize(raw: np.ndarray, dtype: str, shape: tuple[int, int]) -> np.ndarra
 # GGUF's other block types, decoded to float by kernels/gguf_quants.c: name -> GGUF's (ggml.h) type code
 GGUF_DECODED = {"Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14,
                 "IQ4_NL": 20, "IQ4_XS": 23}
+PT_GGUF = 32                 # a pt_tensor's dtype for them: PT_GGUF + the type code (kernels/internal.h)
+DTYPES.update({name.lower(): PT_GGUF + code for name, code in GGUF_DECODED.items()})
+
+
+def gguf_fast_types() -> set[str]:
+    """The GGUF block types the active kernel path multiplies with SIMD kernels, as stored (e.g. Q4_K on AVX2)."""
+    bits = lib.pt_gguf_fast()
+    return {name for name, code in GGUF_DECODED.items() if bits >> code & 1}
 
 
 def gguf_decodes(gguf_type: str) -> bool:

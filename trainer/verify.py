@@ -173,9 +173,17 @@ def verify(model_path, prompt: str | None = None, n: int = 16, thresholds: dict 
 
 
 def _as_file(model, path: str) -> str:
-    """The weights the engine loaded (as it converted them), written as a .petit file for the reference."""
-    from petit.formats.petit_file import write_petit
-    write_petit(path, {"config": model.config.to_dict()}, dict(model.tensors))
+    """The weights the engine loaded (as it converted them), written as a .petit file for the reference; a GGUF
+    block type the engine runs as stored (a .petit file holds none) is written as its exact float32 values."""
+    from petit.formats.petit_file import DTYPE_CODES, write_petit
+    from petit.native import dequantize_gguf
+    tensors = {}
+    for name, (dtype, shape, raw) in model.tensors.items():
+        if dtype not in DTYPE_CODES:
+            values = dequantize_gguf(raw() if callable(raw) else raw, dtype.upper(), shape)
+            dtype, raw = "f32", values
+        tensors[name] = (dtype, shape, raw)
+    write_petit(path, {"config": model.config.to_dict()}, tensors)
     return path
 
 

@@ -237,6 +237,24 @@ class GGUFFile:
             raise GGUFError(f"{self.path}: tensor {name!r}: the file is closed")
         return np.frombuffer(self._mm, np.uint8, t.nbytes, self._data_start + t.offset)
 
+    def release(self, name: str, rows: tuple[int, int] | None = None) -> None:
+        """Tell the kernel this process is done with tensor `name`'s pages for now, or with those of its outer rows
+        [r0, r1) (MADV_DONTNEED): they leave the resident set, the page cache keeps them, and reading them again
+        maps them back in. A no-op where unsupported."""
+        t = self.tensors.get(name)
+        if t is None or self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        begin, end = self._data_start + t.offset, self._data_start + t.offset + t.nbytes
+        if rows is not None:
+            row = t.nbytes // max(t.shape[0], 1)
+            begin, end = begin + rows[0] * row, min(end, begin + rows[1] * row)
+        start = begin // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            if end > start:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (OSError, ValueError):
+            pass
+
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
 

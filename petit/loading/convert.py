@@ -27,8 +27,13 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
         model = load_folder(source, weights or "q8_0", None if tokenizer else False, repack=False)  # written, not run
     elif os.path.isfile(source):
         check_output_folder(output)
-        from petit.loading import load
-        model = load(source, weights=weights, tokenizer=None if tokenizer else False, repack=False)
+        from petit.formats.gguf import is_gguf
+        if is_gguf(source):       # a .petit file holds Petit's types: GGUF's K-quants are decoded (to q8_0)
+            from petit.loading.gguf import load_gguf
+            model = load_gguf(source, weights, None if tokenizer else False, repack=False, kquants=False)
+        else:
+            from petit.loading import load
+            model = load(source, weights=weights, tokenizer=None if tokenizer else False, repack=False)
     else:
         raise ValueError(f"{source}: no such file or folder (petit convert reads a Hugging Face model folder, a GGUF "
                          f"file or a .petit file)")

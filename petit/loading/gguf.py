@@ -2,11 +2,12 @@
 (petit/loading/gguf_archs.py) and gives the config, its tensors are handed to the family's builder under their
 Hugging Face names, its tokenizer and chat template come from the metadata.
 
-Tensors in a type the kernels read (F32, F16, BF16, Q8_0, Q4_0) are zero-copy views of the mapped file (and
-repacked for the CPU like any other). The other block types GGUF files use (Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL,
-IQ4_XS) are decoded at load (kernels/gguf_quants.c) and their matrices quantized to q8_0, which keeps their values
-within q8_0's rounding at about twice their size; the load says so in a warning. Any other type is refused, naming
-the tensor and the type.
+Tensors in a type the kernels read (F32, F16, BF16, Q8_0, Q4_0, and the GGUF block types the active path multiplies
+with SIMD kernels: Q4_K, Q5_K, Q6_K on x86) are zero-copy views of the mapped file (q8_0 / q4_0 then repacked for the
+CPU like any other). The other block types GGUF files use (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and the
+K-quants on other paths) are decoded at load (kernels/gguf_quants.c) and their matrices quantized to q8_0, which
+keeps their values within q8_0's rounding at about twice their size; the load says so in a warning. Any other type
+is refused, naming the tensor and the type.
 """
 import warnings
 
@@ -18,7 +19,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, dequantize_gguf, gguf_decodes
+from petit.native import dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
 
@@ -26,9 +27,9 @@ NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q
 class GGUFSource(TensorSource):
     """The tensors of a GGUF file under the names a family's builder asks for."""
 
-    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None):
+    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set):
         super().__init__(f.path, weights)
-        self.f, self.arch = f, arch
+        self.f, self.arch, self.native = f, arch, native       # native: the GGUF types run as stored
         self.map: dict[str, tuple[str, tuple | None]] = {}        # HF name -> (GGUF name, rows (r0, r1) or None)
         for name, t in f.tensors.items():
             parts = split_names(name, arch, cfg, t.shape[0])
@@ -51,6 +52,8 @@ class GGUFSource(TensorSource):
         gname, _, t, shape = self._tensor(name)
         if t.type in NATIVE:
             return NATIVE[t.type], shape
+        if t.type in self.native and len(shape) == 2:
+            return t.type.lower(), shape
         if gguf_decodes(t.type):
             return (self.weights or "q8_0") if len(shape) == 2 else "f32", shape
         raise ValueError(f"{self.where}: tensor {gname!r} is {t.type}, a type Petit cannot read (it reads F32, F16, "
@@ -66,7 +69,7 @@ class GGUFSource(TensorSource):
 
     def stored(self, name):
         _, _, t, shape = self._tensor(name)
-        if t.type not in NATIVE:
+        if t.type not in NATIVE and not (t.type in self.native and len(shape) == 2):
             return None
         raw = self._raw(name)
         return raw.reshape(shape[0], -1) if len(shape) == 2 else raw
@@ -87,8 +90,11 @@ class GGUFSource(TensorSource):
         return out
 
 
-def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None) -> Model:
-    """Load a GGUF file (see petit.loading.load for the arguments)."""
+def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None,
+              kquants: bool | None = None) -> Model:
+    """Load a GGUF file (see petit.loading.load for the arguments). kquants: run the GGUF block types the active
+    path has SIMD kernels for (Q4_K, Q5_K, Q6_K on x86) as stored; None: yes, False: decode them too (a .petit file
+    holds only Petit's types, so `petit convert` does)."""
     f = GGUFFile(path)
     try:
         meta = f.metadata
@@ -104,7 +110,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
             cfg = family.Config.from_dict(cfg_dict)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-        src = GGUFSource(f, arch, cfg_dict, weights)
+        src = GGUFSource(f, arch, cfg_dict, weights, gguf_fast_types() if kquants in (None, True) else set())
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         extra = sorted(set(f.tensors) - used)
@@ -119,7 +125,8 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
-            repack_matrices(net, src.used)
+            repack_matrices(net, src.used, release=lambda name, rows=None: f.release(src.map[name][0], rows and (
+                _file_rows(src, name, rows))))
         tok = tokenizer if tokenizer is not False else None
         if tokenizer is None and tokens is not None:
             from petit.hf.gguf_tokenizer import tokenizer_from_gguf
@@ -133,6 +140,12 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
     except BaseException:
         f.close()
         raise
+
+
+def _file_rows(src: GGUFSource, name: str, rows: tuple[int, int]) -> tuple[int, int]:
+    """Rows of an HF-named tensor as rows of the file's tensor (a fused matrix's part starts at its own row)."""
+    offset = (src.map[name][1] or (0, 0))[0]
+    return rows[0] + offset, rows[1] + offset
 
 
 ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")

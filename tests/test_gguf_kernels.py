@@ -1,0 +1,77 @@
+"""Products of GGUF's block types with quantized activations (kernels/kern_gguf.h, and kern_x86.h for the K-quants):
+the plain C reference within float32 rounding of a float64 oracle over the decoded weights, and every SIMD path equal
+to it bit for bit, over odd row counts, several super-blocks, 1-13 tokens, accumulation and 1-2 threads."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from petit import native as K
+from petit.native import ISAS, lib
+
+import oracles
+
+BLOCKS = np.load(Path(__file__).parent / "fixtures" / "gguf_blocks" / "blocks.npz")
+PATHS = [pytest.param(isa, marks=pytest.mark.skipif(not lib.pt_isa_supported(code),
+                                                    reason=f"this CPU cannot run the {isa} path"))
+         for isa, code in ISAS.items()]
+TYPES = sorted(K.GGUF_DECODED)
+
+
+@pytest.fixture(autouse=True)
+def restore_default_path():
+    yield
+    K.configure()
+
+
+def _matrix(gguf_type: str, rows: int, supers: int) -> K.Weight:
+    """rows x (supers x 256) values made of the fixture's random blocks (finite scales), a different run per row."""
+    raw, values = BLOCKS[f"{gguf_type}_raw"], BLOCKS[f"{gguf_type}_values"]
+    per_block = values.shape[1] // 3                     # the fixture holds 3 blocks per row
+    blocks = raw.reshape(-1, raw.shape[1] // 3)          # [21 blocks, bytes]
+    n = supers * 256 // per_block
+    out = np.stack([np.concatenate([blocks[(r + i) % len(blocks)] for i in range(n)]) for r in range(rows)])
+    return K.Weight(np.ascontiguousarray(out), gguf_type.lower(), (rows, supers * 256))
+
+
+@pytest.mark.parametrize("gguf_type", TYPES)
+def test_the_reference_is_the_float64_product_of_the_decoded_weights(gguf_type):
+    K.configure(isa="scalar", threads=1)
+    W = _matrix(gguf_type, 5, 2)
+    x = np.random.default_rng(1).standard_normal((3, 512)).astype(np.float32)
+    got = K.matmul(W, x)
+    w = W.dequantize().astype(np.float64)
+    q, d, _ = oracles.quantize_act(x)
+    xq = q.astype(np.float64) * np.repeat(d, 32, axis=1)
+    want = xq @ w.T
+    bound = np.abs(xq) @ np.abs(w).T
+    assert np.all(np.abs(got - want) <= 2e-5 * bound + 1e-6)
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("gguf_type", TYPES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_path_gives_the_references_bits(isa, gguf_type, threads):
+    W = _matrix(gguf_type, 37, 3)
+    rng = np.random.default_rng(2)
+    for T in (1, 2, 3, 4, 5, 8, 13):
+        x = rng.standard_normal((T, W.shape[1]), dtype=np.float32)
+        y0 = rng.standard_normal((T, W.shape[0]), dtype=np.float32)
+        K.configure(isa="scalar", threads=1)
+        want, want_acc = K.matmul(W, x), K.matmul(W, x, out=y0.copy(), accumulate=True)
+        K.configure(isa=isa, threads=threads)
+        np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"T={T}")
+        np.testing.assert_array_equal(K.matmul(W, x, out=y0.copy(), accumulate=True), want_acc)
+
+
+def test_the_fast_types_are_the_paths_own():
+    K.configure(isa="scalar")
+    assert K.gguf_fast_types() == set()
+    K.configure()
+    assert K.gguf_fast_types() == ({"Q4_K", "Q5_K", "Q6_K"} if K.info()["isa"] in ("avx2", "avx512") else set())
+
+
+def test_a_row_that_is_not_whole_blocks_is_refused():
+    with pytest.raises(ValueError, match="a row of 300 values cannot be stored as q4_k: q4_k needs a positive "
+                                         "multiple of 256 columns"):
+        K.row_bytes("q4_k", 300)
