@@ -31,7 +31,8 @@ What it measures, every engine/config in a fresh child process (clean RSS), the 
   probes a 64-token prefill: if the whole prompt would take over half the budget, it prefills a prompt cut to fit
   (marked * in the table; a cold pass only) instead of stalling the run. bf16 prefill on a CPU without native bf16
   (no AVX-512 BF16 / AMX) is that slow, and then transformers fp32 is measured too.
-  pf/llama, dec/llama: Petit / llama.cpp at the same weight type (q4_0 against the pure q4_0 file);
+  pf/llama, dec/llama: Petit / llama.cpp at the same weight type (q4_0 against the pure q4_0 file; Petit's rows
+  on llama.cpp's Q4_K_M and Q6_K files against llama.cpp on the same files);
   pf/torch, dec/torch: Petit / transformers bf16 (Petit / fp32 is under Details). Above 1 Petit is faster.
   logit r: correlation of the last-position logits of the prompt's first 16 tokens with transformers (fp32 when
   run, else bf16) on the same weights: a check that every engine runs the same model (q4_0 is well below 1 on these
@@ -167,8 +168,8 @@ def child_petit(spec: dict) -> dict:
     load_s = time.perf_counter() - t0
     at_load = proc_status()
     split = sampler.stop()
-    from petit.formats.petit_file import tensor_nbytes
-    quant_bytes = sum(tensor_nbytes(dtype, shape) for dtype, shape, _ in model.tensors.values())
+    from math import prod
+    quant_bytes = sum(native.row_bytes(dtype, shape[-1]) * prod(shape[:-1]) for dtype, shape, _ in model.tensors.values())
     largest_f32 = max(int(np.prod(shape)) * 4 for _, shape, _ in model.tensors.values())
 
     def reset():
@@ -352,7 +353,8 @@ def quantize_gguf(src: str, out: str, ftype: str, pure: bool, threads: int) -> N
     """Child: llama.cpp's own quantizer (llama_model_quantize) from the bf16 GGUF."""
     import llama_cpp
     p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}[ftype]
+    p.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
+               "q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, "q6_k": llama_cpp.LLAMA_FTYPE_MOSTLY_Q6_K}[ftype]
     p.nthread = threads
     p.pure = pure
     rc = llama_cpp.llama_model_quantize(src.encode(), out.encode(), p)
@@ -518,7 +520,9 @@ def main() -> None:
                 notes[f"Petit {q} (.petit)"] = str(e)
     llama_rows = [("llama.cpp q8_0", "q8_0", "gguf-q8_0.gguf", "q8_0", False),
                   ("llama.cpp q4_0 pure", "q4_0", "gguf-q4_0-pure.gguf", "q4_0", True),
-                  ("llama.cpp q4_0 default mix", "q4_0 mix", "gguf-q4_0.gguf", "q4_0", False)]
+                  ("llama.cpp q4_0 default mix", "q4_0 mix", "gguf-q4_0.gguf", "q4_0", False),
+                  ("llama.cpp Q4_K_M", "q4_k_m", "gguf-q4_k_m.gguf", "q4_k_m", False),
+                  ("llama.cpp Q6_K", "q6_k", "gguf-q6_k.gguf", "q6_k", False)]
     if "llama.cpp" in only:
         why = None
         if not have["llama_cpp"]:
@@ -544,7 +548,8 @@ def main() -> None:
             if why:
                 notes[label] = why
         if "petit" in only and not why:        # Petit reading llama.cpp's own files (issue 15's benchmark)
-            for q, name in (("q8_0", "gguf-q8_0.gguf"), ("q4_0", "gguf-q4_0-pure.gguf")):
+            for q, name in (("q8_0", "gguf-q8_0.gguf"), ("q4_0", "gguf-q4_0-pure.gguf"), ("q4_k_m", "gguf-q4_k_m.gguf"),
+                            ("q6_k", "gguf-q6_k.gguf")):
                 rows.append((f"Petit {q} (llama.cpp's GGUF)", "petit", q, {"path": os.path.join(work, name)}))
     torch_rows = [("transformers bf16", "bf16")] + ([("transformers fp32", "fp32")] if a.torch_fp32 else [])
     if "transformers" in only:
@@ -610,7 +615,8 @@ def main() -> None:
         lg = np.load(s["runs"][0]["logits_out"])
         s["r"] = float(np.corrcoef(lg, ref)[0, 1]) if ref is not None else None
 
-    peer_of = {"q8_0": "llama.cpp q8_0", "q4_0": "llama.cpp q4_0 pure"}
+    peer_of = {"q8_0": "llama.cpp q8_0", "q4_0": "llama.cpp q4_0 pure", "q4_k_m": "llama.cpp Q4_K_M",
+               "q6_k": "llama.cpp Q6_K"}
     head = (f"{'engine / config':<28}{'load s':>8}{'peak MB':>9}{'load MB':>9}{'cold pf s':>10}{'prefill':>9}"
             f"{'decode':>8}{'pf/llama':>9}{'dec/llama':>10}{'pf/torch':>9}{'dec/torch':>10}{'logit r':>9}")
     print(f"\nQwen2.5-0.5B shape, random bf16 weights; {a.threads} threads; prefill = tok/s of a {a.prompt}-token "

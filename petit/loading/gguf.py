@@ -110,6 +110,15 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
             cfg = family.Config.from_dict(cfg_dict)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
+        # the tokenizer before the weights, and its arrays dropped from the metadata once built: building one of
+        # 150,000 tokens takes some 150 MB for a moment, which then is not on top of the weights
+        tok = tokenizer if tokenizer is not False else None
+        if tokenizer is None and tokens is not None:
+            from petit.hf.gguf_tokenizer import tokenizer_from_gguf
+            tok = tokenizer_from_gguf(meta, path)
+        for key in [k for k in meta if k.startswith("tokenizer.ggml.") and not isinstance(meta[k], (int, float, str))]:
+            del meta[key]
+        del tokens
         src = GGUFSource(f, arch, cfg_dict, weights, gguf_fast_types() if kquants in (None, True) else set())
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
@@ -127,10 +136,6 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         if should_repack(repack):
             repack_matrices(net, src.used, release=lambda name, rows=None: f.release(src.map[name][0], rows and (
                 _file_rows(src, name, rows))))
-        tok = tokenizer if tokenizer is not False else None
-        if tokenizer is None and tokens is not None:
-            from petit.hf.gguf_tokenizer import tokenizer_from_gguf
-            tok = tokenizer_from_gguf(meta, path)
         check_tokenizer(path, tok, net.arch.vocab_size)
         metadata = {"config": cfg.to_dict(), "format": "gguf", "source": path,
                     "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}
