@@ -116,6 +116,16 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         j.tokens_per_chunk = PREFILL_TOKENS;
         j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
     }
+    const double work = (double)total_rows * (double)K * (double)T;
+    if (work < PT_SERIAL_WORK) {
+        /* run on the calling thread (pt_run_chunks): one chunk per matrix, not the pool's split, whose many small
+         * calls cost the bundled model's 2-thread decode about 5 % (a token's bits do not depend on the split) */
+        int64_t most = 8;
+        for (int m = 0; m < n; m++) most = W[m]->rows > most ? W[m]->rows : most;
+        rpc = (most + 7) & ~(int64_t)7;
+        j.tokens_per_chunk = T;
+        j.token_chunks = 1;
+    }
     j.rows_per_chunk = rpc;
     int64_t chunks = 0;
     for (int m = 0; m < n; m++) {
@@ -124,7 +134,7 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         chunks += (W[m]->rows + rpc - 1) / rpc * j.token_chunks;
         j.end[m] = chunks;
     }
-    pt_run_chunks(matmul_task, &j, chunks, (double)total_rows * (double)K * (double)T);
+    pt_run_chunks(matmul_task, &j, chunks, work);
     return 0;
 }
 
