@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.formats.pages import release_rows
+
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -242,18 +244,9 @@ class GGUFFile:
         [r0, r1) (MADV_DONTNEED): they leave the resident set, the page cache keeps them, and reading them again
         maps them back in. A no-op where unsupported."""
         t = self.tensors.get(name)
-        if t is None or self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        begin, end = self._data_start + t.offset, self._data_start + t.offset + t.nbytes
-        if rows is not None:
-            row = t.nbytes // max(t.shape[0], 1)
-            begin, end = begin + rows[0] * row, min(end, begin + rows[1] * row)
-        start = begin // mmap.PAGESIZE * mmap.PAGESIZE
-        try:
-            if end > start:
-                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
-        except (OSError, ValueError):
-            pass
+        if t is not None:
+            begin = self._data_start + t.offset
+            release_rows(self._mm, begin, begin + t.nbytes, t.shape[0], rows)
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.formats.pages import release_rows
 from petit.native import anonymous_map
 
 MAGIC = b"PETIT\0\0\0"
@@ -477,18 +478,9 @@ class PetitFile:
         and reading them again maps them back in. A no-op for a file read into private memory (whose pages would be
         lost) and where unsupported."""
         info = self.tensors.get(name)
-        if info is None or self._mm is None or not self.mapped or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        begin, end = self._data_offset + info.offset, self._data_offset + info.offset + info.nbytes
-        if rows is not None:
-            row = info.nbytes // max(info.shape[0], 1)
-            begin, end = begin + rows[0] * row, min(end, begin + rows[1] * row)
-        start = begin // mmap.PAGESIZE * mmap.PAGESIZE        # the pages it shares with its neighbours come back
-        try:
-            if end > start:
-                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
-        except (OSError, ValueError):
-            pass
+        if info is not None and self.mapped:
+            begin = self._data_offset + info.offset
+            release_rows(self._mm, begin, begin + info.nbytes, info.shape[0] if info.shape else 1, rows)
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""

@@ -7,11 +7,12 @@ the whole header up front and hands out zero-copy, read-only numpy views of the 
 """
 
 import json
-import mmap
 import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from petit.formats.pages import release_rows
 
 from petit.formats.petit_file import close_map
 from petit.formats.tensor_file import TensorFile
@@ -178,19 +179,7 @@ class SafetensorsFile(TensorFile):
         [r0, r1): they leave the resident set (the page cache keeps them). Reading them again maps them back in. A
         no-op where unsupported."""
         e = self._get(name)
-        if self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        begin, end = e.begin, e.end
-        if rows is not None and e.shape:
-            row = (e.end - e.begin) // max(e.shape[0], 1)
-            begin, end = e.begin + rows[0] * row, min(e.end, e.begin + rows[1] * row)
-        page = mmap.PAGESIZE
-        start = begin // page * page
-        try:
-            if end > start:
-                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
-        except (OSError, ValueError):
-            pass
+        release_rows(self._mm, e.begin, e.end, e.shape[0] if e.shape else 1, rows if e.shape else None)
 
     def close(self) -> None:
         """Release the memory map. Idempotent; never raises if views are still alive (see class doc)."""
