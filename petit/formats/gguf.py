@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.formats.pages import release_rows
+from petit.formats.pages import close_map, release_rows
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -253,12 +253,8 @@ class GGUFFile:
 
     def close(self) -> None:
         """Unmap the file (once no views are alive; else when they are collected). Idempotent."""
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass
-            self._mm = None
+        close_map(self._mm)
+        self._mm = None
 
     def __enter__(self) -> "GGUFFile":
         return self

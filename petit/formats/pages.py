@@ -4,6 +4,15 @@ set; the page cache keeps them, and reading them again maps them back in."""
 import mmap
 
 
+def close_map(mm) -> None:
+    """Close a memory map unless arrays still view it (then it is freed when they are collected); None is a no-op."""
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
 def release_rows(mm, begin: int, end: int, rows: int, part: tuple[int, int] | None = None) -> None:
     """Release the pages of bytes [begin, end) of a file mapping `mm` holding `rows` rows, or of its rows
     [r0, r1) only. The pages a neighbour shares come back when it is read. A no-op where unsupported (or for a

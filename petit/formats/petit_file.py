@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.formats.pages import release_rows
+from petit.formats.pages import close_map, release_rows
 from petit.native import anonymous_map
 
 MAGIC = b"PETIT\0\0\0"
@@ -55,15 +55,6 @@ def _read_private(f, size: int):
         raise
     view.release()
     return mm
-
-
-def close_map(mm) -> None:
-    """Close a memory map unless arrays still view it (then it is freed when they are collected); None is a no-op."""
-    if mm is not None:
-        try:
-            mm.close()
-        except BufferError:
-            pass
 
 
 class PetitFileError(ValueError):

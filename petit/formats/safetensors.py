@@ -14,7 +14,7 @@ import numpy as np
 
 from petit.formats.pages import release_rows
 
-from petit.formats.petit_file import close_map
+from petit.formats.pages import close_map
 from petit.formats.tensor_file import TensorFile
 
 MAX_HEADER_SIZE = 100_000_000  # the same cap the reference implementation uses

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from petit.formats.petit_file import close_map
+from petit.formats.pages import close_map
 from petit.formats.tensor_file import TensorFile
 
 # torch storage class -> (Petit dtype name, numpy dtype character without byte order; bf16 is viewed as uint16)
