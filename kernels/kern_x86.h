@@ -462,30 +462,48 @@ static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt
         if (type == GG_Q6_K)
             for (int j = 0; j < 8; j++) av[j] = _mm256_sign_epi8(v[j], v[j]);
         for (int tj = 0; tj < nt; tj++) {
-            const int64_t t = t0 + tj;
+            const int64_t t = t0 + tj, b0 = sb * 8;
+            const int8_t *xq = a->q + t * K + b0 * QK;
+            __m256i p[8];
             for (int j = 0; j < 8; j++) {
-                const int64_t b = sb * 8 + j;
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->q + t * K + b * QK));
-                const float dx = a->d[t * nb + b];
-                if (type == GG_Q6_K) {
-                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(av[j], _mm256_sign_epi8(xv, v[j])), ones);
-                    int32_t i0, i1;
-                    FN(hsum_halves_)(p, &i0, &i1);
-                    __m128 t0v = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[2 * j]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), i0));
-                    NO_FUSE(t0v);
-                    sum[tj] += _mm_cvtss_f32(t0v);
-                    __m128 t1v = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[2 * j + 1]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), i1));
-                    NO_FUSE(t1v);
-                    sum[tj] += _mm_cvtss_f32(t1v);
-                } else {
-                    const int32_t isum = FN(hsum_i8_)(_mm256_madd_epi16(_mm256_maddubs_epi16(v[j], xv), ones));
-                    __m128 tv = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(f[j]), _mm_set_ss(dx)), _mm_cvtsi32_ss(_mm_setzero_ps(), isum));
-                    NO_FUSE(tv);
-                    sum[tj] += _mm_cvtss_f32(tv);
-                    __m128 mv = _mm_mul_ss(_mm_mul_ss(_mm_set_ss(fm[j]), _mm_set_ss(dx)),
-                                           _mm_cvtsi32_ss(_mm_setzero_ps(), a->s[t * nb + b]));
-                    NO_FUSE(mv);
-                    sum[tj] -= _mm_cvtss_f32(mv);
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
+                p[j] = _mm256_madd_epi16(type == GG_Q6_K ? _mm256_maddubs_epi16(av[j], _mm256_sign_epi8(xv, v[j]))
+                                                         : _mm256_maddubs_epi16(v[j], xv), ones);
+            }
+            /* the 8 blocks' integer sums (Q6_K: their halves' sums) by one add tree, then the float steps of the
+             * reference for 8 terms at once, added to the row's sum in the reference's order */
+            const __m256i e = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+            const __m256 dx = _mm256_loadu_ps(a->d + t * nb + b0);
+            float tr[16], mr[8];
+            if (type == GG_Q6_K) {
+                /* e: lanes 0-3 the first halves of blocks 0-3, lanes 4-7 their second halves; g: blocks 4-7 */
+                const __m256i h0 = _mm256_permute2x128_si256(e, g, 0x20), h1 = _mm256_permute2x128_si256(e, g, 0x31);
+                const __m256 f0 = _mm256_setr_ps(f[0], f[2], f[4], f[6], f[8], f[10], f[12], f[14]);
+                const __m256 f1 = _mm256_setr_ps(f[1], f[3], f[5], f[7], f[9], f[11], f[13], f[15]);
+                __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(f0, dx), _mm256_cvtepi32_ps(h0));
+                __m256 t1v = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_cvtepi32_ps(h1));
+                NO_FUSE(t0v);
+                NO_FUSE(t1v);
+                _mm256_storeu_ps(tr, t0v);
+                _mm256_storeu_ps(tr + 8, t1v);
+                for (int j = 0; j < 8; j++) {
+                    sum[tj] += tr[j];
+                    sum[tj] += tr[8 + j];
+                }
+            } else {
+                const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(e, g, 0x20),
+                                                      _mm256_permute2x128_si256(e, g, 0x31));
+                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(f), dx), _mm256_cvtepi32_ps(isum));
+                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(fm), dx),
+                                          _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->s + t * nb + b0))));
+                NO_FUSE(tv);
+                NO_FUSE(mv);
+                _mm256_storeu_ps(tr, tv);
+                _mm256_storeu_ps(mr, mv);
+                for (int j = 0; j < 8; j++) {
+                    sum[tj] += tr[j];
+                    sum[tj] -= mr[j];
                 }
             }
         }
