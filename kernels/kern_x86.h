@@ -511,9 +511,107 @@ static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt
     for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
+/* ---- GGUF's 32-value block types with SIMD kernels: Q4_1, Q5_0, Q5_1, IQ4_NL (kern_gguf.h's arithmetic) ----
+ * A block's 32 values unpacked into 32 bytes in order (nibbles low then high, Q5's fifth bits spread from their 32-bit
+ * word, IQ4_NL's through its table with vpshufb); 8 blocks of a token reduced by one add tree and their float terms
+ * computed 8 at a time, then added to the row's sum in the reference's order. */
+
+/* bit j of the 32-bit word qh as 0x10 in byte j (the fifth bit of value j) */
+static inline __m256i FN(bits_to_0x10_)(uint32_t qh) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+        _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* block b's 32 values as bytes (unsigned for Q4_1 / Q5_0 / Q5_1; IQ4_NL's signed table values), its scale d and min m */
+static inline __m256i FN(b32_values_)(int32_t type, const uint8_t *row, int64_t b, float *d, float *m) {
+    if (type == GG_IQ4_NL) {
+        const uint8_t *x = row + b * 18;
+        *d = FN(h2f_)(x);
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)IQ4_TABLE_G));
+        return _mm256_shuffle_epi8(table, FN(q4_unpack_)(x + 2));
+    }
+    const int q5 = type != GG_Q4_1, with_min = type != GG_Q5_0;
+    const uint8_t *x = row + b * (q5 ? (with_min ? 24 : 22) : 20);
+    *d = FN(h2f_)(x);
+    *m = with_min ? FN(h2f_)(x + 2) : 0.0f;
+    const uint8_t *qs = x + (with_min ? 4 : 2) + (q5 ? 4 : 0);
+    __m256i v = FN(q4_unpack_)(qs);
+    if (q5) {
+        uint32_t qh;
+        memcpy(&qh, x + (with_min ? 4 : 2), 4);
+        v = _mm256_or_si256(v, FN(bits_to_0x10_)(qh));
+    }
+    return v;
+}
+
+static ALWAYS_INLINE void FN(b32_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
+                                       float *out) {
+    const int64_t K = a->K, nb = K / QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int signed_values = type == GG_IQ4_NL, with_min = type == GG_Q4_1 || type == GG_Q5_1;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t b0 = 0;
+    for (; b0 < nb; b0 += 8) {
+        const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        __m256i v[8], av[8];
+        float d[8] = {0}, m[8] = {0};
+        for (int j = 0; j < n; j++) {
+            v[j] = FN(b32_values_)(type, row, b0 + j, &d[j], &m[j]);
+            if (signed_values) av[j] = _mm256_sign_epi8(v[j], v[j]);
+        }
+        for (int j = n; j < 8; j++) v[j] = av[j] = _mm256_setzero_si256();
+        for (int tj = 0; tj < nt; tj++) {
+            const int64_t t = t0 + tj;
+            const int8_t *xq = a->q + t * K + b0 * QK;
+            __m256i p[8];
+            for (int j = 0; j < 8; j++) {
+                if (j >= n) {
+                    p[j] = _mm256_setzero_si256();
+                    continue;
+                }
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
+                p[j] = _mm256_madd_epi16(signed_values ? _mm256_maddubs_epi16(av[j], _mm256_sign_epi8(xv, v[j]))
+                                                       : _mm256_maddubs_epi16(v[j], xv), ones);
+            }
+            const __m256i e = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+            __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(e, g, 0x20), _mm256_permute2x128_si256(e, g, 0x31));
+            float dx8[8] = {0}, xs8[8] = {0};
+            int32_t s8[8] = {0};
+            for (int j = 0; j < n; j++) {
+                dx8[j] = a->d[t * nb + b0 + j];
+                s8[j] = a->s[t * nb + b0 + j];
+            }
+            const __m256i sv = _mm256_loadu_si256((const __m256i *)s8);
+            if (type == GG_Q5_0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(sv, 4));   /* values q - 16 */
+            const __m256 dx = _mm256_loadu_ps(dx8);
+            float tr[8], mr[8];
+            __m256 tv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(d), dx), _mm256_cvtepi32_ps(isum));
+            NO_FUSE(tv);
+            _mm256_storeu_ps(tr, tv);
+            if (with_min) {
+                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(m), dx), _mm256_cvtepi32_ps(sv));
+                NO_FUSE(mv);
+                _mm256_storeu_ps(mr, mv);
+                for (int j = 0; j < n; j++) {
+                    sum[tj] += tr[j];
+                    sum[tj] += mr[j];
+                }
+            } else {
+                for (int j = 0; j < n; j++) sum[tj] += tr[j];
+            }
+            (void)xs8;
+        }
+    }
+    for (int j = 0; j < nt; j++) out[j] = sum[j];
+}
+
 static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
                            int64_t T, float *y, int64_t ldy, int accumulate) {
-    if (type != GG_Q4_K && type != GG_Q5_K && type != GG_Q6_K) {
+    const int k_type = type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K;
+    if (!k_type && type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {
         rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         return;
     }
@@ -523,11 +621,20 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
         for (int64_t t = 0; t < T; t += 4) {
             float o[4];
             const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(kq_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(kq_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(kq_row_)(type, row, a, t, 3, o); break;
-            default: FN(kq_row_)(type, row, a, t, 4, o); break;
+            if (k_type) {
+                switch (nt) {
+                case 1: FN(kq_row_)(type, row, a, t, 1, o); break;
+                case 2: FN(kq_row_)(type, row, a, t, 2, o); break;
+                case 3: FN(kq_row_)(type, row, a, t, 3, o); break;
+                default: FN(kq_row_)(type, row, a, t, 4, o); break;
+                }
+            } else {
+                switch (nt) {
+                case 1: FN(b32_row_)(type, row, a, t, 1, o); break;
+                case 2: FN(b32_row_)(type, row, a, t, 2, o); break;
+                case 3: FN(b32_row_)(type, row, a, t, 3, o); break;
+                default: FN(b32_row_)(type, row, a, t, 4, o); break;
+                }
             }
             for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
         }
@@ -632,7 +739,8 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_q4x8 = FN(rows_q4x8_), \
         .interleave = 1, \
         .rows_gguf = FN(rows_gguf_), \
-        .gguf_fast = (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K), \
+        .gguf_fast = (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q4_1) | (1u << GG_Q5_0) | \
+                     (1u << GG_Q5_1) | (1u << GG_IQ4_NL), \
         .norm = norm_g, \
         .attn_block = FN(attn_block_), \
         .bias_act = bias_act_g, \

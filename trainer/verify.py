@@ -47,7 +47,7 @@ from petit.cli.argtypes import non_negative_int
 #   dequantized_max_rel_err (q8_0 / q4_0): worst |engine on the dequantized values in float32 - reference|;
 #   matrix_rel_err: |probe product through the kernels - the file's values| per |row| |probe| (each matrix: K cols);
 #   argmax_agreement: the least share of positions whose top token must be the same.
-QUANTIZED = ("q8_0", "q4_0")
+_FLOATS = ("f32", "f16", "bf16")       # every other weight type runs with int8 activations
 U32 = 2.0 ** -24                     # float32 unit roundoff
 Q8_STEP = 1 / (127 * 12 ** 0.5)      # rms error of a q8 activation, relative to its block's largest |value|
 # (mean, max) multiples of eps * sqrt(layers + 1), one pair per kind of error (docs/verify.md: the measurements)
@@ -67,7 +67,7 @@ def limits(weights: str, hidden: int, layers: int, widest: int | None = None) ->
     limits; a probe product (check_matrices) within float32 rounding of a row, 2 (widest + 2) u."""
     depth = (layers + 1) ** 0.5
     float_eps = U32 * hidden ** 0.5 * depth
-    quantized = weights in QUANTIZED
+    quantized = weights not in _FLOATS          # q8_0, q4_0 and GGUF's block types: int8 activations
     eps, (k_mean, k_max) = (Q8_STEP * depth, K_Q8) if quantized else (float_eps, K_FLOAT)
     out = {"max_rel_err": k_max * eps, "mean_rel_err": k_mean * eps,
            "argmax_agreement": 0.75 if quantized else 0.95}
@@ -221,8 +221,13 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
         checks, bad = _checksums(ref) if ref_path == model_path else ("absent", [])
         weights = max((d for d, shape, _, _ in ref.tensors.values() if len(shape) == 2),
                       key=_LOOSENESS.index, default="f32")
+        # a GGUF block type the engine multiplies as stored (the reference got its float32 values) quantizes the
+        # activations as q8_0 / q4_0 do: the loosest of all
+        native = sorted({d for d, shape, _ in model.tensors.values() if len(shape) == 2} - set(_LOOSENESS))
+        if native:
+            weights = native[0]
         rounded = dequantized = None
-        if weights in QUANTIZED:
+        if weights not in _FLOATS:
             ref.round_activations = True            # the same forward, activations rounded like the engine's
             rounded = ref.logits(all_ids)
             ref.round_activations = False
