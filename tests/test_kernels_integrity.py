@@ -197,27 +197,36 @@ def test_every_path_this_cpu_runs_passes_the_start_up_check():
         assert (K.info()["isa"], K.info()["path_warning"]) == (name, "")
 
 
-@pytest.mark.skipif(not lib.pt_isa_supported(1), reason="needs the avx2 path to break")
-def test_a_path_that_disagrees_with_the_scalar_one_is_set_aside_with_a_warning():
+# (path broken, its kernel table's name, the path the check falls back to) for each SIMD path this CPU runs
+_BREAKABLE = [(isa, table, fallback) for isa, table, fallback in
+              [("avx512", "avx512vnni", "avx2"), ("avx2", "avx2", "scalar")] if lib.pt_isa_supported(K.ISAS[isa])]
+
+
+@pytest.mark.skipif(not _BREAKABLE, reason="needs an x86 SIMD path to break")
+@pytest.mark.parametrize("isa,table,fallback", _BREAKABLE)
+def test_a_path_that_disagrees_with_the_scalar_one_is_set_aside_with_a_warning(isa, table, fallback):
     """A path nobody could run where it was written (AVX-512 tested only on an AVX2 laptop) must not give wrong
     answers where it does run: the start-up check finds it disagreeing and the next path down runs, and the user is
-    told which kernel disagreed and by how much. PETIT_TEST_BREAK_PATH=avx2 makes the check see a wrong q8_0
-    product from the avx2 path."""
+    told which kernel disagreed and by how much. PETIT_TEST_BREAK_PATH=<path> makes the check see a wrong q8_0
+    product from that path (each path this CPU runs in turn: the best one is what `petit info` starts on)."""
     import os
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k not in ("PETIT_ISA", "PETIT_THREADS")}
-    env["PETIT_TEST_BREAK_PATH"] = "avx2"
+    env["PETIT_TEST_BREAK_PATH"] = table
+    best = "avx512" if lib.pt_isa_supported(K.ISAS["avx512"]) else "avx2"
+    if isa != best:
+        env["PETIT_ISA"] = isa
     p = subprocess.run([sys.executable, "-m", "petit.cli", "info"], capture_output=True, text=True, timeout=120,
                        env=env)
-    why = ("the avx2 path's q8_0 matmul disagrees with the scalar path (error 1 where 0.00625 is allowed): using the "
-           "scalar path instead")
+    why = (f"the {table} path's q8_0 matmul disagrees with the scalar path (error 1 where 0.00625 is allowed): using "
+           f"the {fallback} path instead")
     assert p.returncode == 0, p.stderr
-    assert "chosen path:    scalar" in p.stdout
+    assert f"chosen path:    {fallback}" in p.stdout
     assert f"path check:     {why}\n" in p.stdout
     assert p.stderr == f"petit: warning: {why}\n"
     # asked for by name, it is set aside all the same
     p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c",
                         "from petit import native"], capture_output=True, text=True, timeout=120,
-                       env=dict(env, PETIT_ISA="avx2"))
+                       env=dict(env, PETIT_ISA=isa))
     assert p.returncode != 0 and f"RuntimeWarning: {why}" in p.stderr
