@@ -1,5 +1,6 @@
 /* The AVX-512 path: the AVX2 kernels with VNNI's vpdpbusd (u8 x s8 -> int32 in one instruction, on 256-bit
- * vectors through AVX512VL), as Zen 4 and Ice Lake run fastest. */
+ * vectors through AVX512VL), and the interleaved q8_0 / q4_0 matrices, decode's and prefill's main work, on 512-bit
+ * vectors (kern_x86_512.h). */
 #include "internal.h"
 #ifdef PT_X86_64
 #include <immintrin.h>          /* before the target switch: clang's intrinsics carry their own targets */
@@ -12,7 +13,9 @@
 #define SUFFIX avx512
 #define DOT_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_ACC16 0
+#define X8_KERNEL(t) FN(rows_##t##x16_)
 #include "kern_x86.h"
+#include "kern_x86_512.h"
 #ifdef __clang__
 #pragma clang attribute pop
 #endif

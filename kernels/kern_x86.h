@@ -728,6 +728,11 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
     weigh_rows_g(scores, v, n, hd, out);
 }
 
+/* the interleaved kernels a path's table holds: these 256-bit ones unless the including file has its own */
+#ifndef X8_KERNEL
+#define X8_KERNEL(t) FN(rows_##t##x8_)
+#endif
+
 #define PT_X86_TABLE(var, label) \
     const pt_kernels var = { \
         .name = label, \
@@ -735,8 +740,8 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_q8 = FN(rows_q8_), \
         .rows_q4 = FN(rows_q4_), \
         .rows_float = FN(rows_float_), \
-        .rows_q8x8 = FN(rows_q8x8_), \
-        .rows_q4x8 = FN(rows_q4x8_), \
+        .rows_q8x8 = X8_KERNEL(q8), \
+        .rows_q4x8 = X8_KERNEL(q4), \
         .interleave = 1, \
         .rows_gguf = FN(rows_gguf_), \
         .gguf_fast = (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q4_1) | (1u << GG_Q5_0) | \
