@@ -40,7 +40,8 @@ int  pt_dequantize_gguf(int32_t type, const void *x, int64_t rows, int64_t cols,
 int  pt_interleave(int32_t dtype, const void *src, void *dst, int64_t rows, int64_t cols);
 int  pt_deinterleave(int32_t dtype, const void *src, void *dst, int64_t rows, int64_t cols);
 int  pt_prefers_interleaved(void);   /* 1 when the active path's interleaved kernels are its fast ones */
-uint32_t pt_gguf_fast(void);         /* bit t set: the active path multiplies GGUF type t with SIMD kernels */
+uint32_t pt_gguf_fast(void);         /* bit t set: the active path runs GGUF type t fastest as stored (SIMD kernels) */
+uint32_t pt_gguf_simd(void);         /* bit t set: the active path has SIMD kernels for GGUF type t */
 /* ---- checksums ---- */
 /* the "pt64" checksum of n bytes (docs/petit-format.md), split across the pool: the same value for any thread
  * count and any path */

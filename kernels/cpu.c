@@ -17,7 +17,7 @@ const pt_kernels *pt_active(void) { return atomic_load_explicit(&active, memory_
 #ifdef PT_X86_64
 /* CPU features from cpuid, and whether the OS saves the AVX (and AVX-512) registers (xgetbv): the same answer with
  * gcc, clang and MSVC, which do not share a __builtin_cpu_supports */
-enum { F_SSE42, F_AVX, F_AVX2, F_FMA, F_F16C, F_AVX512F, F_AVX512BW, F_AVX512VL, F_AVX512VNNI, F_AVX512BF16, F_N };
+enum { F_SSE42, F_AVX, F_AVX2, F_FMA, F_F16C, F_AVX512F, F_AVX512BW, F_AVX512VL, F_AVX512VNNI, F_AVX512BF16, F_AVXVNNI, F_N };
 
 static void cpu_features(int has[F_N]) {
     unsigned r[4];
@@ -37,7 +37,10 @@ static void cpu_features(int has[F_N]) {
         has[F_AVX512BW] = os_avx512 && ((b7 >> 30) & 1);
         has[F_AVX512VL] = os_avx512 && ((b7 >> 31) & 1);
         has[F_AVX512VNNI] = os_avx512 && ((c7 >> 11) & 1);
-        if (pt_cpuid(7, 1, r)) has[F_AVX512BF16] = os_avx512 && ((r[0] >> 5) & 1);
+        if (pt_cpuid(7, 1, r)) {
+            has[F_AVX512BF16] = os_avx512 && ((r[0] >> 5) & 1);
+            has[F_AVXVNNI] = os_avx && ((r[0] >> 4) & 1);
+        }
     }
 }
 #endif
@@ -50,6 +53,7 @@ int pt_isa_supported(int isa) {
     cpu_features(has);
     int avx2 = has[F_AVX2] && has[F_FMA] && has[F_F16C];
     if (isa == PT_ISA_AVX2) return avx2 && pt_kernels_avx2.name != 0;
+    if (isa == PT_ISA_AVXVNNI) return avx2 && has[F_AVXVNNI] && pt_kernels_avxvnni.name != 0;
     if (isa == PT_ISA_AVX512)
         return avx2 && has[F_AVX512F] && has[F_AVX512BW] && has[F_AVX512VL] && has[F_AVX512VNNI] &&
                pt_kernels_avx512.name != 0;
@@ -62,7 +66,7 @@ int pt_cpu_features(char *buf, int n) {
     if (n > 0) buf[0] = 0;
 #ifdef PT_X86_64
     static const char *names[F_N] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                                     "avx512vnni", "avx512bf16"};
+                                     "avx512vnni", "avx512bf16", "avxvnni"};
     int has[F_N];
     cpu_features(has);
     for (int i = 0; i < F_N; i++) {
@@ -183,7 +187,7 @@ int pt_default_threads(void) {
 }
 
 static const pt_kernels *const tables[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
-                                                        &pt_kernels_neon};
+                                                        &pt_kernels_neon, &pt_kernels_avxvnni};
 
 /* ---- the start-up check (pathcheck.c): a path that disagrees with the scalar one is never made active ---- */
 static pt_mutex check_mu = PT_MUTEX_INIT;
@@ -199,7 +203,10 @@ static int checked_path(int isa) {
         if (!check_result[isa])
             check_result[isa] = pt_path_check(tables[isa], check_msg[isa], (int)sizeof check_msg[isa]) == 0 ? 1 : -1;
         if (check_result[isa] == 1) break;
-        const int next = isa == PT_ISA_AVX512 && pt_isa_supported(PT_ISA_AVX2) ? PT_ISA_AVX2 : PT_ISA_SCALAR;
+        /* the x86 paths step down avx512 -> avxvnni -> avx2 -> scalar, skipping what the CPU lacks */
+        int next = PT_ISA_SCALAR;
+        if (isa == PT_ISA_AVX512 && pt_isa_supported(PT_ISA_AVXVNNI)) next = PT_ISA_AVXVNNI;
+        else if ((isa == PT_ISA_AVX512 || isa == PT_ISA_AVXVNNI) && pt_isa_supported(PT_ISA_AVX2)) next = PT_ISA_AVX2;
         if (!warning[0])
             snprintf(warning, sizeof warning, "%s: using the %s path instead", check_msg[isa], tables[next]->name);
         isa = next;
@@ -218,8 +225,9 @@ int pt_path_warning(char *buf, int n) {
 int pt_init(int n_threads, int isa) {
     pt_fork_safe();
     if (isa < -1 || isa >= PT_ISA_COUNT) return -1;
-    if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512) ? PT_ISA_AVX512
-                       : pt_isa_supported(PT_ISA_AVX2)  ? PT_ISA_AVX2
+    if (isa == -1) isa = pt_isa_supported(PT_ISA_AVX512)  ? PT_ISA_AVX512
+                       : pt_isa_supported(PT_ISA_AVXVNNI) ? PT_ISA_AVXVNNI
+                       : pt_isa_supported(PT_ISA_AVX2)    ? PT_ISA_AVX2
                        : pt_isa_supported(PT_ISA_NEON)  ? PT_ISA_NEON : PT_ISA_SCALAR;
     if (!pt_isa_supported(isa)) return -1;
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;

@@ -113,3 +113,4 @@ int pt_deinterleave(int32_t dtype, const void *src, void *dst, int64_t rows, int
 int pt_prefers_interleaved(void) { return pt_active()->interleave; }
 
 uint32_t pt_gguf_fast(void) { return pt_active()->gguf_fast; }
+uint32_t pt_gguf_simd(void) { return pt_active()->gguf_simd; }

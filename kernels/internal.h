@@ -20,7 +20,7 @@
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6 };
 /* GGUF's other block types as a pt_tensor dtype: PT_GGUF + GGUF's type code (Q4_K: 32 + 12), see gguf_quants.c */
 #define PT_GGUF 32
-enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_COUNT = 4 };
+enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_AVXVNNI = 4, PT_ISA_COUNT = 5 };
 
 #define QK 32            /* values per quantization block */
 #define Q8_BYTES 34      /* fp16 d + 32 int8 */
@@ -105,7 +105,8 @@ typedef struct {
     /* rows of a GGUF block type (GGUF's type code; kern_gguf.h's arithmetic, the same bits on every path) */
     void (*rows_gguf)(int32_t type, const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a,
                       int64_t T, float *y, int64_t ldy, int accumulate);
-    uint32_t gguf_fast;  /* bit t: this path multiplies GGUF type t with SIMD kernels (the loader keeps it as stored) */
+    uint32_t gguf_fast;  /* bit t: this path multiplies GGUF type t fastest as stored (the loader keeps it so) */
+    uint32_t gguf_simd;  /* bit t: this path has SIMD kernels for GGUF type t (kept as stored when a load asks) */
     /* per-layer ops, their arguments checked by the entry points in layer_ops.c (see api.h) */
     void (*norm)(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
                  int64_t w_rows, float *y);
@@ -120,6 +121,7 @@ typedef struct {
 
 extern const pt_kernels pt_kernels_scalar;
 extern const pt_kernels pt_kernels_avx2;
+extern const pt_kernels pt_kernels_avxvnni;
 extern const pt_kernels pt_kernels_avx512;
 extern const pt_kernels pt_kernels_neon;   /* name 0 where not compiled (not ARM64) */
 /* the active table, read atomically (pt_init may switch it from another thread): read it once per call and use that

@@ -728,6 +728,14 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
     weigh_rows_g(scores, v, n, hd, out);
 }
 
+/* The GGUF types the loader keeps as stored on x86 (the rest it decodes to q8_0, which it then interleaves). Q4_1,
+ * Q5_0, Q5_1 and IQ4_NL have SIMD kernels above (b32_row_) but stay out: a row at a time they decode at a third
+ * of the interleaved q8_0 kernel's speed (a Q4_K_M file whose rows are not whole super-blocks is mostly Q5_0:
+ * 0.5B decode 24.7 tok/s as stored, 43.3 as q8_0, on an AVX2 EPYC), so by default they cost memory (8.5 bits a
+ * value in place of 5.5-6) to run fast; a load that asks for the stored types (kquants=True) keeps them. */
+#define X86_GGUF_FAST ((1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K))
+#define X86_GGUF_B32 ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_IQ4_NL))
+
 /* the interleaved kernels a path's table holds: these 256-bit ones unless the including file has its own */
 #ifndef X8_KERNEL
 #define X8_KERNEL(t) FN(rows_##t##x8_)
@@ -744,8 +752,8 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_q4x8 = X8_KERNEL(q4), \
         .interleave = 1, \
         .rows_gguf = FN(rows_gguf_), \
-        .gguf_fast = (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q4_1) | (1u << GG_Q5_0) | \
-                     (1u << GG_Q5_1) | (1u << GG_IQ4_NL), \
+        .gguf_fast = X86_GGUF_FAST, \
+        .gguf_simd = X86_GGUF_FAST | X86_GGUF_B32, \
         .norm = norm_g, \
         .attn_block = FN(attn_block_), \
         .bias_act = bias_act_g, \

@@ -95,7 +95,7 @@ static void check_conversions(void) {
 /* ---- matrix products against double-precision sums ---- */
 
 static const char *DTYPE_NAMES[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "interleaved q8_0", "interleaved q4_0"};
-static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni", "neon"};
+static const char *ISA_NAMES[] = {"scalar", "avx2", "avx512vnni", "neon", "avxvnni"};
 
 typedef struct { int64_t rows, cols, T; } shape;
 static const shape SHAPES[] = {{1, 32, 1}, {37, 96, 1}, {67, 160, 3}, {129, 288, 5}, {300, 1024, 2}};

@@ -1,7 +1,7 @@
 """The C boundary: loads the compiled kernels (`petit._kernels`, built by cffi at install time from kernels/*.c),
 picks the CPU path once, and wraps the kernels for NumPy callers.
 
-The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avx512 | neon forces a path
+The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avxvnni | avx512 | neon forces a path
 (for tests and benchmarks; an unsupported one is an error, never a silent fallback), PETIT_THREADS = N sets the
 thread count (default: the CPUs this process may run on).
 
@@ -23,7 +23,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         f"{e}. Reinstall with `pip install .` from the source folder (a C compiler is required)."
     ) from e
 
-ISAS = {"scalar": 0, "avx2": 1, "avx512": 2, "neon": 3}
+ISAS = {"scalar": 0, "avx2": 1, "avxvnni": 4, "avx512": 2, "neon": 3}
 ISA_NAMES = {v: k for k, v in ISAS.items()}
 
 
@@ -32,7 +32,7 @@ def configure(threads: int | None = None, isa: str | None = None) -> None:
 
     Args:
         threads: worker count including the caller; None reads PETIT_THREADS, else every allowed CPU.
-        isa: "scalar", "avx2", "avx512" or "neon"; None reads PETIT_ISA, else the best the CPU supports.
+        isa: "scalar", "avx2", "avxvnni", "avx512" or "neon"; None reads PETIT_ISA, else the best the CPU supports.
 
     Raises:
         ValueError: an unknown or unsupported path, or a bad thread count.
@@ -233,6 +233,13 @@ DTYPES.update({name.lower(): PT_GGUF + code for name, code in GGUF_DECODED.items
 def gguf_fast_types() -> set[str]:
     """The GGUF block types the active kernel path multiplies with SIMD kernels, as stored (e.g. Q4_K on AVX2)."""
     bits = lib.pt_gguf_fast()
+    return {name for name, code in GGUF_DECODED.items() if bits >> code & 1}
+
+
+def gguf_simd_types() -> set[str]:
+    """The GGUF block types the active kernel path has SIMD kernels for (a superset of gguf_fast_types: Q4_1, Q5_0,
+    Q5_1 and IQ4_NL on x86 too, which it runs faster decoded to q8_0, and smaller as stored)."""
+    bits = lib.pt_gguf_simd()
     return {name for name, code in GGUF_DECODED.items() if bits >> code & 1}
 
 

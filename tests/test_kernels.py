@@ -210,7 +210,7 @@ def test_simd_paths_match_the_scalar_reference(dtype):
     K.configure(isa="scalar")
     ref = K.matmul(W, x)
     tol = 2e-5 * _bound(W.raw, dtype, shape, x) + 1e-6
-    for isa in ("avx2", "avx512"):
+    for isa in ("avx2", "avxvnni", "avx512"):
         if not lib.pt_isa_supported(ISAS[isa]):
             continue
         K.configure(isa=isa)
@@ -219,7 +219,7 @@ def test_simd_paths_match_the_scalar_reference(dtype):
 
 X86_PATHS = [pytest.param(isa, marks=pytest.mark.skipif(not lib.pt_isa_supported(ISAS[isa]),
                                                          reason=f"this CPU cannot run the {isa} path"))
-             for isa in ("avx2", "avx512")]
+             for isa in ("avx2", "avxvnni", "avx512")]
 
 
 @pytest.mark.parametrize("isa", X86_PATHS)
@@ -434,7 +434,7 @@ def test_environment_forces_the_path_and_the_thread_count():
 
 
 def test_unknown_or_unsupported_path_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown kernel path 'sve'.*scalar, avx2, avx512, neon"):
+    with pytest.raises(ValueError, match="unknown kernel path 'sve'.*scalar, avx2, avxvnni, avx512, neon"):
         K.configure(isa="sve")
     unsupported = [isa for isa, code in ISAS.items() if not lib.pt_isa_supported(code)]
     if unsupported:

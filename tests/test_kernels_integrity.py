@@ -198,8 +198,10 @@ def test_every_path_this_cpu_runs_passes_the_start_up_check():
 
 
 # (path broken, its kernel table's name, the path the check falls back to) for each SIMD path this CPU runs
+_VNNI = lib.pt_isa_supported(K.ISAS["avxvnni"])
 _BREAKABLE = [(isa, table, fallback) for isa, table, fallback in
-              [("avx512", "avx512vnni", "avx2"), ("avx2", "avx2", "scalar")] if lib.pt_isa_supported(K.ISAS[isa])]
+              [("avx512", "avx512vnni", "avxvnni" if _VNNI else "avx2"), ("avxvnni", "avxvnni", "avx2"),
+               ("avx2", "avx2", "scalar")] if lib.pt_isa_supported(K.ISAS[isa])]
 
 
 @pytest.mark.skipif(not _BREAKABLE, reason="needs an x86 SIMD path to break")
@@ -215,7 +217,7 @@ def test_a_path_that_disagrees_with_the_scalar_one_is_set_aside_with_a_warning(i
     import sys
     env = {k: v for k, v in os.environ.items() if k not in ("PETIT_ISA", "PETIT_THREADS")}
     env["PETIT_TEST_BREAK_PATH"] = table
-    best = "avx512" if lib.pt_isa_supported(K.ISAS["avx512"]) else "avx2"
+    best = next(p for p in ("avx512", "avxvnni", "avx2") if lib.pt_isa_supported(K.ISAS[p]))
     if isa != best:
         env["PETIT_ISA"] = isa
     p = subprocess.run([sys.executable, "-m", "petit.cli", "info"], capture_output=True, text=True, timeout=120,

@@ -10,7 +10,7 @@ WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 
 def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-         mmap: bool = True, repack: bool | None = None) -> Model:
+         mmap: bool = True, repack: bool | None = None, gguf_stored: bool | None = None) -> Model:
     """Load a `.petit` model file, a GGUF file or a Hugging Face model folder.
 
     Args:
@@ -33,6 +33,10 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
             bit); a mapped file's matrices are then copied into memory on huge pages (its file pages leave the
             resident set). None (the default) repacks where the active kernel path prefers it; False runs the
             matrices as stored.
+        gguf_stored: for a GGUF file, which of its block types other than q8_0 / q4_0 run as stored (the others
+            are decoded to q8_0 at load). None: those the active path runs fastest so (Q4_K, Q5_K, Q6_K on x86);
+            True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less memory, slower); False:
+            none.
 
     Raises:
         PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
@@ -47,5 +51,5 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     from petit.formats.gguf import is_gguf
     if is_gguf(path):
         from petit.loading.gguf import load_gguf
-        return load_gguf(path, weights, tokenizer, repack)
+        return load_gguf(path, weights, tokenizer, repack, gguf_stored)
     return load_file(path, weights, tokenizer, verify_checksums, mmap, repack)

@@ -19,7 +19,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types
+from petit.native import dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types, gguf_simd_types
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
 
@@ -92,9 +92,10 @@ class GGUFSource(TensorSource):
 
 def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None,
               kquants: bool | None = None) -> Model:
-    """Load a GGUF file (see petit.loading.load for the arguments). kquants: run the GGUF block types the active
-    path has SIMD kernels for (Q4_K, Q5_K, Q6_K on x86) as stored; None: yes, False: decode them too (a .petit file
-    holds only Petit's types, so `petit convert` does)."""
+    """Load a GGUF file (see petit.loading.load for the arguments). kquants: which GGUF block types (other than
+    q8_0 / q4_0 / floats) run as stored, the rest decoded to q8_0 at load. None: those the active path runs fastest
+    so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less
+    memory, slower); False: none (a .petit file holds only Petit's types, so `petit convert` decodes them)."""
     f = GGUFFile(path)
     try:
         meta = f.metadata
@@ -119,7 +120,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         for key in [k for k in meta if k.startswith("tokenizer.ggml.") and not isinstance(meta[k], (int, float, str))]:
             del meta[key]
         del tokens
-        src = GGUFSource(f, arch, cfg_dict, weights, gguf_fast_types() if kquants in (None, True) else set())
+        src = GGUFSource(f, arch, cfg_dict, weights, {None: gguf_fast_types, True: gguf_simd_types}.get(kquants, set)())
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         extra = sorted(set(f.tensors) - used)
