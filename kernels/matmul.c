@@ -115,6 +115,17 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
         j.tokens_per_chunk = PREFILL_TOKENS;
         j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
+        int gguf = 0;
+        for (int m = 0; m < n; m++) gguf |= W[m]->dtype >= PT_GGUF;
+        if (gguf) {
+            /* a GGUF block type's kernel unpacks 8 rows once per call: every token in one chunk, so the unpacking
+             * is paid once per row, and the rows cut for balance, about 4 chunks per thread */
+            const int64_t per = (int64_t)pt_pool_threads() * 4;
+            rpc = total_rows / (per > 0 ? per : 1);
+            rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
+            j.tokens_per_chunk = T;
+            j.token_chunks = 1;
+        }
     }
     const double work = (double)total_rows * (double)K * (double)T;
     if (work < PT_SERIAL_WORK) {

@@ -11,11 +11,11 @@
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, repack=None):
+def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, repack=None, gguf_stored=None):
     """Load a model file or folder; see petit.loading.load."""
     from petit.loading import load as _load
     return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums, mmap=mmap,
-                 repack=repack)
+                 repack=repack, gguf_stored=gguf_stored)
 
 
 def __getattr__(name):

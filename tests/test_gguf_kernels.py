@@ -54,7 +54,8 @@ def test_the_reference_is_the_float64_product_of_the_decoded_weights(gguf_type):
 def test_every_path_gives_the_references_bits(isa, gguf_type, threads):
     W = _matrix(gguf_type, 37, 3)
     rng = np.random.default_rng(2)
-    for T in (1, 2, 3, 4, 5, 8, 13):
+    # decode and a few sequences (row kernels), tiles of 8 rows x 8 tokens and what is left, a prefill's one chunk
+    for T in (1, 2, 3, 4, 5, 8, 13, 85):
         x = rng.standard_normal((T, W.shape[1]), dtype=np.float32)
         y0 = rng.standard_normal((T, W.shape[0]), dtype=np.float32)
         K.configure(isa="scalar", threads=1)

@@ -112,7 +112,7 @@ def test_convert_writes_a_petit_file_that_runs_to_the_same_bits(tmp_path, name, 
     assert err[-1].startswith(f"petit convert: {out}: gpt2, 0.1M parameters, q8_0 weights, ")
     if name == "q4_k.gguf":       # its Q4_K and (llama.cpp's fallback for rows of 64) Q5_0 matrices become q8_0
         assert err[:-1] == [f"petit: warning: {ROOT / 'gpt2' / name}: 14 tensor(s) stored as Q4_K, Q5_0 were decoded "
-                            f"at load and run as q8_0 (Petit has no kernels for those types yet)"]
+                            f"at load and run as q8_0 (only Petit's own types were asked for, as a .petit file holds)"]
     ids = np.load(ROOT / "gpt2" / name.replace(".gguf", ".npz"))["input_ids"]
     from petit.loading.gguf import load_gguf           # a .petit file holds Petit's types: K-quants decoded to q8_0
     gguf = load_gguf(str(ROOT / "gpt2" / name), kquants=False)
@@ -137,3 +137,26 @@ def test_petit_verify_passes_on_the_files(case, capsys):
     path = ROOT / (case if "/" in case else f"{case}/f16")
     assert main(["verify", f"{path}.gguf"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.splitlines()[-1] == "VERIFY PASS"
+
+
+@pytest.mark.skipif(not {"Q4_K", "Q5_0"} <= K.gguf_simd_types(), reason="needs the x86 GGUF kernels")
+def test_q5_0_runs_as_q8_0_by_default_and_as_stored_when_asked():
+    """A Q4_K_M file whose rows are not whole super-blocks is mostly Q5_0 (llama.cpp's fallback): decoded to q8_0 it
+    runs at the interleaved kernel's speed, which a user is told along with how to keep the file's size instead."""
+    path = ROOT / "gpt2" / "q4_k.gguf"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast = petit.load(path)
+        small = petit.load(path, gguf_stored=True)
+    assert sorted(W.dtype for W in fast.net.matrices()) == ["q4_k"] * 2 + ["q8_0"] * 11
+    assert sorted(W.dtype for W in small.net.matrices()) == ["q4_k"] * 2 + ["q5_0"] * 11
+    assert [str(w.message) for w in caught] == [
+        f"{path}: 12 tensor(s) stored as Q5_0 were decoded at load and run as q8_0 (it runs them faster so; "
+        f"petit.load(..., gguf_stored=True) keeps them as stored, in less memory)"]
+    ref = np.load(ROOT / "gpt2" / "q4_k.npz")
+    exact, theirs = ref["exact_logits"], ref["logits"]
+    scale = exact.max() - exact.min()
+    limit = np.abs(theirs - exact).max() / scale
+    # as stored, the values round once as in llama.cpp; decoded, twice (Q5_0, then q8_0)
+    assert np.abs(small.logits(ref["input_ids"]) - exact).max() / scale <= 1.5 * limit
+    assert np.abs(fast.logits(ref["input_ids"]) - exact).max() / scale <= 2.5 * limit

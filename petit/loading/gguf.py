@@ -75,7 +75,7 @@ class GGUFSource(TensorSource):
         return raw.reshape(shape[0], -1) if len(shape) == 2 else raw
 
     def f32(self, name):
-        gname, _, t, shape = self._tensor(name)
+        gname, part, t, shape = self._tensor(name)
         raw = self._raw(name)
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         if t.type == "F32":
@@ -85,6 +85,10 @@ class GGUFSource(TensorSource):
         else:
             self.decoded[name] = t.type
             out = dequantize_gguf(raw, t.type, (rows, shape[-1])).reshape(shape)
+        if t.type != "F32":
+            # decoded: the stored bytes are not read again, so their file pages leave the resident set (a Q4_K_M
+            # file whose matrices are mostly Q5_0 kept 185 MiB of them beside their q8_0 copies)
+            self.f.release(gname, None if part is None else (part[0], part[0] + shape[0]))
         if self.arch.norm_shift and name.endswith("norm.weight"):
             out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
         return out
@@ -130,8 +134,12 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
                              f"architecture are not used by Petit's {cfg.model_type} family")
         if src.decoded:
             kinds = sorted(set(src.decoded.values()))
+            why = ("it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+                   if set(kinds) <= gguf_simd_types() - gguf_fast_types() and kquants is None
+                   else "Petit has no kernels for those types on this CPU" if kquants is not False
+                   else "only Petit's own types were asked for, as a .petit file holds")
             notes.append(f"{path}: {len(src.decoded)} tensor(s) stored as {', '.join(kinds)} were decoded at load "
-                         f"and run as {src.weights or 'q8_0'} (Petit has no kernels for those types yet)")
+                         f"and run as {src.weights or 'q8_0'} ({why})")
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
