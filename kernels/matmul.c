@@ -102,8 +102,9 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     for (int m = 0; m < n; m++) total_rows += W[m]->rows;
     int64_t target = (int64_t)pt_pool_threads() * 16;
     int64_t rpc = total_rows / (target > 0 ? target : 1);
-    /* multiples of 8: the x86 kernels take rows in groups of 8 (the scalar kernel, same bits, takes what is left) */
-    rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
+    /* multiples of 16: the x86 kernels take rows in groups of 8, AVX-512's interleaved one in pairs of groups (the
+     * scalar kernel, same bits, takes what is left) */
+    rpc = rpc < 16 ? 16 : (rpc > 256 ? 256 : rpc & ~(int64_t)15);
     if (T > 1 && rpc > 32) rpc = 32;
     j.tokens_per_chunk = T;
     j.token_chunks = 1;
@@ -112,7 +113,8 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
          * kernel's token tiles reuse from L2 while each tile's activations stay in L1 */
         int64_t rb = pt_row_bytes(W[0]->dtype, K);
         rpc = PREFILL_BYTES / (rb > 0 ? rb : 1);
-        rpc = rpc < 8 ? 8 : (rpc > 256 ? 256 : rpc & ~(int64_t)7);
+        /* at least 16 rows: the AVX-512 kernel takes interleaved groups in pairs (an odd one at half the speed) */
+        rpc = rpc < 16 ? 16 : (rpc > 256 ? 256 : rpc & ~(int64_t)15);
         j.tokens_per_chunk = PREFILL_TOKENS;
         j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
         int gguf = 0;
