@@ -408,14 +408,16 @@ static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
     *hi = _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
 }
 
-static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
-                                      float *out) {
+/* One row's super-block sb against tokens t0..t0+nt-1: the reference's float terms of its 8 blocks, 8 at a time, in
+ * ta[tj] and tb[tj]: Q4_K / Q5_K ta = the scale terms, tb = the min terms (the row's sum takes + ta[j], then - tb[j],
+ * block by block); Q6_K ta / tb = the terms of each block's first / second half (+ ta[j], then + tb[j]). */
+static ALWAYS_INLINE void FN(kq_terms_)(int32_t type, const uint8_t *row, int64_t sb, const pt_act *a, int64_t t0,
+                                        const int nt, __m256 *ta, __m256 *tb) {
     const int64_t K = a->K, nb = K / QK;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t sb = 0; sb < nb / 8; sb++) {
+    {
         __m256i v[8];
-        float f[16], fm[8];
+        __m256 fv = _mm256_setzero_ps(), fmv = _mm256_setzero_ps(), f0 = fv, f1 = fv;
         if (type == GG_Q6_K) {
             const uint8_t *x = row + sb * 210;
             const int8_t *sc = (const int8_t *)(x + 192);
@@ -434,7 +436,12 @@ static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt
                 for (int p = 0; p < 4; p++)
                     v[4 * h + p] = _mm256_sub_epi8(_mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4)), off);
             }
-            for (int k = 0; k < 16; k++) f[k] = d * (float)sc[k];
+            /* the 16 scales times d, the even ones (each block's first half) and the odd ones apart */
+            const __m128i s16 = _mm_loadu_si128((const __m128i *)sc);
+            const __m128i ev = _mm_shuffle_epi8(s16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+            const __m128i od = _mm_shuffle_epi8(s16, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+            f0 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
+            f1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od)));
         } else {
             const int q5 = type == GG_Q5_K;
             const uint8_t *x = row + sb * (q5 ? 176 : 144);
@@ -452,12 +459,19 @@ static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt
                         _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
                 }
             }
-            for (int j = 0; j < 8; j++) {
-                int sc, m;
-                gg_scale_min_k4(j, x + 4, &sc, &m);
-                f[j] = d * (float)sc;
-                fm[j] = dmin * (float)m;
-            }
+            /* the 8 6-bit scales and mins (gg_scale_min_k4's bits) by word shifts: scales in bytes 0-7 of u, mins
+             * in bytes 8-15, then times d and dmin 8 at a time */
+            uint32_t u[4];
+            memcpy(u, x + 4, 12);
+            const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+            u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+            const uint32_t mins_lo = u[1] & k1;
+            u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+            u[2] = mins_lo;
+            u[0] &= k1;
+            const __m128i sm = _mm_loadu_si128((const __m128i *)u);
+            fv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+            fmv = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
         }
         __m256i av[8];
         if (type == GG_Q6_K)
@@ -468,48 +482,100 @@ static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt
             __m256i p[8];
             for (int j = 0; j < 8; j++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
-                p[j] = _mm256_madd_epi16(type == GG_Q6_K ? _mm256_maddubs_epi16(av[j], _mm256_sign_epi8(xv, v[j]))
-                                                         : _mm256_maddubs_epi16(v[j], xv), ones);
+                p[j] = type == GG_Q6_K ? DOT_ACC(_mm256_setzero_si256(), av[j], _mm256_sign_epi8(xv, v[j]))
+                                       : DOT_ACC(_mm256_setzero_si256(), v[j], xv);
             }
             /* the 8 blocks' integer sums (Q6_K: their halves' sums) by one add tree, then the float steps of the
              * reference for 8 terms at once, added to the row's sum in the reference's order */
             const __m256i e = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
             const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
             const __m256 dx = _mm256_loadu_ps(a->d + t * nb + b0);
-            float tr[16], mr[8];
             if (type == GG_Q6_K) {
                 /* e: lanes 0-3 the first halves of blocks 0-3, lanes 4-7 their second halves; g: blocks 4-7 */
                 const __m256i h0 = _mm256_permute2x128_si256(e, g, 0x20), h1 = _mm256_permute2x128_si256(e, g, 0x31);
-                const __m256 f0 = _mm256_setr_ps(f[0], f[2], f[4], f[6], f[8], f[10], f[12], f[14]);
-                const __m256 f1 = _mm256_setr_ps(f[1], f[3], f[5], f[7], f[9], f[11], f[13], f[15]);
                 __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(f0, dx), _mm256_cvtepi32_ps(h0));
                 __m256 t1v = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_cvtepi32_ps(h1));
                 NO_FUSE(t0v);
                 NO_FUSE(t1v);
-                _mm256_storeu_ps(tr, t0v);
-                _mm256_storeu_ps(tr + 8, t1v);
-                for (int j = 0; j < 8; j++) {
-                    sum[tj] += tr[j];
-                    sum[tj] += tr[8 + j];
-                }
+                ta[tj] = t0v;
+                tb[tj] = t1v;
             } else {
                 const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(e, g, 0x20),
                                                       _mm256_permute2x128_si256(e, g, 0x31));
-                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(f), dx), _mm256_cvtepi32_ps(isum));
-                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(fm), dx),
+                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(fv, dx), _mm256_cvtepi32_ps(isum));
+                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(fmv, dx),
                                           _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->s + t * nb + b0))));
                 NO_FUSE(tv);
                 NO_FUSE(mv);
-                _mm256_storeu_ps(tr, tv);
-                _mm256_storeu_ps(mr, mv);
-                for (int j = 0; j < 8; j++) {
-                    sum[tj] += tr[j];
-                    sum[tj] -= mr[j];
-                }
+                ta[tj] = tv;
+                tb[tj] = mv;
+            }
+        }
+    }
+    (void)ones;
+}
+
+/* one row against nt <= 4 tokens: the terms added to the row's sum one by one, in the reference's order */
+static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
+                                      float *out) {
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float sign = type == GG_Q6_K ? 1.0f : -1.0f;
+    for (int64_t sb = 0; sb < a->K / QK / 8; sb++) {
+        __m256 ta[4], tb[4];
+        FN(kq_terms_)(type, row, sb, a, t0, nt, ta, tb);
+        for (int tj = 0; tj < nt; tj++) {
+            float tr[8], mr[8];
+            _mm256_storeu_ps(tr, ta[tj]);
+            _mm256_storeu_ps(mr, tb[tj]);
+            for (int j = 0; j < 8; j++) {
+                sum[tj] += tr[j];
+                sum[tj] = sign > 0 ? sum[tj] + mr[j] : sum[tj] - mr[j];
             }
         }
     }
     for (int j = 0; j < nt; j++) out[j] = sum[j];
+}
+
+static inline __m256 FN(cast_ps_)(__m256i v) { return _mm256_castsi256_ps(v); }
+
+/* 8 rows against nt <= 4 tokens, each row's sum in a lane: a row alone waits on its 16 dependent float adds per
+ * super-block (the reference's order), 8 rows side by side do them 8 at a time. The terms of the 8 rows are
+ * transposed (lane i = row i) and added in the same order, so the same bits as a row alone. */
+static ALWAYS_INLINE void FN(kq_rows8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, const pt_act *a,
+                                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
+    __m256 acc[4];
+    const int64_t sbytes = type == GG_Q6_K ? 210 : type == GG_Q5_K ? 176 : 144;
+    for (int tj = 0; tj < nt; tj++) acc[tj] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < a->K / QK / 8; sb++) {
+        __m256i ta[4][8], tb[4][8];
+        for (int i = 0; i < 8; i++) {
+            const uint8_t *row = w + (r + i) * rb;
+            /* 8 rows side by side are 8 streams, which the hardware prefetcher loses: each row asked for
+             * PREFETCH_AHEAD bytes ahead of its super-block (past its end, the same row of the next group) */
+            const uint8_t *pf = row + sb * sbytes + PREFETCH_AHEAD;
+            if (pf >= row + rb) pf += 7 * rb;
+            for (int c = 0; c < 4; c++) _mm_prefetch((const char *)(pf + 64 * c), _MM_HINT_T0);
+            __m256 xa[4], xb[4];
+            FN(kq_terms_)(type, row, sb, a, t0, nt, xa, xb);
+            for (int tj = 0; tj < nt; tj++) {
+                ta[tj][i] = _mm256_castps_si256(xa[tj]);
+                tb[tj][i] = _mm256_castps_si256(xb[tj]);
+            }
+        }
+        for (int tj = 0; tj < nt; tj++) {
+            FN(transpose8_)(ta[tj]);
+            FN(transpose8_)(tb[tj]);
+            for (int j = 0; j < 8; j++) {
+                acc[tj] = _mm256_add_ps(acc[tj], FN(cast_ps_)(ta[tj][j]));
+                acc[tj] = type == GG_Q6_K ? _mm256_add_ps(acc[tj], FN(cast_ps_)(tb[tj][j]))
+                                          : _mm256_sub_ps(acc[tj], FN(cast_ps_)(tb[tj][j]));
+            }
+        }
+    }
+    for (int tj = 0; tj < nt; tj++) {
+        float *out = y + (t0 + tj) * ldy + r;
+        _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[tj]) : acc[tj]);
+    }
 }
 
 /* ---- GGUF's 32-value block types with SIMD kernels: Q4_1, Q5_0, Q5_1, IQ4_NL (kern_gguf.h's arithmetic) ----
@@ -736,6 +802,17 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
     if (!k_type && type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {
         rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         return;
+    }
+    if (k_type) {       /* groups of 8 rows, their sums side by side */
+        for (; r0 + 8 <= r1; r0 += 8)
+            for (int64_t t = 0; t < T; t += 4) {
+                switch (T - t < 4 ? T - t : 4) {
+                case 1: FN(kq_rows8_)(type, w, rb, r0, a, t, 1, y, ldy, accumulate); break;
+                case 2: FN(kq_rows8_)(type, w, rb, r0, a, t, 2, y, ldy, accumulate); break;
+                case 3: FN(kq_rows8_)(type, w, rb, r0, a, t, 3, y, ldy, accumulate); break;
+                default: FN(kq_rows8_)(type, w, rb, r0, a, t, 4, y, ldy, accumulate); break;
+                }
+            }
     }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
