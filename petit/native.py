@@ -1,9 +1,9 @@
 """The C boundary: loads the compiled kernels (`petit._kernels`, built by cffi at install time from kernels/*.c),
 picks the CPU path once, and wraps the kernels for NumPy callers.
 
-The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avxvnni | avx512 | neon forces a path
-(for tests and benchmarks; an unsupported one is an error, never a silent fallback), PETIT_THREADS = N sets the
-thread count (default: the CPUs this process may run on).
+The path and thread count come from the environment when set: PETIT_ISA = scalar | avx2 | avxvnni | avx512 | neon
+forces a path (for tests and benchmarks; an unsupported one is an error, never a silent fallback), PETIT_THREADS = N
+sets the thread count (default: the CPUs this process may run on).
 
 The NumPy-facing wrappers below (checked inputs, allocated outputs) are for tests, tools and one-off work (quantizing
 at export, dequantizing a tensor). The model's per-token loop calls `lib` directly with pointers prepared once at
