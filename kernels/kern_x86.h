@@ -408,71 +408,83 @@ static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
     *hi = _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
 }
 
+/* One row's super-block sb of Q4_K / Q5_K / Q6_K unpacked: v[j] = block j's 32 values in order (Q4_K / Q5_K the
+ * unsigned q; Q6_K q - 32), fa / fb = the float factors of the 8 blocks (Q4_K / Q5_K: d sc_j and dmin m_j; Q6_K: the
+ * scales of each block's first and second half, times d), computed as the reference's gg_block computes them. */
+static ALWAYS_INLINE void FN(kq_unpack_)(int32_t type, const uint8_t *row, int64_t sb, __m256i *v, __m256 *fa,
+                                         __m256 *fb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 fv = _mm256_setzero_ps(), fmv = _mm256_setzero_ps(), f0 = fv, f1 = fv;
+    if (type == GG_Q6_K) {
+        const uint8_t *x = row + sb * 210;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        const float d = FN(h2f_)(x + 208);
+        const __m256i m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+            const __m256i hb[4] = {_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2)};
+            const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+            for (int p = 0; p < 4; p++)
+                v[4 * h + p] = _mm256_sub_epi8(_mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4)), off);
+        }
+        /* the 16 scales times d, the even ones (each block's first half) and the odd ones apart */
+        const __m128i s16 = _mm_loadu_si128((const __m128i *)sc);
+        const __m128i ev = _mm_shuffle_epi8(s16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+        const __m128i od = _mm_shuffle_epi8(s16, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+        f0 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
+        f1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od)));
+    } else {
+        const int q5 = type == GG_Q5_K;
+        const uint8_t *x = row + sb * (q5 ? 176 : 144);
+        const float d = FN(h2f_)(x), dmin = FN(h2f_)(x + 2);
+        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+            v[2 * p] = _mm256_and_si256(l, m4);
+            v[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+            if (q5) {
+                const __m256i one = _mm256_set1_epi8(1);
+                v[2 * p] = _mm256_or_si256(v[2 * p], _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+                v[2 * p + 1] = _mm256_or_si256(v[2 * p + 1], _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+            }
+        }
+        /* the 8 6-bit scales and mins (gg_scale_min_k4's bits) by word shifts: scales in bytes 0-7 of u, mins
+         * in bytes 8-15, then times d and dmin 8 at a time */
+        uint32_t u[4];
+        memcpy(u, x + 4, 12);
+        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+        u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+        const uint32_t mins_lo = u[1] & k1;
+        u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+        u[2] = mins_lo;
+        u[0] &= k1;
+        const __m128i sm = _mm_loadu_si128((const __m128i *)u);
+        fv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+        fmv = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+    }
+    *fa = type == GG_Q6_K ? f0 : fv;
+    *fb = type == GG_Q6_K ? f1 : fmv;
+}
+
 /* One row's super-block sb against tokens t0..t0+nt-1: the reference's float terms of its 8 blocks, 8 at a time, in
  * ta[tj] and tb[tj]: Q4_K / Q5_K ta = the scale terms, tb = the min terms (the row's sum takes + ta[j], then - tb[j],
  * block by block); Q6_K ta / tb = the terms of each block's first / second half (+ ta[j], then + tb[j]). */
 static ALWAYS_INLINE void FN(kq_terms_)(int32_t type, const uint8_t *row, int64_t sb, const pt_act *a, int64_t t0,
                                         const int nt, __m256 *ta, __m256 *tb) {
     const int64_t K = a->K, nb = K / QK;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
     {
         __m256i v[8];
-        __m256 fv = _mm256_setzero_ps(), fmv = _mm256_setzero_ps(), f0 = fv, f1 = fv;
-        if (type == GG_Q6_K) {
-            const uint8_t *x = row + sb * 210;
-            const int8_t *sc = (const int8_t *)(x + 192);
-            const float d = FN(h2f_)(x + 208);
-            const __m256i m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
-            for (int h = 0; h < 2; h++) {
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
-                const __m256i hb[4] = {_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2)};
-                const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
-                for (int p = 0; p < 4; p++)
-                    v[4 * h + p] = _mm256_sub_epi8(_mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4)), off);
-            }
-            /* the 16 scales times d, the even ones (each block's first half) and the odd ones apart */
-            const __m128i s16 = _mm_loadu_si128((const __m128i *)sc);
-            const __m128i ev = _mm_shuffle_epi8(s16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
-            const __m128i od = _mm_shuffle_epi8(s16, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
-            f0 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
-            f1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od)));
-        } else {
-            const int q5 = type == GG_Q5_K;
-            const uint8_t *x = row + sb * (q5 ? 176 : 144);
-            const float d = FN(h2f_)(x), dmin = FN(h2f_)(x + 2);
-            const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++) {
-                const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
-                v[2 * p] = _mm256_and_si256(l, m4);
-                v[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-                if (q5) {
-                    const __m256i one = _mm256_set1_epi8(1);
-                    v[2 * p] = _mm256_or_si256(v[2 * p], _mm256_slli_epi16(
-                        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-                    v[2 * p + 1] = _mm256_or_si256(v[2 * p + 1], _mm256_slli_epi16(
-                        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
-                }
-            }
-            /* the 8 6-bit scales and mins (gg_scale_min_k4's bits) by word shifts: scales in bytes 0-7 of u, mins
-             * in bytes 8-15, then times d and dmin 8 at a time */
-            uint32_t u[4];
-            memcpy(u, x + 4, 12);
-            const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-            u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-            const uint32_t mins_lo = u[1] & k1;
-            u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-            u[2] = mins_lo;
-            u[0] &= k1;
-            const __m128i sm = _mm_loadu_si128((const __m128i *)u);
-            fv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-            fmv = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
-        }
+        __m256 fa, fb;
+        FN(kq_unpack_)(type, row, sb, v, &fa, &fb);
         __m256i av[8];
         if (type == GG_Q6_K)
             for (int j = 0; j < 8; j++) av[j] = _mm256_sign_epi8(v[j], v[j]);
@@ -493,8 +505,8 @@ static ALWAYS_INLINE void FN(kq_terms_)(int32_t type, const uint8_t *row, int64_
             if (type == GG_Q6_K) {
                 /* e: lanes 0-3 the first halves of blocks 0-3, lanes 4-7 their second halves; g: blocks 4-7 */
                 const __m256i h0 = _mm256_permute2x128_si256(e, g, 0x20), h1 = _mm256_permute2x128_si256(e, g, 0x31);
-                __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(f0, dx), _mm256_cvtepi32_ps(h0));
-                __m256 t1v = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_cvtepi32_ps(h1));
+                __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(fa, dx), _mm256_cvtepi32_ps(h0));
+                __m256 t1v = _mm256_mul_ps(_mm256_mul_ps(fb, dx), _mm256_cvtepi32_ps(h1));
                 NO_FUSE(t0v);
                 NO_FUSE(t1v);
                 ta[tj] = t0v;
@@ -502,8 +514,8 @@ static ALWAYS_INLINE void FN(kq_terms_)(int32_t type, const uint8_t *row, int64_
             } else {
                 const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(e, g, 0x20),
                                                       _mm256_permute2x128_si256(e, g, 0x31));
-                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(fv, dx), _mm256_cvtepi32_ps(isum));
-                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(fmv, dx),
+                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(fa, dx), _mm256_cvtepi32_ps(isum));
+                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(fb, dx),
                                           _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->s + t * nb + b0))));
                 NO_FUSE(tv);
                 NO_FUSE(mv);
@@ -689,6 +701,31 @@ static int FN(gguf_tiles_)(int32_t type) { return type != GG_Q2_K; }
 
 /* rows r..r+7 unpacked into buf (nb blocks of GT_BLOCK bytes) */
 static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf) {
+    if (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K) {
+        /* the K-quants a super-block of 8 rows at a time, by the decode kernel's unpacking (gg_block, a value at a
+         * time, took 6 ms for a [4864, 1024] Q6_K matrix: a 16-token prompt paid it whole) */
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            __m256i v[8][8], fa[8], fb[8];
+            for (int i = 0; i < 8; i++) {
+                __m256 a0, b0;
+                FN(kq_unpack_)(type, w + (r + i) * rb, sb, v[i], &a0, &b0);
+                fa[i] = _mm256_castps_si256(a0);
+                fb[i] = _mm256_castps_si256(b0);
+            }
+            FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
+            FN(transpose8_)(fb);
+            for (int j = 0; j < 8; j++) {
+                uint8_t *blk = buf + (sb * 8 + j) * GT_BLOCK;
+                __m256i vv[8];
+                for (int i = 0; i < 8; i++) vv[i] = v[i][j];
+                FN(transpose8_)(vv);
+                for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
+                _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
+                _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+            }
+        }
+        return;
+    }
     int8_t v[8][QK];
     gg_terms t;
     for (int64_t b = 0; b < nb; b++) {

@@ -131,6 +131,22 @@ def anonymous_map(size: int) -> mmap.mmap:
     return mm
 
 
+HUGE_PAGE_MIN = 4 << 20       # a weight buffer this large or larger is put on huge pages
+
+
+def weight_buffer(rows: int, rb: int) -> np.ndarray:
+    """A uint8 [rows, rb] array for quantized weights: from anonymous_map (huge pages) when it is at least
+    HUGE_PAGE_MIN bytes, as a decode streams it every step (a folder quantized into NumPy's own memory decoded 0.5B
+    q8_0 at 66.8 tok/s against 76.4 for the same weights on huge pages, Zen 5, 2 threads); else NumPy's."""
+    n = rows * rb
+    if n >= HUGE_PAGE_MIN:
+        try:
+            return np.frombuffer(anonymous_map(n), np.uint8, n).reshape(rows, rb)
+        except OSError:
+            pass
+    return np.empty((rows, rb), dtype=np.uint8)
+
+
 def row_bytes(dtype: str, cols: int) -> int:
     """Bytes of one row of `cols` values stored as `dtype`.
 
@@ -194,7 +210,7 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
         rb = row_bytes(dtype, cols)
     except ValueError as e:
         raise ValueError(f"cannot quantize a tensor of shape {x.shape} to {dtype}: {e}") from None
-    out = np.empty((rows, rb), dtype=np.uint8)
+    out = weight_buffer(rows, rb)
     if lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *")) == -2:
         at = int(np.flatnonzero(~np.isfinite(x))[0])
         raise NonFiniteError(at // cols, at % cols, float(x.flat[at]), dtype)

@@ -15,7 +15,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import NonFiniteError, dequantize, quantize, row_bytes
+from petit.native import NonFiniteError, dequantize, quantize, row_bytes, weight_buffer
 
 # checkpoint tensors that are buffers, not parameters (transformers recomputes them)
 _BUFFERS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias")
@@ -77,7 +77,7 @@ class HFSource(TensorSource):
             return super().convert(name, shape, target)
         rows, cols = shape
         src = self.ckpt.raw(name)
-        out = np.empty((rows, row_bytes(target, cols)), np.uint8)
+        out = weight_buffer(rows, row_bytes(target, cols))
         step = max(1, (1 << 20) // cols)
         for r0 in range(0, rows, step):
             r1 = min(rows, r0 + step)
