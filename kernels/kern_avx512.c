@@ -14,6 +14,7 @@
 #define DOT_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_ACC16 0
 #define X8_KERNEL(t) FN(rows_##t##x16_)
+#define ATTN_KERNEL FN(attn_block512_)
 #include "kern_x86.h"
 #include "kern_x86_512.h"
 #ifdef __clang__

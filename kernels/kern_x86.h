@@ -976,6 +976,9 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
 #ifndef X8_KERNEL
 #define X8_KERNEL(t) FN(rows_##t##x8_)
 #endif
+#ifndef ATTN_KERNEL
+#define ATTN_KERNEL FN(attn_block_)
+#endif
 
 #define PT_X86_TABLE(var, label) \
     const pt_kernels var = { \
@@ -991,7 +994,7 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .gguf_fast = X86_GGUF_FAST, \
         .gguf_simd = X86_GGUF_FAST | X86_GGUF_B32, \
         .norm = norm_g, \
-        .attn_block = FN(attn_block_), \
+        .attn_block = ATTN_KERNEL, \
         .bias_act = bias_act_g, \
         .glu = glu_g, \
     }

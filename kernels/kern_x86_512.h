@@ -135,3 +135,67 @@ static void FN(rows_q4x16_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_a
                             int64_t ldy, int accumulate) {
     FN(rows_x16_)(w, r0, r1, a, T, y, ldy, accumulate, 1);
 }
+
+/* ---- attention on 512-bit vectors: one query head over a block of the float cache (attn_block_g's contract) ----
+ * The scores of 8 keys at a time, each key's q . k in its own accumulator of 16 lanes, halved to 8 and summed by
+ * the 256-bit kernel's fixed tree (a key's score depends on its own accumulator only); the weighted sum of the value
+ * rows with two accumulators per 16 columns (even and odd positions, added at the end), so 8 independent FMA chains
+ * for a 64-wide head instead of 2-4 waiting on each other's latency (the 512-token prefill spent 16 % of its time in
+ * attention). Every query of every step goes through the same arithmetic, so decode still equals prefill; against
+ * the other paths it differs by rounding only (the start-up check's tolerance). */
+static inline __m256 FN(halve512_)(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+static void FN(weigh_rows512_)(const float *w, const float *v, int64_t n, int64_t hd, float *out) {
+    for (int64_t c = 0; c < hd; c += 64) {
+        const int64_t nc = hd - c < 64 ? (hd - c) / 16 : 4;
+        __m512 e[4], o[4];
+        for (int i = 0; i < 4; i++) e[i] = o[i] = _mm512_setzero_ps();
+        int64_t p = 0;
+        for (; p + 2 <= n; p += 2) {
+            const __m512 w0 = _mm512_set1_ps(w[p]), w1 = _mm512_set1_ps(w[p + 1]);
+            const float *v0 = v + p * hd + c, *v1 = v0 + hd;
+            for (int i = 0; i < nc; i++) {
+                e[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(v0 + 16 * i), e[i]);
+                o[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(v1 + 16 * i), o[i]);
+            }
+        }
+        if (p < n) {
+            const __m512 w0 = _mm512_set1_ps(w[p]);
+            for (int i = 0; i < nc; i++) e[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(v + p * hd + c + 16 * i), e[i]);
+        }
+        for (int i = 0; i < nc; i++) _mm512_storeu_ps(out + c + 16 * i, _mm512_add_ps(e[i], o[i]));
+    }
+}
+
+static void FN(attn_block512_)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
+                               float softcap, float *scores, float *out, float *ml) {
+    if (hd % 16 || hd > 512) {
+        FN(attn_block_)(q, k, v, n, hd, scale, softcap, scores, out, ml);
+        return;
+    }
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; p += 8) {
+        const int64_t r = n - p < 8 ? n - p : 8;
+        __m512 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
+        if (r == 8) {
+            for (int64_t i = 0; i < hd; i += 16) {
+                const __m512 qi = _mm512_loadu_ps(q + i);
+                for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(qi, _mm512_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
+        } else {
+            for (int64_t i = 0; i < hd; i += 16) {
+                const __m512 qi = _mm512_loadu_ps(q + i);
+                for (int j = 0; j < r; j++) acc[j] = _mm512_fmadd_ps(qi, _mm512_loadu_ps(k + (p + j) * hd + i), acc[j]);
+            }
+        }
+        __m256 h[8];
+        for (int j = 0; j < 8; j++) h[j] = FN(halve512_)(acc[j]);
+        m = FN(cap_scores_)(FN(sum8x8_)(h), scale, softcap, scores + p, r, m);
+    }
+    ml[0] = m;
+    ml[1] = exp_scores(scores, n, m);
+    FN(weigh_rows512_)(scores, v, n, hd, out);
+}
