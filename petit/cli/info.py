@@ -16,12 +16,12 @@ def cmd_info(args) -> int:
         from petit.cli.argtypes import UsageError
         raise UsageError("--json describes a model: give one (petit info MODEL --json)")
     from petit import __version__
-    from petit.native import info, prefers_interleaved
+    from petit.native import ISAS, info, prefers_interleaved
     i = info()
     print(f"petit {__version__}")
     print(f"cpu features:   {i['cpu_features']}")
     print(f"kernel paths:   {', '.join(i['supported'])} (supported)")
-    print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA=scalar|avx2|avx512|neon)")
+    print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA={'|'.join(ISAS)})")
     print(f"threads:        {i['threads']}   (default: {i['default_threads']}, one per performance core; "
           "set PETIT_THREADS=N)")
     print("matrices:       " + ("q8_0 / q4_0 rows interleaved 8 at a time at load, as this path multiplies fastest"
