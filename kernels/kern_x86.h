@@ -590,6 +590,17 @@ static ALWAYS_INLINE void FN(kq_rows8_)(int32_t type, const uint8_t *w, int64_t 
     }
 }
 
+/* kq_rows8_ with nt a constant in each copy */
+static ALWAYS_INLINE void FN(kq_rows8_nt_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, const pt_act *a,
+                                           int64_t t0, int64_t nt, float *y, int64_t ldy, int accumulate) {
+    switch (nt) {
+    case 1: FN(kq_rows8_)(type, w, rb, r, a, t0, 1, y, ldy, accumulate); break;
+    case 2: FN(kq_rows8_)(type, w, rb, r, a, t0, 2, y, ldy, accumulate); break;
+    case 3: FN(kq_rows8_)(type, w, rb, r, a, t0, 3, y, ldy, accumulate); break;
+    default: FN(kq_rows8_)(type, w, rb, r, a, t0, 4, y, ldy, accumulate); break;
+    }
+}
+
 /* ---- GGUF's 32-value block types with SIMD kernels: Q4_1, Q5_0, Q5_1, IQ4_NL (kern_gguf.h's arithmetic) ----
  * A block's 32 values unpacked into 32 bytes in order (nibbles low then high, Q5's fifth bits spread from their 32-bit
  * word, IQ4_NL's through its table with vpshufb); 8 blocks of a token reduced by one add tree and their float terms
@@ -840,15 +851,13 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
         rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         return;
     }
-    if (k_type) {       /* groups of 8 rows, their sums side by side */
+    if (k_type) {       /* groups of 8 rows, their sums side by side; the type a constant in each copy */
         for (; r0 + 8 <= r1; r0 += 8)
             for (int64_t t = 0; t < T; t += 4) {
-                switch (T - t < 4 ? T - t : 4) {
-                case 1: FN(kq_rows8_)(type, w, rb, r0, a, t, 1, y, ldy, accumulate); break;
-                case 2: FN(kq_rows8_)(type, w, rb, r0, a, t, 2, y, ldy, accumulate); break;
-                case 3: FN(kq_rows8_)(type, w, rb, r0, a, t, 3, y, ldy, accumulate); break;
-                default: FN(kq_rows8_)(type, w, rb, r0, a, t, 4, y, ldy, accumulate); break;
-                }
+                const int64_t nt = T - t < 4 ? T - t : 4;
+                if (type == GG_Q4_K) FN(kq_rows8_nt_)(GG_Q4_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
+                else if (type == GG_Q5_K) FN(kq_rows8_nt_)(GG_Q5_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
+                else FN(kq_rows8_nt_)(GG_Q6_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
             }
     }
     for (int64_t r = r0; r < r1; r++) {
