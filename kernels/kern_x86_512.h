@@ -112,16 +112,9 @@ static inline void FN(rows_x16_)(const uint8_t *w, int64_t r0, int64_t r1, const
         const uint8_t *g0 = w + r / 8 * gbytes, *g1 = g0 + gbytes;
         int64_t t = 0;
         for (; t + GT <= T; t += GT) FN(x16_tile_)(g0, g1, a, t, GT, y, ldy, r, accumulate, q4, 0);
-        switch (T - t) {
-        case 1: FN(x16_tile_)(g0, g1, a, t, 1, y, ldy, r, accumulate, q4, 1); break;
-        case 2: FN(x16_tile_)(g0, g1, a, t, 2, y, ldy, r, accumulate, q4, 1); break;
-        case 3: FN(x16_tile_)(g0, g1, a, t, 3, y, ldy, r, accumulate, q4, 1); break;
-        case 4: FN(x16_tile_)(g0, g1, a, t, 4, y, ldy, r, accumulate, q4, 1); break;
-        case 5: FN(x16_tile_)(g0, g1, a, t, 5, y, ldy, r, accumulate, q4, 1); break;
-        case 6: FN(x16_tile_)(g0, g1, a, t, 6, y, ldy, r, accumulate, q4, 1); break;
-        case 7: FN(x16_tile_)(g0, g1, a, t, 7, y, ldy, r, accumulate, q4, 1); break;
-        default: break;
-        }
+#define X16_TAIL(n) FN(x16_tile_)(g0, g1, a, t, n, y, ldy, r, accumulate, q4, 1)
+        TOKENS_LEFT(T - t, X16_TAIL)
+#undef X16_TAIL
     }
     if (r < r1) FN(rows_x8_)(w, r, r1, a, T, y, ldy, accumulate, q4);
 }

@@ -1,4 +1,4 @@
-"""Products of GGUF's block types with quantized activations (kernels/kern_gguf.h, and kern_x86.h for the K-quants):
+"""Products of GGUF's block types with quantized activations (kernels/kern_gguf.h, and kern_x86_gguf.h for the x86 paths):
 the plain C reference within float32 rounding of a float64 oracle over the decoded weights, and every SIMD path equal
 to it bit for bit, over odd row counts, several super-blocks, 1-13 tokens, accumulation and 1-2 threads."""
 from pathlib import Path
