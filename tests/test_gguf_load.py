@@ -160,3 +160,22 @@ def test_q5_0_runs_as_q8_0_by_default_and_as_stored_when_asked():
     # as stored, the values round once as in llama.cpp; decoded, twice (Q5_0, then q8_0)
     assert np.abs(small.logits(ref["input_ids"]) - exact).max() / scale <= 1.5 * limit
     assert np.abs(fast.logits(ref["input_ids"]) - exact).max() / scale <= 2.5 * limit
+
+
+def test_info_says_how_each_type_loads_on_this_path(capsys):
+    """Which of a file's types run as stored and which are decoded at load depends on the CPU's path: `petit info`
+    says it before a load does, and a type Petit cannot read makes the file one it does not run."""
+    def info(name, isa):
+        K.configure(isa=isa)
+        try:
+            assert main(["info", str(ROOT / "gpt2" / name)]) == 0
+        finally:
+            K.configure()
+        return capsys.readouterr().out.splitlines()
+    x86 = next((p for p in ("avx512", "avxvnni", "avx2") if p in K.info()["supported"]), None)
+    if x86:
+        assert info("q4_k.gguf", x86)[7] == f"at load:        F32, Q4_K as stored; Q5_0 decoded to q8_0 (on the {x86} path)"
+    assert info("q4_k.gguf", "scalar")[7] == "at load:        F32 as stored; Q5_0, Q4_K decoded to q8_0 (on the scalar path)"
+    lines = info("tq1_0.gguf", "scalar")
+    assert lines[4] == "runs in Petit:  no: tensor type(s) TQ1_0 are not ones Petit reads"
+    assert lines[7] == "at load:        Q4_0, F32 as stored; TQ1_0 refused (on the scalar path)"

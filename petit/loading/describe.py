@@ -56,7 +56,23 @@ def _gguf(path: str) -> dict:
                "hidden_size": m.get(f"{arch}.embedding_length"),
                "tokenizer": (f"{m.get('tokenizer.ggml.model')} ({m.get('tokenizer.ggml.pre', 'no pre-tokenizer')}), "
                              f"{len(tokens)} tokens") if tokens is not None else None,
-               "chat_template": _template(template), "file_size": os.path.getsize(path)}
+               "chat_template": _template(template), "file_size": os.path.getsize(path),
+               "at_load": _gguf_at_load(types)}
+    refused = out["at_load"]["refused"]
+    if out["runs"] is None and refused:
+        out["runs"] = f"tensor type(s) {', '.join(refused)} are not ones Petit reads"
+    return out
+
+
+def _gguf_at_load(types: dict) -> dict:
+    """How this CPU's kernel path takes each of a GGUF file's types: {"as stored": [...], "decoded to q8_0": [...],
+    "refused": [...]}, each in order of size (petit.loading.gguf's choice: Petit's own types and the block types
+    the path runs fastest as stored are kept, the other readable ones decoded, the rest refused)."""
+    from petit.native import gguf_decodes, gguf_fast_types
+    stored = {"F32", "F16", "BF16", "Q8_0", "Q4_0"} | gguf_fast_types()
+    out = {"as stored": [], "decoded to q8_0": [], "refused": []}
+    for t, _ in sorted(types.items(), key=lambda kv: -kv[1][1]):
+        out["as stored" if t in stored else "decoded to q8_0" if gguf_decodes(t) else "refused"].append(t)
     return out
 
 
@@ -127,6 +143,10 @@ def format_description(d: dict) -> str:
              f"parameters:     {d['parameters']:,} in {d['tensors']} tensors ({size(d['file_size'])} on disk)"]
     by_size = sorted(d["types"].items(), key=lambda kv: -kv[1][1])
     lines.append("tensor types:   " + ", ".join(f"{t} {n} ({size(b)})" for t, (n, b) in by_size))
+    if d.get("at_load"):
+        from petit.native import info
+        ways = "; ".join(f"{', '.join(ts)} {how}" for how, ts in d["at_load"].items() if ts)
+        lines.append(f"at load:        {ways} (on the {info()['isa']} path)")
     for label, key in (("layers", "layers"), ("hidden size", "hidden_size"), ("context", "context_length"),
                        ("tokenizer", "tokenizer"), ("chat template", "chat_template")):
         lines.append(f"{label + ':':<16}{d[key] if d[key] is not None else 'none'}")
