@@ -30,6 +30,10 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* -1 when cols is not vali
 int  pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
 int  pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out);
 int  pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out);   /* embedding lookup; -1 on a bad id */
+/* weights quantized with a search for the least squared error (kernels/quant_search.c): dtype 4 (q4_0) or
+ * 32 + GGUF's code of Q5_0 (6), Q4_K (12), Q5_K (13), Q6_K (14); -1 another dtype or cols not whole blocks, -2 a NaN
+ * or an infinity in x (those rows written as zeros) */
+int  pt_quantize_search(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
 /* ---- GGUF's other block types, decoded to float (kernels/gguf_quants.c); type is GGUF's (ggml.h) code: Q4_1 3,
  * Q5_0 6, Q5_1 7, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20, IQ4_XS 23 ---- */
 int64_t pt_gguf_row_bytes(int32_t type, int64_t cols);   /* -1 for another type, or cols not whole blocks */

@@ -159,6 +159,19 @@ void pt_fork_safe(void);   /* once per process: fork() neither inherits the lock
 /* fn over chunks 0..n_chunks-1: on the pool, or on the calling thread when work < PT_SERIAL_WORK; the caller
  * holds the lock */
 void pt_run_chunks(pt_task_fn fn, void *ctx, int64_t n_chunks, double work);
+/* 1 when every value of the row is finite: the exponent bits all set means NaN or infinity. One pass over a row
+ * still in the cache, an OR the compiler vectorises. */
+static inline int pt_row_finite(const float *x, int64_t cols) {
+    uint32_t bad = 0;
+#pragma omp simd reduction(|:bad)
+    for (int64_t i = 0; i < cols; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, 4);
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
 /* fn(ctx, r0, r1) over rows 0..rows-1 in parallel chunks of about 64K values (on the calling thread when small);
  * takes the lock */
 void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64_t rows, int64_t cols);

@@ -39,19 +39,6 @@ static inline float block_amax(const float *x) {
     return pt_bits_f32(m);
 }
 
-/* 1 when every value of the row is finite: the exponent bits all set means NaN or infinity. One pass over a row
- * still in the cache, an OR the compiler vectorises. */
-static int row_finite(const float *x, int64_t cols) {
-    uint32_t bad = 0;
-#pragma omp simd reduction(|:bad)
-    for (int64_t i = 0; i < cols; i++) {
-        uint32_t b;
-        memcpy(&b, x + i, 4);
-        bad |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    return !bad;
-}
-
 /* q8_0: d = amax / 127 stored as fp16, q = round(x / d) computed with the unrounded d (as GGML does) */
 static void quantize_q8_row(const float *x, int64_t cols, uint8_t *out) {
     for (int64_t b = 0; b < cols / QK; b++, x += QK, out += Q8_BYTES) {
@@ -123,7 +110,7 @@ static void quantize_rows(void *ctx, int64_t r0, int64_t r1) {
         case PT_Q8_0: case PT_Q4_0:
             /* NaN or infinity has no place in a block (the float-to-int casts would be undefined behaviour, the
              * block a silent zero or minimum): the row is zeroed and the call fails */
-            if (!row_finite(x, j->cols)) {
+            if (!pt_row_finite(x, j->cols)) {
                 memset(o, 0, (size_t)j->rb);
                 atomic_store(&((rows_job *)ctx)->nonfinite, 1);
             } else if (j->dtype == PT_Q8_0) {

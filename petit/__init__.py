@@ -11,11 +11,12 @@
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, repack=None, gguf_stored=None):
+def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, repack=None, gguf_stored=None,
+         search=False):
     """Load a model file or folder; see petit.loading.load."""
     from petit.loading import load as _load
     return _load(path, weights=weights, tokenizer=tokenizer, verify_checksums=verify_checksums, mmap=mmap,
-                 repack=repack, gguf_stored=gguf_stored)
+                 repack=repack, gguf_stored=gguf_stored, search=search)
 
 
 def __getattr__(name):

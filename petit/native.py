@@ -192,8 +192,15 @@ class NonFiniteError(ValueError):
                          f"{dtype}: the checkpoint is damaged or was saved after training diverged")
 
 
-def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
+SEARCHED = ("q4_0", "q5_0", "q4_k", "q5_k", "q6_k")     # the types kernels/quant_search.c writes
+
+
+def quantize(x: np.ndarray, dtype: str, search: bool = False) -> np.ndarray:
     """Quantize a float matrix [rows, cols] row by row; returns uint8 [rows, row_bytes].
+
+    search: for q4_0, search each block's scale for the least squared error (kernels/quant_search.c; some 20 times
+    slower than GGML's reference rounding, which it never does worse than) instead of d = max / -8. Q5_0, Q4_K, Q5_K
+    and Q6_K are always quantized so; f32 / f16 / bf16 / q8_0 ignore it.
 
     Raises:
         ValueError: naming the shape when cols does not fit the dtype (q8_0 / q4_0 need a multiple of 32).
@@ -211,7 +218,13 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
     except ValueError as e:
         raise ValueError(f"cannot quantize a tensor of shape {x.shape} to {dtype}: {e}") from None
     out = weight_buffer(rows, rb)
-    if lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *")) == -2:
+    if dtype in SEARCHED and (search or dtype != "q4_0"):
+        rc = lib.pt_quantize_search(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
+    elif dtype in DTYPES and DTYPES[dtype] <= DTYPES["q4_0"]:
+        rc = lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
+    else:
+        raise ValueError(f"cannot quantize to {dtype}: Petit writes f32, f16, bf16, q8_0, {', '.join(SEARCHED)}")
+    if rc == -2:
         at = int(np.flatnonzero(~np.isfinite(x))[0])
         raise NonFiniteError(at // cols, at % cols, float(x.flat[at]), dtype)
     return out

@@ -64,7 +64,8 @@ def _petit(argv, capsys):
     (["run", "-t", "-1"], "petit run: error: temperature must be a finite number >= 0, got -1.0"),
     (["run", "-g", "merges.txt"], "petit run: error: -g/--merges needs -v/--vocab"),
     (["run", "--weights", "f64"], "petit run: error: argument --weights: invalid choice: 'f64' "
-                                  "(choose from 'f32', 'f16', 'bf16', 'q8_0', 'q4_0')"),
+                                  "(choose from 'f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q5_0', 'q4_k', 'q5_k', 'q6_k', "
+                                  "'q4_k_m')"),
     (["chat", "a.petit", "-m", "b.petit"], "petit chat: error: give the model once: as MODEL or with -m, not both"),
     (["chat", "-s", "1.5"], "petit chat: error: top_p must be a number in (0, 1] (1 = off), got 1.5"),
     (["chat", "--threads", "0"], "petit chat: error: argument --threads: expected a positive integer, got 0"),
@@ -82,7 +83,7 @@ def _petit(argv, capsys):
     (["serve", "--max-body", "0"], "petit serve: error: argument --max-body: expected a positive integer, got 0"),
     (["serve", "--max-batch", "0"], "petit serve: error: argument --max-batch: expected a positive integer, got 0"),
     (["convert", "F", "-o", "M", "--q8", "--q4"],
-     "petit convert: error: argument --q4: not allowed with argument --q8"),
+     "petit convert: error: argument --q4/--q4_0: not allowed with argument --q8/--q8_0"),
     (["convert", "F"], "petit convert: error: the following arguments are required: -o/--output"),
     (["export", "C"], "petit export: error: the following arguments are required: -o/--output"),
     (["verify", "M", "-n", "x"], "petit verify: error: argument -n/--tokens: expected an integer, got 'x'"),

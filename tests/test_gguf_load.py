@@ -104,19 +104,26 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
         petit.load(tmp_path / "x.gguf")
 
 
-@pytest.mark.parametrize("name", ["q4_k.gguf", "q8_0.gguf"])
+@pytest.mark.parametrize("name", ["q4_k.gguf", "q8_0.gguf", "q3_k.gguf"])
 def test_convert_writes_a_petit_file_that_runs_to_the_same_bits(tmp_path, name, capsys):
     out = tmp_path / "m.petit"
     assert main(["convert", str(ROOT / "gpt2" / name), "-o", str(out)]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err[-1].startswith(f"petit convert: {out}: gpt2, 0.1M parameters, q8_0 weights, ")
-    if name == "q4_k.gguf":       # its Q4_K and (llama.cpp's fallback for rows of 64) Q5_0 matrices become q8_0
-        assert err[:-1] == [f"petit: warning: {ROOT / 'gpt2' / name}: 14 tensor(s) stored as Q4_K, Q5_0 were decoded "
-                            f"at load and run as q8_0 (only Petit's own types were asked for, as a .petit file holds)"]
+    # Q4_K (gpt2's two ffn_down) and llama.cpp's fallback for rows of 64, Q5_0, are kept as stored: a .petit file
+    # holds them; Q3_K does not, and becomes q8_0 (beside the Q4_0 of llama.cpp's fallback)
+    kind = {"q4_k.gguf": "q5_0", "q8_0.gguf": "q8_0", "q3_k.gguf": "q4_0"}[name]
+    assert err[-1].startswith(f"petit convert: {out}: gpt2, 0.1M parameters, {kind} weights, ")
+    if name == "q3_k.gguf":
+        assert err[:-1] == [f"petit: warning: {ROOT / 'gpt2' / name}: 2 tensor(s) stored as Q3_K were decoded "
+                            f"at load and run as q8_0 (only the types a .petit file holds were asked for)"]
+    else:
+        assert err[:-1] == []
     ids = np.load(ROOT / "gpt2" / name.replace(".gguf", ".npz"))["input_ids"]
-    from petit.loading.gguf import load_gguf           # a .petit file holds Petit's types: K-quants decoded to q8_0
-    gguf = load_gguf(str(ROOT / "gpt2" / name), kquants=False)
+    from petit.loading.convert import STORED_GGUF
+    from petit.loading.gguf import load_gguf
+    gguf = load_gguf(str(ROOT / "gpt2" / name), kquants=STORED_GGUF & K.gguf_simd_types())
     converted = petit.load(out)
+    assert {t for t, *_ in converted.tensors.values()} == {t for t, *_ in gguf.tensors.values()}
     assert converted.tokenizer.encode("hello world") == gguf.tokenizer.encode("hello world")
     np.testing.assert_array_equal(converted.logits(ids), gguf.logits(ids))
 

@@ -8,7 +8,7 @@ import pytest
 
 from test_kernels_integrity import pt64_oracle
 from petit.formats.petit_file import (
-    ALIGNMENT, BLOCK_BYTES, DTYPE_CODES, MAGIC, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
+    ALIGNMENT, BLOCKS, DTYPE_CODES, MAGIC, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
     tensor_nbytes, write_petit,
 )
 
@@ -37,6 +37,10 @@ def all_dtype_tensors():
         "bf16.w": ("bf16", (4, 5), r.integers(0, 2**16, (4, 5), dtype=np.uint16)),
         "q8.w": ("q8_0", (4, 64), r.integers(0, 256, 4 * 2 * 34, dtype=np.uint8).tobytes()),
         "q4.w": ("q4_0", (2, 1, 3, 96), r.integers(0, 256, (2, 1, 3, 3 * 18), dtype=np.uint8)),
+        "q5.w": ("q5_0", (3, 64), r.integers(0, 256, 3 * 2 * 22, dtype=np.uint8).tobytes()),
+        "q4k.w": ("q4_k", (2, 512), r.integers(0, 256, (2, 2 * 144), dtype=np.uint8)),
+        "q5k.w": ("q5_k", (1, 256), r.integers(0, 256, 176, dtype=np.uint8).tobytes()),
+        "q6k.w": ("q6_k", (3, 256), r.integers(0, 256, (3, 210), dtype=np.uint8)),
     }
 
 
@@ -98,8 +102,10 @@ def expect_error(path, *parts):
 
 def test_constants():
     assert MAGIC == b"PETIT\0\0\0" and VERSION == 1 and ALIGNMENT == 64
-    assert DTYPE_CODES == {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
-    assert BLOCK_BYTES == {"q8_0": 34, "q4_0": 18}
+    assert DTYPE_CODES == {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "q5_0": 5, "q4_k": 6, "q5_k": 7,
+                           "q6_k": 8}
+    assert BLOCKS == {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
+                      "q6_k": (256, 210)}      # GGML's block_q5_0, block_q4_K, block_q5_K, block_q6_K
     assert issubclass(PetitFileError, ValueError)
 
 
@@ -125,9 +131,9 @@ def test_round_trip_every_dtype(tmp_path):
             arr = pf.array(name)
             for view in (raw, arr):
                 assert view.base is not None and not view.flags.owndata and not view.flags.writeable
-            if dtype in BLOCK_BYTES:
+            if dtype in BLOCKS:
                 assert arr.dtype == np.uint8
-                assert arr.shape == shape[:-1] + (shape[-1] // 32 * BLOCK_BYTES[dtype],)
+                assert arr.shape == shape[:-1] + (shape[-1] // BLOCKS[dtype][0] * BLOCKS[dtype][1],)
             else:
                 assert arr.dtype == {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[dtype]
                 assert arr.shape == shape

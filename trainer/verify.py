@@ -78,7 +78,7 @@ def limits(weights: str, hidden: int, layers: int, widest: int | None = None) ->
     return out
 
 
-_LOOSENESS = ("f32", "f16", "bf16", "q8_0", "q4_0")
+_LOOSENESS = ("f32", "f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0")
 DEFAULT_TEXT = "Once upon a time"
 DEFAULT_QUESTION = "what is 12 plus 7?"
 

@@ -11,13 +11,21 @@ def add_convert_parser(sub) -> None:
     p = sub.add_parser("convert", help="convert a Hugging Face model folder or a GGUF file into a .petit file",
                        description="Read a Hugging Face model folder (config.json, safetensors or pytorch_model.bin, "
                                    "tokenizer.json), a GGUF file or a .petit file and write one .petit file with the "
-                                   "weights quantized, the tokenizer, the chat template and the generation defaults.")
+                                   "weights quantized, the tokenizer, the chat template and the generation defaults. "
+                                   "Every 4-, 5- and 6-bit block gets the scale of least squared error; a matrix whose "
+                                   "rows do not divide into a type's blocks takes the next type that does (Q4_K and "
+                                   "Q5_K: Q5_0, Q6_K: Q8_0), as llama.cpp's quantizer does.")
     p.add_argument("folder", metavar="MODEL", help="the Hugging Face model folder, GGUF file or .petit file")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.petit", help="the file to write")
     kind = p.add_mutually_exclusive_group()
-    for flags, dtype in ((["--q8"], "q8_0"), (["--q4"], "q4_0"), (["--f16"], "f16"), (["--f32", "--fp32"], "f32")):
+    for flags, dtype, more in (
+            (["--q8", "--q8_0"], "q8_0", " (a folder's default)"),
+            (["--q4_k_m"], "q4_k_m", ": Q4_K, with Q6_K for the output head and the value and MLP-down matrices of "
+                                     "a third of the layers, as llama.cpp's Q4_K_M (a 4-bit model's best quality)"),
+            (["--q6_k"], "q6_k", ""), (["--q5_k"], "q5_k", ""), (["--q4_k"], "q4_k", ""), (["--q5_0"], "q5_0", ""),
+            (["--q4", "--q4_0"], "q4_0", ""), (["--f16"], "f16", ""), (["--f32", "--fp32"], "f32", "")):
         kind.add_argument(*flags, dest="weights", action="store_const", const=dtype,
-                          help=f"weights as {dtype}" + (" (a folder's default)" if dtype == "q8_0" else ""))
+                          help=(f"the recipe {dtype}" if dtype == "q4_k_m" else f"weights as {dtype}") + more)
     p.add_argument("--no-tokenizer", dest="tokenizer", action="store_false",
                    help="convert a folder that has no tokenizer.json (the file then takes token ids only); "
                         "without it such a folder is refused")

@@ -3,7 +3,8 @@ flags, the chat options `petit chat` and `petit serve` both take, and the checks
 """
 from petit.cli.argtypes import UsageError, non_negative_int, number, positive_int, thread_count, weight_type
 
-WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0"]      # petit.loading.WEIGHT_TYPES, without loading the kernels
+# petit.loading.WEIGHT_TYPES, without loading the kernels
+WEIGHT_CHOICES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m"]
 
 
 def add_sampling_flags(p) -> None:

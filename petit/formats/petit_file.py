@@ -22,9 +22,10 @@ from petit.native import anonymous_map
 MAGIC = b"PETIT\0\0\0"
 VERSION = 1
 ALIGNMENT = 64
-DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}  # bytes per block of 32 values
-BLOCK_SIZE = 32
+DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "q5_0": 5, "q4_k": 6, "q5_k": 7, "q6_k": 8}
+# block types: values per block, bytes per block (GGML's layouts: docs/petit-format.md)
+BLOCKS = {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
+          "q6_k": (256, 210)}
 MAX_NAME_LEN = 1024
 MAX_NDIM = 4
 
@@ -108,8 +109,9 @@ def tensor_nbytes(dtype: str, shape) -> int:
         The exact number of data bytes.
 
     Raises:
-        ValueError: Unknown dtype, empty shape, a dimension below 1, or (for q8_0/q4_0) a last
-            dimension that is not a multiple of 32. The message names the dtype and shape.
+        ValueError: Unknown dtype, empty shape, a dimension below 1, or (for a block type) a last
+            dimension that is not a multiple of its block (32 values; 256 for q4_k, q5_k, q6_k). The message
+            names the dtype and shape.
     """
     if dtype not in DTYPE_CODES:
         raise ValueError(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_CODES)})")
@@ -119,11 +121,12 @@ def tensor_nbytes(dtype: str, shape) -> int:
     n = 1
     for d in shape:
         n *= d
-    if dtype in BLOCK_BYTES:
-        if shape[-1] % BLOCK_SIZE:
-            raise ValueError(f"shape {shape}: last dimension {shape[-1]} is not a multiple of {BLOCK_SIZE} "
+    if dtype in BLOCKS:
+        size, nb = BLOCKS[dtype]
+        if shape[-1] % size:
+            raise ValueError(f"shape {shape}: last dimension {shape[-1]} is not a multiple of {size} "
                              f"as dtype {dtype} requires")
-        return n // BLOCK_SIZE * BLOCK_BYTES[dtype]
+        return n // size * nb
     return n * _ELEM_BYTES[dtype]
 
 
@@ -416,14 +419,16 @@ class PetitFile:
         """Return a zero-copy, read-only typed view of a tensor.
 
         f32 -> float32 of `shape`; f16 -> float16 of `shape`; bf16 -> uint16 of `shape`;
-        q8_0/q4_0 -> uint8 of `shape[:-1] + (shape[-1] // 32 * block_bytes,)` (one row of blocks per row).
+        a block type -> uint8 of `shape[:-1] + (shape[-1] // block_values * block_bytes,)` (one row of blocks per
+        row).
 
         Raises:
             PetitFileError: No tensor `name`, or the file is closed.
         """
         raw, info = self.raw(name), self.tensors[name]
-        if info.dtype in BLOCK_BYTES:
-            return raw.reshape(info.shape[:-1] + (info.shape[-1] // BLOCK_SIZE * BLOCK_BYTES[info.dtype],))
+        if info.dtype in BLOCKS:
+            size, nb = BLOCKS[info.dtype]
+            return raw.reshape(info.shape[:-1] + (info.shape[-1] // size * nb,))
         return raw.view(_VIEW_DTYPES[info.dtype]).reshape(info.shape)
 
     def check_checksums(self, release: bool = False) -> str | None:

@@ -6,19 +6,20 @@ import os
 from petit.loading.file import load_file
 from petit.model import Model
 
-WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m")
 
 
 def load(path, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-         mmap: bool = True, repack: bool | None = None, gguf_stored: bool | None = None) -> Model:
+         mmap: bool = True, repack: bool | None = None, gguf_stored: bool | None = None, search: bool = False) -> Model:
     """Load a `.petit` model file, a GGUF file or a Hugging Face model folder.
 
     Args:
         path: the file (.petit or GGUF, told apart by their first bytes), or a folder with config.json, safetensors
             (or pytorch_model.bin) and tokenizer.json.
         weights: None to run a .petit file's weights as stored (memory-mapped, zero-copy); or one of f32, f16, bf16,
-            q8_0, q4_0 to convert the weight matrices at load (an in-memory copy). A folder is quantized while it is
-            read, to q8_0 unless given.
+            q8_0, q4_0, q5_0, q4_k, q5_k, q6_k to convert the weight matrices at load (an in-memory copy), or the
+            recipe q4_k_m (Q4_K with Q6_K where a model is most sensitive, as llama.cpp's Q4_K_M; see
+            petit.models.recipe). A folder is quantized while it is read, to q8_0 unless given.
         tokenizer: overrides the model's tokenizer; False loads a folder without tokenizer.json (a model that
             takes token ids only), which is otherwise refused.
         verify_checksums: check every tensor of a .petit file against the checksums it records before anything
@@ -37,6 +38,8 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
             are decoded to q8_0 at load). None: those the active path runs fastest so (Q4_K, Q5_K, Q6_K on x86);
             True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less memory, slower); False:
             none.
+        search: q4_0 blocks get the scale of least squared error instead of GGML's max / -8 (some 20 times slower
+            to quantize; `petit convert` and `petit export` write them so); the other 4-, 5- and 6-bit types always.
 
     Raises:
         PetitFileError / ValueError: a missing, corrupt, damaged or unsupported model, naming the file and what is
@@ -47,9 +50,9 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     path = os.fspath(path)
     if os.path.isdir(path):
         from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
-        return load_folder(path, weights or "q8_0", tokenizer, repack)
+        return load_folder(path, weights or "q8_0", tokenizer, repack, search)
     from petit.formats.gguf import is_gguf
     if is_gguf(path):
         from petit.loading.gguf import load_gguf
-        return load_gguf(path, weights, tokenizer, repack, gguf_stored)
-    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack)
+        return load_gguf(path, weights, tokenizer, repack, gguf_stored, search)
+    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack, search)

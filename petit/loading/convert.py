@@ -1,11 +1,14 @@
-"""Converting a Hugging Face model folder, a GGUF file or a .petit file into one self-contained `.petit` file
-(`petit convert`): the model is loaded as petit.load loads it (a folder quantized while it is read) and what it runs
-on is written with its tokenizer, chat template and generation defaults. Loading the result is a memory map.
+"""Converting a Hugging Face model folder, a GGUF file or a .petit file into one self-contained `.petit` file, or a
+GGUF file (`petit convert`): the model is loaded as petit.load loads it (a folder quantized while it is read) and
+what it runs on is written with its tokenizer, chat template and generation defaults (gguf_export.py for GGUF).
+Loading the result is a memory map.
 """
 import os
 
 from petit.formats.petit_file import check_output_folder, write_petit
 from petit.loading.folder import load_folder
+
+STORED_GGUF = frozenset({"Q5_0", "Q4_K", "Q5_K", "Q6_K"})      # GGUF block types a .petit file holds as they are
 
 
 def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True):
@@ -13,8 +16,9 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
     written).
 
     Args:
-        weights: the matrices' type; None keeps a file's types as stored (a GGUF file's types Petit has no kernels for
-            become q8_0), a folder is quantized to q8_0 then.
+        weights: the matrices' type (petit.load's weight types, the recipe q4_k_m among them); None keeps a file's
+            types as stored (a GGUF file's types a .petit file does not hold become q8_0), a folder is quantized to
+            q8_0 then. Scales are searched for the least error (petit.native.quantize).
         tokenizer: False converts a folder without tokenizer.json (refused otherwise).
 
     Raises:
@@ -22,18 +26,20 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
         OSError: the output cannot be written (PetitWriteError: "cannot write OUTPUT: why"); checked for a missing
             output folder before the model is read.
     """
+    tok = None if tokenizer else False
+    kept = STORED_GGUF
     if os.path.isdir(source):
         check_output_folder(output)
-        model = load_folder(source, weights or "q8_0", None if tokenizer else False, repack=False)  # written, not run
+        model = load_folder(source, weights or "q8_0", tok, repack=False, search=True)  # written, not run
     elif os.path.isfile(source):
         check_output_folder(output)
         from petit.formats.gguf import is_gguf
-        if is_gguf(source):       # a .petit file holds Petit's types: GGUF's K-quants are decoded (to q8_0)
+        if is_gguf(source):       # GGUF's types a .petit file holds are kept as stored, the others decoded (to q8_0)
             from petit.loading.gguf import load_gguf
-            model = load_gguf(source, weights, None if tokenizer else False, repack=False, kquants=False)
+            model = load_gguf(source, weights, tok, repack=False, kquants=kept, search=True)
         else:
             from petit.loading import load
-            model = load(source, weights=weights, tokenizer=None if tokenizer else False, repack=False)
+            model = load(source, weights=weights, tokenizer=tok, repack=False, search=True)
     else:
         raise ValueError(f"{source}: no such file or folder (petit convert reads a Hugging Face model folder, a GGUF "
                          f"file or a .petit file)")

@@ -1,5 +1,7 @@
 """Loading a `.petit` model file: the file is memory-mapped, its checksums checked, its config picks the family and
-the family's builder takes its tensors as zero-copy views (or converted, when a weight type is asked for)."""
+the family's builder takes its tensors as zero-copy views (or converted, when a weight type is asked for). Matrices
+in GGUF's block types (q5_0, q4_k, q5_k, q6_k, as `petit convert --q4_k_m` writes) run as stored where the active
+kernel path has SIMD kernels for them (x86), and are decoded to q8_0 at load elsewhere (NEON, the scalar path)."""
 import warnings
 
 import numpy as np
@@ -9,15 +11,19 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize
+from petit.native import dequantize, gguf_simd_types
+
+GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file may hold too
 
 
 class PetitSource(TensorSource):
     """Tensors of an open PetitFile."""
 
-    def __init__(self, f, where: str, weights: str | None = None):
-        super().__init__(where, weights)
+    def __init__(self, f, where: str, weights: str | None = None, search: bool = False):
+        super().__init__(where, weights, search)
         self.f = f
+        self.fast = gguf_simd_types()      # Q5_0, Q4_K, Q5_K, Q6_K on x86; none on NEON or the scalar path
+        self.decoded: dict[str, str] = {}
 
     def _check(self, name, shape):
         try:
@@ -30,9 +36,15 @@ class PetitSource(TensorSource):
 
     def info(self, name):
         i = self.f.tensors[name]
+        if i.dtype in GGUF_BLOCKS and i.dtype.upper() not in self.fast:
+            return "q8_0", i.shape             # a block type this CPU's path has no SIMD kernels for (see stored)
         return i.dtype, i.shape
 
     def stored(self, name):
+        i = self.f.tensors[name]
+        if i.dtype in GGUF_BLOCKS and i.dtype.upper() not in self.fast:
+            self.decoded[name] = i.dtype      # decoded and quantized to q8_0, as a GGUF file's would be
+            return None
         return self.f.raw(name)
 
     def f32(self, name):
@@ -45,7 +57,7 @@ class PetitSource(TensorSource):
 
 
 def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-              mmap: bool = True, repack: bool | None = None) -> Model:
+              mmap: bool = True, repack: bool | None = None, search: bool = False) -> Model:
     """Load a `.petit` file (see petit.loading.load for the arguments)."""
     f = PetitFile(path, map_file=mmap)
     try:
@@ -65,12 +77,20 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
             cfg = family.Config.from_dict(cfg_dict)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-        src = PetitSource(f, path, weights)
+        src = PetitSource(f, path, weights, search)
         net = family.build(cfg, src)
         extra = src.unused()
         if extra:
             raise PetitFileError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])} for model_type "
                                  f"{cfg.model_type!r}")
+        if (note := src.fallback_note()) is not None:
+            warnings.warn(note, stacklevel=3)
+            notes.append(note)
+        if src.decoded and weights is None:
+            note = (f"{path}: {len(src.decoded)} matri(ces) stored as {', '.join(sorted(set(src.decoded.values())))} "
+                    f"were decoded at load and run as q8_0 (this CPU's kernel path has no SIMD kernels for them)")
+            warnings.warn(note, stacklevel=3)
+            notes.append(note)
         if repack:
             repack_matrices(net, src.used, release=f.release)
         tok = tokenizer if tokenizer is not False else None

@@ -26,8 +26,8 @@ class HFSource(TensorSource):
     differs from what the kernels read (fused, transposed or interleaved tensors) provides
     `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32)}` for those names."""
 
-    def __init__(self, ckpt, family, cfg, where: str, weights: str):
-        super().__init__(where, weights)
+    def __init__(self, ckpt, family, cfg, where: str, weights: str, search: bool = False):
+        super().__init__(where, weights, search)
         self.ckpt = ckpt
         self.derived = family.hf_tensors(cfg, ckpt) if hasattr(family, "hf_tensors") else {}
         self.sources: set[str] = set()      # checkpoint tensors consumed by derived ones
@@ -85,7 +85,7 @@ class HFSource(TensorSource):
             if dtype != "f32":          # bf16 / f16 -> f32 in C, one pass
                 part = dequantize(np.ascontiguousarray(part).view(np.uint8), dtype, (r1 - r0, cols))
             try:
-                out[r0:r1] = quantize(np.ascontiguousarray(part, np.float32), target)
+                out[r0:r1] = quantize(np.ascontiguousarray(part, np.float32), target, self.search)
             except NonFiniteError as e:      # its row in the whole matrix
                 raise NonFiniteError(r0 + e.row, e.col, e.value, e.dtype) from None
             self.ckpt.release(name, (r0, r1))
@@ -113,11 +113,12 @@ def read_config(folder: str) -> dict:
     return d
 
 
-def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | None = None):
+def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | None = None, search: bool = False):
     """Load a Hugging Face model folder into a Model, quantizing the weight matrices to `weights`.
 
     `tokenizer`: None reads the folder's tokenizer.json (refused when it is missing: a model that loads but cannot
     read a prompt would fail only at the first message); a Tokenizer overrides it; False loads without one.
+    `search`: q4_0 blocks get the scale of least error (petit.native.quantize), as `petit convert` writes them.
     """
     folder = os.fspath(folder)
     d = read_config(folder)
@@ -133,7 +134,7 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | No
         raise ValueError(f"{cfg_path}: {e}") from None
     ckpt = open_checkpoint(folder)
     try:
-        src = HFSource(ckpt, family, cfg, folder, weights)
+        src = HFSource(ckpt, family, cfg, folder, weights, search)
         net = family.build(cfg, src)
         if should_repack(repack):
             repack_matrices(net, src.used)
@@ -142,9 +143,8 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | No
         if extra:
             notes.append(f"{folder}: ignoring checkpoint tensor(s) the {cfg.model_type} family does not use: "
                          f"{', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}")
-        if src.fallbacks:
-            notes.append(f"{folder}: kept {len(src.fallbacks)} matri(ces) in f16 (columns not a multiple of 32): "
-                         f"{', '.join(src.fallbacks[:4])}")
+        if (note := src.fallback_note()) is not None:
+            notes.append(note)
         for note in notes:
             warnings.warn(note, stacklevel=3)
         meta = read_folder_metadata(folder)

@@ -27,8 +27,8 @@ NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q
 class GGUFSource(TensorSource):
     """The tensors of a GGUF file under the names a family's builder asks for."""
 
-    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set):
-        super().__init__(f.path, weights)
+    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set, search: bool = False):
+        super().__init__(f.path, weights, search)
         self.f, self.arch, self.native = f, arch, native       # native: the GGUF types run as stored
         self.map: dict[str, tuple[str, tuple | None]] = {}        # HF name -> (GGUF name, rows (r0, r1) or None)
         for name, t in f.tensors.items():
@@ -95,11 +95,12 @@ class GGUFSource(TensorSource):
 
 
 def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None,
-              kquants: bool | None = None) -> Model:
+              kquants: bool | None = None, search: bool = False) -> Model:
     """Load a GGUF file (see petit.loading.load for the arguments). kquants: which GGUF block types (other than
     q8_0 / q4_0 / floats) run as stored, the rest decoded to q8_0 at load. None: those the active path runs fastest
     so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less
-    memory, slower); False: none (a .petit file holds only Petit's types, so `petit convert` decodes them)."""
+    memory, slower); False: none; a set of type names: those (`petit convert` keeps the types a .petit file holds).
+    search: see petit.load."""
     f = GGUFFile(path)
     try:
         meta = f.metadata
@@ -124,7 +125,9 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         for key in [k for k in meta if k.startswith("tokenizer.ggml.") and not isinstance(meta[k], (int, float, str))]:
             del meta[key]
         del tokens
-        src = GGUFSource(f, arch, cfg_dict, weights, {None: gguf_fast_types, True: gguf_simd_types}.get(kquants, set)())
+        src = GGUFSource(f, arch, cfg_dict, weights, (set(kquants) if isinstance(kquants, (set, frozenset))
+                         else {None: gguf_fast_types, True: gguf_simd_types}.get(kquants, set)()),
+                         search)
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         extra = sorted(set(f.tensors) - used)
@@ -136,10 +139,12 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
             kinds = sorted(set(src.decoded.values()))
             why = ("it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
                    if set(kinds) <= gguf_simd_types() - gguf_fast_types() and kquants is None
-                   else "Petit has no kernels for those types on this CPU" if kquants is not False
-                   else "only Petit's own types were asked for, as a .petit file holds")
+                   else "Petit has no kernels for those types on this CPU" if kquants in (None, True)
+                   else "only the types a .petit file holds were asked for")
             notes.append(f"{path}: {len(src.decoded)} tensor(s) stored as {', '.join(kinds)} were decoded at load "
-                         f"and run as {src.weights or 'q8_0'} ({why})")
+                         f"and run as {src.weights or src.recipe and src.recipe.name or 'q8_0'} ({why})")
+        if (note := src.fallback_note()) is not None:
+            notes.append(note)
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):

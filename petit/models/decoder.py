@@ -158,7 +158,13 @@ class Decoder:
 
     @property
     def weight_type(self) -> str:
-        return self.layers[0].down.dtype if self.layers else self.embed.dtype
+        """The type of most of the layers' weights (a recipe such as q4_k_m mixes two)."""
+        sizes: dict[str, int] = {}
+        for L in self.layers:
+            for W in (getattr(L, n) for n in _MATRICES):
+                if W is not None:
+                    sizes[W.dtype] = sizes.get(W.dtype, 0) + W.shape[0] * W.shape[1]
+        return max(sizes, key=sizes.get) if sizes else self.embed.dtype
 
     def matrices(self) -> list[Weight]:
         """The weights the pass multiplies by (each once; the embedding only when it is the tied LM head, an embedding

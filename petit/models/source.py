@@ -7,10 +7,8 @@ for.
 import numpy as np
 
 from petit.models.decoder import Vec
+from petit.models.recipe import BLOCK_VALUES, RECIPES, Recipe, fitting
 from petit.native import NonFiniteError, Weight, quantize
-
-QUANTIZED = ("q8_0", "q4_0")
-
 
 class TensorSource:
     """Subclasses provide `names()`, `info(name) -> (dtype, shape)`, `stored(name)` (raw bytes as stored, or None
@@ -21,10 +19,13 @@ class TensorSource:
         weights: convert weight matrices to this type (None: run them as stored).
     """
 
-    def __init__(self, where: str, weights: str | None = None):
-        self.where, self.weights = where, weights
+    def __init__(self, where: str, weights: str | None = None, search: bool = False):
+        self.where, self.weights, self.search = where, weights, search
+        self.recipe = None                        # a recipe (q4_k_m) picks each matrix's type: built at first use
+        if weights in RECIPES:
+            self.recipe, self.weights = weights, None
         self.used: dict[str, tuple[str, tuple, np.ndarray]] = {}     # name -> (dtype, shape, bytes) handed out
-        self.fallbacks: list[str] = []                              # matrices kept in f16: cols not a multiple of 32
+        self.fallbacks: list[tuple[str, str, str]] = []   # (matrix, asked type, type written): rows not whole blocks
 
     def has(self, name: str) -> bool:
         return name in self.names()
@@ -41,11 +42,17 @@ class TensorSource:
         """A matrix [out, in] for the kernels, in the load's weight type."""
         dtype = self._check(name, shape)
         target = self.weights or dtype
+        if self.recipe is not None:
+            if isinstance(self.recipe, str):
+                self.recipe = Recipe(self.recipe, self.names())
+            target = self.recipe(name)
         raw = self.stored(name) if target == dtype else None
         if raw is None:
-            if target in QUANTIZED and shape[1] % 32:
-                self.fallbacks.append(name)
-                target = "f16"
+            if (fit := fitting(target, shape[1])) != target:
+                self.fallbacks.append((name, target, fit))
+                target = fit
+                raw = self.stored(name) if target == dtype else None
+        if raw is None:
             try:
                 raw = self.convert(name, shape, target)
             except NonFiniteError as e:      # a NaN / infinity the quantizer met: name the tensor too
@@ -56,7 +63,18 @@ class TensorSource:
 
     def convert(self, name: str, shape, target: str) -> np.ndarray:
         """The matrix `name` in `target` rows (subclasses may convert slice by slice)."""
-        return quantize(self.f32(name), target)
+        return quantize(self.f32(name), target, self.search)
+
+    def fallback_note(self) -> str | None:
+        """One line on the matrices written in another type than asked (rows not whole blocks of it), or None."""
+        if not self.fallbacks:
+            return None
+        kinds = {}
+        for name, asked, got in self.fallbacks:
+            kinds.setdefault((asked, got), []).append(name)
+        parts = [f"{len(v)} as {got} instead of {asked} (rows not whole {BLOCK_VALUES[asked]}-value "
+                 f"blocks: {', '.join(v[:3])}{' ...' if len(v) > 3 else ''})" for (asked, got), v in kinds.items()]
+        return f"{self.where}: wrote {len(self.fallbacks)} matri(ces) in another type: " + "; ".join(parts)
 
     def vec(self, name: str, shape, add: float = 0.0) -> Vec:
         """A float32 vector (a norm weight, a bias) or small [rows, n] block; `add` is added first (Gemma's 1 + w)."""

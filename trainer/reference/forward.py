@@ -1,10 +1,10 @@
 """The reference forward pass of a ModelSpec: the whole sequence at once, causal mask, no cache, every product in
 float64 on the weights as stored (decoded by the reader). With `round_activations` the input of each product with a
-q8_0 / q4_0 matrix is first rounded to int8 blocks, as the engine's integer kernels do."""
+block-type matrix is first rounded to int8 blocks, as the engine's integer kernels do."""
 import numpy as np
 
 from trainer.reference import ops
-from trainer.reference.petit_reader import BLOCK_BYTES, round_to_int8_blocks
+from trainer.reference.petit_reader import BLOCKS, round_to_int8_blocks
 
 
 class Forward:
@@ -19,7 +19,7 @@ class Forward:
         return self._cache[name]
 
     def mm(self, h, name, bias=None):
-        if self.round_activations and self.r.tensors[name][0] in BLOCK_BYTES:
+        if self.round_activations and self.r.tensors[name][0] in BLOCKS:
             h = round_to_int8_blocks(h)
         y = h @ self.w(name).T
         return y + self.w(bias) if bias else y

@@ -1,7 +1,7 @@
 """Reading a `.petit` file without the engine: the header and tensor table parsed with `struct`, the tensors read
-with `np.frombuffer` over an `mmap`, every block type (f32, f16, bf16, q8_0, q4_0) decoded here to float64, as
-`docs/petit-format.md` describes it. Also the engine's activation rounding (q8 blocks), so the reference can apply
-it before a product with a q8_0 / q4_0 matrix."""
+with `np.frombuffer` over an `mmap`, every type (f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k) decoded here
+to float64, as `docs/petit-format.md` describes it. Also the engine's activation rounding (q8 blocks), so the
+reference can apply it before a product with a matrix of a block type."""
 import json
 import mmap
 import struct
@@ -9,9 +9,69 @@ import struct
 import numpy as np
 
 MAGIC = b"PETIT\0\0\0"
-DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "q8_0", 4: "q4_0"}
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}           # per 32 values: fp16 scale + 32 int8 / 16 bytes of nibbles
+DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "q8_0", 4: "q4_0", 5: "q5_0", 6: "q4_k", 7: "q5_k", 8: "q6_k"}
+BLOCKS = {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
+          "q6_k": (256, 210)}                    # values and bytes per block
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    """The little-endian fp16 in the first two bytes of each block row, as float64 [n, 1]."""
+    return b[:, :2].copy().view("<f2").astype(np.float64)
+
+
+def _bits(v: np.ndarray, shift, width: int = 1) -> np.ndarray:
+    return (v.astype(np.int64) >> shift) & ((1 << width) - 1)
+
+
+def _k4_scales(s: np.ndarray):
+    """A Q4_K / Q5_K block's 8 six-bit scales and mins from its 12 bytes [n, 12] -> two [n, 8]."""
+    s = s.astype(np.int64)
+    lo_sc, lo_m = s[:, 0:4] & 63, s[:, 4:8] & 63
+    hi_sc = (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)
+    hi_m = (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)
+    return np.concatenate([lo_sc, hi_sc], 1), np.concatenate([lo_m, hi_m], 1)
+
+
+def _decode_block(b: np.ndarray, dtype: str) -> np.ndarray:
+    """[n_blocks, block bytes] -> float64 values [n_blocks, block values], GGML's layouts (docs/petit-format.md)."""
+    if dtype == "q8_0":
+        return b[:, 2:].copy().view(np.int8).astype(np.float64) * _f16(b)
+    if dtype == "q4_0":                          # byte j: element j in the low nibble, j + 16 in the high one
+        nib = b[:, 2:]
+        return (np.concatenate([nib & 0x0F, nib >> 4], axis=1).astype(np.float64) - 8.0) * _f16(b)
+    if dtype == "q5_0":                          # + a fifth bit per element from the 32-bit qh
+        qh = b[:, 2:6].copy().view("<u4").astype(np.int64)                  # [n, 1]
+        j = np.arange(16)
+        lo = (b[:, 6:] & 15).astype(np.int64) | (_bits(qh, j) << 4)
+        hi = (b[:, 6:] >> 4).astype(np.int64) | (_bits(qh, j + 16) << 4)
+        return (np.concatenate([lo, hi], 1) - 16.0) * _f16(b)
+    if dtype in ("q4_k", "q5_k"):                # 8 sub-blocks of 32: d * sc * q - dmin * m
+        sc, m = _k4_scales(b[:, 4:16])
+        qs = b[:, 48:] if dtype == "q5_k" else b[:, 16:]
+        q = np.empty((len(b), 8, 32), np.int64)
+        for c in range(4):                       # 32 bytes hold 64 values: low nibbles first, then high
+            q[:, 2 * c] = qs[:, 32 * c:32 * c + 32] & 15
+            q[:, 2 * c + 1] = qs[:, 32 * c:32 * c + 32] >> 4
+            if dtype == "q5_k":
+                qh = b[:, 16:48]
+                q[:, 2 * c] |= _bits(qh, 2 * c) << 4
+                q[:, 2 * c + 1] |= _bits(qh, 2 * c + 1) << 4
+        d, dmin = _f16(b), b[:, 2:4].copy().view("<f2").astype(np.float64)
+        return ((d * sc)[:, :, None] * q - (dmin * m)[:, :, None]).reshape(len(b), 256)
+    if dtype == "q6_k":                          # 16 sub-blocks of 16: d * sc * (q - 32), q = 4 low + 2 high bits
+        ql, qh = b[:, :128].astype(np.int64), b[:, 128:192].astype(np.int64)
+        sc = b[:, 192:208].copy().view(np.int8).astype(np.float64)
+        d = b[:, 208:210].copy().view("<f2").astype(np.float64)
+        q = np.empty((len(b), 256), np.int64)
+        for h in range(2):
+            lq, hq, o = ql[:, 64 * h:64 * h + 64], qh[:, 32 * h:32 * h + 32], 128 * h
+            q[:, o:o + 32] = (lq[:, :32] & 15) | (_bits(hq, 0, 2) << 4)
+            q[:, o + 32:o + 64] = (lq[:, 32:] & 15) | (_bits(hq, 2, 2) << 4)
+            q[:, o + 64:o + 96] = (lq[:, :32] >> 4) | (_bits(hq, 4, 2) << 4)
+            q[:, o + 96:o + 128] = (lq[:, 32:] >> 4) | (_bits(hq, 6, 2) << 4)
+        return (d * sc).repeat(16, axis=1) * (q - 32.0)
+    raise ValueError(f"unknown block type {dtype!r}")
 
 
 def decode(buf, dtype: str, shape) -> np.ndarray:
@@ -23,14 +83,9 @@ def decode(buf, dtype: str, shape) -> np.ndarray:
         return np.frombuffer(buf, "<f2", n).astype(np.float64).reshape(shape)
     if dtype == "bf16":                          # the upper 16 bits of a float32
         return (np.frombuffer(buf, "<u2", n).astype(np.uint32) << 16).view("<f4").astype(np.float64).reshape(shape)
-    blocks = np.frombuffer(buf, np.uint8, n // 32 * BLOCK_BYTES[dtype]).reshape(n // 32, BLOCK_BYTES[dtype])
-    d = blocks[:, :2].copy().view("<f2").astype(np.float64)                # [n_blocks, 1]
-    if dtype == "q8_0":
-        q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
-    else:                                        # byte j: element j in the low nibble, j + 16 in the high one
-        nib = blocks[:, 2:]
-        q = np.concatenate([nib & 0x0F, nib >> 4], axis=1).astype(np.float64) - 8.0
-    return (q * d).reshape(shape)
+    size, nb = BLOCKS[dtype]
+    blocks = np.frombuffer(buf, np.uint8, n // size * nb).reshape(n // size, nb)
+    return _decode_block(blocks, dtype).reshape(shape)
 
 
 def round_to_int8_blocks(x: np.ndarray) -> np.ndarray:
@@ -94,9 +149,9 @@ class PetitReader:
             pos += 28 + name_len + 8 * ndim
             dtype = DTYPES.get(code)
             n = int(np.prod(shape))
-            want = n // 32 * BLOCK_BYTES[dtype] if dtype in BLOCK_BYTES else n * ELEM_BYTES.get(dtype, 0)
-            if dtype is None or nbytes != want or data_offset + offset + nbytes > len(mm) or \
-                    (dtype in BLOCK_BYTES and shape[-1] % 32):
+            size, nb = BLOCKS.get(dtype, (1, ELEM_BYTES.get(dtype, 0)))
+            want = n // size * nb
+            if dtype is None or nbytes != want or data_offset + offset + nbytes > len(mm) or shape[-1] % size:
                 raise ValueError(f"{self.path}: tensor {name!r}: bad entry (dtype code {code}, shape {shape}, "
                                  f"offset {offset}, nbytes {nbytes})")
             self.tensors[name] = (dtype, tuple(shape), data_offset + offset, nbytes)
