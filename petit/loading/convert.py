@@ -11,7 +11,7 @@ from petit.loading.folder import load_folder
 STORED_GGUF = frozenset({"Q5_0", "Q4_K", "Q5_K", "Q6_K"})      # GGUF block types a .petit file holds as they are
 
 
-def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True):
+def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True, name: str | None = None):
     """Convert a Hugging Face folder, a GGUF file or a .petit file; returns the loaded model (its tensors are what was
     written).
 
@@ -20,6 +20,7 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
             types as stored (a GGUF file's types a .petit file does not hold become q8_0), a folder is quantized to
             q8_0 then. Scales are searched for the least error (petit.native.quantize).
         tokenizer: False converts a folder without tokenizer.json (refused otherwise).
+        name: a GGUF file's general.name (default: the source's file or folder name).
 
     Raises:
         ValueError: an unreadable or unsupported model, a missing tokenizer.json, non-finite weights.
@@ -27,7 +28,8 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
             output folder before the model is read.
     """
     tok = None if tokenizer else False
-    kept = STORED_GGUF
+    to_gguf = os.fspath(output).lower().endswith(".gguf")
+    kept = STORED_GGUF | ({"Q4_1", "Q5_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS"} if to_gguf else set())
     if os.path.isdir(source):
         check_output_folder(output)
         model = load_folder(source, weights or "q8_0", tok, repack=False, search=True)  # written, not run
@@ -43,6 +45,14 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
     else:
         raise ValueError(f"{source}: no such file or folder (petit convert reads a Hugging Face model folder, a GGUF "
                          f"file or a .petit file)")
+    if to_gguf:
+        from petit.loading.gguf_export import write_model_gguf
+        try:
+            write_model_gguf(model, output, source, weights, name)
+        except BaseException:
+            model.close()
+            raise
+        return model
     meta = {k: v for k, v in model.metadata.items() if k not in ("source", "checksums")}
     meta["converted_from"] = os.path.basename(os.path.abspath(source))
     if model.tokenizer is not None:
