@@ -27,6 +27,10 @@ GPT2_LAYER = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_output": "attn.c_pr
               "ffn_down": "mlp.c_proj"}
 GPTNEOX_LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
                  "attn_output": "attention.dense", "ffn_up": "mlp.dense_h_to_4h", "ffn_down": "mlp.dense_4h_to_h"}
+PHI2_LAYER = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.dense", "ffn_up": "mlp.fc1",
+              "ffn_down": "mlp.fc2"}
+STABLELM_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_layernorm", attn_k_norm="self_attn.k_layernorm")
 LLAMA_GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 # fused matrices: llama.cpp's name -> the HF names of its row blocks, in order ("q", "kv" and "ff" give the sizes)
 QKV = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "kv"), ("self_attn.v_proj", "kv"))
@@ -104,6 +108,29 @@ def _layernorm(cfg, meta, key, name):
     cfg[name] = float(meta.get(key("attention.layer_norm_epsilon"), 1e-5))
 
 
+def _phi2(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_eps")
+    cfg["hidden_act"] = "gelu_new"                 # llama.cpp computes GELU in its tanh form
+    cfg["qk_layernorm"] = False
+    cfg.pop("head_dim", None)
+
+
+def _stablelm(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_eps")
+    cfg["use_qkv_bias"] = has("blk.0.attn_q.bias")
+    cfg["qk_layernorm"] = has("blk.0.attn_q_norm.weight")
+    cfg["use_parallel_residual"] = not has("blk.0.ffn_norm.weight")
+    cfg.pop("head_dim", None)
+
+
+def _command_r(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_eps")
+    cfg["logit_scale"] = float(meta.get(key("logit_scale"), 1.0))
+    cfg["use_qk_norm"] = has("blk.0.attn_q_norm.weight")
+    cfg["attention_bias"] = has("blk.0.attn_q.bias")
+    cfg["tie_word_embeddings"] = True              # llama.cpp's command-r takes the head from token_embd
+
+
 def _cohere2(meta, key, cfg, has):
     _layernorm(cfg, meta, key, "layer_norm_eps")
     cfg["logit_scale"] = float(meta.get(key("logit_scale"), 1.0))
@@ -151,6 +178,11 @@ ARCHS = {
     "granite": GGUFArch("granite", LLAMA_LAYER, rope_pairs=True, extra=_granite),
     "smollm3": GGUFArch("smollm3", LLAMA_LAYER, rope_pairs=True, extra=_smollm3),
     "cohere2": GGUFArch("cohere2", LLAMA_LAYER, extra=_cohere2),
+    "command-r": GGUFArch("cohere", LLAMA_LAYER, extra=_command_r),
+    "phi2": GGUFArch("phi", PHI2_LAYER, global_names={"token_embd": "model.embed_tokens",
+                                                      "output_norm": "model.final_layernorm", "output": "lm_head"},
+                     splits={"attn_qkv": QKV}, extra=_phi2),
+    "stablelm": GGUFArch("stablelm", STABLELM_LAYER, extra=_stablelm),
     "starcoder2": GGUFArch("starcoder2", STARCODER2_LAYER, extra=_starcoder2),
     "gptneox": GGUFArch("gpt_neox", GPTNEOX_LAYER, prefix="gpt_neox.layers.{}.",
                         global_names={"token_embd": "gpt_neox.embed_in", "output_norm": "gpt_neox.final_layer_norm",

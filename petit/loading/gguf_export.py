@@ -24,7 +24,8 @@ FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q5_0": 8, "q4_k": 14, "
               "q4_k_m": 15, "bf16": 32}
 ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama"}    # llama.cpp's converter's
 _LAYERNORM_EPS = ("layer_norm_eps", "norm_epsilon", "layer_norm_epsilon")
-NEEDS_OUTPUT = ("olmo2",)           # architectures whose llama.cpp loader requires output.weight even when tied
+FUSED = ("phi3", "gpt2", "gptneox")     # written with fused qkv (and Phi-3's gate-up): llama.cpp requires them so
+NEEDS_OUTPUT = ("olmo2", "stablelm")   # architectures whose llama.cpp loader requires output.weight even when tied
 
 
 def _hparams(name: str, c: dict, where: str) -> dict:
@@ -109,8 +110,9 @@ def _rope_tables(c: dict) -> dict:
     return {"rope_freqs.weight": (inv / scaled).astype(np.float32)}
 
 
-def _names(arch, n_layers: int) -> dict:
-    """Hugging Face name -> llama.cpp name, and the fused tensors' parts: {HF name: (GGUF name, part index)}."""
+def _names(arch, n_layers: int, fused: bool) -> dict:
+    """Hugging Face name -> llama.cpp name, and the fused tensors' parts: {HF name: (GGUF name, part index)}.
+    fused: write the architecture's fused tensors (else their parts under their own names, as phi2 takes them)."""
     out = {}
     for gname, hf in arch.global_names.items():
         for kind in ("weight", "bias"):
@@ -120,7 +122,7 @@ def _names(arch, n_layers: int) -> dict:
         for gname, hf in arch.layer_names.items():
             for kind in ("weight", "bias"):
                 out[f"{prefix}{hf}.{kind}"] = (f"blk.{i}.{gname}.{kind}", None)
-        for gname, parts in arch.splits.items():
+        for gname, parts in arch.splits.items() if fused else ():
             for j, (hf, _) in enumerate(parts):
                 for kind in ("weight", "bias"):
                     out[f"{prefix}{hf}.{kind}"] = (f"blk.{i}.{gname}.{kind}", j)
@@ -141,7 +143,7 @@ def gguf_tensors(model, where: str) -> dict:
     name = ARCH_OF[c["model_type"]]
     arch = ARCHS[name]
     n_layers = c.get("num_hidden_layers", c.get("n_layer"))
-    names = _names(arch, n_layers)
+    names = _names(arch, n_layers, name in FUSED)
     heads = c.get("num_attention_heads", c.get("n_head"))
     head_dim = c.get("head_dim") or c.get("hidden_size", c.get("n_embd")) // heads
     kv = c.get("num_key_value_heads") or heads
@@ -185,6 +187,9 @@ def gguf_metadata(model, where: str, weights: str | None, title: str) -> dict:
     if name is None:
         raise ValueError(f"{where}: Petit writes GGUF for the {', '.join(sorted(ARCH_OF))} families, not "
                          f"{c['model_type']!r}")
+    if name == "command-r" and c.get("use_qk_norm") and c["num_hidden_layers"] < 64:
+        raise ValueError(f"{where}: llama.cpp reads Command-R's q / k norms only in models of 64 layers or more "
+                         f"(Command R+), and this one has {c['num_hidden_layers']}: it would refuse the file")
     meta = {"general.architecture": name, "general.name": title, "general.quantization_version": np.uint32(2),
             **_hparams(name, c, where)}
     if weights in FILE_TYPES:
