@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import petit
+from petit import native as K
 from petit.cli import main
 from petit.models.recipe import Recipe, fitting
 from trainer.verify import verify
@@ -66,11 +67,16 @@ BOUND = {"q4_k": 0.085, "q4_k_m": 0.075, "q5_k": 0.047, "q6_k": 0.021, "q5_0": 0
 
 @pytest.mark.parametrize("weights", ["q4_k", "q5_k", "q6_k", "q5_0", "q4_k_m"])
 def test_convert_writes_block_types_that_load_and_verify(wide, tmp_path, weights, capsys):
+    """Run as stored (gguf_stored=True: every type this path has SIMD kernels for); verify as petit.load runs them.
+    (On a path without SIMD kernels for them, NEON or scalar, they load as q8_0: the test below.)"""
+    needs = {"Q4_K", "Q6_K"} if weights == "q4_k_m" else {weights.upper()}
+    if not needs <= K.gguf_simd_types():
+        pytest.skip(f"this kernel path has no SIMD kernels for {weights}")
     out = tmp_path / f"{weights}.petit"
     assert main(["convert", str(wide), "-o", str(out), f"--{weights}"]) == 0
     assert capsys.readouterr().err.startswith(f"petit convert: {out}: llama, ")
     ref = petit.load(wide)
-    m = petit.load(out)
+    m = petit.load(out, gguf_stored=True)       # q5_0 as stored too (by default it runs decoded to q8_0)
     types = {n: t for n, (t, *_) in m.tensors.items() if n.endswith("proj.weight") or n.endswith("head.weight")}
     if weights == "q4_k_m":        # 3 layers: the last takes more bits (llama.cpp's use_more_bits), the head too
         six = {n for n, t in types.items() if t == "q6_k"}
@@ -92,8 +98,23 @@ def test_rows_not_whole_blocks_fall_back_and_say_so(tmp_path, capsys):
     assert err[0] == (f"petit: warning: {FIX / 'llama'}: wrote 16 matri(ces) in another type: 16 as q5_0 instead of "
                       f"q4_k (rows not whole 256-value blocks: model.embed_tokens.weight, lm_head.weight, "
                       f"model.layers.0.self_attn.q_proj.weight ...)")
-    m = petit.load(out)
+    m = petit.load(out, gguf_stored=True)
     assert {t for t, shape, _ in m.tensors.values() if len(shape) == 2} == {"q5_0"}
+
+
+def test_q5_0_runs_decoded_to_q8_0_where_that_is_faster(wide, tmp_path):
+    if "Q5_0" not in K.gguf_simd_types() - K.gguf_fast_types():
+        pytest.skip("this path has no row-at-a-time Q5_0 kernel to prefer q8_0 to")
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(wide), "-o", str(out), "--q5_0"]) == 0
+    with pytest.warns(UserWarning) as w:
+        m = petit.load(out)
+    assert [str(x.message) for x in w] == [
+        f"{out}: 23 matri(ces) stored as q5_0 were decoded at load and run as q8_0 (it runs them faster so; "
+        f"petit.load(..., gguf_stored=True) keeps them as stored, in less memory)"]
+    assert m.weight_type == "q8_0"
+    r = verify(out)                    # the engine's q8_0 values, held to the reference
+    assert r["pass"], r["failures"]
 
 
 def test_a_path_without_kernels_for_them_decodes_them_to_q8_0(wide, tmp_path):

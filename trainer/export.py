@@ -90,7 +90,7 @@ def export_checkpoint(ckpt_dir, out_path, weights: str = "q8_0", *, generation: 
     for name, p in ckpt.params.items():                          # checkpoint order = param_shapes order
         w = np.ascontiguousarray(p, dtype="<f4")
         if p.ndim == 2 and weights != "f32":
-            stored, dtype = quantize(w, weights), weights          # uint8 [rows, row_bytes]
+            stored, dtype = quantize(w, weights, search=True), weights   # uint8 [rows, row_bytes]; scales searched
         else:
             stored, dtype = w, "f32"
         tensors[name] = (dtype, tuple(int(d) for d in p.shape), stored)

@@ -34,10 +34,10 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
             bit); a mapped file's matrices are then copied into memory on huge pages (its file pages leave the
             resident set). None (the default) repacks where the active kernel path prefers it; False runs the
             matrices as stored.
-        gguf_stored: for a GGUF file, which of its block types other than q8_0 / q4_0 run as stored (the others
-            are decoded to q8_0 at load). None: those the active path runs fastest so (Q4_K, Q5_K, Q6_K on x86);
-            True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less memory, slower); False:
-            none.
+        gguf_stored: for a GGUF file (and a .petit file's GGUF block types), which block types other than q8_0 /
+            q4_0 run as stored (the others are decoded to q8_0 at load). None: those the active path runs fastest
+            so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too:
+            less memory, slower); False: none.
         search: q4_0 blocks get the scale of least squared error instead of GGML's max / -8 (some 20 times slower
             to quantize; `petit convert` and `petit export` write them so); the other 4-, 5- and 6-bit types always.
 
@@ -55,4 +55,4 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     if is_gguf(path):
         from petit.loading.gguf import load_gguf
         return load_gguf(path, weights, tokenizer, repack, gguf_stored, search)
-    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack, search)
+    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack, search, gguf_stored)

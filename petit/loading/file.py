@@ -1,7 +1,9 @@
 """Loading a `.petit` model file: the file is memory-mapped, its checksums checked, its config picks the family and
 the family's builder takes its tensors as zero-copy views (or converted, when a weight type is asked for). Matrices
-in GGUF's block types (q5_0, q4_k, q5_k, q6_k, as `petit convert --q4_k_m` writes) run as stored where the active
-kernel path has SIMD kernels for them (x86), and are decoded to q8_0 at load elsewhere (NEON, the scalar path)."""
+in GGUF's block types (q5_0, q4_k, q5_k, q6_k, as `petit convert --q4_k_m` writes) are handled as a GGUF file's:
+run as stored where the active kernel path runs them fastest so (Q4_K, Q5_K, Q6_K on x86), else decoded to q8_0 at
+load (Q5_0, whose row-at-a-time kernel is slower than q8_0's interleaved one; everything on NEON or the scalar
+path), with a warning; `gguf_stored=True` keeps every type the path has SIMD kernels for."""
 import warnings
 
 import numpy as np
@@ -11,7 +13,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, gguf_simd_types
+from petit.native import dequantize, gguf_fast_types, gguf_simd_types
 
 GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file may hold too
 
@@ -19,10 +21,12 @@ GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file
 class PetitSource(TensorSource):
     """Tensors of an open PetitFile."""
 
-    def __init__(self, f, where: str, weights: str | None = None, search: bool = False):
+    def __init__(self, f, where: str, weights: str | None = None, search: bool = False, stored: bool | None = None):
         super().__init__(where, weights, search)
         self.f = f
-        self.fast = gguf_simd_types()      # Q5_0, Q4_K, Q5_K, Q6_K on x86; none on NEON or the scalar path
+        # as a GGUF file's (petit.load's gguf_stored): None, what the path runs fastest as stored (Q4_K, Q5_K,
+        # Q6_K on x86); True, every type it has SIMD kernels for (Q5_0 too); False, none
+        self.fast = {None: gguf_fast_types, True: gguf_simd_types}.get(stored, set)()
         self.decoded: dict[str, str] = {}
 
     def _check(self, name, shape):
@@ -37,7 +41,7 @@ class PetitSource(TensorSource):
     def info(self, name):
         i = self.f.tensors[name]
         if i.dtype in GGUF_BLOCKS and i.dtype.upper() not in self.fast:
-            return "q8_0", i.shape             # a block type this CPU's path has no SIMD kernels for (see stored)
+            return "q8_0", i.shape             # a block type run decoded to q8_0 (see stored)
         return i.dtype, i.shape
 
     def stored(self, name):
@@ -57,7 +61,8 @@ class PetitSource(TensorSource):
 
 
 def load_file(path: str, weights: str | None = None, tokenizer=None, verify_checksums: bool = True,
-              mmap: bool = True, repack: bool | None = None, search: bool = False) -> Model:
+              mmap: bool = True, repack: bool | None = None, search: bool = False,
+              gguf_stored: bool | None = None) -> Model:
     """Load a `.petit` file (see petit.loading.load for the arguments)."""
     f = PetitFile(path, map_file=mmap)
     try:
@@ -77,7 +82,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
             cfg = family.Config.from_dict(cfg_dict)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-        src = PetitSource(f, path, weights, search)
+        src = PetitSource(f, path, weights, search, gguf_stored)
         net = family.build(cfg, src)
         extra = src.unused()
         if extra:
@@ -87,8 +92,13 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
             warnings.warn(note, stacklevel=3)
             notes.append(note)
         if src.decoded and weights is None:
-            note = (f"{path}: {len(src.decoded)} matri(ces) stored as {', '.join(sorted(set(src.decoded.values())))} "
-                    f"were decoded at load and run as q8_0 (this CPU's kernel path has no SIMD kernels for them)")
+            kinds = sorted(set(src.decoded.values()))
+            why = ("it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+                   if {k.upper() for k in kinds} <= gguf_simd_types() and gguf_stored is None
+                   else "this CPU's kernel path has no SIMD kernels for them" if gguf_stored is not False
+                   else "gguf_stored=False")
+            note = (f"{path}: {len(src.decoded)} matri(ces) stored as {', '.join(kinds)} were decoded at load and run "
+                    f"as q8_0 ({why})")
             warnings.warn(note, stacklevel=3)
             notes.append(note)
         if repack:
