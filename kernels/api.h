@@ -38,6 +38,9 @@ int  pt_quantize_search(int32_t dtype, const float *x, int64_t rows, int64_t col
  * Q5_0 6, Q5_1 7, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20, IQ4_XS 23 ---- */
 int64_t pt_gguf_row_bytes(int32_t type, int64_t cols);   /* -1 for another type, or cols not whole blocks */
 int  pt_dequantize_gguf(int32_t type, const void *x, int64_t rows, int64_t cols, float *out);
+/* Q5_0 (6) / IQ4_NL (20) rows rewritten as q8_0 rows holding exactly their values (the same d, the integers as quants);
+ * -1 for another type or cols not whole blocks */
+int  pt_gguf_to_q8_0(int32_t type, const void *x, int64_t rows, int64_t cols, void *out);
 /* ---- interleaved matrices (kernels/interleave.c) ---- */
 /* a q8_0 / q4_0 matrix (dtype 3 / 4) rewritten in the interleaved layout (dtype 5 / 6), or back: the same bytes
  * regrouped, the same size; dst may be src (in place). 0 ok, -1 bad dtype or cols */

@@ -219,3 +219,40 @@ int pt_dequantize_gguf(int32_t type, const void *x, int64_t rows, int64_t cols, 
     pt_run_rows(gguf_rows, &j, rows, cols);
     return 0;
 }
+
+/* Q5_0 and IQ4_NL as q8_0 with nothing rounded: a block's values are its fp16 d times small integers (q - 16, or an
+ * IQ4_NL table entry, all within int8), so the q8_0 block keeps the same d and takes those integers as its quants;
+ * d * q then decodes to the same bits as the decoders above. -1 for another type or cols that do not divide. */
+typedef struct { int32_t type; const uint8_t *x; uint8_t *y; int64_t cols, rb; } q8_job;
+
+static void q8_rows(void *ctx, int64_t r0, int64_t r1) {
+    const q8_job *j = (const q8_job *)ctx;
+    const int64_t nb = j->cols / 32, ib = j->type == G_Q5_0 ? 22 : 18;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *x = j->x + r * j->rb;
+        uint8_t *y = j->y + r * nb * 34;
+        for (int64_t b = 0; b < nb; b++, x += ib, y += 34) {
+            memcpy(y, x, 2);                                      /* the same fp16 d */
+            int8_t *q = (int8_t *)(y + 2);
+            if (j->type == G_Q5_0) {
+                const uint32_t qh = u32(x + 2);
+                for (int k = 0; k < 16; k++) {
+                    q[k] = (int8_t)(((x[6 + k] & 0x0F) | (((qh >> k) & 1) << 4)) - 16);
+                    q[k + 16] = (int8_t)(((x[6 + k] >> 4) | (((qh >> (k + 16)) & 1) << 4)) - 16);
+                }
+            } else {
+                for (int k = 0; k < 16; k++) {
+                    q[k] = IQ4_VALUES[x[2 + k] & 0x0F];
+                    q[k + 16] = IQ4_VALUES[x[2 + k] >> 4];
+                }
+            }
+        }
+    }
+}
+
+int pt_gguf_to_q8_0(int32_t type, const void *x, int64_t rows, int64_t cols, void *out) {
+    q8_job j = {type, (const uint8_t *)x, (uint8_t *)out, cols, pt_gguf_row_bytes(type, cols)};
+    if ((type != G_Q5_0 && type != G_IQ4_NL) || j.rb < 0 || rows < 0) return -1;
+    pt_run_rows(q8_rows, &j, rows, cols);
+    return 0;
+}

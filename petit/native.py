@@ -294,6 +294,24 @@ def dequantize_gguf(raw: np.ndarray, gguf_type: str, shape: tuple[int, int]) -> 
     return out
 
 
+EXACT_Q8 = ("Q5_0", "IQ4_NL")      # GGUF types whose values q8_0 holds exactly (gguf_to_q8_0)
+
+
+def gguf_to_q8_0(raw: np.ndarray, gguf_type: str, shape: tuple[int, int]) -> np.ndarray:
+    """Rows of Q5_0 or IQ4_NL as q8_0 rows with the same values, bit for bit (the block's d kept, its integers as the
+    quants): uint8 [rows, row_bytes("q8_0", cols)]."""
+    if gguf_type not in EXACT_Q8:
+        raise ValueError(f"{gguf_type} values do not fit q8_0 exactly (only {', '.join(EXACT_Q8)} do)")
+    rows, cols = int(shape[0]), int(shape[1])
+    raw = np.ascontiguousarray(raw).view(np.uint8).reshape(-1)
+    rb = lib.pt_gguf_row_bytes(GGUF_DECODED[gguf_type], cols)
+    if rb < 0 or raw.size != rows * rb:
+        raise ValueError(f"{raw.size} bytes do not hold a {gguf_type} tensor of shape {shape}")
+    out = weight_buffer(rows, row_bytes("q8_0", cols))
+    lib.pt_gguf_to_q8_0(GGUF_DECODED[gguf_type], _ptr(raw, "void *"), rows, cols, _ptr(out, "void *"))
+    return out
+
+
 class Weight:
     """A weight matrix as the kernels see it: a pointer into (mapped) memory, a dtype and a shape. No copy.
 

@@ -44,3 +44,28 @@ def test_bad_sizes_and_types_are_named():
         K.dequantize_gguf(raw, "Q6_K", (8, 768))
     with pytest.raises(ValueError, match="cannot decode GGUF type 'IQ2_XXS'"):
         K.dequantize_gguf(raw, "IQ2_XXS", (7, 768))
+
+
+@pytest.mark.parametrize("gguf_type", K.EXACT_Q8)
+def test_q5_0_and_iq4_nl_become_q8_0_with_exactly_their_values(gguf_type):
+    """The gguf package's reference values again, from the q8_0 rows they are rewritten to at load."""
+    raw, want = BLOCKS[f"{gguf_type}_raw"], BLOCKS[f"{gguf_type}_values"]
+    q8 = K.gguf_to_q8_0(raw, gguf_type, want.shape)
+    assert q8.shape == (want.shape[0], K.row_bytes("q8_0", want.shape[1]))
+    np.testing.assert_array_equal(K.dequantize(q8, "q8_0", want.shape).view(np.uint32), want.view(np.uint32))
+    with pytest.raises(ValueError, match=r"Q4_1 values do not fit q8_0 exactly \(only Q5_0, IQ4_NL do\)"):
+        K.gguf_to_q8_0(BLOCKS["Q4_1_raw"], "Q4_1", BLOCKS["Q4_1_values"].shape)
+
+
+def test_a_q5_0_gguf_matrix_runs_on_exactly_its_values():
+    import petit
+    root = Path(__file__).parent / "fixtures" / "gguf" / "llama"
+    from petit.formats.gguf import GGUFFile
+    with GGUFFile(root / "q5_0.gguf") as f:
+        t = f.tensors["blk.0.attn_v.weight"]
+        want = K.dequantize_gguf(np.array(f.raw(t.name)), "Q5_0", t.shape)
+    with pytest.warns(UserWarning, match="stored as Q5_0 were decoded at load and run as q8_0"):
+        m = petit.load(root / "q5_0.gguf", repack=False)
+    dtype, shape, raw = m.tensors["model.layers.0.self_attn.v_proj.weight"]
+    assert dtype == "q8_0"
+    np.testing.assert_array_equal(K.dequantize(np.asarray(raw), "q8_0", shape), want)

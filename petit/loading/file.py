@@ -13,7 +13,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, gguf_fast_types, gguf_simd_types
+from petit.native import dequantize, gguf_fast_types, gguf_simd_types, gguf_to_q8_0
 
 GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file may hold too
 
@@ -50,6 +50,12 @@ class PetitSource(TensorSource):
             self.decoded[name] = i.dtype      # decoded and quantized to q8_0, as a GGUF file's would be
             return None
         return self.f.raw(name)
+
+    def exact_q8(self, name):
+        i = self.f.tensors[name]
+        if i.dtype != "q5_0" or len(i.shape) != 2:
+            return None
+        return gguf_to_q8_0(self.f.raw(name), "Q5_0", i.shape)
 
     def f32(self, name):
         i = self.f.tensors[name]

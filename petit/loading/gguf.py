@@ -6,7 +6,8 @@ Tensors in a type the kernels read (F32, F16, BF16, Q8_0, Q4_0, and the GGUF blo
 with SIMD kernels: Q4_K, Q5_K, Q6_K on x86) are zero-copy views of the mapped file (q8_0 / q4_0 then repacked for the
 CPU like any other). The other block types GGUF files use (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and the
 K-quants on other paths) are decoded at load (kernels/gguf_quants.c) and their matrices quantized to q8_0, which
-keeps their values within q8_0's rounding at about twice their size; the load says so in a warning. Any other type
+keeps their values within q8_0's rounding at about twice their size (Q5_0 and IQ4_NL exactly: their values fit q8_0
+blocks with the same scale); the load says so in a warning. Any other type
 is refused, naming the tensor and the type.
 """
 import warnings
@@ -19,7 +20,8 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types, gguf_simd_types
+from petit.native import (EXACT_Q8, dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types, gguf_simd_types,
+                          gguf_to_q8_0)
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
 
@@ -73,6 +75,15 @@ class GGUFSource(TensorSource):
             return None
         raw = self._raw(name)
         return raw.reshape(shape[0], -1) if len(shape) == 2 else raw
+
+    def exact_q8(self, name):
+        gname, part, t, shape = self._tensor(name)
+        if t.type not in EXACT_Q8 or len(shape) != 2:
+            return None
+        self.decoded[name] = t.type
+        out = gguf_to_q8_0(self._raw(name), t.type, shape)
+        self.f.release(gname, None if part is None else (part[0], part[0] + shape[0]))
+        return out
 
     def f32(self, name):
         gname, part, t, shape = self._tensor(name)

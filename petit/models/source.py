@@ -63,7 +63,14 @@ class TensorSource:
 
     def convert(self, name: str, shape, target: str) -> np.ndarray:
         """The matrix `name` in `target` rows (subclasses may convert slice by slice)."""
+        if target == "q8_0" and (exact := self.exact_q8(name)) is not None:
+            return exact
         return quantize(self.f32(name), target, self.search)
+
+    def exact_q8(self, name: str) -> np.ndarray | None:
+        """The matrix as q8_0 rows with exactly its stored values, where its type allows (GGUF's Q5_0, IQ4_NL), or
+        None: then it is decoded and quantized."""
+        return None
 
     def fallback_note(self) -> str | None:
         """One line on the matrices written in another type than asked (rows not whole blocks of it), or None."""
