@@ -126,3 +126,17 @@ def test_a_path_without_kernels_for_them_decodes_them_to_q8_0(wide, tmp_path):
                        env=dict(os.environ, PETIT_ISA="scalar"))
     assert r.stdout.strip() == (f"{out}: 23 matri(ces) stored as q4_k, q6_k were decoded at load and run as q8_0 "
                                 f"(this CPU's kernel path has no SIMD kernels for them)"), r.stderr
+
+
+def test_info_says_how_the_block_types_load(wide, tmp_path, capsys):
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(wide), "-o", str(out), "--q4_k_m"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at_load = next(line for line in lines if line.startswith("at load:"))
+    isa = K.info()["isa"]
+    if {"Q4_K", "Q6_K"} <= K.gguf_fast_types():
+        assert at_load == f"at load:        q4_k, q6_k, f32 as stored (on the {isa} path)"
+    else:
+        assert at_load == f"at load:        f32 as stored; q4_k, q6_k decoded to q8_0 (on the {isa} path)"

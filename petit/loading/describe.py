@@ -76,6 +76,19 @@ def _gguf_at_load(types: dict) -> dict:
     return out
 
 
+def _petit_at_load(types: dict) -> dict | None:
+    """For a .petit file holding GGUF's block types, how this CPU's path takes each (as a GGUF file's: the ones it
+    runs fastest as stored kept, the others decoded to q8_0); None when it holds only Petit's first types."""
+    from petit.native import gguf_fast_types
+    blocks = [t for t in types if t in ("q5_0", "q4_k", "q5_k", "q6_k")]
+    if not blocks:
+        return None
+    out = {"as stored": [], "decoded to q8_0": []}
+    for t, _ in sorted(types.items(), key=lambda kv: -kv[1][1]):
+        out["as stored" if t not in blocks or t.upper() in gguf_fast_types() else "decoded to q8_0"].append(t)
+    return out
+
+
 def _petit(path: str) -> dict:
     from petit.formats.petit_file import PetitFile
     with PetitFile(path) as f:
@@ -87,7 +100,7 @@ def _petit(path: str) -> dict:
                 "context_length": cfg.get("max_position_embeddings"), "layers": cfg.get("num_hidden_layers"),
                 "hidden_size": cfg.get("hidden_size"),
                 "tokenizer": _petit_tokenizer(tok), "chat_template": _template(meta.get("chat_template")),
-                "file_size": os.path.getsize(path)}
+                "file_size": os.path.getsize(path), "at_load": _petit_at_load(types)}
 
 
 def _petit_tokenizer(tok) -> str | None:
