@@ -102,8 +102,31 @@ void pt_axpy(float *y, float a, const float *x, int64_t n);                     
 /* the op kinds; what each reads and writes is the table at the top of kernels/plan.c */
 enum {
     PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
-    PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_COUNT = 10
+    PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_MOE = 10,
+    PT_OP_COUNT = 11
 };
+/* routed experts (kernels/moe.c): the matrices, the routing and the scratch of one MoE block. Python fills it once
+ * per scratch size; every buffer holds `cap` tokens */
+typedef struct {
+    int64_t n_experts, top_k, hidden;
+    int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
+    int32_t act;              /* the experts' gated activation (as pt_glu) */
+    const pt_tensor *router;  /* [n_experts][hidden], a float type */
+    const pt_tensor **gate, **up, **down;    /* n_experts each: [inter][hidden], [inter][hidden], [hidden][inter] */
+    const pt_tensor *sh_gate, *sh_up, *sh_down;   /* a shared expert over every token (NULL: none) */
+    const pt_tensor *sh_router;  /* [1][hidden]: the shared expert's sigmoid gate (NULL: weight 1) */
+    int64_t cap;
+    float *logits;            /* [cap][n_experts] */
+    int32_t *sel;             /* [cap][top_k] */
+    float *wt;                /* [cap][top_k] */
+    int32_t *rows;            /* [cap] */
+    float *rw;                /* [cap] */
+    float *xg, *yo, *out;     /* [cap][hidden] each */
+    float *g, *u;             /* [cap][the largest expert width] */
+    int64_t matrices_used;    /* expert matrices multiplied, counted over calls (tests) */
+} pt_moe;
+/* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
+int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */
@@ -120,6 +143,7 @@ typedef struct {
     int64_t w_rows;           /* rows of w / b (per-head norm weights; positions of the position table) */
     int64_t n_heads, n_kv, head_dim, rot_dim, window;
     float eps, scale, softcap, alpha;
+    pt_moe *moe;              /* MOE: the block (its matrices, routing and scratch) */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

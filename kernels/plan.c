@@ -35,6 +35,8 @@
  *                sequence's rows of x                    packed in order  n_logits together; skipped when n is 0
  *   LOGITS       x [n][W[0]->cols], W[0], b (NULL: no    step->logits     scale (1: none), softcap (0: none);
  *                bias)                                                    skipped when n is 0
+ *   MOE          x [T][hidden], moe (router, experts,    y[0] [T][hidden] mode 1: add into y[0]; kernels/moe.c
+ *                shared expert, scratch)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -173,6 +175,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return c->n_logits ? per_sequence(op, c) : 0;
     case PT_OP_LOGITS:
         return c->n_logits ? logits(op, c) : 0;
+    case PT_OP_MOE:
+        return pt_moe_locked(op->moe, op->x, T, op->y[0], op->mode != 0);
     default:
         return -1;
     }

@@ -66,10 +66,14 @@ def apply(net) -> None:
             n.eps *= 100
     else:
         from petit.native import Weight
-        W = layers[0].down
+        moe = layers[0].moe
+        W = layers[0].down if moe is None else moe.down[0]      # an MoE layer: its first expert's
         if W.dtype not in ("q8_0", "q4_0"):      # a load that dequantizes the matrices never reads a block scale
             return
         raw = np.array(W.raw, np.uint8).reshape(-1)
         d = raw[:2].view("<f2")
         d[0] = np.float16(d[0] * np.float16(8))
-        layers[0].down = Weight(raw, W.dtype, W.shape)
+        if moe is None:
+            layers[0].down = Weight(raw, W.dtype, W.shape)
+        else:
+            moe.replace({id(W): Weight(raw, W.dtype, W.shape)})

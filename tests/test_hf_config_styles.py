@@ -18,7 +18,8 @@ import pytest
 import petit
 from petit.models import get_family
 from petit.models.rope import scaling_type
-from tests.test_hf_parity import CASES, F32_TOL, HERE, rel_err
+from tests.test_hf_parity import DENSE as CASES
+from tests.test_hf_parity import F32_TOL, HERE, rel_err
 
 
 def _ref(case):

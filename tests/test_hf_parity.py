@@ -1,5 +1,6 @@
 """Every family against transformers: tiny random-weight models saved in the real Hugging Face layout with
-transformers' own logits beside them (tests/fixtures/hf, made by make_fixtures.py; CI needs no torch).
+transformers' own logits beside them (tests/fixtures/hf, made by make_fixtures.py, and the mixture-of-experts
+families' tests/fixtures/hf_moe, made by make_moe_fixtures.py; CI needs no torch).
 
 The metric: for each prompt position t, max_v |petit[t, v] - hf[t, v]| / (max_v hf[t, v] - min_v hf[t, v]), the worst
 error relative to that position's logit range.
@@ -17,8 +18,13 @@ import pytest
 
 import petit
 
+# the dense families' fixtures and the mixture-of-experts ones (tests/fixtures/hf_moe: make_moe_fixtures.py, the
+# same conventions), by case name
+FOLDERS = {p.name: p for d in ("hf", "hf_moe") for p in sorted((Path(__file__).parent / "fixtures" / d).iterdir())
+           if (p / "reference.npz").is_file()}
+CASES = sorted(FOLDERS)
 HERE = Path(__file__).parent / "fixtures" / "hf"
-CASES = sorted(p.name for p in HERE.iterdir() if (p / "reference.npz").is_file()) if HERE.is_dir() else []
+DENSE = [c for c in CASES if FOLDERS[c].parent == HERE]      # with config_v5.json too (transformers 5's spelling)
 F32_TOL = 1e-4
 NEAR_TIE = 1e-3
 # worst relative error, argmax agreement over the prompt: measured on these fixtures (q8_0: worst 0.059, agreement
@@ -28,14 +34,14 @@ QUANT_BOUNDS = {"q8_0": (0.08, 0.80), "q4_0": (0.60, 0.30)}
 
 
 def _ref(case):
-    r = np.load(HERE / case / "reference.npz")
+    r = np.load(FOLDERS[case] / "reference.npz")
     return {k: r[k] for k in r.files}
 
 
 def _load(case, weights):
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # a fixture must load without any "ignoring ..." report
-        return petit.load(HERE / case, weights=weights)
+        return petit.load(FOLDERS[case], weights=weights)
 
 
 def rel_err(got, ref):
@@ -45,7 +51,7 @@ def rel_err(got, ref):
 
 def test_every_family_has_a_fixture():
     from petit.models import MODEL_TYPES
-    covered = {json.loads((HERE / c / "config.json").read_text())["model_type"] for c in CASES}
+    covered = {json.loads((FOLDERS[c] / "config.json").read_text())["model_type"] for c in CASES}
     assert covered == set(MODEL_TYPES), f"families without a transformers fixture: {set(MODEL_TYPES) - covered}"
 
 
@@ -73,7 +79,7 @@ def test_greedy_continuation_matches_transformers(case):
 
 
 @pytest.mark.parametrize("weights", list(QUANT_BOUNDS))
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", DENSE)                  # the MoE families': tests/test_moe.py
 def test_quantized_logits_stay_within_stated_bounds(case, weights):
     ref = _ref(case)
     model = _load(case, weights)

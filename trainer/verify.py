@@ -311,14 +311,25 @@ def check_matrices(model, ref) -> dict:
     hold exactly (per 32 values: integers up to 127 times a power of two, one of them 127), against the file's
     values decoded by the reference: what is left is float32 rounding, at most ~(K + 2) u of |row| |x| for K
     columns, so one block read wrong (a share ~sqrt(32 / K) of a row) shows hundreds of times over.
-    The engine's matrices are paired with the file's tensors by role (layer i's q, k, v, o, gate, up, down; the
-    embedding and the head), which also catches a matrix put in the wrong place."""
+    The engine's matrices are paired with the file's tensors by role (layer i's q, k, v, o, gate, up, down, or its
+    router and each expert's gate, up, down; the embedding and the head), which also catches a matrix put in the
+    wrong place."""
     from petit.native import matmul
 
     net, spec = model.net, ref.spec
     pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]
     for L, S in zip(net.layers, spec.layers):
         pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down")]
+        if (L.moe is None) != (S.moe is None):       # routed experts on one side only
+            pairs.append((L.moe and L.moe.router, S.moe and S.moe.router))
+        elif L.moe is not None:                     # the router and every expert's matrices, by expert
+            pairs.append((L.moe.router, S.moe.router))
+            for e, names in enumerate(S.moe.experts):
+                W = (L.moe.gate[e], L.moe.up[e], L.moe.down[e]) if e < len(L.moe.gate) else (None,) * 3
+                pairs += list(zip(W, names))
+            if S.moe.shared is not None or L.moe.shared is not None:
+                pairs += list(zip(L.moe.shared or (None,) * 3, S.moe.shared or (None,) * 3))
+                pairs.append((L.moe.shared_gate, S.moe.shared_gate))
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:

@@ -63,7 +63,7 @@ def arch(cfg, **kw) -> Arch:
 
 def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=False, mlp_bias=False,
                norm_add: float = 0.0, rope_for=None, window_for=None, qk_norm: str | None = None,
-               sandwich=False, post_only=False, **arch_kw) -> Decoder:
+               sandwich=False, post_only=False, moe_for=None, **arch_kw) -> Decoder:
     """A Llama-named decoder.
 
     Args:
@@ -74,6 +74,7 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
         qk_norm: None, "head" (q_norm/k_norm over each head: Qwen 3, Gemma 3) or "full" (over the row: OLMo 2).
         sandwich: post_attention_layernorm normalises the attention output, pre/post_feedforward_layernorm wrap the
             MLP (Gemma 2/3). post_only: only post-norms (OLMo 2).
+        moe_for(i, prefix) -> Moe | None: routed experts in place of layer i's MLP (None: a dense MLP).
         arch_kw: Arch switches (attn_scale, attn_softcap, embed_scale, logit_scale, ...).
     """
     D, hd = cfg.hidden_size, cfg.head_dim
@@ -85,9 +86,10 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
     layers = []
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        L = Layer(**attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias),
-                  **gated_mlp_weights(t, p, cfg, bias=mlp_bias), rope=rope_for(i),
-                  window=window_for(i) if window_for else 0)
+        attn = attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias)    # asked for first: file order
+        moe = moe_for(i, p) if moe_for is not None else None
+        mlp = {"moe": moe} if moe is not None else gated_mlp_weights(t, p, cfg, bias=mlp_bias)
+        L = Layer(**attn, **mlp, rope=rope_for(i), window=window_for(i) if window_for else 0)
         n = lambda name: norm(t, p + name, D, kind, eps, add=norm_add)   # noqa: E731
         if post_only:
             L.post_attn_norm, L.post_mlp_norm = n("post_attention_layernorm"), n("post_feedforward_layernorm")

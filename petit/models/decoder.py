@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.moe import Moe
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
 from petit.native import ACTIVATIONS, Weight, ffi, lib
@@ -54,9 +55,10 @@ class Layer:
     k: Weight
     v: Weight
     o: Weight
-    down: Weight
-    up: Weight
+    down: Weight | None = None          # None only with moe
+    up: Weight | None = None
     gate: Weight | None = None          # None: a plain MLP act(up(x) + b) -> down
+    moe: "Moe | None" = None            # routed experts in place of the MLP (petit/models/moe.py)
     attn_norm: Norm | None = None
     mlp_norm: Norm | None = None        # in a parallel block with one shared norm: None
     post_attn_norm: Norm | None = None  # applied to the attention output before the residual add (Gemma 2/3, OLMo 2)
@@ -161,7 +163,7 @@ class Decoder:
         """The type of most of the layers' weights (a recipe such as q4_k_m mixes two)."""
         sizes: dict[str, int] = {}
         for L in self.layers:
-            for W in (getattr(L, n) for n in _MATRICES):
+            for W in [getattr(L, n) for n in _MATRICES] + (L.moe.matrices() if L.moe else []):
                 if W is not None:
                     sizes[W.dtype] = sizes.get(W.dtype, 0) + W.shape[0] * W.shape[1]
         return max(sizes, key=sizes.get) if sizes else self.embed.dtype
@@ -170,6 +172,7 @@ class Decoder:
         """The weights the pass multiplies by (each once; the embedding only when it is the tied LM head, an embedding
         alone is only looked up)."""
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
+        out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -181,6 +184,8 @@ class Decoder:
                 W = getattr(L, n)
                 if W is not None and id(W) in new:
                     setattr(L, n, new[id(W)])
+            if L.moe is not None:
+                L.moe.replace(new)
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
@@ -334,8 +339,12 @@ class Decoder:
                 if layer.mlp_norm is not None:
                     rc |= layer.mlp_norm(buf["resid"], T, D, buf["normed"])
                     mlp_in = buf["normed"]
-            rc |= self._mlp(layer, mlp_in, T, F, scratch)
-            rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
+            if layer.moe is not None:
+                rc |= layer.moe.run(mlp_in, T, buf["branch"])
+                rc |= self._add_branch(layer.post_mlp_norm, T, scratch)
+            else:
+                rc |= self._mlp(layer, mlp_in, T, F, scratch)
+                rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
             if rc:
                 raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, seq)})")
         for n, pos0, cache, _ in runs:
@@ -417,8 +426,12 @@ class Decoder:
         rc = lib.pt_matmul(W.c, inp, T, buf["branch"], 0)
         if b is not None:
             rc |= lib.pt_bias_act(buf["branch"], b.p, T, D, 0)
-        if post is not None:
-            rc |= post(buf["branch"], T, D, buf["branch"])
+        return rc | self._add_branch(post, T, scratch)
+
+    def _add_branch(self, post: Norm | None, T, scratch) -> int:
+        """resid += residual_scale * post(buf["branch"])."""
+        arch, buf, D = self.arch, scratch.p, self.arch.hidden_size
+        rc = post(buf["branch"], T, D, buf["branch"]) if post is not None else 0
         lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
         return rc
 
@@ -465,8 +478,12 @@ class Decoder:
                 if layer.mlp_norm is not None:
                     plan.norm(i, layer.mlp_norm, buf["resid"], 1, D, buf["normed"])
                     mlp_in = buf["normed"]
-            self._plan_mlp(plan, i, layer, mlp_in, buf)
-            self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
+            if layer.moe is not None:
+                plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
+                self._plan_add_branch(plan, i, layer.post_mlp_norm, buf)
+            else:
+                self._plan_mlp(plan, i, layer, mlp_in, buf)
+                self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
         plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
                   arch.logit_scale, arch.logit_softcap)
         return plan.finish()
@@ -510,6 +527,10 @@ class Decoder:
         plan.matmul(i, [W], inp, [buf["branch"]])
         if b is not None:
             plan.bias_act(i, buf["branch"], b, D, 0)
+        self._plan_add_branch(plan, i, post, buf)
+
+    def _plan_add_branch(self, plan: Plan, i, post: Norm | None, buf) -> None:
+        arch, D = self.arch, self.arch.hidden_size
         if post is not None:
             plan.norm(i, post, buf["branch"], 1, D, buf["branch"])
         plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)

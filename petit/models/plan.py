@@ -17,7 +17,7 @@ NORM_KINDS = {"rms": 0, "layer": 1}
 OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: "matmul",
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
-            lib.PT_OP_LOGITS: "logits"}
+            lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe"}
 NULL = ffi.NULL
 
 
@@ -103,6 +103,10 @@ class Plan:
                   window: int, out) -> None:
         self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window)
+
+    def moe(self, layer: int, record, x, out) -> None:
+        """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""
+        self._add(lib.PT_OP_MOE, layer, x=x, y=[out, NULL, NULL], moe=record)
 
     def head(self, layer: int, norm, resid, width: int, normed, W, b, scale: float, softcap: float) -> None:
         """The final norm of the step's last n_logits positions, then the LM head (+ bias, x scale, soft-cap)."""

@@ -83,6 +83,14 @@ class TensorSource:
                  f"blocks: {', '.join(v[:3])}{' ...' if len(v) > 3 else ''})" for (asked, got), v in kinds.items()]
         return f"{self.where}: wrote {len(self.fallbacks)} matri(ces) in another type: " + "; ".join(parts)
 
+    def float_weight(self, name: str, shape) -> Weight:
+        """A matrix kept in float32 whatever the load's weight type (an MoE router: routing stays in float)."""
+        self._check(name, shape)
+        a = np.ascontiguousarray(self.f32(name).reshape(shape), np.float32)
+        raw = a.view(np.uint8).reshape(shape[0], -1)
+        self.used[name] = ("f32", tuple(shape), raw)
+        return Weight(raw, "f32", shape)
+
     def vec(self, name: str, shape, add: float = 0.0) -> Vec:
         """A float32 vector (a norm weight, a bias) or small [rows, n] block; `add` is added first (Gemma's 1 + w)."""
         self._check(name, shape)

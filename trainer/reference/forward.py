@@ -47,7 +47,33 @@ class Forward:
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
+    def moe(self, L, h):
+        m = L.moe
+        logits = self.mm(h, m.router)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        top = np.argsort(-p, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
+        w = np.take_along_axis(p, top, axis=1)
+        if m.norm_topk:
+            w = w / w.sum(axis=1, keepdims=True)
+        out = np.zeros_like(h)
+        for e, (gate, up, down) in enumerate(m.experts):
+            rows, slot = np.nonzero(top == e)
+            if rows.size:
+                x = h[rows]
+                y = self.mm(ops.act(self.spec.act, self.mm(x, gate)) * self.mm(x, up), down)
+                np.add.at(out, rows, y * w[rows, slot][:, None])
+        if m.shared is not None:
+            gate, up, down = m.shared
+            y = self.mm(ops.act(self.spec.act, self.mm(h, gate)) * self.mm(h, up), down)
+            if m.shared_gate is not None:
+                y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
+            out = out + y
+        return self.norm(out, L.post_mlp_norm)
+
     def mlp(self, L, h):
+        if L.moe is not None:
+            return self.moe(L, h)
         if L.gate is not None:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
             a = ops.act(self.spec.act, g) * u

@@ -25,14 +25,28 @@ class RopeSpec:
 
 
 @dataclass
+class MoeSpec:
+    """Routed experts: softmax of h router^T, the top_k largest (renormalised to sum 1 with norm_topk), each chosen
+    expert's act(gate h) * (up h) -> down times its weight, summed; then a shared expert over every token (times
+    sigmoid(h shared_gate^T) when given)."""
+    router: str
+    experts: list                        # [(gate, up, down)] names, one per expert
+    top_k: int
+    norm_topk: bool
+    shared: tuple | None = None
+    shared_gate: str | None = None
+
+
+@dataclass
 class LayerSpec:
     q: str
     k: str
     v: str
     o: str
-    up: str
-    down: str
+    up: str | None = None                # None only with moe
+    down: str | None = None
     gate: str | None = None              # None: a plain MLP act(up x + b) -> down
+    moe: MoeSpec | None = None           # routed experts in place of the MLP
     q_b: str | None = None
     k_b: str | None = None
     v_b: str | None = None

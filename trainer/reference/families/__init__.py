@@ -1,14 +1,15 @@
 """The families the reference models, one function per Hugging Face `model_type`: `spec(cfg, names) -> ModelSpec`
 (cfg the config dict, names the tensor names in the file). Grouped by layout: llama.py (Llama's tensor names:
 llama, mistral, qwen2, qwen3, phi3, olmo2, granite, smollm3), gemma.py (gemma, gemma2, gemma3_text), gpt.py (gpt2,
-gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2).
+gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2), moe.py (qwen3_moe, qwen2_moe, olmoe, mixtral,
+granitemoe).
 
 A family added to the engine is not verified until it is added here: `spec_for` refuses an unknown model_type by
 name, so `petit verify` reports an error instead of a verdict computed with the wrong architecture.
 """
-from trainer.reference.families import cohere, gemma, gpt, llama
+from trainer.reference.families import cohere, gemma, gpt, llama, moe
 
-FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES}
+FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES, **moe.FAMILIES}
 
 
 class UnsupportedFamily(ValueError):

@@ -24,7 +24,7 @@ def mlp_names(p: str, bias: bool) -> dict:
 
 
 def llama_like(cfg, names, family, *, eps, qkv_bias=False, o_bias=False, mlp_bias=False, rope_of=None,
-               window_of=None, qk_norm=None, post_only=False, **model_kw) -> ModelSpec:
+               window_of=None, qk_norm=None, post_only=False, moe_of=None, **model_kw) -> ModelSpec:
     """The Llama block: x + attn(norm(x)), then x + mlp(norm(x)); rope_of(i) / window_of(i) per layer."""
     H, KV, hd = heads(cfg)
     if activation(cfg, "hidden_act", "silu") != "silu":
@@ -34,7 +34,8 @@ def llama_like(cfg, names, family, *, eps, qkv_bias=False, o_bias=False, mlp_bia
                      rms("model.norm", eps), **model_kw)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        L = LayerSpec(**attn_names(p, qkv_bias, o_bias), **mlp_names(p, mlp_bias),
+        moe = moe_of(i, p) if moe_of else None
+        L = LayerSpec(**attn_names(p, qkv_bias, o_bias), **({"moe": moe} if moe else mlp_names(p, mlp_bias)),
                       rope=rope_of(i) if rope_of else None, window=window_of(i) if window_of else 0)
         if post_only:                       # OLMo 2: norms after each sublayer, none before
             L.post_attn_norm, L.post_mlp_norm = rms(p + "post_attention_layernorm", eps), \

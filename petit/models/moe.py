@@ -1,0 +1,112 @@
+"""A mixture-of-experts MLP as the decoder runs it: the router, each expert's gate / up / down matrices and an
+optional shared expert, routed in C (kernels/moe.c: softmax, top-k, each chosen expert's matrices multiplied once
+for the tokens that chose it). A family's builder makes one `Moe` per sparse layer (`moe_weights`)."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from petit.native import ACTIVATIONS, Weight, ffi, lib
+
+
+@dataclass
+class Moe:
+    """router [E, D] (float), experts' gate / up [F, D] and down [D, F], `top_k` of them per token, their weights
+    renormalised to sum 1 with `norm_topk`; `shared` (gate, up, down) with `shared_gate` [1, D] a shared expert
+    behind a sigmoid gate (Qwen2-MoE)."""
+    router: Weight
+    gate: list
+    up: list
+    down: list
+    top_k: int
+    norm_topk: bool
+    act: str = "silu"
+    shared: tuple | None = None
+    shared_gate: Weight | None = None
+    _c: object = field(default=None, repr=False)
+    _cap: int = field(default=0, repr=False)
+    _keep: list = field(default_factory=list, repr=False)
+    used: int = field(default=0, repr=False)      # expert matrices multiplied before the struct was last rebuilt
+
+    def matrices(self) -> list:
+        out = [*self.gate, *self.up, *self.down]
+        if self.shared is not None:
+            out += list(self.shared)
+        return out
+
+    def replace(self, new: dict) -> None:
+        """Swap matrices for the same values in another layout (`new`: id(old) -> new); the struct is rebuilt."""
+        self.gate = [new.get(id(w), w) for w in self.gate]
+        self.up = [new.get(id(w), w) for w in self.up]
+        self.down = [new.get(id(w), w) for w in self.down]
+        if self.shared is not None:
+            self.shared = tuple(new.get(id(w), w) for w in self.shared)
+        self._release()
+
+    def _release(self) -> None:
+        if self._c is not None:
+            self.used += self._c.matrices_used
+        self._c, self._cap = None, 0
+
+    @property
+    def matrices_used(self) -> int:
+        """Expert matrices multiplied so far (3 per expert a step ran, and 3 for the shared expert)."""
+        return self.used + (self._c.matrices_used if self._c is not None else 0)
+
+    def c(self, cap: int):
+        """The pt_moe record for steps of up to `cap` tokens (its scratch allocated here, kept with it)."""
+        if self._c is not None and self._cap >= cap:
+            return self._c
+        self._release()
+        E, D = len(self.gate), self.router.shape[1]
+        widths = [self.gate[0].shape[0]] + ([self.shared[0].shape[0]] if self.shared is not None else [])
+        F = max(widths)
+        m = ffi.new("pt_moe *")
+        keep = [m]
+
+        def arr(shape, dtype=np.float32):
+            a = np.zeros(shape, dtype)
+            keep.append(a)
+            return ffi.cast("float *" if dtype == np.float32 else "int32_t *", ffi.from_buffer(a))
+
+        def tensors(ws):
+            p = ffi.new("const pt_tensor *[]", [w.c for w in ws])
+            keep.append(p)
+            return p
+
+        m.n_experts, m.top_k, m.hidden = E, self.top_k, D
+        m.norm_topk, m.act = int(self.norm_topk), ACTIVATIONS[self.act]
+        m.router = self.router.c
+        m.gate, m.up, m.down = tensors(self.gate), tensors(self.up), tensors(self.down)
+        if self.shared is not None:
+            m.sh_gate, m.sh_up, m.sh_down = (w.c for w in self.shared)
+            m.sh_router = self.shared_gate.c if self.shared_gate is not None else ffi.NULL
+        m.cap = cap
+        m.logits, m.sel, m.wt = arr((cap, E)), arr((cap, self.top_k), np.int32), arr((cap, self.top_k))
+        m.rows, m.rw = arr(cap * self.top_k, np.int32), arr(cap * self.top_k)
+        m.xg, m.yo, m.out = arr((cap * self.top_k, D)), arr((cap * self.top_k, D)), arr((cap, D))
+        m.g, m.u = arr((cap * self.top_k, F)), arr((cap * self.top_k, F))
+        self._c, self._cap, self._keep = m, cap, keep
+        return m
+
+    def run(self, x, T: int, y, accumulate: bool = False) -> int:
+        """y = this block of x (T rows at the pointer x; y likewise), one C call (the decoder's per-op oracle)."""
+        return lib.pt_moe_run(self.c(T), x, T, y, int(accumulate))
+
+
+def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_topk: bool, router: str,
+                experts: str, names=("gate_proj", "up_proj", "down_proj"), shared: str | None = None,
+                shared_inter: int | None = None, shared_gate: str | None = None, act: str = "silu") -> Moe:
+    """A Moe from a checkpoint's tensors under the layer prefix `p`: `router` + ".weight", `experts` + ".{e}." +
+    each of `names` (gate, up, down) + ".weight", and a shared expert under `shared` (Qwen2-MoE)."""
+    D = cfg.hidden_size
+    g, u, dn = names
+    gate = [t.weight(f"{p}{experts}.{e}.{g}.weight", (inter, D)) for e in range(n_experts)]
+    up = [t.weight(f"{p}{experts}.{e}.{u}.weight", (inter, D)) for e in range(n_experts)]
+    down = [t.weight(f"{p}{experts}.{e}.{dn}.weight", (D, inter)) for e in range(n_experts)]
+    sh = sg = None
+    if shared is not None:
+        sh = tuple(t.weight(f"{p}{shared}.{n}.weight", shape) for n, shape in
+                   (("gate_proj", (shared_inter, D)), ("up_proj", (shared_inter, D)), ("down_proj", (D, shared_inter))))
+        if shared_gate is not None:
+            sg = t.float_weight(f"{p}{shared_gate}.weight", (1, D))
+    return Moe(t.float_weight(f"{p}{router}.weight", (n_experts, D)), gate, up, down, top_k, norm_topk, act, sh, sg)

@@ -1,0 +1,72 @@
+"""The mixture-of-experts families, transformers' semantics, on the Llama block of llama.py: qwen3_moe, qwen2_moe
+(a shared expert behind a sigmoid gate), olmoe (q / k norms over the whole rows), mixtral (w1 / w3 / w2 experts,
+always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors are stored split in a `.petit`
+file). Which layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
+from trainer.reference.families.common import get
+from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
+from trainer.reference.spec import MoeSpec
+
+
+def _experts(p, block, n, names=("gate_proj", "up_proj", "down_proj")):
+    return [tuple(f"{p}{block}.experts.{e}.{x}.weight" for x in names) for e in range(n)]
+
+
+def _qwen_sparse(cfg):
+    only, step = get(cfg, "mlp_only_layers", []) or [], get(cfg, "decoder_sparse_step", 1)
+    return lambda i: i not in only and cfg["num_experts"] > 0 and (i + 1) % step == 0
+
+
+def qwen3_moe(cfg, names):
+    sparse, bias = _qwen_sparse(cfg), get(cfg, "attention_bias", False)
+    moe = lambda i, p: MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", cfg["num_experts"]),  # noqa: E731
+                               cfg["num_experts_per_tok"], get(cfg, "norm_topk_prob", False)) if sparse(i) else None
+    return llama_like(cfg, names, "qwen3_moe", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+                      rope_of=_one_rope(cfg), window_of=_qwen_windows(cfg), qk_norm="head", moe_of=moe)
+
+
+def qwen2_moe(cfg, names):
+    sparse = _qwen_sparse(cfg)
+
+    def moe(i, p):
+        if not sparse(i):
+            return None
+        s = p + "mlp.shared_expert."
+        return MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", cfg["num_experts"]), cfg["num_experts_per_tok"],
+                       get(cfg, "norm_topk_prob", False), tuple(s + f"{x}.weight" for x in ("gate_proj", "up_proj",
+                                                                                             "down_proj")),
+                       p + "mlp.shared_expert_gate.weight")
+    return llama_like(cfg, names, "qwen2_moe", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=get(cfg, "qkv_bias", True),
+                      rope_of=_one_rope(cfg), window_of=_qwen_windows(cfg), moe_of=moe)
+
+
+def olmoe(cfg, names):
+    bias = get(cfg, "attention_bias", False)
+    return llama_like(cfg, names, "olmoe", eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=bias, o_bias=bias,
+                      rope_of=_one_rope(cfg), qk_norm="row",
+                      moe_of=lambda i, p: MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", cfg["num_experts"]),
+                                                  cfg["num_experts_per_tok"], get(cfg, "norm_topk_prob", False)))
+
+
+def mixtral(cfg, names):
+    w = cfg.get("sliding_window") or 0
+    return llama_like(cfg, names, "mixtral", eps=get(cfg, "rms_norm_eps", 1e-5), rope_of=_one_rope(cfg),
+                      window_of=lambda i: w,
+                      moe_of=lambda i, p: MoeSpec(p + "block_sparse_moe.gate.weight",
+                                                  _experts(p, "block_sparse_moe", cfg["num_local_experts"],
+                                                           ("w1", "w3", "w2")), cfg["num_experts_per_tok"], True))
+
+
+def granitemoe(cfg, names):
+    bias = get(cfg, "attention_bias", False)
+    return llama_like(cfg, names, "granitemoe", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+                      rope_of=_one_rope(cfg), embed_scale=get(cfg, "embedding_multiplier", 1.0),
+                      attn_scale=get(cfg, "attention_multiplier", 1.0),
+                      residual_scale=get(cfg, "residual_multiplier", 1.0),
+                      logit_scale=1.0 / get(cfg, "logits_scaling", 1.0),
+                      moe_of=lambda i, p: MoeSpec(p + "block_sparse_moe.router.layer.weight",
+                                                  _experts(p, "block_sparse_moe", cfg["num_local_experts"]),
+                                                  cfg["num_experts_per_tok"], True))
+
+
+FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
+            "granitemoe": granitemoe}
