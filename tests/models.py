@@ -68,3 +68,10 @@ class ShortRope:
     def tables(self, seq_len):
         cos, sin = self.rope.tables(seq_len)
         return cos[:2], sin[:2]
+
+
+# transformers fixtures made ahead of their family (tests/fixtures/hf_moe, issue 16): Petit refuses them by name
+# (tests/test_hf_parity.py checks it), and the parity and verify tests leave them out until the family lands, when
+# its case leaves this set
+PENDING_FIXTURES = frozenset({"granitemoeshared", "deepseek_v2", "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4",
+                              "llama4_text"})

@@ -24,10 +24,12 @@ from petit.models import MODEL_TYPES
 from trainer.reference import FAMILIES, Reference
 from trainer.verify import verify
 
+from models import PENDING_FIXTURES
+
 HERE = Path(__file__).parent / "fixtures" / "hf"
 # the dense families' fixtures and the mixture-of-experts ones (fixtures/hf_moe), by case name
 FOLDERS = {p.name: p for d in (HERE, HERE.parent / "hf_moe") for p in sorted(d.iterdir())
-           if (p / "config.json").is_file()}
+           if (p / "config.json").is_file() and p.name not in PENDING_FIXTURES}
 CASES = sorted(FOLDERS)
 WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"}
