@@ -53,7 +53,7 @@ def test_written_files_are_the_ones_llama_cpp_ran_and_give_its_logits(tmp_path, 
     case, kind = key.split("/")
     out = tmp_path / f"{case}.gguf"
     script = _check_script()
-    folder = script.variant(case, tmp_path) if case in script.VARIANTS else FIX / "hf" / case
+    folder = script.folder_of(case, tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # a variant's unused tensors
         assert main(["convert", str(folder), "-o", str(out), f"--{kind}", "--name", "Petit tiny fixture"]) == 0
@@ -62,7 +62,7 @@ def test_written_files_are_the_ones_llama_cpp_ran_and_give_its_logits(tmp_path, 
         "the writer's output changed: run tests/fixtures/gguf_written/make_llama_check.py (dev-only) again"
     if kind == "f32":          # llama.cpp ran the f32 file as transformers runs the checkpoint
         assert info["llama_cpp_vs_transformers"] <= (2e-4 if case in ("gpt2", "phi") else 1e-6)
-    ref = np.load(FIX / "hf" / script.VARIANTS.get(case, (case,))[0] / "reference.npz")
+    ref = np.load(script.reference_of(case))
     theirs = np.load(WRITTEN / "logits.npz")[key]
     ours = petit.load(out).logits(ref["input_ids"])[::MANIFEST["every"]]
     err = np.abs(ours - theirs).max() / np.ptp(theirs)

@@ -44,6 +44,19 @@ def test_q4_k_m_spends_q6_k_where_llama_cpp_does():
     assert tied("model.embed_tokens.weight") == "q6_k"     # the embedding is the head
 
 
+def test_q4_k_m_gives_experts_down_matrices_q6_k_on_the_same_layers():
+    names = llama_names(16, tied=False)
+    for i in range(16):
+        names += [f"model.layers.{i}.mlp.experts.{e}.{m}.weight" for e in range(4) for m in ("gate_proj", "down_proj")]
+        names += [f"model.layers.{i}.block_sparse_moe.experts.0.w2.weight", f"model.layers.{i}.mlp.shared_expert."
+                  f"down_proj.weight"]
+    r = Recipe("q4_k_m", names)
+    more = [0, 1, 4, 7, 10, 13, 14, 15]
+    for name in ("mlp.experts.3.down_proj", "block_sparse_moe.experts.0.w2", "mlp.shared_expert.down_proj"):
+        assert [i for i in range(16) if r(f"model.layers.{i}.{name}.weight") == "q6_k"] == more, name
+    assert {r(f"model.layers.{i}.mlp.experts.{e}.gate_proj.weight") for i in range(16) for e in range(4)} == {"q4_k"}
+
+
 def test_types_fall_back_along_llama_cpps_chain():
     assert [fitting(t, 64) for t in ("q4_k", "q5_k", "q6_k", "q5_0")] == ["q5_0", "q5_0", "q8_0", "q5_0"]
     assert [fitting(t, 48) for t in ("q4_k", "q6_k", "q4_0")] == ["f16", "f16", "f16"]

@@ -239,14 +239,14 @@ class GGUFFile:
             raise GGUFError(f"{self.path}: tensor {name!r}: the file is closed")
         return np.frombuffer(self._mm, np.uint8, t.nbytes, self._data_start + t.offset)
 
-    def release(self, name: str, rows: tuple[int, int] | None = None) -> None:
-        """Tell the kernel this process is done with tensor `name`'s pages for now, or with those of its outer rows
-        [r0, r1) (MADV_DONTNEED): they leave the resident set, the page cache keeps them, and reading them again
-        maps them back in. A no-op where unsupported."""
+    def release(self, name: str, rows: tuple[int, int] | None = None, n_rows: int | None = None) -> None:
+        """Tell the kernel this process is done with tensor `name`'s pages for now, or with those of its rows
+        [r0, r1) of `n_rows` (default: its outer rows) (MADV_DONTNEED): they leave the resident set, the page cache
+        keeps them, and reading them again maps them back in. A no-op where unsupported."""
         t = self.tensors.get(name)
         if t is not None:
             begin = self._data_start + t.offset
-            release_rows(self._mm, begin, begin + t.nbytes, t.shape[0], rows)
+            release_rows(self._mm, begin, begin + t.nbytes, n_rows or t.shape[0], rows)
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)

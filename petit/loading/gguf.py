@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from petit.formats.gguf import GGUFFile
-from petit.loading.gguf_archs import config_from_gguf, hf_name, split_names
+from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
@@ -32,13 +32,18 @@ class GGUFSource(TensorSource):
     def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set, search: bool = False):
         super().__init__(f.path, weights, search)
         self.f, self.arch, self.native = f, arch, native       # native: the GGUF types run as stored
-        self.map: dict[str, tuple[str, tuple | None]] = {}        # HF name -> (GGUF name, rows (r0, r1) or None)
+        # HF name -> (GGUF name, rows (r0, r1) of its [rows, columns] view, or None); a 3-D tensor's view is
+        # [experts x rows, columns]
+        self.map: dict[str, tuple[str, tuple | None]] = {}
+        self.one_row: set[str] = set()                           # vectors handed out as [1, n] matrices
         for name, t in f.tensors.items():
-            parts = split_names(name, arch, cfg, t.shape[0])
-            if parts is not None:                                # a fused matrix: row ranges, no copy
+            parts = expert_names(name, arch, t.shape) or split_names(name, arch, cfg, t.shape[0])
+            if parts is not None:                                # a fused matrix or an expert: row ranges, no copy
                 self.map.update((hf, (name, rows)) for hf, rows in parts)
             elif (hf := hf_name(name, arch)) is not None:
                 self.map[hf] = (name, None)
+                if name.split(".")[-2] in ONE_ROW and len(t.shape) == 1:
+                    self.one_row.add(hf)
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
@@ -47,7 +52,9 @@ class GGUFSource(TensorSource):
     def _tensor(self, name):
         gname, rows = self.map[name]
         t = self.f.tensors[gname]
-        shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:]
+        shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:][-1:]
+        if name in self.one_row:
+            shape = (1,) + t.shape
         return gname, rows, t, shape
 
     def info(self, name):
@@ -66,7 +73,7 @@ class GGUFSource(TensorSource):
         raw = self.f.raw(gname)
         if rows is None:
             return raw
-        rb = raw.nbytes // t.shape[0]
+        rb = raw.nbytes // _outer_rows(t.shape)
         return raw[rows[0] * rb:rows[1] * rb]
 
     def stored(self, name):
@@ -82,8 +89,17 @@ class GGUFSource(TensorSource):
             return None
         self.decoded[name] = t.type
         out = gguf_to_q8_0(self._raw(name), t.type, shape)
-        self.f.release(gname, None if part is None else (part[0], part[0] + shape[0]))
+        self._release(gname, part, shape, t)
         return out
+
+    def _release(self, gname, part, shape, t, rows=None):
+        """Release the file pages of a tensor's rows [r0, r1) (all of them: None) of the part `part` of `gname`."""
+        if part is None:
+            at = rows
+        else:
+            r0, r1 = rows or (0, shape[0])
+            at = (part[0] + r0, part[0] + r1)
+        self.f.release(gname, at, _outer_rows(t.shape))
 
     def f32(self, name):
         gname, part, t, shape = self._tensor(name)
@@ -99,7 +115,7 @@ class GGUFSource(TensorSource):
         if t.type != "F32":
             # decoded: the stored bytes are not read again, so their file pages leave the resident set (a Q4_K_M
             # file whose matrices are mostly Q5_0 kept 185 MiB of them beside their q8_0 copies)
-            self.f.release(gname, None if part is None else (part[0], part[0] + shape[0]))
+            self._release(gname, part, shape, t)
         if self.arch.norm_shift and name.endswith("norm.weight"):
             out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
         return out
@@ -159,8 +175,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
-            repack_matrices(net, src.used, release=lambda name, rows=None: f.release(src.map[name][0], rows and (
-                _file_rows(src, name, rows))))
+            repack_matrices(net, src.used, release=lambda name, rows=None: src._release(*_parts(src, name), rows))
         check_tokenizer(path, tok, net.arch.vocab_size)
         metadata = {"config": cfg.to_dict(), "format": "gguf", "source": path,
                     "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}
@@ -172,10 +187,14 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         raise
 
 
-def _file_rows(src: GGUFSource, name: str, rows: tuple[int, int]) -> tuple[int, int]:
-    """Rows of an HF-named tensor as rows of the file's tensor (a fused matrix's part starts at its own row)."""
-    offset = (src.map[name][1] or (0, 0))[0]
-    return rows[0] + offset, rows[1] + offset
+def _parts(src: GGUFSource, name: str) -> tuple:
+    gname, part, t, shape = src._tensor(name)
+    return gname, part, shape, t
+
+
+def _outer_rows(shape: tuple) -> int:
+    """The rows of a tensor's [rows, columns] view (a 3-D one's experts x rows; a vector's values)."""
+    return int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
 
 
 ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")

@@ -34,6 +34,19 @@ STABLELM_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_layernorm", attn_k_n
 LLAMA_GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 # fused matrices: llama.cpp's name -> the HF names of its row blocks, in order ("q", "kv" and "ff" give the sizes)
 QKV = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "kv"), ("self_attn.v_proj", "kv"))
+# mixture of experts: the router (ffn_gate_inp), a shared expert (_shexp), and each layer's experts stacked in
+# 3-D tensors [experts, rows, columns] (llama.cpp's name -> the HF name of expert {}'s matrix)
+QWEN_MOE_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_expert.gate_proj",
+                      ffn_up_shexp="mlp.shared_expert.up_proj", ffn_down_shexp="mlp.shared_expert.down_proj",
+                      ffn_gate_inp_shexp="mlp.shared_expert_gate")
+QWEN_EXPERTS = {"ffn_gate_exps": "mlp.experts.{}.gate_proj", "ffn_up_exps": "mlp.experts.{}.up_proj",
+                "ffn_down_exps": "mlp.experts.{}.down_proj"}
+MIXTRAL_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="block_sparse_moe.gate")
+MIXTRAL_EXPERTS = {"ffn_gate_exps": "block_sparse_moe.experts.{}.w1", "ffn_up_exps": "block_sparse_moe.experts.{}.w3",
+                   "ffn_down_exps": "block_sparse_moe.experts.{}.w2"}
+GRANITE_MOE_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="block_sparse_moe.router.layer")
+GRANITE_EXPERTS = {k: v.replace("mlp.", "block_sparse_moe.") for k, v in QWEN_EXPERTS.items()}
+ONE_ROW = ("ffn_gate_inp_shexp",)      # a [1, hidden] matrix in Hugging Face's checkpoints, a vector in GGUF's
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,8 @@ class GGUFArch:
     rope_pairs: bool = False               # the converter permuted q / k for adjacent-pair RoPE
     norm_shift: float = 0.0                # subtracted from norm weights (Gemma's files store 1 + w)
     extra: object = None
+    experts: dict = field(default_factory=dict)   # llama.cpp name of a stacked expert tensor -> HF name pattern
+    expert_key: str = "num_experts"        # the config field of the expert count
 
 
 def _biases(meta, key, cfg, has):
@@ -164,6 +179,30 @@ def _gpt2(meta, key, cfg, has):
         cfg.pop(k, None)
 
 
+def _qwen3moe(meta, key, cfg, has):
+    cfg["attention_bias"] = has("blk.0.attn_q.bias")
+    cfg["moe_intermediate_size"] = int(meta.get(key("expert_feed_forward_length"))
+                                       or cfg["intermediate_size"] // cfg["num_experts_per_tok"])
+    cfg["norm_topk_prob"] = True                   # llama.cpp's qwen3moe always renormalises the chosen weights
+
+
+def _qwen2moe(meta, key, cfg, has):
+    cfg["qkv_bias"] = has("blk.0.attn_q.bias")
+    cfg["moe_intermediate_size"] = int(meta.get(key("expert_feed_forward_length"))
+                                       or cfg["intermediate_size"] // cfg["num_experts_per_tok"])
+    cfg["shared_expert_intermediate_size"] = int(meta.get(key("expert_shared_feed_forward_length"))
+                                                 or cfg["intermediate_size"])
+    cfg["norm_topk_prob"] = False                  # llama.cpp's qwen2moe never renormalises them
+
+
+def _olmoe(meta, key, cfg, has):
+    cfg["norm_topk_prob"] = False                  # nor does its olmoe
+
+
+def _mixtral(meta, key, cfg, has):
+    cfg["sliding_window"] = None                   # llama.cpp's llama architecture has no sliding window
+
+
 ARCHS = {
     "llama": GGUFArch("llama", LLAMA_LAYER, rope_pairs=True, extra=_biases),
     "qwen2": GGUFArch("qwen2", LLAMA_LAYER),
@@ -189,12 +228,22 @@ ARCHS = {
                                       "output": "embed_out"},
                         splits={"attn_qkv": (("attention.q_proj", "q"), ("attention.k_proj", "q"),
                                              ("attention.v_proj", "q"))}, extra=_gptneox),
+    "qwen3moe": GGUFArch("qwen3_moe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_qwen3moe),
+    "qwen2moe": GGUFArch("qwen2_moe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_qwen2moe),
+    "olmoe": GGUFArch("olmoe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_olmoe),
+    "granitemoe": GGUFArch("granitemoe", GRANITE_MOE_LAYER, rope_pairs=True, experts=GRANITE_EXPERTS,
+                           expert_key="num_local_experts", extra=_granite),
     "gpt2": GGUFArch("gpt2", GPT2_LAYER, prefix="transformer.h.{}.",
                      global_names={"token_embd": "transformer.wte", "position_embd": "transformer.wpe",
                                    "output_norm": "transformer.ln_f", "output": "lm_head"},
                      splits={"attn_qkv": (("attn.q_proj", "q"), ("attn.k_proj", "q"), ("attn.v_proj", "q"))},
                      extra=_gpt2),
 }
+
+
+# llama.cpp's llama architecture with experts (expert_count > 0) is Mixtral
+MIXTRAL = GGUFArch("mixtral", MIXTRAL_LAYER, rope_pairs=True, experts=MIXTRAL_EXPERTS, expert_key="num_local_experts",
+                   extra=_mixtral)
 
 
 def supported() -> str:
@@ -213,6 +262,18 @@ def hf_name(name: str, arch: GGUFArch) -> str | None:
     if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.layer_names:
         return f"{arch.prefix.format(int(parts[1]))}{arch.layer_names[parts[2]]}.{kind}"
     return None
+
+
+def expert_names(name: str, arch: GGUFArch, shape: tuple) -> list | None:
+    """A stacked expert tensor's matrices: [(HF name, (r0, r1)), ...] over the rows of its [experts x rows, columns]
+    view, or None when `name` is not one."""
+    stem, _, kind = name.rpartition(".")
+    parts = stem.split(".")
+    if not (len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.experts
+            and kind == "weight" and len(shape) == 3):
+        return None
+    rows, prefix = shape[1], arch.prefix.format(int(parts[1]))
+    return [(f"{prefix}{arch.experts[parts[2]].format(e)}.weight", (e * rows, (e + 1) * rows)) for e in range(shape[0])]
 
 
 def split_names(name: str, arch: GGUFArch, cfg: dict, rows: int) -> list | None:
@@ -247,6 +308,8 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
         raise ValueError(f"{where}: architecture {name!r} is not supported by Petit's GGUF reader (supported: "
                          f"{supported()})")
     arch = ARCHS[name]
+    if name == "llama" and meta.get("llama.expert_count"):
+        arch = MIXTRAL
 
     def key(k):
         return f"{name}.{k}"
@@ -275,6 +338,9 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
            "head_dim": head_dim, "max_position_embeddings": number("context_length"),
            "rope_theta": number("rope.freq_base", 10000.0, float),
            "tie_word_embeddings": "output.weight" not in tensors}
+    if arch.experts:
+        cfg[arch.expert_key] = number("expert_count")
+        cfg["num_experts_per_tok"] = number("expert_used_count")
     eps = meta.get(key("attention.layer_norm_rms_epsilon"))
     if eps is not None:
         cfg["rms_norm_eps"] = float(eps)

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from petit.formats.gguf import write_gguf
-from petit.loading.gguf_archs import ARCHS
+from petit.loading.gguf_archs import ARCHS, MIXTRAL, ONE_ROW
 
 GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
               "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "q4_1": "Q4_1", "q5_1": "Q5_1", "q2_k": "Q2_K",
@@ -22,10 +22,45 @@ GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0"
 # llama.cpp's general.file_type (llama_ftype) for the weight type asked for
 FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q5_0": 8, "q4_k": 14, "q5_k": 16, "q6_k": 18,
               "q4_k_m": 15, "bf16": 32}
-ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama"}    # llama.cpp's converter's
+ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama", "mixtral": "llama"}  # llama.cpp's
 _LAYERNORM_EPS = ("layer_norm_eps", "norm_epsilon", "layer_norm_epsilon")
 FUSED = ("phi3", "gpt2", "gptneox")     # written with fused qkv (and Phi-3's gate-up): llama.cpp requires them so
-NEEDS_OUTPUT = ("olmo2", "stablelm")   # architectures whose llama.cpp loader requires output.weight even when tied
+# architectures whose llama.cpp loader requires output.weight even when tied
+NEEDS_OUTPUT = ("olmo2", "stablelm", "qwen2moe", "olmoe")
+
+
+def _arch(name: str, model_type: str):
+    return MIXTRAL if model_type == "mixtral" else ARCHS[name]
+
+
+def _n_experts(c: dict) -> int:
+    return int(c.get("num_experts") or c.get("num_local_experts") or 0)
+
+
+def _moe_hparams(name: str, c: dict, where: str) -> dict:
+    """The expert keys, and a refusal for routing llama.cpp's architecture computes otherwise (it fixes whether the
+    chosen weights are renormalised, and has every layer sparse)."""
+    if not _n_experts(c):
+        return {}
+    fixed = {"qwen3moe": True, "qwen2moe": False, "olmoe": False}
+    if name in fixed and bool(c.get("norm_topk_prob")) != fixed[name]:
+        raise ValueError(f"{where}: llama.cpp's {name} {'always' if fixed[name] else 'never'} renormalises the chosen "
+                         f"experts' weights, and this model has norm_topk_prob {c.get('norm_topk_prob')}: it would "
+                         f"run differently")
+    if c.get("mlp_only_layers") or c.get("decoder_sparse_step", 1) != 1:
+        raise ValueError(f"{where}: llama.cpp's {name} has experts in every layer, and this model has dense layers "
+                         f"(mlp_only_layers {c.get('mlp_only_layers')}, decoder_sparse_step "
+                         f"{c.get('decoder_sparse_step')})")
+    if name == "olmoe" and (c.get("num_key_value_heads") or c["num_attention_heads"]) != c["num_attention_heads"]:
+        raise ValueError(f"{where}: llama.cpp's olmoe sizes the k norm for as many key / value heads as query heads, "
+                         f"and this model has {c['num_key_value_heads']} of {c['num_attention_heads']}: it would "
+                         f"refuse the file")
+    k = {"expert_count": _n_experts(c), "expert_used_count": int(c["num_experts_per_tok"])}
+    if c.get("moe_intermediate_size"):
+        k["expert_feed_forward_length"] = int(c["moe_intermediate_size"])
+    if c.get("shared_expert_intermediate_size"):
+        k["expert_shared_feed_forward_length"] = int(c["shared_expert_intermediate_size"])
+    return k
 
 
 def _hparams(name: str, c: dict, where: str) -> dict:
@@ -87,6 +122,7 @@ def _hparams(name: str, c: dict, where: str) -> dict:
         k["rope.scaling.attn_factor"] = np.float32(attn)
     if name == "gptneox":
         k["use_parallel_residual"] = bool(c.get("use_parallel_residual", True))
+    k.update(_moe_hparams(name, c, where))
     return {f"{name}.{key}": v for key, v in k.items()}
 
 
@@ -110,9 +146,10 @@ def _rope_tables(c: dict) -> dict:
     return {"rope_freqs.weight": (inv / scaled).astype(np.float32)}
 
 
-def _names(arch, n_layers: int, fused: bool) -> dict:
-    """Hugging Face name -> llama.cpp name, and the fused tensors' parts: {HF name: (GGUF name, part index)}.
-    fused: write the architecture's fused tensors (else their parts under their own names, as phi2 takes them)."""
+def _names(arch, n_layers: int, fused: bool, n_experts: int = 0) -> dict:
+    """Hugging Face name -> llama.cpp name, and the fused tensors' parts and stacked experts: {HF name: (GGUF name,
+    part index)}. fused: write the architecture's fused tensors (else their parts under their own names, as phi2
+    takes them)."""
     out = {}
     for gname, hf in arch.global_names.items():
         for kind in ("weight", "bias"):
@@ -126,6 +163,9 @@ def _names(arch, n_layers: int, fused: bool) -> dict:
             for j, (hf, _) in enumerate(parts):
                 for kind in ("weight", "bias"):
                     out[f"{prefix}{hf}.{kind}"] = (f"blk.{i}.{gname}.{kind}", j)
+        for gname, hf in arch.experts.items():
+            for e in range(n_experts):
+                out[f"{prefix}{hf.format(e)}.weight"] = (f"blk.{i}.{gname}.weight", e)
     return out
 
 
@@ -141,9 +181,9 @@ def gguf_tensors(model, where: str) -> dict:
     them: stored rows, not interleaved)."""
     c = model.config.to_dict()
     name = ARCH_OF[c["model_type"]]
-    arch = ARCHS[name]
+    arch = _arch(name, c["model_type"])
     n_layers = c.get("num_hidden_layers", c.get("n_layer"))
-    names = _names(arch, n_layers, name in FUSED)
+    names = _names(arch, n_layers, name in FUSED, _n_experts(c))
     heads = c.get("num_attention_heads", c.get("n_head"))
     head_dim = c.get("head_dim") or c.get("hidden_size", c.get("n_embd")) // heads
     kv = c.get("num_key_value_heads") or heads
@@ -162,17 +202,22 @@ def gguf_tensors(model, where: str) -> dict:
             n = heads if ".q_proj." in hf else kv
             raw = _pair_rows(raw.reshape(n * head_dim, -1), n, head_dim).reshape(raw.shape)
         gtype = GGUF_TYPES[dtype]
+        if gname.split(".")[-2] in ONE_ROW:          # a [1, n] matrix llama.cpp holds as a vector
+            shape = (shape[-1],)
+            raw = raw.reshape(-1)
         if part is None:
             out[gname] = (gtype, tuple(shape), raw)
         else:
             fused.setdefault(gname, {})[part] = (gtype, tuple(shape), raw)
             out.setdefault(gname, None)          # keeps the file's tensor order
     for gname, parts in fused.items():
-        n_parts = len(arch.splits[gname.split(".")[2]])
+        stem = gname.split(".")[2]
+        stacked = stem in arch.experts
+        n_parts = _n_experts(c) if stacked else len(arch.splits[stem])
         if sorted(parts) != list(range(n_parts)) or len({p[0] for p in parts.values()}) != 1:
             raise ValueError(f"{where}: the parts of {gname} are not all there in one type")
         rows = [parts[j] for j in range(n_parts)]
-        shape = (sum(s[0] for _, s, _ in rows),) + rows[0][1][1:]
+        shape = (n_parts,) + rows[0][1] if stacked else (sum(s[0] for _, s, _ in rows),) + rows[0][1][1:]
         out[gname] = (rows[0][0], shape, np.concatenate([r for _, _, r in rows], axis=0))
     if name in NEEDS_OUTPUT and "output.weight" not in out:     # tied: the embedding again, as its head
         out["output.weight"] = out["token_embd.weight"]

@@ -4,6 +4,7 @@ in every layer: softmax over `num_local_experts` router logits, the top `num_exp
 from dataclasses import dataclass
 
 from petit.models.common import default_rope, llama_like
+from petit.models.config import boolean
 from petit.models.mistral import MistralConfig
 from petit.models.moe import moe_weights
 from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
@@ -16,12 +17,14 @@ class MixtralConfig(MistralConfig):
     sliding_window: int | None = None
     num_local_experts: int = 8
     num_experts_per_tok: int = 2
+    rope_interleaved: bool = False      # Petit's key, as Llama's: a GGUF file's q / k rows are permuted for pairs
     model_type: str = "mixtral"
     _IGNORED = MOE_TRAINING_ONLY
 
     def _validate(self):
         super()._validate()
         check_routing(self, "num_local_experts")
+        boolean(self, "rope_interleaved")
 
 
 def build(cfg: MixtralConfig, t):

@@ -3,7 +3,8 @@ more bits where a model is most sensitive, as llama.cpp's Q4_K_M does:
 
 - `q4_k_m`: Q4_K, with Q6_K for the output head (and the token embedding when it is the head too) and for the value
   and MLP-down matrices of the first and last eighth of the layers and every third one between (llama.cpp's
-  `use_more_bits`). An untied token embedding stays Q4_K: only one row of it is read per token. A checkpoint that
+  `use_more_bits`; a mixture of experts' expert and shared-expert down matrices likewise). An untied token
+  embedding stays Q4_K: only one row of it is read per token. A checkpoint that
   stores q, k and v as one matrix (Phi-3's qkv_proj, GPT-2's c_attn, GPT-NeoX's query_key_value) gives all three
   Q5_K, as llama.cpp gives its fused attn_qkv: a GGUF file keeps them one tensor of one type.
 
@@ -18,7 +19,8 @@ FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_0", "q6_k": "q8_0", "q5_0": "f16", "q8_0
 
 _LAYER = re.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
 _VALUE = re.compile(r"(?:v_proj|\.value)\.weight$")
-_DOWN = re.compile(r"(?:mlp|feed_forward)\.(?:down_proj|c_proj|fc2|dense_4h_to_h|w2)\.weight$")
+_DOWN = re.compile(r"(?:mlp|feed_forward|block_sparse_moe)\.(?:experts\.\d+\.|shared_expert\.)?"
+                   r"(?:down_proj|c_proj|fc2|dense_4h_to_h|w2)\.weight$")
 _HEAD = ("lm_head.weight", "embed_out.weight")
 _EMBED = re.compile(r"(?:embed_tokens|wte|embed_in)\.weight$")
 _FUSED_QKV = re.compile(r"(?:qkv_proj|c_attn|query_key_value|Wqkv)\.weight$")
