@@ -8,7 +8,7 @@ Qwen3-30B-A3B's layer shape: hidden 2048, 32 query / 4 key-value heads of 128, a
 greedy steps after a 16-token prompt, best of 3, at 1 and 2 threads. A MoE step reads 8 experts' matrices of 128
 (the test suite counts them); the rest of the gap to the dense model is the routing and the gathers.
 
-llama.cpp is not in this table yet: Petit does not write MoE GGUF files yet.
+Petit beside llama.cpp on MoE GGUF files (Qwen3-30B-A3B's layers, OLMoE-1B-7B in full): bench/bench_moe_llama.py.
 
     python bench/bench_moe.py [--layers 2]
 """
