@@ -50,14 +50,14 @@ def kernel_call(K, kv: str, n: int, mode: str):
     if kv == "f32":
         k, v = (rng.standard_normal((KV, n, HD)).astype(np.float32) for _ in range(2))
         keep += [k, v]
-        args = (P(q), P(k), P(v), n, T, H, KV, HD, pos0, HD ** -0.5, 0.0, 0, P(out))
+        args = (P(q), P(k), P(v), n, T, H, KV, HD, pos0, HD ** -0.5, 0.0, 0, K.ffi.NULL, P(out))
         fn = K.lib.pt_attention
     else:
         k, v = (rng.integers(-127, 128, (KV, n, HD)).astype(np.int8) for _ in range(2))
         ks, vs = (rng.uniform(0.005, 0.03, (KV, n)).astype(np.float32) for _ in range(2))
         keep += [k, v, ks, vs]
         args = (P(q), P(k, "int8_t *"), P(ks), P(v, "int8_t *"), P(vs), n, T, H, KV, HD, pos0, HD ** -0.5, 0.0, 0,
-                P(out))
+                K.ffi.NULL, P(out))
         fn = K.lib.pt_attention_q8
 
     def call():

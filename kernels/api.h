@@ -76,10 +76,11 @@ int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t 
 /* causal attention of T queries at positions pos0..pos0+T-1 over cache positions 0..pos0+t (grouped-query:
  * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd]. Scores are q.k * scale, then
  * softcap * tanh(s / softcap) when softcap > 0; window > 0 lets a query see only itself and the window - 1
- * positions before it (sliding-window attention), 0 everything before it. */
+ * positions before it (sliding-window attention), 0 everything before it. sinks: NULL, or one logit per query
+ * head that joins its softmax and whose share is dropped (gpt-oss's attention sinks). */
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
-                  int64_t window, float *out);
+                  int64_t window, const float *sinks, float *out);
 /* the same two calls over an int8 KV cache: each cached row (one position of one kv head) is int8 with an fp32
  * scale (amax / 127), caches [n_kv][n_ctx][hd] int8 and scales [n_kv][n_ctx]; head_dim at most 1024 */
 int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
@@ -88,14 +89,16 @@ int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64
                       float *v_scale, int64_t n_ctx);
 int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                      const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
-                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out);
+                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, const float *sinks,
+                     float *out);
 /* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
  * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
              int64_t w_rows, float *y);
 /* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu */
 int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      /* y[t] = act(y[t] + b), b may be NULL */
-int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out); /* out = act(gate) * up */
+/* out = act(gate) * up; act 5: gpt-oss's clamped SwiGLU, (clamp(up, -7, 7) + 1) * g sigmoid(1.702 g), g = min(gate, 7) */
+int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out);
 void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */
 
 /* ---- the forward plan (plan.c): one call runs a whole forward step ---- */
@@ -112,7 +115,9 @@ typedef struct {
     int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
     int32_t act;              /* the experts' gated activation (as pt_glu) */
     const pt_tensor *router;  /* [n_experts][hidden], a float type */
+    const float *router_b;    /* [n_experts] router bias (gpt-oss), or NULL */
     const pt_tensor **gate, **up, **down;    /* n_experts each: [inter][hidden], [inter][hidden], [hidden][inter] */
+    const float **gate_b, **up_b, **down_b;  /* n_experts biases each ([inter], [inter], [hidden]), or NULL */
     const pt_tensor *sh_gate, *sh_up, *sh_down;   /* a shared expert over every token (NULL: none) */
     const pt_tensor *sh_router;  /* [1][hidden]: the shared expert's sigmoid gate (NULL: weight 1) */
     int64_t cap;
@@ -143,6 +148,7 @@ typedef struct {
     int64_t w_rows;           /* rows of w / b (per-head norm weights; positions of the position table) */
     int64_t n_heads, n_kv, head_dim, rot_dim, window;
     float eps, scale, softcap, alpha;
+    const float *sinks;       /* ATTENTION: [n_heads] attention sinks, or NULL */
     pt_moe *moe;              /* MOE: the block (its matrices, routing and scratch) */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */

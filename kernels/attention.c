@@ -110,6 +110,7 @@ typedef struct {
     float *out;
     int64_t n_ctx, n_heads, n_kv, hd, pos0, T, window;
     float scale, softcap;
+    const float *sinks;         /* [n_heads] attention sinks (gpt-oss), or NULL */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
     const pt_kernels *k;
@@ -166,8 +167,19 @@ static void fold(float *ml, float *o, const float *bml, const float *bo, int64_t
     for (int64_t i = 0; i < hd; i++) o[i] = o[i] * a + bo[i] * c;
 }
 
-static void finish(const float *ml, const float *o, int64_t hd, float *out) {
-    const float inv = 1.0f / ml[1];
+/* out = o / l; with a sink logit s (the head's extra softmax term whose share is dropped): o / (l + e^(s - m)),
+ * computed so that neither exponential can overflow */
+static void finish(const float *ml, const float *o, int64_t hd, const float *sink, float *out) {
+    float inv = 1.0f / ml[1];
+    if (sink) {
+        const float s = *sink, m = ml[0];
+        if (s > m) {
+            const float c = expf(m - s);
+            inv = c / (ml[1] * c + 1.0f);
+        } else {
+            inv = 1.0f / (ml[1] + expf(s - m));
+        }
+    }
     for (int64_t i = 0; i < hd; i++) out[i] = o[i] * inv;
 }
 
@@ -218,7 +230,7 @@ static void tile_task(void *ctx, int64_t unit, int ith) {
     for (int64_t t = t0; t < t1; t++)
         for (int64_t h = h0; h < h0 + nh; h++)
             finish(state + ((t - t0) * nh + (h - h0)) * stride, state + ((t - t0) * nh + (h - h0)) * stride + 2, hd,
-                   j->out + (t * j->n_heads + h) * hd);
+                   j->sinks ? j->sinks + h : 0, j->out + (t * j->n_heads + h) * hd);
 }
 
 /* blocks: unit (t, kv head, block index within the token's blocks) writes its partials */
@@ -246,7 +258,7 @@ static void merge_task(void *ctx, int64_t item, int ith) {
     const int64_t n = last_block(j, t) - first_block(j, t) + 1;
     float *p = j->part + item * nb * stride;
     for (int64_t i = 1; i < n; i++) fold(p, p + 2, p + i * stride, p + i * stride + 2, j->hd);
-    finish(p, p + 2, j->hd, j->out + item * j->hd);
+    finish(p, p + 2, j->hd, j->sinks ? j->sinks + item % j->n_heads : 0, j->out + item * j->hd);
 }
 
 /* the partials of the block split: shared by the threads of one call, kept between calls (under the lock) */
@@ -318,9 +330,10 @@ static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
 
 int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,
                         const float *v_scale, int kv_int8, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
-                        int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out) {
+                        int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
+                        const float *sinks, float *out) {
     attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
-                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window};
+                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window, .sinks = sinks};
     if (kv_int8) {
         j.kq = (const int8_t *)k_cache; j.vq = (const int8_t *)v_cache; j.ks = k_scale; j.vs = v_scale;
     } else {
@@ -331,18 +344,19 @@ int pt_attention_locked(const float *q, const void *k_cache, const float *k_scal
 
 int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                  int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
-                 int64_t window, float *out) {
+                 int64_t window, const float *sinks, float *out) {
     attn_job j = {.q = q, .kc = k_cache, .vc = v_cache, .out = out, .n_ctx = n_ctx, .n_heads = n_heads,
                   .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .scale = scale,
-                  .softcap = softcap, .window = window};
+                  .softcap = softcap, .window = window, .sinks = sinks};
     return run_attention(&j, T, pos0);
 }
 
 int pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                     const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
-                    int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, float *out) {
+                    int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
+                    const float *sinks, float *out) {
     attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
-                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window,
+                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window, .sinks = sinks,
                   .kq = k_cache, .vq = v_cache, .ks = k_scale, .vs = v_scale};
     return run_attention(&j, T, pos0);
 }

@@ -195,7 +195,7 @@ static void bias_act_g(float *y, const float *b, int64_t T, int64_t N, int act) 
     }
 }
 
-/* out[i] = act(gate[i]) * up[i] (SwiGLU with act 1, GeGLU with 2 or 3) */
+/* out[i] = act(gate[i]) * up[i] (SwiGLU with act 1, GeGLU with 2 or 3); act 5 gpt-oss's clamped SwiGLU */
 #define GLU_LOOP(f)                                                                                               \
     do {                                                                                                          \
         _Pragma("omp simd") for (int64_t i = 0; i < n; i++) out[i] = f(g[i]) * u[i];                              \
@@ -203,8 +203,19 @@ static void bias_act_g(float *y, const float *b, int64_t T, int64_t N, int act) 
 
 static inline float identity_g(float x) { return x; }
 
+/* gpt-oss's clamped SwiGLU: gate = min(gate, 7), up = clamp(up, -7, 7), (up + 1) * gate * sigmoid(1.702 gate) */
+static inline float swiglu_oai_g(float g, float u) {
+    g = g < 7.0f ? g : 7.0f;
+    u = u < -7.0f ? -7.0f : (u > 7.0f ? 7.0f : u);
+    return (u + 1.0f) * (g / (1.0f + exp_g(-1.702f * g)));
+}
+
 static void glu_g(int act, const float *g, const float *u, int64_t n, float *out) {
     switch (act) {
+    case 5:
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) out[i] = swiglu_oai_g(g[i], u[i]);
+        break;
     case 1: GLU_LOOP(silu_g); break;
     case 2: GLU_LOOP(gelu_tanh_g); break;
     case 3: GLU_LOOP(gelu_erf_g); break;

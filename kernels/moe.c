@@ -1,10 +1,11 @@
 /* Routed experts (mixture of experts): the MLP of an MoE block, for a step of T tokens, in one call.
  *
- *   1. router logits [T][E] = x W_router^T (a float matrix: the router stays in float);
+ *   1. router logits [T][E] = x W_router^T (+ its bias) (a float matrix: the router stays in float);
  *   2. per token: softmax over the E logits, the top_k largest (ties: the lower expert first), their probabilities
  *      as the weights, renormalised to sum 1 with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob);
- *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up, act(gate) * up,
- *      down, each one matrix product for the whole group; each row added to its token's output times its weight;
+ *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
+ *      act(gate) * up, down (+ bias), each one matrix product for the whole group; each row added to its token's
+ *      output times its weight;
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
@@ -41,17 +42,27 @@ static void route(const pt_moe *m, int64_t T) {
     }
 }
 
-/* act(gate x) * up x, then down: n rows of xs into yo */
-static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *down, const float *xs, int64_t n,
-                  int act, const pt_moe *m) {
+static void add_bias(float *y, const float *b, int64_t n, int64_t width) {
+    if (b)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < width; c++) y[i * width + c] += b[c];
+}
+
+/* act(gate x + bg) * (up x + bu), then down (+ bd): n rows of xs into yo; the biases may be NULL */
+static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *down, const float *bg, const float *bu,
+                  const float *bd, const float *xs, int64_t n, int act, const pt_moe *m) {
     const pt_tensor *W[2] = {gate, up};
     float *y[2] = {m->g, m->u};
     int rc = pt_matmul_n_locked(W, y, 2, xs, n, 0);
     if (rc) return rc;
+    add_bias(m->g, bg, n, gate->rows);
+    add_bias(m->u, bu, n, up->rows);
     pt_glu(act, m->g, m->u, n * gate->rows, m->g);
     const pt_tensor *D[1] = {down};
     float *yo[1] = {m->yo};
-    return pt_matmul_n_locked(D, yo, 1, m->g, n, 0);
+    rc = pt_matmul_n_locked(D, yo, 1, m->g, n, 0);
+    add_bias(m->yo, bd, n, down->rows);
+    return rc;
 }
 
 int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate) {
@@ -61,6 +72,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     float *lr[1] = {m->logits};
     int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
     if (rc) return rc;
+    add_bias(m->logits, m->router_b, T, E);
     route(m, T);
     memset(m->out, 0, (size_t)(T * D) * sizeof(float));
     for (int64_t e = 0; e < E; e++) {
@@ -74,7 +86,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                     n++;
                 }
         if (!n) continue;
-        rc = expert(m->gate[e], m->up[e], m->down[e], m->xg, n, m->act, m);
+        rc = expert(m->gate[e], m->up[e], m->down[e], m->gate_b ? m->gate_b[e] : 0, m->up_b ? m->up_b[e] : 0,
+                    m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
         if (rc) return rc;
         m->matrices_used += 3;
         for (int64_t i = 0; i < n; i++) {
@@ -84,7 +97,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
         }
     }
     if (m->sh_gate) {
-        rc = expert(m->sh_gate, m->sh_up, m->sh_down, x, T, m->act, m);
+        rc = expert(m->sh_gate, m->sh_up, m->sh_down, 0, 0, 0, x, T, m->act, m);
         if (rc) return rc;
         m->matrices_used += 3;
         if (m->sh_router) {

@@ -178,7 +178,7 @@ static void check_attention(int isa, int threads) {
     float *v = random_floats(T * NKV * HD, 1.0f);
     static float kc[NKV * NCTX * HD], vc[NKV * NCTX * HD], out[T * NH * HD];
     int rc = pt_rope_store(q, k, v, T, NH, NKV, HD, 0, 0, NULL, NULL, 0, 0, kc, vc, NCTX);
-    rc |= pt_attention(q, kc, vc, NCTX, T, NH, NKV, HD, 0, scale, softcap, window, out);
+    rc |= pt_attention(q, kc, vc, NCTX, T, NH, NKV, HD, 0, scale, softcap, window, 0, out);
     int ok = rc == 0;
     for (int t = 0; t < T && ok; t++)
         for (int h = 0; h < NH && ok; h++) {
@@ -225,7 +225,7 @@ static void check_attention_q8(int isa, int threads, int hd) {
         vs[i] = 0.02f + 0.01f * uniform();
     }
     float *q = random_floats(T * NH * hd, 2.0f);
-    int ok = pt_attention_q8(q, kc, ks, vc, vs, NCTX, T, NH, NKV, hd, POS0, scale, 0.0f, 0, out) == 0;
+    int ok = pt_attention_q8(q, kc, ks, vc, vs, NCTX, T, NH, NKV, hd, POS0, scale, 0.0f, 0, 0, out) == 0;
     for (int t = 0; t < T && ok; t++)
         for (int h = 0; h < NH && ok; h++) {
             int g = h / (NH / NKV), n = POS0 + t + 1;

@@ -414,7 +414,7 @@ def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
-              softcap: float = 0.0, window: int = 0) -> np.ndarray:
+              softcap: float = 0.0, window: int = 0, sinks: np.ndarray | None = None) -> np.ndarray:
     """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
     the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included)."""
     q = _f32(q, "q", 3)
@@ -424,14 +424,19 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     if k_cache.shape != v_cache.shape or k_cache.shape[2] != hd or n_kv == 0 or H % n_kv:
         raise ValueError(f"bad attention shapes: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
     out = np.empty_like(q)
+    if sinks is not None:
+        sinks = _f32(sinks, "sinks", 1)
+        if sinks.shape != (H,):
+            raise ValueError(f"bad attention sinks: {sinks.shape}, one per query head ({H}) expected")
     rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, softcap,
-                          window, _ptr(out))
+                          window, ffi.NULL if sinks is None else _ptr(sinks), _ptr(out))
     if rc != 0:
         raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}, window {window}")
     return out
 
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4}
+GLU_ACTIVATIONS = dict(ACTIVATIONS, swiglu_oai=5)     # gated only: gpt-oss's clamped SwiGLU
 
 
 def norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float, kind: str = "rms") -> np.ndarray:
@@ -468,7 +473,7 @@ def glu(gate: np.ndarray, up: np.ndarray, act: str) -> np.ndarray:
     if gate.shape != up.shape:
         raise ValueError(f"gate {gate.shape} and up {up.shape} differ")
     out = np.empty_like(gate)
-    lib.pt_glu(ACTIVATIONS[act], _ptr(gate), _ptr(up), gate.size, _ptr(out))
+    lib.pt_glu(GLU_ACTIVATIONS[act], _ptr(gate), _ptr(up), gate.size, _ptr(out))
     return out
 
 

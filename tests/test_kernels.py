@@ -398,7 +398,7 @@ def test_attention_over_the_int8_cache(isa, T, pos0, H, KV, hd, softcap, window)
     out = np.empty_like(q)
     P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))
     rc = lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(v8, "int8_t *"), P(vs), n_ctx, T, H, KV, hd, pos0,
-                             scale, softcap, window, P(out))
+                             scale, softcap, window, K.ffi.NULL, P(out))
     assert rc == 0
     kd = k8.astype(np.float32) * ks[..., None]
     vd = v8.astype(np.float32) * vs[..., None]
@@ -420,7 +420,7 @@ def test_attention_over_the_int8_cache_passes_nan_and_infinity_on(isa):
         q[0, 1, 5] = bad
         out = np.empty_like(q)
         assert lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(k8, "int8_t *"), P(ks), n_ctx, 1, H, KV, hd, 4,
-                                   0.125, 0.0, 0, P(out)) == 0
+                                   0.125, 0.0, 0, K.ffi.NULL, P(out)) == 0
         assert np.isnan(out[0, 1]).all() and np.isfinite(out[0, [0, 2, 3]]).all(), bad
 
 

@@ -161,7 +161,7 @@ def _attend(q, kv, pos0, scale, softcap, window):
     out = np.empty_like(q)
     P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))   # noqa: E731
     assert lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(v8, "int8_t *"), P(vs), n_ctx, T, H, KV, hd, pos0,
-                               scale, softcap, window, P(out)) == 0
+                               scale, softcap, window, K.ffi.NULL, P(out)) == 0
     return out
 
 

@@ -14,13 +14,19 @@ from petit.cli import main
 from petit.native import ffi
 
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"
-CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe"]
+CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
+         "gpt_oss_mxfp4"]
 DENSE_Q8 = 0.08                  # tests/test_hf_parity.py's q8_0 bound, for the dense families
 # every position, routing flips included (measured on these fixtures: q8_0 0.02-0.17, granitemoe the worst; q4_0
 # 0.33-0.75, qwen3_moe 0.67 and granitemoe 0.75 above the dense families' 0.60), and the argmax agreement over the
 # prompt (measured q8_0 >= 0.89, q4_0 >= 0.31), with margin. At q4_0 the routing of a third to two thirds of these
 # tiny random models' tokens flips, so only these whole-prompt bounds are meaningful there.
 ANY_BOUNDS = {"q8_0": (0.25, 0.80), "q4_0": (0.90, 0.25)}
+# gpt-oss's fixtures (4 layers, biases everywhere, the SwiGLU clamp) are the most sensitive to rounded weights: measured
+# q8_0 routing agreement 0.886 and 0.12-0.14 where it agrees, worst 0.32-0.47, argmax agreement 0.80-0.86; q4_0
+# argmax agreement 0.23-0.29. There the engine is the float64 reference of the same quantized file
+# (tests/test_gpt_oss.py), so this is the fixture's sensitivity, not the engine's error: its own bounds, with margin.
+SENSITIVE = {"q8_0": (0.85, 0.16, 0.50, 0.75), "q4_0": (None, None, 0.90, 0.20)}
 
 
 def _ref(case):
@@ -52,10 +58,13 @@ def test_quantized_logits_stay_within_bounds(case, weights):
     for a, b in zip(want, _selected(q, len(ids))):
         same &= (a == b).all(axis=1)
     err = np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)
-    if weights == "q8_0":
-        assert same.mean() >= 0.9, f"{case}: routing differs at {np.flatnonzero(~same)}"
-        assert err[same].max() <= DENSE_Q8, f"{case}: {err[same].max():.3f} where the routing agrees"
+    routed, where_same = 0.9, DENSE_Q8
     worst, agree = ANY_BOUNDS[weights]
+    if case.startswith("gpt_oss"):
+        routed, where_same, worst, agree = SENSITIVE[weights]
+    if weights == "q8_0":
+        assert same.mean() >= routed, f"{case}: routing differs at {np.flatnonzero(~same)}"
+        assert err[same].max() <= where_same, f"{case}: {err[same].max():.3f} where the routing agrees"
     assert err.max() <= worst, f"{case} {weights}: {err.max():.3f}"
     assert (got.argmax(1) == ref.argmax(1)).mean() >= agree
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(FIX / "gguf_written"))
 import moe_variants  # noqa: E402
 
 ARCH = {"qwen3_moe_all": "qwen3moe", "qwen2_moe_all": "qwen2moe", "mixtral_full": "llama", "olmoe_mha": "olmoe",
-        "granitemoe": "granitemoe"}
+        "granitemoe": "granitemoe", "granitemoeshared": "granitemoe"}
 
 
 def _folder(case, tmp_path):
@@ -48,6 +48,10 @@ def test_read_back_it_is_the_same_model_with_its_experts_stacked(tmp_path, case)
         if case == "qwen2_moe_all":
             assert t["blk.1.ffn_gate_inp_shexp.weight"].shape == (D,)
             assert f.metadata["qwen2moe.expert_shared_feed_forward_length"] == cfg["shared_expert_intermediate_size"]
+        if case == "granitemoeshared":          # llama.cpp's granitemoe with a shared MLP
+            S = cfg["shared_intermediate_size"]
+            assert (t["blk.1.ffn_up_shexp.weight"].shape, t["blk.1.ffn_down_shexp.weight"].shape) == ((S, D), (D, S))
+            assert f.metadata["granitemoe.expert_shared_feed_forward_length"] == S
     ids = np.load(moe_variants.HF_MOE / moe_variants.CASES.get(case, case) / "reference.npz")["input_ids"]
     src, back = petit.load(folder, weights="q8_0"), petit.load(out)
     assert back.config.model_type == src.config.model_type

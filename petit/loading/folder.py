@@ -24,7 +24,8 @@ _BUFFERS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attentio
 class HFSource(TensorSource):
     """The tensors of a checkpoint, under the names the family's builder asks for. A family whose stored layout
     differs from what the kernels read (fused, transposed or interleaved tensors) provides
-    `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32)}` for those names."""
+    `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32, sources[, make_q8_0])}` for those names (make_q8_0: the exact
+    q8_0 rows of a stored block format, or None)."""
 
     def __init__(self, ckpt, family, cfg, where: str, weights: str, search: bool = False):
         super().__init__(where, weights, search)
@@ -53,9 +54,22 @@ class HFSource(TensorSource):
             return None
         return np.ascontiguousarray(self.ckpt.raw(name)).view(np.uint8).reshape(shape[0], -1)
 
+    def exact_q8(self, name):
+        """A derived matrix's q8_0 rows with exactly its stored values, when the family's hf_tensors gives a maker
+        for them (gpt-oss's MXFP4 experts), else None."""
+        entry = self.derived.get(name)
+        if entry is None or len(entry) < 4 or entry[3] is None:
+            return None
+        out = entry[3]()
+        if out is not None:
+            self.sources.update(entry[2])
+            for n in entry[2]:
+                self.ckpt.release(n)
+        return out
+
     def f32(self, name):
         if name in self.derived:
-            shape, make, used = self.derived[name]
+            shape, make, used = self.derived[name][:3]
             self.sources.update(used)
             out = np.ascontiguousarray(make(), np.float32)
             for n in used:

@@ -44,7 +44,9 @@ QWEN_EXPERTS = {"ffn_gate_exps": "mlp.experts.{}.gate_proj", "ffn_up_exps": "mlp
 MIXTRAL_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="block_sparse_moe.gate")
 MIXTRAL_EXPERTS = {"ffn_gate_exps": "block_sparse_moe.experts.{}.w1", "ffn_up_exps": "block_sparse_moe.experts.{}.w3",
                    "ffn_down_exps": "block_sparse_moe.experts.{}.w2"}
-GRANITE_MOE_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="block_sparse_moe.router.layer")
+GRANITE_MOE_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="block_sparse_moe.router.layer",
+                         ffn_gate_shexp="shared_mlp.gate_proj", ffn_up_shexp="shared_mlp.up_proj",
+                         ffn_down_shexp="shared_mlp.down_proj")
 GRANITE_EXPERTS = {k: v.replace("mlp.", "block_sparse_moe.") for k, v in QWEN_EXPERTS.items()}
 ONE_ROW = ("ffn_gate_inp_shexp",)      # a [1, hidden] matrix in Hugging Face's checkpoints, a vector in GGUF's
 
@@ -199,6 +201,13 @@ def _olmoe(meta, key, cfg, has):
     cfg["norm_topk_prob"] = False                  # nor does its olmoe
 
 
+def _granitemoe(meta, key, cfg, has):
+    _granite(meta, key, cfg, has)
+    if has("blk.0.ffn_gate_shexp.weight"):         # llama.cpp's granitemoe with a shared MLP: GraniteMoeShared
+        cfg["model_type"] = "granitemoeshared"
+        cfg["shared_intermediate_size"] = int(meta.get(key("expert_shared_feed_forward_length"), 0))
+
+
 def _mixtral(meta, key, cfg, has):
     cfg["sliding_window"] = None                   # llama.cpp's llama architecture has no sliding window
 
@@ -232,7 +241,7 @@ ARCHS = {
     "qwen2moe": GGUFArch("qwen2_moe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_qwen2moe),
     "olmoe": GGUFArch("olmoe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_olmoe),
     "granitemoe": GGUFArch("granitemoe", GRANITE_MOE_LAYER, rope_pairs=True, experts=GRANITE_EXPERTS,
-                           expert_key="num_local_experts", extra=_granite),
+                           expert_key="num_local_experts", extra=_granitemoe),
     "gpt2": GGUFArch("gpt2", GPT2_LAYER, prefix="transformer.h.{}.",
                      global_names={"token_embd": "transformer.wte", "position_embd": "transformer.wpe",
                                    "output_norm": "transformer.ln_f", "output": "lm_head"},

@@ -22,7 +22,8 @@ GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0"
 # llama.cpp's general.file_type (llama_ftype) for the weight type asked for
 FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q5_0": 8, "q4_k": 14, "q5_k": 16, "q6_k": 18,
               "q4_k_m": 15, "bf16": 32}
-ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama", "mixtral": "llama"}  # llama.cpp's
+ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama", "mixtral": "llama",
+                                                                "granitemoeshared": "granitemoe"}  # llama.cpp's
 _LAYERNORM_EPS = ("layer_norm_eps", "norm_epsilon", "layer_norm_epsilon")
 FUSED = ("phi3", "gpt2", "gptneox")     # written with fused qkv (and Phi-3's gate-up): llama.cpp requires them so
 # architectures whose llama.cpp loader requires output.weight even when tied
@@ -58,8 +59,9 @@ def _moe_hparams(name: str, c: dict, where: str) -> dict:
     k = {"expert_count": _n_experts(c), "expert_used_count": int(c["num_experts_per_tok"])}
     if c.get("moe_intermediate_size"):
         k["expert_feed_forward_length"] = int(c["moe_intermediate_size"])
-    if c.get("shared_expert_intermediate_size"):
-        k["expert_shared_feed_forward_length"] = int(c["shared_expert_intermediate_size"])
+    shared = c.get("shared_expert_intermediate_size") or c.get("shared_intermediate_size")
+    if shared:
+        k["expert_shared_feed_forward_length"] = int(shared)
     return k
 
 

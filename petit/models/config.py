@@ -38,6 +38,7 @@ class ConfigMixin:
     _ROPE_ALIASES: dict = {}                # a family's own top-level names of RoPE fields {key: field}
     _ROPE_LOCAL_THETA: bool = False         # sliding layers have a theta of their own (rope_local_base_freq)
     _ROPE_LAYER_TYPES: tuple = ("full_attention", "sliding_attention")     # the layer types that use RoPE
+    _QUANT_METHODS: tuple = ()              # quantization_config methods the family reads (gpt_oss: its MXFP4)
 
     @classmethod
     def from_dict(cls, d: dict):
@@ -52,8 +53,10 @@ class ConfigMixin:
         if d.get("quantization_config"):
             method = d["quantization_config"].get("quant_method", "?") if isinstance(d["quantization_config"], dict) \
                 else "?"
-            raise ValueError(f"config: quantization_config ({method}): pre-quantized checkpoints are not supported; "
-                             f"use the model's original (bf16 / f16 / f32) weights, Petit quantizes them itself")
+            if method not in cls._QUANT_METHODS:    # else a family reading a released checkpoint's own format
+                raise ValueError(f"config: quantization_config ({method}): pre-quantized checkpoints are not "
+                                 f"supported; use the model's original (bf16 / f16 / f32) weights, Petit quantizes "
+                                 f"them itself")
         cls._refuse(d)
         names = {f.name for f in dataclasses.fields(cls)} - {"unknown_keys"}
         missing = [n for n in cls._REQUIRED if d.get(n) is None]

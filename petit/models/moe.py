@@ -5,14 +5,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.native import ACTIVATIONS, Weight, ffi, lib
+from petit.native import GLU_ACTIVATIONS, Weight, ffi, lib
 
 
 @dataclass
 class Moe:
     """router [E, D] (float), experts' gate / up [F, D] and down [D, F], `top_k` of them per token, their weights
     renormalised to sum 1 with `norm_topk`; `shared` (gate, up, down) with `shared_gate` [1, D] a shared expert
-    behind a sigmoid gate (Qwen2-MoE)."""
+    behind a sigmoid gate (Qwen2-MoE); `router_b` and the experts' `gate_b` / `up_b` / `down_b` biases (Vecs, gpt-oss)
+    or None."""
     router: Weight
     gate: list
     up: list
@@ -22,6 +23,10 @@ class Moe:
     act: str = "silu"
     shared: tuple | None = None
     shared_gate: Weight | None = None
+    router_b: object = None
+    gate_b: list | None = None
+    up_b: list | None = None
+    down_b: list | None = None
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -74,9 +79,19 @@ class Moe:
             return p
 
         m.n_experts, m.top_k, m.hidden = E, self.top_k, D
-        m.norm_topk, m.act = int(self.norm_topk), ACTIVATIONS[self.act]
+        m.norm_topk, m.act = int(self.norm_topk), GLU_ACTIVATIONS[self.act]
         m.router = self.router.c
         m.gate, m.up, m.down = tensors(self.gate), tensors(self.up), tensors(self.down)
+        if self.router_b is not None:
+            m.router_b = self.router_b.p
+
+        def vecs(vs):
+            p = ffi.new("const float *[]", [v.p for v in vs])
+            keep.append(p)
+            return p
+
+        if self.gate_b is not None:
+            m.gate_b, m.up_b, m.down_b = vecs(self.gate_b), vecs(self.up_b), vecs(self.down_b)
         if self.shared is not None:
             m.sh_gate, m.sh_up, m.sh_down = (w.c for w in self.shared)
             m.sh_router = self.shared_gate.c if self.shared_gate is not None else ffi.NULL
@@ -95,9 +110,11 @@ class Moe:
 
 def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_topk: bool, router: str,
                 experts: str, names=("gate_proj", "up_proj", "down_proj"), shared: str | None = None,
-                shared_inter: int | None = None, shared_gate: str | None = None, act: str = "silu") -> Moe:
+                shared_inter: int | None = None, shared_gate: str | None = None, act: str = "silu",
+                bias: bool = False) -> Moe:
     """A Moe from a checkpoint's tensors under the layer prefix `p`: `router` + ".weight", `experts` + ".{e}." +
-    each of `names` (gate, up, down) + ".weight", and a shared expert under `shared` (Qwen2-MoE)."""
+    each of `names` (gate, up, down) + ".weight", and a shared expert under `shared` (Qwen2-MoE); with `bias`, the
+    router's and each expert matrix's ".bias" too (gpt-oss)."""
     D = cfg.hidden_size
     g, u, dn = names
     gate = [t.weight(f"{p}{experts}.{e}.{g}.weight", (inter, D)) for e in range(n_experts)]
@@ -109,4 +126,11 @@ def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_
                    (("gate_proj", (shared_inter, D)), ("up_proj", (shared_inter, D)), ("down_proj", (D, shared_inter))))
         if shared_gate is not None:
             sg = t.float_weight(f"{p}{shared_gate}.weight", (1, D))
-    return Moe(t.float_weight(f"{p}{router}.weight", (n_experts, D)), gate, up, down, top_k, norm_topk, act, sh, sg)
+    biases = {}
+    if bias:
+        biases = {"router_b": t.vec(f"{p}{router}.bias", (n_experts,)),
+                  "gate_b": [t.vec(f"{p}{experts}.{e}.{g}.bias", (inter,)) for e in range(n_experts)],
+                  "up_b": [t.vec(f"{p}{experts}.{e}.{u}.bias", (inter,)) for e in range(n_experts)],
+                  "down_b": [t.vec(f"{p}{experts}.{e}.{dn}.bias", (D,)) for e in range(n_experts)]}
+    return Moe(t.float_weight(f"{p}{router}.weight", (n_experts, D)), gate, up, down, top_k, norm_topk, act, sh, sg,
+               **biases)

@@ -44,12 +44,12 @@ class Forward:
             q = ops.rotate(q, L.rope.dim, inv, factor, L.rope.interleaved)
             k = ops.rotate(k, L.rope.dim, inv, factor, L.rope.interleaved)
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
-        out = ops.attention(q, k, v, scale, s.attn_softcap, L.window)
+        out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
         m = L.moe
-        logits = self.mm(h, m.router)
+        logits = self.mm(h, m.router, m.router_b)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         top = np.argsort(-p, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
@@ -57,11 +57,13 @@ class Forward:
         if m.norm_topk:
             w = w / w.sum(axis=1, keepdims=True)
         out = np.zeros_like(h)
+        act = m.act or self.spec.act
         for e, (gate, up, down) in enumerate(m.experts):
             rows, slot = np.nonzero(top == e)
             if rows.size:
                 x = h[rows]
-                y = self.mm(ops.act(self.spec.act, self.mm(x, gate)) * self.mm(x, up), down)
+                gb, ub, db = m.biases[e] if m.biases else (None, None, None)
+                y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
                 np.add.at(out, rows, y * w[rows, slot][:, None])
         if m.shared is not None:
             gate, up, down = m.shared

@@ -6,6 +6,15 @@ import numpy as np
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def glu(name: str, g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """act(gate) * up; "swiglu_oai": gpt-oss's clamped form (clamp(up, -7, 7) + 1) * g sigmoid(1.702 g), g =
+    min(gate, 7)."""
+    if name == "swiglu_oai":
+        g, u = np.minimum(g, 7.0), np.clip(u, -7.0, 7.0)
+        return (u + 1.0) * g * (0.5 + 0.5 * np.tanh(0.5 * 1.702 * g))
+    return act(name, g) * u
+
+
 def act(name: str, x: np.ndarray) -> np.ndarray:
     if name == "silu":
         return x * (0.5 + 0.5 * np.tanh(0.5 * x))                     # x * sigmoid(x), no overflow
@@ -48,9 +57,10 @@ def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interle
     return out
 
 
-def attention(q, k, v, scale: float, softcap: float, window: int) -> np.ndarray:
+def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
-    softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i."""
+    softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
+    sinks [H]: one more logit per head in the softmax, whose share is dropped."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
@@ -59,6 +69,12 @@ def attention(q, k, v, scale: float, softcap: float, window: int) -> np.ndarray:
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     hidden = (j > i) | ((i - j >= window) if window else False)
     s[:, hidden] = -np.inf
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True)
+    if sinks is not None:
+        m = np.maximum(m, np.asarray(sinks, np.float64)[:, None, None])
+    p = np.exp(s - m)
+    total = p.sum(axis=-1, keepdims=True)
+    if sinks is not None:
+        total = total + np.exp(np.asarray(sinks, np.float64)[:, None, None] - m)
+    p /= total
     return np.einsum("hts,shd->thd", p, v[:, kv_of]).reshape(T, H * hd)

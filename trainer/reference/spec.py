@@ -35,6 +35,9 @@ class MoeSpec:
     norm_topk: bool
     shared: tuple | None = None
     shared_gate: str | None = None
+    router_b: str | None = None          # a router bias (gpt-oss)
+    biases: list | None = None           # [(gate_b, up_b, down_b)] names, one per expert (gpt-oss)
+    act: str | None = None               # the experts' activation when not the model's (gpt-oss: swiglu_oai)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class LayerSpec:
     qk_norm_over_heads: bool = True      # False: the q/k norms span the whole projection (OLMo 2)
     rope: RopeSpec | None = None
     window: int = 0                      # 0: full causal attention; W: a query sees itself and the W - 1 before
+    sinks: str | None = None             # [heads] attention sinks (gpt-oss): a softmax term whose share is dropped
 
 
 @dataclass

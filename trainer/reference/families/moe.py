@@ -1,8 +1,9 @@
 """The mixture-of-experts families, transformers' semantics, on the Llama block of llama.py: qwen3_moe, qwen2_moe
 (a shared expert behind a sigmoid gate), olmoe (q / k norms over the whole rows), mixtral (w1 / w3 / w2 experts,
 always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors are stored split in a `.petit`
-file). Which layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
-from trainer.reference.families.common import get
+file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU). Which
+layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
+from trainer.reference.families.common import get, layer_types
 from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
 from trainer.reference.spec import MoeSpec
 
@@ -56,17 +57,48 @@ def mixtral(cfg, names):
                                                            ("w1", "w3", "w2")), cfg["num_experts_per_tok"], True))
 
 
-def granitemoe(cfg, names):
+def granitemoe(cfg, names, shared: int = 0):
     bias = get(cfg, "attention_bias", False)
-    return llama_like(cfg, names, "granitemoe", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+
+    def sh(p):
+        return tuple(f"{p}shared_mlp.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj")) if shared else None
+
+    return llama_like(cfg, names, cfg.get("model_type", "granitemoe"), eps=get(cfg, "rms_norm_eps", 1e-6),
+                      qkv_bias=bias, o_bias=bias,
                       rope_of=_one_rope(cfg), embed_scale=get(cfg, "embedding_multiplier", 1.0),
                       attn_scale=get(cfg, "attention_multiplier", 1.0),
                       residual_scale=get(cfg, "residual_multiplier", 1.0),
                       logit_scale=1.0 / get(cfg, "logits_scaling", 1.0),
                       moe_of=lambda i, p: MoeSpec(p + "block_sparse_moe.router.layer.weight",
                                                   _experts(p, "block_sparse_moe", cfg["num_local_experts"]),
-                                                  cfg["num_experts_per_tok"], True))
+                                                  cfg["num_experts_per_tok"], True, sh(p)))
+
+
+def granitemoeshared(cfg, names):
+    """granitemoe with a shared MLP (shared_mlp, stored split as a gated MLP's three matrices), unweighted."""
+    return granitemoe(cfg, names, shared=cfg["shared_intermediate_size"])
+
+
+def gpt_oss(cfg, names):
+    """Attention sinks, alternating sliding / full layers, biases everywhere, and experts with the clamped SwiGLU
+    (stored split into per-expert matrices and biases by the engine's hf_tensors)."""
+    E = cfg["num_local_experts"]
+    types = layer_types(cfg, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
+    w = cfg.get("sliding_window") or 0
+
+    def moe(i, p):
+        b = p + "mlp.experts."
+        return MoeSpec(p + "mlp.router.weight", _experts(p, "mlp", E), cfg["num_experts_per_tok"], True,
+                       router_b=p + "mlp.router.bias", act="swiglu_oai",
+                       biases=[tuple(f"{b}{e}.{x}.bias" for x in ("gate_proj", "up_proj", "down_proj"))
+                               for e in range(E)])
+    spec = llama_like(cfg, names, "gpt_oss", eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=True, o_bias=True,
+                      rope_of=_one_rope(cfg), window_of=lambda i: w if types[i] == "sliding_attention" else 0,
+                      moe_of=moe)
+    for i, L in enumerate(spec.layers):
+        L.sinks = f"model.layers.{i}.self_attn.sinks"
+    return spec
 
 
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
-            "granitemoe": granitemoe}
+            "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss}
