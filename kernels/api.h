@@ -76,11 +76,19 @@ int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t 
 /* causal attention of T queries at positions pos0..pos0+T-1 over cache positions 0..pos0+t (grouped-query:
  * head h reads kv head h / (n_heads / n_kv)); q and out are [T][n_heads][hd]. Scores are q.k * scale, then
  * softcap * tanh(s / softcap) when softcap > 0; window > 0 lets a query see only itself and the window - 1
- * positions before it (sliding-window attention), 0 everything before it. sinks: NULL, or one logit per query
- * head that joins its softmax and whose share is dropped (gpt-oss's attention sinks). */
+ * positions before it (sliding-window attention), 0 everything before it. extra: NULL, or what some families add
+ * (pt_attn_extra). */
+typedef struct {
+    const float *sinks;       /* NULL, or [n_heads] logits that join each head's softmax and whose share is dropped
+                               * (gpt-oss's attention sinks) */
+    int64_t chunk;            /* > 0: a query sees only the keys of its own chunk of `chunk` positions (Llama 4) */
+    float temp_floor;         /* > 0: the scores of a query at position p x (1 + temp_scale ln(1 + floor((p + 1) /
+                               * temp_floor))) (Llama 4's temperature tuning of its NoPE layers) */
+    float temp_scale;
+} pt_attn_extra;
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
-                  int64_t window, const float *sinks, float *out);
+                  int64_t window, const pt_attn_extra *extra, float *out);
 /* the same two calls over an int8 KV cache: each cached row (one position of one kv head) is int8 with an fp32
  * scale (amax / 127), caches [n_kv][n_ctx][hd] int8 and scales [n_kv][n_ctx]; head_dim at most 1024 */
 int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
@@ -89,8 +97,8 @@ int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64
                       float *v_scale, int64_t n_ctx);
 int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                      const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
-                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window, const float *sinks,
-                     float *out);
+                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
+                     const pt_attn_extra *extra, float *out);
 /* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
  * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
@@ -113,6 +121,12 @@ enum {
 typedef struct {
     int64_t n_experts, top_k, hidden;
     int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
+    int32_t scoring;          /* 0: softmax over the experts' logits, 1: the sigmoid of each (Llama 4, DeepSeek-V3) */
+    int32_t scale_input;      /* 1: a chosen expert's weight scales its input, not its output (Llama 4) */
+    const float *sel_bias;    /* [n_experts] added to the scores for the choice only (DeepSeek-V3), or NULL */
+    int64_t n_group, topk_group;   /* n_group > 1: only experts of the topk_group best of n_group equal groups */
+    int32_t group_score;      /* a group's score: 0 its best expert's, 1 the sum of its best two (DeepSeek-V3) */
+    float routed_scale;       /* the chosen weights times this, after any renormalisation (0: 1) */
     int32_t act;              /* the experts' gated activation (as pt_glu) */
     const pt_tensor *router;  /* [n_experts][hidden], a float type */
     const float *router_b;    /* [n_experts] router bias (gpt-oss), or NULL */
@@ -148,7 +162,7 @@ typedef struct {
     int64_t w_rows;           /* rows of w / b (per-head norm weights; positions of the position table) */
     int64_t n_heads, n_kv, head_dim, rot_dim, window;
     float eps, scale, softcap, alpha;
-    const float *sinks;       /* ATTENTION: [n_heads] attention sinks, or NULL */
+    pt_attn_extra extra;      /* ATTENTION: sinks, chunks, temperature (zeros: none) */
     pt_moe *moe;              /* MOE: the block (its matrices, routing and scratch) */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */

@@ -111,6 +111,8 @@ typedef struct {
     int64_t n_ctx, n_heads, n_kv, hd, pos0, T, window;
     float scale, softcap;
     const float *sinks;         /* [n_heads] attention sinks (gpt-oss), or NULL */
+    int64_t chunk;              /* > 0: chunked attention (Llama 4) */
+    float temp_floor, temp_scale;   /* temp_floor > 0: Llama 4's temperature-tuned scores */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
     const pt_kernels *k;
@@ -126,6 +128,8 @@ static void span(const attn_job *j, int64_t t, int64_t *first, int64_t *seen) {
     *seen = j->pos0 + t + 1;
     /* a sliding window of w positions: the query and the w - 1 before it */
     *first = j->window > 0 && j->window < *seen ? *seen - j->window : 0;
+    /* chunks of c positions: the query's own chunk, from its start */
+    if (j->chunk > 0 && (*seen - 1) / j->chunk * j->chunk > *first) *first = (*seen - 1) / j->chunk * j->chunk;
 }
 
 /* the float rows of kv head kvh at positions [p0, p1): the cache itself, or for the int8 cache the rows
@@ -154,7 +158,10 @@ static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, kv_rows r,
     span(j, t, &first, &seen);
     const int64_t p0 = b * BLOCK > first ? b * BLOCK : first, p1 = (b + 1) * BLOCK < seen ? (b + 1) * BLOCK : seen;
     const int64_t off = (p0 - r.p0) * j->hd;
-    j->k->attn_block(j->q + (t * j->n_heads + h) * j->hd, r.k + off, r.v + off, p1 - p0, j->hd, j->scale, j->softcap,
+    float scale = j->scale;
+    if (j->temp_floor > 0.0f)     /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale */
+        scale *= 1.0f + j->temp_scale * logf(floorf((float)(j->pos0 + t + 1) / j->temp_floor) + 1.0f);
+    j->k->attn_block(j->q + (t * j->n_heads + h) * j->hd, r.k + off, r.v + off, p1 - p0, j->hd, scale, j->softcap,
                      scores, o, ml);
 }
 
@@ -275,9 +282,17 @@ static float *partials(int64_t n) {
     return part_buf;
 }
 
+static void with_extra(attn_job *j, const pt_attn_extra *e) {
+    if (!e) return;
+    j->sinks = e->sinks;
+    j->chunk = e->chunk;
+    j->temp_floor = e->temp_floor;
+    j->temp_scale = e->temp_scale;
+}
+
 /* the caller holds the lock */
 static int run_attention_locked(attn_job *j, int64_t T, int64_t pos0) {
-    if (j->n_kv <= 0 || j->n_heads < 0 || j->n_heads % j->n_kv || pos0 < 0 || T < 0 || pos0 + T > j->n_ctx ||
+    if (j->chunk < 0 || j->n_kv <= 0 || j->n_heads < 0 || j->n_heads % j->n_kv || pos0 < 0 || T < 0 || pos0 + T > j->n_ctx ||
         j->window < 0 || j->hd < 0)
         return -1;
     if (T == 0 || j->n_heads == 0) return 0;
@@ -331,9 +346,10 @@ static int run_attention(attn_job *j, int64_t T, int64_t pos0) {
 int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,
                         const float *v_scale, int kv_int8, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
                         int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
-                        const float *sinks, float *out) {
+                        const pt_attn_extra *extra, float *out) {
     attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
-                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window, .sinks = sinks};
+                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window};
+    with_extra(&j, extra);
     if (kv_int8) {
         j.kq = (const int8_t *)k_cache; j.vq = (const int8_t *)v_cache; j.ks = k_scale; j.vs = v_scale;
     } else {
@@ -344,19 +360,21 @@ int pt_attention_locked(const float *q, const void *k_cache, const float *k_scal
 
 int pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                  int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
-                 int64_t window, const float *sinks, float *out) {
+                 int64_t window, const pt_attn_extra *extra, float *out) {
     attn_job j = {.q = q, .kc = k_cache, .vc = v_cache, .out = out, .n_ctx = n_ctx, .n_heads = n_heads,
                   .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .scale = scale,
-                  .softcap = softcap, .window = window, .sinks = sinks};
+                  .softcap = softcap, .window = window};
+    with_extra(&j, extra);
     return run_attention(&j, T, pos0);
 }
 
 int pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale, const int8_t *v_cache,
                     const float *v_scale, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
                     int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
-                    const float *sinks, float *out) {
+                    const pt_attn_extra *extra, float *out) {
     attn_job j = {.q = q, .out = out, .n_ctx = n_ctx, .n_heads = n_heads, .n_kv = n_kv, .hd = head_dim,
-                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window, .sinks = sinks,
+                  .pos0 = pos0, .scale = scale, .softcap = softcap, .window = window,
                   .kq = k_cache, .vq = v_cache, .ks = k_scale, .vs = v_scale};
+    with_extra(&j, extra);
     return run_attention(&j, T, pos0);
 }

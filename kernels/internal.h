@@ -182,6 +182,6 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
 int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,
                         const float *v_scale, int kv_int8, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
                         int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
-                        const float *sinks, float *out);
+                        const pt_attn_extra *extra, float *out);
 
 #endif

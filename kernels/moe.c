@@ -1,8 +1,11 @@
 /* Routed experts (mixture of experts): the MLP of an MoE block, for a step of T tokens, in one call.
  *
  *   1. router logits [T][E] = x W_router^T (+ its bias) (a float matrix: the router stays in float);
- *   2. per token: softmax over the E logits, the top_k largest (ties: the lower expert first), their probabilities
- *      as the weights, renormalised to sum 1 with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob);
+ *   2. per token: softmax over the E logits (or each one's sigmoid: Llama 4, DeepSeek-V3), the top_k largest (ties:
+ *      the lower expert first) of those scores plus sel_bias (DeepSeek-V3), among the experts of the topk_group best
+ *      groups when n_group > 1 (DeepSeek's group-limited routing), their scores as the weights, renormalised to sum 1
+ *      with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob), times routed_scale; with scale_input the weight
+ *      scales the expert's input instead of its output (Llama 4);
  *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
  *      act(gate) * up, down (+ bias), each one matrix product for the whole group; each row added to its token's
  *      output times its weight;
@@ -14,31 +17,76 @@
  * pt_moe_run takes the lock for a call from Python (the decoder's per-op oracle). */
 #include "internal.h"
 
+/* the index of the largest of v[0..n) not yet in taken[0..k) that allow[] permits (ties: the lower index), -1 if none */
+static int32_t best_of(const float *v, int64_t n, const int32_t *taken, int64_t k, const unsigned char *allow) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n; e++) {
+        if (allow && !allow[e]) continue;
+        int t = 0;
+        for (int64_t i = 0; i < k; i++) t |= taken[i] == e;
+        if (!t && (best < 0 || v[e] > v[best])) best = (int32_t)e;
+    }
+    return best;
+}
+
+#define MAX_EXPERTS 1024
+
 static void route(const pt_moe *m, int64_t T) {
     const int64_t E = m->n_experts, k = m->top_k;
+    float choice[MAX_EXPERTS];
+    unsigned char allow[MAX_EXPERTS];
     for (int64_t t = 0; t < T; t++) {
-        float *l = m->logits + t * E, mx = l[0], s = 0.0f;
-        for (int64_t e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        for (int64_t e = 0; e < E; e++) {
-            l[e] = expf(l[e] - mx);
-            s += l[e];
+        float *l = m->logits + t * E;
+        if (m->scoring == 1) {
+            for (int64_t e = 0; e < E; e++) l[e] = 1.0f / (1.0f + expf(-l[e]));
+        } else {
+            float mx = l[0], s = 0.0f;
+            for (int64_t e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+            for (int64_t e = 0; e < E; e++) {
+                l[e] = expf(l[e] - mx);
+                s += l[e];
+            }
+            for (int64_t e = 0; e < E; e++) l[e] /= s;
         }
-        for (int64_t e = 0; e < E; e++) l[e] /= s;
+        /* what the choice is made on: the scores, plus the selection bias */
+        const float *c = l;
+        if (m->sel_bias) {
+            for (int64_t e = 0; e < E; e++) choice[e] = l[e] + m->sel_bias[e];
+            c = choice;
+        }
+        const unsigned char *ok = 0;
+        if (m->n_group > 1) {           /* group-limited: only the experts of the topk_group best groups */
+            const int64_t G = m->n_group, per = E / G;
+            float gs[MAX_EXPERTS];
+            int32_t gsel[MAX_EXPERTS];
+            for (int64_t g = 0; g < G; g++) {
+                int32_t two[2];
+                two[0] = best_of(c + g * per, per, two, 0, 0);
+                gs[g] = c[g * per + two[0]];
+                if (m->group_score == 1 && per > 1) {
+                    two[1] = best_of(c + g * per, per, two, 1, 0);
+                    gs[g] += c[g * per + two[1]];
+                }
+            }
+            memset(allow, 0, (size_t)E);
+            for (int64_t i = 0; i < m->topk_group && i < G; i++) {
+                gsel[i] = best_of(gs, G, gsel, i, 0);
+                memset(allow + gsel[i] * per, 1, (size_t)per);
+            }
+            ok = allow;
+        }
         int32_t *sel = m->sel + t * k;
         float *wt = m->wt + t * k, ws = 0.0f;
         for (int64_t j = 0; j < k; j++) {           /* k small: the largest left, k times */
-            int32_t best = -1;
-            for (int64_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (int64_t i = 0; i < j; i++) taken |= sel[i] == e;
-                if (!taken && (best < 0 || l[e] > l[best])) best = (int32_t)e;
-            }
-            sel[j] = best;
-            wt[j] = l[best];
+            sel[j] = best_of(c, E, sel, j, ok);
+            if (sel[j] < 0) sel[j] = best_of(c, E, sel, j, 0);     /* fewer eligible than k: any */
+            wt[j] = l[sel[j]];
             ws += wt[j];
         }
         if (m->norm_topk)
             for (int64_t j = 0; j < k; j++) wt[j] /= ws;
+        if (m->routed_scale != 0.0f)
+            for (int64_t j = 0; j < k; j++) wt[j] *= m->routed_scale;
     }
 }
 
@@ -67,7 +115,8 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
 
 int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate) {
     const int64_t E = m->n_experts, k = m->top_k, D = m->hidden;
-    if (T < 1 || T > m->cap || k < 1 || k > E) return -1;
+    if (T < 1 || T > m->cap || k < 1 || k > E || E > MAX_EXPERTS) return -1;
+    if (m->n_group > 1 && (E % m->n_group || m->topk_group < 1)) return -1;
     const pt_tensor *R[1] = {m->router};
     float *lr[1] = {m->logits};
     int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
@@ -83,6 +132,10 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                     m->rows[n] = (int32_t)t;
                     m->rw[n] = m->wt[t * k + j];
                     memcpy(m->xg + n * D, x + t * D, (size_t)D * sizeof(float));
+                    if (m->scale_input) {           /* Llama 4: the weight scales the input, the output adds whole */
+                        for (int64_t d = 0; d < D; d++) m->xg[n * D + d] *= m->rw[n];
+                        m->rw[n] = 1.0f;
+                    }
                     n++;
                 }
         if (!n) continue;

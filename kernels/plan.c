@@ -30,7 +30,8 @@
  *                                                        cache rows       mode (interleaved), n_heads, n_kv,
  *                                                                         head_dim, rot_dim
  *   ATTENTION *  x (q), the sequence's cache of `layer`  y[0]             n_heads, n_kv, head_dim, scale, softcap,
- *                                                                         window, sinks (NULL: none)
+ *                                                                         window, extra (sinks, chunk,
+ *                                                                         temperature; zeros: none)
  *   LAST_NORM *  the last n_logits rows of each          y[0] [n][width], as NORM (rows 1); n: the sequences'
  *                sequence's rows of x                    packed in order  n_logits together; skipped when n is 0
  *   LOGITS       x [n][W[0]->cols], W[0], b (NULL: no    step->logits     scale (1: none), softcap (0: none);
@@ -103,7 +104,7 @@ static int attention(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     const int64_t wq = op->n_heads * op->head_dim;
     return pt_attention_locked(rows_of(op->x, off, wq), q->k[L], q->kv_int8 ? q->k_scale[L] : 0, q->v[L],
                                q->kv_int8 ? q->v_scale[L] : 0, q->kv_int8, q->n_ctx, q->T, op->n_heads, op->n_kv,
-                               op->head_dim, q->pos0, op->scale, op->softcap, op->window, op->sinks,
+                               op->head_dim, q->pos0, op->scale, op->softcap, op->window, &op->extra,
                                rows_of(op->y[0], off, wq));
 }
 

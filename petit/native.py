@@ -414,25 +414,45 @@ def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
-              softcap: float = 0.0, window: int = 0, sinks: np.ndarray | None = None) -> np.ndarray:
+              softcap: float = 0.0, window: int = 0, sinks: np.ndarray | None = None, chunk: int = 0,
+              temperature: tuple[float, float] | None = None) -> np.ndarray:
     """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
-    the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included)."""
+    the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included);
+    sinks [n_heads]: a softmax term per head whose share is dropped (gpt-oss); chunk > 0: each query sees only its
+    own chunk of `chunk` positions; temperature (floor, a): scores x (1 + a ln(1 + floor((p + 1) / floor))) (Llama
+    4)."""
     q = _f32(q, "q", 3)
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
     n_kv, n_ctx, _ = k_cache.shape
     if k_cache.shape != v_cache.shape or k_cache.shape[2] != hd or n_kv == 0 or H % n_kv:
         raise ValueError(f"bad attention shapes: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
-    out = np.empty_like(q)
     if sinks is not None:
         sinks = _f32(sinks, "sinks", 1)
         if sinks.shape != (H,):
             raise ValueError(f"bad attention sinks: {sinks.shape}, one per query head ({H}) expected")
+    extra = attn_extra(sinks, chunk, temperature)
+    out = np.empty_like(q)
     rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, softcap,
-                          window, ffi.NULL if sinks is None else _ptr(sinks), _ptr(out))
+                          window, extra, _ptr(out))
     if rc != 0:
-        raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}, window {window}")
+        raise ValueError(f"bad attention shapes: q {q.shape}, cache {k_cache.shape}, pos0 {pos0}, window {window}, "
+                         f"chunk {chunk}")
     return out
+
+
+def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | None = None):
+    """The pt_attn_extra of these settings (NULL when none is set). sinks: a float32 array or a cffi pointer, which
+    the caller keeps alive."""
+    if sinks is None and not chunk and temperature is None:
+        return ffi.NULL
+    e = ffi.new("pt_attn_extra *")
+    if sinks is not None:
+        e.sinks = _ptr(sinks) if isinstance(sinks, np.ndarray) else sinks
+    e.chunk = int(chunk)
+    if temperature is not None:
+        e.temp_floor, e.temp_scale = temperature
+    return e
 
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4}

@@ -73,4 +73,4 @@ class ShortRope:
 # transformers fixtures made ahead of their family (tests/fixtures/hf_moe, issue 16): Petit refuses them by name
 # (tests/test_hf_parity.py checks it), and the parity and verify tests leave them out until the family lands, when
 # its case leaves this set
-PENDING_FIXTURES = frozenset({"deepseek_v2", "deepseek_v3", "llama4_text"})
+PENDING_FIXTURES = frozenset({"deepseek_v2", "deepseek_v3"})

@@ -8,8 +8,8 @@ tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), 
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
 from petit.models import (cohere, cohere2, gemma, gemma2, gemma3_text, gpt2, gpt_neox, gpt_oss, granite, granitemoe,
-                          granitemoeshared, llama, mistral, mixtral, olmo2, olmoe, phi, phi3, qwen2, qwen2_moe, qwen3,
-                          qwen3_moe, smollm3, stablelm, starcoder2)
+                          granitemoeshared, llama, llama4_text, mistral, mixtral, olmo2, olmoe, phi, phi3, qwen2,
+                          qwen2_moe, qwen3, qwen3_moe, smollm3, stablelm, starcoder2)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -37,6 +37,7 @@ MODEL_TYPES = {
     "granitemoe": granitemoe,
     "granitemoeshared": granitemoeshared,
     "gpt_oss": gpt_oss,
+    "llama4_text": llama4_text,
 }
 
 

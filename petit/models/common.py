@@ -56,14 +56,14 @@ def embed_and_head(t, cfg, *, embed="model.embed_tokens.weight", head="lm_head.w
 def arch(cfg, **kw) -> Arch:
     """The Arch of a config with Llama's field names; keyword arguments set the switches."""
     kw.setdefault("context_length", cfg.max_position_embeddings)
-    return Arch(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
-                head_dim=cfg.head_dim, **kw)
+    kw.setdefault("intermediate_size", cfg.intermediate_size)       # the dense MLPs' width (their scratch)
+    return Arch(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_attention_heads,
+                num_key_value_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim, **kw)
 
 
 def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=False, mlp_bias=False,
                norm_add: float = 0.0, rope_for=None, window_for=None, qk_norm: str | None = None,
-               sandwich=False, post_only=False, moe_for=None, **arch_kw) -> Decoder:
+               sandwich=False, post_only=False, moe_for=None, mlp_for=None, **arch_kw) -> Decoder:
     """A Llama-named decoder.
 
     Args:
@@ -75,6 +75,7 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
         sandwich: post_attention_layernorm normalises the attention output, pre/post_feedforward_layernorm wrap the
             MLP (Gemma 2/3). post_only: only post-norms (OLMo 2).
         moe_for(i, prefix) -> Moe | None: routed experts in place of layer i's MLP (None: a dense MLP).
+        mlp_for(i, prefix) -> dict: a dense layer's MLP weights (default: gated_mlp_weights of the config's width).
         arch_kw: Arch switches (attn_scale, attn_softcap, embed_scale, logit_scale, ...).
     """
     D, hd = cfg.hidden_size, cfg.head_dim
@@ -88,7 +89,8 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
         p = f"model.layers.{i}."
         attn = attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias)    # asked for first: file order
         moe = moe_for(i, p) if moe_for is not None else None
-        mlp = {"moe": moe} if moe is not None else gated_mlp_weights(t, p, cfg, bias=mlp_bias)
+        mlp = {"moe": moe} if moe is not None else mlp_for(i, p) if mlp_for is not None else \
+            gated_mlp_weights(t, p, cfg, bias=mlp_bias)
         L = Layer(**attn, **mlp, rope=rope_for(i), window=window_for(i) if window_for else 0)
         n = lambda name: norm(t, p + name, D, kind, eps, add=norm_add)   # noqa: E731
         if post_only:

@@ -21,7 +21,7 @@ from petit import testing_faults
 from petit.models.moe import Moe
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
-from petit.native import ACTIVATIONS, Weight, ffi, lib
+from petit.native import ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
 class Vec:
@@ -75,6 +75,14 @@ class Layer:
     rope: Rope | None = None            # None: no position rotation in this layer (NoPE)
     window: int = 0                     # sliding-window size; 0: full causal attention
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
+    chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
+    temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
+
+    def attn_extra(self):
+        """The pt_attn_extra of this layer's sinks, chunk and temperature (NULL when it has none), made once."""
+        if not hasattr(self, "_extra"):
+            self._extra = attn_extra(self.sinks.p if self.sinks is not None else None, self.chunk, self.temperature)
+        return self._extra
 
 
 @dataclass
@@ -382,7 +390,7 @@ class Decoder:
         arch, buf = self.arch, scratch.p
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
-        sinks = layer.sinks.p if layer.sinks is not None else ffi.NULL
+        extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf["v"] + at * KV * hd
         if layer.rope is not None:
             key = (id(layer.rope), s)
@@ -399,11 +407,11 @@ class Decoder:
             rc = lib.pt_rope_store_q8(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
                                       k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
             return rc | lib.pt_attention_q8(q, k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
-                                            pos0, scale, arch.attn_softcap, layer.window, sinks, att)
+                                            pos0, scale, arch.attn_softcap, layer.window, extra, att)
         rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
                                v_cache, cache.n_ctx)
         return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
-                                     layer.window, sinks, att)
+                                     layer.window, extra, att)
 
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
@@ -505,7 +513,7 @@ class Decoder:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
-                       layer.sinks)
+                       layer.sinks, layer.chunk, layer.temperature)
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:
         F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]

@@ -27,6 +27,13 @@ class Moe:
     gate_b: list | None = None
     up_b: list | None = None
     down_b: list | None = None
+    scoring: str = "softmax"            # or "sigmoid" (Llama 4, DeepSeek-V3)
+    scale_input: bool = False           # the weight scales the expert's input (Llama 4)
+    sel_bias: object = None             # a Vec added to the scores for the choice only (DeepSeek-V3)
+    n_group: int = 0                    # > 1: group-limited routing over n_group groups (DeepSeek)
+    topk_group: int = 0
+    group_score: str = "max"            # or "top2_sum" (DeepSeek-V3)
+    routed_scale: float = 1.0
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -84,6 +91,12 @@ class Moe:
         m.gate, m.up, m.down = tensors(self.gate), tensors(self.up), tensors(self.down)
         if self.router_b is not None:
             m.router_b = self.router_b.p
+        m.scoring, m.scale_input = {"softmax": 0, "sigmoid": 1}[self.scoring], int(self.scale_input)
+        if self.sel_bias is not None:
+            m.sel_bias = self.sel_bias.p
+        m.n_group, m.topk_group = self.n_group, self.topk_group
+        m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
+        m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])

@@ -100,11 +100,14 @@ class Plan:
             self._ops[-1]["slot"] = slot
 
     def attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, softcap: float,
-                  window: int, out, sinks=None) -> None:
-        """sinks: a Vec of one attention-sink logit per query head (gpt-oss), or None."""
+                  window: int, out, sinks=None, chunk: int = 0, temperature=None) -> None:
+        """sinks: a Vec of one attention-sink logit per query head (gpt-oss), or None; chunk, temperature: as
+        petit.native.attention (Llama 4)."""
+        floor, a = temperature or (0.0, 0.0)
         self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window,
-                  sinks=sinks.p if sinks is not None else NULL)
+                  extra={"sinks": sinks.p if sinks is not None else NULL, "chunk": chunk, "temp_floor": floor,
+                         "temp_scale": a})
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

@@ -111,7 +111,8 @@ class Rope:
                                float(s["original_max_position_embeddings"]))
         wavelen = (2 * math.pi / inv).astype(np.float32)
         scaled = np.where(wavelen > old / lo, inv / np.float32(factor), inv).astype(np.float32)
-        smooth = ((old / wavelen - lo) / (hi - lo)).astype(np.float32)
+        # hi == lo (Llama 4): the smooth band is empty, and transformers never uses the formula that divides by 0
+        smooth = ((old / wavelen - lo) / (hi - lo) if hi != lo else np.zeros_like(wavelen)).astype(np.float32)
         smoothed = ((1 - smooth) * scaled / np.float32(factor) + smooth * scaled).astype(np.float32)
         medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
         return np.where(medium, smoothed, scaled).astype(np.float32)

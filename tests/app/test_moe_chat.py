@@ -7,7 +7,7 @@ from app_helpers import TIMEOUT_MS
 
 MOE_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_moe")
 CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
-         "gpt_oss_mxfp4"]
+         "gpt_oss_mxfp4", "llama4_text"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -44,14 +44,18 @@ class Forward:
             q = ops.rotate(q, L.rope.dim, inv, factor, L.rope.interleaved)
             k = ops.rotate(k, L.rope.dim, inv, factor, L.rope.interleaved)
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
-        out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None)
+        out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
+                            L.temperature)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
         m = L.moe
         logits = self.mm(h, m.router, m.router_b)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
+        if m.scoring == "sigmoid":
+            p = 0.5 + 0.5 * np.tanh(0.5 * logits)
+        else:
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
         top = np.argsort(-p, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
         w = np.take_along_axis(p, top, axis=1)
         if m.norm_topk:
@@ -62,9 +66,11 @@ class Forward:
             rows, slot = np.nonzero(top == e)
             if rows.size:
                 x = h[rows]
+                if m.scale_input:
+                    x = x * w[rows, slot][:, None]
                 gb, ub, db = m.biases[e] if m.biases else (None, None, None)
                 y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
-                np.add.at(out, rows, y * w[rows, slot][:, None])
+                np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.shared is not None:
             gate, up, down = m.shared
             y = self.mm(ops.act(self.spec.act, self.mm(h, gate)) * self.mm(h, up), down)

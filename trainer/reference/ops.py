@@ -57,17 +57,22 @@ def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interle
     return out
 
 
-def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None) -> np.ndarray:
+def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, chunk: int = 0,
+              temperature=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
     softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
-    sinks [H]: one more logit per head in the softmax, whose share is dropped."""
+    sinks [H]: one more logit per head in the softmax, whose share is dropped; chunk > 0: query i sees keys of its
+    chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)))."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
+    if temperature is not None:
+        f, a = temperature
+        s = s * (1.0 + a * np.log(np.floor((np.arange(T) + 1.0) / f) + 1.0))[None, :, None]
     if softcap:
         s = softcap * np.tanh(s / softcap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-    hidden = (j > i) | ((i - j >= window) if window else False)
+    hidden = (j > i) | ((i - j >= window) if window else False) | ((j // chunk != i // chunk) if chunk else False)
     s[:, hidden] = -np.inf
     m = s.max(axis=-1, keepdims=True)
     if sinks is not None:

@@ -38,7 +38,7 @@ def rope_freqs(dim: int, theta: float, scaling: dict | None, max_pos: int, top_o
         f, lo, hi, old = (float(s[k]) for k in ("factor", "low_freq_factor", "high_freq_factor",
                                                  "original_max_position_embeddings"))
         wavelen = 2 * math.pi / base_inv
-        smooth = (old / wavelen - lo) / (hi - lo)
+        smooth = (old / wavelen - lo) / (hi - lo) if hi != lo else np.zeros_like(wavelen)    # Llama 4: an empty band
         inv = np.where(wavelen > old / lo, base_inv / f,                       # long waves: divided by factor
                        np.where(wavelen < old / hi, base_inv,                  # short waves: kept
                                 (1 - smooth) * base_inv / f + smooth * base_inv))

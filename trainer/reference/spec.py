@@ -38,6 +38,8 @@ class MoeSpec:
     router_b: str | None = None          # a router bias (gpt-oss)
     biases: list | None = None           # [(gate_b, up_b, down_b)] names, one per expert (gpt-oss)
     act: str | None = None               # the experts' activation when not the model's (gpt-oss: swiglu_oai)
+    scoring: str = "softmax"             # or "sigmoid" of each logit (Llama 4)
+    scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
 
 
 @dataclass
@@ -67,6 +69,8 @@ class LayerSpec:
     rope: RopeSpec | None = None
     window: int = 0                      # 0: full causal attention; W: a query sees itself and the W - 1 before
     sinks: str | None = None             # [heads] attention sinks (gpt-oss): a softmax term whose share is dropped
+    chunk: int = 0                       # > 0: a query sees only the keys of its own chunk (Llama 4)
+    temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
 
 
 @dataclass

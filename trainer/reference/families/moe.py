@@ -1,11 +1,12 @@
 """The mixture-of-experts families, transformers' semantics, on the Llama block of llama.py: qwen3_moe, qwen2_moe
 (a shared expert behind a sigmoid gate), olmoe (q / k norms over the whole rows), mixtral (w1 / w3 / w2 experts,
 always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors are stored split in a `.petit`
-file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU). Which
-layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
+file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU),
+llama4_text (chunks, NoPE temperature, sigmoid routing of the input). Which layers are sparse: Qwen's mlp_only_layers
+and decoder_sparse_step; every layer otherwise."""
 from trainer.reference.families.common import get, layer_types
 from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
-from trainer.reference.spec import MoeSpec
+from trainer.reference.spec import MoeSpec, NormSpec
 
 
 def _experts(p, block, n, names=("gate_proj", "up_proj", "down_proj")):
@@ -100,5 +101,40 @@ def gpt_oss(cfg, names):
     return spec
 
 
+def llama4_text(cfg, names):
+    """Interleaved RoPE with a weightless per-head q / k RMS norm in the RoPE layers, chunked attention, NoPE layers
+    with temperature-tuned queries; MoE layers (moe_layers): the top logit's sigmoid scaling the expert's input, plus
+    a shared expert; dense layers of intermediate_size_mlp (feed_forward.*)."""
+    n = cfg["num_hidden_layers"]
+    step = get(cfg, "interleave_moe_layer_step", 1)
+    moe_layers = set(cfg.get("moe_layers") or range(step - 1, n, step))
+    nope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
+    types = cfg.get("layer_types") or ["chunked_attention" if r else "full_attention" for r in nope]
+    eps, rope_all = get(cfg, "rms_norm_eps", 1e-5), _one_rope(cfg, interleaved=True)
+
+    def moe(i, p):
+        if i not in moe_layers:
+            return None
+        f = p + "feed_forward."
+        return MoeSpec(f + "router.weight", _experts(p, "feed_forward", cfg["num_local_experts"]),
+                       cfg["num_experts_per_tok"], False,
+                       tuple(f"{f}shared_expert.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj")),
+                       scoring="sigmoid", scale_input=True)
+    spec = llama_like(cfg, names, "llama4_text", eps=eps, rope_of=lambda i: rope_all(i) if nope[i] else None,
+                      moe_of=moe)
+    for i, L in enumerate(spec.layers):
+        p = f"model.layers.{i}.feed_forward."
+        if L.moe is None:
+            L.gate, L.up, L.down = (p + f"{x}_proj.weight" for x in ("gate", "up", "down"))
+        if types[i] == "chunked_attention":
+            L.chunk = cfg["attention_chunk_size"]
+        if get(cfg, "use_qk_norm", True) and nope[i]:
+            L.q_norm = L.k_norm = NormSpec("rms", eps, None)
+        if get(cfg, "attn_temperature_tuning", True) and not nope[i]:
+            L.temperature = (float(get(cfg, "floor_scale", 8192)), float(get(cfg, "attn_scale", 0.1)))
+    return spec
+
+
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
-            "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss}
+            "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss,
+            "llama4_text": llama4_text}
