@@ -68,7 +68,8 @@ int  pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, c
 /* ---- per-layer ops ---- */
 /* rotate the first rot_dim values of each head of q [T][n_heads][hd] in place and of k [T][n_kv][hd] (rot_dim ==
  * hd: all; rot_dim 0 or a NULL table: no rotation, for layers without RoPE), and store k, v into the cache at positions
- * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]; tables are [n_pos][rot_dim/2].
+ * pos0 .. pos0+T-1; caches are [n_kv][n_ctx][hd]; tables are [n_pos][rot_dim/2]. A v cache that is the k cache
+ * (latent attention: the values are the keys' rows) is written once, with the keys.
  * interleaved: 0 rotate-half (i, i+rot_dim/2), 1 pairs (2i, 2i+1). */
 int  pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
                    int64_t head_dim, int64_t rot_dim, int64_t pos0, const float *cos_tab, const float *sin_tab,
@@ -114,7 +115,7 @@ void pt_axpy(float *y, float a, const float *x, int64_t n);                     
 enum {
     PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
     PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_MOE = 10,
-    PT_OP_COUNT = 11
+    PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_COUNT = 13
 };
 /* routed experts (kernels/moe.c): the matrices, the routing and the scratch of one MoE block. Python fills it once
  * per scratch size; every buffer holds `cap` tokens */
@@ -146,6 +147,13 @@ typedef struct {
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
+/* multi-head latent attention's ops (kernels/mla.c): per head h, y[t][h] = W[h] x[t][h], each head's slice of a row
+ * `x_stride` wide from x_off (y likewise), gathered through gin [T][cols] / gout [T][rows]; and a strided copy of
+ * `width` values for each of `rows` rows. -1 on a bad argument */
+int  pt_heads(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,
+              int64_t y_stride, int64_t y_off, int64_t T, float *gin, float *gout);
+int  pt_copy_rows(const float *x, int64_t x_stride, int64_t x_off, float *y, int64_t y_stride, int64_t y_off,
+                  int64_t rows, int64_t width);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */
@@ -164,6 +172,8 @@ typedef struct {
     float eps, scale, softcap, alpha;
     pt_attn_extra extra;      /* ATTENTION: sinks, chunks, temperature (zeros: none) */
     pt_moe *moe;              /* MOE: the block (its matrices, routing and scratch) */
+    const pt_tensor **Wh;     /* HEADS: one matrix per head (n_heads of them) */
+    int64_t x_stride, x_off, y_stride, y_off;   /* HEADS, COPY: the per-head (per-row) strides and offsets */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -48,7 +48,7 @@ int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n
         for (int64_t h = 0; h < n_kv; h++) {
             float *kc = k_cache + (h * n_ctx + pos) * head_dim, *vc = v_cache + (h * n_ctx + pos) * head_dim;
             memcpy(kc, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
-            memcpy(vc, v + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
+            if (vc != kc) memcpy(vc, v + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
             if (rotate) rope_vec(kc, rot_dim, c, s, interleaved);
         }
     }
@@ -82,7 +82,8 @@ int pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_
             memcpy(row, k + (t * n_kv + h) * head_dim, (size_t)head_dim * sizeof(float));
             if (rotate) rope_vec(row, rot_dim, c, s, interleaved);
             quant_row_i8(row, head_dim, k_cache + at * head_dim, k_scale + at);
-            quant_row_i8(v + (t * n_kv + h) * head_dim, head_dim, v_cache + at * head_dim, v_scale + at);
+            if (v_cache != k_cache)   /* the same buffer: the values are the keys (latent attention's cache) */
+                quant_row_i8(v + (t * n_kv + h) * head_dim, head_dim, v_cache + at * head_dim, v_scale + at);
         }
     }
     return 0;

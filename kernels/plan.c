@@ -38,6 +38,10 @@
  *                bias)                                                    skipped when n is 0
  *   MOE          x [T][hidden], moe (router, experts,    y[0] [T][hidden] mode 1: add into y[0]; kernels/moe.c
  *                shared expert, scratch)
+ *   HEADS        x [T][n_heads][x_stride], Wh[n_heads]  y[0] [T][n_heads]   x_off, y_stride, y_off; scratch x2, y[1]
+ *                                                        [y_stride]         (kernels/mla.c)
+ *   COPY         x [T * rows][x_stride]                  y[0] [T * rows]     width, x_off, y_stride, y_off
+ *                                                        [y_stride]
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -179,6 +183,12 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return c->n_logits ? logits(op, c) : 0;
     case PT_OP_MOE:
         return pt_moe_locked(op->moe, op->x, T, op->y[0], op->mode != 0);
+    case PT_OP_HEADS:
+        return pt_heads_locked(op->Wh, op->n_heads, op->x, op->x_stride, op->x_off, op->y[0], op->y_stride, op->y_off,
+                               T, op->x2, op->y[1]);
+    case PT_OP_COPY:
+        return pt_copy_rows(op->x, op->x_stride, op->x_off, op->y[0], op->y_stride, op->y_off, T * op->rows,
+                            op->width);
     default:
         return -1;
     }

@@ -9,7 +9,10 @@ from petit.native import ffi
 
 
 class KVCache:
-    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int, kv_type: str = "f32"):
+    def __init__(self, n_layers: int, n_kv_heads: int, n_ctx: int, head_dim: int, kv_type: str = "f32",
+                 values_are_keys: bool = False):
+        """values_are_keys: one buffer for both (latent attention's cache: each position's row once, its values the
+        keys' rows); the kernels then store each row once."""
         if n_ctx <= 0:
             raise ValueError(f"cache size must be positive, got {n_ctx}")
         if kv_type not in ("f32", "int8"):
@@ -20,12 +23,13 @@ class KVCache:
         shape = (n_layers, n_kv_heads, n_ctx, head_dim)
         ctype = "float *" if kv_type == "f32" else "int8_t *"
         self.k = np.zeros(shape, np.float32 if kv_type == "f32" else np.int8)
-        self.v = np.zeros_like(self.k)
+        self.values_are_keys = values_are_keys
+        self.v = self.k if values_are_keys else np.zeros_like(self.k)
         self.k_ptr = [ffi.cast(ctype, ffi.from_buffer(self.k[i])) for i in range(n_layers)]
         self.v_ptr = [ffi.cast(ctype, ffi.from_buffer(self.v[i])) for i in range(n_layers)]
         if kv_type == "int8":
             self.k_scale = np.zeros(shape[:3], np.float32)
-            self.v_scale = np.zeros_like(self.k_scale)
+            self.v_scale = self.k_scale if values_are_keys else np.zeros_like(self.k_scale)
             self.ks_ptr = [ffi.cast("float *", ffi.from_buffer(self.k_scale[i])) for i in range(n_layers)]
             self.vs_ptr = [ffi.cast("float *", ffi.from_buffer(self.v_scale[i])) for i in range(n_layers)]
 
@@ -48,5 +52,6 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        scales = self.k_scale.nbytes + self.v_scale.nbytes if self.kv_type == "int8" else 0
-        return self.k.nbytes + self.v.nbytes + scales
+        both = 1 if self.values_are_keys else 2
+        scales = self.k_scale.nbytes * both if self.kv_type == "int8" else 0
+        return self.k.nbytes * both + scales

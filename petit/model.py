@@ -56,7 +56,7 @@ class Model:
         n_ctx = a.context_length if n_ctx is None else n_ctx
         if n_ctx > a.context_length:
             raise ValueError(f"a context of {n_ctx} exceeds the model's context length {a.context_length}")
-        return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type)
+        return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type, a.values_are_keys)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode

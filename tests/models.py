@@ -69,8 +69,3 @@ class ShortRope:
         cos, sin = self.rope.tables(seq_len)
         return cos[:2], sin[:2]
 
-
-# transformers fixtures made ahead of their family (tests/fixtures/hf_moe, issue 16): Petit refuses them by name
-# (tests/test_hf_parity.py checks it), and the parity and verify tests leave them out until the family lands, when
-# its case leaves this set
-PENDING_FIXTURES = frozenset({"deepseek_v2", "deepseek_v3"})

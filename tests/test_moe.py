@@ -15,7 +15,8 @@ from petit.native import ffi
 
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"
 CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
-         "gpt_oss_mxfp4", "llama4_text"]
+         "gpt_oss_mxfp4", "llama4_text",
+         "deepseek_v2", "deepseek_v3"]
 DENSE_Q8 = 0.08                  # tests/test_hf_parity.py's q8_0 bound, for the dense families
 # every position, routing flips included (measured on these fixtures: q8_0 0.02-0.17, granitemoe the worst; q4_0
 # 0.33-0.75, qwen3_moe 0.67 and granitemoe 0.75 above the dense families' 0.60), and the argmax agreement over the

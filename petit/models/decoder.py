@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.mla import Mla
 from petit.models.moe import Moe
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
@@ -51,9 +52,9 @@ class Norm:
 @dataclass
 class Layer:
     """One block. Norms left None are absent (e.g. OLMo 2 has no pre-norms, only post-norms)."""
-    q: Weight
-    k: Weight
-    v: Weight
+    q: Weight | None                    # None only with mla
+    k: Weight | None
+    v: Weight | None
     o: Weight
     down: Weight | None = None          # None only with moe
     up: Weight | None = None
@@ -77,6 +78,7 @@ class Layer:
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
+    mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/mla.py)
 
     def attn_extra(self):
         """The pt_attn_extra of this layer's sinks, chunk and temperature (NULL when it has none), made once."""
@@ -104,6 +106,7 @@ class Arch:
     embed_scale: float = 1.0            # Gemma's sqrt(hidden_size), Granite's embedding_multiplier
     logit_scale: float = 1.0            # Cohere's logit_scale, 1 / Granite's logits_scaling
     logit_softcap: float = 0.0
+    values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
 
 
 class _Scratch:
@@ -182,6 +185,7 @@ class Decoder:
         alone is only looked up)."""
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
         out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
+        out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -195,6 +199,8 @@ class Decoder:
                     setattr(L, n, new[id(W)])
             if L.moe is not None:
                 L.moe.replace(new)
+            if L.mla is not None:
+                L.mla.replace(new)
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
@@ -340,9 +346,12 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            attn_rc, seq = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale)
+            if layer.mla is not None:
+                attn_rc, seq, att = self._mla(i, layer, attn_in, runs, T, scratch, tables, scale)
+            else:
+                (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
             rc |= attn_rc
-            rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, buf["att"], T, scratch)
+            rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -385,13 +394,42 @@ class Decoder:
             at += n
         return rc, failed
 
-    def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale) -> int:
+    def _mla(self, i, layer: Layer, attn_in, runs, T, scratch, tables, scale):
+        """Latent attention (petit/models/mla.py), op by op: (rc, the first sequence that failed or -1, o_proj's
+        input)."""
+        m, buf = layer.mla, scratch.p
+        b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
+        H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
+        hd = dr + r
+        rc, q_in = 0, attn_in
+        if m.q_a is not None:
+            rc |= lib.pt_matmul(m.q_a.c, attn_in, T, b["q_a"], 0)
+            rc |= m.q_a_norm(b["q_a"], T, m.q_a.shape[0], b["q_a"])
+            q_in = b["q_a"]
+        rc |= lib.pt_matmul3(m.q.c, m.q_pe.c, ffi.NULL, q_in, T, b["q_nope"], b["q_pe"], ffi.NULL)
+        rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, ffi.NULL, attn_in, T, b["c"], b["k_pe"], ffi.NULL)
+        rc |= m.kv_norm(b["c"], T, r, b["c"])
+        rc |= lib.pt_copy_rows(b["q_pe"], dr, 0, buf["q"], hd, 0, T * H, dr)
+        rc |= lib.pt_heads(m.tensors("k"), H, b["q_nope"], dn, 0, buf["q"], hd, dr, T, b["gin"], b["gout"])
+        rc |= lib.pt_copy_rows(b["k_pe"], dr, 0, buf["k"], hd, 0, T, dr)
+        rc |= lib.pt_copy_rows(b["c"], r, 0, buf["k"], hd, dr, T, r)
+        failed, at = -1, 0
+        for s, (n, pos0, cache, _) in enumerate(runs):
+            seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale, values="k")
+            if seq_rc and failed < 0:
+                failed = s
+            rc |= seq_rc
+            at += n
+        rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
+        return rc, failed, b["o_in"]
+
+    def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, values="v") -> int:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
-        k, v = buf["k"] + at * KV * hd, buf["v"] + at * KV * hd
+        k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
         if layer.rope is not None:
             key = (id(layer.rope), s)
             if key not in tables:
@@ -481,8 +519,12 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            self._plan_attention(plan, i, layer, attn_in, buf)
-            self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, buf["att"], buf)
+            if layer.mla is not None:
+                att = self._plan_mla(plan, i, layer, attn_in, buf, scratch)
+            else:
+                self._plan_attention(plan, i, layer, attn_in, buf)
+                att = buf["att"]
+            self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
             if mlp_in is None:
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -514,6 +556,29 @@ class Decoder:
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
                        layer.sinks, layer.chunk, layer.temperature)
+
+    def _plan_mla(self, plan: Plan, i, layer: Layer, attn_in, buf, scratch):
+        """The ops of `_mla`, in its order; returns o_proj's input."""
+        m = layer.mla
+        b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
+        H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
+        hd = dr + r
+        q_in = attn_in
+        if m.q_a is not None:
+            plan.matmul(i, [m.q_a], attn_in, [b["q_a"]])
+            plan.norm(i, m.q_a_norm, b["q_a"], 1, m.q_a.shape[0], b["q_a"])
+            q_in = b["q_a"]
+        plan.matmul(i, [m.q, m.q_pe], q_in, [b["q_nope"], b["q_pe"]])
+        plan.matmul(i, [m.c, m.k_pe], attn_in, [b["c"], b["k_pe"]])
+        plan.norm(i, m.kv_norm, b["c"], 1, r, b["c"])
+        plan.copy(i, b["q_pe"], dr, 0, buf["q"], hd, 0, H, dr)
+        plan.heads(i, m.tensors("k"), H, b["q_nope"], dn, 0, buf["q"], hd, dr, b["gin"], b["gout"])
+        plan.copy(i, b["k_pe"], dr, 0, buf["k"], hd, 0, 1, dr)
+        plan.copy(i, b["c"], r, 0, buf["k"], hd, dr, 1, r)
+        plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["k"], H, 1, hd)
+        plan.attention(i, buf["q"], H, 1, hd, self._attn_scale(), 0.0, layer.window, buf["att"])
+        plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
+        return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:
         F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]

@@ -17,7 +17,8 @@ NORM_KINDS = {"rms": 0, "layer": 1}
 OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: "matmul",
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
-            lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe"}
+            lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe",
+            lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy"}
 NULL = ffi.NULL
 
 
@@ -108,6 +109,19 @@ class Plan:
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window,
                   extra={"sinks": sinks.p if sinks is not None else NULL, "chunk": chunk, "temp_floor": floor,
                          "temp_scale": a})
+
+    def heads(self, layer: int, Ws, n_heads: int, x, x_stride: int, x_off: int, y, y_stride: int, y_off: int,
+              gin, gout) -> None:
+        """Per head h: y[t][h] = Ws[h] x[t][h] (kernels/mla.c); Ws a cffi array of n_heads tensors, kept alive by
+        its owner."""
+        self._add(lib.PT_OP_HEADS, layer, Wh=Ws, n_heads=n_heads, x=x, x2=gin, y=[y, gout, NULL], x_stride=x_stride,
+                  x_off=x_off, y_stride=y_stride, y_off=y_off)
+
+    def copy(self, layer: int, x, x_stride: int, x_off: int, y, y_stride: int, y_off: int, rows: int,
+             width: int) -> None:
+        """`width` values of each of T * rows rows from x (at x_off of x_stride) into y (at y_off of y_stride)."""
+        self._add(lib.PT_OP_COPY, layer, x=x, y=[y, NULL, NULL], x_stride=x_stride, x_off=x_off, y_stride=y_stride,
+                  y_off=y_off, rows=rows, width=width)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

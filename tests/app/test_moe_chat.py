@@ -7,7 +7,8 @@ from app_helpers import TIMEOUT_MS
 
 MOE_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_moe")
 CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
-         "gpt_oss_mxfp4", "llama4_text"]
+         "gpt_oss_mxfp4", "llama4_text",
+         "deepseek_v2", "deepseek_v3"]
 
 
 @pytest.mark.parametrize("case", CASES)

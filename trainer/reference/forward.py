@@ -30,7 +30,26 @@ class Forward:
         w = self.w(n.weight) + n.add if n.weight else None
         return ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
 
+    def mla(self, L, h):
+        s, m, T = self.spec, L.mla, h.shape[0]
+        H = s.heads
+        x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
+        q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
+        c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
+        inv, factor = L.rope.freqs(T)
+        q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
+        k_pe = ops.rotate(k_pe, L.rope.dim, inv, factor, L.rope.interleaved)
+        k_nope = np.stack([c @ self.w(n) for n in m.k_absorb], axis=1)                 # [T, H, nope]
+        v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
+        q = np.concatenate([q_nope, q_pe], axis=2)
+        k = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, H, k_pe.shape[2]))], axis=2)
+        # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
+        out = ops.attention_values(q, k, v, s.attn_scale)
+        return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
+
     def attention(self, L, h):
+        if L.mla is not None:
+            return self.mla(L, h)
         s, T = self.spec, h.shape[0]
         H, KV, hd = s.heads, s.kv_heads, s.head_dim
         q, k, v = self.mm(h, L.q, L.q_b), self.mm(h, L.k, L.k_b), self.mm(h, L.v, L.v_b)
@@ -56,10 +75,19 @@ class Forward:
         else:
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
-        top = np.argsort(-p, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
+        c = p + self.w(m.sel_bias) if m.sel_bias else p                 # what the choice is made on
+        if m.n_group > 1:                                               # only the best groups' experts
+            g = c.reshape(len(c), m.n_group, -1)
+            score = g.max(axis=2) if m.group_score == "max" else np.sort(g, axis=2)[:, :, -2:].sum(axis=2)
+            keep = np.argsort(-score, axis=1, kind="stable")[:, :m.topk_group]
+            mask = np.zeros_like(score, bool)
+            np.put_along_axis(mask, keep, True, axis=1)
+            c = np.where(np.repeat(mask, g.shape[2], axis=1), c, -np.inf)
+        top = np.argsort(-c, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
         w = np.take_along_axis(p, top, axis=1)
         if m.norm_topk:
             w = w / w.sum(axis=1, keepdims=True)
+        w = w * m.routed_scale
         out = np.zeros_like(h)
         act = m.act or self.spec.act
         for e, (gate, up, down) in enumerate(m.experts):

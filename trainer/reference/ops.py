@@ -57,6 +57,16 @@ def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interle
     return out
 
 
+def attention_values(q, k, v, scale: float) -> np.ndarray:
+    """Causal attention with one key and one value per head (q, k [T, H, dk], v [T, H, dv]): [T, H * dv]."""
+    T, H, _ = q.shape
+    s = np.einsum("thd,shd->hts", q, k) * scale
+    s[:, np.triu(np.ones((T, T), bool), 1)] = -np.inf
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum("hts,shd->thd", p, v).reshape(T, -1)
+
+
 def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, chunk: int = 0,
               temperature=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).

@@ -38,7 +38,12 @@ class MoeSpec:
     router_b: str | None = None          # a router bias (gpt-oss)
     biases: list | None = None           # [(gate_b, up_b, down_b)] names, one per expert (gpt-oss)
     act: str | None = None               # the experts' activation when not the model's (gpt-oss: swiglu_oai)
-    scoring: str = "softmax"             # or "sigmoid" of each logit (Llama 4)
+    scoring: str = "softmax"             # or "sigmoid" of each logit (Llama 4, DeepSeek-V3)
+    sel_bias: str | None = None          # added to the scores for the choice only (DeepSeek-V3)
+    n_group: int = 0                     # > 1: only experts of the topk_group best groups (DeepSeek)
+    topk_group: int = 0
+    group_score: str = "max"             # a group's best score, or "top2_sum" of its best two (DeepSeek-V3)
+    routed_scale: float = 1.0
     scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
 
 
@@ -71,6 +76,23 @@ class LayerSpec:
     sinks: str | None = None             # [heads] attention sinks (gpt-oss): a softmax term whose share is dropped
     chunk: int = 0                       # > 0: a query sees only the keys of its own chunk (Llama 4)
     temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
+    mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
+
+
+@dataclass
+class MlaSpec:
+    """DeepSeek's latent attention, computed the plain way (keys and values decompressed per head): q = [q_nope ;
+    q_pe] from x (or from RMSNorm(q_a x)), latent c = RMSNorm(kv_c x), k_pe = kv_pe x shared by the heads; head h's
+    key [c k_absorb_h ; rope(k_pe)] and value v_absorb_h c; o_proj over the heads' outputs."""
+    q_nope: str
+    q_pe: str
+    kv_c: str
+    kv_pe: str
+    kv_norm: NormSpec
+    k_absorb: list                       # per head W_uk_h^T [rank, nope]
+    v_absorb: list                       # per head W_uv_h [v, rank]
+    q_a: str | None = None
+    q_a_norm: NormSpec | None = None
 
 
 @dataclass

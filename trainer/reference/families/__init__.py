@@ -2,14 +2,15 @@
 (cfg the config dict, names the tensor names in the file). Grouped by layout: llama.py (Llama's tensor names:
 llama, mistral, qwen2, qwen3, phi3, olmo2, granite, smollm3), gemma.py (gemma, gemma2, gemma3_text), gpt.py (gpt2,
 gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2), moe.py (qwen3_moe, qwen2_moe, olmoe, mixtral,
-granitemoe).
+granitemoe, granitemoeshared, gpt_oss, llama4_text), deepseek.py (deepseek_v2, deepseek_v3).
 
 A family added to the engine is not verified until it is added here: `spec_for` refuses an unknown model_type by
 name, so `petit verify` reports an error instead of a verdict computed with the wrong architecture.
 """
-from trainer.reference.families import cohere, gemma, gpt, llama, moe
+from trainer.reference.families import cohere, deepseek, gemma, gpt, llama, moe
 
-FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES, **moe.FAMILIES}
+FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES, **moe.FAMILIES,
+            **deepseek.FAMILIES}
 
 
 class UnsupportedFamily(ValueError):

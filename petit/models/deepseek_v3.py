@@ -1,0 +1,37 @@
+"""DeepSeek-V3 (and Kimi-K2, DeepSeek-R1's base): DeepSeek-V2's latent attention with the low-rank query
+(`q_lora_rank`), and its softmax scale times yarn's mscale(factor, mscale_all_dim)^2; mixture-of-experts layers from
+`first_k_dense_replace` on, routed by `noaux_tc`: the sigmoid of each router logit, the choice made on those plus
+`e_score_correction_bias` and limited to the `topk_group` of `n_group` groups whose best two such scores sum highest,
+the chosen sigmoids as the weights (renormalised with `norm_topk_prob`) times `routed_scaling_factor`, plus the shared
+experts. `rope_interleave` (the default) rotates the rope part's adjacent pairs, as V2; false is refused (no released
+checkpoint)."""
+from dataclasses import dataclass
+
+from petit.models import deepseek_common as dc
+
+
+@dataclass(kw_only=True)
+class DeepseekV3Config(dc.DeepseekConfig):
+    max_position_embeddings: int = 4096
+    q_lora_rank: int | None = 1536
+    n_group: int | None = 8
+    topk_group: int | None = 4
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 2.5
+    model_type: str = "deepseek_v3"
+    _IGNORED = dc.IGNORED
+
+    def _validate(self):
+        dc.validate(self)
+        if not self.rope_interleave:
+            raise ValueError("config: rope_interleave false is not supported by the deepseek_v3 family (only true, "
+                             "as every released checkpoint)")
+
+
+def build(cfg: DeepseekV3Config, t):
+    return dc.build(cfg, t, scoring="sigmoid", norm_topk=cfg.norm_topk_prob, group_score="top2_sum", sel_bias=True,
+                    yarn_mscale=True, n_group=cfg.n_group or 0, topk_group=cfg.topk_group or 0)
+
+
+hf_tensors = dc.hf_tensors
+Config = DeepseekV3Config

@@ -1,0 +1,83 @@
+"""Multi-head latent attention (DeepSeek-V2 / V3) as the decoder runs it, with the compressed latent in the KV cache.
+
+Per head h, transformers computes keys k_h = [W_uk_h c ; k_pe] and values v_h = W_uv_h c from one latent row c =
+RMSNorm(W_c x) (kv_lora_rank wide) and one rotated k_pe (qk_rope_head_dim wide) per position. Their products are
+absorbed into the query and the output instead (as DeepSeek's own inference code does):
+
+    q_h . k_h = (W_uk_h^T q_nope_h) . c + q_pe_h . k_pe,        o_h = W_uv_h (sum_p a_p c_p)
+
+so attention is one key / value head of width rope + rank over the cached rows [k_pe ; c], and the values are those
+same rows (the cache holds each position once: its keys and values are one buffer), of which the output keeps the
+latent part. The ops (petit/models/plan.py, kernels/plan.c): q_nope, q_pe (and for V3 the low-rank q_a first), the
+latent and k_pe products; the latent's norm; `copy` puts q_pe and k_pe in front of each head's row and the latent
+behind k_pe; `heads` multiplies each head's q_nope by its absorbed W_uk_h^T into the rest of the query row; rope,
+store and attention as for any layer (rotating the first rope values of each row); `heads` again multiplies each
+head's attended latent by W_uv_h into o_proj's input."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from petit.native import Weight, ffi
+
+
+@dataclass
+class Mla:
+    """The matrices of one layer's latent attention. q: [H * nope, D] and q_pe [H * rope, D] (V2-Lite), or their
+    product with q_a [rank_q, D] behind q_a_norm (V3); c [rank, D], k_pe [rope, D], kv_norm over c; k_absorb: H
+    matrices W_uk_h^T [rank, nope]; v_absorb: H matrices W_uv_h [v, rank]."""
+    q: Weight
+    q_pe: Weight
+    c: Weight
+    k_pe: Weight
+    kv_norm: object
+    k_absorb: list
+    v_absorb: list
+    nope: int
+    rope: int
+    rank: int
+    v_dim: int
+    q_a: Weight | None = None
+    q_a_norm: object = None
+    _bufs: dict = field(default_factory=dict, repr=False)
+    _cap: int = field(default=0, repr=False)
+
+    @property
+    def heads(self) -> int:
+        return len(self.k_absorb)
+
+    def matrices(self) -> list:
+        return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe) if m is not None] + \
+            list(self.k_absorb) + list(self.v_absorb)
+
+    def replace(self, new: dict) -> None:
+        for name in ("q_a", "q", "q_pe", "c", "k_pe"):
+            w = getattr(self, name)
+            if w is not None:
+                setattr(self, name, new.get(id(w), w))
+        self.k_absorb = [new.get(id(w), w) for w in self.k_absorb]
+        self.v_absorb = [new.get(id(w), w) for w in self.v_absorb]
+        self._tables = None
+
+    def buffers(self, cap: int) -> dict:
+        """Its scratch for steps of up to `cap` tokens: {name: (array, pointer)}."""
+        if self._cap >= cap:
+            return self._bufs
+        H = self.heads
+        widths = {"q_a": self.q_a.shape[0] if self.q_a is not None else 1, "q_nope": H * self.nope,
+                  "q_pe": H * self.rope, "c": self.rank, "k_pe": self.rope, "o_in": H * self.v_dim,
+                  "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
+        self._bufs = {}
+        for name, w in widths.items():
+            a = np.zeros((cap, w), np.float32)
+            self._bufs[name] = (a, ffi.cast("float *", ffi.from_buffer(a)))
+        self._cap = cap
+        return self._bufs
+
+    def tensors(self, which: str):
+        """The cffi array of the per-head matrices ("k" or "v"), made once."""
+        t = getattr(self, "_tables", None) or {}
+        if which not in t:
+            t[which] = ffi.new("const pt_tensor *[]", [w.c for w in (self.k_absorb if which == "k"
+                                                                     else self.v_absorb)])
+            self._tables = t
+        return t[which]
