@@ -87,14 +87,16 @@ def test_the_reference_reproduces_transformers(files, case):
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("case", CASES)
 def test_a_correct_engine_passes(files, case, weights):
-    if weights != "f32" and case in MOE:
-        pytest.skip("quantized MoE: the engine's int8 activations flip the top-k routing of a few tokens against "
-                    "the float64 reference (not a fault); verify has no routing-aware bound yet")
     path, ref = files[case, weights]
     r = verify(path, n=2, reference=ref)
     assert r["pass"], r["failures"]
     assert r["weights"] == weights and r["matrices_checked"] >= 2 + 6 * r["layers"] and not r["bad_matrices"]
-    assert worst_share(r) <= 0.5, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
+    # half the limit at most; quantized MoE 0.8 (measured up to 0.68: routing is compared only where the engine and the
+    # reference choose the same experts, and these tiny random experts differ a lot, so a near-tie moves more)
+    margin = 0.8 if case in MOE and weights != "f32" else 0.5
+    assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
+    if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
+        assert r["routing_rounded_agree"] >= 0.8 * r["positions"], (r["routing_agree"], r["routing_rounded_agree"])
 
 
 @pytest.mark.parametrize("weights", WEIGHTS)

@@ -243,6 +243,7 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
                 dequantized = plain.logits(all_ids).astype(np.float64)
             finally:
                 plain.close()
+        routing = _routing(model, ref, all_ids, rounded is not None)
         matrices = check_matrices(model, ref)
         text = tok.decode(generated) if tok is not None else ""
         hidden, layers = ref.tensors[ref.spec.embed][1][1], len(ref.spec.layers)
@@ -254,7 +255,7 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
     out = {"model": str(model_path), "weights": weights, "hidden_size": int(hidden), "layers": layers,
            "prompt": prompt_text, "prompt_source": source, "prompt_tokens": len(ids),
            "generated_tokens": len(generated), "generated_text": text, "generation_error": gen_error,
-           "positions": len(all_ids), **_compare(engine, reference, rounded, dequantized), **matrices,
+           "positions": len(all_ids), **_compare(engine, reference, rounded, dequantized, routing), **matrices,
            "checksums": checks, "bad_tensors": bad}
     lim = dict(limits(weights, hidden, layers, widest), **(thresholds or {}))
     failures = []
@@ -266,6 +267,9 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
         for key in ("max_rel_err", "mean_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err"):
             if out[key] is not None and key in lim and not out[key] <= lim[key]:
                 failures.append(f"{key} {out[key]:.3g} > {lim[key]:.3g}")
+    if routing is not None and routing["rounded_agree"] < 0.5 * len(all_ids):
+        failures.append(f"routing: the engine and the reference with the engine's rounding choose the same experts at "
+                        f"only {routing['rounded_agree']} of {len(all_ids)} positions, too few to compare")
     if out["argmax_agreement"] < lim["argmax_agreement"]:
         failures.append(f"argmax agreement {out['argmax_agreement']:.3f} < {lim['argmax_agreement']:g}")
     if out["bad_matrices"]:
@@ -280,29 +284,64 @@ def _verify(model, model_path, ref_path, prompt, n, thresholds, reference) -> di
     return out
 
 
-def _compare(engine, reference, rounded, dequantized) -> dict:
-    """The figures of verify(): errors (None when a logit is not finite), relative to max |reference logit|."""
-    matches = int((engine.argmax(axis=1) == reference.argmax(axis=1)).sum())
+def _routing(model, ref, ids, rounded: bool) -> dict | None:
+    """For a mixture of experts with int8 activations (None otherwise): which positions the engine routes as the
+    float64 reference does, and as the reference with activations rounded like the engine's. A near-tie between two
+    experts' router logits tips either way under rounding noise, and a token that takes another expert has other
+    logits, by as much as the experts differ: the errors are only comparable where the choices agree."""
+    moes = [L.moe for L in model.net.layers if L.moe is not None]
+    if not moes or not rounded:
+        return None
+    cache = model.new_cache(len(ids))
+    model.net.forward(list(ids), cache, np.empty((1, model.vocab_size), np.float32))
+    engine = [m.last_routing(len(ids)) for m in moes]
+    ref.round_activations = False
+    plain = ref.routing(ids)
+    ref.round_activations = True
+    rounded_routing = ref.routing(ids)
+    ref.round_activations = False
+
+    def same(other):
+        ok = np.ones(len(ids), bool)
+        for a, b in zip(engine, other):
+            ok &= (a == b).all(axis=1)
+        return ok
+    a, b = same(plain), same(rounded_routing)
+    return {"agree": int(a.sum()), "rounded_agree": int(b.sum()), "mask": a, "rounded_mask": b}
+
+
+def _compare(engine, reference, rounded, dequantized, routing=None) -> dict:
+    """The figures of verify(): errors (None when a logit is not finite), relative to max |reference logit|; for a
+    mixture of experts (`routing`), over the positions where the engine's experts are the reference's (the rounded
+    ones: where they are the rounded reference's)."""
+    keep = routing["mask"] if routing else np.ones(len(engine), bool)
+    keep_rounded = routing["rounded_mask"] if routing else keep
+    matches = int((engine.argmax(axis=1) == reference.argmax(axis=1))[keep].sum())
     out = {"finite": bool(all(np.isfinite(a).all() for a in (engine, reference, rounded, dequantized)
                               if a is not None)),
-           "argmax_matches": matches, "argmax_agreement": matches / len(engine)}
+           "argmax_matches": matches, "argmax_agreement": matches / max(int(keep.sum()), 1),
+           "routing_agree": routing and routing["agree"], "routing_rounded_agree": routing and routing["rounded_agree"]}
     keys = ("max_abs_err", "mean_abs_err", "logit_scale", "max_rel_err", "mean_rel_err", "worst_position",
             "rounded_max_rel_err", "rounded_mean_rel_err", "dequantized_max_rel_err", "dequantized_mean_rel_err")
     out.update(dict.fromkeys(keys))
     out["position_errors"] = []
     if not out["finite"]:
         return out
-    err = np.abs(engine - reference)
+    full = np.abs(engine - reference)
+    err = np.where(keep[:, None], full, 0.0)
+    n = max(int(keep.sum()), 1)
     scale = float(np.abs(reference).max()) or 1.0
-    out.update(max_abs_err=float(err.max()), mean_abs_err=float(err.mean()), logit_scale=scale,
-               max_rel_err=float(err.max()) / scale, mean_rel_err=float(err.mean()) / scale,
+    out.update(max_abs_err=float(err.max()), mean_abs_err=float(err.sum()) / (n * err.shape[1]), logit_scale=scale,
+               max_rel_err=float(err.max()) / scale, mean_rel_err=float(err.sum()) / (n * err.shape[1]) / scale,
                worst_position=int(np.unravel_index(err.argmax(), err.shape)[0]),
-               position_errors=[float(e) / scale for e in err.max(axis=1)])
+               position_errors=[float(e) / scale for e in full.max(axis=1)])
     for name, other in (("rounded", rounded), ("dequantized", dequantized)):
         if other is not None:
             err = np.abs(other - reference) if name == "dequantized" else np.abs(engine - other)
-            out.update({f"{name}_max_rel_err": float(err.max()) / scale,
-                        f"{name}_mean_rel_err": float(err.mean()) / scale})
+            if name == "rounded":
+                err = err[keep_rounded] if keep_rounded.any() else err[:0]
+            out.update({f"{name}_max_rel_err": float(err.max(initial=0.0)) / scale,
+                        f"{name}_mean_rel_err": float(err.mean()) / scale if err.size else 0.0})
     return out
 
 
@@ -374,6 +413,10 @@ def _report(r: dict) -> str:
                   f"of the logit scale {r['logit_scale']:.4g} (limit {t['max_rel_err']:.3g})",
                   f"mean error:  {r['mean_abs_err']:.4g}, {r['mean_rel_err']:.3g} of the logit scale "
                   f"(limit {t['mean_rel_err']:.3g})"]
+        if r.get("routing_agree") is not None:
+            lines.append(f"routing:     the engine chooses the float64 reference's experts at {r['routing_agree']}/"
+                         f"{r['positions']} positions, the rounded reference's at {r['routing_rounded_agree']}/"
+                         f"{r['positions']} (near-ties tip under int8 rounding; errors compared where they agree)")
         if r["rounded_mean_rel_err"] is not None:
             lines.append(f"rounded:     with the reference's activations rounded to int8 blocks as the engine's: "
                          f"max {r['rounded_max_rel_err']:.3g}, mean {r['rounded_mean_rel_err']:.3g} of the scale "

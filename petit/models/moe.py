@@ -116,6 +116,13 @@ class Moe:
         self._c, self._cap, self._keep = m, cap, keep
         return m
 
+    def last_routing(self, T: int) -> np.ndarray:
+        """The experts the last step chose for its T tokens, [T, top_k] int, sorted per row (a copy)."""
+        if self._c is None or T > self._cap:
+            raise ValueError(f"no routing of {T} tokens recorded")
+        sel = np.frombuffer(ffi.buffer(self._c.sel, T * self.top_k * 4), np.int32).reshape(T, self.top_k)
+        return np.sort(sel, axis=1)
+
     def run(self, x, T: int, y, accumulate: bool = False) -> int:
         """y = this block of x (T rows at the pointer x; y likewise), one C call (the decoder's per-op oracle)."""
         return lib.pt_moe_run(self.c(T), x, T, y, int(accumulate))

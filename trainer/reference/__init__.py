@@ -79,8 +79,17 @@ class Reference:
             raise ValueError(f"token ids must be a non-empty sequence in 0..{vocab - 1}")
         key = (ids.tobytes(), self.round_activations)
         if key not in self._memo:
-            self._memo[key] = self._forward.logits(ids)
-        return self._memo[key].copy()
+            self._memo[key] = (self._forward.logits(ids), list(self._forward.routing))
+        return self._memo[key][0].copy()
+
+    def routing(self, ids) -> list:
+        """The experts each MoE layer chose at every position of `ids` in that logits() call: [T, top_k] arrays,
+        sorted per row, layer by layer (empty for a dense model); computed by logits() if it was not called."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        key = (ids.tobytes(), self.round_activations)
+        if key not in self._memo:
+            self.logits(ids)
+        return [r.copy() for r in self._memo[key][1]]
 
     def decoded(self, name: str) -> np.ndarray:
         """A tensor decoded to float64, kept for the next call (the forward's own copy: do not modify it)."""

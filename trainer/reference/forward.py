@@ -11,6 +11,7 @@ class Forward:
     def __init__(self, reader, spec, round_activations: bool = False):
         self.r, self.spec, self.round_activations = reader, spec, round_activations
         self._cache = {}
+        self.routing = []                # each MoE layer's chosen experts [T, top_k] in the last logits() call
 
     def w(self, name):
         """A tensor decoded to float64 (kept for the next call: verify runs the forward twice)."""
@@ -84,6 +85,7 @@ class Forward:
             np.put_along_axis(mask, keep, True, axis=1)
             c = np.where(np.repeat(mask, g.shape[2], axis=1), c, -np.inf)
         top = np.argsort(-c, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
+        self.routing.append(np.sort(top, axis=1))
         w = np.take_along_axis(p, top, axis=1)
         if m.norm_topk:
             w = w / w.sum(axis=1, keepdims=True)
@@ -119,6 +121,7 @@ class Forward:
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
         s, T = self.spec, len(ids)
+        self.routing = []
         x = self.w(s.embed)[ids] * s.embed_scale
         if s.pos_embed:
             x = x + self.w(s.pos_embed)[:T]
