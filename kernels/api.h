@@ -115,7 +115,7 @@ void pt_axpy(float *y, float a, const float *x, int64_t n);                     
 enum {
     PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
     PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_MOE = 10,
-    PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_COUNT = 13
+    PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_COUNT = 14
 };
 /* routed experts (kernels/moe.c): the matrices, the routing and the scratch of one MoE block. Python fills it once
  * per scratch size; every buffer holds `cap` tokens */
@@ -147,6 +147,19 @@ typedef struct {
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
+/* a Mamba mixer (kernels/ssm.c): its matrices, its float parameters and the scratch of steps of up to `cap` tokens;
+ * the recurrent state is the sequence's (conv [d_inner][d_conv - 1], ssm [d_inner][d_state]) */
+typedef struct {
+    int64_t hidden, d_inner, d_state, d_conv, dt_rank, cap;
+    int32_t inner_norm;       /* Falcon-Mamba: dt, B and C RMS-normed (no weight) with eps */
+    float eps;
+    const pt_tensor *in_proj, *x_proj, *dt_proj, *out_proj;
+    const float *conv_w, *conv_b, *dt_bias, *A, *Dp;     /* [di][d_conv], [di], [di], [di][ds] (-exp(A_log)), [di] */
+    float *xz, *u, *dbc, *dt, *y, *g;                   /* scratch [cap][2 di], [di], [R + 2 ds], [di], [di], [R] */
+} pt_mamba;
+/* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
+int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
+                  int accumulate);
 /* multi-head latent attention's ops (kernels/mla.c): per head h, y[t][h] = W[h] x[t][h], each head's slice of a row
  * `x_stride` wide from x_off (y likewise), gathered through gin [T][cols] / gout [T][rows]; and a strided copy of
  * `width` values for each of `rows` rows. -1 on a bad argument */
@@ -173,6 +186,7 @@ typedef struct {
     pt_attn_extra extra;      /* ATTENTION: sinks, chunks, temperature (zeros: none) */
     pt_moe *moe;              /* MOE: the block (its matrices, routing and scratch) */
     const pt_tensor **Wh;     /* HEADS: one matrix per head (n_heads of them) */
+    const pt_mamba *mamba;    /* MAMBA: the mixer */
     int64_t x_stride, x_off, y_stride, y_off;   /* HEADS, COPY: the per-head (per-row) strides and offsets */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */

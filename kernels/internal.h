@@ -179,6 +179,8 @@ void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64
 /* ---- the drivers without their lock, for a caller that holds it (plan.c: one lock per forward step) ---- */
 int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate);
 int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
+int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
+                    int accumulate);
 int pt_heads_locked(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,
                     int64_t y_stride, int64_t y_off, int64_t T, float *gin, float *gout);
 int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,

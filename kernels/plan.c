@@ -42,6 +42,8 @@
  *                                                        [y_stride]         (kernels/mla.c)
  *   COPY         x [T * rows][x_stride]                  y[0] [T * rows]     width, x_off, y_stride, y_off
  *                                                        [y_stride]
+ *   MAMBA *      x [T][hidden], mamba; the sequence's    y[0] [T][hidden]   mode 1: add into y[0] (kernels/ssm.c)
+ *                state in the cache slots of `layer`
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -103,6 +105,14 @@ static int rope_store(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                          op->mode, (float *)q->k[L], (float *)q->v[L], q->n_ctx);
 }
 
+/* a Mamba mixer over one sequence's rows, its recurrent state in the cache slots of `layer` (k: conv, v: ssm) */
+static int mamba(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    const int L = op->layer;
+    const int64_t D = op->mamba->hidden;
+    return pt_mamba_locked(op->mamba, rows_of(op->x, off, D), q->T, (float *)q->k[L], (float *)q->v[L],
+                           rows_of(op->y[0], off, D), op->mode != 0);
+}
+
 static int attention(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     const int L = op->layer;
     const int64_t wq = op->n_heads * op->head_dim;
@@ -126,6 +136,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
         const pt_seq *q = &c->s->seqs[i];
         int rc = op->kind == PT_OP_ROPE_STORE ? rope_store(op, q, off)
                : op->kind == PT_OP_ATTENTION  ? attention(op, q, off)
+               : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                                               : last_norm(op, q, off, out);
         if (rc) {
             c->s->failed_seq = i;
@@ -176,6 +187,7 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return 0;
     case PT_OP_ROPE_STORE:
     case PT_OP_ATTENTION:
+    case PT_OP_MAMBA:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;

@@ -55,3 +55,61 @@ class KVCache:
         both = 1 if self.values_are_keys else 2
         scales = self.k_scale.nbytes * both if self.kv_type == "int8" else 0
         return self.k.nbytes * both + scales
+
+
+class StateCache(KVCache):
+    """The recurrent state of a state-space model (Mamba) in place of a KV cache: per layer its conv state and its
+    scan state, float32, the same size at position 10 as at position 10,000. `n_ctx` only bounds the positions.
+
+    A recurrent state cannot be rewound like a KV cache: `snapshot()` keeps a copy of the state at the current
+    position (the generation session takes one at the end of every reply), and `rewind(pos)` goes back to a
+    snapshot's position (or to 0: a fresh state); `restorable(pos)` is the latest position at or before `pos` it can
+    rewind to, from which a prompt is prefilled again. The plan reads the states through k_ptr (conv) and v_ptr
+    (scan)."""
+
+    MAX_SNAPSHOTS = 8
+
+    def __init__(self, n_layers: int, conv_shape: tuple, ssm_shape: tuple, n_ctx: int):
+        if n_ctx <= 0:
+            raise ValueError(f"cache size must be positive, got {n_ctx}")
+        self.n_ctx, self.kv_type, self.values_are_keys = n_ctx, "f32", False
+        self.layout = ("state", n_layers, tuple(conv_shape), tuple(ssm_shape))
+        self._pos = 0
+        self.k = np.zeros((n_layers,) + tuple(conv_shape), np.float32)      # conv states
+        self.v = np.zeros((n_layers,) + tuple(ssm_shape), np.float32)       # scan states
+        self.k_ptr = [ffi.cast("float *", ffi.from_buffer(self.k[i])) for i in range(n_layers)]
+        self.v_ptr = [ffi.cast("float *", ffi.from_buffer(self.v[i])) for i in range(n_layers)]
+        self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def snapshot(self) -> None:
+        """Keep the state at the current position (the oldest of MAX_SNAPSHOTS goes)."""
+        if self._pos == 0:
+            return
+        self.snapshots[self._pos] = (self.k.copy(), self.v.copy())
+        while len(self.snapshots) > self.MAX_SNAPSHOTS:
+            del self.snapshots[min(self.snapshots)]
+
+    def restorable(self, pos: int) -> int:
+        """The latest position <= pos the state can go back to (0 at least)."""
+        return max([p for p in self.snapshots if p <= min(pos, self._pos)] + [0])
+
+    def rewind(self, pos: int) -> None:
+        if not 0 <= pos <= self.pos:
+            raise ValueError(f"cannot rewind the cache to {pos}: it holds {self.pos} positions")
+        if pos == self._pos:
+            return
+        if pos == 0:
+            self.k[:] = 0.0
+            self.v[:] = 0.0
+        elif pos in self.snapshots:
+            k, v = self.snapshots[pos]
+            self.k[:], self.v[:] = k, v
+        else:
+            raise ValueError(f"a recurrent state cannot be rewound to position {pos}: it can go back to "
+                             f"{sorted(self.snapshots) or 'none'} or 0 (restorable() tells which)")
+        self.snapshots = {p: s for p, s in self.snapshots.items() if p <= pos}
+        self._pos = pos
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes

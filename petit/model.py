@@ -2,7 +2,7 @@
 or a folder)."""
 import numpy as np
 
-from petit.cache import KVCache
+from petit.cache import KVCache, StateCache
 
 PREFILL_CHUNK = 512      # a longer prompt runs in pieces of this many tokens (Model.forward)
 
@@ -56,6 +56,8 @@ class Model:
         n_ctx = a.context_length if n_ctx is None else n_ctx
         if n_ctx > a.context_length:
             raise ValueError(f"a context of {n_ctx} exceeds the model's context length {a.context_length}")
+        if a.state_shapes is not None:     # a state-space model: a float32 recurrent state (kv_type is a KV cache's)
+            return StateCache(len(self.net.layers), *a.state_shapes, n_ctx)
         return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type, a.values_are_keys)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
@@ -84,6 +86,8 @@ class Model:
         # a long prompt in pieces: the step's scratch stays that of PREFILL_CHUNK tokens (resident memory close to
         # weights + KV cache), and each token gets the bits it gets in one piece; an error puts the cache back
         pos0 = cache.pos
+        if isinstance(cache, StateCache):
+            cache.snapshot()                  # a recurrent state goes back only to a snapshot
         try:
             for start in range(0, len(ids), PREFILL_CHUNK):
                 part = ids[start:start + PREFILL_CHUNK]

@@ -7,7 +7,8 @@ the prepared model, never the per-token loop, so it costs nothing when unset.
     rope_wrong_half    RoPE rotates by -angle, as if rotate_half took the wrong half ([x2, -x1] for [-x2, x1])
     norm_eps_x100      every norm's epsilon x 100
     q_block_scale_x8   the fp16 scale of one q8_0 / q4_0 block x 8: the first block of the first row of layer 0's
-                       MLP output matrix, in a private copy (the file is not touched)
+                       MLP output matrix (a Mamba layer's: its mixer's out_proj), in a private copy (the file is not
+                       touched)
 
 A fault that does not apply to the model (no bias, no RoPE) is an error, so a test cannot pass by accident; the block
 scale fault only exists in a model that runs q8_0 / q4_0 matrices (a load converting them to float reads no scale
@@ -66,14 +67,17 @@ def apply(net) -> None:
             n.eps *= 100
     else:
         from petit.native import Weight
-        moe = layers[0].moe
-        W = layers[0].down if moe is None else moe.down[0]      # an MoE layer: its first expert's
+        moe, mixer = layers[0].moe, layers[0].mamba
+        # an MoE layer: its first expert's down matrix; a Mamba layer: its mixer's out_proj
+        W = mixer.out_proj if mixer is not None else layers[0].down if moe is None else moe.down[0]
         if W.dtype not in ("q8_0", "q4_0"):      # a load that dequantizes the matrices never reads a block scale
             return
         raw = np.array(W.raw, np.uint8).reshape(-1)
         d = raw[:2].view("<f2")
         d[0] = np.float16(d[0] * np.float16(8))
-        if moe is None:
+        if mixer is not None:
+            mixer.replace({id(W): Weight(raw, W.dtype, W.shape)})
+        elif moe is None:
             layers[0].down = Weight(raw, W.dtype, W.shape)
         else:
             moe.replace({id(W): Weight(raw, W.dtype, W.shape)})

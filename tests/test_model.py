@@ -149,8 +149,9 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda m, t: m["config"].update(model_type="mamba"),
-     r"unsupported model_type 'mamba': supported model types are cohere, cohere2, deepseek_v2, deepseek_v3, gemma, .*, llama, "),
+    (lambda m, t: m["config"].update(model_type="rwkv7"),
+     r"unsupported model_type 'rwkv7': supported model types are cohere, cohere2, deepseek_v2, deepseek_v3, "
+     r"falcon_mamba, gemma, .*, llama, "),
     (lambda m, t: m["config"].update(rope_scaling={"type": "magic", "factor": 4.0}),
      r"rope_scaling type 'magic' is not supported \(supported: default, linear, dynamic, llama3, yarn, longrope\)"),
     (lambda m, t: m["config"].update(rope_scaling={"rope_type": "yarn", "factor": 4.0, "warp": 2}),

@@ -21,6 +21,8 @@ EXPECTED = Path(__file__).parent / "fixtures" / "model_config_defaults.json"
 MINIMAL = {"vocab_size": 1000, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 4,
            "num_attention_heads": 32}
 MINIMAL_GPT2 = {"vocab_size": 1000, "n_embd": 2048, "n_layer": 4, "n_head": 32}
+MINIMAL_SSM = {"vocab_size": 1000, "hidden_size": 2048, "num_hidden_layers": 4}     # Mamba: no attention, no MLP
+MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_SSM}
 
 
 def declared(model_type: str) -> dict:
@@ -43,7 +45,7 @@ def resolved(model_type: str) -> dict:
     _validate sets}, values as repr strings."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # the minimal dict must not hit an "ignoring unknown key" report
-        cfg = get_family(model_type).Config.from_dict(dict(MINIMAL_GPT2 if model_type == "gpt2" else MINIMAL))
+        cfg = get_family(model_type).Config.from_dict(dict(MINIMALS.get(model_type, MINIMAL)))
     fields = cfg.to_dict()
     derived = {k: v for k, v in vars(cfg).items() if k not in fields and k != "unknown_keys"}
     assert cfg.unknown_keys == []

@@ -1,5 +1,6 @@
-"""The OpenAI-compatible server with a mixture-of-experts model (tests/fixtures/hf_moe), exactly as with a dense one:
-replies streamed and not, the same greedy text both ways, and the KV cache of an earlier turn reused."""
+"""The OpenAI-compatible server with a mixture-of-experts model (tests/fixtures/hf_moe) or a state-space one
+(tests/fixtures/hf_ssm), exactly as with a dense one: replies streamed and not, the same greedy text both ways, and
+the cache of an earlier turn reused (a recurrent state from the snapshot at the end of the prompt)."""
 import json
 from pathlib import Path
 
@@ -12,11 +13,12 @@ pytest.importorskip("uvicorn")
 from petit.server import Server  # noqa: E402
 from petit.server.engine import ServerWorker  # noqa: E402
 
-FIX = Path(__file__).parent / "fixtures" / "hf_moe"
+FIX = Path(__file__).parent / "fixtures"
 
 
-@pytest.mark.parametrize("case", ["qwen3_moe", "qwen2_moe", "mixtral"])
-def test_a_moe_model_serves_chat_completions(case):
+@pytest.mark.parametrize("case", ["hf_moe/qwen3_moe", "hf_moe/qwen2_moe", "hf_moe/mixtral", "hf_moe/deepseek_v3",
+                                  "hf_ssm/mamba"])
+def test_a_moe_or_state_space_model_serves_chat_completions(case):
     server = Server(ServerWorker(str(FIX / case), max_tokens=8), port=0).start()
     try:
         body = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "temperature": 0, "max_tokens": 6}

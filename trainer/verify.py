@@ -369,6 +369,16 @@ def check_matrices(model, ref) -> dict:
             if S.moe.shared is not None or L.moe.shared is not None:
                 pairs += list(zip(L.moe.shared or (None,) * 3, S.moe.shared or (None,) * 3))
                 pairs.append((L.moe.shared_gate, S.moe.shared_gate))
+        if L.mla is not None or S.mla is not None:    # latent attention: its products and each head's absorbed ones
+            a, b = L.mla, S.mla
+            pairs += [(a and a.q_a, b and b.q_a), (a and a.q, b and b.q_nope), (a and a.q_pe, b and b.q_pe),
+                      (a and a.c, b and b.kv_c), (a and a.k_pe, b and b.kv_pe)]
+            if a is not None and b is not None:
+                pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
+        if L.mamba is not None or S.mamba is not None:
+            a, b = L.mamba, S.mamba
+            pairs += [(a and getattr(a, n), b and getattr(b, n)) for n in ("in_proj", "x_proj", "dt_proj",
+                                                                           "out_proj")]
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:

@@ -192,6 +192,8 @@ class Session:
         """Rewind the cache to the prefix it shares with `ids`, prefill the rest, stream the reply; the cache's
         token record stays consistent also when the caller stops early."""
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
+        if hasattr(self.cache, "restorable"):      # a recurrent state goes back only to a snapshot (a turn's end)
+            keep = self.cache.restorable(keep)
         text = TextStream(self.tokenizer, params.stop, skip_special=True)
         sampler = params.make_sampler()
         self.cache.rewind(keep)
@@ -203,9 +205,18 @@ class Session:
         t0 = time.perf_counter()
         t_first = t0
         self._cancel.clear()
+        start = keep
         try:
-            for step in generate_tokens(self.model, ids[keep:], max_tokens=max_tokens, sampler=sampler,
-                                        stop_ids=stop_ids, cache=self.cache, context_ids=ids[:keep]):
+            if hasattr(self.cache, "snapshot") and len(ids) - 1 > keep:
+                # a recurrent state: the prompt but its last token, then a snapshot there, so the same prompt
+                # again (a regenerate, a retried request) and every later turn start from here at least, however
+                # the reply re-tokenizes
+                self.model.forward(ids[keep:-1], self.cache)
+                self.cache.snapshot()
+                self._cached = list(ids[:-1])
+                start = len(ids) - 1
+            for step in generate_tokens(self.model, ids[start:], max_tokens=max_tokens, sampler=sampler,
+                                        stop_ids=stop_ids, cache=self.cache, context_ids=ids[:start]):
                 if not generated:
                     t_first = time.perf_counter()
                     stats.time_to_first_token = t_first - t0
@@ -227,3 +238,5 @@ class Session:
             elapsed = time.perf_counter() - t_first
             stats.decode_tokens_per_s = (len(generated) - 1) / elapsed if len(generated) > 1 and elapsed > 0 else 0.0
             self._cached = (ids + generated)[:self.cache.pos]
+            if hasattr(self.cache, "snapshot"):
+                self.cache.snapshot()                # the next turn, a regenerate or an edit goes back to here

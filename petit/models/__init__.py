@@ -7,9 +7,10 @@ A family module has `Config` (a dataclass with Hugging Face's field names and `f
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import (cohere, cohere2, deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, gpt2, gpt_neox,
-                          gpt_oss, granite, granitemoe, granitemoeshared, llama, llama4_text, mistral, mixtral, olmo2,
-                          olmoe, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, smollm3, stablelm, starcoder2)
+from petit.models import (cohere, cohere2, deepseek_v2, deepseek_v3, falcon_mamba, gemma, gemma2, gemma3_text, gpt2,
+                          gpt_neox, gpt_oss, granite, granitemoe, granitemoeshared, llama, llama4_text, mamba, mistral,
+                          mixtral, olmo2, olmoe, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, smollm3, stablelm,
+                          starcoder2)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -40,6 +41,8 @@ MODEL_TYPES = {
     "llama4_text": llama4_text,
     "deepseek_v2": deepseek_v2,
     "deepseek_v3": deepseek_v3,
+    "mamba": mamba,
+    "falcon_mamba": falcon_mamba,
 }
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from petit import testing_faults
 from petit.models.mla import Mla
 from petit.models.moe import Moe
+from petit.models.ssm import Mamba
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
 from petit.native import ACTIVATIONS, Weight, attn_extra, ffi, lib
@@ -79,6 +80,7 @@ class Layer:
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
     mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/mla.py)
+    mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py)
 
     def attn_extra(self):
         """The pt_attn_extra of this layer's sinks, chunk and temperature (NULL when it has none), made once."""
@@ -107,6 +109,7 @@ class Arch:
     logit_scale: float = 1.0            # Cohere's logit_scale, 1 / Granite's logits_scaling
     logit_softcap: float = 0.0
     values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
+    state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
 
 
 class _Scratch:
@@ -186,6 +189,7 @@ class Decoder:
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
         out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
+        out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -201,6 +205,8 @@ class Decoder:
                 L.moe.replace(new)
             if L.mla is not None:
                 L.mla.replace(new)
+            if L.mamba is not None:
+                L.mamba.replace(new)
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
@@ -240,10 +246,16 @@ class Decoder:
         runs, owner, total, n_out = [], {}, 0, 0
         for i, (ids, cache, n) in enumerate(seqs):
             where = self._seq(seqs, i)
-            layout = (len(self.layers), KV, cache.n_ctx, hd)
-            if cache.layout != layout or cache.n_ctx > arch.context_length:
-                raise ValueError(f"{where}this KV cache {cache.layout} was not made for this model (needs "
-                                 f"{layout[:2]} + (n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
+            if arch.state_shapes is not None:
+                layout = ("state", len(self.layers)) + tuple(arch.state_shapes)
+                if cache.layout != layout or cache.n_ctx > arch.context_length:
+                    raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs the "
+                                     f"recurrent state {layout}): use model.new_cache()")
+            else:
+                layout = (len(self.layers), KV, cache.n_ctx, hd)
+                if cache.layout != layout or cache.n_ctx > arch.context_length:
+                    raise ValueError(f"{where}this KV cache {cache.layout} was not made for this model (needs "
+                                     f"{layout[:2]} + (n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
             if id(cache) in owner:
                 raise ValueError(f"sequence {i} uses the KV cache of sequence {owner[id(cache)]}: each sequence "
                                  f"needs its own")
@@ -339,6 +351,15 @@ class Decoder:
             if layer.attn_norm is not None:
                 rc |= layer.attn_norm(buf["resid"], T, D, buf["normed"])
                 attn_in = buf["normed"]
+            if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
+                at = 0
+                for n, _, cache, _ in runs:
+                    rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[i], cache.v_ptr[i],
+                                          buf["resid"] + at * D, True)
+                    at += n
+                if rc:
+                    raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, -1)})")
+                continue
             mlp_in = None
             if arch.parallel:                # both branches read the block's input
                 if layer.mlp_norm is not None:
@@ -512,6 +533,9 @@ class Decoder:
             if layer.attn_norm is not None:
                 plan.norm(i, layer.attn_norm, buf["resid"], 1, D, buf["normed"])
                 attn_in = buf["normed"]
+            if layer.mamba is not None:
+                plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True)
+                continue
             mlp_in = None
             if arch.parallel:
                 if layer.mlp_norm is not None:

@@ -18,7 +18,7 @@ OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: 
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
             lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe",
-            lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy"}
+            lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy", lib.PT_OP_MAMBA: "mamba"}
 NULL = ffi.NULL
 
 
@@ -122,6 +122,10 @@ class Plan:
         """`width` values of each of T * rows rows from x (at x_off of x_stride) into y (at y_off of y_stride)."""
         self._add(lib.PT_OP_COPY, layer, x=x, y=[y, NULL, NULL], x_stride=x_stride, x_off=x_off, y_stride=y_stride,
                   y_off=y_off, rows=rows, width=width)
+
+    def mamba(self, layer: int, record, x, out, accumulate: bool = False) -> None:
+        """A Mamba mixer (a pt_mamba record, petit/models/ssm.py) of x into out, per sequence over its state."""
+        self._add(lib.PT_OP_MAMBA, layer, x=x, y=[out, NULL, NULL], mamba=record, mode=int(accumulate))
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

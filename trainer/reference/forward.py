@@ -31,6 +31,29 @@ class Forward:
         w = self.w(n.weight) + n.add if n.weight else None
         return ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
 
+    def mamba(self, L, h):
+        m, T = L.mamba, h.shape[0]
+        xz = self.mm(h, m.in_proj)
+        di = xz.shape[1] // 2
+        x, z = xz[:, :di], xz[:, di:]
+        w = self.w(m.conv).reshape(di, -1)                           # [di, K]
+        K = w.shape[1]
+        padded = np.concatenate([np.zeros((K - 1, di)), x], axis=0)
+        conv = sum(padded[k:k + T] * w[:, k] for k in range(K)) + (self.w(m.conv_b) if m.conv_b else 0.0)
+        u = conv * (0.5 + 0.5 * np.tanh(0.5 * conv))                # silu
+        dbc = self.mm(u, m.x_proj)
+        R, ds = m.dt_rank, (dbc.shape[1] - m.dt_rank) // 2
+        dt, B, C = dbc[:, :R], dbc[:, R:R + ds], dbc[:, R + ds:]
+        if m.inner_eps is not None:
+            dt, B, C = (ops.norm(a, "rms", m.inner_eps, None, None) for a in (dt, B, C))
+        dt = np.logaddexp(0.0, self.mm(dt, m.dt_proj, m.dt_b))     # softplus
+        A = -np.exp(self.w(m.A_log))                                 # [di, ds]
+        s, y = np.zeros((di, ds)), np.empty((T, di))
+        for t in range(T):
+            s = np.exp(dt[t][:, None] * A) * s + (dt[t] * u[t])[:, None] * B[t][None, :]
+            y[t] = s @ C[t] + self.w(m.D) * u[t]
+        return self.mm(y * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
+
     def mla(self, L, h):
         s, m, T = self.spec, L.mla, h.shape[0]
         H = s.heads
@@ -128,6 +151,9 @@ class Forward:
         rs = s.residual_scale
         for L in s.layers:
             h = self.norm(x, L.attn_norm)
+            if L.mamba is not None:                   # a Mamba block: its mixer only
+                x = x + self.mamba(L, h)
+                continue
             if s.parallel:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)

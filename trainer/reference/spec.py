@@ -77,6 +77,25 @@ class LayerSpec:
     chunk: int = 0                       # > 0: a query sees only the keys of its own chunk (Llama 4)
     temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
     mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
+    mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
+
+
+@dataclass
+class MambaSpec:
+    """A Mamba mixer: xz = in_proj x (x, then z); u = silu(causal depthwise conv1d(x) + bias); dt, B, C = x_proj u
+    (split dt_rank, d_state, d_state; each RMS-normed without weight when inner_eps is set: Falcon-Mamba); dt =
+    softplus(dt_proj dt + bias); s = exp(dt A) s + dt B u with A = -exp(A_log); y = s C + D u; out_proj(y silu(z))."""
+    in_proj: str
+    conv: str
+    conv_b: str | None
+    x_proj: str
+    dt_proj: str
+    dt_b: str
+    A_log: str
+    D: str
+    out_proj: str
+    dt_rank: int
+    inner_eps: float | None = None
 
 
 @dataclass

@@ -2,15 +2,16 @@
 (cfg the config dict, names the tensor names in the file). Grouped by layout: llama.py (Llama's tensor names:
 llama, mistral, qwen2, qwen3, phi3, olmo2, granite, smollm3), gemma.py (gemma, gemma2, gemma3_text), gpt.py (gpt2,
 gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2), moe.py (qwen3_moe, qwen2_moe, olmoe, mixtral,
-granitemoe, granitemoeshared, gpt_oss, llama4_text), deepseek.py (deepseek_v2, deepseek_v3).
+granitemoe, granitemoeshared, gpt_oss, llama4_text), deepseek.py (deepseek_v2, deepseek_v3), ssm.py (mamba,
+falcon_mamba).
 
 A family added to the engine is not verified until it is added here: `spec_for` refuses an unknown model_type by
 name, so `petit verify` reports an error instead of a verdict computed with the wrong architecture.
 """
-from trainer.reference.families import cohere, deepseek, gemma, gpt, llama, moe
+from trainer.reference.families import cohere, deepseek, gemma, gpt, llama, moe, ssm
 
 FAMILIES = {**llama.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **cohere.FAMILIES, **moe.FAMILIES,
-            **deepseek.FAMILIES}
+            **deepseek.FAMILIES, **ssm.FAMILIES}
 
 
 class UnsupportedFamily(ValueError):

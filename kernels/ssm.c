@@ -1,0 +1,124 @@
+/* Mamba's mixer (Mamba-1 and Falcon-Mamba) for one sequence's T tokens, in one call, carrying its recurrent state:
+ *
+ *   xz = in_proj x                          [T][2 di]: x part, then the gate z
+ *   u = silu(causal depthwise conv1d(x))     over the last d_conv - 1 inputs of the state, then this call's
+ *   dbc = x_proj u                           [T][dt_rank + 2 ds]: dt, B, C (Falcon-Mamba: each RMS-normed, no weight)
+ *   dt = softplus(dt_proj dt + dt_bias)      [T][di]
+ *   s[d][n] = exp(dt[d] A[d][n]) s[d][n] + dt[d] B[n] u[d];   y[d] = sum_n s[d][n] C[n] + D[d] u[d]
+ *   out = out_proj (y * silu(z))             [T][hidden]
+ *
+ * The scan is sequential in time (a recurrence), parallel over the di channels: each worker takes a block of channels
+ * through all T tokens, so its state rows stay in cache; the result does not depend on the split. The conv state
+ * keeps the last d_conv - 1 inputs of each channel ([di][d_conv - 1], oldest first) and the ssm state s ([di][ds]);
+ * both are float32 and updated in place. Lock-free (the plan holds the lock); pt_mamba_run takes it for Python. */
+#include "internal.h"
+
+static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* RMS norm without weight of n values in place (Falcon-Mamba's B, C and dt) */
+static void rms_plain(float *x, int64_t n, float eps) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += x[i] * x[i];
+    const float r = 1.0f / sqrtf(s / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= r;
+}
+
+typedef struct {
+    const pt_mamba *m;
+    int64_t T;
+    float *conv_state, *ssm_state;
+} scan_job;
+
+#define CHANNELS 16             /* channels per chunk of the pool's work */
+
+/* channels [d0, d1) through all T tokens: the causal conv and its silu into m->u */
+static void conv_chunk(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const scan_job *j = (const scan_job *)ctx;
+    const int64_t d0 = chunk * CHANNELS, d1 = d0 + CHANNELS < j->m->d_inner ? d0 + CHANNELS : j->m->d_inner;
+    const pt_mamba *m = j->m;
+    const int64_t di = m->d_inner, K = m->d_conv, T = j->T;
+    for (int64_t d = d0; d < d1; d++) {
+        float *cs = j->conv_state + d * (K - 1);
+        const float *w = m->conv_w + d * K;
+        for (int64_t t = 0; t < T; t++) {
+            const float xin = m->xz[t * 2 * di + d];
+            float acc = m->conv_b ? m->conv_b[d] : 0.0f;
+            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
+            acc += w[K - 1] * xin;
+            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
+            if (K > 1) cs[K - 2] = xin;
+            m->u[t * di + d] = silu_f(acc);
+        }
+    }
+}
+
+/* channels [d0, d1) through all T tokens: the selective scan into m->y */
+static void scan_chunk(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const scan_job *j = (const scan_job *)ctx;
+    const int64_t d0 = chunk * CHANNELS, d1 = d0 + CHANNELS < j->m->d_inner ? d0 + CHANNELS : j->m->d_inner;
+    const pt_mamba *m = j->m;
+    const int64_t di = m->d_inner, ds = m->d_state, T = j->T, nb = m->dt_rank + 2 * ds;
+    for (int64_t d = d0; d < d1; d++) {
+        float *s = j->ssm_state + d * ds;
+        const float *A = m->A + d * ds;
+        for (int64_t t = 0; t < T; t++) {
+            const float dt = m->dt[t * di + d], u = m->u[t * di + d];
+            const float *B = m->dbc + t * nb + m->dt_rank, *C = B + ds;
+            float y = 0.0f;
+            for (int64_t n = 0; n < ds; n++) {
+                s[n] = expf(dt * A[n]) * s[n] + dt * B[n] * u;
+                y += s[n] * C[n];
+            }
+            y += m->Dp[d] * u;
+            m->y[t * di + d] = y * silu_f(m->xz[t * 2 * di + di + d]);
+        }
+    }
+}
+
+int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
+                    int accumulate) {
+    const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds;
+    if (T < 1 || T > m->cap || di < 1 || ds < 1 || m->d_conv < 1 || R < 1) return -1;
+    const pt_tensor *W[1] = {m->in_proj};
+    float *y[1] = {m->xz};
+    int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
+    if (rc) return rc;
+    scan_job j = {m, T, conv_state, ssm_state};
+    const int64_t chunks = (di + CHANNELS - 1) / CHANNELS;
+    pt_run_chunks(conv_chunk, &j, chunks, (double)T * (double)di * (double)m->d_conv);
+    W[0] = m->x_proj;
+    y[0] = m->dbc;
+    if ((rc = pt_matmul_n_locked(W, y, 1, m->u, T, 0))) return rc;
+    if (m->inner_norm)               /* Falcon-Mamba: dt, B and C each RMS-normed (no weight) */
+        for (int64_t t = 0; t < T; t++) {
+            rms_plain(m->dbc + t * nb, R, m->eps);
+            rms_plain(m->dbc + t * nb + R, ds, m->eps);
+            rms_plain(m->dbc + t * nb + R + ds, ds, m->eps);
+        }
+    /* dt_proj over the first R values of each dbc row: gathered into u's place is not possible (u is read by the
+     * scan), so through the dt buffer: dt = dt_proj dbc[:, :R] */
+    for (int64_t t = 0; t < T; t++) memcpy(m->g + t * R, m->dbc + t * nb, (size_t)R * sizeof(float));
+    W[0] = m->dt_proj;
+    y[0] = m->dt;
+    if ((rc = pt_matmul_n_locked(W, y, 1, m->g, T, 0))) return rc;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t d = 0; d < di; d++) {
+            float v = m->dt[t * di + d] + (m->dt_bias ? m->dt_bias[d] : 0.0f);
+            m->dt[t * di + d] = softplus_f(v);
+        }
+    pt_run_chunks(scan_chunk, &j, chunks, (double)T * (double)di * (double)ds * 4.0);
+    W[0] = m->out_proj;
+    y[0] = out;
+    return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
+}
+
+int pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
+                 int accumulate) {
+    pt_lock();
+    int rc = pt_mamba_locked(m, x, T, conv_state, ssm_state, out, accumulate);
+    pt_unlock();
+    return rc;
+}

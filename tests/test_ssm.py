@@ -1,0 +1,138 @@
+"""State-space models (mamba, falcon_mamba) beyond f32 parity with transformers (tests/test_hf_parity.py on
+tests/fixtures/hf_ssm): the mixer in C (kernels/ssm.c) against float64 over odd sizes, carried across calls; the
+recurrent state (a fixed size, whatever the position; snapshots to go back to); decode equal to prefill; the plan
+equal to the per-op path; quantized loads within the dense bounds; the server's cached_tokens on a second turn."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from petit.cache import StateCache
+from petit.models.ssm import Mamba
+from petit.native import Weight, ffi, quantize
+
+FIX = Path(__file__).parent / "fixtures" / "hf_ssm"
+CASES = ["mamba", "falcon_mamba"]
+
+
+def _ref(case):
+    r = np.load(FIX / case / "reference.npz")
+    return r["input_ids"], r["logits"]
+
+
+def _mixer_f64(p, x, conv, s, inner_eps):
+    """The mixer in float64 from a state (conv [di, K-1], s [di, ds]): (y, conv, s)."""
+    T = len(x)
+    xz = x @ p["in_proj"].T
+    di = xz.shape[1] // 2
+    xs, z = xz[:, :di], xz[:, di:]
+    K = p["conv_w"].shape[1]
+    hist = np.concatenate([conv.T, xs], axis=0)                  # [K - 1 + T, di]
+    u = np.stack([(hist[t:t + K] * p["conv_w"].T).sum(0) + p["conv_b"] for t in range(T)])
+    u = u / (1 + np.exp(-u))
+    dbc = u @ p["x_proj"].T
+    R, ds = p["dt_proj"].shape[1], p["A"].shape[1]
+    dt, B, C = dbc[:, :R], dbc[:, R:R + ds], dbc[:, R + ds:]
+    if inner_eps is not None:
+        dt, B, C = (a / np.sqrt((a * a).mean(1, keepdims=True) + inner_eps) for a in (dt, B, C))
+    dt = np.logaddexp(0, dt @ p["dt_proj"].T + p["dt_bias"])
+    y = np.empty((T, di))
+    for t in range(T):
+        s = np.exp(dt[t][:, None] * p["A"]) * s + (dt[t] * u[t])[:, None] * B[t]
+        y[t] = s @ C[t] + p["D"] * u[t]
+    out = (y * z / (1 + np.exp(-z))) @ p["out_proj"].T
+    return out, hist[-(K - 1):].T, s
+
+
+@pytest.mark.parametrize("inner_eps", [None, 1e-6])
+@pytest.mark.parametrize("D,di,ds,K,R,dtype", [(32, 32, 16, 4, 4, "f32"), (64, 96, 5, 3, 7, "f32"),
+                                              (32, 64, 16, 4, 32, "q8_0"), (32, 17, 3, 2, 1, "f32")])
+def test_the_mixer_is_the_recurrence_and_carries_its_state(D, di, ds, K, R, dtype, inner_eps):
+    rng = np.random.default_rng(di * ds + K)
+
+    def mat(r, c, scale=1.0, dt=dtype):
+        w = (rng.standard_normal((r, c)) * scale / np.sqrt(c)).astype(np.float32)
+        if dt != "f32" and c % 32 == 0:
+            return w, Weight(quantize(w, dt), dt, (r, c))
+        return w, Weight(w.view(np.uint8).reshape(r, -1), "f32", (r, c))
+    (w_in, W_in), (w_x, W_x), (w_dt, W_dt), (w_out, W_out) = mat(2 * di, D), mat(R + 2 * ds, di), \
+        mat(di, R, 1.0, "f32"), mat(D, di)
+    if dtype != "f32":                   # compare with the values the kernels hold
+        from petit.native import dequantize
+        w_in = dequantize(W_in.raw, dtype, W_in.shape) if D % 32 == 0 else w_in
+        w_x = dequantize(W_x.raw, dtype, W_x.shape) if di % 32 == 0 else w_x
+        w_out = dequantize(W_out.raw, dtype, W_out.shape) if di % 32 == 0 else w_out
+    p = {"in_proj": w_in, "x_proj": w_x, "dt_proj": w_dt, "out_proj": w_out,
+         "conv_w": rng.standard_normal((di, K)).astype(np.float32) / np.sqrt(K),
+         "conv_b": rng.standard_normal(di).astype(np.float32) * 0.2,
+         "dt_bias": np.log(np.expm1(rng.uniform(1e-3, 1e-1, di))).astype(np.float32),
+         "A": -rng.uniform(1, 16, (di, ds)).astype(np.float32), "D": rng.normal(1, 0.2, di).astype(np.float32)}
+    m = Mamba(W_in, p["conv_w"], p["conv_b"], W_x, W_dt, p["dt_bias"], p["A"], p["D"], W_out, ds, K, R,
+              inner_eps is not None, inner_eps or 1e-6)
+    conv, s = np.zeros((di, K - 1), np.float32), np.zeros((di, ds), np.float32)
+    c64, s64 = conv.astype(np.float64), s.astype(np.float64)
+    P = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
+    for T in (7, 1, 1, 5):               # a prompt, then decode steps, then more: the state carries
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        y = np.empty((T, D), np.float32)
+        assert m.run(P(x), T, P(conv), P(s), P(y)) == 0
+        want, c64, s64 = _mixer_f64(p, x.astype(np.float64), c64, s64, inner_eps)
+        tol = 1e-4 if dtype == "f32" else 0.03                   # q8_0: the int8 activations
+        np.testing.assert_allclose(y, want, rtol=0, atol=tol * np.abs(want).max())
+        np.testing.assert_allclose(conv, c64, rtol=0, atol=1e-6 if dtype == "f32" else 0.03 * np.abs(c64).max())
+        np.testing.assert_allclose(s, s64, rtol=0, atol=(1e-4 if dtype == "f32" else 0.1) * np.abs(s64).max())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_state_is_a_fixed_size_and_goes_back_only_to_a_snapshot(case):
+    cfg = json.loads((FIX / case / "config.json").read_text())
+    m = petit.load(FIX / case, weights="q8_0")
+    cache = m.new_cache(4000)
+    di, L = cfg["intermediate_size"], cfg["num_hidden_layers"]
+    assert isinstance(cache, StateCache)
+    assert cache.nbytes == L * di * (cfg["conv_kernel"] - 1 + cfg["state_size"]) * 4 == m.new_cache(16).nbytes
+    ids, ref = _ref(case)
+    m.forward(ids[:20].tolist(), cache)
+    cache.snapshot()
+    m.forward(ids[20:30].tolist(), cache)
+    with pytest.raises(ValueError, match="a recurrent state cannot be rewound to position 25: it can go back to "
+                                         r"\[20\] or 0 \(restorable\(\) tells which\)"):
+        cache.rewind(25)
+    assert cache.restorable(25) == 20 and cache.restorable(19) == 0
+    cache.rewind(20)
+    again = m.forward(ids[20:].tolist(), cache)
+    np.testing.assert_allclose(again, m.logits(ids)[-1], rtol=0, atol=1e-5 * float(np.ptp(ref)))
+    cache.rewind(0)
+    assert not cache.k.any() and not cache.v.any() and cache.snapshots == {}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case):
+    ids, _ = _ref(case)
+    m = petit.load(FIX / case, weights="q8_0")
+    a, b = (np.empty((len(ids), m.vocab_size), np.float32) for _ in range(2))
+    m.net.forward(ids.tolist(), m.new_cache(64), a)
+    m.net.forward(ids.tolist(), m.new_cache(64), b, oracle=True)
+    np.testing.assert_array_equal(a, b)
+    cache = m.new_cache(64)
+    steps = np.stack([m.forward([int(t)], cache) for t in ids])
+    np.testing.assert_allclose(steps, a, rtol=0, atol=1e-5 * float(np.ptp(a)))
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("weights,bound", [("q8_0", 0.08), ("q4_0", 0.60)])
+def test_quantized_loads_stay_within_the_dense_bounds(case, weights, bound):
+    ids, ref = _ref(case)
+    got = petit.load(FIX / case, weights=weights).logits(ids)
+    assert (np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)).max() <= bound
+
+
+def test_two_sequences_in_one_step_each_keep_their_own_state():
+    ids, _ = _ref("mamba")
+    m = petit.load(FIX / "mamba", weights="q8_0")
+    a, b = m.new_cache(64), m.new_cache(64)
+    got = m.forward_batch([(ids[:20].tolist(), a), (ids[5:12].tolist(), b)])
+    np.testing.assert_allclose(got[0], m.logits(ids[:20])[-1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got[1], m.logits(ids[5:12])[-1], rtol=0, atol=1e-6)
