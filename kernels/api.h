@@ -156,6 +156,14 @@ typedef struct {
     const pt_tensor *in_proj, *x_proj, *dt_proj, *out_proj;
     const float *conv_w, *conv_b, *dt_bias, *A, *Dp;     /* [di][d_conv], [di], [di], [di][ds] (-exp(A_log)), [di] */
     float *xz, *u, *dbc, *dt, *y, *g;                   /* scratch [cap][2 di], [di], [R + 2 ds], [di], [di], [R] */
+    /* Mamba-2 (version 2): in_proj gives z [di], xBC [di + 2 G ds], dt [H]; the conv runs over xBC (conv_w
+     * [di + 2 G ds][d_conv]); A, D, dt_bias are one per head; the state is [H][head_dim][ds]; dt is clamped to
+     * [dt_min, dt_max]; the output is RMS-normed over all di channels with norm_w after the gate (transformers'
+     * MambaRMSNormGated), eps */
+    int32_t version;
+    int64_t n_heads, head_dim, n_groups;
+    float dt_min, dt_max;
+    const float *norm_w;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,

@@ -10,7 +10,12 @@
  * The scan is sequential in time (a recurrence), parallel over the di channels: each worker takes a block of channels
  * through all T tokens, so its state rows stay in cache; the result does not depend on the split. The conv state
  * keeps the last d_conv - 1 inputs of each channel ([di][d_conv - 1], oldest first) and the ssm state s ([di][ds]);
- * both are float32 and updated in place. Lock-free (the plan holds the lock); pt_mamba_run takes it for Python. */
+ * both are float32 and updated in place. Lock-free (the plan holds the lock); pt_mamba_run takes it for Python.
+ *
+ * Mamba-2 (version 2, the SSD recurrence): in_proj gives z, xBC and dt per token; the conv (and silu) runs over the
+ * xBC channels; x is [H][P], B and C [G][ds], head j reading group j / (H / G); dt = clamp(softplus(dt + dt_bias));
+ * S_j = exp(dt_j A_j) S_j + dt_j x_j B^T (S_j [P][ds]), y_j = S_j C + D_j x_j; then RMSNorm(y silu(z)) * norm_w
+ * over all di channels, and out_proj. Parallel over heads. */
 #include "internal.h"
 
 static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
@@ -78,8 +83,92 @@ static void scan_chunk(void *ctx, int64_t chunk, int ith) {
     }
 }
 
+/* Mamba-2: the conv over channel block `chunk` of xBC (its width in `cw`, read from xz at column z_off) */
+typedef struct {
+    const pt_mamba *m;
+    int64_t T, cw, row, x_off;
+    float *conv_state, *ssm_state;
+} ssd_job;
+
+static void conv2_chunk(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const ssd_job *j = (const ssd_job *)ctx;
+    const pt_mamba *m = j->m;
+    const int64_t K = m->d_conv, c0 = chunk * CHANNELS, c1 = c0 + CHANNELS < j->cw ? c0 + CHANNELS : j->cw;
+    for (int64_t c = c0; c < c1; c++) {
+        float *cs = j->conv_state + c * (K - 1);
+        const float *w = m->conv_w + c * K;
+        for (int64_t t = 0; t < j->T; t++) {
+            const float xin = m->xz[t * j->row + j->x_off + c];
+            float acc = m->conv_b ? m->conv_b[c] : 0.0f;
+            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
+            acc += w[K - 1] * xin;
+            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
+            if (K > 1) cs[K - 2] = xin;
+            m->u[t * j->cw + c] = silu_f(acc);
+        }
+    }
+}
+
+/* head `h` through all T tokens */
+static void ssd_head(void *ctx, int64_t h, int ith) {
+    (void)ith;
+    const ssd_job *j = (const ssd_job *)ctx;
+    const pt_mamba *m = j->m;
+    const int64_t P = m->head_dim, N = m->d_state, H = m->n_heads, di = m->d_inner;
+    const int64_t g = h / (H / m->n_groups);
+    float *S = j->ssm_state + h * P * N;
+    for (int64_t t = 0; t < j->T; t++) {
+        const float *u = m->u + t * j->cw, *x = u + h * P, *B = u + di + g * N, *C = u + di + m->n_groups * N + g * N;
+        const float dt = m->dt[t * H + h], a = expf(dt * m->A[h]);
+        for (int64_t p = 0; p < P; p++) {
+            float *s = S + p * N, y = 0.0f;
+            const float dx = dt * x[p];
+            for (int64_t n = 0; n < N; n++) {
+                s[n] = a * s[n] + dx * B[n];
+                y += s[n] * C[n];
+            }
+            m->y[t * di + h * P + p] = y + m->Dp[h] * x[p];
+        }
+    }
+}
+
+static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
+                         float *out, int accumulate) {
+    const int64_t di = m->d_inner, H = m->n_heads, N = m->d_state, G = m->n_groups;
+    const int64_t cw = di + 2 * G * N, row = di + cw + H;
+    if (T < 1 || T > m->cap || H < 1 || G < 1 || H % G || m->head_dim * H != di || m->in_proj->rows != row) return -1;
+    const pt_tensor *W[1] = {m->in_proj};
+    float *y[1] = {m->xz};
+    int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
+    if (rc) return rc;
+    ssd_job j = {m, T, cw, row, di, conv_state, ssm_state};
+    pt_run_chunks(conv2_chunk, &j, (cw + CHANNELS - 1) / CHANNELS, (double)T * (double)cw * (double)m->d_conv);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            float v = softplus_f(m->xz[t * row + di + cw + h] + m->dt_bias[h]);
+            v = v < m->dt_min ? m->dt_min : v;
+            m->dt[t * H + h] = v > m->dt_max ? m->dt_max : v;
+        }
+    pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
+    for (int64_t t = 0; t < T; t++) {       /* the gate, then the gated RMSNorm over all di channels */
+        float *yt = m->y + t * di, ss = 0.0f;
+        const float *z = m->xz + t * row;
+        for (int64_t d = 0; d < di; d++) {
+            yt[d] *= silu_f(z[d]);
+            ss += yt[d] * yt[d];
+        }
+        const float r = 1.0f / sqrtf(ss / (float)di + m->eps);
+        for (int64_t d = 0; d < di; d++) yt[d] = yt[d] * r * m->norm_w[d];
+    }
+    W[0] = m->out_proj;
+    y[0] = out;
+    return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
+}
+
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate) {
+    if (m->version == 2) return mamba2_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds;
     if (T < 1 || T > m->cap || di < 1 || ds < 1 || m->d_conv < 1 || R < 1) return -1;
     const pt_tensor *W[1] = {m->in_proj};

@@ -22,7 +22,9 @@ MINIMAL = {"vocab_size": 1000, "hidden_size": 2048, "intermediate_size": 5632, "
            "num_attention_heads": 32}
 MINIMAL_GPT2 = {"vocab_size": 1000, "n_embd": 2048, "n_layer": 4, "n_head": 32}
 MINIMAL_SSM = {"vocab_size": 1000, "hidden_size": 2048, "num_hidden_layers": 4}     # Mamba: no attention, no MLP
-MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_SSM}
+# Mamba-2's default heads (128 x 64) need hidden_size 4096 (its default) at expand 2
+MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_SSM,
+            "mamba2": dict(MINIMAL_SSM, hidden_size=4096)}
 
 
 def declared(model_type: str) -> dict:

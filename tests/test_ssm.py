@@ -1,4 +1,4 @@
-"""State-space models (mamba, falcon_mamba) beyond f32 parity with transformers (tests/test_hf_parity.py on
+"""State-space models (mamba, falcon_mamba, mamba2) beyond f32 parity with transformers (tests/test_hf_parity.py on
 tests/fixtures/hf_ssm): the mixer in C (kernels/ssm.c) against float64 over odd sizes, carried across calls; the
 recurrent state (a fixed size, whatever the position; snapshots to go back to); decode equal to prefill; the plan
 equal to the per-op path; quantized loads within the dense bounds; the server's cached_tokens on a second turn."""
@@ -14,7 +14,7 @@ from petit.models.ssm import Mamba
 from petit.native import Weight, ffi, quantize
 
 FIX = Path(__file__).parent / "fixtures" / "hf_ssm"
-CASES = ["mamba", "falcon_mamba"]
+CASES = ["mamba", "falcon_mamba", "mamba2"]
 
 
 def _ref(case):
@@ -90,9 +90,13 @@ def test_the_state_is_a_fixed_size_and_goes_back_only_to_a_snapshot(case):
     cfg = json.loads((FIX / case / "config.json").read_text())
     m = petit.load(FIX / case, weights="q8_0")
     cache = m.new_cache(4000)
-    di, L = cfg["intermediate_size"], cfg["num_hidden_layers"]
+    L, K, N = cfg["num_hidden_layers"], cfg["conv_kernel"], cfg["state_size"]
+    if case == "mamba2":             # the conv over x, B and C; a [head_dim, state] matrix a head
+        per_layer = (2 * cfg["hidden_size"] + 2 * cfg["n_groups"] * N) * (K - 1) + 2 * cfg["hidden_size"] * N
+    else:
+        per_layer = cfg["intermediate_size"] * (K - 1 + N)
     assert isinstance(cache, StateCache)
-    assert cache.nbytes == L * di * (cfg["conv_kernel"] - 1 + cfg["state_size"]) * 4 == m.new_cache(16).nbytes
+    assert cache.nbytes == L * per_layer * 4 == m.new_cache(16).nbytes
     ids, ref = _ref(case)
     m.forward(ids[:20].tolist(), cache)
     cache.snapshot()
@@ -136,3 +140,55 @@ def test_two_sequences_in_one_step_each_keep_their_own_state():
     got = m.forward_batch([(ids[:20].tolist(), a), (ids[5:12].tolist(), b)])
     np.testing.assert_allclose(got[0], m.logits(ids[:20])[-1], rtol=0, atol=1e-6)
     np.testing.assert_allclose(got[1], m.logits(ids[5:12])[-1], rtol=0, atol=1e-6)
+
+
+def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim):
+    T = len(x)
+    zx = x @ p["in_proj"].T
+    di = p["out_proj"].shape[1]
+    cw = di + 2 * G * N
+    z, xbc, dt = zx[:, :di], zx[:, di:di + cw], zx[:, di + cw:]
+    K = p["conv_w"].shape[1]
+    hist = np.concatenate([conv.T, xbc], axis=0)
+    u = np.stack([(hist[t:t + K] * p["conv_w"].T).sum(0) + p["conv_b"] for t in range(T)])
+    u = u / (1 + np.exp(-u))
+    P = di // H
+    xs, B, C = u[:, :di].reshape(T, H, P), u[:, di:di + G * N].reshape(T, G, N), u[:, di + G * N:].reshape(T, G, N)
+    dt = np.clip(np.logaddexp(0, dt + p["dt_bias"]), *lim)
+    grp = np.arange(H) // (H // G)
+    y = np.empty((T, H, P))
+    for t in range(T):
+        S = np.exp(dt[t] * p["A"])[:, None, None] * S + (dt[t][:, None] * xs[t])[:, :, None] * B[t][grp][:, None, :]
+        y[t] = np.einsum("hpn,hn->hp", S, C[t][grp]) + p["D"][:, None] * xs[t]
+    g = y.reshape(T, di) * z / (1 + np.exp(-z))
+    g = g / np.sqrt((g * g).mean(1, keepdims=True) + eps) * p["norm_w"]
+    return g @ p["out_proj"].T, hist[-(K - 1):].T, S
+
+
+@pytest.mark.parametrize("D,H,P,G,N,K,lim", [(32, 4, 16, 2, 16, 4, (0.0, np.inf)), (32, 6, 8, 3, 5, 3, (0.0, 0.05)),
+                                             (64, 1, 32, 1, 7, 2, (0.01, np.inf))])
+def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim):
+    rng = np.random.default_rng(H * P + N)
+    di, cw = H * P, H * P + 2 * G * N
+    rows = di + cw + H
+    w_in = (rng.standard_normal((rows, D)) / np.sqrt(D)).astype(np.float32)
+    w_out = (rng.standard_normal((D, di)) / np.sqrt(di)).astype(np.float32)
+    f32 = lambda w: Weight(w.view(np.uint8).reshape(w.shape[0], -1), "f32", w.shape)     # noqa: E731
+    p = {"in_proj": w_in, "out_proj": w_out, "conv_w": rng.standard_normal((cw, K)).astype(np.float32) / np.sqrt(K),
+         "conv_b": rng.standard_normal(cw).astype(np.float32) * 0.2,
+         "dt_bias": np.log(np.expm1(rng.uniform(1e-3, 1e-1, H))).astype(np.float32),
+         "A": -rng.uniform(1, 16, H).astype(np.float32), "D": rng.normal(1, 0.2, H).astype(np.float32),
+         "norm_w": rng.normal(1, 0.2, di).astype(np.float32)}
+    m = Mamba(f32(w_in), p["conv_w"], p["conv_b"], None, None, p["dt_bias"], p["A"], p["D"], f32(w_out), N, K, 1,
+              eps=1e-5, version=2, n_heads=H, n_groups=G, norm_w=p["norm_w"], dt_min=lim[0], dt_max=lim[1])
+    (cs, ss) = m.state_shapes
+    conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
+    c64, S64 = conv.astype(np.float64), S.astype(np.float64)
+    P_ = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
+    for T in (9, 1, 3):
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        y = np.empty((T, D), np.float32)
+        assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0
+        want, c64, S64 = _mamba2_f64(p, x.astype(np.float64), c64, S64, H, G, N, 1e-5, lim)
+        np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+        np.testing.assert_allclose(S, S64, rtol=0, atol=1e-4 * np.abs(S64).max())

@@ -35,7 +35,7 @@ WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name == "hf_ssm"}
 WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm"}
-WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba"}
+WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2"}
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -93,7 +93,8 @@ def test_a_correct_engine_passes(files, case, weights):
     path, ref = files[case, weights]
     r = verify(path, n=2, reference=ref)
     assert r["pass"], r["failures"]
-    per_layer = 4 if case in SSM else 6          # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj
+    # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
+    per_layer = 2 if case == "mamba2" else 4 if case in SSM else 6
     assert r["weights"] == weights and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
     # half the limit at most; quantized MoE 0.8 (measured up to 0.68: routing is compared only where the engine and the
     # reference choose the same experts, and these tiny random experts differ a lot, so a near-tie moves more)
@@ -114,7 +115,8 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         assert worst_share(r) >= 8, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
-            down = L.mamba.out_proj if L.mamba else L.down if L.moe is None else L.moe.experts[0][2]
+            mixer = L.mamba or L.mamba2
+            down = mixer.out_proj if mixer else L.down if L.moe is None else L.moe.experts[0][2]
             assert r["bad_matrices"] == [n for n in ref.tensors if n == down]
 
 

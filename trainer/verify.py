@@ -375,10 +375,10 @@ def check_matrices(model, ref) -> dict:
                       (a and a.c, b and b.kv_c), (a and a.k_pe, b and b.kv_pe)]
             if a is not None and b is not None:
                 pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
-        if L.mamba is not None or S.mamba is not None:
-            a, b = L.mamba, S.mamba
-            pairs += [(a and getattr(a, n), b and getattr(b, n)) for n in ("in_proj", "x_proj", "dt_proj",
-                                                                           "out_proj")]
+        if L.mamba is not None or S.mamba is not None or S.mamba2 is not None:
+            a, b = L.mamba, S.mamba or S.mamba2
+            pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",
+                                                                                 "out_proj")]
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:

@@ -8,6 +8,10 @@ import numpy as np
 
 from petit.native import Weight, ffi, lib
 
+# the mixers' scratch, shared by every layer (and model) of the same sizes: a step runs one mixer at a time under the
+# kernels' lock, so one set of buffers serves them all ({(cap, d_inner, d_state, dt_rank): {name: array}})
+_SCRATCH: dict = {}
+
 
 @dataclass
 class Mamba:
@@ -28,25 +32,36 @@ class Mamba:
     dt_rank: int
     inner_norm: bool = False
     eps: float = 1e-6
+    # Mamba-2 (version 2): one A, D and dt_bias per head, x_proj / dt_proj None, the gated norm's weight
+    version: int = 1
+    n_heads: int = 0
+    n_groups: int = 1
+    norm_w: np.ndarray | None = None
+    dt_min: float = 0.0
+    dt_max: float = float("inf")
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
 
     @property
     def d_inner(self) -> int:
-        return self.A.shape[0]
+        return self.out_proj.shape[1]
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 2:
+            conv = self.d_inner + 2 * self.n_groups * self.d_state
+            return (conv, self.d_conv - 1), (self.n_heads, self.d_inner // self.n_heads, self.d_state)
         return (self.d_inner, self.d_conv - 1), (self.d_inner, self.d_state)
 
     def matrices(self) -> list:
-        return [self.in_proj, self.x_proj, self.dt_proj, self.out_proj]
+        return [w for w in (self.in_proj, self.x_proj, self.dt_proj, self.out_proj) if w is not None]
 
     def replace(self, new: dict) -> None:
-        self.in_proj, self.x_proj = new.get(id(self.in_proj), self.in_proj), new.get(id(self.x_proj), self.x_proj)
-        self.dt_proj, self.out_proj = new.get(id(self.dt_proj), self.dt_proj), new.get(id(self.out_proj),
-                                                                                       self.out_proj)
+        for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
+            w = getattr(self, name)
+            if w is not None:
+                setattr(self, name, new.get(id(w), w))
         self._c, self._cap = None, 0
 
     def c(self, cap: int):
@@ -61,19 +76,35 @@ class Mamba:
             keep.append(a)
             return ffi.cast("float *", ffi.from_buffer(a))
 
-        def scratch(width):
-            return vec(np.zeros((cap, width), np.float32))
+        shared = _SCRATCH.setdefault((cap, self.version, self.d_inner, self.d_state, self.dt_rank), {})
+
+        def scratch(width, name):
+            if name not in shared:
+                shared[name] = np.zeros((cap, width), np.float32)
+            keep.append(shared[name])
+            return ffi.cast("float *", ffi.from_buffer(shared[name]))
 
         di, ds, R = self.d_inner, self.d_state, self.dt_rank
         m.hidden, m.d_inner, m.d_state, m.d_conv, m.dt_rank, m.cap = self.in_proj.shape[1], di, ds, self.d_conv, R, cap
         m.inner_norm, m.eps = int(self.inner_norm), self.eps
-        m.in_proj, m.x_proj, m.dt_proj, m.out_proj = self.in_proj.c, self.x_proj.c, self.dt_proj.c, self.out_proj.c
+        m.in_proj, m.out_proj = self.in_proj.c, self.out_proj.c
+        m.x_proj = self.x_proj.c if self.x_proj is not None else ffi.NULL
+        m.dt_proj = self.dt_proj.c if self.dt_proj is not None else ffi.NULL
+        m.version, m.n_heads, m.head_dim, m.n_groups = self.version, self.n_heads, di // max(self.n_heads, 1), \
+            self.n_groups
+        m.dt_min, m.dt_max = self.dt_min, min(self.dt_max, 3.0e38)
+        m.norm_w = vec(self.norm_w) if self.norm_w is not None else ffi.NULL
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL
         m.A, m.Dp = vec(self.A), vec(self.D)
-        m.xz, m.u, m.dbc = scratch(2 * di), scratch(di), scratch(R + 2 * ds)
-        m.dt, m.y, m.g = scratch(di), scratch(di), scratch(R)
+        if self.version == 2:
+            conv = self.state_shapes[0][0]
+            m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz2"), scratch(conv, "u2"), scratch(1, "dbc")
+            m.dt, m.y, m.g = scratch(self.n_heads, "dt2"), scratch(di, "y"), scratch(1, "g")
+        else:
+            m.xz, m.u, m.dbc = scratch(2 * di, "xz"), scratch(di, "u"), scratch(R + 2 * ds, "dbc")
+            m.dt, m.y, m.g = scratch(di, "dt"), scratch(di, "y"), scratch(R, "g")
         self._c, self._cap, self._keep = m, cap, keep
         return m
 

@@ -54,6 +54,31 @@ class Forward:
             y[t] = s @ C[t] + self.w(m.D) * u[t]
         return self.mm(y * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
 
+    def mamba2(self, L, h):
+        m, T = L.mamba2, h.shape[0]
+        zxbcdt = self.mm(h, m.in_proj)
+        H, G, N = m.n_heads, m.n_groups, m.state
+        di = (zxbcdt.shape[1] - 2 * G * N - H) // 2
+        conv_dim = di + 2 * G * N
+        z, xbc, dt = zxbcdt[:, :di], zxbcdt[:, di:di + conv_dim], zxbcdt[:, di + conv_dim:]
+        w = self.w(m.conv).reshape(conv_dim, -1)
+        K = w.shape[1]
+        padded = np.concatenate([np.zeros((K - 1, conv_dim)), xbc], axis=0)
+        c = sum(padded[k:k + T] * w[:, k] for k in range(K)) + (self.w(m.conv_b) if m.conv_b else 0.0)
+        u = c * (0.5 + 0.5 * np.tanh(0.5 * c))
+        P = di // H
+        x, B, C = u[:, :di].reshape(T, H, P), u[:, di:di + G * N].reshape(T, G, N), u[:, di + G * N:].reshape(T, G, N)
+        dt = np.clip(np.logaddexp(0.0, dt + self.w(m.dt_bias)), *m.dt_limit)           # [T, H]
+        A, Dv = -np.exp(self.w(m.A_log)), self.w(m.D)
+        grp = np.arange(H) // (H // G)
+        S, y = np.zeros((H, P, N)), np.empty((T, H, P))
+        for t in range(T):
+            S = np.exp(dt[t] * A)[:, None, None] * S + (dt[t][:, None] * x[t])[:, :, None] * B[t][grp][:, None, :]
+            y[t] = np.einsum("hpn,hn->hp", S, C[t][grp]) + Dv[:, None] * x[t]
+        g = y.reshape(T, di) * (z * (0.5 + 0.5 * np.tanh(0.5 * z)))
+        g = ops.norm(g, "rms", m.eps, self.w(m.norm), None)
+        return self.mm(g, m.out_proj)
+
     def mla(self, L, h):
         s, m, T = self.spec, L.mla, h.shape[0]
         H = s.heads
@@ -153,6 +178,9 @@ class Forward:
             h = self.norm(x, L.attn_norm)
             if L.mamba is not None:                   # a Mamba block: its mixer only
                 x = x + self.mamba(L, h)
+                continue
+            if L.mamba2 is not None:
+                x = x + self.mamba2(L, h)
                 continue
             if s.parallel:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h

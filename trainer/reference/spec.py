@@ -78,6 +78,7 @@ class LayerSpec:
     temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
     mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
     mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
+    mamba2: "Mamba2Spec | None" = None   # a Mamba-2 mixer in place of attention and MLP
 
 
 @dataclass
@@ -134,3 +135,23 @@ class ModelSpec:
     head_b: str | None = None
     logit_scale: float = 1.0
     logit_softcap: float = 0.0
+
+
+@dataclass
+class Mamba2Spec:
+    """A Mamba-2 mixer: z, xBC, dt = in_proj x; xBC = silu(causal depthwise conv1d(xBC) + bias), split into x [H, P],
+    B and C [G, N]; dt = clamp(softplus(dt + dt_bias), limits); per head S = exp(dt A) S + dt x B^T with A =
+    -exp(A_log), y = S C + D x; out_proj(RMSNorm(y silu(z)) * norm_w), the norm over all channels (transformers)."""
+    in_proj: str
+    conv: str
+    conv_b: str | None
+    dt_bias: str
+    A_log: str
+    D: str
+    norm: str
+    out_proj: str
+    n_heads: int
+    n_groups: int
+    state: int
+    eps: float
+    dt_limit: tuple = (0.0, float("inf"))
