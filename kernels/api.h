@@ -159,7 +159,8 @@ typedef struct {
     /* Mamba-2 (version 2): in_proj gives z [di], xBC [di + 2 G ds], dt [H]; the conv runs over xBC (conv_w
      * [di + 2 G ds][d_conv]); A, D, dt_bias are one per head; the state is [H][head_dim][ds]; dt is clamped to
      * [dt_min, dt_max]; the output is RMS-normed over all di channels with norm_w after the gate (transformers'
-     * MambaRMSNormGated), eps */
+     * MambaRMSNormGated), eps. LFM2's short conv (version 3): in_proj gives B, C and x [3][D = d_inner]; v = B x is
+     * convolved (no bias, no activation), times C, then out_proj; no ssm state */
     int32_t version;
     int64_t n_heads, head_dim, n_groups;
     float dt_min, dt_max;

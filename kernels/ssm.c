@@ -15,7 +15,10 @@
  * Mamba-2 (version 2, the SSD recurrence): in_proj gives z, xBC and dt per token; the conv (and silu) runs over the
  * xBC channels; x is [H][P], B and C [G][ds], head j reading group j / (H / G); dt = clamp(softplus(dt + dt_bias));
  * S_j = exp(dt_j A_j) S_j + dt_j x_j B^T (S_j [P][ds]), y_j = S_j C + D_j x_j; then RMSNorm(y silu(z)) * norm_w
- * over all di channels, and out_proj. Parallel over heads. */
+ * over all di channels, and out_proj. Parallel over heads.
+ *
+ * LFM2's short convolution (version 3): in_proj gives B, C and x ([3][D]); v = B x, the causal conv of v over the
+ * state's last d_conv - 1 values (no bias, no activation), times C, then out_proj. The ssm state is not used. */
 #include "internal.h"
 
 static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
@@ -166,9 +169,47 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
     return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
 }
 
+/* LFM2's short convolution, channel block `chunk`: v = B x, a causal conv of v (no bias, no activation), times C */
+static void short_chunk(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const scan_job *j = (const scan_job *)ctx;
+    const pt_mamba *m = j->m;
+    const int64_t D = m->d_inner, K = m->d_conv, c0 = chunk * CHANNELS, c1 = c0 + CHANNELS < D ? c0 + CHANNELS : D;
+    for (int64_t c = c0; c < c1; c++) {
+        float *cs = j->conv_state + c * (K - 1);
+        const float *w = m->conv_w + c * K;
+        for (int64_t t = 0; t < j->T; t++) {
+            const float *row = m->xz + t * 3 * D;
+            const float v = row[c] * row[2 * D + c];
+            float acc = m->conv_b ? m->conv_b[c] : 0.0f;
+            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
+            acc += w[K - 1] * v;
+            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
+            if (K > 1) cs[K - 2] = v;
+            m->y[t * D + c] = row[D + c] * acc;
+        }
+    }
+}
+
+static int short_conv_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *out,
+                             int accumulate) {
+    const int64_t D = m->d_inner;
+    if (T < 1 || T > m->cap || m->in_proj->rows != 3 * D) return -1;
+    const pt_tensor *W[1] = {m->in_proj};
+    float *y[1] = {m->xz};
+    int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
+    if (rc) return rc;
+    scan_job j = {m, T, conv_state, 0};
+    pt_run_chunks(short_chunk, &j, (D + CHANNELS - 1) / CHANNELS, (double)T * (double)D * (double)m->d_conv);
+    W[0] = m->out_proj;
+    y[0] = out;
+    return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
+}
+
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate) {
     if (m->version == 2) return mamba2_locked(m, x, T, conv_state, ssm_state, out, accumulate);
+    if (m->version == 3) return short_conv_locked(m, x, T, conv_state, out, accumulate);
     const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds;
     if (T < 1 || T > m->cap || di < 1 || ds < 1 || m->d_conv < 1 || R < 1) return -1;
     const pt_tensor *W[1] = {m->in_proj};

@@ -17,7 +17,7 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 @pytest.mark.parametrize("case", ["hf_moe/qwen3_moe", "hf_moe/qwen2_moe", "hf_moe/mixtral", "hf_moe/deepseek_v3",
-                                  "hf_ssm/mamba"])
+                                  "hf_ssm/mamba", "hf_ssm/lfm2"])
 def test_a_moe_or_state_space_model_serves_chat_completions(case):
     server = Server(ServerWorker(str(FIX / case), max_tokens=8), port=0).start()
     try:

@@ -14,7 +14,7 @@ from petit.models.ssm import Mamba
 from petit.native import Weight, ffi, quantize
 
 FIX = Path(__file__).parent / "fixtures" / "hf_ssm"
-CASES = ["mamba", "falcon_mamba", "mamba2"]
+CASES = ["mamba", "falcon_mamba", "mamba2", "lfm2"]
 
 
 def _ref(case):
@@ -85,7 +85,7 @@ def test_the_mixer_is_the_recurrence_and_carries_its_state(D, di, ds, K, R, dtyp
         np.testing.assert_allclose(s, s64, rtol=0, atol=(1e-4 if dtype == "f32" else 0.1) * np.abs(s64).max())
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", ["mamba", "falcon_mamba", "mamba2"])
 def test_the_state_is_a_fixed_size_and_goes_back_only_to_a_snapshot(case):
     cfg = json.loads((FIX / case / "config.json").read_text())
     m = petit.load(FIX / case, weights="q8_0")
@@ -192,3 +192,22 @@ def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G
         want, c64, S64 = _mamba2_f64(p, x.astype(np.float64), c64, S64, H, G, N, 1e-5, lim)
         np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
         np.testing.assert_allclose(S, S64, rtol=0, atol=1e-4 * np.abs(S64).max())
+
+
+def test_a_hybrids_cache_holds_keys_for_its_attention_and_a_state_for_its_convolutions():
+    """LFM2: layer 2 attends (a KV cache), layers 0, 1 and 3 convolve (the last 2 values of each of 64 channels);
+    a snapshot holds the conv states, and going back to it gives a fresh run's logits."""
+    from petit.cache import HybridCache
+    ids, ref = _ref("lfm2")
+    m = petit.load(FIX / "lfm2", weights="q8_0")
+    cache = m.new_cache(100)
+    assert isinstance(cache, HybridCache) and cache.conv_layers == (0, 1, 3)
+    assert [a.shape for a in cache.k] == [(64, 2), (64, 2), (2, 100, 16), (64, 2)]
+    assert cache.nbytes == 3 * 64 * 2 * 4 + 2 * (2 * 100 * 16 * 4)
+    m.forward(ids[:20].tolist(), cache)
+    cache.snapshot()
+    m.forward(ids[20:30].tolist(), cache)
+    assert cache.restorable(29) == 20
+    cache.rewind(20)
+    again = m.forward(ids[20:].tolist(), cache)
+    np.testing.assert_allclose(again, m.logits(ids)[-1], rtol=0, atol=1e-5 * float(np.ptp(ref)))

@@ -24,12 +24,10 @@ from petit.models import MODEL_TYPES
 from trainer.reference import FAMILIES, Reference
 from trainer.verify import verify
 
-from models import PENDING_FIXTURES
-
 HERE = Path(__file__).parent / "fixtures" / "hf"
 # the dense families' fixtures and the mixture-of-experts ones (fixtures/hf_moe), by case name
 FOLDERS = {p.name: p for d in (HERE, HERE.parent / "hf_moe", HERE.parent / "hf_ssm") for p in sorted(d.iterdir())
-           if (p / "config.json").is_file() and p.name not in PENDING_FIXTURES}
+           if (p / "config.json").is_file()}
 CASES = sorted(FOLDERS)
 WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"}
@@ -94,7 +92,7 @@ def test_a_correct_engine_passes(files, case, weights):
     r = verify(path, n=2, reference=ref)
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
-    per_layer = 2 if case == "mamba2" else 4 if case in SSM else 6
+    per_layer = {"mamba2": 2, "lfm2": 5}.get(case, 4 if case in SSM else 6)     # LFM2: a conv's 2 and an MLP
     assert r["weights"] == weights and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
     # half the limit at most; quantized MoE 0.8 (measured up to 0.68: routing is compared only where the engine and the
     # reference choose the same experts, and these tiny random experts differ a lot, so a near-tie moves more)
@@ -115,7 +113,7 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         assert worst_share(r) >= 8, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
-            mixer = L.mamba or L.mamba2
+            mixer = L.mamba or L.mamba2 or L.short_conv
             down = mixer.out_proj if mixer else L.down if L.moe is None else L.moe.experts[0][2]
             assert r["bad_matrices"] == [n for n in ref.tensors if n == down]
 

@@ -110,6 +110,7 @@ class Arch:
     logit_softcap: float = 0.0
     values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
+    conv_layers: tuple | None = None    # a hybrid's layers with a conv state (the others attention): a HybridCache
 
 
 class _Scratch:
@@ -246,7 +247,12 @@ class Decoder:
         runs, owner, total, n_out = [], {}, 0, 0
         for i, (ids, cache, n) in enumerate(seqs):
             where = self._seq(seqs, i)
-            if arch.state_shapes is not None:
+            if arch.conv_layers is not None:
+                layout = ("hybrid", len(self.layers), tuple(arch.conv_layers), tuple(arch.state_shapes[0]), KV, hd)
+                if cache.layout != layout or cache.n_ctx > arch.context_length:
+                    raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs "
+                                     f"{layout}): use model.new_cache()")
+            elif arch.state_shapes is not None:
                 layout = ("state", len(self.layers)) + tuple(arch.state_shapes)
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs the "
@@ -359,7 +365,9 @@ class Decoder:
                     at += n
                 if rc:
                     raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, -1)})")
-                continue
+                if layer.down is None:          # a Mamba block: the mixer only
+                    continue
+                seq = -1
             mlp_in = None
             if arch.parallel:                # both branches read the block's input
                 if layer.mlp_norm is not None:
@@ -367,12 +375,16 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            if layer.mla is not None:
+            if layer.mamba is not None:
+                pass                            # its mixer ran above (LFM2's short conv): the MLP follows
+            elif layer.mla is not None:
                 attn_rc, seq, att = self._mla(i, layer, attn_in, runs, T, scratch, tables, scale)
+                rc |= attn_rc
+                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
-            rc |= attn_rc
-            rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
+                rc |= attn_rc
+                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -535,7 +547,8 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:
                 plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True)
-                continue
+                if layer.down is None:          # a Mamba block: the mixer only
+                    continue
             mlp_in = None
             if arch.parallel:
                 if layer.mlp_norm is not None:
@@ -543,12 +556,13 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            if layer.mla is not None:
-                att = self._plan_mla(plan, i, layer, attn_in, buf, scratch)
-            else:
-                self._plan_attention(plan, i, layer, attn_in, buf)
-                att = buf["att"]
-            self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
+            if layer.mamba is None:
+                if layer.mla is not None:
+                    att = self._plan_mla(plan, i, layer, attn_in, buf, scratch)
+                else:
+                    self._plan_attention(plan, i, layer, attn_in, buf)
+                    att = buf["att"]
+                self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
             if mlp_in is None:
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:

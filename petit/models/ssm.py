@@ -32,7 +32,8 @@ class Mamba:
     dt_rank: int
     inner_norm: bool = False
     eps: float = 1e-6
-    # Mamba-2 (version 2): one A, D and dt_bias per head, x_proj / dt_proj None, the gated norm's weight
+    # Mamba-2 (version 2): one A, D and dt_bias per head, x_proj / dt_proj None, the gated norm's weight; LFM2's
+    # short conv (version 3): in_proj [3 D, D] (B, C, x), conv_w [D, K], out_proj, nothing else
     version: int = 1
     n_heads: int = 0
     n_groups: int = 1
@@ -49,6 +50,8 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 3:                # LFM2's short conv: a conv state only
+            return (self.d_inner, self.d_conv - 1), (1,)
         if self.version == 2:
             conv = self.d_inner + 2 * self.n_groups * self.d_state
             return (conv, self.d_conv - 1), (self.n_heads, self.d_inner // self.n_heads, self.d_state)
@@ -98,7 +101,10 @@ class Mamba:
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL
         m.A, m.Dp = vec(self.A), vec(self.D)
-        if self.version == 2:
+        if self.version == 3:
+            m.xz, m.u, m.dbc = scratch(3 * di, "xz3"), scratch(1, "u3"), scratch(1, "dbc")
+            m.dt, m.y, m.g = scratch(1, "dt3"), scratch(di, "y"), scratch(1, "g")
+        elif self.version == 2:
             conv = self.state_shapes[0][0]
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz2"), scratch(conv, "u2"), scratch(1, "dbc")
             m.dt, m.y, m.g = scratch(self.n_heads, "dt2"), scratch(di, "y"), scratch(1, "g")

@@ -54,6 +54,17 @@ class Forward:
             y[t] = s @ C[t] + self.w(m.D) * u[t]
         return self.mm(y * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
 
+    def short_conv(self, L, h):
+        m, T = L.short_conv, h.shape[0]
+        bcx = self.mm(h, m.in_proj)
+        D = bcx.shape[1] // 3
+        v = bcx[:, :D] * bcx[:, 2 * D:]
+        w = self.w(m.conv).reshape(D, -1)
+        K = w.shape[1]
+        padded = np.concatenate([np.zeros((K - 1, D)), v], axis=0)
+        c = sum(padded[k:k + T] * w[:, k] for k in range(K))
+        return self.mm(bcx[:, D:2 * D] * c, m.out_proj)
+
     def mamba2(self, L, h):
         m, T = L.mamba2, h.shape[0]
         zxbcdt = self.mm(h, m.in_proj)
@@ -181,6 +192,10 @@ class Forward:
                 continue
             if L.mamba2 is not None:
                 x = x + self.mamba2(L, h)
+                continue
+            if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
+                x = x + rs * self.short_conv(L, h)
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if s.parallel:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h

@@ -79,6 +79,7 @@ class LayerSpec:
     mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
     mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
     mamba2: "Mamba2Spec | None" = None   # a Mamba-2 mixer in place of attention and MLP
+    short_conv: "ShortConvSpec | None" = None   # LFM2's gated short convolution in place of attention (an MLP follows)
 
 
 @dataclass
@@ -155,3 +156,12 @@ class Mamba2Spec:
     state: int
     eps: float
     dt_limit: tuple = (0.0, float("inf"))
+
+
+@dataclass
+class ShortConvSpec:
+    """LFM2's short convolution: B, C, x = in_proj h (in that order); v = B x; a causal depthwise conv of v (no bias,
+    no activation); out_proj(C conv)."""
+    in_proj: str
+    conv: str
+    out_proj: str

@@ -1,11 +1,12 @@
 """The state-space families, transformers' semantics (its slow, pure-torch path), in float64: mamba, falcon_mamba
-(weightless RMS norms of dt, B and C in each mixer) and mamba2 (the SSD recurrence per head). A layer is x +
-mixer(RMSNorm(x)); the mixer's recurrence runs token by token over the whole sequence from a zero state
-(trainer/reference/forward.py)."""
+(weightless RMS norms of dt, B and C in each mixer), mamba2 (the SSD recurrence per head), and the hybrid lfm2 (short
+convolutions and attention). A Mamba layer is x + mixer(RMSNorm(x)); the mixer's recurrence runs token by token over
+the whole sequence from a zero state (trainer/reference/forward.py)."""
 import math
 
 from trainer.reference.families.common import get, rms
-from trainer.reference.spec import LayerSpec, Mamba2Spec, MambaSpec, ModelSpec
+from trainer.reference.families.common import heads, rope
+from trainer.reference.spec import LayerSpec, Mamba2Spec, MambaSpec, ModelSpec, NormSpec, ShortConvSpec
 
 
 def _mamba(cfg, names, family: str, inner_norm: bool) -> ModelSpec:
@@ -59,4 +60,34 @@ def mamba2(cfg, names):
     return spec
 
 
-FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2}
+def lfm2(cfg, names):
+    """Conv layers (ShortConvSpec) and attention layers (per-head q / k RMS norms, half-split RoPE), each with a
+    SwiGLU MLP (feed_forward.w1 / w3 / w2); the final norm is model.embedding_norm."""
+    H, KV, hd = heads(cfg)
+    eps = get(cfg, "norm_eps", 1e-5)
+    spec = ModelSpec("lfm2", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", True) else "lm_head.weight",
+                     rms("model.embedding_norm", eps))
+    r = rope(cfg, hd)
+    n = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types") or ["full_attention" if i in (cfg.get("full_attn_idxs") or range(n)) else "conv"
+                                       for i in range(n)]
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}."
+        ff = {n_: f"{p}feed_forward.{w}.weight" for n_, w in (("gate", "w1"), ("up", "w3"), ("down", "w2"))}
+        if kind == "conv":
+            c = p + "conv."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **ff,
+                          short_conv=ShortConvSpec(c + "in_proj.weight", c + "conv.weight", c + "out_proj.weight"))
+        else:
+            a = p + "self_attn."
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "out_proj.weight",
+                          rope=r, **ff)
+            L.q_norm = NormSpec("rms", eps, a + "q_layernorm.weight")
+            L.k_norm = NormSpec("rms", eps, a + "k_layernorm.weight")
+        L.attn_norm, L.mlp_norm = rms(p + "operator_norm", eps), rms(p + "ffn_norm", eps)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2}
