@@ -116,20 +116,23 @@ class StateCache(KVCache):
 
 
 class HybridCache(StateCache):
-    """A hybrid model's cache (LFM2): a KV cache for its attention layers ([n_kv, n_ctx, head_dim] keys and values
-    each) and a conv state for its convolution layers ([channels, K - 1]). Snapshots hold the conv states (the KV
-    rows are positional: going back to a position only forgets the rows after it)."""
+    """A hybrid model's cache: a KV cache for its attention layers ([n_kv, n_ctx, head_dim] keys and values each)
+    and a recurrent state for its other layers (a conv state, and a scan state: LFM2's short convolutions have only
+    the first, its second is a placeholder). Snapshots hold the recurrent states (the KV rows are positional: going
+    back to a position only forgets the rows after it)."""
 
-    def __init__(self, n_layers: int, conv_layers: tuple, conv_shape: tuple, n_kv: int, n_ctx: int, head_dim: int):
+    def __init__(self, n_layers: int, state_layers: tuple, conv_shape: tuple, ssm_shape: tuple, n_kv: int,
+                 n_ctx: int, head_dim: int):
         if n_ctx <= 0:
             raise ValueError(f"cache size must be positive, got {n_ctx}")
         self.n_ctx, self.kv_type, self.values_are_keys = n_ctx, "f32", False
-        self.layout = ("hybrid", n_layers, tuple(conv_layers), tuple(conv_shape), n_kv, head_dim)
+        self.layout = ("hybrid", n_layers, tuple(state_layers), tuple(conv_shape), tuple(ssm_shape), n_kv, head_dim)
         self._pos = 0
-        conv = set(conv_layers)
-        self.k = [np.zeros(conv_shape if i in conv else (n_kv, n_ctx, head_dim), np.float32) for i in range(n_layers)]
-        self.v = [self.k[i] if i in conv else np.zeros((n_kv, n_ctx, head_dim), np.float32) for i in range(n_layers)]
-        self.conv_layers = tuple(sorted(conv))
+        state = set(state_layers)
+        kv = (n_kv, n_ctx, head_dim)
+        self.k = [np.zeros(conv_shape if i in state else kv, np.float32) for i in range(n_layers)]
+        self.v = [np.zeros(ssm_shape if i in state else kv, np.float32) for i in range(n_layers)]
+        self.state_layers = tuple(sorted(state))
         self.k_ptr = [ffi.cast("float *", ffi.from_buffer(a)) for a in self.k]
         self.v_ptr = [ffi.cast("float *", ffi.from_buffer(a)) for a in self.v]
         self.snapshots: dict[int, tuple] = {}
@@ -137,7 +140,7 @@ class HybridCache(StateCache):
     def snapshot(self) -> None:
         if self._pos == 0:
             return
-        self.snapshots[self._pos] = tuple(self.k[i].copy() for i in self.conv_layers)
+        self.snapshots[self._pos] = tuple((self.k[i].copy(), self.v[i].copy()) for i in self.state_layers)
         while len(self.snapshots) > self.MAX_SNAPSHOTS:
             del self.snapshots[min(self.snapshots)]
 
@@ -147,11 +150,12 @@ class HybridCache(StateCache):
         if pos == self._pos:
             return
         if pos == 0:
-            for i in self.conv_layers:
+            for i in self.state_layers:
                 self.k[i][:] = 0.0
+                self.v[i][:] = 0.0
         elif pos in self.snapshots:
-            for i, saved in zip(self.conv_layers, self.snapshots[pos]):
-                self.k[i][:] = saved
+            for i, (k, v) in zip(self.state_layers, self.snapshots[pos]):
+                self.k[i][:], self.v[i][:] = k, v
         else:
             raise ValueError(f"a recurrent state cannot be rewound to position {pos}: it can go back to "
                              f"{sorted(self.snapshots) or 'none'} or 0 (restorable() tells which)")
@@ -160,5 +164,4 @@ class HybridCache(StateCache):
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.k) + sum(self.v[i].nbytes for i in range(len(self.v))
-                                                   if i not in self.conv_layers)
+        return sum(a.nbytes for a in self.k) + sum(a.nbytes for a in self.v)

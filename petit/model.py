@@ -56,8 +56,8 @@ class Model:
         n_ctx = a.context_length if n_ctx is None else n_ctx
         if n_ctx > a.context_length:
             raise ValueError(f"a context of {n_ctx} exceeds the model's context length {a.context_length}")
-        if a.conv_layers is not None:      # a hybrid: KV caches for its attention layers, conv states for the rest
-            return HybridCache(len(self.net.layers), a.conv_layers, a.state_shapes[0], a.num_key_value_heads, n_ctx,
+        if a.state_layers is not None:     # a hybrid: KV caches for its attention layers, states for the rest
+            return HybridCache(len(self.net.layers), a.state_layers, *a.state_shapes, a.num_key_value_heads, n_ctx,
                                a.head_dim)
         if a.state_shapes is not None:     # a state-space model: a float32 recurrent state (kv_type is a KV cache's)
             return StateCache(len(self.net.layers), *a.state_shapes, n_ctx)

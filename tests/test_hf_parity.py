@@ -18,11 +18,13 @@ import pytest
 
 import petit
 
+from models import PENDING_FIXTURES
+
 # the dense families' fixtures and the mixture-of-experts ones (tests/fixtures/hf_moe: make_moe_fixtures.py, the
 # same conventions), by case name
 FIXTURES = Path(__file__).parent / "fixtures"
 FOLDERS = {p.name: p for d in ("hf", "hf_moe", "hf_ssm") for p in sorted((FIXTURES / d).iterdir())
-           if (p / "reference.npz").is_file()}
+           if (p / "reference.npz").is_file() and p.name not in PENDING_FIXTURES}
 CASES = sorted(FOLDERS)
 HERE = Path(__file__).parent / "fixtures" / "hf"
 DENSE = [c for c in CASES if FOLDERS[c].parent == HERE]      # with config_v5.json too (transformers 5's spelling)
@@ -54,6 +56,14 @@ def test_every_family_has_a_fixture():
     from petit.models import MODEL_TYPES
     covered = {json.loads((FOLDERS[c] / "config.json").read_text())["model_type"] for c in CASES}
     assert covered == set(MODEL_TYPES), f"families without a transformers fixture: {set(MODEL_TYPES) - covered}"
+
+
+@pytest.mark.parametrize("case", sorted(PENDING_FIXTURES))
+def test_a_fixture_ahead_of_its_family_is_refused_by_name(case):
+    folder = FIXTURES / "hf_ssm" / case
+    model_type = json.loads((folder / "config.json").read_text(encoding="utf-8"))["model_type"]
+    with pytest.raises(ValueError, match=f"unsupported model_type '{model_type}': supported model types are "):
+        petit.load(folder)
 
 
 @pytest.mark.parametrize("case", CASES)

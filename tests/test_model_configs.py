@@ -24,7 +24,8 @@ MINIMAL_GPT2 = {"vocab_size": 1000, "n_embd": 2048, "n_layer": 4, "n_head": 32}
 MINIMAL_SSM = {"vocab_size": 1000, "hidden_size": 2048, "num_hidden_layers": 4}     # Mamba: no attention, no MLP
 # Mamba-2's default heads (128 x 64) need hidden_size 4096 (its default) at expand 2
 MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_SSM,
-            "mamba2": dict(MINIMAL_SSM, hidden_size=4096)}
+            "mamba2": dict(MINIMAL_SSM, hidden_size=4096),
+            "granitemoehybrid": dict(MINIMAL, layer_types=["mamba", "attention", "mamba", "mamba"])}
 
 
 def declared(model_type: str) -> dict:

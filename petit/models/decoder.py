@@ -110,7 +110,7 @@ class Arch:
     logit_softcap: float = 0.0
     values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
-    conv_layers: tuple | None = None    # a hybrid's layers with a conv state (the others attention): a HybridCache
+    state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
 
 
 class _Scratch:
@@ -247,8 +247,9 @@ class Decoder:
         runs, owner, total, n_out = [], {}, 0, 0
         for i, (ids, cache, n) in enumerate(seqs):
             where = self._seq(seqs, i)
-            if arch.conv_layers is not None:
-                layout = ("hybrid", len(self.layers), tuple(arch.conv_layers), tuple(arch.state_shapes[0]), KV, hd)
+            if arch.state_layers is not None:
+                layout = ("hybrid", len(self.layers), tuple(arch.state_layers), tuple(arch.state_shapes[0]),
+                          tuple(arch.state_shapes[1]), KV, hd)
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs "
                                      f"{layout}): use model.new_cache()")
@@ -359,13 +360,16 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
                 at = 0
+                direct = arch.residual_scale == 1.0
                 for n, _, cache, _ in runs:
                     rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[i], cache.v_ptr[i],
-                                          buf["resid"] + at * D, True)
+                                          (buf["resid"] if direct else buf["branch"]) + at * D, direct)
                     at += n
+                if not direct:                  # Granite's residual_multiplier
+                    lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
                 if rc:
                     raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, -1)})")
-                if layer.down is None:          # a Mamba block: the mixer only
+                if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only
                     continue
                 seq = -1
             mlp_in = None
@@ -546,8 +550,12 @@ class Decoder:
                 plan.norm(i, layer.attn_norm, buf["resid"], 1, D, buf["normed"])
                 attn_in = buf["normed"]
             if layer.mamba is not None:
-                plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True)
-                if layer.down is None:          # a Mamba block: the mixer only
+                if arch.residual_scale == 1.0:
+                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True)
+                else:                           # Granite's residual_multiplier
+                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"])
+                    plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)
+                if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only
                     continue
             mlp_in = None
             if arch.parallel:

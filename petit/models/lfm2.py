@@ -89,7 +89,7 @@ def build(cfg: Lfm2Config, t) -> Decoder:
     final = norm(t, "model.embedding_norm", D, "rms", eps)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
                 num_key_value_heads=KV, head_dim=hd, context_length=rope.context_length,
-                state_shapes=((D, K - 1), (1,)), conv_layers=tuple(conv_layers))
+                state_shapes=((D, K - 1), (1,)), state_layers=tuple(conv_layers))
     return Decoder(arch, E, layers, final, head)
 
 

@@ -190,8 +190,10 @@ class Forward:
             if L.mamba is not None:                   # a Mamba block: its mixer only
                 x = x + self.mamba(L, h)
                 continue
-            if L.mamba2 is not None:
-                x = x + self.mamba2(L, h)
+            if L.mamba2 is not None:                  # a Mamba-2 mixer; a hybrid's (Granite 4.0-H) with an MLP after
+                x = x + rs * self.mamba2(L, h)
+                if L.moe is not None or L.down is not None:
+                    x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.short_conv(L, h)

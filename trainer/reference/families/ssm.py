@@ -90,4 +90,47 @@ def lfm2(cfg, names):
     return spec
 
 
-FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2}
+def granitemoehybrid(cfg, names):
+    """Mamba-2 layers and attention layers (no RoPE unless position_embedding_type is "rope"), each followed by the
+    routed experts and the shared MLP (or the shared MLP alone), with Granite's multipliers."""
+    from trainer.reference.families.moe import _experts
+    from trainer.reference.spec import MoeSpec
+    H, KV, hd = heads(cfg)
+    eps = get(cfg, "rms_norm_eps", 1e-6)
+    spec = ModelSpec("granitemoehybrid", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.norm", eps), embed_scale=get(cfg, "embedding_multiplier", 1.0),
+                     attn_scale=get(cfg, "attention_multiplier", 1.0),
+                     residual_scale=get(cfg, "residual_multiplier", 1.0),
+                     logit_scale=1.0 / get(cfg, "logits_scaling", 1.0))
+    r = rope(cfg, hd) if cfg.get("position_embedding_type") == "rope" else None
+    types = cfg.get("layer_types") or cfg.get("layers_block_type")
+    n_heads, groups = get(cfg, "mamba_n_heads", 128), get(cfg, "mamba_n_groups", 1)
+    state = get(cfg, "mamba_d_state", 256)
+    E = get(cfg, "num_local_experts", 8)
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}."
+        shared = tuple(f"{p}shared_mlp.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+        if E:
+            mlp = {"moe": MoeSpec(p + "block_sparse_moe.router.layer.weight", _experts(p, "block_sparse_moe", E),
+                                  cfg["num_experts_per_tok"], True, shared)}
+        else:
+            mlp = dict(zip(("gate", "up", "down"), shared))
+        if kind == "mamba":
+            m = p + "mamba."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **mlp,
+                          mamba2=Mamba2Spec(m + "in_proj.weight", m + "conv1d.weight",
+                                            m + "conv1d.bias" if get(cfg, "mamba_conv_bias", True) else None,
+                                            m + "dt_bias", m + "A_log", m + "D", m + "norm.weight",
+                                            m + "out_proj.weight", n_heads, groups, state, eps))
+        else:
+            a = p + "self_attn."
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
+                          rope=r, **mlp)
+        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "post_attention_layernorm", eps)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2,
+            "granitemoehybrid": granitemoehybrid}
