@@ -151,7 +151,8 @@ int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
  * the recurrent state is the sequence's (conv [d_inner][d_conv - 1], ssm [d_inner][d_state]) */
 typedef struct {
     int64_t hidden, d_inner, d_state, d_conv, dt_rank, cap;
-    int32_t inner_norm;       /* Falcon-Mamba: dt, B and C RMS-normed (no weight) with eps */
+    int32_t inner_norm;       /* Falcon-Mamba: dt, B and C RMS-normed (no weight) with eps; Jamba: with these weights */
+    const float *dt_norm_w, *b_norm_w, *c_norm_w;        /* NULL: no weight */
     float eps;
     const pt_tensor *in_proj, *x_proj, *dt_proj, *out_proj;
     const float *conv_w, *conv_b, *dt_bias, *A, *Dp;     /* [di][d_conv], [di], [di], [di][ds] (-exp(A_log)), [di] */

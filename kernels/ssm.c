@@ -24,12 +24,12 @@
 static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
 static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-/* RMS norm without weight of n values in place (Falcon-Mamba's B, C and dt) */
-static void rms_plain(float *x, int64_t n, float eps) {
+/* RMS norm of n values in place, times w when given (Falcon-Mamba's B, C and dt: no weight; Jamba's: weights) */
+static void rms_plain(float *x, int64_t n, float eps, const float *w) {
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) s += x[i] * x[i];
     const float r = 1.0f / sqrtf(s / (float)n + eps);
-    for (int64_t i = 0; i < n; i++) x[i] *= r;
+    for (int64_t i = 0; i < n; i++) x[i] = w ? x[i] * r * w[i] : x[i] * r;
 }
 
 typedef struct {
@@ -224,9 +224,9 @@ int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_st
     if ((rc = pt_matmul_n_locked(W, y, 1, m->u, T, 0))) return rc;
     if (m->inner_norm)               /* Falcon-Mamba: dt, B and C each RMS-normed (no weight) */
         for (int64_t t = 0; t < T; t++) {
-            rms_plain(m->dbc + t * nb, R, m->eps);
-            rms_plain(m->dbc + t * nb + R, ds, m->eps);
-            rms_plain(m->dbc + t * nb + R + ds, ds, m->eps);
+            rms_plain(m->dbc + t * nb, R, m->eps, m->dt_norm_w);
+            rms_plain(m->dbc + t * nb + R, ds, m->eps, m->b_norm_w);
+            rms_plain(m->dbc + t * nb + R + ds, ds, m->eps, m->c_norm_w);
         }
     /* dt_proj over the first R values of each dbc row: gathered into u's place is not possible (u is read by the
      * scan), so through the dt buffer: dt = dt_proj dbc[:, :R] */

@@ -14,7 +14,7 @@ from petit.models.ssm import Mamba
 from petit.native import Weight, ffi, quantize
 
 FIX = Path(__file__).parent / "fixtures" / "hf_ssm"
-CASES = ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid"]
+CASES = ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba"]
 
 
 def _ref(case):

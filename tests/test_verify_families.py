@@ -35,7 +35,7 @@ WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name == "hf_ssm"}
 WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm"}
-WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid"}   # Granite 4.0-H: NoPE
+WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba"}   # Granite 4.0-H, Jamba: NoPE
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),

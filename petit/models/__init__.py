@@ -8,9 +8,9 @@ tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), 
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
 from petit.models import (cohere, cohere2, deepseek_v2, deepseek_v3, falcon_mamba, gemma, gemma2, gemma3_text, gpt2,
-                          gpt_neox, gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, lfm2, llama,
-                          llama4_text, mamba, mamba2, mistral, mixtral, olmo2, olmoe, phi, phi3, qwen2, qwen2_moe,
-                          qwen3, qwen3_moe, smollm3, stablelm, starcoder2)
+                          gpt_neox, gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, jamba, lfm2,
+                          llama, llama4_text, mamba, mamba2, mistral, mixtral, olmo2, olmoe, phi, phi3, qwen2,
+                          qwen2_moe, qwen3, qwen3_moe, smollm3, stablelm, starcoder2)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -46,6 +46,7 @@ MODEL_TYPES = {
     "mamba2": mamba2,
     "lfm2": lfm2,
     "granitemoehybrid": granitemoehybrid,
+    "jamba": jamba,
 }
 
 

@@ -32,6 +32,7 @@ class Mamba:
     dt_rank: int
     inner_norm: bool = False
     eps: float = 1e-6
+    inner_w: tuple | None = None        # Jamba: the weights of the dt, B and C norms (Falcon-Mamba's have none)
     # Mamba-2 (version 2): one A, D and dt_bias per head, x_proj / dt_proj None, the gated norm's weight; LFM2's
     # short conv (version 3): in_proj [3 D, D] (B, C, x), conv_w [D, K], out_proj, nothing else
     version: int = 1
@@ -90,6 +91,8 @@ class Mamba:
         di, ds, R = self.d_inner, self.d_state, self.dt_rank
         m.hidden, m.d_inner, m.d_state, m.d_conv, m.dt_rank, m.cap = self.in_proj.shape[1], di, ds, self.d_conv, R, cap
         m.inner_norm, m.eps = int(self.inner_norm), self.eps
+        if self.inner_w is not None:
+            m.dt_norm_w, m.b_norm_w, m.c_norm_w = (vec(w) for w in self.inner_w)
         m.in_proj, m.out_proj = self.in_proj.c, self.out_proj.c
         m.x_proj = self.x_proj.c if self.x_proj is not None else ffi.NULL
         m.dt_proj = self.dt_proj.c if self.dt_proj is not None else ffi.NULL

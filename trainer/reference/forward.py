@@ -45,7 +45,8 @@ class Forward:
         R, ds = m.dt_rank, (dbc.shape[1] - m.dt_rank) // 2
         dt, B, C = dbc[:, :R], dbc[:, R:R + ds], dbc[:, R + ds:]
         if m.inner_eps is not None:
-            dt, B, C = (ops.norm(a, "rms", m.inner_eps, None, None) for a in (dt, B, C))
+            ws = [self.w(n) for n in m.inner_w] if m.inner_w else [None] * 3
+            dt, B, C = (ops.norm(a, "rms", m.inner_eps, w, None) for a, w in zip((dt, B, C), ws))
         dt = np.logaddexp(0.0, self.mm(dt, m.dt_proj, m.dt_b))     # softplus
         A = -np.exp(self.w(m.A_log))                                 # [di, ds]
         s, y = np.zeros((di, ds)), np.empty((T, di))
@@ -187,8 +188,10 @@ class Forward:
         rs = s.residual_scale
         for L in s.layers:
             h = self.norm(x, L.attn_norm)
-            if L.mamba is not None:                   # a Mamba block: its mixer only
-                x = x + self.mamba(L, h)
+            if L.mamba is not None:                   # a Mamba block: its mixer only; a hybrid's (Jamba) with an MLP
+                x = x + rs * self.mamba(L, h)
+                if L.moe is not None or L.down is not None:
+                    x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.mamba2 is not None:                  # a Mamba-2 mixer; a hybrid's (Granite 4.0-H) with an MLP after
                 x = x + rs * self.mamba2(L, h)

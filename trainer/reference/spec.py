@@ -98,6 +98,7 @@ class MambaSpec:
     out_proj: str
     dt_rank: int
     inner_eps: float | None = None
+    inner_w: tuple | None = None         # the dt, B and C norms' weights (Jamba; Falcon-Mamba's have none)
 
 
 @dataclass

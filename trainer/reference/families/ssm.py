@@ -132,5 +132,45 @@ def granitemoehybrid(cfg, names):
     return spec
 
 
+def jamba(cfg, names):
+    """Mamba-1 layers (weighted RMS norms of dt, B and C) and NoPE attention layers by attn_layer_period / offset,
+    each followed by a dense SwiGLU or, by expert_layer_period / offset, routed experts (softmax over all, top-k, not
+    renormalised)."""
+    from trainer.reference.families.moe import _experts
+    from trainer.reference.spec import MoeSpec
+    H, KV, hd = heads(cfg)
+    eps = get(cfg, "rms_norm_eps", 1e-6)
+    spec = ModelSpec("jamba", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.final_layernorm", eps))
+    D = cfg["hidden_size"]
+    rank = cfg.get("mamba_dt_rank", "auto")
+    rank = math.ceil(D / 16) if rank == "auto" else int(rank)
+    E = get(cfg, "num_experts", 16)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        if E > 1 and i % get(cfg, "expert_layer_period", 2) == get(cfg, "expert_layer_offset", 1):
+            mlp = {"moe": MoeSpec(p + "feed_forward.router.weight", _experts(p, "feed_forward", E),
+                                  get(cfg, "num_experts_per_tok", 2), False)}
+        else:
+            mlp = {n: f"{p}feed_forward.{n}_proj.weight" for n in ("gate", "up", "down")}
+        if i % get(cfg, "attn_layer_period", 8) == get(cfg, "attn_layer_offset", 4):
+            a = p + "self_attn."
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
+                          **mlp)
+        else:
+            m = p + "mamba."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **mlp,
+                          mamba=MambaSpec(m + "in_proj.weight", m + "conv1d.weight",
+                                          m + "conv1d.bias" if get(cfg, "mamba_conv_bias", True) else None,
+                                          m + "x_proj.weight", m + "dt_proj.weight", m + "dt_proj.bias", m + "A_log",
+                                          m + "D", m + "out_proj.weight", rank, eps,
+                                          (m + "dt_layernorm.weight", m + "b_layernorm.weight",
+                                           m + "c_layernorm.weight")))
+        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "pre_ff_layernorm", eps)
+        spec.layers.append(L)
+    return spec
+
+
 FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2,
-            "granitemoehybrid": granitemoehybrid}
+            "granitemoehybrid": granitemoehybrid, "jamba": jamba}
