@@ -32,6 +32,17 @@ static void rms_plain(float *x, int64_t n, float eps, const float *w) {
     for (int64_t i = 0; i < n; i++) x[i] = w ? x[i] * r * w[i] : x[i] * r;
 }
 
+/* one step of a causal depthwise conv: bias + the K - 1 kept inputs and x against the channel's K weights; the
+ * kept inputs then shift by one and x joins them (cs: [K - 1], oldest first) */
+static inline float conv_step(float *cs, const float *w, int64_t K, float bias, float x) {
+    float acc = bias;
+    for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
+    acc += w[K - 1] * x;
+    for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
+    if (K > 1) cs[K - 2] = x;
+    return acc;
+}
+
 typedef struct {
     const pt_mamba *m;
     int64_t T;
@@ -51,12 +62,7 @@ static void conv_chunk(void *ctx, int64_t chunk, int ith) {
         float *cs = j->conv_state + d * (K - 1);
         const float *w = m->conv_w + d * K;
         for (int64_t t = 0; t < T; t++) {
-            const float xin = m->xz[t * 2 * di + d];
-            float acc = m->conv_b ? m->conv_b[d] : 0.0f;
-            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
-            acc += w[K - 1] * xin;
-            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
-            if (K > 1) cs[K - 2] = xin;
+            const float acc = conv_step(cs, w, K, m->conv_b ? m->conv_b[d] : 0.0f, m->xz[t * 2 * di + d]);
             m->u[t * di + d] = silu_f(acc);
         }
     }
@@ -102,12 +108,7 @@ static void conv2_chunk(void *ctx, int64_t chunk, int ith) {
         float *cs = j->conv_state + c * (K - 1);
         const float *w = m->conv_w + c * K;
         for (int64_t t = 0; t < j->T; t++) {
-            const float xin = m->xz[t * j->row + j->x_off + c];
-            float acc = m->conv_b ? m->conv_b[c] : 0.0f;
-            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
-            acc += w[K - 1] * xin;
-            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
-            if (K > 1) cs[K - 2] = xin;
+            const float acc = conv_step(cs, w, K, m->conv_b ? m->conv_b[c] : 0.0f, m->xz[t * j->row + j->x_off + c]);
             m->u[t * j->cw + c] = silu_f(acc);
         }
     }
@@ -180,12 +181,7 @@ static void short_chunk(void *ctx, int64_t chunk, int ith) {
         const float *w = m->conv_w + c * K;
         for (int64_t t = 0; t < j->T; t++) {
             const float *row = m->xz + t * 3 * D;
-            const float v = row[c] * row[2 * D + c];
-            float acc = m->conv_b ? m->conv_b[c] : 0.0f;
-            for (int64_t k = 0; k < K - 1; k++) acc += w[k] * cs[k];
-            acc += w[K - 1] * v;
-            for (int64_t k = 0; k + 1 < K - 1; k++) cs[k] = cs[k + 1];
-            if (K > 1) cs[K - 2] = v;
+            const float acc = conv_step(cs, w, K, m->conv_b ? m->conv_b[c] : 0.0f, row[c] * row[2 * D + c]);
             m->y[t * D + c] = row[D + c] * acc;
         }
     }

@@ -70,15 +70,7 @@ class GraniteMoeHybridConfig(granitemoeshared.GraniteMoeSharedConfig):
 def hf_tensors(cfg: GraniteMoeHybridConfig, ckpt) -> dict:
     if cfg.num_local_experts:
         return granitemoeshared.hf_tensors(cfg, ckpt)
-    out = {}                                          # no experts: the shared MLP as each layer's dense MLP
-    S, D = cfg.shared_intermediate_size, cfg.hidden_size
-    for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}.shared_mlp."
-        fused, down = p + "input_linear.weight", p + "output_linear.weight"
-        out[p + "gate_proj.weight"] = ((S, D), lambda f=fused: ckpt.f32(f)[:S], [fused])
-        out[p + "up_proj.weight"] = ((S, D), lambda f=fused: ckpt.f32(f)[S:], [fused])
-        out[p + "down_proj.weight"] = ((D, S), lambda f=down: ckpt.f32(f), [down])
-    return out
+    return granitemoeshared.shared_tensors(cfg, ckpt)     # no experts: the shared MLP as each layer's dense MLP
 
 
 @dataclass

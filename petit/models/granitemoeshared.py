@@ -27,7 +27,13 @@ class GraniteMoeSharedConfig(granitemoe.GraniteMoeConfig):
 def hf_tensors(cfg: GraniteMoeSharedConfig, ckpt) -> dict:
     """The experts' matrices as granitemoe's, and the shared MLP's gate / up rows of input_linear and its
     output_linear under the names of a gated MLP (`shared_mlp.gate_proj` ...)."""
-    out = granitemoe.hf_tensors(cfg, ckpt)
+    return granitemoe.hf_tensors(cfg, ckpt) | shared_tensors(cfg, ckpt)
+
+
+def shared_tensors(cfg, ckpt) -> dict:
+    """Each layer's shared MLP as a gated MLP's three matrices (`shared_mlp.gate_proj` ...): the gate and up rows
+    of input_linear, and output_linear (none when shared_intermediate_size is 0)."""
+    out = {}
     S, D = cfg.shared_intermediate_size, cfg.hidden_size
     for i in range(cfg.num_hidden_layers if S else 0):
         p = f"model.layers.{i}.{SHARED}."
