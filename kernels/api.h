@@ -86,10 +86,16 @@ typedef struct {
     float temp_floor;         /* > 0: the scores of a query at position p x (1 + temp_scale ln(1 + floor((p + 1) /
                                * temp_floor))) (Llama 4's temperature tuning of its NoPE layers) */
     float temp_scale;
+    const float *alibi;       /* NULL, or [n_heads] ALiBi slopes: a query at position i adds slope * (j - i) to its
+                               * scaled score of key j (BLOOM, MPT, Falcon) */
 } pt_attn_extra;
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,
                   int64_t window, const pt_attn_extra *extra, float *out);
+/* RoPE alone, q [T][n_heads][hd] and k [T][n_kv][hd] rotated in place (a family that norms q and k after RoPE,
+ * Hunyuan, then stores them with pt_rope_store and no table); -1 on a bad argument */
+int  pt_rope(float *q, float *k, int64_t T, int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t rot_dim,
+             int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos, int interleaved);
 /* the same two calls over an int8 KV cache: each cached row (one position of one kv head) is int8 with an fp32
  * scale (amax / 127), caches [n_kv][n_ctx][hd] int8 and scales [n_kv][n_ctx]; head_dim at most 1024 */
 int  pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_t n_heads, int64_t n_kv,
@@ -104,10 +110,14 @@ int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale
  * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
              int64_t w_rows, float *y);
-/* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu */
+/* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu, 6 relu2 (squared relu) */
 int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      /* y[t] = act(y[t] + b), b may be NULL */
 /* out = act(gate) * up; act 5: gpt-oss's clamped SwiGLU, (clamp(up, -7, 7) + 1) * g sigmoid(1.702 g), g = min(gate, 7) */
 int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out);
+/* y = act(y) in place for activations with parameters p[4]: kind 0 clamp to [p0, p1]; kind 1 xIELU with alpha_p p0,
+ * alpha_n p1 (both after softplus), beta p2, eps p3: x > 0 ? alpha_p x^2 + beta x : (expm1(min(x, eps)) - x) alpha_n
+ * + beta x. -1 on an unknown kind */
+int  pt_param_act(int kind, float *y, int64_t n, const float *p);
 void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */
 
 /* ---- the forward plan (plan.c): one call runs a whole forward step ---- */
@@ -115,7 +125,8 @@ void pt_axpy(float *y, float a, const float *x, int64_t n);                     
 enum {
     PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
     PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_MOE = 10,
-    PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_COUNT = 14
+    PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_PARAM_ACT = 14, PT_OP_ROPE = 15,
+    PT_OP_COUNT = 16
 };
 /* routed experts (kernels/moe.c): the matrices, the routing and the scratch of one MoE block. Python fills it once
  * per scratch size; every buffer holds `cap` tokens */
@@ -198,6 +209,7 @@ typedef struct {
     const pt_tensor **Wh;     /* HEADS: one matrix per head (n_heads of them) */
     const pt_mamba *mamba;    /* MAMBA: the mixer */
     int64_t x_stride, x_off, y_stride, y_off;   /* HEADS, COPY: the per-head (per-row) strides and offsets */
+    float p[4];               /* PARAM_ACT: the activation's parameters */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -55,6 +55,19 @@ int pt_rope_store(float *q, const float *k, const float *v, int64_t T, int64_t n
     return 0;
 }
 
+int pt_rope(float *q, float *k, int64_t T, int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t rot_dim,
+            int64_t pos0, const float *cos_tab, const float *sin_tab, int64_t n_pos, int interleaved) {
+    if (!rope_args_ok(T, head_dim, rot_dim, pos0, n_pos, pos0 + T, cos_tab)) return -1;
+    if (!cos_tab || !rot_dim) return 0;
+    const int64_t half = rot_dim / 2;
+    for (int64_t t = 0; t < T; t++) {
+        const float *c = cos_tab + (pos0 + t) * half, *s = sin_tab + (pos0 + t) * half;
+        rope_heads(q + t * n_heads * head_dim, n_heads, head_dim, rot_dim, c, s, interleaved);
+        rope_heads(k + t * n_kv * head_dim, n_kv, head_dim, rot_dim, c, s, interleaved);
+    }
+    return 0;
+}
+
 /* one row of an int8 cache: q = round(x * 127 / amax), scale = amax / 127 */
 static void quant_row_i8(const float *x, int64_t n, int8_t *q, float *scale) {
     float amax = 0.0f;
@@ -114,6 +127,7 @@ typedef struct {
     const float *sinks;         /* [n_heads] attention sinks (gpt-oss), or NULL */
     int64_t chunk;              /* > 0: chunked attention (Llama 4) */
     float temp_floor, temp_scale;   /* temp_floor > 0: Llama 4's temperature-tuned scores */
+    const float *alibi;         /* [n_heads] ALiBi slopes (BLOOM, MPT, Falcon), or NULL */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
     const pt_kernels *k;
@@ -162,8 +176,9 @@ static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, kv_rows r,
     float scale = j->scale;
     if (j->temp_floor > 0.0f)     /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale */
         scale *= 1.0f + j->temp_scale * logf(floorf((float)(j->pos0 + t + 1) / j->temp_floor) + 1.0f);
+    const float slope = j->alibi ? j->alibi[h] : 0.0f;
     j->k->attn_block(j->q + (t * j->n_heads + h) * j->hd, r.k + off, r.v + off, p1 - p0, j->hd, scale, j->softcap,
-                     scores, o, ml);
+                     slope, (float)(p0 - (j->pos0 + t)), scores, o, ml);
 }
 
 /* a query's state (m, l, o) folds in the next block's (bm, bl, bo): the one merge both splits use */
@@ -289,6 +304,7 @@ static void with_extra(attn_job *j, const pt_attn_extra *e) {
     j->chunk = e->chunk;
     j->temp_floor = e->temp_floor;
     j->temp_scale = e->temp_scale;
+    j->alibi = e->alibi;
 }
 
 /* the caller holds the lock */

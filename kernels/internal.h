@@ -116,7 +116,7 @@ typedef struct {
      * of exp(score - ml[0]) ml[1], and out = the sum of those weights times the value rows (kern_generic.h); an
      * int8 cache's block is dequantized once for all the queries that read it (attention.c) */
     void (*attn_block)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                       float softcap, float *scores, float *out, float *ml);
+                       float softcap, float slope, float rel0, float *scores, float *out, float *ml);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;

@@ -71,12 +71,16 @@ static void weigh_rows_g(const float *w, const float *v, int64_t n, int64_t hd, 
 /* One query head over one block of n cached positions (at most PT_ATTN_BLOCK): k, v are [n][hd]; scores is
  * scratch of n floats. Writes the block's largest score ml[0], the sum of exp(score - ml[0]) ml[1], and
  * out[hd] = the sum of exp(score - ml[0]) * v: not yet divided, since attention.c folds the blocks of a query in
- * order (online softmax). softcap > 0 caps the scaled scores at +-softcap with tanh (Gemma 2), 0 leaves them. */
+ * order (online softmax). A nonzero slope adds ALiBi's slope * (rel0 + p) to the scaled score of position p (rel0: the
+ * first key's position minus the query's, so the bias is <= 0); softcap > 0 then caps the scores at +-softcap with
+ * tanh (Gemma 2), 0 leaves them. */
 static void attn_block_g(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                         float softcap, float *scores, float *out, float *ml) {
+                         float softcap, float slope, float rel0, float *scores, float *out, float *ml) {
     float m = -INFINITY;
     for (int64_t p = 0; p < n; p++) {
-        float s = softcap_g(dot_f32_g(q, k + p * hd, hd) * scale, softcap);
+        float s = dot_f32_g(q, k + p * hd, hd) * scale;
+        if (slope != 0.0f) s += slope * (rel0 + (float)p);
+        s = softcap_g(s, softcap);
         scores[p] = s;
         if (s > m) m = s;
     }
@@ -166,6 +170,7 @@ static inline float erfc_g(float z) {
 static inline float gelu_erf_g(float x) { return 0.5f * x * erfc_g(-0.7071067811865476f * x); }
 
 static inline float relu_g(float x) { return x > 0.0f ? x : 0.0f; }
+static inline float relu2_g(float x) { return x > 0.0f ? x * x : 0.0f; }     /* squared ReLU (Nemotron, Arcee) */
 
 /* one loop per activation, each vectorised whole: y[i] = act(y[i]) in place */
 #define ACT_LOOP(f)                                                                                               \
@@ -179,11 +184,13 @@ static void act_g(int act, float *y, int64_t n) {
     case 2: ACT_LOOP(gelu_tanh_g); break;
     case 3: ACT_LOOP(gelu_erf_g); break;
     case 4: ACT_LOOP(relu_g); break;
+    case 6: ACT_LOOP(relu2_g); break;
     default: break;
     }
 }
 
-/* y[t][i] = act(y[t][i] + b[i]) for t < T, i < N; b may be NULL. act: 0 none, 1 silu, 2 gelu_tanh, 3 gelu, 4 relu */
+/* y[t][i] = act(y[t][i] + b[i]) for t < T, i < N; b may be NULL. act: 0 none, 1 silu, 2 gelu_tanh, 3 gelu, 4 relu,
+ * 6 relu2 */
 static void bias_act_g(float *y, const float *b, int64_t T, int64_t N, int act) {
     for (int64_t t = 0; t < T; t++) {
         float *yt = y + t * N;
@@ -220,6 +227,7 @@ static void glu_g(int act, const float *g, const float *u, int64_t n, float *out
     case 2: GLU_LOOP(gelu_tanh_g); break;
     case 3: GLU_LOOP(gelu_erf_g); break;
     case 4: GLU_LOOP(relu_g); break;
+    case 6: GLU_LOOP(relu2_g); break;
     default: GLU_LOOP(identity_g); break;
     }
 }

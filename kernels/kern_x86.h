@@ -432,12 +432,16 @@ static inline __m256 FN(sum8x8_)(const __m256 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* scores[p] = softcap(s[p] * mul) for the r <= 8 keys of a group; returns the largest */
-static inline float FN(cap_scores_)(__m256 s, float mul, float softcap, float *scores, int64_t r, float m) {
+/* scores[p] = softcap(s[p] * mul + slope * (rel + p)) for the r <= 8 keys of a group (ALiBi when slope != 0);
+ * returns the largest */
+static inline float FN(cap_scores_)(__m256 s, float mul, float softcap, float slope, float rel, float *scores,
+                                    int64_t r, float m) {
     float tmp[8];
     _mm256_storeu_ps(tmp, _mm256_mul_ps(s, _mm256_set1_ps(mul)));
     for (int64_t i = 0; i < r; i++) {
-        const float v = softcap_g(tmp[i], softcap);
+        float v = tmp[i];
+        if (slope != 0.0f) v += slope * (rel + (float)i);
+        v = softcap_g(v, softcap);
         scores[i] = v;
         if (v > m) m = v;
     }
@@ -448,9 +452,9 @@ static inline float FN(cap_scores_)(__m256 s, float mul, float softcap, float *s
  * at a time, each in its own accumulator (8 independent FMA chains instead of one), summed by one tree. Head sizes
  * that are not a multiple of 8 take the generic loop. */
 static void FN(attn_block_)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                            float softcap, float *scores, float *out, float *ml) {
+                            float softcap, float slope, float rel0, float *scores, float *out, float *ml) {
     if (hd % 8 || hd > 512) {
-        attn_block_g(q, k, v, n, hd, scale, softcap, scores, out, ml);
+        attn_block_g(q, k, v, n, hd, scale, softcap, slope, rel0, scores, out, ml);
         return;
     }
     float m = -INFINITY;
@@ -469,7 +473,7 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
                 for (int j = 0; j < r; j++) acc[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (p + j) * hd + i), acc[j]);
             }
         }
-        m = FN(cap_scores_)(FN(sum8x8_)(acc), scale, softcap, scores + p, r, m);
+        m = FN(cap_scores_)(FN(sum8x8_)(acc), scale, softcap, slope, rel0 + (float)p, scores + p, r, m);
     }
     ml[0] = m;
     ml[1] = exp_scores(scores, n, m);

@@ -163,9 +163,9 @@ static void FN(weigh_rows512_)(const float *w, const float *v, int64_t n, int64_
 }
 
 static void FN(attn_block512_)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
-                               float softcap, float *scores, float *out, float *ml) {
+                               float softcap, float slope, float rel0, float *scores, float *out, float *ml) {
     if (hd % 16 || hd > 512) {
-        FN(attn_block_)(q, k, v, n, hd, scale, softcap, scores, out, ml);
+        FN(attn_block_)(q, k, v, n, hd, scale, softcap, slope, rel0, scores, out, ml);
         return;
     }
     float m = -INFINITY;
@@ -186,7 +186,7 @@ static void FN(attn_block512_)(const float *q, const float *k, const float *v, i
         }
         __m256 h[8];
         for (int j = 0; j < 8; j++) h[j] = FN(halve512_)(acc[j]);
-        m = FN(cap_scores_)(FN(sum8x8_)(h), scale, softcap, scores + p, r, m);
+        m = FN(cap_scores_)(FN(sum8x8_)(h), scale, softcap, slope, rel0 + (float)p, scores + p, r, m);
     }
     ml[0] = m;
     ml[1] = exp_scores(scores, n, m);

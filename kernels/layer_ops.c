@@ -12,15 +12,32 @@ int pt_norm(int kind, const float *x, const float *w, const float *b, float eps,
 }
 
 int pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act) {
-    if (act < 0 || act > 4) return -1;
+    if (act < 0 || act > 6 || act == 5) return -1;
     pt_active()->bias_act(y, b, T, N, act);
     return 0;
 }
 
 int pt_glu(int act, const float *gate, const float *up, int64_t n, float *out) {
-    if (act < 0 || act > 5) return -1;
+    if (act < 0 || act > 6) return -1;
     pt_active()->glu(act, gate, up, n, out);
     return 0;
+}
+
+/* activations with parameters, in place, plain C on the calling thread (only a few families have them) */
+int pt_param_act(int kind, float *y, int64_t n, const float *p) {
+    switch (kind) {
+    case 0:     /* clamp to [p0, p1] (OLMo's clip_qkv) */
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] < p[0] ? p[0] : (y[i] > p[1] ? p[1] : y[i]);
+        return 0;
+    case 1:     /* xIELU (Apertus): p = alpha_p, alpha_n (both after their softplus), beta, eps */
+        for (int64_t i = 0; i < n; i++) {
+            const float x = y[i];
+            y[i] = x > 0.0f ? p[0] * x * x + p[2] * x : (expm1f(x < p[3] ? x : p[3]) - x) * p[1] + p[2] * x;
+        }
+        return 0;
+    default:
+        return -1;
+    }
 }
 
 /* y += a * x (a residual add with a multiplier, Granite): one line the compiler vectorises at any target */

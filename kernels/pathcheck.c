@@ -165,8 +165,9 @@ static void check_layer_ops(report *r, const pt_kernels *k, const pt_kernels *s)
         s->norm(kind, x, g, b, 1e-5f, 3, 67, 1, y_ref);
         if (agree(r, kind ? "LayerNorm" : "RMSNorm", y, y_ref, NULL, N, 1e-5f)) return;
     }
-    for (int act = 1; act <= 4; act++) {
-        static const char *names[] = {"", "SiLU", "GELU (tanh)", "GELU (erf)", "ReLU"};
+    for (int act = 1; act <= 6; act++) {
+        static const char *names[] = {"", "SiLU", "GELU (tanh)", "GELU (erf)", "ReLU", "", "ReLU²"};
+        if (act == 5) continue;     /* gpt-oss's clamped SwiGLU: gated only, checked by the generic code's tests */
         k->glu(act, x, g, N, y);
         s->glu(act, x, g, N, y_ref);
         if (agree(r, names[act], y, y_ref, NULL, N, 1e-5f)) return;
@@ -184,12 +185,13 @@ static void check_attention(report *r, const pt_kernels *k, const pt_kernels *s)
     static float q[HD], kc[NB * HD], vc[NB * HD], scores[PT_ATTN_BLOCK], out[HD + 2], out_ref[HD + 2];
     for (int i = 0; i < HD; i++) q[i] = rnd();
     for (int i = 0; i < NB * HD; i++) { kc[i] = rnd() * 2.0f; vc[i] = rnd(); }
-    for (int cap = 0; cap < 2; cap++) {
-        const float softcap = cap ? 20.0f : 0.0f;
+    static const char *names[] = {"attention", "soft-capped attention", "ALiBi attention"};
+    for (int kind = 0; kind < 3; kind++) {
+        const float softcap = kind == 1 ? 20.0f : 0.0f, slope = kind == 2 ? 0.0625f : 0.0f;
         /* the block's max score and sum of weights after its output, so one comparison covers all three */
-        k->attn_block(q, kc, vc, NB, HD, 0.125f, softcap, scores, out, out + HD);
-        s->attn_block(q, kc, vc, NB, HD, 0.125f, softcap, scores, out_ref, out_ref + HD);
-        if (agree(r, cap ? "soft-capped attention" : "attention", out, out_ref, NULL, HD + 2, 1e-4f)) return;
+        k->attn_block(q, kc, vc, NB, HD, 0.125f, softcap, slope, -40.0f, scores, out, out + HD);
+        s->attn_block(q, kc, vc, NB, HD, 0.125f, softcap, slope, -40.0f, scores, out_ref, out_ref + HD);
+        if (agree(r, names[kind], out, out_ref, NULL, HD + 2, 1e-4f)) return;
     }
 }
 

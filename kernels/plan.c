@@ -26,6 +26,8 @@
  *   BIAS_ACT     y[0], b (NULL: none)                    y[0]             mode (activation, api.h), rows, width
  *   GLU          x (gate), x2 (up)                       y[0]             mode (activation), rows, width
  *   AXPY         y[0], x                                 y[0] += alpha x  alpha, width
+ *   PARAM_ACT    y[0]                                    y[0]             mode (kind, pt_param_act), p, rows, width
+ *   ROPE *       y[0] q, y[1] k, seq rope[slot]          both rotated     as ROPE_STORE, slot >= 0 (no store)
  *   ROPE_STORE * y[0] q, y[1] k, y[2] v, seq rope[slot]  y[0] rotated,    layer (cache slot), slot (-1: NoPE),
  *                                                        cache rows       mode (interleaved), n_heads, n_kv,
  *                                                                         head_dim, rot_dim
@@ -105,6 +107,13 @@ static int rope_store(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                          op->mode, (float *)q->k[L], (float *)q->v[L], q->n_ctx);
 }
 
+/* RoPE alone over one sequence's rows of q (y[0]) and k (y[1]), in place */
+static int rope_only(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    const pt_rope_table *t = &q->rope[op->slot];
+    return pt_rope(rows_of(op->y[0], off, op->n_heads * op->head_dim), rows_of(op->y[1], off, op->n_kv * op->head_dim),
+                   q->T, op->n_heads, op->n_kv, op->head_dim, op->rot_dim, q->pos0, t->cos, t->sin, t->n_pos, op->mode);
+}
+
 /* a Mamba mixer over one sequence's rows, its recurrent state in the cache slots of `layer` (k: conv, v: ssm) */
 static int mamba(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     const int L = op->layer;
@@ -137,6 +146,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
         int rc = op->kind == PT_OP_ROPE_STORE ? rope_store(op, q, off)
                : op->kind == PT_OP_ATTENTION  ? attention(op, q, off)
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
+               : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
                                               : last_norm(op, q, off, out);
         if (rc) {
             c->s->failed_seq = i;
@@ -182,10 +192,13 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return pt_bias_act(op->y[0], op->b, T * op->rows, op->width, op->mode);
     case PT_OP_GLU:
         return pt_glu(op->mode, op->x, op->x2, T * op->rows * op->width, op->y[0]);
+    case PT_OP_PARAM_ACT:
+        return pt_param_act(op->mode, op->y[0], T * op->rows * op->width, op->p);
     case PT_OP_AXPY:
         pt_axpy(op->y[0], op->alpha, op->x, T * op->width);
         return 0;
     case PT_OP_ROPE_STORE:
+    case PT_OP_ROPE:
     case PT_OP_ATTENTION:
     case PT_OP_MAMBA:
         return per_sequence(op, c);

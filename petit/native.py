@@ -415,23 +415,25 @@ def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
               softcap: float = 0.0, window: int = 0, sinks: np.ndarray | None = None, chunk: int = 0,
-              temperature: tuple[float, float] | None = None) -> np.ndarray:
+              temperature: tuple[float, float] | None = None, alibi: np.ndarray | None = None) -> np.ndarray:
     """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
     the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included);
     sinks [n_heads]: a softmax term per head whose share is dropped (gpt-oss); chunk > 0: each query sees only its
     own chunk of `chunk` positions; temperature (floor, a): scores x (1 + a ln(1 + floor((p + 1) / floor))) (Llama
-    4)."""
+    4); alibi [n_heads]: ALiBi slopes, slope * (j - i) added to the scaled score of key j for the query at i."""
     q = _f32(q, "q", 3)
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
     n_kv, n_ctx, _ = k_cache.shape
     if k_cache.shape != v_cache.shape or k_cache.shape[2] != hd or n_kv == 0 or H % n_kv:
         raise ValueError(f"bad attention shapes: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
-    if sinks is not None:
-        sinks = _f32(sinks, "sinks", 1)
-        if sinks.shape != (H,):
-            raise ValueError(f"bad attention sinks: {sinks.shape}, one per query head ({H}) expected")
-    extra = attn_extra(sinks, chunk, temperature)
+    for name in ("sinks", "alibi"):
+        a = locals()[name]
+        if a is not None and _f32(a, name, 1).shape != (H,):
+            raise ValueError(f"bad attention {name}: {a.shape}, one per query head ({H}) expected")
+    sinks = _f32(sinks, "sinks", 1) if sinks is not None else None
+    alibi = _f32(alibi, "alibi", 1) if alibi is not None else None
+    extra = attn_extra(sinks, chunk, temperature, alibi)
     out = np.empty_like(q)
     rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, softcap,
                           window, extra, _ptr(out))
@@ -441,21 +443,23 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     return out
 
 
-def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | None = None):
-    """The pt_attn_extra of these settings (NULL when none is set). sinks: a float32 array or a cffi pointer, which
-    the caller keeps alive."""
-    if sinks is None and not chunk and temperature is None:
+def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | None = None, alibi=None):
+    """The pt_attn_extra of these settings (NULL when none is set). sinks, alibi: float32 arrays or cffi pointers,
+    which the caller keeps alive."""
+    if sinks is None and not chunk and temperature is None and alibi is None:
         return ffi.NULL
     e = ffi.new("pt_attn_extra *")
     if sinks is not None:
         e.sinks = _ptr(sinks) if isinstance(sinks, np.ndarray) else sinks
+    if alibi is not None:
+        e.alibi = _ptr(alibi) if isinstance(alibi, np.ndarray) else alibi
     e.chunk = int(chunk)
     if temperature is not None:
         e.temp_floor, e.temp_scale = temperature
     return e
 
 
-ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4}
+ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4, "relu2": 6}
 GLU_ACTIVATIONS = dict(ACTIVATIONS, swiglu_oai=5)     # gated only: gpt-oss's clamped SwiGLU
 
 
@@ -484,6 +488,19 @@ def bias_act(y: np.ndarray, b: np.ndarray | None, act: str) -> np.ndarray:
         raise ValueError(f"bias of shape {b.shape} does not match y of shape {y.shape}")
     b = None if b is None else _f32(b, "b")
     lib.pt_bias_act(_ptr(y), _ptr(b) if b is not None else ffi.NULL, y.shape[0], y.shape[1], ACTIVATIONS[act])
+    return y
+
+
+PARAM_ACTS = {"clamp": 0, "xielu": 1}
+
+
+def param_act(y: np.ndarray, kind: str, params) -> np.ndarray:
+    """An activation with parameters (pt_param_act): "clamp" (lo, hi), "xielu" (alpha_p, alpha_n, beta, eps)."""
+    y = _f32(y, "y").copy()
+    p = np.zeros(4, np.float32)
+    p[:len(params)] = params
+    if lib.pt_param_act(PARAM_ACTS[kind], _ptr(y), y.size, _ptr(p)) != 0:
+        raise ValueError(f"unknown activation {kind!r}")
     return y
 
 

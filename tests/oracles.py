@@ -111,8 +111,9 @@ def rope(x, pos, theta, interleaved):
     return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
 
 
-def attention(q, k, v, pos0, scale, softcap=0.0, window=0):
-    """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0; a window of w sees positions > pos - w."""
+def attention(q, k, v, pos0, scale, softcap=0.0, window=0, alibi=None):
+    """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0; a window of w sees positions > pos - w; alibi [H]
+    slopes add slope * (j - i) to the score of key j for the query at i."""
     T, H, hd = q.shape
     group = H // k.shape[0]
     out = np.empty((T, H, hd))
@@ -122,6 +123,8 @@ def attention(q, k, v, pos0, scale, softcap=0.0, window=0):
         for h in range(H):
             kh, vh = k[h // group, first:n].astype(np.float64), v[h // group, first:n].astype(np.float64)
             s = kh @ q[t, h].astype(np.float64) * scale
+            if alibi is not None:
+                s = s + float(alibi[h]) * (np.arange(first, n) - (n - 1))
             if softcap:
                 s = softcap * np.tanh(s / softcap)
             p = np.exp(s - s.max())

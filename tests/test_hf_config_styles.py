@@ -19,18 +19,19 @@ import petit
 from petit.models import get_family
 from petit.models.rope import scaling_type
 from tests.test_hf_parity import DENSE as CASES
-from tests.test_hf_parity import F32_TOL, HERE, rel_err
+from tests.test_hf_parity import HERE
+from tests.test_hf_parity import F32_TOL, FOLDERS, rel_err
 
 
 def _ref(case):
-    with np.load(HERE / case / "reference.npz") as r:
+    with np.load(FOLDERS[case] / "reference.npz") as r:
         return r["input_ids"], r["logits"]
 
 
 def _folder(tmp_path, case, config: dict):
     """A copy of the case folder with `config` as its config.json."""
     dst = tmp_path / case
-    shutil.copytree(HERE / case, dst, ignore=shutil.ignore_patterns("config_v5.json", "reference.npz"))
+    shutil.copytree(FOLDERS[case], dst, ignore=shutil.ignore_patterns("config_v5.json", "reference.npz"))
     (dst / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     return dst
 
@@ -42,12 +43,12 @@ def _load(folder):
 
 
 def _v5_config(case) -> dict:
-    d = json.loads((HERE / case / "config_v5.json").read_text(encoding="utf-8"))
+    d = json.loads((FOLDERS[case] / "config_v5.json").read_text(encoding="utf-8"))
     if case == "gemma":
         # transformers 5 rewrites Gemma 1's legacy hidden_act "gelu" to "gelu_pytorch_tanh" when it loads a config
         # (so config_v5.json says tanh), while 4.57, which made the reference, computes the exact erf GELU. That is
         # a change of activation, not of config style: keep the reference's activation here.
-        d["hidden_act"] = json.loads((HERE / case / "config.json").read_text(encoding="utf-8"))["hidden_act"]
+        d["hidden_act"] = json.loads((FOLDERS[case] / "config.json").read_text(encoding="utf-8"))["hidden_act"]
     return d
 
 
@@ -58,7 +59,8 @@ def _rope_fields(cfg) -> dict:
     out = {k: getattr(cfg, k) for k in ("rope_theta", "partial_rotary_factor", "rope_local_base_freq")
            if hasattr(cfg, k)}
     if hasattr(cfg, "rope_scaling"):
-        out["scaling"] = scaling_type(cfg.rope_scaling)
+        own = cfg._ROPE_SCALING_EXTRA          # keys the family reads itself (Hunyuan's alpha)
+        out["scaling"] = scaling_type({k: v for k, v in (cfg.rope_scaling or {}).items() if k not in own})
         out.update({f"scaling.{k}": v for k, v in (cfg.rope_scaling or {}).items()
                     if k not in ("rope_type", "type", "original_max_position_embeddings")})
     return out
@@ -77,10 +79,10 @@ def _layer_ropes(model) -> list:
 
 
 def test_every_case_has_a_transformers_5_config():
-    assert CASES and all((HERE / c / "config_v5.json").is_file() for c in CASES)
+    assert CASES and all((FOLDERS[c] / "config_v5.json").is_file() for c in CASES)
     for c in CASES:
-        old = json.loads((HERE / c / "config.json").read_text(encoding="utf-8"))
-        new = json.loads((HERE / c / "config_v5.json").read_text(encoding="utf-8"))
+        old = json.loads((FOLDERS[c] / "config.json").read_text(encoding="utf-8"))
+        new = json.loads((FOLDERS[c] / "config_v5.json").read_text(encoding="utf-8"))
         assert new["transformers_version"].startswith("5.") and new["model_type"] == old["model_type"]
         assert "rope_scaling" not in new and ("rope_parameters" in new) == (old["model_type"] != "gpt2")
 
@@ -88,7 +90,7 @@ def test_every_case_has_a_transformers_5_config():
 @pytest.mark.parametrize("case", CASES)
 def test_transformers_5_config_gives_the_reference_logits_and_the_same_rope(case, tmp_path):
     ids, ref = _ref(case)
-    old = _load(HERE / case)
+    old = _load(FOLDERS[case])
     new = _load(_folder(tmp_path, case, _v5_config(case)))
     err = rel_err(new.logits(ids), ref)
     assert err.max() <= F32_TOL, f"{case}: worst position {err.argmax()} off by {err.max():.2e} of the logit range"
@@ -107,7 +109,7 @@ def test_partial_rotary_factor_is_read_from_either_style_alone(case, tmp_path):
     the top level, gives the same rotary dimension and logits, not the family default's."""
     factor, dim = PARTIAL[case]
     ids, ref = _ref(case)
-    old = json.loads((HERE / case / "config.json").read_text(encoding="utf-8"))
+    old = json.loads((FOLDERS[case] / "config.json").read_text(encoding="utf-8"))
     new = _v5_config(case)
     for key in ("partial_rotary_factor", "rotary_pct"):
         if key in old:
@@ -122,7 +124,7 @@ def test_partial_rotary_factor_is_read_from_either_style_alone(case, tmp_path):
         [dim] * len(a_model.net.layers)
     a, b = a_model.logits(ids), b_model.logits(ids)
     assert rel_err(b, a).max() <= F32_TOL
-    if factor == json.loads((HERE / case / "config_v5.json").read_text())["rope_parameters"]["partial_rotary_factor"]:
+    if factor == json.loads((FOLDERS[case] / "config_v5.json").read_text())["rope_parameters"]["partial_rotary_factor"]:
         assert rel_err(b, ref).max() <= F32_TOL
     else:
         assert rel_err(b, ref).max() > 0.05      # another factor computes something else than the reference

@@ -47,7 +47,7 @@ def test_norm_matches_float64(isa, kind, rows, D, w_rows, bias):
 ACTS = {"none": lambda x: x, "silu": lambda x: x / (1 + np.exp(-x)),
         "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
         "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
-        "relu": lambda x: np.maximum(x, 0)}
+        "relu": lambda x: np.maximum(x, 0), "relu2": lambda x: np.maximum(x, 0) ** 2}
 
 
 @pytest.mark.parametrize("isa", PATHS)
@@ -111,6 +111,42 @@ def test_activations_are_accurate_over_the_whole_float_range(isa, act):
     got = K.bias_act(special[None], None, act)[0]
     assert got[0] == np.inf and got[1] == np.float32(1e30) and got[2] == 0 and got[3] == 0 and got[4] == 0
     assert np.isnan(K.bias_act(np.array([[np.nan]], np.float32), None, act)).all()
+
+
+def test_activations_with_parameters_match_float64():
+    """OLMo's clip_qkv clamp and Apertus's xIELU (transformers' XIELUActivation: alpha_p x^2 + beta x above 0,
+    (expm1(min(x, eps)) - x) alpha_n + beta x below), over an odd number of values including 0 and the far tails."""
+    x = np.concatenate([np.linspace(-30, 30, 1001), [0.0, -1e-7, 1e-7, -80.0]]).astype(np.float32)
+    assert np.array_equal(K.param_act(x, "clamp", (-2.5, 2.5)), np.clip(x, -2.5, 2.5))
+    ap, an, beta, eps = 0.9, 1.3, 0.5, -1e-6
+    x64 = x.astype(np.float64)
+    want = np.where(x64 > 0, ap * x64 * x64 + beta * x64, (np.expm1(np.minimum(x64, eps)) - x64) * an + beta * x64)
+    np.testing.assert_allclose(K.param_act(x, "xielu", (ap, an, beta, eps)), want, rtol=2e-6, atol=1e-7)
+    p = np.zeros(4, np.float32)
+    assert lib.pt_param_act(2, K._ptr(x.copy()), x.size, K._ptr(p)) == -1      # an unknown kind is refused
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("T,pos0,hd", [(1, 40, 16), (9, 0, 16), (70, 3, 40), (5, 130, 64)])
+def test_alibi_attention_matches_float64_and_decode_equals_prefill(isa, T, pos0, hd):
+    """ALiBi (BLOOM, MPT, Falcon): slope_h * (j - i) added to the scaled score of key j for the query at i, with
+    BLOOM's slopes for 6 heads (not a power of two) over 2 kv heads; a prefill is within the float64 oracle's bound
+    and decoding its last token alone gives the same bits."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(T * 31 + pos0)
+    H, KV = 6, 2
+    n_ctx = pos0 + T + 2
+    slopes = np.array([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3], np.float32)
+    q = (rng.standard_normal((T, H, hd)) * 2).astype(np.float32)
+    kc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    vc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    kc[:, pos0 + T:] = 1e4
+    got = K.attention(q, kc, vc, pos0, hd ** -0.5, alibi=slopes)
+    want = oracles.attention(q, kc, vc, pos0, hd ** -0.5, alibi=slopes)
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-5)
+    assert not np.allclose(got, oracles.attention(q, kc, vc, pos0, hd ** -0.5), atol=1e-3)   # the bias matters
+    last = K.attention(q[T - 1:], kc, vc, pos0 + T - 1, hd ** -0.5, alibi=slopes)
+    assert np.array_equal(last[0], got[T - 1])
 
 
 @pytest.mark.parametrize("rot,interleaved", [(8, False), (4, True), (0, False)])

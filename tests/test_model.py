@@ -150,8 +150,13 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 
 @pytest.mark.parametrize("change,message", [
     (lambda m, t: m["config"].update(model_type="rwkv7"),
-     r"unsupported model_type 'rwkv7': supported model types are cohere, cohere2, deepseek_v2, deepseek_v3, "
-     r"falcon_mamba, gemma, .*, llama, "),
+     r"unsupported model_type 'rwkv7': supported model types are apertus, arcee, cohere, cohere2, deepseek_v2, "
+     r"deepseek_v3, ernie4_5, .*, llama, "),
+    (lambda m, t: m["config"].update(model_type="mistral3"),
+     r"unsupported model_type 'mistral3'; the closest family Petit runs is mistral \(mistral3 differs: a vision "
+     r"tower\): supported model types are apertus, "),
+    (lambda m, t: m["config"].update(model_type="qwen3moe"),
+     r"unsupported model_type 'qwen3moe'; the closest family Petit runs is qwen3_moe: supported model types are "),
     (lambda m, t: m["config"].update(rope_scaling={"type": "magic", "factor": 4.0}),
      r"rope_scaling type 'magic' is not supported \(supported: default, linear, dynamic, llama3, yarn, longrope\)"),
     (lambda m, t: m["config"].update(rope_scaling={"rope_type": "yarn", "factor": 4.0, "warp": 2}),

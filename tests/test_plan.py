@@ -19,7 +19,9 @@ from petit.assets import default_model_path
 import models
 
 HF = Path(__file__).parent / "fixtures" / "hf"
-CASES = sorted(p.name for p in HF.iterdir() if (p / "reference.npz").is_file())
+MORE = HF.parent / "hf_more"        # the other decoder families (issue 18): OLMo, GLM, Hunyuan, Falcon, BLOOM, ...
+FOLDERS = {p.name: p for d in (HF, MORE) for p in sorted(d.iterdir()) if (p / "reference.npz").is_file()}
+CASES = sorted(FOLDERS)
 BUNDLED = ["default-q8_0.petit", "default-q4_0.petit"]
 LLAMA_VARIANTS = {
     "mha_interleaved": {"num_key_value_heads": 4, "rope_interleaved": True, "rope_theta": 500.0},
@@ -32,7 +34,7 @@ FRESH = [37, 1, 1]                  # one odd prefill, then decode
 
 @functools.lru_cache(maxsize=None)
 def _hf(case: str, weights: str):
-    return petit.load(HF / case, weights=weights)
+    return petit.load(FOLDERS[case], weights=weights)
 
 
 def _run(model, chunks, kv_type, oracle, seed=1):
@@ -94,6 +96,10 @@ def test_the_fixtures_switch_on_what_the_plan_must_carry():
     assert any(n.arch.residual_scale != 1.0 and n.arch.embed_scale != 1.0 for n in nets.values())
     assert any(n.arch.parallel for n in nets.values())
     assert len({id(L.rope) for L in nets["gemma3_text"].layers}) == 2     # two RoPE slots in one plan
+    # the ops the later families added: a clamp of q / k / v, RoPE before the q / k norms, a parametrised
+    # activation
+    assert nets["olmo"].layers[0].clip > 0 and nets["hunyuan_v1_dense"].layers[0].norm_after_rope
+    assert nets["apertus"].layers[0].mlp_act is not None
 
 
 def test_last_positions_and_no_head():

@@ -7,10 +7,12 @@ A family module has `Config` (a dataclass with Hugging Face's field names and `f
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import (cohere, cohere2, deepseek_v2, deepseek_v3, falcon_mamba, gemma, gemma2, gemma3_text, gpt2,
-                          gpt_neox, gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, jamba, lfm2,
-                          llama, llama4_text, mamba, mamba2, mistral, mixtral, olmo2, olmoe, phi, phi3, qwen2,
-                          qwen2_moe, qwen3, qwen3_moe, smollm3, stablelm, starcoder2)
+from petit.models import (apertus, arcee, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5, exaone4, falcon_mamba,
+                          gemma, gemma2, gemma3_text, glm, glm4, gpt2, gpt_neox, gpt_oss, granite, granitemoe,
+                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, jamba, lfm2, llama,
+                          llama4_text, mamba, mamba2, ministral, mistral, mixtral, nemotron, olmo, olmo2, olmo3,
+                          olmoe, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, seed_oss, smollm3,
+                          stablelm, starcoder2, vaultgemma)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -47,16 +49,61 @@ MODEL_TYPES = {
     "lfm2": lfm2,
     "granitemoehybrid": granitemoehybrid,
     "jamba": jamba,
+    "helium": helium,
+    "seed_oss": seed_oss,
+    "ernie4_5": ernie4_5,
+    "ministral": ministral,
+    "arcee": arcee,
+    "olmo": olmo,
+    "olmo3": olmo3,
+    "glm": glm,
+    "glm4": glm4,
+    "exaone4": exaone4,
+    "vaultgemma": vaultgemma,
+    "apertus": apertus,
+    "nemotron": nemotron,
+    "hunyuan_v1_dense": hunyuan_v1_dense,
+    "persimmon": persimmon,
 }
+
+
+# model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
+# says): named in the refusal, so a user knows what is near and what is missing
+CLOSEST = {
+    "internlm2": ("llama", "fused wqkv and its own tensor names"), "internlm3": ("llama", "remote code"),
+    "minicpm": ("llama", "its scale_emb / scale_depth multipliers"), "minicpm3": ("deepseek_v2", "latent attention"),
+    "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
+    "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
+    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
+    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
+    "phimoe": ("mixtral", "its sparsemixer routing"), "dbrx": ("mixtral", "fused experts and clip_qkv"),
+    "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
+    "nemotron_h": ("mamba2", "Mamba-2, attention and MLP layers"), "exaone": ("llama", "its own tensor names"),
+    "falcon": ("gpt_neox", "its fused multi-query layouts"), "gptj": ("gpt_neox", "interleaved partial rotary"),
+}
+
+
+def closest(model_type) -> str | None:
+    """The supported family nearest an unknown model_type, with what differs, or None."""
+    import difflib
+    if model_type in CLOSEST and CLOSEST[model_type][0] in MODEL_TYPES:
+        family, what = CLOSEST[model_type]
+        return f"{family} ({model_type} differs: {what})"
+    near = difflib.get_close_matches(str(model_type), list(MODEL_TYPES), n=1, cutoff=0.75)
+    return near[0] if near else None
 
 
 def get_family(model_type):
     """The module implementing `model_type`.
 
     Raises:
-        ValueError: for an unknown model_type, listing the supported ones.
+        ValueError: for an unknown model_type, naming the closest supported family when there is one and listing the
+            supported ones.
     """
     if model_type not in MODEL_TYPES:
-        raise ValueError(f"unsupported model_type {model_type!r}: supported model types are "
+        near = closest(model_type)
+        hint = f"; the closest family Petit runs is {near}" if near else ""
+        raise ValueError(f"unsupported model_type {model_type!r}{hint}: supported model types are "
                          f"{', '.join(sorted(MODEL_TYPES))}")
     return MODEL_TYPES[model_type]

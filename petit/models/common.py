@@ -63,7 +63,8 @@ def arch(cfg, **kw) -> Arch:
 
 def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=False, mlp_bias=False,
                norm_add: float = 0.0, rope_for=None, window_for=None, qk_norm: str | None = None,
-               sandwich=False, post_only=False, moe_for=None, mlp_for=None, **arch_kw) -> Decoder:
+               sandwich=False, post_only=False, moe_for=None, mlp_for=None, norm_weights=True, norm_bias=False,
+               attn_norm_name="input_layernorm", mlp_norm_name="post_attention_layernorm", **arch_kw) -> Decoder:
     """A Llama-named decoder.
 
     Args:
@@ -76,6 +77,9 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
             MLP (Gemma 2/3). post_only: only post-norms (OLMo 2).
         moe_for(i, prefix) -> Moe | None: routed experts in place of layer i's MLP (None: a dense MLP).
         mlp_for(i, prefix) -> dict: a dense layer's MLP weights (default: gated_mlp_weights of the config's width).
+        attn_norm_name, mlp_norm_name: the pre-norms' tensor names (VaultGemma's MLP norm is pre_feedforward_layernorm).
+        norm_bias: the block and final norms have biases too (Nemotron's LayerNorm1P).
+        norm_weights: False for norms without weight or bias (OLMo's LayerNorm), read from no tensor.
         arch_kw: Arch switches (attn_scale, attn_softcap, embed_scale, logit_scale, ...).
     """
     D, hd = cfg.hidden_size, cfg.head_dim
@@ -92,14 +96,14 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
         mlp = {"moe": moe} if moe is not None else mlp_for(i, p) if mlp_for is not None else \
             gated_mlp_weights(t, p, cfg, bias=mlp_bias)
         L = Layer(**attn, **mlp, rope=rope_for(i), window=window_for(i) if window_for else 0)
-        n = lambda name: norm(t, p + name, D, kind, eps, add=norm_add)   # noqa: E731
+        n = lambda name: norm(t, p + name, D, kind, eps, norm_bias, norm_add) if norm_weights else Norm(kind, eps)  # noqa
         if post_only:
             L.post_attn_norm, L.post_mlp_norm = n("post_attention_layernorm"), n("post_feedforward_layernorm")
         elif sandwich:
             L.attn_norm, L.post_attn_norm = n("input_layernorm"), n("post_attention_layernorm")
             L.mlp_norm, L.post_mlp_norm = n("pre_feedforward_layernorm"), n("post_feedforward_layernorm")
         else:
-            L.attn_norm, L.mlp_norm = n("input_layernorm"), n("post_attention_layernorm")
+            L.attn_norm, L.mlp_norm = n(attn_norm_name), n(mlp_norm_name)
         if qk_norm:
             width = hd if qk_norm == "head" else None
             L.q_norm = norm(t, p + "self_attn.q_norm", width or cfg.num_attention_heads * hd, kind, eps,
@@ -107,7 +111,7 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
             L.k_norm = norm(t, p + "self_attn.k_norm", width or cfg.num_key_value_heads * hd, kind, eps,
                             add=norm_add)
         layers.append(L)
-    final = norm(t, "model.norm", D, kind, eps, add=norm_add)
+    final = norm(t, "model.norm", D, kind, eps, norm_bias, norm_add) if norm_weights else Norm(kind, eps)
     a = arch(cfg, qk_norm_per_head=qk_norm != "full", **arch_kw)
     return Decoder(a, E, layers, final, head)
 

@@ -39,6 +39,8 @@ class ConfigMixin:
     _ROPE_LOCAL_THETA: bool = False         # sliding layers have a theta of their own (rope_local_base_freq)
     _ROPE_LAYER_TYPES: tuple = ("full_attention", "sliding_attention")     # the layer types that use RoPE
     _QUANT_METHODS: tuple = ()              # quantization_config methods the family reads (gpt_oss: its MXFP4)
+    _ROPE_SLIDING_UNSCALED: bool = False    # sliding layers use the full layers' RoPE without its scaling (OLMo 3)
+    _ROPE_SCALING_EXTRA: frozenset = frozenset()    # scaling keys the family reads itself (Hunyuan's NTK alpha)
 
     @classmethod
     def from_dict(cls, d: dict):
@@ -175,7 +177,7 @@ def check_decoder(cfg, numbers=(), booleans=(), window: bool = False) -> None:
 
 # transformers' ACT2FN names -> the kernels' activations
 ACT_NAMES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-             "gelu_fast": "gelu_tanh", "relu": "relu"}
+             "gelu_fast": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
 
 def activation(cfg, key: str, family: str) -> str:

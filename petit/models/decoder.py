@@ -79,13 +79,30 @@ class Layer:
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
+    alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
+    norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
+    clip: float = 0.0                   # > 0: q, k and v clamped to [-clip, clip] after their biases (OLMo's clip_qkv)
+    mlp_act: tuple | None = None        # (kind, params): a plain MLP's activation with parameters (pt_param_act), in
+                                        # place of arch.act (Apertus's xIELU)
+    resid_attn_norm: Norm | None = None     # post-LN: the residual stream normed after the attention's add (OPT 350m)
+    resid_mlp_norm: Norm | None = None      # and after the MLP's
     mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/mla.py)
     mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py)
 
+    def param_ptr(self, what: str):
+        """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
+        key = "_p_" + what
+        if not hasattr(self, key):
+            vals = [-self.clip, self.clip] if what == "clip" else list(self.mlp_act[1])
+            setattr(self, key, ffi.new("float[4]", vals + [0.0] * (4 - len(vals))))
+        return getattr(self, key)
+
     def attn_extra(self):
-        """The pt_attn_extra of this layer's sinks, chunk and temperature (NULL when it has none), made once."""
+        """The pt_attn_extra of this layer's sinks, chunk, temperature and ALiBi slopes (NULL when it has none),
+        made once."""
         if not hasattr(self, "_extra"):
-            self._extra = attn_extra(self.sinks.p if self.sinks is not None else None, self.chunk, self.temperature)
+            self._extra = attn_extra(self.sinks.p if self.sinks is not None else None, self.chunk, self.temperature,
+                                     self.alibi.p if self.alibi is not None else None)
         return self._extra
 
 
@@ -160,14 +177,16 @@ class Decoder:
         final_norm: the norm before the LM head.
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
+        embed_norm: a norm of the embeddings (with the positions) before the first block (BLOOM), or None.
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
     """
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
-                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None):
+                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
         self.arch, self.embed, self.layers, self.final_norm = arch, embed, layers, final_norm
+        self.embed_norm = embed_norm
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
         self._plan = None                 # the forward plan over the current scratch, built at first use
@@ -349,6 +368,8 @@ class Decoder:
             for n, pos0, _, _ in runs:
                 resid[at:at + n] += self.pos_embed[pos0:pos0 + n]
                 at += n
+        if self.embed_norm is not None and self.embed_norm(buf["resid"], T, arch.hidden_size, buf["resid"]):
+            raise RuntimeError("kernel error in the embedding norm")
         tables = {}                          # one RoPE table per distinct Rope object and sequence, for this pass
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
@@ -389,6 +410,8 @@ class Decoder:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
                 rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
+            if layer.resid_attn_norm is not None:
+                rc |= layer.resid_attn_norm(buf["resid"], T, D, buf["resid"])
             if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -400,6 +423,8 @@ class Decoder:
             else:
                 rc |= self._mlp(layer, mlp_in, T, F, scratch)
                 rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
+            if layer.resid_mlp_norm is not None:
+                rc |= layer.resid_mlp_norm(buf["resid"], T, D, buf["resid"])
             if rc:
                 raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, seq)})")
         for n, pos0, cache, _ in runs:
@@ -416,6 +441,15 @@ class Decoder:
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
+            if layer.clip:
+                rc |= lib.pt_param_act(0, buf[name], T * width, layer.param_ptr("clip"))
+        if layer.norm_after_rope:            # rotate q and k in place first; the store below then only copies
+            at = 0
+            for s, (n, pos0, _, _) in enumerate(runs):
+                cos_p, sin_p, n_pos, rot_dim, interleaved = self._rope_table(layer, s, pos0 + n, tables)
+                rc |= lib.pt_rope(buf["q"] + at * H * hd, buf["k"] + at * KV * hd, n, H, KV, hd, rot_dim, pos0,
+                                  cos_p, sin_p, n_pos, interleaved)
+                at += n
         for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
             if norm is not None:
                 if arch.qk_norm_per_head:    # each head's hd values: T * heads rows
@@ -460,6 +494,16 @@ class Decoder:
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
         return rc, failed, b["o_in"]
 
+    @staticmethod
+    def _rope_table(layer: Layer, s: int, n: int, tables: dict) -> tuple:
+        """The RoPE table of the layer's rope for sequence s, covering n positions, made once per pass."""
+        key = (id(layer.rope), s)
+        if key not in tables:
+            cos, sin = layer.rope.tables(n)
+            tables[key] = (fptr(cos), fptr(sin), cos.shape[0], layer.rope.dim, int(layer.rope.interleaved),
+                           (cos, sin))
+        return tables[key][:5]
+
     def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, values="v") -> int:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
@@ -467,13 +511,8 @@ class Decoder:
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
-        if layer.rope is not None:
-            key = (id(layer.rope), s)
-            if key not in tables:
-                cos, sin = layer.rope.tables(pos0 + T)
-                tables[key] = (fptr(cos), fptr(sin), cos.shape[0], layer.rope.dim, int(layer.rope.interleaved),
-                               (cos, sin))
-            cos_p, sin_p, n_pos, rot_dim, interleaved, _ = tables[key]
+        if layer.rope is not None and not layer.norm_after_rope:
+            cos_p, sin_p, n_pos, rot_dim, interleaved = self._rope_table(layer, s, pos0 + T, tables)
         else:
             cos_p, sin_p, n_pos, rot_dim, interleaved = ffi.NULL, ffi.NULL, 0, 0, 0
         k_cache, v_cache = cache.k_ptr[i], cache.v_ptr[i]
@@ -499,6 +538,9 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
             return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
         rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
+        if layer.mlp_act is not None:
+            rc |= lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, 0)
+            return rc | lib.pt_param_act(layer.mlp_act[0], buf["mlp_hidden"], T * F, layer.param_ptr("act"))
         return rc | lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, act)
 
     def _residual(self, W: Weight, b: Vec | None, post: Norm | None, inp, T, scratch) -> int:
@@ -544,6 +586,8 @@ class Decoder:
         arch, buf, plan = self.arch, scratch.p, Plan(scratch)
         D = arch.hidden_size
         plan.embed(self.embed, buf["resid"], D, arch.embed_scale, self.pos_embed)
+        if self.embed_norm is not None:
+            plan.norm(-1, self.embed_norm, buf["resid"], 1, D, buf["resid"])
         for i, layer in enumerate(self.layers):
             attn_in = buf["resid"]
             if layer.attn_norm is not None:
@@ -571,6 +615,8 @@ class Decoder:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
                 self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
+            if layer.resid_attn_norm is not None:
+                plan.norm(i, layer.resid_attn_norm, buf["resid"], 1, D, buf["resid"])
             if mlp_in is None:
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -582,6 +628,8 @@ class Decoder:
             else:
                 self._plan_mlp(plan, i, layer, mlp_in, buf)
                 self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
+            if layer.resid_mlp_norm is not None:
+                plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
         plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
                   arch.logit_scale, arch.logit_softcap)
         return plan.finish()
@@ -593,15 +641,19 @@ class Decoder:
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 plan.bias_act(i, buf[name], bias, width, 0)
+            if layer.clip:
+                plan.param_act(i, 0, buf[name], width, (-layer.clip, layer.clip))
+        if layer.norm_after_rope:
+            plan.rope(i, layer.rope, buf["q"], buf["k"], H, KV, hd)
         for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
             if norm is not None:
                 if arch.qk_norm_per_head:
                     plan.norm(i, norm, buf[name], heads, hd, buf[name])
                 else:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
-        plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
+        plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
-                       layer.sinks, layer.chunk, layer.temperature)
+                       layer.sinks, layer.chunk, layer.temperature, layer.alibi)
 
     def _plan_mla(self, plan: Plan, i, layer: Layer, attn_in, buf, scratch):
         """The ops of `_mla`, in its order; returns o_proj's input."""
@@ -637,6 +689,10 @@ class Decoder:
             plan.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
             return
         plan.matmul(i, [layer.up], mlp_in, [buf["mlp_hidden"]])
+        if layer.mlp_act is not None:
+            plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, 0)
+            plan.param_act(i, layer.mlp_act[0], buf["mlp_hidden"], F, layer.mlp_act[1])
+            return
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
 
     def _plan_residual(self, plan: Plan, i, W: Weight, b: Vec | None, post: Norm | None, inp, buf) -> None:

@@ -56,11 +56,13 @@ class GPTNeoXConfig(ConfigMixin):
         self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
 
 
-def hf_tensors(cfg: GPTNeoXConfig, ckpt) -> dict:
+def split_qkv(cfg, ckpt, prefix: str) -> dict:
+    """q, k and v (and their biases) out of a fused `query_key_value` stored per head ([q_h; k_h; v_h] for each head
+    h), under prefix.format(layer): GPT-NeoX, Persimmon."""
     D, H, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
     out = {}
     for i in range(cfg.num_hidden_layers):
-        a = f"{P}layers.{i}.attention."
+        a = prefix.format(i)
         w, b = a + "query_key_value.weight", a + "query_key_value.bias"
         for j, part in enumerate(("q_proj", "k_proj", "v_proj")):
             out[a + part + ".weight"] = ((D, D), lambda w=w, j=j: ckpt.f32(w).reshape(H, 3, hd, D)[:, j].reshape(D, D),
@@ -68,6 +70,10 @@ def hf_tensors(cfg: GPTNeoXConfig, ckpt) -> dict:
             if b in ckpt:
                 out[a + part + ".bias"] = ((D,), lambda b=b, j=j: ckpt.f32(b).reshape(H, 3, hd)[:, j].reshape(D), (b,))
     return out
+
+
+def hf_tensors(cfg: GPTNeoXConfig, ckpt) -> dict:
+    return split_qkv(cfg, ckpt, P + "layers.{}.attention.")
 
 
 def build(cfg: GPTNeoXConfig, t):

@@ -18,7 +18,8 @@ OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: 
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
             lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe",
-            lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy", lib.PT_OP_MAMBA: "mamba"}
+            lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy", lib.PT_OP_MAMBA: "mamba",
+            lib.PT_OP_PARAM_ACT: "param_act", lib.PT_OP_ROPE: "rope"}
 NULL = ffi.NULL
 
 
@@ -84,31 +85,46 @@ class Plan:
     def glu(self, layer: int, act: int, gate, up, width: int, out) -> None:
         self._add(lib.PT_OP_GLU, layer, x=gate, x2=up, y=[out, NULL, NULL], rows=1, width=width, mode=act)
 
+    def param_act(self, layer: int, kind: int, y, width: int, params) -> None:
+        """y = act(y) in place, an activation with up to four parameters (pt_param_act)."""
+        self._add(lib.PT_OP_PARAM_ACT, layer, y=[y, NULL, NULL], rows=1, width=width, mode=kind,
+                  p=list(params) + [0.0] * (4 - len(params)))
+
     def axpy(self, layer: int, y, alpha: float, x, width: int) -> None:
         self._add(lib.PT_OP_AXPY, layer, y=[y, NULL, NULL], x=x, alpha=alpha, width=width)
+
+    def _slot(self, rope) -> int:
+        slot = next((s for s, r in enumerate(self.ropes) if r is rope), None)
+        if slot is None:
+            slot = len(self.ropes)
+            self.ropes.append(rope)
+        return slot
+
+    def rope(self, layer: int, rope, q, k, n_heads: int, n_kv: int, head_dim: int) -> None:
+        """Rotate q and k in place by `rope` (then rope_store with None stores them)."""
+        self._add(lib.PT_OP_ROPE, layer, y=[q, k, NULL], n_heads=n_heads, n_kv=n_kv, head_dim=head_dim,
+                  rot_dim=rope.dim, mode=int(rope.interleaved))
+        self._ops[-1]["slot"] = self._slot(rope)
 
     def rope_store(self, layer: int, rope, q, k, v, n_heads: int, n_kv: int, head_dim: int) -> None:
         """Rotate q and k by `rope` (None: no rotation) and store k, v into the cache of `layer`."""
         fields = dict(y=[q, k, v], n_heads=n_heads, n_kv=n_kv, head_dim=head_dim)
         if rope is not None:
-            slot = next((s for s, r in enumerate(self.ropes) if r is rope), None)
-            if slot is None:
-                slot = len(self.ropes)
-                self.ropes.append(rope)
+            slot = self._slot(rope)
             fields.update(rot_dim=rope.dim, mode=int(rope.interleaved))
         self._add(lib.PT_OP_ROPE_STORE, layer, **fields)
         if rope is not None:
             self._ops[-1]["slot"] = slot
 
     def attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, softcap: float,
-                  window: int, out, sinks=None, chunk: int = 0, temperature=None) -> None:
+                  window: int, out, sinks=None, chunk: int = 0, temperature=None, alibi=None) -> None:
         """sinks: a Vec of one attention-sink logit per query head (gpt-oss), or None; chunk, temperature: as
-        petit.native.attention (Llama 4)."""
+        petit.native.attention (Llama 4); alibi: a Vec of one ALiBi slope per query head, or None."""
         floor, a = temperature or (0.0, 0.0)
         self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window,
                   extra={"sinks": sinks.p if sinks is not None else NULL, "chunk": chunk, "temp_floor": floor,
-                         "temp_scale": a})
+                         "temp_scale": a, "alibi": alibi.p if alibi is not None else NULL})
 
     def heads(self, layer: int, Ws, n_heads: int, x, x_stride: int, x_off: int, y, y_stride: int, y_off: int,
               gin, gout) -> None:

@@ -81,13 +81,23 @@ def _parameters(cls, rp, family: str, unknown: list) -> dict:
     if not isinstance(rp, dict):
         raise ValueError(f"config: rope_parameters must be an object, got {rp!r}")
     nested = [k for k in rp if k in LAYER_TYPES]
+    extra = cls._ROPE_SCALING_EXTRA
     if not nested:
-        return _entry(rp, "rope_parameters", unknown)
+        return _entry(rp, "rope_parameters", unknown, extra)
     other = [k for k in rp if k not in LAYER_TYPES]
     if other:
         raise ValueError(f"config: rope_parameters mixes per-layer-type entries ({', '.join(nested)}) with other keys "
                          f"({', '.join(other)})")
-    entries = {k: _entry(rp[k], f"rope_parameters.{k}", unknown) for k in nested if rp[k] is not None}
+    entries = {k: _entry(rp[k], f"rope_parameters.{k}", unknown, extra) for k in nested if rp[k] is not None}
+    if cls._ROPE_SLIDING_UNSCALED:
+        # full layers: rope_theta with rope_scaling; sliding layers: the same theta, unscaled (OLMo 3)
+        got, local = dict(entries.get("full_attention", {})), entries.get("sliding_attention", {})
+        kind = scaling_type(local.get("rope_scaling", (None,))[0])
+        if kind != "default" or any(n in local and n in got and not _same(n, local[n][0], got[n][0])
+                                    for n in ("rope_theta", "partial_rotary_factor")):
+            raise ValueError(f"config: rope_parameters.sliding_attention must be the full layers' RoPE without "
+                             f"scaling in the {family} family, got {rp['sliding_attention']!r}")
+        return got
     if cls._ROPE_LOCAL_THETA:
         # full layers: rope_theta with rope_scaling; sliding layers: their own theta, unscaled
         got = dict(entries.get("full_attention", {}))
@@ -113,7 +123,7 @@ def _parameters(cls, rp, family: str, unknown: list) -> dict:
     return next((entries[k] for k in used if k in entries), {})
 
 
-def _entry(e, where: str, unknown: list) -> dict:
+def _entry(e, where: str, unknown: list, extra=frozenset()) -> dict:
     """{field: (value, where)} of one rope_parameters object: theta, partial rotary factor and the scaling (None for
     the default type, else a rope_scaling dict, validated)."""
     if not isinstance(e, dict):
@@ -128,7 +138,7 @@ def _entry(e, where: str, unknown: list) -> dict:
         got["rope_scaling"] = (None, where)
     else:
         scaling = {"rope_type": kind, **rest}
-        scaling_type(scaling, where)
+        scaling_type({k: v for k, v in scaling.items() if k not in extra}, where)
         got["rope_scaling"] = (scaling, where)
     return got
 

@@ -114,18 +114,22 @@ class Forward:
         s, T = self.spec, h.shape[0]
         H, KV, hd = s.heads, s.kv_heads, s.head_dim
         q, k, v = self.mm(h, L.q, L.q_b), self.mm(h, L.k, L.k_b), self.mm(h, L.v, L.v_b)
+        if L.clip:
+            q, k, v = (np.clip(a, -L.clip, L.clip) for a in (q, k, v))
         if L.q_norm is not None and not L.qk_norm_over_heads:            # over the whole projection (OLMo 2)
             q, k = self.norm(q, L.q_norm), self.norm(k, L.k_norm)
         q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
-        if L.q_norm is not None and L.qk_norm_over_heads:
+        if L.q_norm is not None and L.qk_norm_over_heads and not L.norm_after_rope:
             q, k = self.norm(q, L.q_norm), self.norm(k, L.k_norm)
         if L.rope is not None:
             inv, factor = L.rope.freqs(T)
             q = ops.rotate(q, L.rope.dim, inv, factor, L.rope.interleaved)
             k = ops.rotate(k, L.rope.dim, inv, factor, L.rope.interleaved)
+        if L.norm_after_rope:
+            q, k = self.norm(q, L.q_norm), self.norm(k, L.k_norm)
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
-                            L.temperature)
+                            L.temperature, L.alibi)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
@@ -175,6 +179,8 @@ class Forward:
         if L.gate is not None:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
             a = ops.act(self.spec.act, g) * u
+        elif L.xielu is not None:
+            a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu))
         else:
             a = ops.act(self.spec.act, self.mm(h, L.up, L.up_b))
         return self.norm(self.mm(a, L.down, L.down_b), L.post_mlp_norm)
@@ -185,6 +191,7 @@ class Forward:
         x = self.w(s.embed)[ids] * s.embed_scale
         if s.pos_embed:
             x = x + self.w(s.pos_embed)[:T]
+        x = self.norm(x, s.embed_norm)
         rs = s.residual_scale
         for L in s.layers:
             h = self.norm(x, L.attn_norm)
@@ -206,8 +213,8 @@ class Forward:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
-                x = x + rs * self.attention(L, h)
-                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                x = self.norm(x + rs * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
         y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)

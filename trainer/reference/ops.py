@@ -24,7 +24,25 @@ def act(name: str, x: np.ndarray) -> np.ndarray:
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     if name == "relu":
         return np.maximum(x, 0.0)
+    if name == "relu2":
+        return np.maximum(x, 0.0) ** 2
     raise ValueError(f"activation {name!r} is not modelled by the reference")
+
+
+def _bf16(x: float) -> float:
+    """x rounded to the nearest bfloat16 (ties to even): 8 significant bits."""
+    if x == 0 or not np.isfinite(x):
+        return x
+    m, e = np.frexp(x)                       # x = m 2^e, 0.5 <= |m| < 1
+    return float(np.ldexp(np.round(m * 256.0), e - 8))     # np.round: half to even
+
+
+def xielu(x: np.ndarray, alpha_p: float, alpha_n: float, beta: float, eps: float) -> np.ndarray:
+    """xIELU (Apertus) from its raw parameters: a_p = softplus(alpha_p), a_n = beta + softplus(alpha_n), each
+    rounded to bfloat16 as transformers computes them (it keeps these parameters in bfloat16); a_p x^2 + beta x for
+    x > 0, else (expm1(min(x, eps)) - x) a_n + beta x."""
+    a_p, a_n = _bf16(np.logaddexp(0.0, alpha_p)), _bf16(beta + _bf16(np.logaddexp(0.0, alpha_n)))
+    return np.where(x > 0, a_p * x * x + beta * x, (np.expm1(np.minimum(x, eps)) - x) * a_n + beta * x)
 
 
 def norm(x: np.ndarray, kind: str, eps: float, w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
@@ -68,17 +86,20 @@ def attention_values(q, k, v, scale: float) -> np.ndarray:
 
 
 def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, chunk: int = 0,
-              temperature=None) -> np.ndarray:
+              temperature=None, alibi=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
     softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
     sinks [H]: one more logit per head in the softmax, whose share is dropped; chunk > 0: query i sees keys of its
-    chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)))."""
+    chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)));
+    alibi [H]: slope_h * (j - i) added to the scores (BLOOM, MPT, Falcon)."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
     if temperature is not None:
         f, a = temperature
         s = s * (1.0 + a * np.log(np.floor((np.arange(T) + 1.0) / f) + 1.0))[None, :, None]
+    if alibi is not None:
+        s = s + np.asarray(alibi, np.float64)[:, None, None] * (np.arange(T)[None, :] - np.arange(T)[:, None])
     if softcap:
         s = softcap * np.tanh(s / softcap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]

@@ -80,6 +80,12 @@ class LayerSpec:
     mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
     mamba2: "Mamba2Spec | None" = None   # a Mamba-2 mixer in place of attention and MLP
     short_conv: "ShortConvSpec | None" = None   # LFM2's gated short convolution in place of attention (an MLP follows)
+    clip: float = 0.0                    # > 0: q, k, v clamped to [-clip, clip] after their biases (OLMo)
+    norm_after_rope: bool = False        # the q / k norms act on the rotated q and k (Hunyuan)
+    xielu: tuple | None = None           # the plain MLP's activation is xIELU of these (alpha_p, alpha_n, beta, eps)
+    resid_attn_norm: NormSpec | None = None    # post-LN: the residual stream normed after the attention's add (OPT)
+    resid_mlp_norm: NormSpec | None = None     # and after the MLP's
+    alibi: list | None = None            # [H] ALiBi slopes: slope_h * (j - i) added to the scores
 
 
 @dataclass
@@ -137,6 +143,7 @@ class ModelSpec:
     head_b: str | None = None
     logit_scale: float = 1.0
     logit_softcap: float = 0.0
+    embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
 
 
 @dataclass

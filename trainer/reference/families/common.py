@@ -4,7 +4,7 @@ from trainer.reference.rope import rope_freqs
 from trainer.reference.spec import NormSpec, RopeSpec
 
 ACTS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-        "gelu_fast": "gelu_tanh", "relu": "relu"}
+        "gelu_fast": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
 
 def get(cfg: dict, key: str, default):

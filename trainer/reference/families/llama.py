@@ -24,24 +24,32 @@ def mlp_names(p: str, bias: bool) -> dict:
 
 
 def llama_like(cfg, names, family, *, eps, qkv_bias=False, o_bias=False, mlp_bias=False, rope_of=None,
-               window_of=None, qk_norm=None, post_only=False, moe_of=None, **model_kw) -> ModelSpec:
-    """The Llama block: x + attn(norm(x)), then x + mlp(norm(x)); rope_of(i) / window_of(i) per layer."""
+               window_of=None, qk_norm=None, post_only=False, moe_of=None, plain_mlp=False, norm=None,
+               norm_names=("input_layernorm", "post_attention_layernorm"), tied=False, **model_kw) -> ModelSpec:
+    """The Llama block: x + attn(norm(x)), then x + mlp(norm(x)); rope_of(i) / window_of(i) per layer.
+    plain_mlp: down(act(up x)) with no gate; norm(name) -> NormSpec: the norms' kind (default RMSNorm with eps);
+    norm_names: the two pre-norms; tied: the default of tie_word_embeddings. A model_kw act other than silu
+    replaces the check of hidden_act."""
     H, KV, hd = heads(cfg)
-    if activation(cfg, "hidden_act", "silu") != "silu":
+    if "act" not in model_kw and activation(cfg, "hidden_act", "silu") != "silu":
         raise ValueError(f"the reference does not model hidden_act={cfg['hidden_act']!r} of {family}")
+    norm = norm or (lambda name: rms(name, eps))
     spec = ModelSpec(family, H, KV, hd, "model.embed_tokens.weight",
-                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
-                     rms("model.norm", eps), **model_kw)
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", tied) else "lm_head.weight",
+                     norm("model.norm"), **model_kw)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         moe = moe_of(i, p) if moe_of else None
-        L = LayerSpec(**attn_names(p, qkv_bias, o_bias), **({"moe": moe} if moe else mlp_names(p, mlp_bias)),
+        mlp = {"moe": moe} if moe else mlp_names(p, mlp_bias)
+        if plain_mlp:
+            mlp = {k: v for k, v in mlp.items() if not k.startswith("gate")}
+        L = LayerSpec(**attn_names(p, qkv_bias, o_bias), **mlp,
                       rope=rope_of(i) if rope_of else None, window=window_of(i) if window_of else 0)
         if post_only:                       # OLMo 2: norms after each sublayer, none before
-            L.post_attn_norm, L.post_mlp_norm = rms(p + "post_attention_layernorm", eps), \
-                rms(p + "post_feedforward_layernorm", eps)
+            L.post_attn_norm, L.post_mlp_norm = norm(p + "post_attention_layernorm"), \
+                norm(p + "post_feedforward_layernorm")
         else:
-            L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "post_attention_layernorm", eps)
+            L.attn_norm, L.mlp_norm = norm(p + norm_names[0]), norm(p + norm_names[1])
         if qk_norm:
             L.q_norm, L.k_norm = rms(p + "self_attn.q_norm", eps), rms(p + "self_attn.k_norm", eps)
             L.qk_norm_over_heads = qk_norm == "head"
