@@ -7,7 +7,8 @@
 typedef struct {
     const void *data;   /* first byte of the tensor (f32, f16, bf16, q8_0 or q4_0 rows, see docs/petit-format.md;
                          * or q8_0 / q4_0 interleaved in groups of 8 rows, see pt_interleave) */
-    int32_t dtype;      /* PT_F32 0, PT_F16 1, PT_BF16 2, PT_Q8_0 3, PT_Q4_0 4, PT_Q8_0_X8 5, PT_Q4_0_X8 6 */
+    int32_t dtype;      /* PT_F32 0, PT_F16 1, PT_BF16 2, PT_Q8_0 3, PT_Q4_0 4, PT_Q8_0_X8 5, PT_Q4_0_X8 6, PT_TQ2 7
+                         * (ternary rows, internal.h) */
     int64_t rows;       /* output features */
     int64_t cols;       /* input features (a multiple of 32 for q8_0 / q4_0) */
 } pt_tensor;

@@ -17,7 +17,12 @@
 /* attention splits each query's positions into blocks of this many, aligned to absolute positions (attention.c) */
 #define PT_ATTN_BLOCK 64
 
-enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6 };
+enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6, PT_TQ2 = 7 };
+/* PT_TQ2, ternary weights (BitNet b1.58): a row is a float32 scale, then blocks of 32 values in 8 bytes, the value
+ * t in {-1, 0, 1} at block position j + 8 k stored as t + 1 in bits 2k..2k+1 of byte j; w = t * scale. Its products
+ * take activations quantized per token (BitNet's rule: pt_act.d[t] = 127 / max|x[t]|, .s[t] the sum of the
+ * quants), not per block */
+#define TQ2_HEADER 4
 /* GGUF's other block types as a pt_tensor dtype: PT_GGUF + GGUF's type code (Q4_K: 32 + 12), see gguf_quants.c */
 #define PT_GGUF 32
 enum { PT_ISA_SCALAR = 0, PT_ISA_AVX2 = 1, PT_ISA_AVX512 = 2, PT_ISA_NEON = 3, PT_ISA_AVXVNNI = 4, PT_ISA_COUNT = 5 };
@@ -99,6 +104,9 @@ typedef struct {
      * the last group are plain rows: rows_q8 / rows_q4 take them). The same bits as the plain kernels give. */
     void (*rows_q8x8)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
                       int accumulate);
+    /* ternary rows (PT_TQ2) against activations quantized per token: a->d[t] the token's scale, a->s[t] its sum */
+    void (*rows_tq2)(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y,
+                     int64_t ldy, int accumulate);
     void (*rows_q4x8)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y, int64_t ldy,
                       int accumulate);
     int interleave;     /* 1: the interleaved kernels are this path's fast ones (the loader interleaves matrices) */

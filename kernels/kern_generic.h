@@ -234,6 +234,34 @@ static void glu_g(int act, const float *g, const float *u, int64_t n, float *out
 
 static inline void store_y(float *y, float v, int accumulate) { *y = accumulate ? *y + v : v; }
 
+/* ternary rows (PT_TQ2, internal.h) against per-token int8 activations: sum q * (u - 1) = sum q * u - sum q, the
+ * first in int32 per block (u in 0..2, q in -128..127: at most 32 * 254 a block), y = that / d[t] * scale. Exact
+ * integer sums, so every path gives the same bits. */
+static void rows_tq2_g(const uint8_t *w, int64_t row_bytes, int64_t r0, int64_t r1, const pt_act *a, int64_t T,
+                       float *y, int64_t ldy, int accumulate) {
+    const int64_t K = a->K, nb = K / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + r * row_bytes;
+        float scale;
+        memcpy(&scale, row, 4);
+        const uint8_t *blocks = row + TQ2_HEADER;
+        for (int64_t t = 0; t < T; t++) {
+            const int8_t *q = a->q + t * K;
+            int32_t acc = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *u = blocks + b * 8;
+                const int8_t *qb = q + b * QK;
+                int32_t s = 0;
+                for (int k = 0; k < 4; k++)
+#pragma omp simd reduction(+:s)
+                    for (int j = 0; j < 8; j++) s += (int32_t)qb[8 * k + j] * (int32_t)((u[j] >> (2 * k)) & 3);
+                acc += s;
+            }
+            store_y(y + t * ldy + r, (float)(acc - a->s[t]) / a->d[t] * scale, accumulate);
+        }
+    }
+}
+
 /* float weights (f32, f16, bf16) against float activations x [T][K] */
 static void rows_float_g(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
                          int64_t T, float *y, int64_t ldy, int accumulate) {

@@ -23,6 +23,27 @@ void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, 
 
 typedef struct { const float *x; int64_t K; const pt_kernels *k; } quant_job;
 
+/* BitNet's activation rule, per token: d = 127 / max(max |x|, 1e-5), q = clamp(round(x d), -128, 127) (half to even,
+ * as torch.round), s = the sum of q (the ternary kernel's offset) */
+static void quant_token_task(void *ctx, int64_t t, int ith) {
+    (void)ith;
+    const quant_job *j = (const quant_job *)ctx;
+    const float *x = j->x + t * j->K;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < j->K; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float d = 127.0f / (amax > 1e-5f ? amax : 1e-5f);
+    int8_t *q = act.q + t * j->K;
+    int32_t s = 0;
+    for (int64_t i = 0; i < j->K; i++) {
+        float v = rintf(x[i] * d);
+        v = v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
+        q[i] = (int8_t)v;
+        s += q[i];
+    }
+    act.d[t] = d;
+    act.s[t] = s;
+}
+
 static void quant_task(void *ctx, int64_t t, int ith) {
     (void)ith;
     quant_job *j = (quant_job *)ctx;
@@ -64,7 +85,10 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     float *y = j->y[m] + t0 * W->rows;
     const uint8_t *data = (const uint8_t *)W->data;
     const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
-    if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
+    if (W->dtype == PT_TQ2) {                   /* per-token activations: one scale and one sum a token */
+        const pt_act at = {j->a.q + t0 * K, j->a.d + t0, j->a.s + t0, K};
+        j->k->rows_tq2(data, rb, r0, r1, &at, T, y, W->rows, j->accumulate);
+    } else if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF) {
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
@@ -87,11 +111,18 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     for (int m = 0; m < n; m++) {
         if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
         if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
+        /* ternary matrices take per-token activations: they share a call only with each other */
+        if ((W[m]->dtype == PT_TQ2) != (W[0]->dtype == PT_TQ2)) return -1;
         quantized |= W[m]->dtype >= PT_Q8_0;     /* q8_0, q4_0, plain or interleaved */
     }
     const int64_t K = W[0]->cols;
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
-    if (quantized) {
+    if (W[0]->dtype == PT_TQ2) {
+        if (act_reserve(T * K) < 0) return -3;      /* its d and s hold more than T entries (K >= 32) */
+        quant_job qj = {x, K, j.k};
+        pt_run_chunks(quant_token_task, &qj, T, (double)T * (double)K);
+        j.a = (pt_act){act.q, act.d, act.s, K};
+    } else if (quantized) {
         if (act_reserve(T * K) < 0) return -3;
         quant_job qj = {x, K, j.k};
         pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);

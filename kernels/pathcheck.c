@@ -195,6 +195,31 @@ static void check_attention(report *r, const pt_kernels *k, const pt_kernels *s)
     }
 }
 
+/* ternary rows (BitNet) against per-token activations: integer sums, so the paths must agree to the bit */
+static void check_ternary(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { K = 96, T = 7 };
+    static float w[ROWS * K], y[T * ROWS], y_ref[T * ROWS];
+    static uint8_t wq[ROWS * (TQ2_HEADER + K / 4)];
+    static int8_t q[T * K];
+    static float d[T];
+    static int32_t sums[T];
+    for (int64_t i = 0; i < ROWS * K; i++) w[i] = rnd();
+    for (int64_t i = 0; i < T * K; i++) q[i] = (int8_t)(rnd() * 127.0f);
+    for (int64_t t = 0; t < T; t++) {
+        d[t] = 20.0f + (float)t;
+        sums[t] = 0;
+        for (int64_t i = 0; i < K; i++) sums[t] += q[t * K + i];
+    }
+    if (pt_quantize(PT_TQ2, w, ROWS, K, wq) != 0) return;
+    const pt_act a = {q, d, sums, K};
+    for (int acc = 0; acc < 2; acc++) {
+        for (int64_t i = 0; i < T * ROWS; i++) y[i] = y_ref[i] = acc ? 0.5f : 0.0f;
+        k->rows_tq2(wq, TQ2_HEADER + K / 4, 0, ROWS, &a, T, y, ROWS, acc);
+        s->rows_tq2(wq, TQ2_HEADER + K / 4, 0, ROWS, &a, T, y_ref, ROWS, acc);
+        if (agree(r, "ternary matmul", y, y_ref, NULL, T * ROWS, 0.0f)) return;
+    }
+}
+
 int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (n > 0) msg[0] = 0;
     if (k == &pt_kernels_scalar) return 0;
@@ -204,5 +229,6 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (!r.failed) check_gguf(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_layer_ops(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_attention(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_ternary(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;
 }

@@ -34,7 +34,8 @@
  *   ATTENTION *  x (q), the sequence's cache of `layer`  y[0]             n_heads, n_kv, head_dim, scale, softcap,
  *                                                                         window, extra (sinks, chunk,
  *                                                                         temperature; zeros: none)
- *   LAST_NORM *  the last n_logits rows of each          y[0] [n][width], as NORM (rows 1); n: the sequences'
+ *   LAST_NORM *  the last n_logits rows of each          y[0] [n][width], as NORM (rows 1; mode -1: copied, no
+ *                                                                         norm); n: the sequences'
  *                sequence's rows of x                    packed in order  n_logits together; skipped when n is 0
  *   LOGITS       x [n][W[0]->cols], W[0], b (NULL: no    step->logits     scale (1: none), softcap (0: none);
  *                bias)                                                    skipped when n is 0
@@ -134,6 +135,11 @@ static int attention(const pt_plan_op *op, const pt_seq *q, int64_t off) {
 /* the final norm of each sequence's last n_logits rows, packed one sequence after another into y[0] */
 static int last_norm(const pt_plan_op *op, const pt_seq *q, int64_t off, int64_t out) {
     if (q->n_logits == 0) return 0;
+    if (op->mode < 0) {         /* no final norm (OPT-350m's post-LN): the rows as they are */
+        memcpy(rows_of(op->y[0], out, op->width), rows_of(op->x, off + q->T - q->n_logits, op->width),
+               (size_t)(q->n_logits * op->width) * sizeof(float));
+        return 0;
+    }
     return pt_norm(op->mode, rows_of(op->x, off + q->T - q->n_logits, op->width), op->w, op->b, op->eps,
                    q->n_logits, op->width, op->w_rows, rows_of(op->y[0], out, op->width));
 }

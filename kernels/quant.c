@@ -12,6 +12,7 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
     case PT_F16: case PT_BF16: return cols * 2;
     case PT_Q8_0: case PT_Q8_0_X8: return cols % QK ? -1 : cols / QK * Q8_BYTES;
     case PT_Q4_0: case PT_Q4_0_X8: return cols % QK ? -1 : cols / QK * Q4_BYTES;
+    case PT_TQ2: return cols % QK ? -1 : TQ2_HEADER + cols / 4;
     default: return -1;
     }
 }
@@ -84,6 +85,13 @@ static void dequantize_row(int32_t dtype, const uint8_t *x, int64_t cols, float 
             for (int j = 0; j < QK; j++) out[j] = d * (float)(int8_t)x[2 + j];
         }
         break;
+    case PT_TQ2: {
+        float scale;
+        memcpy(&scale, x, 4);
+        for (int64_t i = 0; i < cols; i++)
+            out[i] = scale * (float)((int)((x[TQ2_HEADER + i / QK * 8 + i % 8] >> (2 * (i % QK / 8))) & 3) - 1);
+        break;
+    }
     case PT_Q4_0:
         for (int64_t b = 0; b < cols / QK; b++, x += Q4_BYTES, out += QK) {
             float d = pt_h2f(pt_load_u16(x));
@@ -139,8 +147,34 @@ static void dequantize_rows(void *ctx, int64_t r0, int64_t r1) {
 
 /* rows are independent: the pool splits them (loading a Hugging Face model quantizes every matrix here).
  * -2: q8_0 / q4_0 met a NaN or an infinity (its row is zeroed; the caller finds and names the value) */
+/* BitNet b1.58's ternary rule over the whole matrix: s = 1 / max(mean |x|, 1e-5), t = clamp(round(x s), -1, 1) (half
+ * to even, as torch.round), each row's scale 1 / s, so w = t / s as transformers' WeightQuant computes it */
+static int quantize_tq2(const float *x, int64_t rows, int64_t cols, uint8_t *out) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        if (!isfinite(x[i])) return -2;
+        sum += fabs((double)x[i]);
+    }
+    const int64_t n = rows * cols;
+    float mean = n > 0 ? (float)(sum / (double)n) : 0.0f;
+    const float s = 1.0f / (mean > 1e-5f ? mean : 1e-5f), inv = 1.0f / s;
+    const int64_t rb = TQ2_HEADER + cols / 4;
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *o = out + r * rb;
+        memcpy(o, &inv, 4);
+        memset(o + TQ2_HEADER, 0, (size_t)(cols / 4));
+        for (int64_t i = 0; i < cols; i++) {
+            float v = rintf(x[r * cols + i] * s);
+            int t = v > 1.0f ? 1 : (v < -1.0f ? -1 : (int)v);
+            o[TQ2_HEADER + i / QK * 8 + i % 8] |= (uint8_t)((t + 1) << (2 * (i % QK / 8)));
+        }
+    }
+    return 0;
+}
+
 int pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out) {
     rows_job j = {dtype, x, out, cols, pt_row_bytes(dtype, cols), 0};
+    if (dtype == PT_TQ2) return j.rb < 0 || rows < 0 ? -1 : quantize_tq2(x, rows, cols, (uint8_t *)out);
     if (j.rb < 0 || rows < 0 || dtype > PT_Q4_0) return -1;     /* interleaving is pt_interleave's */
     pt_run_rows(quantize_rows, &j, rows, cols);
     return atomic_load(&j.nonfinite) ? -2 : 0;

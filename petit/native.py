@@ -105,7 +105,7 @@ if hasattr(os, "register_at_fork"):   # POSIX only: Windows has no fork()
     os.register_at_fork(after_in_child=_restart_in_child)
 
 
-DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
+DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "tq2": 7}    # tq2: BitNet's ternary rows
 INTERLEAVED = {"q8_0": 5, "q4_0": 6}     # the same types interleaved in groups of 8 rows (kernels/interleave.c)
 BLOCK = 32
 
@@ -220,13 +220,28 @@ def quantize(x: np.ndarray, dtype: str, search: bool = False) -> np.ndarray:
     out = weight_buffer(rows, rb)
     if dtype in SEARCHED and (search or dtype != "q4_0"):
         rc = lib.pt_quantize_search(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
-    elif dtype in DTYPES and DTYPES[dtype] <= DTYPES["q4_0"]:
+    elif dtype in DTYPES and (DTYPES[dtype] <= DTYPES["q4_0"] or dtype == "tq2"):
         rc = lib.pt_quantize(DTYPES[dtype], _ptr(x), rows, cols, _ptr(out, "void *"))
     else:
-        raise ValueError(f"cannot quantize to {dtype}: Petit writes f32, f16, bf16, q8_0, {', '.join(SEARCHED)}")
+        raise ValueError(f"cannot quantize to {dtype}: Petit writes f32, f16, bf16, q8_0, tq2, {', '.join(SEARCHED)}")
     if rc == -2:
         at = int(np.flatnonzero(~np.isfinite(x))[0])
         raise NonFiniteError(at // cols, at % cols, float(x.flat[at]), dtype)
+    return out
+
+
+def pack_tq2(t: np.ndarray, scale: float) -> np.ndarray:
+    """Ternary values t [rows, cols] (each -1, 0 or 1) with one scale for every row, as tq2 rows (kernels/internal.h:
+    a float32 scale, then per 32 values 8 bytes, value j + 8 k as t + 1 in bits 2k..2k+1 of byte j)."""
+    t = np.asarray(t)
+    rows, cols = t.shape
+    if cols % BLOCK or not np.isin(t, (-1, 0, 1)).all():
+        raise ValueError(f"tq2 needs ternary values in rows of whole {BLOCK}-value blocks, got shape {t.shape}")
+    u = (t.astype(np.int16) + 1).astype(np.uint8).reshape(rows, cols // BLOCK, 4, 8)
+    packed = u[:, :, 0] | (u[:, :, 1] << 2) | (u[:, :, 2] << 4) | (u[:, :, 3] << 6)
+    out = weight_buffer(rows, row_bytes("tq2", cols))
+    out[:, :4] = np.full((rows, 1), scale, np.float32).view(np.uint8)
+    out[:, 4:] = packed.reshape(rows, -1)
     return out
 
 

@@ -6,9 +6,9 @@ the prepared model, never the per-token loop, so it costs nothing when unset.
                        layers have): for families with biases only
     rope_wrong_half    RoPE rotates by -angle, as if rotate_half took the wrong half ([x2, -x1] for [-x2, x1])
     norm_eps_x100      every norm's epsilon x 100
-    q_block_scale_x8   the fp16 scale of one q8_0 / q4_0 block x 8: the first block of the first row of layer 0's
-                       MLP output matrix (a Mamba layer's: its mixer's out_proj), in a private copy (the file is not
-                       touched)
+    q_block_scale_x8   the fp16 scale of one q8_0 / q4_0 block x 8 (a tq2 row's float32 scale: BitNet): the first
+                       block of the first row of layer 0's MLP output matrix (a Mamba layer's: its mixer's out_proj),
+                       in a private copy (the file is not touched)
 
 A fault that does not apply to the model (no bias, no RoPE) is an error, so a test cannot pass by accident; the block
 scale fault only exists in a model that runs q8_0 / q4_0 matrices (a load converting them to float reads no scale
@@ -61,20 +61,24 @@ def apply(net) -> None:
         if not mirrored:
             raise ValueError("PETIT_TEST_FAULT=rope_wrong_half: this model has no RoPE")
     elif name == "norm_eps_x100":
-        norms = [net.final_norm] + [n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm,
-                                                                 L.post_mlp_norm, L.q_norm, L.k_norm) if n is not None]
-        for n in {id(n): n for n in norms}.values():
+        norms = [net.final_norm, net.embed_norm] + [
+            n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm, L.post_mlp_norm, L.q_norm,
+                                        L.k_norm, L.o_norm, L.down_norm, L.resid_attn_norm, L.resid_mlp_norm)]
+        for n in {id(n): n for n in norms if n is not None}.values():
             n.eps *= 100
     else:
         from petit.native import Weight
         moe, mixer = layers[0].moe, layers[0].mamba
         # an MoE layer: its first expert's down matrix; a Mamba layer: its mixer's out_proj
         W = mixer.out_proj if mixer is not None else layers[0].down if moe is None else moe.down[0]
-        if W.dtype not in ("q8_0", "q4_0"):      # a load that dequantizes the matrices never reads a block scale
+        if W.dtype not in ("q8_0", "q4_0", "tq2"):   # a load that dequantizes the matrices reads no block scale
             return
         raw = np.array(W.raw, np.uint8).reshape(-1)
-        d = raw[:2].view("<f2")
-        d[0] = np.float16(d[0] * np.float16(8))
+        if W.dtype == "tq2":                     # a ternary row's one float32 scale (BitNet)
+            raw[:4].view("<f4")[0] *= np.float32(8)
+        else:
+            d = raw[:2].view("<f2")
+            d[0] = np.float16(d[0] * np.float16(8))
         if mixer is not None:
             mixer.replace({id(W): Weight(raw, W.dtype, W.shape)})
         elif moe is None:

@@ -25,7 +25,17 @@ MINIMAL_SSM = {"vocab_size": 1000, "hidden_size": 2048, "num_hidden_layers": 4} 
 # Mamba-2's default heads (128 x 64) need hidden_size 4096 (its default) at expand 2
 MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_SSM,
             "mamba2": dict(MINIMAL_SSM, hidden_size=4096),
-            "granitemoehybrid": dict(MINIMAL, layer_types=["mamba", "attention", "mamba", "mamba"])}
+            "granitemoehybrid": dict(MINIMAL, layer_types=["mamba", "attention", "mamba", "mamba"]),
+            # GPT-2's names (GPT-J, CodeGen, GPT-BigCode), GPT-Neo's (24 layers: its default attention_types), BLOOM's,
+            # MPT's and OPT's (its ffn_dim)
+            "gptj": MINIMAL_GPT2, "codegen": MINIMAL_GPT2, "gpt_bigcode": MINIMAL_GPT2,
+            "gpt_neo": {"vocab_size": 1000, "hidden_size": 2048, "num_layers": 24, "num_heads": 32},
+            "falcon": {k: MINIMAL[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")},
+            "bloom": {"vocab_size": 1000, "hidden_size": 2048, "n_layer": 4, "n_head": 32},
+            "mpt": {"vocab_size": 1000, "d_model": 2048, "n_heads": 32, "n_layers": 4},
+            "opt": {"vocab_size": 1000, "hidden_size": 2048, "ffn_dim": 5632, "num_hidden_layers": 4,
+                    "num_attention_heads": 32},
+            "bitnet": dict(MINIMAL, hidden_size=2560, num_attention_heads=20)}   # its default 5 kv heads
 
 
 def declared(model_type: str) -> dict:

@@ -8,7 +8,7 @@ import pytest
 
 from test_kernels_integrity import pt64_oracle
 from petit.formats.petit_file import (
-    ALIGNMENT, BLOCKS, DTYPE_CODES, MAGIC, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
+    ALIGNMENT, BLOCKS, DTYPE_CODES, MAGIC, ROW_HEADERS, VERSION, PetitFile, PetitFileError, TensorInfo, read_petit,
     tensor_nbytes, write_petit,
 )
 
@@ -103,9 +103,10 @@ def expect_error(path, *parts):
 def test_constants():
     assert MAGIC == b"PETIT\0\0\0" and VERSION == 1 and ALIGNMENT == 64
     assert DTYPE_CODES == {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "q5_0": 5, "q4_k": 6, "q5_k": 7,
-                           "q6_k": 8}
+                           "q6_k": 8, "tq2": 9}
     assert BLOCKS == {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
-                      "q6_k": (256, 210)}      # GGML's block_q5_0, block_q4_K, block_q5_K, block_q6_K
+                      "q6_k": (256, 210), "tq2": (32, 8)}   # GGML's block_q5_0, ..., block_q6_K; BitNet's ternary rows
+    assert ROW_HEADERS == {"tq2": 4}                         # with a float32 scale before each row
     assert issubclass(PetitFileError, ValueError)
 
 
@@ -447,8 +448,8 @@ def test_invalid_utf8_name(small):
 
 
 def test_unknown_dtype_code(small):
-    patch(small, entry_offsets(small)["dtype"], "<I", 9)
-    expect_error(small, "tensor 'x.weight'", "unknown dtype code 9")
+    patch(small, entry_offsets(small)["dtype"], "<I", 10)
+    expect_error(small, "tensor 'x.weight'", "unknown dtype code 10")
 
 
 @pytest.mark.parametrize("ndim", [0, 5, 2**31])

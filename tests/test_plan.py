@@ -100,6 +100,10 @@ def test_the_fixtures_switch_on_what_the_plan_must_carry():
     # activation
     assert nets["olmo"].layers[0].clip > 0 and nets["hunyuan_v1_dense"].layers[0].norm_after_rope
     assert nets["apertus"].layers[0].mlp_act is not None
+    # ALiBi, the embedding norm, post-LN residual norms and no final norm, the sub-norms and ternary rows of BitNet
+    assert nets["bloom"].layers[0].alibi is not None and nets["bloom"].embed_norm is not None
+    assert nets["opt_350m"].layers[0].resid_attn_norm is not None and nets["opt_350m"].final_norm is None
+    assert nets["bitnet"].layers[0].o_norm is not None and nets["bitnet"].layers[0].q.dtype == "tq2"
 
 
 def test_last_positions_and_no_head():

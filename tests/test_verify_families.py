@@ -35,8 +35,10 @@ WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name == "hf_ssm"}
 WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
-               "helium", "nemotron", "olmo", "persimmon", "seed_oss"}
-WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba"}   # Granite 4.0-H, Jamba: NoPE
+               "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",
+               "falcon_alibi", "bloom", "opt", "opt_350m"}
+WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
+                "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt"}  # learned, ALiBi
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -50,11 +52,14 @@ def worst_share(r: dict) -> float:
 
 
 def faults_for(case: str, weights: str) -> list[str]:
-    # helium's rms_norm_eps is 1e-8: 100 times that is still far below mean(x^2) and changes no logit
-    out = [] if case == "helium" else ["norm_eps_x100"]
+    # helium's rms_norm_eps is 1e-8: 100 times that is still far below mean(x^2) and changes no logit; BitNet's at
+    # q8_0 / q4_0 moves the logits by 0.03 of their scale, within what the quantized head's rounding allows (0.16;
+    # at f32, where only its ternary rows are quantized, the fault is 2,700 times the float limit)
+    out = [] if case == "helium" or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
     out += [] if case in WITHOUT_ROPE else ["rope_wrong_half"]
     out += ["drop_bias"] if case in WITH_BIASES else []
-    out += ["q_block_scale_x8"] if weights != "f32" else []
+    # a ternary model (BitNet) runs its tq2 rows at every weight type: their scale is the block scale
+    out += ["q_block_scale_x8"] if weights != "f32" or case.startswith("bitnet") else []
     return out
 
 
@@ -97,7 +102,9 @@ def test_a_correct_engine_passes(files, case, weights):
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
     per_layer = {"mamba2": 2, "lfm2": 5}.get(case, 4 if case in SSM else 6)     # LFM2: a conv's 2 and an MLP
-    assert r["weights"] == weights and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
+    # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
+    expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
+    assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
     # half the limit at most; quantized MoE 0.8 (measured up to 0.68: routing is compared only where the engine and the
     # reference choose the same experts, and these tiny random experts differ a lot, so a near-tie moves more)
     margin = 0.8 if case in MOE and weights != "f32" else 0.5
@@ -114,7 +121,11 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         monkeypatch.setenv("PETIT_TEST_FAULT", fault)
         r = verify(path, n=0, reference=ref)
         assert not r["pass"] and r["failures"], (fault, r)
-        assert worst_share(r) >= 8, (fault, worst_share(r), r["failures"])
+        # BitNet at q8_0 / q4_0: the limits assume int8 block activations in every layer's products, where only its
+        # head has them (its blocks are ternary): a wrong RoPE fails at 3.4-5.5x the limit there (0.43-0.84 of the
+        # logit scale), every other fault and family at 8x or more
+        least = 3 if case.startswith("bitnet") and weights != "f32" else 8
+        assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
             mixer = L.mamba or L.mamba2 or L.short_conv
@@ -136,10 +147,10 @@ def test_a_fault_that_does_not_apply_is_an_error(files, monkeypatch):
 
 def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_path, monkeypatch):
     with read_petit(files["llama", "f32"][0]) as f:
-        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="falcon"))
+        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="rwkv7"))
         write_petit(tmp_path / "m.petit", meta, {n: (i.dtype, i.shape, np.array(f.raw(n))) for n, i in
                                                  f.tensors.items()})
-    with pytest.raises(ValueError, match="does not model model_type 'falcon'"):
+    with pytest.raises(ValueError, match="does not model model_type 'rwkv7'"):
         Reference(tmp_path / "m.petit")
     with read_petit(files["llama", "f32"][0]) as f:   # a config style it does not read: refused, not guessed at
         meta = dict(f.metadata, config=dict(f.metadata["config"], rope_parameters={"rope_type": "linear",
@@ -151,7 +162,7 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
     # a family the engine runs but the reference has not learnt yet: an error, never a verdict
     monkeypatch.delitem(FAMILIES, "qwen2")
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "
-                                         r"apertus, arcee, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5, .*\), so it cannot verify this model"):
+                                         r"apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, .*\), so it cannot verify this model"):
         verify(files["qwen2", "q8_0"][0], n=0)
     with pytest.raises(ValueError, match=f"^{HERE / 'qwen2'}: the independent reference does not model model_type"):
         verify(HERE / "qwen2", n=0)

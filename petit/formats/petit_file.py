@@ -22,10 +22,14 @@ from petit.native import anonymous_map
 MAGIC = b"PETIT\0\0\0"
 VERSION = 1
 ALIGNMENT = 64
-DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "q5_0": 5, "q4_k": 6, "q5_k": 7, "q6_k": 8}
+DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4, "q5_0": 5, "q4_k": 6, "q5_k": 7, "q6_k": 8,
+               "tq2": 9}
 # block types: values per block, bytes per block (GGML's layouts: docs/petit-format.md)
 BLOCKS = {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
           "q6_k": (256, 210)}
+# block types with a header per row (tq2: one float32 scale, then 8-byte blocks of 32 ternary values)
+ROW_HEADERS = {"tq2": 4}
+BLOCKS["tq2"] = (32, 8)
 MAX_NAME_LEN = 1024
 MAX_NDIM = 4
 
@@ -126,7 +130,7 @@ def tensor_nbytes(dtype: str, shape) -> int:
         if shape[-1] % size:
             raise ValueError(f"shape {shape}: last dimension {shape[-1]} is not a multiple of {size} "
                              f"as dtype {dtype} requires")
-        return n // size * nb
+        return n // size * nb + n // shape[-1] * ROW_HEADERS.get(dtype, 0)
     return n * _ELEM_BYTES[dtype]
 
 
@@ -428,7 +432,7 @@ class PetitFile:
         raw, info = self.raw(name), self.tensors[name]
         if info.dtype in BLOCKS:
             size, nb = BLOCKS[info.dtype]
-            return raw.reshape(info.shape[:-1] + (info.shape[-1] // size * nb,))
+            return raw.reshape(info.shape[:-1] + (info.shape[-1] // size * nb + ROW_HEADERS.get(info.dtype, 0),))
         return raw.view(_VIEW_DTYPES[info.dtype]).reshape(info.shape)
 
     def check_checksums(self, release: bool = False) -> str | None:

@@ -24,7 +24,8 @@ _BUFFERS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attentio
 class HFSource(TensorSource):
     """The tensors of a checkpoint, under the names the family's builder asks for. A family whose stored layout
     differs from what the kernels read (fused, transposed or interleaved tensors) provides
-    `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32, sources[, make_q8_0])}` for those names (make_q8_0: the exact
+    `hf_tensors(cfg, ckpt) -> {name: (shape, make_f32, sources[, make_q8_0[, make_tq2]])}` for those names (make_tq2:
+    BitNet's packed ternary rows exactly; make_q8_0: the exact
     q8_0 rows of a stored block format, or None)."""
 
     def __init__(self, ckpt, family, cfg, where: str, weights: str, search: bool = False):
@@ -53,6 +54,18 @@ class HFSource(TensorSource):
         if len(shape) != 2 or dtype not in ("f32", "f16", "bf16"):
             return None
         return np.ascontiguousarray(self.ckpt.raw(name)).view(np.uint8).reshape(shape[0], -1)
+
+    def exact_tq2(self, name):
+        """A derived matrix's tq2 rows, when the family's hf_tensors gives a fifth element making them (BitNet's
+        packed ternary weights), else None."""
+        entry = self.derived.get(name)
+        if entry is None or len(entry) < 5 or entry[4] is None:
+            return None
+        self.sources.update(entry[2])
+        out = entry[4]()
+        for n in entry[2]:
+            self.ckpt.release(n)
+        return out
 
     def exact_q8(self, name):
         """A derived matrix's q8_0 rows with exactly its stored values, when the family's hf_tensors gives a maker

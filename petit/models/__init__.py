@@ -7,12 +7,12 @@ A family module has `Config` (a dataclass with Hugging Face's field names and `f
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import (apertus, arcee, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5, exaone4, falcon_mamba,
-                          gemma, gemma2, gemma3_text, glm, glm4, gpt2, gpt_neox, gpt_oss, granite, granitemoe,
-                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, jamba, lfm2, llama,
-                          llama4_text, mamba, mamba2, ministral, mistral, mixtral, nemotron, olmo, olmo2, olmo3,
-                          olmoe, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, seed_oss, smollm3,
-                          stablelm, starcoder2, vaultgemma)
+from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5,
+                          exaone4, falcon, falcon_mamba, gemma, gemma2, gemma3_text, glm, glm4, gpt2, gpt_bigcode,
+                          gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe, granitemoehybrid, granitemoeshared,
+                          helium, hunyuan_v1_dense, jamba, lfm2, llama, llama4_text, mamba, mamba2, ministral,
+                          mistral, mixtral, mpt, nemotron, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3,
+                          qwen2, qwen2_moe, qwen3, qwen3_moe, seed_oss, smollm3, stablelm, starcoder2, vaultgemma)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -64,6 +64,15 @@ MODEL_TYPES = {
     "nemotron": nemotron,
     "hunyuan_v1_dense": hunyuan_v1_dense,
     "persimmon": persimmon,
+    "gptj": gptj,
+    "codegen": codegen,
+    "gpt_neo": gpt_neo,
+    "gpt_bigcode": gpt_bigcode,
+    "falcon": falcon,
+    "bloom": bloom,
+    "mpt": mpt,
+    "opt": opt,
+    "bitnet": bitnet,
 }
 
 
@@ -80,7 +89,6 @@ CLOSEST = {
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "nemotron_h": ("mamba2", "Mamba-2, attention and MLP layers"), "exaone": ("llama", "its own tensor names"),
-    "falcon": ("gpt_neox", "its fused multi-query layouts"), "gptj": ("gpt_neox", "interleaved partial rotary"),
 }
 
 

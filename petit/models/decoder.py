@@ -81,6 +81,8 @@ class Layer:
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
+    o_norm: Norm | None = None          # a norm of o_proj's input, the heads' outputs (BitNet's attn_sub_norm)
+    down_norm: Norm | None = None       # a norm of down_proj's input (BitNet's ffn_sub_norm)
     clip: float = 0.0                   # > 0: q, k and v clamped to [-clip, clip] after their biases (OLMo's clip_qkv)
     mlp_act: tuple | None = None        # (kind, params): a plain MLP's activation with parameters (pt_param_act), in
                                         # place of arch.act (Apertus's xIELU)
@@ -174,7 +176,7 @@ class Decoder:
         arch: the sizes and the switches.
         embed: the token embedding [vocab, hidden].
         layers: the blocks.
-        final_norm: the norm before the LM head.
+        final_norm: the norm before the LM head (None: none, OPT-350m's post-LN).
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
         embed_norm: a norm of the embeddings (with the positions) before the first block (BLOOM), or None.
@@ -409,6 +411,8 @@ class Decoder:
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
+                if layer.o_norm is not None:
+                    rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             if layer.resid_attn_norm is not None:
                 rc |= layer.resid_attn_norm(buf["resid"], T, D, buf["resid"])
@@ -422,6 +426,8 @@ class Decoder:
                 rc |= self._add_branch(layer.post_mlp_norm, T, scratch)
             else:
                 rc |= self._mlp(layer, mlp_in, T, F, scratch)
+                if layer.down_norm is not None:
+                    rc |= layer.down_norm(buf["mlp_hidden"], T, F, buf["mlp_hidden"])
                 rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
             if layer.resid_mlp_norm is not None:
                 rc |= layer.resid_mlp_norm(buf["resid"], T, D, buf["resid"])
@@ -567,7 +573,9 @@ class Decoder:
         arch = self.arch
         rc, at, out = 0, 0, 0
         for T, _, _, n in runs:
-            if n:
+            if n and self.final_norm is None:
+                ffi.memmove(buf["normed"] + out * D, buf["resid"] + (at + T - n) * D, n * D * 4)
+            elif n:
                 rc |= self.final_norm(buf["resid"] + (at + T - n) * D, n, D, buf["normed"] + out * D)
             at += T
             out += n
@@ -614,6 +622,8 @@ class Decoder:
                 else:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
+                    if layer.o_norm is not None:
+                        plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
             if layer.resid_attn_norm is not None:
                 plan.norm(i, layer.resid_attn_norm, buf["resid"], 1, D, buf["resid"])
@@ -627,6 +637,8 @@ class Decoder:
                 self._plan_add_branch(plan, i, layer.post_mlp_norm, buf)
             else:
                 self._plan_mlp(plan, i, layer, mlp_in, buf)
+                if layer.down_norm is not None:
+                    plan.norm(i, layer.down_norm, buf["mlp_hidden"], 1, arch.intermediate_size, buf["mlp_hidden"])
                 self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])

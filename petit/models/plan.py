@@ -149,8 +149,8 @@ class Plan:
 
     def head(self, layer: int, norm, resid, width: int, normed, W, b, scale: float, softcap: float) -> None:
         """The final norm of the step's last n_logits positions, then the LM head (+ bias, x scale, soft-cap)."""
-        self._add(lib.PT_OP_LAST_NORM, layer, x=resid, y=[normed, NULL, NULL], rows=1, width=width,
-                  **self._norm_fields(norm))
+        fields = self._norm_fields(norm) if norm is not None else {"mode": -1}      # None: no final norm
+        self._add(lib.PT_OP_LAST_NORM, layer, x=resid, y=[normed, NULL, NULL], rows=1, width=width, **fields)
         if b is not None:
             self._keep.append(b)
         self._add(lib.PT_OP_LOGITS, layer, W=[W.c, NULL, NULL], x=normed, b=b.p if b is not None else NULL,

@@ -67,6 +67,29 @@ class TensorSource:
             return exact
         return quantize(self.f32(name), target, self.search)
 
+    def ternary(self, name: str, shape) -> Weight:
+        """A BitNet matrix as tq2 rows (ternary values and a scale), whatever the load's weight type: the model
+        computes with ternary weights and per-token int8 activations, and another type would change its logits. As
+        stored (a .petit file), exactly from a packed checkpoint (exact_tq2), or by BitNet's absmean rule from float
+        master weights."""
+        dtype = self._check(name, shape)
+        raw = self.stored(name) if dtype == "tq2" else None
+        if raw is None:
+            raw = self.exact_tq2(name)
+        if raw is None:
+            try:
+                raw = quantize(self.f32(name), "tq2")
+            except NonFiniteError as e:
+                raise ValueError(f"{self.where}: tensor {name!r}: {e}") from None
+        w = Weight(raw, "tq2", shape)
+        self.used[name] = ("tq2", tuple(shape), raw)
+        return w
+
+    def exact_tq2(self, name: str) -> np.ndarray | None:
+        """The matrix as tq2 rows with exactly its stored ternary values and scale (a packed BitNet checkpoint), or
+        None."""
+        return None
+
     def exact_q8(self, name: str) -> np.ndarray | None:
         """The matrix as q8_0 rows with exactly its stored values, where its type allows (GGUF's Q5_0, IQ4_NL), or
         None: then it is decoded and quantized."""

@@ -103,11 +103,16 @@ class Reference:
 
 def _names(spec) -> set:
     """Every tensor name the spec reads."""
-    out = {spec.embed, spec.head, spec.final_norm.weight, spec.final_norm.bias, spec.pos_embed, spec.head_b}
+    out = {spec.embed, spec.head, spec.pos_embed, spec.head_b}
+    for n in (spec.final_norm, spec.embed_norm):             # either may be absent (OPT-350m, all but BLOOM)
+        if n is not None:
+            out.update((n.weight, n.bias))
     for L in spec.layers:
         for v in vars(L).values():
             if isinstance(v, str):
                 out.add(v)
+            elif isinstance(v, tuple) and all(isinstance(x, str) for x in v):     # Apertus's xIELU parameters
+                out.update(v)
             elif hasattr(v, "kind"):
                 out.update((v.weight, v.bias))
     return out - {None}

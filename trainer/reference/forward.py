@@ -4,7 +4,7 @@ block-type matrix is first rounded to int8 blocks, as the engine's integer kerne
 import numpy as np
 
 from trainer.reference import ops
-from trainer.reference.petit_reader import BLOCKS, round_to_int8_blocks
+from trainer.reference.petit_reader import BLOCKS, round_per_token, round_to_int8_blocks
 
 
 class Forward:
@@ -20,7 +20,9 @@ class Forward:
         return self._cache[name]
 
     def mm(self, h, name, bias=None):
-        if self.round_activations and self.r.tensors[name][0] in BLOCKS:
+        if self.r.tensors[name][0] == "tq2":       # BitNet's own activation rounding: part of the model
+            h = round_per_token(h)
+        elif self.round_activations and self.r.tensors[name][0] in BLOCKS:
             h = round_to_int8_blocks(h)
         y = h @ self.w(name).T
         return y + self.w(bias) if bias else y
@@ -130,7 +132,7 @@ class Forward:
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
                             L.temperature, L.alibi)
-        return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
+        return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
         m = L.moe
@@ -183,14 +185,14 @@ class Forward:
             a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu))
         else:
             a = ops.act(self.spec.act, self.mm(h, L.up, L.up_b))
-        return self.norm(self.mm(a, L.down, L.down_b), L.post_mlp_norm)
+        return self.norm(self.mm(self.norm(a, L.down_norm), L.down, L.down_b), L.post_mlp_norm)
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
         s, T = self.spec, len(ids)
         self.routing = []
         x = self.w(s.embed)[ids] * s.embed_scale
         if s.pos_embed:
-            x = x + self.w(s.pos_embed)[:T]
+            x = x + self.w(s.pos_embed)[s.pos_offset:s.pos_offset + T]
         x = self.norm(x, s.embed_norm)
         rs = s.residual_scale
         for L in s.layers:
@@ -215,7 +217,7 @@ class Forward:
             else:
                 x = self.norm(x + rs * self.attention(L, h), L.resid_attn_norm)
                 x = self.norm(x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
-        y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale
+        y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)
         return y

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 
 MAGIC = b"PETIT\0\0\0"
-DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "q8_0", 4: "q4_0", 5: "q5_0", 6: "q4_k", 7: "q5_k", 8: "q6_k"}
+DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "q8_0", 4: "q4_0", 5: "q5_0", 6: "q4_k", 7: "q5_k", 8: "q6_k", 9: "tq2"}
 BLOCKS = {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
           "q6_k": (256, 210)}                    # values and bytes per block
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -83,9 +83,24 @@ def decode(buf, dtype: str, shape) -> np.ndarray:
         return np.frombuffer(buf, "<f2", n).astype(np.float64).reshape(shape)
     if dtype == "bf16":                          # the upper 16 bits of a float32
         return (np.frombuffer(buf, "<u2", n).astype(np.uint32) << 16).view("<f4").astype(np.float64).reshape(shape)
+    if dtype == "tq2":                           # per row: float32 scale, then 8 bytes per 32 ternary values
+        rows, cols = int(np.prod(shape[:-1])), shape[-1]
+        raw = np.frombuffer(buf, np.uint8, rows * (4 + cols // 4)).reshape(rows, 4 + cols // 4)
+        scale = raw[:, :4].copy().view("<f4").astype(np.float64)                   # [rows, 1]
+        b = raw[:, 4:].reshape(rows, cols // 32, 1, 8)
+        t = ((b >> (2 * np.arange(4))[None, None, :, None]) & 3).astype(np.float64) - 1.0   # value j + 8k at [k, j]
+        return (t.reshape(rows, cols) * scale).reshape(shape)
     size, nb = BLOCKS[dtype]
     blocks = np.frombuffer(buf, np.uint8, n // size * nb).reshape(n // size, nb)
     return _decode_block(blocks, dtype).reshape(shape)
+
+
+def round_per_token(x: np.ndarray) -> np.ndarray:
+    """BitNet's activation rounding (transformers' ActQuant), per row: s = 127 / max(max|x|, 1e-5) in float32,
+    q = clamp(round-half-even(x s), -128, 127), x = q / s."""
+    x = x.astype(np.float32)
+    s = np.float32(127) / np.maximum(np.abs(x).max(axis=-1, keepdims=True), np.float32(1e-5))
+    return np.clip(np.rint(x * s), -128, 127).astype(np.float64) / s.astype(np.float64)
 
 
 def round_to_int8_blocks(x: np.ndarray) -> np.ndarray:
@@ -149,8 +164,8 @@ class PetitReader:
             pos += 28 + name_len + 8 * ndim
             dtype = DTYPES.get(code)
             n = int(np.prod(shape))
-            size, nb = BLOCKS.get(dtype, (1, ELEM_BYTES.get(dtype, 0)))
-            want = n // size * nb
+            size, nb = BLOCKS.get(dtype, (32, 8) if dtype == "tq2" else (1, ELEM_BYTES.get(dtype, 0)))
+            want = n // size * nb + (n // shape[-1] * 4 if dtype == "tq2" else 0)    # tq2: a scale per row
             if dtype is None or nbytes != want or data_offset + offset + nbytes > len(mm) or shape[-1] % size:
                 raise ValueError(f"{self.path}: tensor {name!r}: bad entry (dtype code {code}, shape {shape}, "
                                  f"offset {offset}, nbytes {nbytes})")

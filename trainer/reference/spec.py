@@ -86,6 +86,8 @@ class LayerSpec:
     resid_attn_norm: NormSpec | None = None    # post-LN: the residual stream normed after the attention's add (OPT)
     resid_mlp_norm: NormSpec | None = None     # and after the MLP's
     alibi: list | None = None            # [H] ALiBi slopes: slope_h * (j - i) added to the scores
+    o_norm: NormSpec | None = None       # a norm of o_proj's input (BitNet's attn_sub_norm)
+    down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
 
 
 @dataclass
@@ -144,6 +146,7 @@ class ModelSpec:
     logit_scale: float = 1.0
     logit_softcap: float = 0.0
     embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
+    pos_offset: int = 0                  # position p reads row p + pos_offset of pos_embed (OPT: 2)
 
 
 @dataclass

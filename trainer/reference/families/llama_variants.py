@@ -4,7 +4,8 @@ ministral (per-layer sliding windows), arcee (down(relu²(up x))), olmo (LayerNo
 olmo3 (OLMo 2 with sliding layers whose RoPE is unscaled), glm / glm4 (interleaved partial rotary, glm4's
 post-sublayer norms), exaone4 (post-norms, per-head q/k norms, NoPE full layers), vaultgemma (Gemma 2 without
 post-norms), apertus (xIELU MLP, per-head q/k norms), nemotron (LayerNorm1P, relu², partial rotary),
-hunyuan_v1_dense (per-head q/k norms after RoPE), persimmon (LayerNorm with bias, per-head q/k LayerNorms, relu²).
+hunyuan_v1_dense (per-head q/k norms after RoPE), persimmon (LayerNorm with bias, per-head q/k LayerNorms, relu²),
+bitnet (ternary projections, sub-norms before o_proj and down_proj).
 Fused checkpoint matrices (glm's gate_up_proj, persimmon's query_key_value) are stored split in a `.petit` file."""
 from trainer.reference.families.common import get, heads, layer_types, rms, rope
 from trainer.reference.families.gemma import _gemma, _windows
@@ -173,6 +174,20 @@ def persimmon(cfg, names):
     return spec
 
 
+def bitnet(cfg, names):
+    """Its projections are stored as tq2 (ternary) rows in a .petit file, which the forward multiplies with BitNet's
+    per-token int8 rounding of their inputs (transformers' ActQuant): what the model computes, not an engine
+    approximation."""
+    eps = get(cfg, "rms_norm_eps", 1e-5)
+    spec = llama_like(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5)), names, "bitnet", eps=eps, act="relu2",
+                      rope_of=_rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5))))
+    for i, L in enumerate(spec.layers):
+        L.o_norm = rms(f"model.layers.{i}.self_attn.attn_sub_norm", eps)
+        L.down_norm = rms(f"model.layers.{i}.mlp.ffn_sub_norm", eps)
+    return spec
+
+
 FAMILIES = {"helium": helium, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "ministral": ministral, "arcee": arcee,
             "olmo": olmo, "olmo3": olmo3, "glm": glm, "glm4": glm4, "exaone4": exaone4, "vaultgemma": vaultgemma,
-            "apertus": apertus, "nemotron": nemotron, "hunyuan_v1_dense": hunyuan_v1_dense, "persimmon": persimmon}
+            "apertus": apertus, "nemotron": nemotron, "hunyuan_v1_dense": hunyuan_v1_dense, "persimmon": persimmon,
+            "bitnet": bitnet}

@@ -1,0 +1,156 @@
+"""Falcon (TII), all three layouts transformers reads, from one fused `query_key_value` split into q, k and v when
+read (a converted .petit holds `self_attention.q_proj` / `k_proj` / `v_proj`):
+- the original (Falcon-7B): `multi_query`, rows [q (all heads) | k | v] of one key / value head; with `parallel_attn`
+  one `input_layernorm` feeds attention and MLP side by side, else attention then `post_attention_layernorm` and
+  the MLP in sequence; no multi-query: per head [q_h; k_h; v_h];
+- `new_decoder_architecture` (Falcon-40B / 180B): `num_kv_heads` groups, each [its heads' q | k | v], and two norms
+  `ln_attn`, `ln_mlp` (or one `input_layernorm` with `num_ln_in_parallel_attn` 1) feeding a parallel block;
+- `alibi` (Falcon-RW): no RoPE; BLOOM's slopes added before the 1/sqrt(head_dim) scale, as transformers' default
+  (sdpa) attention computes softmax((q.k + alibi) / sqrt(d)).
+LayerNorm with bias, GELU MLP, `bias` switching every projection's biases, tied head by default."""
+from dataclasses import dataclass, field
+
+from petit.models.alibi import bloom_slopes
+from petit.models.common import default_rope
+from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
+
+P = "transformer."
+
+
+@dataclass
+class FalconConfig(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_kv_heads: int | None = None
+    ffn_hidden_size: int | None = None
+    activation: str = "gelu"
+    layer_norm_epsilon: float = 1e-5
+    alibi: bool = False
+    new_decoder_architecture: bool = False
+    multi_query: bool = True
+    parallel_attn: bool = True
+    num_ln_in_parallel_attn: int | None = None
+    bias: bool = False
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    tie_word_embeddings: bool = True
+    model_type: str = "falcon"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+    _IGNORED = frozenset({"hidden_dropout"})
+    _ALIASES = {"n_embed": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads"}
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict):         # the first Falcon configs' names (transformers maps them too)
+            d = {cls._ALIASES.get(k, k): v for k, v in d.items() if not (k in cls._ALIASES and
+                                                                         d.get(cls._ALIASES[k]) is not None)}
+        return super().from_dict(d)
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "max_position_embeddings")
+        positive_number(self, "layer_norm_epsilon", "rope_theta")
+        boolean(self, "alibi", "new_decoder_architecture", "multi_query", "parallel_attn", "bias",
+                "tie_word_embeddings")
+        H, D = self.num_attention_heads, self.hidden_size
+        if D % H:
+            raise ValueError(f"config: hidden_size {D} is not divisible by num_attention_heads {H}")
+        self.head_dim = D // H
+        if self.new_decoder_architecture:
+            self.kv_heads = self.num_kv_heads or H
+            if self.num_ln_in_parallel_attn is None:
+                self.num_ln_in_parallel_attn = 2
+            if not self.parallel_attn:
+                raise ValueError("config: new_decoder_architecture with parallel_attn false does not run in "
+                                 "transformers either (its block has no norm for that case)")
+            if self.num_ln_in_parallel_attn not in (1, 2):
+                raise ValueError(f"config: num_ln_in_parallel_attn must be 1 or 2, got "
+                                 f"{self.num_ln_in_parallel_attn!r}")
+        else:
+            self.kv_heads = 1 if self.multi_query else H
+        positive_int(self, "kv_heads")
+        if H % self.kv_heads:
+            raise ValueError(f"config: num_attention_heads {H} is not divisible by num_kv_heads {self.kv_heads}")
+        self.ffn_hidden_size = self.ffn_hidden_size or 4 * D
+        positive_int(self, "ffn_hidden_size")
+        self.act = activation(self, "activation", "falcon")
+        from petit.models.rope import scaling_type
+        scaling_type(self.rope_scaling)
+
+    def qkv_rows(self):
+        """(q, k, v) row indices of the fused matrix, each a list over heads of (start, stop) ranges."""
+        H, KV, hd = self.num_attention_heads, self.kv_heads, self.head_dim
+        if self.new_decoder_architecture:
+            g = H // KV
+            q = [((k * (g + 2) + j) * hd, (k * (g + 2) + j + 1) * hd) for k in range(KV) for j in range(g)]
+            k = [((k * (g + 2) + g) * hd, (k * (g + 2) + g + 1) * hd) for k in range(KV)]
+            v = [((k * (g + 2) + g + 1) * hd, (k * (g + 2) + g + 2) * hd) for k in range(KV)]
+        elif self.multi_query:
+            q, k, v = [(0, H * hd)], [(H * hd, (H + 1) * hd)], [((H + 1) * hd, (H + 2) * hd)]
+        else:
+            q, k, v = ([((3 * h + j) * hd, (3 * h + j + 1) * hd) for h in range(H)] for j in range(3))
+        return q, k, v
+
+
+def hf_tensors(cfg: FalconConfig, ckpt) -> dict:
+    import numpy as np
+    out = {}
+    for i in range(cfg.num_hidden_layers):
+        a = f"{P}h.{i}.self_attention."
+        for kind in ("weight", "bias"):
+            src = a + f"query_key_value.{kind}"
+            if src not in ckpt:
+                continue
+            for part, ranges in zip(("q_proj", "k_proj", "v_proj"), cfg.qkv_rows()):
+                n = sum(b - a_ for a_, b in ranges)
+                shape = (n, cfg.hidden_size) if kind == "weight" else (n,)
+                out[a + f"{part}.{kind}"] = (shape, lambda s=src, r=ranges: np.concatenate(
+                    [ckpt.f32(s)[a_:b] for a_, b in r]), (src,))
+    return out
+
+
+def build(cfg: FalconConfig, t):
+    D, F, eps, H, KV, hd = (cfg.hidden_size, cfg.ffn_hidden_size, cfg.layer_norm_epsilon, cfg.num_attention_heads,
+                            cfg.kv_heads, cfg.head_dim)
+
+    def ln(name):
+        return Norm("layer", eps, t.vec(name + ".weight", (D,)), t.vec(name + ".bias", (D,)))
+
+    b = cfg.bias
+    E = t.weight(P + "word_embeddings.weight", (cfg.vocab_size, D))
+    rope = None if cfg.alibi else default_rope(cfg, dim=hd)
+    slopes = Vec(bloom_slopes(H) * hd ** -0.5) if cfg.alibi else None
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"{P}h.{i}."
+        a, m = p + "self_attention.", p + "mlp."
+        L = Layer(q=t.weight(a + "q_proj.weight", (H * hd, D)), k=t.weight(a + "k_proj.weight", (KV * hd, D)),
+                  v=t.weight(a + "v_proj.weight", (KV * hd, D)), o=t.weight(a + "dense.weight", (D, D)),
+                  up=t.weight(m + "dense_h_to_4h.weight", (F, D)), down=t.weight(m + "dense_4h_to_h.weight", (D, F)),
+                  rope=rope, alibi=slopes)
+        if b:
+            L.q_b, L.k_b, L.v_b = (t.vec(a + f"{n}_proj.bias", (w,)) for n, w in (("q", H * hd), ("k", KV * hd),
+                                                                                   ("v", KV * hd)))
+            L.o_b, L.up_b, L.down_b = (t.vec(a + "dense.bias", (D,)), t.vec(m + "dense_h_to_4h.bias", (F,)),
+                                       t.vec(m + "dense_4h_to_h.bias", (D,)))
+        if cfg.new_decoder_architecture and cfg.num_ln_in_parallel_attn == 2:
+            L.attn_norm, L.mlp_norm = ln(p + "ln_attn"), ln(p + "ln_mlp")
+        else:
+            L.attn_norm = ln(p + "input_layernorm")
+            if not cfg.parallel_attn:
+                L.mlp_norm = ln(p + "post_attention_layernorm")
+        layers.append(L)
+    head = E if cfg.tie_word_embeddings else t.weight("lm_head.weight", (cfg.vocab_size, D))
+    ctx = rope.context_length if rope is not None else cfg.max_position_embeddings
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
+                num_key_value_heads=KV, head_dim=hd, context_length=ctx, act=cfg.act, parallel=cfg.parallel_attn)
+    return Decoder(arch, E, layers, ln(P + "ln_f"), head)
+
+
+Config = FalconConfig
