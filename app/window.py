@@ -14,6 +14,8 @@ from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
 from app.db import State, connect
+from app.library.library import ModelLibrary
+from app.library.panel import ModelsPanel
 from app.models import dialogs
 from app.models.manager import ModelManager
 from app.models.recent import RecentModels
@@ -62,6 +64,9 @@ class MainWindow(QMainWindow):
         self.setStatusBar(self.status)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.page, "Chat")
+        self.library = ModelLibrary(self.state, self)
+        self.models_panel = ModelsPanel(self.library, self.settings_panel.store)
+        self.tabs.addTab(self.models_panel, "Models")
         self.panels = {}
         for title, cls in PANELS:
             self.panels[title] = cls(parent=None)
@@ -74,6 +79,7 @@ class MainWindow(QMainWindow):
         self._restore_geometry()
         self.page.composer.input.setFocus()
         self.open_model(model_path or self._startup_model())
+        self.library.refresh()
 
     def _connect(self) -> None:
         m, s = self.models, self.status
@@ -91,6 +97,9 @@ class MainWindow(QMainWindow):
         self.page.view.link_activated.connect(self.confirm_open_link)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
+        self.models_panel.open_requested.connect(self.open_in_chat)
+        self.library.scanned.connect(self.page.switcher.set_local)
+        self.page.switcher.model_chosen.connect(self.open_model)
         for panel in self.panels.values():
             signal = getattr(panel, "chat_with_model", None)
             if signal is not None:
@@ -135,6 +144,11 @@ class MainWindow(QMainWindow):
         self.open_model(path, confirmed=True)
         self.chats.new()
 
+    def open_in_chat(self, path: str) -> None:
+        """A model chosen in the Models tab: load it, and go back to the chat."""
+        self.tabs.setCurrentWidget(self.page)
+        self.open_model(path)
+
     def _confirm_load(self, path: str, why: str) -> None:
         self.confirm_dialog = dialogs.confirm_load(self, path, why, lambda: self.open_model(path, confirmed=True))
 
@@ -146,6 +160,8 @@ class MainWindow(QMainWindow):
         self.state.set(LAST_MODEL, info.path)
         self.setWindowTitle(f"Petit — {info.name}")
         self.status.set_model(info)
+        self.page.switcher.set_recent(self.models.recent.paths())
+        self.page.switcher.set_current(info.path, info.name)
         self.settings_panel.set_model(info)
         self.chat.set_model(info.name, is_bundled_model(info.path))
         values = self.settings_panel.values()
@@ -209,6 +225,7 @@ class MainWindow(QMainWindow):
         for panel in self.panels.values():
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
+        self.library.shutdown()
         self.models.shutdown()
         self.generation.shutdown()
         for obj in (self.models, self.generation, self.chat):
