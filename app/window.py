@@ -19,6 +19,10 @@ from app.library.panel import ModelsPanel
 from app.models import dialogs
 from app.models.manager import ModelManager
 from app.models.recent import RecentModels
+from app.remote.api import Backend
+from app.remote.backends import BackendStore, parse_remote_key
+from app.remote.keys import KeyStore
+from app.remote.panel import BackendsBox
 from app.server import ServerPanel
 from app.settings.panel import SettingsPanel
 from app.settings.store import SettingsStore
@@ -66,6 +70,10 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.page, "Chat")
         self.library = ModelLibrary(self.state, self)
         self.models_panel = ModelsPanel(self.library, self.settings_panel.store)
+        self.backends = BackendStore(self.conn, KeyStore())
+        self.backends_box = BackendsBox(self.backends)
+        self.models_panel.layout().addWidget(self.backends_box)
+        self.models.remote_resolver = self._resolve_remote
         self.tabs.addTab(self.models_panel, "Models")
         self.panels = {}
         for title, cls in PANELS:
@@ -100,6 +108,8 @@ class MainWindow(QMainWindow):
         self.models_panel.open_requested.connect(self.open_in_chat)
         self.library.scanned.connect(self.page.switcher.set_local)
         self.page.switcher.model_chosen.connect(self.open_model)
+        self.backends_box.models_changed.connect(self.page.switcher.set_remote)
+        self.backends_box._show()
         for panel in self.panels.values():
             signal = getattr(panel, "chat_with_model", None)
             if signal is not None:
@@ -149,6 +159,14 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.page)
         self.open_model(path)
 
+    def _resolve_remote(self, key: str) -> tuple:
+        """The backend (with its key from the keyring) and model of a remote model's key."""
+        parsed = parse_remote_key(key)
+        row = self.backends.get(parsed[0]) if parsed else None
+        if row is None:
+            raise ValueError(f"{key}: that remote backend was removed")
+        return Backend(row.base_url, self.backends.api_key(row), row.name), parsed[1]
+
     def _confirm_load(self, path: str, why: str) -> None:
         self.confirm_dialog = dialogs.confirm_load(self, path, why, lambda: self.open_model(path, confirmed=True))
 
@@ -164,8 +182,9 @@ class MainWindow(QMainWindow):
         self.page.switcher.set_current(info.path, info.name)
         self.settings_panel.set_model(info)
         self.chat.set_model(info.name, is_bundled_model(info.path))
-        values = self.settings_panel.values()
-        self.panels["Server"].set_model(info.path, {k: values[k] for k in values})
+        if info.weight_type != "remote":            # the Server tab serves local models only
+            values = self.settings_panel.values()
+            self.panels["Server"].set_model(info.path, {k: values[k] for k in values})
 
     def confirm_open_link(self, url) -> None:
         """A link in a reply was clicked: open it in the browser once the user confirms."""
@@ -226,6 +245,7 @@ class MainWindow(QMainWindow):
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
         self.library.shutdown()
+        self.backends_box.shutdown()
         self.models.shutdown()
         self.generation.shutdown()
         for obj in (self.models, self.generation, self.chat):

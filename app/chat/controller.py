@@ -245,7 +245,10 @@ class ChatController(QObject):
             if row is not None:
                 self.store.truncate(self.chat_id, row)
             self.view.remove_from(len(self.messages))
-        if result.get("dropped_messages"):
+        if result.get("error"):             # a remote reply cut off: what arrived is kept
+            self.view.show_error(f"The reply was cut off: {result['error']}. What arrived is kept; Continue goes "
+                                 "on with it, Regenerate starts again.")
+        elif result.get("dropped_messages"):
             self.view.show_error(f"The {result['dropped_messages']} oldest messages no longer fit the context: "
                                  f"the model did not see them.")
         self._set_busy(False)

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 from app.chat.markdown import MarkdownView
 from app.chat.store import INTERRUPTED, Message
 
-CONTINUABLE = (INTERRUPTED, "cancelled", "length")     # how a reply Continue can go on with ended
+CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Continue can go on with ended
 
 
 def stats_text(meta: dict) -> str:
@@ -26,6 +26,8 @@ def stats_text(meta: dict) -> str:
         parts.append("stopped")
     elif reason == "length":
         parts.append("cut at the token limit")
+    elif reason == "error":
+        parts.append(f"cut off: {stats.get('error') or 'the connection failed'}")
     elif reason == INTERRUPTED:
         parts.append("interrupted: the app closed before the reply ended")
     return " · ".join(parts)
