@@ -38,6 +38,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
     continue_requested = Signal(object)
+    version_requested = Signal(object, int)  # this widget, -1 (the previous version) or +1 (the next)
     link_activated = Signal(QUrl)            # an http(s) link in the text was clicked
 
     def __init__(self, message: Message, title: str, parent=None):
@@ -52,6 +53,14 @@ class MessageWidget(QFrame):
         self.title = QLabel()
         head.addWidget(self.title)
         head.addStretch(1)
+        self.previous_button = self._button("‹", "The previous version of this reply", None)
+        self.version_label = QLabel()
+        self.version_label.setAccessibleName("Version of this reply")
+        self.next_button = self._button("›", "The next version of this reply", None)
+        self.previous_button.clicked.connect(lambda: self.version_requested.emit(self, -1))
+        self.next_button.clicked.connect(lambda: self.version_requested.emit(self, 1))
+        for w in (self.previous_button, self.version_label, self.next_button):
+            head.addWidget(w)
         self.copy_button = self._button("Copy", "Copy this message", self.copy_requested)
         self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
@@ -80,7 +89,8 @@ class MessageWidget(QFrame):
         b.setToolTip(tip)
         b.setAccessibleName(tip)
         b.setAutoRaise(True)
-        b.clicked.connect(lambda: signal.emit(self))
+        if signal is not None:
+            b.clicked.connect(lambda: signal.emit(self))
         return b
 
     def set_title(self, title: str) -> None:
@@ -101,6 +111,13 @@ class MessageWidget(QFrame):
         text = stats_text(meta)
         self.footer.setText(text)
         self.footer.setVisible(bool(text))
+        versions = len(meta.get("versions") or [])
+        index = meta.get("version", versions - 1)
+        self.version_label.setText(f"{index + 1}/{versions}" if versions > 1 else "")
+        for w in (self.previous_button, self.version_label, self.next_button):
+            w.setVisible(versions > 1)
+        self.previous_button.setEnabled(index > 0)
+        self.next_button.setEnabled(index < versions - 1)
 
     def set_regenerable(self, on: bool) -> None:
         """Offer Regenerate (and Continue, for a reply that did not end by itself): on the last reply, when idle."""
