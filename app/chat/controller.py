@@ -10,6 +10,7 @@ with Continue (go on from its text) and Regenerate.
 """
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.chat.attachments import with_attachments
 from app.chat.store import INTERRUPTED, ChatStore, Message
 
 RENDER_MS = 33
@@ -66,6 +67,7 @@ class ChatController(QObject):
         view.version_requested.connect(self.show_version)
         composer.send_requested.connect(self.send)
         composer.stop_requested.connect(self.stop)
+        composer.attachment_changed.connect(self.measure)
 
     @property
     def busy(self) -> bool:
@@ -108,8 +110,10 @@ class ChatController(QObject):
 
     # sending
     def send(self, text: str) -> None:
-        """Send `text` as a new user message (or, while editing, in place of the edited one and what followed)."""
-        if not text.strip():
+        """Send `text` as a new user message (or, while editing, in place of the edited one and what followed), with
+        the file attached in the composer, if any."""
+        attachment = self.composer.attachment
+        if not text.strip() and attachment is None:
             return
         self.settle()
         if self.composer.editing is not None:
@@ -117,14 +121,15 @@ class ChatController(QObject):
             self.composer.end_edit()
         if self.chat_id is None:
             self.chat_id = self.store.create()
-        message = Message("user", text)
+        message = Message("user", text, {"attachments": [attachment]} if attachment is not None else {})
         self.store.append(self.chat_id, message)
         self.messages.append(message)
         self.view.add(message)
         self.composer.input.clear()
+        self.composer.set_attachment(None)
         self.store.set_draft(self.chat_id, "")
         self.chats_changed.emit()
-        self._start(self.messages[:-1], text)
+        self._start(self.messages[:-1], self._plain(message)["content"])
 
     def regenerate(self) -> None:
         """Answer the last user message again; the old reply is kept as an alternative (the arrows on the reply
@@ -139,7 +144,7 @@ class ChatController(QObject):
         self.store.truncate(self.chat_id, last_user + 1)
         del self.messages[last_user + 1:]
         self.view.remove_from(last_user + 2)         # the old reply's widget is reused for the new one
-        self._start(self.messages[:last_user], self.messages[last_user].content, reuse=old_reply,
+        self._start(self.messages[:last_user], self._plain(self.messages[last_user])["content"], reuse=old_reply,
                     versions=versions_of(replaced) if replaced is not None else None, replaced=replaced)
 
     def continue_reply(self) -> None:
@@ -150,8 +155,9 @@ class ChatController(QObject):
             return
         reply = self.messages.pop()
         versions = reply.meta.get("versions")
-        self._start(self.messages[:-1], self.messages[-1].content, reuse=self.view.widgets[-1], resume=reply,
-                    versions=list(versions) if versions else None, version_index=reply.meta.get("version"))
+        self._start(self.messages[:-1], self._plain(self.messages[-1])["content"], reuse=self.view.widgets[-1],
+                    resume=reply, versions=list(versions) if versions else None,
+                    version_index=reply.meta.get("version"))
 
     def show_version(self, index: int, step: int) -> None:
         """Show the previous (step -1) or next (+1) version of reply `index`; the conversation goes on from the
@@ -175,6 +181,8 @@ class ChatController(QObject):
     def begin_edit(self, index: int) -> None:
         if 0 <= index < len(self.messages) and self.messages[index].role == "user":
             self.composer.begin_edit(index, self.messages[index].content)
+            attachments = self.messages[index].meta.get("attachments") or []
+            self.composer.set_attachment(attachments[0] if attachments else None)
 
     def edit(self, index: int, text: str) -> None:
         """Replace user message `index` by `text`, drop everything after it, and answer it."""
@@ -195,8 +203,14 @@ class ChatController(QObject):
                 self.generation.stop()
 
     def measure(self) -> None:
+        """Measure the context the conversation takes, with the file attached for the next message (so the meter
+        counts it before it is sent)."""
         if self.model_ready and not self.busy:
-            self.generation.measure([self._plain(m) for m in self.messages], self.options())
+            history = [self._plain(m) for m in self.messages]
+            attachment = self.composer.attachment
+            if attachment is not None:
+                history.append({"role": "user", "content": with_attachments(self.composer.text, [attachment])})
+            self.generation.measure(history, self.options())
 
     def _truncate(self, keep: int) -> None:
         self.store.truncate(self.chat_id, keep)
@@ -235,7 +249,8 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        return {"role": m.role, "content": m.content}
+        """The message as the model sees it (attached files after the text)."""
+        return {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
 
     # the worker's answers
     def _on_tokens(self, text: str) -> None:

@@ -14,7 +14,7 @@ CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Co
 def stats_text(meta: dict) -> str:
     """'12 tokens · 95.3 tok/s · first token 31 ms', plus how the reply ended when it did not end by itself."""
     stats = meta.get("stats") or {}
-    parts = []
+    parts = [f"attached: {a['name']}" for a in meta.get("attachments") or []]
     if stats.get("generated_tokens"):
         parts.append(f"{stats['generated_tokens']} tokens")
     if stats.get("decode_tokens_per_s"):
