@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QMainWindow, QTabWidget
 from app.actions import build_menus
 from app.chat.chat_list_controller import ChatListController
 from app.chat.client import GenerationClient
+from app.chat.code_blocks import warm_up
 from app.chat.controller import ChatController
 from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
@@ -62,6 +63,7 @@ class MainWindow(QMainWindow):
                                    self.settings_panel.options, self)
         self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
         self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
+        warm_up()
         self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
         self.status = StatusBar(self)
         self.status.setStyleSheet(STATUS_STYLE)

@@ -126,6 +126,7 @@ class Composer(QWidget):
         return True
 
     def set_attachment(self, attachment: dict | None) -> None:
+        changed = attachment != self.attachment
         self.attachment = attachment
         self.attachment_label.setStyleSheet("")
         if attachment is not None:
@@ -134,7 +135,8 @@ class Composer(QWidget):
                                           f"{len(attachment['text'])} characters)")
         self.attachment_label.setVisible(attachment is not None)
         self.remove_attachment_button.setVisible(attachment is not None)
-        self.attachment_changed.emit()
+        if changed:
+            self.attachment_changed.emit()
 
     def set_busy(self, busy: bool) -> None:
         self._busy = busy

@@ -8,6 +8,8 @@ A streaming reply is also saved as it grows, at most every SAVE_MS, marked "inte
 dies (kill -9, a power cut) it loses at most the last SAVE_MS of text, and the reply reopens marked interrupted,
 with Continue (go on from its text) and Regenerate.
 """
+import time
+
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.attachments import with_attachments
@@ -126,10 +128,10 @@ class ChatController(QObject):
         self.messages.append(message)
         self.view.add(message)
         self.composer.input.clear()
-        self.composer.set_attachment(None)
         self.store.set_draft(self.chat_id, "")
         self.chats_changed.emit()
         self._start(self.messages[:-1], self._plain(message)["content"])
+        self.composer.set_attachment(None)          # after the start: no measure of the old draft while busy
 
     def regenerate(self) -> None:
         """Answer the last user message again; the old reply is kept as an alternative (the arrows on the reply
@@ -224,6 +226,7 @@ class ChatController(QObject):
         reply `resume` (stored right after `text`). `versions`: the reply's other versions, kept with it (the new
         text replaces version `version_index`, or is added after them)."""
         self.view.show_error("")
+        self._render_timer.setInterval(RENDER_MS)
         self._resumed, self._replaced = resume, replaced
         self._versions, self._version_index = versions, version_index
         self._buffer = resume.content if resume is not None else ""
@@ -263,8 +266,13 @@ class ChatController(QObject):
             self._save_timer.start()
 
     def _render(self) -> None:
+        """Show the reply so far; a long reply, whose render costs more, is rendered less often (at most a fifth of
+        the GUI thread's time goes to it), so input stays answered."""
         if self._reply is not None:
+            start = time.perf_counter()
             self._reply.set_text(self._buffer)
+            cost_ms = 1000 * (time.perf_counter() - start)
+            self._render_timer.setInterval(max(RENDER_MS, int(4 * cost_ms)))
 
     def _save_partial(self) -> None:
         """Save the reply so far, marked interrupted (what it stays if the app dies before the reply ends)."""
