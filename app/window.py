@@ -28,7 +28,8 @@ from app.server import ServerPanel
 from app.settings.panel import SettingsPanel
 from app.settings.store import SettingsStore
 from app.status import StatusBar
-from app.style import MESSAGE_STYLE, STATUS_STYLE
+from app.style import STATUS_STYLE
+from app.theme import CHOICES, Theme
 from app.training import ExportPanel, TrainPanel, VerifyPanel
 
 LAST_MODEL = "last_model"
@@ -64,7 +65,12 @@ class MainWindow(QMainWindow):
         self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
         self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
         warm_up()
-        self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
+        self.theme = Theme(self.state, self.page.view, self)   # styles the conversation (style sheets only where
+        for value, text in CHOICES:                             # needed: they slow painting)
+            self.settings_panel.theme_combo.addItem(text, value)
+        self.settings_panel.theme_combo.setCurrentIndex(self.settings_panel.theme_combo.findData(self.theme.choice))
+        self.settings_panel.theme_combo.activated.connect(
+            lambda i: self.theme.set_choice(self.settings_panel.theme_combo.itemData(i)))
         self.status = StatusBar(self)
         self.status.setStyleSheet(STATUS_STYLE)
         self.setStatusBar(self.status)
@@ -248,6 +254,7 @@ class MainWindow(QMainWindow):
                 panel.shutdown()
         self.library.shutdown()
         self.backends_box.shutdown()
+        self.theme.shutdown()
         self.models.shutdown()
         self.generation.shutdown()
         for obj in (self.models, self.generation, self.chat):

@@ -17,7 +17,13 @@ LIGHT = {Keyword: "#0033b3", Name.Builtin: "#7a3e9d", Name.Function: "#00627a", 
          String: "#067d17", Number: "#1750eb", Comment: "#8c8c8c", Operator: "#5c5c5c", Name.Decorator: "#9e880d"}
 DARK = {Keyword: "#cc7832", Name.Builtin: "#b77fdb", Name.Function: "#ffc66d", Name.Class: "#ffc66d",
         String: "#6aab73", Number: "#6897bb", Comment: "#7a7e85", Operator: "#a9b7c6", Name.Decorator: "#bbb529"}
-palette = {"colours": LIGHT}          # the theme's (app.theme sets it)
+palette = {"colours": LIGHT, "background": QColor(0, 0, 0, 18)}     # the theme's (app.theme sets it)
+
+
+def set_theme(mode: str) -> None:
+    dark = mode == "dark"
+    palette["colours"] = DARK if dark else LIGHT
+    palette["background"] = QColor(255, 255, 255, 22) if dark else QColor(0, 0, 0, 18)
 
 
 def new_nonce() -> str:

@@ -6,13 +6,12 @@ links stay links (any other scheme is plain text), and a click only reports the 
 asks before opening it. Images are never loaded (no file, nothing else an image names is read).
 """
 from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtGui import QGuiApplication, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
-from app.chat.code_blocks import COPY_SCHEME, decorate, new_nonce
+from app.chat.code_blocks import COPY_SCHEME, decorate, new_nonce, palette
 from app.fonts import MONO_FAMILY
 
-CODE_BACKGROUND = QColor(0, 0, 0, 18)
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 LINK_SCHEMES = ("http", "https")
 BLANK_IMAGE = QImage(1, 1, QImage.Format.Format_ARGB32)
@@ -171,7 +170,7 @@ def shade_code(document) -> None:
         fmt = block.blockFormat()
         cursor = QTextCursor(block)
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
-            fmt.setBackground(CODE_BACKGROUND)
+            fmt.setBackground(palette["background"])
             cursor.setBlockFormat(fmt)
             cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(mono)
@@ -181,7 +180,7 @@ def shade_code(document) -> None:
                 fragment = it.fragment()
                 if fragment.charFormat().fontFixedPitch():
                     inline = QTextCharFormat(mono)
-                    inline.setBackground(CODE_BACKGROUND)
+                    inline.setBackground(palette["background"])
                     c = QTextCursor(document)
                     c.setPosition(fragment.position())
                     c.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)

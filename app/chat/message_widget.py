@@ -97,14 +97,18 @@ class MessageWidget(QFrame):
         self.title.setText(f"<b>{title}</b>")
         self.body.setAccessibleName(f"{title} message")
 
-    def set_text(self, text: str) -> None:
+    def set_text(self, text: str, force: bool = False) -> None:
         self.message.content = text
-        if text and text == self.body.source_text:
+        if text and text == self.body.source_text and not force:
             return                                   # already shown (the last streamed render)
         if self.message.role == "assistant":
             self.body.show_markdown(text if text else "…")
         else:
             self.body.show_plain(text)
+
+    def refresh(self) -> None:
+        """Render the text again (the theme's colours changed)."""
+        self.set_text(self.message.content, force=True)
 
     def set_meta(self, meta: dict) -> None:
         self.message.meta = dict(meta)
