@@ -151,15 +151,22 @@ class ChatStream:
             except OSError:
                 pass
 
+    def _trace(self, event: str, info: dict) -> None:
+        """httpcore's trace hook: the socket, as soon as it is connected, so Stop works before the first byte."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            self._socket = stream.get_extra_info("socket") if stream is not None else None
+            if self._aborted:
+                self.abort()
+
     @property
     def aborted(self) -> bool:
         return self._aborted
 
     def __iter__(self):
         try:
-            with client(self.backend) as c, c.stream("POST", "chat/completions", json=self.body) as r:
-                stream = r.extensions.get("network_stream")
-                self._socket = stream.get_extra_info("socket") if stream is not None else None
+            with client(self.backend) as c, c.stream("POST", "chat/completions", json=self.body,
+                                                     extensions={"trace": self._trace}) as r:
                 if r.status_code != 200:
                     raise status_error(r, self.body["model"])
                 yield from self._events(r)

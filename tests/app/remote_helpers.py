@@ -1,6 +1,7 @@
 """Shared pieces of the remote-backend tests: an in-memory keyring, a real `petit serve` on loopback, and a tiny
 scripted HTTP server that plays what a misbehaving server does (slow, silent, gone mid-reply)."""
 import json
+import select
 import socket
 import threading
 import time
@@ -60,13 +61,15 @@ class ScriptedServer:
     class Gone(Exception):
         pass
 
-    def __init__(self, script):
-        self.script = script
+    def __init__(self, script, before_headers: float = 0):
+        """before_headers: seconds to wait, silent, before the answer starts (a long prefill)."""
+        self.script, self.before_headers = script, before_headers
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
         self.closed = threading.Event()         # the client closed its connection (Stop)
+        self.asked = threading.Event()          # a chat completion was requested
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="scripted-http", daemon=True)
         self._thread.start()
@@ -96,6 +99,12 @@ class ScriptedServer:
             if head.startswith(b"GET"):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(MODELS_BODY)).encode() + b"\r\nConnection: close\r\n\r\n" + MODELS_BODY)
+                return
+            self.asked.set()
+            if self.before_headers:
+                readable, _, _ = select.select([conn], [], [], self.before_headers)
+                if readable and conn.recv(1) == b"":
+                    self.closed.set()                   # the client hung up before the answer began
                 return
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                          b"Connection: close\r\n\r\n")

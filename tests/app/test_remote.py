@@ -116,6 +116,22 @@ def test_stop_ends_a_remote_reply_and_keeps_what_came(qtbot, make_window):
         scripted.stop()
 
 
+def test_stop_works_before_the_server_has_answered_at_all(qtbot, make_window):
+    scripted = ScriptedServer(slow_forever, before_headers=60)     # a prefill longer than the test may wait
+    try:
+        w = make_window()
+        add_backend(qtbot, w, scripted.url)
+        use_remote(qtbot, w, "scripted (test server)")
+        w.chat.send("talk")
+        qtbot.waitUntil(scripted.asked.is_set, timeout=TIMEOUT_MS)
+        w.chat.stop()
+        wait_idle(qtbot, w)
+        assert [m.content for m in w.chat.messages] == ["talk"]
+        qtbot.waitUntil(scripted.closed.is_set, timeout=TIMEOUT_MS)
+    finally:
+        scripted.stop()
+
+
 def test_a_server_that_goes_away_mid_reply_keeps_the_text_received(qtbot, make_window):
     def script(send):
         send(sse("Hello"))
