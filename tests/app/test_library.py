@@ -108,6 +108,22 @@ def test_every_store_and_folder_is_listed_with_its_figures(qtbot, make_window, h
     assert w.models_panel.status.text() == "6 models (2 cannot be opened or run: the reason is in the Memory column)"
 
 
+def test_the_scan_reads_the_models_on_a_worker_thread(qtbot, make_window, tmp_path, monkeypatch):
+    import threading
+    folder = _folder(tmp_path)
+    threads = []
+    original = petit.describe
+
+    def describe(path):
+        threads.append(threading.current_thread())
+        return original(path)
+    monkeypatch.setattr(petit, "describe", describe)
+    w = make_window()
+    w.models_panel.add_folder(str(folder))
+    _wait_scanned(qtbot, w, 2)
+    assert len(threads) == 2 and threading.main_thread() not in threads
+
+
 def test_the_fit_follows_the_context_chosen_in_the_models_settings(qtbot, make_window, tmp_path, monkeypatch):
     folder = tmp_path / "m"
     folder.mkdir()
