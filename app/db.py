@@ -27,6 +27,12 @@ CREATE INDEX IF NOT EXISTS messages_by_chat ON messages(chat_id, position);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS model_settings (model TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS recent_models (path TEXT PRIMARY KEY, opened REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS backends (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    base_url TEXT NOT NULL,
+    models TEXT NOT NULL DEFAULT '[]'
+);
 """
 
 

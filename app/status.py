@@ -51,8 +51,9 @@ class StatusBar(QStatusBar):
     def set_model(self, info) -> None:
         self.model_label.setText(info.name)
         self.model_label.setToolTip(info.path)
-        self.weights_label.setText(f"{info.weight_type} weights")
-        self.kernel_label.setText(kernel_text())
+        remote = info.weight_type == "remote"
+        self.weights_label.setText("remote model" if remote else f"{info.weight_type} weights")
+        self.kernel_label.setText("answered by its server" if remote else kernel_text())
         self.speed_label.setText("")
         self.context_label.setText("")       # the new model's figures come with its measurement
 

@@ -9,19 +9,27 @@ from PySide6.QtWidgets import QMainWindow, QTabWidget
 from app.actions import build_menus
 from app.chat.chat_list_controller import ChatListController
 from app.chat.client import GenerationClient
+from app.chat.code_blocks import warm_up
 from app.chat.controller import ChatController
 from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
 from app.db import State, connect
+from app.library.library import ModelLibrary
+from app.library.panel import ModelsPanel
 from app.models import dialogs
 from app.models.manager import ModelManager
 from app.models.recent import RecentModels
+from app.remote.api import Backend
+from app.remote.backends import BackendStore, parse_remote_key
+from app.remote.keys import KeyStore
+from app.remote.panel import BackendsBox
 from app.server import ServerPanel
 from app.settings.panel import SettingsPanel
 from app.settings.store import SettingsStore
 from app.status import StatusBar
-from app.style import MESSAGE_STYLE, STATUS_STYLE
+from app.style import STATUS_STYLE
+from app.theme import CHOICES, Theme
 from app.training import ExportPanel, TrainPanel, VerifyPanel
 
 LAST_MODEL = "last_model"
@@ -56,12 +64,25 @@ class MainWindow(QMainWindow):
                                    self.settings_panel.options, self)
         self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
         self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
-        self.page.view.setStyleSheet(MESSAGE_STYLE)       # style sheets only where needed: they slow painting
+        warm_up()
+        self.theme = Theme(self.state, self.page.view, self)   # styles the conversation (style sheets only where
+        for value, text in CHOICES:                             # needed: they slow painting)
+            self.settings_panel.theme_combo.addItem(text, value)
+        self.settings_panel.theme_combo.setCurrentIndex(self.settings_panel.theme_combo.findData(self.theme.choice))
+        self.settings_panel.theme_combo.activated.connect(
+            lambda i: self.theme.set_choice(self.settings_panel.theme_combo.itemData(i)))
         self.status = StatusBar(self)
         self.status.setStyleSheet(STATUS_STYLE)
         self.setStatusBar(self.status)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.page, "Chat")
+        self.library = ModelLibrary(self.state, self)
+        self.models_panel = ModelsPanel(self.library, self.settings_panel.store)
+        self.backends = BackendStore(self.conn, KeyStore())
+        self.backends_box = BackendsBox(self.backends)
+        self.models_panel.layout().addWidget(self.backends_box)
+        self.models.remote_resolver = self._resolve_remote
+        self.tabs.addTab(self.models_panel, "Models")
         self.panels = {}
         for title, cls in PANELS:
             self.panels[title] = cls(parent=None)
@@ -74,6 +95,7 @@ class MainWindow(QMainWindow):
         self._restore_geometry()
         self.page.composer.input.setFocus()
         self.open_model(model_path or self._startup_model())
+        self.library.refresh()
 
     def _connect(self) -> None:
         m, s = self.models, self.status
@@ -91,6 +113,11 @@ class MainWindow(QMainWindow):
         self.page.view.link_activated.connect(self.confirm_open_link)
         self.settings_panel.changed.connect(lambda _key: self.chat.measure())
         self.settings_panel.reload_requested.connect(m.reload)
+        self.models_panel.open_requested.connect(self.open_in_chat)
+        self.library.scanned.connect(self.page.switcher.set_local)
+        self.page.switcher.model_chosen.connect(self.open_model)
+        self.backends_box.models_changed.connect(self.page.switcher.set_remote)
+        self.backends_box._show()
         for panel in self.panels.values():
             signal = getattr(panel, "chat_with_model", None)
             if signal is not None:
@@ -135,6 +162,19 @@ class MainWindow(QMainWindow):
         self.open_model(path, confirmed=True)
         self.chats.new()
 
+    def open_in_chat(self, path: str) -> None:
+        """A model chosen in the Models tab: load it, and go back to the chat."""
+        self.tabs.setCurrentWidget(self.page)
+        self.open_model(path)
+
+    def _resolve_remote(self, key: str) -> tuple:
+        """The backend (with its key from the keyring) and model of a remote model's key."""
+        parsed = parse_remote_key(key)
+        row = self.backends.get(parsed[0]) if parsed else None
+        if row is None:
+            raise ValueError(f"{key}: that remote backend was removed")
+        return Backend(row.base_url, self.backends.api_key(row), row.name), parsed[1]
+
     def _confirm_load(self, path: str, why: str) -> None:
         self.confirm_dialog = dialogs.confirm_load(self, path, why, lambda: self.open_model(path, confirmed=True))
 
@@ -146,10 +186,13 @@ class MainWindow(QMainWindow):
         self.state.set(LAST_MODEL, info.path)
         self.setWindowTitle(f"Petit — {info.name}")
         self.status.set_model(info)
+        self.page.switcher.set_recent(self.models.recent.paths())
+        self.page.switcher.set_current(info.path, info.name)
         self.settings_panel.set_model(info)
         self.chat.set_model(info.name, is_bundled_model(info.path))
-        values = self.settings_panel.values()
-        self.panels["Server"].set_model(info.path, {k: values[k] for k in values})
+        if info.weight_type != "remote":            # the Server tab serves local models only
+            values = self.settings_panel.values()
+            self.panels["Server"].set_model(info.path, {k: values[k] for k in values})
 
     def confirm_open_link(self, url) -> None:
         """A link in a reply was clicked: open it in the browser once the user confirms."""
@@ -209,6 +252,9 @@ class MainWindow(QMainWindow):
         for panel in self.panels.values():
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
+        self.library.shutdown()
+        self.backends_box.shutdown()
+        self.theme.shutdown()
         self.models.shutdown()
         self.generation.shutdown()
         for obj in (self.models, self.generation, self.chat):

@@ -19,6 +19,13 @@ def load(path, weights=None, tokenizer=None, verify_checksums=True, mmap=True, r
                  repack=repack, gguf_stored=gguf_stored, search=search)
 
 
+def describe(path) -> dict:
+    """What a model file or folder holds, read from its headers without loading the weights (`petit info MODEL`);
+    see petit.loading.describe.describe. Raises ValueError (or OSError) naming what is wrong."""
+    from petit.loading.describe import describe as _describe
+    return _describe(path)
+
+
 def __getattr__(name):
     # the heavier modules (and the compiled kernels) are imported on first use, so `import petit` stays cheap
     if name == "Model":

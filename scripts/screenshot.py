@@ -1,4 +1,5 @@
-"""Take a screenshot of the main window after a short exchange with the bundled model, into docs/screenshot.png.
+"""Take a screenshot of the main window after a short exchange with the bundled model (the last reply regenerated
+once, so it shows its versions), into docs/screenshot.png.
 
     python scripts/screenshot.py [-o docs/screenshot.png] [--scale 1]
 
@@ -39,12 +40,17 @@ def main(argv=None) -> int:
     window.resize(args.width, args.height)
     window.show()
     pending = list(QUESTIONS)
+    regenerated = []
 
     def next_step():
         if window.chat.busy or window.models.loading or not window.chat.model_ready:
             QTimer.singleShot(50, next_step)
         elif pending:
             window.chat.send(pending.pop(0))
+            QTimer.singleShot(50, next_step)
+        elif not regenerated:
+            regenerated.append(True)
+            window.chat.regenerate()
             QTimer.singleShot(50, next_step)
         else:
             window.page.composer.set_text("what comes after C?")

@@ -28,7 +28,7 @@ LAYERS = (
 
 # what `app` may import from the engine: module -> the names it may take (None: any name the module defines)
 APP_API = {
-    "petit": {"__version__", "load", "Model", "Tokenizer", "Sampler", "Session", "Params", "Step", "Stats",
+    "petit": {"__version__", "load", "describe", "Model", "Tokenizer", "Sampler", "Session", "Params", "Step", "Stats",
               "generate_tokens", "stream_text"},
     "petit.assets": None,                 # where the bundled model and fonts are
     "petit.chat.formats": None,           # the built-in chat formats (the settings' format list)

@@ -1,9 +1,12 @@
 """Where the user types: Enter (or Ctrl+Enter) sends, Shift+Enter starts a new line, Esc stops the reply or
 leaves editing. One button is Send while idle and Stop while a reply streams. Editing an earlier message shows a
-banner above the box."""
+banner above the box. Attach adds a text file to the next message (shown above the box, with Remove)."""
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
+                               QToolButton, QVBoxLayout, QWidget)
+
+from app.chat.attachments import AttachmentError, read_attachment
 
 
 class MessageInput(QPlainTextEdit):
@@ -45,6 +48,7 @@ class Composer(QWidget):
     send_requested = Signal(str)          # the text to send (Send, Enter)
     stop_requested = Signal()
     edit_cancelled = Signal()
+    attachment_changed = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -54,9 +58,26 @@ class Composer(QWidget):
         self.banner.setWordWrap(True)
         self.banner.hide()
         layout.addWidget(self.banner)
+        chip = QHBoxLayout()
+        self.attachment_label = QLabel()
+        self.attachment_label.setAccessibleName("Attached file")
+        self.remove_attachment_button = QToolButton()
+        self.remove_attachment_button.setText("Remove")
+        self.remove_attachment_button.setToolTip("Do not send this file")
+        self.remove_attachment_button.clicked.connect(lambda: self.set_attachment(None))
+        chip.addWidget(self.attachment_label)
+        chip.addWidget(self.remove_attachment_button)
+        chip.addStretch(1)
+        layout.addLayout(chip)
         row = QHBoxLayout()
         self.input = MessageInput(self)
         row.addWidget(self.input, 1)
+        self.attach_button = QPushButton("Attach…")
+        self.attach_button.setToolTip("Attach a text file to the message (its text is sent with it)")
+        self.attach_button.setAccessibleName(self.attach_button.toolTip())
+        self.attach_button.setAutoDefault(False)
+        self.attach_button.clicked.connect(self.choose_attachment)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.button = QPushButton("Send")
         self.button.setDefault(False)
         self.button.setAutoDefault(False)
@@ -66,8 +87,11 @@ class Composer(QWidget):
         self.input.submitted.connect(self.submit)
         self.input.escaped.connect(self._on_escape)
         self.editing: int | None = None
+        self.attachment: dict | None = None
+        self.file_dialog = None
         self._busy = False
         self.set_busy(False)
+        self.set_attachment(None)
 
     @property
     def text(self) -> str:
@@ -80,8 +104,39 @@ class Composer(QWidget):
     def submit(self) -> None:
         """Send what is typed (even while a reply streams: the new message replaces that reply's run)."""
         text = self.text
-        if text.strip():
+        if text.strip() or self.attachment is not None:
             self.send_requested.emit(text)
+
+    def choose_attachment(self) -> None:
+        self.file_dialog = QFileDialog(self, "Attach a text file")
+        self.file_dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self.file_dialog.fileSelected.connect(self.attach)
+        self.file_dialog.open()
+
+    def attach(self, path: str) -> bool:
+        """Attach the text file at `path` to the next message; a file that is not text is refused, saying why."""
+        try:
+            self.set_attachment(read_attachment(path))
+        except AttachmentError as e:
+            self.attachment_label.setText(f"Not attached: {e}.")
+            self.attachment_label.setStyleSheet("color: #a40000;")
+            self.attachment_label.show()
+            self.remove_attachment_button.hide()
+            return False
+        return True
+
+    def set_attachment(self, attachment: dict | None) -> None:
+        changed = attachment != self.attachment
+        self.attachment = attachment
+        self.attachment_label.setStyleSheet("")
+        if attachment is not None:
+            lines = attachment["text"].count("\n") + 1
+            self.attachment_label.setText(f"Attached: {attachment['name']} ({lines} lines, "
+                                          f"{len(attachment['text'])} characters)")
+        self.attachment_label.setVisible(attachment is not None)
+        self.remove_attachment_button.setVisible(attachment is not None)
+        if changed:
+            self.attachment_changed.emit()
 
     def set_busy(self, busy: bool) -> None:
         self._busy = busy
@@ -114,6 +169,7 @@ class Composer(QWidget):
             self.editing = None
             self.banner.hide()
             self.input.clear()
+            self.set_attachment(None)
             self.edit_cancelled.emit()
 
     def end_edit(self) -> None:

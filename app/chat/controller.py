@@ -8,13 +8,23 @@ A streaming reply is also saved as it grows, at most every SAVE_MS, marked "inte
 dies (kill -9, a power cut) it loses at most the last SAVE_MS of text, and the reply reopens marked interrupted,
 with Continue (go on from its text) and Regenerate.
 """
+import time
+
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.chat.attachments import with_attachments
 from app.chat.store import INTERRUPTED, ChatStore, Message
 
 RENDER_MS = 33
 SAVE_MS = 250
 NO_MODEL = "no model is loaded; open one with File > Open model (Ctrl+O)"
+
+
+def versions_of(m: Message) -> list:
+    """A reply's versions ({"content", "meta"} each, the meta without the versions themselves)."""
+    if m.meta.get("versions"):
+        return list(m.meta["versions"])
+    return [{"content": m.content, "meta": {k: v for k, v in m.meta.items() if k not in ("versions", "version")}}]
 
 
 class ChatController(QObject):
@@ -35,6 +45,9 @@ class ChatController(QObject):
         self._buffer = ""
         self._row: int | None = None      # the streamed reply's position in the store, once saved
         self._resumed: Message | None = None   # the reply Continue goes on with, as it was
+        self._replaced: Message | None = None  # the reply Regenerate answers again, as it was
+        self._versions: list | None = None     # the reply's other versions ({"content", "meta"}), when it has some
+        self._version_index: int | None = None  # which of them the new text replaces (None: a new version)
         self._pending = None              # (history, text, partial) waiting for the first model
         self._awaiting_model = False      # a load is in progress
         self._render_timer = QTimer(self)
@@ -53,8 +66,10 @@ class ChatController(QObject):
         view.edit_requested.connect(self.begin_edit)
         view.regenerate_requested.connect(lambda _i: self.regenerate())
         view.continue_requested.connect(lambda _i: self.continue_reply())
+        view.version_requested.connect(self.show_version)
         composer.send_requested.connect(self.send)
         composer.stop_requested.connect(self.stop)
+        composer.attachment_changed.connect(self.measure)
 
     @property
     def busy(self) -> bool:
@@ -97,8 +112,10 @@ class ChatController(QObject):
 
     # sending
     def send(self, text: str) -> None:
-        """Send `text` as a new user message (or, while editing, in place of the edited one and what followed)."""
-        if not text.strip():
+        """Send `text` as a new user message (or, while editing, in place of the edited one and what followed), with
+        the file attached in the composer, if any."""
+        attachment = self.composer.attachment
+        if not text.strip() and attachment is None:
             return
         self.settle()
         if self.composer.editing is not None:
@@ -106,26 +123,31 @@ class ChatController(QObject):
             self.composer.end_edit()
         if self.chat_id is None:
             self.chat_id = self.store.create()
-        message = Message("user", text)
+        message = Message("user", text, {"attachments": [attachment]} if attachment is not None else {})
         self.store.append(self.chat_id, message)
         self.messages.append(message)
         self.view.add(message)
         self.composer.input.clear()
         self.store.set_draft(self.chat_id, "")
         self.chats_changed.emit()
-        self._start(self.messages[:-1], text)
+        self._start(self.messages[:-1], self._plain(message)["content"])
+        self.composer.set_attachment(None)          # after the start: no measure of the old draft while busy
 
     def regenerate(self) -> None:
-        """Answer the last user message again (its old reply is discarded)."""
+        """Answer the last user message again; the old reply is kept as an alternative (the arrows on the reply
+        go back to it)."""
         self.settle(keep_partial=False)
         last_user = max((i for i, m in enumerate(self.messages) if m.role == "user"), default=None)
         if last_user is None:
             return
-        old_reply = self.view.widgets[-1] if len(self.messages) > last_user + 1 else None
+        has_reply = len(self.messages) > last_user + 1
+        old_reply = self.view.widgets[last_user + 1] if has_reply else None
+        replaced = self.messages[last_user + 1] if has_reply else None
         self.store.truncate(self.chat_id, last_user + 1)
         del self.messages[last_user + 1:]
         self.view.remove_from(last_user + 2)         # the old reply's widget is reused for the new one
-        self._start(self.messages[:last_user], self.messages[last_user].content, reuse=old_reply)
+        self._start(self.messages[:last_user], self._plain(self.messages[last_user])["content"], reuse=old_reply,
+                    versions=versions_of(replaced) if replaced is not None else None, replaced=replaced)
 
     def continue_reply(self) -> None:
         """Go on with the last reply (interrupted, stopped or cut at the token limit): what the model says next is
@@ -134,11 +156,35 @@ class ChatController(QObject):
         if len(self.messages) < 2 or self.messages[-1].role != "assistant" or self.messages[-2].role != "user":
             return
         reply = self.messages.pop()
-        self._start(self.messages[:-1], self.messages[-1].content, reuse=self.view.widgets[-1], resume=reply)
+        versions = reply.meta.get("versions")
+        self._start(self.messages[:-1], self._plain(self.messages[-1])["content"], reuse=self.view.widgets[-1],
+                    resume=reply, versions=list(versions) if versions else None,
+                    version_index=reply.meta.get("version"))
+
+    def show_version(self, index: int, step: int) -> None:
+        """Show the previous (step -1) or next (+1) version of reply `index`; the conversation goes on from the
+        version shown."""
+        if self.busy or not 0 <= index < len(self.messages):
+            return
+        m = self.messages[index]
+        versions = m.meta.get("versions") or []
+        new = m.meta.get("version", len(versions) - 1) + step
+        if not 0 <= new < len(versions):
+            return
+        chosen = versions[new]
+        m.content = chosen["content"]
+        m.meta = dict(chosen["meta"], versions=versions, version=new)
+        self.store.update(self.chat_id, index, m)
+        widget = self.view.widgets[index]
+        widget.set_text(m.content)
+        widget.set_meta(m.meta)
+        self.measure()
 
     def begin_edit(self, index: int) -> None:
         if 0 <= index < len(self.messages) and self.messages[index].role == "user":
             self.composer.begin_edit(index, self.messages[index].content)
+            attachments = self.messages[index].meta.get("attachments") or []
+            self.composer.set_attachment(attachments[0] if attachments else None)
 
     def edit(self, index: int, text: str) -> None:
         """Replace user message `index` by `text`, drop everything after it, and answer it."""
@@ -159,19 +205,30 @@ class ChatController(QObject):
                 self.generation.stop()
 
     def measure(self) -> None:
+        """Measure the context the conversation takes, with the file attached for the next message (so the meter
+        counts it before it is sent)."""
         if self.model_ready and not self.busy:
-            self.generation.measure([self._plain(m) for m in self.messages], self.options())
+            history = [self._plain(m) for m in self.messages]
+            attachment = self.composer.attachment
+            if attachment is not None:
+                history.append({"role": "user", "content": with_attachments(self.composer.text, [attachment])})
+            self.generation.measure(history, self.options())
 
     def _truncate(self, keep: int) -> None:
         self.store.truncate(self.chat_id, keep)
         del self.messages[keep:]
         self.view.remove_from(keep)
 
-    def _start(self, history: list[Message], text: str, reuse=None, resume: Message | None = None) -> None:
+    def _start(self, history: list[Message], text: str, reuse=None, resume: Message | None = None,
+               versions: list | None = None, version_index: int | None = None,
+               replaced: Message | None = None) -> None:
         """Answer `text` after `history` in a new reply (in the widget `reuse`, when given), or go on with the
-        reply `resume` (stored right after `text`)."""
+        reply `resume` (stored right after `text`). `versions`: the reply's other versions, kept with it (the new
+        text replaces version `version_index`, or is added after them)."""
         self.view.show_error("")
-        self._resumed = resume
+        self._render_timer.setInterval(RENDER_MS)
+        self._resumed, self._replaced = resume, replaced
+        self._versions, self._version_index = versions, version_index
         self._buffer = resume.content if resume is not None else ""
         self._row = len(self.messages) if resume is not None else None
         pending = Message("assistant", self._buffer, {"model": self.model_name})
@@ -195,7 +252,8 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        return {"role": m.role, "content": m.content}
+        """The message as the model sees it (attached files after the text)."""
+        return {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
 
     # the worker's answers
     def _on_tokens(self, text: str) -> None:
@@ -208,15 +266,20 @@ class ChatController(QObject):
             self._save_timer.start()
 
     def _render(self) -> None:
+        """Show the reply so far; a long reply, whose render costs more, is rendered less often (at most a fifth of
+        the GUI thread's time goes to it), so input stays answered."""
         if self._reply is not None:
+            start = time.perf_counter()
             self._reply.set_text(self._buffer)
+            cost_ms = 1000 * (time.perf_counter() - start)
+            self._render_timer.setInterval(max(RENDER_MS, int(4 * cost_ms)))
 
     def _save_partial(self) -> None:
         """Save the reply so far, marked interrupted (what it stays if the app dies before the reply ends)."""
         if self._reply is None or not self._buffer:
             return
-        message = Message("assistant", self._buffer, {"model": self.model_name,
-                                                       "stats": {"finish_reason": INTERRUPTED}})
+        message = self._with_versions(Message("assistant", self._buffer, {
+            "model": self.model_name, "stats": {"finish_reason": INTERRUPTED}}))
         if self._row is None:
             self._row = self.store.append(self.chat_id, message)
         else:
@@ -230,9 +293,15 @@ class ChatController(QObject):
         self._render_timer.stop()
         self._save_timer.stop()
         widget, self._reply, row, self._resumed = self._reply, None, self._row, None
+        replaced, self._replaced = self._replaced, None
         self._row = None
+        if not reply and replaced is not None:    # a regenerate stopped before its first token: the old reply stays
+            reply, result = replaced.content, replaced.meta.get("stats") or {}
+            message = replaced
+        elif reply:
+            message = self._with_versions(Message("assistant", reply, {"model": self.model_name, "stats": result}))
+        self._versions = self._version_index = None
         if reply:
-            message = Message("assistant", reply, {"model": self.model_name, "stats": result})
             if row is None:
                 self.store.append(self.chat_id, message)
             else:
@@ -245,7 +314,10 @@ class ChatController(QObject):
             if row is not None:
                 self.store.truncate(self.chat_id, row)
             self.view.remove_from(len(self.messages))
-        if result.get("dropped_messages"):
+        if result.get("error"):             # a remote reply cut off: what arrived is kept
+            self.view.show_error(f"The reply was cut off: {result['error']}. What arrived is kept; Continue goes "
+                                 "on with it, Regenerate starts again.")
+        elif result.get("dropped_messages"):
             self.view.show_error(f"The {result['dropped_messages']} oldest messages no longer fit the context: "
                                  f"the model did not see them.")
         self._set_busy(False)
@@ -256,10 +328,14 @@ class ChatController(QObject):
             return
         self._render_timer.stop()
         self._save_timer.stop()
-        widget, self._reply, row, resumed = self._reply, None, self._row, self._resumed
-        self._row = self._resumed = None
-        if resumed is not None:            # Continue failed: the reply stays as it was
-            self.store.update(self.chat_id, row, resumed)
+        widget, self._reply, row, resumed = self._reply, None, self._row, self._resumed or self._replaced
+        self._row = self._resumed = self._replaced = None
+        self._versions = self._version_index = None
+        if resumed is not None:            # Continue or Regenerate failed: the reply stays as it was
+            if row is None:
+                self.store.append(self.chat_id, resumed)
+            else:
+                self.store.update(self.chat_id, row, resumed)
             self.messages.append(resumed)
             widget.message = resumed
             widget.set_text(resumed.content)
@@ -272,6 +348,21 @@ class ChatController(QObject):
             if "context" in message else ""
         self.view.show_error(f"The model could not answer: {message}.{hint}")
         self._set_busy(False)
+
+    def _with_versions(self, message: Message) -> Message:
+        """The reply with its other versions in its meta ("versions", and "version": which one it is)."""
+        if self._versions is None:
+            return message
+        versions = list(self._versions)
+        entry = {"content": message.content, "meta": dict(message.meta)}
+        if self._version_index is None or not 0 <= self._version_index < len(versions):
+            versions.append(entry)
+            index = len(versions) - 1
+        else:
+            versions[self._version_index] = entry
+            index = self._version_index
+        message.meta = dict(message.meta, versions=versions, version=index)
+        return message
 
     def settle(self, keep_partial: bool = True) -> None:
         """End the reply in progress now: the worker is told to stop and its late tokens are dropped; the text

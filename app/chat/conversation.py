@@ -24,6 +24,7 @@ class ConversationView(QScrollArea):
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     continue_requested = Signal(int)
+    version_requested = Signal(int, int)      # message index, -1 / +1
     link_activated = Signal(QUrl)             # an http(s) link in a message was clicked
 
     def __init__(self, parent=None):
@@ -73,6 +74,7 @@ class ConversationView(QScrollArea):
         w.edit_requested.connect(lambda _w: self.edit_requested.emit(self.widgets.index(_w)))
         w.regenerate_requested.connect(lambda _w: self.regenerate_requested.emit(self.widgets.index(_w)))
         w.continue_requested.connect(lambda _w: self.continue_requested.emit(self.widgets.index(_w)))
+        w.version_requested.connect(lambda _w, step: self.version_requested.emit(self.widgets.index(_w), step))
         w.link_activated.connect(self.link_activated)
         self._layout.insertWidget(index + 1, w)     # after the welcome label
         self.widgets.append(w)
@@ -96,10 +98,15 @@ class ConversationView(QScrollArea):
         self.welcome.setText(welcome_text(name, bundled))
 
     def set_busy(self, busy: bool) -> None:
-        """While a reply streams, no message offers regenerate or edit."""
+        """While a reply streams, no message offers regenerate, edit or another version."""
         for i, w in enumerate(self.widgets):
             w.set_regenerable(not busy and i == len(self.widgets) - 1)
             w.edit_button.setEnabled(not busy)
+            if busy:                          # no switching versions under a streaming reply
+                w.previous_button.setEnabled(False)
+                w.next_button.setEnabled(False)
+            else:
+                w.set_meta(w.message.meta)
 
     def show_error(self, text: str) -> None:
         self.error.setText(text)

@@ -6,12 +6,12 @@ links stay links (any other scheme is plain text), and a click only reports the 
 asks before opening it. Images are never loaded (no file, nothing else an image names is read).
 """
 from PySide6.QtCore import QByteArray, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtGui import QGuiApplication, QImage, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
+from app.chat.code_blocks import COPY_SCHEME, decorate, new_nonce, palette
 from app.fonts import MONO_FAMILY
 
-CODE_BACKGROUND = QColor(0, 0, 0, 18)
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 LINK_SCHEMES = ("http", "https")
 BLANK_IMAGE = QImage(1, 1, QImage.Format.Format_ARGB32)
@@ -24,6 +24,7 @@ def is_web_link(url: QUrl) -> bool:
 
 class MarkdownView(QTextBrowser):
     link_activated = Signal(QUrl)            # an http(s) link was clicked (it is not opened here)
+    code_copied = Signal(int)                # the Copy link of code block N was clicked: its text is on the clipboard
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -41,6 +42,8 @@ class MarkdownView(QTextBrowser):
         self.document().setDocumentMargin(2)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self._source = ""
+        self._nonce = new_nonce()
+        self.code_blocks: list[str] = []     # the text of each fenced code block shown, for its Copy link
 
     @property
     def source_text(self) -> str:
@@ -49,19 +52,29 @@ class MarkdownView(QTextBrowser):
 
     def show_markdown(self, text: str) -> None:
         self._source = text
-        self.document().setMarkdown(text, MARKDOWN)
-        shade_code(self.document())
-        keep_web_links_only(self.document())
-        images_as_text(self.document())
+        document = self.document()
+        document.setMarkdown(text, MARKDOWN)
+        batch = QTextCursor(document)
+        batch.beginEditBlock()              # one layout for all the edits below, not one per edit
+        try:
+            shade_code(document)
+            keep_web_links_only(document)
+            images_as_text(document)
+            self.code_blocks = decorate(document, self._nonce, [MONO_FAMILY, "monospace"])
+        finally:
+            batch.endEditBlock()
         self._fit()
 
     def show_plain(self, text: str) -> None:
         self._source = text
+        self.code_blocks = []
         self.setPlainText(text)
         self._fit()
 
     def _fit(self, *_args) -> None:
-        self.document().setTextWidth(self.viewport().width())
+        width = self.viewport().width()
+        if self.document().textWidth() != width:      # setting it again would lay the whole text out again
+            self.document().setTextWidth(width)
         height = int(self.document().size().height() + 0.999) + 2 * self.frameWidth()
         if height != self.height():
             self.setFixedHeight(height)
@@ -78,8 +91,29 @@ class MarkdownView(QTextBrowser):
         return QByteArray()
 
     def _on_anchor(self, url: QUrl) -> None:
-        if is_web_link(url):
+        if url.scheme() == COPY_SCHEME:
+            nonce, _, index = url.path().partition("/")
+            if nonce == self._nonce and index.isdigit() and int(index) < len(self.code_blocks):
+                QGuiApplication.clipboard().setText(self.code_blocks[int(index)])
+                self.code_copied.emit(int(index))
+        elif is_web_link(url):
             self.link_activated.emit(url)
+
+    def copy_link_rect(self, index: int):
+        """Where code block `index`'s Copy link is drawn (viewport coordinates), for a click."""
+        href = f"{COPY_SCHEME}:{self._nonce}/{index}"
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                if fragment.charFormat().anchorHref() == href:
+                    c = QTextCursor(self.document())
+                    c.setPosition(fragment.position() + 1)
+                    return self.cursorRect(c)
+                it += 1
+            block = block.next()
+        return None
 
 
 def keep_web_links_only(document) -> None:
@@ -136,7 +170,7 @@ def shade_code(document) -> None:
         fmt = block.blockFormat()
         cursor = QTextCursor(block)
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
-            fmt.setBackground(CODE_BACKGROUND)
+            fmt.setBackground(palette["background"])
             cursor.setBlockFormat(fmt)
             cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(mono)
@@ -146,7 +180,7 @@ def shade_code(document) -> None:
                 fragment = it.fragment()
                 if fragment.charFormat().fontFixedPitch():
                     inline = QTextCharFormat(mono)
-                    inline.setBackground(CODE_BACKGROUND)
+                    inline.setBackground(palette["background"])
                     c = QTextCursor(document)
                     c.setPosition(fragment.position())
                     c.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)

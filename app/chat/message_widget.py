@@ -8,13 +8,13 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 from app.chat.markdown import MarkdownView
 from app.chat.store import INTERRUPTED, Message
 
-CONTINUABLE = (INTERRUPTED, "cancelled", "length")     # how a reply Continue can go on with ended
+CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Continue can go on with ended
 
 
 def stats_text(meta: dict) -> str:
     """'12 tokens · 95.3 tok/s · first token 31 ms', plus how the reply ended when it did not end by itself."""
     stats = meta.get("stats") or {}
-    parts = []
+    parts = [f"attached: {a['name']}" for a in meta.get("attachments") or []]
     if stats.get("generated_tokens"):
         parts.append(f"{stats['generated_tokens']} tokens")
     if stats.get("decode_tokens_per_s"):
@@ -26,6 +26,8 @@ def stats_text(meta: dict) -> str:
         parts.append("stopped")
     elif reason == "length":
         parts.append("cut at the token limit")
+    elif reason == "error":
+        parts.append(f"cut off: {stats.get('error') or 'the connection failed'}")
     elif reason == INTERRUPTED:
         parts.append("interrupted: the app closed before the reply ended")
     return " · ".join(parts)
@@ -36,6 +38,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(object)
     regenerate_requested = Signal(object)
     continue_requested = Signal(object)
+    version_requested = Signal(object, int)  # this widget, -1 (the previous version) or +1 (the next)
     link_activated = Signal(QUrl)            # an http(s) link in the text was clicked
 
     def __init__(self, message: Message, title: str, parent=None):
@@ -50,6 +53,14 @@ class MessageWidget(QFrame):
         self.title = QLabel()
         head.addWidget(self.title)
         head.addStretch(1)
+        self.previous_button = self._button("‹", "The previous version of this reply", None)
+        self.version_label = QLabel()
+        self.version_label.setAccessibleName("Version of this reply")
+        self.next_button = self._button("›", "The next version of this reply", None)
+        self.previous_button.clicked.connect(lambda: self.version_requested.emit(self, -1))
+        self.next_button.clicked.connect(lambda: self.version_requested.emit(self, 1))
+        for w in (self.previous_button, self.version_label, self.next_button):
+            head.addWidget(w)
         self.copy_button = self._button("Copy", "Copy this message", self.copy_requested)
         self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
@@ -78,27 +89,39 @@ class MessageWidget(QFrame):
         b.setToolTip(tip)
         b.setAccessibleName(tip)
         b.setAutoRaise(True)
-        b.clicked.connect(lambda: signal.emit(self))
+        if signal is not None:
+            b.clicked.connect(lambda: signal.emit(self))
         return b
 
     def set_title(self, title: str) -> None:
         self.title.setText(f"<b>{title}</b>")
         self.body.setAccessibleName(f"{title} message")
 
-    def set_text(self, text: str) -> None:
+    def set_text(self, text: str, force: bool = False) -> None:
         self.message.content = text
-        if text and text == self.body.source_text:
+        if text and text == self.body.source_text and not force:
             return                                   # already shown (the last streamed render)
         if self.message.role == "assistant":
             self.body.show_markdown(text if text else "…")
         else:
             self.body.show_plain(text)
 
+    def refresh(self) -> None:
+        """Render the text again (the theme's colours changed)."""
+        self.set_text(self.message.content, force=True)
+
     def set_meta(self, meta: dict) -> None:
         self.message.meta = dict(meta)
         text = stats_text(meta)
         self.footer.setText(text)
         self.footer.setVisible(bool(text))
+        versions = len(meta.get("versions") or [])
+        index = meta.get("version", versions - 1)
+        self.version_label.setText(f"{index + 1}/{versions}" if versions > 1 else "")
+        for w in (self.previous_button, self.version_label, self.next_button):
+            w.setVisible(versions > 1)
+        self.previous_button.setEnabled(index > 0)
+        self.next_button.setEnabled(index < versions - 1)
 
     def set_regenerable(self, on: bool) -> None:
         """Offer Regenerate (and Continue, for a reply that did not end by itself): on the last reply, when idle."""

@@ -6,6 +6,7 @@ from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 from app.chat.chat_list import ChatList
 from app.chat.composer import Composer
 from app.chat.conversation import ConversationView
+from app.library.switcher import ModelSwitcher
 
 
 class ChatPage(QSplitter):
@@ -14,10 +15,12 @@ class ChatPage(QSplitter):
         self.chat_list = ChatList()
         self.view = ConversationView()
         self.composer = Composer()
+        self.switcher = ModelSwitcher()
         middle = QWidget()
         column = QVBoxLayout(middle)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
+        column.addWidget(self.switcher)
         column.addWidget(self.view, 1)
         column.addWidget(self.composer)
         self.settings_panel = settings_panel

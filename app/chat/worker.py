@@ -16,6 +16,8 @@ from dataclasses import asdict
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.remote.api import ChatStream, RemoteError, request_body
+from app.remote.model import RemoteModel
 from petit.generation import Params, Sampler, Session
 
 
@@ -33,6 +35,7 @@ class GenerationWorker(QObject):
         self.session: Session | None = None
         self._session_key = None
         self._cancel_before = 0
+        self._stream: ChatStream | None = None    # the remote reply in progress
 
     def cancel(self, before: int) -> None:
         """Stop every request with an id below `before`. Safe from any thread."""
@@ -41,6 +44,9 @@ class GenerationWorker(QObject):
         session = self.session
         if session is not None:
             session.cancel()
+        stream = self._stream
+        if stream is not None:
+            stream.abort()
 
     def _cancelled(self, request_id: int) -> bool:
         return request_id < self._cancel_before
@@ -88,6 +94,9 @@ class GenerationWorker(QObject):
         if self._cancelled(request_id):
             self.finished.emit(request_id, partial, {"finish_reason": "cancelled", "generated_tokens": 0})
             return
+        if isinstance(self.model, RemoteModel):
+            self._generate_remote(request_id, history, text, options, partial)
+            return
         stats, parts = None, [partial]
         try:
             session = self._session(options)
@@ -106,6 +115,41 @@ class GenerationWorker(QObject):
             return
         self.finished.emit(request_id, "".join(parts), self._result(session, stats))
 
+    def _generate_remote(self, request_id: int, history: list, text: str, options: dict, partial: str) -> None:
+        """The same request, answered by an OpenAI-compatible server. A failure before the first token is a
+        failure; after it, the text received is kept and the result says what cut it off."""
+        messages = self._history(options, history) + [{"role": "user", "content": text}]
+        if partial:
+            messages.append({"role": "assistant", "content": partial})
+        stream = ChatStream(self.model.backend, request_body(self.model.model, messages, options))
+        self._stream, parts = stream, [partial]
+        try:
+            if self._cancelled(request_id):
+                stream.abort()
+            for piece in stream:
+                parts.append(piece)
+                self.tokens_decoded.emit(request_id, piece)
+                if self._cancelled(request_id):
+                    stream.abort()
+        except RemoteError as e:
+            if len(parts) == 1:
+                self.failed.emit(request_id, str(e))
+                return
+            result = stream.stats()
+            result.update(finish_reason="error", error=str(e))
+            self.finished.emit(request_id, "".join(parts), result)
+            return
+        except Exception as e:          # an unexpected answer: said, never a traceback
+            self.failed.emit(request_id, f"{type(e).__name__}: {e}")
+            return
+        finally:
+            self._stream = None
+        result = stream.stats()
+        if self._cancelled(request_id):
+            result["finish_reason"] = "cancelled"
+        result["context_used"] = result.get("prompt_tokens", 0) + result["generated_tokens"]
+        self.finished.emit(request_id, "".join(parts), result)
+
     @staticmethod
     def _result(session: Session, stats) -> dict:
         """The reply's Stats as a dict, with the context figures the status bar shows."""
@@ -117,7 +161,10 @@ class GenerationWorker(QObject):
 
     @Slot(int, object, object)
     def measure(self, request_id: int, history: list, options: dict) -> None:
-        """How many context tokens the conversation takes (rendered with the template), for the status bar."""
+        """How many context tokens the conversation takes (rendered with the template), for the status bar; a
+        remote model's are counted by its server (the reply's usage)."""
+        if isinstance(self.model, RemoteModel):
+            return
         try:
             session = self._session(options)
             messages = self._history(options, history)

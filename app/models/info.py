@@ -18,11 +18,16 @@ class ModelInfo:
 
 
 def model_key(path: str) -> str:
-    """The key a model's settings and recent-list entry are stored under: its absolute, normalised path."""
+    """The key a model's settings and recent-list entry are stored under: its absolute, normalised path (a remote
+    model's "remote:ID/MODEL" as it is)."""
+    if path.startswith("remote:"):
+        return path
     return os.path.normpath(os.path.abspath(os.path.expanduser(path)))
 
 
 def display_name(path: str) -> str:
+    if path.startswith("remote:"):
+        return path.partition("/")[2]
     path = os.path.normpath(path)
     base = os.path.basename(path)
     for ext in (".petit", ".gguf"):

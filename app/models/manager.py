@@ -8,8 +8,9 @@ from PySide6.QtWidgets import QWidget
 
 from app.models import dialogs
 from app.models.info import ModelInfo, model_key
-from app.models.loader import load_worker
+from app.models.loader import close_loaded, load_worker
 from app.models.memory import fit_message
+from app.remote.model import load_remote
 from app.threads import Worker
 
 
@@ -28,6 +29,8 @@ class ModelManager(QObject):
         self._path = ""                       # what it loads
         self._jobs: list[Worker] = []         # every load not yet ended (a cancelled one runs to its end)
         self.warning_dialog = None            # the notice of the engine's warnings about the model loaded
+        # "remote:ID/MODEL" -> (app.remote.api.Backend, model id), or ValueError naming what is missing (the window's)
+        self.remote_resolver = None
         generation.model_changed.connect(self._on_model_changed)
 
     @property
@@ -38,13 +41,22 @@ class ModelManager(QObject):
         """Start loading `path` (a .petit file or a Hugging Face folder). A model that may not fit in memory is
         loaded only once confirmed (confirmation_needed asks)."""
         path = model_key(path)
-        text, fits = fit_message(path) if os.path.exists(path) else ("", True)
-        if not fits and not confirmed:
-            self.confirmation_needed.emit(path, text)
-            return
-        self.cancel()
-        weights = self.settings_store.get(path).get("weights")
-        job = load_worker(path, weights)
+        if path.startswith("remote:"):
+            try:
+                backend, model = self.remote_resolver(path)
+            except (ValueError, TypeError) as e:
+                self.load_failed.emit(path, str(e))
+                return
+            self.cancel()
+            text = f"asking {backend.base_url} for {model}"
+            job = Worker(load_remote, path, backend, model, name="petit-load", discard=close_loaded)
+        else:
+            text, fits = fit_message(path) if os.path.exists(path) else ("", True)
+            if not fits and not confirmed:
+                self.confirmation_needed.emit(path, text)
+                return
+            self.cancel()
+            job = load_worker(path, self.settings_store.get(path).get("weights"))
         job.succeeded.connect(self._on_loaded)
         job.failed.connect(self._on_failed)
         job.ended.connect(self._on_job_ended)

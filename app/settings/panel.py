@@ -2,7 +2,8 @@
 types for the loaded model. It shows the resolved values (the user's choice, else the model's generation
 defaults), labels in bold the ones the user changed, and saves them per model."""
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout,
+                               QWidget)
 
 from app.settings.fields import CheckField, ChoiceField, NumberField, SeedField, TextField
 from app.settings.values import (FALLBACK, FORMAT_NAMES, KV_TYPES, SAMPLING_KEYS, WEIGHT_TYPES, clean,
@@ -56,6 +57,12 @@ class SettingsPanel(QScrollArea):
         layout = QVBoxLayout(inner)
         title = QLabel("<b>Settings</b>")
         layout.addWidget(title)
+        app_form = QFormLayout()
+        self.theme_combo = QComboBox()           # the app's, not the model's (app.theme fills and follows it)
+        self.theme_combo.setAccessibleName("Theme")
+        self.theme_combo.setToolTip("Light or dark, or as the operating system says (for every model)")
+        app_form.addRow("Theme", self.theme_combo)
+        layout.addLayout(app_form)
         self.defaults_label = QLabel()
         self.defaults_label.setWordWrap(True)
         self.defaults_label.setEnabled(False)

@@ -57,7 +57,7 @@ def _gguf(path: str) -> dict:
                "tokenizer": (f"{m.get('tokenizer.ggml.model')} ({m.get('tokenizer.ggml.pre', 'no pre-tokenizer')}), "
                              f"{len(tokens)} tokens") if tokens is not None else None,
                "chat_template": _template(template), "file_size": os.path.getsize(path),
-               "at_load": _gguf_at_load(types)}
+               "at_load": _gguf_at_load(types), "kv_width": _gguf_kv_width(m, arch)}
     refused = out["at_load"]["refused"]
     if out["runs"] is None and refused:
         out["runs"] = f"tensor type(s) {', '.join(refused)} are not ones Petit reads"
@@ -100,7 +100,7 @@ def _petit(path: str) -> dict:
                 "context_length": cfg.get("max_position_embeddings"), "layers": cfg.get("num_hidden_layers"),
                 "hidden_size": cfg.get("hidden_size"),
                 "tokenizer": _petit_tokenizer(tok), "chat_template": _template(meta.get("chat_template")),
-                "file_size": os.path.getsize(path), "at_load": _petit_at_load(types)}
+                "file_size": os.path.getsize(path), "at_load": _petit_at_load(types), "kv_width": _kv_width(cfg)}
 
 
 def _petit_tokenizer(tok) -> str | None:
@@ -133,7 +133,28 @@ def _folder(path: str) -> dict:
             "layers": cfg.get("num_hidden_layers"), "hidden_size": cfg.get("hidden_size"),
             "tokenizer": "tokenizer.json" if has_tok else None, "chat_template": _template(meta.get("chat_template")),
             "file_size": sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
-                             if os.path.isfile(os.path.join(path, n)))}
+                             if os.path.isfile(os.path.join(path, n))), "kv_width": _kv_width(cfg)}
+
+
+def _kv_width(cfg: dict) -> int | None:
+    """Values one layer's KV cache keeps per position and per K or V (KV heads x head size), from a config; None
+    when the config does not say (what a memory estimate needs, with the layers and the context)."""
+    cfg = cfg.get("text_config") or cfg if isinstance(cfg, dict) else {}
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
+                                       and heads else None)
+    return kv_heads * head_dim if isinstance(kv_heads, int) and isinstance(head_dim, int) else None
+
+
+def _gguf_kv_width(m: dict, arch) -> int | None:
+    heads, hidden = m.get(f"{arch}.attention.head_count"), m.get(f"{arch}.embedding_length")
+    kv_heads = m.get(f"{arch}.attention.head_count_kv", heads)
+    head_dim = m.get(f"{arch}.attention.key_length") or (hidden // heads if isinstance(hidden, int)
+                                                           and isinstance(heads, int) and heads else None)
+    if isinstance(kv_heads, list):            # per-layer counts (hybrid models): the widest layer's
+        kv_heads = max(kv_heads, default=0)
+    return kv_heads * head_dim if isinstance(kv_heads, int) and isinstance(head_dim, int) else None
 
 
 def _template(t) -> str | None:

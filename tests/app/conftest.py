@@ -22,6 +22,18 @@ else:
         monkeypatch.setenv("PETIT_DATA_DIR", str(path))
         return path
 
+    @pytest.fixture(autouse=True)
+    def home_dir(tmp_path, monkeypatch):
+        """The model library looks for other apps' stores (Hugging Face cache, LM Studio, Ollama) in this empty
+        home, never in the real one."""
+        import app.library.locations as locations
+        path = tmp_path / "home"
+        path.mkdir()
+        monkeypatch.setattr(locations, "home", lambda: str(path))
+        for name in ("HF_HOME", "HF_HUB_CACHE", "OLLAMA_MODELS"):
+            monkeypatch.delenv(name, raising=False)
+        return path
+
     @pytest.fixture(scope="session", autouse=True)
     def _app_fonts(qapp):
         from app.fonts import load_fonts
