@@ -170,8 +170,8 @@ def wait_for(condition, timeout=5.0):
     (json.dumps({"model": "m"}).encode(), 400,
      error("Missing required parameter: 'messages'.", "messages", "missing_required_parameter")),
     (json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}).encode(),
-     400, error("Invalid value for 'messages': the last message must have role 'user', got 'assistant'.", "messages",
-                "invalid_value")),
+     400, error("Invalid value for 'messages': the last message must have role 'user' (or 'tool', a tool's result), "
+                "got 'assistant'.", "messages", "invalid_value")),
     (json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})
      .encode(), 400, error("Invalid value for 'messages[0].content[0]': only text content parts ({\"type\": \"text\", "
                            "\"text\": ...}) are supported, got type 'image_url'.", "messages[0].content[0]",

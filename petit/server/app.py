@@ -18,7 +18,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from petit.server import schema, sse
+from petit.server import constraints, schema, sse
+from petit.server import tools as tool_formats
 from petit.server.engine import Delta, Failed, Job
 from petit.server.schema import ApiError
 from petit.generation.stop import check_stop_strings
@@ -271,12 +272,19 @@ class Api:
                 except ValueError as e:
                     raise schema._invalid_value("stop", f"{e}.") from None
             sampler = self.engine.make_sampler(req.sampling) if self.engine.state == "ready" else None
+            grammar = None
+            if self.engine.state == "ready":
+                constraints.check_bias(self.engine, req.logit_bias)
+                if req.response_format is not None or req.tool_choice not in ("none", "auto"):
+                    grammar = await asyncio.to_thread(constraints.grammar_for, self.engine, req)
         except ApiError as e:
             return error_response(e)
         events = _Events(request)
+        tools = req.tools if req.tool_choice != "none" else None
         job = Job(req.kind, events.emit, sampler, req.max_tokens or self.engine.max_tokens,
                   self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
-                  stream=req.stream)
+                  stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
+                  logit_bias=req.logit_bias, grammar=grammar, tools=tools)
         handed_over = False
         try:
             self.engine.submit(job)
@@ -285,12 +293,18 @@ class Api:
                 return Response(status_code=499)
             if isinstance(first, Failed):
                 return error_response(first.error)
-            shapes = sse.Shapes(req.kind, self.model_id, req.include_usage)
+            shapes = sse.Shapes(req.kind, self.model_id, req.include_usage, req.logprobs)
+            tool_format = self.engine.tool_format[0] if tools else None
             if req.stream:
                 handed_over = True
-                return _EventStream(self._stream(events, shapes, first),
+                return _EventStream(self._stream(events, shapes, first, tool_format),
                                     on_close=lambda: (job.cancel(), events.close()))
-            return JSONResponse(shapes.response(first.text, first.finish_reason, first.usage, first.timings))
+            text, calls, finish = first.text, [], first.finish_reason
+            if tool_format is not None:
+                text, found = tool_formats.parse(tool_format, first.text)
+                calls = [(tool_formats.call_id(), c) for c in found]
+                finish = "tool_calls" if calls and finish == "stop" else finish
+            return JSONResponse(shapes.response(text, finish, first.usage, first.timings, first.logprobs, calls))
         except ApiError as e:
             return error_response(e)
         finally:
@@ -299,19 +313,42 @@ class Api:
                 events.close()
 
     @staticmethod
-    async def _stream(events, shapes, ev):
+    async def _stream(events, shapes, ev, tool_format=None):
         opening = shapes.first()
         if opening is not None:
             yield opening
+        parser = tool_formats.ToolParser(tool_format) if tool_format else None
+        calls = 0
+
+        def pieces(settled, logprobs):
+            """The chunks of what the tool parser settled: content deltas and calls."""
+            nonlocal calls
+            for e in settled:
+                if isinstance(e, tool_formats.Call):
+                    yield from shapes.tool_call(calls, tool_formats.call_id(), e)
+                    calls += 1
+                elif e.text:
+                    yield shapes.delta(e.text, logprobs)
+                    logprobs = None
+            if logprobs:                               # tokens held back by the parser: their logprobs go now
+                yield shapes.delta("", logprobs)
         while ev is not None:                          # None: the client has gone
             if isinstance(ev, Delta):
-                if ev.text:
-                    yield shapes.delta(ev.text)
+                if parser is not None:
+                    for chunk in pieces(parser.feed(ev.text), ev.logprobs):
+                        yield chunk
+                elif ev.text or ev.logprobs:
+                    yield shapes.delta(ev.text, ev.logprobs)
             elif isinstance(ev, Failed):
                 yield sse.event(ev.error.body())
                 return
             else:
-                yield shapes.finish(ev.finish_reason)
+                finish = ev.finish_reason
+                if parser is not None:
+                    for chunk in pieces(parser.finish(), None):
+                        yield chunk
+                    finish = "tool_calls" if calls and finish == "stop" else finish
+                yield shapes.finish(finish, ev.pending)
                 if shapes.include_usage:
                     yield shapes.usage(ev.usage)
                 yield sse.DONE

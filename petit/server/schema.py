@@ -1,8 +1,8 @@
 """Request validation: an OpenAI request body becomes a GenerationRequest, or an ApiError in OpenAI's error shape.
 
-Unknown fields are ignored (clients add their own: `user`, `metadata`, `parallel_tool_calls`, ...); a null field
-counts as absent. Fields Petit does not implement (`tools`, `response_format`, `logprobs`, `logit_bias`, `echo`,
-`suffix`, ...) are accepted and ignored.
+Unknown fields are ignored (clients add their own: `user`, `metadata`, `store`, ...); a null field counts as absent.
+The fields that shape a reply beyond sampling (logprobs, logit_bias, response_format, tools) are checked in
+features.py. Legacy completion fields Petit does not implement (`echo`, `suffix`, `best_of`) are ignored.
 """
 from dataclasses import dataclass, field
 
@@ -40,6 +40,13 @@ class GenerationRequest:
     sampling: dict = field(default_factory=dict)    # Sampler keywords the request sets
     max_tokens: int | None = None       # None: the server's default
     stop: list | None = None            # None: the server's default
+    logprobs: bool = False              # report each token's log-probability
+    top_logprobs: int = 0               # ... and this many alternatives
+    logit_bias: dict | None = None      # {token id: -100..100}
+    response_format: dict | None = None  # None (text), {"type": "json_object"} or {"type": "json_schema", ...}
+    tools: list | None = None           # chat: OpenAI function tools
+    tool_choice: str = "none"           # "none", "auto", "required", or the name of the function to call
+    parallel_tool_calls: bool = True
 
 
 _JSON_NAMES = {str: "a string", bool: "a boolean", dict: "an object", list: "an array", int: "an integer",
@@ -113,6 +120,9 @@ def _common(body: dict, kind: str) -> GenerationRequest:
         req.stop = stop
     elif stop is not None:
         raise _invalid_type("stop", "a string or an array of strings", stop)
+    from petit.server import features
+    req.logit_bias = features.logit_bias(body)
+    req.response_format = features.response_format(body)
     return req
 
 
@@ -139,7 +149,9 @@ def _content(message: dict, i: int) -> str:
 
 def parse_chat(body: dict) -> GenerationRequest:
     """POST /v1/chat/completions. Message content arrays are joined into one string (text parts only); the
-    `developer` role is sent to the template as `system`. The last message must come from the user."""
+    `developer` role is sent to the template as `system`. The last message must come from the user (or be a tool's
+    result)."""
+    from petit.server import features
     req = _common(body, "chat")
     messages = body.get("messages")
     if messages is None:
@@ -160,10 +172,16 @@ def parse_chat(body: dict) -> GenerationRequest:
         for key in ("name", "tool_calls", "tool_call_id"):
             if m.get(key) is not None:
                 msg[key] = m[key]
-        out.append(msg)
-    if out[-1]["role"] != "user":
-        raise _invalid_value("messages", f"the last message must have role 'user', got {out[-1]['role']!r}.")
+        out.append(features.template_message(msg))
+    if out[-1]["role"] not in ("user", "tool"):
+        raise _invalid_value("messages", f"the last message must have role 'user' (or 'tool', a tool's result), "
+                                         f"got {out[-1]['role']!r}.")
     req.messages = out
+    req.logprobs, req.top_logprobs = features.chat_logprobs(body)
+    req.tools, req.tool_choice, req.parallel_tool_calls = features.tools(body)
+    if req.response_format is not None and req.tool_choice != "none":
+        raise _invalid_value("response_format", "a JSON response format cannot be combined with tools (give "
+                                                "tool_choice 'none', or no tools).")
     return req
 
 
@@ -183,4 +201,7 @@ def parse_completion(body: dict) -> GenerationRequest:
     if not prompt:
         raise _invalid_value("prompt", "the prompt is empty: give at least one character to continue.")
     req.prompt = prompt
+    from petit.server import features
+    top = features.completion_logprobs(body)
+    req.logprobs, req.top_logprobs = top is not None, top or 0
     return req
