@@ -302,7 +302,7 @@ class Api:
             text, calls, finish = first.text, [], first.finish_reason
             if tool_format is not None:
                 text, found = tool_formats.parse(tool_format, first.text)
-                calls = [(tool_formats.call_id(), c) for c in found]
+                calls = [(tool_formats.call_id(tool_format), c) for c in found]
                 finish = "tool_calls" if calls and finish == "stop" else finish
             return JSONResponse(shapes.response(text, finish, first.usage, first.timings, first.logprobs, calls))
         except ApiError as e:
@@ -325,7 +325,7 @@ class Api:
             nonlocal calls
             for e in settled:
                 if isinstance(e, tool_formats.Call):
-                    yield from shapes.tool_call(calls, tool_formats.call_id(), e)
+                    yield from shapes.tool_call(calls, tool_formats.call_id(tool_format), e)
                     calls += 1
                 elif e.text:
                     yield shapes.delta(e.text, logprobs)

@@ -32,8 +32,9 @@ class Call:
     arguments: str        # JSON text, as OpenAI gives it
 
 
-def call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
+def call_id(fmt: str = "hermes") -> str:
+    """A new tool call id: Mistral's templates accept only 9 letters and digits, others take OpenAI's shape."""
+    return uuid.uuid4().hex[:9] if fmt == "mistral" else "call_" + uuid.uuid4().hex[:24]
 
 
 def detect(template: str | None) -> tuple[str, bool]:
@@ -150,7 +151,7 @@ class ToolParser:
 
     def __init__(self, fmt: str):
         self.fmt, self.buf, self.inside, self.started = fmt, "", False, False
-        self.calls = 0
+        self.after_call = False          # hermes: the line break after a call's block is part of the block
 
     def feed(self, text: str) -> list:
         self.buf += text
@@ -165,6 +166,8 @@ class ToolParser:
     def _hermes(self, end: bool) -> list:
         out = []
         while True:
+            if self.after_call and self.buf:
+                self.buf, self.after_call = self.buf.removeprefix("\n"), False
             if not self.inside:
                 at = self.buf.find(self.OPEN)
                 if at < 0:
@@ -184,8 +187,7 @@ class ToolParser:
             inner = inner[:-len(self.CLOSE)] if inner.endswith(self.CLOSE) else inner
             call = _call(_loads(inner.strip()))
             out += [call] if call is not None else self._content(block)
-            if self.buf.startswith("\n") and call is not None:
-                self.buf = self.buf[1:]           # the line break between two calls
+            self.after_call = call is not None
             if close < 0:
                 return out
 
