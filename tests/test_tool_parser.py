@@ -8,7 +8,7 @@ import pytest
 
 from petit.chat.template import render_template
 from petit.server import features
-from petit.server.tools import Call, Content, ToolParser, describe, detect, parse
+from petit.server.tools import Call, CallArgs, CallStart, Content, ToolParser, describe, detect, parse
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
 ARGS = '{"city": "Paris", "days": 3}'
@@ -111,3 +111,17 @@ def test_a_template_without_tools_gets_them_in_its_system_prompt():
     assert out[2] == {"role": "assistant", "content": '<tool_call>\n{"name": "now", "arguments": {}}\n</tool_call>'}
     assert out[1:2] + out[3:] == messages[1:2] + messages[3:]
     assert describe(messages[1:2], tools)[0]["content"].startswith("# Tools\n")
+
+
+def test_a_stream_gives_a_call_out_piece_by_piece():
+    p = ToolParser("hermes", incremental=True)
+    assert p.feed("Sure.<tool_call>\n") == [Content("Sure.")]
+    assert p.feed('{"name": "get_weather", "arguments": {"ci') == [CallStart("get_weather"), CallArgs('{"ci')]
+    assert p.feed('ty": "}"') == [CallArgs('ty": "}"')]                     # a brace inside a string
+    assert p.feed("}}\n</tool_") == [CallArgs("}")]
+    assert p.feed("call>\n<tool_call>\n") == []
+    assert p.feed('{"arguments": {}, "name": "b"}\n</tool_call>') == [Call("b", "{}")]   # another order: whole
+    assert p.finish() == []
+    cut = ToolParser("hermes", incremental=True)
+    assert cut.feed('<tool_call>\n{"name": "a", "arguments": {"x": [1') == [CallStart("a"), CallArgs('{"x": [1')]
+    assert cut.finish() == []                   # cut by the reply's end: the call stays as far as it came

@@ -317,16 +317,20 @@ class Api:
         opening = shapes.first()
         if opening is not None:
             yield opening
-        parser = tool_formats.ToolParser(tool_format) if tool_format else None
+        parser = tool_formats.ToolParser(tool_format, incremental=True) if tool_format else None
         calls = 0
 
         def pieces(settled, logprobs):
-            """The chunks of what the tool parser settled: content deltas and calls."""
+            """The chunks of what the tool parser settled: content deltas and calls (a call's index is calls - 1)."""
             nonlocal calls
             for e in settled:
-                if isinstance(e, tool_formats.Call):
-                    yield from shapes.tool_call(calls, tool_formats.call_id(tool_format), e)
+                if isinstance(e, (tool_formats.Call, tool_formats.CallStart)):
+                    yield shapes.tool_call_head(calls, tool_formats.call_id(tool_format), e.name)
                     calls += 1
+                    if isinstance(e, tool_formats.Call):
+                        yield shapes.tool_call_args(calls - 1, e.arguments)
+                elif isinstance(e, tool_formats.CallArgs):
+                    yield shapes.tool_call_args(calls - 1, e.text)
                 elif e.text:
                     yield shapes.delta(e.text, logprobs)
                     logprobs = None

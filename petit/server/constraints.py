@@ -31,12 +31,23 @@ def grammar_for(engine, req: GenerationRequest) -> str | None:
             raise ApiError(400, f"Invalid schema for {what}: {e}", param=param, code="invalid_json_schema") from None
         return grammar
     if req.tools and req.tool_choice not in ("none", "auto"):
+        checker = _grammar_tokenizer(engine, req.kind)
+        for i, tool in enumerate(req.tools):         # each tool's own schema first, so an error can name it
+            params = tool["function"].get("parameters")
+            if params is None:
+                continue
+            try:
+                checker.check(g.json_schema_grammar(params))
+            except g.GrammarError as e:
+                raise ApiError(400, f"Invalid schema for the parameters of function '{tool['function']['name']}': "
+                                    f"{e}", param=f"tools[{i}].function.parameters",
+                               code="invalid_json_schema") from None
         fmt, _ = engine.tool_format
         marker = engine.model.tokenizer.token_to_id("[TOOL_CALLS]") if fmt == "mistral" else None
         lark = tool_formats.forced_call_grammar(fmt, req.tools, req.tool_choice, req.parallel_tool_calls, marker)
         try:
             grammar = g.lark_grammar(lark)
-            _grammar_tokenizer(engine, req.kind).check(grammar)
+            checker.check(grammar)
         except g.GrammarError as e:
             raise ApiError(400, f"The tools' parameters cannot be enforced: {e}", param="tools",
                            code="invalid_json_schema") from None

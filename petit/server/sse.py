@@ -109,12 +109,18 @@ class Shapes:
     def delta(self, text: str, logprobs: list | None = None) -> bytes:
         return event(self._chunk(self._choice(text, None, logprobs=self._logprobs(logprobs))))
 
-    def tool_call(self, index: int, call_id: str, call) -> list:
-        """A streamed call: its header (id, type, name, empty arguments), then its arguments."""
-        head = {"index": index, "id": call_id, "type": "function", "function": {"name": call.name, "arguments": ""}}
-        args = {"index": index, "function": {"arguments": call.arguments}}
-        return [event(self._chunk({"index": 0, "delta": {"tool_calls": [part]}, "logprobs": None,
-                                   "finish_reason": None})) for part in (head, args)]
+    def _tool_delta(self, part: dict) -> bytes:
+        return event(self._chunk({"index": 0, "delta": {"tool_calls": [part]}, "logprobs": None,
+                                  "finish_reason": None}))
+
+    def tool_call_head(self, index: int, call_id: str, name: str) -> bytes:
+        """A streamed call opens with its id, type and name (and empty arguments)..."""
+        return self._tool_delta({"index": index, "id": call_id, "type": "function",
+                                 "function": {"name": name, "arguments": ""}})
+
+    def tool_call_args(self, index: int, text: str) -> bytes:
+        """... then its arguments come in pieces."""
+        return self._tool_delta({"index": index, "function": {"arguments": text}})
 
     def finish(self, finish_reason: str, logprobs: list | None = None) -> bytes:
         """The last choice chunk: an empty delta (chat) or empty text (completion) with the finish reason (and the

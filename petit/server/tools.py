@@ -32,6 +32,48 @@ class Call:
     arguments: str        # JSON text, as OpenAI gives it
 
 
+@dataclass
+class CallStart:
+    """A streamed call's name, read before its arguments are complete (then CallArgs pieces follow)."""
+    name: str
+
+
+@dataclass
+class CallArgs:
+    text: str
+
+
+HEADER = re.compile(r'<tool_call>\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.-]+)"\s*,\s*"arguments"\s*:\s*(?=\{)')
+
+
+class _Scanner:
+    """Finds where a JSON object ends in streamed text: the depth of brackets outside strings."""
+
+    def __init__(self):
+        self.depth, self.string, self.escape, self.done = 0, False, False, False
+
+    def feed(self, text: str) -> int:
+        """How many characters of text belong to the object (all of them while it is still open)."""
+        for i, ch in enumerate(text):
+            if self.string:
+                if self.escape:
+                    self.escape = False
+                elif ch == "\\":
+                    self.escape = True
+                elif ch == '"':
+                    self.string = False
+            elif ch == '"':
+                self.string = True
+            elif ch in "{[":
+                self.depth += 1
+            elif ch in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    self.done = True
+                    return i + 1
+        return len(text)
+
+
 def call_id(fmt: str = "hermes") -> str:
     """A new tool call id: Mistral's templates accept only 9 letters and digits, others take OpenAI's shape."""
     return uuid.uuid4().hex[:9] if fmt == "mistral" else "call_" + uuid.uuid4().hex[:24]
@@ -144,14 +186,20 @@ def _held(buf: str, marker: str) -> int:
 
 class ToolParser:
     """Reads a reply's text as it streams (feed), then ends it (finish); each returns the Content and Call events
-    the text so far has settled, in order."""
+    the text so far has settled, in order.
+
+    With `incremental` (a stream), a hermes call that opens the usual way, `<tool_call>{"name": "f", "arguments":
+    {`, is given out as it comes: CallStart with its name, then CallArgs pieces until its arguments close (a call
+    that the reply's end cuts stays as far as it came; the finish reason says "length"). Otherwise, and in the other
+    formats, a call is one Call once complete."""
 
     OPEN, CLOSE = "<tool_call>", "</tool_call>"
     MISTRAL = "[TOOL_CALLS]"
 
-    def __init__(self, fmt: str):
+    def __init__(self, fmt: str, incremental: bool = False):
         self.fmt, self.buf, self.inside, self.started = fmt, "", False, False
         self.after_call = False          # hermes: the line break after a call's block is part of the block
+        self.incremental, self.args = incremental, None     # args: the _Scanner of a call being streamed
 
     def feed(self, text: str) -> list:
         self.buf += text
@@ -177,6 +225,26 @@ class ToolParser:
                     return out
                 out += self._content(self.buf[:at])
                 self.buf, self.inside = self.buf[at:], True
+            if self.incremental and self.args is None:
+                m = HEADER.match(self.buf)
+                if m:
+                    out.append(CallStart(m.group(1)))
+                    self.buf, self.args = self.buf[m.end():], _Scanner()
+                elif self.CLOSE not in self.buf and not end and len(self.buf) < 256:
+                    return out                    # it may still open the usual way
+            if self.args is not None:
+                n = 0 if self.args.done else self.args.feed(self.buf)
+                if n:
+                    out.append(CallArgs(self.buf[:n]))
+                    self.buf = self.buf[n:]
+                close = self.buf.find(self.CLOSE)
+                if not self.args.done or (close < 0 and not end):
+                    if end:
+                        self.buf, self.inside, self.args = "", False, None
+                    return out
+                self.buf = "" if close < 0 else self.buf[close + len(self.CLOSE):]
+                self.inside, self.args, self.after_call = False, None, True
+                continue
             close = self.buf.find(self.CLOSE)
             if close < 0 and not end:
                 return out
