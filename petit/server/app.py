@@ -213,10 +213,11 @@ class _Events:
 
 
 class _EventStream(StreamingResponse):
-    """text/event-stream; on_close() runs however the response ends (done, failed, the client gone)."""
+    """text/event-stream (or another streamed type); on_close() runs however the response ends (done, failed, the
+    client gone)."""
 
-    def __init__(self, chunks, on_close):
-        super().__init__(chunks, media_type="text/event-stream",
+    def __init__(self, chunks, on_close, media_type: str = "text/event-stream"):
+        super().__init__(chunks, media_type=media_type,
                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self.on_close = on_close
 
@@ -260,31 +261,45 @@ class Api:
     async def completions(self, request):
         return await self._generate(request, schema.parse_completion)
 
+    def check_loading(self) -> None:
+        """503 while the model loads, before the body is read: the client retries anyway."""
+        if self.engine.state == "loading":
+            raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
+                           headers={"Retry-After": "1"})
+
+    async def prepare(self, req) -> tuple:
+        """The request's Sampler and compiled grammar (None for none), checked against the model; ApiError if not."""
+        if req.stop is not None:
+            try:                                      # the caps every caller of StopStrings gets, as a 400 here
+                check_stop_strings(req.stop)
+            except ValueError as e:
+                raise schema._invalid_value("stop", f"{e}.") from None
+        if self.engine.state != "ready":              # submit() answers 503
+            return None, None
+        sampler = self.engine.make_sampler(req.sampling)
+        constraints.check_bias(self.engine, req.logit_bias)
+        grammar = None
+        if req.response_format is not None or req.tool_choice not in ("none", "auto"):
+            grammar = await asyncio.to_thread(constraints.grammar_for, self.engine, req)
+        return sampler, grammar
+
+    def make_job(self, req, emit, sampler, grammar) -> Job:
+        tools = req.tools if req.tool_choice != "none" else None
+        return Job(req.kind, emit, sampler, req.max_tokens or self.engine.max_tokens,
+                   self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
+                   stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
+                   logit_bias=req.logit_bias, grammar=grammar, tools=tools)
+
     async def _generate(self, request, parse):
         try:
-            if self.engine.state == "loading":       # before reading the body: the client retries anyway
-                raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
-                               headers={"Retry-After": "1"})
+            self.check_loading()
             req = parse(await read_json(request, self.max_body))
-            if req.stop is not None:
-                try:                                  # the caps every caller of StopStrings gets, as a 400 here
-                    check_stop_strings(req.stop)
-                except ValueError as e:
-                    raise schema._invalid_value("stop", f"{e}.") from None
-            sampler = self.engine.make_sampler(req.sampling) if self.engine.state == "ready" else None
-            grammar = None
-            if self.engine.state == "ready":
-                constraints.check_bias(self.engine, req.logit_bias)
-                if req.response_format is not None or req.tool_choice not in ("none", "auto"):
-                    grammar = await asyncio.to_thread(constraints.grammar_for, self.engine, req)
+            sampler, grammar = await self.prepare(req)
         except ApiError as e:
             return error_response(e)
         events = _Events(request)
-        tools = req.tools if req.tool_choice != "none" else None
-        job = Job(req.kind, events.emit, sampler, req.max_tokens or self.engine.max_tokens,
-                  self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
-                  stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
-                  logit_bias=req.logit_bias, grammar=grammar, tools=tools)
+        job = self.make_job(req, events.emit, sampler, grammar)
+        tools = job.tools
         handed_over = False
         try:
             self.engine.submit(job)
@@ -363,7 +378,8 @@ class Api:
 async def _http_error(request, exc: HTTPException):
     if exc.status_code == 404:
         e = ApiError(404, f"Unknown request URL: {request.method} {request.url.path}. This server answers "
-                          "/v1/chat/completions, /v1/completions, /v1/models and /health.", code="unknown_url")
+                          "/v1/chat/completions, /v1/completions, /v1/models, /health and Ollama's /api/chat, "
+                          "/api/generate, /api/tags, /api/show and /api/version.", code="unknown_url")
     elif exc.status_code == 405:
         e = ApiError(405, f"Method {request.method} is not allowed on {request.url.path}.",
                      code="method_not_allowed")
@@ -388,6 +404,13 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
                    Route(f"{prefix}/models", api.models, methods=["GET"]),
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
                    Route(f"{prefix}/health", api.health, methods=["GET"])]
+    from petit.server.ollama import Ollama
+    ollama = Ollama(api)
+    routes += [Route("/api/chat", ollama.chat, methods=["POST"]),
+               Route("/api/generate", ollama.generate, methods=["POST"]),
+               Route("/api/tags", ollama.tags, methods=["GET"]),
+               Route("/api/show", ollama.show, methods=["POST"]),
+               Route("/api/version", ollama.version, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     guarded = Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)
     return guarded if request_log is None else RequestLog(guarded, request_log)

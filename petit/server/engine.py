@@ -52,6 +52,7 @@ class Done:
     timings: dict
     logprobs: list | None = None    # every token's (logprobs requested), as petit.server.sse.TokenInfo
     pending: list | None = None     # a stream's tokens not yet sent with a Delta
+    stats: object = None            # the reply's petit.generation.session.Stats
 
 
 @dataclass
@@ -473,7 +474,7 @@ class ServerWorker:
                    "predicted_n": stats.generated_tokens, "ttft_ms": round(1000 * stats.time_to_first_token, 3),
                    "prompt_per_second": round(stats.prefill_tokens_per_s, 1),
                    "predicted_per_second": round(stats.decode_tokens_per_s, 1)}
-        done = Done("".join(text), stats.finish_reason, usage, timings)
+        done = Done("".join(text), stats.finish_reason, usage, timings, stats=stats)
         if job.logprobs:
             done.logprobs = self._token_info(job, records, end_ids)
             done.pending = self._token_info(job, records[sent:], end_ids)
