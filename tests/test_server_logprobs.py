@@ -222,3 +222,12 @@ def test_bad_logprobs_and_bias_fields_are_400s(http, fields, expected):
 def test_bad_completion_logprobs_are_400s(http, value, expected):
     r = http.post("/completions", json={"model": "m", "prompt": CHATML, "logprobs": value})
     assert (r.status_code, r.json()) == (400, expected)
+
+
+def test_the_openai_client_reads_completion_logprobs(client):
+    r = client.completions.create(model="m", prompt=CHATML, max_tokens=8, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert (r.choices[0].text, lp.tokens, lp.text_offset) == ("7", ["7"], [0])
+    assert list(lp.top_logprobs[0]) == ["7", "6"] and lp.token_logprobs[0] == lp.top_logprobs[0]["7"]
+    chunks = list(client.completions.create(model="m", prompt=CHATML, max_tokens=8, logprobs=1, stream=True))
+    assert [c.choices[0].logprobs.tokens for c in chunks if c.choices[0].logprobs] == [["7"]]

@@ -3,6 +3,7 @@ fixture and the bundled model, every reply parses as JSON and validates against 
 completion; a reply cut by max_tokens says "length"; a schema the grammar engine cannot compile, or a malformed
 response_format, is a 400 naming the problem."""
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -172,3 +173,16 @@ def test_a_text_response_format_changes_nothing(tiny):
         plain = c.post("/chat/completions", json=body).json()["choices"][0]["message"]["content"]
         text = c.post("/chat/completions", json={**body, "response_format": {"type": "text"}}).json()
     assert text["choices"][0]["message"]["content"] == plain
+
+
+def test_without_the_grammar_engine_the_server_says_so(tiny, monkeypatch):
+    monkeypatch.setitem(sys.modules, "llguidance", None)            # as if it were not installed
+    with httpx.Client(base_url=tiny.url, timeout=30) as c:
+        r = c.post("/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                              "response_format": {"type": "json_object"}})
+        assert (r.status_code, r.json()) == (501, {"error": {
+            "message": "This server cannot enforce 'response_format': constrained decoding needs the llguidance "
+                       "package, which is not installed: pip install llguidance.",
+            "type": "server_error", "param": "response_format", "code": "grammar_engine_missing"}})
+        assert c.post("/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                 "max_tokens": 2}).status_code == 200

@@ -20,8 +20,23 @@ class GrammarError(ValueError):
     """A schema or grammar the engine cannot compile; the message is the engine's."""
 
 
+class GrammarUnavailable(RuntimeError):
+    """llguidance is not installed (it is one of Petit's dependencies, so only a hand-made install lacks it)."""
+
+
+MISSING = "constrained decoding needs the llguidance package, which is not installed: pip install llguidance"
+
+
+def available() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("llguidance") is not None
+
+
 def _llguidance():
-    import llguidance
+    try:
+        import llguidance
+    except ImportError:
+        raise GrammarUnavailable(MISSING) from None
     return llguidance
 
 

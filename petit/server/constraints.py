@@ -17,8 +17,18 @@ def check_bias(engine, bias: dict | None) -> None:
 
 
 def grammar_for(engine, req: GenerationRequest) -> str | None:
-    """The compiled grammar the reply must match, or None; raises ApiError (400) when it does not compile."""
+    """The compiled grammar the reply must match, or None; raises ApiError: 400 when it does not compile, 501 when
+    the grammar engine is not installed."""
     from petit.generation import grammar as g
+    try:
+        return _grammar_for(engine, req, g)
+    except g.GrammarUnavailable as e:
+        param = "response_format" if req.response_format is not None else "tool_choice"
+        raise ApiError(501, f"This server cannot enforce '{param}': {e}.", param=param,
+                       code="grammar_engine_missing", type="server_error") from None
+
+
+def _grammar_for(engine, req: GenerationRequest, g) -> str | None:
     if req.response_format is not None:
         fmt = req.response_format
         schema = {"type": "object"} if fmt["type"] == "json_object" else fmt["schema"]
