@@ -24,6 +24,14 @@ MISTRAL = (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text()
 CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
+# a Llama 3.1-style template (the real one is long): tools in the system turn, calls as {"name", "parameters"}
+LLAMA3 = ("{% if tools %}{{ '<|start_header_id|>system<|end_header_id|>\\n\\nCall a function by replying "
+          "{\"name\": function name, \"parameters\": dictionary}. Functions: ' }}{% for t in tools %}"
+          "{{ t | tojson }}{% endfor %}{{ '<|eot_id|>' }}{% endif %}{% for m in messages %}"
+          "{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' }}{% if m.tool_calls %}"
+          "{% for c in m.tool_calls %}{{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}"
+          "{% endfor %}{% else %}{{ m['content'] }}{% endif %}{{ '<|eot_id|>' }}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}")
 WEATHER = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo", "Lima"]},
                                             "days": {"type": "integer", "minimum": 1, "maximum": 7}},
            "required": ["city", "days"], "additionalProperties": False}
@@ -138,8 +146,9 @@ def test_the_results_go_back_and_the_model_answers(client):
 
 
 @pytest.mark.parametrize("template, check_id", [(MISTRAL, lambda i: len(i) == 9 and i.isalnum()),
+                                                (LLAMA3, lambda i: i.startswith("call_")),
                                                 (CHATML, lambda i: i.startswith("call_"))])
-def test_mistral_and_tool_less_templates(model_path, template, check_id):
+def test_mistral_llama3_and_tool_less_templates(model_path, template, check_id):
     server = serving(model_path, template)
     try:
         with openai.OpenAI(base_url=server.url, api_key="x", max_retries=0, timeout=60) as c:
