@@ -8,19 +8,21 @@ generates, the client's connection is watched: if it goes away, the job is cance
 import asyncio
 import hmac
 import ipaddress
-import json
 import time
 from typing import NamedTuple
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from petit.server import constraints, schema, sse
 from petit.server import tools as tool_formats
+from petit.server.ollama import Ollama
+from petit.server.transport import EventStream, Events, read_json
 from petit.server.engine import Delta, Failed, Job
+from petit.server.errors import invalid_value
 from petit.server.schema import ApiError
 from petit.generation.stop import check_stop_strings
 
@@ -144,90 +146,6 @@ class RequestLog:
                                           time.perf_counter() - t0))
 
 
-# ---- request bodies ----
-async def read_json(request, limit: int) -> dict:
-    too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
-                         code="request_too_large")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
-
-    def no_constants(name):
-        raise ValueError(f"{name} is not valid JSON")
-    try:
-        body = json.loads(b"".join(chunks), parse_constant=no_constants)
-    except (ValueError, RecursionError) as e:    # (UnicodeDecodeError is a ValueError; RecursionError: [[[[...)
-        raise ApiError(400, f"We could not parse the JSON body of your request ({e}). The API expects a JSON "
-                            "object.", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    return body
-
-
-# ---- waiting on the engine while watching the client ----
-async def _disconnected(request) -> None:
-    """Returns when the client has gone away (the body was read already, so receive() waits for that)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-class _Events:
-    """The events of one job, moved from the engine thread onto the event loop, read while watching the client."""
-
-    def __init__(self, request):
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.loop = asyncio.get_running_loop()
-        self.watcher = asyncio.ensure_future(_disconnected(request))
-
-    def emit(self, ev) -> None:              # on the engine thread
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, ev)
-        except RuntimeError:                 # the loop is closed: nobody is listening any more
-            pass
-
-    async def next(self):
-        """The next event, or None once the client has disconnected."""
-        if not self.queue.empty():
-            return self.queue.get_nowait()
-        if self.watcher.done():
-            return None
-        get = asyncio.ensure_future(self.queue.get())
-        try:
-            await asyncio.wait({get, self.watcher}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not get.done():
-                get.cancel()                 # (a cancelled Queue.get loses no item)
-        # a task asked to cancel is not cancelled() until the loop runs it again: only a done get has a result
-        return get.result() if get.done() and not get.cancelled() else None
-
-    def close(self) -> None:
-        self.watcher.cancel()
-
-
-class _EventStream(StreamingResponse):
-    """text/event-stream (or another streamed type); on_close() runs however the response ends (done, failed, the
-    client gone)."""
-
-    def __init__(self, chunks, on_close, media_type: str = "text/event-stream"):
-        super().__init__(chunks, media_type=media_type,
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        self.on_close = on_close
-
-    async def __call__(self, scope, receive, send):
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.on_close()
-
-
 # ---- routes ----
 class Api:
     def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
@@ -273,7 +191,7 @@ class Api:
             try:                                      # the caps every caller of StopStrings gets, as a 400 here
                 check_stop_strings(req.stop)
             except ValueError as e:
-                raise schema._invalid_value("stop", f"{e}.") from None
+                raise invalid_value("stop", f"{e}.") from None
         if self.engine.state != "ready":              # submit() answers 503
             return None, None
         sampler = self.engine.make_sampler(req.sampling)
@@ -297,7 +215,7 @@ class Api:
             sampler, grammar = await self.prepare(req)
         except ApiError as e:
             return error_response(e)
-        events = _Events(request)
+        events = Events(request)
         job = self.make_job(req, events.emit, sampler, grammar)
         tools = job.tools
         handed_over = False
@@ -312,7 +230,7 @@ class Api:
             tool_format = self.engine.tool_format[0] if tools else None
             if req.stream:
                 handed_over = True
-                return _EventStream(self._stream(events, shapes, first, tool_format),
+                return EventStream(self._stream(events, shapes, first, tool_format),
                                     on_close=lambda: (job.cancel(), events.close()))
             text, calls, finish = first.text, [], first.finish_reason
             if tool_format is not None:
@@ -404,7 +322,6 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
                    Route(f"{prefix}/models", api.models, methods=["GET"]),
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
                    Route(f"{prefix}/health", api.health, methods=["GET"])]
-    from petit.server.ollama import Ollama
     ollama = Ollama(api)
     routes += [Route("/api/chat", ollama.chat, methods=["POST"]),
                Route("/api/generate", ollama.generate, methods=["POST"]),

@@ -25,6 +25,7 @@ from petit.server import schema
 from petit.server import tools as tool_formats
 from petit.server.engine import Delta, Failed
 from petit.server.schema import ApiError
+from petit.server.transport import EventStream, Events, read_json
 
 NDJSON = "application/x-ndjson"
 NUMBER_OPTIONS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p",
@@ -191,8 +192,7 @@ class Ollama:
             sampler, grammar = await self.api.prepare(req)
         except ApiError as e:
             return _error(e)
-        from petit.server.app import _EventStream, _Events
-        events = _Events(request)
+        events = Events(request)
         job = self.api.make_job(req, events.emit, sampler, grammar)
         fmt = self.engine.tool_format[0] if job.tools else None
         reply = _Reply(name, route, t0, fmt)
@@ -206,7 +206,7 @@ class Ollama:
                 return _error(first.error)
             if stream:
                 handed_over = True
-                return _EventStream(reply.lines(events, first), on_close=lambda: (job.cancel(), events.close()),
+                return EventStream(reply.lines(events, first), on_close=lambda: (job.cancel(), events.close()),
                                     media_type=NDJSON)
             return JSONResponse(reply.whole(first))
         except ApiError as e:
@@ -283,7 +283,6 @@ class _Reply:
 
 
 async def _body(request, limit: int) -> dict:
-    from petit.server.app import read_json
     return await read_json(request, limit)
 
 
