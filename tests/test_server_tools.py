@@ -132,6 +132,10 @@ def test_auto_and_none_leave_the_reply_free(client, qwen):
         bare = c.post("/chat/completions", json={"messages": ASK, "temperature": 0, "max_tokens": 16}).json()
     assert auto["usage"]["prompt_tokens"] > none["usage"]["prompt_tokens"] == bare["usage"]["prompt_tokens"]
     assert none["choices"][0]["message"] == bare["choices"][0]["message"]     # "none": the tools are not shown
+    with httpx.Client(base_url=qwen.url, timeout=60) as c:                    # some clients always send these
+        empty = c.post("/chat/completions", json={"messages": ASK, "tools": [], "tool_choice": "auto",
+                                                  "temperature": 0, "max_tokens": 16}).json()
+    assert empty["choices"][0]["message"] == bare["choices"][0]["message"]
 
 
 def test_the_results_go_back_and_the_model_answers(client):

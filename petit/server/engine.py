@@ -413,7 +413,8 @@ class ServerWorker:
             return job.session.reply(messages, params)
         return job.session.complete(job.prompt, params)
 
-    def _token_info(self, job: Job, records: list, end_ids) -> list:
+    def _token_info(self, records: list, end_ids) -> list:
+        """The reply's tokens as TokenInfo (text, bytes, logprob, alternatives), the end token left out."""
         tok = self.model.tokenizer
 
         def piece(token):
@@ -444,7 +445,7 @@ class ServerWorker:
                     if job.stream and (step.text or not started):
                         info = None
                         if records is not None:
-                            info, sent = self._token_info(job, records[sent:], end_ids), len(records)
+                            info, sent = self._token_info(records[sent:], end_ids), len(records)
                         job.emit(Delta(step.text, info))
                     started = True
                     if job.cancelled or self._stopping:
@@ -476,8 +477,8 @@ class ServerWorker:
                    "predicted_per_second": round(stats.decode_tokens_per_s, 1)}
         done = Done("".join(text), stats.finish_reason, usage, timings, stats=stats)
         if job.logprobs:
-            done.logprobs = self._token_info(job, records, end_ids)
-            done.pending = self._token_info(job, records[sent:], end_ids)
+            done.logprobs = self._token_info(records, end_ids)
+            done.pending = self._token_info(records[sent:], end_ids)
         return done
 
     def _explain(self, job: Job, e: Exception) -> ApiError:

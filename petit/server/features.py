@@ -155,9 +155,11 @@ def tools(body: dict) -> tuple[list | None, object, bool]:
         choice = name
     else:
         raise invalid_type("tool_choice", "a string or an object", choice)
-    if not given and choice != "none":
-        raise invalid_value("tool_choice", "'tool_choice' is only allowed when 'tools' are specified.")
-    return (given or None), choice, parallel
+    if not given:                        # "auto" / "none" without tools (some clients send them always): no tools
+        if choice not in ("none", "auto"):
+            raise invalid_value("tool_choice", "'tool_choice' is only allowed when 'tools' are specified.")
+        return None, "none", parallel
+    return given, choice, parallel
 
 
 def template_message(msg: dict) -> dict:
