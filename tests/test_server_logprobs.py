@@ -21,7 +21,9 @@ from petit.server.engine import ServerWorker  # noqa: E402
 
 MODEL = default_model_path()
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
-TOL = 2e-3          # the server decodes token by token into an int8 KV cache; the reference prefills all at once
+# the server decodes token by token, the reference prefills the whole text at once (both into an int8 KV cache):
+# equal here to the last bit, the margin leaves room for a kernel that sums a prefill's rows in another order
+TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
