@@ -163,6 +163,12 @@ def test_mistral_llama3_and_tool_less_templates(model_path, template, check_id):
             (call,) = message.tool_calls
             assert check_id(call.id)
             jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+            chunks = list(c.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                                    seed=2, temperature=1.0, parallel_tool_calls=False, stream=True))
+            (head,), *parts = [ch.choices[0].delta.tool_calls for ch in chunks if ch.choices[0].delta.tool_calls]
+            assert check_id(head.id) and head.function.name == call.function.name and len(parts) > 1
+            assert "".join(part.function.arguments for (part,) in parts) == call.function.arguments
+            assert chunks[-1].choices[0].finish_reason == "tool_calls"
             follow = ASK + [message.model_dump(exclude_none=True),
                             {"role": "tool", "tool_call_id": call.id, "content": "sun"}]
             again = c.chat.completions.create(model="m", messages=follow, tools=TOOLS, max_tokens=4)

@@ -125,3 +125,25 @@ def test_a_stream_gives_a_call_out_piece_by_piece():
     cut = ToolParser("hermes", incremental=True)
     assert cut.feed('<tool_call>\n{"name": "a", "arguments": {"x": [1') == [CallStart("a"), CallArgs('{"x": [1')]
     assert cut.finish() == []                   # cut by the reply's end: the call stays as far as it came
+
+
+def stream(fmt, pieces):
+    p = ToolParser(fmt, incremental=True)
+    return [e for piece in pieces for e in p.feed(piece)] + p.finish()
+
+
+def test_llama3_and_mistral_calls_stream_piece_by_piece_too():
+    assert stream("llama3", ['<|python_tag|>{"name": "get_weather", ', '"parameters": {"city": "Pa', 'ris"}}']) == [
+        CallStart("get_weather"), CallArgs('{"city": "Pa'), CallArgs('ris"}')]
+    assert stream("mistral", ['Ok [TOOL_', 'CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "argu',
+                              'ments": {}}]']) == [
+        Content("Ok "), CallStart("a"), CallArgs('{"x": 1}'), CallStart("b"), CallArgs("{}")]
+    assert stream("mistral", ['[TOOL_CALLS]a[ARGS]{"x": ', '1}[TOOL_CALLS]b[ARGS]{}']) == [
+        CallStart("a"), CallArgs('{"x": '), CallArgs("1}"), CallStart("b"), CallArgs("{}")]
+    # not the usual opening: read whole at the end, as without streaming
+    assert stream("llama3", ['{"parameters": {}, "name": "a"}']) == [Call("a", "{}")]
+    assert stream("llama3", ["[1, 2, 3]"]) == [Content("[1, 2, 3]")]
+    assert stream("mistral", ["[TOOL_CALLS]", "oops"]) == [Content("[TOOL_CALLS]oops")]
+    # text after the calls is content
+    assert stream("mistral", ['[TOOL_CALLS][{"name": "a", "arguments": {}}] done']) == [
+        CallStart("a"), CallArgs("{}"), Content("done")]

@@ -44,6 +44,13 @@ class CallArgs:
 
 
 HEADER = re.compile(r'<tool_call>\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.-]+)"\s*,\s*"arguments"\s*:\s*(?=\{)')
+# a call in the formats that write one object after another (the previous call's closing brace may come first)
+LLAMA3_HEADERS = (re.compile(r'\s*\}?\s*(?:<\|python_tag\|>)?\s*[\[,;]?\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.-]+)"\s*,'
+                             r'\s*"(?:parameters|arguments)"\s*:\s*(?=\{)'),)
+MISTRAL_HEADERS = (re.compile(r'\s*\}?\s*(?:\[TOOL_CALLS\])?\s*[\[,]?\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.-]+)"\s*,'
+                              r'\s*"arguments"\s*:\s*(?=\{)'),
+                   re.compile(r'\s*\[TOOL_CALLS\]\s*([A-Za-z0-9_.-]+)\[ARGS\](?=\{)'))
+WAIT = 256          # characters a stream waits for a call to open the usual way before reading it whole at the end
 
 
 class _Scanner:
@@ -188,10 +195,11 @@ class ToolParser:
     """Reads a reply's text as it streams (feed), then ends it (finish); each returns the Content and Call events
     the text so far has settled, in order.
 
-    With `incremental` (a stream), a hermes call that opens the usual way, `<tool_call>{"name": "f", "arguments":
-    {`, is given out as it comes: CallStart with its name, then CallArgs pieces until its arguments close (a call
-    that the reply's end cuts stays as far as it came; the finish reason says "length"). Otherwise, and in the other
-    formats, a call is one Call once complete."""
+    With `incremental` (a stream), a call that opens the usual way (its name first, then its arguments: hermes'
+    `<tool_call>{"name": "f", "arguments": {`, llama3's `{"name": "f", "parameters": {`, mistral's
+    `[TOOL_CALLS][{"name": "f", "arguments": {` or `[TOOL_CALLS]f[ARGS]{`) is given out as it comes: CallStart with
+    its name, then CallArgs pieces until its arguments close (a call that the reply's end cuts stays as far as it
+    came; the finish reason says "length"). Otherwise a call is one Call once complete."""
 
     OPEN, CLOSE = "<tool_call>", "</tool_call>"
     MISTRAL = "[TOOL_CALLS]"
@@ -200,6 +208,7 @@ class ToolParser:
         self.fmt, self.buf, self.inside, self.started = fmt, "", False, False
         self.after_call = False          # hermes: the line break after a call's block is part of the block
         self.incremental, self.args = incremental, None     # args: the _Scanner of a call being streamed
+        self.streamed, self.whole = 0, False     # calls streamed in this block; the block is read whole instead
 
     def feed(self, text: str) -> list:
         self.buf += text
@@ -269,6 +278,10 @@ class ToolParser:
         if not self.inside:
             out, self.buf = self._content(self.buf), ""
             return out
+        if self.incremental and not self.whole:
+            out = self._objects(end, LLAMA3_HEADERS)
+            if out is not None:
+                return out
         if not end:
             return []
         text = self.buf.strip().removeprefix("<|python_tag|>").strip()
@@ -290,11 +303,44 @@ class ToolParser:
             self.buf, self.inside = self.buf[at:], True
         else:
             out = []
+        if self.incremental and not self.whole:
+            streamed = self._objects(end, MISTRAL_HEADERS)
+            if streamed is not None:
+                return out + streamed
         if not end:
             return out
         block, self.buf = self.buf, ""
         calls = _mistral_calls(block[len(self.MISTRAL):])
         return out + (calls if calls else self._content(block))
+
+
+    def _objects(self, end: bool, headers) -> list | None:
+        """A stream's calls written one object after another: CallStart when a call's name is read, CallArgs as its
+        arguments come. None when the block does not open that way: it is then read whole at the end."""
+        out = []
+        while True:
+            if self.args is None:
+                m = next(filter(None, (h.match(self.buf) for h in headers)), None)
+                if m is None:
+                    if self.streamed == 0 and (end or len(self.buf) >= WAIT):
+                        self.whole = True
+                        return None
+                    if not end:
+                        return out                # the next call (or the end) may still come
+                    rest, self.buf = self.buf.strip(" \t\r\n}];,"), ""
+                    return out + self._content(rest)
+                out.append(CallStart(m.group(1)))
+                self.buf, self.args = self.buf[m.end():], _Scanner()
+                self.streamed += 1
+            n = self.args.feed(self.buf)
+            if n:
+                out.append(CallArgs(self.buf[:n]))
+                self.buf = self.buf[n:]
+            if not self.args.done:
+                if end:
+                    self.buf = ""
+                return out
+            self.args = None
 
 
 def _mistral_calls(text: str) -> list | None:
