@@ -10,8 +10,9 @@ Formats, chosen from the chat template's text:
   `[TOOL_CALLS]name[ARGS]{...}` per call.
 
 The parser reads the reply as it streams: text that may begin a call's marker is held back, a call is given out once
-it is complete, and anything that is not a well-formed call (a broken JSON, a missing name) is given out as
-ordinary content instead: a model's malformed output is never an error.
+it is complete (in a stream, piece by piece as it comes: see ToolParser), and anything that is not a well-formed call
+(a broken JSON, a missing name) is given out as ordinary content instead: a model's malformed output is never an
+error.
 """
 import json
 import re
@@ -239,7 +240,7 @@ class ToolParser:
                 if m:
                     out.append(CallStart(m.group(1)))
                     self.buf, self.args = self.buf[m.end():], _Scanner()
-                elif self.CLOSE not in self.buf and not end and len(self.buf) < 256:
+                elif self.CLOSE not in self.buf and not end and len(self.buf) < WAIT:
                     return out                    # it may still open the usual way
             if self.args is not None:
                 n = 0 if self.args.done else self.args.feed(self.buf)
