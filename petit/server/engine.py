@@ -18,8 +18,8 @@ A job streams Events through its `emit` callback (called on its generation threa
 is generated (its text may be empty) and for every later token that completes some text (only for a streamed job),
 then Done (with the whole text), or Failed. A job that asks for log-probabilities, biases the logits or must match a
 grammar (response_format, a forced tool call) samples through a petit.generation.logits.Shaped sampler; its
-Deltas and Done then carry the tokens' log-probabilities. Failed.started tells whether a Delta was sent before it, so the HTTP
-side knows whether it may still answer with an ordinary JSON error.
+Deltas and Done then carry the tokens' log-probabilities. Failed.started tells whether a Delta was sent before it, so
+the HTTP side knows whether it may still answer with an ordinary JSON error.
 
 The queue holds at most `max_queue` waiting jobs besides the running ones; submit() refuses more (429). A job's
 `cancel()` (the client went away) stops it after the current token, or skips it if it has not started.
