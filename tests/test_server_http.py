@@ -170,8 +170,8 @@ def wait_for(condition, timeout=5.0):
     (json.dumps({"model": "m"}).encode(), 400,
      error("Missing required parameter: 'messages'.", "messages", "missing_required_parameter")),
     (json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}).encode(),
-     400, error("Invalid value for 'messages': the last message must have role 'user', got 'assistant'.", "messages",
-                "invalid_value")),
+     400, error("Invalid value for 'messages': the last message must have role 'user' (or 'tool', a tool's result), "
+                "got 'assistant'.", "messages", "invalid_value")),
     (json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})
      .encode(), 400, error("Invalid value for 'messages[0].content[0]': only text content parts ({\"type\": \"text\", "
                            "\"text\": ...}) are supported, got type 'image_url'.", "messages[0].content[0]",
@@ -234,8 +234,8 @@ def test_a_reply_that_fills_the_context_ends_with_length(client, slow):
 def test_unknown_urls_methods_and_models(client):
     r = client.get("/nope")
     assert (r.status_code, r.json()) == (404, error(
-        "Unknown request URL: GET /v1/nope. This server answers /v1/chat/completions, /v1/completions, /v1/models "
-        "and /health.", code="unknown_url"))
+        "Unknown request URL: GET /v1/nope. This server answers /v1/chat/completions, /v1/completions, /v1/models, "
+        "/health and Ollama's /api/chat, /api/generate, /api/tags, /api/show and /api/version.", code="unknown_url"))
     r = client.get("/chat/completions")
     assert (r.status_code, r.json()) == (405, error("Method GET is not allowed on /v1/chat/completions.",
                                                     code="method_not_allowed"))

@@ -79,6 +79,10 @@ def cmd_serve(args) -> int:
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
     server = Server(engine, host=args.host, port=args.port, api_key=args.api_key, allowed_hosts=args.allowed_host,
                     max_body=args.max_body, request_log=log_request if args.log_requests else None)
+    from petit.generation import grammar
+    if not grammar.available():
+        print(f"petit serve: warning: {grammar.MISSING}; until then, requests with response_format or a forced "
+              "tool call are refused (501)", file=sys.stderr)
     if not server.hosts.loopback and args.api_key is None:
         print(f"petit serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
               "machine can use the server", file=sys.stderr)
@@ -89,7 +93,8 @@ def cmd_serve(args) -> int:
         print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
               f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}", file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
-              f"{', API key required' if args.api_key else ''}); Ctrl+C stops", file=sys.stderr)
+              f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
+              "; Ctrl+C stops", file=sys.stderr)
     try:
         server.run(on_ready=banner)
     except KeyboardInterrupt:

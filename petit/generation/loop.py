@@ -70,7 +70,8 @@ def generate_tokens(model, prompt_ids, *, max_tokens: int = 64, sampler: Callabl
         on_logits(logits)
         logits = logits[-1]
     context = list(context_ids) + [int(t) for t in prompt_ids]
-    penalised = isinstance(sampler, Sampler)        # a plain callable gets the logits only
+    # a plain callable gets the logits only; a Sampler, or a sampler that asks (wants_context), the context too
+    penalised = isinstance(sampler, Sampler) or getattr(sampler, "wants_context", False)
     for i in range(max_tokens):
         token = int(sampler(logits[:n_vocab], context) if penalised else sampler(logits[:n_vocab]))
         context.append(token)

@@ -45,11 +45,16 @@ class Params:
         drop_old_turns: (reply only) when the conversation outgrows the context, drop the oldest turns (never the
             system prompt) instead of refusing it, until the prompt leaves room for a reply of max_tokens (at most a
             quarter of the context); the reply's Stats say how many.
+        tools: (reply only) function descriptions in OpenAI's shape, given to the chat template as `tools`.
+        keep_special: show the special tokens the reply contains (a tool call's markers, such as Mistral's
+            `[TOOL_CALLS]`, are special tokens that the parser needs to see); the end token is never shown.
     """
     sampler: Sampler | Callable | dict | None = None
     max_tokens: int = 256
     stop: Sequence[str] = ()
     drop_old_turns: bool = False
+    tools: list | None = None
+    keep_special: bool = False
 
     def make_sampler(self):
         if self.sampler is None:
@@ -124,11 +129,13 @@ class Session:
         names.update({k: v for k, v in self.model.metadata.get("special_tokens", {}).items() if isinstance(v, str)})
         return names
 
-    def prompt_ids(self, messages) -> list[int]:
-        """The token ids of `messages` rendered with the chat template, ready for the assistant's turn."""
+    def prompt_ids(self, messages, tools=None) -> list[int]:
+        """The token ids of `messages` rendered with the chat template (given `tools`, if any), ready for the
+        assistant's turn."""
         if not self.template:
             raise ValueError("this model has no chat template; give one (or use `petit run` for plain completion)")
-        text = render_template(self.template, messages, add_generation_prompt=True, **self._special_tokens())
+        text = render_template(self.template, messages, add_generation_prompt=True, tools=tools,
+                               **self._special_tokens())
         return self.tokenizer.encode(text)
 
     def reply(self, messages, params: Params | None = None, *, partial: str | None = None) -> Iterator[Step]:
@@ -166,7 +173,7 @@ class Session:
     def _fitted(self, messages: list, tail, params: Params) -> tuple[list[int], int, int]:
         """The prompt ids of `messages` (then `tail`), the user turns and the messages dropped to fit, forgetting the
         oldest turns of `messages` in place when allowed and needed; raises when they still do not fit."""
-        ids = self.prompt_ids(messages) + list(tail)
+        ids = self.prompt_ids(messages, params.tools) + list(tail)
         first = 1 if messages and messages[0]["role"] == "system" else 0
         # room for the reply too, else the first turn after the context fills would be cut after a token or two
         room = max(1, min(params.max_tokens, self.cache.n_ctx // 4))
@@ -178,7 +185,7 @@ class Session:
             while len(messages) - first > 1 and messages[first]["role"] != "user":
                 del messages[first]              # a turn starts with the user
                 dropped += 1
-            ids = self.prompt_ids(messages) + list(tail)
+            ids = self.prompt_ids(messages, params.tools) + list(tail)
         self._check_fits(ids)
         return ids, turns, dropped
 
@@ -194,7 +201,7 @@ class Session:
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
         if hasattr(self.cache, "restorable"):      # a recurrent state goes back only to a snapshot (a turn's end)
             keep = self.cache.restorable(keep)
-        text = TextStream(self.tokenizer, params.stop, skip_special=True)
+        text = TextStream(self.tokenizer, params.stop, skip_special=not params.keep_special)
         sampler = params.make_sampler()
         self.cache.rewind(keep)
         self._cached = self._cached[:keep]

@@ -6,9 +6,11 @@
     print(server.url)                                                 # http://127.0.0.1:PORT/v1
     server.stop()
 
-The routes are in app.py (Starlette), request validation in schema.py, the response shapes in sse.py and the
-ServerWorker (the thread that owns the model and answers the queued jobs) in engine.py. Starlette and uvicorn are
-imported only when a server is built.
+The routes are in app.py (Starlette) and, for Ollama's API, ollama.py; request validation in schema.py (and
+features.py: logprobs, logit_bias, response_format, tools), errors in errors.py, the checks against the model and
+the grammars in constraints.py, tool-call formats in tools.py, request bodies and streamed events in transport.py,
+the OpenAI response shapes in sse.py and the ServerWorker (the thread that owns the model and answers the queued
+jobs) in engine.py. Starlette and uvicorn are imported only when a server is built.
 """
 import os
 import socket

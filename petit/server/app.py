@@ -8,18 +8,21 @@ generates, the client's connection is watched: if it goes away, the job is cance
 import asyncio
 import hmac
 import ipaddress
-import json
 import time
 from typing import NamedTuple
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from petit.server import schema, sse
+from petit.server import constraints, schema, sse
+from petit.server import tools as tool_formats
+from petit.server.ollama import Ollama
+from petit.server.transport import EventStream, Events, read_json
 from petit.server.engine import Delta, Failed, Job
+from petit.server.errors import invalid_value
 from petit.server.schema import ApiError
 from petit.generation.stop import check_stop_strings
 
@@ -143,89 +146,6 @@ class RequestLog:
                                           time.perf_counter() - t0))
 
 
-# ---- request bodies ----
-async def read_json(request, limit: int) -> dict:
-    too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
-                         code="request_too_large")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
-
-    def no_constants(name):
-        raise ValueError(f"{name} is not valid JSON")
-    try:
-        body = json.loads(b"".join(chunks), parse_constant=no_constants)
-    except (ValueError, RecursionError) as e:    # (UnicodeDecodeError is a ValueError; RecursionError: [[[[...)
-        raise ApiError(400, f"We could not parse the JSON body of your request ({e}). The API expects a JSON "
-                            "object.", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    return body
-
-
-# ---- waiting on the engine while watching the client ----
-async def _disconnected(request) -> None:
-    """Returns when the client has gone away (the body was read already, so receive() waits for that)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-class _Events:
-    """The events of one job, moved from the engine thread onto the event loop, read while watching the client."""
-
-    def __init__(self, request):
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.loop = asyncio.get_running_loop()
-        self.watcher = asyncio.ensure_future(_disconnected(request))
-
-    def emit(self, ev) -> None:              # on the engine thread
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, ev)
-        except RuntimeError:                 # the loop is closed: nobody is listening any more
-            pass
-
-    async def next(self):
-        """The next event, or None once the client has disconnected."""
-        if not self.queue.empty():
-            return self.queue.get_nowait()
-        if self.watcher.done():
-            return None
-        get = asyncio.ensure_future(self.queue.get())
-        try:
-            await asyncio.wait({get, self.watcher}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not get.done():
-                get.cancel()                 # (a cancelled Queue.get loses no item)
-        # a task asked to cancel is not cancelled() until the loop runs it again: only a done get has a result
-        return get.result() if get.done() and not get.cancelled() else None
-
-    def close(self) -> None:
-        self.watcher.cancel()
-
-
-class _EventStream(StreamingResponse):
-    """text/event-stream; on_close() runs however the response ends (done, failed, the client gone)."""
-
-    def __init__(self, chunks, on_close):
-        super().__init__(chunks, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        self.on_close = on_close
-
-    async def __call__(self, scope, receive, send):
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.on_close()
-
-
 # ---- routes ----
 class Api:
     def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
@@ -259,24 +179,45 @@ class Api:
     async def completions(self, request):
         return await self._generate(request, schema.parse_completion)
 
+    def check_loading(self) -> None:
+        """503 while the model loads, before the body is read: the client retries anyway."""
+        if self.engine.state == "loading":
+            raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
+                           headers={"Retry-After": "1"})
+
+    async def prepare(self, req) -> tuple:
+        """The request's Sampler and compiled grammar (None for none), checked against the model; ApiError if not."""
+        if req.stop is not None:
+            try:                                      # the caps every caller of StopStrings gets, as a 400 here
+                check_stop_strings(req.stop)
+            except ValueError as e:
+                raise invalid_value("stop", f"{e}.") from None
+        if self.engine.state != "ready":              # submit() answers 503
+            return None, None
+        sampler = self.engine.make_sampler(req.sampling)
+        constraints.check_bias(self.engine, req.logit_bias)
+        grammar = None
+        if req.response_format is not None or req.tool_choice not in ("none", "auto"):
+            grammar = await asyncio.to_thread(constraints.grammar_for, self.engine, req)
+        return sampler, grammar
+
+    def make_job(self, req, emit, sampler, grammar) -> Job:
+        tools = req.tools if req.tool_choice != "none" else None
+        return Job(req.kind, emit, sampler, req.max_tokens or self.engine.max_tokens,
+                   self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
+                   stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
+                   logit_bias=req.logit_bias, grammar=grammar, tools=tools)
+
     async def _generate(self, request, parse):
         try:
-            if self.engine.state == "loading":       # before reading the body: the client retries anyway
-                raise ApiError(503, "The model is loading; retry shortly.", code="model_loading",
-                               headers={"Retry-After": "1"})
+            self.check_loading()
             req = parse(await read_json(request, self.max_body))
-            if req.stop is not None:
-                try:                                  # the caps every caller of StopStrings gets, as a 400 here
-                    check_stop_strings(req.stop)
-                except ValueError as e:
-                    raise schema._invalid_value("stop", f"{e}.") from None
-            sampler = self.engine.make_sampler(req.sampling) if self.engine.state == "ready" else None
+            sampler, grammar = await self.prepare(req)
         except ApiError as e:
             return error_response(e)
-        events = _Events(request)
-        job = Job(req.kind, events.emit, sampler, req.max_tokens or self.engine.max_tokens,
-                  self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
-                  stream=req.stream)
+        events = Events(request)
+        job = self.make_job(req, events.emit, sampler, grammar)
+        tools = job.tools
         handed_over = False
         try:
             self.engine.submit(job)
@@ -285,12 +226,18 @@ class Api:
                 return Response(status_code=499)
             if isinstance(first, Failed):
                 return error_response(first.error)
-            shapes = sse.Shapes(req.kind, self.model_id, req.include_usage)
+            shapes = sse.Shapes(req.kind, self.model_id, req.include_usage, req.logprobs)
+            tool_format = self.engine.tool_format[0] if tools else None
             if req.stream:
                 handed_over = True
-                return _EventStream(self._stream(events, shapes, first),
+                return EventStream(self._stream(events, shapes, first, tool_format),
                                     on_close=lambda: (job.cancel(), events.close()))
-            return JSONResponse(shapes.response(first.text, first.finish_reason, first.usage, first.timings))
+            text, calls, finish = first.text, [], first.finish_reason
+            if tool_format is not None:
+                text, found = tool_formats.parse(tool_format, first.text)
+                calls = [(tool_formats.call_id(tool_format), c) for c in found]
+                finish = "tool_calls" if calls and finish == "stop" else finish
+            return JSONResponse(shapes.response(text, finish, first.usage, first.timings, first.logprobs, calls))
         except ApiError as e:
             return error_response(e)
         finally:
@@ -299,19 +246,46 @@ class Api:
                 events.close()
 
     @staticmethod
-    async def _stream(events, shapes, ev):
+    async def _stream(events, shapes, ev, tool_format=None):
         opening = shapes.first()
         if opening is not None:
             yield opening
+        parser = tool_formats.ToolParser(tool_format, incremental=True) if tool_format else None
+        calls = 0
+
+        def pieces(settled, logprobs):
+            """The chunks of what the tool parser settled: content deltas and calls (a call's index is calls - 1)."""
+            nonlocal calls
+            for e in settled:
+                if isinstance(e, (tool_formats.Call, tool_formats.CallStart)):
+                    yield shapes.tool_call_head(calls, tool_formats.call_id(tool_format), e.name)
+                    calls += 1
+                    if isinstance(e, tool_formats.Call):
+                        yield shapes.tool_call_args(calls - 1, e.arguments)
+                elif isinstance(e, tool_formats.CallArgs):
+                    yield shapes.tool_call_args(calls - 1, e.text)
+                elif e.text:
+                    yield shapes.delta(e.text, logprobs)
+                    logprobs = None
+            if logprobs:                               # tokens held back by the parser: their logprobs go now
+                yield shapes.delta("", logprobs)
         while ev is not None:                          # None: the client has gone
             if isinstance(ev, Delta):
-                if ev.text:
-                    yield shapes.delta(ev.text)
+                if parser is not None:
+                    for chunk in pieces(parser.feed(ev.text), ev.logprobs):
+                        yield chunk
+                elif ev.text or ev.logprobs:
+                    yield shapes.delta(ev.text, ev.logprobs)
             elif isinstance(ev, Failed):
                 yield sse.event(ev.error.body())
                 return
             else:
-                yield shapes.finish(ev.finish_reason)
+                finish = ev.finish_reason
+                if parser is not None:
+                    for chunk in pieces(parser.finish(), None):
+                        yield chunk
+                    finish = "tool_calls" if calls and finish == "stop" else finish
+                yield shapes.finish(finish, ev.pending)
                 if shapes.include_usage:
                     yield shapes.usage(ev.usage)
                 yield sse.DONE
@@ -322,7 +296,8 @@ class Api:
 async def _http_error(request, exc: HTTPException):
     if exc.status_code == 404:
         e = ApiError(404, f"Unknown request URL: {request.method} {request.url.path}. This server answers "
-                          "/v1/chat/completions, /v1/completions, /v1/models and /health.", code="unknown_url")
+                          "/v1/chat/completions, /v1/completions, /v1/models, /health and Ollama's /api/chat, "
+                          "/api/generate, /api/tags, /api/show and /api/version.", code="unknown_url")
     elif exc.status_code == 405:
         e = ApiError(405, f"Method {request.method} is not allowed on {request.url.path}.",
                      code="method_not_allowed")
@@ -347,6 +322,12 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
                    Route(f"{prefix}/models", api.models, methods=["GET"]),
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
                    Route(f"{prefix}/health", api.health, methods=["GET"])]
+    ollama = Ollama(api)
+    routes += [Route("/api/chat", ollama.chat, methods=["POST"]),
+               Route("/api/generate", ollama.generate, methods=["POST"]),
+               Route("/api/tags", ollama.tags, methods=["GET"]),
+               Route("/api/show", ollama.show, methods=["POST"]),
+               Route("/api/version", ollama.version, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     guarded = Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)
     return guarded if request_log is None else RequestLog(guarded, request_log)

@@ -16,8 +16,10 @@ one); a job beyond that waits in the queue until a reply ends.
 
 A job streams Events through its `emit` callback (called on its generation thread): a Delta when the first token
 is generated (its text may be empty) and for every later token that completes some text (only for a streamed job),
-then Done (with the whole text), or Failed. Failed.started tells whether a Delta was sent before it, so the HTTP
-side knows whether it may still answer with an ordinary JSON error.
+then Done (with the whole text), or Failed. A job that asks for log-probabilities, biases the logits or must match a
+grammar (response_format, a forced tool call) samples through a petit.generation.logits.Shaped sampler; its
+Deltas and Done then carry the tokens' log-probabilities. Failed.started tells whether a Delta was sent before it, so
+the HTTP side knows whether it may still answer with an ordinary JSON error.
 
 The queue holds at most `max_queue` waiting jobs besides the running ones; submit() refuses more (429). A job's
 `cancel()` (the client went away) stops it after the current token, or skips it if it has not started.
@@ -30,14 +32,18 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from petit.chat.template import TemplateError
+from petit.generation.logits import Shaped
 from petit.generation.sample import Sampler, resolve
 from petit.generation.session import Params, Stats
+from petit.server import tools as tool_formats
 from petit.server.schema import ApiError
+from petit.server.sse import TokenInfo
 
 
 @dataclass
 class Delta:
     text: str
+    logprobs: list | None = None    # the tokens this text completes (and those before it that completed none)
 
 
 @dataclass
@@ -46,6 +52,9 @@ class Done:
     finish_reason: str        # "stop" or "length"
     usage: dict
     timings: dict
+    logprobs: list | None = None    # every token's (logprobs requested), as petit.server.sse.TokenInfo
+    pending: list | None = None     # a stream's tokens not yet sent with a Delta
+    stats: object = None            # the reply's petit.generation.session.Stats
 
 
 @dataclass
@@ -64,9 +73,15 @@ class Job:
     messages: list | None = None
     prompt: str | None = None
     stream: bool = True       # False: no Deltas, only the Done (one hand-over between threads, not one per token)
+    logprobs: bool = False    # report each token's log-probability, with top_logprobs alternatives
+    top_logprobs: int = 0
+    logit_bias: dict | None = None
+    grammar: str | None = None      # a compiled grammar the reply must match (response_format, a forced tool call)
+    tools: list | None = None       # for the chat template (tool_choice other than "none")
     cancelled: bool = False   # a plain flag: set from any thread (even a signal handler), read between tokens
     stats: object = field(default=None, repr=False)   # the reply's Stats once the job ran
     session: object = field(default=None, repr=False)   # the generation Session it runs on, while it runs
+    shaped: object = field(default=None, repr=False)    # the sampler the reply draws with (a Shaped one or not)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -359,31 +374,81 @@ class ServerWorker:
             return [{"role": "system", "content": self.system}] + job.messages
         return job.messages
 
+    @property
+    def tool_format(self) -> tuple[str, bool]:
+        """The chat template's tool-call format and whether Petit describes the tools itself (tools.detect)."""
+        return tool_formats.detect(self._chat.template if self._chat is not None else None)
+
+    def end_ids(self, kind: str) -> list:
+        """The tokens that end a reply of `kind` (those a finished grammar allows)."""
+        return self._raw.chat_stop_ids if kind == "chat" else self._raw.text_stop_ids
+
+    def _sampler(self, job: Job):
+        """The job's Sampler, behind a Shaped one when the request biases, constrains or reports the logits."""
+        if not (job.logprobs or job.logit_bias or job.grammar):
+            return job.sampler
+        matcher = None
+        if job.grammar is not None:
+            from petit.generation.grammar import GrammarTokenizer
+            matcher = GrammarTokenizer.get(self.model.tokenizer, self.end_ids(job.kind)).matcher(job.grammar)
+        return Shaped(job.sampler, bias=job.logit_bias, logprobs=job.logprobs, top_logprobs=job.top_logprobs,
+                      matcher=matcher)
+
     def _begin(self, job: Job):
         """The reply generator of a job, given the request's own conversation and parameters (nothing runs until
         the first next())."""
-        params = Params(sampler=job.sampler, max_tokens=job.max_tokens, stop=job.stop,
+        job.shaped = self._sampler(job)
+        params = Params(sampler=job.shaped, max_tokens=job.max_tokens, stop=job.stop,
                         drop_old_turns=self.drop_old_turns)
         if job.kind == "chat":
             if self._chat is None:
                 raise ApiError(400, "This model has no chat template (or the server runs with --format raw): "
                                     "use /v1/completions.", param="messages", code="no_chat_template")
-            return job.session.reply(self._messages(job), params)
+            messages = self._messages(job)
+            if job.tools:
+                _, described = self.tool_format
+                params.keep_special = True        # a call's markers may be special tokens
+                if described:
+                    messages = tool_formats.describe(messages, job.tools)
+                else:
+                    params.tools = job.tools
+            return job.session.reply(messages, params)
         return job.session.complete(job.prompt, params)
+
+    def _token_info(self, records: list, end_ids) -> list:
+        """The reply's tokens as TokenInfo (text, bytes, logprob, alternatives), the end token left out."""
+        tok = self.model.tokenizer
+
+        def piece(token):
+            data = tok.token_bytes(token)
+            return data.decode("utf-8", "replace"), data
+        out = []
+        for r in records:
+            if r.token in end_ids:
+                continue
+            text, data = piece(r.token)
+            out.append(TokenInfo(text, data, r.logprob, [(*piece(t), lp) for t, lp in r.top]))
+        return out
 
     def _run(self, job: Job):
         """The token loop; emits the stream's deltas and returns the event that ends the job (None: nobody waits)."""
         if job.cancelled:                    # the client left while waiting
             return None
         started, text, stats = False, [], None
+        sent = 0                             # logprob records handed out with Deltas so far
+        end_ids = set(self.end_ids(job.kind))
         try:
             reply = self._begin(job)
+            records = job.shaped.records if job.logprobs else None
             try:
                 for step in reply:
                     stats = step.stats
                     text.append(step.text)
                     if job.stream and (step.text or not started):
-                        job.emit(Delta(step.text))
+                        info = None
+                        if records is not None:
+                            info, sent = self._token_info(records[sent:], end_ids), len(records)
+                        job.emit(Delta(step.text, info))
                     started = True
                     if job.cancelled or self._stopping:
                         break
@@ -412,7 +477,11 @@ class ServerWorker:
                    "predicted_n": stats.generated_tokens, "ttft_ms": round(1000 * stats.time_to_first_token, 3),
                    "prompt_per_second": round(stats.prefill_tokens_per_s, 1),
                    "predicted_per_second": round(stats.decode_tokens_per_s, 1)}
-        return Done("".join(text), stats.finish_reason, usage, timings)
+        done = Done("".join(text), stats.finish_reason, usage, timings, stats=stats)
+        if job.logprobs:
+            done.logprobs = self._token_info(records, end_ids)
+            done.pending = self._token_info(records[sent:], end_ids)
+        return done
 
     def _explain(self, job: Job, e: Exception) -> ApiError:
         """Why a job failed before its first token: a template error, a prompt that does not fit, or a bug."""

@@ -1,10 +1,13 @@
 """Request validation: an OpenAI request body becomes a GenerationRequest, or an ApiError in OpenAI's error shape.
 
-Unknown fields are ignored (clients add their own: `user`, `metadata`, `parallel_tool_calls`, ...); a null field
-counts as absent. Fields Petit does not implement (`tools`, `response_format`, `logprobs`, `logit_bias`, `echo`,
-`suffix`, ...) are accepted and ignored.
+Unknown fields are ignored (clients add their own: `user`, `metadata`, `store`, ...); a null field counts as absent.
+The fields that shape a reply beyond sampling (logprobs, logit_bias, response_format, tools) are checked in
+features.py. Legacy completion fields Petit does not implement (`echo`, `suffix`, `best_of`) are ignored.
 """
 from dataclasses import dataclass, field
+
+from petit.server import features
+from petit.server.errors import ApiError, invalid_type, invalid_value
 
 # request field -> Sampler keyword; `repeat_penalty` is llama.cpp's and LM Studio's name for repetition_penalty
 SAMPLING_NUMBERS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p",
@@ -12,23 +15,6 @@ SAMPLING_NUMBERS = {"temperature": "temperature", "top_p": "top_p", "min_p": "mi
                     "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
 SAMPLING_INTS = {"top_k": "top_k", "seed": "seed"}
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-
-_ERROR_TYPES = {401: "invalid_request_error", 429: "requests", 500: "server_error", 503: "server_error"}
-
-
-class ApiError(Exception):
-    """An error answered as `{"error": {"message", "type", "param", "code"}}` with an HTTP status."""
-
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str | None = None, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
-        self.type = type or _ERROR_TYPES.get(status, "invalid_request_error")
-        self.headers = headers or {}
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
 
 @dataclass
 class GenerationRequest:
@@ -40,55 +26,48 @@ class GenerationRequest:
     sampling: dict = field(default_factory=dict)    # Sampler keywords the request sets
     max_tokens: int | None = None       # None: the server's default
     stop: list | None = None            # None: the server's default
-
-
-_JSON_NAMES = {str: "a string", bool: "a boolean", dict: "an object", list: "an array", int: "an integer",
-               float: "a number", type(None): "null"}
-
-
-def _invalid_type(name: str, expected: str, value) -> ApiError:
-    got = _JSON_NAMES.get(type(value), type(value).__name__)
-    return ApiError(400, f"Invalid type for '{name}': expected {expected}, but got {got} instead.", param=name,
-                    code="invalid_type")
-
-
-def _invalid_value(name: str, message: str) -> ApiError:
-    return ApiError(400, f"Invalid value for '{name}': {message}", param=name, code="invalid_value")
+    logprobs: bool = False              # report each token's log-probability
+    top_logprobs: int = 0               # ... and this many alternatives
+    logit_bias: dict | None = None      # {token id: -100..100}
+    response_format: dict | None = None  # None (text), {"type": "json_object"} or {"type": "json_schema", ...}
+    tools: list | None = None           # chat: OpenAI function tools
+    tool_choice: str = "none"           # "none", "auto", "required", or the name of the function to call
+    parallel_tool_calls: bool = True
 
 
 def _number(body, name):
     value = body.get(name)
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise _invalid_type(name, "a number", value)
+        raise invalid_type(name, "a number", value)
     return value
 
 
 def _int(body, name):
     value = body.get(name)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise _invalid_type(name, "an integer", value)
+        raise invalid_type(name, "an integer", value)
     return value
 
 
 def _common(body: dict, kind: str) -> GenerationRequest:
     req = GenerationRequest(kind)
     if "model" in body and body["model"] is not None and not isinstance(body["model"], str):
-        raise _invalid_type("model", "a string", body["model"])
+        raise invalid_type("model", "a string", body["model"])
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        raise _invalid_type("stream", "a boolean", stream)
+        raise invalid_type("stream", "a boolean", stream)
     req.stream = bool(stream)
     options = body.get("stream_options")
     if options is not None:
         if not isinstance(options, dict):
-            raise _invalid_type("stream_options", "an object", options)
+            raise invalid_type("stream_options", "an object", options)
         usage = options.get("include_usage")
         if usage is not None and not isinstance(usage, bool):
-            raise _invalid_type("stream_options.include_usage", "a boolean", usage)
+            raise invalid_type("stream_options.include_usage", "a boolean", usage)
         req.include_usage = bool(usage) and req.stream
     n = _int(body, "n")
     if n is not None and n != 1:
-        raise _invalid_value("n", f"only n=1 is supported (one choice per request), got {n}.")
+        raise invalid_value("n", f"only n=1 is supported (one choice per request), got {n}.")
     for name, key in SAMPLING_NUMBERS.items():
         value = _number(body, name)
         if value is not None:
@@ -101,7 +80,7 @@ def _common(body: dict, kind: str) -> GenerationRequest:
         value = _int(body, name)
         if value is not None:
             if value < 1:
-                raise _invalid_value(name, f"expected an integer >= 1, got {value}.")
+                raise invalid_value(name, f"expected an integer >= 1, got {value}.")
             req.max_tokens = value
             break
     stop = body.get("stop")
@@ -109,10 +88,12 @@ def _common(body: dict, kind: str) -> GenerationRequest:
         req.stop = [stop]
     elif isinstance(stop, list):
         if not all(isinstance(s, str) for s in stop):
-            raise _invalid_type("stop", "a string or an array of strings", stop)
+            raise invalid_type("stop", "a string or an array of strings", stop)
         req.stop = stop
     elif stop is not None:
-        raise _invalid_type("stop", "a string or an array of strings", stop)
+        raise invalid_type("stop", "a string or an array of strings", stop)
+    req.logit_bias = features.logit_bias(body)
+    req.response_format = features.response_format(body)
     return req
 
 
@@ -126,12 +107,12 @@ def _content(message: dict, i: int) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise _invalid_type(name, "a string or an array of content parts", content)
+        raise invalid_type(name, "a string or an array of content parts", content)
     texts = []
     for j, part in enumerate(content):
         if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
             kind = part.get("type") if isinstance(part, dict) else None
-            raise _invalid_value(f"{name}[{j}]", f"only text content parts ({{\"type\": \"text\", \"text\": ...}}) "
+            raise invalid_value(f"{name}[{j}]", f"only text content parts ({{\"type\": \"text\", \"text\": ...}}) "
                                                  f"are supported, got type {kind!r}.")
         texts.append(part["text"])
     return "\n".join(texts)
@@ -139,31 +120,38 @@ def _content(message: dict, i: int) -> str:
 
 def parse_chat(body: dict) -> GenerationRequest:
     """POST /v1/chat/completions. Message content arrays are joined into one string (text parts only); the
-    `developer` role is sent to the template as `system`. The last message must come from the user."""
+    `developer` role is sent to the template as `system`. The last message must come from the user (or be a tool's
+    result)."""
     req = _common(body, "chat")
     messages = body.get("messages")
     if messages is None:
         raise ApiError(400, "Missing required parameter: 'messages'.", param="messages",
                        code="missing_required_parameter")
     if not isinstance(messages, list):
-        raise _invalid_type("messages", "an array", messages)
+        raise invalid_type("messages", "an array", messages)
     if not messages:
-        raise _invalid_value("messages", "expected a non-empty array.")
+        raise invalid_value("messages", "expected a non-empty array.")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
-            raise _invalid_type(f"messages[{i}]", "an object", m)
+            raise invalid_type(f"messages[{i}]", "an object", m)
         role = m.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            raise _invalid_value(f"messages[{i}].role", f"expected one of {', '.join(ROLES)}, got {role!r}.")
+            raise invalid_value(f"messages[{i}].role", f"expected one of {', '.join(ROLES)}, got {role!r}.")
         msg = {"role": "system" if role == "developer" else role, "content": _content(m, i)}
         for key in ("name", "tool_calls", "tool_call_id"):
             if m.get(key) is not None:
                 msg[key] = m[key]
-        out.append(msg)
-    if out[-1]["role"] != "user":
-        raise _invalid_value("messages", f"the last message must have role 'user', got {out[-1]['role']!r}.")
+        out.append(features.template_message(msg))
+    if out[-1]["role"] not in ("user", "tool"):
+        raise invalid_value("messages", f"the last message must have role 'user' (or 'tool', a tool's result), "
+                                         f"got {out[-1]['role']!r}.")
     req.messages = out
+    req.logprobs, req.top_logprobs = features.chat_logprobs(body)
+    req.tools, req.tool_choice, req.parallel_tool_calls = features.tools(body)
+    if req.response_format is not None and req.tool_choice != "none":
+        raise invalid_value("response_format", "a JSON response format cannot be combined with tools (give "
+                                                "tool_choice 'none', or no tools).")
     return req
 
 
@@ -175,12 +163,14 @@ def parse_completion(body: dict) -> GenerationRequest:
         raise ApiError(400, "Missing required parameter: 'prompt'.", param="prompt", code="missing_required_parameter")
     if isinstance(prompt, list):
         if len(prompt) != 1 or not isinstance(prompt[0], str):
-            raise _invalid_value("prompt", "expected a string or an array of exactly one string "
+            raise invalid_value("prompt", "expected a string or an array of exactly one string "
                                            "(one prompt per request; token-id prompts are not supported).")
         prompt = prompt[0]
     if not isinstance(prompt, str):
-        raise _invalid_type("prompt", "a string or an array of one string", prompt)
+        raise invalid_type("prompt", "a string or an array of one string", prompt)
     if not prompt:
-        raise _invalid_value("prompt", "the prompt is empty: give at least one character to continue.")
+        raise invalid_value("prompt", "the prompt is empty: give at least one character to continue.")
     req.prompt = prompt
+    top = features.completion_logprobs(body)
+    req.logprobs, req.top_logprobs = top is not None, top or 0
     return req

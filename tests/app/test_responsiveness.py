@@ -46,9 +46,9 @@ def engine_calls(monkeypatch):
         log.record("generate")
         yield from generate_tokens(*args, **kwargs)
 
-    def logged_prompt_ids(self, messages):
+    def logged_prompt_ids(self, messages, *args, **kwargs):
         log.record("render")
-        return prompt_ids(self, messages)
+        return prompt_ids(self, messages, *args, **kwargs)
 
     monkeypatch.setattr(petit, "load", logged_load)
     monkeypatch.setattr(petit.generation.session, "generate_tokens", logged_generate_tokens)
