@@ -173,11 +173,18 @@ typedef struct {
      * [di + 2 G ds][d_conv]); A, D, dt_bias are one per head; the state is [H][head_dim][ds]; dt is clamped to
      * [dt_min, dt_max]; the output is RMS-normed over all di channels with norm_w after the gate (transformers'
      * MambaRMSNormGated), eps. LFM2's short conv (version 3): in_proj gives B, C and x [3][D = d_inner]; v = B x is
-     * convolved (no bias, no activation), times C, then out_proj; no ssm state */
+     * convolved (no bias, no activation), times C, then out_proj; no ssm state. Qwen3-Next's Gated DeltaNet (version
+     * 4): in_proj gives q, k [n_groups][d_state], v, z [n_heads][head_dim], b, a [n_heads]; conv over q | k | v; the
+     * state [n_heads][d_state][head_dim], per head S = exp(A softplus(a + dt_bias)) S + k (sigmoid(b) (v - S^T k))^T,
+     * o = S^T q (q, k l2-normed, q x d_state^-1/2), RMS-normed with norm_w, times silu(z) */
     int32_t version;
     int64_t n_heads, head_dim, n_groups;
     float dt_min, dt_max;
     const float *norm_w;
+    /* Mamba-2's gated norm, Falcon-H1's variants: over norm_groups equal groups of channels (0 or 1: all of them);
+     * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL) */
+    int64_t norm_groups;
+    int32_t norm_mode;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
@@ -211,6 +218,7 @@ typedef struct {
     const pt_mamba *mamba;    /* MAMBA: the mixer */
     int64_t x_stride, x_off, y_stride, y_off;   /* HEADS, COPY: the per-head (per-row) strides and offsets */
     float p[4];               /* PARAM_ACT: the activation's parameters */
+    int32_t cache_slot;       /* MAMBA: the cache slot of its state (Falcon-H1's layers hold a KV cache too) */
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

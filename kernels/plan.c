@@ -46,7 +46,7 @@
  *   COPY         x [T * rows][x_stride]                  y[0] [T * rows]     width, x_off, y_stride, y_off
  *                                                        [y_stride]
  *   MAMBA *      x [T][hidden], mamba; the sequence's    y[0] [T][hidden]   mode 1: add into y[0] (kernels/ssm.c)
- *                state in the cache slots of `layer`
+ *                state in cache slot `cache_slot`
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -117,7 +117,7 @@ static int rope_only(const pt_plan_op *op, const pt_seq *q, int64_t off) {
 
 /* a Mamba mixer over one sequence's rows, its recurrent state in the cache slots of `layer` (k: conv, v: ssm) */
 static int mamba(const pt_plan_op *op, const pt_seq *q, int64_t off) {
-    const int L = op->layer;
+    const int L = op->cache_slot;
     const int64_t D = op->mamba->hidden;
     return pt_mamba_locked(op->mamba, rows_of(op->x, off, D), q->T, (float *)q->k[L], (float *)q->v[L],
                            rows_of(op->y[0], off, D), op->mode != 0);

@@ -17,6 +17,8 @@
  * S_j = exp(dt_j A_j) S_j + dt_j x_j B^T (S_j [P][ds]), y_j = S_j C + D_j x_j; then RMSNorm(y silu(z)) * norm_w
  * over all di channels, and out_proj. Parallel over heads.
  *
+ * Qwen3-Next's Gated DeltaNet (version 4): in_proj gives q, k [Hk][dk], v, z [Hv][dv] and b, a [Hv] (Petit's order,
+ * regrouped at load); the causal conv (no bias) and silu over q | k | v, then the delta rule per value head (below).
  * LFM2's short convolution (version 3): in_proj gives B, C and x ([3][D]); v = B x, the causal conv of v over the
  * state's last d_conv - 1 values (no bias, no activation), times C, then out_proj. The ssm state is not used. */
 #include "internal.h"
@@ -142,6 +144,9 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
     const int64_t di = m->d_inner, H = m->n_heads, N = m->d_state, G = m->n_groups;
     const int64_t cw = di + 2 * G * N, row = di + cw + H;
     if (T < 1 || T > m->cap || H < 1 || G < 1 || H % G || m->head_dim * H != di || m->in_proj->rows != row) return -1;
+    if (m->norm_mode < 0 || m->norm_mode > 2 || (m->norm_mode != 2 && !m->norm_w) ||
+        (m->norm_groups > 1 && di % m->norm_groups))
+        return -1;
     const pt_tensor *W[1] = {m->in_proj};
     float *y[1] = {m->xz};
     int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
@@ -155,15 +160,22 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
             m->dt[t * H + h] = v > m->dt_max ? m->dt_max : v;
         }
     pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
-    for (int64_t t = 0; t < T; t++) {       /* the gate, then the gated RMSNorm over all di channels */
-        float *yt = m->y + t * di, ss = 0.0f;
+    /* the gate and the gated RMSNorm: over all di channels (transformers' Mamba-2), or per group (Falcon-H1) */
+    const int64_t ng = m->norm_groups > 1 ? m->norm_groups : 1, gw = di / ng;
+    for (int64_t t = 0; t < T; t++) {
+        float *yt = m->y + t * di;
         const float *z = m->xz + t * row;
-        for (int64_t d = 0; d < di; d++) {
-            yt[d] *= silu_f(z[d]);
-            ss += yt[d] * yt[d];
+        if (m->norm_mode != 1)
+            for (int64_t d = 0; d < di; d++) yt[d] *= silu_f(z[d]);
+        if (m->norm_mode == 2) continue;
+        for (int64_t g = 0; g < ng; g++) {
+            float ss = 0.0f, *yg = yt + g * gw;
+            for (int64_t d = 0; d < gw; d++) ss += yg[d] * yg[d];
+            const float r = 1.0f / sqrtf(ss / (float)gw + m->eps);
+            for (int64_t d = 0; d < gw; d++) yg[d] = yg[d] * r * m->norm_w[g * gw + d];
         }
-        const float r = 1.0f / sqrtf(ss / (float)di + m->eps);
-        for (int64_t d = 0; d < di; d++) yt[d] = yt[d] * r * m->norm_w[d];
+        if (m->norm_mode == 1)
+            for (int64_t d = 0; d < di; d++) yt[d] *= silu_f(z[d]);
     }
     W[0] = m->out_proj;
     y[0] = out;
@@ -202,8 +214,83 @@ static int short_conv_locked(const pt_mamba *m, const float *x, int64_t T, float
     return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
 }
 
+/* Gated DeltaNet (version 4, Qwen3-Next's linear attention), one value head `h` through all T tokens: its key head
+ * kh = h / (Hv / Hk) gives q and k (l2-normed, q times dk^-1/2), beta = sigmoid(b), decay exp(A softplus(a + dt_bias));
+ * S [dk][dv] decays, takes the delta rule's correction k (beta (v - S^T k))^T, and o = S^T q is RMS-normed with
+ * norm_w, times silu(z) */
+#define DELTA_MAX_DIM 512
+static void delta_head(void *ctx, int64_t h, int ith) {
+    (void)ith;
+    const ssd_job *j = (const ssd_job *)ctx;
+    const pt_mamba *m = j->m;
+    const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, Hk = m->n_groups, kd = Hk * dk, vd = Hv * dv;
+    const int64_t kh = h / (Hv / Hk);
+    float *S = j->ssm_state + h * dk * dv;
+    float q[DELTA_MAX_DIM], k[DELTA_MAX_DIM], kv[DELTA_MAX_DIM], o[DELTA_MAX_DIM];
+    for (int64_t t = 0; t < j->T; t++) {
+        const float *u = m->u + t * j->cw, *row = m->xz + t * j->row, *v = u + 2 * kd + h * dv;
+        const float *z = row + 2 * kd + vd + h * dv;
+        float qq = 0.0f, kk = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            q[i] = u[kh * dk + i];
+            k[i] = u[kd + kh * dk + i];
+            qq += q[i] * q[i];
+            kk += k[i] * k[i];
+        }
+        const float rq = 1.0f / sqrtf(qq + 1e-6f) / sqrtf((float)dk), rk = 1.0f / sqrtf(kk + 1e-6f);
+        for (int64_t i = 0; i < dk; i++) {
+            q[i] *= rq;
+            k[i] *= rk;
+        }
+        const float beta = 1.0f / (1.0f + expf(-row[2 * kd + 2 * vd + h]));
+        const float decay = expf(m->A[h] * softplus_f(row[2 * kd + 2 * vd + Hv + h] + m->dt_bias[h]));
+        for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            float *s = S + i * dv;
+            for (int64_t c = 0; c < dv; c++) {
+                s[c] *= decay;
+                kv[c] += s[c] * k[i];
+            }
+        }
+        for (int64_t c = 0; c < dv; c++) kv[c] = (v[c] - kv[c]) * beta;       /* the correction, in kv's place */
+        for (int64_t c = 0; c < dv; c++) o[c] = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            float *s = S + i * dv;
+            for (int64_t c = 0; c < dv; c++) {
+                s[c] += k[i] * kv[c];
+                o[c] += s[c] * q[i];
+            }
+        }
+        float ss = 0.0f;
+        for (int64_t c = 0; c < dv; c++) ss += o[c] * o[c];
+        const float r = 1.0f / sqrtf(ss / (float)dv + m->eps);
+        float *y = m->y + t * vd + h * dv;
+        for (int64_t c = 0; c < dv; c++) y[c] = o[c] * r * m->norm_w[c] * silu_f(z[c]);
+    }
+}
+
+static int deltanet_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
+                           float *out, int accumulate) {
+    const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, Hk = m->n_groups;
+    const int64_t kd = Hk * dk, vd = Hv * dv, cw = 2 * kd + vd, row = 2 * kd + 2 * vd + 2 * Hv;
+    if (T < 1 || T > m->cap || Hk < 1 || Hv % Hk || dk < 1 || dk > DELTA_MAX_DIM || dv < 1 || dv > DELTA_MAX_DIM ||
+        m->d_inner != vd || m->in_proj->rows != row || !m->norm_w)
+        return -1;
+    const pt_tensor *W[1] = {m->in_proj};
+    float *y[1] = {m->xz};
+    int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
+    if (rc) return rc;
+    ssd_job j = {m, T, cw, row, 0, conv_state, ssm_state};
+    pt_run_chunks(conv2_chunk, &j, (cw + CHANNELS - 1) / CHANNELS, (double)T * (double)cw * (double)m->d_conv);
+    pt_run_chunks(delta_head, &j, Hv, (double)T * (double)Hv * (double)dk * (double)dv * 4.0);
+    W[0] = m->out_proj;
+    y[0] = out;
+    return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
+}
+
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate) {
+    if (m->version == 4) return deltanet_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 2) return mamba2_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 3) return short_conv_locked(m, x, T, conv_state, out, accumulate);
     const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds;

@@ -74,4 +74,4 @@ class ShortRope:
 
 # transformers fixtures made ahead of their family (tests/fixtures/hf_ssm): Petit refuses them by name
 # (tests/test_hf_parity.py checks it); the parity and verify tests leave them out until the family lands
-PENDING_FIXTURES = frozenset({"falcon_h1"})
+PENDING_FIXTURES = frozenset()

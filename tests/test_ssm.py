@@ -14,7 +14,7 @@ from petit.models.ssm import Mamba
 from petit.native import Weight, ffi, quantize
 
 FIX = Path(__file__).parent / "fixtures" / "hf_ssm"
-CASES = ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba"]
+CASES = ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1"]
 
 
 def _ref(case):
@@ -144,7 +144,7 @@ def test_two_sequences_in_one_step_each_keep_their_own_state():
     np.testing.assert_allclose(got[1], m.logits(ids[5:12])[-1], rtol=0, atol=1e-6)
 
 
-def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim):
+def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim, norm_groups=1, mode=0):
     T = len(x)
     zx = x @ p["in_proj"].T
     di = p["out_proj"].shape[1]
@@ -162,14 +162,20 @@ def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim):
     for t in range(T):
         S = np.exp(dt[t] * p["A"])[:, None, None] * S + (dt[t][:, None] * xs[t])[:, :, None] * B[t][grp][:, None, :]
         y[t] = np.einsum("hpn,hn->hp", S, C[t][grp]) + p["D"][:, None] * xs[t]
-    g = y.reshape(T, di) * z / (1 + np.exp(-z))
-    g = g / np.sqrt((g * g).mean(1, keepdims=True) + eps) * p["norm_w"]
+    gate = z / (1 + np.exp(-z))
+    g = y.reshape(T, di) * (gate if mode != 1 else 1.0)          # mode 1: the norm first, the gate after
+    if mode != 2:                                                # mode 2: no norm
+        gs = g.reshape(T, norm_groups, -1)
+        g = (gs / np.sqrt((gs * gs).mean(2, keepdims=True) + eps)).reshape(T, di) * p["norm_w"]
+    if mode == 1:
+        g = g * gate
     return g @ p["out_proj"].T, hist[-(K - 1):].T, S
 
 
+@pytest.mark.parametrize("norm_groups,mode", [(1, 0), (2, 0), (2, 1), (1, 2)])     # Falcon-H1's gated-norm variants
 @pytest.mark.parametrize("D,H,P,G,N,K,lim", [(32, 4, 16, 2, 16, 4, (0.0, np.inf)), (32, 6, 8, 3, 5, 3, (0.0, 0.05)),
                                              (64, 1, 32, 1, 7, 2, (0.01, np.inf))])
-def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim):
+def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim, norm_groups, mode):
     rng = np.random.default_rng(H * P + N)
     di, cw = H * P, H * P + 2 * G * N
     rows = di + cw + H
@@ -182,7 +188,8 @@ def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G
          "A": -rng.uniform(1, 16, H).astype(np.float32), "D": rng.normal(1, 0.2, H).astype(np.float32),
          "norm_w": rng.normal(1, 0.2, di).astype(np.float32)}
     m = Mamba(f32(w_in), p["conv_w"], p["conv_b"], None, None, p["dt_bias"], p["A"], p["D"], f32(w_out), N, K, 1,
-              eps=1e-5, version=2, n_heads=H, n_groups=G, norm_w=p["norm_w"], dt_min=lim[0], dt_max=lim[1])
+              eps=1e-5, version=2, n_heads=H, n_groups=G, norm_w=None if mode == 2 else p["norm_w"], dt_min=lim[0],
+              dt_max=lim[1], norm_groups=norm_groups, norm_mode=mode)
     (cs, ss) = m.state_shapes
     conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
     c64, S64 = conv.astype(np.float64), S.astype(np.float64)
@@ -191,7 +198,7 @@ def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G
         x = rng.standard_normal((T, D)).astype(np.float32)
         y = np.empty((T, D), np.float32)
         assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0
-        want, c64, S64 = _mamba2_f64(p, x.astype(np.float64), c64, S64, H, G, N, 1e-5, lim)
+        want, c64, S64 = _mamba2_f64(p, x.astype(np.float64), c64, S64, H, G, N, 1e-5, lim, norm_groups, mode)
         np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
         np.testing.assert_allclose(S, S64, rtol=0, atol=1e-4 * np.abs(S64).max())
 
@@ -213,3 +220,62 @@ def test_a_hybrids_cache_holds_keys_for_its_attention_and_a_state_for_its_convol
     cache.rewind(20)
     again = m.forward(ids[20:].tolist(), cache)
     np.testing.assert_allclose(again, m.logits(ids)[-1], rtol=0, atol=1e-5 * float(np.ptp(ref)))
+
+
+def _deltanet_f64(p, x, conv, S, Hk, Hv, dk, dv, eps):
+    """transformers' torch_recurrent_gated_delta_rule with its conv, l2norm and gated norm, in float64, from a state
+    (conv [cw, K-1], S [Hv, dk, dv]); rows of in_proj as Petit orders them: q, k, v, z, b, a."""
+    T, kd, vd = len(x), Hk * dk, Hv * dv
+    zx = x @ p["in_proj"].T
+    cw = 2 * kd + vd
+    qkv, z, b, a = zx[:, :cw], zx[:, cw:cw + vd], zx[:, cw + vd:cw + vd + Hv], zx[:, cw + vd + Hv:]
+    K = p["conv_w"].shape[1]
+    hist = np.concatenate([conv.T, qkv], axis=0)
+    u = np.stack([(hist[t:t + K] * p["conv_w"].T).sum(0) for t in range(T)])
+    u = u / (1 + np.exp(-u))
+    q, k, v = u[:, :kd].reshape(T, Hk, dk), u[:, kd:2 * kd].reshape(T, Hk, dk), u[:, 2 * kd:].reshape(T, Hv, dv)
+    q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6) / np.sqrt(dk)
+    k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+    rep = Hv // Hk
+    q, k = np.repeat(q, rep, axis=1), np.repeat(k, rep, axis=1)
+    beta = 1 / (1 + np.exp(-b))
+    g = p["A"] * np.logaddexp(0, a + p["dt_bias"])
+    o = np.empty((T, Hv, dv))
+    for t in range(T):
+        S = S * np.exp(g[t])[:, None, None]
+        kv = np.einsum("hij,hi->hj", S, k[t])
+        delta = (v[t] - kv) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        o[t] = np.einsum("hij,hi->hj", S, q[t])
+    o = o / np.sqrt((o * o).mean(-1, keepdims=True) + eps) * p["norm_w"]
+    o = o.reshape(T, vd) * (z / (1 + np.exp(-z)))
+    return o @ p["out_proj"].T, hist[-(K - 1):].T, S
+
+
+@pytest.mark.parametrize("D,Hk,Hv,dk,dv,K", [(32, 2, 4, 16, 8, 4), (64, 1, 1, 32, 32, 3), (48, 3, 6, 5, 7, 2)])
+def test_the_gated_deltanet_mixer_is_the_delta_rule_and_carries_its_state(D, Hk, Hv, dk, dv, K):
+    """Qwen3-Next's linear attention (kernels/ssm.c version 4) against transformers' recurrent gated delta rule in
+    float64, grouped (more value than key heads) and not, over calls that carry the conv and the [dk, dv] states."""
+    rng = np.random.default_rng(Hk * Hv + dk)
+    kd, vd = Hk * dk, Hv * dv
+    cw, rows = 2 * kd + vd, 2 * kd + 2 * vd + 2 * Hv
+    w_in = (rng.standard_normal((rows, D)) / np.sqrt(D)).astype(np.float32)
+    w_out = (rng.standard_normal((D, vd)) / np.sqrt(vd)).astype(np.float32)
+    f32 = lambda w: Weight(w.view(np.uint8).reshape(w.shape[0], -1), "f32", w.shape)     # noqa: E731
+    p = {"in_proj": w_in, "out_proj": w_out, "conv_w": rng.standard_normal((cw, K)).astype(np.float32) / np.sqrt(K),
+         "dt_bias": rng.standard_normal(Hv).astype(np.float32), "A": -rng.uniform(0.5, 16, Hv).astype(np.float32),
+         "norm_w": rng.normal(1, 0.2, dv).astype(np.float32)}
+    m = Mamba(f32(w_in), p["conv_w"], None, None, None, p["dt_bias"], p["A"], np.zeros(Hv, np.float32), f32(w_out), dk,
+              K, 1, eps=1e-6, version=4, n_heads=Hv, n_groups=Hk, norm_w=p["norm_w"])
+    (cs, ss) = m.state_shapes
+    assert cs == (cw, K - 1) and ss == (Hv, dk, dv)
+    conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
+    c64, S64 = conv.astype(np.float64), S.astype(np.float64)
+    P_ = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
+    for T in (9, 1, 3):
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        y = np.empty((T, D), np.float32)
+        assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0
+        want, c64, S64 = _deltanet_f64(p, x.astype(np.float64), c64, S64, Hk, Hv, dk, dv, 1e-6)
+        np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+        np.testing.assert_allclose(S, S64, rtol=0, atol=1e-4 * np.abs(S64).max())

@@ -89,7 +89,9 @@ class Layer:
     resid_attn_norm: Norm | None = None     # post-LN: the residual stream normed after the attention's add (OPT 350m)
     resid_mlp_norm: Norm | None = None      # and after the MLP's
     mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/mla.py)
-    mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py)
+    mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py); beside
+                                        # attention when the layer has both (Falcon-H1)
+    state_slot: int | None = None       # the mixer's cache slot, when not the layer's index (Falcon-H1)
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -130,6 +132,7 @@ class Arch:
     values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
     state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
+    cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
 
 
 class _Scratch:
@@ -269,7 +272,8 @@ class Decoder:
         for i, (ids, cache, n) in enumerate(seqs):
             where = self._seq(seqs, i)
             if arch.state_layers is not None:
-                layout = ("hybrid", len(self.layers), tuple(arch.state_layers), tuple(arch.state_shapes[0]),
+                layout = ("hybrid", arch.cache_slots or len(self.layers), tuple(arch.state_layers),
+                          tuple(arch.state_shapes[0]),
                           tuple(arch.state_shapes[1]), KV, hd)
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs "
@@ -384,8 +388,9 @@ class Decoder:
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
                 at = 0
                 direct = arch.residual_scale == 1.0
+                slot = i if layer.state_slot is None else layer.state_slot
                 for n, _, cache, _ in runs:
-                    rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[i], cache.v_ptr[i],
+                    rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[slot], cache.v_ptr[slot],
                                           (buf["resid"] if direct else buf["branch"]) + at * D, direct)
                     at += n
                 if not direct:                  # Granite's residual_multiplier
@@ -402,8 +407,8 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            if layer.mamba is not None:
-                pass                            # its mixer ran above (LFM2's short conv): the MLP follows
+            if layer.o is None:
+                pass                            # its mixer ran above, no attention (LFM2's short conv): the MLP follows
             elif layer.mla is not None:
                 attn_rc, seq, att = self._mla(i, layer, attn_in, runs, T, scratch, tables, scale)
                 rc |= attn_rc
@@ -602,10 +607,11 @@ class Decoder:
                 plan.norm(i, layer.attn_norm, buf["resid"], 1, D, buf["normed"])
                 attn_in = buf["normed"]
             if layer.mamba is not None:
+                slot = layer.state_slot
                 if arch.residual_scale == 1.0:
-                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True)
+                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True, slot=slot)
                 else:                           # Granite's residual_multiplier
-                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"])
+                    plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"], slot=slot)
                     plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)
                 if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only
                     continue
@@ -616,7 +622,7 @@ class Decoder:
                     mlp_in = buf["normed_mlp"]
                 else:
                     mlp_in = attn_in
-            if layer.mamba is None:
+            if layer.o is not None:             # attention (beside a mixer in Falcon-H1's layers)
                 if layer.mla is not None:
                     att = self._plan_mla(plan, i, layer, attn_in, buf, scratch)
                 else:

@@ -139,9 +139,11 @@ class Plan:
         self._add(lib.PT_OP_COPY, layer, x=x, y=[y, NULL, NULL], x_stride=x_stride, x_off=x_off, y_stride=y_stride,
                   y_off=y_off, rows=rows, width=width)
 
-    def mamba(self, layer: int, record, x, out, accumulate: bool = False) -> None:
-        """A Mamba mixer (a pt_mamba record, petit/models/ssm.py) of x into out, per sequence over its state."""
-        self._add(lib.PT_OP_MAMBA, layer, x=x, y=[out, NULL, NULL], mamba=record, mode=int(accumulate))
+    def mamba(self, layer: int, record, x, out, accumulate: bool = False, slot: int | None = None) -> None:
+        """A Mamba mixer (a pt_mamba record, petit/models/ssm.py) of x into out, per sequence over its state in
+        cache slot `slot` (default: the layer's)."""
+        self._add(lib.PT_OP_MAMBA, layer, x=x, y=[out, NULL, NULL], mamba=record, mode=int(accumulate),
+                  cache_slot=layer if slot is None else slot)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

@@ -34,13 +34,16 @@ class Mamba:
     eps: float = 1e-6
     inner_w: tuple | None = None        # Jamba: the weights of the dt, B and C norms (Falcon-Mamba's have none)
     # Mamba-2 (version 2): one A, D and dt_bias per head, x_proj / dt_proj None, the gated norm's weight; LFM2's
-    # short conv (version 3): in_proj [3 D, D] (B, C, x), conv_w [D, K], out_proj, nothing else
+    # short conv (version 3): in_proj [3 D, D] (B, C, x), conv_w [D, K], out_proj, nothing else; Qwen3-Next's Gated
+    # DeltaNet (version 4): d_state the key head size, n_groups the key heads, n_heads the value heads
     version: int = 1
     n_heads: int = 0
     n_groups: int = 1
     norm_w: np.ndarray | None = None
     dt_min: float = 0.0
     dt_max: float = float("inf")
+    norm_groups: int = 1                # Falcon-H1: the gated norm per group of channels
+    norm_mode: int = 0                  # 0 gate then norm, 1 norm then gate, 2 the gate alone (pt_mamba)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -51,6 +54,9 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 4:                # Gated DeltaNet: conv over q | k | v, a [dk, dv] state per value head
+            conv = 2 * self.n_groups * self.d_state + self.d_inner
+            return (conv, self.d_conv - 1), (self.n_heads, self.d_state, self.d_inner // self.n_heads)
         if self.version == 3:                # LFM2's short conv: a conv state only
             return (self.d_inner, self.d_conv - 1), (1,)
         if self.version == 2:
@@ -80,7 +86,8 @@ class Mamba:
             keep.append(a)
             return ffi.cast("float *", ffi.from_buffer(a))
 
-        shared = _SCRATCH.setdefault((cap, self.version, self.d_inner, self.d_state, self.dt_rank), {})
+        shared = _SCRATCH.setdefault((cap, self.version, self.d_inner, self.d_state, self.dt_rank, self.n_heads,
+                                      self.n_groups, self.in_proj.shape[0]), {})
 
         def scratch(width, name):
             if name not in shared:
@@ -100,11 +107,16 @@ class Mamba:
             self.n_groups
         m.dt_min, m.dt_max = self.dt_min, min(self.dt_max, 3.0e38)
         m.norm_w = vec(self.norm_w) if self.norm_w is not None else ffi.NULL
+        m.norm_groups, m.norm_mode = self.norm_groups, self.norm_mode
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL
         m.A, m.Dp = vec(self.A), vec(self.D)
-        if self.version == 3:
+        if self.version == 4:
+            conv = self.state_shapes[0][0]
+            m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz4"), scratch(conv, "u4"), scratch(1, "dbc")
+            m.dt, m.y, m.g = scratch(1, "dt4"), scratch(di, "y"), scratch(1, "g")
+        elif self.version == 3:
             m.xz, m.u, m.dbc = scratch(3 * di, "xz3"), scratch(1, "u3"), scratch(1, "dbc")
             m.dt, m.y, m.g = scratch(1, "dt3"), scratch(di, "y"), scratch(1, "g")
         elif self.version == 2:

@@ -10,7 +10,8 @@ from app_helpers import TIMEOUT_MS
 SSM_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_ssm")
 
 
-@pytest.mark.parametrize("case", ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba"])
+@pytest.mark.parametrize("case", ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba",
+                                  "falcon_h1"])
 def test_a_state_space_model_streams_and_reuses_its_state_on_the_next_turn(qtbot, window, case):
     folder = os.path.join(SSM_FIXTURES, case)
     window.open_model(folder)

@@ -89,8 +89,13 @@ class Forward:
         for t in range(T):
             S = np.exp(dt[t] * A)[:, None, None] * S + (dt[t][:, None] * x[t])[:, :, None] * B[t][grp][:, None, :]
             y[t] = np.einsum("hpn,hn->hp", S, C[t][grp]) + Dv[:, None] * x[t]
-        g = y.reshape(T, di) * (z * (0.5 + 0.5 * np.tanh(0.5 * z)))
-        g = ops.norm(g, "rms", m.eps, self.w(m.norm), None)
+        y, gate = y.reshape(T, di), z * (0.5 + 0.5 * np.tanh(0.5 * z))
+        g = y * gate if m.norm_mode != "norm_first" else y
+        if m.norm_mode != "none":                    # per group of di / norm_groups channels (Falcon-H1)
+            gs = g.reshape(T, m.norm_groups, -1)
+            g = ops.norm(gs, "rms", m.eps, self.w(m.norm).reshape(m.norm_groups, -1), None).reshape(T, di)
+        if m.norm_mode == "norm_first":
+            g = g * gate
         return self.mm(g, m.out_proj)
 
     def mla(self, L, h):
@@ -204,6 +209,8 @@ class Forward:
                 continue
             if L.mamba2 is not None:                  # a Mamba-2 mixer; a hybrid's (Granite 4.0-H) with an MLP after
                 x = x + rs * self.mamba2(L, h)
+                if L.o is not None:                   # Falcon-H1: attention beside the mixer, on the same input
+                    x = x + rs * self.attention(L, h)
                 if L.moe is not None or L.down is not None:
                     x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue

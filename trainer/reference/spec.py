@@ -167,6 +167,8 @@ class Mamba2Spec:
     state: int
     eps: float
     dt_limit: tuple = (0.0, float("inf"))
+    norm_groups: int = 1                 # Falcon-H1: the gated norm per group of channels
+    norm_mode: str = "gate_first"        # or "norm_first" (norm_before_gate), "none" (no norm: y silu(z))
 
 
 @dataclass

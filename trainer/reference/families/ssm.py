@@ -132,6 +132,38 @@ def granitemoehybrid(cfg, names):
     return spec
 
 
+def falcon_h1(cfg, names):
+    """Attention and a Mamba-2 mixer side by side in every layer, then a SwiGLU MLP. The µP multipliers that scale
+    weights are folded into them in a .petit file (`<name>.mup.weight`, what the engine stores), so only the embedding
+    and head multipliers are applied here; the gated norm per group, gate first or (mamba_norm_before_gate) after,
+    or no norm (mamba_rms_norm false)."""
+    H, KV, hd = heads(cfg)
+    eps = get(cfg, "rms_norm_eps", 1e-5)
+    spec = ModelSpec("falcon_h1", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.final_layernorm", eps), embed_scale=get(cfg, "embedding_multiplier", 1.0),
+                     logit_scale=get(cfg, "lm_head_multiplier", 1.0))
+    r = rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 1e5)), hd)
+    n_heads, groups = get(cfg, "mamba_n_heads", 128), get(cfg, "mamba_n_groups", 1)
+    mode = ("norm_first" if get(cfg, "mamba_norm_before_gate", True) else "gate_first") \
+        if get(cfg, "mamba_rms_norm", False) else "none"
+    M = ".mup.weight"
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        m, a, f = p + "mamba.", p + "self_attn.", p + "feed_forward."
+        L = LayerSpec(q=a + "q_proj" + M, k=a + "k_proj" + M, v=a + "v_proj" + M, o=a + "o_proj" + M,
+                      gate=f + "gate_proj" + M, up=f + "up_proj" + M, down=f + "down_proj" + M, rope=r,
+                      mamba2=Mamba2Spec(m + "in_proj" + M, m + "conv1d.weight",
+                                        m + "conv1d.bias" if get(cfg, "mamba_conv_bias", True) else None,
+                                        m + "dt_bias", m + "A_log", m + "D",
+                                        m + "norm.weight" if mode != "none" else None, m + "out_proj" + M,
+                                        n_heads, groups, get(cfg, "mamba_d_state", 256), eps, norm_groups=groups,
+                                        norm_mode=mode),
+                      attn_norm=rms(p + "input_layernorm", eps), mlp_norm=rms(p + "pre_ff_layernorm", eps))
+        spec.layers.append(L)
+    return spec
+
+
 def jamba(cfg, names):
     """Mamba-1 layers (weighted RMS norms of dt, B and C) and NoPE attention layers by attn_layer_period / offset,
     each followed by a dense SwiGLU or, by expert_layer_period / offset, routed experts (softmax over all, top-k, not
@@ -172,5 +204,5 @@ def jamba(cfg, names):
     return spec
 
 
-FAMILIES = {"mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2,
+FAMILIES = {"falcon_h1": falcon_h1, "mamba": mamba, "falcon_mamba": falcon_mamba, "mamba2": mamba2, "lfm2": lfm2,
             "granitemoehybrid": granitemoehybrid, "jamba": jamba}
