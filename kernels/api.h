@@ -113,7 +113,8 @@ int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps
              int64_t w_rows, float *y);
 /* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu, 6 relu2 (squared relu) */
 int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      /* y[t] = act(y[t] + b), b may be NULL */
-/* out = act(gate) * up; act 5: gpt-oss's clamped SwiGLU, (clamp(up, -7, 7) + 1) * g sigmoid(1.702 g), g = min(gate, 7) */
+/* out = act(gate) * up; act 5: gpt-oss's clamped SwiGLU, (clamp(up, -7, 7) + 1) * g sigmoid(1.702 g), g = min(gate, 7);
+ * act 7: sigmoid(gate) * up (Qwen3-Next's attention output gate). out may be up */
 int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out);
 /* y = act(y) in place for activations with parameters p[4]: kind 0 clamp to [p0, p1]; kind 1 xIELU with alpha_p p0,
  * alpha_n p1 (both after softplus), beta p2, eps p3: x > 0 ? alpha_p x^2 + beta x : (expm1(min(x, eps)) - x) alpha_n

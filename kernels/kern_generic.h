@@ -209,6 +209,7 @@ static void bias_act_g(float *y, const float *b, int64_t T, int64_t N, int act) 
     } while (0)
 
 static inline float identity_g(float x) { return x; }
+static inline float sigmoid_g(float x) { return 1.0f / (1.0f + exp_g(-x)); }    /* Qwen3-Next's attention gate */
 
 /* gpt-oss's clamped SwiGLU: gate = min(gate, 7), up = clamp(up, -7, 7), (up + 1) * gate * sigmoid(1.702 gate) */
 static inline float swiglu_oai_g(float g, float u) {
@@ -228,6 +229,7 @@ static void glu_g(int act, const float *g, const float *u, int64_t n, float *out
     case 3: GLU_LOOP(gelu_erf_g); break;
     case 4: GLU_LOOP(relu_g); break;
     case 6: GLU_LOOP(relu2_g); break;
+    case 7: GLU_LOOP(sigmoid_g); break;
     default: GLU_LOOP(identity_g); break;
     }
 }

@@ -18,7 +18,7 @@ int pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act) {
 }
 
 int pt_glu(int act, const float *gate, const float *up, int64_t n, float *out) {
-    if (act < 0 || act > 6) return -1;
+    if (act < 0 || act > 7) return -1;
     pt_active()->glu(act, gate, up, n, out);
     return 0;
 }

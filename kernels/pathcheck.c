@@ -165,8 +165,8 @@ static void check_layer_ops(report *r, const pt_kernels *k, const pt_kernels *s)
         s->norm(kind, x, g, b, 1e-5f, 3, 67, 1, y_ref);
         if (agree(r, kind ? "LayerNorm" : "RMSNorm", y, y_ref, NULL, N, 1e-5f)) return;
     }
-    for (int act = 1; act <= 6; act++) {
-        static const char *names[] = {"", "SiLU", "GELU (tanh)", "GELU (erf)", "ReLU", "", "ReLU²"};
+    for (int act = 1; act <= 7; act++) {
+        static const char *names[] = {"", "SiLU", "GELU (tanh)", "GELU (erf)", "ReLU", "", "ReLU²", "sigmoid"};
         if (act == 5) continue;     /* gpt-oss's clamped SwiGLU: gated only, checked by the generic code's tests */
         k->glu(act, x, g, N, y);
         s->glu(act, x, g, N, y_ref);

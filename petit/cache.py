@@ -122,16 +122,18 @@ class HybridCache(StateCache):
     back to a position only forgets the rows after it)."""
 
     def __init__(self, n_layers: int, state_layers: tuple, conv_shape: tuple, ssm_shape: tuple, n_kv: int,
-                 n_ctx: int, head_dim: int):
+                 n_ctx: int, head_dim: int, empty_layers: tuple = ()):
         if n_ctx <= 0:
             raise ValueError(f"cache size must be positive, got {n_ctx}")
         self.n_ctx, self.kv_type, self.values_are_keys = n_ctx, "f32", False
-        self.layout = ("hybrid", n_layers, tuple(state_layers), tuple(conv_shape), tuple(ssm_shape), n_kv, head_dim)
+        self.layout = ("hybrid", n_layers, tuple(state_layers), tuple(conv_shape), tuple(ssm_shape), n_kv, head_dim) + \
+            ((tuple(empty_layers),) if empty_layers else ())
         self._pos = 0
-        state = set(state_layers)
+        state, empty = set(state_layers), set(empty_layers)       # empty: blocks that keep nothing (an MLP block)
         kv = (n_kv, n_ctx, head_dim)
-        self.k = [np.zeros(conv_shape if i in state else kv, np.float32) for i in range(n_layers)]
-        self.v = [np.zeros(ssm_shape if i in state else kv, np.float32) for i in range(n_layers)]
+        shape = lambda i, s: s if i in state else (1,) if i in empty else kv      # noqa: E731
+        self.k = [np.zeros(shape(i, conv_shape), np.float32) for i in range(n_layers)]
+        self.v = [np.zeros(shape(i, ssm_shape), np.float32) for i in range(n_layers)]
         self.state_layers = tuple(sorted(state))
         self.k_ptr = [ffi.cast("float *", ffi.from_buffer(a)) for a in self.k]
         self.v_ptr = [ffi.cast("float *", ffi.from_buffer(a)) for a in self.v]

@@ -58,7 +58,7 @@ class Model:
             raise ValueError(f"a context of {n_ctx} exceeds the model's context length {a.context_length}")
         if a.state_layers is not None:     # a hybrid: KV caches for its attention layers, states for the rest
             return HybridCache(a.cache_slots or len(self.net.layers), a.state_layers, *a.state_shapes,
-                               a.num_key_value_heads, n_ctx, a.head_dim)
+                               a.num_key_value_heads, n_ctx, a.head_dim, a.empty_layers)
         if a.state_shapes is not None:     # a state-space model: a float32 recurrent state (kv_type is a KV cache's)
             return StateCache(len(self.net.layers), *a.state_shapes, n_ctx)
         return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type, a.values_are_keys)

@@ -475,7 +475,7 @@ def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | No
 
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2, "gelu": 3, "relu": 4, "relu2": 6}
-GLU_ACTIVATIONS = dict(ACTIVATIONS, swiglu_oai=5)     # gated only: gpt-oss's clamped SwiGLU
+GLU_ACTIVATIONS = dict(ACTIVATIONS, swiglu_oai=5, sigmoid=7)   # gated only: gpt-oss's clamped SwiGLU, a sigmoid gate
 
 
 def norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float, kind: str = "rms") -> np.ndarray:

@@ -366,7 +366,8 @@ def check_matrices(model, ref) -> dict:
     net, spec = model.net, ref.spec
     pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]
     for L, S in zip(net.layers, spec.layers):
-        pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down")]
+        pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down",
+                                                                     "attn_gate")]
         if (L.moe is None) != (S.moe is None):       # routed experts on one side only
             pairs.append((L.moe and L.moe.router, S.moe and S.moe.router))
         elif L.moe is not None:                     # the router and every expert's matrices, by expert
@@ -383,8 +384,9 @@ def check_matrices(model, ref) -> dict:
                       (a and a.c, b and b.kv_c), (a and a.k_pe, b and b.kv_pe)]
             if a is not None and b is not None:
                 pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
-        if L.mamba is not None or S.mamba is not None or S.mamba2 is not None or S.short_conv is not None:
-            a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv
+        if L.mamba is not None or S.mamba is not None or S.mamba2 is not None or S.short_conv is not None or \
+                S.deltanet is not None:
+            a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv or S.deltanet
             pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",
                                                                                  "out_proj")]
     rng = np.random.default_rng(0)

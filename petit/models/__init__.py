@@ -11,9 +11,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text, glm, glm4, gpt2,
                           gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe, granitemoehybrid,
                           granitemoeshared, helium, hunyuan_v1_dense, jamba, lfm2, llama, llama4_text, mamba, mamba2,
-                          ministral, mistral, mixtral, mpt, nemotron, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi,
-                          phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, seed_oss, smollm3, stablelm, starcoder2,
-                          vaultgemma)
+                          ministral, mistral, mixtral, mpt, nemotron, nemotron_h, olmo, olmo2, olmo3, olmoe, opt,
+                          persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5_text, qwen3_moe, qwen3_next,
+                          seed_oss, smollm3, stablelm, starcoder2, vaultgemma)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -75,6 +75,9 @@ MODEL_TYPES = {
     "opt": opt,
     "bitnet": bitnet,
     "falcon_h1": falcon_h1,
+    "qwen3_next": qwen3_next,
+    "qwen3_5_text": qwen3_5_text,
+    "nemotron_h": nemotron_h,
 }
 
 
@@ -90,7 +93,7 @@ CLOSEST = {
     "phimoe": ("mixtral", "its sparsemixer routing"), "dbrx": ("mixtral", "fused experts and clip_qkv"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
-    "nemotron_h": ("mamba2", "Mamba-2, attention and MLP layers"), "exaone": ("llama", "its own tensor names"),
+    "exaone": ("llama", "its own tensor names"),
 }
 
 

@@ -23,7 +23,7 @@ from petit.models.moe import Moe
 from petit.models.ssm import Mamba
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
-from petit.native import ACTIVATIONS, Weight, attn_extra, ffi, lib
+from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
 class Vec:
@@ -81,6 +81,7 @@ class Layer:
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
+    attn_gate: Weight | None = None     # the heads' outputs times sigmoid(attn_gate x) before o_proj (Qwen3-Next)
     o_norm: Norm | None = None          # a norm of o_proj's input, the heads' outputs (BitNet's attn_sub_norm)
     down_norm: Norm | None = None       # a norm of down_proj's input (BitNet's ffn_sub_norm)
     clip: float = 0.0                   # > 0: q, k and v clamped to [-clip, clip] after their biases (OLMo's clip_qkv)
@@ -132,6 +133,7 @@ class Arch:
     values_are_keys: bool = False       # the KV cache holds one row a position (latent attention)
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
     state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
+    empty_layers: tuple = ()            # a hybrid's blocks with neither state nor KV rows (Nemotron-H's MLP blocks)
     cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
 
 
@@ -163,13 +165,13 @@ class _Scratch:
         self.cap = cap
         self.ids = np.zeros(cap, np.int32)
         self.ids_p = ffi.cast("int32_t *", ffi.from_buffer(self.ids))
-        widths = {"resid": D, "normed": D, "normed_mlp": D, "branch": D, "q": q, "k": kv, "v": kv, "att": q,
+        widths = {"resid": D, "normed": D, "normed_mlp": D, "branch": D, "q": q, "k": kv, "v": kv, "att": q, "qgate": q,
                   "gate": F, "up": F, "mlp_hidden": F}
         self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items()}
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
 
-_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")     # a Layer's weight matrices
+_MATRICES = ("q", "k", "v", "o", "gate", "up", "down", "attn_gate")     # a Layer's weight matrices
 
 
 class Decoder:
@@ -273,8 +275,8 @@ class Decoder:
             where = self._seq(seqs, i)
             if arch.state_layers is not None:
                 layout = ("hybrid", arch.cache_slots or len(self.layers), tuple(arch.state_layers),
-                          tuple(arch.state_shapes[0]),
-                          tuple(arch.state_shapes[1]), KV, hd)
+                          tuple(arch.state_shapes[0]), tuple(arch.state_shapes[1]), KV, hd) + \
+                    ((tuple(arch.empty_layers),) if arch.empty_layers else ())
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs "
                                      f"{layout}): use model.new_cache()")
@@ -416,11 +418,17 @@ class Decoder:
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
+                if layer.attn_gate is not None:
+                    rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             if layer.resid_attn_norm is not None:
                 rc |= layer.resid_attn_norm(buf["resid"], T, D, buf["resid"])
+            if layer.down is None and layer.moe is None:        # an attention block without an MLP (Nemotron-H)
+                if rc:
+                    raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, seq)})")
+                continue
             if mlp_in is None:               # sequential: the MLP reads the residual after the attention's add
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -449,6 +457,8 @@ class Decoder:
         arch, buf = self.arch, scratch.p
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
+        if layer.attn_gate is not None:
+            rc |= lib.pt_matmul(layer.attn_gate.c, attn_in, T, buf["qgate"], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
@@ -628,11 +638,15 @@ class Decoder:
                 else:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
+                    if layer.attn_gate is not None:
+                        plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
             if layer.resid_attn_norm is not None:
                 plan.norm(i, layer.resid_attn_norm, buf["resid"], 1, D, buf["resid"])
+            if layer.down is None and layer.moe is None:        # an attention block without an MLP (Nemotron-H)
+                continue
             if mlp_in is None:
                 mlp_in = buf["resid"]
                 if layer.mlp_norm is not None:
@@ -656,6 +670,8 @@ class Decoder:
         arch = self.arch
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
+        if layer.attn_gate is not None:
+            plan.matmul(i, [layer.attn_gate], attn_in, [buf["qgate"]])
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 plan.bias_act(i, buf[name], bias, width, 0)

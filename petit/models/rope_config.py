@@ -134,7 +134,7 @@ def _entry(e, where: str, unknown: list, extra=frozenset()) -> dict:
     got = {k: (e[k], f"{where}.{k}") for k in ("rope_theta", "partial_rotary_factor") if e.get(k) is not None}
     rest = {k: v for k, v in e.items() if k not in _ENTRY_OWN}
     if kind == "default":
-        unknown.extend(f"{where}.{k}" for k in rest)
+        unknown.extend(f"{where}.{k}" for k in rest if k not in extra)
         got["rope_scaling"] = (None, where)
     else:
         scaling = {"rope_type": kind, **rest}

@@ -7,13 +7,14 @@ import pytest
 
 from app_helpers import TIMEOUT_MS
 
-SSM_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_ssm")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+HYBRIDS = ("qwen3_next", "qwen3_next_dense", "qwen3_5_text", "nemotron_h")      # tests/fixtures/hf_hybrid
 
 
 @pytest.mark.parametrize("case", ["mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba",
-                                  "falcon_h1"])
+                                  "falcon_h1", *HYBRIDS])
 def test_a_state_space_model_streams_and_reuses_its_state_on_the_next_turn(qtbot, window, case):
-    folder = os.path.join(SSM_FIXTURES, case)
+    folder = os.path.join(FIXTURES, "hf_hybrid" if case in HYBRIDS else "hf_ssm", case)
     window.open_model(folder)
     qtbot.waitUntil(lambda: window.models.info.path == folder and not window.models.loading, timeout=TIMEOUT_MS)
     assert window.error_dialog is None and window.status.model_label.text() == case

@@ -57,6 +57,34 @@ class Forward:
             y[t] = s @ C[t] + self.w(m.D) * u[t]
         return self.mm(y * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
 
+    def deltanet(self, L, h):
+        m, T = L.deltanet, h.shape[0]
+        kd, vd = m.n_k * m.dk, m.n_v * m.dv
+        zx = self.mm(h, m.in_proj)
+        cw = 2 * kd + vd
+        qkv, z, b, a = zx[:, :cw], zx[:, cw:cw + vd], zx[:, cw + vd:cw + vd + m.n_v], zx[:, cw + vd + m.n_v:]
+        w = self.w(m.conv).reshape(cw, -1)
+        K = w.shape[1]
+        padded = np.concatenate([np.zeros((K - 1, cw)), qkv], axis=0)
+        u = sum(padded[k:k + T] * w[:, k] for k in range(K))
+        u = u * (0.5 + 0.5 * np.tanh(0.5 * u))                                  # silu
+        q, k = u[:, :kd].reshape(T, m.n_k, m.dk), u[:, kd:2 * kd].reshape(T, m.n_k, m.dk)
+        v = u[:, 2 * kd:].reshape(T, m.n_v, m.dv)
+        q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6) / np.sqrt(m.dk)
+        k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+        of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
+        q, k = q[:, of], k[:, of]
+        beta = 0.5 + 0.5 * np.tanh(0.5 * b)
+        g = -np.exp(self.w(m.A_log)) * np.logaddexp(0.0, a + self.w(m.dt_bias))
+        S, o = np.zeros((m.n_v, m.dk, m.dv)), np.empty((T, m.n_v, m.dv))
+        for t in range(T):
+            S = S * np.exp(g[t])[:, None, None]
+            delta = (v[t] - np.einsum("hij,hi->hj", S, k[t])) * beta[t][:, None]
+            S = S + k[t][:, :, None] * delta[:, None, :]
+            o[t] = np.einsum("hij,hi->hj", S, q[t])
+        o = ops.norm(o, "rms", m.eps, self.w(m.norm), None).reshape(T, vd)
+        return self.mm(o * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
+
     def short_conv(self, L, h):
         m, T = L.short_conv, h.shape[0]
         bcx = self.mm(h, m.in_proj)
@@ -137,6 +165,9 @@ class Forward:
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
                             L.temperature, L.alibi)
+        if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
+            g = self.mm(h, L.attn_gate)
+            out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
@@ -217,6 +248,16 @@ class Forward:
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.short_conv(L, h)
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.deltanet is not None:                # Qwen3-Next's linear attention, then the MLP or experts
+                x = x + rs * self.deltanet(L, h)
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.q is None and L.mla is None:         # an MLP block alone (Nemotron-H)
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.up is None and L.moe is None:        # an attention block alone (Nemotron-H)
+                x = x + rs * self.attention(L, h)
                 continue
             if s.parallel:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h

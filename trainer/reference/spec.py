@@ -87,6 +87,8 @@ class LayerSpec:
     resid_mlp_norm: NormSpec | None = None     # and after the MLP's
     alibi: list | None = None            # [H] ALiBi slopes: slope_h * (j - i) added to the scores
     o_norm: NormSpec | None = None       # a norm of o_proj's input (BitNet's attn_sub_norm)
+    attn_gate: str | None = None         # the heads' outputs times sigmoid(x attn_gate^T) before o_proj (Qwen3-Next)
+    deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
 
 
@@ -169,6 +171,25 @@ class Mamba2Spec:
     dt_limit: tuple = (0.0, float("inf"))
     norm_groups: int = 1                 # Falcon-H1: the gated norm per group of channels
     norm_mode: str = "gate_first"        # or "norm_first" (norm_before_gate), "none" (no norm: y silu(z))
+
+
+@dataclass
+class DeltaNetSpec:
+    """Qwen3-Next's Gated DeltaNet: in_proj gives q, k [nk, dk], v, z [nv, dv], b, a [nv] (rows in that order); a
+    causal conv of q | k | v (no bias) and silu; q, k l2-normed (eps 1e-6 in the sum), q / sqrt(dk); value head h reads
+    key head h // (nv / nk); per head S = S exp(g), S += k (beta (v - S^T k))^T, o = S^T q with beta = sigmoid(b),
+    g = -exp(A_log) softplus(a + dt_bias); o RMS-normed per head with `norm` (eps), times silu(z); out_proj."""
+    in_proj: str
+    conv: str
+    dt_bias: str
+    A_log: str
+    norm: str
+    out_proj: str
+    n_k: int
+    n_v: int
+    dk: int
+    dv: int
+    eps: float
 
 
 @dataclass

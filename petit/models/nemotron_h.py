@@ -1,0 +1,146 @@
+"""Nemotron-H (NVIDIA Nemotron-H, Nemotron Nano 2): one mixer per block, h = h + mixer(RMSNorm(h)), the blocks named
+by `hybrid_override_pattern` (M Mamba-2, * attention, - MLP; transformers 5 writes the same as `layers_block_type`):
+Mamba-2's mixer with its gated norm per group of channels (gate first), attention with no position encoding at all,
+and a plain MLP down(relu²(up x)). Routed-expert blocks (E, Nemotron 3) are refused by name. The time step is bounded
+by `time_step_limit` as mamba_ssm does (transformers 5 clamps it at time_step_min in a prefill and not in a decode
+step; the released values give the same logits either way only where the bound does not act)."""
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from petit.models.common import norm
+from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.ssm import Mamba
+
+KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+NAMES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+@dataclass(kw_only=True)
+class NemotronHConfig(ConfigMixin):
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    hybrid_override_pattern: str | None = None
+    layers_block_type: list | None = None
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = 8
+    head_dim: int | None = 128
+    intermediate_size: int = 21504
+    mlp_hidden_act: str = "relu2"
+    mamba_num_heads: int = 128
+    mamba_head_dim: int = 64
+    ssm_state_size: int = 128
+    n_groups: int = 8
+    conv_kernel: int = 4
+    use_conv_bias: bool = True
+    mamba_hidden_act: str = "silu"
+    mamba_proj_bias: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    layer_norm_epsilon: float = 1e-5
+    time_step_limit: list = field(default_factory=lambda: [0.0, math.inf])
+    max_position_embeddings: int = 4096
+    tie_word_embeddings: bool = False
+    model_type: str = "nemotron_h"
+    unknown_keys: list = field(default_factory=list, repr=False)
+    _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers")
+    # the scan's chunk; training and initialisation settings; the MoE blocks' keys (refused when a block is E)
+    _IGNORED = frozenset({
+        "chunk_size", "expand", "hidden_dropout", "residual_in_fp32", "rescale_prenorm_residual", "time_step_min",
+        "time_step_max", "time_step_floor", "use_mamba_kernels", "mamba_ssm_cache_dtype", "num_logits_to_keep",
+        "use_bias", "sliding_window", "moe_intermediate_size", "moe_latent_size", "moe_shared_expert_intermediate_size",
+        "moe_shared_expert_overlap", "mtp_layers_block_type", "n_group", "n_routed_experts", "n_shared_experts",
+        "norm_topk_prob", "num_experts_per_tok", "num_nextn_predict_layers", "output_router_logits",
+        "routed_scaling_factor", "topk_group", "mamba_chunk_size"})
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "mamba_num_heads",
+                     "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "max_position_embeddings")
+        positive_number(self, "layer_norm_epsilon")
+        boolean(self, "use_conv_bias", "mamba_proj_bias", "attention_bias", "mlp_bias", "tie_word_embeddings")
+        heads(self)
+        if self.hybrid_override_pattern is not None:
+            pattern = list(self.hybrid_override_pattern)
+        elif self.layers_block_type is not None:
+            pattern = [NAMES.get(k, "?") for k in self.layers_block_type]
+        else:
+            raise ValueError("config: hybrid_override_pattern (or layers_block_type) is missing")
+        if len(pattern) != self.num_hidden_layers or any(k not in KINDS for k in pattern):
+            raise ValueError(f"config: the block pattern {''.join(pattern)!r} must give {self.num_hidden_layers} "
+                             f"blocks of M, *, - or E")
+        if "E" in pattern:
+            raise ValueError("config: routed-expert blocks (E in hybrid_override_pattern) are not supported by the "
+                             "nemotron_h family yet")
+        for key, want in (("mlp_hidden_act", "relu2"), ("mamba_hidden_act", "silu")):
+            if getattr(self, key) != want:
+                raise ValueError(f"config: {key} {getattr(self, key)!r} is not supported (supported: {want})")
+        for key in ("mamba_proj_bias", "attention_bias", "mlp_bias"):
+            if getattr(self, key):
+                raise ValueError(f"config: {key}=true is not supported by the nemotron_h family")
+        if self.mamba_num_heads % self.n_groups:
+            raise ValueError(f"config: mamba_num_heads {self.mamba_num_heads} is not a multiple of n_groups "
+                             f"{self.n_groups}")
+        lim = self.time_step_limit
+        if isinstance(lim, (list, tuple)) and len(lim) == 2 and lim[1] is None:
+            lim = self.time_step_limit = [lim[0], math.inf]
+        if not (isinstance(lim, (list, tuple)) and len(lim) == 2 and all(isinstance(v, (int, float)) for v in lim)
+                and 0 <= lim[0] <= lim[1]):
+            raise ValueError(f"config: time_step_limit must be [low, high] with 0 <= low <= high, got {lim!r}")
+        self.kinds = [KINDS[k] for k in pattern]
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if math.isinf(d["time_step_limit"][1]):       # strict JSON (a .petit file's) has no Infinity: null
+            d["time_step_limit"] = [d["time_step_limit"][0], None]
+        return d
+
+
+def _prefix(t) -> str:
+    """The Hub's checkpoints say backbone.*, transformers 5 writes model.*."""
+    return "backbone." if t.has("backbone.embeddings.weight") else "model."
+
+
+def build(cfg: NemotronHConfig, t) -> Decoder:
+    D, F, eps, hd = cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_epsilon, cfg.head_dim
+    H, P, N, G, K = cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.n_groups, cfg.conv_kernel
+    di, q, kv = H * P, cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    conv = di + 2 * G * N
+    B = _prefix(t)
+    E = t.weight(B + "embeddings.weight", (cfg.vocab_size, D))
+    head = E if cfg.tie_word_embeddings else t.weight("lm_head.weight", (cfg.vocab_size, D))
+    layers, state, empty = [], [], []
+    for i, kind in enumerate(cfg.kinds):
+        p = f"{B}layers.{i}."
+        m = p + "mixer."
+        block_norm = norm(t, p + "norm", D, "rms", eps)
+        if kind == "mamba":
+            mixer = Mamba(t.weight(m + "in_proj.weight", (di + conv + H, D)),
+                          t.array(m + "conv1d.weight", (conv, 1, K)).reshape(conv, K),
+                          t.array(m + "conv1d.bias", (conv,)) if cfg.use_conv_bias else None, None, None,
+                          t.array(m + "dt_bias", (H,)), -np.exp(t.array(m + "A_log", (H,)).astype(np.float32)),
+                          t.array(m + "D", (H,)), t.weight(m + "out_proj.weight", (D, di)), N, K, 1, eps=eps,
+                          version=2, n_heads=H, n_groups=G, norm_w=t.array(m + "norm.weight", (di,)), norm_groups=G,
+                          dt_min=float(cfg.time_step_limit[0]), dt_max=float(cfg.time_step_limit[1]))
+            L = Layer(q=None, k=None, v=None, o=None, mamba=mixer, attn_norm=block_norm)
+            state.append(i)
+        elif kind == "attention":
+            L = Layer(q=t.weight(m + "q_proj.weight", (q, D)), k=t.weight(m + "k_proj.weight", (kv, D)),
+                      v=t.weight(m + "v_proj.weight", (kv, D)), o=t.weight(m + "o_proj.weight", (D, q)), rope=None,
+                      attn_norm=block_norm)
+        else:                               # an MLP block: its norm is the MLP's (there is no attention)
+            L = Layer(q=None, k=None, v=None, o=None, up=t.weight(m + "up_proj.weight", (F, D)),
+                      down=t.weight(m + "down_proj.weight", (D, F)), mlp_norm=block_norm)
+            empty.append(i)
+        layers.append(L)
+    mixer = next(L.mamba for L in layers if L.mamba is not None)
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F,
+                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                head_dim=hd, context_length=cfg.max_position_embeddings, act="relu2",
+                state_shapes=mixer.state_shapes, state_layers=tuple(state), empty_layers=tuple(empty))
+    return Decoder(arch, E, layers, norm(t, B + "norm_f", D, "rms", eps), head)
+
+
+Config = NemotronHConfig

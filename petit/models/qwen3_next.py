@@ -1,0 +1,173 @@
+"""Qwen3-Next: Gated DeltaNet linear attention (kernels/ssm.c version 4) in the `linear_attention` layers, gated full
+attention in the others (`layer_types`, by default every `full_attention_interval`-th), and routed experts with a
+shared expert behind a sigmoid gate (Qwen2-MoE's block; a SwiGLU MLP in `mlp_only_layers`).
+
+- Norms: zero-centred RMSNorms ((1 + w)) everywhere but the linear attention's gated norm (plain w, per value head,
+  before the silu(z) gate).
+- Linear attention: `in_proj_qkvz` and `in_proj_ba` are laid out per key-head group ([q | k | v (r heads) | z (r
+  heads)] and [b (r) | a (r)] for each of the key heads, r = value heads / key heads); they are regrouped when read into
+  one `linear_attn.in_proj` of rows q | k | v | z | b | a, the order the conv and the kernel read. Value head h uses
+  key head h // r.
+- Full attention: `q_proj` gives per head [q_h | gate_h]; the gates are split off when read (`self_attn.q_gate`,
+  the queries stay `self_attn.q_proj`), and the heads' outputs are multiplied by sigmoid(gate) before o_proj; q / k
+  norms per head before a partial rotary (`partial_rotary_factor` of head_dim, rotate-half).
+The recurrent state (conv and [dk, dv] per value head) lives in a HybridCache beside the attention layers' KV rows."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from petit.models.common import attention_weights, default_rope, gated_mlp_weights, norm
+from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.moe import moe_weights
+from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
+from petit.models.ssm import Mamba
+
+KINDS = ("linear_attention", "full_attention")
+
+
+@dataclass(kw_only=True)
+class Qwen3NextConfig(DecoderConfig):
+    num_key_value_heads: int | None = 2
+    head_dim: int | None = 256
+    max_position_embeddings: int = 32768
+    rms_norm_eps: float = 1e-6
+    partial_rotary_factor: float = 0.25
+    attention_bias: bool = False
+    layer_types: list | None = None
+    full_attention_interval: int = 4
+    linear_conv_kernel_dim: int = 4
+    linear_key_head_dim: int = 128
+    linear_value_head_dim: int = 128
+    linear_num_key_heads: int = 16
+    linear_num_value_heads: int = 32
+    num_experts: int = 512
+    num_experts_per_tok: int = 10
+    moe_intermediate_size: int = 512
+    shared_expert_intermediate_size: int = 512
+    decoder_sparse_step: int = 1
+    mlp_only_layers: list = field(default_factory=list)
+    norm_topk_prob: bool = True
+    model_type: str = "qwen3_next"
+    _IGNORED = MOE_TRAINING_ONLY
+
+    @classmethod
+    def _refuse(cls, d):
+        refuse_act(d, "hidden_act", ("silu", "swish"), cls.model_type, "silu")
+        if d.get("attention_bias"):
+            raise ValueError(f"config: attention_bias=true is not supported by the {cls.model_type} family")
+
+    def _validate(self):
+        check_decoder(self, ("rms_norm_eps", "rope_theta", "partial_rotary_factor"), ("tie_word_embeddings",))
+        positive_int(self, "full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
+                     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads")
+        if self.linear_num_value_heads % self.linear_num_key_heads:
+            raise ValueError(f"config: linear_num_value_heads {self.linear_num_value_heads} is not a multiple of "
+                             f"linear_num_key_heads {self.linear_num_key_heads}")
+        n = self.num_hidden_layers
+        self.types = self.layer_types or ["full_attention" if (i + 1) % self.full_attention_interval == 0
+                                          else "linear_attention" for i in range(n)]
+        if len(self.types) != n or any(k not in KINDS for k in self.types):
+            raise ValueError(f"config: layer_types must list {n} values of {' / '.join(KINDS)}, got {self.types!r}")
+        self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
+        self.sparse = self._sparse()
+
+    def _sparse(self) -> list:
+        check_routing(self)
+        return sparse_layers(self)
+
+
+def _regroup(cfg, qkvz: np.ndarray, ba: np.ndarray) -> np.ndarray:
+    """in_proj_qkvz [Hk (2 dk + 2 r dv), D] and in_proj_ba [Hk 2 r, D] (per key-head group) as rows q | k | v | z | b |
+    a."""
+    Hk, dk, dv = cfg.linear_num_key_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    r = cfg.linear_num_value_heads // Hk
+    g = qkvz.reshape(Hk, 2 * dk + 2 * r * dv, -1)
+    q, k = g[:, :dk], g[:, dk:2 * dk]
+    v, z = g[:, 2 * dk:2 * dk + r * dv], g[:, 2 * dk + r * dv:]
+    gba = ba.reshape(Hk, 2 * r, -1)
+    D = qkvz.shape[1]
+    return np.concatenate([x.reshape(-1, D) for x in (q, k, v, z, gba[:, :r], gba[:, r:])])
+
+
+def linear_in_proj(cfg, ckpt, a: str):
+    """The regrouped in_proj of the linear-attention layer under `a` (Qwen3-Next: two fused matrices)."""
+    qkvz, ba = a + "in_proj_qkvz.weight", a + "in_proj_ba.weight"
+    if qkvz not in ckpt:
+        return None
+    return lambda: _regroup(cfg, ckpt.f32(qkvz), ckpt.f32(ba)), (qkvz, ba)
+
+
+def hf_tensors(cfg: Qwen3NextConfig, ckpt, in_proj=linear_in_proj) -> dict:
+    D, H, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
+    kd = cfg.linear_num_key_heads * cfg.linear_key_head_dim
+    vd = cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    rows = 2 * kd + 2 * vd + 2 * cfg.linear_num_value_heads
+    out = {}
+    for i, kind in enumerate(cfg.types):
+        p = f"model.layers.{i}."
+        if kind == "linear_attention":
+            made = in_proj(cfg, ckpt, p + "linear_attn.")
+            if made is not None:
+                out[p + "linear_attn.in_proj.weight"] = ((rows, D), made[0], made[1])
+        else:
+            src = p + "self_attn.q_proj.weight"
+            if src in ckpt and tuple(ckpt.info(src)[1]) == (2 * H * hd, D):
+                for name, j in (("q_proj", 0), ("q_gate", 1)):
+                    out[p + f"self_attn.{name}.weight"] = ((H * hd, D), lambda s=src, j=j: ckpt.f32(s).reshape(
+                        H, 2, hd, D)[:, j].reshape(H * hd, D), (src,))
+    return out
+
+
+def _deltanet(cfg, t, a: str) -> Mamba:
+    D, K = cfg.hidden_size, cfg.linear_conv_kernel_dim
+    Hk, Hv, dk, dv = (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                      cfg.linear_value_head_dim)
+    kd, vd = Hk * dk, Hv * dv
+    cw = 2 * kd + vd
+    return Mamba(t.weight(a + "in_proj.weight", (2 * kd + 2 * vd + 2 * Hv, D)),
+                 t.array(a + "conv1d.weight", (cw, 1, K)).reshape(cw, K), None, None, None,
+                 t.array(a + "dt_bias", (Hv,)), -np.exp(t.array(a + "A_log", (Hv,)).astype(np.float32)),
+                 np.zeros(Hv, np.float32), t.weight(a + "out_proj.weight", (D, vd)), dk, K, 1, eps=cfg.rms_norm_eps,
+                 version=4, n_heads=Hv, n_groups=Hk, norm_w=t.array(a + "norm.weight", (dv,)))
+
+
+def build(cfg: Qwen3NextConfig, t) -> Decoder:
+    D, hd, eps = cfg.hidden_size, cfg.head_dim, cfg.rms_norm_eps
+    E = t.weight("model.embed_tokens.weight", (cfg.vocab_size, D))
+    head = E if cfg.tie_word_embeddings else t.weight("lm_head.weight", (cfg.vocab_size, D))
+    rope = default_rope(cfg, dim=cfg.rotary_dim)
+    n1 = lambda name, width: norm(t, name, width, "rms", eps, add=1.0)      # noqa: E731   zero-centred
+    layers, state_layers = [], []
+    for i, kind in enumerate(cfg.types):
+        p = f"model.layers.{i}."
+        if kind == "linear_attention":
+            mix = {"mamba": _deltanet(cfg, t, p + "linear_attn."), "q": None, "k": None, "v": None, "o": None}
+            state_layers.append(i)
+        else:
+            mix = attention_weights(t, p, cfg)
+            mix["attn_gate"] = t.weight(p + "self_attn.q_gate.weight", (cfg.num_attention_heads * hd, D))
+        if cfg.sparse[i]:
+            mlp = {"moe": moe_weights(t, p, cfg, n_experts=cfg.num_experts, top_k=cfg.num_experts_per_tok,
+                                      inter=cfg.moe_intermediate_size, norm_topk=cfg.norm_topk_prob, router="mlp.gate",
+                                      experts="mlp.experts", shared="mlp.shared_expert",
+                                      shared_inter=cfg.shared_expert_intermediate_size,
+                                      shared_gate="mlp.shared_expert_gate")}
+        else:
+            mlp = gated_mlp_weights(t, p, cfg)
+        L = Layer(**mix, **mlp, rope=rope if kind == "full_attention" else None)
+        L.attn_norm, L.mlp_norm = n1(p + "input_layernorm", D), n1(p + "post_attention_layernorm", D)
+        if kind == "full_attention":
+            L.q_norm, L.k_norm = n1(p + "self_attn.q_norm", hd), n1(p + "self_attn.k_norm", hd)
+        layers.append(L)
+    widest = max([cfg.intermediate_size if not s else cfg.moe_intermediate_size for s in cfg.sparse]
+                 + [cfg.shared_expert_intermediate_size])
+    mixer = next(L.mamba for L in layers if L.mamba is not None)
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=widest,
+                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                head_dim=hd, context_length=rope.context_length, state_shapes=mixer.state_shapes,
+                state_layers=tuple(state_layers))
+    return Decoder(arch, E, layers, n1("model.norm", D), head)
+
+
+Config = Qwen3NextConfig
