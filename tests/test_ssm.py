@@ -299,3 +299,54 @@ def test_the_gated_deltanet_mixer_is_the_delta_rule_and_carries_its_state(D, Hk,
         want, c64, S64 = _deltanet_f64(p, x.astype(np.float64), c64, S64, Hk, Hv, dk, dv, 1e-6)
         np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
         np.testing.assert_allclose(S, S64, rtol=0, atol=1e-4 * np.abs(S64).max())
+
+
+def _multimodal(tmp_path):
+    """tests/fixtures/hf_hybrid/qwen3_5_text as a released Qwen3.5 folder: the config under text_config beside a
+    vision_config, the text model's weights under model.language_model., and one vision tensor."""
+    import shutil
+    import struct
+    src, dst = HYBRID / "qwen3_5_text", tmp_path / "qwen3_5"
+    shutil.copytree(src, dst)
+    text = json.loads((src / "config.json").read_text())
+    cfg = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 5,
+           "text_config": text, "vision_config": {"model_type": "qwen3_5_vision", "depth": 1}}
+    (dst / "config.json").write_text(json.dumps(cfg))
+    raw = (src / "model.safetensors").read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    renamed = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v
+               for k, v in header.items() if k != "__metadata__"}
+    renamed["model.visual.patch_embed.weight"] = {"dtype": "F32", "shape": [4], "data_offsets": [len(data),
+                                                                                             len(data) + 16]}
+    head = json.dumps(renamed).encode()
+    head += b" " * (-len(head) % 8)
+    (dst / "model.safetensors").write_bytes(struct.pack("<Q", len(head)) + head + data + bytes(16))
+    return dst
+
+
+def test_a_released_qwen3_5_folder_runs_its_text_model_and_says_the_vision_tower_is_not_run(tmp_path):
+    folder = _multimodal(tmp_path)
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(folder, weights="f32")
+    said = " ".join(str(w.message) for w in caught)
+    assert "the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone" in said
+    assert "ignoring checkpoint tensor(s) the qwen3_5 family does not use: model.visual.patch_embed.weight" in said
+    ids, ref = _ref("qwen3_5_text")
+    assert np.array_equal(m.logits(ids), petit.load(HYBRID / "qwen3_5_text", weights="f32").logits(ids))
+    out = tmp_path / "q.petit"                      # converted: the text model under its own names
+    from petit.loading.convert import convert
+    with pytest.warns(UserWarning):
+        convert(folder, out, "f32").close()
+    again = petit.load(out)
+    assert again.config.model_type == "qwen3_5" and np.array_equal(again.logits(ids), m.logits(ids))
+
+
+def test_a_converted_qwen3_5_file_passes_verify(tmp_path):
+    from petit.loading.convert import convert
+    from trainer.verify import verify
+    out = tmp_path / "q.petit"
+    with pytest.warns(UserWarning):
+        convert(_multimodal(tmp_path), out, "q8_0").close()
+    r = verify(out, n=2)
+    assert r["pass"], r["failures"]

@@ -12,7 +12,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe, granitemoehybrid,
                           granitemoeshared, helium, hunyuan_v1_dense, jamba, lfm2, llama, llama4_text, mamba, mamba2,
                           ministral, mistral, mixtral, mpt, nemotron, nemotron_h, olmo, olmo2, olmo3, olmoe, opt,
-                          persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5_text, qwen3_moe, qwen3_next,
+                          persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next,
                           seed_oss, smollm3, stablelm, starcoder2, vaultgemma)
 
 MODEL_TYPES = {
@@ -77,6 +77,7 @@ MODEL_TYPES = {
     "falcon_h1": falcon_h1,
     "qwen3_next": qwen3_next,
     "qwen3_5_text": qwen3_5_text,
+    "qwen3_5": qwen3_5,
     "nemotron_h": nemotron_h,
 }
 

@@ -21,7 +21,7 @@ def qwen3_next(cfg, names, family="qwen3_next"):
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.norm", eps, 1.0))
     r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.25)))
-    experts = get(cfg, "num_experts", 512 if family == "qwen3_next" else 0)
+    experts = get(cfg, "num_experts", 512 if family == "qwen3_next" else 0)       # Qwen3.5's dense models: none
     step, only = get(cfg, "decoder_sparse_step", 1), get(cfg, "mlp_only_layers", [])
     for i, kind in enumerate(types):
         p = f"model.layers.{i}."
@@ -83,4 +83,9 @@ def nemotron_h(cfg, names):
     return spec
 
 
-FAMILIES = {"qwen3_next": qwen3_next, "qwen3_5_text": qwen3_5_text, "nemotron_h": nemotron_h}
+def qwen3_5(cfg, names):
+    """A released Qwen3.5's text model, as Petit converts it: a flat config, the text model's names."""
+    return qwen3_next(cfg, names, "qwen3_5")
+
+
+FAMILIES = {"qwen3_next": qwen3_next, "qwen3_5_text": qwen3_5_text, "qwen3_5": qwen3_5, "nemotron_h": nemotron_h}
