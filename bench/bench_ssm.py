@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A state-space model in Petit beside llama.cpp, on the same weights, in one run (issue 17's benchmark, mamba part).
+"""A state-space or hybrid model in Petit beside llama.cpp, on the same weights, in one run (issue 17's benchmark).
 
 Builds once, cached under --work (default /tmp/petit-bench-ssm): a random-weight MambaForCausalLM with exactly
 mamba-130m's shape (d_model 768, 24 layers, d_state 16, expand 2, conv 4, dt_rank 48, vocabulary 50280, tied),
@@ -8,8 +8,10 @@ Petit's q8_0 file (`petit convert --q8`) and llama.cpp's (its own converter to f
 llama_model_quantize to q8_0). Each engine in its own child process (bench/bench_hf.py's children), 2 threads by
 default: prefill of a 16- and of a --long-token prompt (default 4000), then --gen greedy tokens (default 64) after
 each. Decode at position 4000 against position 16 shows the state's fixed cost: a pure SSM should stay flat.
+`--model lfm2` runs a small hybrid instead: LFM2-350M's shape (hidden 1024, 16 layers, 10 short-conv and 6
+attention layers, 16 / 8 heads, a SwiGLU of 4608 after auto-adjust, vocabulary 65536, tied), transformers' own init.
 
-    python bench/bench_ssm.py [--threads 1,2] [--long 4000] [--gen 64] [--rounds 1]
+    python bench/bench_ssm.py [--model mamba|lfm2] [--threads 1,2] [--long 4000] [--gen 64] [--rounds 1]
 """
 import argparse
 import json
@@ -28,15 +30,21 @@ import bench_hf  # noqa: E402
 
 SHAPE = dict(vocab_size=50280, hidden_size=768, num_hidden_layers=24, state_size=16, expand=2, conv_kernel=4,
              time_step_rank=48, tie_word_embeddings=True)
+LFM2 = dict(vocab_size=65536, hidden_size=1024, intermediate_size=6656, num_hidden_layers=16, num_attention_heads=16,
+            num_key_value_heads=8, conv_L_cache=3, tie_word_embeddings=True, max_position_embeddings=128000,
+            layer_types=["conv", "conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
+                         "full_attention", "conv", "full_attention", "conv", "full_attention", "conv",
+                         "full_attention", "conv"])
 LLAMA_CPP = os.environ.get("LLAMA_CPP_SRC", "/tmp/lcpp/llama_cpp_python-0.3.36/vendor/llama.cpp")
 
 
-def build_hf(out: str) -> None:
+def build_hf(out: str, kind: str = "mamba") -> None:
     import shutil
     import torch
-    from transformers import MambaConfig, MambaForCausalLM
+    from transformers import AutoModelForCausalLM, Lfm2Config, MambaConfig
     torch.manual_seed(0)
-    model = MambaForCausalLM(MambaConfig(**SHAPE)).eval()
+    cfg = MambaConfig(**SHAPE) if kind == "mamba" else Lfm2Config(**LFM2)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
     model.save_pretrained(out, safe_serialization=True)
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "hf", "qwen3", f), os.path.join(out, f))
@@ -65,8 +73,11 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=4000)
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--work", default="/tmp/petit-bench-ssm")
+    ap.add_argument("--work", default=None, help="where the models are built and cached (default "
+                    "/tmp/petit-bench-ssm, or -lfm2)")
+    ap.add_argument("--model", choices=("mamba", "lfm2"), default="mamba")
     args = ap.parse_args()
+    args.work = args.work or "/tmp/petit-bench-ssm" + ("" if args.model == "mamba" else "-" + args.model)
     os.makedirs(args.work, exist_ok=True)
     flags = next((ln.split(":", 1)[1].split() for ln in open("/proc/cpuinfo") if ln.startswith("flags")), [])
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
@@ -74,7 +85,8 @@ def main() -> None:
     print(f"CPU: {cpu}, {os.cpu_count()} CPUs; {' '.join(f for f in flags if 'avx' in f or 'amx' in f)}")
     hf, pt, gg = (os.path.join(args.work, n) for n in ("hf", "petit-q8_0.petit", "gguf-q8_0.gguf"))
     if not os.path.isdir(hf):
-        build_hf(hf)
+        build_hf(hf, args.model)
+    print(f"model: {args.model} ({'mamba-130m' if args.model == 'mamba' else 'LFM2-350M'} shape, random weights)")
     if not os.path.exists(pt):
         subprocess.run([sys.executable, "-m", "petit", "convert", hf, "-o", pt, "--q8"], check=True)
     if not os.path.exists(gg):
