@@ -29,11 +29,11 @@ from models import DERIVED_FIXTURES, PENDING_FIXTURES
 HERE = Path(__file__).parent / "fixtures" / "hf"
 # the dense families' fixtures and the mixture-of-experts ones (fixtures/hf_moe), by case name
 FOLDERS = {p.name: p for d in (HERE, HERE.parent / "hf_moe", HERE.parent / "hf_ssm", HERE.parent / "hf_more",
-                                HERE.parent / "hf_hybrid")
+                                HERE.parent / "hf_hybrid", HERE.parent / "hf_moe_more")
            for p in sorted(d.iterdir()) if (p / "config.json").is_file() and p.name not in PENDING_FIXTURES}
 CASES = sorted(FOLDERS)
 WEIGHTS = ("f32", "q8_0", "q4_0")
-MOE = {c for c, p in FOLDERS.items() if p.parent.name == "hf_moe"} | {"qwen3_next"}   # and a hybrid with experts
+MOE = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_moe", "hf_moe_more")} | {"qwen3_next"}   # a hybrid too
 SSM = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_ssm", "hf_hybrid")}
 WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
                "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",

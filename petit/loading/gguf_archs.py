@@ -208,6 +208,44 @@ def _granitemoe(meta, key, cfg, has):
         cfg["shared_intermediate_size"] = int(meta.get(key("expert_shared_feed_forward_length"), 0))
 
 
+def _rename(cfg, **names):
+    for hf, new in names.items():
+        cfg[new] = cfg.pop(hf)
+
+
+def _falcon(meta, key, cfg, has):
+    """llama.cpp's falcon: parallel attention and MLP always; a second norm (attn_norm_2) means the new decoder
+    architecture (Falcon-40B), else one key / value head is Falcon-7B's multi-query layout; the converter stores the
+    fused q|k|v as contiguous q, k, v rows (its "jploski" layout) whichever it was."""
+    _layernorm(cfg, meta, key, "layer_norm_epsilon")
+    new = has("blk.0.attn_norm_2.weight")
+    kv = cfg.pop("num_key_value_heads")
+    cfg.update(new_decoder_architecture=new, num_kv_heads=kv, multi_query=kv == 1, parallel_attn=True, alibi=False,
+               bias=has("blk.0.attn_qkv.bias"), ffn_hidden_size=cfg.pop("intermediate_size"))
+    cfg.pop("head_dim", None)
+
+
+def _bloom(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "layer_norm_epsilon")
+    _rename(cfg, num_hidden_layers="n_layer", num_attention_heads="n_head")
+    for k in ("num_key_value_heads", "head_dim", "rope_theta", "intermediate_size", "max_position_embeddings"):
+        cfg.pop(k, None)
+
+
+def _mpt(meta, key, cfg, has):
+    """The file keeps clip_qkv (clamp_kqv) and the ALiBi bias max but not MPT's softmax_scale: llama.cpp scales the
+    scores by head_dim^-1/2, and so does Petit for such a file."""
+    cfg.pop("rms_norm_eps", None)
+    cfg["layer_norm_epsilon"] = float(meta.get(key("attention.layer_norm_epsilon"), 1e-5))
+    _rename(cfg, hidden_size="d_model", num_hidden_layers="n_layers", num_attention_heads="n_heads",
+            max_position_embeddings="max_seq_len")
+    cfg["attn_config"] = {"alibi": True, "alibi_bias_max": float(meta.get(key("attention.max_alibi_bias"), 8.0)),
+                          "clip_qkv": meta.get(key("attention.clamp_kqv")) or None}
+    cfg["expansion_ratio"] = cfg.pop("intermediate_size") // cfg["d_model"]
+    for k in ("num_key_value_heads", "head_dim", "rope_theta"):
+        cfg.pop(k, None)
+
+
 def _mixtral(meta, key, cfg, has):
     cfg["sliding_window"] = None                   # llama.cpp's llama architecture has no sliding window
 
@@ -242,6 +280,27 @@ ARCHS = {
     "olmoe": GGUFArch("olmoe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_olmoe),
     "granitemoe": GGUFArch("granitemoe", GRANITE_MOE_LAYER, rope_pairs=True, experts=GRANITE_EXPERTS,
                            expert_key="num_local_experts", extra=_granitemoe),
+    "falcon": GGUFArch("falcon", {"attn_norm": "input_layernorm", "attn_norm_2": "ln_mlp",
+                                  "attn_output": "self_attention.dense", "ffn_up": "mlp.dense_h_to_4h",
+                                  "ffn_down": "mlp.dense_4h_to_h"}, prefix="transformer.h.{}.",
+                       global_names={"token_embd": "transformer.word_embeddings", "output_norm": "transformer.ln_f",
+                                     "output": "lm_head"},
+                       splits={"attn_qkv": (("self_attention.q_proj", "q"), ("self_attention.k_proj", "kv"),
+                                            ("self_attention.v_proj", "kv"))}, extra=_falcon),
+    "bloom": GGUFArch("bloom", {"attn_norm": "input_layernorm", "attn_output": "self_attention.dense",
+                                "ffn_norm": "post_attention_layernorm", "ffn_up": "mlp.dense_h_to_4h",
+                                "ffn_down": "mlp.dense_4h_to_h"}, prefix="transformer.h.{}.",
+                      global_names={"token_embd": "transformer.word_embeddings",
+                                    "token_embd_norm": "transformer.word_embeddings_layernorm",
+                                    "output_norm": "transformer.ln_f", "output": "lm_head"},
+                      splits={"attn_qkv": (("self_attention.q_proj", "q"), ("self_attention.k_proj", "q"),
+                                           ("self_attention.v_proj", "q"))}, extra=_bloom),
+    "mpt": GGUFArch("mpt", {"attn_norm": "norm_1", "attn_output": "attn.out_proj", "ffn_norm": "norm_2",
+                            "ffn_up": "ffn.up_proj", "ffn_down": "ffn.down_proj"}, prefix="transformer.blocks.{}.",
+                    global_names={"token_embd": "transformer.wte", "output_norm": "transformer.norm_f",
+                                  "output": "lm_head"},
+                    splits={"attn_qkv": (("attn.q_proj", "q"), ("attn.k_proj", "q"), ("attn.v_proj", "q"))},
+                    extra=_mpt),
     "gpt2": GGUFArch("gpt2", GPT2_LAYER, prefix="transformer.h.{}.",
                      global_names={"token_embd": "transformer.wte", "position_embd": "transformer.wpe",
                                    "output_norm": "transformer.ln_f", "output": "lm_head"},
@@ -292,10 +351,10 @@ def split_names(name: str, arch: GGUFArch, cfg: dict, rows: int) -> list | None:
     parts = stem.split(".")
     if not (len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.splits):
         return None
-    hd = cfg.get("head_dim") or cfg.get("hidden_size", cfg.get("n_embd", 0)) // max(
-        cfg.get("num_attention_heads", cfg.get("n_head", 1)), 1)
-    heads = cfg.get("num_attention_heads", cfg.get("n_head", 0))
-    sizes = {"q": heads * hd, "kv": cfg.get("num_key_value_heads", heads) * hd,
+    first = lambda *keys, default=0: next((cfg[k] for k in keys if cfg.get(k) is not None), default)  # noqa: E731
+    heads = first("num_attention_heads", "n_head", "n_heads")
+    hd = cfg.get("head_dim") or first("hidden_size", "n_embd", "d_model") // max(heads, 1)
+    sizes = {"q": heads * hd, "kv": first("num_key_value_heads", "num_kv_heads", default=heads) * hd,
              "ff": cfg.get("intermediate_size", cfg.get("n_inner", 0))}
     out, at = [], 0
     for hf, size in arch.splits[parts[2]]:

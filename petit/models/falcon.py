@@ -140,7 +140,9 @@ def build(cfg: FalconConfig, t):
             L.o_b, L.up_b, L.down_b = (t.vec(a + "dense.bias", (D,)), t.vec(m + "dense_h_to_4h.bias", (F,)),
                                        t.vec(m + "dense_4h_to_h.bias", (D,)))
         if cfg.new_decoder_architecture and cfg.num_ln_in_parallel_attn == 2:
-            L.attn_norm, L.mlp_norm = ln(p + "ln_attn"), ln(p + "ln_mlp")
+            # a GGUF file's first norm keeps llama.cpp's one name (attn_norm: input_layernorm here)
+            first = p + ("ln_attn" if t.has(p + "ln_attn.weight") else "input_layernorm")
+            L.attn_norm, L.mlp_norm = ln(first), ln(p + "ln_mlp")
         else:
             L.attn_norm = ln(p + "input_layernorm")
             if not cfg.parallel_attn:

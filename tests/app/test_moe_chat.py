@@ -8,12 +8,13 @@ from app_helpers import TIMEOUT_MS
 MOE_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_moe")
 CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
          "gpt_oss_mxfp4", "llama4_text",
-         "deepseek_v2", "deepseek_v3"]
+         "deepseek_v2", "deepseek_v3", "glm4_moe"]
+MORE = {"glm4_moe"}                 # tests/fixtures/hf_moe_more
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_moe_folder_opens_and_streams_a_reply(qtbot, window, case):
-    folder = os.path.join(MOE_FIXTURES, case)
+    folder = os.path.join(MOE_FIXTURES + ("_more" if case in MORE else ""), case)
     window.open_model(folder)
     qtbot.waitUntil(lambda: window.models.info.path == folder and not window.models.loading, timeout=TIMEOUT_MS)
     assert window.error_dialog is None and window.status.model_label.text() == case

@@ -4,7 +4,7 @@ always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors 
 file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU),
 llama4_text (chunks, NoPE temperature, sigmoid routing of the input). Which layers are sparse: Qwen's mlp_only_layers
 and decoder_sparse_step; every layer otherwise."""
-from trainer.reference.families.common import get, layer_types
+from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
 from trainer.reference.spec import MoeSpec, NormSpec
 
@@ -135,6 +135,30 @@ def llama4_text(cfg, names):
     return spec
 
 
+def glm4_moe(cfg, names):
+    """GLM-4.5: Llama's block (q/k/v biases, per-head q/k RMSNorm, partial rotary rotate-half), experts from
+    first_k_dense_replace on, chosen as DeepSeek-V3 chooses (sigmoid, correction bias, top-2-sum groups,
+    renormalised, times routed_scaling_factor), shared experts unweighted."""
+    H, KV, hd = heads(cfg)
+    bias, E = get(cfg, "attention_bias", False), cfg["n_routed_experts"]
+    first = get(cfg, "first_k_dense_replace", 1)
+    r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.5)))
+
+    def moe_of(i, p):
+        if i < first:
+            return None
+        return MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", E), cfg["num_experts_per_tok"],
+                       get(cfg, "norm_topk_prob", True),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if get(cfg, "n_shared_experts", 1) else None,
+                       scoring="sigmoid", sel_bias=p + "mlp.gate.e_score_correction_bias",
+                       n_group=get(cfg, "n_group", 1) if get(cfg, "n_group", 1) > 1 else 0,
+                       topk_group=get(cfg, "topk_group", 1), group_score="top2_sum",
+                       routed_scale=get(cfg, "routed_scaling_factor", 1.0))
+    return llama_like(cfg, names, "glm4_moe", eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=bias,
+                      rope_of=lambda i: r, qk_norm="head" if get(cfg, "use_qk_norm", False) else None, moe_of=moe_of)
+
+
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
             "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss,
-            "llama4_text": llama4_text}
+            "llama4_text": llama4_text, "glm4_moe": glm4_moe}
