@@ -157,6 +157,7 @@ typedef struct {
     float *xg, *yo, *out;     /* [cap][hidden] each */
     float *g, *u;             /* [cap][the largest expert width] */
     int64_t matrices_used;    /* expert matrices multiplied, counted over calls (tests) */
+    const float *sh_gate_b, *sh_up_b, *sh_down_b;   /* the shared expert's biases (ERNIE 4.5), or NULL */
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

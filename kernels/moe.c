@@ -150,7 +150,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
         }
     }
     if (m->sh_gate) {
-        rc = expert(m->sh_gate, m->sh_up, m->sh_down, 0, 0, 0, x, T, m->act, m);
+        rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
         if (rc) return rc;
         m->matrices_used += 3;
         if (m->sh_router) {

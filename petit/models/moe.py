@@ -34,6 +34,7 @@ class Moe:
     topk_group: int = 0
     group_score: str = "max"            # or "top2_sum" (DeepSeek-V3)
     routed_scale: float = 1.0
+    shared_b: tuple | None = None       # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -108,6 +109,8 @@ class Moe:
         if self.shared is not None:
             m.sh_gate, m.sh_up, m.sh_down = (w.c for w in self.shared)
             m.sh_router = self.shared_gate.c if self.shared_gate is not None else ffi.NULL
+            if self.shared_b is not None:
+                m.sh_gate_b, m.sh_up_b, m.sh_down_b = (v.p for v in self.shared_b)
         m.cap = cap
         m.logits, m.sel, m.wt = arr((cap, E)), arr((cap, self.top_k), np.int32), arr((cap, self.top_k))
         m.rows, m.rw = arr(cap * self.top_k, np.int32), arr(cap * self.top_k)

@@ -205,7 +205,8 @@ class Forward:
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.shared is not None:
             gate, up, down = m.shared
-            y = self.mm(ops.act(self.spec.act, self.mm(h, gate)) * self.mm(h, up), down)
+            gb, ub, db = m.shared_b or (None, None, None)
+            y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
             out = out + y

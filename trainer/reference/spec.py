@@ -45,6 +45,7 @@ class MoeSpec:
     group_score: str = "max"             # a group's best score, or "top2_sum" of its best two (DeepSeek-V3)
     routed_scale: float = 1.0
     scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
+    shared_b: tuple | None = None        # the shared expert's (gate, up, down) biases (ERNIE 4.5)
 
 
 @dataclass

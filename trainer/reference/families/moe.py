@@ -159,6 +159,31 @@ def glm4_moe(cfg, names):
                       rope_of=lambda i: r, qk_norm="head" if get(cfg, "use_qk_norm", False) else None, moe_of=moe_of)
 
 
+def ernie4_5_moe(cfg, names):
+    """ERNIE 4.5 MoE: interleaved RoPE, use_bias everywhere (the head too), experts in the layers start..end every
+    interval: softmax, the top moe_k chosen on p + e_score_correction_bias, p renormalised; shared experts (one SwiGLU,
+    biased) unweighted."""
+    bias, E, n = get(cfg, "use_bias", False), cfg["moe_num_experts"], cfg["num_hidden_layers"]
+    start, step = get(cfg, "moe_layer_start_index", 1), get(cfg, "moe_layer_interval", 1)
+    end = get(cfg, "moe_layer_end_index", -1)
+    end = n - 1 if end < 0 else end
+    three = ("gate_proj", "up_proj", "down_proj")
+
+    def moe_of(i, p):
+        if not ((i + 1) % step == 0 and start <= i <= end):
+            return None
+        sh = f"{p}mlp.shared_experts."
+        return MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", E), cfg["moe_k"], True,
+                       tuple(f"{sh}{x}.weight" for x in three) if get(cfg, "moe_num_shared_experts", 2) else None,
+                       biases=[tuple(f"{p}mlp.experts.{e}.{x}.bias" for x in three) for e in range(E)] if bias
+                       else None, sel_bias=p + "mlp.moe_statics.e_score_correction_bias",
+                       shared_b=tuple(f"{sh}{x}.bias" for x in three) if bias else None)
+    return llama_like(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5)), names, "ernie4_5_moe",
+                      eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=bias, o_bias=bias, mlp_bias=bias,
+                      rope_of=_one_rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5)), interleaved=True),
+                      moe_of=moe_of, tied=True, head_b="lm_head.bias" if bias else None)
+
+
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
             "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss,
-            "llama4_text": llama4_text, "glm4_moe": glm4_moe}
+            "llama4_text": llama4_text, "glm4_moe": glm4_moe, "ernie4_5_moe": ernie4_5_moe}
