@@ -8,11 +8,11 @@ tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), 
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
 from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5,
-                          ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text, glm,
-                          glm4, glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
-                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, jamba, lfm2, llama,
-                          llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron, nemotron_h, olmo,
-                          olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5,
+                          ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text, glm, glm4,
+                          glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
+                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, jamba, lfm2,
+                          llama, llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron, nemotron_h,
+                          olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5,
                           qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2, vaultgemma)
 
 MODEL_TYPES = {
@@ -81,6 +81,7 @@ MODEL_TYPES = {
     "nemotron_h": nemotron_h,
     "glm4_moe": glm4_moe,
     "ernie4_5_moe": ernie4_5_moe,
+    "hunyuan_v1_moe": hunyuan_v1_moe,
 }
 
 

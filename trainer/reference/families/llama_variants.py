@@ -135,7 +135,8 @@ def nemotron(cfg, names):
                       act="relu2", norm=lambda name: NormSpec("layer", eps, name + ".weight", name + ".bias", 1.0))
 
 
-def hunyuan_v1_dense(cfg, names):
+def hunyuan_v1_dense(cfg, names, kind="hunyuan_v1_dense", moe_of=None):
+    """Also Hunyuan V1 MoE's attention and norms (`kind`, `moe_of` from moe.py)."""
     hd = heads(cfg)[2]
     s = cfg.get("rope_scaling") or {}
     theta = get(cfg, "rope_theta", 10000.0)
@@ -143,7 +144,7 @@ def hunyuan_v1_dense(cfg, names):
         theta, s = theta * s["alpha"] ** (hd / (hd - 2)), None
     r = rope(dict(cfg, rope_scaling=s or None), hd, theta=theta)
     bias, eps = get(cfg, "attention_bias", False), get(cfg, "rms_norm_eps", 1e-5)
-    spec = llama_like(cfg, names, "hunyuan_v1_dense", eps=eps, qkv_bias=bias, o_bias=bias, rope_of=lambda i: r)
+    spec = llama_like(cfg, names, kind, eps=eps, qkv_bias=bias, o_bias=bias, rope_of=lambda i: r, moe_of=moe_of)
     for i, L in enumerate(spec.layers):
         a = f"model.layers.{i}.self_attn."
         L.q_norm, L.k_norm = rms(a + "query_layernorm", eps), rms(a + "key_layernorm", eps)

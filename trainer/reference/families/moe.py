@@ -2,10 +2,11 @@
 (a shared expert behind a sigmoid gate), olmoe (q / k norms over the whole rows), mixtral (w1 / w3 / w2 experts,
 always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors are stored split in a `.petit`
 file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU),
-llama4_text (chunks, NoPE temperature, sigmoid routing of the input). Which layers are sparse: Qwen's mlp_only_layers
-and decoder_sparse_step; every layer otherwise."""
+llama4_text (chunks, NoPE temperature, sigmoid routing of the input), glm4_moe, ernie4_5_moe, hunyuan_v1_moe. Which
+layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
 from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
+from trainer.reference.families.llama_variants import hunyuan_v1_dense
 from trainer.reference.spec import MoeSpec, NormSpec
 
 
@@ -184,6 +185,20 @@ def ernie4_5_moe(cfg, names):
                       moe_of=moe_of, tied=True, head_b="lm_head.bias" if bias else None)
 
 
+def hunyuan_v1_moe(cfg, names):
+    """Hunyuan V1 MoE: Hunyuan V1 dense's attention; in every layer softmax routing over mlp.gate.wg, the top moe_topk
+    renormalised, plus mlp.shared_mlp unweighted. num_experts / moe_topk may be per-layer lists."""
+    n = cfg["num_hidden_layers"]
+    per = lambda v: v if isinstance(v, list) else [v] * n           # noqa: E731
+    E, K = per(get(cfg, "num_experts", 1)), per(get(cfg, "moe_topk", 1))
+
+    def moe_of(i, p):
+        return MoeSpec(p + "mlp.gate.wg.weight", _experts(p, "mlp", E[i]), K[i], True,
+                       tuple(f"{p}mlp.shared_mlp.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj")))
+    return hunyuan_v1_dense(cfg, names, "hunyuan_v1_moe", moe_of)
+
+
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
             "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss,
-            "llama4_text": llama4_text, "glm4_moe": glm4_moe, "ernie4_5_moe": ernie4_5_moe}
+            "llama4_text": llama4_text, "glm4_moe": glm4_moe, "ernie4_5_moe": ernie4_5_moe,
+            "hunyuan_v1_moe": hunyuan_v1_moe}
