@@ -33,6 +33,7 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
             "falcon": {k: MINIMAL[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")},
             "bloom": {"vocab_size": 1000, "hidden_size": 2048, "n_layer": 4, "n_head": 32},
             "mpt": {"vocab_size": 1000, "d_model": 2048, "n_heads": 32, "n_layers": 4},
+            "dbrx": {"vocab_size": 1000, "d_model": 2048, "n_heads": 16, "n_layers": 4},
             "opt": {"vocab_size": 1000, "hidden_size": 2048, "ffn_dim": 5632, "num_hidden_layers": 4,
                     "num_attention_heads": 32},
             "bitnet": dict(MINIMAL, hidden_size=2560, num_attention_heads=20),   # its default 5 kv heads

@@ -7,9 +7,9 @@ A family module has `Config` (a dataclass with Hugging Face's field names and `f
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, deepseek_v2, deepseek_v3, ernie4_5,
-                          ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text, glm, glm4,
-                          glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
+from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, dbrx, deepseek_v2, deepseek_v3,
+                          ernie4_5, ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text,
+                          glm, glm4, glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
                           granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, jamba, lfm2,
                           llama, llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron, nemotron_h,
                           olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5,
@@ -82,6 +82,7 @@ MODEL_TYPES = {
     "glm4_moe": glm4_moe,
     "ernie4_5_moe": ernie4_5_moe,
     "hunyuan_v1_moe": hunyuan_v1_moe,
+    "dbrx": dbrx,
 }
 
 
@@ -94,7 +95,7 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
-    "phimoe": ("mixtral", "its sparsemixer routing"), "dbrx": ("mixtral", "fused experts and clip_qkv"),
+    "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),

@@ -8,8 +8,8 @@ from app_helpers import TIMEOUT_MS
 MOE_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_moe")
 CASES = ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared", "gpt_oss",
          "gpt_oss_mxfp4", "llama4_text",
-         "deepseek_v2", "deepseek_v3", "glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe"]
-MORE = {"glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe"}     # tests/fixtures/hf_moe_more
+         "deepseek_v2", "deepseek_v3", "glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe", "dbrx"]
+MORE = {"glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe", "dbrx"}     # tests/fixtures/hf_moe_more
 
 
 @pytest.mark.parametrize("case", CASES)

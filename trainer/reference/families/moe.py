@@ -2,12 +2,12 @@
 (a shared expert behind a sigmoid gate), olmoe (q / k norms over the whole rows), mixtral (w1 / w3 / w2 experts,
 always renormalised), granitemoe (Granite's multipliers; its 3-D expert tensors are stored split in a `.petit`
 file), granitemoeshared (and a shared MLP, unweighted), gpt_oss (attention sinks, biases, the clamped SwiGLU),
-llama4_text (chunks, NoPE temperature, sigmoid routing of the input), glm4_moe, ernie4_5_moe, hunyuan_v1_moe. Which
-layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
+llama4_text (chunks, NoPE temperature, sigmoid routing of the input), glm4_moe, ernie4_5_moe, hunyuan_v1_moe,
+dbrx. Which layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step; every layer otherwise."""
 from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import _one_rope, _qwen_windows, llama_like
 from trainer.reference.families.llama_variants import hunyuan_v1_dense
-from trainer.reference.spec import MoeSpec, NormSpec
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec, NormSpec
 
 
 def _experts(p, block, n, names=("gate_proj", "up_proj", "down_proj")):
@@ -198,7 +198,32 @@ def hunyuan_v1_moe(cfg, names):
     return hunyuan_v1_dense(cfg, names, "hunyuan_v1_moe", moe_of)
 
 
+def dbrx(cfg, names):
+    """DBRX: Wqkv (stored split) clamped to +-clip_qkv, kv_n_heads, rotate-half RoPE; bias-free LayerNorms of eps
+    1e-5; in every layer softmax routing over ffn.router.layer, the top moe_top_k divided by their sum (p = 1) or
+    kept (None), each expert w1 (gate), v1 (up), w2 (down, transposed) stored split."""
+    a, f = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
+    D, H = cfg["d_model"], cfg["n_heads"]
+    hd, E, P = D // H, f.get("moe_num_experts", 4), "transformer."
+    r = rope(dict(max_position_embeddings=cfg.get("max_seq_len", 2048)), hd, theta=a.get("rope_theta", 10000.0),
+             scaling=None)
+    ln = lambda n: NormSpec("layer", 1e-5, n + ".weight", None)         # noqa: E731
+    tied = get(cfg, "tie_word_embeddings", False)
+    spec = ModelSpec("dbrx", H, a.get("kv_n_heads", 1), hd, P + "wte.weight",
+                     P + "wte.weight" if tied else "lm_head.weight", ln(P + "norm_f"))
+    for i in range(cfg["n_layers"]):
+        p = f"{P}blocks.{i}."
+        at = p + "norm_attn_norm.attn."
+        moe = MoeSpec(p + "ffn.router.layer.weight", _experts(p, "ffn", E), f.get("moe_top_k", 1),
+                      f.get("moe_normalize_expert_weights", 1.0) is not None)
+        spec.layers.append(LayerSpec(q=at + "q_proj.weight", k=at + "k_proj.weight", v=at + "v_proj.weight",
+                                     o=at + "out_proj.weight", moe=moe, rope=r,
+                                     attn_norm=ln(p + "norm_attn_norm.norm_1"),
+                                     mlp_norm=ln(p + "norm_attn_norm.norm_2"), clip=float(a.get("clip_qkv") or 0.0)))
+    return spec
+
+
 FAMILIES = {"qwen3_moe": qwen3_moe, "qwen2_moe": qwen2_moe, "olmoe": olmoe, "mixtral": mixtral,
             "granitemoe": granitemoe, "granitemoeshared": granitemoeshared, "gpt_oss": gpt_oss,
             "llama4_text": llama4_text, "glm4_moe": glm4_moe, "ernie4_5_moe": ernie4_5_moe,
-            "hunyuan_v1_moe": hunyuan_v1_moe}
+            "hunyuan_v1_moe": hunyuan_v1_moe, "dbrx": dbrx}
