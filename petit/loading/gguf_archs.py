@@ -280,7 +280,7 @@ ARCHS = {
     "olmoe": GGUFArch("olmoe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_olmoe),
     "granitemoe": GGUFArch("granitemoe", GRANITE_MOE_LAYER, rope_pairs=True, experts=GRANITE_EXPERTS,
                            expert_key="num_local_experts", extra=_granitemoe),
-    "falcon": GGUFArch("falcon", {"attn_norm": "input_layernorm", "attn_norm_2": "ln_mlp",
+    "falcon": GGUFArch("falcon", {"attn_norm": "input_layernorm", "attn_norm_2": "ln_attn",
                                   "attn_output": "self_attention.dense", "ffn_up": "mlp.dense_h_to_4h",
                                   "ffn_down": "mlp.dense_4h_to_h"}, prefix="transformer.h.{}.",
                        global_names={"token_embd": "transformer.word_embeddings", "output_norm": "transformer.ln_f",

@@ -140,9 +140,9 @@ def build(cfg: FalconConfig, t):
             L.o_b, L.up_b, L.down_b = (t.vec(a + "dense.bias", (D,)), t.vec(m + "dense_h_to_4h.bias", (F,)),
                                        t.vec(m + "dense_4h_to_h.bias", (D,)))
         if cfg.new_decoder_architecture and cfg.num_ln_in_parallel_attn == 2:
-            # a GGUF file's first norm keeps llama.cpp's one name (attn_norm: input_layernorm here)
-            first = p + ("ln_attn" if t.has(p + "ln_attn.weight") else "input_layernorm")
-            L.attn_norm, L.mlp_norm = ln(first), ln(p + "ln_mlp")
+            # llama.cpp's falcon names ln_attn attn_norm_2 and ln_mlp its one attn_norm (input_layernorm here)
+            second = p + ("ln_mlp" if t.has(p + "ln_mlp.weight") else "input_layernorm")
+            L.attn_norm, L.mlp_norm = ln(p + "ln_attn"), ln(second)
         else:
             L.attn_norm = ln(p + "input_layernorm")
             if not cfg.parallel_attn:

@@ -1,0 +1,86 @@
+"""GGUF files of the families added after tests/fixtures/gguf, made by llama.cpp's own converter and quantizer from
+the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
+
+- the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt) give llama.cpp's exact logits
+  (its run on the file's weights in float32) within 1e-3 of the logit range when decoded to float32 (all four are
+  GELU families, which llama.cpp computes from an f16 table), with the same argmax and greedy tokens; run as
+  stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from those exact logits;
+- the tokenizer gives llama.cpp's ids;
+- every other architecture here is refused by name, with the ones the reader does support.
+"""
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+
+ROOT = Path(__file__).parent / "fixtures" / "gguf_more"
+MANIFEST = json.loads((ROOT / "manifest.json").read_text())["cases"]
+READ = {"bloom", "falcon", "falcon_new_arch", "mpt"}
+FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
+               for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
+REFUSED = sorted({case for case, _ in FILES} - READ)
+
+
+def _load(case, name, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return petit.load(ROOT / case / name, **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_the_fixtures_are_there():
+    assert {c for c, _ in FILES} >= READ and len(REFUSED) >= 10
+    assert all((c, "q8_0.gguf") in FILES for c in READ)
+
+
+@pytest.mark.parametrize("case, name", [f for f in FILES if f[0] in READ])
+def test_decoded_to_float_the_logits_are_llama_cpps_exact_ones(case, name):
+    ref = np.load(ROOT / case / name.replace(".gguf", ".npz"))
+    got = _load(case, name, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-3
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case, name", [f for f in FILES if f[0] in READ])
+def test_as_stored_the_logits_are_as_close_as_llama_cpps_own(case, name):
+    ref = np.load(ROOT / case / name.replace(".gguf", ".npz"))
+    got = _load(case, name).logits(ref["input_ids"])
+    err, theirs = _scaled(got, ref["exact_logits"]), _scaled(ref["logits"], ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", sorted(READ))
+def test_greedy_tokens_are_llama_cpps(case):
+    ref = np.load(ROOT / case / "q8_0.npz")
+    model = _load(case, "q8_0.gguf", weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+
+
+@pytest.mark.parametrize("case", sorted(READ))
+def test_tokenizer_gives_llama_cpps_ids(case):
+    model = _load(case, "q8_0.gguf")
+    for t in MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_an_architecture_the_reader_does_not_know_is_refused_by_name(case):
+    arch = MANIFEST[case]["architecture"]
+    with pytest.raises(ValueError) as e:
+        petit.load(ROOT / case / "q8_0.gguf")
+    assert str(e.value).startswith(f"{ROOT / case / 'q8_0.gguf'}: architecture '{arch}' is not supported by "
+                                   f"Petit's GGUF reader (supported: "), str(e.value)
+    assert "bloom" in str(e.value) and "falcon" in str(e.value) and "mpt" in str(e.value)
