@@ -246,6 +246,23 @@ def _mpt(meta, key, cfg, has):
         cfg.pop(k, None)
 
 
+def _seed_oss(meta, key, cfg, has):
+    cfg.update(attention_bias=has("blk.0.attn_q.bias"), attention_out_bias=has("blk.0.attn_output.bias"),
+               mlp_bias=has("blk.0.ffn_up.bias"))
+
+
+def _starcoder(meta, key, cfg, has):
+    kv = cfg["num_key_value_heads"]
+    _gpt2(meta, key, cfg, has)
+    cfg.update(model_type="gpt_bigcode", multi_query=kv == 1, num_key_value_heads=kv)
+
+
+def _nemotron(meta, key, cfg, has):
+    _layernorm(cfg, meta, key, "norm_eps")
+    cfg.pop("rms_norm_eps", None)
+    cfg.update(attention_bias=has("blk.0.attn_q.bias"), mlp_bias=has("blk.0.ffn_up.bias"))
+
+
 def _mixtral(meta, key, cfg, has):
     cfg["sliding_window"] = None                   # llama.cpp's llama architecture has no sliding window
 
@@ -280,6 +297,21 @@ ARCHS = {
     "olmoe": GGUFArch("olmoe", QWEN_MOE_LAYER, experts=QWEN_EXPERTS, extra=_olmoe),
     "granitemoe": GGUFArch("granitemoe", GRANITE_MOE_LAYER, rope_pairs=True, experts=GRANITE_EXPERTS,
                            expert_key="num_local_experts", extra=_granitemoe),
+    # Seed-OSS's pre-MLP norm is llama.cpp's post_attention_norm; Hunyuan's q / k norms come after RoPE (the
+    # family's own order) and its NTK alpha is baked into rope.freq_base; Arcee's MLP has no gate
+    "seed_oss": GGUFArch("seed_oss", {**{k: v for k, v in LLAMA_LAYER.items() if k != "ffn_norm"},
+                                      "post_attention_norm": "post_attention_layernorm"}, extra=_seed_oss),
+    "hunyuan-dense": GGUFArch("hunyuan_v1_dense", dict(LLAMA_LAYER, attn_q_norm="self_attn.query_layernorm",
+                                                       attn_k_norm="self_attn.key_layernorm")),
+    "arcee": GGUFArch("arcee", LLAMA_LAYER, rope_pairs=True, extra=lambda meta, key, cfg, has: cfg.update(
+        attention_bias=has("blk.0.attn_q.bias"), mlp_bias=has("blk.0.ffn_up.bias"))),
+    # GLM-4's gate|up stays fused in ffn_up, split by rows; its partial RoPE is on adjacent pairs, unpermuted
+    "glm4": GGUFArch("glm4", dict(LLAMA_LAYER, post_attention_norm="post_self_attn_layernorm",
+                                  post_ffw_norm="post_mlp_layernorm"),
+                     splits={"ffn_up": (("mlp.gate_proj", "ff"), ("mlp.up_proj", "ff"))},
+                     extra=lambda meta, key, cfg, has: cfg.update(attention_bias=has("blk.0.attn_q.bias"))),
+    # Nemotron's LayerNorm1P weights are stored as 1 + w (the family adds the 1); its MLP has no gate
+    "nemotron": GGUFArch("nemotron", LLAMA_LAYER, norm_shift=1.0, extra=_nemotron),
     "falcon": GGUFArch("falcon", {"attn_norm": "input_layernorm", "attn_norm_2": "ln_attn",
                                   "attn_output": "self_attention.dense", "ffn_up": "mlp.dense_h_to_4h",
                                   "ffn_down": "mlp.dense_4h_to_h"}, prefix="transformer.h.{}.",
@@ -306,6 +338,11 @@ ARCHS = {
                                    "output_norm": "transformer.ln_f", "output": "lm_head"},
                      splits={"attn_qkv": (("attn.q_proj", "q"), ("attn.k_proj", "q"), ("attn.v_proj", "q"))},
                      extra=_gpt2),
+    "starcoder": GGUFArch("gpt_bigcode", GPT2_LAYER, prefix="transformer.h.{}.",
+                          global_names={"token_embd": "transformer.wte", "position_embd": "transformer.wpe",
+                                        "output_norm": "transformer.ln_f", "output": "lm_head"},
+                          splits={"attn_qkv": (("attn.q_proj", "q"), ("attn.k_proj", "kv"), ("attn.v_proj", "kv"))},
+                          extra=_starcoder),
 }
 
 

@@ -22,8 +22,14 @@ GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0"
 # llama.cpp's general.file_type (llama_ftype) for the weight type asked for
 FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q5_0": 8, "q4_k": 14, "q5_k": 16, "q6_k": 18,
               "q4_k_m": 15, "bf16": 32}
-ARCH_OF = {a.model_type: name for name, a in ARCHS.items()} | {"mistral": "llama", "mixtral": "llama",
-                                                                "granitemoeshared": "granitemoe"}  # llama.cpp's
+# the architectures written: those whose files llama.cpp was seen to run to transformers' logits; the others in
+# ARCHS are read only (llama.cpp wants some of them fused, e.g. falcon's and starcoder's attn_qkv, glm4's ffn_up)
+WRITTEN = {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "phi2", "stablelm", "olmo2", "granite",
+           "smollm3", "command-r", "cohere2", "starcoder2", "gptneox", "gpt2", "qwen3moe", "qwen2moe", "olmoe",
+           "granitemoe"}
+ARCH_OF = {a.model_type: name for name, a in ARCHS.items() if name in WRITTEN} | {
+    "mistral": "llama", "mixtral": "llama", "granitemoeshared": "granitemoe"}  # llama.cpp's
+READ_ONLY = {a.model_type for name, a in ARCHS.items() if name not in WRITTEN}
 _LAYERNORM_EPS = ("layer_norm_eps", "norm_epsilon", "layer_norm_epsilon")
 FUSED = ("phi3", "gpt2", "gptneox")     # written with fused qkv (and Phi-3's gate-up): llama.cpp requires them so
 # architectures whose llama.cpp loader requires output.weight even when tied
@@ -231,6 +237,9 @@ def gguf_tensors(model, where: str) -> dict:
 def gguf_metadata(model, where: str, weights: str | None, title: str) -> dict:
     c = model.config.to_dict()
     name = ARCH_OF.get(c["model_type"])
+    if name is None and c["model_type"] in READ_ONLY:
+        raise ValueError(f"{where}: Petit reads GGUF files of the {c['model_type']} family but does not write them "
+                         f"yet (it writes the {', '.join(sorted(ARCH_OF))} families)")
     if name is None:
         raise ValueError(f"{where}: Petit writes GGUF for the {', '.join(sorted(ARCH_OF))} families, not "
                          f"{c['model_type']!r}")

@@ -12,10 +12,12 @@ class ArceeConfig(DecoderConfig):
     rms_norm_eps: float = 1e-5
     attention_bias: bool = False
     mlp_bias: bool = False
+    rope_interleaved: bool = False      # Petit's key, as Llama's: a GGUF file's q / k rows are permuted for pairs
     model_type: str = "arcee"
 
     def _validate(self):
-        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias", "mlp_bias"))
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias", "mlp_bias",
+                                                                 "rope_interleaved"))
         self.act = activation(self, "hidden_act", "arcee")
 
 
