@@ -259,7 +259,6 @@ def _starcoder(meta, key, cfg, has):
 
 def _nemotron(meta, key, cfg, has):
     _layernorm(cfg, meta, key, "norm_eps")
-    cfg.pop("rms_norm_eps", None)
     cfg.update(attention_bias=has("blk.0.attn_q.bias"), mlp_bias=has("blk.0.ffn_up.bias"))
 
 
