@@ -29,9 +29,11 @@ NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q
 class GGUFSource(TensorSource):
     """The tensors of a GGUF file under the names a family's builder asks for."""
 
-    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set, search: bool = False):
+    def __init__(self, f: GGUFFile, arch, cfg, weights: str | None, native: set, search: bool = False,
+                 unpair: tuple | None = None):
         super().__init__(f.path, weights, search)
         self.f, self.arch, self.native = f, arch, native       # native: the GGUF types run as stored
+        self.unpair = unpair        # (heads, kv heads, head_dim): q / k rows put back in rotate-half order
         # HF name -> (GGUF name, rows (r0, r1) of its [rows, columns] view, or None); a 3-D tensor's view is
         # [experts x rows, columns]
         self.map: dict[str, tuple[str, tuple | None]] = {}
@@ -81,7 +83,17 @@ class GGUFSource(TensorSource):
         if t.type not in NATIVE and not (t.type in self.native and len(shape) == 2):
             return None
         raw = self._raw(name)
-        return raw.reshape(shape[0], -1) if len(shape) == 2 else raw
+        return self._halves(name, raw.reshape(shape[0], -1)) if len(shape) == 2 else self._halves(name, raw)
+
+    def _halves(self, name, rows: np.ndarray) -> np.ndarray:
+        """q / k rows (a matrix's, any type, or a bias's values) from llama.cpp's adjacent-pair order back to
+        rotate-half order, when the load asked for it (unpair); other tensors as they are."""
+        if self.unpair is None or not (".q_proj." in name or ".k_proj." in name):
+            return rows
+        heads, kv, hd = self.unpair
+        n = heads if ".q_proj." in name else kv
+        r = rows.reshape(n, hd // 2, 2, -1)     # a bias: one value a row
+        return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
         gname, part, t, shape = self._tensor(name)
@@ -90,7 +102,7 @@ class GGUFSource(TensorSource):
         self.decoded[name] = t.type
         out = gguf_to_q8_0(self._raw(name), t.type, shape)
         self._release(gname, part, shape, t)
-        return out
+        return self._halves(name, out.reshape(shape[0], -1)).reshape(out.shape)
 
     def _release(self, gname, part, shape, t, rows=None):
         """Release the file pages of a tensor's rows [r0, r1) (all of them: None) of the part `part` of `gname`."""
@@ -118,16 +130,18 @@ class GGUFSource(TensorSource):
             self._release(gname, part, shape, t)
         if self.arch.norm_shift and name.endswith("norm.weight"):
             out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
-        return out
+        return self._halves(name, out)
 
 
 def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: bool | None = None,
-              kquants: bool | None = None, search: bool = False) -> Model:
+              kquants: bool | None = None, search: bool = False, rope_halves: bool = False) -> Model:
     """Load a GGUF file (see petit.loading.load for the arguments). kquants: which GGUF block types (other than
     q8_0 / q4_0 / floats) run as stored, the rest decoded to q8_0 at load. None: those the active path runs fastest
     so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too: less
     memory, slower); False: none; a set of type names: those (`petit convert` keeps the types a .petit file holds).
-    search: see petit.load."""
+    search: see petit.load. rope_halves: q / k rows that llama.cpp's converter permuted for adjacent-pair RoPE are
+    put back in rotate-half order (copied) and RoPE runs on halves, as the model the file was written from (`petit
+    convert`'s read-back check: the same rows in the same order compute the same bits)."""
     f = GGUFFile(path)
     try:
         meta = f.metadata
@@ -138,6 +152,12 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         n_vocab = embed.shape[0]
         arch, cfg_dict = config_from_gguf(meta, path, n_vocab, f.tensors)
         _rope_factors(f, cfg_dict)
+        unpair = None
+        if rope_halves and cfg_dict.get("rope_interleaved") and arch.rope_pairs:
+            cfg_dict["rope_interleaved"] = False
+            heads = cfg_dict["num_attention_heads"]
+            unpair = (heads, cfg_dict.get("num_key_value_heads") or heads,
+                      cfg_dict.get("head_dim") or cfg_dict["hidden_size"] // heads)
         try:
             family = get_family(cfg_dict["model_type"])
             cfg = family.Config.from_dict(cfg_dict)
@@ -154,7 +174,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         del tokens
         src = GGUFSource(f, arch, cfg_dict, weights, (set(kquants) if isinstance(kquants, (set, frozenset))
                          else {None: gguf_fast_types, True: gguf_simd_types}.get(kquants, set)()),
-                         search)
+                         search, unpair)
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         extra = sorted(set(f.tensors) - used)
