@@ -83,8 +83,13 @@ def _layer_ropes(model) -> list:
 WITHOUT_ROPE = {"gptj", "codegen", "gpt_neo", "gpt_bigcode", "bloom", "mpt", "opt", "opt_350m"}
 
 
+# InternLM3 has no transformers class in 4 or 5: its remote configuration_internlm3.py writes the transformers 4 names,
+# so transformers 5 cannot rewrite it; the test below spells it the transformers 5 way by hand
+REMOTE_CODE = {"internlm3", "internlm3_bias"}
+
+
 def test_every_case_has_a_transformers_5_config():
-    assert set(DENSE) - set(CASES) == WITHOUT_ROPE
+    assert set(DENSE) - set(CASES) == WITHOUT_ROPE | REMOTE_CODE
     for c in CASES:
         old = json.loads((FOLDERS[c] / "config.json").read_text(encoding="utf-8"))
         new = json.loads((FOLDERS[c] / "config_v5.json").read_text(encoding="utf-8"))
@@ -226,3 +231,13 @@ def test_defaults_apply_only_when_neither_style_gives_a_value():
     d["rope_parameters"] = {"full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "default"}}
     cfg = _from_dict(d)
     assert (cfg.rope_theta, cfg.rope_local_base_freq, cfg.rope_scaling) == (1e6, 1e4, None)
+
+
+@pytest.mark.parametrize("case", sorted(REMOTE_CODE))
+def test_a_remote_code_config_spelled_the_transformers_5_way_gives_the_same_logits(case, tmp_path):
+    ids, ref = _ref(case)
+    d = json.loads((FOLDERS[case] / "config.json").read_text(encoding="utf-8"))
+    d["rope_parameters"] = dict(d.pop("rope_scaling"), rope_theta=d.pop("rope_theta"))
+    new = _load(_folder(tmp_path, case, d))
+    assert rel_err(new.logits(ids), ref).max() <= F32_TOL
+    assert new.config.rope_theta == 50000000.0 and new.config.rope_scaling == {"rope_type": "dynamic", "factor": 6.0}

@@ -10,10 +10,11 @@ tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, dbrx, deepseek_v2, deepseek_v3,
                           ernie4_5, ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text,
                           glm, glm4, glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
-                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, jamba, lfm2,
-                          llama, llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron, nemotron_h,
-                          olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_5,
-                          qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2, vaultgemma)
+                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, internlm3,
+                          jamba, lfm2, llama, llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron,
+                          nemotron_h, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3,
+                          qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
+                          vaultgemma)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -83,13 +84,14 @@ MODEL_TYPES = {
     "ernie4_5_moe": ernie4_5_moe,
     "hunyuan_v1_moe": hunyuan_v1_moe,
     "dbrx": dbrx,
+    "internlm3": internlm3,
 }
 
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
 CLOSEST = {
-    "internlm2": ("llama", "fused wqkv and its own tensor names"), "internlm3": ("llama", "remote code"),
+    "internlm2": ("llama", "fused wqkv and its own tensor names"),
     "minicpm": ("llama", "its scale_emb / scale_depth multipliers"), "minicpm3": ("deepseek_v2", "latent attention"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),

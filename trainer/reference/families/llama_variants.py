@@ -1,5 +1,6 @@
 """Llama-named families that change a few pieces of its block, each written from its transformers modeling file:
 helium (interleaved RoPE), seed_oss (its own o_proj bias switch), ernie4_5 (interleaved RoPE, one bias switch),
+internlm3 (q/k/v biases by qkv_bias, o_proj and MLP biases by bias, from its remote modeling code),
 ministral (per-layer sliding windows), arcee (down(relu²(up x))), olmo (LayerNorm without weights, clip_qkv),
 olmo3 (OLMo 2 with sliding layers whose RoPE is unscaled), glm / glm4 (interleaved partial rotary, glm4's
 post-sublayer norms), exaone4 (post-norms, per-head q/k norms, NoPE full layers), vaultgemma (Gemma 2 without
@@ -28,6 +29,11 @@ def seed_oss(cfg, names):
     return llama_like(cfg, names, "seed_oss", eps=get(cfg, "rms_norm_eps", 1e-6),
                       qkv_bias=get(cfg, "attention_bias", True), o_bias=get(cfg, "attention_out_bias", False),
                       mlp_bias=get(cfg, "mlp_bias", False), rope_of=_rope(cfg))
+
+
+def internlm3(cfg, names):
+    return llama_like(cfg, names, "internlm3", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=get(cfg, "qkv_bias", False),
+                      o_bias=get(cfg, "bias", False), mlp_bias=get(cfg, "bias", False), rope_of=_rope(cfg))
 
 
 def ernie4_5(cfg, names):
@@ -191,4 +197,4 @@ def bitnet(cfg, names):
 FAMILIES = {"helium": helium, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "ministral": ministral, "arcee": arcee,
             "olmo": olmo, "olmo3": olmo3, "glm": glm, "glm4": glm4, "exaone4": exaone4, "vaultgemma": vaultgemma,
             "apertus": apertus, "nemotron": nemotron, "hunyuan_v1_dense": hunyuan_v1_dense, "persimmon": persimmon,
-            "bitnet": bitnet}
+            "bitnet": bitnet, "internlm3": internlm3}
