@@ -147,6 +147,20 @@ def test_petit_verify_passes_on_the_files(case, capsys):
 
 
 @pytest.mark.skipif(not {"Q4_K", "Q5_0"} <= K.gguf_simd_types(), reason="needs the x86 GGUF kernels")
+@pytest.mark.parametrize("kw, why", [
+    (dict(weights="f32"), "run as f32 (weights='f32' was asked for)"),
+    (dict(gguf_stored=False), "run as q8_0 (gguf_stored=False was asked for)"),
+])
+def test_the_decoding_note_names_what_the_user_asked_for(kw, why):
+    """Decoded because the caller asked, not because this CPU lacks a kernel: the note says so."""
+    path = ROOT / "gpt2" / "q4_k.gguf"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        petit.load(path, **kw)
+    assert [str(w.message) for w in caught] == [
+        f"{path}: 14 tensor(s) stored as Q4_K, Q5_0 were decoded at load and {why}"]
+
+
 def test_q5_0_runs_as_q8_0_by_default_and_as_stored_when_asked():
     """A Q4_K_M file whose rows are not whole super-blocks is mostly Q5_0 (llama.cpp's fallback): decoded to q8_0 it
     runs at the interleaved kernel's speed, which a user is told along with how to keep the file's size instead."""

@@ -184,9 +184,11 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
                              f"architecture are not used by Petit's {cfg.model_type} family")
         if src.decoded:
             kinds = sorted(set(src.decoded.values()))
-            why = ("it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+            why = (f"weights={weights!r} was asked for" if weights is not None
+                   else "it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
                    if set(kinds) <= gguf_simd_types() - gguf_fast_types() and kquants is None
                    else "Petit has no kernels for those types on this CPU" if kquants in (None, True)
+                   else "gguf_stored=False was asked for" if kquants is False
                    else "only the types a .petit file holds were asked for")
             notes.append(f"{path}: {len(src.decoded)} tensor(s) stored as {', '.join(kinds)} were decoded at load "
                          f"and run as {src.weights or src.recipe and src.recipe.name or 'q8_0'} ({why})")
