@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from petit.formats.gguf import GGUFFile
-from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names
+from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names, tensor_fix
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
@@ -36,6 +36,7 @@ class GGUFSource(TensorSource):
         # [experts x rows, columns]
         self.map: dict[str, tuple[str, tuple | None]] = {}
         self.one_row: set[str] = set()                           # vectors handed out as [1, n] matrices
+        self.fixes: dict = {}                                    # HF name -> its Fix (GGUFArch.fixes)
         for name, t in f.tensors.items():
             parts = expert_names(name, arch, t.shape) or split_names(name, arch, cfg, t.shape[0])
             if parts is not None:                                # a fused matrix or an expert: row ranges, no copy
@@ -44,6 +45,8 @@ class GGUFSource(TensorSource):
                 self.map[hf] = (name, None)
                 if name.split(".")[-2] in ONE_ROW and len(t.shape) == 1:
                     self.one_row.add(hf)
+                if (fix := tensor_fix(name, arch)) is not None:
+                    self.fixes[hf] = fix
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
@@ -55,6 +58,9 @@ class GGUFSource(TensorSource):
         shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:][-1:]
         if name in self.one_row:
             shape = (1,) + t.shape
+        fix = self.fixes.get(name)
+        if fix is not None and fix.shape is not None:
+            shape = fix.shape(t.shape)
         return gname, rows, t, shape
 
     def info(self, name):
@@ -78,6 +84,8 @@ class GGUFSource(TensorSource):
 
     def stored(self, name):
         _, _, t, shape = self._tensor(name)
+        if name in self.fixes and self.fixes[name].values is not None:
+            return None                                          # its values change: f32() gives them
         if t.type not in NATIVE and not (t.type in self.native and len(shape) == 2):
             return None
         raw = self._raw(name)
@@ -118,6 +126,12 @@ class GGUFSource(TensorSource):
             self._release(gname, part, shape, t)
         if self.arch.norm_shift and name.endswith("norm.weight"):
             out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
+        fix = self.fixes.get(name)
+        if fix is not None and fix.values is not None:
+            try:
+                out = fix.values(out)
+            except ValueError as e:
+                raise ValueError(f"{self.where}: tensor {gname!r}: {e}") from None
         return out
 
 

@@ -1,0 +1,205 @@
+"""GGUF files of the state-space and hybrid architectures (llama.cpp's mamba, mamba2, lfm2, granitehybrid, jamba):
+their metadata keys (`ssm.inner_size`, `ssm.state_size`, `ssm.conv_kernel`, `ssm.time_step_rank`, `ssm.group_count`,
+`shortconv.l_cache`, a hybrid's per-layer `attention.head_count_kv`, whose zeros are its recurrent layers) as the
+family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these
+join.
+
+What llama.cpp's converter changed is undone as the tensors are read (GGUFArch.fixes): A is stored as -exp(A_log)
+(read back as A_log = log(-A)); conv weights [channels, 1, kernel] are squeezed to [channels, kernel]; Mamba-2's A,
+D ([heads, 1]) and gated-norm weight ([groups, channels / groups]) get their Hugging Face shapes back.
+
+What the files leave out runs as llama.cpp runs it: Mamba-2's gated norm is taken per group of channels (as mamba_ssm
+and llama.cpp compute it; transformers' Mamba2 and GraniteMoeHybrid norm over all channels, which differs when
+n_groups > 1), Falcon-Mamba's weightless dt / B / C norms use the layer norms' epsilon (llama.cpp has no key for
+mixer_rms_eps).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from petit.loading.gguf_archs import (ARCHS, GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER, QWEN_EXPERTS, GGUFArch,
+                                      _granite)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """How a stored tensor becomes the Hugging Face one: `shape(stored shape)` and `values(float32 array)`."""
+    shape: object = None
+    values: object = None
+
+
+def _a_log(a: np.ndarray) -> np.ndarray:
+    if not (np.isfinite(a).all() and (a < 0).all()):
+        raise ValueError("Mamba's A must be negative and finite (llama.cpp stores it as -exp(A_log))")
+    return np.log(-a.astype(np.float64)).astype(np.float32)
+
+
+CONV = Fix(shape=lambda s: (s[0], 1, s[-1]))                   # [channels, kernel] -> [channels, 1, kernel]
+FLAT = Fix(shape=lambda s: (int(np.prod(s)),))
+MAMBA1_FIXES = {"ssm_a": Fix(values=_a_log), "ssm_conv1d.weight": CONV}
+MAMBA2_FIXES = {"ssm_a": Fix(shape=FLAT.shape, values=_a_log), "ssm_d": FLAT, "ssm_norm.weight": FLAT,
+                "ssm_conv1d.weight": CONV}
+
+
+def _mixer_names(m: str, version: int) -> dict:
+    """A Mamba mixer's tensors under the prefix `m` ("mixer.", "mamba."); a whole name ("ssm_a") is mapped whole."""
+    names = {"ssm_in": m + "in_proj", "ssm_conv1d": m + "conv1d", "ssm_out": m + "out_proj", "ssm_a": m + "A_log",
+             "ssm_d": m + "D"}
+    if version == 1:
+        names.update(ssm_x=m + "x_proj", ssm_dt=m + "dt_proj", ssm_dt_norm=m + "dt_layernorm",
+                     ssm_b_norm=m + "b_layernorm", ssm_c_norm=m + "c_layernorm")
+    else:
+        names.update({"ssm_dt.bias": m + "dt_bias", "ssm_norm": m + "norm"})
+    return names
+
+
+def _num(meta: dict, k: str, kind=int):
+    v = meta.get(k)
+    if isinstance(v, (np.integer, np.floating)):
+        v = v.item()
+    if v is None or isinstance(v, (bool, str)) or not isinstance(v, (int, float)):
+        raise ValueError(f"metadata {k!r} is {'missing' if v is None else repr(v)}: it should be a number")
+    return kind(v)
+
+
+def _per_layer(meta: dict, k: str, n: int) -> list:
+    """A key holding one number per layer (or one for all)."""
+    v = meta.get(k)
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = [v] * n
+    if not (isinstance(v, list) and len(v) == n and all(isinstance(x, (int, float)) for x in v)):
+        raise ValueError(f"metadata {k!r} is {'missing' if v is None else repr(v)[:80]}: it should hold one number "
+                         f"for each of the {n} layers")
+    return v
+
+
+def _ssm(meta, key, cfg) -> dict:
+    """The mixer's sizes every state-space architecture writes."""
+    s = {n: _num(meta, key(f"ssm.{n}")) for n in ("inner_size", "state_size", "conv_kernel", "time_step_rank")}
+    if s["inner_size"] % cfg["hidden_size"]:
+        raise ValueError(f"metadata {key('ssm.inner_size')!r} ({s['inner_size']}) is not a multiple of "
+                         f"{key('embedding_length')!r} ({cfg['hidden_size']}), which Petit's families require")
+    s["expand"] = s["inner_size"] // cfg["hidden_size"]
+    return s
+
+
+def _base(cfg: dict, model_type: str) -> dict:
+    return {"model_type": model_type, **{k: cfg[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                                            "tie_word_embeddings", "max_position_embeddings")}}
+
+
+def _eps(meta, key) -> float:
+    return float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5))
+
+
+def _mamba(meta, key, cfg, has):
+    """Mamba-1; with `ssm.dt_b_c_rms`, Falcon-Mamba (its dt / B / C norms with llama.cpp's epsilon: the layers')."""
+    s, eps = _ssm(meta, key, cfg), _eps(meta, key)
+    new = dict(_base(cfg, "mamba"), intermediate_size=s["inner_size"], state_size=s["state_size"],
+               conv_kernel=s["conv_kernel"], time_step_rank=s["time_step_rank"], layer_norm_epsilon=eps,
+               use_conv_bias=has("blk.0.ssm_conv1d.bias"))
+    if meta.get(key("ssm.dt_b_c_rms")):
+        new.update(model_type="falcon_mamba", mixer_rms_eps=eps)
+    cfg.clear()
+    cfg.update(new)
+
+
+def _mamba2(meta, key, cfg, has):
+    s = _ssm(meta, key, cfg)
+    heads = s["time_step_rank"]                    # llama.cpp's Mamba-2 keeps its head count there
+    if s["inner_size"] % heads:
+        raise ValueError(f"metadata {key('ssm.inner_size')!r} ({s['inner_size']}) is not a multiple of "
+                         f"{key('ssm.time_step_rank')!r} (the heads, {heads})")
+    new = dict(_base(cfg, "mamba2"), num_heads=heads, head_dim=s["inner_size"] // heads, state_size=s["state_size"],
+               n_groups=_num(meta, key("ssm.group_count")), expand=s["expand"], conv_kernel=s["conv_kernel"],
+               layer_norm_epsilon=_eps(meta, key), use_conv_bias=has("blk.0.ssm_conv1d.bias"), norm_per_group=True)
+    cfg.clear()
+    cfg.update(new)
+
+
+def _lfm2(meta, key, cfg, has):
+    kv = _per_layer(meta, key("attention.head_count_kv"), cfg["num_hidden_layers"])
+    cfg.update(layer_types=["full_attention" if h else "conv" for h in kv], norm_eps=cfg.pop("rms_norm_eps", 1e-5),
+               conv_L_cache=_num(meta, key("shortconv.l_cache")), block_auto_adjust_ff_dim=False)
+
+
+def _granitehybrid(meta, key, cfg, has):
+    """Granite 4.0-H: Mamba-2 where a layer has no key / value heads; RoPE only when `rope.scaling.finetuned` (the
+    converter's switch for it: the releases have none)."""
+    n = cfg["num_hidden_layers"]
+    kv = _per_layer(meta, key("attention.head_count_kv"), n)
+    attn = [i for i in range(n) if kv[i]]
+    _granite(meta, key, cfg, lambda name: has(name.replace("blk.0.", f"blk.{attn[0] if attn else 0}.")))
+    s = _ssm(meta, key, cfg)
+    mamba = next((i for i in range(n) if not kv[i]), 0)
+    rope = bool(meta.get(key("rope.scaling.finetuned")))
+    cfg.update(layer_types=["attention" if h else "mamba" for h in kv], mamba_n_heads=s["time_step_rank"],
+               mamba_n_groups=_num(meta, key("ssm.group_count")), mamba_d_state=s["state_size"],
+               mamba_d_conv=s["conv_kernel"], mamba_expand=s["expand"],
+               mamba_d_head=s["inner_size"] // s["time_step_rank"],
+               mamba_conv_bias=has(f"blk.{mamba}.ssm_conv1d.bias"), mamba_norm_per_group=True,
+               shared_intermediate_size=int(meta.get(key("expert_shared_feed_forward_length"), 0)),
+               position_embedding_type="rope" if rope else "nope")
+    if rope:
+        cfg["rope_interleaved"] = True             # the converter permuted q / k as for Granite
+    else:
+        cfg.pop("partial_rotary_factor", None)
+
+
+def _period(layers: list, n: int, what: str) -> tuple[int, int]:
+    """(period, offset) with layers = [i < n with i % period == offset] (Jamba's config has no list of them)."""
+    if not layers:
+        return n + 1, n
+    for p in range(1, n + 1):
+        for o in range(p):
+            if [i for i in range(n) if i % p == o] == layers:
+                return p, o
+    raise ValueError(f"the {what} layers {layers} are not every p-th layer from an offset, which Petit's jamba family "
+                     f"requires")
+
+
+def _jamba(meta, key, cfg, has):
+    n = cfg["num_hidden_layers"]
+    kv = _per_layer(meta, key("attention.head_count_kv"), n)
+    s = _ssm(meta, key, cfg)
+    ap, ao = _period([i for i in range(n) if kv[i]], n, "attention")
+    ep, eo = _period([i for i in range(n) if has(f"blk.{i}.ffn_gate_inp.weight")], n, "mixture-of-experts")
+    mamba = next((i for i in range(n) if not kv[i]), 0)
+    cfg.update(attn_layer_period=ap, attn_layer_offset=ao, expert_layer_period=ep, expert_layer_offset=eo,
+               mamba_d_state=s["state_size"], mamba_d_conv=s["conv_kernel"], mamba_expand=s["expand"],
+               mamba_dt_rank=s["time_step_rank"], mamba_conv_bias=has(f"blk.{mamba}.ssm_conv1d.bias"))
+    cfg.pop("partial_rotary_factor", None)
+    cfg.pop("rope_theta", None)
+
+
+MAMBA_GLOBAL = {"token_embd": "backbone.embeddings", "output_norm": "backbone.norm_f", "output": "lm_head"}
+SSM_ARCHS = {
+    "mamba": GGUFArch("mamba", dict(_mixer_names("mixer.", 1), attn_norm="norm"), MAMBA_GLOBAL,
+                      prefix="backbone.layers.{}.", fixes=MAMBA1_FIXES, extra=_mamba),
+    "mamba2": GGUFArch("mamba2", dict(_mixer_names("mixer.", 2), attn_norm="norm"), MAMBA_GLOBAL,
+                       prefix="backbone.layers.{}.", fixes=MAMBA2_FIXES, extra=_mamba2),
+    # LFM2's final norm is HF's embedding_norm, which llama.cpp names token_embd_norm
+    "lfm2": GGUFArch("lfm2", {"attn_norm": "operator_norm", "ffn_norm": "ffn_norm", "attn_q": "self_attn.q_proj",
+                              "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+                              "attn_output": "self_attn.out_proj", "attn_q_norm": "self_attn.q_layernorm",
+                              "attn_k_norm": "self_attn.k_layernorm", "ffn_gate": "feed_forward.w1",
+                              "ffn_up": "feed_forward.w3", "ffn_down": "feed_forward.w2",
+                              **{f"shortconv.{n}.weight": f"conv.{n}.weight" for n in ("in_proj", "conv", "out_proj")}},
+                     {"token_embd": "model.embed_tokens", "token_embd_norm": "model.embedding_norm",
+                      "output": "lm_head"},
+                     fixes={"shortconv.conv.weight": CONV}, layer_arrays=("attention.head_count_kv",), extra=_lfm2),
+    "granitehybrid": GGUFArch("granitemoehybrid", dict(GRANITE_MOE_LAYER, **_mixer_names("mamba.", 2)),
+                              rope_pairs=False, experts=GRANITE_EXPERTS, expert_key="num_local_experts",
+                              fixes=MAMBA2_FIXES, layer_arrays=("attention.head_count_kv",), extra=_granitehybrid),
+    "jamba": GGUFArch("jamba", {**{k: v.replace("mlp.", "feed_forward.") for k, v in LLAMA_LAYER.items()},
+                                "ffn_norm": "pre_ff_layernorm", "ffn_gate_inp": "feed_forward.router",
+                                **_mixer_names("mamba.", 1)},
+                      {"token_embd": "model.embed_tokens", "output_norm": "model.final_layernorm", "output": "lm_head"},
+                      experts={k: v.replace("mlp.", "feed_forward.") for k, v in QWEN_EXPERTS.items()},
+                      fixes=MAMBA1_FIXES, layer_arrays=("attention.head_count_kv",), extra=_jamba),
+}
+# the families these architectures load as that no GGUFArch names (an extra picks them)
+ALSO_READ = {"falcon_mamba"}
+ARCHS.update(SSM_ARCHS)
