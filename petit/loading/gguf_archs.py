@@ -69,6 +69,7 @@ class GGUFArch:
     # a layer tensor's name after "blk.N." -> (shape, values): how its stored [torch-order] shape and values become
     # the Hugging Face tensor's (llama.cpp squeezes conv weights and stores Mamba's A as -exp(A_log)); either None
     fixes: dict = field(default_factory=dict)
+    whole_names: dict = field(default_factory=dict)   # a layer name after "blk.N." -> its whole HF name there
     layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
 
 
@@ -386,9 +387,9 @@ def layer_name(name: str, arch: GGUFArch) -> str | None:
     """The Hugging Face name of a layer tensor the architecture maps by its whole name after "blk.N." (names
     without ".weight" such as Mamba's `ssm_a`, or of more than one part such as LFM2's `shortconv.conv.weight`)."""
     at = _layer_rest(name)
-    if at is None or at[1] not in arch.layer_names:
+    if at is None or at[1] not in arch.whole_names:
         return None
-    return arch.prefix.format(at[0]) + arch.layer_names[at[1]]
+    return arch.prefix.format(at[0]) + arch.whole_names[at[1]]
 
 
 def tensor_fix(name: str, arch: GGUFArch):

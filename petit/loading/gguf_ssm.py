@@ -41,16 +41,17 @@ MAMBA2_FIXES = {"ssm_a": Fix(shape=FLAT.shape, values=_a_log), "ssm_d": FLAT, "s
                 "ssm_conv1d.weight": CONV}
 
 
-def _mixer_names(m: str, version: int) -> dict:
-    """A Mamba mixer's tensors under the prefix `m` ("mixer.", "mamba."); a whole name ("ssm_a") is mapped whole."""
-    names = {"ssm_in": m + "in_proj", "ssm_conv1d": m + "conv1d", "ssm_out": m + "out_proj", "ssm_a": m + "A_log",
-             "ssm_d": m + "D"}
+def _mixer_names(m: str, version: int) -> tuple[dict, dict]:
+    """A Mamba mixer's tensors under the prefix `m` ("mixer.", "mamba."): (layer names, whole names)."""
+    names = {"ssm_in": m + "in_proj", "ssm_conv1d": m + "conv1d", "ssm_out": m + "out_proj"}
+    whole = {"ssm_a": m + "A_log", "ssm_d": m + "D"}
     if version == 1:
         names.update(ssm_x=m + "x_proj", ssm_dt=m + "dt_proj", ssm_dt_norm=m + "dt_layernorm",
                      ssm_b_norm=m + "b_layernorm", ssm_c_norm=m + "c_layernorm")
     else:
-        names.update({"ssm_dt.bias": m + "dt_bias", "ssm_norm": m + "norm"})
-    return names
+        names["ssm_norm"] = m + "norm"
+        whole["ssm_dt.bias"] = m + "dt_bias"
+    return names, whole
 
 
 def _num(meta: dict, k: str, kind=int):
@@ -148,6 +149,34 @@ def _granitehybrid(meta, key, cfg, has):
         cfg.pop("partial_rotary_factor", None)
 
 
+def _falcon_h1(meta, key, cfg, has):
+    """Falcon-H1: attention and Mamba-2 side by side in every layer; llama.cpp gates before its (group-wise) norm."""
+    s = _ssm(meta, key, cfg)
+    cfg.update(mamba_d_ssm=s["inner_size"], mamba_n_heads=s["time_step_rank"],
+               mamba_n_groups=_num(meta, key("ssm.group_count")), mamba_d_state=s["state_size"],
+               mamba_d_conv=s["conv_kernel"], mamba_expand=s["expand"], mamba_conv_bias=has("blk.0.ssm_conv1d.bias"),
+               mamba_rms_norm=has("blk.0.ssm_norm.weight"), mamba_norm_before_gate=False)
+
+
+def _nemotron_h(meta, key, cfg, has):
+    """Nemotron-H: a block is attention where it has key / value heads, an MLP where it has a width, else Mamba-2."""
+    n = cfg["num_hidden_layers"]
+    kv = _per_layer(meta, key("attention.head_count_kv"), n)
+    ff = _per_layer(meta, key("feed_forward_length"), n)
+    s = _ssm(meta, key, cfg)
+    mamba = next((i for i in range(n) if not kv[i] and not ff[i]), 0)
+    new = dict(_base(cfg, "nemotron_h"), hybrid_override_pattern="".join(
+        "*" if kv[i] else "-" if ff[i] else "M" for i in range(n)), num_attention_heads=cfg["num_attention_heads"],
+        num_key_value_heads=max(kv) or cfg["num_attention_heads"], head_dim=cfg["head_dim"],
+        intermediate_size=max(ff) or 1, mamba_num_heads=s["time_step_rank"],
+        mamba_head_dim=s["inner_size"] // s["time_step_rank"], ssm_state_size=s["state_size"],
+        n_groups=_num(meta, key("ssm.group_count")), conv_kernel=s["conv_kernel"],
+        use_conv_bias=has(f"blk.{mamba}.ssm_conv1d.bias"),
+        layer_norm_epsilon=float(meta.get(key("attention.layer_norm_epsilon"), 1e-5)))
+    cfg.clear()
+    cfg.update(new)
+
+
 def _period(layers: list, n: int, what: str) -> tuple[int, int]:
     """(period, offset) with layers = [i < n with i % period == offset] (Jamba's config has no list of them)."""
     if not layers:
@@ -175,30 +204,52 @@ def _jamba(meta, key, cfg, has):
 
 
 MAMBA_GLOBAL = {"token_embd": "backbone.embeddings", "output_norm": "backbone.norm_f", "output": "lm_head"}
+M1, M1_WHOLE = _mixer_names("mixer.", 1)
+M2, M2_WHOLE = _mixer_names("mixer.", 2)
+J, J_WHOLE = _mixer_names("mamba.", 1)
+G, G_WHOLE = _mixer_names("mamba.", 2)
+HYBRID = ("attention.head_count_kv",)
 SSM_ARCHS = {
-    "mamba": GGUFArch("mamba", dict(_mixer_names("mixer.", 1), attn_norm="norm"), MAMBA_GLOBAL,
-                      prefix="backbone.layers.{}.", fixes=MAMBA1_FIXES, extra=_mamba),
-    "mamba2": GGUFArch("mamba2", dict(_mixer_names("mixer.", 2), attn_norm="norm"), MAMBA_GLOBAL,
-                       prefix="backbone.layers.{}.", fixes=MAMBA2_FIXES, extra=_mamba2),
+    "mamba": GGUFArch("mamba", dict(M1, attn_norm="norm"), MAMBA_GLOBAL, prefix="backbone.layers.{}.",
+                      fixes=MAMBA1_FIXES, whole_names=M1_WHOLE, extra=_mamba),
+    "mamba2": GGUFArch("mamba2", dict(M2, attn_norm="norm"), MAMBA_GLOBAL, prefix="backbone.layers.{}.",
+                       fixes=MAMBA2_FIXES, whole_names=M2_WHOLE, extra=_mamba2),
     # LFM2's final norm is HF's embedding_norm, which llama.cpp names token_embd_norm
     "lfm2": GGUFArch("lfm2", {"attn_norm": "operator_norm", "ffn_norm": "ffn_norm", "attn_q": "self_attn.q_proj",
                               "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
                               "attn_output": "self_attn.out_proj", "attn_q_norm": "self_attn.q_layernorm",
                               "attn_k_norm": "self_attn.k_layernorm", "ffn_gate": "feed_forward.w1",
-                              "ffn_up": "feed_forward.w3", "ffn_down": "feed_forward.w2",
-                              **{f"shortconv.{n}.weight": f"conv.{n}.weight" for n in ("in_proj", "conv", "out_proj")}},
+                              "ffn_up": "feed_forward.w3", "ffn_down": "feed_forward.w2"},
                      {"token_embd": "model.embed_tokens", "token_embd_norm": "model.embedding_norm",
                       "output": "lm_head"},
-                     fixes={"shortconv.conv.weight": CONV}, layer_arrays=("attention.head_count_kv",), extra=_lfm2),
-    "granitehybrid": GGUFArch("granitemoehybrid", dict(GRANITE_MOE_LAYER, **_mixer_names("mamba.", 2)),
-                              rope_pairs=False, experts=GRANITE_EXPERTS, expert_key="num_local_experts",
-                              fixes=MAMBA2_FIXES, layer_arrays=("attention.head_count_kv",), extra=_granitehybrid),
+                     whole_names={f"shortconv.{n}.weight": f"conv.{n}.weight" for n in ("in_proj", "conv", "out_proj")},
+                     fixes={"shortconv.conv.weight": CONV}, layer_arrays=HYBRID, extra=_lfm2),
+    "granitehybrid": GGUFArch("granitemoehybrid", dict(GRANITE_MOE_LAYER, **G), experts=GRANITE_EXPERTS,
+                              expert_key="num_local_experts", fixes=MAMBA2_FIXES, whole_names=G_WHOLE,
+                              layer_arrays=HYBRID, extra=_granitehybrid),
     "jamba": GGUFArch("jamba", {**{k: v.replace("mlp.", "feed_forward.") for k, v in LLAMA_LAYER.items()},
-                                "ffn_norm": "pre_ff_layernorm", "ffn_gate_inp": "feed_forward.router",
-                                **_mixer_names("mamba.", 1)},
+                                "ffn_norm": "pre_ff_layernorm", "ffn_gate_inp": "feed_forward.router", **J},
                       {"token_embd": "model.embed_tokens", "output_norm": "model.final_layernorm", "output": "lm_head"},
                       experts={k: v.replace("mlp.", "feed_forward.") for k, v in QWEN_EXPERTS.items()},
-                      fixes=MAMBA1_FIXES, layer_arrays=("attention.head_count_kv",), extra=_jamba),
+                      fixes=MAMBA1_FIXES, whole_names=J_WHOLE, layer_arrays=HYBRID, extra=_jamba),
+    # Falcon-H1's µP multipliers are folded into its weights by the converter: they are the family's .mup weights
+    "falcon-h1": GGUFArch("falcon_h1", {"attn_norm": "input_layernorm", "ffn_norm": "pre_ff_layernorm", **G,
+                                        **{k: f"self_attn.{v}_proj.mup" for k, v in (("attn_q", "q"), ("attn_k", "k"),
+                                                                                     ("attn_v", "v"),
+                                                                                     ("attn_output", "o"))},
+                                        **{f"ffn_{v}": f"feed_forward.{v}_proj.mup" for v in ("gate", "up", "down")},
+                                        "ssm_in": "mamba.in_proj.mup", "ssm_out": "mamba.out_proj.mup"},
+                          {"token_embd": "model.embed_tokens", "output_norm": "model.final_layernorm",
+                           "output": "lm_head"},
+                          fixes=MAMBA2_FIXES, whole_names=dict(G_WHOLE, ffn_norm="pre_ff_layernorm.weight"),
+                          extra=_falcon_h1),
+    # Nemotron-H: one mixer per block, all under "mixer."; its attention has no RoPE, so the converter's q / k row
+    # permutation (the same in both) changes no score
+    "nemotron_h": GGUFArch("nemotron_h", dict(M2, attn_norm="norm", attn_q="mixer.q_proj", attn_k="mixer.k_proj",
+                                              attn_v="mixer.v_proj", attn_output="mixer.o_proj",
+                                              ffn_up="mixer.up_proj", ffn_down="mixer.down_proj"),
+                           MAMBA_GLOBAL, prefix="backbone.layers.{}.", fixes=MAMBA2_FIXES, whole_names=M2_WHOLE,
+                           layer_arrays=HYBRID + ("feed_forward_length",), extra=_nemotron_h),
 }
 # the families these architectures load as that no GGUFArch names (an extra picks them)
 ALSO_READ = {"falcon_mamba"}
