@@ -103,7 +103,7 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
                                          r"gemma2, gemma3, glm4, gpt2, gptneox, granite, granitehybrid, granitemoe, "
                                          r"hunyuan-dense, jamba, lfm2, llama, mamba, mamba2, mpt, nemotron, "
                                          r"nemotron_h, olmo2, olmoe, phi2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, "
-                                         r"seed_oss, smollm3, stablelm, starcoder, starcoder2\)"):
+                                         r"qwen3next, seed_oss, smollm3, stablelm, starcoder, starcoder2\)"):
         petit.load(tmp_path / "x.gguf")
 
 

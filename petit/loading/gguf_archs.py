@@ -70,6 +70,7 @@ class GGUFArch:
     # the Hugging Face tensor's (llama.cpp squeezes conv weights and stores Mamba's A as -exp(A_log)); either None
     fixes: dict = field(default_factory=dict)
     whole_names: dict = field(default_factory=dict)   # a layer name after "blk.N." -> its whole HF name there
+    joins: object = None                   # joins(tensors, cfg) -> {HF name: [(GGUF name, (r0, r1)), ...]}
     layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
 
 

@@ -1,4 +1,5 @@
-"""GGUF files of the state-space and hybrid architectures (llama.cpp's mamba, mamba2, lfm2, granitehybrid, jamba):
+"""GGUF files of the state-space and hybrid architectures (llama.cpp's mamba, mamba2, lfm2, granitehybrid, jamba,
+falcon-h1, nemotron_h, qwen3next):
 their metadata keys (`ssm.inner_size`, `ssm.state_size`, `ssm.conv_kernel`, `ssm.time_step_rank`, `ssm.group_count`,
 `shortconv.l_cache`, a hybrid's per-layer `attention.head_count_kv`, whose zeros are its recurrent layers) as the
 family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these
@@ -6,7 +7,8 @@ join.
 
 What llama.cpp's converter changed is undone as the tensors are read (GGUFArch.fixes): A is stored as -exp(A_log)
 (read back as A_log = log(-A)); conv weights [channels, 1, kernel] are squeezed to [channels, kernel]; Mamba-2's A,
-D ([heads, 1]) and gated-norm weight ([groups, channels / groups]) get their Hugging Face shapes back.
+D ([heads, 1]) and gated-norm weight ([groups, channels / groups]) get their Hugging Face shapes back; Qwen3-Next's
+matrices stored in pieces are joined by rows (GGUFArch.joins: a copy).
 
 What the files leave out runs as llama.cpp runs it: Mamba-2's gated norm is taken per group of channels (as mamba_ssm
 and llama.cpp compute it; transformers' Mamba2 and GraniteMoeHybrid norm over all channels, which differs when
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.loading.gguf_archs import (ARCHS, GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER, QWEN_EXPERTS, GGUFArch,
-                                      _granite)
+from petit.loading.gguf_archs import (ARCHS, GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER, QWEN_EXPERTS,
+                                      QWEN_MOE_LAYER, GGUFArch, _granite)
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Fix:
     """How a stored tensor becomes the Hugging Face one: `shape(stored shape)` and `values(float32 array)`."""
     shape: object = None
     values: object = None
+    shift: bool = True          # a norm weight takes the architecture's norm_shift (False: stored as is)
 
 
 def _a_log(a: np.ndarray) -> np.ndarray:
@@ -177,6 +180,50 @@ def _nemotron_h(meta, key, cfg, has):
     cfg.update(new)
 
 
+def _qwen3next(meta, key, cfg, has):
+    """Qwen3-Next: Gated DeltaNet in the `attention.recurrent_layers`, gated attention in the others; experts in
+    the layers with a router (llama.cpp renormalises the chosen experts' weights)."""
+    n = cfg["num_hidden_layers"]
+    rec = meta.get(key("attention.recurrent_layers"))
+    rec = rec.tolist() if isinstance(rec, np.ndarray) else rec
+    if not (isinstance(rec, list) and len(rec) == n):
+        raise ValueError(f"metadata {key('attention.recurrent_layers')!r} is {rec!r:.80}: it should hold true / false "
+                         f"for each of the {n} layers")
+    s = _ssm(meta, key, cfg)
+    heads = _num(meta, key("ssm.group_count"))
+    cfg.update(layer_types=["linear_attention" if r else "full_attention" for r in rec],
+               linear_conv_kernel_dim=s["conv_kernel"], linear_key_head_dim=s["state_size"],
+               linear_num_key_heads=heads, linear_num_value_heads=s["time_step_rank"],
+               linear_value_head_dim=s["inner_size"] // s["time_step_rank"],
+               moe_intermediate_size=_num(meta, key("expert_feed_forward_length")),
+               shared_expert_intermediate_size=_num(meta, key("expert_shared_feed_forward_length")),
+               mlp_only_layers=[i for i in range(n) if not has(f"blk.{i}.ffn_gate_inp.weight")], norm_topk_prob=True)
+
+
+def _qwen3next_joins(tensors, cfg) -> dict:
+    """The matrices Qwen3-Next's family reads that llama.cpp stores in pieces: the linear attention's in_proj (rows
+    q | k | v | z | b | a) from attn_qkv (q | k | v), attn_gate (z) and ssm_ba (per key head [b (r) | a (r)]), and
+    the full attention's queries and their gates, which attn_q interleaves per head."""
+    Hk = cfg["linear_num_key_heads"]
+    r = cfg["linear_num_value_heads"] // Hk
+    H, hd = cfg["num_attention_heads"], cfg["head_dim"]
+    out = {}
+    for i in range(cfg["num_hidden_layers"]):
+        b, p = f"blk.{i}.", f"model.layers.{i}."
+        qkv, z, ba = (tensors.get(f"{b}{n}.weight") for n in ("attn_qkv", "attn_gate", "ssm_ba"))
+        if qkv is not None and z is not None and ba is not None and ba.shape[0] == 2 * r * Hk:
+            out[p + "linear_attn.in_proj.weight"] = (
+                [(b + "attn_qkv.weight", (0, qkv.shape[0])), (b + "attn_gate.weight", (0, z.shape[0]))]
+                + [(b + "ssm_ba.weight", (2 * r * g, 2 * r * g + r)) for g in range(Hk)]
+                + [(b + "ssm_ba.weight", (2 * r * g + r, 2 * r * (g + 1))) for g in range(Hk)])
+        q = tensors.get(b + "attn_q.weight")
+        if q is not None and q.shape[0] == 2 * H * hd:
+            for name, at in (("q_proj", 0), ("q_gate", hd)):
+                out[f"{p}self_attn.{name}.weight"] = [(b + "attn_q.weight", (2 * hd * h + at, 2 * hd * h + at + hd))
+                                                      for h in range(H)]
+    return out
+
+
 def _period(layers: list, n: int, what: str) -> tuple[int, int]:
     """(period, offset) with layers = [i < n with i % period == offset] (Jamba's config has no list of them)."""
     if not layers:
@@ -250,6 +297,14 @@ SSM_ARCHS = {
                                               ffn_up="mixer.up_proj", ffn_down="mixer.down_proj"),
                            MAMBA_GLOBAL, prefix="backbone.layers.{}.", fixes=MAMBA2_FIXES, whole_names=M2_WHOLE,
                            layer_arrays=HYBRID + ("feed_forward_length",), extra=_nemotron_h),
+    # Qwen3-Next: its RMSNorms stored as 1 + w (the family adds the 1) but the linear attention's gated norm
+    "qwen3next": GGUFArch("qwen3_next", dict(QWEN_MOE_LAYER, post_attention_norm="post_attention_layernorm",
+                                             ssm_out="linear_attn.out_proj", ssm_norm="linear_attn.norm",
+                                             ssm_conv1d="linear_attn.conv1d"),
+                          whole_names={"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"},
+                          experts=QWEN_EXPERTS, norm_shift=1.0, joins=_qwen3next_joins,
+                          fixes={"ssm_a": Fix(values=_a_log), "ssm_conv1d.weight": CONV,
+                                 "ssm_norm.weight": Fix(shift=False)}, extra=_qwen3next),
 }
 # the families these architectures load as that no GGUFArch names (an extra picks them)
 ALSO_READ = {"falcon_mamba"}
