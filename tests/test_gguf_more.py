@@ -113,3 +113,48 @@ def test_a_state_space_file_converts_to_a_petit_file_with_the_same_logits(tmp_pa
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
+    """A copy of the case's q8_0 file with some metadata (None: key removed) or tensor values changed."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / case / "q8_0.gguf") as f:
+        meta = dict(f.metadata)
+        for k, v in (meta_change or {}).items():
+            if v is None:
+                del meta[k]
+            else:
+                meta[k] = v
+        tensors = {}
+        for name, t in f.tensors.items():
+            raw = np.array(f.raw(name))
+            if tensor_change and name in tensor_change:
+                raw = tensor_change[name](raw.view(np.float32)).astype(np.float32).view(np.uint8)
+            tensors[name] = (t.type, t.shape, raw)
+        write_gguf(tmp_path / "x.gguf", meta, tensors)
+    return tmp_path / "x.gguf"
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("mamba", {"mamba.ssm.inner_size": None}, "metadata 'mamba.ssm.inner_size' is missing: it should be a number"),
+    ("mamba2", {"mamba2.ssm.inner_size": 100}, "metadata 'mamba2.ssm.inner_size' (100) is not a multiple of "
+                                               "'mamba2.embedding_length' (64), which Petit's families require"),
+    ("lfm2", {"lfm2.attention.head_count_kv": np.array([0, 2], np.uint32)},
+     "metadata 'lfm2.attention.head_count_kv' is [0, 2]: it should hold one number for each of the 4 layers"),
+    ("qwen3_next", {"qwen3next.attention.recurrent_layers": None},
+     "metadata 'qwen3next.attention.recurrent_layers' is missing: it should hold true / false for each of the 3 "
+     "layers"),
+])
+def test_a_state_space_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
+    path = _rewrite(tmp_path, case, meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_a_mamba_file_whose_a_is_not_negative_is_a_clear_error(tmp_path):
+    path = _rewrite(tmp_path, "mamba2", tensor_change={"blk.1.ssm_a": lambda a: -a})
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == (f"{path}: tensor 'blk.1.ssm_a': Mamba's A must be negative and finite (llama.cpp stores "
+                            f"it as -exp(A_log))")

@@ -187,8 +187,9 @@ def _qwen3next(meta, key, cfg, has):
     rec = meta.get(key("attention.recurrent_layers"))
     rec = rec.tolist() if isinstance(rec, np.ndarray) else rec
     if not (isinstance(rec, list) and len(rec) == n):
-        raise ValueError(f"metadata {key('attention.recurrent_layers')!r} is {rec!r:.80}: it should hold true / false "
-                         f"for each of the {n} layers")
+        raise ValueError(f"metadata {key('attention.recurrent_layers')!r} is "
+                         f"{'missing' if rec is None else repr(rec)[:80]}: it should hold true / false for each of "
+                         f"the {n} layers")
     s = _ssm(meta, key, cfg)
     heads = _num(meta, key("ssm.group_count"))
     cfg.update(layer_types=["linear_attention" if r else "full_attention" for r in rec],
