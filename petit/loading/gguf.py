@@ -51,7 +51,7 @@ class GGUFSource(TensorSource):
         self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
         for hf in self.joined:
             self.map.pop(hf, None)
-        self._names = set(self.map) | set(self.joined)
+        self._names = dict.fromkeys([*self.map, *self.joined]).keys()      # in the file's order
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
