@@ -2,11 +2,14 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
+  hunyuan-dense, glm4, nemotron, and the state-space and hybrid mamba (Mamba and Falcon-Mamba), mamba2, lfm2,
+  granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
   those exact logits;
 - the tokenizer gives llama.cpp's ids;
+- a state-space file converts to a .petit file that gives the same logits; writing GGUF for those families is
+  refused by name;
 - every other architecture here is refused by name, with the ones the reader does support.
 """
 import json
@@ -21,7 +24,9 @@ import petit
 ROOT = Path(__file__).parent / "fixtures" / "gguf_more"
 MANIFEST = json.loads((ROOT / "manifest.json").read_text())["cases"]
 GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode"}
-READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"}
+SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
+       "qwen3_next"}
+READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
 REFUSED = sorted({case for case, _ in FILES} - READ)
@@ -38,7 +43,7 @@ def _scaled(got, exact):
 
 
 def test_the_fixtures_are_there():
-    assert {c for c, _ in FILES} >= READ and len(REFUSED) >= 7
+    assert {c for c, _ in FILES} >= READ and set(REFUSED) >= {"apertus", "exaone4", "glm"}
     assert all((c, "q8_0.gguf") in FILES for c in READ)
 
 
@@ -88,12 +93,68 @@ def test_an_architecture_the_reader_does_not_know_is_refused_by_name(case):
     assert "bloom" in str(e.value) and "falcon" in str(e.value) and "mpt" in str(e.value)
 
 
-@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4"])
+@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM)])
 def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left(tmp_path, case, capsys):
     from petit.cli import main
-    src = Path(__file__).parent / "fixtures" / "hf_more" / case
+    src = Path(__file__).parent.parent / MANIFEST[case]["hf_case"]
     assert main(["convert", str(src), "-o", str(tmp_path / "m.gguf")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"petit convert: error: {src}: Petit reads GGUF files of the {case} family but does not "
                           f"write them yet (it writes the cohere, cohere2, gemma, "), err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["mamba2", "lfm2", "falcon_h1", "qwen3_next"])
+def test_a_state_space_file_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(ROOT / case / "q8_0.npz")
+    assert main(["convert", str(ROOT / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
+    """A copy of the case's q8_0 file with some metadata (None: key removed) or tensor values changed."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / case / "q8_0.gguf") as f:
+        meta = dict(f.metadata)
+        for k, v in (meta_change or {}).items():
+            if v is None:
+                del meta[k]
+            else:
+                meta[k] = v
+        tensors = {}
+        for name, t in f.tensors.items():
+            raw = np.array(f.raw(name))
+            if tensor_change and name in tensor_change:
+                raw = tensor_change[name](raw.view(np.float32)).astype(np.float32).view(np.uint8)
+            tensors[name] = (t.type, t.shape, raw)
+        write_gguf(tmp_path / "x.gguf", meta, tensors)
+    return tmp_path / "x.gguf"
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("mamba", {"mamba.ssm.inner_size": None}, "metadata 'mamba.ssm.inner_size' is missing: it should be a number"),
+    ("mamba2", {"mamba2.ssm.inner_size": 100}, "metadata 'mamba2.ssm.inner_size' (100) is not a multiple of "
+                                               "'mamba2.embedding_length' (64), which Petit's families require"),
+    ("lfm2", {"lfm2.attention.head_count_kv": np.array([0, 2], np.uint32)},
+     "metadata 'lfm2.attention.head_count_kv' is [0, 2]: it should hold one number for each of the 4 layers"),
+    ("qwen3_next", {"qwen3next.attention.recurrent_layers": None},
+     "metadata 'qwen3next.attention.recurrent_layers' is missing: it should hold true / false for each of the 3 "
+     "layers"),
+])
+def test_a_state_space_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
+    path = _rewrite(tmp_path, case, meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_a_mamba_file_whose_a_is_not_negative_is_a_clear_error(tmp_path):
+    path = _rewrite(tmp_path, "mamba2", tensor_change={"blk.1.ssm_a": lambda a: -a})
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == (f"{path}: tensor 'blk.1.ssm_a': Mamba's A must be negative and finite (llama.cpp stores "
+                            f"it as -exp(A_log))")

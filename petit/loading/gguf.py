@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from petit.formats.gguf import GGUFFile
-from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names
+from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names, tensor_fix
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
@@ -38,6 +38,7 @@ class GGUFSource(TensorSource):
         # [experts x rows, columns]
         self.map: dict[str, tuple[str, tuple | None]] = {}
         self.one_row: set[str] = set()                           # vectors handed out as [1, n] matrices
+        self.fixes: dict = {}                                    # HF name -> its Fix (GGUFArch.fixes)
         for name, t in f.tensors.items():
             parts = expert_names(name, arch, t.shape) or split_names(name, arch, cfg, t.shape[0])
             if parts is not None:                                # a fused matrix or an expert: row ranges, no copy
@@ -46,10 +47,32 @@ class GGUFSource(TensorSource):
                 self.map[hf] = (name, None)
                 if name.split(".")[-2] in ONE_ROW and len(t.shape) == 1:
                     self.one_row.add(hf)
+                if (fix := tensor_fix(name, arch)) is not None:
+                    self.fixes[hf] = fix
+        # HF name -> [(GGUF name, (r0, r1)), ...]: a matrix made of rows of several tensors (Qwen3-Next's in_proj)
+        self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
+        for hf in self.joined:
+            self.map.pop(hf, None)
+        self._names = dict.fromkeys([*self.map, *self.joined]).keys()      # in the file's order
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
-        return self.map.keys()
+        return self._names
+
+    def _join(self, name):
+        """A joined matrix's (parts, type, shape)."""
+        parts = self.joined[name]
+        kinds = sorted({self.f.tensors[g].type for g, _ in parts})
+        if len(kinds) > 1:
+            raise ValueError(f"{self.where}: tensors {', '.join(sorted({g for g, _ in parts}))} are read as one "
+                             f"matrix ({name}) but have different types ({', '.join(kinds)})")
+        cols = self.f.tensors[parts[0][0]].shape[-1]
+        return parts, self.f.tensors[parts[0][0]], (sum(r1 - r0 for _, (r0, r1) in parts), cols)
+
+    def _rows(self, gname, r0, r1) -> np.ndarray:
+        raw = self.f.raw(gname)
+        rb = raw.nbytes // _outer_rows(self.f.tensors[gname].shape)
+        return raw[r0 * rb:r1 * rb]
 
     def _tensor(self, name):
         gname, rows = self.map[name]
@@ -57,10 +80,17 @@ class GGUFSource(TensorSource):
         shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:][-1:]
         if name in self.one_row:
             shape = (1,) + t.shape
+        fix = self.fixes.get(name)
+        if fix is not None and fix.shape is not None:
+            shape = fix.shape(t.shape)
         return gname, rows, t, shape
 
     def info(self, name):
-        gname, _, t, shape = self._tensor(name)
+        if name in self.joined:
+            _, t, shape = self._join(name)
+            gname = name
+        else:
+            gname, _, t, shape = self._tensor(name)
         if t.type in NATIVE:
             return NATIVE[t.type], shape
         if t.type in self.native and len(shape) == 2:
@@ -79,7 +109,14 @@ class GGUFSource(TensorSource):
         return raw[rows[0] * rb:rows[1] * rb]
 
     def stored(self, name):
+        if name in self.joined:
+            parts, t, shape = self._join(name)
+            if t.type not in NATIVE and t.type not in self.native:
+                return None
+            return np.concatenate([self._rows(g, r0, r1) for g, (r0, r1) in parts]).reshape(shape[0], -1)
         _, _, t, shape = self._tensor(name)
+        if name in self.fixes and self.fixes[name].values is not None:
+            return None                                          # its values change: f32() gives them
         if t.type not in NATIVE and not (t.type in self.native and len(shape) == 2):
             return None
         raw = self._raw(name)
@@ -96,6 +133,8 @@ class GGUFSource(TensorSource):
         return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
+        if name in self.joined:
+            return None
         gname, part, t, shape = self._tensor(name)
         if t.type not in EXACT_Q8 or len(shape) != 2:
             return None
@@ -113,7 +152,23 @@ class GGUFSource(TensorSource):
             at = (part[0] + r0, part[0] + r1)
         self.f.release(gname, at, _outer_rows(t.shape))
 
+    def _joined_f32(self, name):
+        parts, t, shape = self._join(name)
+        out = []
+        for g, (r0, r1) in parts:
+            raw, n = self._rows(g, r0, r1), (r1 - r0, shape[1])
+            if t.type == "F32":
+                out.append(raw.view(np.float32).reshape(n))
+            elif t.type in NATIVE:
+                out.append(dequantize(raw, NATIVE[t.type], n))
+            else:
+                self.decoded[name] = t.type
+                out.append(dequantize_gguf(raw, t.type, n))
+        return np.concatenate(out)
+
     def f32(self, name):
+        if name in self.joined:
+            return self._joined_f32(name)
         gname, part, t, shape = self._tensor(name)
         raw = self._raw(name)
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
@@ -128,8 +183,14 @@ class GGUFSource(TensorSource):
             # decoded: the stored bytes are not read again, so their file pages leave the resident set (a Q4_K_M
             # file whose matrices are mostly Q5_0 kept 185 MiB of them beside their q8_0 copies)
             self._release(gname, part, shape, t)
-        if self.arch.norm_shift and name.endswith("norm.weight"):
+        fix = self.fixes.get(name)
+        if self.arch.norm_shift and name.endswith("norm.weight") and (fix is None or fix.shift):
             out = out - np.float32(self.arch.norm_shift)        # Gemma's files store 1 + w; the family adds 1
+        if fix is not None and fix.values is not None:
+            try:
+                out = fix.values(out)
+            except ValueError as e:
+                raise ValueError(f"{self.where}: tensor {gname!r}: {e}") from None
         return self._halves(name, out)
 
 
@@ -177,6 +238,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
                          search, unpair)
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
+        used |= {g for hf, parts in src.joined.items() if hf in src.used for g, _ in parts}
         extra = sorted(set(f.tensors) - used)
         notes = []
         if extra:
@@ -197,7 +259,8 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
-            repack_matrices(net, src.used, release=lambda name, rows=None: src._release(*_parts(src, name), rows))
+            repack_matrices(net, src.used, release=lambda name, rows=None: None if name in src.joined  # a copy
+                            else src._release(*_parts(src, name), rows))
         check_tokenizer(path, tok, net.arch.vocab_size)
         metadata = {"config": cfg.to_dict(), "format": "gguf", "source": path,
                     "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}

@@ -66,6 +66,12 @@ class GGUFArch:
     extra: object = None
     experts: dict = field(default_factory=dict)   # llama.cpp name of a stacked expert tensor -> HF name pattern
     expert_key: str = "num_experts"        # the config field of the expert count
+    # a layer tensor's name after "blk.N." -> (shape, values): how its stored [torch-order] shape and values become
+    # the Hugging Face tensor's (llama.cpp squeezes conv weights and stores Mamba's A as -exp(A_log)); either None
+    fixes: dict = field(default_factory=dict)
+    whole_names: dict = field(default_factory=dict)   # a layer name after "blk.N." -> its whole HF name there
+    joins: object = None                   # joins(tensors, cfg) -> {HF name: [(GGUF name, (r0, r1)), ...]}
+    layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
 
 
 def _biases(meta, key, cfg, has):
@@ -357,6 +363,8 @@ def supported() -> str:
 def hf_name(name: str, arch: GGUFArch) -> str | None:
     """The Hugging Face name of one of llama.cpp's tensor names (None: not one this architecture maps; a fused
     matrix's parts come from `split_names`)."""
+    if (whole := layer_name(name, arch)) is not None:
+        return whole
     stem, _, kind = name.rpartition(".")
     if kind not in ("weight", "bias"):
         return None
@@ -366,6 +374,29 @@ def hf_name(name: str, arch: GGUFArch) -> str | None:
     if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.layer_names:
         return f"{arch.prefix.format(int(parts[1]))}{arch.layer_names[parts[2]]}.{kind}"
     return None
+
+
+def _layer_rest(name: str) -> tuple[int, str] | None:
+    """(N, the rest) of a layer tensor's name "blk.N.rest", else None."""
+    parts = name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+        return int(parts[1]), parts[2]
+    return None
+
+
+def layer_name(name: str, arch: GGUFArch) -> str | None:
+    """The Hugging Face name of a layer tensor the architecture maps by its whole name after "blk.N." (names
+    without ".weight" such as Mamba's `ssm_a`, or of more than one part such as LFM2's `shortconv.conv.weight`)."""
+    at = _layer_rest(name)
+    if at is None or at[1] not in arch.whole_names:
+        return None
+    return arch.prefix.format(at[0]) + arch.whole_names[at[1]]
+
+
+def tensor_fix(name: str, arch: GGUFArch):
+    """The fix (see GGUFArch.fixes) of one of llama.cpp's tensor names, or None."""
+    at = _layer_rest(name)
+    return arch.fixes.get(at[1]) if at is not None else None
 
 
 def expert_names(name: str, arch: GGUFArch, shape: tuple) -> list | None:
@@ -420,6 +451,8 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
 
     def number(k, default=None, kind=int):
         v = meta.get(key(k), default)
+        if isinstance(v, np.ndarray) and k in arch.layer_arrays and v.size:
+            v = v.max().item()                  # a hybrid's per-layer kinds: its extra reads the array itself
         if isinstance(v, np.ndarray):           # a value per layer: Petit's families have one for all
             if v.size == 0 or not (v == v.flat[0]).all():
                 raise ValueError(f"{where}: metadata {key(k)!r} differs between layers ({v.tolist()[:8]}...), "
@@ -455,7 +488,10 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
     if arch.rope_pairs:
         cfg["rope_interleaved"] = True
     if arch.extra is not None:
-        arch.extra(meta, key, cfg, lambda n: n in tensors)
+        try:
+            arch.extra(meta, key, cfg, lambda n: n in tensors)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
     return arch, cfg
 
 
@@ -477,3 +513,7 @@ def _rope_scaling(meta, key, where) -> dict:
         return {"rope_scaling": s}
     raise ValueError(f"{where}: metadata {key('rope.scaling.type')!r} is {kind!r}, which Petit does not run "
                      f"(none, linear and yarn are supported)")
+
+
+# the state-space and hybrid architectures (petit/loading/gguf_ssm.py) join ARCHS when that module is imported
+import petit.loading.gguf_ssm  # noqa: E402,F401

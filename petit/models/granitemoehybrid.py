@@ -2,17 +2,17 @@
 each followed by GraniteMoeShared's MLP (routed experts plus a shared MLP; the shared MLP alone when
 `num_local_experts` is 0), with Granite's four multipliers. The Mamba-2 mixer is mamba2's (kernels/ssm.c version 2:
 its gated RMSNorm over all `mamba_expand x hidden_size` channels, as transformers computes it; mamba_ssm and llama.cpp
-norm per group, which differs when `mamba_n_groups` > 1); its time step is not clamped (transformers hard-codes (0,
-inf)). The attention layers have RoPE only when `position_embedding_type` is "rope" (the releases: "nope"), and scale
-by `attention_multiplier`. The cache (HybridCache) holds the attention layers' keys and values and the Mamba layers'
-conv and scan states."""
+norm per group, which differs when `mamba_n_groups` > 1, and so does Petit with `mamba_norm_per_group`, a GGUF
+file's); its time step is not clamped (transformers hard-codes (0, inf)). The attention layers have RoPE only when
+`position_embedding_type` is "rope" (the releases: "nope"), and scale by `attention_multiplier`. The cache
+(HybridCache) holds the attention layers' keys and values and the Mamba layers' conv and scan states."""
 from dataclasses import dataclass
 
 import numpy as np
 
 from petit.models import granitemoeshared
 from petit.models.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import positive_int
+from petit.models.config import boolean, positive_int
 from petit.models.decoder import Arch, Decoder, Layer
 from petit.models.moe import moe_weights
 from petit.models.ssm import Mamba
@@ -34,6 +34,7 @@ class GraniteMoeHybridConfig(granitemoeshared.GraniteMoeSharedConfig):
     mamba_proj_bias: bool = False
     position_embedding_type: str | None = None
     shared_intermediate_size: int = 1024
+    mamba_norm_per_group: bool = False          # a Petit key (a GGUF file's): the gated norm per group, as llama.cpp
     model_type: str = "granitemoehybrid"
     _IGNORED = granitemoeshared.GraniteMoeSharedConfig._IGNORED | {"mamba_chunk_size"}
 
@@ -65,6 +66,7 @@ class GraniteMoeHybridConfig(granitemoeshared.GraniteMoeSharedConfig):
                              f"{self.mamba_n_groups}")
         if self.mamba_proj_bias:
             raise ValueError("config: mamba_proj_bias true is not supported by the granitemoehybrid family")
+        boolean(self, "mamba_norm_per_group")
 
 
 def hf_tensors(cfg: GraniteMoeHybridConfig, ckpt) -> dict:
@@ -90,7 +92,8 @@ def _mixer(cfg, t, p: str) -> Mamba:
                  t.array(m + "conv1d.bias", (conv,)) if cfg.mamba_conv_bias else None, None, None,
                  t.array(m + "dt_bias", (H,)), -np.exp(t.array(m + "A_log", (H,)).astype(np.float32)),
                  t.array(m + "D", (H,)), t.weight(m + "out_proj.weight", (D, di)), N, K, 1, eps=cfg.rms_norm_eps,
-                 version=2, n_heads=H, n_groups=G, norm_w=t.array(m + "norm.weight", (di,)))
+                 version=2, n_heads=H, n_groups=G, norm_w=t.array(m + "norm.weight", (di,)),
+                 norm_groups=G if cfg.mamba_norm_per_group else 1)
 
 
 def build(cfg: GraniteMoeHybridConfig, t) -> Decoder:

@@ -2,7 +2,8 @@
 scalar decay exp(dt A), B and C shared by the heads of each of `n_groups` groups, a causal conv over x, B and C
 together, the time step clamped to `time_step_limit`, and the output gated by silu(z) then RMS-normed with a weight
 over all `intermediate_size` channels, as transformers' MambaRMSNormGated computes it (mamba_ssm and llama.cpp norm
-each group of intermediate_size / n_groups channels instead: the same when n_groups is 1). The recurrence runs token
+each group of intermediate_size / n_groups channels instead, as Petit does with `norm_per_group`, a GGUF file's: the
+same when n_groups is 1). The recurrence runs token
 by token in C over a prompt (transformers' chunk_size only changes float rounding: it is not part of the model)."""
 import math
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ class Mamba2Config(ConfigMixin):
     time_step_limit: list = field(default_factory=lambda: [0.0, math.inf])
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 1 << 20      # a recurrent state has no length limit (a Petit key)
+    # the gated norm per group of intermediate_size / n_groups channels, as mamba_ssm and llama.cpp compute it (a
+    # Petit key: a GGUF file's; transformers norms over all of them)
+    norm_per_group: bool = False
     model_type: str = "mamba2"
     unknown_keys: list = field(default_factory=list, repr=False)
     _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers")
@@ -44,7 +48,7 @@ class Mamba2Config(ConfigMixin):
         positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "head_dim", "state_size",
                      "n_groups", "expand", "conv_kernel", "max_position_embeddings")
         positive_number(self, "layer_norm_epsilon")
-        boolean(self, "use_bias", "use_conv_bias", "tie_word_embeddings")
+        boolean(self, "use_bias", "use_conv_bias", "tie_word_embeddings", "norm_per_group")
         if self.hidden_act not in ("silu", "swish"):
             raise ValueError(f"config: hidden_act {self.hidden_act!r} is not supported by the mamba2 family "
                              f"(supported: silu)")
@@ -91,7 +95,8 @@ def build(cfg: Mamba2Config, t) -> Decoder:
         mixer = Mamba(in_proj, conv_w, conv_b, None, None, t.array(m + "dt_bias", (H,)), A, t.array(m + "D", (H,)),
                       t.weight(m + "out_proj.weight", (D, di)), N, K, 1, eps=cfg.layer_norm_epsilon, version=2,
                       n_heads=H, n_groups=G, norm_w=t.array(m + "norm.weight", (di,)),
-                      dt_min=float(cfg.time_step_limit[0]), dt_max=float(cfg.time_step_limit[1]))
+                      dt_min=float(cfg.time_step_limit[0]), dt_max=float(cfg.time_step_limit[1]),
+                      norm_groups=G if cfg.norm_per_group else 1)
         L = Layer(q=None, k=None, v=None, o=None, mamba=mixer)
         L.attn_norm = norm(t, P.format(i) + "norm", D, "rms", cfg.layer_norm_epsilon)
         layers.append(L)
