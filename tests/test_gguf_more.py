@@ -158,3 +158,14 @@ def test_a_mamba_file_whose_a_is_not_negative_is_a_clear_error(tmp_path):
         petit.load(path)
     assert str(e.value) == (f"{path}: tensor 'blk.1.ssm_a': Mamba's A must be negative and finite (llama.cpp stores "
                             f"it as -exp(A_log))")
+
+
+@pytest.mark.parametrize("case", sorted(READ))
+def test_petit_verify_passes_on_each_file_read(case):
+    """The independent float64 reference models these files as Petit reads them (llama.cpp's conventions included:
+    Mamba-2's and Granite 4.0-H's gated norm per group), so `petit verify` finds no fault in a correct engine."""
+    from trainer.verify import verify
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = verify(str(ROOT / case / "q8_0.gguf"), n=2)
+    assert r["pass"], (case, r["failures"])

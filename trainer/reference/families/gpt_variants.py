@@ -115,7 +115,9 @@ def falcon(cfg, names):
             L.q_b, L.k_b, L.v_b, L.o_b = a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias", a + "dense.bias"
             L.up_b, L.down_b = m + "dense_h_to_4h.bias", m + "dense_4h_to_h.bias"
         if two_norms:
-            L.attn_norm, L.mlp_norm = _ln(p + "ln_attn", eps), _ln(p + "ln_mlp", eps)
+            # a GGUF file (llama.cpp's attn_norm, attn_norm_2) read by Petit names ln_mlp input_layernorm
+            second = p + ("ln_mlp" if p + "ln_mlp.weight" in names else "input_layernorm")
+            L.attn_norm, L.mlp_norm = _ln(p + "ln_attn", eps), _ln(second, eps)
         else:
             L.attn_norm = _ln(p + "input_layernorm", eps)
             if not parallel:

@@ -57,7 +57,9 @@ def ministral(cfg, names):
 def arcee(cfg, names):
     bias = get(cfg, "attention_bias", False)
     return llama_like(cfg, names, "arcee", eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=bias, o_bias=bias,
-                      mlp_bias=get(cfg, "mlp_bias", False), rope_of=_rope(cfg), plain_mlp=True, act="relu2")
+                      mlp_bias=get(cfg, "mlp_bias", False),
+                      rope_of=_rope(cfg, interleaved=get(cfg, "rope_interleaved", False)),     # a GGUF file's pairs
+                      plain_mlp=True, act="relu2")
 
 
 def olmo(cfg, names):

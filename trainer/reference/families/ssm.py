@@ -53,7 +53,10 @@ def mamba2(cfg, names):
                                         m + "conv1d.bias" if get(cfg, "use_conv_bias", True) else None,
                                         m + "dt_bias", m + "A_log", m + "D", m + "norm.weight", m + "out_proj.weight",
                                         get(cfg, "num_heads", 128), get(cfg, "n_groups", 8),
-                                        get(cfg, "state_size", 128), eps, lim))
+                                        get(cfg, "state_size", 128), eps, lim,
+                                        # Petit's key for llama.cpp's files: the gated norm per group
+                                        norm_groups=get(cfg, "n_groups", 8) if get(cfg, "norm_per_group", False)
+                                        else 1))
         L.attn_norm = rms(p + "norm", eps)
         spec.layers.append(L)
 
@@ -122,7 +125,8 @@ def granitemoehybrid(cfg, names):
                           mamba2=Mamba2Spec(m + "in_proj.weight", m + "conv1d.weight",
                                             m + "conv1d.bias" if get(cfg, "mamba_conv_bias", True) else None,
                                             m + "dt_bias", m + "A_log", m + "D", m + "norm.weight",
-                                            m + "out_proj.weight", n_heads, groups, state, eps))
+                                            m + "out_proj.weight", n_heads, groups, state, eps,
+                                            norm_groups=groups if get(cfg, "mamba_norm_per_group", False) else 1))
         else:
             a = p + "self_attn."
             L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
