@@ -180,6 +180,7 @@ const pt_kernels pt_kernels_neon = {
     .rows_gguf = rows_gguf_g,
     .norm = norm_g,
     .attn_block = attn_block_g,
+    .delta_chunk = delta_chunk_g,
     .rows_tq2 = rows_tq2_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
