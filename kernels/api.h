@@ -198,6 +198,11 @@ int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_stat
  * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */
 int  pt_delta_rule(const float *q, const float *k, const float *v, const float *g, const float *beta, int64_t T,
                    int64_t H, int64_t dk, int64_t dv, float *S, float *o, int mode);
+/* Mamba-2's SSD scan alone (kernels/ssd.c): x [T][H][P], B and C [T][G][N] (head h reads group h / (H / G)), dt [T][H]
+ * (after softplus and its clamp), A [H] (<= 0); S [H][P][N] carried; y [T][H][P] = S C (without D x). mode as
+ * pt_delta_rule's. -1 on a bad argument, -3 out of memory */
+int  pt_ssd_scan(const float *x, const float *B, const float *C, const float *dt, const float *A, int64_t T,
+                 int64_t H, int64_t G, int64_t P, int64_t N, float *S, float *y, int mode);
 /* multi-head latent attention's ops (kernels/mla.c): per head h, y[t][h] = W[h] x[t][h], each head's slice of a row
  * `x_stride` wide from x_off (y likewise), gathered through gin [T][cols] / gout [T][rows]; and a strided copy of
  * `width` values for each of `rows` rows. -1 on a bad argument */

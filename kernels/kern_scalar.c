@@ -81,6 +81,7 @@ const pt_kernels pt_kernels_scalar = {
     .norm = norm_g,
     .attn_block = attn_block_g,
     .delta_chunk = delta_chunk_g,
+    .ssd_chunk = ssd_chunk_g,
     .rows_tq2 = rows_tq2_g,
     .bias_act = bias_act_g,
     .glu = glu_g,

@@ -133,3 +133,52 @@ static void delta_chunk_g(float *S, const float *q, const float *k, int64_t ldqk
     scan_gemm_g(S, dv, KT, n, X, w, dk, dv, n, 0, 0);       /* S = e^{G_last} S0 + sum_s e^{G_last - G_s} k_s u_s^T */
 }
 
+/* Mamba-2's SSD, one chunk of n <= PT_SCAN_CHUNK tokens of one head: per token S <- e^{dt_t A} S + dt_t x_t B_t^T
+ * (S [P][N]), y_t = S C_t. With L_t = A (dt_0 + ... + dt_t) over the chunk and S0 the state before it,
+ *   y_t = e^{L_t} S0 C_t + sum_{s <= t} e^{L_t - L_s} (C_t . B_s) dt_s x_s,
+ *   S   = e^{L_last} S0 + sum_s e^{L_last - L_s} dt_s x_s B_s^T
+ * (A <= 0: every exponent is at most 0). x [n] rows of P at stride ldx, B and C [n] rows of N at stride ldbc, dt [n];
+ * S updated in place; y [n] rows of P at stride ldy written (without D x); work: PT_SCAN_SSD_WORK(P, N) floats */
+static void ssd_chunk_g(float *S, const float *x, int64_t ldx, const float *B, const float *C, int64_t ldbc,
+                        const float *dt, float A, int64_t n, int64_t P, int64_t N, float *y, int64_t ldy,
+                        float *work) {
+    float *L = work, *eL = L + PT_SCAN_CHUNK, *ST = eL + PT_SCAN_CHUNK, *Cg = ST + N * P;
+    float *BT = Cg + PT_SCAN_CHUNK * N, *Bd = BT + N * PT_SCAN_CHUNK, *Xd = Bd + PT_SCAN_CHUNK * N;
+    float *XdT = Xd + PT_SCAN_CHUNK * P, *M = XdT + P * PT_SCAN_CHUNK;
+    float acc = 0.0f;
+    for (int64_t t = 0; t < n; t++) {
+        acc += dt[t] * A;
+        L[t] = acc;
+        eL[t] = exp_g(acc);
+    }
+    const float last = L[n - 1];
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t i = 0; i < N; i++) ST[i * P + p] = S[p * N + i];
+    for (int64_t t = 0; t < n; t++) {
+        const float d = exp_g(last - L[t]);
+        for (int64_t i = 0; i < N; i++) {
+            Cg[t * N + i] = C[t * ldbc + i] * eL[t];
+            BT[i * n + t] = B[t * ldbc + i];
+            Bd[t * N + i] = B[t * ldbc + i] * d;
+        }
+        for (int64_t p = 0; p < P; p++) {
+            Xd[t * P + p] = dt[t] * x[t * ldx + p];
+            XdT[p * n + t] = Xd[t * P + p];
+        }
+    }
+    for (int64_t i = 0; i < n * n; i++) M[i] = 0.0f;
+    scan_gemm_g(M, n, C, ldbc, BT, n, n, n, N, 0, 0);       /* C_t . B_s */
+    for (int64_t t = 0; t < n; t++) {
+        float *mt = M + t * n;
+#pragma omp simd
+        for (int64_t s = 0; s <= t; s++) mt[s] *= exp_g(L[t] - L[s]);
+        for (int64_t s = t + 1; s < n; s++) mt[s] = 0.0f;
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t p = 0; p < P; p++) y[t * ldy + p] = 0.0f;
+    scan_gemm_g(y, ldy, Cg, N, ST, P, n, P, N, 0, 0);       /* e^{L_t} S0 C_t */
+    scan_gemm_g(y, ldy, M, n, Xd, P, n, P, n, 0, 1);        /* + the chunk's own tokens */
+    const float eLast = eL[n - 1];
+    for (int64_t i = 0; i < P * N; i++) S[i] *= eLast;
+    scan_gemm_g(S, N, XdT, n, Bd, N, P, N, n, 0, 0);        /* + sum_s e^{L_last - L_s} dt_s x_s B_s^T */
+}

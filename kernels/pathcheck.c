@@ -4,7 +4,7 @@
  * disagrees beyond rounding is not used (cpu.c falls back to the next path and keeps the message for a warning).
  * The sizes reach each kernel's special cases: the tail of a row, a prefill tile of tokens and the tokens left
  * after it, accumulation into the output, both norms, every activation, a block of attention with and without soft-capping,
- * a chunk of the delta rule. */
+ * a chunk of the delta rule and of the SSD scan. */
 #include "internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +256,27 @@ static void check_scan(report *r, const pt_kernels *k, const pt_kernels *s) {
     agree(r, "chunked delta rule's state", S[0], S[1], mag, DK * DV, 1e-4f);
 }
 
+/* one chunk of Mamba-2's SSD (kern_scan.h) from a state, odd sizes, held as the delta rule's */
+static void check_ssd(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { N = PT_SCAN_CHUNK - 5, P = 21, NS = 11 };
+    static float x[N * P], b[N * 2 * NS], dt[N], S[2][P * NS], y[2][N * P], mag[N * P];
+    static float work[PT_SCAN_SSD_WORK(P, NS)];
+    for (int i = 0; i < N * P; i++) x[i] = rnd();
+    for (int i = 0; i < N * 2 * NS; i++) b[i] = rnd();
+    for (int t = 0; t < N; t++) dt[t] = 0.05f * (rnd() + 1.0f);
+    for (int i = 0; i < P * NS; i++) S[0][i] = S[1][i] = rnd();
+    k->ssd_chunk(S[0], x, P, b, b + NS, 2 * NS, dt, -3.0f, N, P, NS, y[0], P, work);
+    s->ssd_chunk(S[1], x, P, b, b + NS, 2 * NS, dt, -3.0f, N, P, NS, y[1], P, work);
+    float big = 0.0f;
+    for (int i = 0; i < N * P; i++) big = fabsf(y[1][i]) > big ? fabsf(y[1][i]) : big;
+    for (int i = 0; i < N * P; i++) mag[i] = big;
+    if (agree(r, "chunked SSD scan", y[0], y[1], mag, N * P, 1e-4f)) return;
+    big = 0.0f;
+    for (int i = 0; i < P * NS; i++) big = fabsf(S[1][i]) > big ? fabsf(S[1][i]) : big;
+    for (int i = 0; i < P * NS; i++) mag[i] = big;
+    agree(r, "chunked SSD scan's state", S[0], S[1], mag, P * NS, 1e-4f);
+}
+
 int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (n > 0) msg[0] = 0;
     if (k == &pt_kernels_scalar) return 0;
@@ -267,5 +288,6 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (!r.failed) check_attention(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_ternary(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_scan(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_ssd(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;
 }

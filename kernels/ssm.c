@@ -15,7 +15,7 @@
  * Mamba-2 (version 2, the SSD recurrence): in_proj gives z, xBC and dt per token; the conv (and silu) runs over the
  * xBC channels; x is [H][P], B and C [G][ds], head j reading group j / (H / G); dt = clamp(softplus(dt + dt_bias));
  * S_j = exp(dt_j A_j) S_j + dt_j x_j B^T (S_j [P][ds]), y_j = S_j C + D_j x_j; then RMSNorm(y silu(z)) * norm_w
- * over all di channels, and out_proj. Parallel over heads.
+ * over all di channels, and out_proj. Parallel over heads. A prompt's scan runs chunked (kernels/ssd.c).
  *
  * Qwen3-Next's Gated DeltaNet (version 4): in_proj gives q, k [Hk][dk], v, z [Hv][dv] and b, a [Hv] (Petit's order,
  * regrouped at load); the causal conv (no bias) and silu over q | k | v, then the delta rule per value head
@@ -160,7 +160,11 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
             v = v < m->dt_min ? m->dt_min : v;
             m->dt[t * H + h] = v > m->dt_max ? m->dt_max : v;
         }
-    pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
+    if (pt_ssd_chunked(m->scan, T)) {          /* a prompt: chunked (kernels/ssd.c) */
+        if ((rc = pt_ssd_heads(m, T, cw, ssm_state))) return rc;
+    } else {
+        pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
+    }
     /* the gate and the gated RMSNorm: over all di channels (transformers' Mamba-2), or per group (Falcon-H1) */
     const int64_t ng = m->norm_groups > 1 ? m->norm_groups : 1, gw = di / ng;
     for (int64_t t = 0; t < T; t++) {

@@ -118,3 +118,81 @@ def test_bad_arguments_are_refused():
     assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 3, 1, 4, 4, P(S), P(o), 3) == -1
     assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 0, 1, 4, 4, P(S), P(o), 0) == -1
     assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 3, 1, 513, 4, P(S), P(o), 0) == -1
+
+
+def _ssd_inputs(T, H, G, P_, N, seed):
+    """x, B, C, dt (softplus-like, some large), A <= 0 per head"""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, H, P_))
+    B, C = rng.standard_normal((T, G, N)), rng.standard_normal((T, G, N))
+    dt = rng.exponential(0.05, (T, H)) + 0.5 * (rng.uniform(size=(T, H)) < 0.03)
+    A = -rng.uniform(0.5, 16, H)
+    return [a.astype(np.float32) for a in (x, B, C, dt, A)]
+
+
+def _ssd(inp, mode, S):
+    x, B, C, dt, A = inp
+    T, H, P_ = x.shape
+    G, N = B.shape[1:]
+    S = np.array(S, np.float32)
+    y = np.full(x.shape, np.nan, np.float32)
+    assert lib.pt_ssd_scan(P(x), P(B), P(C), P(dt), P(A), T, H, G, P_, N, P(S), P(y), MODES[mode]) == 0
+    return y, S
+
+
+def _ssd_f64(inp, S):
+    x, B, C, dt, A = (a.astype(np.float64) for a in inp)
+    H, G = x.shape[1], B.shape[1]
+    grp = np.arange(H) // (H // G)
+    S = np.array(S, np.float64)
+    y = np.empty(x.shape)
+    for t in range(len(x)):
+        S = np.exp(dt[t] * A)[:, None, None] * S + (dt[t][:, None] * x[t])[:, :, None] * B[t][grp][:, None, :]
+        y[t] = np.einsum("hpn,hn->hp", S, C[t][grp])
+    return y, S
+
+
+@pytest.mark.parametrize("T", [1, 5, 8, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 37])
+@pytest.mark.parametrize("H,G,P_,N", [(1, 1, 7, 5), (3, 3, 17, 33), (6, 2, 16, 16), (5, 1, 9, 128)])
+def test_the_chunked_ssd_scan_is_the_recurrence(T, H, G, P_, N):
+    """Mamba-2's scan (kernels/ssd.c): the chunked form, the recurrence and a float64 recurrence, from a state"""
+    inp = _ssd_inputs(T, H, G, P_, N, seed=T * 7 + N)
+    S0 = np.random.default_rng(T).standard_normal((H, P_, N)).astype(np.float32)
+    y1, S1 = _ssd(inp, "recurrent", S0)
+    y2, S2 = _ssd(inp, "chunked", S0)
+    y64, S64 = _ssd_f64(inp, S0)
+    for y, S in ((y1, S1), (y2, S2)):
+        _close(y, y64)
+        _close(S, S64)
+    _close(y2, y1)
+    _close(S2, S1)
+
+
+@pytest.mark.parametrize("A,B", [(70, 59), (CHUNK, 3), (5, CHUNK + 1)])
+def test_a_chunked_ssd_prefills_state_continues_in_a_second_prefill_and_in_decode(A, B):
+    inp = _ssd_inputs(A + B, 3, 1, 12, 19, seed=A * B)
+    S0 = np.zeros((3, 12, 19), np.float32)
+    whole, S_whole = _ssd(inp, "chunked", S0)
+    first, S_a = _ssd([a[:A] for a in inp[:4]] + [inp[4]], "chunked", S0)
+    second, S_ab = _ssd([a[A:] for a in inp[:4]] + [inp[4]], "chunked", S_a)
+    S, steps = S_a, []
+    for t in range(A, A + B):
+        y, S = _ssd([a[t:t + 1] for a in inp[:4]] + [inp[4]], "auto", S)
+        steps.append(y)
+    _close(first, whole[:A])
+    _close(second, whole[A:])
+    _close(np.concatenate(steps), whole[A:])
+    _close(S_ab, S_whole)
+    _close(S, S_whole)
+
+
+def test_auto_takes_the_recurrent_ssd_below_8_tokens_and_the_chunked_one_from_8():
+    for T, form in ((1, "recurrent"), (7, "recurrent"), (8, "chunked"), (CHUNK + 1, "chunked")):
+        inp = _ssd_inputs(T, 2, 1, 9, 11, seed=T)
+        S0 = np.full((2, 9, 11), 0.1, np.float32)
+        auto, S_auto = _ssd(inp, "auto", S0)
+        want, S_want = _ssd(inp, form, S0)
+        np.testing.assert_array_equal(auto, want)
+        np.testing.assert_array_equal(S_auto, S_want)
+    other = _ssd(inp, "recurrent", np.full((2, 9, 11), 0.1, np.float32))
+    assert not np.array_equal(other[0], auto)

@@ -202,10 +202,13 @@ def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim, norm_groups=1, mode=0):
     return g @ p["out_proj"].T, hist[-(K - 1):].T, S
 
 
+@pytest.mark.parametrize("scan", ["recurrent", "chunked", "auto"])
 @pytest.mark.parametrize("norm_groups,mode", [(1, 0), (2, 0), (2, 1), (1, 2)])     # Falcon-H1's gated-norm variants
 @pytest.mark.parametrize("D,H,P,G,N,K,lim", [(32, 4, 16, 2, 16, 4, (0.0, np.inf)), (32, 6, 8, 3, 5, 3, (0.0, 0.05)),
                                              (64, 1, 32, 1, 7, 2, (0.01, np.inf))])
-def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim, norm_groups, mode):
+def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim, norm_groups, mode, scan):
+    """prompts of 9 and 130 tokens (the chunked form's chunks of 64 and a part: kernels/ssd.c), a token, 3 tokens;
+    each form of the scan forced, and chosen by the call's length"""
     rng = np.random.default_rng(H * P + N)
     di, cw = H * P, H * P + 2 * G * N
     rows = di + cw + H
@@ -219,12 +222,12 @@ def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G
          "norm_w": rng.normal(1, 0.2, di).astype(np.float32)}
     m = Mamba(f32(w_in), p["conv_w"], p["conv_b"], None, None, p["dt_bias"], p["A"], p["D"], f32(w_out), N, K, 1,
               eps=1e-5, version=2, n_heads=H, n_groups=G, norm_w=None if mode == 2 else p["norm_w"], dt_min=lim[0],
-              dt_max=lim[1], norm_groups=norm_groups, norm_mode=mode)
+              dt_max=lim[1], norm_groups=norm_groups, norm_mode=mode, scan=scan)
     (cs, ss) = m.state_shapes
     conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
     c64, S64 = conv.astype(np.float64), S.astype(np.float64)
     P_ = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
-    for T in (9, 1, 3):
+    for T in (9, 130, 1, 3):
         x = rng.standard_normal((T, D)).astype(np.float32)
         y = np.empty((T, D), np.float32)
         assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0

@@ -17,8 +17,9 @@ SCANS = {"auto": 0, "recurrent": 1, "chunked": 2}
 
 
 def scan_mode(name: str | None) -> int:
-    """pt_mamba.scan for `name`, else $PETIT_SCAN, else "auto" (kernels/deltanet.c: the chunked form from 8
-    tokens; Gated DeltaNet only so far, the other mixers' scans are recurrent whatever is asked)."""
+    """pt_mamba.scan for `name`, else $PETIT_SCAN, else "auto" (the chunked form from 8 tokens: Gated DeltaNet,
+    kernels/deltanet.c, and Mamba-2's SSD, kernels/ssd.c; Mamba-1's and LFM2's scans are recurrent whatever is
+    asked)."""
     name = name or os.environ.get("PETIT_SCAN") or "auto"
     if name not in SCANS:
         raise ValueError(f"unknown scan form {name!r} (PETIT_SCAN): choose one of {', '.join(SCANS)}")
