@@ -187,10 +187,22 @@ typedef struct {
      * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL) */
     int64_t norm_groups;
     int32_t norm_mode;
+    /* the scan's form for a prompt: 0 chosen by T (kernels/deltanet.c), 1 recurrent (a token at a time), 2 chunked */
+    int32_t scan;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                   int accumulate);
+/* the gated delta rule alone (kernels/deltanet.c) over H heads and T tokens: q, k [T][H][dk] (l2-normed, q scaled),
+ * v [T][H][dv], g [T][H] the log decays, beta [T][H]; S [H][dk][dv] carried in place; o [T][H][dv]. mode 0 chosen
+ * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */
+int  pt_delta_rule(const float *q, const float *k, const float *v, const float *g, const float *beta, int64_t T,
+                   int64_t H, int64_t dk, int64_t dv, float *S, float *o, int mode);
+/* Mamba-2's SSD scan alone (kernels/ssd.c): x [T][H][P], B and C [T][G][N] (head h reads group h / (H / G)), dt [T][H]
+ * (after softplus and its clamp), A [H] (<= 0); S [H][P][N] carried; y [T][H][P] = S C (without D x). mode as
+ * pt_delta_rule's. -1 on a bad argument, -3 out of memory */
+int  pt_ssd_scan(const float *x, const float *B, const float *C, const float *dt, const float *A, int64_t T,
+                 int64_t H, int64_t G, int64_t P, int64_t N, float *S, float *y, int mode);
 /* multi-head latent attention's ops (kernels/mla.c): per head h, y[t][h] = W[h] x[t][h], each head's slice of a row
  * `x_stride` wide from x_off (y likewise), gathered through gin [T][cols] / gout [T][rows]; and a strided copy of
  * `width` values for each of `rows` rows. -1 on a bad argument */

@@ -16,6 +16,12 @@
 
 /* attention splits each query's positions into blocks of this many, aligned to absolute positions (attention.c) */
 #define PT_ATTN_BLOCK 64
+/* the recurrent mixers' chunked scans take a prompt this many tokens at a time (kern_scan.h) */
+#define PT_SCAN_CHUNK 64
+/* floats of work one chunk of the gated delta rule needs (kern_scan.h's delta_chunk_g) */
+#define PT_SCAN_DELTA_WORK(dk, dv) ((int64_t)PT_SCAN_CHUNK * (2 + 3 * (dk) + (dv) + 2 * PT_SCAN_CHUNK))
+/* and one chunk of Mamba-2's SSD (kern_scan.h's ssd_chunk_g), heads of P channels and N states */
+#define PT_SCAN_SSD_WORK(P, N) ((int64_t)PT_SCAN_CHUNK * (2 + 3 * (N) + 2 * (P) + PT_SCAN_CHUNK) + (int64_t)(N) * (P))
 
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6, PT_TQ2 = 7 };
 /* PT_TQ2, ternary weights (BitNet b1.58): a row is a float32 scale, then blocks of 32 values in 8 bytes, the value
@@ -125,6 +131,13 @@ typedef struct {
      * int8 cache's block is dequantized once for all the queries that read it (attention.c) */
     void (*attn_block)(const float *q, const float *k, const float *v, int64_t n, int64_t hd, float scale,
                        float softcap, float slope, float rel0, float *scores, float *out, float *ml);
+    /* one chunk of one head of the gated delta rule, chunked (kern_scan.h: delta_chunk_g's contract) */
+    void (*delta_chunk)(float *S, const float *q, const float *k, int64_t ldqk, const float *v, int64_t ldv,
+                        const float *g, const float *beta, int64_t n, int64_t dk, int64_t dv, float *o, int64_t ldo,
+                        float *work);
+    /* one chunk of one head of Mamba-2's SSD, chunked (kern_scan.h: ssd_chunk_g's contract) */
+    void (*ssd_chunk)(float *S, const float *x, int64_t ldx, const float *B, const float *C, int64_t ldbc,
+                      const float *dt, float A, int64_t n, int64_t P, int64_t N, float *y, int64_t ldy, float *work);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;
@@ -144,6 +157,15 @@ void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
  * a message naming the kernel into msg */
 int pt_path_check(const pt_kernels *k, char *msg, int n);
+
+/* deltanet.c: the delta rule of a Gated DeltaNet mixer's value heads (kernels/ssm.c ran in_proj and the conv into
+ * m->xz, rows of `row`, and m->u, rows of cw); the lock held. 0, or -3 out of memory */
+int pt_delta_heads(const pt_mamba *m, int64_t T, int64_t cw, int64_t row, float *ssm_state);
+/* ssd.c: whether a Mamba-2 scan of T tokens takes the chunked form (mode: pt_mamba.scan), and that form over a
+ * version-2 mixer's heads (m->u: the conv's output, rows of cw; m->dt; into m->y with D x); the lock held. 0, or
+ * -3 out of memory */
+int pt_ssd_chunked(int32_t mode, int64_t T);
+int pt_ssd_heads(const pt_mamba *m, int64_t T, int64_t cw, float *ssm_state);
 
 /* ---- thread pool (pool.c) ---- */
 typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);

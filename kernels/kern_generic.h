@@ -330,3 +330,4 @@ static void rows_q4x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *
 }
 
 #include "kern_gguf.h"   /* GGUF's other block types: the plain C products every path has */
+#include "kern_scan.h"   /* the recurrent mixers' chunked scans */

@@ -512,6 +512,8 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .gguf_simd = X86_GGUF_FAST | X86_GGUF_B32, \
         .norm = norm_g, \
         .attn_block = ATTN_KERNEL, \
+        .delta_chunk = delta_chunk_g, \
+        .ssd_chunk = ssd_chunk_g, \
         .rows_tq2 = rows_tq2_g, \
         .bias_act = bias_act_g, \
         .glu = glu_g, \

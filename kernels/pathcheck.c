@@ -3,7 +3,8 @@
  * active, every kernel of its table is run on small odd-sized inputs next to the scalar table's, and a path that
  * disagrees beyond rounding is not used (cpu.c falls back to the next path and keeps the message for a warning).
  * The sizes reach each kernel's special cases: the tail of a row, a prefill tile of tokens and the tokens left
- * after it, accumulation into the output, both norms, every activation, a block of attention with and without soft-capping. */
+ * after it, accumulation into the output, both norms, every activation, a block of attention with and without soft-capping,
+ * a chunk of the delta rule and of the SSD scan. */
 #include "internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -220,6 +221,62 @@ static void check_ternary(report *r, const pt_kernels *k, const pt_kernels *s) {
     }
 }
 
+/* one chunk of the gated delta rule (kern_scan.h) from a state: odd sizes reach the products' tiles and their tails;
+ * float sums in another order (and fused multiply-adds), so held to the largest output's rounding */
+static void check_scan(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { N = PT_SCAN_CHUNK - 19, DK = 19, DV = 37 };
+    static float q[N * DK], kk[N * DK], v[N * DV], g[N], beta[N], S[2][DK * DV], o[2][N * DV], mag[N * DV];
+    static float work[PT_SCAN_DELTA_WORK(DK, DV)];
+    for (int t = 0; t < N; t++) {
+        float qq = 0.0f, n2 = 0.0f;
+        for (int i = 0; i < DK; i++) {
+            q[t * DK + i] = rnd();
+            kk[t * DK + i] = rnd();
+            qq += q[t * DK + i] * q[t * DK + i];
+            n2 += kk[t * DK + i] * kk[t * DK + i];
+        }
+        for (int i = 0; i < DK; i++) {
+            q[t * DK + i] /= sqrtf(qq * DK);
+            kk[t * DK + i] /= sqrtf(n2);
+        }
+        for (int c = 0; c < DV; c++) v[t * DV + c] = rnd();
+        g[t] = -0.5f * (rnd() + 1.0f);
+        beta[t] = 0.5f * (rnd() + 1.0f);
+    }
+    for (int i = 0; i < DK * DV; i++) S[0][i] = S[1][i] = rnd();
+    k->delta_chunk(S[0], q, kk, DK, v, DV, g, beta, N, DK, DV, o[0], DV, work);
+    s->delta_chunk(S[1], q, kk, DK, v, DV, g, beta, N, DK, DV, o[1], DV, work);
+    float big = 0.0f;
+    for (int i = 0; i < N * DV; i++) big = fabsf(o[1][i]) > big ? fabsf(o[1][i]) : big;
+    for (int i = 0; i < N * DV; i++) mag[i] = big;
+    if (agree(r, "chunked delta rule", o[0], o[1], mag, N * DV, 1e-4f)) return;
+    big = 0.0f;
+    for (int i = 0; i < DK * DV; i++) big = fabsf(S[1][i]) > big ? fabsf(S[1][i]) : big;
+    for (int i = 0; i < DK * DV; i++) mag[i] = big;
+    agree(r, "chunked delta rule's state", S[0], S[1], mag, DK * DV, 1e-4f);
+}
+
+/* one chunk of Mamba-2's SSD (kern_scan.h) from a state, odd sizes, held as the delta rule's */
+static void check_ssd(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { N = PT_SCAN_CHUNK - 5, P = 21, NS = 11 };
+    static float x[N * P], b[N * 2 * NS], dt[N], S[2][P * NS], y[2][N * P], mag[N * P];
+    static float work[PT_SCAN_SSD_WORK(P, NS)];
+    for (int i = 0; i < N * P; i++) x[i] = rnd();
+    for (int i = 0; i < N * 2 * NS; i++) b[i] = rnd();
+    for (int t = 0; t < N; t++) dt[t] = 0.05f * (rnd() + 1.0f);
+    for (int i = 0; i < P * NS; i++) S[0][i] = S[1][i] = rnd();
+    k->ssd_chunk(S[0], x, P, b, b + NS, 2 * NS, dt, -3.0f, N, P, NS, y[0], P, work);
+    s->ssd_chunk(S[1], x, P, b, b + NS, 2 * NS, dt, -3.0f, N, P, NS, y[1], P, work);
+    float big = 0.0f;
+    for (int i = 0; i < N * P; i++) big = fabsf(y[1][i]) > big ? fabsf(y[1][i]) : big;
+    for (int i = 0; i < N * P; i++) mag[i] = big;
+    if (agree(r, "chunked SSD scan", y[0], y[1], mag, N * P, 1e-4f)) return;
+    big = 0.0f;
+    for (int i = 0; i < P * NS; i++) big = fabsf(S[1][i]) > big ? fabsf(S[1][i]) : big;
+    for (int i = 0; i < P * NS; i++) mag[i] = big;
+    agree(r, "chunked SSD scan's state", S[0], S[1], mag, P * NS, 1e-4f);
+}
+
 int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (n > 0) msg[0] = 0;
     if (k == &pt_kernels_scalar) return 0;
@@ -230,5 +287,7 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (!r.failed) check_layer_ops(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_attention(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_ternary(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_scan(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_ssd(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;
 }

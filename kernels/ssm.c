@@ -15,10 +15,11 @@
  * Mamba-2 (version 2, the SSD recurrence): in_proj gives z, xBC and dt per token; the conv (and silu) runs over the
  * xBC channels; x is [H][P], B and C [G][ds], head j reading group j / (H / G); dt = clamp(softplus(dt + dt_bias));
  * S_j = exp(dt_j A_j) S_j + dt_j x_j B^T (S_j [P][ds]), y_j = S_j C + D_j x_j; then RMSNorm(y silu(z)) * norm_w
- * over all di channels, and out_proj. Parallel over heads.
+ * over all di channels, and out_proj. Parallel over heads. A prompt's scan runs chunked (kernels/ssd.c).
  *
  * Qwen3-Next's Gated DeltaNet (version 4): in_proj gives q, k [Hk][dk], v, z [Hv][dv] and b, a [Hv] (Petit's order,
- * regrouped at load); the causal conv (no bias) and silu over q | k | v, then the delta rule per value head (below).
+ * regrouped at load); the causal conv (no bias) and silu over q | k | v, then the delta rule per value head
+ * (kernels/deltanet.c: recurrent, or chunked for a prompt).
  * LFM2's short convolution (version 3): in_proj gives B, C and x ([3][D]); v = B x, the causal conv of v over the
  * state's last d_conv - 1 values (no bias, no activation), times C, then out_proj. The ssm state is not used. */
 #include "internal.h"
@@ -159,7 +160,11 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
             v = v < m->dt_min ? m->dt_min : v;
             m->dt[t * H + h] = v > m->dt_max ? m->dt_max : v;
         }
-    pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
+    if (pt_ssd_chunked(m->scan, T)) {          /* a prompt: chunked (kernels/ssd.c) */
+        if ((rc = pt_ssd_heads(m, T, cw, ssm_state))) return rc;
+    } else {
+        pt_run_chunks(ssd_head, &j, H, (double)T * (double)di * (double)N * 4.0);
+    }
     /* the gate and the gated RMSNorm: over all di channels (transformers' Mamba-2), or per group (Falcon-H1) */
     const int64_t ng = m->norm_groups > 1 ? m->norm_groups : 1, gw = di / ng;
     for (int64_t t = 0; t < T; t++) {
@@ -214,61 +219,8 @@ static int short_conv_locked(const pt_mamba *m, const float *x, int64_t T, float
     return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);
 }
 
-/* Gated DeltaNet (version 4, Qwen3-Next's linear attention), one value head `h` through all T tokens: its key head
- * kh = h / (Hv / Hk) gives q and k (l2-normed, q times dk^-1/2), beta = sigmoid(b), decay exp(A softplus(a + dt_bias));
- * S [dk][dv] decays, takes the delta rule's correction k (beta (v - S^T k))^T, and o = S^T q is RMS-normed with
- * norm_w, times silu(z) */
+/* Gated DeltaNet (version 4): in_proj and the conv here, the delta rule of each value head in kernels/deltanet.c */
 #define DELTA_MAX_DIM 512
-static void delta_head(void *ctx, int64_t h, int ith) {
-    (void)ith;
-    const ssd_job *j = (const ssd_job *)ctx;
-    const pt_mamba *m = j->m;
-    const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, Hk = m->n_groups, kd = Hk * dk, vd = Hv * dv;
-    const int64_t kh = h / (Hv / Hk);
-    float *S = j->ssm_state + h * dk * dv;
-    float q[DELTA_MAX_DIM], k[DELTA_MAX_DIM], kv[DELTA_MAX_DIM], o[DELTA_MAX_DIM];
-    for (int64_t t = 0; t < j->T; t++) {
-        const float *u = m->u + t * j->cw, *row = m->xz + t * j->row, *v = u + 2 * kd + h * dv;
-        const float *z = row + 2 * kd + vd + h * dv;
-        float qq = 0.0f, kk = 0.0f;
-        for (int64_t i = 0; i < dk; i++) {
-            q[i] = u[kh * dk + i];
-            k[i] = u[kd + kh * dk + i];
-            qq += q[i] * q[i];
-            kk += k[i] * k[i];
-        }
-        const float rq = 1.0f / sqrtf(qq + 1e-6f) / sqrtf((float)dk), rk = 1.0f / sqrtf(kk + 1e-6f);
-        for (int64_t i = 0; i < dk; i++) {
-            q[i] *= rq;
-            k[i] *= rk;
-        }
-        const float beta = 1.0f / (1.0f + expf(-row[2 * kd + 2 * vd + h]));
-        const float decay = expf(m->A[h] * softplus_f(row[2 * kd + 2 * vd + Hv + h] + m->dt_bias[h]));
-        for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
-        for (int64_t i = 0; i < dk; i++) {
-            float *s = S + i * dv;
-            for (int64_t c = 0; c < dv; c++) {
-                s[c] *= decay;
-                kv[c] += s[c] * k[i];
-            }
-        }
-        for (int64_t c = 0; c < dv; c++) kv[c] = (v[c] - kv[c]) * beta;       /* the correction, in kv's place */
-        for (int64_t c = 0; c < dv; c++) o[c] = 0.0f;
-        for (int64_t i = 0; i < dk; i++) {
-            float *s = S + i * dv;
-            for (int64_t c = 0; c < dv; c++) {
-                s[c] += k[i] * kv[c];
-                o[c] += s[c] * q[i];
-            }
-        }
-        float ss = 0.0f;
-        for (int64_t c = 0; c < dv; c++) ss += o[c] * o[c];
-        const float r = 1.0f / sqrtf(ss / (float)dv + m->eps);
-        float *y = m->y + t * vd + h * dv;
-        for (int64_t c = 0; c < dv; c++) y[c] = o[c] * r * m->norm_w[c] * silu_f(z[c]);
-    }
-}
-
 static int deltanet_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
                            float *out, int accumulate) {
     const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, Hk = m->n_groups;
@@ -282,7 +234,7 @@ static int deltanet_locked(const pt_mamba *m, const float *x, int64_t T, float *
     if (rc) return rc;
     ssd_job j = {m, T, cw, row, 0, conv_state, ssm_state};
     pt_run_chunks(conv2_chunk, &j, (cw + CHANNELS - 1) / CHANNELS, (double)T * (double)cw * (double)m->d_conv);
-    pt_run_chunks(delta_head, &j, Hv, (double)T * (double)Hv * (double)dk * (double)dv * 4.0);
+    if ((rc = pt_delta_heads(m, T, cw, row, ssm_state))) return rc;
     W[0] = m->out_proj;
     y[0] = out;
     return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);

@@ -28,10 +28,13 @@ def _ref(case):
     return r["input_ids"], r["logits"]
 
 
+@pytest.mark.parametrize("scan", ["recurrent", "chunked"])
 @pytest.mark.parametrize("case", ["qwen3_next", "qwen3_next_dense", "qwen3_5_text", "nemotron_h"])
-def test_a_prompt_longer_than_transformers_chunks_matches_at_every_position(case):
+def test_a_prompt_longer_than_transformers_chunks_matches_at_every_position(case, scan, monkeypatch):
     """140 tokens: transformers' chunked prefill (Gated DeltaNet's chunks of 64, Nemotron-H's of 32) against Petit's
-    recurrence in C, within 1e-4 of the logit range at every position (measured at most 5.2e-6)."""
+    scan in C, the recurrence or its chunked form (kernels/kern_scan.h: Gated DeltaNet's three chunks, the last one
+    partial), within 1e-4 of the logit range at every position (measured at most 5.2e-6 recurrent, 6.1e-6 chunked)."""
+    monkeypatch.setenv("PETIT_SCAN", scan)
     r = np.load(HYBRID / case / "reference_long.npz")
     got = petit.load(HYBRID / case, weights="f32").logits(r["input_ids"])
     err = np.abs(got - r["logits"]).max(axis=1) / np.ptp(r["logits"], axis=1)
@@ -128,10 +131,17 @@ def test_the_state_is_a_fixed_size_and_goes_back_only_to_a_snapshot(case):
     assert not cache.k.any() and not cache.v.any() and cache.snapshots == {}
 
 
+@pytest.mark.parametrize("weights,scan", [("q8_0", "recurrent"), ("f32", "auto")])
 @pytest.mark.parametrize("case", CASES)
-def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case):
+def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case, weights, scan, monkeypatch):
+    """Token-by-token decode gives a 35-token prefill's logits within 1e-5 of their range, and the plan the per-op
+    path's bits. q8_0 with the recurrent scan forced: the same arithmetic token by token (the bits, in fact). f32 with
+    the form chosen by length (Gated DeltaNet: the prefill chunked, decode recurrent; measured 3e-7): the chunked
+    state continues in decode. Not q8_0 with a chunked prefill: its last-bit differences from the recurrence flip
+    int8 roundings of out_proj's activations, which moved qwen3_next_dense's logits by 1.4e-2 of their range."""
+    monkeypatch.setenv("PETIT_SCAN", scan)
     ids, _ = _ref(case)
-    m = petit.load(_folder(case), weights="q8_0")
+    m = petit.load(_folder(case), weights=weights)
     a, b = (np.empty((len(ids), m.vocab_size), np.float32) for _ in range(2))
     m.net.forward(ids.tolist(), m.new_cache(64), a)
     m.net.forward(ids.tolist(), m.new_cache(64), b, oracle=True)
@@ -192,10 +202,13 @@ def _mamba2_f64(p, x, conv, S, H, G, N, eps, lim, norm_groups=1, mode=0):
     return g @ p["out_proj"].T, hist[-(K - 1):].T, S
 
 
+@pytest.mark.parametrize("scan", ["recurrent", "chunked", "auto"])
 @pytest.mark.parametrize("norm_groups,mode", [(1, 0), (2, 0), (2, 1), (1, 2)])     # Falcon-H1's gated-norm variants
 @pytest.mark.parametrize("D,H,P,G,N,K,lim", [(32, 4, 16, 2, 16, 4, (0.0, np.inf)), (32, 6, 8, 3, 5, 3, (0.0, 0.05)),
                                              (64, 1, 32, 1, 7, 2, (0.01, np.inf))])
-def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim, norm_groups, mode):
+def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G, N, K, lim, norm_groups, mode, scan):
+    """prompts of 9 and 130 tokens (the chunked form's chunks of 64 and a part: kernels/ssd.c), a token, 3 tokens;
+    each form of the scan forced, and chosen by the call's length"""
     rng = np.random.default_rng(H * P + N)
     di, cw = H * P, H * P + 2 * G * N
     rows = di + cw + H
@@ -209,12 +222,12 @@ def test_the_mamba2_mixer_is_the_ssd_recurrence_and_carries_its_state(D, H, P, G
          "norm_w": rng.normal(1, 0.2, di).astype(np.float32)}
     m = Mamba(f32(w_in), p["conv_w"], p["conv_b"], None, None, p["dt_bias"], p["A"], p["D"], f32(w_out), N, K, 1,
               eps=1e-5, version=2, n_heads=H, n_groups=G, norm_w=None if mode == 2 else p["norm_w"], dt_min=lim[0],
-              dt_max=lim[1], norm_groups=norm_groups, norm_mode=mode)
+              dt_max=lim[1], norm_groups=norm_groups, norm_mode=mode, scan=scan)
     (cs, ss) = m.state_shapes
     conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
     c64, S64 = conv.astype(np.float64), S.astype(np.float64)
     P_ = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
-    for T in (9, 1, 3):
+    for T in (9, 130, 1, 3):
         x = rng.standard_normal((T, D)).astype(np.float32)
         y = np.empty((T, D), np.float32)
         assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0
@@ -272,10 +285,13 @@ def _deltanet_f64(p, x, conv, S, Hk, Hv, dk, dv, eps):
     return o @ p["out_proj"].T, hist[-(K - 1):].T, S
 
 
+@pytest.mark.parametrize("scan", ["recurrent", "chunked", "auto"])
 @pytest.mark.parametrize("D,Hk,Hv,dk,dv,K", [(32, 2, 4, 16, 8, 4), (64, 1, 1, 32, 32, 3), (48, 3, 6, 5, 7, 2)])
-def test_the_gated_deltanet_mixer_is_the_delta_rule_and_carries_its_state(D, Hk, Hv, dk, dv, K):
+def test_the_gated_deltanet_mixer_is_the_delta_rule_and_carries_its_state(D, Hk, Hv, dk, dv, K, scan):
     """Qwen3-Next's linear attention (kernels/ssm.c version 4) against transformers' recurrent gated delta rule in
-    float64, grouped (more value than key heads) and not, over calls that carry the conv and the [dk, dv] states."""
+    float64, grouped (more value than key heads) and not, over calls that carry the conv and the [dk, dv] states:
+    prompts of 9 and 130 tokens (more than two of the chunked form's chunks of 64), a token, 3 tokens; each form of
+    the scan forced, and chosen by the call's length."""
     rng = np.random.default_rng(Hk * Hv + dk)
     kd, vd = Hk * dk, Hv * dv
     cw, rows = 2 * kd + vd, 2 * kd + 2 * vd + 2 * Hv
@@ -286,13 +302,13 @@ def test_the_gated_deltanet_mixer_is_the_delta_rule_and_carries_its_state(D, Hk,
          "dt_bias": rng.standard_normal(Hv).astype(np.float32), "A": -rng.uniform(0.5, 16, Hv).astype(np.float32),
          "norm_w": rng.normal(1, 0.2, dv).astype(np.float32)}
     m = Mamba(f32(w_in), p["conv_w"], None, None, None, p["dt_bias"], p["A"], np.zeros(Hv, np.float32), f32(w_out), dk,
-              K, 1, eps=1e-6, version=4, n_heads=Hv, n_groups=Hk, norm_w=p["norm_w"])
+              K, 1, eps=1e-6, version=4, n_heads=Hv, n_groups=Hk, norm_w=p["norm_w"], scan=scan)
     (cs, ss) = m.state_shapes
     assert cs == (cw, K - 1) and ss == (Hv, dk, dv)
     conv, S = np.zeros(cs, np.float32), np.zeros(ss, np.float32)
     c64, S64 = conv.astype(np.float64), S.astype(np.float64)
     P_ = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
-    for T in (9, 1, 3):
+    for T in (9, 130, 1, 3):
         x = rng.standard_normal((T, D)).astype(np.float32)
         y = np.empty((T, D), np.float32)
         assert m.run(P_(x), T, P_(conv), P_(S), P_(y)) == 0

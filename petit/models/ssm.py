@@ -2,6 +2,7 @@
 of one sequence's tokens in one call, its recurrent state updated in place). A family's builder makes one `Mamba`
 per layer; the state lives in the model's StateCache (petit/cache.py), one conv state [d_inner, d_conv - 1] and one
 ssm state [d_inner, d_state] a layer."""
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,18 @@ from petit.native import Weight, ffi, lib
 # the mixers' scratch, shared by every layer (and model) of the same sizes: a step runs one mixer at a time under the
 # kernels' lock, so one set of buffers serves them all ({(cap, d_inner, d_state, dt_rank): {name: array}})
 _SCRATCH: dict = {}
+# the scan's form for a prompt (pt_mamba.scan): chosen by the prompt's length, or forced (PETIT_SCAN, or Mamba.scan)
+SCANS = {"auto": 0, "recurrent": 1, "chunked": 2}
+
+
+def scan_mode(name: str | None) -> int:
+    """pt_mamba.scan for `name`, else $PETIT_SCAN, else "auto" (the chunked form from 8 tokens: Gated DeltaNet,
+    kernels/deltanet.c, and Mamba-2's SSD, kernels/ssd.c; Mamba-1's and LFM2's scans are recurrent whatever is
+    asked)."""
+    name = name or os.environ.get("PETIT_SCAN") or "auto"
+    if name not in SCANS:
+        raise ValueError(f"unknown scan form {name!r} (PETIT_SCAN): choose one of {', '.join(SCANS)}")
+    return SCANS[name]
 
 
 @dataclass
@@ -44,6 +57,7 @@ class Mamba:
     dt_max: float = float("inf")
     norm_groups: int = 1                # Falcon-H1: the gated norm per group of channels
     norm_mode: int = 0                  # 0 gate then norm, 1 norm then gate, 2 the gate alone (pt_mamba)
+    scan: str | None = None             # "auto", "recurrent" or "chunked" (None: $PETIT_SCAN, else "auto")
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -108,6 +122,7 @@ class Mamba:
         m.dt_min, m.dt_max = self.dt_min, min(self.dt_max, 3.0e38)
         m.norm_w = vec(self.norm_w) if self.norm_w is not None else ffi.NULL
         m.norm_groups, m.norm_mode = self.norm_groups, self.norm_mode
+        m.scan = scan_mode(self.scan)
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL

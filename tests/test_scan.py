@@ -1,0 +1,198 @@
+"""The recurrent mixers' chunked scans (kernels/kern_scan.h, kernels/deltanet.c) against their recurrent forms:
+Gated DeltaNet's delta rule, chunked in PT_SCAN_CHUNK = 64 tokens (the WY form), over odd sizes and prompts shorter
+than a chunk, of one chunk and one token more, and of several chunks; a chunked prefill's state continues in a
+second prefill and in decode. The two forms sum in other orders, so they agree to float32 rounding, not to the bit:
+within 1e-5 of the largest output (measured at most 3.8e-6), and both within 1e-5 of a float64 recurrence (measured:
+the chunked form 3.8e-6, the recurrent one 2.1e-7)."""
+import numpy as np
+import pytest
+
+from petit.native import ffi, lib
+
+CHUNK = 64
+P = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
+MODES = {"auto": 0, "recurrent": 1, "chunked": 2}
+
+
+def _inputs(T, H, dk, dv, seed):
+    """q, k l2-normed (q times dk^-1/2), v, log decays g <= 0 (some strong), beta in (0, 1): [T][H][...]"""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((T, H, dk))
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True) / np.sqrt(dk)
+    k = rng.standard_normal((T, H, dk))
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.standard_normal((T, H, dv))
+    g = -rng.exponential(0.3, (T, H)) * (rng.uniform(size=(T, H)) < 0.9) - 8.0 * (rng.uniform(size=(T, H)) < 0.02)
+    beta = rng.uniform(0, 1, (T, H))
+    return [a.astype(np.float32) for a in (q, k, v, g, beta)]
+
+
+def _rule(inp, mode, S):
+    """pt_delta_rule from state S (copied): (o, S)"""
+    q, k, v, g, beta = inp
+    T, H, dk = q.shape
+    S = np.array(S, np.float32)
+    o = np.full((T, H, v.shape[2]), np.nan, np.float32)
+    assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), T, H, dk, v.shape[2], P(S), P(o), MODES[mode]) == 0
+    return o, S
+
+
+def _rule_f64(inp, S):
+    q, k, v, g, beta = (a.astype(np.float64) for a in inp)
+    S = np.array(S, np.float64)
+    o = np.empty(v.shape)
+    for t in range(len(q)):
+        S = S * np.exp(g[t])[:, None, None]
+        delta = (v[t] - np.einsum("hij,hi->hj", S, k[t])) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        o[t] = np.einsum("hij,hi->hj", S, q[t])
+    return o, S
+
+
+def _close(got, want, tol=1e-5):
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale)
+
+
+@pytest.mark.parametrize("T", [1, 5, 8, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 37])
+@pytest.mark.parametrize("H,dk,dv", [(1, 7, 5), (3, 17, 33), (5, 32, 16)])
+def test_the_chunked_delta_rule_is_the_recurrence(T, H, dk, dv):
+    inp = _inputs(T, H, dk, dv, seed=T * 31 + dk)
+    S0 = np.random.default_rng(T).standard_normal((H, dk, dv)).astype(np.float32) * 0.5
+    o1, S1 = _rule(inp, "recurrent", S0)
+    o2, S2 = _rule(inp, "chunked", S0)
+    o64, S64 = _rule_f64(inp, S0)
+    for o, S in ((o1, S1), (o2, S2)):
+        _close(o, o64)
+        _close(S, S64)
+    _close(o2, o1)
+    _close(S2, S1)
+
+
+def test_the_chunked_delta_rule_at_qwen3_next_sizes():
+    """16 heads of 128 x 128 over two chunks and a part: the sizes bench/bench_scan.py times"""
+    inp = _inputs(2 * CHUNK + 9, 16, 128, 128, seed=7)
+    S0 = np.zeros((16, 128, 128), np.float32)
+    o1, S1 = _rule(inp, "recurrent", S0)
+    o2, S2 = _rule(inp, "chunked", S0)
+    _close(o2, o1)
+    _close(S2, S1)
+
+
+@pytest.mark.parametrize("A,B", [(70, 59), (CHUNK, 3), (5, CHUNK + 1)])
+def test_a_chunked_prefills_state_continues_in_a_second_prefill_and_in_decode(A, B):
+    H, dk, dv = 3, 24, 19
+    inp = _inputs(A + B, H, dk, dv, seed=A + B)
+    S0 = np.zeros((H, dk, dv), np.float32)
+    whole, S_whole = _rule(inp, "chunked", S0)
+    first, S_a = _rule([a[:A] for a in inp], "chunked", S0)
+    second, S_ab = _rule([a[A:] for a in inp], "chunked", S_a)
+    S = S_a
+    steps = []
+    for t in range(A, A + B):
+        o, S = _rule([a[t:t + 1] for a in inp], "auto", S)        # one token: the recurrent form
+        steps.append(o)
+    _close(first, whole[:A])
+    _close(second, whole[A:])
+    _close(np.concatenate(steps), whole[A:])
+    _close(S_ab, S_whole)
+    _close(S, S_whole)
+
+
+def test_auto_takes_the_recurrent_form_below_8_tokens_and_the_chunked_one_from_8():
+    for T, form in ((1, "recurrent"), (7, "recurrent"), (8, "chunked"), (CHUNK + 1, "chunked")):
+        inp = _inputs(T, 2, 9, 11, seed=T)
+        S0 = np.full((2, 9, 11), 0.1, np.float32)
+        auto, S_auto = _rule(inp, "auto", S0)
+        want, S_want = _rule(inp, form, S0)
+        np.testing.assert_array_equal(auto, want)
+        np.testing.assert_array_equal(S_auto, S_want)
+    other = _rule(_inputs(CHUNK + 1, 2, 9, 11, seed=CHUNK + 1), "recurrent", np.full((2, 9, 11), 0.1, np.float32))
+    assert not np.array_equal(other[0], auto)       # the two forms do differ in the last bits: the test can tell
+
+
+def test_bad_arguments_are_refused():
+    inp = _inputs(3, 1, 4, 4, seed=0)
+    q, k, v, g, beta = inp
+    S, o = np.zeros((1, 4, 4), np.float32), np.zeros((3, 1, 4), np.float32)
+    assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 3, 1, 4, 4, P(S), P(o), 3) == -1
+    assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 0, 1, 4, 4, P(S), P(o), 0) == -1
+    assert lib.pt_delta_rule(P(q), P(k), P(v), P(g), P(beta), 3, 1, 513, 4, P(S), P(o), 0) == -1
+
+
+def _ssd_inputs(T, H, G, P_, N, seed):
+    """x, B, C, dt (softplus-like, some large), A <= 0 per head"""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, H, P_))
+    B, C = rng.standard_normal((T, G, N)), rng.standard_normal((T, G, N))
+    dt = rng.exponential(0.05, (T, H)) + 0.5 * (rng.uniform(size=(T, H)) < 0.03)
+    A = -rng.uniform(0.5, 16, H)
+    return [a.astype(np.float32) for a in (x, B, C, dt, A)]
+
+
+def _ssd(inp, mode, S):
+    x, B, C, dt, A = inp
+    T, H, P_ = x.shape
+    G, N = B.shape[1:]
+    S = np.array(S, np.float32)
+    y = np.full(x.shape, np.nan, np.float32)
+    assert lib.pt_ssd_scan(P(x), P(B), P(C), P(dt), P(A), T, H, G, P_, N, P(S), P(y), MODES[mode]) == 0
+    return y, S
+
+
+def _ssd_f64(inp, S):
+    x, B, C, dt, A = (a.astype(np.float64) for a in inp)
+    H, G = x.shape[1], B.shape[1]
+    grp = np.arange(H) // (H // G)
+    S = np.array(S, np.float64)
+    y = np.empty(x.shape)
+    for t in range(len(x)):
+        S = np.exp(dt[t] * A)[:, None, None] * S + (dt[t][:, None] * x[t])[:, :, None] * B[t][grp][:, None, :]
+        y[t] = np.einsum("hpn,hn->hp", S, C[t][grp])
+    return y, S
+
+
+@pytest.mark.parametrize("T", [1, 5, 8, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 37])
+@pytest.mark.parametrize("H,G,P_,N", [(1, 1, 7, 5), (3, 3, 17, 33), (6, 2, 16, 16), (5, 1, 9, 128)])
+def test_the_chunked_ssd_scan_is_the_recurrence(T, H, G, P_, N):
+    """Mamba-2's scan (kernels/ssd.c): the chunked form, the recurrence and a float64 recurrence, from a state"""
+    inp = _ssd_inputs(T, H, G, P_, N, seed=T * 7 + N)
+    S0 = np.random.default_rng(T).standard_normal((H, P_, N)).astype(np.float32)
+    y1, S1 = _ssd(inp, "recurrent", S0)
+    y2, S2 = _ssd(inp, "chunked", S0)
+    y64, S64 = _ssd_f64(inp, S0)
+    for y, S in ((y1, S1), (y2, S2)):
+        _close(y, y64)
+        _close(S, S64)
+    _close(y2, y1)
+    _close(S2, S1)
+
+
+@pytest.mark.parametrize("A,B", [(70, 59), (CHUNK, 3), (5, CHUNK + 1)])
+def test_a_chunked_ssd_prefills_state_continues_in_a_second_prefill_and_in_decode(A, B):
+    inp = _ssd_inputs(A + B, 3, 1, 12, 19, seed=A * B)
+    S0 = np.zeros((3, 12, 19), np.float32)
+    whole, S_whole = _ssd(inp, "chunked", S0)
+    first, S_a = _ssd([a[:A] for a in inp[:4]] + [inp[4]], "chunked", S0)
+    second, S_ab = _ssd([a[A:] for a in inp[:4]] + [inp[4]], "chunked", S_a)
+    S, steps = S_a, []
+    for t in range(A, A + B):
+        y, S = _ssd([a[t:t + 1] for a in inp[:4]] + [inp[4]], "auto", S)
+        steps.append(y)
+    _close(first, whole[:A])
+    _close(second, whole[A:])
+    _close(np.concatenate(steps), whole[A:])
+    _close(S_ab, S_whole)
+    _close(S, S_whole)
+
+
+def test_auto_takes_the_recurrent_ssd_below_8_tokens_and_the_chunked_one_from_8():
+    for T, form in ((1, "recurrent"), (7, "recurrent"), (8, "chunked"), (CHUNK + 1, "chunked")):
+        inp = _ssd_inputs(T, 2, 1, 9, 11, seed=T)
+        S0 = np.full((2, 9, 11), 0.1, np.float32)
+        auto, S_auto = _ssd(inp, "auto", S0)
+        want, S_want = _ssd(inp, form, S0)
+        np.testing.assert_array_equal(auto, want)
+        np.testing.assert_array_equal(S_auto, S_want)
+    other = _ssd(inp, "recurrent", np.full((2, 9, 11), 0.1, np.float32))
+    assert not np.array_equal(other[0], auto)
