@@ -2,15 +2,15 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, and the state-space and hybrid mamba (Mamba and Falcon-Mamba), mamba2, lfm2,
-  granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, and the state-space and hybrid mamba (Mamba and
+  Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
   those exact logits;
 - the tokenizer gives llama.cpp's ids;
 - a state-space file converts to a .petit file that gives the same logits; writing GGUF for those families is
   refused by name;
-- every other architecture here is refused by name, with the ones the reader does support.
+- every other architecture is refused by name, with the ones the reader does support.
 """
 import json
 import warnings
