@@ -26,7 +26,7 @@ MANIFEST = json.loads((ROOT / "manifest.json").read_text())["cases"]
 GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode"}
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
-VARIANTS = {"apertus", "exaone4", "glm"}
+VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
 READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
@@ -185,6 +185,11 @@ def test_petit_verify_passes_on_each_file_read(case):
                                                      "(16): llama.cpp's apertus rotates whole heads"),
     ("exaone4", {"exaone4.rope.dimension_count": 8}, "metadata 'exaone4.rope.dimension_count' is not the head size "
                                                      "(16): llama.cpp's exaone4 rotates whole heads"),
+    ("gpt_oss", {"gpt-oss.attention.sliding_window": None}, "metadata 'gpt-oss.attention.sliding_window' is "
+                                                            "missing: llama.cpp's gpt-oss requires it"),
+    ("gpt_oss", {"gpt-oss.rope.freq_base_swa": 10000.0}, "metadata 'gpt-oss.rope.freq_base_swa' differs from "
+                                                         "'gpt-oss.rope.freq_base': the gpt_oss family has one RoPE "
+                                                         "base"),
 ])
 def test_a_variant_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
     path = _rewrite(tmp_path, case, meta_change=change)
@@ -237,3 +242,23 @@ def test_exaone4_local_global_layers_only_for_llama_cpps_64_layer_model():
     with pytest.raises(ValueError, match=r"x: metadata 'exaone4.attention.sliding_window_pattern' is \[True, False\]: "
                                          r"it should hold true / false for each of the 64 layers"):
         config_from_gguf(dict(meta, **{"exaone4.block_count": 64}), "x", 320, tensors)
+
+
+def test_gpt_oss_yarn_runs_as_llama_cpp_computes_it_not_as_the_config_says(monkeypatch):
+    """llama.cpp rounds YaRN's correction range to whole dimensions (ggml_rope_yarn_corr_dims floors and ceils it);
+    gpt-oss's config has truncate false, as transformers then computes it: read as the config would say, the
+    logits are 0.010 of their range from llama.cpp's exact ones on this file (on the f32 file, 0.073, where a routing
+    choice flips: all of llama.cpp's distance from transformers'), so the file runs with truncate true."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "gpt_oss" / "q8_0.npz")
+    model = _load("gpt_oss", "q8_0.gguf", weights="f32")
+    assert model.config.rope_scaling["truncate"] is True and model.config.layer_types[:2] == [
+        "sliding_attention", "full_attention"]
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    extra = ARCHS["gpt-oss"].extra
+    monkeypatch.setitem(ARCHS, "gpt-oss", dataclasses.replace(ARCHS["gpt-oss"], extra=lambda meta, key, cfg, has: (
+        extra(meta, key, cfg, has), cfg["rope_scaling"].update(truncate=False))))
+    untruncated = _load("gpt_oss", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    assert _scaled(untruncated, ref["exact_logits"]) > 5e-3

@@ -83,6 +83,8 @@ class GGUFSource(TensorSource):
         gname, rows = self.map[name]
         t = self.f.tensors[gname]
         shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:][-1:]
+        if rows is not None and len(t.shape) == 2 and name.endswith(".bias"):
+            shape = shape[1:]                                    # one expert's bias: a row of [experts, n]
         if name in self.one_row:
             shape = (1,) + t.shape
         fix = self.fixes.get(name)

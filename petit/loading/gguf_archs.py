@@ -400,15 +400,15 @@ def tensor_fix(name: str, arch: GGUFArch):
 
 
 def expert_names(name: str, arch: GGUFArch, shape: tuple) -> list | None:
-    """A stacked expert tensor's matrices: [(HF name, (r0, r1)), ...] over the rows of its [experts x rows, columns]
-    view, or None when `name` is not one."""
+    """A stacked expert tensor's matrices (or biases, [experts, n]: gpt-oss): [(HF name, (r0, r1)), ...] over the
+    rows of its [experts x rows, columns] view, or None when `name` is not one."""
     stem, _, kind = name.rpartition(".")
     parts = stem.split(".")
     if not (len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.experts
-            and kind == "weight" and len(shape) == 3):
+            and (kind, len(shape)) in (("weight", 3), ("bias", 2))):
         return None
-    rows, prefix = shape[1], arch.prefix.format(int(parts[1]))
-    return [(f"{prefix}{arch.experts[parts[2]].format(e)}.weight", (e * rows, (e + 1) * rows)) for e in range(shape[0])]
+    rows, prefix = shape[1] if kind == "weight" else 1, arch.prefix.format(int(parts[1]))
+    return [(f"{prefix}{arch.experts[parts[2]].format(e)}.{kind}", (e * rows, (e + 1) * rows)) for e in range(shape[0])]
 
 
 def split_names(name: str, arch: GGUFArch, cfg: dict, rows: int) -> list | None:

@@ -21,7 +21,7 @@ exaone4.cpp, chatglm.cpp):
 """
 import numpy as np
 
-from petit.loading.gguf_archs import ARCHS, LLAMA_LAYER, OLMO2_LAYER, QKV, GGUFArch
+from petit.loading.gguf_archs import ARCHS, LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS, GGUFArch
 from petit.loading.gguf_ssm import _per_layer
 
 XIELU = ("alpha_p", "alpha_n", "beta", "eps")
@@ -53,14 +53,11 @@ def _xielu_tensors(meta, cfg) -> dict:
     return out
 
 
-def _exaone4(meta, key, cfg, has):
-    _full_rotary("exaone4", cfg, key)
+def _sliding_layers(meta, key, cfg, period: int) -> None:
+    """layer_types as llama.cpp's load_swa_pattern sets them: `attention.sliding_window_pattern` true / false per
+    layer, or a period n (the last layer of every n full; 0: all sliding), else `period`."""
     n = cfg["num_hidden_layers"]
-    if n != 64:                                    # llama.cpp: local / global attention for the 32B model only
-        cfg["sliding_window"] = None
-        return
-    cfg["sliding_window"] = int(meta.get(key("attention.sliding_window")) or 4096)
-    pattern = meta.get(key("attention.sliding_window_pattern"), 4)
+    pattern = meta.get(key("attention.sliding_window_pattern"), period)
     if isinstance(pattern, (np.ndarray, np.generic)):
         pattern = pattern.tolist()
     if isinstance(pattern, list):
@@ -74,6 +71,33 @@ def _exaone4(meta, key, cfg, has):
         raise ValueError(f"metadata {key('attention.sliding_window_pattern')!r} is {pattern!r}: it should be a "
                          f"layer period or true / false for each layer")
     cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in sliding]
+
+
+def _exaone4(meta, key, cfg, has):
+    _full_rotary("exaone4", cfg, key)
+    if cfg["num_hidden_layers"] != 64:             # llama.cpp: local / global attention for the 32B model only
+        cfg["sliding_window"] = None
+        return
+    cfg["sliding_window"] = int(meta.get(key("attention.sliding_window")) or 4096)
+    _sliding_layers(meta, key, cfg, 4)
+
+
+def _gpt_oss(meta, key, cfg, has):
+    """gpt-oss: sliding and full layers (every other one, unless the pattern key says otherwise), the experts'
+    width in expert_feed_forward_length; YaRN as llama.cpp computes it, its correction range rounded to whole
+    dimensions (ggml_rope_yarn_corr_dims) where the releases' config has truncate false."""
+    _full_rotary("gpt-oss", cfg, key)
+    window = meta.get(key("attention.sliding_window"))
+    if window is None:
+        raise ValueError(f"metadata {key('attention.sliding_window')!r} is missing: llama.cpp's gpt-oss requires it")
+    if meta.get(key("rope.freq_base_swa"), cfg["rope_theta"]) != cfg["rope_theta"]:
+        raise ValueError(f"metadata {key('rope.freq_base_swa')!r} differs from {key('rope.freq_base')!r}: the "
+                         f"gpt_oss family has one RoPE base")
+    cfg.update(sliding_window=int(window), attention_bias=has("blk.0.attn_q.bias"),
+               intermediate_size=int(meta.get(key("expert_feed_forward_length")) or cfg["intermediate_size"]))
+    _sliding_layers(meta, key, cfg, 2)
+    if (cfg.get("rope_scaling") or {}).get("rope_type") == "yarn":
+        cfg["rope_scaling"]["truncate"] = True
 
 
 def _chatglm(meta, key, cfg, has):
@@ -91,5 +115,10 @@ VARIANT_ARCHS = {
     "chatglm": GGUFArch("glm", LLAMA_LAYER, splits={"attn_qkv": QKV, "ffn_up": (("mlp.gate_proj", "ff"),
                                                                                 ("mlp.up_proj", "ff"))},
                         extra=_chatglm),
+    # gpt-oss: attention sinks (stored as attn_sinks.weight), the router and experts with biases
+    "gpt-oss": GGUFArch("gpt_oss", dict(LLAMA_LAYER, post_attention_norm="post_attention_layernorm",
+                                        ffn_gate_inp="mlp.router"),
+                        whole_names={"attn_sinks.weight": "self_attn.sinks"}, experts=QWEN_EXPERTS,
+                        expert_key="num_local_experts", extra=_gpt_oss),
 }
 ARCHS.update(VARIANT_ARCHS)
