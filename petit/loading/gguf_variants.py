@@ -1,6 +1,6 @@
-"""GGUF files of more Llama variants (llama.cpp's apertus, exaone4 and chatglm): their metadata keys as the Petit
-family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these
-join.
+"""GGUF files of more Llama variants (llama.cpp's apertus, exaone4, chatglm and gpt-oss): their metadata keys as the
+Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS
+these join.
 
 What the files hold differently from a Hugging Face checkpoint, and what llama.cpp assumes (src/models/apertus.cpp,
 exaone4.cpp, chatglm.cpp):
@@ -18,6 +18,10 @@ exaone4.cpp, chatglm.cpp):
 - chatglm (GLM-4-9B and ChatGLM, Petit's glm family): gate|up fused in `ffn_up` and, in ChatGLM's own files, q|k|v in
   `attn_qkv` (split by rows, no copy); partial RoPE on adjacent pairs, as the family runs it, over
   `rope.dimension_count` values of each head (all of them when the key is absent, as llama.cpp takes it).
+- gpt-oss: experts stacked as for the other MoE architectures, their biases [experts, n] read by rows; sinks in
+  `attn_sinks.weight`; sliding / full layers by llama.cpp's pattern (every other one). llama.cpp's YaRN always rounds
+  the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
+  truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
 """
 import numpy as np
 
