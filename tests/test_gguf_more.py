@@ -2,15 +2,15 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, and the state-space and hybrid mamba (Mamba and Falcon-Mamba), mamba2, lfm2,
-  granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, and the state-space and hybrid mamba (Mamba and
+  Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
   those exact logits;
 - the tokenizer gives llama.cpp's ids;
 - a state-space file converts to a .petit file that gives the same logits; writing GGUF for those families is
   refused by name;
-- every other architecture here is refused by name, with the ones the reader does support.
+- every other architecture is refused by name, with the ones the reader does support.
 """
 import json
 import warnings
@@ -26,7 +26,8 @@ MANIFEST = json.loads((ROOT / "manifest.json").read_text())["cases"]
 GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode"}
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
-READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM
+VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
+READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
 REFUSED = sorted({case for case, _ in FILES} - READ)
@@ -43,7 +44,7 @@ def _scaled(got, exact):
 
 
 def test_the_fixtures_are_there():
-    assert {c for c, _ in FILES} >= READ and set(REFUSED) >= {"apertus", "exaone4", "glm"}
+    assert {c for c, _ in FILES} >= READ
     assert all((c, "q8_0.gguf") in FILES for c in READ)
 
 
@@ -83,17 +84,22 @@ def test_tokenizer_gives_llama_cpps_ids(case):
         assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
 
 
-@pytest.mark.parametrize("case", REFUSED)
-def test_an_architecture_the_reader_does_not_know_is_refused_by_name(case):
-    arch = MANIFEST[case]["architecture"]
+@pytest.mark.parametrize("case", REFUSED or ["rwkv6"])
+def test_an_architecture_the_reader_does_not_know_is_refused_by_name(tmp_path, case):
+    """Every llama.cpp file here is read: with none left, a file relabelled as an architecture Petit does not read
+    (llama.cpp's rwkv6) stands in."""
+    if case in MANIFEST:
+        arch, path = MANIFEST[case]["architecture"], ROOT / case / "q8_0.gguf"
+    else:
+        arch, path = case, _rewrite(tmp_path, "glm", meta_change={"general.architecture": case})
     with pytest.raises(ValueError) as e:
-        petit.load(ROOT / case / "q8_0.gguf")
-    assert str(e.value).startswith(f"{ROOT / case / 'q8_0.gguf'}: architecture '{arch}' is not supported by "
+        petit.load(path)
+    assert str(e.value).startswith(f"{path}: architecture '{arch}' is not supported by "
                                    f"Petit's GGUF reader (supported: "), str(e.value)
-    assert "bloom" in str(e.value) and "falcon" in str(e.value) and "mpt" in str(e.value)
+    assert "bloom" in str(e.value) and "chatglm" in str(e.value) and "mpt" in str(e.value)
 
 
-@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM)])
+@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM), *sorted(VARIANTS)])
 def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left(tmp_path, case, capsys):
     from petit.cli import main
     src = Path(__file__).parent.parent / MANIFEST[case]["hf_case"]
@@ -104,8 +110,9 @@ def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("case", ["mamba2", "lfm2", "falcon_h1", "qwen3_next"])
+@pytest.mark.parametrize("case", ["mamba2", "lfm2", "falcon_h1", "qwen3_next", "apertus"])
 def test_a_state_space_file_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    """(and apertus: its xIELU parameters, metadata in the file, become the family's tensors, run as llama.cpp)"""
     from petit.cli import main
     ref = np.load(ROOT / case / "q8_0.npz")
     assert main(["convert", str(ROOT / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
@@ -169,3 +176,89 @@ def test_petit_verify_passes_on_each_file_read(case):
         warnings.simplefilter("ignore")
         r = verify(str(ROOT / case / "q8_0.gguf"), n=2)
     assert r["pass"], (case, r["failures"])
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("apertus", {"xielu.beta": None}, "metadata 'xielu.beta' is missing: it should hold one number for each of the 2 "
+                                      "layers"),
+    ("apertus", {"apertus.rope.dimension_count": 8}, "metadata 'apertus.rope.dimension_count' is not the head size "
+                                                     "(16): llama.cpp's apertus rotates whole heads"),
+    ("exaone4", {"exaone4.rope.dimension_count": 8}, "metadata 'exaone4.rope.dimension_count' is not the head size "
+                                                     "(16): llama.cpp's exaone4 rotates whole heads"),
+    ("gpt_oss", {"gpt-oss.attention.sliding_window": None}, "metadata 'gpt-oss.attention.sliding_window' is "
+                                                            "missing: llama.cpp's gpt-oss requires it"),
+    ("gpt_oss", {"gpt-oss.rope.freq_base_swa": 10000.0}, "metadata 'gpt-oss.rope.freq_base_swa' differs from "
+                                                         "'gpt-oss.rope.freq_base': the gpt_oss family has one RoPE "
+                                                         "base"),
+])
+def test_a_variant_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
+    path = _rewrite(tmp_path, case, meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_apertus_xielu_runs_as_llama_cpp_computes_it_not_as_transformers(monkeypatch):
+    """llama.cpp takes xIELU's softplus in float32; transformers rounds a_p and a_n to bfloat16, which puts the logits
+    5.4e-4 of their range from llama.cpp's exact ones on this file (llama.cpp's f32 file is 5.5e-4 from
+    transformers'): the file runs with xielu_bf16 off."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "apertus" / "q8_0.npz")
+    model = _load("apertus", "q8_0.gguf", weights="f32")
+    assert model.config.xielu_bf16 is False
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-6
+    extra = ARCHS["apertus"].extra
+    monkeypatch.setitem(ARCHS, "apertus", dataclasses.replace(ARCHS["apertus"], extra=lambda meta, key, cfg, has: (
+        extra(meta, key, cfg, has), cfg.update(xielu_bf16=True))))
+    rounded = _load("apertus", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    assert 3e-4 < _scaled(rounded, ref["exact_logits"]) < 1e-3
+
+
+def test_exaone4_local_global_layers_only_for_llama_cpps_64_layer_model():
+    """llama.cpp runs EXAONE 4's sliding / NoPE-full layers only for 64 layers (the 32B model): window
+    `sliding_window` (else 4096), pattern `sliding_window_pattern` (an array, or every n-th layer full, else every 4th);
+    any other depth runs every layer full with RoPE, as the fixture's file (2 layers, window 8) does."""
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import config_from_gguf
+    from petit.models.exaone4 import Config
+    with GGUFFile(ROOT / "exaone4" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    cfg = Config.from_dict(config_from_gguf(meta, "x", 320, tensors)[1])
+    assert cfg.sliding_window is None and cfg.types == ["full_attention"] * 2
+    deep = dict(meta, **{"exaone4.block_count": 64})
+    pattern = np.array([i % 3 != 1 for i in range(64)])
+    cfg = config_from_gguf(dict(deep, **{"exaone4.attention.sliding_window_pattern": pattern}), "x", 320, tensors)[1]
+    assert cfg["sliding_window"] == 8
+    assert Config.from_dict(cfg).types == ["sliding_attention" if s else "full_attention" for s in pattern]
+    del deep["exaone4.attention.sliding_window_pattern"], deep["exaone4.attention.sliding_window"]
+    cfg = config_from_gguf(deep, "x", 320, tensors)[1]
+    assert cfg["sliding_window"] == 4096
+    assert Config.from_dict(cfg).types == ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(64)]
+    cfg = config_from_gguf(dict(deep, **{"exaone4.attention.sliding_window_pattern": np.uint32(2)}), "x", 320,
+                           tensors)[1]
+    assert cfg["layer_types"][:4] == ["sliding_attention", "full_attention"] * 2
+    with pytest.raises(ValueError, match=r"x: metadata 'exaone4.attention.sliding_window_pattern' is \[True, False\]: "
+                                         r"it should hold true / false for each of the 64 layers"):
+        config_from_gguf(dict(meta, **{"exaone4.block_count": 64}), "x", 320, tensors)
+
+
+def test_gpt_oss_yarn_runs_as_llama_cpp_computes_it_not_as_the_config_says(monkeypatch):
+    """llama.cpp rounds YaRN's correction range to whole dimensions (ggml_rope_yarn_corr_dims floors and ceils it);
+    gpt-oss's config has truncate false, as transformers then computes it: read as the config would say, the
+    logits are 0.010 of their range from llama.cpp's exact ones on this file (on the f32 file, 0.073, where a routing
+    choice flips: all of llama.cpp's distance from transformers'), so the file runs with truncate true."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "gpt_oss" / "q8_0.npz")
+    model = _load("gpt_oss", "q8_0.gguf", weights="f32")
+    assert model.config.rope_scaling["truncate"] is True and model.config.layer_types[:2] == [
+        "sliding_attention", "full_attention"]
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    extra = ARCHS["gpt-oss"].extra
+    monkeypatch.setitem(ARCHS, "gpt-oss", dataclasses.replace(ARCHS["gpt-oss"], extra=lambda meta, key, cfg, has: (
+        extra(meta, key, cfg, has), cfg["rope_scaling"].update(truncate=False))))
+    untruncated = _load("gpt_oss", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    assert _scaled(untruncated, ref["exact_logits"]) > 5e-3

@@ -53,7 +53,12 @@ class GGUFSource(TensorSource):
         self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
         for hf in self.joined:
             self.map.pop(hf, None)
-        self._names = dict.fromkeys([*self.map, *self.joined]).keys()      # in the file's order
+        # HF name -> float32 array: what the file keeps as metadata, not as a tensor (Apertus's xIELU parameters)
+        try:
+            self.meta: dict[str, np.ndarray] = arch.meta_tensors(f.metadata, cfg) if arch.meta_tensors else {}
+        except ValueError as e:
+            raise ValueError(f"{self.where}: {e}") from None
+        self._names = dict.fromkeys([*self.map, *self.joined, *self.meta]).keys()      # in the file's order
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
@@ -78,6 +83,8 @@ class GGUFSource(TensorSource):
         gname, rows = self.map[name]
         t = self.f.tensors[gname]
         shape = t.shape if rows is None else (rows[1] - rows[0],) + t.shape[1:][-1:]
+        if rows is not None and len(t.shape) == 2 and name.endswith(".bias"):
+            shape = shape[1:]                                    # one expert's bias: a row of [experts, n]
         if name in self.one_row:
             shape = (1,) + t.shape
         fix = self.fixes.get(name)
@@ -86,6 +93,8 @@ class GGUFSource(TensorSource):
         return gname, rows, t, shape
 
     def info(self, name):
+        if name in self.meta:
+            return "f32", self.meta[name].shape
         if name in self.joined:
             _, t, shape = self._join(name)
             gname = name
@@ -109,6 +118,8 @@ class GGUFSource(TensorSource):
         return raw[rows[0] * rb:rows[1] * rb]
 
     def stored(self, name):
+        if name in self.meta:
+            return None
         if name in self.joined:
             parts, t, shape = self._join(name)
             if t.type not in NATIVE and t.type not in self.native:
@@ -133,7 +144,7 @@ class GGUFSource(TensorSource):
         return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
-        if name in self.joined:
+        if name in self.joined or name in self.meta:
             return None
         gname, part, t, shape = self._tensor(name)
         if t.type not in EXACT_Q8 or len(shape) != 2:
@@ -167,6 +178,8 @@ class GGUFSource(TensorSource):
         return np.concatenate(out)
 
     def f32(self, name):
+        if name in self.meta:
+            return self.meta[name]
         if name in self.joined:
             return self._joined_f32(name)
         gname, part, t, shape = self._tensor(name)

@@ -2,10 +2,9 @@
 metadata keys amount to (with what llama.cpp assumes where the file says nothing), and which Hugging Face tensor name
 each of llama.cpp's tensor names stands for (llama.cpp's src/llama-arch.cpp and its converter, convert_hf_to_gguf.py).
 
-llama.cpp's converter changes some weights on the way: it permutes the q / k rows of Llama-like models so that RoPE
-rotates adjacent pairs (its "NORM" RoPE) instead of halves (Hugging Face's rotate-half), and it stores Gemma's norm
-weights as 1 + w. Petit runs such files as they are: RoPE on adjacent pairs (`rope_interleaved`) and the norms without
-Gemma's + 1.
+llama.cpp's converter permutes the q / k rows of Llama-like models so that RoPE rotates adjacent pairs (its "NORM"
+RoPE) instead of halves (Hugging Face's rotate-half), and stores Gemma's norm weights as 1 + w. Petit runs such files
+as they are: RoPE on adjacent pairs (`rope_interleaved`), the norms without Gemma's + 1.
 """
 from dataclasses import dataclass, field
 
@@ -72,6 +71,7 @@ class GGUFArch:
     whole_names: dict = field(default_factory=dict)   # a layer name after "blk.N." -> its whole HF name there
     joins: object = None                   # joins(tensors, cfg) -> {HF name: [(GGUF name, (r0, r1)), ...]}
     layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
+    meta_tensors: object = None            # meta_tensors(meta, cfg) -> {HF name: float32 array} kept as metadata
 
 
 def _biases(meta, key, cfg, has):
@@ -400,15 +400,15 @@ def tensor_fix(name: str, arch: GGUFArch):
 
 
 def expert_names(name: str, arch: GGUFArch, shape: tuple) -> list | None:
-    """A stacked expert tensor's matrices: [(HF name, (r0, r1)), ...] over the rows of its [experts x rows, columns]
-    view, or None when `name` is not one."""
+    """A stacked expert tensor's matrices (or biases, [experts, n]: gpt-oss): [(HF name, (r0, r1)), ...] over the
+    rows of its [experts x rows, columns] view, or None when `name` is not one."""
     stem, _, kind = name.rpartition(".")
     parts = stem.split(".")
     if not (len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in arch.experts
-            and kind == "weight" and len(shape) == 3):
+            and (kind, len(shape)) in (("weight", 3), ("bias", 2))):
         return None
-    rows, prefix = shape[1], arch.prefix.format(int(parts[1]))
-    return [(f"{prefix}{arch.experts[parts[2]].format(e)}.weight", (e * rows, (e + 1) * rows)) for e in range(shape[0])]
+    rows, prefix = shape[1] if kind == "weight" else 1, arch.prefix.format(int(parts[1]))
+    return [(f"{prefix}{arch.experts[parts[2]].format(e)}.{kind}", (e * rows, (e + 1) * rows)) for e in range(shape[0])]
 
 
 def split_names(name: str, arch: GGUFArch, cfg: dict, rows: int) -> list | None:
@@ -515,5 +515,5 @@ def _rope_scaling(meta, key, where) -> dict:
                      f"(none, linear and yarn are supported)")
 
 
-# the state-space and hybrid architectures (petit/loading/gguf_ssm.py) join ARCHS when that module is imported
-import petit.loading.gguf_ssm  # noqa: E402,F401
+# the state-space and hybrid architectures (gguf_ssm.py) and more Llama variants (gguf_variants.py) join ARCHS
+from petit.loading import gguf_ssm, gguf_variants  # noqa: E402,F401

@@ -4,7 +4,7 @@ activation has learned parameters per layer (`mlp.act_fn.alpha_p`, `alpha_n`, an
 xIELU(x) = a_p x^2 + beta x for x > 0, (expm1(min(x, eps)) - x) a_n + beta x otherwise, with a_p = softplus(alpha_p)
 and a_n = beta + softplus(alpha_n). transformers keeps these parameters in bfloat16 whatever the model's dtype, so
 a_p and a_n are rounded to bfloat16 as it computes them (the fixture's logits differ by 7e-4 of their range
-otherwise)."""
+otherwise); `xielu_bf16` off keeps them in float32, as llama.cpp computes them (a GGUF file runs so)."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +28,7 @@ class ApertusConfig(DecoderConfig):
     rope_theta: float = 12000000.0
     rope_scaling: dict | None = field(default_factory=_llama3)
     attention_bias: bool = False
+    xielu_bf16: bool = True             # a_p and a_n rounded to bfloat16 (transformers); False: float32 (llama.cpp)
     model_type: str = "apertus"
 
     @classmethod
@@ -35,7 +36,7 @@ class ApertusConfig(DecoderConfig):
         refuse_act(d, "hidden_act", ("xielu",), "apertus", "xielu")
 
     def _validate(self):
-        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias"))
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias", "xielu_bf16"))
 
 
 def _softplus(x: float) -> float:
@@ -60,12 +61,14 @@ def hf_tensors(cfg: ApertusConfig, ckpt) -> dict:
     return out
 
 
-def xielu_params(t, p: str) -> tuple:
-    """(alpha_p, alpha_n, beta, eps) of layer p's xIELU, as the kernel takes them (after the softplus)."""
+def xielu_params(t, p: str, rounded: bool = True) -> tuple:
+    """(alpha_p, alpha_n, beta, eps) of layer p's xIELU, as the kernel takes them (after the softplus; rounded to
+    bfloat16 as transformers computes them, or not, as llama.cpp)."""
     a = p + "mlp.act_fn."
     alpha_p, alpha_n = float(t.array(a + "alpha_p", (1,))[0]), float(t.array(a + "alpha_n", (1,))[0])
     beta, eps = (float(t.array(a + n, (1,))[0]) for n in ("beta", "eps"))
-    return (bf16(_softplus(alpha_p)), bf16(beta + bf16(_softplus(alpha_n))), beta, eps)
+    r = bf16 if rounded else float
+    return (r(_softplus(alpha_p)), r(beta + r(_softplus(alpha_n))), beta, eps)
 
 
 def build(cfg: ApertusConfig, t):
@@ -74,7 +77,7 @@ def build(cfg: ApertusConfig, t):
 
     def mlp_for(i, p):
         w = plain_mlp(t, p, cfg, False)
-        acts[i] = (PARAM_ACTS["xielu"], xielu_params(t, p))
+        acts[i] = (PARAM_ACTS["xielu"], xielu_params(t, p, cfg.xielu_bf16))
         return w
 
     dec = llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,

@@ -219,7 +219,8 @@ class Forward:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
             a = ops.act(self.spec.act, g) * u
         elif L.xielu is not None:
-            a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu))
+            a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu),
+                          bf16=L.xielu_bf16)
         else:
             a = ops.act(self.spec.act, self.mm(h, L.up, L.up_b))
         return self.norm(self.mm(self.norm(a, L.down_norm), L.down, L.down_b), L.post_mlp_norm)

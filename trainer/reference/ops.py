@@ -37,11 +37,12 @@ def _bf16(x: float) -> float:
     return float(np.ldexp(np.round(m * 256.0), e - 8))     # np.round: half to even
 
 
-def xielu(x: np.ndarray, alpha_p: float, alpha_n: float, beta: float, eps: float) -> np.ndarray:
+def xielu(x: np.ndarray, alpha_p: float, alpha_n: float, beta: float, eps: float, bf16: bool = True) -> np.ndarray:
     """xIELU (Apertus) from its raw parameters: a_p = softplus(alpha_p), a_n = beta + softplus(alpha_n), each
-    rounded to bfloat16 as transformers computes them (it keeps these parameters in bfloat16); a_p x^2 + beta x for
-    x > 0, else (expm1(min(x, eps)) - x) a_n + beta x."""
-    a_p, a_n = _bf16(np.logaddexp(0.0, alpha_p)), _bf16(beta + _bf16(np.logaddexp(0.0, alpha_n)))
+    rounded to bfloat16 as transformers computes them (it keeps these parameters in bfloat16; bf16=False: not
+    rounded, as llama.cpp computes them); a_p x^2 + beta x for x > 0, else (expm1(min(x, eps)) - x) a_n + beta x."""
+    r = _bf16 if bf16 else float
+    a_p, a_n = r(np.logaddexp(0.0, alpha_p)), r(beta + r(np.logaddexp(0.0, alpha_n)))
     return np.where(x > 0, a_p * x * x + beta * x, (np.expm1(np.minimum(x, eps)) - x) * a_n + beta * x)
 
 

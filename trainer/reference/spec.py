@@ -84,6 +84,7 @@ class LayerSpec:
     clip: float = 0.0                    # > 0: q, k, v clamped to [-clip, clip] after their biases (OLMo)
     norm_after_rope: bool = False        # the q / k norms act on the rotated q and k (Hunyuan)
     xielu: tuple | None = None           # the plain MLP's activation is xIELU of these (alpha_p, alpha_n, beta, eps)
+    xielu_bf16: bool = True              # xIELU's a_p, a_n rounded to bfloat16 (transformers); False: not (llama.cpp)
     resid_attn_norm: NormSpec | None = None    # post-LN: the residual stream normed after the attention's add (OPT)
     resid_mlp_norm: NormSpec | None = None     # and after the MLP's
     alibi: list | None = None            # [H] ALiBi slopes: slope_h * (j - i) added to the scores

@@ -132,6 +132,7 @@ def apertus(cfg, names):
     for i, L in enumerate(spec.layers):
         a = f"model.layers.{i}.mlp.act_fn."
         L.xielu = (a + "alpha_p", a + "alpha_n", a + "beta", a + "eps")
+        L.xielu_bf16 = get(cfg, "xielu_bf16", True)       # False: a GGUF file, as llama.cpp computes xIELU
     return spec
 
 

@@ -1,0 +1,128 @@
+"""GGUF files of more Llama variants (llama.cpp's apertus, exaone4, chatglm and gpt-oss): their metadata keys as the
+Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS
+these join.
+
+What the files hold differently from a Hugging Face checkpoint, and what llama.cpp assumes (src/models/apertus.cpp,
+exaone4.cpp, chatglm.cpp):
+
+- apertus: the xIELU parameters of each layer are metadata (`xielu.alpha_p`, `alpha_n`, `beta`, `eps`, one number a
+  layer or one for all), read as the family's `mlp.act_fn.*` tensors. llama.cpp takes their softplus in float32
+  (`ggml_xielu`), where transformers keeps the parameters in bfloat16 and rounds softplus(alpha_p) and beta +
+  softplus(alpha_n) to bfloat16: such a file runs with `xielu_bf16` off, as llama.cpp runs it. Llama 3's RoPE
+  scaling is the `rope_freqs` table (gguf.py reads it); without one llama.cpp scales nothing, where the family's
+  config would default to llama3.
+- exaone4: llama.cpp runs local / global attention only for 64 layers (the 32B model: window `sliding_window` or
+  4096, pattern `sliding_window_pattern`, an array or every 4th layer full; the full layers without RoPE); any
+  other depth runs every layer full, with RoPE, whatever its keys say (so the fixture's file gives llama.cpp's
+  logits, 0.66 of their range from transformers').
+- chatglm (GLM-4-9B and ChatGLM, Petit's glm family): gate|up fused in `ffn_up` and, in ChatGLM's own files, q|k|v in
+  `attn_qkv` (split by rows, no copy); partial RoPE on adjacent pairs, as the family runs it, over
+  `rope.dimension_count` values of each head (all of them when the key is absent, as llama.cpp takes it).
+- gpt-oss: experts stacked as for the other MoE architectures, their biases [experts, n] read by rows; sinks in
+  `attn_sinks.weight`; sliding / full layers by llama.cpp's pattern (every other one). llama.cpp's YaRN always rounds
+  the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
+  truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
+"""
+import numpy as np
+
+from petit.loading.gguf_archs import ARCHS, LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_ssm import _per_layer
+
+XIELU = ("alpha_p", "alpha_n", "beta", "eps")
+
+
+def _full_rotary(arch: str, cfg: dict, key) -> None:
+    """llama.cpp's apertus and exaone4 rotate every value of a head (it asserts n_rot == the head size)."""
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size ({cfg['head_dim']}): "
+                         f"llama.cpp's {arch} rotates whole heads")
+
+
+def _apertus(meta, key, cfg, has):
+    _full_rotary("apertus", cfg, key)
+    cfg.setdefault("rope_scaling", None)           # no rope_freqs table: llama.cpp scales nothing
+    cfg.update(attention_bias=has("blk.0.attn_q.bias"), xielu_bf16=False)
+    for n in XIELU:                                # checked here, so a bad key fails before any weight is read
+        _per_layer(meta, f"xielu.{n}", cfg["num_hidden_layers"])
+
+
+def _xielu_tensors(meta, cfg) -> dict:
+    """The xIELU parameters as the family's per-layer `mlp.act_fn.*` tensors of one value."""
+    n = cfg["num_hidden_layers"]
+    out = {}
+    for name in XIELU:
+        values = _per_layer(meta, f"xielu.{name}", n)
+        for i, v in enumerate(values):
+            out[f"model.layers.{i}.mlp.act_fn.{name}"] = np.array([v], np.float32)
+    return out
+
+
+def _sliding_layers(meta, key, cfg, period: int) -> None:
+    """layer_types as llama.cpp's load_swa_pattern sets them: `attention.sliding_window_pattern` true / false per
+    layer, or a period n (the last layer of every n full; 0: all sliding), else `period`."""
+    n = cfg["num_hidden_layers"]
+    pattern = meta.get(key("attention.sliding_window_pattern"), period)
+    if isinstance(pattern, (np.ndarray, np.generic)):
+        pattern = pattern.tolist()
+    if isinstance(pattern, list):
+        if len(pattern) != n or not all(isinstance(p, bool) for p in pattern):
+            raise ValueError(f"metadata {key('attention.sliding_window_pattern')!r} is {pattern!r:.80}: it should "
+                             f"hold true / false for each of the {n} layers")
+        sliding = pattern
+    elif isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0:
+        sliding = [pattern == 0 or i % pattern < pattern - 1 for i in range(n)]
+    else:
+        raise ValueError(f"metadata {key('attention.sliding_window_pattern')!r} is {pattern!r}: it should be a "
+                         f"layer period or true / false for each layer")
+    cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in sliding]
+
+
+def _exaone4(meta, key, cfg, has):
+    _full_rotary("exaone4", cfg, key)
+    if cfg["num_hidden_layers"] != 64:             # llama.cpp: local / global attention for the 32B model only
+        cfg["sliding_window"] = None
+        return
+    cfg["sliding_window"] = int(meta.get(key("attention.sliding_window")) or 4096)
+    _sliding_layers(meta, key, cfg, 4)
+
+
+def _gpt_oss(meta, key, cfg, has):
+    """gpt-oss: sliding and full layers (every other one, unless the pattern key says otherwise), the experts'
+    width in expert_feed_forward_length; YaRN as llama.cpp computes it, its correction range rounded to whole
+    dimensions (ggml_rope_yarn_corr_dims) where the releases' config has truncate false."""
+    _full_rotary("gpt-oss", cfg, key)
+    window = meta.get(key("attention.sliding_window"))
+    if window is None:
+        raise ValueError(f"metadata {key('attention.sliding_window')!r} is missing: llama.cpp's gpt-oss requires it")
+    if meta.get(key("rope.freq_base_swa"), cfg["rope_theta"]) != cfg["rope_theta"]:
+        raise ValueError(f"metadata {key('rope.freq_base_swa')!r} differs from {key('rope.freq_base')!r}: the "
+                         f"gpt_oss family has one RoPE base")
+    cfg.update(sliding_window=int(window), attention_bias=has("blk.0.attn_q.bias"),
+               intermediate_size=int(meta.get(key("expert_feed_forward_length")) or cfg["intermediate_size"]))
+    _sliding_layers(meta, key, cfg, 2)
+    if (cfg.get("rope_scaling") or {}).get("rope_type") == "yarn":
+        cfg["rope_scaling"]["truncate"] = True
+
+
+def _chatglm(meta, key, cfg, has):
+    cfg.setdefault("partial_rotary_factor", 1.0)   # no rope.dimension_count: llama.cpp rotates whole heads
+    cfg["attention_bias"] = has("blk.0.attn_q.bias") or has("blk.0.attn_qkv.bias")
+
+
+VARIANT_ARCHS = {
+    # Apertus's norms are attention_layernorm / feedforward_layernorm; its MLP has no gate
+    "apertus": GGUFArch("apertus", dict(LLAMA_LAYER, attn_norm="attention_layernorm",
+                                        ffn_norm="feedforward_layernorm"),
+                        meta_tensors=_xielu_tensors, extra=_apertus),
+    # EXAONE 4.0: OLMo 2's post-norms only
+    "exaone4": GGUFArch("exaone4", OLMO2_LAYER, extra=_exaone4),
+    "chatglm": GGUFArch("glm", LLAMA_LAYER, splits={"attn_qkv": QKV, "ffn_up": (("mlp.gate_proj", "ff"),
+                                                                                ("mlp.up_proj", "ff"))},
+                        extra=_chatglm),
+    # gpt-oss: attention sinks (stored as attn_sinks.weight), the router and experts with biases
+    "gpt-oss": GGUFArch("gpt_oss", dict(LLAMA_LAYER, post_attention_norm="post_attention_layernorm",
+                                        ffn_gate_inp="mlp.router"),
+                        whole_names={"attn_sinks.weight": "self_attn.sinks"}, experts=QWEN_EXPERTS,
+                        expert_key="num_local_experts", extra=_gpt_oss),
+}
+ARCHS.update(VARIANT_ARCHS)
