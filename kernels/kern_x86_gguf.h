@@ -25,6 +25,8 @@ static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
     *hi = _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
 }
 
+#include "kern_x86_kq2.h"      /* Q2_K, Q3_K, IQ4_XS: kq2_rows_any_ */
+
 /* One row's super-block sb of Q4_K / Q5_K / Q6_K unpacked: v[j] = block j's 32 values in order (Q4_K / Q5_K the
  * unsigned q; Q6_K q - 32), fa / fb = the float factors of the 8 blocks (Q4_K / Q5_K: d sc_j and dmin m_j; Q6_K: the
  * scales of each block's first and second half, times d), computed as the reference's gg_block computes them. */
@@ -391,6 +393,22 @@ static ALWAYS_INLINE void FN(b32_rows8_nt_)(int32_t type, const uint8_t *w, int6
 
 static int FN(gguf_tiles_)(int32_t type) { return type != GG_Q2_K; }
 
+/* a super-block of 8 rows (v[i][j]: row i's block j; fa / fb[i]: row i's factors, lane j = block j) stored as 8
+ * unpacked blocks at blk */
+static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf) {
+    FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
+    FN(transpose8_)(fb);
+    for (int j = 0; j < 8; j++) {
+        uint8_t *blk = buf + j * GT_BLOCK;
+        __m256i vv[8];
+        for (int i = 0; i < 8; i++) vv[i] = v[i][j];
+        FN(transpose8_)(vv);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
+        _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
+        _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+    }
+}
+
 /* rows r..r+7 unpacked into buf (nb blocks of GT_BLOCK bytes) */
 static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf) {
     if (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K) {
@@ -404,17 +422,23 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 fa[i] = _mm256_castps_si256(a0);
                 fb[i] = _mm256_castps_si256(b0);
             }
-            FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
-            FN(transpose8_)(fb);
-            for (int j = 0; j < 8; j++) {
-                uint8_t *blk = buf + (sb * 8 + j) * GT_BLOCK;
-                __m256i vv[8];
-                for (int i = 0; i < 8; i++) vv[i] = v[i][j];
-                FN(transpose8_)(vv);
-                for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
-                _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
-                _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
+        }
+        return;
+    }
+    if (type == GG_Q3_K || type == GG_IQ4_XS) {     /* likewise by kq2_unpack_ (IQ4_XS: one factor per block) */
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            __m256i v[8][8], fa[8], fb[8];
+            for (int i = 0; i < 8; i++) {
+                __m256 f[4];
+                f[1] = _mm256_setzero_ps();
+                FN(kq2_unpack_)(type, w + (r + i) * rb, sb, v[i], f);
+                if (type == GG_Q3_K)     /* q + 4 back to q, signed, as the tile takes it */
+                    for (int j = 0; j < 8; j++) v[i][j] = _mm256_sub_epi8(v[i][j], _mm256_set1_epi8(4));
+                fa[i] = _mm256_castps_si256(f[0]);
+                fb[i] = _mm256_castps_si256(f[1]);
             }
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
         }
         return;
     }
@@ -519,6 +543,10 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
     if (T >= GT && FN(gguf_tiles_)(type)) {      /* a prefill, or a tile of sequences: 8 rows unpacked at a time */
         r0 = FN(gguf_tiled_rows_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         if (r0 >= r1) return;
+    }
+    if (type == GG_Q2_K || type == GG_Q3_K || type == GG_IQ4_XS) {
+        FN(kq2_rows_any_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
+        return;
     }
     const int k_type = type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K;
     if (!k_type && type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {
