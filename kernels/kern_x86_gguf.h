@@ -1,10 +1,9 @@
 /* The x86 kernels of GGUF's block types (kern_gguf.h's arithmetic, bit for bit), included by kern_x86.h for each
- * x86 path (the same target, SUFFIX and DOT_ACC): Q4_K / Q5_K / Q6_K decode 8 rows at a time, the 32-value types a
- * row at a time, and every type but Q2_K in a prefill through 8 rows unpacked once into the interleaved layout.
- * rows_gguf_ at the end is the path's table entry. */
+ * x86 path (the same target, SUFFIX and DOT_ACC): the K-quants and IQ4_XS decode 8 rows at a time (Q2_K, Q3_K and
+ * IQ4_XS in kern_x86_kq2.h), the 32-value types likewise, and every type but Q2_K in a prefill through 8 rows
+ * unpacked once into the interleaved layout. rows_gguf_ at the end is the path's table entry. */
 
-/* ---- GGUF's K-quants (kern_gguf.h's arithmetic, bit for bit): Q4_K, Q5_K and Q6_K here, the other GGUF types
- * through the plain C copy ----
+/* ---- GGUF's K-quants (kern_gguf.h's arithmetic, bit for bit): Q4_K, Q5_K and Q6_K here ----
  * One row at a time, each super-block's values unpacked once for up to 4 tokens: a 32-value block is 32 bytes in
  * natural order, so vpmaddubsw + vpmaddwd leave lanes 0-3 the sum of values 0..15 and lanes 4-7 of 16..31 (Q6_K's
  * two halves), and an 8-lane add tree the whole block (Q4_K, Q5_K: unsigned values, the min term from the
