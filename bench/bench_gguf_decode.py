@@ -8,9 +8,12 @@ ways: `hot`, one matrix called again and again (4.9 MiB as q8_0: from the caches
 and `stream`, --layers different matrices called in turn, as a decode step calls a model's layers (24 x 4.9 MiB as
 q8_0: from memory, more than a last-level cache holds). The matrices are random blocks with finite scales (a
 product's speed does not depend on the values). Both forms are timed in alternation, sample by sample, and each row
-reports the medians; `stored/q8` is the ratio of the times (below 1: as stored is faster).
+reports the medians; `stored/q8` is the ratio of the times (below 1: as stored is faster). On a machine others load,
+--cpu times the one-thread rows by the calling thread's CPU time (the pool's thread 0 is the caller), which a
+preempted call does not inflate.
 
 Usage: python bench/bench_gguf_decode.py [--types Q2_K,Q3_K,IQ4_XS,Q4_K] [--threads 1,2] [--repeat 7] [--layers 24]
+                                         [--cpu]
 """
 import argparse
 import statistics
@@ -35,16 +38,16 @@ def random_matrix(gguf_type: str, rows: int, cols: int, seed: int = 0) -> np.nda
     return raw.reshape(rows, -1)
 
 
-def seconds(Ws: list[K.Weight], x: np.ndarray, out: np.ndarray, target: float = 0.05) -> float:
-    """Seconds per matrix: one warm-up round over Ws, then rounds until about `target` has passed."""
+def seconds(Ws: list[K.Weight], x: np.ndarray, out: np.ndarray, target: float = 0.05, clock=time.perf_counter) -> float:
+    """Seconds per matrix: one warm-up round over Ws, then rounds until about `target` has passed on `clock`."""
     for W in Ws:
         K.matmul(W, x, out=out)
-    t0, n = time.perf_counter(), 0
+    t0, n = clock(), 0
     while True:
         for W in Ws:
             K.matmul(W, x, out=out)
         n += len(Ws)
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         if dt >= target:
             return dt / n
 
@@ -55,9 +58,12 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--cpu", action="store_true", help="time one-thread rows by the thread's CPU time")
     a = ap.parse_args()
     rows, cols = 4864, 1024
     print(f"path {K.info()['isa']}; {K.cpu_features()}; [{rows}, {cols}] matrices")
+    if a.cpu:
+        print("one-thread rows: the thread's CPU time")
     print(f"{'type':7} {'mode':>6} {'thr':>3} | {'stored ms':>9} {'GB/s':>6} {'MiB':>5} | "
           f"{'q8_0 ms':>8} {'GB/s':>6} {'MiB':>5} | stored/q8")
     x = np.random.default_rng(1).standard_normal((1, cols), dtype=np.float32)
@@ -73,10 +79,11 @@ def main() -> None:
         for mode, n in (("hot", 1), ("stream", a.layers)):
             for threads in map(int, a.threads.split(",")):
                 K.configure(threads=threads)
+                clock = time.thread_time if a.cpu and threads == 1 else time.perf_counter
                 ts, tq = [], []
                 for _ in range(a.repeat):          # alternated, so machine noise hits both
-                    ts.append(seconds(stored[:n], x, out))
-                    tq.append(seconds(q8[:n], x, out))
+                    ts.append(seconds(stored[:n], x, out, clock=clock))
+                    tq.append(seconds(q8[:n], x, out, clock=clock))
                 s, q = statistics.median(ts), statistics.median(tq)
                 print(f"{name:7} {mode:>6} {threads:>3} | {s * 1e3:9.3f} {sb / s / 1e9:6.2f} {sb / 2**20:5.2f} | "
                       f"{q * 1e3:8.3f} {qb / q / 1e9:6.2f} {qb / 2**20:5.2f} | {s / q:6.2f}")

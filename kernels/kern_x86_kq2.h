@@ -44,15 +44,16 @@ static ALWAYS_INLINE void FN(kq2_unpack_)(int32_t type, const uint8_t *row, int6
                 v[j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3), _mm256_and_si256(hb, b2));
             }
         }
-        /* the 16 6-bit scales (gg_block's bits) by word shifts, byte k = scale k, then - 32 */
-        uint32_t u[4];
-        memcpy(u, x + 96, 12);
-        const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, t = u[2];
-        u[2] = ((u[0] >> 4) & k2) | (((t >> 4) & k1) << 4);
-        u[3] = ((u[1] >> 4) & k2) | (((t >> 6) & k1) << 4);
-        u[0] = (u[0] & k2) | ((t & k1) << 4);
-        u[1] = (u[1] & k2) | (((t >> 2) & k1) << 4);
-        const __m128i s16 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)u), _mm_set1_epi8(32));
+        /* the 16 6-bit scales (gg_block's bits), byte k = scale k, then - 32: the 12 bytes loaded with the 2
+         * before them (not the 2 after: past a matrix's end); low 4 bits: byte k's low nibble for k < 8, byte
+         * k - 8's high one after; high 2 bits: bits 2 (k / 4) of byte 8 + k % 4 (a word shift per group of 4) */
+        const __m128i sb = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x + 94)), 2), m4 = _mm_set1_epi8(0x0F);
+        const __m128i lo4 = _mm_unpacklo_epi64(_mm_and_si128(sb, m4), _mm_and_si128(_mm_srli_epi16(sb, 4), m4));
+        const __m128i hb = _mm_shuffle_epi8(sb, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+        __m128i hi2 = _mm_blend_epi32(hb, _mm_srli_epi16(hb, 2), 0x2);
+        hi2 = _mm_blend_epi32(hi2, _mm_srli_epi16(hb, 4), 0x4);
+        hi2 = _mm_and_si128(_mm_blend_epi32(hi2, _mm_srli_epi16(hb, 6), 0x8), _mm_set1_epi8(3));
+        const __m128i s16 = _mm_sub_epi8(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4)), _mm_set1_epi8(32));
         const __m256 d = _mm256_set1_ps(FN(h2f_)(x + 108));
         f[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(s16, even))));
         f[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(s16, odd))));
@@ -82,14 +83,31 @@ static inline void FN(kq2_halves_)(const __m256i *p, __m256i *lo, __m256i *hi) {
     *hi = _mm256_permute2x128_si256(e, g, 0x31);
 }
 
-/* Q2_K's activation half-block sums of super-block sb for token t: lo / hi lane j = block j's first / second half */
+#if DOT_ACC16
+/* the same from 8 vectors of 16 int16 lanes (vpmaddubsw's pair sums: lanes 0-7 values 0..15, 8-15 values 16..31),
+ * summed in 16 bits: for unsigned values up to 7 (Q2_K, Q3_K + 4) a half's sum is at most 16 x 7 x 127 = 14224 */
+static inline void FN(kq2_halves16_)(const __m256i *p, __m256i *lo, __m256i *hi) {
+    const __m256i a = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
+    const __m256i b = _mm256_hadd_epi16(_mm256_hadd_epi16(p[4], p[5]), _mm256_hadd_epi16(p[6], p[7]));
+    const __m256i c = _mm256_hadd_epi16(a, b);
+    *lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(c));
+    *hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1));
+}
+#endif
+
+/* the activations' half-block sums of super-block sb for token t: lo / hi lane j = block j's first / second half */
 static inline void FN(kq2_xhalves_)(const pt_act *a, int64_t t, int64_t sb, __m256i *lo, __m256i *hi) {
     const __m256i ones = _mm256_set1_epi16(1), one8 = _mm256_set1_epi8(1);
     const int8_t *xq = a->q + t * a->K + sb * 8 * QK;
     __m256i p[8];
+#if DOT_ACC16
+    for (int j = 0; j < 8; j++) p[j] = _mm256_maddubs_epi16(one8, _mm256_loadu_si256((const __m256i *)(xq + j * QK)));
+    FN(kq2_halves16_)(p, lo, hi);
+#else
     for (int j = 0; j < 8; j++)
         p[j] = DOT_ACC(_mm256_setzero_si256(), one8, _mm256_loadu_si256((const __m256i *)(xq + j * QK)));
     FN(kq2_halves_)(p, lo, hi);
+#endif
     (void)ones;
 }
 
@@ -108,14 +126,21 @@ static ALWAYS_INLINE void FN(kq2_terms_)(int32_t type, const uint8_t *row, int64
     for (int tj = 0; tj < nt; tj++) {
         const int64_t t = t0 + tj, b0 = sb * 8;
         const int8_t *xq = a->q + t * K + b0 * QK;
-        __m256i p[8];
-        for (int j = 0; j < 8; j++) {      /* |pairs| <= 2 * 127 * 127: no saturation, VNNI or not */
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
-            p[j] = sgn ? DOT_ACC(_mm256_setzero_si256(), av[j], _mm256_sign_epi8(xv, v[j]))
-                       : DOT_ACC(_mm256_setzero_si256(), v[j], xv);
+        __m256i p[8], lo, hi;
+#if DOT_ACC16
+        if (!sgn) {     /* Q2_K, Q3_K: small unsigned values, the half sums in 16 bits */
+            for (int j = 0; j < 8; j++) p[j] = _mm256_maddubs_epi16(v[j], _mm256_loadu_si256((const __m256i *)(xq + j * QK)));
+            FN(kq2_halves16_)(p, &lo, &hi);
+        } else
+#endif
+        {
+            for (int j = 0; j < 8; j++) {      /* |pairs| <= 2 * 127 * 127: no saturation, VNNI or not */
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
+                p[j] = sgn ? DOT_ACC(_mm256_setzero_si256(), av[j], _mm256_sign_epi8(xv, v[j]))
+                           : DOT_ACC(_mm256_setzero_si256(), v[j], xv);
+            }
+            FN(kq2_halves_)(p, &lo, &hi);
         }
-        __m256i lo, hi;
-        FN(kq2_halves_)(p, &lo, &hi);
         const __m256 dx = _mm256_loadu_ps(a->d + t * nb + b0);
         if (type == GG_IQ4_XS) {
             __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(f[0], dx), _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)));
