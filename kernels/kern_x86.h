@@ -485,9 +485,14 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
  * are not whole super-blocks is mostly Q5_0, and the 0.5B Qwen shape's decodes, one thread, Zen 5: 44-45 tok/s as
  * stored against 47-49 as q8_0 on the AVX-512 path, 46-48 against 54-55 on AVX2 / AVX-VNNI (rows one at a time it
  * was 23). So by default they cost memory (8.5 bits a value in place of 5.5-6) to run fastest; a load that asks for
- * the stored types (gguf_stored=True) keeps them, within 5-15 % of that speed. */
-#define X86_GGUF_FAST ((1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K))
-#define X86_GGUF_B32 ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_IQ4_NL))
+ * the stored types (gguf_stored=True) keeps them, within 5-15 % of that speed.
+ * Q2_K and Q3_K (kern_x86_kq2.h) are kept: a third and 0.4x of q8_0's bytes, they decode faster once the weights
+ * come from memory, as a model's do (bench/bench_gguf_decode.py, 24 [4864, 1024] matrices in turn, Zen 3 AVX2, one
+ * thread, several runs: 0.70-0.86x and 0.74-0.82x q8_0's time; two threads on that 2-core machine shared with other
+ * jobs 0.6-1.1x, not measurable there), though a matrix hot in the caches takes about 2.2x. IQ4_XS has its kernel
+ * too but stays out by that measure (0.79-1.12x on one thread), kept when asked like the 32-value types. */
+#define X86_GGUF_FAST ((1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q2_K) | (1u << GG_Q3_K))
+#define X86_GGUF_B32 ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_IQ4_NL) | (1u << GG_IQ4_XS))
 
 /* the interleaved kernels a path's table holds: these 256-bit ones unless the including file has its own */
 #ifndef X8_KERNEL

@@ -1,10 +1,9 @@
 /* The x86 kernels of GGUF's block types (kern_gguf.h's arithmetic, bit for bit), included by kern_x86.h for each
- * x86 path (the same target, SUFFIX and DOT_ACC): Q4_K / Q5_K / Q6_K decode 8 rows at a time, the 32-value types a
- * row at a time, and every type but Q2_K in a prefill through 8 rows unpacked once into the interleaved layout.
- * rows_gguf_ at the end is the path's table entry. */
+ * x86 path (the same target, SUFFIX and DOT_ACC): the K-quants and IQ4_XS decode 8 rows at a time (Q2_K, Q3_K and
+ * IQ4_XS in kern_x86_kq2.h), the 32-value types likewise, and every type in a prefill through 8 rows unpacked once
+ * into the interleaved layout. rows_gguf_ at the end is the path's table entry. */
 
-/* ---- GGUF's K-quants (kern_gguf.h's arithmetic, bit for bit): Q4_K, Q5_K and Q6_K here, the other GGUF types
- * through the plain C copy ----
+/* ---- GGUF's K-quants (kern_gguf.h's arithmetic, bit for bit): Q4_K, Q5_K and Q6_K here ----
  * One row at a time, each super-block's values unpacked once for up to 4 tokens: a 32-value block is 32 bytes in
  * natural order, so vpmaddubsw + vpmaddwd leave lanes 0-3 the sum of values 0..15 and lanes 4-7 of 16..31 (Q6_K's
  * two halves), and an 8-lane add tree the whole block (Q4_K, Q5_K: unsigned values, the min term from the
@@ -24,6 +23,8 @@ static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
     *lo = _mm_cvtsi128_si32(_mm_add_epi32(a, _mm_shuffle_epi32(a, 0xB1)));
     *hi = _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
 }
+
+#include "kern_x86_kq2.h"      /* Q2_K, Q3_K, IQ4_XS: kq2_rows_any_ */
 
 /* One row's super-block sb of Q4_K / Q5_K / Q6_K unpacked: v[j] = block j's 32 values in order (Q4_K / Q5_K the
  * unsigned q; Q6_K q - 32), fa / fb = the float factors of the 8 blocks (Q4_K / Q5_K: d sc_j and dmin m_j; Q6_K: the
@@ -386,10 +387,26 @@ static ALWAYS_INLINE void FN(b32_rows8_nt_)(int32_t type, const uint8_t *w, int6
  * the interleaved layout (per 32-value block 8 vectors, lane i of vector k = values 4k..4k+3 of row i, and each
  * float factor for the 8 rows as one vector), and every token of the call is multiplied against it from L1 / L2 in
  * tiles of 8, 8 rows' block sums per vector with no horizontal adds. Each row's terms are the reference's, in its
- * order, so the same bits. Every type but Q2_K (whose min terms are over half-blocks) takes it. */
+ * order, so the same bits. Every type takes it (Q2_K's min terms, over half-blocks, with the activations' half
+ * sums computed once per call). */
 #define GT_BLOCK 320     /* bytes of one unpacked block of 8 rows: 8 x 32 values, then 2 factor vectors */
+#define GT_BLOCK4 384    /* Q2_K's: 4 factor vectors (the scale and min factors of each half-block) */
 
-static int FN(gguf_tiles_)(int32_t type) { return type != GG_Q2_K; }
+/* a super-block of 8 rows (v[i][j]: row i's block j; fa / fb[i]: row i's factors, lane j = block j) stored as 8
+ * unpacked blocks at blk */
+static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf) {
+    FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
+    FN(transpose8_)(fb);
+    for (int j = 0; j < 8; j++) {
+        uint8_t *blk = buf + j * GT_BLOCK;
+        __m256i vv[8];
+        for (int i = 0; i < 8; i++) vv[i] = v[i][j];
+        FN(transpose8_)(vv);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
+        _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
+        _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+    }
+}
 
 /* rows r..r+7 unpacked into buf (nb blocks of GT_BLOCK bytes) */
 static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf) {
@@ -404,16 +421,42 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 fa[i] = _mm256_castps_si256(a0);
                 fb[i] = _mm256_castps_si256(b0);
             }
-            FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
-            FN(transpose8_)(fb);
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
+        }
+        return;
+    }
+    if (type == GG_Q3_K || type == GG_IQ4_XS) {     /* likewise by kq2_unpack_ (IQ4_XS: one factor per block) */
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            __m256i v[8][8], fa[8], fb[8];
+            for (int i = 0; i < 8; i++) {
+                __m256 f[4];
+                f[1] = _mm256_setzero_ps();
+                FN(kq2_unpack_)(type, w + (r + i) * rb, sb, v[i], f);
+                if (type == GG_Q3_K)     /* q + 4 back to q, signed, as the tile takes it */
+                    for (int j = 0; j < 8; j++) v[i][j] = _mm256_sub_epi8(v[i][j], _mm256_set1_epi8(4));
+                fa[i] = _mm256_castps_si256(f[0]);
+                fb[i] = _mm256_castps_si256(f[1]);
+            }
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
+        }
+        return;
+    }
+    if (type == GG_Q2_K) {      /* its 4 factor vectors after the values */
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            __m256i v[8][8], f[4][8];
+            for (int i = 0; i < 8; i++) {
+                __m256 fi[4];
+                FN(kq2_unpack_)(GG_Q2_K, w + (r + i) * rb, sb, v[i], fi);
+                for (int k = 0; k < 4; k++) f[k][i] = _mm256_castps_si256(fi[k]);
+            }
+            for (int k = 0; k < 4; k++) FN(transpose8_)(f[k]);
             for (int j = 0; j < 8; j++) {
-                uint8_t *blk = buf + (sb * 8 + j) * GT_BLOCK;
+                uint8_t *blk = buf + (sb * 8 + j) * GT_BLOCK4;
                 __m256i vv[8];
                 for (int i = 0; i < 8; i++) vv[i] = v[i][j];
                 FN(transpose8_)(vv);
                 for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
-                _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
-                _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+                for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)(blk + 256 + 32 * k), f[k][j]);
             }
         }
         return;
@@ -436,15 +479,17 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
 }
 
 /* the 8 unpacked rows against tokens t0..t0+n-1: kind 0 one term (d, sum v x); 1 two whole-block terms, the second
- * (m, sum x) added (Q4_1, Q5_1); 2 the same subtracted (Q4_K, Q5_K); 3 a term per half-block (Q6_K, Q3_K) */
+ * (m, sum x) added (Q4_1, Q5_1); 2 the same subtracted (Q4_K, Q5_K); 3 a term per half-block (Q6_K, Q3_K); 4 per
+ * half-block a scale term and a min term subtracted, xh[2 (t nb + b) + h] the activations' half sums (Q2_K) */
 static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
-                                         int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn) {
-    const int64_t K = a->K, nb = K / QK;
+                                         int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
+                                         const int32_t *xh) {
+    const int64_t K = a->K, nb = K / QK, bs = kind == 4 ? GT_BLOCK4 : GT_BLOCK;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[GT];
     for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = buf + b * GT_BLOCK;
+        const uint8_t *blk = buf + b * bs;
         __m256i lo[GT], hi[GT];
         for (int j = 0; j < n; j++) lo[j] = hi[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
@@ -453,11 +498,29 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
             for (int j = 0; j < n; j++) {
                 const __m256i xb = FN(bcast4_)(a->q + (t0 + j) * K + b * QK + 4 * k);
                 const __m256i xs = sgn ? _mm256_sign_epi8(xb, wv) : xb;
-                if (kind == 3 && k >= 4) hi[j] = DOT_ACC(hi[j], u, xs);
+                if (kind >= 3 && k >= 4) hi[j] = DOT_ACC(hi[j], u, xs);
                 else lo[j] = DOT_ACC(lo[j], u, xs);
             }
         }
         const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 256)), f1 = _mm256_loadu_ps((const float *)(blk + 288));
+        if (kind == 4) {        /* the reference's order: + scale, - min of the first half, then of the second */
+            const __m256 f2 = _mm256_loadu_ps((const float *)(blk + 320)), f3 = _mm256_loadu_ps((const float *)(blk + 352));
+            for (int j = 0; j < n; j++) {
+                const int64_t tb = (t0 + j) * nb + b;
+                const __m256 dx = _mm256_set1_ps(a->d[tb]);
+                __m256 p0 = _mm256_mul_ps(_mm256_mul_ps(f0, dx), _mm256_cvtepi32_ps(lo[j]));
+                __m256 m0 = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_set1_ps((float)xh[2 * tb]));
+                __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(f2, dx), _mm256_cvtepi32_ps(hi[j]));
+                __m256 m1 = _mm256_mul_ps(_mm256_mul_ps(f3, dx), _mm256_set1_ps((float)xh[2 * tb + 1]));
+                NO_FUSE(p0);
+                NO_FUSE(m0);
+                NO_FUSE(p1);
+                NO_FUSE(m1);
+                acc[j] = _mm256_sub_ps(_mm256_add_ps(acc[j], p0), m0);
+                acc[j] = _mm256_sub_ps(_mm256_add_ps(acc[j], p1), m1);
+            }
+            continue;
+        }
         for (int j = 0; j < n; j++) {
             const int64_t tb = (t0 + j) * nb + b;
             const __m256 dx = _mm256_set1_ps(a->d[tb]);
@@ -480,10 +543,11 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
 }
 
 static ALWAYS_INLINE void FN(gguf_tiles_kind_)(const uint8_t *buf, const pt_act *a, int64_t T, float *y, int64_t ldy,
-                                               int64_t r, int accumulate, const int kind, const int sgn) {
+                                               int64_t r, int accumulate, const int kind, const int sgn,
+                                               const int32_t *xh) {
     int64_t t = 0;
-    for (; t + GT <= T; t += GT) FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn);
-#define GGUF_TAIL(n) FN(gguf_tile_)(buf, a, t, n, y, ldy, r, accumulate, kind, sgn)
+    for (; t + GT <= T; t += GT) FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh);
+#define GGUF_TAIL(n) FN(gguf_tile_)(buf, a, t, n, y, ldy, r, accumulate, kind, sgn, xh)
     TOKENS_LEFT(T - t, GGUF_TAIL)
 #undef GGUF_TAIL
 }
@@ -493,21 +557,31 @@ static ALWAYS_INLINE void FN(gguf_tiles_kind_)(const uint8_t *buf, const pt_act 
 static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                     const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t nb = a->K / QK;
-    uint8_t *buf = malloc((size_t)(nb * GT_BLOCK));
+    /* Q2_K: its larger unpacked blocks, then the activations' half-block sums, once for every group of rows */
+    const int q2 = type == GG_Q2_K;
+    const size_t bytes = (size_t)(nb * (q2 ? GT_BLOCK4 : GT_BLOCK));
+    uint8_t *buf = malloc(bytes + (q2 ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
     if (!buf) return r0;
+    int32_t *xh = q2 ? (int32_t *)(buf + bytes) : NULL;
+    for (int64_t i = 0; q2 && i < T * nb * 2; i++) {
+        int32_t sum = 0;
+        for (int l = 0; l < 16; l++) sum += a->q[16 * i + l];
+        xh[i] = sum;
+    }
     /* the values' signs (signed ones take the sign trick) and the terms, by type */
     const int sgn = type == GG_Q5_0 || type == GG_Q6_K || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS;
     const int kind = type == GG_Q4_1 || type == GG_Q5_1 ? 1 : type == GG_Q4_K || type == GG_Q5_K ? 2
-                   : type == GG_Q6_K || type == GG_Q3_K ? 3 : 0;
+                   : type == GG_Q6_K || type == GG_Q3_K ? 3 : q2 ? 4 : 0;
     int64_t r = r0;
     for (; r + 8 <= r1; r += 8) {
         FN(gguf_unpack8_)(type, w, rb, r, nb, buf);
         switch (kind * 2 + sgn) {
-        case 0: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 0); break;
-        case 1: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 1); break;
-        case 2: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 1, 0); break;
-        case 4: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 2, 0); break;
-        default: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 3, 1); break;
+        case 0: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 0, NULL); break;
+        case 1: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 1, NULL); break;
+        case 2: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 1, 0, NULL); break;
+        case 4: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 2, 0, NULL); break;
+        case 8: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 4, 0, xh); break;
+        default: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 3, 1, NULL); break;
         }
     }
     free(buf);
@@ -516,9 +590,13 @@ static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, 
 
 static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
                            int64_t T, float *y, int64_t ldy, int accumulate) {
-    if (T >= GT && FN(gguf_tiles_)(type)) {      /* a prefill, or a tile of sequences: 8 rows unpacked at a time */
+    if (T >= GT) {      /* a prefill, or a tile of sequences: 8 rows unpacked at a time */
         r0 = FN(gguf_tiled_rows_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         if (r0 >= r1) return;
+    }
+    if (type == GG_Q2_K || type == GG_Q3_K || type == GG_IQ4_XS) {
+        FN(kq2_rows_any_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
+        return;
     }
     const int k_type = type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K;
     if (!k_type && type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {

@@ -70,9 +70,28 @@ def test_the_fast_types_are_the_paths_own():
     assert K.gguf_fast_types() == set()
     K.configure()
     x86 = K.info()["isa"] in ("avx2", "avxvnni", "avx512")
-    # the K-quants run fastest as stored; the 32-value types have SIMD kernels too, but run faster decoded to q8_0
-    assert K.gguf_fast_types() == ({"Q4_K", "Q5_K", "Q6_K"} if x86 else set())
-    assert K.gguf_simd_types() == ({"Q4_K", "Q5_K", "Q6_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"} if x86 else set())
+    # the K-quants run fastest as stored (from memory, as a model's decode reads them); the 32-value types and
+    # IQ4_XS have SIMD kernels too, but run faster decoded to q8_0
+    assert K.gguf_fast_types() == ({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"} if x86 else set())
+    assert K.gguf_simd_types() == ({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"}
+                                   if x86 else set())
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("gguf_type", ["Q2_K", "Q3_K", "IQ4_XS"])
+@pytest.mark.parametrize("rows, supers", [(3, 1), (8, 1), (9, 4), (21, 2)])
+def test_the_kquant_kernels_give_the_references_bits_on_odd_sizes(isa, gguf_type, rows, supers):
+    """kern_x86_kq2.h's kernels: fewer rows than a group of 8, exactly one group, one group and a row, groups and
+    rows left over, one to four super-blocks; a decode, the small-T kernels (4 tokens at a time and the rest) and a
+    prefill tile with tokens left over, split over 2 threads."""
+    W = _matrix(gguf_type, rows, supers)
+    rng = np.random.default_rng(rows * 10 + supers)
+    for T in (1, 2, 5, 13):
+        x = rng.standard_normal((T, W.shape[1]), dtype=np.float32) * rng.uniform(0.01, 10, (T, 1)).astype(np.float32)
+        K.configure(isa="scalar", threads=1)
+        want = K.matmul(W, x)
+        K.configure(isa=isa, threads=2)
+        np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"T={T}")
 
 
 def test_a_row_that_is_not_whole_blocks_is_refused():

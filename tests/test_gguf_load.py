@@ -123,8 +123,10 @@ def test_convert_writes_a_petit_file_that_runs_to_the_same_bits(tmp_path, name, 
     else:
         assert err[:-1] == []
     ids = np.load(ROOT / "gpt2" / name.replace(".gguf", ".npz"))["input_ids"]
-    # both loaded as petit.load loads them: the types the path runs fastest as stored, the rest decoded to q8_0
-    gguf, converted = petit.load(ROOT / "gpt2" / name), petit.load(out)
+    # both loaded as petit.load loads them: the types the path runs fastest as stored, the rest decoded to q8_0; the
+    # GGUF file's Q3_K, which x86 keeps as stored and a .petit file cannot hold, decoded to q8_0 as convert did
+    gguf = petit.load(ROOT / "gpt2" / name, **({"gguf_stored": False} if name == "q3_k.gguf" else {}))
+    converted = petit.load(out)
     assert {t for t, *_ in converted.tensors.values()} == {t for t, *_ in gguf.tensors.values()}
     assert converted.tokenizer.encode("hello world") == gguf.tokenizer.encode("hello world")
     np.testing.assert_array_equal(converted.logits(ids), gguf.logits(ids))
@@ -183,6 +185,33 @@ def test_q5_0_runs_as_q8_0_by_default_and_as_stored_when_asked():
     # as stored, the values round once as in llama.cpp; decoded, twice (Q5_0, then q8_0)
     assert np.abs(small.logits(ref["input_ids"]) - exact).max() / scale <= 1.5 * limit
     assert np.abs(fast.logits(ref["input_ids"]) - exact).max() / scale <= 2.5 * limit
+
+
+@pytest.mark.skipif(not {"Q2_K", "Q3_K"} <= K.gguf_fast_types(), reason="needs the x86 Q2_K / Q3_K kernels")
+@pytest.mark.parametrize("name, kind", [("q2_k.gguf", "q2_k"), ("q3_k.gguf", "q3_k")])
+def test_q2_k_and_q3_k_run_as_stored(name, kind):
+    """llama.cpp's Q2_K / Q3_K matrices (gpt2's two ffn_down) are kept as stored on x86, with no note, a third of
+    their q8_0 size, and round once as in llama.cpp: within 1.5x its own distance from the exact logits, where the
+    same file decoded to q8_0 is held to 2.5x."""
+    path = ROOT / "gpt2" / name
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stored = petit.load(path)
+        assert [str(w.message) for w in caught] == []
+        decoded = petit.load(path, gguf_stored=False)
+    assert [str(w.message) for w in caught] == [f"{path}: 2 tensor(s) stored as {kind.upper()} were decoded at load "
+                                                f"and run as q8_0 (gguf_stored=False was asked for)"]
+    assert sorted(W.dtype for W in stored.net.matrices() if W.dtype == kind) == [kind] * 2
+    assert sorted(W.dtype for W in decoded.net.matrices() if W.dtype != "q4_0") == ["q8_0"] * 2
+    small = sum(W.raw.nbytes for W in stored.net.matrices() if W.dtype == kind)
+    big = sum(W.raw.nbytes for W in decoded.net.matrices() if W.dtype == "q8_0")
+    assert small / big == {"q2_k": 84 / 272, "q3_k": 110 / 272}[kind]
+    ref = np.load(str(path).replace(".gguf", ".npz"))
+    exact, theirs = ref["exact_logits"], ref["logits"]
+    scale = exact.max() - exact.min()
+    limit = np.abs(theirs - exact).max() / scale
+    assert np.abs(stored.logits(ref["input_ids"]) - exact).max() / scale <= 1.5 * limit
+    assert np.abs(decoded.logits(ref["input_ids"]) - exact).max() / scale <= 2.5 * limit
 
 
 def test_info_says_how_each_type_loads_on_this_path(capsys):
