@@ -7,6 +7,10 @@ faster). The inputs are random but shaped as the model's: q and k l2-normed, dec
 
   deltanet  Gated DeltaNet's rule, Qwen3-Next / Qwen3.5-small-like: 16 value heads, dk = dv = 128 (pt_delta_rule)
   ssd       Mamba-2's SSD scan, mamba2-130m-like: 24 heads of 64 channels, d_state 128, one group (pt_ssd_scan)
+  mamba     Mamba-1's selective scan with its gate, mamba-130m's: d_inner 1536, d_state 16 (pt_selective_scan)
+  mixer     mamba-130m's whole mixer op at q8_0 (in_proj, conv, x_proj, dt_proj, the scan, out_proj: pt_mamba_run)
+
+PETIT_ISA=scalar times both forms on the scalar path (what the ratio owes to the instruction set).
 
     python bench/bench_scan.py [--mixer deltanet] [--T 512,2048] [--threads 1,2] [--rounds 3]
 """
@@ -55,12 +59,49 @@ def ssd(T, rng):
     return run, f"H {H}, P {P_}, N {N}, G {G}"
 
 
-MIXERS = {"deltanet": deltanet, "ssd": ssd}
+def mamba(T, rng):
+    di, ds = 1536, 16
+    u, z = (rng.standard_normal((T, di)).astype(np.float32) for _ in range(2))
+    dt = rng.exponential(0.05, (T, di)).astype(np.float32)
+    A = (-np.arange(1, ds + 1, dtype=np.float32)[None, :] * np.ones((di, 1), np.float32)).copy()
+    B, C = (rng.standard_normal((T, ds)).astype(np.float32) for _ in range(2))
+    D = rng.standard_normal(di).astype(np.float32)
+    S, y = np.zeros((di, ds), np.float32), np.empty((T, di), np.float32)
+
+    def run(mode):
+        S[:] = 0
+        assert lib.pt_selective_scan(P(u), P(dt), P(A), P(B), P(C), P(D), P(z), T, di, ds, P(S), P(y), mode) == 0
+    return run, f"d_inner {di}, d_state {ds}"
+
+
+def mixer(T, rng):
+    from petit.models.ssm import Mamba
+    from petit.native import Weight, prefers_interleaved
+    D, di, ds, R, K = 768, 1536, 16, 48, 4
+
+    def mat(r, c, dtype="q8_0"):         # q8_0 interleaved where the loader would (x86)
+        w = Weight.from_float((rng.standard_normal((r, c)) / np.sqrt(c)).astype(np.float32), dtype)
+        return w.interleave() if dtype == "q8_0" and prefers_interleaved() else w
+    w = [mat(2 * di, D), rng.standard_normal((di, K)).astype(np.float32) / 2, np.zeros(di, np.float32),
+         mat(R + 2 * ds, di), mat(di, R, "f32"), np.full(di, -4.0, np.float32),
+         (-np.arange(1, ds + 1, dtype=np.float32)[None, :] * np.ones((di, 1), np.float32)).copy(),
+         np.ones(di, np.float32), mat(D, di), ds, K, R]
+    forms = {mode: Mamba(*w, scan=form) for form, mode in FORMS.items()}
+    x = rng.standard_normal((T, D)).astype(np.float32)
+    conv, S, y = np.zeros((di, K - 1), np.float32), np.zeros((di, ds), np.float32), np.empty((T, D), np.float32)
+
+    def run(mode):
+        conv[:], S[:] = 0, 0
+        assert forms[mode].run(P(x), T, P(conv), P(S), P(y)) == 0
+    return run, "mamba-130m's mixer, q8_0"
+
+
+MIXERS = {"deltanet": deltanet, "ssd": ssd, "mamba": mamba, "mixer": mixer}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mixer", default=",".join(MIXERS))
+    ap.add_argument("--mixer", default="deltanet,ssd,mamba")
     ap.add_argument("--T", default="512,2048")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)

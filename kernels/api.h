@@ -203,6 +203,12 @@ int  pt_delta_rule(const float *q, const float *k, const float *v, const float *
  * pt_delta_rule's. -1 on a bad argument, -3 out of memory */
 int  pt_ssd_scan(const float *x, const float *B, const float *C, const float *dt, const float *A, int64_t T,
                  int64_t H, int64_t G, int64_t P, int64_t N, float *S, float *y, int mode);
+/* Mamba-1's selective scan alone (kernels/selscan.c): u, dt [T][di] (dt after softplus), A [di][ds] (<= 0), B and C
+ * [T][ds], D [di], z [T][di] the gate (NULL: none); S [di][ds] carried; y [T][di] = (S C + D u) silu(z). mode as
+ * pt_delta_rule's. -1 on a bad argument, -3 out of memory */
+int  pt_selective_scan(const float *u, const float *dt, const float *A, const float *B, const float *C,
+                       const float *D, const float *z, int64_t T, int64_t di, int64_t ds, float *S, float *y,
+                       int mode);
 /* multi-head latent attention's ops (kernels/mla.c): per head h, y[t][h] = W[h] x[t][h], each head's slice of a row
  * `x_stride` wide from x_off (y likewise), gathered through gin [T][cols] / gout [T][rows]; and a strided copy of
  * `width` values for each of `rows` rows. -1 on a bad argument */

@@ -4,7 +4,8 @@
  * by e^g, takes the delta rule's correction k (beta (v - S^T k))^T, and o = S^T q is RMS-normed with norm_w, times
  * silu(z).
  *
- * Two forms of the same recurrence, chosen per call: the recurrent one, a token at a time (decode, short prompts),
+ * Two forms of the same recurrence, chosen per call, both the active path's: the recurrent one, a token at a time
+ * (kern_scan.h's delta_step_g: decode, short prompts),
  * and the chunked one (kern_scan.h, chunks of PT_SCAN_CHUNK tokens as small matrix products: prompts of at least
  * DELTA_CHUNKED_MIN tokens). They agree to float32 rounding, not to the bit (tests/test_scan.py states the bound).
  * pt_mamba.scan forces one form (1 recurrent, 2 chunked; 0 chooses). Both run in parallel over the value heads;
@@ -19,28 +20,6 @@
 
 static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
 static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-/* one token of the recurrence: S <- decay S, S <- S + k (beta (v - S^T k))^T, o = S^T q (kv: dv floats of room) */
-static void delta_step(float *S, const float *q, const float *k, const float *v, float beta, float decay, float *o,
-                       int64_t dk, int64_t dv, float *kv) {
-    for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
-    for (int64_t i = 0; i < dk; i++) {
-        float *s = S + i * dv;
-        for (int64_t c = 0; c < dv; c++) {
-            s[c] *= decay;
-            kv[c] += s[c] * k[i];
-        }
-    }
-    for (int64_t c = 0; c < dv; c++) kv[c] = (v[c] - kv[c]) * beta;       /* the correction, in kv's place */
-    for (int64_t c = 0; c < dv; c++) o[c] = 0.0f;
-    for (int64_t i = 0; i < dk; i++) {
-        float *s = S + i * dv;
-        for (int64_t c = 0; c < dv; c++) {
-            s[c] += k[i] * kv[c];
-            o[c] += s[c] * q[i];
-        }
-    }
-}
 
 typedef struct {
     const pt_mamba *m;
@@ -88,10 +67,11 @@ static void delta_head(void *ctx, int64_t h, int ith) {
     const pt_mamba *m = j->m;
     const int64_t dk = m->d_state, dv = m->head_dim, kd = m->n_groups * dk, vd = m->n_heads * dv;
     float *S = j->S + h * dk * dv;
+    const pt_kernels *kern = pt_active();
     float q[DELTA_MAX_DIM], k[DELTA_MAX_DIM], kv[DELTA_MAX_DIM], o[DELTA_MAX_DIM], beta, g;
     for (int64_t t = 0; t < j->T; t++) {
         delta_prep(j, t, h, q, k, &beta, &g);
-        delta_step(S, q, k, m->u + t * j->cw + 2 * kd + h * dv, beta, expf(g), o, dk, dv, kv);
+        kern->delta_step(S, q, k, m->u + t * j->cw + 2 * kd + h * dv, beta, expf(g), o, dk, dv, kv);
         delta_out(j, t, h, o, m->y + t * vd + h * dv);
     }
 }
@@ -148,9 +128,10 @@ static void rule_head(void *ctx, int64_t h, int ith) {
     (void)ith;
     const rule_job *j = (const rule_job *)ctx;
     const int64_t H = j->H, dk = j->dk, dv = j->dv;
+    const pt_kernels *kern = pt_active();
     float kv[DELTA_MAX_DIM];
     for (int64_t t = 0; t < j->T; t++)
-        delta_step(j->S + h * dk * dv, j->q + (t * H + h) * dk, j->k + (t * H + h) * dk, j->v + (t * H + h) * dv,
+        kern->delta_step(j->S + h * dk * dv, j->q + (t * H + h) * dk, j->k + (t * H + h) * dk, j->v + (t * H + h) * dv,
                    j->beta[t * H + h], expf(j->g[t * H + h]), j->o + (t * H + h) * dv, dk, dv, kv);
 }
 

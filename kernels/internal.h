@@ -22,6 +22,11 @@
 #define PT_SCAN_DELTA_WORK(dk, dv) ((int64_t)PT_SCAN_CHUNK * (2 + 3 * (dk) + (dv) + 2 * PT_SCAN_CHUNK))
 /* and one chunk of Mamba-2's SSD (kern_scan.h's ssd_chunk_g), heads of P channels and N states */
 #define PT_SCAN_SSD_WORK(P, N) ((int64_t)PT_SCAN_CHUNK * (2 + 3 * (N) + 2 * (P) + PT_SCAN_CHUNK) + (int64_t)(N) * (P))
+/* Mamba-1's selective scan runs in blocks of this many channels (the lanes of its chunked form) and takes a prompt
+ * this many tokens at a time (kern_scan.h's sel_chunk_g), which needs this many floats of work for ds states */
+#define PT_SEL_BLOCK 16
+#define PT_SEL_CHUNK 32
+#define PT_SCAN_SEL_WORK(ds) ((int64_t)PT_SEL_BLOCK * (2 * (ds) + PT_SEL_CHUNK + (int64_t)PT_SEL_CHUNK * (ds)))
 
 enum { PT_F32 = 0, PT_F16 = 1, PT_BF16 = 2, PT_Q8_0 = 3, PT_Q4_0 = 4, PT_Q8_0_X8 = 5, PT_Q4_0_X8 = 6, PT_TQ2 = 7 };
 /* PT_TQ2, ternary weights (BitNet b1.58): a row is a float32 scale, then blocks of 32 values in 8 bytes, the value
@@ -138,6 +143,19 @@ typedef struct {
     /* one chunk of one head of Mamba-2's SSD, chunked (kern_scan.h: ssd_chunk_g's contract) */
     void (*ssd_chunk)(float *S, const float *x, int64_t ldx, const float *B, const float *C, int64_t ldbc,
                       const float *dt, float A, int64_t n, int64_t P, int64_t N, float *y, int64_t ldy, float *work);
+    /* the recurrent forms of the delta rule (one token of one head) and of the SSD scan (T tokens of one head) */
+    void (*delta_step)(float *S, const float *q, const float *k, const float *v, float beta, float decay, float *o,
+                       int64_t dk, int64_t dv, float *kv);
+    void (*ssd_steps)(float *S, const float *x, int64_t ldx, const float *B, const float *C, int64_t ldbc,
+                      const float *dt, int64_t lddt, float A, int64_t T, int64_t P, int64_t N, float *y, int64_t ldy);
+    /* Mamba-1's selective scan over a block of channels (kern_scan.h): a token at a time (sel_steps_g, decode and
+     * short prompts), or one chunk of at most PT_SEL_CHUNK tokens with its exps computed in one pass (sel_chunk_g) */
+    void (*sel_steps)(float *S, const float *A, const float *Dp, const float *dt, const float *u, int64_t ld,
+                      const float *z, int64_t ldz, const float *B, const float *C, int64_t ldbc, int64_t T,
+                      int64_t nd, int64_t ds, float *y, int64_t ldy);
+    void (*sel_chunk)(float *S, const float *A, const float *Dp, const float *dt, const float *u, int64_t ld,
+                      const float *z, int64_t ldz, const float *B, const float *C, int64_t ldbc, int64_t n,
+                      int64_t nd, int64_t ds, float *y, int64_t ldy, float *work);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;
@@ -166,6 +184,9 @@ int pt_delta_heads(const pt_mamba *m, int64_t T, int64_t cw, int64_t row, float 
  * -3 out of memory */
 int pt_ssd_chunked(int32_t mode, int64_t T);
 int pt_ssd_heads(const pt_mamba *m, int64_t T, int64_t cw, float *ssm_state);
+/* selscan.c: Mamba-1's selective scan over a version-1 mixer's channels (m->u, m->dt, m->dbc, the gate in m->xz;
+ * into m->y), recurrent or chunked by m->scan and T; the lock held. 0, or -3 out of memory */
+int pt_sel_channels(const pt_mamba *m, int64_t T, float *ssm_state);
 
 /* ---- thread pool (pool.c) ---- */
 typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);

@@ -1,7 +1,7 @@
 /* The chunked forms of the recurrent mixers' scans, one chunk of at most PT_SCAN_CHUNK tokens of one head, as small
  * matrix products (included by kern_generic.h, so every ISA compiles its own copy; the scalar path's is the
- * reference the others are checked against in pathcheck.c). The recurrent forms, one token at a time, stay in
- * kernels/deltanet.c and kernels/ssm.c for decode and short prompts.
+ * reference the others are checked against in pathcheck.c), and their recurrent forms, a token at a time, for
+ * decode and short prompts, per path too (kernels/deltanet.c, ssd.c, ssm.c and selscan.c choose per call).
  *
  * Gated delta rule (Qwen3-Next's linear attention), per token t of a head: S <- e^{g_t} S, then
  * S <- S + k_t (beta_t (v_t - S^T k_t))^T, o_t = S^T q_t (S [dk][dv]). Over a chunk, with G_t = g_0 + ... + g_t and S0
@@ -133,6 +133,63 @@ static void delta_chunk_g(float *S, const float *q, const float *k, int64_t ldqk
     scan_gemm_g(S, dv, KT, n, X, w, dk, dv, n, 0, 0);       /* S = e^{G_last} S0 + sum_s e^{G_last - G_s} k_s u_s^T */
 }
 
+/* the delta rule's recurrent form, one token of one head: S <- decay S, S <- S + k (beta (v - S^T k))^T, o = S^T q
+ * (kv: dv floats of room). Every sum runs over i in order, vectorised over the dv columns: the same bits whatever T. */
+static void delta_step_g(float *S, const float *q, const float *k, const float *v, float beta, float decay, float *o,
+                         int64_t dk, int64_t dv, float *kv) {
+    for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
+    for (int64_t i = 0; i < dk; i++) {
+        float *s = S + i * dv;
+        const float ki = k[i];
+#pragma omp simd
+        for (int64_t c = 0; c < dv; c++) {
+            s[c] *= decay;
+            kv[c] += s[c] * ki;
+        }
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < dv; c++) kv[c] = (v[c] - kv[c]) * beta;       /* the correction, in kv's place */
+    for (int64_t c = 0; c < dv; c++) o[c] = 0.0f;
+    for (int64_t i = 0; i < dk; i++) {
+        float *s = S + i * dv;
+        const float ki = k[i], qi = q[i];
+#pragma omp simd
+        for (int64_t c = 0; c < dv; c++) {
+            s[c] += ki * kv[c];
+            o[c] += s[c] * qi;
+        }
+    }
+}
+
+/* Mamba-2's SSD recurrent form, T tokens of one head a token at a time: S <- e^{dt A} S + dt x B^T, y = S C (without
+ * D x; S [P][N]; x at [t * ldx + p], B and C at [t * ldbc + i], dt at [t * lddt], y at [t * ldy + p]). Each y sums
+ * over the states in 8 partial sums in a fixed order, so a token gets the same bits alone or within a prompt. */
+static void ssd_steps_g(float *S, const float *x, int64_t ldx, const float *B, const float *C, int64_t ldbc,
+                        const float *dt, int64_t lddt, float A, int64_t T, int64_t P, int64_t N, float *y,
+                        int64_t ldy) {
+    for (int64_t t = 0; t < T; t++) {
+        const float dtv = dt[t * lddt], a = exp_g(dtv * A), *b = B + t * ldbc, *c = C + t * ldbc;
+        for (int64_t p = 0; p < P; p++) {
+            float *s = S + p * N, part[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, acc = 0.0f;
+            const float dx = dtv * x[t * ldx + p];
+            int64_t i = 0;
+            for (; i + 8 <= N; i += 8) {
+#pragma omp simd
+                for (int l = 0; l < 8; l++) {
+                    s[i + l] = a * s[i + l] + dx * b[i + l];
+                    part[l] += s[i + l] * c[i + l];
+                }
+            }
+            for (int l = 0; l < 8; l++) acc += part[l];
+            for (; i < N; i++) {
+                s[i] = a * s[i] + dx * b[i];
+                acc += s[i] * c[i];
+            }
+            y[t * ldy + p] = acc;
+        }
+    }
+}
+
 /* Mamba-2's SSD, one chunk of n <= PT_SCAN_CHUNK tokens of one head: per token S <- e^{dt_t A} S + dt_t x_t B_t^T
  * (S [P][N]), y_t = S C_t. With L_t = A (dt_0 + ... + dt_t) over the chunk and S0 the state before it,
  *   y_t = e^{L_t} S0 C_t + sum_{s <= t} e^{L_t - L_s} (C_t . B_s) dt_s x_s,
@@ -181,4 +238,95 @@ static void ssd_chunk_g(float *S, const float *x, int64_t ldx, const float *B, c
     const float eLast = eL[n - 1];
     for (int64_t i = 0; i < P * N; i++) S[i] *= eLast;
     scan_gemm_g(S, N, XdT, n, Bd, N, P, N, n, 0, 0);        /* + sum_s e^{L_last - L_s} dt_s x_s B_s^T */
+}
+
+/* Mamba-1's selective scan (mamba, falcon_mamba, jamba) over a block of nd <= PT_SEL_BLOCK channels: per channel d
+ * and state i, s[d][i] <- e^{dt_d A[d][i]} s[d][i] + dt_d u_d B_i, y_d = sum_i s[d][i] C_i + D_d u_d, times silu(z_d)
+ * when z is given. Its decay differs per channel and state, so a chunk is no matrix product: the cost is the exp per
+ * (token, channel, state), and the chunked form's gain is computing those exps for a whole chunk in one vectorised
+ * pass (exp_g) before the recurrence, which then runs with the channels in the vector lanes.
+ *
+ * The arguments of both forms: S the block's state rows [nd][ds] (the state's layout), A [nd][ds], Dp [nd]; dt and u
+ * at [t * ld + d] (dt after softplus), z at [t * ldz + d] (NULL: no gate); B and C at [t * ldbc + i]; y at
+ * [t * ldy + d]. */
+
+/* the recurrence a token at a time, for decode and short prompts: the states in the vector lanes, y summed over them
+ * in 8 partial sums in a fixed order, so a token gets the same bits alone (decode) or within a prompt */
+static void sel_steps_g(float *S, const float *A, const float *Dp, const float *dt, const float *u, int64_t ld,
+                        const float *z, int64_t ldz, const float *B, const float *C, int64_t ldbc, int64_t T,
+                        int64_t nd, int64_t ds, float *y, int64_t ldy) {
+    for (int64_t d = 0; d < nd; d++) {
+        float *s = S + d * ds;
+        const float *a = A + d * ds;
+        for (int64_t t = 0; t < T; t++) {
+            const float dtv = dt[t * ld + d], uv = u[t * ld + d], dtu = dtv * uv;
+            const float *b = B + t * ldbc, *c = C + t * ldbc;
+            float part[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, acc = 0.0f;
+            int64_t i = 0;
+            for (; i + 8 <= ds; i += 8) {
+#pragma omp simd
+                for (int l = 0; l < 8; l++) {
+                    s[i + l] = exp_g(dtv * a[i + l]) * s[i + l] + dtu * b[i + l];
+                    part[l] += s[i + l] * c[i + l];
+                }
+            }
+            for (int l = 0; l < 8; l++) acc += part[l];
+            for (; i < ds; i++) {
+                s[i] = exp_g(dtv * a[i]) * s[i] + dtu * b[i];
+                acc += s[i] * c[i];
+            }
+            acc += Dp[d] * uv;
+            y[t * ldy + d] = z ? acc * silu_g(z[t * ldz + d]) : acc;
+        }
+    }
+}
+
+/* one chunk of n <= PT_SEL_CHUNK tokens: the state and A turned to [ds][PT_SEL_BLOCK] (channels in the lanes, the
+ * lanes past nd zero: their decay is 1 and their state stays 0), then every e^{dt A} of the chunk in one pass, then
+ * the recurrence, each channel's y summed over the states in order. work: PT_SCAN_SEL_WORK(ds) floats (internal.h) */
+static void sel_chunk_g(float *S, const float *A, const float *Dp, const float *dt, const float *u, int64_t ld,
+                        const float *z, int64_t ldz, const float *B, const float *C, int64_t ldbc, int64_t n,
+                        int64_t nd, int64_t ds, float *y, int64_t ldy, float *work) {
+    enum { W = PT_SEL_BLOCK };
+    float *At = work, *St = At + ds * W, *dtu = St + ds * W, *dA = dtu + PT_SEL_CHUNK * W;
+    for (int64_t i = 0; i < ds; i++)
+        for (int d = 0; d < W; d++) {
+            At[i * W + d] = d < nd ? A[d * ds + i] : 0.0f;
+            St[i * W + d] = d < nd ? S[d * ds + i] : 0.0f;
+        }
+    for (int64_t t = 0; t < n; t++) {                   /* the chunk's decays and dt u, all at once */
+        float dtv[W], *du = dtu + t * W;
+        for (int d = 0; d < W; d++) {
+            dtv[d] = d < nd ? dt[t * ld + d] : 0.0f;
+            du[d] = d < nd ? dtv[d] * u[t * ld + d] : 0.0f;
+        }
+        for (int64_t i = 0; i < ds; i++) {
+            float *e = dA + (t * ds + i) * W;
+            const float *a = At + i * W;
+#pragma omp simd
+            for (int d = 0; d < W; d++) e[d] = exp_g(dtv[d] * a[d]);
+        }
+    }
+    for (int64_t t = 0; t < n; t++) {                   /* the recurrence, the block's channels side by side */
+        const float *b = B + t * ldbc, *c = C + t * ldbc, *du = dtu + t * W;
+        float acc[W], out[W];
+        for (int d = 0; d < W; d++) acc[d] = 0.0f;
+        for (int64_t i = 0; i < ds; i++) {
+            const float bi = b[i], ci = c[i], *e = dA + (t * ds + i) * W;
+            float *s = St + i * W;
+#pragma omp simd
+            for (int d = 0; d < W; d++) {
+                s[d] = e[d] * s[d] + du[d] * bi;
+                acc[d] += s[d] * ci;
+            }
+        }
+        for (int64_t d = 0; d < nd; d++) out[d] = acc[d] + Dp[d] * u[t * ld + d];
+        if (z) {
+#pragma omp simd
+            for (int64_t d = 0; d < nd; d++) out[d] *= silu_g(z[t * ldz + d]);
+        }
+        for (int64_t d = 0; d < nd; d++) y[t * ldy + d] = out[d];
+    }
+    for (int64_t i = 0; i < ds; i++)
+        for (int64_t d = 0; d < nd; d++) S[d * ds + i] = St[i * W + d];
 }

@@ -519,6 +519,10 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .attn_block = ATTN_KERNEL, \
         .delta_chunk = delta_chunk_g, \
         .ssd_chunk = ssd_chunk_g, \
+        .sel_steps = sel_steps_g, \
+        .delta_step = delta_step_g, \
+        .ssd_steps = ssd_steps_g, \
+        .sel_chunk = sel_chunk_g, \
         .rows_tq2 = rows_tq2_g, \
         .bias_act = bias_act_g, \
         .glu = glu_g, \

@@ -4,7 +4,7 @@
  * disagrees beyond rounding is not used (cpu.c falls back to the next path and keeps the message for a warning).
  * The sizes reach each kernel's special cases: the tail of a row, a prefill tile of tokens and the tokens left
  * after it, accumulation into the output, both norms, every activation, a block of attention with and without soft-capping,
- * a chunk of the delta rule and of the SSD scan. */
+ * the delta rule, the SSD scan and Mamba-1's selective scan, each chunked and a token at a time. */
 #include "internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -221,6 +221,13 @@ static void check_ternary(report *r, const pt_kernels *k, const pt_kernels *s) {
     }
 }
 
+/* mag[i] = the largest |want| for every i: the scans are held to their largest value's rounding */
+static void largest(float *mag, const float *want, int n) {
+    float big = 0.0f;
+    for (int i = 0; i < n; i++) big = fabsf(want[i]) > big ? fabsf(want[i]) : big;
+    for (int i = 0; i < n; i++) mag[i] = big;
+}
+
 /* one chunk of the gated delta rule (kern_scan.h) from a state: odd sizes reach the products' tiles and their tails;
  * float sums in another order (and fused multiply-adds), so held to the largest output's rounding */
 static void check_scan(report *r, const pt_kernels *k, const pt_kernels *s) {
@@ -253,7 +260,16 @@ static void check_scan(report *r, const pt_kernels *k, const pt_kernels *s) {
     big = 0.0f;
     for (int i = 0; i < DK * DV; i++) big = fabsf(S[1][i]) > big ? fabsf(S[1][i]) : big;
     for (int i = 0; i < DK * DV; i++) mag[i] = big;
-    agree(r, "chunked delta rule's state", S[0], S[1], mag, DK * DV, 1e-4f);
+    if (agree(r, "chunked delta rule's state", S[0], S[1], mag, DK * DV, 1e-4f)) return;
+    float kv[DV];                                   /* the recurrent form, a token at a time, from the new state */
+    for (int t = 0; t < N; t++) {
+        k->delta_step(S[0], q + t * DK, kk + t * DK, v + t * DV, beta[t], expf(g[t]), o[0] + t * DV, DK, DV, kv);
+        s->delta_step(S[1], q + t * DK, kk + t * DK, v + t * DV, beta[t], expf(g[t]), o[1] + t * DV, DK, DV, kv);
+    }
+    largest(mag, o[1], N * DV);
+    if (agree(r, "delta rule", o[0], o[1], mag, N * DV, 1e-4f)) return;
+    largest(mag, S[1], DK * DV);
+    agree(r, "delta rule's state", S[0], S[1], mag, DK * DV, 1e-4f);
 }
 
 /* one chunk of Mamba-2's SSD (kern_scan.h) from a state, odd sizes, held as the delta rule's */
@@ -274,7 +290,46 @@ static void check_ssd(report *r, const pt_kernels *k, const pt_kernels *s) {
     big = 0.0f;
     for (int i = 0; i < P * NS; i++) big = fabsf(S[1][i]) > big ? fabsf(S[1][i]) : big;
     for (int i = 0; i < P * NS; i++) mag[i] = big;
-    agree(r, "chunked SSD scan's state", S[0], S[1], mag, P * NS, 1e-4f);
+    if (agree(r, "chunked SSD scan's state", S[0], S[1], mag, P * NS, 1e-4f)) return;
+    k->ssd_steps(S[0], x, P, b, b + NS, 2 * NS, dt, 1, -3.0f, N, P, NS, y[0], P);    /* the recurrent form */
+    s->ssd_steps(S[1], x, P, b, b + NS, 2 * NS, dt, 1, -3.0f, N, P, NS, y[1], P);
+    largest(mag, y[1], N * P);
+    if (agree(r, "SSD scan", y[0], y[1], mag, N * P, 1e-4f)) return;
+    largest(mag, S[1], P * NS);
+    agree(r, "SSD scan's state", S[0], S[1], mag, P * NS, 1e-4f);
+}
+
+/* Mamba-1's selective scan (kern_scan.h) over an odd block of channels and an odd number of states (a tail past the
+ * 8 partial sums, lanes past the block), with the gate: a token at a time, then a chunk continuing its state; exps
+ * and sums as the path computes them, so held as the other scans */
+static void check_sel(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { N = PT_SEL_CHUNK - 3, ND = 13, DS = 11 };
+    static float u[N * ND], dt[N * ND], z[N * ND], A[ND * DS], b[N * 2 * DS], D[ND], S[2][ND * DS], y[2][N * ND];
+    static float mag[N * ND], work[PT_SCAN_SEL_WORK(DS)];
+    for (int i = 0; i < N * ND; i++) {
+        u[i] = rnd();
+        z[i] = 2.0f * rnd();
+        dt[i] = 0.05f * (rnd() + 1.0f);
+    }
+    for (int i = 0; i < ND * DS; i++) A[i] = -4.0f * (rnd() + 1.0f);
+    for (int i = 0; i < N * 2 * DS; i++) b[i] = rnd();
+    for (int i = 0; i < ND; i++) D[i] = rnd();
+    for (int i = 0; i < ND * DS; i++) S[0][i] = S[1][i] = rnd();
+    for (int chunked = 0; chunked < 2; chunked++) {
+        const pt_kernels *t[2] = {k, s};
+        for (int p = 0; p < 2; p++) {
+            if (chunked)
+                t[p]->sel_chunk(S[p], A, D, dt, u, ND, z, ND, b, b + DS, 2 * DS, N, ND, DS, y[p], ND, work);
+            else
+                t[p]->sel_steps(S[p], A, D, dt, u, ND, z, ND, b, b + DS, 2 * DS, N, ND, DS, y[p], ND);
+        }
+        const char *what[2][2] = {{"selective scan", "selective scan's state"},
+                                  {"chunked selective scan", "chunked selective scan's state"}};
+        largest(mag, y[1], N * ND);
+        if (agree(r, what[chunked][0], y[0], y[1], mag, N * ND, 1e-4f)) return;
+        largest(mag, S[1], ND * DS);
+        if (agree(r, what[chunked][1], S[0], S[1], mag, ND * DS, 1e-4f)) return;
+    }
 }
 
 int pt_path_check(const pt_kernels *k, char *msg, int n) {
@@ -289,5 +344,6 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (!r.failed) check_ternary(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_scan(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_ssd(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_sel(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;
 }

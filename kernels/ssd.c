@@ -1,6 +1,7 @@
 /* Mamba-2's SSD scan (pt_mamba version 2) in its chunked form for prompts, and the bare scan for the tests and
  * bench/bench_scan.py. Per head h (group g = h / (H / G)): S <- e^{dt A_h} S + dt x B^T (S [P][N]), y = S C + D_h x.
- * kernels/ssm.c keeps the recurrent form, a token at a time, for decode and calls under SSD_CHUNKED_MIN tokens; over
+ * kernels/ssm.c keeps the recurrent form (kern_scan.h's ssd_steps_g, the active path's), a token at a time, for
+ * decode and calls under SSD_CHUNKED_MIN tokens; over
  * a prompt each chunk of PT_SCAN_CHUNK tokens is a few small matrix products (kern_scan.h's ssd_chunk_g). The two
  * forms agree to float32 rounding, not to the bit (tests/test_scan.py). Parallel over heads. */
 #include "internal.h"
@@ -51,25 +52,13 @@ int pt_ssd_heads(const pt_mamba *m, int64_t T, int64_t cw, float *ssm_state) {
     return 0;
 }
 
-/* one head a token at a time: the recurrence of kernels/ssm.c's ssd_head */
+/* one head a token at a time (the active path's ssd_steps_g, as kernels/ssm.c runs decode) */
 static void ssd_head_recurrent(void *ctx, int64_t h, int ith) {
     (void)ith;
     const ssd_scan_job *j = (const ssd_scan_job *)ctx;
     const int64_t P = j->P, N = j->N, g = h / (j->H / j->G);
-    float *S = j->S + h * P * N;
-    for (int64_t t = 0; t < j->T; t++) {
-        const float *x = j->x + t * j->ldx + h * P, *B = j->B + t * j->ldbc + g * N, *C = j->C + t * j->ldbc + g * N;
-        const float dt = j->dt[t * j->lddt + h], a = expf(dt * j->A[h]);
-        for (int64_t p = 0; p < P; p++) {
-            float *s = S + p * N, y = 0.0f;
-            const float dx = dt * x[p];
-            for (int64_t n = 0; n < N; n++) {
-                s[n] = a * s[n] + dx * B[n];
-                y += s[n] * C[n];
-            }
-            j->y[t * j->ldy + h * P + p] = y;
-        }
-    }
+    pt_active()->ssd_steps(j->S + h * P * N, j->x + h * P, j->ldx, j->B + g * N, j->C + g * N, j->ldbc, j->dt + h,
+                           j->lddt, j->A[h], j->T, P, N, j->y + h * P, j->ldy);
 }
 
 int pt_ssd_scan(const float *x, const float *B, const float *C, const float *dt, const float *A, int64_t T,

@@ -8,7 +8,8 @@
  *   out = out_proj (y * silu(z))             [T][hidden]
  *
  * The scan is sequential in time (a recurrence), parallel over the di channels: each worker takes a block of channels
- * through all T tokens, so its state rows stay in cache; the result does not depend on the split. The conv state
+ * through all T tokens, so its state rows stay in cache; the result does not depend on the split. It runs in
+ * kernels/selscan.c, a token at a time or chunked over a prompt. The conv state
  * keeps the last d_conv - 1 inputs of each channel ([di][d_conv - 1], oldest first) and the ssm state s ([di][ds]);
  * both are float32 and updated in place. Lock-free (the plan holds the lock); pt_mamba_run takes it for Python.
  *
@@ -71,30 +72,6 @@ static void conv_chunk(void *ctx, int64_t chunk, int ith) {
     }
 }
 
-/* channels [d0, d1) through all T tokens: the selective scan into m->y */
-static void scan_chunk(void *ctx, int64_t chunk, int ith) {
-    (void)ith;
-    const scan_job *j = (const scan_job *)ctx;
-    const int64_t d0 = chunk * CHANNELS, d1 = d0 + CHANNELS < j->m->d_inner ? d0 + CHANNELS : j->m->d_inner;
-    const pt_mamba *m = j->m;
-    const int64_t di = m->d_inner, ds = m->d_state, T = j->T, nb = m->dt_rank + 2 * ds;
-    for (int64_t d = d0; d < d1; d++) {
-        float *s = j->ssm_state + d * ds;
-        const float *A = m->A + d * ds;
-        for (int64_t t = 0; t < T; t++) {
-            const float dt = m->dt[t * di + d], u = m->u[t * di + d];
-            const float *B = m->dbc + t * nb + m->dt_rank, *C = B + ds;
-            float y = 0.0f;
-            for (int64_t n = 0; n < ds; n++) {
-                s[n] = expf(dt * A[n]) * s[n] + dt * B[n] * u;
-                y += s[n] * C[n];
-            }
-            y += m->Dp[d] * u;
-            m->y[t * di + d] = y * silu_f(m->xz[t * 2 * di + di + d]);
-        }
-    }
-}
-
 /* Mamba-2: the conv over channel block `chunk` of xBC (its width in `cw`, read from xz at column z_off) */
 typedef struct {
     const pt_mamba *m;
@@ -124,20 +101,11 @@ static void ssd_head(void *ctx, int64_t h, int ith) {
     const pt_mamba *m = j->m;
     const int64_t P = m->head_dim, N = m->d_state, H = m->n_heads, di = m->d_inner;
     const int64_t g = h / (H / m->n_groups);
-    float *S = j->ssm_state + h * P * N;
-    for (int64_t t = 0; t < j->T; t++) {
-        const float *u = m->u + t * j->cw, *x = u + h * P, *B = u + di + g * N, *C = u + di + m->n_groups * N + g * N;
-        const float dt = m->dt[t * H + h], a = expf(dt * m->A[h]);
-        for (int64_t p = 0; p < P; p++) {
-            float *s = S + p * N, y = 0.0f;
-            const float dx = dt * x[p];
-            for (int64_t n = 0; n < N; n++) {
-                s[n] = a * s[n] + dx * B[n];
-                y += s[n] * C[n];
-            }
-            m->y[t * di + h * P + p] = y + m->Dp[h] * x[p];
-        }
-    }
+    const float *x = m->u + h * P, *B = m->u + di + g * N, *C = m->u + di + m->n_groups * N + g * N;
+    pt_active()->ssd_steps(j->ssm_state + h * P * N, x, j->cw, B, C, j->cw, m->dt + h, H, m->A[h], j->T, P, N,
+                           m->y + h * P, di);
+    for (int64_t t = 0; t < j->T; t++)
+        for (int64_t p = 0; p < P; p++) m->y[t * di + h * P + p] += m->Dp[h] * x[t * j->cw + p];
 }
 
 static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
@@ -274,7 +242,7 @@ int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_st
             float v = m->dt[t * di + d] + (m->dt_bias ? m->dt_bias[d] : 0.0f);
             m->dt[t * di + d] = softplus_f(v);
         }
-    pt_run_chunks(scan_chunk, &j, chunks, (double)T * (double)di * (double)ds * 4.0);
+    if ((rc = pt_sel_channels(m, T, ssm_state))) return rc;       /* the selective scan (kernels/selscan.c) */
     W[0] = m->out_proj;
     y[0] = out;
     return pt_matmul_n_locked(W, y, 1, m->y, T, accumulate);

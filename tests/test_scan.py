@@ -196,3 +196,128 @@ def test_auto_takes_the_recurrent_ssd_below_8_tokens_and_the_chunked_one_from_8(
         np.testing.assert_array_equal(S_auto, S_want)
     other = _ssd(inp, "recurrent", np.full((2, 9, 11), 0.1, np.float32))
     assert not np.array_equal(other[0], auto)
+
+
+def _sel_inputs(T, di, ds, seed, gate=True):
+    """Mamba-1's scan: u, dt (softplus-like, some large), A <= 0 per channel and state (S4D-real-like, -1..-ds, and
+    spread), B, C, D, the gate z (or None)"""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((T, di))
+    dt = rng.exponential(0.05, (T, di)) + 0.5 * (rng.uniform(size=(T, di)) < 0.03)
+    A = -np.arange(1, ds + 1)[None, :] * rng.uniform(0.5, 2.0, (di, 1))
+    B, C = rng.standard_normal((T, ds)), rng.standard_normal((T, ds))
+    D = rng.standard_normal(di)
+    z = rng.standard_normal((T, di)) * 2 if gate else None
+    return [None if a is None else a.astype(np.float32) for a in (u, dt, A, B, C, D, z)]
+
+
+def _sel(inp, mode, S):
+    u, dt, A, B, C, D, z = inp
+    T, di = u.shape
+    S = np.array(S, np.float32)
+    y = np.full(u.shape, np.nan, np.float32)
+    zp = ffi.NULL if z is None else P(z)
+    assert lib.pt_selective_scan(P(u), P(dt), P(A), P(B), P(C), P(D), zp, T, di, A.shape[1], P(S), P(y),
+                                 MODES[mode]) == 0
+    return y, S
+
+
+def _sel_f64(inp, S):
+    u, dt, A, B, C, D, z = (None if a is None else a.astype(np.float64) for a in inp)
+    S = np.array(S, np.float64)
+    y = np.empty(u.shape)
+    for t in range(len(u)):
+        S = np.exp(dt[t][:, None] * A) * S + (dt[t] * u[t])[:, None] * B[t][None, :]
+        y[t] = S @ C[t] + D * u[t]
+        if z is not None:
+            y[t] *= z[t] / (1 + np.exp(-z[t]))
+    return y, S
+
+
+def _sel_sliced(inp, a, b):
+    return [x if x is None or x.ndim == 1 or x is inp[2] else x[a:b] for x in inp]
+
+
+SEL_CHUNK = 32
+
+
+@pytest.mark.parametrize("T", [1, 3, 4, SEL_CHUNK - 1, SEL_CHUNK, SEL_CHUNK + 1, 3 * SEL_CHUNK + 13, 2 * CHUNK + 1])
+@pytest.mark.parametrize("di,ds", [(1, 16), (13, 16), (37, 11), (48, 16), (21, 1), (16, 33)])
+def test_the_chunked_selective_scan_is_the_recurrence(T, di, ds):
+    """Mamba-1's scan (kernels/selscan.c): the chunked form, the recurrence and a float64 recurrence, from a state,
+    odd channel counts (blocks of 16 and a part) and state sizes (8 partial sums and a tail), T around the chunk"""
+    inp = _sel_inputs(T, di, ds, seed=T * 13 + di + ds)
+    S0 = np.random.default_rng(T).standard_normal((di, ds)).astype(np.float32)
+    y1, S1 = _sel(inp, "recurrent", S0)
+    y2, S2 = _sel(inp, "chunked", S0)
+    y64, S64 = _sel_f64(inp, S0)
+    for y, S in ((y1, S1), (y2, S2)):
+        _close(y, y64)
+        _close(S, S64)
+    _close(y2, y1)
+    _close(S2, S1)
+
+
+def test_the_selective_scan_without_a_gate_and_at_mamba_130m_sizes():
+    """d_inner 1536, d_state 16 (what bench/bench_scan.py times) over a chunk and a part, gated and not"""
+    for gate in (True, False):
+        inp = _sel_inputs(SEL_CHUNK + 9, 1536, 16, seed=3, gate=gate)
+        S0 = np.zeros((1536, 16), np.float32)
+        y1, S1 = _sel(inp, "recurrent", S0)
+        y2, S2 = _sel(inp, "chunked", S0)
+        _close(y2, y1)
+        _close(S2, S1)
+        _close(y1, _sel_f64(inp, S0)[0])
+
+
+@pytest.mark.parametrize("A,B", [(70, 59), (SEL_CHUNK, 3), (5, SEL_CHUNK + 1)])
+def test_a_chunked_selective_scans_state_continues_in_a_second_prefill_and_in_decode(A, B):
+    inp = _sel_inputs(A + B, 19, 16, seed=A * B)
+    S0 = np.zeros((19, 16), np.float32)
+    whole, S_whole = _sel(inp, "chunked", S0)
+    first, S_a = _sel(_sel_sliced(inp, 0, A), "chunked", S0)
+    second, S_ab = _sel(_sel_sliced(inp, A, A + B), "chunked", S_a)
+    S, steps = S_a, []
+    for t in range(A, A + B):
+        y, S = _sel(_sel_sliced(inp, t, t + 1), "auto", S)         # one token: the recurrent form
+        steps.append(y)
+    _close(first, whole[:A])
+    _close(second, whole[A:])
+    _close(np.concatenate(steps), whole[A:])
+    _close(S_ab, S_whole)
+    _close(S, S_whole)
+
+
+def test_recurrent_decode_gives_a_recurrent_prefills_bits():
+    """token by token, the recurrent form's bits are those of one recurrent call over the same tokens"""
+    inp = _sel_inputs(23, 37, 16, seed=5)
+    S0 = np.random.default_rng(1).standard_normal((37, 16)).astype(np.float32)
+    whole, S_whole = _sel(inp, "recurrent", S0)
+    S, steps = S0, []
+    for t in range(23):
+        y, S = _sel(_sel_sliced(inp, t, t + 1), "recurrent", S)
+        steps.append(y)
+    np.testing.assert_array_equal(np.concatenate(steps), whole)
+    np.testing.assert_array_equal(S, S_whole)
+
+
+def test_auto_takes_the_recurrent_selective_scan_for_one_token_and_the_chunked_one_from_2():
+    for T, form in ((1, "recurrent"), (2, "chunked"), (5, "chunked"), (SEL_CHUNK + 1, "chunked")):
+        inp = _sel_inputs(T, 21, 16, seed=T)
+        S0 = np.full((21, 16), 0.1, np.float32)
+        auto, S_auto = _sel(inp, "auto", S0)
+        want, S_want = _sel(inp, form, S0)
+        np.testing.assert_array_equal(auto, want)
+        np.testing.assert_array_equal(S_auto, S_want)
+    other = _sel(inp, "recurrent", np.full((21, 16), 0.1, np.float32))
+    assert not np.array_equal(other[0], auto)
+
+
+def test_the_selective_scan_refuses_bad_arguments():
+    u, dt, A, B, C, D, z = _sel_inputs(3, 4, 4, seed=0)
+    S, y = np.zeros((4, 4), np.float32), np.zeros((3, 4), np.float32)
+    args = (P(u), P(dt), P(A), P(B), P(C), P(D), P(z))
+    assert lib.pt_selective_scan(*args, 3, 4, 4, P(S), P(y), 3) == -1
+    assert lib.pt_selective_scan(*args, 0, 4, 4, P(S), P(y), 0) == -1
+    assert lib.pt_selective_scan(*args, 3, 0, 4, P(S), P(y), 0) == -1
+    assert lib.pt_selective_scan(*args, 3, 4, 0, P(S), P(y), 0) == -1

@@ -65,10 +65,13 @@ def _mixer_f64(p, x, conv, s, inner_eps):
     return out, hist[-(K - 1):].T, s
 
 
+@pytest.mark.parametrize("scan", ["recurrent", "chunked", "auto"])
 @pytest.mark.parametrize("inner_eps", [None, 1e-6])
 @pytest.mark.parametrize("D,di,ds,K,R,dtype", [(32, 32, 16, 4, 4, "f32"), (64, 96, 5, 3, 7, "f32"),
                                               (32, 64, 16, 4, 32, "q8_0"), (32, 17, 3, 2, 1, "f32")])
-def test_the_mixer_is_the_recurrence_and_carries_its_state(D, di, ds, K, R, dtype, inner_eps):
+def test_the_mixer_is_the_recurrence_and_carries_its_state(D, di, ds, K, R, dtype, inner_eps, scan):
+    """Mamba-1's mixer against a float64 recurrence: prompts of 7 and 41 tokens (the selective scan's chunks of 32
+    and a part, kernels/selscan.c), decode steps, 3 tokens; each form of the scan forced, and chosen by length"""
     rng = np.random.default_rng(di * ds + K)
 
     def mat(r, c, scale=1.0, dt=dtype):
@@ -89,11 +92,11 @@ def test_the_mixer_is_the_recurrence_and_carries_its_state(D, di, ds, K, R, dtyp
          "dt_bias": np.log(np.expm1(rng.uniform(1e-3, 1e-1, di))).astype(np.float32),
          "A": -rng.uniform(1, 16, (di, ds)).astype(np.float32), "D": rng.normal(1, 0.2, di).astype(np.float32)}
     m = Mamba(W_in, p["conv_w"], p["conv_b"], W_x, W_dt, p["dt_bias"], p["A"], p["D"], W_out, ds, K, R,
-              inner_eps is not None, inner_eps or 1e-6)
+              inner_eps is not None, inner_eps or 1e-6, scan=scan)
     conv, s = np.zeros((di, K - 1), np.float32), np.zeros((di, ds), np.float32)
     c64, s64 = conv.astype(np.float64), s.astype(np.float64)
     P = lambda a: ffi.cast("float *", ffi.from_buffer(a))      # noqa: E731
-    for T in (7, 1, 1, 5):               # a prompt, then decode steps, then more: the state carries
+    for T in (7, 1, 1, 41, 3):           # a prompt, then decode steps, then more: the state carries
         x = rng.standard_normal((T, D)).astype(np.float32)
         y = np.empty((T, D), np.float32)
         assert m.run(P(x), T, P(conv), P(s), P(y)) == 0

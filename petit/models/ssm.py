@@ -18,8 +18,8 @@ SCANS = {"auto": 0, "recurrent": 1, "chunked": 2}
 
 def scan_mode(name: str | None) -> int:
     """pt_mamba.scan for `name`, else $PETIT_SCAN, else "auto" (the chunked form from 8 tokens: Gated DeltaNet,
-    kernels/deltanet.c, and Mamba-2's SSD, kernels/ssd.c; Mamba-1's and LFM2's scans are recurrent whatever is
-    asked)."""
+    kernels/deltanet.c, and Mamba-2's SSD, kernels/ssd.c; from 2 tokens: Mamba-1's selective scan,
+    kernels/selscan.c; LFM2's short convolution has no scan)."""
     name = name or os.environ.get("PETIT_SCAN") or "auto"
     if name not in SCANS:
         raise ValueError(f"unknown scan form {name!r} (PETIT_SCAN): choose one of {', '.join(SCANS)}")
