@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 
 from petit.formats.gguf import GGUFFile
-from petit.loading.gguf_archs import ONE_ROW, config_from_gguf, expert_names, hf_name, split_names, tensor_fix
+from petit.loading.gguf_archs import config_from_gguf, expert_names, hf_name, split_names, tensor_fix
+from petit.loading.gguf_names import ONE_ROW
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family

@@ -14,7 +14,8 @@ import os
 import numpy as np
 
 from petit.formats.gguf import write_gguf
-from petit.loading.gguf_archs import ARCHS, MIXTRAL, ONE_ROW
+from petit.loading.gguf_archs import ARCHS, MIXTRAL
+from petit.loading.gguf_names import ONE_ROW
 from petit.loading.gguf_ssm import ALSO_READ
 
 GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",

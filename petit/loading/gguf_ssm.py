@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.loading.gguf_archs import (ARCHS, GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER, QWEN_EXPERTS,
-                                      QWEN_MOE_LAYER, GGUFArch, _granite)
+from petit.loading.gguf_names import (GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER, QWEN_EXPERTS, QWEN_MOE_LAYER,
+                                      GGUFArch, _granite)
 
 
 @dataclass(frozen=True)
@@ -309,4 +309,3 @@ SSM_ARCHS = {
 }
 # the families these architectures load as that no GGUFArch names (an extra picks them)
 ALSO_READ = {"falcon_mamba"}
-ARCHS.update(SSM_ARCHS)

@@ -25,7 +25,7 @@ exaone4.cpp, chatglm.cpp):
 """
 import numpy as np
 
-from petit.loading.gguf_archs import ARCHS, LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_names import LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS, GGUFArch
 from petit.loading.gguf_ssm import _per_layer
 
 XIELU = ("alpha_p", "alpha_n", "beta", "eps")
@@ -125,4 +125,3 @@ VARIANT_ARCHS = {
                         whole_names={"attn_sinks.weight": "self_attn.sinks"}, experts=QWEN_EXPERTS,
                         expert_key="num_local_experts", extra=_gpt_oss),
 }
-ARCHS.update(VARIANT_ARCHS)
