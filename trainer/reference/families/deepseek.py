@@ -45,7 +45,7 @@ def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
                             get(cfg, "norm_topk_prob", True) if v3 else False,
                             tuple(f"{sh}{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
                             if cfg.get("n_shared_experts") else None,
-                            scoring="sigmoid" if v3 else "softmax",
+                            scoring=get(cfg, "scoring_func", "sigmoid") if v3 else "softmax",
                             sel_bias=p + "mlp.gate.e_score_correction_bias" if v3 else None,
                             n_group=(get(cfg, "n_group", 1) or 1) if grouped else 0,
                             topk_group=(get(cfg, "topk_group", 1) or 1) if grouped else 0,
