@@ -2,7 +2,7 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, and the state-space and hybrid mamba (Mamba and
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, deepseek2 (DeepSeek-V3), and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
@@ -27,7 +27,8 @@ GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode"}
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
 VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
-READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS
+MOE = {"deepseek_v3"}
+READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
 REFUSED = sorted({case for case, _ in FILES} - READ)
@@ -99,7 +100,7 @@ def test_an_architecture_the_reader_does_not_know_is_refused_by_name(tmp_path, c
     assert "bloom" in str(e.value) and "chatglm" in str(e.value) and "mpt" in str(e.value)
 
 
-@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM), *sorted(VARIANTS)])
+@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM), *sorted(VARIANTS), *sorted(MOE)])
 def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left(tmp_path, case, capsys):
     from petit.cli import main
     src = Path(__file__).parent.parent / MANIFEST[case]["hf_case"]
@@ -262,3 +263,57 @@ def test_gpt_oss_yarn_runs_as_llama_cpp_computes_it_not_as_the_config_says(monke
         extra(meta, key, cfg, has), cfg["rope_scaling"].update(truncate=False))))
     untruncated = _load("gpt_oss", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
     assert _scaled(untruncated, ref["exact_logits"]) > 5e-3
+
+
+def test_deepseek2_routes_as_llama_cpp_does_not_as_deepseek_v3s_config():
+    """A deepseek2 file without `expert_gating_func` (transformers saves no scoring_func for DeepSeek-V3, so the
+    converter writes none) runs the router's softmax in llama.cpp, where transformers' DeepSeek-V3 takes the sigmoid:
+    that is all of llama.cpp's 0.49 of the range from transformers on this file. The choice stays on the scores plus
+    exp_probs_b, limited to the best groups by their two best scores, renormalised (expert_weights_norm) and scaled by
+    expert_weights_scale. With the sigmoid the logits are 0.51 of their range from llama.cpp's."""
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import config_from_gguf
+    ref = np.load(ROOT / "deepseek_v3" / "q8_0.npz")
+    model = _load("deepseek_v3", "q8_0.gguf", weights="f32")
+    c = model.config
+    assert (c.scoring_func, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group) == (
+        "softmax", True, 2.5, 4, 2)
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    with GGUFFile(ROOT / "deepseek_v3" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    sig = config_from_gguf(dict(meta, **{"deepseek2.expert_gating_func": np.uint32(2)}), "x", 320, tensors)[1]
+    assert sig["scoring_func"] == "sigmoid"
+    bare = {k: v for k, v in meta.items() if k not in ("deepseek2.expert_weights_norm", "deepseek2.expert_weights_scale",
+                                                        "deepseek2.expert_group_count")}
+    cfg = config_from_gguf(bare, "x", 320, tensors)[1]
+    assert (cfg["norm_topk_prob"], cfg["routed_scaling_factor"], cfg["n_group"], cfg["topk_group"]) == (
+        False, 1.0, 1, 1)
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    extra = ARCHS["deepseek2"].extra
+    try:
+        ARCHS["deepseek2"] = dataclasses.replace(ARCHS["deepseek2"], extra=lambda meta, key, cfg, has: (
+            extra(meta, key, cfg, has), cfg.update(scoring_func="sigmoid")))
+        sigmoid = _load("deepseek_v3", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    finally:
+        ARCHS["deepseek2"] = dataclasses.replace(ARCHS["deepseek2"], extra=extra)
+    assert _scaled(sigmoid, ref["exact_logits"]) > 0.3           # 0.51 (the Hugging Face folder with softmax: 6.7e-7)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"deepseek2.attention.kv_lora_rank": None}, "metadata 'deepseek2.attention.kv_lora_rank' is missing: llama.cpp's "
+                                                 "deepseek2 requires it"),
+    ({"deepseek2.expert_gating_func": np.uint32(3)}, "metadata 'deepseek2.expert_gating_func' is 3: Petit runs "
+                                                     "softmax (1) and sigmoid (2)"),
+    ({"deepseek2.attention.layer_norm_rms_epsilon": np.float32(1e-5)},
+     "metadata 'deepseek2.attention.layer_norm_rms_epsilon' is 1e-05: llama.cpp takes it for the latent norms too, "
+     "which the deepseek_v3 family keeps at 1e-6 as transformers does"),
+    ({"deepseek2.rope.scaling.yarn_log_multiplier": None},
+     "metadata 'deepseek2.rope.scaling.yarn_log_multiplier' is missing: Petit runs deepseek2's YaRN with it only"),
+])
+def test_a_deepseek2_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
+    path = _rewrite(tmp_path, "deepseek_v3", meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"

@@ -12,6 +12,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
                                       MIXTRAL_EXPERTS, MIXTRAL_LAYER, OLMO2_LAYER, PHI2_LAYER, QKV, QWEN_EXPERTS,
                                       QWEN_MOE_LAYER, SANDWICH_LAYER, STABLELM_LAYER, STARCODER2_LAYER, GGUFArch,
                                       _biases, _granite)
+from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -395,7 +396,7 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
     heads = number("attention.head_count")
     hidden = number("embedding_length")
     head_dim = number("attention.key_length", hidden // heads if heads else 0)
-    if number("attention.value_length", head_dim) != head_dim:
+    if number("attention.value_length", head_dim) != head_dim and not arch.own_head_sizes:
         raise ValueError(f"{where}: keys of {head_dim} and values of {number('attention.value_length')} values per "
                          f"head are not supported")
     cfg = {"model_type": arch.model_type, "vocab_size": n_vocab, "hidden_size": hidden,
@@ -447,3 +448,4 @@ def _rope_scaling(meta, key, where) -> dict:
 # the state-space and hybrid architectures (gguf_ssm.py) and more Llama variants (gguf_variants.py) join ARCHS
 ARCHS.update(SSM_ARCHS)
 ARCHS.update(VARIANT_ARCHS)
+ARCHS.update(MOE_ARCHS)

@@ -67,6 +67,7 @@ class GGUFArch:
     joins: object = None                   # joins(tensors, cfg) -> {HF name: [(GGUF name, (r0, r1)), ...]}
     layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
     meta_tensors: object = None            # meta_tensors(meta, cfg) -> {HF name: float32 array} kept as metadata
+    own_head_sizes: bool = False           # key_length / value_length are not one head size (extra reads them)
 
 
 def _biases(meta, key, cfg, has):

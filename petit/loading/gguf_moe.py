@@ -1,0 +1,107 @@
+"""GGUF files of the mixture-of-experts families with their own attention: llama.cpp's deepseek2 (DeepSeek-V2 and V3,
+Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family. Imported by gguf_archs, whose ARCHS these
+join.
+
+What the files hold and what llama.cpp assumes (src/models/deepseek2.cpp, llama-context.cpp, llama-graph.cpp's
+build_moe_ffn), reproduced here:
+
+- the latent attention's matrices as its absorbed form needs them: `attn_k_b` [heads, rank, nope] (each head's
+  W_uk^T) and `attn_v_b` [heads, v, rank] (W_uv), read by head as the family's `k_absorb.{h}` / `v_absorb.{h}`
+  without a copy; `attn_kv_a_mqa` is the latent rows then the rope rows (kv_c | kv_pe), and each head's rows of
+  `attn_q_b` (or V2-Lite's `attn_q`) are nope then rope (q_nope / q_pe: joined by rows, a copy).
+- the router as llama.cpp runs it whatever the original config said: the softmax of the logits unless
+  `expert_gating_func` says sigmoid (transformers saves no `scoring_func` for DeepSeek-V3, so its files run softmax;
+  the Hub's configs say sigmoid), the choice made on those plus `exp_probs_b` where the file has it, limited to the
+  `expert_group_used_count` of `expert_group_count` groups whose best two scores sum highest (V3's rule, also for
+  V2's files), renormalised only with `expert_weights_norm`, times `expert_weights_scale` (absent: 1).
+- the softmax scale (nope + rope)^-0.5 times yarn's mscale(factor, mscale_all_dim)^2, mscale_all_dim being
+  `rope.scaling.yarn_log_multiplier` / 0.1 (for V2's files too, where transformers' V2 leaves it out), and RoPE's
+  own magnitude left at 1 (llama.cpp takes mscale = mscale_all_dim).
+"""
+import numpy as np
+
+from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
+
+F32_TENTH = np.float32(0.1)
+
+
+def _deepseek2(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        v = meta.get(key(k), default)
+        if v is None:
+            raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's deepseek2 requires it")
+        if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ValueError(f"metadata {key(k)!r} is {v!r}: it should be a number")
+        return kind(v)
+
+    rope = get("rope.dimension_count")
+    k_mla, v_mla = get("attention.key_length_mla"), get("attention.value_length_mla")
+    if not 0 < rope < k_mla or rope % 2:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} ({rope}) should be even and below "
+                         f"{key('attention.key_length_mla')!r} ({k_mla})")
+    q_lora = meta.get(key("attention.q_lora_rank"))
+    if q_lora is None and not has("blk.0.attn_q.weight"):
+        raise ValueError(f"metadata {key('attention.q_lora_rank')!r} is missing, and the file has no "
+                         f"'blk.0.attn_q.weight' (DeepSeek-V2-Lite's query)")
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    if np.float32(eps) != np.float32(1e-6):
+        raise ValueError(f"metadata {key('attention.layer_norm_rms_epsilon')!r} is {eps:g}: llama.cpp takes it for "
+                         f"the latent norms too, which the deepseek_v3 family keeps at 1e-6 as transformers does")
+    for k in ("num_key_value_heads", "head_dim", "partial_rotary_factor"):
+        cfg.pop(k, None)                        # the latent attention's: one key / value head of rank + rope
+    gating = get("expert_gating_func", 1)
+    if gating not in (1, 2):
+        raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating}: Petit runs softmax (1) and "
+                         f"sigmoid (2)")
+    groups = get("expert_group_count", 1)
+    cfg.update(kv_lora_rank=get("attention.kv_lora_rank"), q_lora_rank=None if q_lora is None else int(q_lora),
+               qk_rope_head_dim=rope, qk_nope_head_dim=k_mla - rope, v_head_dim=v_mla,
+               moe_intermediate_size=get("expert_feed_forward_length"), n_shared_experts=get("expert_shared_count"),
+               first_k_dense_replace=get("leading_dense_block_count", 0), moe_layer_freq=1,
+               scoring_func="sigmoid" if gating == 2 else "softmax",
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0,
+               n_group=groups, topk_group=get("expert_group_used_count", 1) if groups > 1 else 1)
+    s = cfg.get("rope_scaling")
+    if s and s.get("rope_type") == "yarn":
+        log_mul = meta.get(key("rope.scaling.yarn_log_multiplier"))
+        if log_mul is None:
+            raise ValueError(f"metadata {key('rope.scaling.yarn_log_multiplier')!r} is missing: Petit runs "
+                             f"deepseek2's YaRN with it only")
+        m = float(np.float32(log_mul) / F32_TENTH)       # llama.cpp undoes the converter's 0.1 in float32
+        s.update(mscale=m, mscale_all_dim=m)
+
+
+def _q_and_kv(tensors, cfg) -> dict:
+    """Each layer's q_nope / q_pe (every head's rows of attn_q_b or attn_q, nope then rope) and kv_c / kv_pe (the
+    latent rows of attn_kv_a_mqa, then the rope rows), as row ranges of the stored tensors."""
+    H, dn, dr, r = (cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"],
+                    cfg["kv_lora_rank"])
+    out = {}
+    for i in range(cfg["num_hidden_layers"]):
+        a = f"model.layers.{i}.self_attn."
+        q = f"blk.{i}.attn_q_b.weight" if cfg.get("q_lora_rank") else f"blk.{i}.attn_q.weight"
+        if q not in tensors:
+            continue                            # the load names the missing tensor
+        w = dn + dr
+        out[a + "q_nope.weight"] = [(q, (h * w, h * w + dn)) for h in range(H)]
+        out[a + "q_pe.weight"] = [(q, (h * w + dn, (h + 1) * w)) for h in range(H)]
+        kv = f"blk.{i}.attn_kv_a_mqa.weight"
+        if kv in tensors:
+            out[a + "kv_c.weight"] = [(kv, (0, r))]
+            out[a + "kv_pe.weight"] = [(kv, (r, r + dr))]
+    return out
+
+
+MOE_ARCHS = {
+    "deepseek2": GGUFArch("deepseek_v3", dict(LLAMA_LAYER, attn_q_a="self_attn.q_a_proj",
+                                              attn_q_a_norm="self_attn.q_a_layernorm",
+                                              attn_kv_a_norm="self_attn.kv_a_layernorm", ffn_gate_inp="mlp.gate",
+                                              ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                              ffn_up_shexp="mlp.shared_experts.up_proj",
+                                              ffn_down_shexp="mlp.shared_experts.down_proj"),
+                          whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"},
+                          experts=dict(QWEN_EXPERTS, attn_k_b="self_attn.k_absorb.{}",
+                                       attn_v_b="self_attn.v_absorb.{}"),
+                          expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True),
+}
