@@ -84,13 +84,19 @@ def test_a_chunked_prefills_state_continues_in_a_second_prefill_and_in_decode(A,
     H, dk, dv = 3, 24, 19
     inp = _inputs(A + B, H, dk, dv, seed=A + B)
     S0 = np.zeros((H, dk, dv), np.float32)
-    whole, S_whole = _rule(inp, "chunked", S0)
-    first, S_a = _rule([a[:A] for a in inp], "chunked", S0)
-    second, S_ab = _rule([a[A:] for a in inp], "chunked", S_a)
-    S = S_a
-    steps = []
+    _check_continuation(_rule, lambda t0, t1: [a[t0:t1] for a in inp], S0, A, B)
+
+
+def _check_continuation(scan, span, S0, A, B):
+    """scan(inputs, form, state) over A + B tokens (span(t0, t1): the inputs of tokens t0..t1) gives the same outputs
+    and state chunked in one call, as a chunked prefill of A then of B, and as A then B tokens one at a time (auto
+    takes the recurrent form for one token)."""
+    whole, S_whole = scan(span(0, A + B), "chunked", S0)
+    first, S_a = scan(span(0, A), "chunked", S0)
+    second, S_ab = scan(span(A, A + B), "chunked", S_a)
+    S, steps = S_a, []
     for t in range(A, A + B):
-        o, S = _rule([a[t:t + 1] for a in inp], "auto", S)        # one token: the recurrent form
+        o, S = scan(span(t, t + 1), "auto", S)
         steps.append(o)
     _close(first, whole[:A])
     _close(second, whole[A:])
@@ -172,18 +178,7 @@ def test_the_chunked_ssd_scan_is_the_recurrence(T, H, G, P_, N):
 def test_a_chunked_ssd_prefills_state_continues_in_a_second_prefill_and_in_decode(A, B):
     inp = _ssd_inputs(A + B, 3, 1, 12, 19, seed=A * B)
     S0 = np.zeros((3, 12, 19), np.float32)
-    whole, S_whole = _ssd(inp, "chunked", S0)
-    first, S_a = _ssd([a[:A] for a in inp[:4]] + [inp[4]], "chunked", S0)
-    second, S_ab = _ssd([a[A:] for a in inp[:4]] + [inp[4]], "chunked", S_a)
-    S, steps = S_a, []
-    for t in range(A, A + B):
-        y, S = _ssd([a[t:t + 1] for a in inp[:4]] + [inp[4]], "auto", S)
-        steps.append(y)
-    _close(first, whole[:A])
-    _close(second, whole[A:])
-    _close(np.concatenate(steps), whole[A:])
-    _close(S_ab, S_whole)
-    _close(S, S_whole)
+    _check_continuation(_ssd, lambda t0, t1: [a[t0:t1] for a in inp[:4]] + [inp[4]], S0, A, B)   # inp[4]: per head
 
 
 def test_auto_takes_the_recurrent_ssd_below_8_tokens_and_the_chunked_one_from_8():
@@ -274,18 +269,7 @@ def test_the_selective_scan_without_a_gate_and_at_mamba_130m_sizes():
 def test_a_chunked_selective_scans_state_continues_in_a_second_prefill_and_in_decode(A, B):
     inp = _sel_inputs(A + B, 19, 16, seed=A * B)
     S0 = np.zeros((19, 16), np.float32)
-    whole, S_whole = _sel(inp, "chunked", S0)
-    first, S_a = _sel(_sel_sliced(inp, 0, A), "chunked", S0)
-    second, S_ab = _sel(_sel_sliced(inp, A, A + B), "chunked", S_a)
-    S, steps = S_a, []
-    for t in range(A, A + B):
-        y, S = _sel(_sel_sliced(inp, t, t + 1), "auto", S)         # one token: the recurrent form
-        steps.append(y)
-    _close(first, whole[:A])
-    _close(second, whole[A:])
-    _close(np.concatenate(steps), whole[A:])
-    _close(S_ab, S_whole)
-    _close(S, S_whole)
+    _check_continuation(_sel, lambda t0, t1: _sel_sliced(inp, t0, t1), S0, A, B)
 
 
 def test_recurrent_decode_gives_a_recurrent_prefills_bits():
