@@ -80,6 +80,8 @@ ffibuilder.set_source(
     '#include "internal.h"\n',   # which includes api.h
     sources=[os.path.relpath(os.path.join(HERE, s)) for s in SOURCES],
     include_dirs=[os.path.relpath(HERE)],
+    # the headers every source includes: an edit to one of them rebuilds the kernels (build_ext compares dates)
+    depends=sorted(os.path.relpath(os.path.join(HERE, h)) for h in os.listdir(HERE) if h.endswith(".h")),
     extra_compile_args=_compile_args(),
     libraries=[] if MSVC else ["m", "pthread"],
 )
