@@ -17,6 +17,19 @@ build_moe_ffn), reproduced here:
 - the softmax scale (nope + rope)^-0.5 times yarn's mscale(factor, mscale_all_dim)^2, mscale_all_dim being
   `rope.scaling.yarn_log_multiplier` / 0.1 (for V2's files too, where transformers' V2 leaves it out), and RoPE's
   own magnitude left at 1 (llama.cpp takes mscale = mscale_all_dim).
+
+DeepSeek-V2-Lite (no `attention.q_lora_rank`: one `attn_q` matrix, nope then rope per head) is what llama.cpp's
+loader assumes from the layer count alone: it skips the key at 26 or 27 layers (or 48 with a vocabulary of 128256)
+and requires it at any other count, so a smaller V2 file is refused there (`key not found in model:
+deepseek2.attention.q_lora_rank`); Petit reads the query from the tensors the file has, at any count. Measured on
+tests/fixtures/gguf_more/deepseek_v2_lite (26 layers, made from transformers' DeepSeek-V2): llama.cpp's logits are
+0.33 of the range from transformers', nearly all of it the mscale^2 softmax scale above (without it, Petit's are 0.10
+from transformers' with q8_0's rounding, 0.34 from llama.cpp's); the group score (V3's sum of the best two where
+V2's `group_limited_greedy` takes the best one) moves them 0.008. V2's files have no `exp_probs_b`, which llama.cpp
+lets a file leave out: the choice is then made on the scores alone (a zero correction bias here). Without
+`expert_gating_func`, a file of 47 or 48 layers with a vocabulary of 154880 (GLM-4.7-Lite) runs the sigmoid in
+llama.cpp, any other the softmax; so does it here. `attention.temperature_scale` (Mistral-Large's query
+temperature) is refused.
 """
 import numpy as np
 
@@ -49,7 +62,11 @@ def _deepseek2(meta, key, cfg, has):
                          f"the latent norms too, which the deepseek_v3 family keeps at 1e-6 as transformers does")
     for k in ("num_key_value_heads", "head_dim", "partial_rotary_factor"):
         cfg.pop(k, None)                        # the latent attention's: one key / value head of rank + rope
-    gating = get("expert_gating_func", 1)
+    if meta.get(key("attention.temperature_scale")):
+        raise ValueError(f"metadata {key('attention.temperature_scale')!r} is set: Petit does not run deepseek2's "
+                         f"query temperature (Mistral-Large)")
+    glm_lite = cfg["num_hidden_layers"] in (47, 48) and cfg["vocab_size"] == 154880   # llama.cpp's default for it
+    gating = get("expert_gating_func", 2 if glm_lite else 1)
     if gating not in (1, 2):
         raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating}: Petit runs softmax (1) and "
                          f"sigmoid (2)")
@@ -93,6 +110,17 @@ def _q_and_kv(tensors, cfg) -> dict:
     return out
 
 
+def _zero_selection_bias(meta, cfg, has) -> dict:
+    """A zero `exp_probs_b` for each mixture-of-experts layer whose file has none (DeepSeek-V2's: llama.cpp's
+    deepseek2 makes it optional and chooses on the scores alone), as the family's e_score_correction_bias."""
+    first, n = cfg["first_k_dense_replace"], cfg["n_routed_experts"]
+    return {f"model.layers.{i}.mlp.gate.e_score_correction_bias": np.zeros(n, np.float32)
+            for i in range(first, cfg["num_hidden_layers"]) if not has(f"blk.{i}.exp_probs_b.bias")}
+
+
+# the families these files come from that load as another (DeepSeek-V2's llama.cpp files run as deepseek_v3)
+ALSO_READ = {"deepseek_v2"}
+
 MOE_ARCHS = {
     "deepseek2": GGUFArch("deepseek_v3", dict(LLAMA_LAYER, attn_q_a="self_attn.q_a_proj",
                                               attn_q_a_norm="self_attn.q_a_layernorm",
@@ -103,5 +131,6 @@ MOE_ARCHS = {
                           whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"},
                           experts=dict(QWEN_EXPERTS, attn_k_b="self_attn.k_absorb.{}",
                                        attn_v_b="self_attn.v_absorb.{}"),
-                          expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True),
+                          expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True,
+                          meta_tensors=_zero_selection_bias),
 }
