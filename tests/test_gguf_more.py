@@ -2,7 +2,8 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, deepseek2 (DeepSeek-V3), and the state-space and hybrid mamba (Mamba and
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, deepseek2 (DeepSeek-V3 and
+  DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
@@ -27,7 +28,7 @@ GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode"}
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
 VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
-MOE = {"deepseek_v3"}
+MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text"}
 READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
@@ -106,7 +107,8 @@ def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left
     src = Path(__file__).parent.parent / MANIFEST[case]["hf_case"]
     assert main(["convert", str(src), "-o", str(tmp_path / "m.gguf")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"petit convert: error: {src}: Petit reads GGUF files of the {case} family but does not "
+    family = json.loads((src / "config.json").read_text())["model_type"]       # deepseek_v2_lite: deepseek_v2
+    assert err.startswith(f"petit convert: error: {src}: Petit reads GGUF files of the {family} family but does not "
                           f"write them yet (it writes the cohere, cohere2, gemma, "), err
     assert list(tmp_path.iterdir()) == []
 
@@ -305,6 +307,109 @@ def test_deepseek2_routes_as_llama_cpp_does_not_as_deepseek_v3s_config():
 ])
 def test_a_deepseek2_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
     path = _rewrite(tmp_path, "deepseek_v3", meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_deepseek_v2_lite_runs_as_llama_cpp_does_not_as_transformers_v2(monkeypatch):
+    """DeepSeek-V2-Lite's file (no q_lora_rank: one attn_q, no exp_probs_b; 26 layers, the count at which llama.cpp
+    reads it) runs with llama.cpp's softmax scale, (nope + rope)^-0.5 x mscale(4, 0.707)^2, which transformers' V2
+    leaves out: without it the logits are 0.34 of their range from llama.cpp's exact ones (0.10 from transformers'),
+    and with V2's group score (the best expert, not the best two) 0.008."""
+    from petit.models import deepseek_common as dc
+    ref = np.load(ROOT / "deepseek_v2_lite" / "q8_0.npz")
+    model = _load("deepseek_v2_lite", "q8_0.gguf", weights="f32")
+    c = model.config
+    assert (c.q_lora_rank, c.scoring_func, c.norm_topk_prob, c.routed_scaling_factor, c.n_group, c.topk_group,
+            c.first_k_dense_replace, c.num_hidden_layers) == (None, "softmax", False, 2.5, 4, 2, 24, 26)
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    build = dc.build
+    for change, low in ((dict(yarn_mscale=False), 0.3), (dict(group_score="max"), 5e-3)):
+        monkeypatch.setattr(dc, "build", lambda cfg, t, change=change, **kw: build(cfg, t, **{**kw, **change}))
+        got = _load("deepseek_v2_lite", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+        assert _scaled(got, ref["exact_logits"]) > low, change
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"deepseek2.attention.temperature_scale": np.float32(0.1)},
+     "metadata 'deepseek2.attention.temperature_scale' is set: Petit does not run deepseek2's query temperature "
+     "(Mistral-Large)"),
+    ({"deepseek2.expert_gating_func": np.uint32(4)}, "metadata 'deepseek2.expert_gating_func' is 4: Petit runs "
+                                                     "softmax (1) and sigmoid (2)"),
+])
+def test_a_deepseek_v2_lite_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
+    path = _rewrite(tmp_path, "deepseek_v2_lite", meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_a_deepseek_v2_lite_file_without_its_query_is_a_clear_error(tmp_path):
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / "deepseek_v2_lite" / "q8_0.gguf") as f:
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items() if n != "blk.0.attn_q.weight"}
+        write_gguf(tmp_path / "x.gguf", dict(f.metadata), tensors)
+    with pytest.raises(ValueError) as e:
+        petit.load(tmp_path / "x.gguf")
+    assert str(e.value) == (f"{tmp_path / 'x.gguf'}: metadata 'deepseek2.attention.q_lora_rank' is missing, and the "
+                            f"file has no 'blk.0.attn_q.weight' (DeepSeek-V2-Lite's query)")
+
+
+def test_llama4_runs_with_llama_cpps_constants_not_the_configs(monkeypatch):
+    """llama.cpp's llama4 chunks attention by 8192 tokens and tunes the NoPE layers' query temperature with a floor
+    scale of 8192 whatever the original config said (the converter writes neither); the fixture's config has chunks
+    of 8 and a floor scale of 4, which is all of llama.cpp's 0.51 of the range from transformers (Petit on the
+    Hugging Face folder with 8192 for both: 3.3e-7 from llama.cpp's f32 file). With the config's values the logits are
+    0.46 of their range from llama.cpp's exact ones, without the q / k norm (llama.cpp keeps it but for 128 experts)
+    further still."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "llama4_text" / "q8_0.npz")
+    model = _load("llama4_text", "q8_0.gguf", weights="f32")
+    c = model.config
+    assert (c.attention_chunk_size, c.floor_scale, c.attn_scale, c.no_rope_layers, c.use_qk_norm, c.moe_layers,
+            c.intermediate_size, c.intermediate_size_mlp) == (8192, 8192, 0.1, [1, 1, 1, 0], True, [1, 3], 32, 96)
+    assert c.layer_types == ["chunked_attention"] * 3 + ["full_attention"]
+    extra = ARCHS["llama4"].extra
+    for change in (dict(attention_chunk_size=8, floor_scale=4), dict(use_qk_norm=False)):
+        monkeypatch.setitem(ARCHS, "llama4", dataclasses.replace(ARCHS["llama4"], extra=lambda m, k, cfg, h, ch=change: (
+            extra(m, k, cfg, h), cfg.update(ch))))
+        got = _load("llama4_text", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+        assert _scaled(got, ref["exact_logits"]) > 0.3, change
+
+
+def test_llama4_keys_pick_what_llama_cpp_runs():
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import config_from_gguf
+    with GGUFFile(ROOT / "llama4_text" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    maverick = config_from_gguf(dict(meta, **{"llama4.expert_count": 128}), "x", 320, tensors)[1]
+    assert not maverick["use_qk_norm"]
+    full = config_from_gguf(dict(meta, **{"llama4.attention.sliding_window": 0}), "x", 320, tensors)[1]
+    assert (full["attention_chunk_size"], full["no_rope_layers"], full["layer_types"],
+            full["attn_temperature_tuning"]) == (None, [1] * 4, ["full_attention"] * 4, False)
+    window = config_from_gguf(dict(meta, **{"llama4.attention.sliding_window": 8}), "x", 320, tensors)[1]
+    assert window["attention_chunk_size"] == 8192                  # llama.cpp overrides any other window
+    two = config_from_gguf(dict(meta, **{"llama4.attention.sliding_window_pattern": 2}), "x", 320,
+                           tensors)[1]
+    assert two["layer_types"] == ["chunked_attention", "full_attention"] * 2 and two["no_rope_layers"] == [1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"llama4.interleave_moe_layer_step": None}, "metadata 'llama4.interleave_moe_layer_step' is missing: Petit's "
+                                                 "llama4 needs a positive number"),
+    ({"llama4.expert_feed_forward_length": np.uint32(0)}, "metadata 'llama4.expert_feed_forward_length' is 0: "
+                                                          "Petit's llama4 needs a positive number"),
+    ({"llama4.rope.freq_base_swa": np.float32(10000.0)}, "metadata 'llama4.rope.freq_base_swa' differs from "
+                                                         "'llama4.rope.freq_base': the llama4_text family has one "
+                                                         "RoPE base"),
+    ({"llama4.attention.sliding_window_pattern": "x"}, "metadata 'llama4.attention.sliding_window_pattern' is 'x': "
+                                                       "it should be a layer period or true / false for each layer"),
+])
+def test_a_llama4_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
+    path = _rewrite(tmp_path, "llama4_text", meta_change=change)
     with pytest.raises(ValueError) as e:
         petit.load(path)
     assert str(e.value) == f"{path}: {message}"

@@ -17,7 +17,8 @@ FIX = Path(__file__).parent / "fixtures" / "hf_moe"
 # the optional families (tests/fixtures/hf_moe_more: make_moe_more_fixtures.py, the same conventions)
 MORE = ["glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe", "dbrx"]
 FOLDERS = {**{c: FIX / c for c in ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared",
-                                   "gpt_oss", "gpt_oss_mxfp4", "llama4_text", "deepseek_v2", "deepseek_v3"]},
+                                   "gpt_oss", "gpt_oss_mxfp4", "llama4_text", "deepseek_v2", "deepseek_v2_lite",
+                                   "deepseek_v3"]},
            **{c: FIX.parent / "hf_moe_more" / c for c in MORE}}
 CASES = list(FOLDERS)
 DENSE_Q8 = 0.08                  # tests/test_hf_parity.py's q8_0 bound, for the dense families
@@ -36,7 +37,12 @@ ANY_BOUNDS = {"q8_0": (0.25, 0.80), "q4_0": (0.90, 0.25)}
 GPT_OSS = {"q8_0": (0.85, 0.16, 0.50, 0.75), "q4_0": (None, None, 0.90, 0.20)}
 # ERNIE 4.5 and DBRX at q8_0, measured: routing agreement 0.971 / 0.914, 0.086 / 0.085 where it agrees (a flip at an
 # earlier position still reaches these through attention), worst 0.118 / 0.252, argmax agreement 0.914 / 0.886
-SENSITIVE = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
+# DeepSeek-V2-Lite's fixture (26 layers of width 32, for llama.cpp, which reads V2-Lite only at that depth) adds up
+# the rounding of 26 attentions: measured q8_0 routing agreement 0.743, 0.111 where it agrees, worst 0.135, argmax
+# agreement 0.80 (llama.cpp's own q8_0 file of it: 0.13 of the range from its f32 file, 32/35 argmax); q4_0 worst
+# 0.70, argmax agreement 1/35 (llama.cpp's q4_0: 0.59, 5/35), so at q4_0 only the worst error is bounded
+DEEP_V2 = {"q8_0": (0.7, 0.15, 0.20, 0.7), "q4_0": (None, None, 0.90, 0.0)}
+SENSITIVE = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS, "deepseek_v2_lite": DEEP_V2,
              "llama4_text": {"q8_0": (0.9, DENSE_Q8, 0.40, 0.85), "q4_0": (None, None, 0.60, 0.40)},
              "ernie4_5_moe": {"q8_0": (0.9, 0.10, 0.25, 0.85), "q4_0": (None, None) + ANY_BOUNDS["q4_0"]},
              "dbrx": {"q8_0": (0.9, 0.10, 0.30, 0.85), "q4_0": (None, None) + ANY_BOUNDS["q4_0"]}}

@@ -54,9 +54,11 @@ class GGUFSource(TensorSource):
         self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
         for hf in self.joined:
             self.map.pop(hf, None)
-        # HF name -> float32 array: what the file keeps as metadata, not as a tensor (Apertus's xIELU parameters)
+        # HF name -> float32 array not stored as a tensor: what the file keeps as metadata (Apertus's xIELU
+        # parameters), or the value of one llama.cpp lets a file leave out (deepseek2's zero selection bias)
         try:
-            self.meta: dict[str, np.ndarray] = arch.meta_tensors(f.metadata, cfg) if arch.meta_tensors else {}
+            self.meta: dict[str, np.ndarray] = (arch.meta_tensors(f.metadata, cfg, f.tensors.__contains__)
+                                                if arch.meta_tensors else {})
         except ValueError as e:
             raise ValueError(f"{self.where}: {e}") from None
         self._names = dict.fromkeys([*self.map, *self.joined, *self.meta]).keys()      # in the file's order

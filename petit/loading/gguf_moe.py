@@ -1,6 +1,6 @@
 """GGUF files of the mixture-of-experts families with their own attention: llama.cpp's deepseek2 (DeepSeek-V2 and V3,
-Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family. Imported by gguf_archs, whose ARCHS these
-join.
+Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family, and llama4 (Llama 4 Scout / Maverick's
+text model), read as llama4_text. Imported by gguf_archs, whose ARCHS these join.
 
 What the files hold and what llama.cpp assumes (src/models/deepseek2.cpp, llama-context.cpp, llama-graph.cpp's
 build_moe_ffn), reproduced here:
@@ -17,12 +17,45 @@ build_moe_ffn), reproduced here:
 - the softmax scale (nope + rope)^-0.5 times yarn's mscale(factor, mscale_all_dim)^2, mscale_all_dim being
   `rope.scaling.yarn_log_multiplier` / 0.1 (for V2's files too, where transformers' V2 leaves it out), and RoPE's
   own magnitude left at 1 (llama.cpp takes mscale = mscale_all_dim).
+
+DeepSeek-V2-Lite (no `attention.q_lora_rank`: one `attn_q` matrix, nope then rope per head) is what llama.cpp's
+loader assumes from the layer count alone: it skips the key at 26 or 27 layers (or 48 with a vocabulary of 128256)
+and requires it at any other count, so a smaller V2 file is refused there (`key not found in model:
+deepseek2.attention.q_lora_rank`); Petit reads the query from the tensors the file has, at any count. Measured on
+tests/fixtures/gguf_more/deepseek_v2_lite (26 layers, made from transformers' DeepSeek-V2): llama.cpp's logits are
+0.33 of the range from transformers', nearly all of it the mscale^2 softmax scale above (without it, Petit's are 0.10
+from transformers' with q8_0's rounding, 0.34 from llama.cpp's); the group score (V3's sum of the best two where
+V2's `group_limited_greedy` takes the best one) moves them 0.008. V2's files have no `exp_probs_b`, which llama.cpp
+lets a file leave out: the choice is then made on the scores alone (a zero correction bias here). Without
+`expert_gating_func`, a file of 47 or 48 layers with a vocabulary of 154880 (GLM-4.7-Lite) runs the sigmoid in
+llama.cpp, any other the softmax; so does it here. `attention.temperature_scale` (Mistral-Large's query
+temperature) is refused.
+
+llama4 (src/models/llama4.cpp, llama-graph.cpp's build_moe_ffn and attention temperature) has few keys; llama.cpp
+fixes the rest, and so does Petit, whatever the original config said:
+- unless `attention.sliding_window` is 0 (then every layer is full attention with RoPE, MobileLLM's case), the
+  chunked layers are those of `attention.sliding_window_pattern` (absent: 4, three chunked then one full) with a
+  chunk of 8192 tokens, whatever the window key says; every 4th layer (i + 1 divisible by 4) has no RoPE, its
+  queries scaled by 1 + 0.1 ln(1 + floor((p + 1) / 8192)) at position p (floor scale 8192, scale 0.1, no keys).
+  transformers reads `attention_chunk_size`, `no_rope_layers`, `floor_scale` and `attn_scale` from the config, which
+  the converter does not write.
+- the weightless q / k RMS norm (eps `layer_norm_rms_epsilon`) on the RoPE layers unless the file has 128 experts
+  (Maverick), not from `use_qk_norm`.
+- the router: the top `expert_used_count` logits, each chosen expert's input scaled by the sigmoid of its logit, plus
+  the shared expert of `expert_feed_forward_length` (the dense layers' MLP is `feed_forward_length`), MoE every
+  `interleave_moe_layer_step`-th layer; RoPE on adjacent pairs (the converter leaves q / k unpermuted), Llama 3's
+  scaling as the file's `rope_freqs` table.
 """
 import numpy as np
 
 from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_variants import _sliding_layers
 
 F32_TENTH = np.float32(0.1)
+LLAMA4_CHUNK = 8192           # llama.cpp's llama4: the chunk of its chunked layers, whatever the file says
+LLAMA4_TEMPERATURE = (8192.0, 0.1)  # its NoPE layers' query temperature: floor scale, scale (offset 1)
+LLAMA4_NOPE_EVERY = 4         # every 4th layer without RoPE
+MAVERICK_EXPERTS = 128        # llama.cpp leaves out the q / k norm for this expert count only
 
 
 def _deepseek2(meta, key, cfg, has):
@@ -49,7 +82,11 @@ def _deepseek2(meta, key, cfg, has):
                          f"the latent norms too, which the deepseek_v3 family keeps at 1e-6 as transformers does")
     for k in ("num_key_value_heads", "head_dim", "partial_rotary_factor"):
         cfg.pop(k, None)                        # the latent attention's: one key / value head of rank + rope
-    gating = get("expert_gating_func", 1)
+    if meta.get(key("attention.temperature_scale")):
+        raise ValueError(f"metadata {key('attention.temperature_scale')!r} is set: Petit does not run deepseek2's "
+                         f"query temperature (Mistral-Large)")
+    glm_lite = cfg["num_hidden_layers"] in (47, 48) and cfg["vocab_size"] == 154880   # llama.cpp's default for it
+    gating = get("expert_gating_func", 2 if glm_lite else 1)
     if gating not in (1, 2):
         raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating}: Petit runs softmax (1) and "
                          f"sigmoid (2)")
@@ -93,6 +130,49 @@ def _q_and_kv(tensors, cfg) -> dict:
     return out
 
 
+def _zero_selection_bias(meta, cfg, has) -> dict:
+    """A zero `exp_probs_b` for each mixture-of-experts layer whose file has none (DeepSeek-V2's: llama.cpp's
+    deepseek2 makes it optional and chooses on the scores alone), as the family's e_score_correction_bias."""
+    first, n = cfg["first_k_dense_replace"], cfg["n_routed_experts"]
+    return {f"model.layers.{i}.mlp.gate.e_score_correction_bias": np.zeros(n, np.float32)
+            for i in range(first, cfg["num_hidden_layers"]) if not has(f"blk.{i}.exp_probs_b.bias")}
+
+
+# the families these files come from that load as another (DeepSeek-V2's llama.cpp files run as deepseek_v3)
+ALSO_READ = {"deepseek_v2"}
+
+def _llama4(meta, key, cfg, has):
+    n = cfg["num_hidden_layers"]
+    ff_exp, step = meta.get(key("expert_feed_forward_length")), meta.get(key("interleave_moe_layer_step"))
+    for k, v in (("expert_feed_forward_length", ff_exp), ("interleave_moe_layer_step", step)):
+        if v is None or isinstance(v, (bool, str)) or not isinstance(v, (int, np.integer)) or int(v) <= 0:
+            raise ValueError(f"metadata {key(k)!r} is {'missing' if v is None else repr(v)}: Petit's llama4 needs a "
+                             f"positive number")
+    base, base_swa = cfg["rope_theta"], meta.get(key("rope.freq_base_swa"))
+    if base_swa is not None and float(base_swa) != base:
+        raise ValueError(f"metadata {key('rope.freq_base_swa')!r} differs from {key('rope.freq_base')!r}: the "
+                         f"llama4_text family has one RoPE base")
+    cfg.update(intermediate_size_mlp=cfg["intermediate_size"], intermediate_size=int(ff_exp),
+               interleave_moe_layer_step=int(step), use_qk_norm=cfg["num_local_experts"] != MAVERICK_EXPERTS,
+               attention_bias=has("blk.0.attn_q.bias"))
+    window = meta.get(key("attention.sliding_window"))
+    if window is not None and int(window) == 0:        # llama.cpp: no chunks, RoPE everywhere, no temperature
+        cfg.update(attention_chunk_size=None, no_rope_layers=[1] * n, layer_types=["full_attention"] * n,
+                   attn_temperature_tuning=False)
+        return
+    _sliding_layers(meta, key, cfg, 4)
+    cfg["layer_types"] = ["chunked_attention" if t == "sliding_attention" else t for t in cfg["layer_types"]]
+    floor, scale = LLAMA4_TEMPERATURE
+    cfg.update(attention_chunk_size=LLAMA4_CHUNK, attn_temperature_tuning=True, floor_scale=floor, attn_scale=scale,
+               no_rope_layers=[int((i + 1) % LLAMA4_NOPE_EVERY != 0) for i in range(n)])
+
+
+FF = "feed_forward."
+LLAMA4_LAYER = dict(LLAMA_LAYER, ffn_gate=FF + "gate_proj", ffn_up=FF + "up_proj", ffn_down=FF + "down_proj",
+                    ffn_gate_inp=FF + "router", ffn_gate_shexp=FF + "shared_expert.gate_proj",
+                    ffn_up_shexp=FF + "shared_expert.up_proj", ffn_down_shexp=FF + "shared_expert.down_proj")
+LLAMA4_EXPERTS = {k: v.replace("mlp.", FF) for k, v in QWEN_EXPERTS.items()}
+
 MOE_ARCHS = {
     "deepseek2": GGUFArch("deepseek_v3", dict(LLAMA_LAYER, attn_q_a="self_attn.q_a_proj",
                                               attn_q_a_norm="self_attn.q_a_layernorm",
@@ -103,5 +183,8 @@ MOE_ARCHS = {
                           whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"},
                           experts=dict(QWEN_EXPERTS, attn_k_b="self_attn.k_absorb.{}",
                                        attn_v_b="self_attn.v_absorb.{}"),
-                          expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True),
+                          expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True,
+                          meta_tensors=_zero_selection_bias),
+    "llama4": GGUFArch("llama4_text", LLAMA4_LAYER, experts=LLAMA4_EXPERTS, expert_key="num_local_experts",
+                       extra=_llama4),
 }

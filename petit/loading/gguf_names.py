@@ -66,7 +66,8 @@ class GGUFArch:
     whole_names: dict = field(default_factory=dict)   # a layer name after "blk.N." -> its whole HF name there
     joins: object = None                   # joins(tensors, cfg) -> {HF name: [(GGUF name, (r0, r1)), ...]}
     layer_arrays: tuple = ()               # keys that may hold one value per layer (hybrids): read as their largest
-    meta_tensors: object = None            # meta_tensors(meta, cfg) -> {HF name: float32 array} kept as metadata
+    meta_tensors: object = None            # meta_tensors(meta, cfg, has) -> {HF name: float32 array} not stored as
+                                           # tensors (metadata, or a default for a tensor the file may leave out)
     own_head_sizes: bool = False           # key_length / value_length are not one head size (extra reads them)
 
 

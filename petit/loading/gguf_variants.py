@@ -46,7 +46,7 @@ def _apertus(meta, key, cfg, has):
         _per_layer(meta, f"xielu.{n}", cfg["num_hidden_layers"])
 
 
-def _xielu_tensors(meta, cfg) -> dict:
+def _xielu_tensors(meta, cfg, has) -> dict:
     """The xIELU parameters as the family's per-layer `mlp.act_fn.*` tensors of one value."""
     n = cfg["num_hidden_layers"]
     out = {}
