@@ -23,7 +23,8 @@ from models import DERIVED_FIXTURES, PENDING_FIXTURES
 # the dense families' fixtures and the mixture-of-experts ones (tests/fixtures/hf_moe: make_moe_fixtures.py, the
 # same conventions), by case name
 FIXTURES = Path(__file__).parent / "fixtures"
-FOLDERS = {p.name: p for d in ("hf", "hf_moe", "hf_ssm", "hf_more", "hf_hybrid", "hf_moe_more") for p in sorted((FIXTURES / d).iterdir())
+FOLDERS = {p.name: p for d in ("hf", "hf_moe", "hf_ssm", "hf_more", "hf_hybrid", "hf_moe_more", "hf_gguf")
+           for p in sorted((FIXTURES / d).iterdir())
            if (p / "reference.npz").is_file() and p.name not in PENDING_FIXTURES}
 CASES = sorted(FOLDERS)
 HERE = Path(__file__).parent / "fixtures" / "hf"
