@@ -1,0 +1,264 @@
+/* The NEON kernels of GGUF's block types (Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS), kern_gguf.h's
+ * arithmetic bit for bit; included by kern_neon.c after dot16 (sdot where the compiler targets the dot-product
+ * extension, widening multiplies otherwise). rows_gguf_neon at the end is the path's table entry.
+ *
+ * 4 rows side by side, lane i = row i (a last group of fewer rows repeats its last row in the spare lanes, which are
+ * never stored), against a tile of up to 4 tokens: each 32-value block of the 4 rows is unpacked once into 32 signed
+ * bytes per row (the reference's values v, in order) and its float factors (gg_block's, computed as it computes
+ * them), then used for every token of the tile. Per token, the integer sums of the 4 rows (whole block, or each half
+ * of 16 values) are exact, whichever way dot16 spreads them over lanes; one pairwise add tree puts row i's sum in
+ * lane i, and the float terms (f dx) isum are added to each row's sum in the reference's order, term by term and
+ * block by block. The products are kept from the compiler's contraction into fused multiply-adds (GCC contracts
+ * across statements by default, also NEON intrinsics, which it writes as plain vector arithmetic). */
+
+#define NG_INLINE static inline __attribute__((always_inline))
+#define NG_NO_FUSE(v) __asm__("" : "+w"(v))      /* v is rounded as it is: never fused into the add after it */
+
+/* how a type's terms go (kern_gguf.h): 0 (d, sum v x); 1 that, then + (m, sum x); 2 that, then - (m, sum x); 3 a
+ * scale term per half (+ lo, + hi); 4 Q2_K's per half: + (d sc, sum v x), - (dmin m, sum x) */
+#define NG_KIND(type) ((type) == GG_Q4_1 || (type) == GG_Q5_1 ? 1 : (type) == GG_Q4_K || (type) == GG_Q5_K ? 2 \
+                       : (type) == GG_Q6_K || (type) == GG_Q3_K ? 3 : (type) == GG_Q2_K ? 4 : 0)
+
+/* bit k of the 16 bits lo | hi << 8 as 0x10 in byte k (Q5_0 / Q5_1's fifth bits) */
+static inline uint8x16_t ng_bits_0x10(uint8_t lo, uint8_t hi) {
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t set = vtstq_u8(vcombine_u8(vdup_n_u8(lo), vdup_n_u8(hi)), vld1q_u8(bit));
+    return vandq_u8(set, vdupq_n_u8(0x10));
+}
+
+/* bits s, s + 1 of each byte of 32 bytes at p, as 0..3 (variable right shifts: vshlq by -s) */
+static inline uint8x16_t ng_shr(uint8x16_t v, int s) { return vshlq_u8(v, vdupq_n_s8((int8_t)-s)); }
+
+/* block b of a row: its 32 values (v0: 0..15, v1: 16..31) and its factors f[k * 4] for term k, as gg_block */
+NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8x16_t *v0, int8x16_t *v1, float *f) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    switch (type) {
+    case GG_Q4_1: case GG_Q5_0: case GG_Q5_1: {
+        const int q5 = type != GG_Q4_1, with_min = type != GG_Q5_0;
+        const uint8_t *x = row + b * (q5 ? (with_min ? 24 : 22) : 20), *qs = x + (with_min ? 4 : 2) + (q5 ? 4 : 0);
+        const uint8x16_t raw = vld1q_u8(qs);
+        uint8x16_t lo = vandq_u8(raw, m4), hi = vshrq_n_u8(raw, 4);
+        if (q5) {
+            const uint8_t *qh = x + (with_min ? 4 : 2);     /* bit j: value j's fifth bit (little-endian word) */
+            lo = vorrq_u8(lo, ng_bits_0x10(qh[0], qh[1]));
+            hi = vorrq_u8(hi, ng_bits_0x10(qh[2], qh[3]));
+        }
+        *v0 = vreinterpretq_s8_u8(lo);
+        *v1 = vreinterpretq_s8_u8(hi);
+        if (!with_min) {
+            *v0 = vsubq_s8(*v0, vdupq_n_s8(16));
+            *v1 = vsubq_s8(*v1, vdupq_n_s8(16));
+        }
+        f[0] = gg_h(x);
+        if (with_min) f[4] = gg_h(x + 2);
+        return;
+    }
+    case GG_IQ4_NL: case GG_IQ4_XS: {
+        const int8x16_t table = vld1q_s8(IQ4_TABLE_G);
+        const uint8_t *x = type == GG_IQ4_NL ? row + b * 18 : row + b / 8 * 136;
+        const int j = (int)(b % 8);
+        const uint8x16_t raw = vld1q_u8(type == GG_IQ4_NL ? x + 2 : x + 8 + 16 * j);
+        *v0 = vqtbl1q_s8(table, vandq_u8(raw, m4));
+        *v1 = vqtbl1q_s8(table, vshrq_n_u8(raw, 4));
+        if (type == GG_IQ4_NL) {
+            f[0] = gg_h(x);
+        } else {
+            const int ls = ((x[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((pt_load_u16(x + 2) >> (2 * j)) & 3) << 4);
+            f[0] = gg_h(x) * (float)(ls - 32);
+        }
+        return;
+    }
+    case GG_Q4_K: case GG_Q5_K: {
+        const int q5 = type == GG_Q5_K;
+        const uint8_t *x = row + b / 8 * (q5 ? 176 : 144);
+        const int j = (int)(b % 8);
+        const uint8_t *ql = x + (q5 ? 48 : 16) + 32 * (j / 2);
+        const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+        uint8x16_t a0 = j % 2 ? vshrq_n_u8(l0, 4) : vandq_u8(l0, m4);
+        uint8x16_t a1 = j % 2 ? vshrq_n_u8(l1, 4) : vandq_u8(l1, m4);
+        if (q5) {                                   /* bit j of qh[l]: value l's fifth bit */
+            const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j)), b16 = vdupq_n_u8(0x10);
+            a0 = vorrq_u8(a0, vandq_u8(vtstq_u8(vld1q_u8(x + 16), bit), b16));
+            a1 = vorrq_u8(a1, vandq_u8(vtstq_u8(vld1q_u8(x + 32), bit), b16));
+        }
+        *v0 = vreinterpretq_s8_u8(a0);
+        *v1 = vreinterpretq_s8_u8(a1);
+        int sc, m;
+        gg_scale_min_k4(j, x + 4, &sc, &m);
+        f[0] = gg_h(x) * (float)sc;
+        f[4] = gg_h(x + 2) * (float)m;
+        return;
+    }
+    case GG_Q6_K: {
+        const uint8_t *x = row + b / 8 * 210;
+        const int j = (int)(b % 8), half128 = j / 4, part = j % 4;
+        const uint8_t *ql = x + 64 * half128 + 32 * (part & 1), *qh = x + 128 + 32 * half128;
+        const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), m2 = vdupq_n_u8(3);
+        const uint8x16_t n0 = part >= 2 ? vshrq_n_u8(l0, 4) : vandq_u8(l0, m4);
+        const uint8x16_t n1 = part >= 2 ? vshrq_n_u8(l1, 4) : vandq_u8(l1, m4);
+        const uint8x16_t h0 = vandq_u8(ng_shr(vld1q_u8(qh), 2 * part), m2);
+        const uint8x16_t h1 = vandq_u8(ng_shr(vld1q_u8(qh + 16), 2 * part), m2);
+        *v0 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(n0, vshlq_n_u8(h0, 4))), vdupq_n_s8(32));
+        *v1 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(n1, vshlq_n_u8(h1, 4))), vdupq_n_s8(32));
+        const int8_t *sc = (const int8_t *)(x + 192) + 8 * half128;
+        const float d = gg_h(x + 208);
+        f[0] = d * (float)sc[2 * part];
+        f[4] = d * (float)sc[2 * part + 1];
+        return;
+    }
+    case GG_Q3_K: {
+        const uint8_t *x = row + b / 8 * 110, *s = x + 96;
+        const int j = (int)(b % 8), shift = 2 * (j % 4);
+        const uint8_t *q = x + 32 + 32 * (j / 4);
+        /* q = the 2 low bits, less 4 where the hmask bit j is clear: -4..3 */
+        const uint8x16_t m2 = vdupq_n_u8(3), four = vdupq_n_u8(4), bit = vdupq_n_u8((uint8_t)(1u << j));
+        const uint8x16_t a0 = vandq_u8(ng_shr(vld1q_u8(q), shift), m2);
+        const uint8x16_t a1 = vandq_u8(ng_shr(vld1q_u8(q + 16), shift), m2);
+        *v0 = vreinterpretq_s8_u8(vsubq_u8(a0, vbicq_u8(four, vtstq_u8(vld1q_u8(x), bit))));
+        *v1 = vreinterpretq_s8_u8(vsubq_u8(a1, vbicq_u8(four, vtstq_u8(vld1q_u8(x + 16), bit))));
+        const float d = gg_h(x + 108);
+        for (int h = 0; h < 2; h++) {
+            const int k = 2 * j + h;
+            const int lo = (s[k % 8] >> (4 * (k / 8))) & 0xF, hi = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
+            f[4 * h] = d * (float)((lo | hi << 4) - 32);
+        }
+        return;
+    }
+    case GG_Q2_K: {
+        const uint8_t *x = row + b / 8 * 84;
+        const int j = (int)(b % 8), shift = 2 * (j % 4);
+        const uint8_t *q = x + 16 + 32 * (j / 4);
+        const uint8x16_t m2 = vdupq_n_u8(3);
+        *v0 = vreinterpretq_s8_u8(vandq_u8(ng_shr(vld1q_u8(q), shift), m2));
+        *v1 = vreinterpretq_s8_u8(vandq_u8(ng_shr(vld1q_u8(q + 16), shift), m2));
+        const float d = gg_h(x + 80), dmin = gg_h(x + 82);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t s = x[2 * j + h];
+            f[8 * h] = d * (float)(s & 0xF);
+            f[8 * h + 4] = dmin * (float)(s >> 4);
+        }
+        return;
+    }
+    }
+}
+
+/* lane i = the total of p[i]'s 4 lanes */
+static inline int32x4_t ng_sum4(const int32x4_t *p) {
+    return vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+}
+
+/* acc (lane i = row i's sum) + or - the term (f dx) isum, rounded as the reference rounds it */
+NG_INLINE float32x4_t ng_term(float32x4_t acc, float32x4_t f, float dx, int32x4_t isum, const int sub) {
+    float32x4_t p = vmulq_f32(vmulq_n_f32(f, dx), vcvtq_f32_s32(isum));
+    NG_NO_FUSE(p);
+    return sub ? vsubq_f32(acc, p) : vaddq_f32(acc, p);
+}
+
+/* rows r..r+nr-1 (nr <= 4) against tokens t0..t0+nt-1 (nt <= 4), type and nt constants where inlined */
+NG_INLINE void ng_rows4(const int32_t type, const uint8_t *w, int64_t rb, int64_t r, int nr, const pt_act *a,
+                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
+    const int64_t K = a->K, nb = K / QK;
+    const int kind = NG_KIND(type);
+    const uint8_t *rows[4];
+    for (int i = 0; i < 4; i++) rows[i] = w + (r + (i < nr ? i : nr - 1)) * rb;
+    float32x4_t acc[4];
+    for (int j = 0; j < nt; j++) acc[j] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t v[4][2];
+        float f[16] = {0};                          /* f[4 k + i]: term k's factor of row i */
+        for (int i = 0; i < 4; i++) ng_unpack(type, rows[i], b, &v[i][0], &v[i][1], f + i);
+        const float32x4_t f0 = vld1q_f32(f), f1 = vld1q_f32(f + 4);
+        const float32x4_t f2 = vld1q_f32(f + 8), f3 = vld1q_f32(f + 12);
+        for (int j = 0; j < nt; j++) {
+            const int64_t tb = (t0 + j) * nb + b;
+            const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+            const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
+            const float dx = a->d[tb];
+            if (kind >= 3) {                        /* a term per half */
+                int32x4_t lo[4], hi[4];
+                for (int i = 0; i < 4; i++) {
+                    lo[i] = dot16(vdupq_n_s32(0), v[i][0], x0);
+                    hi[i] = dot16(vdupq_n_s32(0), v[i][1], x1);
+                }
+                const int32x4_t ilo = ng_sum4(lo), ihi = ng_sum4(hi);
+                if (kind == 3) {
+                    acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
+                    acc[j] = ng_term(acc[j], f1, dx, ihi, 0);
+                } else {                            /* Q2_K: the activations' sum over each half */
+                    const int32x4_t xlo = vdupq_n_s32((int32_t)vaddlvq_s8(x0));
+                    const int32x4_t xhi = vdupq_n_s32((int32_t)vaddlvq_s8(x1));
+                    acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
+                    acc[j] = ng_term(acc[j], f1, dx, xlo, 1);
+                    acc[j] = ng_term(acc[j], f2, dx, ihi, 0);
+                    acc[j] = ng_term(acc[j], f3, dx, xhi, 1);
+                }
+            } else {
+                int32x4_t p[4];
+                for (int i = 0; i < 4; i++) p[i] = dot16(dot16(vdupq_n_s32(0), v[i][0], x0), v[i][1], x1);
+                acc[j] = ng_term(acc[j], f0, dx, ng_sum4(p), 0);
+                if (kind) acc[j] = ng_term(acc[j], f1, dx, vdupq_n_s32(a->s[tb]), kind == 2);
+            }
+        }
+    }
+    for (int j = 0; j < nt; j++) {
+        float *out = y + (t0 + j) * ldy + r;
+        if (nr == 4) {
+            vst1q_f32(out, accumulate ? vaddq_f32(vld1q_f32(out), acc[j]) : acc[j]);
+        } else {
+            float s[4];
+            vst1q_f32(s, acc[j]);
+            for (int i = 0; i < nr; i++) store_y(out + i, s[i], accumulate);
+        }
+    }
+}
+
+/* every group of 4 rows in r0..r1 against T tokens, 4 at a time (the last tile: the tokens left) */
+NG_INLINE void ng_rows(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                       int64_t T, float *y, int64_t ldy, int accumulate) {
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int64_t t = 0; t < T; t += 4) {
+            switch (T - t < 4 ? T - t : 4) {
+            case 1: ng_rows4(type, w, rb, r, nr, a, t, 1, y, ldy, accumulate); break;
+            case 2: ng_rows4(type, w, rb, r, nr, a, t, 2, y, ldy, accumulate); break;
+            case 3: ng_rows4(type, w, rb, r, nr, a, t, 3, y, ldy, accumulate); break;
+            default: ng_rows4(type, w, rb, r, nr, a, t, 4, y, ldy, accumulate); break;
+            }
+        }
+    }
+}
+
+/* one copy per type, the type a constant in each */
+#define NG_TYPE(TY) \
+    static void ng_rows_##TY(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a, int64_t T, \
+                             float *y, int64_t ldy, int accumulate) { \
+        ng_rows(GG_##TY, w, rb, r0, r1, a, T, y, ldy, accumulate); \
+    }
+NG_TYPE(Q4_1)
+NG_TYPE(Q5_0)
+NG_TYPE(Q5_1)
+NG_TYPE(Q2_K)
+NG_TYPE(Q3_K)
+NG_TYPE(Q4_K)
+NG_TYPE(Q5_K)
+NG_TYPE(Q6_K)
+NG_TYPE(IQ4_NL)
+NG_TYPE(IQ4_XS)
+#undef NG_TYPE
+
+static void rows_gguf_neon(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                           int64_t T, float *y, int64_t ldy, int accumulate) {
+    switch (type) {
+    case GG_Q4_1: ng_rows_Q4_1(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q5_0: ng_rows_Q5_0(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q5_1: ng_rows_Q5_1(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q2_K: ng_rows_Q2_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q3_K: ng_rows_Q3_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q4_K: ng_rows_Q4_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q5_K: ng_rows_Q5_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q6_K: ng_rows_Q6_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_IQ4_NL: ng_rows_IQ4_NL(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_IQ4_XS: ng_rows_IQ4_XS(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    default: rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    }
+}
