@@ -4,12 +4,13 @@
  *
  * 4 rows side by side, lane i = row i (a last group of fewer rows repeats its last row in the spare lanes, which are
  * never stored), against a tile of up to 4 tokens: each 32-value block of the 4 rows is unpacked once into 32 signed
- * bytes per row (the reference's values v, in order) and its float factors (gg_block's, computed as it computes
- * them), then used for every token of the tile. Per token, the integer sums of the 4 rows (whole block, or each half
- * of 16 values) are exact, whichever way dot16 spreads them over lanes; one pairwise add tree puts row i's sum in
- * lane i, and the float terms (f dx) isum are added to each row's sum in the reference's order, term by term and
- * block by block. The products are kept from the compiler's contraction into fused multiply-adds (GCC contracts
- * across statements by default, also NEON intrinsics, which it writes as plain vector arithmetic). */
+ * bytes per row (the reference's values v, in order), with its float factors (gg_block's, computed as it computes
+ * them: the K-quants' and IQ4_XS's for a super-block's 8 blocks at once), then used for every token of the tile.
+ * Per token, the integer sums of the 4 rows (whole block, or each half of 16 values) are exact, whichever way dot16
+ * spreads them over lanes; one pairwise add tree puts row i's sum in lane i, and the float terms (f dx) isum are
+ * added to each row's sum in the reference's order, term by term and block by block. The products are kept from
+ * the compiler's contraction into fused multiply-adds (GCC contracts across statements by default, NEON intrinsics
+ * too, which it writes as plain vector arithmetic; the selftest fails for every type without NG_NO_FUSE). */
 
 #define NG_INLINE static inline __attribute__((always_inline))
 #define NG_NO_FUSE(v) __asm__("" : "+w"(v))      /* v is rounded as it is: never fused into the add after it */
@@ -26,11 +27,11 @@ static inline uint8x16_t ng_bits_0x10(uint8_t lo, uint8_t hi) {
     return vandq_u8(set, vdupq_n_u8(0x10));
 }
 
-/* bits s, s + 1 of each byte of 32 bytes at p, as 0..3 (variable right shifts: vshlq by -s) */
+/* each byte of v shifted right by s (a variable shift: vshlq by -s) */
 static inline uint8x16_t ng_shr(uint8x16_t v, int s) { return vshlq_u8(v, vdupq_n_s8((int8_t)-s)); }
 
-/* block b of a row: its 32 values (v0: 0..15, v1: 16..31) and its factors f[k * 4] for term k, as gg_block */
-NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8x16_t *v0, int8x16_t *v1, float *f) {
+/* block b of a row: its 32 values as gg_block gives them (v0: values 0..15, v1: 16..31) */
+NG_INLINE void ng_values(const int32_t type, const uint8_t *row, int64_t b, int8x16_t *v0, int8x16_t *v1) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     switch (type) {
     case GG_Q4_1: case GG_Q5_0: case GG_Q5_1: {
@@ -49,23 +50,13 @@ NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8
             *v0 = vsubq_s8(*v0, vdupq_n_s8(16));
             *v1 = vsubq_s8(*v1, vdupq_n_s8(16));
         }
-        f[0] = gg_h(x);
-        if (with_min) f[4] = gg_h(x + 2);
         return;
     }
     case GG_IQ4_NL: case GG_IQ4_XS: {
         const int8x16_t table = vld1q_s8(IQ4_TABLE_G);
-        const uint8_t *x = type == GG_IQ4_NL ? row + b * 18 : row + b / 8 * 136;
-        const int j = (int)(b % 8);
-        const uint8x16_t raw = vld1q_u8(type == GG_IQ4_NL ? x + 2 : x + 8 + 16 * j);
+        const uint8x16_t raw = vld1q_u8(type == GG_IQ4_NL ? row + b * 18 + 2 : row + b / 8 * 136 + 8 + 16 * (b % 8));
         *v0 = vqtbl1q_s8(table, vandq_u8(raw, m4));
         *v1 = vqtbl1q_s8(table, vshrq_n_u8(raw, 4));
-        if (type == GG_IQ4_NL) {
-            f[0] = gg_h(x);
-        } else {
-            const int ls = ((x[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((pt_load_u16(x + 2) >> (2 * j)) & 3) << 4);
-            f[0] = gg_h(x) * (float)(ls - 32);
-        }
         return;
     }
     case GG_Q4_K: case GG_Q5_K: {
@@ -83,10 +74,6 @@ NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8
         }
         *v0 = vreinterpretq_s8_u8(a0);
         *v1 = vreinterpretq_s8_u8(a1);
-        int sc, m;
-        gg_scale_min_k4(j, x + 4, &sc, &m);
-        f[0] = gg_h(x) * (float)sc;
-        f[4] = gg_h(x + 2) * (float)m;
         return;
     }
     case GG_Q6_K: {
@@ -100,14 +87,10 @@ NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8
         const uint8x16_t h1 = vandq_u8(ng_shr(vld1q_u8(qh + 16), 2 * part), m2);
         *v0 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(n0, vshlq_n_u8(h0, 4))), vdupq_n_s8(32));
         *v1 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(n1, vshlq_n_u8(h1, 4))), vdupq_n_s8(32));
-        const int8_t *sc = (const int8_t *)(x + 192) + 8 * half128;
-        const float d = gg_h(x + 208);
-        f[0] = d * (float)sc[2 * part];
-        f[4] = d * (float)sc[2 * part + 1];
         return;
     }
     case GG_Q3_K: {
-        const uint8_t *x = row + b / 8 * 110, *s = x + 96;
+        const uint8_t *x = row + b / 8 * 110;
         const int j = (int)(b % 8), shift = 2 * (j % 4);
         const uint8_t *q = x + 32 + 32 * (j / 4);
         /* q = the 2 low bits, less 4 where the hmask bit j is clear: -4..3 */
@@ -116,27 +99,85 @@ NG_INLINE void ng_unpack(const int32_t type, const uint8_t *row, int64_t b, int8
         const uint8x16_t a1 = vandq_u8(ng_shr(vld1q_u8(q + 16), shift), m2);
         *v0 = vreinterpretq_s8_u8(vsubq_u8(a0, vbicq_u8(four, vtstq_u8(vld1q_u8(x), bit))));
         *v1 = vreinterpretq_s8_u8(vsubq_u8(a1, vbicq_u8(four, vtstq_u8(vld1q_u8(x + 16), bit))));
-        const float d = gg_h(x + 108);
-        for (int h = 0; h < 2; h++) {
-            const int k = 2 * j + h;
-            const int lo = (s[k % 8] >> (4 * (k / 8))) & 0xF, hi = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
-            f[4 * h] = d * (float)((lo | hi << 4) - 32);
-        }
         return;
     }
     case GG_Q2_K: {
-        const uint8_t *x = row + b / 8 * 84;
-        const int j = (int)(b % 8), shift = 2 * (j % 4);
-        const uint8_t *q = x + 16 + 32 * (j / 4);
+        const uint8_t *q = row + b / 8 * 84 + 16 + 32 * (b % 8 / 4);
+        const int shift = 2 * (int)(b % 4);
         const uint8x16_t m2 = vdupq_n_u8(3);
         *v0 = vreinterpretq_s8_u8(vandq_u8(ng_shr(vld1q_u8(q), shift), m2));
         *v1 = vreinterpretq_s8_u8(vandq_u8(ng_shr(vld1q_u8(q + 16), shift), m2));
-        const float d = gg_h(x + 80), dmin = gg_h(x + 82);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t s = x[2 * j + h];
-            f[8 * h] = d * (float)(s & 0xF);
-            f[8 * h + 4] = dmin * (float)(s >> 4);
+        return;
+    }
+    }
+}
+
+/* blocks per chunk: a super-block's 8 for the types that have them (their factors computed once for the 8) */
+#define NG_CHUNK(type) ((type) == GG_Q4_1 || (type) == GG_Q5_0 || (type) == GG_Q5_1 || (type) == GG_IQ4_NL ? 1 : 8)
+
+/* the factors of a row's chunk c (block c of a 32-value type, super-block c otherwise) as gg_block computes them:
+ * f[4 (n k + j)] = term k of the chunk's block j (n blocks in the chunk; the 4: the rows' lanes) */
+NG_INLINE void ng_factors(const int32_t type, const uint8_t *row, int64_t c, float *f) {
+    switch (type) {
+    case GG_Q4_1: case GG_Q5_1: {
+        const uint8_t *x = row + c * (type == GG_Q4_1 ? 20 : 24);
+        f[0] = gg_h(x);
+        f[4] = gg_h(x + 2);
+        return;
+    }
+    case GG_Q5_0: f[0] = gg_h(row + c * 22); return;
+    case GG_IQ4_NL: f[0] = gg_h(row + c * 18); return;
+    case GG_IQ4_XS: {
+        const uint8_t *x = row + c * 136;
+        const float d = gg_h(x);
+        const int hb = pt_load_u16(x + 2);
+        for (int j = 0; j < 8; j++) {
+            const int ls = ((x[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((hb >> (2 * j)) & 3) << 4);
+            f[4 * j] = d * (float)(ls - 32);
         }
+        return;
+    }
+    case GG_Q4_K: case GG_Q5_K: {
+        const uint8_t *x = row + c * (type == GG_Q5_K ? 176 : 144);
+        const float d = gg_h(x), dmin = gg_h(x + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            gg_scale_min_k4(j, x + 4, &sc, &m);
+            f[4 * j] = d * (float)sc;
+            f[4 * (8 + j)] = dmin * (float)m;
+        }
+        return;
+    }
+    case GG_Q6_K: {         /* block j's halves: scales 2 j and 2 j + 1 (8 per 128 values, 2 per 32) */
+        const uint8_t *x = row + c * 210;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        const float d = gg_h(x + 208);
+        for (int j = 0; j < 8; j++) {
+            f[4 * j] = d * (float)sc[2 * j];
+            f[4 * (8 + j)] = d * (float)sc[2 * j + 1];
+        }
+        return;
+    }
+    case GG_Q3_K: {
+        const uint8_t *x = row + c * 110, *s = x + 96;
+        const float d = gg_h(x + 108);
+        for (int j = 0; j < 8; j++)
+            for (int h = 0; h < 2; h++) {
+                const int k = 2 * j + h;
+                const int lo = (s[k % 8] >> (4 * (k / 8))) & 0xF, hi = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
+                f[4 * (8 * h + j)] = d * (float)((lo | hi << 4) - 32);
+            }
+        return;
+    }
+    case GG_Q2_K: {         /* terms: + scale, - min of the first half, then of the second */
+        const uint8_t *x = row + c * 84;
+        const float d = gg_h(x + 80), dmin = gg_h(x + 82);
+        for (int j = 0; j < 8; j++)
+            for (int h = 0; h < 2; h++) {
+                const uint8_t sm = x[2 * j + h];
+                f[4 * (8 * 2 * h + j)] = d * (float)(sm & 0xF);
+                f[4 * (8 * (2 * h + 1) + j)] = dmin * (float)(sm >> 4);
+            }
         return;
     }
     }
@@ -158,45 +199,48 @@ NG_INLINE float32x4_t ng_term(float32x4_t acc, float32x4_t f, float dx, int32x4_
 NG_INLINE void ng_rows4(const int32_t type, const uint8_t *w, int64_t rb, int64_t r, int nr, const pt_act *a,
                         int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
     const int64_t K = a->K, nb = K / QK;
-    const int kind = NG_KIND(type);
+    const int kind = NG_KIND(type), n = NG_CHUNK(type);
     const uint8_t *rows[4];
     for (int i = 0; i < 4; i++) rows[i] = w + (r + (i < nr ? i : nr - 1)) * rb;
     float32x4_t acc[4];
     for (int j = 0; j < nt; j++) acc[j] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        int8x16_t v[4][2];
-        float f[16] = {0};                          /* f[4 k + i]: term k's factor of row i */
-        for (int i = 0; i < 4; i++) ng_unpack(type, rows[i], b, &v[i][0], &v[i][1], f + i);
-        const float32x4_t f0 = vld1q_f32(f), f1 = vld1q_f32(f + 4);
-        const float32x4_t f2 = vld1q_f32(f + 8), f3 = vld1q_f32(f + 12);
-        for (int j = 0; j < nt; j++) {
-            const int64_t tb = (t0 + j) * nb + b;
-            const int8_t *xq = a->q + (t0 + j) * K + b * QK;
-            const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
-            const float dx = a->d[tb];
-            if (kind >= 3) {                        /* a term per half */
-                int32x4_t lo[4], hi[4];
-                for (int i = 0; i < 4; i++) {
-                    lo[i] = dot16(vdupq_n_s32(0), v[i][0], x0);
-                    hi[i] = dot16(vdupq_n_s32(0), v[i][1], x1);
+    for (int64_t c = 0; c < nb / n; c++) {
+        float f[4 * 8 * 4];                         /* f[4 (n k + jb) + i]: term k of the chunk's block jb, row i */
+        for (int i = 0; i < 4; i++) ng_factors(type, rows[i], c, f + i);
+        for (int jb = 0; jb < n; jb++) {
+            const int64_t b = c * n + jb;
+            int8x16_t v[4][2];
+            for (int i = 0; i < 4; i++) ng_values(type, rows[i], b, &v[i][0], &v[i][1]);
+            const float *fb = f + 4 * jb;           /* term k's 4 rows: fb + 4 n k (only the type's terms are set) */
+            for (int j = 0; j < nt; j++) {
+                const int64_t tb = (t0 + j) * nb + b;
+                const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+                const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
+                const float dx = a->d[tb];
+                if (kind >= 3) {                    /* a term per half */
+                    int32x4_t lo[4], hi[4];
+                    for (int i = 0; i < 4; i++) {
+                        lo[i] = dot16(vdupq_n_s32(0), v[i][0], x0);
+                        hi[i] = dot16(vdupq_n_s32(0), v[i][1], x1);
+                    }
+                    const int32x4_t ilo = ng_sum4(lo), ihi = ng_sum4(hi);
+                    if (kind == 3) {
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ilo, 0);
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, ihi, 0);
+                    } else {                        /* Q2_K: the activations' sum over each half */
+                        const int32x4_t xlo = vdupq_n_s32((int32_t)vaddlvq_s8(x0));
+                        const int32x4_t xhi = vdupq_n_s32((int32_t)vaddlvq_s8(x1));
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ilo, 0);
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, xlo, 1);
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 8 * n), dx, ihi, 0);
+                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 12 * n), dx, xhi, 1);
+                    }
+                } else {
+                    int32x4_t p[4];
+                    for (int i = 0; i < 4; i++) p[i] = dot16(dot16(vdupq_n_s32(0), v[i][0], x0), v[i][1], x1);
+                    acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ng_sum4(p), 0);
+                    if (kind) acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, vdupq_n_s32(a->s[tb]), kind == 2);
                 }
-                const int32x4_t ilo = ng_sum4(lo), ihi = ng_sum4(hi);
-                if (kind == 3) {
-                    acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
-                    acc[j] = ng_term(acc[j], f1, dx, ihi, 0);
-                } else {                            /* Q2_K: the activations' sum over each half */
-                    const int32x4_t xlo = vdupq_n_s32((int32_t)vaddlvq_s8(x0));
-                    const int32x4_t xhi = vdupq_n_s32((int32_t)vaddlvq_s8(x1));
-                    acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
-                    acc[j] = ng_term(acc[j], f1, dx, xlo, 1);
-                    acc[j] = ng_term(acc[j], f2, dx, ihi, 0);
-                    acc[j] = ng_term(acc[j], f3, dx, xhi, 1);
-                }
-            } else {
-                int32x4_t p[4];
-                for (int i = 0; i < 4; i++) p[i] = dot16(dot16(vdupq_n_s32(0), v[i][0], x0), v[i][1], x1);
-                acc[j] = ng_term(acc[j], f0, dx, ng_sum4(p), 0);
-                if (kind) acc[j] = ng_term(acc[j], f1, dx, vdupq_n_s32(a->s[tb]), kind == 2);
             }
         }
     }
