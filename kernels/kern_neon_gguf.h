@@ -5,12 +5,15 @@
  * 4 rows side by side, lane i = row i (a last group of fewer rows repeats its last row in the spare lanes, which are
  * never stored), against a tile of up to 4 tokens: each 32-value block of the 4 rows is unpacked once into 32 signed
  * bytes per row (the reference's values v, in order), with its float factors (gg_block's, computed as it computes
- * them: the K-quants' and IQ4_XS's for a super-block's 8 blocks at once), then used for every token of the tile.
+ * them: the K-quants' and IQ4_XS's for a super-block's 8 blocks at once), then used for every token of the tile;
+ * a call of more than 4 tokens (a prompt, a batch) unpacks each group of rows once into a buffer for all its tiles.
  * Per token, the integer sums of the 4 rows (whole block, or each half of 16 values) are exact, whichever way dot16
  * spreads them over lanes; one pairwise add tree puts row i's sum in lane i, and the float terms (f dx) isum are
  * added to each row's sum in the reference's order, term by term and block by block. The products are kept from
  * the compiler's contraction into fused multiply-adds (GCC contracts across statements by default, NEON intrinsics
  * too, which it writes as plain vector arithmetic; the selftest fails for every type without NG_NO_FUSE). */
+
+#include <stdlib.h>
 
 #define NG_INLINE static inline __attribute__((always_inline))
 #define NG_NO_FUSE(v) __asm__("" : "+w"(v))      /* v is rounded as it is: never fused into the add after it */
@@ -195,55 +198,46 @@ NG_INLINE float32x4_t ng_term(float32x4_t acc, float32x4_t f, float dx, int32x4_
     return sub ? vsubq_f32(acc, p) : vaddq_f32(acc, p);
 }
 
-/* rows r..r+nr-1 (nr <= 4) against tokens t0..t0+nt-1 (nt <= 4), type and nt constants where inlined */
-NG_INLINE void ng_rows4(const int32_t type, const uint8_t *w, int64_t rb, int64_t r, int nr, const pt_act *a,
-                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
+/* one block of 4 rows (values v, term k's factors fk) against tokens t0..t0+nt-1: acc[j] (lane i = row i's sum for
+ * token t0 + j) takes the block's terms in the reference's order */
+NG_INLINE void ng_block(const int kind, int8x16_t v[4][2], float32x4_t f0, float32x4_t f1, float32x4_t f2,
+                        float32x4_t f3, int64_t b, const pt_act *a, int64_t t0, const int nt, float32x4_t *acc) {
     const int64_t K = a->K, nb = K / QK;
-    const int kind = NG_KIND(type), n = NG_CHUNK(type);
-    const uint8_t *rows[4];
-    for (int i = 0; i < 4; i++) rows[i] = w + (r + (i < nr ? i : nr - 1)) * rb;
-    float32x4_t acc[4];
-    for (int j = 0; j < nt; j++) acc[j] = vdupq_n_f32(0.0f);
-    for (int64_t c = 0; c < nb / n; c++) {
-        float f[4 * 8 * 4];                         /* f[4 (n k + jb) + i]: term k of the chunk's block jb, row i */
-        for (int i = 0; i < 4; i++) ng_factors(type, rows[i], c, f + i);
-        for (int jb = 0; jb < n; jb++) {
-            const int64_t b = c * n + jb;
-            int8x16_t v[4][2];
-            for (int i = 0; i < 4; i++) ng_values(type, rows[i], b, &v[i][0], &v[i][1]);
-            const float *fb = f + 4 * jb;           /* term k's 4 rows: fb + 4 n k (only the type's terms are set) */
-            for (int j = 0; j < nt; j++) {
-                const int64_t tb = (t0 + j) * nb + b;
-                const int8_t *xq = a->q + (t0 + j) * K + b * QK;
-                const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
-                const float dx = a->d[tb];
-                if (kind >= 3) {                    /* a term per half */
-                    int32x4_t lo[4], hi[4];
-                    for (int i = 0; i < 4; i++) {
-                        lo[i] = dot16(vdupq_n_s32(0), v[i][0], x0);
-                        hi[i] = dot16(vdupq_n_s32(0), v[i][1], x1);
-                    }
-                    const int32x4_t ilo = ng_sum4(lo), ihi = ng_sum4(hi);
-                    if (kind == 3) {
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ilo, 0);
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, ihi, 0);
-                    } else {                        /* Q2_K: the activations' sum over each half */
-                        const int32x4_t xlo = vdupq_n_s32((int32_t)vaddlvq_s8(x0));
-                        const int32x4_t xhi = vdupq_n_s32((int32_t)vaddlvq_s8(x1));
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ilo, 0);
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, xlo, 1);
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 8 * n), dx, ihi, 0);
-                        acc[j] = ng_term(acc[j], vld1q_f32(fb + 12 * n), dx, xhi, 1);
-                    }
-                } else {
-                    int32x4_t p[4];
-                    for (int i = 0; i < 4; i++) p[i] = dot16(dot16(vdupq_n_s32(0), v[i][0], x0), v[i][1], x1);
-                    acc[j] = ng_term(acc[j], vld1q_f32(fb), dx, ng_sum4(p), 0);
-                    if (kind) acc[j] = ng_term(acc[j], vld1q_f32(fb + 4 * n), dx, vdupq_n_s32(a->s[tb]), kind == 2);
-                }
+    for (int j = 0; j < nt; j++) {
+        const int64_t tb = (t0 + j) * nb + b;
+        const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+        const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
+        const float dx = a->d[tb];
+        if (kind >= 3) {                            /* a term per half */
+            int32x4_t lo[4], hi[4];
+            for (int i = 0; i < 4; i++) {
+                lo[i] = dot16(vdupq_n_s32(0), v[i][0], x0);
+                hi[i] = dot16(vdupq_n_s32(0), v[i][1], x1);
             }
+            const int32x4_t ilo = ng_sum4(lo), ihi = ng_sum4(hi);
+            if (kind == 3) {
+                acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
+                acc[j] = ng_term(acc[j], f1, dx, ihi, 0);
+            } else {                                /* Q2_K: the activations' sum over each half */
+                const int32x4_t xlo = vdupq_n_s32((int32_t)vaddlvq_s8(x0));
+                const int32x4_t xhi = vdupq_n_s32((int32_t)vaddlvq_s8(x1));
+                acc[j] = ng_term(acc[j], f0, dx, ilo, 0);
+                acc[j] = ng_term(acc[j], f1, dx, xlo, 1);
+                acc[j] = ng_term(acc[j], f2, dx, ihi, 0);
+                acc[j] = ng_term(acc[j], f3, dx, xhi, 1);
+            }
+        } else {
+            int32x4_t p[4];
+            for (int i = 0; i < 4; i++) p[i] = dot16(dot16(vdupq_n_s32(0), v[i][0], x0), v[i][1], x1);
+            acc[j] = ng_term(acc[j], f0, dx, ng_sum4(p), 0);
+            if (kind) acc[j] = ng_term(acc[j], f1, dx, vdupq_n_s32(a->s[tb]), kind == 2);
         }
     }
+}
+
+/* the 4 rows' sums of nt tokens stored (only the nr rows that are real) */
+NG_INLINE void ng_store(const float32x4_t *acc, int nr, int64_t r, int64_t t0, const int nt, float *y, int64_t ldy,
+                        int accumulate) {
     for (int j = 0; j < nt; j++) {
         float *out = y + (t0 + j) * ldy + r;
         if (nr == 4) {
@@ -256,20 +250,98 @@ NG_INLINE void ng_rows4(const int32_t type, const uint8_t *w, int64_t rb, int64_
     }
 }
 
-/* every group of 4 rows in r0..r1 against T tokens, 4 at a time (the last tile: the tokens left) */
-NG_INLINE void ng_rows(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
-                       int64_t T, float *y, int64_t ldy, int accumulate) {
-    for (int64_t r = r0; r < r1; r += 4) {
-        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
-        for (int64_t t = 0; t < T; t += 4) {
-            switch (T - t < 4 ? T - t : 4) {
-            case 1: ng_rows4(type, w, rb, r, nr, a, t, 1, y, ldy, accumulate); break;
-            case 2: ng_rows4(type, w, rb, r, nr, a, t, 2, y, ldy, accumulate); break;
-            case 3: ng_rows4(type, w, rb, r, nr, a, t, 3, y, ldy, accumulate); break;
-            default: ng_rows4(type, w, rb, r, nr, a, t, 4, y, ldy, accumulate); break;
-            }
+/* the 4 rows' pointers: a group of nr < 4 rows repeats its last row */
+static inline void ng_row_ptrs(const uint8_t *w, int64_t rb, int64_t r, int nr, const uint8_t **rows) {
+    for (int i = 0; i < 4; i++) rows[i] = w + (r + (i < nr ? i : nr - 1)) * rb;
+}
+
+/* rows r..r+nr-1 (nr <= 4) against tokens t0..t0+nt-1 (nt <= 4), each block unpacked as it comes (decode: a
+ * token or a few); type and nt constants where inlined */
+NG_INLINE void ng_rows4(const int32_t type, const uint8_t *w, int64_t rb, int64_t r, int nr, const pt_act *a,
+                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
+    const int64_t nb = a->K / QK;
+    const int kind = NG_KIND(type), n = NG_CHUNK(type);
+    const uint8_t *rows[4];
+    ng_row_ptrs(w, rb, r, nr, rows);
+    float32x4_t acc[4];
+    for (int j = 0; j < nt; j++) acc[j] = vdupq_n_f32(0.0f);
+    for (int64_t c = 0; c < nb / n; c++) {
+        float f[4 * 8 * 4];                         /* f[4 (n k + jb) + i]: term k of the chunk's block jb, row i */
+        for (int i = 0; i < 4; i++) ng_factors(type, rows[i], c, f + i);
+        for (int jb = 0; jb < n; jb++) {
+            const int64_t b = c * n + jb;
+            int8x16_t v[4][2];
+            for (int i = 0; i < 4; i++) ng_values(type, rows[i], b, &v[i][0], &v[i][1]);
+            const float *fb = f + 4 * jb;           /* term k's 4 rows: fb + 4 n k (only the type's terms are set) */
+            const float32x4_t f0 = vld1q_f32(fb);
+            const float32x4_t f1 = kind ? vld1q_f32(fb + 4 * n) : f0;
+            const float32x4_t f2 = kind == 4 ? vld1q_f32(fb + 8 * n) : f0;
+            const float32x4_t f3 = kind == 4 ? vld1q_f32(fb + 12 * n) : f0;
+            ng_block(kind, v, f0, f1, f2, f3, b, a, t0, nt, acc);
         }
     }
+    ng_store(acc, nr, r, t0, nt, y, ldy, accumulate);
+}
+
+/* a block of 4 rows unpacked: values, then the factor vectors of its terms */
+typedef struct { int8x16_t v[4][2]; float32x4_t f[4]; } ng_blk;
+
+/* the same against tokens t0..t0+nt-1 from blocks unpacked once for every tile of the call (a prompt) */
+NG_INLINE void ng_rows4_buf(const int32_t type, const ng_blk *buf, int64_t r, int nr, const pt_act *a, int64_t t0,
+                            const int nt, float *y, int64_t ldy, int accumulate) {
+    const int kind = NG_KIND(type);
+    float32x4_t acc[4];
+    for (int j = 0; j < nt; j++) acc[j] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < a->K / QK; b++) {
+        int8x16_t v[4][2];
+        for (int i = 0; i < 4; i++) {
+            v[i][0] = buf[b].v[i][0];
+            v[i][1] = buf[b].v[i][1];
+        }
+        ng_block(kind, v, buf[b].f[0], buf[b].f[1], buf[b].f[2], buf[b].f[3], b, a, t0, nt, acc);
+    }
+    ng_store(acc, nr, r, t0, nt, y, ldy, accumulate);
+}
+
+/* rows r..r+nr-1 unpacked into buf (nb blocks) */
+NG_INLINE void ng_unpack4(const int32_t type, const uint8_t *w, int64_t rb, int64_t r, int nr, int64_t nb,
+                          ng_blk *buf) {
+    const int kind = NG_KIND(type), n = NG_CHUNK(type), nterms = kind == 4 ? 4 : kind ? 2 : 1;
+    const uint8_t *rows[4];
+    ng_row_ptrs(w, rb, r, nr, rows);
+    for (int64_t c = 0; c < nb / n; c++) {
+        float f[4 * 8 * 4];
+        for (int i = 0; i < 4; i++) ng_factors(type, rows[i], c, f + i);
+        for (int jb = 0; jb < n; jb++) {
+            ng_blk *blk = buf + c * n + jb;
+            for (int i = 0; i < 4; i++) ng_values(type, rows[i], c * n + jb, &blk->v[i][0], &blk->v[i][1]);
+            for (int k = 0; k < 4; k++) blk->f[k] = vld1q_f32(f + 4 * (n * (k < nterms ? k : 0) + jb));
+        }
+    }
+}
+
+/* every group of 4 rows in r0..r1 against T tokens, 4 at a time (the last tile: the tokens left); with more than one
+ * tile, each group unpacked once into a buffer (when it can be had) for all of them */
+NG_INLINE void ng_rows(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                       int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t nb = a->K / QK;
+    ng_blk *buf = T > 4 ? (ng_blk *)malloc((size_t)nb * sizeof(ng_blk)) : NULL;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        if (buf) ng_unpack4(type, w, rb, r, nr, nb, buf);
+        for (int64_t t = 0; t < T; t += 4) {
+#define NG_TILE(nt) (buf ? ng_rows4_buf(type, buf, r, nr, a, t, nt, y, ldy, accumulate) \
+                         : ng_rows4(type, w, rb, r, nr, a, t, nt, y, ldy, accumulate))
+            switch (T - t < 4 ? T - t : 4) {
+            case 1: NG_TILE(1); break;
+            case 2: NG_TILE(2); break;
+            case 3: NG_TILE(3); break;
+            default: NG_TILE(4); break;
+            }
+#undef NG_TILE
+        }
+    }
+    free(buf);
 }
 
 /* one copy per type, the type a constant in each */
