@@ -181,6 +181,10 @@ const pt_kernels pt_kernels_neon = {
     .rows_q8x8 = rows_q8x8_g,
     .rows_q4x8 = rows_q4x8_g,
     .rows_gguf = rows_gguf_neon,
+    /* SIMD kernels for all ten types (kept as stored when a load asks); none is the loader's default as stored
+     * until its speed against q8_0 is measured on an ARM CPU (QEMU cannot say) */
+    .gguf_fast = 0,
+    .gguf_simd = NEON_GGUF_SIMD,
     .norm = norm_g,
     .attn_block = attn_block_g,
     .delta_chunk = delta_chunk_g,

@@ -362,6 +362,9 @@ NG_TYPE(IQ4_NL)
 NG_TYPE(IQ4_XS)
 #undef NG_TYPE
 
+#define NEON_GGUF_SIMD ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_Q2_K) | (1u << GG_Q3_K) | \
+                        (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_IQ4_NL) | (1u << GG_IQ4_XS))
+
 static void rows_gguf_neon(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
                            int64_t T, float *y, int64_t ldy, int accumulate) {
     switch (type) {
