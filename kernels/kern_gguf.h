@@ -19,6 +19,18 @@
  *     IQ4_XS          (d (ls_j - 32), sum v x)
  * The factors f are float products of the fp16 scale and the integer sub-scale, as the decoders compute them. */
 
+/* p is rounded as it is, never fused with the add after it: GCC contracts a * b + c across statements by default
+ * (-ffp-contract=fast), and on ARM64 or with FMA that would change the reference's bits */
+#if defined(__GNUC__) && defined(__aarch64__)
+#define GG_ROUNDED(p) __asm__("" : "+w"(p))
+#elif defined(__GNUC__) && defined(__x86_64__)
+#define GG_ROUNDED(p) __asm__("" : "+x"(p))
+#elif defined(__GNUC__)
+#define GG_ROUNDED(p) __asm__("" : "+g"(p))
+#else
+#define GG_ROUNDED(p) ((void)0)
+#endif
+
 static const int8_t IQ4_TABLE_G[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 enum { GG_Q4_1 = 3, GG_Q5_0 = 6, GG_Q5_1 = 7, GG_Q2_K = 10, GG_Q3_K = 11, GG_Q4_K = 12, GG_Q5_K = 13, GG_Q6_K = 14,
@@ -177,7 +189,8 @@ static void rows_gguf_g(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, 
                     const int lo = terms.half[k] == 1 ? 16 : 0, hi = terms.half[k] == 0 ? 16 : 32;
                     int32_t isum = 0;
                     for (int l = lo; l < hi; l++) isum += terms.use_x[k] ? x[l] : (int32_t)v[l] * x[l];
-                    const float p = (terms.f[k] * dx) * (float)isum;
+                    float p = (terms.f[k] * dx) * (float)isum;
+                    GG_ROUNDED(p);
                     sum = terms.sign[k] > 0 ? sum + p : sum - p;
                 }
             }

@@ -1,8 +1,9 @@
 /* The ARM64 NEON path: Apple Silicon Macs, ARM Linux. NEON is part of every ARMv8-A CPU, so the path needs no
  * run-time check. The int8 dots use sdot where the compiler targets the dot-product extension (Apple's arm64 default;
  * -march=armv8.2-a+dotprod elsewhere) and widening multiplies otherwise. q4_0 nibbles become signed (-8..7) before
- * the dot, so the activation block sums are not needed here. Tested against the scalar path in kernels/selftest.c
- * (under QEMU, both variants). */
+ * the dot, so the activation block sums are not needed here. GGUF's block types (Q4_K ... IQ4_XS) are in
+ * kern_neon_gguf.h, bit for bit the scalar path's. Tested against the scalar path in kernels/selftest.c (under QEMU,
+ * both variants). */
 #include "internal.h"
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
@@ -163,6 +164,8 @@ static void rows_float_neon(const void *w, int32_t dtype, int64_t K, int64_t r0,
     }
 }
 
+#include "kern_neon_gguf.h"     /* GGUF's block types: rows_gguf_neon */
+
 #ifdef __ARM_FEATURE_DOTPROD
 #define NEON_NAME "neon-dotprod"
 #else
@@ -177,7 +180,11 @@ const pt_kernels pt_kernels_neon = {
     .rows_float = rows_float_neon,
     .rows_q8x8 = rows_q8x8_g,
     .rows_q4x8 = rows_q4x8_g,
-    .rows_gguf = rows_gguf_g,
+    .rows_gguf = rows_gguf_neon,
+    /* SIMD kernels for all ten types (kept as stored when a load asks); none is the loader's default as stored
+     * until its speed against q8_0 is measured on an ARM CPU (QEMU cannot say) */
+    .gguf_fast = 0,
+    .gguf_simd = NEON_GGUF_SIMD,
     .norm = norm_g,
     .attn_block = attn_block_g,
     .delta_chunk = delta_chunk_g,

@@ -5,9 +5,11 @@
  * builds it by hand.
  *
  * What can differ between systems is what it checks: the CPU detection, every SIMD path the CPU has against
- * double-precision sums (matmul, attention, the norms and activations), the thread pool (every thread count gives the same bits as one thread, and a few thousand
- * jobs in a row neither hang nor lose work), the pt64 checksum (the pool's split against the reference), and the
- * compiler's float conversions and rounding (fp16, bf16, q8_0 and q4_0 bytes exactly as GGML's rules give them).
+ * double-precision sums (matmul, attention, the norms and activations), each SIMD path's GGUF block-type kernels
+ * against the scalar path's bit for bit, the thread pool (every thread count gives the same bits as one thread,
+ * and a few thousand jobs in a row neither hang nor lose work), the pt64 checksum (the pool's split against the
+ * reference), and the compiler's float conversions and rounding (fp16, bf16, q8_0 and q4_0 bytes exactly as GGML's
+ * rules give them).
  * It prints one line per check and closes with "N passed, N failed"; the exit code is 0 only when nothing failed. */
 #include "internal.h"
 #include <stdio.h>
@@ -353,6 +355,78 @@ static void check_pool_stress(int isa) {
     free(wf); free(x); free(w);
 }
 
+/* ---- GGUF's block types: each path's kernels against the scalar reference (kern_gguf.h), bit for bit ----
+ * Random blocks (any bytes are a valid block once its fp16 scales are finite) of 13 rows, 1 and 3 super-blocks (the
+ * 32-value types: 1, 5 and 9 blocks), against 1..9 tokens, over row ranges that start anywhere and end off any
+ * multiple of 4 or 8 (so each path's groups of rows and its rows left over), into outputs that hold other values
+ * (set anew, and accumulated onto): every float of the output, the untouched ones too, must be the scalar path's. */
+
+static const pt_kernels *const TABLES[PT_ISA_COUNT] = {&pt_kernels_scalar, &pt_kernels_avx2, &pt_kernels_avx512,
+                                                       &pt_kernels_neon, &pt_kernels_avxvnni};
+
+static void check_gguf_exact(int isa) {
+    static const struct { int32_t type; int bytes, block; int16_t halves[2]; const char *name; } types[] = {
+        {12, 144, 256, {0, 2}, "Q4_K"}, {13, 176, 256, {0, 2}, "Q5_K"}, {14, 210, 256, {208, -1}, "Q6_K"},
+        {3, 20, 32, {0, 2}, "Q4_1"}, {6, 22, 32, {0, -1}, "Q5_0"}, {7, 24, 32, {0, 2}, "Q5_1"},
+        {20, 18, 32, {0, -1}, "IQ4_NL"}, {10, 84, 256, {80, 82}, "Q2_K"}, {11, 110, 256, {108, -1}, "Q3_K"},
+        {23, 136, 256, {0, -1}, "IQ4_XS"}};
+    enum { R = 13, MAXK = 768, MAXT = 9, LDY = R + 3 };
+    static const int ranges[][2] = {{0, 13}, {0, 1}, {3, 5}, {1, 4}, {2, 9}, {5, 12}, {0, 8}, {4, 13}};
+    static uint8_t w[R * MAXK];     /* at least R rows of the largest type's bytes per value (Q6_K: 210 / 256) */
+    static int8_t q[MAXT * MAXK];
+    static float d[MAXT * MAXK / QK], y0[MAXT * LDY], y[MAXT * LDY], y_ref[MAXT * LDY];
+    static int32_t sums[MAXT * MAXK / QK];
+    const pt_kernels *k = TABLES[isa], *s = &pt_kernels_scalar;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        rng_state = 0x66F7ull + ti * 31337u;
+        const int super = types[ti].block == 256;
+        int ok = 1, calls = 0;
+        for (int ki = 0; ki < 3 && ok; ki++) {
+            const int64_t K = super ? (ki == 0 ? 256 : 768) : (ki == 0 ? 32 : ki == 1 ? 160 : 288);
+            if (super && ki == 2) break;
+            const int64_t rb = pt_gguf_row_bytes(types[ti].type, K), nblk = R * K / types[ti].block;
+            for (int64_t i = 0; i < R * rb; i++) w[i] = (uint8_t)(uniform() * 127.0f + 128.0f);
+            for (int64_t blk = 0; blk < nblk; blk++)     /* scales of any size, some of them 0 or negative */
+                for (int h = 0; h < 2; h++)
+                    if (types[ti].halves[h] >= 0) {
+                        const float u = uniform();
+                        const uint16_t v = pt_f2h(u * ldexpf(1.0f, (int)(uniform() * 8.0f) - 6));
+                        memcpy(w + blk * types[ti].bytes + types[ti].halves[h], &v, 2);
+                    }
+            float *x = random_floats(MAXT * K, 3.0f);
+            for (int64_t i = 0; i < K; i++) x[2 * K + i] *= 40.0f;     /* one token of large values */
+            for (int64_t t = 0; t < MAXT; t++)
+                s->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
+            free(x);
+            const pt_act a = {q, d, sums, K};
+            for (int i = 0; i < MAXT * LDY; i++) y0[i] = uniform() * 10.0f;
+            for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0] && ok; ri++)
+                for (int T = 1; T <= MAXT && ok; T++)
+                    for (int acc = 0; acc < 2 && ok; acc++) {
+                        memcpy(y, y0, sizeof y);
+                        memcpy(y_ref, y0, sizeof y_ref);
+                        k->rows_gguf(types[ti].type, w, rb, ranges[ri][0], ranges[ri][1], &a, T, y, LDY, acc);
+                        s->rows_gguf(types[ti].type, w, rb, ranges[ri][0], ranges[ri][1], &a, T, y_ref, LDY, acc);
+                        calls++;
+                        if (memcmp(y, y_ref, sizeof y) != 0) {
+                            ok = 0;
+                            for (int i = 0; i < MAXT * LDY; i++)
+                                if (memcmp(y + i, y_ref + i, sizeof(float)) != 0) {
+                                    printf("     K %lld rows %d..%d, %d tokens%s: token %d row %d: %.9g, "
+                                           "expected %.9g\n", (long long)K, ranges[ri][0], ranges[ri][1], T,
+                                           acc ? ", accumulated" : "", i / LDY, i % LDY, y[i], y_ref[i]);
+                                    break;
+                                }
+                        }
+                    }
+        }
+        char what[200];
+        snprintf(what, sizeof what, "%s: GGUF %s rows equal the scalar path's bit for bit (%d calls)", ISA_NAMES[isa],
+                 types[ti].name, calls);
+        check(ok, what);
+    }
+}
+
 /* ---- the pt64 checksum: the pool's split against the one-word-at-a-time reference, and damage found ---- */
 
 static void check_checksum(void) {
@@ -419,6 +493,7 @@ int main(void) {
         check_unscalable(isa);
         check_layer_ops(isa);
         check_pool_stress(isa);
+        if (isa != PT_ISA_SCALAR) check_gguf_exact(isa);
     }
     pt_pool_stop();
     printf("%d passed, %d failed\n", n_pass, n_fail);

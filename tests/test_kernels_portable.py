@@ -21,6 +21,7 @@ SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "laye
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
+GGUF_TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "IQ4_XS"]
 
 
 def _need(*tools: str) -> list[str]:
@@ -52,12 +53,17 @@ def _run(cmd: list[str], env: dict | None = None) -> str:
 
 def _expect_paths(out: str, paths: list[str]) -> None:
     """Every check of each path ran: 7 dtypes (q8_0 and q4_0 also interleaved) x 5 shapes + 3 attentions, on 1, 2
-    and 3 threads, the pool test, and the norms and activations (each path compiles its own copy)."""
+    and 3 threads, the pool test, the norms and activations (each path compiles its own copy), and each SIMD path's
+    GGUF block types bit for bit against the scalar path."""
     for isa in paths:
         assert len(re.findall(rf"^ok   {isa} \d threads?: ", out, re.M)) == 3 * (7 * 5 + 3), isa
         assert re.search(rf"^ok   {isa}: 3000 matmuls in a row", out, re.M), isa
         assert re.search(rf"^ok   {isa}: a NaN activation gives NaN outputs", out, re.M), isa
         assert re.search(rf"^ok   {isa}: LayerNorm, RMSNorm, SiLU and GELU", out, re.M), isa
+        if isa != "scalar":     # each SIMD path's GGUF kernels against the scalar reference, bit for bit
+            for gguf in GGUF_TYPES:
+                assert re.search(rf"^ok   {isa}: GGUF {gguf} rows equal the scalar path's bit for bit \(\d+ calls\)$",
+                                 out, re.M), (isa, gguf)
 
 
 def _native_paths() -> list[str]:
