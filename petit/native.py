@@ -287,6 +287,16 @@ def gguf_simd_types() -> set[str]:
     return {name for name, code in GGUF_DECODED.items() if bits >> code & 1}
 
 
+def gguf_decode_reason(isa: str | None = None) -> str:
+    """Why a load decodes the GGUF types the path has SIMD kernels for (gguf_simd_types - gguf_fast_types) to q8_0,
+    as the load's note says it: measured on x86; on NEON (isa "neon") not measured on ARM hardware yet."""
+    if (isa or ISA_NAMES[lib.pt_isa()]) == "neon":
+        why = "its NEON kernels for them are not yet measured against q8_0's on ARM hardware"
+    else:
+        why = "it runs them faster so"
+    return why + "; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+
+
 def gguf_decodes(gguf_type: str) -> bool:
     """Whether `dequantize_gguf` decodes tensors of this GGUF type."""
     return gguf_type in GGUF_DECODED

@@ -183,6 +183,15 @@ def test_the_decoding_note_names_what_the_user_asked_for(kw, why):
         f"{path}: 14 tensor(s) stored as Q4_K, Q5_0 were decoded at load and {why}"]
 
 
+def test_the_decoding_note_claims_speed_only_where_it_was_measured():
+    """x86's choice to decode Q5_0, IQ4_XS ... to q8_0 was measured; NEON's kernels were checked bit for bit under an
+    emulator only, so an ARM load says so instead of claiming speed."""
+    tail = "; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+    assert K.gguf_decode_reason("avx2") == "it runs them faster so" + tail
+    assert K.gguf_decode_reason("neon") == ("its NEON kernels for them are not yet measured against q8_0's on ARM "
+                                            "hardware" + tail)
+
+
 def test_q5_0_runs_as_q8_0_by_default_and_as_stored_when_asked():
     """A Q4_K_M file whose rows are not whole super-blocks is mostly Q5_0 (llama.cpp's fallback): decoded to q8_0 it
     runs at the interleaved kernel's speed, which a user is told along with how to keep the file's size instead."""

@@ -13,7 +13,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import dequantize, gguf_fast_types, gguf_simd_types, gguf_to_q8_0
+from petit.native import dequantize, gguf_decode_reason, gguf_fast_types, gguf_simd_types, gguf_to_q8_0
 
 GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file may hold too
 
@@ -99,7 +99,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
             notes.append(note)
         if src.decoded and weights is None:
             kinds = sorted(set(src.decoded.values()))
-            why = ("it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+            why = (gguf_decode_reason()
                    if {k.upper() for k in kinds} <= gguf_simd_types() and gguf_stored is None
                    else "this CPU's kernel path has no SIMD kernels for them" if gguf_stored is not False
                    else "gguf_stored=False")

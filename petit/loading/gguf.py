@@ -21,8 +21,8 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import (EXACT_Q8, dequantize, dequantize_gguf, gguf_decodes, gguf_fast_types, gguf_simd_types,
-                          gguf_to_q8_0)
+from petit.native import (EXACT_Q8, dequantize, dequantize_gguf, gguf_decode_reason, gguf_decodes, gguf_fast_types,
+                          gguf_simd_types, gguf_to_q8_0)
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
 
@@ -263,7 +263,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         if src.decoded:
             kinds = sorted(set(src.decoded.values()))
             why = (f"weights={weights!r} was asked for" if weights is not None
-                   else "it runs them faster so; petit.load(..., gguf_stored=True) keeps them as stored, in less memory"
+                   else gguf_decode_reason()
                    if set(kinds) <= gguf_simd_types() - gguf_fast_types() and kquants is None
                    else "Petit has no kernels for those types on this CPU" if kquants in (None, True)
                    else "gguf_stored=False was asked for" if kquants is False
