@@ -489,9 +489,12 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
  * Q2_K and Q3_K (kern_x86_kq2.h) are kept: a third and 0.4x of q8_0's bytes, they decode faster once the weights
  * come from memory, as a model's do (bench/bench_gguf_decode.py, 24 [4864, 1024] matrices in turn, Zen 3 AVX2, one
  * thread, several runs: 0.70-0.86x and 0.74-0.82x q8_0's time; two threads on that 2-core machine shared with other
- * jobs 0.6-1.1x, not measurable there), though a matrix hot in the caches takes about 2.2x. IQ4_XS has its kernel
- * too but stays out by that measure (0.79-1.12x on one thread), kept when asked like the 32-value types. */
-#define X86_GGUF_FAST ((1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q2_K) | (1u << GG_Q3_K))
+ * jobs 0.6-1.1x, not measurable there), though a matrix hot in the caches takes about 2.2x. IQ4_XS is kept too:
+ * half q8_0's bytes at q8_0's decode speed once the weights come from memory (the same benchmark on the idle Zen 3:
+ * 0.93 / 0.89x and 1.00 / 1.05x q8_0's time on one / two threads in two runs; shared, earlier: 0.79-1.12x), so
+ * decoding it would double the memory a model takes for nothing. */
+#define X86_GGUF_FAST ((1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_Q2_K) | (1u << GG_Q3_K) | \
+                       (1u << GG_IQ4_XS))
 #define X86_GGUF_B32 ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_IQ4_NL) | (1u << GG_IQ4_XS))
 
 /* the interleaved kernels a path's table holds: these 256-bit ones unless the including file has its own */
