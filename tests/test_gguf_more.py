@@ -383,6 +383,38 @@ def test_llama4_runs_with_llama_cpps_constants_not_the_configs(monkeypatch):
         assert _scaled(got, ref["exact_logits"]) > 0.3, change
 
 
+def test_llama4_past_its_fixed_chunk_is_llama_cpps(tmp_path, monkeypatch):
+    """An 8,300-token prompt crosses llama.cpp's fixed chunk (8,192) and the NoPE layers' temperature step (floor
+    scale 8,192): at positions 8,188-8,299 Petit gives llama.cpp's exact logits (make_llama4_long.py: the fixture's
+    file with its context raised to 8,448, run by llama.cpp on F32 weights and an F32 KV cache), and as stored stays
+    as close to them as llama.cpp's own q8_0 run. With both constants at 16,384 the positions before the steps do not
+    move and the ones after do (the temperature steps at position 8,191, floor((p + 1) / 8192), the chunk at 8,192):
+    the chunk and the temperature are what the comparison checks there."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "llama4_text" / "long.npz")
+    ids, at, exact = ref["input_ids"].astype(np.int64), ref["positions"], ref["exact_logits"]
+    path = _rewrite(tmp_path, "llama4_text", {"llama4.context_length": np.uint32(8448)})
+
+    def run(**kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return petit.load(path, **kw).logits(ids)[at]
+
+    got = run(weights="f32")
+    assert _scaled(got, exact) <= 1e-5
+    assert np.array_equal(got.argmax(1), exact.argmax(1))
+    assert _scaled(run(), exact) <= 1.5 * _scaled(ref["logits"], exact)
+    extra = ARCHS["llama4"].extra
+    monkeypatch.setitem(ARCHS, "llama4", dataclasses.replace(ARCHS["llama4"], extra=lambda m, k, cfg, h: (
+        extra(m, k, cfg, h), cfg.update(attention_chunk_size=16384, floor_scale=16384))))
+    unchunked = run(weights="f32")
+    before = at < 8191
+    assert np.array_equal(unchunked[before], got[before])
+    assert _scaled(unchunked[~before], exact[~before]) > 0.1
+
+
 def test_llama4_keys_pick_what_llama_cpp_runs():
     from petit.formats.gguf import GGUFFile
     from petit.loading.gguf_archs import config_from_gguf
