@@ -297,19 +297,24 @@ def test_deepseek2_routes_as_llama_cpp_does_not_as_deepseek_v3s_config():
     assert _scaled(sigmoid, ref["exact_logits"]) > 0.3           # 0.51 (the Hugging Face folder with softmax: 6.7e-7)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"deepseek2.attention.kv_lora_rank": None}, "metadata 'deepseek2.attention.kv_lora_rank' is missing: llama.cpp's "
-                                                 "deepseek2 requires it"),
-    ({"deepseek2.expert_gating_func": np.uint32(3)}, "metadata 'deepseek2.expert_gating_func' is 3: Petit runs "
-                                                     "softmax (1) and sigmoid (2)"),
-    ({"deepseek2.attention.layer_norm_rms_epsilon": np.float32(1e-5)},
+@pytest.mark.parametrize("case, change, message", [
+    ("deepseek_v3", {"deepseek2.attention.kv_lora_rank": None},
+     "metadata 'deepseek2.attention.kv_lora_rank' is missing: llama.cpp's deepseek2 requires it"),
+    ("deepseek_v3", {"deepseek2.expert_gating_func": np.uint32(3)},
+     "metadata 'deepseek2.expert_gating_func' is 3: Petit runs softmax (1) and sigmoid (2)"),
+    ("deepseek_v3", {"deepseek2.attention.layer_norm_rms_epsilon": np.float32(1e-5)},
      "metadata 'deepseek2.attention.layer_norm_rms_epsilon' is 1e-05: llama.cpp takes it for the latent norms too, "
      "which the deepseek_v3 family keeps at 1e-6 as transformers does"),
-    ({"deepseek2.rope.scaling.yarn_log_multiplier": None},
+    ("deepseek_v3", {"deepseek2.rope.scaling.yarn_log_multiplier": None},
      "metadata 'deepseek2.rope.scaling.yarn_log_multiplier' is missing: Petit runs deepseek2's YaRN with it only"),
+    ("deepseek_v2_lite", {"deepseek2.attention.temperature_scale": np.float32(0.1)},
+     "metadata 'deepseek2.attention.temperature_scale' is set: Petit does not run deepseek2's query temperature "
+     "(Mistral-Large)"),
+    ("deepseek_v2_lite", {"deepseek2.expert_gating_func": np.uint32(4)},
+     "metadata 'deepseek2.expert_gating_func' is 4: Petit runs softmax (1) and sigmoid (2)"),
 ])
-def test_a_deepseek2_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
-    path = _rewrite(tmp_path, "deepseek_v3", meta_change=change)
+def test_a_deepseek2_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
+    path = _rewrite(tmp_path, case, meta_change=change)
     with pytest.raises(ValueError) as e:
         petit.load(path)
     assert str(e.value) == f"{path}: {message}"
@@ -332,20 +337,6 @@ def test_deepseek_v2_lite_runs_as_llama_cpp_does_not_as_transformers_v2(monkeypa
         monkeypatch.setattr(dc, "build", lambda cfg, t, change=change, **kw: build(cfg, t, **{**kw, **change}))
         got = _load("deepseek_v2_lite", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
         assert _scaled(got, ref["exact_logits"]) > low, change
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"deepseek2.attention.temperature_scale": np.float32(0.1)},
-     "metadata 'deepseek2.attention.temperature_scale' is set: Petit does not run deepseek2's query temperature "
-     "(Mistral-Large)"),
-    ({"deepseek2.expert_gating_func": np.uint32(4)}, "metadata 'deepseek2.expert_gating_func' is 4: Petit runs "
-                                                     "softmax (1) and sigmoid (2)"),
-])
-def test_a_deepseek_v2_lite_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
-    path = _rewrite(tmp_path, "deepseek_v2_lite", meta_change=change)
-    with pytest.raises(ValueError) as e:
-        petit.load(path)
-    assert str(e.value) == f"{path}: {message}"
 
 
 def test_a_deepseek_v2_lite_file_without_its_query_is_a_clear_error(tmp_path):

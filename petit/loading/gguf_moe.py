@@ -141,6 +141,7 @@ def _zero_selection_bias(meta, cfg, has) -> dict:
 # the families these files come from that load as another (DeepSeek-V2's llama.cpp files run as deepseek_v3)
 ALSO_READ = {"deepseek_v2"}
 
+
 def _llama4(meta, key, cfg, has):
     n = cfg["num_hidden_layers"]
     ff_exp, step = meta.get(key("expert_feed_forward_length")), meta.get(key("interleave_moe_layer_step"))
