@@ -22,6 +22,8 @@ exaone4.cpp, chatglm.cpp):
   `attn_sinks.weight`; sliding / full layers by llama.cpp's pattern (every other one). llama.cpp's YaRN always rounds
   the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
   truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
+- olmo2 with `attention.sliding_window` (OLMo 3, which the converter writes as olmo2): Petit's olmo3 family, see
+  `_olmo2` (src/models/olmo2.cpp).
 """
 import numpy as np
 
@@ -29,6 +31,7 @@ from petit.loading.gguf_names import LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS
 from petit.loading.gguf_ssm import _per_layer
 
 XIELU = ("alpha_p", "alpha_n", "beta", "eps")
+ALSO_READ = {"olmo3"}       # read from olmo2 files with a sliding window (no arch of its own): not written
 
 
 def _full_rotary(arch: str, cfg: dict, key) -> None:
@@ -109,6 +112,22 @@ def _chatglm(meta, key, cfg, has):
     cfg["attention_bias"] = has("blk.0.attn_q.bias") or has("blk.0.attn_qkv.bias")
 
 
+def _olmo2(meta, key, cfg, has):
+    """OLMo 2, or OLMo 3 when the file has a sliding window (llama.cpp's converter writes both as olmo2). With a
+    window above 0 llama.cpp runs sliding layers by `attention.sliding_window_pattern` (true / false per layer; else
+    a period, else every 4th layer full), their RoPE without the file's scaling (no YaRN: frequency scale 1, no
+    attention factor), the full layers' with it: Petit's olmo3 family, which transformers' Olmo 3 matches. The
+    graph rotates every layer with `rope.freq_base`; a different `rope.freq_base_swa`, which llama.cpp reads but
+    does not use, is ignored as it ignores it."""
+    window = meta.get(key("attention.sliding_window"))
+    if window is not None and (isinstance(window, (bool, str)) or not isinstance(window, (int, np.integer))):
+        raise ValueError(f"metadata {key('attention.sliding_window')!r} is {window!r}: it should be a number")
+    if window is None or int(window) <= 0:       # OLMo 2: no window
+        return
+    cfg.update(model_type="olmo3", sliding_window=int(window))
+    _sliding_layers(meta, key, cfg, 4)
+
+
 VARIANT_ARCHS = {
     # Apertus's norms are attention_layernorm / feedforward_layernorm; its MLP has no gate
     "apertus": GGUFArch("apertus", dict(LLAMA_LAYER, attn_norm="attention_layernorm",
@@ -124,4 +143,6 @@ VARIANT_ARCHS = {
                                         ffn_gate_inp="mlp.router"),
                         whole_names={"attn_sinks.weight": "self_attn.sinks"}, experts=QWEN_EXPERTS,
                         expert_key="num_local_experts", extra=_gpt_oss),
+    # OLMo 2 and (with a sliding window) OLMo 3: post-norms only
+    "olmo2": GGUFArch("olmo2", OLMO2_LAYER, extra=_olmo2),
 }
