@@ -23,7 +23,7 @@ exaone4.cpp, chatglm.cpp):
   the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
   truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
 - olmo2 with `attention.sliding_window` (OLMo 3, which the converter writes as olmo2): Petit's olmo3 family, see
-  `_olmo2` (src/models/olmo2.cpp).
+  `_olmo2`; ernie4_5 (ERNIE 4.5's dense models): see `_ernie4_5` (src/models/olmo2.cpp, ernie4-5.cpp).
 """
 import numpy as np
 
@@ -128,6 +128,24 @@ def _olmo2(meta, key, cfg, has):
     _sliding_layers(meta, key, cfg, 4)
 
 
+def _no_bias(arch: str, has, names: tuple, why: str) -> None:
+    for n in names:
+        if has(f"blk.0.{n}.bias"):
+            raise ValueError(f"tensor 'blk.0.{n}.bias' is not run by Petit's {arch} reader: {why}")
+
+
+def _ernie4_5(meta, key, cfg, has):
+    """ERNIE 4.5 (dense): RoPE on adjacent pairs, unpermuted (the converter keeps the checkpoint's rows, which the
+    family already rotates in pairs (2i, 2i+1)). llama.cpp's ernie4_5 has no MLP biases (it refuses a file holding
+    them) and reads an o_proj bias without adding it: the family's one `use_bias` switch (q, k, v, o and the MLP's)
+    cannot be what llama.cpp runs on any biased file, so a bias is refused by name; the released dense models
+    (ERNIE-4.5-0.3B) have none."""
+    _full_rotary("ernie4_5", cfg, key)
+    _no_bias("ernie4_5", has, ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"),
+             "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's")
+    cfg["use_bias"] = False
+
+
 VARIANT_ARCHS = {
     # Apertus's norms are attention_layernorm / feedforward_layernorm; its MLP has no gate
     "apertus": GGUFArch("apertus", dict(LLAMA_LAYER, attn_norm="attention_layernorm",
@@ -145,4 +163,5 @@ VARIANT_ARCHS = {
                         expert_key="num_local_experts", extra=_gpt_oss),
     # OLMo 2 and (with a sliding window) OLMo 3: post-norms only
     "olmo2": GGUFArch("olmo2", OLMO2_LAYER, extra=_olmo2),
+    "ernie4_5": GGUFArch("ernie4_5", LLAMA_LAYER, extra=_ernie4_5),
 }
