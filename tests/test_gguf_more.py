@@ -2,7 +2,7 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo2 with a sliding window (OLMo 3),
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
   ernie4_5, deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
@@ -33,8 +33,8 @@ MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text"}
 # families of ../gguf/ in the shapes llama.cpp's converter and loader take (tests/fixtures/hf_gguf)
 CONVERTER = {"gemma3_text_v305", "phi_ffn4x", "stablelm_noqk", "olmo2_untied", "cohere_noqk"}
 # families of ../hf_more/ in those shapes (tests/fixtures/hf_gguf: make_more_fixtures.py --converter-cases): OLMo 3
-# (llama.cpp's olmo2 with a sliding window) and ERNIE 4.5
-DENSE_TWINS = {"olmo3_untied", "ernie4_5_nobias"}
+# (llama.cpp's olmo2 with a sliding window), ERNIE 4.5 and OLMo-1
+DENSE_TWINS = {"olmo3_untied", "ernie4_5_nobias", "olmo_nobias"}
 READ = (GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE | CONVERTER
         | DENSE_TWINS)
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
@@ -178,6 +178,11 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
     ("olmo3_untied", {"olmo2.attention.sliding_window_pattern": np.array([True])},
      "metadata 'olmo2.attention.sliding_window_pattern' is [True]: it should hold true / false for each of the 2 "
      "layers"),
+    ("olmo_nobias", {"olmo.attention.layer_norm_epsilon": np.float32(1e-6)},
+     "metadata 'olmo.attention.layer_norm_epsilon' is 1e-06: the olmo family's LayerNorm eps is fixed at 1e-5, where "
+     "llama.cpp's olmo would take this one"),
+    ("olmo_nobias", {"olmo.rope.dimension_count": 8}, "metadata 'olmo.rope.dimension_count' is not the head size "
+                                                      "(16): llama.cpp's olmo rotates whole heads"),
     ("ernie4_5_nobias", {"ernie4_5.rope.dimension_count": 8}, "metadata 'ernie4_5.rope.dimension_count' is not the "
                                                               "head size (16): llama.cpp's ernie4_5 rotates whole "
                                                               "heads"),
@@ -497,13 +502,17 @@ def test_olmo3_runs_its_sliding_layers_and_yarn_as_llama_cpp(monkeypatch):
 
 
 @pytest.mark.parametrize("case, tensor, why", [
+    ("olmo_nobias", "blk.0.attn_output.bias", "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, "
+                                              "v and o together"),
+    ("olmo_nobias", "blk.0.attn_q.bias", "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, v and "
+                                         "o together"),
     ("ernie4_5_nobias", "blk.0.ffn_up.bias", "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's"),
     ("ernie4_5_nobias", "blk.0.attn_output.bias", "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's"),
 ])
 def test_a_bias_llama_cpp_does_not_run_as_the_family_would_is_refused_by_name(tmp_path, case, tensor, why):
-    """llama.cpp's ernie4_5 refuses MLP biases and loads but never adds an o_proj bias: no biased file runs in
-    llama.cpp as the Petit family's one bias switch would run it, so the reader names the tensor instead of running
-    something else."""
+    """llama.cpp's olmo refuses an o_proj bias and applies q / k / v ones; its ernie4_5 refuses MLP biases and
+    loads but never adds an o_proj bias: no biased file of either runs in llama.cpp as the Petit family's one bias
+    switch would run it, so the reader names the tensor instead of running something else."""
     from petit.formats.gguf import GGUFFile, write_gguf
     with GGUFFile(ROOT / case / "q8_0.gguf") as f:
         tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()}

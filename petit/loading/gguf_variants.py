@@ -23,7 +23,8 @@ exaone4.cpp, chatglm.cpp):
   the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
   truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
 - olmo2 with `attention.sliding_window` (OLMo 3, which the converter writes as olmo2): Petit's olmo3 family, see
-  `_olmo2`; ernie4_5 (ERNIE 4.5's dense models): see `_ernie4_5` (src/models/olmo2.cpp, ernie4-5.cpp).
+  `_olmo2`; olmo (OLMo-1) and ernie4_5 (ERNIE 4.5's dense models): see `_olmo` and `_ernie4_5` (src/models/olmo.cpp,
+  olmo2.cpp, ernie4-5.cpp).
 """
 import numpy as np
 
@@ -134,6 +135,25 @@ def _no_bias(arch: str, has, names: tuple, why: str) -> None:
             raise ValueError(f"tensor 'blk.0.{n}.bias' is not run by Petit's {arch} reader: {why}")
 
 
+def _olmo(meta, key, cfg, has):
+    """OLMo-1: LayerNorms without weights, q / k permuted for adjacent-pair RoPE (as for Llama), q, k and v clamped
+    to +-`attention.clamp_kqv` when set. llama.cpp's olmo reads no o_proj bias (a file with one is refused: wrong
+    number of tensors), so a file has no attention bias Petit's olmo family could run (its attention_bias is q, k,
+    v and o together; the released OLMo-1 models have none): q / k / v biases are refused by name. The norms' eps is
+    the family's fixed 1e-5 (OlmoLayerNorm's), which the converter writes: another value is refused."""
+    _full_rotary("olmo", cfg, key)
+    _no_bias("olmo", has, ("attn_q", "attn_k", "attn_v", "attn_output"),
+             "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, v and o together")
+    eps = meta.get(key("attention.layer_norm_epsilon"), 1e-5)
+    if not isinstance(eps, (float, np.floating)) or np.float32(eps) != np.float32(1e-5):
+        shown = f"{float(eps):g}" if isinstance(eps, (float, np.floating)) else repr(eps)
+        raise ValueError(f"metadata {key('attention.layer_norm_epsilon')!r} is {shown}: the olmo family's "
+                         f"LayerNorm eps is fixed at 1e-5, where llama.cpp's olmo would take this one")
+    clip = meta.get(key("attention.clamp_kqv"))
+    cfg["clip_qkv"] = float(clip) if clip else None
+    cfg["attention_bias"] = False
+
+
 def _ernie4_5(meta, key, cfg, has):
     """ERNIE 4.5 (dense): RoPE on adjacent pairs, unpermuted (the converter keeps the checkpoint's rows, which the
     family already rotates in pairs (2i, 2i+1)). llama.cpp's ernie4_5 has no MLP biases (it refuses a file holding
@@ -163,5 +183,7 @@ VARIANT_ARCHS = {
                         expert_key="num_local_experts", extra=_gpt_oss),
     # OLMo 2 and (with a sliding window) OLMo 3: post-norms only
     "olmo2": GGUFArch("olmo2", OLMO2_LAYER, extra=_olmo2),
+    # OLMo-1: no norm weights at all (the LayerNorms have none), q / k permuted as for Llama
+    "olmo": GGUFArch("olmo", LLAMA_LAYER, rope_pairs=True, extra=_olmo),
     "ernie4_5": GGUFArch("ernie4_5", LLAMA_LAYER, extra=_ernie4_5),
 }
