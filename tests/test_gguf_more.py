@@ -2,8 +2,8 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, deepseek2 (DeepSeek-V3 and
-  DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
+  ernie4_5, deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
@@ -32,7 +32,11 @@ VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
 MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text"}
 # families of ../gguf/ in the shapes llama.cpp's converter and loader take (tests/fixtures/hf_gguf)
 CONVERTER = {"gemma3_text_v305", "phi_ffn4x", "stablelm_noqk", "olmo2_untied", "cohere_noqk"}
-READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE | CONVERTER
+# families of ../hf_more/ in those shapes (tests/fixtures/hf_gguf: make_more_fixtures.py --converter-cases): OLMo 3
+# (llama.cpp's olmo2 with a sliding window), ERNIE 4.5 and OLMo-1
+DENSE_TWINS = {"olmo3_untied", "ernie4_5_nobias", "olmo_nobias"}
+READ = (GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE | CONVERTER
+        | DENSE_TWINS)
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
                for p in (ROOT / case).glob("*.gguf") if p.with_suffix(".npz").exists())
 REFUSED = sorted({case for case, _ in FILES} - READ)
@@ -104,7 +108,8 @@ def test_an_architecture_the_reader_does_not_know_is_refused_by_name(tmp_path, c
     assert "bloom" in str(e.value) and "chatglm" in str(e.value) and "mpt" in str(e.value)
 
 
-@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM), *sorted(VARIANTS), *sorted(MOE)])
+@pytest.mark.parametrize("case", ["falcon", "bloom", "mpt", "glm4", *sorted(SSM), *sorted(VARIANTS), *sorted(MOE),
+                                  *sorted(DENSE_TWINS)])
 def test_a_family_read_but_not_written_is_refused_by_convert_and_nothing_is_left(tmp_path, case, capsys):
     from petit.cli import main
     src = Path(__file__).parent.parent / MANIFEST[case]["hf_case"]
@@ -168,6 +173,19 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
     ("gpt_oss", {"gpt-oss.rope.freq_base_swa": 10000.0}, "metadata 'gpt-oss.rope.freq_base_swa' differs from "
                                                          "'gpt-oss.rope.freq_base': the gpt_oss family has one RoPE "
                                                          "base"),
+    ("olmo3_untied", {"olmo2.attention.sliding_window": "8"}, "metadata 'olmo2.attention.sliding_window' is '8': it "
+                                                              "should be a number"),
+    ("olmo3_untied", {"olmo2.attention.sliding_window_pattern": np.array([True])},
+     "metadata 'olmo2.attention.sliding_window_pattern' is [True]: it should hold true / false for each of the 2 "
+     "layers"),
+    ("olmo_nobias", {"olmo.attention.layer_norm_epsilon": np.float32(1e-6)},
+     "metadata 'olmo.attention.layer_norm_epsilon' is 1e-06: the olmo family's LayerNorm eps is fixed at 1e-5, where "
+     "llama.cpp's olmo would take this one"),
+    ("olmo_nobias", {"olmo.rope.dimension_count": 8}, "metadata 'olmo.rope.dimension_count' is not the head size "
+                                                      "(16): llama.cpp's olmo rotates whole heads"),
+    ("ernie4_5_nobias", {"ernie4_5.rope.dimension_count": 8}, "metadata 'ernie4_5.rope.dimension_count' is not the "
+                                                              "head size (16): llama.cpp's ernie4_5 rotates whole "
+                                                              "heads"),
 ])
 def test_a_gguf_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
     path = _rewrite(tmp_path, case, meta_change=change)
@@ -439,3 +457,70 @@ def test_a_llama4_file_with_bad_metadata_is_a_clear_error(tmp_path, change, mess
     with pytest.raises(ValueError) as e:
         petit.load(path)
     assert str(e.value) == f"{path}: {message}"
+
+
+def test_olmo3_runs_its_sliding_layers_and_yarn_as_llama_cpp(monkeypatch):
+    """llama.cpp's converter writes OLMo 3 as olmo2 with `attention.sliding_window` and a per-layer pattern; with a
+    window llama.cpp runs the sliding layers with plain RoPE and only the full layers with YaRN, as transformers'
+    Olmo 3 does (llama.cpp's f32 file is 3.3e-7 of the range from transformers'): Petit's olmo3 family. Read as OLMo 2
+    (every layer full, YaRN everywhere) the logits are 0.41 of their range from llama.cpp's exact ones; with YaRN
+    on the sliding layers too, 0.17."""
+    import dataclasses
+
+    import petit.models.olmo3 as olmo3
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import ARCHS, config_from_gguf
+    ref = np.load(ROOT / "olmo3_untied" / "q8_0.npz")
+    model = _load("olmo3_untied", "q8_0.gguf", weights="f32")
+    c = model.config
+    assert (c.model_type, c.sliding_window, c.types, c.rope_scaling["rope_type"]) == (
+        "olmo3", 8, ["sliding_attention", "full_attention"], "yarn")
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    with GGUFFile(ROOT / "olmo3_untied" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    bare = {k: v for k, v in meta.items() if k != "olmo2.attention.sliding_window_pattern"}
+    deep = config_from_gguf(dict(bare, **{"olmo2.block_count": 8}), "x", 320, tensors)[1]
+    assert deep["layer_types"] == ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(8)]
+    for window in (None, 0):                       # no window: OLMo 2
+        cut = {k: v for k, v in bare.items() if k != "olmo2.attention.sliding_window"}
+        if window is not None:
+            cut["olmo2.attention.sliding_window"] = np.uint32(window)
+        cfg = config_from_gguf(cut, "x", 320, tensors)[1]
+        assert cfg["model_type"] == "olmo2" and "layer_types" not in cfg and "sliding_window" not in cfg
+    ignored = config_from_gguf(dict(meta, **{"olmo2.rope.freq_base_swa": np.float32(10000.0)}), "x", 320, tensors)[1]
+    assert ignored["rope_theta"] == 500000.0       # llama.cpp's olmo2 reads the key but rotates with freq_base
+    extra = ARCHS["olmo2"].extra
+    monkeypatch.setitem(ARCHS, "olmo2", dataclasses.replace(ARCHS["olmo2"], extra=lambda m, k, cfg, h: (
+        extra(m, k, cfg, h), cfg.update(model_type="olmo2"), cfg.pop("layer_types"), cfg.pop("sliding_window"))))
+    assert _scaled(_load("olmo3_untied", "q8_0.gguf", weights="f32").logits(ref["input_ids"]),
+                   ref["exact_logits"]) > 0.3
+    monkeypatch.setitem(ARCHS, "olmo2", dataclasses.replace(ARCHS["olmo2"], extra=extra))
+    rope = olmo3.default_rope
+    monkeypatch.setattr(olmo3, "default_rope", lambda cfg, **kw: rope(cfg))
+    assert _scaled(_load("olmo3_untied", "q8_0.gguf", weights="f32").logits(ref["input_ids"]),
+                   ref["exact_logits"]) > 0.1
+
+
+@pytest.mark.parametrize("case, tensor, why", [
+    ("olmo_nobias", "blk.0.attn_output.bias", "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, "
+                                              "v and o together"),
+    ("olmo_nobias", "blk.0.attn_q.bias", "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, v and "
+                                         "o together"),
+    ("ernie4_5_nobias", "blk.0.ffn_up.bias", "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's"),
+    ("ernie4_5_nobias", "blk.0.attn_output.bias", "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's"),
+])
+def test_a_bias_llama_cpp_does_not_run_as_the_family_would_is_refused_by_name(tmp_path, case, tensor, why):
+    """llama.cpp's olmo refuses an o_proj bias and applies q / k / v ones; its ernie4_5 refuses MLP biases and
+    loads but never adds an o_proj bias: no biased file of either runs in llama.cpp as the Petit family's one bias
+    switch would run it, so the reader names the tensor instead of running something else."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / case / "q8_0.gguf") as f:
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()}
+        meta = dict(f.metadata)
+    n = 96 if tensor.startswith("blk.0.ffn_") else 64
+    tensors[tensor] = ("F32", (n,), np.zeros(n, np.float32).view(np.uint8))
+    write_gguf(tmp_path / "x.gguf", meta, tensors)
+    with pytest.raises(ValueError) as e:
+        petit.load(tmp_path / "x.gguf")
+    arch = meta["general.architecture"]
+    assert str(e.value) == f"{tmp_path / 'x.gguf'}: tensor '{tensor}' is not run by Petit's {arch} reader: {why}"

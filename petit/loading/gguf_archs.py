@@ -9,7 +9,7 @@ as they are: RoPE on adjacent pairs (`rope_interleaved`), the norms without Gemm
 import numpy as np
 
 from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS, GRANITE_MOE_LAYER, LLAMA_LAYER,
-                                      MIXTRAL_EXPERTS, MIXTRAL_LAYER, OLMO2_LAYER, PHI2_LAYER, QKV, QWEN_EXPERTS,
+                                      MIXTRAL_EXPERTS, MIXTRAL_LAYER, PHI2_LAYER, QKV, QWEN_EXPERTS,
                                       QWEN_MOE_LAYER, SANDWICH_LAYER, STABLELM_LAYER, STARCODER2_LAYER, GGUFArch,
                                       _biases, _granite)
 from petit.loading.gguf_moe import MOE_ARCHS
@@ -212,7 +212,6 @@ ARCHS = {
     "gemma3": GGUFArch("gemma3_text", SANDWICH_LAYER, norm_shift=1.0, extra=_gemma3),
     "phi3": GGUFArch("phi3", LLAMA_LAYER, splits={"attn_qkv": QKV, "ffn_up": (("mlp.gate_proj", "ff"),
                                                                               ("mlp.up_proj", "ff"))}, extra=_phi3),
-    "olmo2": GGUFArch("olmo2", OLMO2_LAYER),
     "granite": GGUFArch("granite", LLAMA_LAYER, rope_pairs=True, extra=_granite),
     "smollm3": GGUFArch("smollm3", LLAMA_LAYER, rope_pairs=True, extra=_smollm3),
     "cohere2": GGUFArch("cohere2", LLAMA_LAYER, extra=_cohere2),

@@ -18,6 +18,7 @@ from petit.loading.gguf_archs import ARCHS, MIXTRAL
 from petit.loading.gguf_names import ONE_ROW
 from petit.loading.gguf_moe import ALSO_READ as ALSO_READ_MOE
 from petit.loading.gguf_ssm import ALSO_READ
+from petit.loading.gguf_variants import ALSO_READ as ALSO_READ_VARIANTS
 
 GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
               "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "q4_1": "Q4_1", "q5_1": "Q5_1", "q2_k": "Q2_K",
@@ -32,7 +33,8 @@ WRITTEN = {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "phi2
            "granitemoe"}
 ARCH_OF = {a.model_type: name for name, a in ARCHS.items() if name in WRITTEN} | {
     "mistral": "llama", "mixtral": "llama", "granitemoeshared": "granitemoe"}  # llama.cpp's
-READ_ONLY = {a.model_type for name, a in ARCHS.items() if name not in WRITTEN} | ALSO_READ | ALSO_READ_MOE
+READ_ONLY = ({a.model_type for name, a in ARCHS.items() if name not in WRITTEN} | ALSO_READ | ALSO_READ_MOE
+             | ALSO_READ_VARIANTS)
 _LAYERNORM_EPS = ("layer_norm_eps", "norm_epsilon", "layer_norm_epsilon")
 FUSED = ("phi3", "gpt2", "gptneox")     # written with fused qkv (and Phi-3's gate-up): llama.cpp requires them so
 # architectures whose llama.cpp loader requires output.weight even when tied

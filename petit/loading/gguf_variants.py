@@ -22,6 +22,9 @@ exaone4.cpp, chatglm.cpp):
   `attn_sinks.weight`; sliding / full layers by llama.cpp's pattern (every other one). llama.cpp's YaRN always rounds
   the correction range to whole dimensions, where the releases' config has truncate false: such a file runs with
   truncate true (on the fixture, llama.cpp's logits are 0.073 of their range from transformers' for that alone).
+- olmo2 with `attention.sliding_window` (OLMo 3, which the converter writes as olmo2): Petit's olmo3 family, see
+  `_olmo2`; olmo (OLMo-1) and ernie4_5 (ERNIE 4.5's dense models): see `_olmo` and `_ernie4_5` (src/models/olmo.cpp,
+  olmo2.cpp, ernie4-5.cpp).
 """
 import numpy as np
 
@@ -29,6 +32,7 @@ from petit.loading.gguf_names import LLAMA_LAYER, OLMO2_LAYER, QKV, QWEN_EXPERTS
 from petit.loading.gguf_ssm import _per_layer
 
 XIELU = ("alpha_p", "alpha_n", "beta", "eps")
+ALSO_READ = {"olmo3"}       # read from olmo2 files with a sliding window (no arch of its own): not written
 
 
 def _full_rotary(arch: str, cfg: dict, key) -> None:
@@ -109,6 +113,59 @@ def _chatglm(meta, key, cfg, has):
     cfg["attention_bias"] = has("blk.0.attn_q.bias") or has("blk.0.attn_qkv.bias")
 
 
+def _olmo2(meta, key, cfg, has):
+    """OLMo 2, or OLMo 3 when the file has a sliding window (llama.cpp's converter writes both as olmo2). With a
+    window above 0 llama.cpp runs sliding layers by `attention.sliding_window_pattern` (true / false per layer; else
+    a period, else every 4th layer full), their RoPE without the file's scaling (no YaRN: frequency scale 1, no
+    attention factor), the full layers' with it: Petit's olmo3 family, which transformers' Olmo 3 matches. The
+    graph rotates every layer with `rope.freq_base`; a different `rope.freq_base_swa`, which llama.cpp reads but
+    does not use, is ignored as it ignores it."""
+    window = meta.get(key("attention.sliding_window"))
+    if window is not None and (isinstance(window, (bool, str)) or not isinstance(window, (int, np.integer))):
+        raise ValueError(f"metadata {key('attention.sliding_window')!r} is {window!r}: it should be a number")
+    if window is None or int(window) <= 0:       # OLMo 2: no window
+        return
+    cfg.update(model_type="olmo3", sliding_window=int(window))
+    _sliding_layers(meta, key, cfg, 4)
+
+
+def _no_bias(arch: str, has, names: tuple, why: str) -> None:
+    for n in names:
+        if has(f"blk.0.{n}.bias"):
+            raise ValueError(f"tensor 'blk.0.{n}.bias' is not run by Petit's {arch} reader: {why}")
+
+
+def _olmo(meta, key, cfg, has):
+    """OLMo-1: LayerNorms without weights, q / k permuted for adjacent-pair RoPE (as for Llama), q, k and v clamped
+    to +-`attention.clamp_kqv` when set. llama.cpp's olmo reads no o_proj bias (a file with one is refused: wrong
+    number of tensors), so a file has no attention bias Petit's olmo family could run (its attention_bias is q, k,
+    v and o together; the released OLMo-1 models have none): q / k / v biases are refused by name. The norms' eps is
+    the family's fixed 1e-5 (OlmoLayerNorm's), which the converter writes: another value is refused."""
+    _full_rotary("olmo", cfg, key)
+    _no_bias("olmo", has, ("attn_q", "attn_k", "attn_v", "attn_output"),
+             "llama.cpp's olmo has no o_proj bias, and the olmo family biases q, k, v and o together")
+    eps = meta.get(key("attention.layer_norm_epsilon"), 1e-5)
+    if not isinstance(eps, (float, np.floating)) or np.float32(eps) != np.float32(1e-5):
+        shown = f"{float(eps):g}" if isinstance(eps, (float, np.floating)) else repr(eps)
+        raise ValueError(f"metadata {key('attention.layer_norm_epsilon')!r} is {shown}: the olmo family's "
+                         f"LayerNorm eps is fixed at 1e-5, where llama.cpp's olmo would take this one")
+    clip = meta.get(key("attention.clamp_kqv"))
+    cfg["clip_qkv"] = float(clip) if clip else None
+    cfg["attention_bias"] = False
+
+
+def _ernie4_5(meta, key, cfg, has):
+    """ERNIE 4.5 (dense): RoPE on adjacent pairs, unpermuted (the converter keeps the checkpoint's rows, which the
+    family already rotates in pairs (2i, 2i+1)). llama.cpp's ernie4_5 has no MLP biases (it refuses a file holding
+    them) and reads an o_proj bias without adding it: the family's one `use_bias` switch (q, k, v, o and the MLP's)
+    cannot be what llama.cpp runs on any biased file, so a bias is refused by name; the released dense models
+    (ERNIE-4.5-0.3B) have none."""
+    _full_rotary("ernie4_5", cfg, key)
+    _no_bias("ernie4_5", has, ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"),
+             "llama.cpp's ernie4_5 has no MLP biases and does not add o_proj's")
+    cfg["use_bias"] = False
+
+
 VARIANT_ARCHS = {
     # Apertus's norms are attention_layernorm / feedforward_layernorm; its MLP has no gate
     "apertus": GGUFArch("apertus", dict(LLAMA_LAYER, attn_norm="attention_layernorm",
@@ -124,4 +181,9 @@ VARIANT_ARCHS = {
                                         ffn_gate_inp="mlp.router"),
                         whole_names={"attn_sinks.weight": "self_attn.sinks"}, experts=QWEN_EXPERTS,
                         expert_key="num_local_experts", extra=_gpt_oss),
+    # OLMo 2 and (with a sliding window) OLMo 3: post-norms only
+    "olmo2": GGUFArch("olmo2", OLMO2_LAYER, extra=_olmo2),
+    # OLMo-1: no norm weights at all (the LayerNorms have none), q / k permuted as for Llama
+    "olmo": GGUFArch("olmo", LLAMA_LAYER, rope_pairs=True, extra=_olmo),
+    "ernie4_5": GGUFArch("ernie4_5", LLAMA_LAYER, extra=_ernie4_5),
 }

@@ -12,6 +12,7 @@ EPS = 1e-5      # OlmoLayerNorm's, not a config key
 class OlmoConfig(DecoderConfig):
     attention_bias: bool = False
     clip_qkv: float | None = None
+    rope_interleaved: bool = False      # Petit's key, as Llama's: a GGUF file's q / k rows are permuted for pairs
     model_type: str = "olmo"
 
     @classmethod
@@ -19,7 +20,7 @@ class OlmoConfig(DecoderConfig):
         refuse_act(d, "hidden_act", ("silu", "swish"), "olmo", "silu")
 
     def _validate(self):
-        check_decoder(self, ("rope_theta",), ("tie_word_embeddings", "attention_bias"))
+        check_decoder(self, ("rope_theta",), ("tie_word_embeddings", "attention_bias", "rope_interleaved"))
         if self.clip_qkv is not None:
             positive_number(self, "clip_qkv")
 

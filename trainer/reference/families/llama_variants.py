@@ -64,7 +64,8 @@ def arcee(cfg, names):
 
 def olmo(cfg, names):
     bias = get(cfg, "attention_bias", False)
-    spec = llama_like(cfg, names, "olmo", eps=1e-5, qkv_bias=bias, o_bias=bias, rope_of=_rope(cfg),
+    spec = llama_like(cfg, names, "olmo", eps=1e-5, qkv_bias=bias, o_bias=bias,
+                      rope_of=_rope(cfg, interleaved=get(cfg, "rope_interleaved", False)),     # a GGUF file's pairs
                       norm=lambda name: NormSpec("layer", 1e-5, None))
     for L in spec.layers:
         L.clip = float(cfg.get("clip_qkv") or 0.0)
