@@ -3,7 +3,7 @@ the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside e
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
   hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, deepseek2 (DeepSeek-V3 and
-  DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
+  DeepSeek-V2-Lite), llama4 (Llama 4's text model), glm4moe (GLM-4.5), and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
@@ -29,7 +29,7 @@ GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode", "gemma
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
 VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
-MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text"}
+MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text", "glm4_moe"}
 # families of ../gguf/ in the shapes llama.cpp's converter and loader take (tests/fixtures/hf_gguf)
 CONVERTER = {"gemma3_text_v305", "phi_ffn4x", "stablelm_noqk", "olmo2_untied", "cohere_noqk"}
 READ = GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE | CONVERTER
@@ -436,6 +436,63 @@ def test_llama4_keys_pick_what_llama_cpp_runs():
 ])
 def test_a_llama4_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
     path = _rewrite(tmp_path, "llama4_text", meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_glm4moe_skips_the_multi_token_prediction_layers_as_llama_cpp_does(tmp_path):
+    """llama.cpp's converter appends GLM-4.5's multi-token-prediction layers (`nextn_predict_layers`, counted in
+    `block_count`), which llama.cpp's decoder does not run: a file with one more layer said to be such a layer (a
+    copy of the last, which would change the logits if it ran) gives the file's logits exactly."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    ref = np.load(ROOT / "glm4_moe" / "q8_0.npz")
+    with GGUFFile(ROOT / "glm4_moe" / "q8_0.gguf") as f:
+        meta = dict(f.metadata, **{"glm4moe.block_count": np.uint32(4), "glm4moe.nextn_predict_layers": np.uint32(1)})
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()}
+    tensors.update({n.replace("blk.2.", "blk.3."): v for n, v in tensors.items() if n.startswith("blk.2.")})
+    write_gguf(tmp_path / "x.gguf", meta, tensors)
+    got = petit.load(tmp_path / "x.gguf", weights="f32").logits(ref["input_ids"])
+    assert np.array_equal(got, _load("glm4_moe", "q8_0.gguf", weights="f32").logits(ref["input_ids"]))
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+    meta["glm4moe.nextn_predict_layers"] = np.uint32(0)         # the same file run with 4 layers: not llama.cpp's
+    write_gguf(tmp_path / "y.gguf", meta, tensors)
+    assert _scaled(petit.load(tmp_path / "y.gguf", weights="f32").logits(ref["input_ids"]),
+                   ref["exact_logits"]) > 0.01
+
+
+def test_glm4moe_keys_pick_what_llama_cpp_runs():
+    """Without the routing keys, llama.cpp's defaults: no groups, no renormalisation, a scale of 1; without
+    rope.dimension_count, RoPE on the whole head; q / k norms and biases as the tensors say."""
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import config_from_gguf
+    with GGUFFile(ROOT / "glm4_moe" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    cfg = config_from_gguf(meta, "x", 320, tensors)[1]
+    assert (cfg["n_group"], cfg["topk_group"], cfg["norm_topk_prob"], cfg["routed_scaling_factor"]) == (4, 2, True, 2.5)
+    assert (cfg["partial_rotary_factor"], cfg["use_qk_norm"], cfg["attention_bias"]) == (0.5, True, True)
+    assert (cfg["first_k_dense_replace"], cfg["n_shared_experts"], cfg["moe_intermediate_size"]) == (1, 1, 32)
+    bare = {k: v for k, v in meta.items() if k.split(".", 1)[-1] not in (
+        "expert_weights_norm", "expert_weights_scale", "expert_group_count", "expert_group_used_count",
+        "rope.dimension_count", "expert_gating_func", "leading_dense_block_count")}
+    cfg = config_from_gguf(bare, "x", 320, {k: v for k, v in tensors.items() if "_norm." not in k
+                                            or not k.split(".")[-2].startswith(("attn_q", "attn_k"))})[1]
+    assert (cfg["n_group"], cfg["topk_group"], cfg["norm_topk_prob"], cfg["routed_scaling_factor"]) == (1, 1, False, 1.0)
+    assert (cfg["partial_rotary_factor"], cfg["use_qk_norm"], cfg["first_k_dense_replace"]) == (1.0, False, 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"glm4moe.expert_gating_func": np.uint32(1)}, "metadata 'glm4moe.expert_gating_func' is 1: Petit's glm4_moe "
+                                                   "family runs the sigmoid (2) only"),
+    ({"glm4moe.rope.dimension_sections": np.array([2, 1, 1, 0], np.int32)},
+     "metadata 'glm4moe.rope.dimension_sections' is set: Petit does not run GLM-4.5V's multimodal RoPE"),
+    ({"glm4moe.expert_shared_count": None}, "metadata 'glm4moe.expert_shared_count' is missing: llama.cpp's glm4moe "
+                                            "requires it"),
+    ({"glm4moe.nextn_predict_layers": np.uint32(3)}, "metadata 'glm4moe.nextn_predict_layers' (3) should be below "
+                                                     "'glm4moe.block_count' (3)"),
+])
+def test_a_glm4moe_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
+    path = _rewrite(tmp_path, "glm4_moe", meta_change=change)
     with pytest.raises(ValueError) as e:
         petit.load(path)
     assert str(e.value) == f"{path}: {message}"

@@ -1,6 +1,7 @@
-"""GGUF files of the mixture-of-experts families with their own attention: llama.cpp's deepseek2 (DeepSeek-V2 and V3,
-Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family, and llama4 (Llama 4 Scout / Maverick's
-text model), read as llama4_text. Imported by gguf_archs, whose ARCHS these join.
+"""GGUF files of the mixture-of-experts families with their own attention or routing: llama.cpp's deepseek2
+(DeepSeek-V2 and V3, Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family, llama4 (Llama 4
+Scout / Maverick's text model), read as llama4_text, and glm4moe (GLM-4.5, DeepSeek-V3's router: `_glm4moe` says
+how). Imported by gguf_archs, whose ARCHS these join.
 
 What the files hold and what llama.cpp assumes (src/models/deepseek2.cpp, llama-context.cpp, llama-graph.cpp's
 build_moe_ffn), reproduced here:
@@ -168,24 +169,73 @@ def _llama4(meta, key, cfg, has):
                no_rope_layers=[int((i + 1) % LLAMA4_NOPE_EVERY != 0) for i in range(n)])
 
 
+def _number(meta, key, k, default=None, kind=int, arch="glm4moe"):
+    v = meta.get(key(k), default)
+    if v is None:
+        raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's {arch} requires it")
+    if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"metadata {key(k)!r} is {v!r}: it should be a number")
+    return kind(v)
+
+
+def _glm4moe(meta, key, cfg, has):
+    """llama.cpp's glm4moe (src/models/glm4-moe.cpp, llama-graph.cpp's build_moe_ffn), read as the glm4_moe family:
+    the converter writes every routing key, so the file routes as transformers does (sigmoid scores, the choice on
+    score + `exp_probs_b` within the `expert_group_used_count` best of `expert_group_count` groups by the sum of each
+    group's best two, renormalised with `expert_weights_norm`, times `expert_weights_scale`), and llama.cpp's
+    defaults where a key is absent: sigmoid, no groups, no renormalisation, a scale of 1. RoPE rotates halves (NEOX)
+    on the first `rope.dimension_count` of each head (absent: all of it); the q / k norms and the q / k / v biases
+    are there when the file has their tensors. The multi-token-prediction layers the converter appends
+    (`nextn_predict_layers`, counted in `block_count`) are not run by llama.cpp's decoder, nor by Petit: the file's
+    last layers are skipped. Refused: the softmax gating (`expert_gating_func` 1, which the glm4_moe family does
+    not run) and the multimodal RoPE sections (`rope.dimension_sections`, GLM-4.5V)."""
+    gating = _number(meta, key, "expert_gating_func", 2)
+    if gating != 2:
+        raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating}: Petit's glm4_moe family runs the "
+                         f"sigmoid (2) only")
+    sections = meta.get(key("rope.dimension_sections"))
+    if sections is not None and np.any(np.asarray(sections) != 0):
+        raise ValueError(f"metadata {key('rope.dimension_sections')!r} is set: Petit does not run GLM-4.5V's "
+                         f"multimodal RoPE")
+    nextn = _number(meta, key, "nextn_predict_layers", 0)
+    if not 0 <= nextn < cfg["num_hidden_layers"]:
+        raise ValueError(f"metadata {key('nextn_predict_layers')!r} ({nextn}) should be below "
+                         f"{key('block_count')!r} ({cfg['num_hidden_layers']})")
+    groups = _number(meta, key, "expert_group_count", 0) or 1
+    rot = _number(meta, key, "rope.dimension_count", cfg["head_dim"])
+    cfg.update(num_hidden_layers=cfg["num_hidden_layers"] - nextn,
+               partial_rotary_factor=rot / cfg["head_dim"],
+               attention_bias=has("blk.0.attn_q.bias"), use_qk_norm=has("blk.0.attn_q_norm.weight"),
+               moe_intermediate_size=_number(meta, key, "expert_feed_forward_length"),
+               n_shared_experts=_number(meta, key, "expert_shared_count"),
+               first_k_dense_replace=_number(meta, key, "leading_dense_block_count", 0),
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               routed_scaling_factor=_number(meta, key, "expert_weights_scale", 0.0, float) or 1.0,
+               n_group=groups, topk_group=_number(meta, key, "expert_group_used_count") if groups > 1 else 1)
+
+
 FF = "feed_forward."
 LLAMA4_LAYER = dict(LLAMA_LAYER, ffn_gate=FF + "gate_proj", ffn_up=FF + "up_proj", ffn_down=FF + "down_proj",
                     ffn_gate_inp=FF + "router", ffn_gate_shexp=FF + "shared_expert.gate_proj",
                     ffn_up_shexp=FF + "shared_expert.up_proj", ffn_down_shexp=FF + "shared_expert.down_proj")
 LLAMA4_EXPERTS = {k: v.replace("mlp.", FF) for k, v in QWEN_EXPERTS.items()}
 
+# DeepSeek-V3's router and shared experts, which GLM-4.5 shares
+DEEPSEEK_LAYER = dict(LLAMA_LAYER, ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                      ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
+
 MOE_ARCHS = {
-    "deepseek2": GGUFArch("deepseek_v3", dict(LLAMA_LAYER, attn_q_a="self_attn.q_a_proj",
-                                              attn_q_a_norm="self_attn.q_a_layernorm",
-                                              attn_kv_a_norm="self_attn.kv_a_layernorm", ffn_gate_inp="mlp.gate",
-                                              ffn_gate_shexp="mlp.shared_experts.gate_proj",
-                                              ffn_up_shexp="mlp.shared_experts.up_proj",
-                                              ffn_down_shexp="mlp.shared_experts.down_proj"),
+    "deepseek2": GGUFArch("deepseek_v3", DEEPSEEK_LAYER | {"attn_q_a": "self_attn.q_a_proj",
+                                                           "attn_q_a_norm": "self_attn.q_a_layernorm",
+                                                           "attn_kv_a_norm": "self_attn.kv_a_layernorm"},
                           whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"},
                           experts=dict(QWEN_EXPERTS, attn_k_b="self_attn.k_absorb.{}",
                                        attn_v_b="self_attn.v_absorb.{}"),
                           expert_key="n_routed_experts", joins=_q_and_kv, extra=_deepseek2, own_head_sizes=True,
                           meta_tensors=_zero_selection_bias),
+    "glm4moe": GGUFArch("glm4_moe", DEEPSEEK_LAYER | {"post_attention_norm": "post_attention_layernorm"},
+                        whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}, experts=QWEN_EXPERTS,
+                        expert_key="n_routed_experts", extra=_glm4moe),
     "llama4": GGUFArch("llama4_text", LLAMA4_LAYER, experts=LLAMA4_EXPERTS, expert_key="num_local_experts",
                        extra=_llama4),
 }
