@@ -1,7 +1,8 @@
 """GGUF files of the mixture-of-experts families with their own attention or routing: llama.cpp's deepseek2
 (DeepSeek-V2 and V3, Kimi-K2: multi-head latent attention), read as Petit's deepseek_v3 family, llama4 (Llama 4
-Scout / Maverick's text model), read as llama4_text, and glm4moe (GLM-4.5, DeepSeek-V3's router: `_glm4moe` says
-how). Imported by gguf_archs, whose ARCHS these join.
+Scout / Maverick's text model), read as llama4_text, and glm4moe (GLM-4.5, DeepSeek-V3's router), hunyuan-moe,
+ernie4_5-moe and dbrx, read as their families with llama.cpp's fixed routers (each reader's docstring says how).
+Imported by gguf_archs, whose ARCHS these join.
 
 What the files hold and what llama.cpp assumes (src/models/deepseek2.cpp, llama-context.cpp, llama-graph.cpp's
 build_moe_ffn), reproduced here:
@@ -50,6 +51,7 @@ fixes the rest, and so does Petit, whatever the original config said:
 import numpy as np
 
 from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_ssm import Fix
 from petit.loading.gguf_variants import _sliding_layers
 
 F32_TENTH = np.float32(0.1)
@@ -214,6 +216,105 @@ def _glm4moe(meta, key, cfg, has):
                n_group=groups, topk_group=_number(meta, key, "expert_group_used_count") if groups > 1 else 1)
 
 
+def _hunyuan_moe(meta, key, cfg, has):
+    """llama.cpp's hunyuan-moe (src/models/hunyuan-moe.cpp), read as the hunyuan_v1_moe family. llama.cpp fixes the
+    router: the softmax of the logits, the top `expert_used_count`, always renormalised, no scale; every layer's
+    experts are `feed_forward_length` wide (llama.cpp sizes them by it, not by `expert_feed_forward_length`) plus one
+    shared MLP of `expert_shared_feed_forward_length` (absent: `feed_forward_length`), which the family has of the
+    experts' width. RoPE on halves with `rope.freq_base`, the converter's base x alpha^(d / (d - 2)) already (the
+    family's NTK alpha), and the per-head q / k norms after it. llama.cpp loads q / k / v biases when the file has
+    them and never an `attn_output.bias`: a file with q / k / v biases runs with a zero one here, and a file with
+    one is refused (llama.cpp refuses it: wrong number of tensors). transformers' checkpoints that llama.cpp
+    refuses: ../../tests/fixtures/gguf_more/README.md."""
+    if has("blk.0.attn_output.bias"):
+        raise ValueError("tensor 'blk.0.attn_output.bias' is not loaded by llama.cpp's hunyuan-moe (it refuses such a "
+                         "file), and Petit does not run it either")
+    shared = _number(meta, key, "expert_shared_feed_forward_length", cfg["intermediate_size"], arch="hunyuan-moe")
+    if shared != cfg["intermediate_size"]:
+        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared}) differs from "
+                         f"{key('feed_forward_length')!r} ({cfg['intermediate_size']}): the hunyuan_v1_moe family's "
+                         f"shared MLP is as wide as its experts")
+    cfg.update(moe_topk=cfg.pop("num_experts_per_tok"), attention_bias=has("blk.0.attn_q.bias"))
+
+
+def _zero_o_bias(meta, cfg, has) -> dict:
+    """A zero o_proj bias per layer when the file has q / k / v biases (llama.cpp's hunyuan-moe loads those and
+    never an attn_output.bias; the family's attention_bias gives all four)."""
+    if not cfg.get("attention_bias"):
+        return {}
+    return {f"model.layers.{i}.self_attn.o_proj.bias": np.zeros(cfg["hidden_size"], np.float32)
+            for i in range(cfg["num_hidden_layers"])}
+
+
+LLAMA_CPP_NORM_MIN = 6.103515625e-5     # build_moe_ffn clamps the chosen weights' sum to at least this (F16's least)
+
+
+def _ernie_moe(meta, key, cfg, has):
+    """llama.cpp's ernie4_5-moe (src/models/ernie4-5-moe.cpp, ernie4-5.cpp's loader), read as the ernie4_5_moe
+    family. llama.cpp fixes the router: the softmax of the logits, the choice on those plus `exp_probs_b` (optional:
+    a zero bias without it), the chosen probabilities renormalised by their sum clamped to at least 2^-14 (the
+    family's `moe_norm_min`, 1e-12 in transformers), no scale. Experts from `leading_dense_block_count` on, of
+    `expert_feed_forward_length`, and one shared MLP of `expert_shared_feed_forward_length` (the converter writes
+    intermediate_size // num_key_value_heads there, ERNIE-4.5-21B's 2 x 1536: read as that many experts' width).
+    RoPE on adjacent pairs (ERNIE's own interleaving, unpermuted). Refused: an `interleave_moe_layer_step` other
+    than 1 (llama.cpp's loader then gives expert tensors to layers its graph runs dense), a shared width that is no
+    multiple of the experts', and biases (llama.cpp loads the attention's but not the MLP's, which the family's
+    `use_bias` has together)."""
+    step = _number(meta, key, "interleave_moe_layer_step", arch="ernie4_5-moe")
+    if step != 1:
+        raise ValueError(f"metadata {key('interleave_moe_layer_step')!r} is {step}: Petit runs llama.cpp's "
+                         f"ernie4_5-moe with experts in every layer from {key('leading_dense_block_count')!r} on (1)")
+    if has("blk.0.attn_q.bias") or has("blk.0.attn_output.bias"):
+        raise ValueError("the file has attention biases: Petit's ernie4_5_moe family runs them with the MLP biases "
+                         "of use_bias, which llama.cpp's ernie4_5-moe does not load")
+    inter = _number(meta, key, "expert_feed_forward_length", arch="ernie4_5-moe")
+    shared = _number(meta, key, "expert_shared_feed_forward_length", 0, arch="ernie4_5-moe")
+    if shared % inter:
+        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared}) is not a multiple of "
+                         f"{key('expert_feed_forward_length')!r} ({inter}), which the ernie4_5_moe family requires")
+    cfg.update(moe_k=cfg.pop("num_experts_per_tok"), moe_intermediate_size=inter,
+               moe_num_shared_experts=shared // inter,
+               moe_layer_start_index=_number(meta, key, "leading_dense_block_count", 0, arch="ernie4_5-moe"),
+               moe_layer_end_index=-1, moe_layer_interval=1, moe_norm_min=LLAMA_CPP_NORM_MIN, use_bias=False)
+    cfg.pop("head_dim", None)
+
+
+def _ernie_zero_bias(meta, cfg, has) -> dict:
+    """A zero selection bias for each expert layer whose file has no `exp_probs_b` (optional in llama.cpp)."""
+    first, n = cfg["moe_layer_start_index"], cfg["moe_num_experts"]
+    return {f"model.layers.{i}.mlp.moe_statics.e_score_correction_bias": np.zeros((1, n), np.float32)
+            for i in range(first, cfg["num_hidden_layers"]) if not has(f"blk.{i}.exp_probs_b.bias")}
+
+
+def _dbrx(meta, key, cfg, has):
+    """llama.cpp's dbrx (src/models/dbrx.cpp), read as the dbrx family: LayerNorms without bias of
+    `attention.layer_norm_epsilon` (the family's 1e-5: another is refused), q / k / v rows of the fused `attn_qkv`
+    clamped to +-`attention.clamp_kqv` (0: none), RoPE on halves over the whole head; experts in every layer, the
+    softmax of the router's logits, the top `expert_used_count`, always renormalised (the family's
+    `moe_normalize_expert_weights` 1), no scale. Refused besides: RoPE scaling, and a head of other than
+    `embedding_length / head_count` or partial RoPE (the family has neither; llama.cpp asserts the latter)."""
+    eps = _number(meta, key, "attention.layer_norm_epsilon", kind=float, arch="dbrx")
+    if np.float32(eps) != np.float32(1e-5):
+        raise ValueError(f"metadata {key('attention.layer_norm_epsilon')!r} is {eps:g}: the dbrx family's "
+                         f"LayerNorms have 1e-5")
+    if cfg.get("rope_scaling"):
+        raise ValueError(f"metadata {key('rope.scaling.type')!r} is set: the dbrx family runs unscaled RoPE")
+    hd = cfg.pop("head_dim")
+    rot = _number(meta, key, "rope.dimension_count", hd, arch="dbrx")
+    if hd * cfg["num_attention_heads"] != cfg["hidden_size"] or rot != hd:
+        raise ValueError(f"metadata {key('attention.key_length')!r} ({hd}) and {key('rope.dimension_count')!r} "
+                         f"({rot}) should both be {key('embedding_length')!r} / {key('attention.head_count')!r} "
+                         f"({cfg['hidden_size'] // cfg['num_attention_heads']}), as the dbrx family has them")
+    clip = _number(meta, key, "attention.clamp_kqv", kind=float, arch="dbrx")
+    cfg.pop("partial_rotary_factor", None)
+    cfg.update(d_model=cfg.pop("hidden_size"), n_layers=cfg.pop("num_hidden_layers"),
+               n_heads=cfg.pop("num_attention_heads"), max_seq_len=cfg.pop("max_position_embeddings"),
+               attn_config={"kv_n_heads": cfg["num_key_value_heads"], "clip_qkv": clip or None,
+                            "rope_theta": cfg.pop("rope_theta")},
+               ffn_config={"ffn_hidden_size": cfg.pop("intermediate_size"), "moe_num_experts": cfg.pop("num_experts"),
+                           "moe_top_k": cfg.pop("num_experts_per_tok"), "moe_normalize_expert_weights": 1.0})
+
+
 FF = "feed_forward."
 LLAMA4_LAYER = dict(LLAMA_LAYER, ffn_gate=FF + "gate_proj", ffn_up=FF + "up_proj", ffn_down=FF + "down_proj",
                     ffn_gate_inp=FF + "router", ffn_gate_shexp=FF + "shared_expert.gate_proj",
@@ -236,6 +337,31 @@ MOE_ARCHS = {
     "glm4moe": GGUFArch("glm4_moe", DEEPSEEK_LAYER | {"post_attention_norm": "post_attention_layernorm"},
                         whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}, experts=QWEN_EXPERTS,
                         expert_key="n_routed_experts", extra=_glm4moe),
+    "hunyuan-moe": GGUFArch("hunyuan_v1_moe", dict(LLAMA_LAYER, attn_q_norm="self_attn.query_layernorm",
+                                                   attn_k_norm="self_attn.key_layernorm", ffn_gate_inp="mlp.gate.wg",
+                                                   ffn_gate_shexp="mlp.shared_mlp.gate_proj",
+                                                   ffn_up_shexp="mlp.shared_mlp.up_proj",
+                                                   ffn_down_shexp="mlp.shared_mlp.down_proj"),
+                            experts=QWEN_EXPERTS, expert_key="num_experts", extra=_hunyuan_moe,
+                            meta_tensors=_zero_o_bias),
+    "ernie4_5-moe": GGUFArch("ernie4_5_moe", dict(LLAMA_LAYER, ffn_gate_inp="mlp.gate",
+                                                  ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                                  ffn_up_shexp="mlp.shared_experts.up_proj",
+                                                  ffn_down_shexp="mlp.shared_experts.down_proj"),
+                             whole_names={"exp_probs_b.bias": "mlp.moe_statics.e_score_correction_bias"},
+                             fixes={"exp_probs_b.bias": Fix(shape=lambda s: (1,) + tuple(s))},
+                             experts=QWEN_EXPERTS, expert_key="moe_num_experts", extra=_ernie_moe,
+                             meta_tensors=_ernie_zero_bias),
+    # DBRX's norm_1 / norm_2 around attention, its Wqkv split by rows, the experts of transformers' per-expert names
+    "dbrx": GGUFArch("dbrx", {"attn_norm": "norm_attn_norm.norm_1", "attn_output": "norm_attn_norm.attn.out_proj",
+                              "attn_output_norm": "norm_attn_norm.norm_2", "ffn_gate_inp": "ffn.router.layer"},
+                     prefix="transformer.blocks.{}.",
+                     global_names={"token_embd": "transformer.wte", "output_norm": "transformer.norm_f",
+                                   "output": "lm_head"},
+                     splits={"attn_qkv": (("norm_attn_norm.attn.q_proj", "q"), ("norm_attn_norm.attn.k_proj", "kv"),
+                                          ("norm_attn_norm.attn.v_proj", "kv"))},
+                     experts={"ffn_gate_exps": "ffn.experts.{}.gate_proj", "ffn_up_exps": "ffn.experts.{}.up_proj",
+                              "ffn_down_exps": "ffn.experts.{}.down_proj"}, extra=_dbrx),
     "llama4": GGUFArch("llama4_text", LLAMA4_LAYER, experts=LLAMA4_EXPERTS, expert_key="num_local_experts",
                        extra=_llama4),
 }
