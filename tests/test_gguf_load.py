@@ -120,10 +120,11 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
         write_gguf(tmp_path / "x.gguf", meta, {"token_embd.weight": ("F16", f.tensors["token_embd.weight"].shape,
                                                                      f.raw("token_embd.weight"))})
     with pytest.raises(ValueError, match=r"x.gguf: architecture 'rwkv7' is not supported by Petit's GGUF reader "
-                                         r"\(supported: apertus, arcee, bloom, chatglm, cohere2, command-r, deepseek2, "
-                                         r"ernie4_5, exaone4, "
-                                         r"falcon, falcon-h1, gemma, gemma2, gemma3, glm4, gpt-oss, gpt2, gptneox, granite, "
-                                         r"granitehybrid, granitemoe, hunyuan-dense, jamba, lfm2, llama, llama4, mamba, "
+                                         r"\(supported: apertus, arcee, bloom, chatglm, cohere2, command-r, dbrx, "
+                                         r"deepseek2, ernie4_5, ernie4_5-moe, exaone4, "
+                                         r"falcon, falcon-h1, gemma, gemma2, gemma3, glm4, glm4moe, gpt-oss, gpt2, gptneox, "
+                                         r"granite, granitehybrid, granitemoe, hunyuan-dense, hunyuan-moe, jamba, lfm2, llama, "
+                                         r"llama4, mamba, "
                                          r"mamba2, mpt, nemotron, "
                                          r"nemotron_h, olmo, olmo2, olmoe, phi2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, "
                                          r"qwen3next, seed_oss, smollm3, stablelm, starcoder, starcoder2\)"):

@@ -2,8 +2,9 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
-  ernie4_5, deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), and the state-space and hybrid mamba (Mamba and
+hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
+ernie4_5, deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), glm4moe (GLM-4.5),
+hunyuan-moe, ernie4_5-moe, dbrx, and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
@@ -29,7 +30,8 @@ GELU_TABLE = {"bloom", "falcon", "falcon_new_arch", "mpt", "gpt_bigcode", "gemma
 SSM = {"mamba", "falcon_mamba", "mamba2", "lfm2", "granitemoehybrid", "jamba", "falcon_h1", "nemotron_h",
        "qwen3_next"}
 VARIANTS = {"apertus", "exaone4", "glm", "gpt_oss"}
-MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text"}
+MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text", "glm4_moe", "hunyuan_v1_moe_nobias", "ernie4_5_moe_nobias",
+       "dbrx"}
 # families of ../gguf/ in the shapes llama.cpp's converter and loader take (tests/fixtures/hf_gguf)
 CONVERTER = {"gemma3_text_v305", "phi_ffn4x", "stablelm_noqk", "olmo2_untied", "cohere_noqk"}
 # families of ../hf_more/ in those shapes (tests/fixtures/hf_gguf: make_more_fixtures.py --converter-cases): OLMo 3
@@ -524,3 +526,150 @@ def test_a_bias_llama_cpp_does_not_run_as_the_family_would_is_refused_by_name(tm
         petit.load(tmp_path / "x.gguf")
     arch = meta["general.architecture"]
     assert str(e.value) == f"{tmp_path / 'x.gguf'}: tensor '{tensor}' is not run by Petit's {arch} reader: {why}"
+
+
+def test_glm4moe_skips_the_multi_token_prediction_layers_as_llama_cpp_does(tmp_path):
+    """llama.cpp's converter appends GLM-4.5's multi-token-prediction layers (`nextn_predict_layers`, counted in
+    `block_count`), which llama.cpp's decoder does not run: a file with one more layer said to be such a layer (a
+    copy of the last, which would change the logits if it ran) gives the file's logits exactly."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    ref = np.load(ROOT / "glm4_moe" / "q8_0.npz")
+    with GGUFFile(ROOT / "glm4_moe" / "q8_0.gguf") as f:
+        meta = dict(f.metadata, **{"glm4moe.block_count": np.uint32(4), "glm4moe.nextn_predict_layers": np.uint32(1)})
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()}
+    tensors.update({n.replace("blk.2.", "blk.3."): v for n, v in tensors.items() if n.startswith("blk.2.")})
+    write_gguf(tmp_path / "x.gguf", meta, tensors)
+    got = petit.load(tmp_path / "x.gguf", weights="f32").logits(ref["input_ids"])
+    assert np.array_equal(got, _load("glm4_moe", "q8_0.gguf", weights="f32").logits(ref["input_ids"]))
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+    meta["glm4moe.nextn_predict_layers"] = np.uint32(0)         # the same file run with 4 layers: not llama.cpp's
+    write_gguf(tmp_path / "y.gguf", meta, tensors)
+    assert _scaled(petit.load(tmp_path / "y.gguf", weights="f32").logits(ref["input_ids"]),
+                   ref["exact_logits"]) > 0.01
+
+
+def test_glm4moe_keys_pick_what_llama_cpp_runs():
+    """Without the routing keys, llama.cpp's defaults: no groups, no renormalisation, a scale of 1; without
+    rope.dimension_count, RoPE on the whole head; q / k norms and biases as the tensors say."""
+    from petit.formats.gguf import GGUFFile
+    from petit.loading.gguf_archs import config_from_gguf
+    with GGUFFile(ROOT / "glm4_moe" / "q8_0.gguf") as f:
+        meta, tensors = dict(f.metadata), dict(f.tensors)
+    cfg = config_from_gguf(meta, "x", 320, tensors)[1]
+    assert (cfg["n_group"], cfg["topk_group"], cfg["norm_topk_prob"], cfg["routed_scaling_factor"]) == (4, 2, True, 2.5)
+    assert (cfg["partial_rotary_factor"], cfg["use_qk_norm"], cfg["attention_bias"]) == (0.5, True, True)
+    assert (cfg["first_k_dense_replace"], cfg["n_shared_experts"], cfg["moe_intermediate_size"]) == (1, 1, 32)
+    bare = {k: v for k, v in meta.items() if k.split(".", 1)[-1] not in (
+        "expert_weights_norm", "expert_weights_scale", "expert_group_count", "expert_group_used_count",
+        "rope.dimension_count", "expert_gating_func", "leading_dense_block_count")}
+    cfg = config_from_gguf(bare, "x", 320, {k: v for k, v in tensors.items() if "_norm." not in k
+                                            or not k.split(".")[-2].startswith(("attn_q", "attn_k"))})[1]
+    assert (cfg["n_group"], cfg["topk_group"], cfg["norm_topk_prob"], cfg["routed_scaling_factor"]) == (1, 1, False, 1.0)
+    assert (cfg["partial_rotary_factor"], cfg["use_qk_norm"], cfg["first_k_dense_replace"]) == (1.0, False, 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"glm4moe.expert_gating_func": np.uint32(1)}, "metadata 'glm4moe.expert_gating_func' is 1: Petit's glm4_moe "
+                                                   "family runs the sigmoid (2) only"),
+    ({"glm4moe.rope.dimension_sections": np.array([2, 1, 1, 0], np.int32)},
+     "metadata 'glm4moe.rope.dimension_sections' is set: Petit does not run GLM-4.5V's multimodal RoPE"),
+    ({"glm4moe.expert_shared_count": None}, "metadata 'glm4moe.expert_shared_count' is missing: llama.cpp's glm4moe "
+                                            "requires it"),
+    ({"glm4moe.nextn_predict_layers": np.uint32(3)}, "metadata 'glm4moe.nextn_predict_layers' (3) should be below "
+                                                     "'glm4moe.block_count' (3)"),
+])
+def test_a_glm4moe_file_with_bad_metadata_is_a_clear_error(tmp_path, change, message):
+    path = _rewrite(tmp_path, "glm4_moe", meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def _with_tensors(tmp_path, case, add=(), drop=()):
+    """A copy of the case's q8_0 file with F32 tensors added ({name: float32 array}) or some left out."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / case / "q8_0.gguf") as f:
+        meta = dict(f.metadata)
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items() if n not in drop}
+    for n, a in dict(add).items():
+        tensors[n] = ("F32", a.shape, np.ascontiguousarray(a, np.float32).view(np.uint8))
+    write_gguf(tmp_path / "x.gguf", meta, tensors)
+    return tmp_path / "x.gguf"
+
+
+def test_hunyuan_moe_runs_q_k_v_biases_without_an_output_bias_as_llama_cpp_does(tmp_path):
+    """llama.cpp's hunyuan-moe loads q / k / v biases when the file has them and never an attn_output.bias: biases
+    of a constant c on k change nothing (softmax), on v they add o_proj's c-row sums to the output, and a file with
+    an attn_output.bias is refused (llama.cpp refuses it too)."""
+    ref = np.load(ROOT / "hunyuan_v1_moe_nobias" / "q8_0.npz")
+    plain = _load("hunyuan_v1_moe_nobias", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    zeros = {f"blk.{i}.attn_{x}.bias": np.zeros(64 if x == "q" else 32, np.float32) for i in range(2) for x in "qkv"}
+    got = petit.load(_with_tensors(tmp_path, "hunyuan_v1_moe_nobias", zeros), weights="f32").logits(ref["input_ids"])
+    assert np.array_equal(got, plain)
+    shifted = dict(zeros, **{f"blk.{i}.attn_v.bias": np.full(32, 0.5, np.float32) for i in range(2)})
+    got = petit.load(_with_tensors(tmp_path, "hunyuan_v1_moe_nobias", shifted), weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, plain) > 1e-3                       # the v bias is read (no o bias absorbs it)
+    path = _with_tensors(tmp_path, "hunyuan_v1_moe_nobias", dict(zeros, **{"blk.0.attn_output.bias": np.zeros(64)}))
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == (f"{path}: tensor 'blk.0.attn_output.bias' is not loaded by llama.cpp's hunyuan-moe (it "
+                            f"refuses such a file), and Petit does not run it either")
+
+
+def test_ernie_moe_without_its_selection_bias_chooses_on_the_probabilities(tmp_path):
+    """`exp_probs_b` is optional in llama.cpp's ernie4_5-moe: without it the choice is made on the probabilities, as
+    with a zero bias; and the chosen weights' sum is clamped at llama.cpp's 2^-14, not transformers' 1e-12."""
+    ref = np.load(ROOT / "ernie4_5_moe_nobias" / "q8_0.npz")
+    names = ("blk.1.exp_probs_b.bias", "blk.2.exp_probs_b.bias")
+    zero = petit.load(_rewrite(tmp_path, "ernie4_5_moe_nobias", tensor_change={n: np.zeros_like for n in names}),
+                      weights="f32").logits(ref["input_ids"])
+    (tmp_path / "x.gguf").unlink()
+    bare = petit.load(_with_tensors(tmp_path, "ernie4_5_moe_nobias", drop=names), weights="f32")
+    assert np.array_equal(bare.logits(ref["input_ids"]), zero)
+    assert _scaled(zero, ref["exact_logits"]) > 1e-3       # the file's bias counts
+    assert bare.config.moe_norm_min == 2.0 ** -14 and bare.config.moe_num_shared_experts == 2
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("hunyuan_v1_moe_nobias", {"hunyuan-moe.expert_shared_feed_forward_length": np.uint32(64)},
+     "metadata 'hunyuan-moe.expert_shared_feed_forward_length' (64) differs from 'hunyuan-moe.feed_forward_length' "
+     "(32): the hunyuan_v1_moe family's shared MLP is as wide as its experts"),
+    ("ernie4_5_moe_nobias", {"ernie4_5-moe.interleave_moe_layer_step": np.uint32(2)},
+     "metadata 'ernie4_5-moe.interleave_moe_layer_step' is 2: Petit runs llama.cpp's ernie4_5-moe with experts in "
+     "every layer from 'ernie4_5-moe.leading_dense_block_count' on (1)"),
+    ("ernie4_5_moe_nobias", {"ernie4_5-moe.interleave_moe_layer_step": None},
+     "metadata 'ernie4_5-moe.interleave_moe_layer_step' is missing: llama.cpp's ernie4_5-moe requires it"),
+    ("ernie4_5_moe_nobias", {"ernie4_5-moe.expert_shared_feed_forward_length": np.uint32(48)},
+     "metadata 'ernie4_5-moe.expert_shared_feed_forward_length' (48) is not a multiple of "
+     "'ernie4_5-moe.expert_feed_forward_length' (32), which the ernie4_5_moe family requires"),
+    ("dbrx", {"dbrx.attention.layer_norm_epsilon": np.float32(1e-6)},
+     "metadata 'dbrx.attention.layer_norm_epsilon' is 1e-06: the dbrx family's LayerNorms have 1e-5"),
+    ("dbrx", {"dbrx.attention.clamp_kqv": None},
+     "metadata 'dbrx.attention.clamp_kqv' is missing: llama.cpp's dbrx requires it"),
+    ("dbrx", {"dbrx.rope.dimension_count": np.uint32(8)},
+     "metadata 'dbrx.attention.key_length' (16) and 'dbrx.rope.dimension_count' (8) should both be "
+     "'dbrx.embedding_length' / 'dbrx.attention.head_count' (16), as the dbrx family has them"),
+    ("dbrx", {"dbrx.rope.scaling.type": "linear", "dbrx.rope.scaling.factor": np.float32(2.0)},
+     "metadata 'dbrx.rope.scaling.type' is set: the dbrx family runs unscaled RoPE"),
+])
+def test_a_hunyuan_ernie_or_dbrx_moe_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
+    path = _rewrite(tmp_path, case, meta_change=change)
+    with pytest.raises(ValueError) as e:
+        petit.load(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_dbrx_clamps_q_k_v_by_the_files_key():
+    """clamp_kqv 2.0 is the fixture's clip_qkv: with it off the logits move (so the clamp is read and acts)."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "dbrx" / "q8_0.npz")
+    extra = ARCHS["dbrx"].extra
+    ARCHS["dbrx"] = dataclasses.replace(ARCHS["dbrx"], extra=lambda m, k, cfg, h: (
+        extra(m, k, cfg, h), cfg["attn_config"].update(clip_qkv=None)))
+    try:
+        free = _load("dbrx", "q8_0.gguf", weights="f32").logits(ref["input_ids"])
+    finally:
+        ARCHS["dbrx"] = dataclasses.replace(ARCHS["dbrx"], extra=extra)
+    assert _scaled(free, ref["exact_logits"]) > 1e-3

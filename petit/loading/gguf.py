@@ -255,7 +255,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         used |= {g for hf, parts in src.joined.items() if hf in src.used for g, _ in parts}
-        extra = sorted(set(f.tensors) - used)
+        extra = sorted(set(f.tensors) - used - set(_mtp_layers(f.tensors, meta, cfg_dict)))
         notes = []
         if extra:
             raise ValueError(f"{path}: tensor(s) {', '.join(extra[:5])} of the {meta['general.architecture']} "
@@ -296,6 +296,15 @@ def _parts(src: GGUFSource, name: str) -> tuple:
 def _outer_rows(shape: tuple) -> int:
     """The rows of a tensor's [rows, columns] view (a 3-D one's experts x rows; a vector's values)."""
     return int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
+
+
+def _mtp_layers(names, meta, cfg) -> list:
+    """The tensors of the multi-token-prediction layers a converter appends after the decoder's (GLM-4.5's
+    `nextn_predict_layers`, counted in `block_count`): llama.cpp's decoder does not run them, nor does Petit."""
+    if not meta.get(f"{meta['general.architecture']}.nextn_predict_layers"):
+        return []
+    n = cfg["num_hidden_layers"]
+    return [g for g in names if g.startswith("blk.") and g.split(".")[1].isdigit() and int(g.split(".")[1]) >= n]
 
 
 ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
