@@ -9,6 +9,7 @@ The NumPy-facing wrappers below (checked inputs, allocated outputs) are for test
 at export, dequantizing a tensor). The model's per-token loop calls `lib` directly with pointers prepared once at
 load (see petit/models/decoder.py).
 """
+import ctypes
 import mmap
 import os
 import warnings
@@ -113,6 +114,26 @@ BLOCK = 32
 def prefers_interleaved() -> bool:
     """Whether the active kernel path multiplies interleaved q8_0 / q4_0 matrices fastest (x86: AVX2, AVX-512)."""
     return bool(lib.pt_prefers_interleaved())
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim          # glibc (Linux); macOS and Windows have none
+    except (AttributeError, OSError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def trim_heap() -> bool:
+    """Hand the C heap's free memory back to the system (glibc's malloc_trim), as after a load: glibc keeps what was
+    freed at the top of its heap, so the ~300,000 strings a GGUF file's 151k-token vocabulary is read into stayed
+    resident after the tokenizer was built (60 MiB on Qwen2.5's). False where the C library has no such call."""
+    if _MALLOC_TRIM is None:
+        return False
+    _MALLOC_TRIM(0)
+    return True
 
 
 def anonymous_map(size: int) -> mmap.mmap:

@@ -5,6 +5,7 @@ import os
 
 from petit.loading.file import load_file
 from petit.model import Model
+from petit.native import trim_heap
 
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m")
 
@@ -48,11 +49,14 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
     if weights is not None and weights not in WEIGHT_TYPES:
         raise ValueError(f"weights must be one of {', '.join(WEIGHT_TYPES)}, got {weights!r}")
     path = os.fspath(path)
-    if os.path.isdir(path):
-        from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
-        return load_folder(path, weights or "q8_0", tokenizer, repack, search)
-    from petit.formats.gguf import is_gguf
-    if is_gguf(path):
-        from petit.loading.gguf import load_gguf
-        return load_gguf(path, weights, tokenizer, repack, gguf_stored, search)
-    return load_file(path, weights, tokenizer, verify_checksums, mmap, repack, search, gguf_stored)
+    try:
+        if os.path.isdir(path):
+            from petit.loading.folder import load_folder     # the checkpoint readers, only when a folder is loaded
+            return load_folder(path, weights or "q8_0", tokenizer, repack, search)
+        from petit.formats.gguf import is_gguf
+        if is_gguf(path):
+            from petit.loading.gguf import load_gguf
+            return load_gguf(path, weights, tokenizer, repack, gguf_stored, search)
+        return load_file(path, weights, tokenizer, verify_checksums, mmap, repack, search, gguf_stored)
+    finally:
+        trim_heap()       # what a load allocated and freed (a GGUF vocabulary's strings, fp32 tensors) goes back
