@@ -181,9 +181,12 @@ const pt_kernels pt_kernels_neon = {
     .rows_q8x8 = rows_q8x8_g,
     .rows_q4x8 = rows_q4x8_g,
     .rows_gguf = rows_gguf_neon,
-    /* SIMD kernels for all ten types (kept as stored when a load asks); none is the loader's default as stored
-     * until its speed against q8_0 is measured on an ARM CPU (QEMU cannot say) */
-    .gguf_fast = 0,
+    /* SIMD kernels for all ten types. The loader keeps the K-quants and IQ4_XS as stored, as on x86: decoded to
+     * q8_0 a Q4_K_M model would take about 1.8x its file's size in memory (a laptop's whole RAM for a model that
+     * fits), and their speed against q8_0 is not measured on an ARM CPU yet (QEMU cannot say). The 32-value types
+     * (Q4_1, Q5_0, Q5_1, IQ4_NL: 1.5x at most) are decoded as on x86 unless a load asks for them stored. */
+    .gguf_fast = (1u << GG_Q2_K) | (1u << GG_Q3_K) | (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) |
+                 (1u << GG_IQ4_XS),
     .gguf_simd = NEON_GGUF_SIMD,
     .norm = norm_g,
     .attn_block = attn_block_g,

@@ -72,8 +72,9 @@ def test_the_fast_types_are_the_paths_own():
     x86 = K.info()["isa"] in ("avx2", "avxvnni", "avx512")
     # the K-quants run fastest as stored (from memory, as a model's decode reads them), and IQ4_XS as fast in half
     # the memory; the 32-value types have SIMD kernels too, but run faster decoded to q8_0
-    # NEON (kern_neon_gguf.h) has SIMD kernels for every type, none a default as stored until measured on ARM
-    assert K.gguf_fast_types() == ({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"} if x86 else set())
+    # NEON (kern_neon_gguf.h) has SIMD kernels for every type and keeps the same ones as stored, by their memory
+    assert K.gguf_fast_types() == ({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"}
+                                   if x86 or K.info()["isa"] == "neon" else set())
     assert K.gguf_simd_types() == ({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"}
                                    if x86 or K.info()["isa"] == "neon" else set())
 
