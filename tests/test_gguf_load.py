@@ -120,7 +120,7 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
         write_gguf(tmp_path / "x.gguf", meta, {"token_embd.weight": ("F16", f.tensors["token_embd.weight"].shape,
                                                                      f.raw("token_embd.weight"))})
     with pytest.raises(ValueError, match=r"x.gguf: architecture 'rwkv7' is not supported by Petit's GGUF reader "
-                                         r"\(supported: apertus, arcee, bloom, chatglm, cohere2, command-r, dbrx, "
+                                         r"\(supported: apertus, arcee, bitnet, bloom, chatglm, cohere2, command-r, dbrx, "
                                          r"deepseek2, ernie4_5, ernie4_5-moe, exaone4, "
                                          r"falcon, falcon-h1, gemma, gemma2, gemma3, glm4, glm4moe, gpt-oss, gpt2, gptneox, "
                                          r"granite, granitehybrid, granitemoe, hunyuan-dense, hunyuan-moe, jamba, lfm2, llama, "

@@ -3,7 +3,7 @@ the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside e
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
 hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
-ernie4_5, deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), glm4moe (GLM-4.5),
+ernie4_5, bitnet (BitNet b1.58), deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), glm4moe (GLM-4.5),
 hunyuan-moe, ernie4_5-moe, dbrx, and the state-space and hybrid mamba (Mamba and
   Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
@@ -35,8 +35,8 @@ MOE = {"deepseek_v3", "deepseek_v2_lite", "llama4_text", "glm4_moe", "hunyuan_v1
 # families of ../gguf/ in the shapes llama.cpp's converter and loader take (tests/fixtures/hf_gguf)
 CONVERTER = {"gemma3_text_v305", "phi_ffn4x", "stablelm_noqk", "olmo2_untied", "cohere_noqk"}
 # families of ../hf_more/ in those shapes (tests/fixtures/hf_gguf: make_more_fixtures.py --converter-cases): OLMo 3
-# (llama.cpp's olmo2 with a sliding window), ERNIE 4.5 and OLMo-1
-DENSE_TWINS = {"olmo3_untied", "ernie4_5_nobias", "olmo_nobias"}
+# (llama.cpp's olmo2 with a sliding window), ERNIE 4.5, OLMo-1 and BitNet b1.58 (llama.cpp's bitnet: a silu MLP)
+DENSE_TWINS = {"olmo3_untied", "ernie4_5_nobias", "olmo_nobias", "bitnet_online_silu"}
 READ = (GELU_TABLE | {"arcee", "seed_oss", "hunyuan_v1_dense", "glm4", "nemotron"} | SSM | VARIANTS | MOE | CONVERTER
         | DENSE_TWINS)
 FILES = sorted((case, p.name) for case in MANIFEST if (ROOT / case).is_dir()
@@ -188,6 +188,9 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
     ("ernie4_5_nobias", {"ernie4_5.rope.dimension_count": 8}, "metadata 'ernie4_5.rope.dimension_count' is not the "
                                                               "head size (16): llama.cpp's ernie4_5 rotates whole "
                                                               "heads"),
+    ("bitnet_online_silu", {"bitnet.rope.dimension_count": 8}, "metadata 'bitnet.rope.dimension_count' is not the "
+                                                               "head size (16): llama.cpp's bitnet rotates whole "
+                                                               "heads"),
 ])
 def test_a_gguf_file_with_bad_metadata_is_a_clear_error(tmp_path, case, change, message):
     path = _rewrite(tmp_path, case, meta_change=change)
@@ -673,3 +676,38 @@ def test_dbrx_clamps_q_k_v_by_the_files_key():
     finally:
         ARCHS["dbrx"] = dataclasses.replace(ARCHS["dbrx"], extra=extra)
     assert _scaled(free, ref["exact_logits"]) > 1e-3
+
+
+@pytest.mark.parametrize("tensor", ["blk.0.attn_q.scale", "blk.0.ffn_down.scale"])
+def test_a_bitnet_projection_scale_is_refused_by_name(tmp_path, tensor):
+    """llama.cpp's bitnet multiplies a projection's output by its optional `.scale` tensor, which its converter never
+    writes: the reader names one instead of running the file without it."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(ROOT / "bitnet_online_silu" / "q8_0.gguf") as f:
+        tensors = {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()}
+        meta = dict(f.metadata)
+    tensors[tensor] = ("F32", (1,), np.full(1, 0.5, np.float32).view(np.uint8))
+    write_gguf(tmp_path / "x.gguf", meta, tensors)
+    with pytest.raises(ValueError) as e:
+        petit.load(tmp_path / "x.gguf")
+    assert str(e.value) == (f"{tmp_path / 'x.gguf'}: tensor '{tensor}' is not run by Petit's bitnet reader: llama.cpp "
+                            "multiplies the projection's output by it, and llama.cpp's converter writes none")
+
+
+def test_bitnet_runs_as_llama_cpp_runs_it_not_as_transformers(monkeypatch):
+    """llama.cpp's bitnet computes silu(gate) * up and leaves the projections' inputs in float: the file is read so
+    (within 1e-5 of llama.cpp's exact logits), where transformers' int8 activations, or its relu², are far off."""
+    import dataclasses
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(ROOT / "bitnet_online_silu" / "q8_0.npz")
+    model = _load("bitnet_online_silu", "q8_0.gguf", weights="f32")
+    c = model.config
+    assert (c.model_type, c.hidden_act, c.activation_quant, c.tie_word_embeddings) == ("bitnet", "silu", False, True)
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    extra = ARCHS["bitnet"].extra
+    for change in (dict(activation_quant=True), dict(hidden_act="relu2")):
+        monkeypatch.setitem(ARCHS, "bitnet", dataclasses.replace(ARCHS["bitnet"], extra=lambda m, k, cfg, h, ch=change: (
+            extra(m, k, cfg, h), cfg.update(ch))))
+        assert _scaled(_load("bitnet_online_silu", "q8_0.gguf", weights="f32").logits(ref["input_ids"]),
+                       ref["exact_logits"]) > 1e-3, change

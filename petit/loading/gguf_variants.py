@@ -25,6 +25,7 @@ exaone4.cpp, chatglm.cpp):
 - olmo2 with `attention.sliding_window` (OLMo 3, which the converter writes as olmo2): Petit's olmo3 family, see
   `_olmo2`; olmo (OLMo-1) and ernie4_5 (ERNIE 4.5's dense models): see `_olmo` and `_ernie4_5` (src/models/olmo.cpp,
   olmo2.cpp, ernie4-5.cpp).
+- bitnet (BitNet b1.58): Petit's bitnet family as llama.cpp runs it, see `_bitnet` (src/models/bitnet.cpp).
 """
 import numpy as np
 
@@ -166,6 +167,25 @@ def _ernie4_5(meta, key, cfg, has):
     cfg["use_bias"] = False
 
 
+BITNET_PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+def _bitnet(meta, key, cfg, has):
+    """BitNet b1.58 as llama.cpp's bitnet runs it: Llama's block with RMS sub-norms on o_proj's input
+    (`attn_sub_norm`) and down_proj's (`ffn_sub_norm`), RoPE on half-split pairs (unpermuted), tied embeddings, and
+    an MLP of silu(gate) * up whatever the checkpoint's hidden_act was (llama.cpp's graph has no relu²). The
+    converter ternarizes each projection (t / s, BitNet's absmean rule) and stores it in the file's type; llama.cpp
+    multiplies those weights as stored with unquantized activations (no int8 step), which is what
+    `activation_quant` off runs. A projection's optional `.scale` tensor (not written by the converter) would
+    multiply its output in llama.cpp; Petit does not read one and names it instead of running without it."""
+    _full_rotary("bitnet", cfg, key)
+    for n in BITNET_PROJECTIONS:
+        if has(f"blk.0.{n}.scale"):
+            raise ValueError(f"tensor 'blk.0.{n}.scale' is not run by Petit's bitnet reader: llama.cpp multiplies "
+                             "the projection's output by it, and llama.cpp's converter writes none")
+    cfg.update(hidden_act="silu", activation_quant=False, attention_bias=False)
+
+
 VARIANT_ARCHS = {
     # Apertus's norms are attention_layernorm / feedforward_layernorm; its MLP has no gate
     "apertus": GGUFArch("apertus", dict(LLAMA_LAYER, attn_norm="attention_layernorm",
@@ -186,4 +206,7 @@ VARIANT_ARCHS = {
     # OLMo-1: no norm weights at all (the LayerNorms have none), q / k permuted as for Llama
     "olmo": GGUFArch("olmo", LLAMA_LAYER, rope_pairs=True, extra=_olmo),
     "ernie4_5": GGUFArch("ernie4_5", LLAMA_LAYER, extra=_ernie4_5),
+    # BitNet b1.58: sub-norms before o_proj and down_proj
+    "bitnet": GGUFArch("bitnet", dict(LLAMA_LAYER, attn_sub_norm="self_attn.attn_sub_norm",
+                                      ffn_sub_norm="mlp.ffn_sub_norm"), extra=_bitnet),
 }

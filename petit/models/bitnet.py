@@ -9,7 +9,11 @@ head only.
 (microsoft/bitnet-b1.58-2B-4T) packs 4 ternary values a byte ([out / 4, in] uint8, value t + 1 of row i * out / 4 + p
 in bits 2i of packed row p) with a `weight_scale` each; `linear_class` bitlinear divides the products by it,
 autobitlinear multiplies them by it. Online (the -bf16 master weights, autobitlinear) is ternarized at load by
-BitNet's rule: s = 1 / mean |w|, t = clamp(round(w s), -1, 1), scale 1 / s."""
+BitNet's rule: s = 1 / mean |w|, t = clamp(round(w s), -1, 1), scale 1 / s.
+
+`activation_quant` off (Petit's key, set by the GGUF reader for llama.cpp's bitnet files) runs the projections as
+llama.cpp does: float matrix products of the weights as stored (the converter stores them already ternarized,
+t / s, in the file's type), with no int8 quantization of their inputs."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +35,13 @@ class BitNetConfig(DecoderConfig):
     rope_theta: float = 500000.0
     attention_bias: bool = False
     quantization_config: dict | None = None
+    activation_quant: bool = True       # int8 per token before each projection (transformers); False: llama.cpp
     model_type: str = "bitnet"
     _QUANT_METHODS = ("bitnet",)
 
     def _validate(self):
-        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias"))
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "attention_bias",
+                                                             "activation_quant"))
         if self.attention_bias:
             raise ValueError("config: attention_bias=true is not supported by the bitnet family")
         self.act = activation(self, "hidden_act", "bitnet")
@@ -53,8 +59,9 @@ class BitNetConfig(DecoderConfig):
         self.keep_float = list(q.get("modules_to_not_convert") or ["lm_head"])
 
     def ternary(self, name: str) -> bool:
-        """Whether the projection `name` is one of BitNet's ternary layers (transformers' substring rule)."""
-        return not any(k in name for k in self.keep_float)
+        """Whether the projection `name` runs on the ternary kernel: one of BitNet's ternary layers (transformers'
+        substring rule), with int8 activations."""
+        return self.activation_quant and not any(k in name for k in self.keep_float)
 
 
 def _unpack(packed: np.ndarray) -> np.ndarray:

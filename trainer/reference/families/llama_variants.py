@@ -188,9 +188,13 @@ def persimmon(cfg, names):
 def bitnet(cfg, names):
     """Its projections are stored as tq2 (ternary) rows in a .petit file, which the forward multiplies with BitNet's
     per-token int8 rounding of their inputs (transformers' ActQuant): what the model computes, not an engine
-    approximation."""
+    approximation. llama.cpp's bitnet files run with a silu MLP (hidden_act silu) and float projections, stored as
+    such."""
     eps = get(cfg, "rms_norm_eps", 1e-5)
-    spec = llama_like(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5)), names, "bitnet", eps=eps, act="relu2",
+    act = get(cfg, "hidden_act", "relu2")
+    if act not in ("relu2", "silu"):
+        raise ValueError(f"the reference does not model hidden_act={act!r} of bitnet")
+    spec = llama_like(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5)), names, "bitnet", eps=eps, act=act,
                       rope_of=_rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5))))
     for i, L in enumerate(spec.layers):
         L.o_norm = rms(f"model.layers.{i}.self_attn.attn_sub_norm", eps)
