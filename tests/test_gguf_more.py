@@ -2,10 +2,11 @@
 the Hugging Face fixtures (tests/fixtures/gguf_more, llama.cpp's logits beside each file; its README says how):
 
 - the architectures Petit's GGUF reader knows (bloom, falcon in both layouts, mpt, starcoder, arcee, seed_oss,
-hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
-ernie4_5, bitnet (BitNet b1.58), deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model), glm4moe (GLM-4.5),
-hunyuan-moe, ernie4_5-moe, dbrx, and the state-space and hybrid mamba (Mamba and
-  Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next) give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
+  hunyuan-dense, glm4, nemotron, apertus, exaone4, chatglm, gpt-oss, olmo, olmo2 with a sliding window (OLMo 3),
+  ernie4_5, bitnet (BitNet b1.58), deepseek2 (DeepSeek-V3 and DeepSeek-V2-Lite), llama4 (Llama 4's text model),
+  glm4moe (GLM-4.5), hunyuan-moe, ernie4_5-moe, dbrx, gemma3, phi2, stablelm, olmo2, command-r, and the state-space
+  and hybrid mamba (Mamba and Falcon-Mamba), mamba2, lfm2, granitehybrid, jamba, falcon-h1, nemotron_h, qwen3next)
+  give llama.cpp's exact logits (its run on the file's weights in float32) when decoded to float32, within
   1e-5 of the logit range (1e-3 for the GELU families, whose GELU llama.cpp computes from an f16 table), with the
   same argmax and greedy tokens; run as stored (Q8_0, Q4_0) they stay within 1.5x llama.cpp's own distance from
   those exact logits;
@@ -205,23 +206,24 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
      "(Mistral-Large)"),
     ("deepseek_v2_lite", {"deepseek2.expert_gating_func": np.uint32(4)},
      "metadata 'deepseek2.expert_gating_func' is 4: Petit runs softmax (1) and sigmoid (2)"),
-    ("llama4_text", {"llama4.interleave_moe_layer_step": None}, "metadata 'llama4.interleave_moe_layer_step' is missing: Petit's "
-                                                 "llama4 needs a positive number"),
-    ("llama4_text", {"llama4.expert_feed_forward_length": np.uint32(0)}, "metadata 'llama4.expert_feed_forward_length' is 0: "
-                                                          "Petit's llama4 needs a positive number"),
-    ("llama4_text", {"llama4.rope.freq_base_swa": np.float32(10000.0)}, "metadata 'llama4.rope.freq_base_swa' differs from "
-                                                         "'llama4.rope.freq_base': the llama4_text family has one "
-                                                         "RoPE base"),
-    ("llama4_text", {"llama4.attention.sliding_window_pattern": "x"}, "metadata 'llama4.attention.sliding_window_pattern' is 'x': "
-                                                       "it should be a layer period or true / false for each layer"),
-    ("glm4_moe", {"glm4moe.expert_gating_func": np.uint32(1)}, "metadata 'glm4moe.expert_gating_func' is 1: Petit's glm4_moe "
-                                                   "family runs the sigmoid (2) only"),
+    ("llama4_text", {"llama4.interleave_moe_layer_step": None},
+     "metadata 'llama4.interleave_moe_layer_step' is missing: Petit's llama4 needs a positive number"),
+    ("llama4_text", {"llama4.expert_feed_forward_length": np.uint32(0)},
+     "metadata 'llama4.expert_feed_forward_length' is 0: Petit's llama4 needs a positive number"),
+    ("llama4_text", {"llama4.rope.freq_base_swa": np.float32(10000.0)},
+     "metadata 'llama4.rope.freq_base_swa' differs from 'llama4.rope.freq_base': the llama4_text family has one RoPE "
+     "base"),
+    ("llama4_text", {"llama4.attention.sliding_window_pattern": "x"},
+     "metadata 'llama4.attention.sliding_window_pattern' is 'x': it should be a layer period or true / false for each "
+     "layer"),
+    ("glm4_moe", {"glm4moe.expert_gating_func": np.uint32(1)},
+     "metadata 'glm4moe.expert_gating_func' is 1: Petit's glm4_moe family runs the sigmoid (2) only"),
     ("glm4_moe", {"glm4moe.rope.dimension_sections": np.array([2, 1, 1, 0], np.int32)},
      "metadata 'glm4moe.rope.dimension_sections' is set: Petit does not run GLM-4.5V's multimodal RoPE"),
-    ("glm4_moe", {"glm4moe.expert_shared_count": None}, "metadata 'glm4moe.expert_shared_count' is missing: llama.cpp's glm4moe "
-                                            "requires it"),
-    ("glm4_moe", {"glm4moe.nextn_predict_layers": np.uint32(3)}, "metadata 'glm4moe.nextn_predict_layers' (3) should be below "
-                                                     "'glm4moe.block_count' (3)"),
+    ("glm4_moe", {"glm4moe.expert_shared_count": None},
+     "metadata 'glm4moe.expert_shared_count' is missing: llama.cpp's glm4moe requires it"),
+    ("glm4_moe", {"glm4moe.nextn_predict_layers": np.uint32(3)},
+     "metadata 'glm4moe.nextn_predict_layers' (3) should be below 'glm4moe.block_count' (3)"),
     ("hunyuan_v1_moe_nobias", {"hunyuan-moe.expert_shared_feed_forward_length": np.uint32(64)},
      "metadata 'hunyuan-moe.expert_shared_feed_forward_length' (64) differs from 'hunyuan-moe.feed_forward_length' "
      "(32): the hunyuan_v1_moe family's shared MLP is as wide as its experts"),
