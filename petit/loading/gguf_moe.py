@@ -61,14 +61,18 @@ LLAMA4_NOPE_EVERY = 4         # every 4th layer without RoPE
 MAVERICK_EXPERTS = 128        # llama.cpp leaves out the q / k norm for this expert count only
 
 
+def _number(meta, key, k, default=None, kind=int, arch="glm4moe"):
+    v = meta.get(key(k), default)
+    if v is None:
+        raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's {arch} requires it")
+    if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"metadata {key(k)!r} is {v!r}: it should be a number")
+    return kind(v)
+
+
 def _deepseek2(meta, key, cfg, has):
     def get(k, default=None, kind=int):
-        v = meta.get(key(k), default)
-        if v is None:
-            raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's deepseek2 requires it")
-        if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"metadata {key(k)!r} is {v!r}: it should be a number")
-        return kind(v)
+        return _number(meta, key, k, default, kind, "deepseek2")
 
     rope = get("rope.dimension_count")
     k_mla, v_mla = get("attention.key_length_mla"), get("attention.value_length_mla")
@@ -169,15 +173,6 @@ def _llama4(meta, key, cfg, has):
     floor, scale = LLAMA4_TEMPERATURE
     cfg.update(attention_chunk_size=LLAMA4_CHUNK, attn_temperature_tuning=True, floor_scale=floor, attn_scale=scale,
                no_rope_layers=[int((i + 1) % LLAMA4_NOPE_EVERY != 0) for i in range(n)])
-
-
-def _number(meta, key, k, default=None, kind=int, arch="glm4moe"):
-    v = meta.get(key(k), default)
-    if v is None:
-        raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's {arch} requires it")
-    if isinstance(v, (bool, str)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"metadata {key(k)!r} is {v!r}: it should be a number")
-    return kind(v)
 
 
 def _glm4moe(meta, key, cfg, has):
