@@ -67,14 +67,18 @@ static struct {
  * slows down when it shares a core with the caller; a gap over GAP_NS is the program doing something else, not
  * counted. After `explore` windows one way, one window is run the other way; the next window goes the faster of the
  * two, and the loser is tried again after twice as many windows as before (up to MAX_EXPLORE), or after one window
- * when the probe won. So a quiet machine pools with a probe of running alone every 32 windows (a few percent of the
- * time), and a busy one runs alone with a probe of the pool as often. Two adjacent windows hold the same mix of ops
+ * when the probe won. So a quiet machine pools with a probe of running alone every 64 windows, and a busy one runs
+ * alone with a probe of the pool as often. A probe that is clearly losing (after PROBE_CHECK_JOBS jobs, under 0.8 of
+ * the other way's rate) ends there: on a busy machine a whole window of the pool cost about 3 % of the decode
+ * speed at one probe every 32 windows, an eighth of a window at one in 64 costs a fraction of a percent. Two adjacent windows hold the same mix of ops
  * (a window spans whole decoded tokens of most models), which is what makes their rates comparable. An earlier rule
  * that stepped aside on one long wait misfired on this VM, whose cores stall for a millisecond now and then with
  * nothing else running, and pushed a quiet 2-thread decode down to one thread's speed over a few seconds. */
 #define WINDOW_NS 50000000LL     /* a window ends after 50 ms of job time (and at least 8 jobs) */
 #define WINDOW_JOBS 512          /* or after this many jobs: one or two decoded tokens of a 0.5B or a 135M model */
-#define MAX_EXPLORE 32           /* windows the better way before the other is tried again, at most */
+#define MAX_EXPLORE 64           /* windows the better way before the other is tried again, at most */
+#define PROBE_CHECK_JOBS 64      /* a probe this far under the other way's rate ends here, lost */
+#define PROBE_CHECK_RATE 0.8
 #define GAP_NS 2000000LL         /* the time between two jobs counts with the second when shorter than 2 ms */
 static struct {
     int solo, probing;           /* the way jobs run now; whether this window is a probe of it */
@@ -89,8 +93,11 @@ static struct {
 static void pick_account(double work, int64_t ns) {
     pick.work += work;
     pick.ns += ns;
-    if (++pick.jobs < WINDOW_JOBS && (pick.jobs < 8 || pick.ns < WINDOW_NS)) return;
     const int way = pick.solo, other = !way;
+    ++pick.jobs;
+    const int lost_early = pick.probing && pick.jobs == PROBE_CHECK_JOBS &&
+                           pick.work < PROBE_CHECK_RATE * pick.rate[other] * (double)pick.ns;
+    if (!lost_early && pick.jobs < WINDOW_JOBS && (pick.jobs < 8 || pick.ns < WINDOW_NS)) return;
     pick.rate[way] = pick.work / (double)pick.ns;
     pick.work = 0.0;
     pick.ns = pick.jobs = 0;
