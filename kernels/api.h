@@ -24,6 +24,7 @@ int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into 
 /* why the last pt_init did not use the path it was asked for or would have chosen (that path disagreed with the
  * scalar one in the start-up check and the next one down is used), or "": the message into buf, its length */
 int  pt_path_warning(char *buf, int n);
+int  pt_amx_status(char *buf, int n);       /* 1: AMX tiles run the avx512 path's prefill; else 0, why into buf */
 
 /* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */
 /* pt_quantize to q8_0 / q4_0 returns -2 when x holds a NaN or an infinity (those rows are written as zeros) */

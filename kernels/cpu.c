@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* the active path: switched by pt_init under the lock, read by calls that do not take it, hence atomic */
 static _Atomic(const pt_kernels *) active = &pt_kernels_scalar;
@@ -215,6 +216,102 @@ static int checked_path(int isa) {
     return isa;
 }
 
+/* ---- AMX: the AVX-512 path's prefill on the tiles (kern_amx.c) ----
+ * Used when the CPU has AMX-TILE and AMX-INT8, the OS saves the tile state (XCR0 bits 17-18), Linux grants it to
+ * this process (arch_prctl(ARCH_REQ_XCOMP_PERM), without which the first tile instruction raises SIGILL), and the
+ * kernel gives the scalar path's bits in the start-up check, run under a guard for SIGILL / SIGSEGV / SIGBUS so a
+ * machine where the tiles fault gets a warning instead of a crash. Decided once; PETIT_AMX=0 turns it off. */
+static atomic_int amx_active;       /* read by the AVX-512 kernels on every prefill call */
+static int amx_state;               /* under check_mu: 0 not decided, 1 usable, -1 not (amx_msg says why) */
+static char amx_msg[320];
+static int amx_check_failed;        /* the CPU and OS have AMX but the kernel disagreed or faulted: a warning */
+
+int pt_amx_on(void) { return atomic_load_explicit(&amx_active, memory_order_relaxed); }
+
+#if defined(PT_X86_64) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static sigjmp_buf amx_jump;
+static void amx_fault(int sig) { siglongjmp(amx_jump, sig); }
+
+/* the start-up check with SIGILL, SIGSEGV and SIGBUS turned into a failure, the caller's handlers put back after */
+static int amx_guarded_check(char *msg, int n) {
+    static const int sigs[3] = {SIGILL, SIGSEGV, SIGBUS};
+    struct sigaction sa, old[3];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = amx_fault;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
+    volatile int rc = -1;
+    const int sig = sigsetjmp(amx_jump, 1);
+    if (sig == 0) rc = pt_amx_check(msg, n);
+    else snprintf(msg, (size_t)n, "the AMX kernel raised signal %d in its start-up check", sig);
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    return rc;
+}
+
+static int amx_decide(void) {
+    const char *e = getenv("PETIT_AMX");
+    if (e && !strcmp(e, "0")) { snprintf(amx_msg, sizeof amx_msg, "turned off by PETIT_AMX=0"); return -1; }
+    unsigned r[4];
+    if (!pt_cpuid(7, 0, r) || !((r[3] >> 24) & 1) || !((r[3] >> 25) & 1)) {
+        snprintf(amx_msg, sizeof amx_msg, "this CPU has no AMX-TILE / AMX-INT8");
+        return -1;
+    }
+    if ((pt_xgetbv0() & (3ull << 17)) != (3ull << 17)) {
+        snprintf(amx_msg, sizeof amx_msg, "the operating system does not enable the AMX tile state (XCR0)");
+        return -1;
+    }
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        snprintf(amx_msg, sizeof amx_msg, "Linux did not grant the AMX tile state (arch_prctl: %s)", strerror(errno));
+        return -1;
+    }
+    char why[256];
+    if (amx_guarded_check(why, (int)sizeof why) != 0) {
+        snprintf(amx_msg, sizeof amx_msg, "%s: prefill runs on the avx512 path's vectors instead", why);
+        amx_check_failed = 1;
+        return -1;
+    }
+    return 1;
+}
+#else
+static int amx_decide(void) {
+    snprintf(amx_msg, sizeof amx_msg, "AMX is used by Linux x86-64 builds (gcc or clang) only");
+    return -1;
+}
+#endif
+
+/* 1 when the tiles run the active path's prefill; else 0 and why into buf */
+int pt_amx_status(char *buf, int n) {
+    pt_mutex_lock(&check_mu);
+    const int on = pt_amx_on();
+    int len = 0;
+    if (on) len = snprintf(buf, n > 0 ? (size_t)n : 0, "on");
+    else if (amx_state == 1)
+        len = snprintf(buf, n > 0 ? (size_t)n : 0, "AMX runs with the avx512 path, and the %s path is active",
+                       tables[pt_isa()]->name);
+    else len = snprintf(buf, n > 0 ? (size_t)n : 0, "%s", amx_state ? amx_msg : "not checked yet");
+    pt_mutex_unlock(&check_mu);
+    (void)len;
+    return on;
+}
+
+/* whether the path `isa` gets the tiles (the avx512 path only): decided once, at the first pt_init */
+static int amx_for(int isa) {
+    pt_mutex_lock(&check_mu);
+    if (!amx_state) amx_state = amx_decide();
+    if (amx_check_failed && !warning[0]) snprintf(warning, sizeof warning, "%s", amx_msg);
+    const int use = amx_state == 1 && isa == PT_ISA_AVX512;
+    pt_mutex_unlock(&check_mu);
+    return use;
+}
+
 int pt_path_warning(char *buf, int n) {
     pt_mutex_lock(&check_mu);
     int len = snprintf(buf, n > 0 ? (size_t)n : 0, "%s", warning);
@@ -233,6 +330,7 @@ int pt_init(int n_threads, int isa) {
     if (n_threads <= 0) n_threads = pt_default_threads() < 64 ? pt_default_threads() : 64;
     if (n_threads > 256) return -2;
     isa = checked_path(isa);
+    const int amx = amx_for(isa);
     pt_lock();
     const int old = pt_pool_threads();
     int rc = old == n_threads ? 0 : pt_pool_start(n_threads);
@@ -243,6 +341,7 @@ int pt_init(int n_threads, int isa) {
     } else {
         atomic_store_explicit(&active, tables[isa], memory_order_release);
         atomic_store(&active_isa, isa);
+        atomic_store(&amx_active, amx);
     }
     pt_unlock();
     return rc == 0 ? 0 : -2;

@@ -175,6 +175,13 @@ void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
  * a message naming the kernel into msg */
 int pt_path_check(const pt_kernels *k, char *msg, int n);
+/* AMX (kern_amx.c): the interleaved groups' pairs in rows r0..r1 against tokens 0..T16-1 (a multiple of 16) on the
+ * tiles; pt_amx_on says whether cpu.c turned it on; pt_amx_check compares it with the scalar path (0: the same
+ * bits; else a message in msg) */
+void pt_amx_rows(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T16, float *y, int64_t ldy,
+                 int accumulate, int q4);
+int pt_amx_on(void);
+int pt_amx_check(char *msg, int n);
 
 /* deltanet.c: the delta rule of a Gated DeltaNet mixer's value heads (kernels/ssm.c ran in_proj and the conv into
  * m->xz, rows of `row`, and m->u, rows of cw); the lock held. 0, or -3 out of memory */

@@ -103,14 +103,17 @@ static ALWAYS_INLINE void FN(x16_tile_)(const uint8_t *g0, const uint8_t *g1, co
 }
 
 /* groups of rows r0..r1 (multiples of 8) against T tokens: pairs of groups in tiles of 8 tokens and the tokens left,
- * then an odd last group by the 256-bit kernel */
+ * then an odd last group by the 256-bit kernel. With AMX on (cpu.c), the pairs' whole tiles of 16 tokens go to the
+ * AMX kernel (kern_amx.c) first, the same bits, and only the tokens after them come here. */
 static inline void FN(rows_x16_)(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T, float *y,
                                  int64_t ldy, int accumulate, const int q4) {
     const int64_t gbytes = a->K / QK * (q4 ? Q4X8_BYTES : Q8X8_BYTES);
+    const int64_t amx_tokens = T >= 16 && r0 + 16 <= r1 && pt_amx_on() ? T / 16 * 16 : 0;
+    if (amx_tokens) pt_amx_rows(w, r0, r1, a, amx_tokens, y, ldy, accumulate, q4);
     int64_t r = r0;
     for (; r + 16 <= r1; r += 16) {
         const uint8_t *g0 = w + r / 8 * gbytes, *g1 = g0 + gbytes;
-        int64_t t = 0;
+        int64_t t = amx_tokens;
         for (; t + GT <= T; t += GT) FN(x16_tile_)(g0, g1, a, t, GT, y, ldy, r, accumulate, q4, 0);
 #define X16_TAIL(n) FN(x16_tile_)(g0, g1, a, t, n, y, ldy, r, accumulate, q4, 1)
         TOKENS_LEFT(T - t, X16_TAIL)

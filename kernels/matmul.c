@@ -53,6 +53,7 @@ static void quant_task(void *ctx, int64_t t, int ith) {
 /* ---- matmul ---- */
 #define MAX_MATS 3
 #define PREFILL_TOKENS 40          /* tokens per chunk of a prefill: 5 of the x86 kernels' 8-token tiles */
+#define AMX_PREFILL_TOKENS 48      /* with AMX on: 3 of its 16-token tiles */
 #define PREFILL_BYTES (64 * 1024)  /* weight bytes per chunk of a prefill */
 typedef struct {
     const pt_tensor *W[MAX_MATS];
@@ -141,13 +142,15 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
     j.token_chunks = 1;
     if (quantized && T >= 2 * PREFILL_TOKENS) {
         /* a prefill: chunks of PREFILL_TOKENS tokens x the rows of about PREFILL_BYTES of weights, which the
-         * kernel's token tiles reuse from L2 while each tile's activations stay in L1 */
+         * kernel's token tiles reuse from L2 while each tile's activations stay in L1 (AMX's tiles take 16 tokens:
+         * 48 then) */
+        const int64_t chunk_tokens = pt_amx_on() ? AMX_PREFILL_TOKENS : PREFILL_TOKENS;
         int64_t rb = pt_row_bytes(W[0]->dtype, K);
         rpc = PREFILL_BYTES / (rb > 0 ? rb : 1);
         /* at least 16 rows: the AVX-512 kernel takes interleaved groups in pairs (an odd one at half the speed) */
         rpc = rpc < 16 ? 16 : (rpc > 256 ? 256 : rpc & ~(int64_t)15);
-        j.tokens_per_chunk = PREFILL_TOKENS;
-        j.token_chunks = (T + PREFILL_TOKENS - 1) / PREFILL_TOKENS;
+        j.tokens_per_chunk = chunk_tokens;
+        j.token_chunks = (T + chunk_tokens - 1) / chunk_tokens;
         int gguf = 0;
         for (int m = 0; m < n; m++) gguf |= W[m]->dtype >= PT_GGUF;
         if (gguf) {

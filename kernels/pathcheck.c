@@ -332,6 +332,57 @@ static void check_sel(report *r, const pt_kernels *k, const pt_kernels *s) {
     }
 }
 
+/* AMX's tiles (kern_amx.c) against the scalar path's interleaved kernel, bit for bit: 45 rows (two pairs of groups
+ * on the tiles, then a group and 5 plain rows they leave), two tiles of 16 tokens, K of 3 and 17 blocks, both types,
+ * accumulating or not. Called by cpu.c under a signal guard on a CPU that has AMX, and by kernels/amx_selftest.c on
+ * the emulated build. */
+int pt_amx_check(char *msg, int n) {
+    enum { AR = 45, AT = 37, AK = 544 };
+    static float w[AR * AK], x[AT * AK], y[AT * AR], y_ref[AT * AR];
+    static uint8_t wq[AR * AK * 2], wx[AR * AK * 2];
+    static int8_t q[AT * AK];
+    static float d[AT * AK / QK];
+    static int32_t sums[AT * AK / QK];
+    static const int64_t Ks[] = {96, AK};
+    const char *broken = getenv("PETIT_TEST_BREAK_AMX");   /* test hook: the check must catch a wrong result */
+    if (n > 0) msg[0] = 0;
+    rng_state = 777u;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        const int64_t K = Ks[ki];
+        for (int64_t i = 0; i < AR * K; i++) w[i] = rnd();
+        for (int64_t i = 0; i < AT * K; i++) x[i] = rnd() * 3.0f;
+        for (int64_t t = 0; t < AT; t++)
+            pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
+        const pt_act a = {q, d, sums, K};
+        for (int q4 = 0; q4 < 2; q4++) {
+            const int32_t dt = q4 ? PT_Q4_0 : PT_Q8_0;
+            if (pt_quantize(dt, w, AR, K, wq) != 0 || pt_interleave(dt, wq, wx, AR, K) != 0) {
+                snprintf(msg, (size_t)n, "the AMX check could not quantize its matrix");
+                return -1;
+            }
+            for (int acc = 0; acc < 2; acc++) {
+                for (int64_t i = 0; i < AT * AR; i++) y[i] = y_ref[i] = acc ? 0.5f + (float)(i % 7) : 0.0f;
+                pt_amx_rows(wx, 0, AR / 8 * 8, &a, AT / 16 * 16, y, AR, acc, q4);
+                /* the tiles take the pairs (rows 0-31) and the whole tiles of tokens (0-31), the rest stays */
+                (q4 ? pt_kernels_scalar.rows_q4x8 : pt_kernels_scalar.rows_q8x8)(wx, 0, AR / 16 * 16, &a,
+                                                                                 AT / 16 * 16, y_ref, AR, acc);
+                if (broken && atoi(broken) == 1) y[AR + 3] += 1.0f;
+                for (int64_t t = 0; t < AT; t++)
+                    for (int64_t j = 0; j < AR; j++) {
+                        const int64_t i = t * AR + j;
+                        if (memcmp(&y[i], &y_ref[i], sizeof(float)) != 0) {
+                            snprintf(msg, (size_t)n, "the AMX kernel's interleaved %s matmul disagrees with the "
+                                     "scalar path (K %lld, row %lld, token %lld: %.9g where %.9g is right)",
+                                     q4 ? "q4_0" : "q8_0", (long long)K, (long long)j, (long long)t, y[i], y_ref[i]);
+                            return -1;
+                        }
+                    }
+            }
+        }
+    }
+    return 0;
+}
+
 int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (n > 0) msg[0] = 0;
     if (k == &pt_kernels_scalar) return 0;

@@ -90,7 +90,7 @@ def cpu_features() -> str:
 
 
 def info() -> dict:
-    """The CPU features, the active path, the supported paths and the thread count."""
+    """The CPU features, the active path, the supported paths, the thread count and whether AMX runs."""
     return {
         "cpu_features": cpu_features(),
         "isa": ISA_NAMES[lib.pt_isa()],
@@ -98,7 +98,15 @@ def info() -> dict:
         "threads": lib.pt_n_threads(),
         "default_threads": lib.pt_default_threads(),
         "path_warning": path_warning(),
+        "amx": amx_status(),
     }
+
+
+def amx_status() -> str:
+    """"on" when Intel's AMX tiles run the avx512 path's prefill (kernels/kern_amx.c), else "off: " and why."""
+    buf = ffi.new("char[400]")
+    on = lib.pt_amx_status(buf, 400)
+    return "on" if on else f"off: {ffi.string(buf).decode()}"
 
 
 configure()

@@ -26,6 +26,8 @@ def cmd_info(args) -> int:
           "set PETIT_THREADS=N)")
     print("matrices:       " + ("q8_0 / q4_0 rows interleaved 8 at a time at load, as this path multiplies fastest"
                                 if prefers_interleaved() else "q8_0 / q4_0 rows as stored"))
+    print(f"amx:            {i['amx']}" + ("" if i["amx"] == "on" else "   (Intel AMX tiles for prefill; PETIT_AMX=0 "
+                                                                       "turns them off)"))
     if i["path_warning"]:
         print(f"path check:     {i['path_warning']}")
     return 0
