@@ -240,7 +240,8 @@ int pt_amx_on(void) { return atomic_load_explicit(&amx_active, memory_order_rela
 static sigjmp_buf amx_jump;
 static void amx_fault(int sig) { siglongjmp(amx_jump, sig); }
 
-/* the start-up check with SIGILL, SIGSEGV and SIGBUS turned into a failure, the caller's handlers put back after */
+/* the start-up check with SIGILL, SIGSEGV and SIGBUS turned into a failure, the caller's handlers put back after.
+ * The handlers are the process's for the check's few milliseconds, at the first pt_init (import time). */
 static int amx_guarded_check(char *msg, int n) {
     static const int sigs[3] = {SIGILL, SIGSEGV, SIGBUS};
     struct sigaction sa, old[3];
@@ -264,7 +265,8 @@ static int amx_decide(void) {
         snprintf(amx_msg, sizeof amx_msg, "this CPU has no AMX-TILE / AMX-INT8");
         return -1;
     }
-    if ((pt_xgetbv0() & (3ull << 17)) != (3ull << 17)) {
+    /* xgetbv itself is undefined without OSXSAVE (a kernel booted with noxsave, a VM that shows AMX in cpuid only) */
+    if (!pt_cpuid(1, 0, r) || !((r[2] >> 27) & 1) || (pt_xgetbv0() & (3ull << 17)) != (3ull << 17)) {
         snprintf(amx_msg, sizeof amx_msg, "the operating system does not enable the AMX tile state (XCR0)");
         return -1;
     }
