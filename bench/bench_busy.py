@@ -7,7 +7,8 @@ thread count is never slower than one thread ("no collapse").
     python bench/bench_busy.py --petit-root /tmp/old      # the children import petit from another checkout (A/B)
 
 Every measurement runs in its own child process (the thread count is set before the first kernel call); the
-rows are interleaved over --rounds rounds and the table shows medians. The busy neighbour is a separate process
+rows are interleaved over --rounds rounds and the table shows medians, the ratio as the median of each round's
+ratio of its two adjacent runs. The busy neighbour is a separate process
 spinning in a loop, started before the child and ended after it; the operating system places it.
 """
 import argparse
@@ -117,20 +118,28 @@ def main() -> None:
     print(cpu_facts())
     print(f"petit from {a.petit_root}; default threads {default}; decode {a.gen} tokens after {a.prompt}; "
           f"{a.rounds} rounds, medians\n")
-    cells = {}
+    cells, ratios = {}, {}
     for _ in range(a.rounds):
         for label, path in models:
             for busy in (False, True):
+                # the two thread counts back to back, so each round gives a ratio taken under the same conditions
+                # (this kind of VM drifts by 10-20 % over minutes, more than the effect measured)
+                rate = {}
                 for threads in sorted({1, default}):
                     r = run_one(a.petit_root, path, threads, busy, a.prompt, a.gen, a.reps, a.seconds)
+                    rate[threads] = r["tok_s"]
                     cells.setdefault((label, busy, threads), []).append(r["tok_s"])
-    print(f"| model | neighbour | 1 thread tok/s | {default} threads tok/s | default / 1 |")
-    print("|---|---|---|---|---|")
+                ratios.setdefault((label, busy), []).append(rate[default] / rate[1])
+    print(f"| model | neighbour | 1 thread tok/s | {default} threads tok/s | default / 1 (median of the rounds' "
+          "ratios) | rounds' ratios, lowest - highest |")
+    print("|---|---|---|---|---|---|")
     for label, _ in models:
         for busy in (False, True):
             one = statistics.median(cells[(label, busy, 1)])
             dflt = statistics.median(cells[(label, busy, default)])
-            print(f"| {label} | {'one core busy' if busy else 'quiet'} | {one:.1f} | {dflt:.1f} | {dflt / one:.2f} |")
+            rs = ratios[(label, busy)]
+            print(f"| {label} | {'one core busy' if busy else 'quiet'} | {one:.1f} | {dflt:.1f} | "
+                  f"{statistics.median(rs):.2f} | {min(rs):.2f} - {max(rs):.2f} |")
 
 
 if __name__ == "__main__":
