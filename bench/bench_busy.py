@@ -48,7 +48,8 @@ while len(rates) < spec["reps"] + 1 or time.perf_counter() < t_end:   # the firs
         logits = model.forward([tok], cache)
         tok = int(np.argmax(logits[-1] if logits.ndim == 2 else logits))
     rates.append(gen / (time.perf_counter() - t0))
-print(json.dumps({"tok_s": statistics.median(rates[1:]), "passes": len(rates) - 1, "gen": gen, "threads": native.info()["threads"], "petit": petit.__file__}))
+stats = native.pool_stats() if hasattr(native, "pool_stats") else {}
+print(json.dumps({"tok_s": statistics.median(rates[1:]), "passes": len(rates) - 1, "gen": gen, "threads": native.info()["threads"], "petit": petit.__file__, "pool": stats}))
 """
 
 
@@ -118,7 +119,7 @@ def main() -> None:
     print(cpu_facts())
     print(f"petit from {a.petit_root}; default threads {default}; decode {a.gen} tokens after {a.prompt}; "
           f"{a.rounds} rounds, medians\n")
-    cells, ratios = {}, {}
+    cells, ratios, alone = {}, {}, {}
     for _ in range(a.rounds):
         for label, path in models:
             for busy in (False, True):
@@ -128,18 +129,24 @@ def main() -> None:
                 for threads in sorted({1, default}):
                     r = run_one(a.petit_root, path, threads, busy, a.prompt, a.gen, a.reps, a.seconds)
                     rate[threads] = r["tok_s"]
+                    pool = r.get("pool") or {}
+                    if threads == default and pool.get("jobs_pooled", 0) + pool.get("jobs_alone", 0):
+                        alone.setdefault((label, busy), []).append(
+                            pool["jobs_alone"] / (pool["jobs_pooled"] + pool["jobs_alone"]))
                     cells.setdefault((label, busy, threads), []).append(r["tok_s"])
                 ratios.setdefault((label, busy), []).append(rate[default] / rate[1])
     print(f"| model | neighbour | 1 thread tok/s | {default} threads tok/s | default / 1 (median of the rounds' "
-          "ratios) | rounds' ratios, lowest - highest |")
-    print("|---|---|---|---|---|---|")
+          "ratios) | rounds' ratios, lowest - highest | jobs big enough to share that ran alone |")
+    print("|---|---|---|---|---|---|---|")
     for label, _ in models:
         for busy in (False, True):
             one = statistics.median(cells[(label, busy, 1)])
             dflt = statistics.median(cells[(label, busy, default)])
             rs = ratios[(label, busy)]
+            shares = alone.get((label, busy))
+            share = f"{100 * statistics.median(shares):.0f} %" if shares else "none pooled"
             print(f"| {label} | {'one core busy' if busy else 'quiet'} | {one:.1f} | {dflt:.1f} | "
-                  f"{statistics.median(rs):.2f} | {min(rs):.2f} - {max(rs):.2f} |")
+                  f"{statistics.median(rs):.2f} | {min(rs):.2f} - {max(rs):.2f} | {share} |")
 
 
 if __name__ == "__main__":

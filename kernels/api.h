@@ -25,6 +25,9 @@ int  pt_cpu_features(char *buf, int n);    /* comma-separated feature list into 
  * scalar one in the start-up check and the next one down is used), or "": the message into buf, its length */
 int  pt_path_warning(char *buf, int n);
 int  pt_amx_status(char *buf, int n);       /* 1: AMX tiles run the avx512 path's prefill; else 0, why into buf */
+/* the thread pool's choice since it started (benchmarks): jobs pooled, jobs run by the caller alone, seconds of each,
+ * probes of the other way, probes cut short; fills up to n of those 6 values, returns how many */
+int  pt_pool_stats(double *out, int n);
 
 /* ---- quantization (row-wise; q8_0 / q4_0 need cols % 32 == 0, else -1) ---- */
 /* pt_quantize to q8_0 / q4_0 returns -2 when x holds a NaN or an infinity (those rows are written as zeros) */

@@ -201,6 +201,7 @@ int  pt_pool_start(int n_threads);
 void pt_pool_stop(void);
 void pt_pool_after_fork_child(void);
 int  pt_pool_threads(void);
+int  pt_pool_alone(void);     /* jobs run on the calling thread alone now (pool.c's measured choice) */
 /* blocks until every chunk is done; `work` (MACs, values: any unit proportional to the job's cost) lets the pool
  * measure whether it is faster than the caller alone */
 void pt_pool_run(pt_task_fn fn, void *ctx, int64_t n_chunks, double work);

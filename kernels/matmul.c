@@ -129,10 +129,11 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
         j.a = (pt_act){act.q, act.d, act.s, K};
     }
-    /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least */
+    /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least; a job the
+     * caller runs alone (one thread, or the pool measured slower on a busy machine) in chunks of up to 256 rows */
     int64_t total_rows = 0;
     for (int m = 0; m < n; m++) total_rows += W[m]->rows;
-    int64_t target = (int64_t)pt_pool_threads() * 16;
+    int64_t target = pt_pool_alone() ? 1 : (int64_t)pt_pool_threads() * 16;
     int64_t rpc = total_rows / (target > 0 ? target : 1);
     /* multiples of 16: the x86 kernels take rows in groups of 8, AVX-512's interleaved one in pairs of groups (the
      * scalar kernel, same bits, takes what is left) */

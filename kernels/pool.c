@@ -68,16 +68,20 @@ static struct {
  * counted. After `explore` windows one way, one window is run the other way; the next window goes the faster of the
  * two, and the loser is tried again after twice as many windows as before (up to MAX_EXPLORE), or after one window
  * when the probe won. So a quiet machine pools with a probe of running alone every 64 windows, and a busy one runs
- * alone with a probe of the pool as often. A probe that is clearly losing (after PROBE_CHECK_JOBS jobs, under 0.8 of
- * the other way's rate) ends there: on a busy machine a whole window of the pool cost about 3 % of the decode
- * speed at one probe every 32 windows, an eighth of a window at one in 64 costs a fraction of a percent. Two adjacent windows hold the same mix of ops
- * (a window spans whole decoded tokens of most models), which is what makes their rates comparable. An earlier rule
- * that stepped aside on one long wait misfired on this VM, whose cores stall for a millisecond now and then with
- * nothing else running, and pushed a quiet 2-thread decode down to one thread's speed over a few seconds. */
+ * alone with a probe of the pool as often. A probe that is clearly losing (under half the other way's rate after 16
+ * jobs, under 0.8 of it after 64) ends there: on a busy machine a pooled job took 3.3x as long as one run alone
+ * (bench_busy's pool statistics), so a whole window of probing every 32 windows cost about 3 % of the decode speed.
+ * Two adjacent windows hold the same mix of ops (a window spans whole decoded tokens of most models), which is what
+ * makes their rates comparable; 16 or 64 jobs are a few layers' mix, so a probe is cut only on a wide margin. An
+ * earlier rule that stepped aside on one long wait misfired on this VM, whose cores stall for a millisecond now and
+ * then with nothing else running, and pushed a quiet 2-thread decode down to one thread's speed over a few seconds. */
 #define WINDOW_NS 50000000LL     /* a window ends after 50 ms of job time (and at least 8 jobs) */
 #define WINDOW_JOBS 512          /* or after this many jobs: one or two decoded tokens of a 0.5B or a 135M model */
 #define MAX_EXPLORE 64           /* windows the better way before the other is tried again, at most */
-#define PROBE_CHECK_JOBS 64      /* a probe this far under the other way's rate ends here, lost */
+/* a probe under half the other way's rate after 16 jobs, or under 0.8 of it after 64, ends there, lost */
+#define PROBE_EARLY_JOBS 16
+#define PROBE_EARLY_RATE 0.5
+#define PROBE_CHECK_JOBS 64
 #define PROBE_CHECK_RATE 0.8
 #define GAP_NS 2000000LL         /* the time between two jobs counts with the second when shorter than 2 ms */
 static struct {
@@ -89,14 +93,22 @@ static struct {
     int64_t last_end;            /* when the last job ended */
 } pick;                          /* set by pt_pool_start, before any job is pooled */
 
+/* what the choice did since the pool started, for benchmarks (pt_pool_stats): jobs and their time each way, probes
+ * run and probes cut short */
+static struct { double jobs[2], ns[2], probes, cut; } stats;
+
 /* a job ran (pooled or alone, as pick.solo says) with `work` in `ns` */
 static void pick_account(double work, int64_t ns) {
     pick.work += work;
     pick.ns += ns;
     const int way = pick.solo, other = !way;
     ++pick.jobs;
-    const int lost_early = pick.probing && pick.jobs == PROBE_CHECK_JOBS &&
-                           pick.work < PROBE_CHECK_RATE * pick.rate[other] * (double)pick.ns;
+    stats.jobs[way] += 1.0;
+    stats.ns[way] += (double)ns;
+    const double cut = pick.jobs == PROBE_EARLY_JOBS   ? PROBE_EARLY_RATE
+                     : pick.jobs == PROBE_CHECK_JOBS ? PROBE_CHECK_RATE : 0.0;
+    const int lost_early = pick.probing && pick.work < cut * pick.rate[other] * (double)pick.ns;
+    stats.cut += lost_early;
     if (!lost_early && pick.jobs < WINDOW_JOBS && (pick.jobs < 8 || pick.ns < WINDOW_NS)) return;
     pick.rate[way] = pick.work / (double)pick.ns;
     pick.work = 0.0;
@@ -113,7 +125,20 @@ static void pick_account(double work, int64_t ns) {
     } else if (++pick.windows >= pick.explore) {
         pick.solo = other;
         pick.probing = 1;
+        stats.probes += 1.0;
     }
+}
+
+/* whether jobs run on the caller alone now: one thread, or the pool measured slower (a driver then cuts its work
+ * in a few large chunks, not in many for the threads: the split does not change a result's bits) */
+int pt_pool_alone(void) { return P.n_threads == 1 || pick.solo; }
+
+int pt_pool_stats(double *out, int n) {
+    const double v[6] = {stats.jobs[0], stats.jobs[1], stats.ns[0] * 1e-9, stats.ns[1] * 1e-9, stats.probes,
+                         stats.cut};
+    int k = 0;
+    for (; k < n && k < 6; k++) out[k] = v[k];
+    return k;
 }
 
 static struct { float *buf; int64_t cap; } scratch[MAX_THREADS];
@@ -216,6 +241,7 @@ int pt_pool_start(int n_threads) {
     pt_pool_stop();
     P.n_threads = n_threads;
     memset(&pick, 0, sizeof pick);
+    memset(&stats, 0, sizeof stats);
     pick.explore = 4;
     P.start_generation = atomic_load(&P.generation);
     const char *stall = getenv("PETIT_TEST_POOL_STALL");

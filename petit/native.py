@@ -102,6 +102,15 @@ def info() -> dict:
     }
 
 
+def pool_stats() -> dict:
+    """What the thread pool chose since it started (kernels/pool.c): jobs pooled and run by the caller alone, the
+    seconds of each, probes of the other way and probes cut short. For benchmarks."""
+    out = ffi.new("double[6]")
+    lib.pt_pool_stats(out, 6)
+    keys = ("jobs_pooled", "jobs_alone", "seconds_pooled", "seconds_alone", "probes", "probes_cut")
+    return {k: (float(v) if k.startswith("seconds") else int(v)) for k, v in zip(keys, out)}
+
+
 def amx_status() -> str:
     """"on" when Intel's AMX tiles run the avx512 path's prefill (kernels/kern_amx.c), else "off: " and why."""
     buf = ffi.new("char[400]")

@@ -234,3 +234,42 @@ def test_a_path_that_disagrees_with_the_scalar_one_is_set_aside_with_a_warning(i
                         "from petit import native"], capture_output=True, text=True, timeout=120,
                        env=dict(env, PETIT_ISA=isa))
     assert p.returncode != 0 and f"RuntimeWarning: {why}" in p.stderr
+
+
+POOL_STATS_CHILD = r"""
+import numpy as np
+from petit import native as K
+K.configure(threads=2)
+rng = np.random.default_rng(3)
+W = K.Weight.from_float(rng.standard_normal((4099, 1024)).astype(np.float32), "q8_0")
+x = rng.standard_normal((3, 1024)).astype(np.float32)
+before = K.pool_stats()
+for _ in range(2600):
+    K.matmul(W, x)
+after = K.pool_stats()
+K.configure(threads=1)
+K.configure(threads=2)
+fresh = K.pool_stats()
+K.configure(threads=1)
+for _ in range(10):
+    K.matmul(W, x)
+print(before["jobs_pooled"] + before["jobs_alone"] > 0)
+print(after["jobs_pooled"] + after["jobs_alone"] - before["jobs_pooled"] - before["jobs_alone"])
+print(after["seconds_pooled"] + after["seconds_alone"] > before["seconds_pooled"] + before["seconds_alone"])
+print(after["probes"] >= after["probes_cut"] >= 0, after["probes"] >= 1)
+print(fresh == K.pool_stats() == dict.fromkeys(fresh, 0) | {"seconds_pooled": 0.0, "seconds_alone": 0.0})
+"""
+
+
+def test_pool_stats_count_every_job_the_pool_was_handed():
+    """bench_busy.py prints how many jobs the pool ran on the caller alone; the counts must be every job handed to
+    a pool of 2 (a [4099, 1024] q8_0 matmul of 3 tokens is one job, 12.6 M multiply-adds, above the hand-off size),
+    reset when the pool restarts, and left alone on one thread (which never hands anything off). After 2,600 jobs
+    the pool has probed the other way at least once (the first probe comes after 4 windows of at most 512 jobs)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("PETIT_THREADS", "PETIT_TEST_POOL_STALL")}
+    p = subprocess.run([sys.executable, "-c", POOL_STATS_CHILD], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split("\n")[:5] == ["True", "2600", "True", "True True", "True"]
