@@ -1,4 +1,9 @@
-"""Small random-weight models written as .petit files, for tests. Deterministic for a given seed."""
+"""Small random-weight models written as .petit files, for tests. Deterministic for a given seed. And the index of
+the transformers fixture folders the family tests share."""
+import functools
+import warnings
+from pathlib import Path
+
 import numpy as np
 
 from petit.formats.petit_file import write_petit
@@ -78,3 +83,30 @@ PENDING_FIXTURES = frozenset({"phimoe", "jetmoe"})
 # families whose fixture is another's folder rearranged by the test that uses it: a released Qwen3.5 folder (qwen3_5)
 # is qwen3_5_text's model under text_config and model.language_model. names (tests/test_ssm.py builds it)
 DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text"}
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def case_folders(dirs) -> dict:
+    """{case: folder} of every case under the fixture folders `dirs` that has transformers' reference logits
+    (reference.npz), the pending ones left out."""
+    return {p.name: p for d in dirs for p in sorted(d.iterdir())
+            if (p / "reference.npz").is_file() and p.name not in PENDING_FIXTURES}
+
+
+# the families added with transformers 5 (issue 30 on), one folder per group: tests/fixtures/hf5_<group>/<case>, each
+# made by its group's generator script. Every test that runs all families (parity, verify, the app's chat) takes
+# them from here, so a new group needs no test edit to be held to the same bounds.
+HF5_DIRS = sorted(d for d in FIXTURES.glob("hf5_*") if d.is_dir())
+HF5_FOLDERS = case_folders(HF5_DIRS)
+
+
+@functools.cache
+def has_experts(folder) -> bool:
+    """Whether the model in `folder` routes tokens to experts in any layer (a mixture of experts, or a hybrid with
+    expert layers): those families are held to tests/test_moe.py's routing-aware bounds when quantized."""
+    import petit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = petit.load(folder, weights="f32")
+    return any(layer.moe is not None for layer in model.net.layers)

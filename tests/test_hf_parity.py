@@ -18,18 +18,19 @@ import pytest
 
 import petit
 
-from models import DERIVED_FIXTURES, PENDING_FIXTURES
+from models import DERIVED_FIXTURES, HF5_DIRS, HF5_FOLDERS, PENDING_FIXTURES, case_folders, has_experts
 
 # the dense families' fixtures and the mixture-of-experts ones (tests/fixtures/hf_moe: make_moe_fixtures.py, the
 # same conventions), by case name
 FIXTURES = Path(__file__).parent / "fixtures"
-FOLDERS = {p.name: p for d in ("hf", "hf_moe", "hf_ssm", "hf_more", "hf_hybrid", "hf_moe_more", "hf_gguf")
-           for p in sorted((FIXTURES / d).iterdir())
-           if (p / "reference.npz").is_file() and p.name not in PENDING_FIXTURES}
+FOLDERS = case_folders([FIXTURES / d for d in ("hf", "hf_moe", "hf_ssm", "hf_more", "hf_hybrid", "hf_moe_more",
+                                                "hf_gguf")] + HF5_DIRS)
 CASES = sorted(FOLDERS)
 HERE = Path(__file__).parent / "fixtures" / "hf"
 DENSE = [c for c in CASES if FOLDERS[c].parent in (HERE, FIXTURES / "hf_more")]   # with config_v5.json too (where
 # the family has RoPE: transformers 5's spelling)
+# the quantized bounds hold for these; the families with experts have tests/test_moe.py's routing-aware bounds
+QUANTIZED = DENSE + [c for c, p in HF5_FOLDERS.items() if not has_experts(p)]
 F32_TOL = 1e-4
 NEAR_TIE = 1e-3
 # worst relative error, argmax agreement over the prompt: measured on these fixtures (q8_0: worst 0.059, agreement
@@ -98,7 +99,7 @@ def test_greedy_continuation_matches_transformers(case):
 
 
 @pytest.mark.parametrize("weights", list(QUANT_BOUNDS))
-@pytest.mark.parametrize("case", DENSE)                  # the MoE families': tests/test_moe.py
+@pytest.mark.parametrize("case", QUANTIZED)
 def test_quantized_logits_stay_within_stated_bounds(case, weights):
     ref = _ref(case)
     model = _load(case, weights)

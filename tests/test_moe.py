@@ -13,13 +13,16 @@ import petit
 from petit.cli import main
 from petit.native import ffi
 
+from models import HF5_FOLDERS, has_experts
+
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"
 # the optional families (tests/fixtures/hf_moe_more: make_moe_more_fixtures.py, the same conventions)
 MORE = ["glm4_moe", "ernie4_5_moe", "hunyuan_v1_moe", "dbrx"]
 FOLDERS = {**{c: FIX / c for c in ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "granitemoe", "granitemoeshared",
                                    "gpt_oss", "gpt_oss_mxfp4", "llama4_text", "deepseek_v2", "deepseek_v2_lite",
                                    "deepseek_v3"]},
-           **{c: FIX.parent / "hf_moe_more" / c for c in MORE}}
+           **{c: FIX.parent / "hf_moe_more" / c for c in MORE},
+           **{c: p for c, p in HF5_FOLDERS.items() if has_experts(p)}}     # the expert families of transformers 5
 CASES = list(FOLDERS)
 DENSE_Q8 = 0.08                  # tests/test_hf_parity.py's q8_0 bound, for the dense families
 # every position, routing flips included (measured on these fixtures: q8_0 0.02-0.17, granitemoe the worst; q4_0

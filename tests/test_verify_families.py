@@ -24,16 +24,18 @@ from petit.models import MODEL_TYPES
 from trainer.reference import FAMILIES, Reference
 from trainer.verify import verify
 
-from models import DERIVED_FIXTURES, PENDING_FIXTURES
+from models import DERIVED_FIXTURES, HF5_FOLDERS, PENDING_FIXTURES, has_experts
 
 HERE = Path(__file__).parent / "fixtures" / "hf"
 # the dense families' fixtures and the mixture-of-experts ones (fixtures/hf_moe), by case name
 FOLDERS = {p.name: p for d in (HERE, HERE.parent / "hf_moe", HERE.parent / "hf_ssm", HERE.parent / "hf_more",
                                 HERE.parent / "hf_hybrid", HERE.parent / "hf_moe_more")
            for p in sorted(d.iterdir()) if (p / "config.json").is_file() and p.name not in PENDING_FIXTURES}
+FOLDERS.update(HF5_FOLDERS)      # the families added with transformers 5 (tests/models.py)
 CASES = sorted(FOLDERS)
 WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_moe", "hf_moe_more")} | {"qwen3_next"}   # a hybrid too
+MOE |= {c for c, p in HF5_FOLDERS.items() if has_experts(p)}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_ssm", "hf_hybrid")}
 WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
                "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",

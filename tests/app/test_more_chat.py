@@ -1,22 +1,28 @@
-"""Every decoder family of tests/fixtures/hf_more (issue 18's families: OLMo, GLM, Falcon, BLOOM, OPT, ...) opens in
-the app and streams a reply like any other: the window shows the family's folder, the deltas make up the reply."""
+"""Every decoder family of tests/fixtures/hf_more (issue 18's families: OLMo, GLM, Falcon, BLOOM, OPT, ...) and of
+the transformers 5 groups (tests/fixtures/hf5_*: Gemma 3n, Qwen3.5-MoE, ...) opens in the app and streams a reply
+like any other: the window shows the family's folder, the deltas make up the reply."""
 import os
+import sys
 
 import pytest
 
 from app_helpers import TIMEOUT_MS
 
-MORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_more")
-CASES = sorted(c for c in os.listdir(MORE) if os.path.isfile(os.path.join(MORE, c, "reference.npz")))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from models import FIXTURES, HF5_FOLDERS, case_folders  # noqa: E402
+
+MORE = case_folders([FIXTURES / "hf_more"])
+FOLDERS = {**MORE, **HF5_FOLDERS}
+CASES = sorted(FOLDERS)
 
 
 def test_the_fixture_folder_is_not_empty():
-    assert len(CASES) >= 15
+    assert len(MORE) >= 15
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_folder_of_each_family_opens_and_streams_a_reply(qtbot, window, case):
-    folder = os.path.join(MORE, case)
+    folder = str(FOLDERS[case])
     window.open_model(folder)
     qtbot.waitUntil(lambda: window.models.info.path == folder and not window.models.loading, timeout=TIMEOUT_MS)
     assert window.error_dialog is None and window.status.model_label.text() == case
