@@ -241,3 +241,37 @@ def test_a_remote_code_config_spelled_the_transformers_5_way_gives_the_same_logi
     new = _load(_folder(tmp_path, case, d))
     assert rel_err(new.logits(ids), ref).max() <= F32_TOL
     assert new.config.rope_theta == 50000000.0 and new.config.rope_scaling == {"rope_type": "dynamic", "factor": 6.0}
+
+
+# transformers 5 writes a non-finite float as a tagged object (PreTrainedConfig._encode_special_floats): Mamba-2's
+# time_step_limit is [0.0, {"__float__": "Infinity"}] in every config.json it saves
+TAGGED = {"Infinity": {"__float__": "Infinity"}, "-Infinity": {"__float__": "-Infinity"}, "NaN": {"__float__": "NaN"}}
+
+
+@pytest.mark.parametrize("case", ["mamba2", "nemotron_h"])
+def test_a_non_finite_float_tagged_as_transformers_5_writes_it_is_read(tmp_path, case):
+    src = FOLDERS[case]
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    config["time_step_limit"] = [0.0, TAGGED["Infinity"]]
+    want = petit.load(src, weights="f32")
+    got = _load(_folder(tmp_path, case, config))
+    assert got.config.time_step_limit == [0.0, float("inf")]
+    ids, _ = _ref(case)
+    np.testing.assert_array_equal(got.logits(ids), want.logits(ids))
+
+
+def test_the_float_tags_decode_to_their_values_anywhere_in_a_config(tmp_path):
+    from petit.loading.folder import read_config
+    (tmp_path / "config.json").write_text(json.dumps({"a": [TAGGED["-Infinity"], {"b": TAGGED["NaN"]}],
+                                                      "c": TAGGED["Infinity"], "d": {"__float__": "Inf"}}))
+    d = read_config(str(tmp_path))
+    assert d["a"][0] == float("-inf") and np.isnan(d["a"][1]["b"]) and d["c"] == float("inf")
+    assert d["d"] == {"__float__": "Inf"}       # not a tag transformers writes: left as it is, for the family to refuse
+
+
+def test_an_unknown_float_tag_is_refused_by_the_field_that_holds_it(tmp_path):
+    src = FOLDERS["mamba2"]
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    config["time_step_limit"] = [0.0, {"__float__": "Inf"}]
+    with pytest.raises(ValueError, match=r"time_step_limit must be \[low, high\]"):
+        petit.load(_folder(tmp_path, "mamba2", config), weights="f32")

@@ -22,6 +22,19 @@ _EXTRA_KEYS = ("additional_special_tokens", "extra_special_tokens")
 _NO_LIMIT = int(1e20)        # transformers writes model_max_length = int(1e30) for "no limit"
 
 
+# transformers 5 writes a float JSON cannot hold as a tagged object ({"__float__": "Infinity"}: Mamba-2's
+# time_step_limit in every config.json it saves); these are the tags it writes
+FLOAT_TAGS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def float_tags(obj: dict):
+    """A json `object_hook`: a `{"__float__": tag}` object of transformers 5 as its float; any other object as it
+    is (an unknown tag too, so the field holding it is refused by name)."""
+    if len(obj) == 1 and isinstance(obj.get("__float__"), str) and obj["__float__"] in FLOAT_TAGS:
+        return FLOAT_TAGS[obj["__float__"]]
+    return obj
+
+
 def read_text(path) -> str | None:
     """The UTF-8 text of a file (a leading byte-order mark is dropped), or None if it does not exist."""
     path = os.fspath(path)
@@ -50,7 +63,7 @@ def read_json_object(path) -> dict | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_hook=float_tags)
     except json.JSONDecodeError as e:
         raise ValueError(f"{os.fspath(path)}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
     if not isinstance(value, dict):

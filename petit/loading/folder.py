@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from petit.formats.checkpoint import open_checkpoint
-from petit.formats.metadata import read_folder_metadata
+from petit.formats.metadata import float_tags, read_folder_metadata
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
@@ -130,7 +130,7 @@ def read_config(folder: str) -> dict:
                          f"weights and tokenizer.json)")
     try:
         with open(path, encoding="utf-8") as f:
-            d = json.load(f)
+            d = json.load(f, object_hook=float_tags)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except (OSError, UnicodeDecodeError) as e:
