@@ -21,6 +21,7 @@ from petit.generation.sample import Sampler  # noqa: E402
 from petit.server import Server  # noqa: E402
 from petit.server.engine import ServerWorker  # noqa: E402
 from petit.generation.session import Session  # noqa: E402
+from petit.server.tools import describe  # noqa: E402
 
 MODEL = default_model_path()
 CHATML = "<|im_start|>user\nwhat is 3 plus 4?<|im_end|>\n<|im_start|>assistant\n"
@@ -220,6 +221,35 @@ def test_a_prompt_longer_than_the_context(client, stream):
     assert r.json()["error"]["param"] == "prompt"
     assert client.post("/chat/completions", json=chat("what is 12 plus 7?")).json()["choices"][0]["message"] == \
         {"role": "assistant", "content": "19"}      # and the engine carries on
+
+
+ADD = {"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("extra", [{"tools": [ADD], "tool_choice": "required"}, {"tools": [ADD]}])
+def test_a_prompt_whose_tools_do_not_fit_the_context_is_a_400_too(client, stream, extra):
+    """The bundled model's template ignores `tools`, so Petit describes them in the system prompt (434 tokens): a
+    short question does not fit its 128-token context with them. Said as OpenAI says it, not a 500."""
+    ask = [{"role": "user", "content": "what is 12 plus 7?"}]
+    session = Session(petit.load(MODEL))
+    n, n_tools = len(session.prompt_ids(ask)), len(session.prompt_ids(describe(ask, [ADD])))
+    r = client.post("/chat/completions", json={"messages": ask, "stream": stream, **extra})
+    assert (r.status_code, r.json()) == (400, error(
+        f"This model's maximum context length is 128 tokens. However, your messages resulted in {n_tools} tokens "
+        f"({n} in the messages, {n_tools - n} in the functions; at most 127 fit, to leave room for the reply). Please "
+        f"reduce the length of the messages or functions.", "messages", "context_length_exceeded"))
+
+
+@pytest.mark.parametrize("format", [{"type": "json_object"},
+                                    {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}])
+def test_a_prompt_longer_than_the_context_with_a_response_format_is_a_400(client, format):
+    text = "hello " * 60
+    n = len(Session(petit.load(MODEL)).prompt_ids([{"role": "user", "content": text}]))
+    r = client.post("/chat/completions", json=chat(text, response_format=format))
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "context_length_exceeded")
+    assert f"your messages resulted in {n} tokens (at most 127 fit" in r.json()["error"]["message"]
 
 
 def test_a_reply_that_fills_the_context_ends_with_length(client, slow):

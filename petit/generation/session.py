@@ -21,7 +21,13 @@ END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoft
 
 
 class ContextFullError(ValueError):
-    """The conversation (or the prompt) does not fit the KV cache; nothing was generated."""
+    """The conversation (or the prompt) does not fit the KV cache; nothing was generated. `tokens`: the prompt's
+    length as rendered (tools included), `n_ctx`: the context's."""
+
+    def __init__(self, tokens: int, n_ctx: int):
+        super().__init__(f"the conversation ({tokens} tokens) no longer fits the context ({n_ctx} tokens, "
+                         f"{n_ctx - 1} for the prompt at most)")
+        self.tokens, self.n_ctx = tokens, n_ctx
 
 
 def common_prefix(a, b) -> int:
@@ -191,8 +197,7 @@ class Session:
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
-            raise ContextFullError(f"the conversation ({len(ids)} tokens) no longer fits the context "
-                                   f"({self.cache.n_ctx} tokens, {self.cache.n_ctx - 1} for the prompt at most)")
+            raise ContextFullError(len(ids), self.cache.n_ctx)
 
     def _generate(self, ids, params: Params, stop_ids, dropped_turns: int = 0,
                   dropped_messages: int = 0) -> Iterator[Step]:

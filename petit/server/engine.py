@@ -34,7 +34,7 @@ from typing import Callable
 from petit.chat.template import TemplateError
 from petit.generation.logits import Shaped
 from petit.generation.sample import Sampler, resolve
-from petit.generation.session import Params, Stats
+from petit.generation.session import ContextFullError, Params, Stats
 from petit.server import tools as tool_formats
 from petit.server.schema import ApiError
 from petit.server.sse import TokenInfo
@@ -490,17 +490,22 @@ class ServerWorker:
         if not isinstance(e, ValueError):
             return _internal(e)
         tok = self.model.tokenizer
+        what, param = ("messages", "messages") if job.kind == "chat" else ("prompt", "prompt")
         try:
             if job.kind == "chat":
                 n = len(self._chat.prompt_ids(self._messages(job)))
             else:
                 n = len(tok.encode(job.prompt, add_bos=tok.adds_bos))
         except ValueError as e2:             # e.g. a character the tokenizer cannot encode
-            return ApiError(400, str(e2), param="messages" if job.kind == "chat" else "prompt")
-        if n >= self.n_ctx_effective:
-            what, param = ("messages", "messages") if job.kind == "chat" else ("prompt", "prompt")
-            return ApiError(400, f"This model's maximum context length is {self.n_ctx_effective} tokens. However, "
-                                 f"your {what} resulted in {n} tokens (at most {self.n_ctx_effective - 1} fit, to "
-                                 f"leave room for the reply). Please reduce the length of the {what}.",
-                            param=param, code="context_length_exceeded")
-        return _internal(e)
+            return ApiError(400, str(e2), param=param)
+        tools = 0                            # the tokens the tools add, however the template takes them
+        if isinstance(e, ContextFullError):  # the prompt as it was run
+            tools, n = max(0, e.tokens - n) if job.kind == "chat" else 0, e.tokens
+        elif n < self.n_ctx_effective:
+            return _internal(e)
+        parts, also = (f"{n - tools} in the messages, {tools} in the functions; ", " or functions") if tools else \
+            ("", "")
+        return ApiError(400, f"This model's maximum context length is {self.n_ctx_effective} tokens. However, your "
+                             f"{what} resulted in {n} tokens ({parts}at most {self.n_ctx_effective - 1} fit, to leave "
+                             f"room for the reply). Please reduce the length of the {what}{also}.",
+                        param=param, code="context_length_exceeded")
