@@ -55,3 +55,13 @@ def default_model_path(name: str = DEFAULT_MODEL) -> str:
         if os.path.isfile(path):
             return path
     raise FileNotFoundError(f"the bundled model {name} is not installed (looked in {', '.join(asset_dirs())})")
+
+
+def bundled_models() -> list[str]:
+    """The models that ship with Petit (every .petit file beside the default model), for a model list; [] when
+    the bundled model is not installed."""
+    try:
+        folder = os.path.dirname(default_model_path())
+    except FileNotFoundError:
+        return []
+    return [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".petit")]

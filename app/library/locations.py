@@ -137,8 +137,14 @@ def _ollama_blob(root: str, manifest: str, name: str) -> Candidate:
     return Candidate(blob, name, "Ollama")
 
 
+def bundled_candidates() -> list[Candidate]:
+    """The models that ship with Petit, so a fresh install lists the model it has loaded."""
+    from petit.assets import bundled_models
+    return [Candidate(path, os.path.basename(path), "bundled") for path in bundled_models()]
+
+
 def candidates(folders: list[str], stores: list[tuple[str, str]], dirs: list | None = None) -> list[Candidate]:
-    """Every candidate of the chosen folders and the stores, each path once."""
+    """Every candidate of the chosen folders, the stores and the bundled models (last), each path once."""
     out = []
     for folder in folders:
         if os.path.isdir(folder):
@@ -152,6 +158,7 @@ def candidates(folders: list[str], stores: list[tuple[str, str]], dirs: list | N
             out += ollama_candidates(root, dirs)
         else:
             out += folder_candidates(root, source, depth=3, dirs=dirs)
+    out += bundled_candidates()
     seen, unique = set(), []
     for c in out:
         key = os.path.realpath(c.path)

@@ -85,7 +85,7 @@ def test_a_regenerate_that_fails_keeps_the_old_reply(qtbot, make_window, monkeyp
         w.backends_box.url_edit.setText("https://api.example/v1")
         w.backends_box.name_edit.setText("example")
         w.backends_box.add_button.click()
-        qtbot.waitUntil(lambda: len(w.page.switcher.items()) == 2, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: "m (example)" in [label for _k, label in w.page.switcher.items()], timeout=TIMEOUT_MS)
         w.page.switcher.combo.activated.emit([label for _k, label in w.page.switcher.items()].index("m (example)"))
         qtbot.waitUntil(lambda: not w.models.loading and w.models.info.weight_type == "remote", timeout=TIMEOUT_MS)
         assert send_and_wait(qtbot, w, "hi") == "first"

@@ -10,12 +10,14 @@ import pytest
 import petit
 from app.library import panel as panel_module
 from app.models.memory import MemoryInfo
+from petit.assets import bundled_models
 
 from app_helpers import DEFAULT, HF_FIXTURES, TIMEOUT_MS, send_and_wait
 
 FIXTURES = os.path.dirname(HF_FIXTURES)
 GGUF = os.path.join(FIXTURES, "gguf", "llama", "q4_0.gguf")
 GB = 1 << 30
+BUNDLED = len(bundled_models())     # default-q8_0.petit and default-q4_0.petit, listed in every scan
 
 
 @pytest.fixture(autouse=True)
@@ -76,11 +78,14 @@ def _folder(tmp_path):
 
 
 def _rows(panel):
-    return {panel.row_texts(r)[0]: panel.row_texts(r) for r in range(panel.table.rowCount())}
+    """The rows by name, the bundled models' left out (they are listed last in every scan)."""
+    rows = [panel.row_texts(r) for r in range(panel.table.rowCount())]
+    return {r[0]: r for r in rows if r[7] != "bundled"}
 
 
 def _wait_scanned(qtbot, window, count):
-    qtbot.waitUntil(lambda: not window.library.scanning and window.models_panel.table.rowCount() == count,
+    """Until the scan lists `count` models besides the bundled ones."""
+    qtbot.waitUntil(lambda: not window.library.scanning and window.models_panel.table.rowCount() == count + BUNDLED,
                     timeout=TIMEOUT_MS)
 
 
@@ -105,7 +110,21 @@ def test_every_store_and_folder_is_listed_with_its_figures(qtbot, make_window, h
     # what cannot be opened is listed, with the reason
     assert rows["gone:7b"][6] == f"cannot open: the model's blob {missing_blob} is missing (an interrupted pull?)"
     assert rows["broken.gguf"][6].startswith(f"cannot open: {folder / 'broken.gguf'}: header: the file is 15 bytes")
-    assert w.models_panel.status.text() == "6 models (2 cannot be opened or run: the reason is in the Memory column)"
+    assert w.models_panel.status.text() == "8 models (2 cannot be opened or run: the reason is in the Memory column)"
+
+
+def test_a_fresh_install_lists_the_bundled_models(qtbot, make_window, monkeypatch):
+    """No folder chosen, no other app's store: the list shows the models that ship with Petit, not "No models"."""
+    w = make_window()
+    _refuse_loading(monkeypatch)
+    w.library.refresh()
+    _wait_scanned(qtbot, w, 0)
+    rows = [w.models_panel.row_texts(r) for r in range(w.models_panel.table.rowCount())]
+    assert [(r[0], r[1], r[3], r[7]) for r in rows] == [("default-q4_0.petit", "llama", "q4_0", "bundled"),
+                                                        ("default-q8_0.petit", "llama", "q8_0", "bundled")]
+    assert w.models_panel.status.text() == "2 models"
+    w.models_panel.table.selectRow(1)
+    assert w.models_panel.open_button.isEnabled()
 
 
 def test_the_scan_reads_the_models_on_a_worker_thread(qtbot, make_window, tmp_path, monkeypatch):
@@ -121,7 +140,7 @@ def test_the_scan_reads_the_models_on_a_worker_thread(qtbot, make_window, tmp_pa
     w = make_window()
     w.models_panel.add_folder(str(folder))
     _wait_scanned(qtbot, w, 2)
-    assert len(threads) == 2 and threading.main_thread() not in threads
+    assert len(threads) == 2 + BUNDLED and threading.main_thread() not in threads
 
 
 def test_the_fit_follows_the_context_chosen_in_the_models_settings(qtbot, make_window, tmp_path, monkeypatch):
@@ -164,7 +183,7 @@ def test_the_folders_are_kept_across_a_restart(qtbot, make_window, tmp_path):
     w2.models_panel.folder_list.setCurrentRow(0)
     w2.models_panel.remove_button.click()
     _wait_scanned(qtbot, w2, 0)
-    assert w2.models_panel.status.text().startswith("No models found")
+    assert w2.models_panel.status.text() == "2 models"      # the bundled ones
 
 
 def test_opening_a_model_from_the_list_loads_it_into_the_chat(qtbot, make_window, tmp_path):
@@ -202,17 +221,18 @@ def test_the_switcher_changes_the_model_and_its_settings_follow(qtbot, make_wind
     shutil.copy(GGUF, folder / "tiny.gguf")
     w = make_window()
     w.models_panel.add_folder(str(folder))
-    qtbot.waitUntil(lambda: len(w.page.switcher.items()) == 2, timeout=TIMEOUT_MS)
-    # the library's models first, then the recent ones
-    assert [label for _k, label in w.page.switcher.items()] == ["tiny.gguf", "default-q8_0"]
-    assert w.page.switcher.combo.currentText() == "default-q8_0"
+    qtbot.waitUntil(lambda: len(w.page.switcher.items()) == 3, timeout=TIMEOUT_MS)
+    # the library's models first (the bundled ones last), then the recent ones not among them
+    assert [label for _k, label in w.page.switcher.items()] == ["tiny.gguf", "default-q4_0.petit (bundled)",
+                                                                "default-q8_0.petit (bundled)"]
+    assert w.page.switcher.combo.currentText() == "default-q8_0.petit (bundled)"
     w.settings_panel.set_value("max_tokens", 7)
     w.page.switcher.combo.activated.emit(0)
     qtbot.waitUntil(lambda: not w.models.loading and w.models.info.name == "tiny", timeout=TIMEOUT_MS)
     assert w.page.switcher.combo.currentText() == "tiny.gguf"
     assert w.settings_panel.fields["max_tokens"].get() == 256          # tiny's own (default) settings
     w.settings_panel.set_value("max_tokens", 3)
-    w.page.switcher.combo.activated.emit(1)
+    w.page.switcher.combo.activated.emit(2)
     qtbot.waitUntil(lambda: not w.models.loading and w.models.info.name == "default-q8_0", timeout=TIMEOUT_MS)
     assert w.settings_panel.fields["max_tokens"].get() == 7
     assert send_and_wait(qtbot, w, "what is 12 plus 7?") == "19"
