@@ -23,32 +23,46 @@ FOLDERS = {**{c: FIX / c for c in ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral",
                                    "deepseek_v3"]},
            **{c: FIX.parent / "hf_moe_more" / c for c in MORE},
            **{c: p for c, p in HF5_FOLDERS.items() if has_experts(p)}}     # the expert families of transformers 5
+# the hybrids with expert layers: their quantized bounds are the same rule's
+HYBRIDS = {"jamba": FIX.parent / "hf_ssm" / "jamba", "granitemoehybrid": FIX.parent / "hf_ssm" / "granitemoehybrid",
+           "qwen3_next": FIX.parent / "hf_hybrid" / "qwen3_next"}
 CASES = list(FOLDERS)
-DENSE_Q8 = 0.08                  # tests/test_hf_parity.py's q8_0 bound, for the dense families
+# The rule for every family with experts (issue 30). A router flip on a tiny random fixture (a near-tie tipped by
+# the rounding) sends a token to other experts, so no per-position bound can hold there; the router matrices stay
+# float (routers_stay_float below) and:
+# - where a position's routing equals the float32 model's (every expert layer chooses the same experts), its error
+#   is within the dense families' bound (tests/test_hf_parity.py's QUANT_BOUNDS), and the share of such positions is
+#   reported (docs/hf-models.md's table), at least ROUTED of them at q8_0;
+# - everywhere, the engine equals the float64 reference run on the same quantized weights (tests/
+#   test_verify_families.py), and the worst error and the argmax agreement over the prompt have the bounds below.
+WHERE_SAME = {"q8_0": 0.08, "q4_0": 0.60}
+ROUTED = 0.9
+# Fixtures that depart from those, measured, with why. gpt-oss's (4 layers, biases everywhere, the SwiGLU clamp) are
+# the most sensitive to rounded weights: 0.12-0.14 at q8_0 where the routing agrees, 0.70 at q4_0; there the engine
+# is the float64 reference of the same quantized file (tests/test_gpt_oss.py), so this is the fixture's sensitivity,
+# not the engine's error. DeepSeek-V2-Lite's fixture (26 layers of width 32, for llama.cpp, which reads V2-Lite only
+# at that depth) adds up the rounding of 26 attentions: 0.111 where the routing agrees, 74 % of it agreeing (llama.cpp's
+# own q8_0 file of it: 0.13 of the range from its f32 file). ERNIE 4.5, DBRX and Qwen3-Next at q8_0 (0.086, 0.085,
+# 0.088) and Qwen3-MoE at q4_0 (0.67): a flip at an earlier position still reaches these through attention.
+DEPARTS = {("gpt_oss", "q8_0"): 0.16, ("gpt_oss_mxfp4", "q8_0"): 0.16, ("gpt_oss", "q4_0"): 0.75,
+           ("deepseek_v2_lite", "q8_0"): 0.15, ("ernie4_5_moe", "q8_0"): 0.10, ("dbrx", "q8_0"): 0.10,
+           ("qwen3_next", "q8_0"): 0.10, ("qwen3_moe", "q4_0"): 0.70}
+ROUTED_DEPARTS = {"gpt_oss": 0.85, "gpt_oss_mxfp4": 0.85, "deepseek_v2_lite": 0.7}
 # every position, routing flips included (measured on these fixtures: q8_0 0.02-0.17, granitemoe the worst; q4_0
 # 0.33-0.75, qwen3_moe 0.67 and granitemoe 0.75 above the dense families' 0.60), and the argmax agreement over the
-# prompt (measured q8_0 >= 0.89, q4_0 >= 0.31), with margin. At q4_0 the routing of a third to two thirds of these
-# tiny random models' tokens flips, so only these whole-prompt bounds are meaningful there.
+# prompt (measured q8_0 >= 0.89, q4_0 >= 0.31), with margin
 ANY_BOUNDS = {"q8_0": (0.25, 0.80), "q4_0": (0.90, 0.25)}
-# gpt-oss's fixtures (4 layers, biases everywhere, the SwiGLU clamp) are the most sensitive to rounded weights: measured
-# q8_0 routing agreement 0.886 and 0.12-0.14 where it agrees, worst 0.32-0.47, argmax agreement 0.80-0.86; q4_0
-# argmax agreement 0.23-0.29. There the engine is the float64 reference of the same quantized file
-# (tests/test_gpt_oss.py), so this is the fixture's sensitivity, not the engine's error: its own bounds, with margin.
-# Llama 4 routes each token to one expert (top-1), so a flipped choice swaps its whole MLP: measured q8_0 agreement
-# 0.943, 0.077 where it agrees, worst 0.30 (one flipped token); q4_0 worst 0.43, argmax agreement 0.51.
-# (routing agreement, bound where it agrees, worst, argmax agreement) per case and type
-GPT_OSS = {"q8_0": (0.85, 0.16, 0.50, 0.75), "q4_0": (None, None, 0.90, 0.20)}
-# ERNIE 4.5 and DBRX at q8_0, measured: routing agreement 0.971 / 0.914, 0.086 / 0.085 where it agrees (a flip at an
-# earlier position still reaches these through attention), worst 0.118 / 0.252, argmax agreement 0.914 / 0.886
-# DeepSeek-V2-Lite's fixture (26 layers of width 32, for llama.cpp, which reads V2-Lite only at that depth) adds up
-# the rounding of 26 attentions: measured q8_0 routing agreement 0.743, 0.111 where it agrees, worst 0.135, argmax
-# agreement 0.80 (llama.cpp's own q8_0 file of it: 0.13 of the range from its f32 file, 32/35 argmax); q4_0 worst
-# 0.70, argmax agreement 1/35 (llama.cpp's q4_0: 0.59, 5/35), so at q4_0 only the worst error is bounded
-DEEP_V2 = {"q8_0": (0.7, 0.15, 0.20, 0.7), "q4_0": (None, None, 0.90, 0.0)}
-SENSITIVE = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS, "deepseek_v2_lite": DEEP_V2,
-             "llama4_text": {"q8_0": (0.9, DENSE_Q8, 0.40, 0.85), "q4_0": (None, None, 0.60, 0.40)},
-             "ernie4_5_moe": {"q8_0": (0.9, 0.10, 0.25, 0.85), "q4_0": (None, None) + ANY_BOUNDS["q4_0"]},
-             "dbrx": {"q8_0": (0.9, 0.10, 0.30, 0.85), "q4_0": (None, None) + ANY_BOUNDS["q4_0"]}}
+# (worst, argmax agreement) where a fixture departs, measured: gpt-oss q8_0 worst 0.32-0.47, agreement 0.80-0.86,
+# q4_0 agreement 0.23-0.29; DeepSeek-V2-Lite q8_0 worst 0.135, agreement 0.80, q4_0 worst 0.70 and agreement 1/35
+# (llama.cpp's q4_0: 0.59, 5/35); Llama 4 (top-1: a flipped choice swaps the token's whole MLP) q8_0 worst 0.30,
+# q4_0 0.43 and agreement 0.51; ERNIE 4.5 and DBRX q8_0 worst 0.118 / 0.252, agreement 0.914 / 0.886; Qwen3-Next
+# q4_0 agreement 8/35 (a third of its tokens route as the float32 model does)
+GPT_OSS = {"q8_0": (0.50, 0.75), "q4_0": (0.90, 0.20)}
+ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
+               "deepseek_v2_lite": {"q8_0": (0.20, 0.7), "q4_0": (0.90, 0.0)},
+               "llama4_text": {"q8_0": (0.40, 0.85), "q4_0": (0.60, 0.40)},
+               "ernie4_5_moe": {"q8_0": (0.25, 0.85)}, "dbrx": {"q8_0": (0.30, 0.85)},
+               "qwen3_next": {"q4_0": (0.90, 0.20)}}
 
 
 def _ref(case):
@@ -67,28 +81,46 @@ def _selected(model, T: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("weights", list(ANY_BOUNDS))
-@pytest.mark.parametrize("case", CASES)
-def test_quantized_logits_stay_within_bounds(case, weights):
-    ids, ref = _ref(case)
-    f32 = petit.load(FOLDERS[case], weights="f32")
+def routing_agrees(folder, ids, weights):
+    """(quantized logits, per position: every expert layer chose the float32 model's experts)."""
+    f32 = petit.load(folder, weights="f32")
     f32.logits(ids)
     want = _selected(f32, len(ids))
-    q = petit.load(FOLDERS[case], weights=weights)
+    q = petit.load(folder, weights=weights)
     got = q.logits(ids)
     same = np.ones(len(ids), bool)
     for a, b in zip(want, _selected(q, len(ids))):
         same &= (a == b).all(axis=1)
+    return got, same
+
+
+@pytest.mark.parametrize("weights", list(ANY_BOUNDS))
+@pytest.mark.parametrize("case", CASES + list(HYBRIDS))
+def test_quantized_logits_stay_within_the_dense_bound_where_the_routing_agrees(case, weights, record_property):
+    folder = FOLDERS.get(case) or HYBRIDS[case]
+    r = np.load(folder / "reference.npz")
+    ids, ref = r["input_ids"], r["logits"]
+    got, same = routing_agrees(folder, ids, weights)
+    record_property("routing_agrees", float(same.mean()))       # the share docs/hf-models.md reports
     err = np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)
-    routed, where_same = 0.9, DENSE_Q8
-    worst, agree = ANY_BOUNDS[weights]
-    if case in SENSITIVE:
-        routed, where_same, worst, agree = SENSITIVE[case][weights]
+    bound = DEPARTS.get((case, weights), WHERE_SAME[weights])
+    if same.any():
+        assert err[same].max() <= bound, f"{case}: {err[same].max():.3f} where the routing agrees"
     if weights == "q8_0":
-        assert same.mean() >= routed, f"{case}: routing differs at {np.flatnonzero(~same)}"
-        assert err[same].max() <= where_same, f"{case}: {err[same].max():.3f} where the routing agrees"
+        assert same.mean() >= ROUTED_DEPARTS.get(case, ROUTED), f"{case}: routing differs at {np.flatnonzero(~same)}"
+    worst, agree = ANY_DEPARTS.get(case, {}).get(weights, ANY_BOUNDS[weights])
     assert err.max() <= worst, f"{case} {weights}: {err.max():.3f}"
     assert (got.argmax(1) == ref.argmax(1)).mean() >= agree
+
+
+@pytest.mark.parametrize("case", CASES + list(HYBRIDS))
+def test_routers_and_shared_expert_gates_stay_float_at_every_weight_type(case):
+    """As llama.cpp's quantizer keeps ffn_gate_inp: the routing is not where the rounding goes."""
+    m = petit.load(FOLDERS.get(case) or HYBRIDS[case], weights="q4_0")
+    moes = [layer.moe for layer in m.net.layers if layer.moe is not None]
+    assert moes and all(x.router.dtype == "f32" for x in moes)
+    assert all(x.shared_gate.dtype == "f32" for x in moes if x.shared_gate is not None)
+    assert all(x.gate[0].dtype == "q4_0" for x in moes)        # while the experts take the type asked for
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -168,15 +168,11 @@ def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case, weights, 
     np.testing.assert_allclose(steps, a, rtol=0, atol=1e-5 * float(np.ptp(a)))
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if c not in ("jamba", "granitemoehybrid", "qwen3_next")])
 @pytest.mark.parametrize("weights,bound", [("q8_0", 0.08), ("q4_0", 0.60)])
 def test_quantized_loads_stay_within_the_dense_bounds(case, weights, bound):
-    if case == "granitemoehybrid" and weights == "q8_0":
-        bound = 0.10        # its MoE: measured 0.084 at the two positions where int8 rounding tips a routing choice
-    if case == "qwen3_next":
-        # its 8 experts in every layer: the whole-prompt bounds of the MoE families (tests/test_moe.py), as a token
-        # whose top-2 flips under the rounding takes other experts (measured 0.22 and 0.62)
-        bound = {"q8_0": 0.25, "q4_0": 0.90}[weights]
+    """The hybrids with expert layers (Jamba, Granite 4.0-H, Qwen3-Next) are held by tests/test_moe.py's rule: the
+    dense bound where the routing is the float32 model's."""
     ids, ref = _ref(case)
     got = petit.load(_folder(case), weights=weights).logits(ids)
     assert (np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)).max() <= bound
