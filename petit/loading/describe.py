@@ -42,7 +42,7 @@ def _runs(model_type) -> str | None:
 
 def _gguf(path: str) -> dict:
     from petit.formats.gguf import GGUFFile
-    from petit.loading.gguf_archs import ARCHS, supported
+    from petit.loading.gguf_archs import ARCHS, unsupported
     with GGUFFile(path) as f:
         m = f.metadata
         arch = m.get("general.architecture")
@@ -50,7 +50,7 @@ def _gguf(path: str) -> dict:
         tokens = m.get("tokenizer.ggml.tokens")
         template = m.get("tokenizer.chat_template")
         out = {"path": path, "format": f"GGUF v{f.version}", "name": m.get("general.name"), "architecture": arch,
-               "runs": None if arch in ARCHS else f"architecture {arch!r} is not supported (supported: {supported()})",
+               "runs": None if arch in ARCHS else unsupported(arch),
                "parameters": params, "tensors": len(f.tensors), "types": types,
                "context_length": m.get(f"{arch}.context_length"), "layers": m.get(f"{arch}.block_count"),
                "hidden_size": m.get(f"{arch}.embedding_length"),

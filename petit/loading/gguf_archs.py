@@ -289,6 +289,14 @@ def supported() -> str:
     return ", ".join(sorted(ARCHS))
 
 
+def unsupported(name: str) -> str:
+    """Why a GGUF architecture does not run: what it is, when it is no decoder-only language model."""
+    from petit.models.refusals import GGUF_NOT_DECODERS
+    if name in GGUF_NOT_DECODERS:
+        return f"architecture {name!r} is {GGUF_NOT_DECODERS[name]}; Petit runs decoder-only language models"
+    return f"architecture {name!r} is not supported by Petit's GGUF reader (supported: {supported()})"
+
+
 def hf_name(name: str, arch: GGUFArch) -> str | None:
     """The Hugging Face name of one of llama.cpp's tensor names (None: not one this architecture maps; a fused
     matrix's parts come from `split_names`)."""
@@ -369,8 +377,7 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
     if not isinstance(name, str):
         raise ValueError(f"{where}: metadata 'general.architecture' is missing")
     if name not in ARCHS:
-        raise ValueError(f"{where}: architecture {name!r} is not supported by Petit's GGUF reader (supported: "
-                         f"{supported()})")
+        raise ValueError(f"{where}: {unsupported(name)}")
     arch = ARCHS[name]
     if name == "llama" and meta.get("llama.expert_count"):
         arch = MIXTRAL

@@ -15,6 +15,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           nemotron_h, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3,
                           qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
                           vaultgemma)
+from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
     "llama": llama,
@@ -118,9 +119,13 @@ def get_family(model_type):
     """The module implementing `model_type`.
 
     Raises:
-        ValueError: for an unknown model_type, naming the closest supported family when there is one and listing the
+        ValueError: for a model_type that is not a decoder-only language model, saying what it is; for an unknown
+            model_type, naming the closest supported family when there is one and listing the
             supported ones.
     """
+    if model_type in NOT_DECODERS:
+        raise ValueError(f"unsupported model_type {model_type!r}: {NOT_DECODERS[model_type]}; Petit runs decoder-only "
+                         f"language models")
     if model_type not in MODEL_TYPES:
         near = closest(model_type)
         hint = f"; the closest family Petit runs is {near}" if near else ""

@@ -1,0 +1,117 @@
+"""The coverage tables at the end of docs/hf-models.md and docs/gguf.md: every type of transformers' causal-LM registry
+and every architecture llama.cpp knows (tests/fixtures/registry/registry.json, a snapshot of both), with whether
+Petit runs it and, when not, why. Made from the engine's own registries, so they cannot drift from what runs:
+tests/test_coverage.py fails when the docs differ from what this prints.
+
+    python scripts/coverage.py            # print both tables
+    python scripts/coverage.py --write    # rewrite them in the docs (between the coverage markers)
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from petit.loading.gguf_archs import ARCHS  # noqa: E402
+from petit.models import CLOSEST, MODEL_TYPES  # noqa: E402
+from petit.models.refusals import GGUF_NOT_DECODERS, NOT_DECODERS, NOT_YET  # noqa: E402
+
+REGISTRY = os.path.join(ROOT, "tests", "fixtures", "registry", "registry.json")
+DOCS = {"hf": os.path.join(ROOT, "docs", "hf-models.md"), "gguf": os.path.join(ROOT, "docs", "gguf.md")}
+BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
+
+
+def registry() -> dict:
+    with open(REGISTRY, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def hf_rows(reg: dict) -> list[tuple[str, str, str]]:
+    """(model_type, "runs" / "refused" / "not a decoder", the family or the reason) of every registry entry."""
+    rows = []
+    for t, info in sorted(reg["transformers"]["types"].items()):
+        saved_as = info["config_model_type"]
+        if t in MODEL_TYPES:
+            rows.append((t, "runs", f"`{t}`"))
+        elif saved_as in MODEL_TYPES:
+            rows.append((t, "runs", f"`{saved_as}` (its config.json says `{saved_as}`)"))
+        elif t in NOT_DECODERS:
+            rows.append((t, "not a decoder", NOT_DECODERS[t]))
+        elif t in CLOSEST:
+            family, what = CLOSEST[t]
+            rows.append((t, "refused", f"not yet: {what} (the nearest family Petit runs: `{family}`)"))
+        else:
+            rows.append((t, "refused", f"not yet: {NOT_YET.get(t, 'no family written for it yet')}"))
+    return rows
+
+
+def gguf_rows(reg: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for name in sorted(reg["llama_cpp"]["archs"]):
+        if name in ARCHS:
+            rows.append((name, "read", f"`{ARCHS[name].model_type}`"))
+        elif name in GGUF_NOT_DECODERS:
+            rows.append((name, "not a decoder", GGUF_NOT_DECODERS[name]))
+        else:
+            rows.append((name, "refused", f"not yet: {NOT_YET.get('gguf:' + name, 'not read yet')}"))
+    return rows
+
+
+def _table(rows, first: str) -> str:
+    lines = [f"| {first} | status | family / why not |", "|---|---|---|"]
+    lines += [f"| `{a}` | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def hf_table(reg: dict | None = None) -> str:
+    reg = reg or registry()
+    rows = hf_rows(reg)
+    decoders = [r for r in rows if r[1] != "not a decoder"]
+    runs = sum(r[1] == "runs" for r in rows)
+    head = (f"transformers {reg['transformers']['version']}'s causal-LM registry (`MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`) "
+            f"holds {len(rows)} types; {len(decoders)} of them are decoder-only language models (or a multimodal "
+            f"checkpoint around one), and Petit runs **{runs}** of those. The others are not decoders (said why).")
+    return head + "\n\n" + _table(rows, "model_type")
+
+
+def gguf_table(reg: dict | None = None) -> str:
+    reg = reg or registry()
+    rows = gguf_rows(reg)
+    decoders = [r for r in rows if r[1] != "not a decoder"]
+    read = sum(r[1] == "read" for r in rows)
+    head = (f"llama.cpp ({reg['llama_cpp']['version']}) knows {len(rows)} architectures; {len(decoders)} of them are "
+            f"decoder-only language models, and Petit reads **{read}** of those (the family each runs as).")
+    return head + "\n\n" + _table(rows, "architecture")
+
+
+def replaced(text: str, table: str, where: str) -> str:
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{where}: the markers {BEGIN} / {END} are missing")
+    head, rest = text.split(BEGIN, 1)
+    return head + BEGIN + "\n" + table + "\n" + END + rest.split(END, 1)[1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the tables in docs/")
+    args = ap.parse_args(argv)
+    reg = registry()
+    tables = {"hf": hf_table(reg), "gguf": gguf_table(reg)}
+    if not args.write:
+        print(tables["hf"] + "\n\n" + tables["gguf"])
+        return 0
+    for k, path in DOCS.items():
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        new = replaced(text, tables[k], path)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(new)
+        os.replace(tmp, path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
