@@ -1,0 +1,50 @@
+"""The dense group of issue 30 (families transformers 5 added close to one of llama.py's), each written from its
+transformers 5.25 modeling file: granite_swa (Granite's multipliers, per-layer sliding windows, attention sinks, a
+RoPE base per layer with 0 for none), granitemoe_swa (the same attention over granitemoeshared's experts)."""
+from trainer.reference.families.common import get, heads, layer_types, rope
+from trainer.reference.families.llama import llama_like
+from trainer.reference.spec import MoeSpec
+
+
+def _granite_swa_kw(cfg) -> dict:
+    """llama_like's per-layer RoPE, windows and Granite's multipliers for GraniteSWA's attention: layer_types (by
+    default full when i % 4 == 0), layer_rope_theta (0: no RoPE in that layer; by default rope_theta everywhere)."""
+    n, hd = cfg["num_hidden_layers"], heads(cfg)[2]
+    types = layer_types(cfg, lambda i: "full_attention" if i % 4 == 0 else "sliding_attention")
+    w = get(cfg, "sliding_window", 128)
+    thetas = cfg.get("layer_rope_theta") or [get(cfg, "rope_theta", 10000.0)] * n
+    ropes = {th: rope(cfg, hd, theta=th) for th in set(thetas) if th}
+    bias = get(cfg, "attention_bias", False)
+    return dict(qkv_bias=bias, o_bias=bias, rope_of=lambda i: ropes.get(thetas[i]),
+                window_of=lambda i: w if types[i] == "sliding_attention" else 0,
+                embed_scale=get(cfg, "embedding_multiplier", 1.0), attn_scale=get(cfg, "attention_multiplier", 1.0),
+                residual_scale=get(cfg, "residual_multiplier", 1.0),
+                logit_scale=1.0 / get(cfg, "logits_scaling", 1.0))
+
+
+def _sinks(spec):
+    for i, L in enumerate(spec.layers):
+        L.sinks = f"model.layers.{i}.self_attn.sinks"
+    return spec
+
+
+def granite_swa(cfg, names):
+    return _sinks(llama_like(cfg, names, "granite_swa", eps=get(cfg, "rms_norm_eps", 1e-5),
+                             mlp_bias=get(cfg, "mlp_bias", False), tied=True, **_granite_swa_kw(cfg)))
+
+
+def granitemoe_swa(cfg, names):
+    """The experts as the engine stores them (split per expert; the router as router.layer), a shared MLP of
+    shared_intermediate_size (0: none) added unweighted."""
+    S, E, b = get(cfg, "shared_intermediate_size", 0), cfg["num_local_experts"], "block_sparse_moe"
+
+    def moe(i, p):
+        shared = tuple(f"{p}shared_mlp.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj")) if S else None
+        return MoeSpec(f"{p}{b}.router.layer.weight",
+                       [tuple(f"{p}{b}.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], cfg["num_experts_per_tok"], True, shared)
+    return _sinks(llama_like(cfg, names, "granitemoe_swa", eps=get(cfg, "rms_norm_eps", 1e-6), moe_of=moe,
+                             **_granite_swa_kw(cfg)))
+
+
+FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa}
