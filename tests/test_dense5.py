@@ -108,3 +108,11 @@ def test_granitemoe_swa_reads_granitemoes_spelling_of_the_experts(tmp_path):
     model = _load(d)
     assert not any("experts.gate_up_proj" in n for n in model.tensors)
     assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+def test_nanochat_refuses_an_activation_it_cannot_run(tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["nanochat"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("nanochat"), hidden_act="xielu")))
+    with pytest.raises(ValueError, match="hidden_act 'xielu' is not supported by the nanochat family"):
+        petit.load(d, weights="f32")

@@ -15,7 +15,8 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           nemotron_h, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3,
                           qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
                           vaultgemma)
-from petit.models import granite_swa, granitemoe_swa       # issue 30: the dense group of transformers 5's families
+# issue 30: the dense group of transformers 5's families
+from petit.models import granite_swa, granitemoe_swa, nanochat
 
 MODEL_TYPES = {
     "llama": llama,
@@ -89,6 +90,7 @@ MODEL_TYPES = {
     # issue 30, the dense group
     "granite_swa": granite_swa,
     "granitemoe_swa": granitemoe_swa,
+    "nanochat": nanochat,
 }
 
 

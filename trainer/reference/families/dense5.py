@@ -1,9 +1,10 @@
 """The dense group of issue 30 (families transformers 5 added close to one of llama.py's), each written from its
 transformers 5.25 modeling file: granite_swa (Granite's multipliers, per-layer sliding windows, attention sinks, a
-RoPE base per layer with 0 for none), granitemoe_swa (the same attention over granitemoeshared's experts)."""
-from trainer.reference.families.common import get, heads, layer_types, rope
+RoPE base per layer with 0 for none), granitemoe_swa (the same attention over granitemoeshared's experts), nanochat
+(weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP)."""
+from trainer.reference.families.common import activation, get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
-from trainer.reference.spec import MoeSpec
+from trainer.reference.spec import MoeSpec, NormSpec, RopeSpec
 
 
 def _granite_swa_kw(cfg) -> dict:
@@ -47,4 +48,21 @@ def granitemoe_swa(cfg, names):
                              **_granite_swa_kw(cfg)))
 
 
-FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa}
+def nanochat(cfg, names):
+    """rotate_half(x) = cat(x2, -x1): each pair turns by -angle, which is RoPE with its frequencies negated."""
+    eps, hd = get(cfg, "rms_norm_eps", 1e-6), heads(cfg)[2]
+    r = rope(cfg, hd)
+    turned = RopeSpec(r.dim, lambda n: (lambda f: (-f[0], f[1]))(r.freqs(n)))
+    bias = get(cfg, "attention_bias", False)
+    spec = llama_like(cfg, names, "nanochat", eps=eps, qkv_bias=bias, o_bias=bias, rope_of=lambda i: turned,
+                      plain_mlp=True, norm=lambda name: NormSpec("rms", eps, None),
+                      act=activation(cfg, "hidden_act", "relu2"), embed_norm=NormSpec("rms", eps, None),
+                      logit_softcap=cfg.get("final_logit_softcapping", 15.0) or 0.0)     # null: no cap
+    for i, L in enumerate(spec.layers):
+        p = f"model.layers.{i}.mlp."
+        L.up, L.down, L.norm_after_rope = p + "fc1.weight", p + "fc2.weight", True
+        L.q_norm = L.k_norm = NormSpec("rms", eps, None)
+    return spec
+
+
+FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat}
