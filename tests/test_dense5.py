@@ -116,3 +116,12 @@ def test_nanochat_refuses_an_activation_it_cannot_run(tmp_path):
     (d / "config.json").write_text(json.dumps(dict(_config("nanochat"), hidden_act="xielu")))
     with pytest.raises(ValueError, match="hidden_act 'xielu' is not supported by the nanochat family"):
         petit.load(d, weights="f32")
+
+
+def test_apertus1p5_text_runs_its_pruned_head():
+    """The head's 304 rows are the logits' width; the input embeddings keep the 320-row vocabulary, and an input id
+    past the head (a visual or audio code of the multimodal model) is refused by name."""
+    model = _load(FOLDERS["apertus1p5_text"])
+    assert model.vocab_size == 304 and model.net.lm_head.shape == (304, 64) and model.net.embed.shape == (320, 64)
+    with pytest.raises(ValueError, match=r"token id\(s\) \[310\] out of range for a vocabulary of 304"):
+        model.logits(np.array([1, 310]))

@@ -1,9 +1,12 @@
 """The dense group of issue 30 (families transformers 5 added close to one of llama.py's), each written from its
 transformers 5.25 modeling file: granite_swa (Granite's multipliers, per-layer sliding windows, attention sinks, a
 RoPE base per layer with 0 for none), granitemoe_swa (the same attention over granitemoeshared's experts), nanochat
-(weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP)."""
+(weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP),
+apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
+transformers 5 does not round xIELU's parameters to bfloat16)."""
 from trainer.reference.families.common import activation, get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
+from trainer.reference.families.llama_variants import apertus
 from trainer.reference.spec import MoeSpec, NormSpec, RopeSpec
 
 
@@ -65,4 +68,11 @@ def nanochat(cfg, names):
     return spec
 
 
-FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat}
+def apertus1p5_text(cfg, names):
+    spec = apertus(dict(cfg, xielu_bf16=get(cfg, "xielu_bf16", False)), names)
+    spec.family = "apertus1p5_text"
+    return spec
+
+
+FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
+            "apertus1p5_text": apertus1p5_text}
