@@ -3,7 +3,8 @@ transformers 5.25 modeling file: granite_swa (Granite's multipliers, per-layer s
 RoPE base per layer with 0 for none), granitemoe_swa (the same attention over granitemoeshared's experts), nanochat
 (weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP),
 apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
-transformers 5 does not round xIELU's parameters to bfloat16)."""
+transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
+llama3 RoPE by default)."""
 from trainer.reference.families.common import activation, get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import apertus
@@ -74,5 +75,16 @@ def apertus1p5_text(cfg, names):
     return spec
 
 
+def cwm(cfg, names):
+    hd = heads(cfg)[2]
+    scaling = cfg.get("rope_scaling", {"rope_type": "llama3", "factor": 16.0, "high_freq_factor": 4.0,
+                                       "low_freq_factor": 1.0, "original_max_position_embeddings": 8192})
+    r = rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 1e6), rope_scaling=scaling), hd)
+    types = layer_types(cfg, lambda i: "full_attention" if i % 4 == 0 else "sliding_attention")
+    w = get(cfg, "sliding_window", 8192)
+    return llama_like(cfg, names, "cwm", eps=get(cfg, "rms_norm_eps", 1e-5), mlp_bias=get(cfg, "mlp_bias", False),
+                      rope_of=lambda i: r, window_of=lambda i: w if types[i] == "sliding_attention" else 0)
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
-            "apertus1p5_text": apertus1p5_text}
+            "apertus1p5_text": apertus1p5_text, "cwm": cwm}
