@@ -4,8 +4,9 @@ RoPE base per layer with 0 for none), granitemoe_swa (the same attention over gr
 (weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP),
 apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
 transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
-llama3 RoPE by default)."""
+llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default)."""
 from trainer.reference.families.common import activation, get, heads, layer_types, rope
+from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import apertus
 from trainer.reference.spec import MoeSpec, NormSpec, RopeSpec
@@ -86,5 +87,10 @@ def cwm(cfg, names):
                       rope_of=lambda i: r, window_of=lambda i: w if types[i] == "sliding_attention" else 0)
 
 
+def youtu(cfg, names):
+    return _deepseek(dict(cfg, tie_word_embeddings=get(cfg, "tie_word_embeddings", True), n_routed_experts=None),
+                     names, "youtu", v3=True)
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
-            "apertus1p5_text": apertus1p5_text, "cwm": cwm}
+            "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu}
