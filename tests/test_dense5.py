@@ -125,3 +125,16 @@ def test_apertus1p5_text_runs_its_pruned_head():
     assert model.vocab_size == 304 and model.net.lm_head.shape == (304, 64) and model.net.embed.shape == (320, 64)
     with pytest.raises(ValueError, match=r"token id\(s\) \[310\] out of range for a vocabulary of 304"):
         model.logits(np.array([1, 310]))
+
+
+@pytest.mark.parametrize("key, value", [("clip_qkv", 8.0), ("use_sliding_window", True)])
+def test_iquestcoder_refuses_what_transformers_refuses(tmp_path, key, value):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["iquestcoder"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("iquestcoder"), **{key: value})))
+    with pytest.raises(ValueError, match=f"{key} {value!r} is not supported by the iquestcoder family"):
+        petit.load(d, weights="f32")
+    (d / "config.json").write_text(json.dumps(dict(_config("iquestcoder"), clip_qkv=None, use_sliding_window=False)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # null / false: read, and nothing to report
+        petit.load(d, weights="f32")

@@ -4,10 +4,11 @@ RoPE base per layer with 0 for none), granitemoe_swa (the same attention over gr
 (weightless RMS norms everywhere, q/k norms after a RoPE turning the other way, a plain fc1 / fc2 MLP),
 apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
 transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
-llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default)."""
+llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default),
+iquestcoder (Llama itself)."""
 from trainer.reference.families.common import activation, get, heads, layer_types, rope
 from trainer.reference.families.deepseek import _deepseek
-from trainer.reference.families.llama import llama_like
+from trainer.reference.families.llama import llama, llama_like
 from trainer.reference.families.llama_variants import apertus
 from trainer.reference.spec import MoeSpec, NormSpec, RopeSpec
 
@@ -92,5 +93,12 @@ def youtu(cfg, names):
                      names, "youtu", v3=True)
 
 
+def iquestcoder(cfg, names):
+    spec = llama(dict(cfg, rms_norm_eps=get(cfg, "rms_norm_eps", 1e-5)), names)
+    spec.family = "iquestcoder"
+    return spec
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
-            "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu}
+            "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu,
+            "iquestcoder": iquestcoder}
