@@ -138,3 +138,16 @@ def test_iquestcoder_refuses_what_transformers_refuses(tmp_path, key, value):
     with warnings.catch_warnings():
         warnings.simplefilter("error")             # null / false: read, and nothing to report
         petit.load(d, weights="f32")
+
+
+def test_hyperclovax_resolves_a_null_attention_multiplier(tmp_path):
+    """Null (the class default, which transformers resolves before it writes config.json): head_dim^-0.5, the same
+    logits as the fixture's written 0.25."""
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["hyperclovax"], d)
+    assert _config("hyperclovax")["attention_multiplier"] == 0.25
+    (d / "config.json").write_text(json.dumps(dict(_config("hyperclovax"), attention_multiplier=None)))
+    ref = np.load(d / "reference.npz")
+    model = _load(d)
+    assert model.net.arch.attn_scale == 0.25
+    assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL

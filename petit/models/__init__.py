@@ -16,7 +16,8 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
                           vaultgemma)
 # issue 30: the dense group of transformers 5's families
-from petit.models import apertus1p5_text, cwm, granite_swa, granitemoe_swa, iquestcoder, nanochat, youtu
+from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, iquestcoder, nanochat,
+                          youtu)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -95,6 +96,7 @@ MODEL_TYPES = {
     "cwm": cwm,
     "youtu": youtu,
     "iquestcoder": iquestcoder,
+    "hyperclovax": hyperclovax,
 }
 
 

@@ -5,8 +5,8 @@ RoPE base per layer with 0 for none), granitemoe_swa (the same attention over gr
 apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
 transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
 llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default),
-iquestcoder (Llama itself)."""
-from trainer.reference.families.common import activation, get, heads, layer_types, rope
+iquestcoder (Llama itself), hyperclovax (Granite with norms of each sublayer's output and multiplied logits)."""
+from trainer.reference.families.common import activation, get, heads, layer_types, rms, rope
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.llama import llama, llama_like
 from trainer.reference.families.llama_variants import apertus
@@ -99,6 +99,23 @@ def iquestcoder(cfg, names):
     return spec
 
 
+def hyperclovax(cfg, names):
+    """attention_multiplier null: head_dim^-0.5; use_post_norm: post_norm1 / post_norm2 on the sublayers' outputs,
+    before the residual multiplier; logits times logits_scaling."""
+    eps, bias, hd = get(cfg, "rms_norm_eps", 1e-6), get(cfg, "attention_bias", False), heads(cfg)[2]
+    r = rope(cfg, hd)
+    spec = llama_like(cfg, names, "hyperclovax", eps=eps, qkv_bias=bias, o_bias=bias,
+                      mlp_bias=get(cfg, "mlp_bias", False), rope_of=lambda i: r,
+                      embed_scale=get(cfg, "embedding_multiplier", 1.0),
+                      attn_scale=get(cfg, "attention_multiplier", hd ** -0.5),
+                      residual_scale=get(cfg, "residual_multiplier", 1.0), logit_scale=get(cfg, "logits_scaling", 1.0))
+    if get(cfg, "use_post_norm", True):
+        for i, L in enumerate(spec.layers):
+            L.post_attn_norm = rms(f"model.layers.{i}.post_norm1", eps)
+            L.post_mlp_norm = rms(f"model.layers.{i}.post_norm2", eps)
+    return spec
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
             "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu,
-            "iquestcoder": iquestcoder}
+            "iquestcoder": iquestcoder, "hyperclovax": hyperclovax}
