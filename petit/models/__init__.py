@@ -16,8 +16,8 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
                           vaultgemma)
 # issue 30: the dense group of transformers 5's families
-from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, iquestcoder, nanochat,
-                          youtu)
+from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, iquestcoder, jais2,
+                          nanochat, youtu)
 
 MODEL_TYPES = {
     "llama": llama,
@@ -97,6 +97,7 @@ MODEL_TYPES = {
     "youtu": youtu,
     "iquestcoder": iquestcoder,
     "hyperclovax": hyperclovax,
+    "jais2": jais2,
 }
 
 

@@ -5,8 +5,9 @@ RoPE base per layer with 0 for none), granitemoe_swa (the same attention over gr
 apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the logits are the head's width, and
 transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
 llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default),
-iquestcoder (Llama itself), hyperclovax (Granite with norms of each sublayer's output and multiplied logits)."""
-from trainer.reference.families.common import activation, get, heads, layer_types, rms, rope
+iquestcoder (Llama itself), hyperclovax (Granite with norms of each sublayer's output and multiplied logits), jais2
+(LayerNorms with biases, a plain relu² MLP, biases everywhere)."""
+from trainer.reference.families.common import activation, get, heads, layer_types, layer, rms, rope
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.llama import llama, llama_like
 from trainer.reference.families.llama_variants import apertus
@@ -116,6 +117,14 @@ def hyperclovax(cfg, names):
     return spec
 
 
+def jais2(cfg, names):
+    eps, abias, mbias = get(cfg, "layer_norm_eps", 1e-5), get(cfg, "attention_bias", True), get(cfg, "mlp_bias", True)
+    r = rope(cfg, heads(cfg)[2])
+    return llama_like(cfg, names, "jais2", eps=eps, qkv_bias=abias, o_bias=abias, mlp_bias=mbias, rope_of=lambda i: r,
+                      plain_mlp=True, act=activation(cfg, "hidden_act", "relu2"),
+                      norm=lambda name: layer(name, eps, names))
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
             "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu,
-            "iquestcoder": iquestcoder, "hyperclovax": hyperclovax}
+            "iquestcoder": iquestcoder, "hyperclovax": hyperclovax, "jais2": jais2}
