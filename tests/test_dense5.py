@@ -151,3 +151,23 @@ def test_hyperclovax_resolves_a_null_attention_multiplier(tmp_path):
     model = _load(d)
     assert model.net.arch.attn_scale == 0.25
     assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("internlm2", {"bias": True}, "bias true .* is not supported by the internlm2 family: no released InternLM2"),
+    ("minicpm", {"attention_bias": True}, "attention_bias / mlp_bias are not supported by the minicpm family"),
+])
+def test_remote_code_families_refuse_what_no_reference_runs(tmp_path, case, change, message):
+    """llama.cpp, the reference of these two, reads no such bias (and no released checkpoint has one)."""
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS[case], d)
+    (d / "config.json").write_text(json.dumps(dict(_config(case), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+def test_hrm_text_is_refused_naming_what_it_adds():
+    from petit.models import get_family
+    with pytest.raises(ValueError, match=r"unsupported model_type 'hrm_text'; the closest family Petit runs is llama "
+                                         r"\(hrm_text differs: recurrent H / L cycles"):
+        get_family("hrm_text")

@@ -44,7 +44,8 @@ AGREEMENT_FLOOR = {("hunyuan_v1_dense", "q4_0"): 0.25, ("youtu", "q4_0"): 0.25}
 # argmax 0.26; latent attention runs four 4-bit products in series where Llama's runs two (q_a, q_b, the absorbed
 # key, kv_c / the absorbed value, o), and the MLA fixtures of hf_moe measure the same at q4_0 (deepseek_v3 0.60,
 # deepseek_v2_lite 0.70, held by test_moe.py's 0.90); q8_0 keeps the shared bound (0.052)
-WORST_BOUND = {("youtu", "q4_0"): 0.80}
+# minicpm (tied, its embeddings x 12 and logits / 4) at q4_0: 0.62 at one position of 35 (the next 0.39, mean 0.22)
+WORST_BOUND = {("youtu", "q4_0"): 0.80, ("minicpm", "q4_0"): 0.70}
 
 
 def _ref(case):

@@ -6,7 +6,9 @@ apertus1p5_text (Apertus with its LM head pruned to output_vocab_size rows: the 
 transformers 5 does not round xIELU's parameters to bfloat16), cwm (Llama with sliding layers, full when i % 4 == 0,
 llama3 RoPE by default), youtu (DeepSeek-V3's latent attention with a dense MLP in every layer, tied by default),
 iquestcoder (Llama itself), hyperclovax (Granite with norms of each sublayer's output and multiplied logits), jais2
-(LayerNorms with biases, a plain relu² MLP, biases everywhere)."""
+(LayerNorms with biases, a plain relu² MLP, biases everywhere), minicpm (Llama with scale_emb, scale_depth /
+sqrt(layers) on each residual, logits / (hidden / dim_model_base); from its remote code, as llama.cpp runs it),
+internlm2 (Llama; its fused grouped wqkv and own names are stored split under Llama's in a `.petit` file)."""
 from trainer.reference.families.common import activation, get, heads, layer_types, layer, rms, rope
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.llama import llama, llama_like
@@ -125,6 +127,21 @@ def jais2(cfg, names):
                       norm=lambda name: layer(name, eps, names))
 
 
+def minicpm(cfg, names):
+    r = rope(cfg, heads(cfg)[2])
+    return llama_like(cfg, names, "minicpm", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r, tied=True,
+                      embed_scale=get(cfg, "scale_emb", 1.0),
+                      residual_scale=get(cfg, "scale_depth", 1.0) / cfg["num_hidden_layers"] ** 0.5,
+                      logit_scale=get(cfg, "dim_model_base", 1.0) / cfg["hidden_size"])
+
+
+def internlm2(cfg, names):
+    spec = llama(cfg, names)
+    spec.family = "internlm2"
+    return spec
+
+
 FAMILIES = {"granite_swa": granite_swa, "granitemoe_swa": granitemoe_swa, "nanochat": nanochat,
             "apertus1p5_text": apertus1p5_text, "cwm": cwm, "youtu": youtu,
-            "iquestcoder": iquestcoder, "hyperclovax": hyperclovax, "jais2": jais2}
+            "iquestcoder": iquestcoder, "hyperclovax": hyperclovax, "jais2": jais2,
+            "minicpm": minicpm, "internlm2": internlm2}
