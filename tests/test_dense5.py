@@ -171,3 +171,82 @@ def test_hrm_text_is_refused_naming_what_it_adds():
     with pytest.raises(ValueError, match=r"unsupported model_type 'hrm_text'; the closest family Petit runs is llama "
                                          r"\(hrm_text differs: recurrent H / L cycles"):
         get_family("hrm_text")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_dense, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_dense"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = ["granite_swa", "internlm2", "jais2", "minicpm"]
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case).logits(ref["input_ids"])
+    assert _gguf(case).weight_type == "q8_0"
+    err, theirs = _scaled(got, ref["exact_logits"]), _scaled(ref["logits"], ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_granite_swa_reads_the_windows_the_rope_pattern_and_the_sinks():
+    """The file's sliding pattern and rope pattern (layer 1 NoPE); one base for the RoPE layers, as llama.cpp runs
+    them (the folder's layer 2 has base 1e6, which no GGUF key holds)."""
+    model = _gguf("granite_swa", weights="f32")
+    assert model.config.model_type == "granite_swa"
+    net = model.net
+    assert [L.window for L in net.layers] == [0, 8, 8]
+    assert [None if L.rope is None else L.rope.base for L in net.layers] == [1e4, None, 1e4]
+    assert net.layers[0].rope.interleaved and all(L.sinks is not None for L in net.layers)
+    folder = np.asarray(petit.load(FOLDERS["granite_swa"], weights="f32").net.layers[2].sinks.a)
+    assert np.array_equal(net.layers[2].sinks.a, folder)
+
+
+def test_gguf_granite_swa_with_experts_is_refused_by_name():
+    path = GGUF / "granitemoe_swa" / "q8_0.gguf"
+    with pytest.raises(ValueError, match=r"a granite_swa file with experts \(GraniteMoeSWA: the converter fuses their "
+                                         r"gate / up in ffn_gate_up_exps\) is not read by Petit yet"):
+        petit.load(path)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5

@@ -123,9 +123,10 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
                                          r"\(supported: apertus, arcee, bitnet, bloom, chatglm, cohere2, command-r, dbrx, "
                                          r"deepseek2, ernie4_5, ernie4_5-moe, exaone4, "
                                          r"falcon, falcon-h1, gemma, gemma2, gemma3, glm4, glm4moe, gpt-oss, gpt2, gptneox, "
-                                         r"granite, granitehybrid, granitemoe, hunyuan-dense, hunyuan-moe, jamba, lfm2, llama, "
+                                         r"granite, granite_swa, granitehybrid, granitemoe, hunyuan-dense, hunyuan-moe, "
+                                         r"internlm2, jais2, jamba, lfm2, llama, "
                                          r"llama4, mamba, "
-                                         r"mamba2, mpt, nemotron, "
+                                         r"mamba2, minicpm, mpt, nemotron, "
                                          r"nemotron_h, olmo, olmo2, olmoe, phi2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, "
                                          r"qwen3next, seed_oss, smollm3, stablelm, starcoder, starcoder2\)"):
         petit.load(tmp_path / "x.gguf")

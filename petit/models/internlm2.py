@@ -22,6 +22,7 @@ class InternLM2Config(DecoderConfig):
 
     rms_norm_eps: float = 1e-6
     bias: bool = True
+    rope_interleaved: bool = False      # a Petit key, as Llama's: True rotates pairs (2i, 2i+1) (a GGUF file's q / k)
     model_type: str = "internlm2"
     _IGNORED = frozenset({"attn_implementation"})      # the attention implementation does not change the result
 
@@ -33,7 +34,7 @@ class InternLM2Config(DecoderConfig):
                              "released InternLM2 has them (their config.json says bias false)")
 
     def _validate(self):
-        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "bias"))
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "bias", "rope_interleaved"))
         if self.head_dim * self.num_attention_heads != self.hidden_size:
             raise ValueError(f"config: head_dim {self.head_dim} x {self.num_attention_heads} heads must be "
                              f"hidden_size {self.hidden_size} in the internlm2 family")

@@ -23,7 +23,8 @@ def _granite_swa_kw(cfg) -> dict:
     types = layer_types(cfg, lambda i: "full_attention" if i % 4 == 0 else "sliding_attention")
     w = get(cfg, "sliding_window", 128)
     thetas = cfg.get("layer_rope_theta") or [get(cfg, "rope_theta", 10000.0)] * n
-    ropes = {th: rope(cfg, hd, theta=th) for th in set(thetas) if th}
+    pairs = get(cfg, "rope_interleaved", False)          # a GGUF file's q / k rows
+    ropes = {th: rope(cfg, hd, theta=th, interleaved=pairs) for th in set(thetas) if th}
     bias = get(cfg, "attention_bias", False)
     return dict(qkv_bias=bias, o_bias=bias, rope_of=lambda i: ropes.get(thetas[i]),
                 window_of=lambda i: w if types[i] == "sliding_attention" else 0,
@@ -128,7 +129,7 @@ def jais2(cfg, names):
 
 
 def minicpm(cfg, names):
-    r = rope(cfg, heads(cfg)[2])
+    r = rope(cfg, heads(cfg)[2], interleaved=get(cfg, "rope_interleaved", False))     # a GGUF file's pairs
     return llama_like(cfg, names, "minicpm", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r, tied=True,
                       embed_scale=get(cfg, "scale_emb", 1.0),
                       residual_scale=get(cfg, "scale_depth", 1.0) / cfg["num_hidden_layers"] ** 0.5,
