@@ -132,6 +132,9 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         # head has them (its blocks are ternary): a wrong RoPE fails at 3.4-5.5x the limit there (0.43-0.84 of the
         # logit scale), every other fault and family at 8x or more
         least = 3 if case.startswith("bitnet") and weights != "f32" else 8
+        # nanochat: every norm is weightless and the embeddings are normed before the first layer, so each norm's
+        # input has a mean square near 1 or more and eps 1e-6 -> 1e-4 moves the logits least (measured 7.0-7.4x)
+        least = 6 if case == "nanochat" and fault == "norm_eps_x100" else least
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
@@ -169,7 +172,7 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
     # a family the engine runs but the reference has not learnt yet: an error, never a verdict
     monkeypatch.delitem(FAMILIES, "qwen2")
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "
-                                         r"apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, .*\), so it cannot verify this model"):
+                                         r"apertus, (.*, )?arcee, bitnet, bloom, codegen, cohere, cohere2, .*\), so it cannot verify this model"):
         verify(files["qwen2", "q8_0"][0], n=0)
     with pytest.raises(ValueError, match=f"^{HERE / 'qwen2'}: the independent reference does not model model_type"):
         verify(HERE / "qwen2", n=0)

@@ -15,6 +15,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
                           nemotron_h, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3,
                           qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
                           vaultgemma)
+# issue 30: the dense group of transformers 5's families
+from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
+                          jais2, minicpm, nanochat, youtu)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -86,14 +89,26 @@ MODEL_TYPES = {
     "hunyuan_v1_moe": hunyuan_v1_moe,
     "dbrx": dbrx,
     "internlm3": internlm3,
+    # issue 30, the dense group
+    "granite_swa": granite_swa,
+    "granitemoe_swa": granitemoe_swa,
+    "nanochat": nanochat,
+    "apertus1p5_text": apertus1p5_text,
+    "cwm": cwm,
+    "youtu": youtu,
+    "iquestcoder": iquestcoder,
+    "hyperclovax": hyperclovax,
+    "jais2": jais2,
+    "minicpm": minicpm,
+    "internlm2": internlm2,
 }
 
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
 CLOSEST = {
-    "internlm2": ("llama", "fused wqkv and its own tensor names"),
-    "minicpm": ("llama", "its scale_emb / scale_depth multipliers"), "minicpm3": ("deepseek_v2", "latent attention"),
+    "minicpm3": ("deepseek_v2", "latent attention"),
+    "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),

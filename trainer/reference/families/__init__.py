@@ -5,17 +5,20 @@ gpt_neox, phi, starcoder2, stablelm), cohere.py (cohere, cohere2), moe.py (qwen3
 granitemoe, granitemoeshared, gpt_oss, llama4_text), deepseek.py (deepseek_v2, deepseek_v3), ssm.py (mamba,
 falcon_mamba, ...), llama_variants.py (helium, seed_oss, ernie4_5, ministral, arcee, olmo, olmo3, glm, glm4, exaone4,
 vaultgemma, apertus, nemotron, hunyuan_v1_dense, persimmon), gpt_variants.py (gptj, codegen, gpt_neo, gpt_bigcode,
-falcon, bloom, mpt, opt), hybrid.py (qwen3_next, qwen3_5_text, nemotron_h).
+falcon, bloom, mpt, opt), hybrid.py (qwen3_next, qwen3_5_text, nemotron_h), dense5.py (the dense group of issue 30:
+granite_swa, granitemoe_swa, ...).
 
 A family added to the engine is not verified until it is added here: `spec_for` refuses an unknown model_type by
 name, so `petit verify` reports an error instead of a verdict computed with the wrong architecture.
 """
 from trainer.reference.families import (cohere, deepseek, gemma, gpt, gpt_variants, hybrid, llama, llama_variants, moe,
                                          ssm)
+from trainer.reference.families import dense5          # issue 30: the dense group of transformers 5's families
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
-            **moe.FAMILIES, **deepseek.FAMILIES, **ssm.FAMILIES, **hybrid.FAMILIES}
+            **moe.FAMILIES, **deepseek.FAMILIES, **ssm.FAMILIES, **hybrid.FAMILIES,
+            **dense5.FAMILIES}
 
 
 class UnsupportedFamily(ValueError):
