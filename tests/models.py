@@ -82,7 +82,9 @@ class ShortRope:
 PENDING_FIXTURES = frozenset({"phimoe", "jetmoe"})
 # families whose fixture is another's folder rearranged by the test that uses it: a released Qwen3.5 folder (qwen3_5)
 # is qwen3_5_text's model under text_config and model.language_model. names (tests/test_ssm.py builds it)
-DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text"}
+DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
+                    # issue 30, moe_a: hf5_moe_a/qwen3_5_moe holds transformers' wrapper (tests/test_moe_a5.py)
+                    "qwen3_5_moe": "qwen3_5_moe_text"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -63,6 +63,13 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                "llama4_text": {"q8_0": (0.40, 0.85), "q4_0": (0.60, 0.40)},
                "ernie4_5_moe": {"q8_0": (0.25, 0.85)}, "dbrx": {"q8_0": (0.30, 0.85)},
                "qwen3_next": {"q4_0": (0.90, 0.20)}}
+# issue 30, moe_a: Qwen3.5-MoE (Qwen3-Next's experts after Gated DeltaNet layers, every layer routed), measured on
+# the 35-token prompt: q8_0 0.100 where the position's own routing agrees, 29 of 35 agreeing, worst 0.322, argmax
+# 0.80; q4_0 11 of 35 agreeing. A flip reaches every later position through the DeltaNet's recurrent state: before
+# the first flip the dense bound holds (q8_0 0.030 on all three prompts), tests/test_moe_a5.py holds that
+DEPARTS.update({("qwen3_5_moe_text", "q8_0"): 0.13})
+ROUTED_DEPARTS.update({"qwen3_5_moe_text": 0.75})
+ANY_DEPARTS.update({"qwen3_5_moe_text": {"q8_0": (0.40, 0.75), "q4_0": (0.90, 0.25)}})
 
 
 def _ref(case):

@@ -20,6 +20,8 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
 from petit.models import gemma3
+# issue 30: the moe_a group
+from petit.models import qwen3_5_moe, qwen3_5_moe_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -105,6 +107,9 @@ MODEL_TYPES = {
     "internlm2": internlm2,
     # issue 30, the wrap group
     "gemma3": gemma3,
+    # issue 30, the moe_a group
+    "qwen3_5_moe_text": qwen3_5_moe_text,
+    "qwen3_5_moe": qwen3_5_moe,
 }
 
 

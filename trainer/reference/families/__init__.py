@@ -15,12 +15,15 @@ from trainer.reference.families import (cohere, deepseek, gemma, gpt, gpt_varian
                                          ssm)
 from trainer.reference.families import dense5          # issue 30: the dense group of transformers 5's families
 from trainer.reference.families import wrap5           # issue 30: the wrap group (multimodal wrappers)
+from trainer.reference.families import moe_a5          # issue 30: the moe_a group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
             **moe.FAMILIES, **deepseek.FAMILIES, **ssm.FAMILIES, **hybrid.FAMILIES,
             **dense5.FAMILIES,
-            **wrap5.FAMILIES}
+            **wrap5.FAMILIES,
+            **moe_a5.FAMILIES,
+            }
 
 
 class UnsupportedFamily(ValueError):
