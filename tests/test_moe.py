@@ -63,6 +63,9 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                "llama4_text": {"q8_0": (0.40, 0.85), "q4_0": (0.60, 0.40)},
                "ernie4_5_moe": {"q8_0": (0.25, 0.85)}, "dbrx": {"q8_0": (0.30, 0.85)},
                "qwen3_next": {"q4_0": (0.90, 0.20)}}
+# issue 30, the mla group, measured: GLM-4.7-Flash's fixture at q8_0 0.251 at one of the 3 positions of 35 whose
+# routing differs (0.032 where it agrees, 91 % agreeing; argmax 0.86)
+ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
 
 
 def _ref(case):
