@@ -70,6 +70,9 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
 DEPARTS.update({("qwen3_5_moe_text", "q8_0"): 0.13})
 ROUTED_DEPARTS.update({"qwen3_5_moe_text": 0.75})
 ANY_DEPARTS.update({"qwen3_5_moe_text": {"q8_0": (0.40, 0.75), "q4_0": (0.90, 0.25)}})
+# issue 30, the mla group, measured: GLM-4.7-Flash's fixture at q8_0 0.251 at one of the 3 positions of 35 whose
+# routing differs (0.032 where it agrees, 91 % agreeing; argmax 0.86)
+ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
 
 
 def _ref(case):

@@ -22,6 +22,8 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
 from petit.models import gemma3
 # issue 30: the moe_a group
 from petit.models import qwen3_5_moe, qwen3_5_moe_text
+# issue 30: the mla group
+from petit.models import glm4_moe_lite
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -110,6 +112,8 @@ MODEL_TYPES = {
     # issue 30, the moe_a group
     "qwen3_5_moe_text": qwen3_5_moe_text,
     "qwen3_5_moe": qwen3_5_moe,
+    # issue 30, the mla group
+    "glm4_moe_lite": glm4_moe_lite,
 }
 
 

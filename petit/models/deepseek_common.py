@@ -67,7 +67,11 @@ def validate(cfg) -> None:
 
 
 def sparse(cfg, i: int) -> bool:
-    """Layer i routes to experts (transformers: from first_k_dense_replace on, every moe_layer_freq-th)."""
+    """Layer i routes to experts (transformers: from first_k_dense_replace on, every moe_layer_freq-th; the families
+    with `mlp_layer_types`, GLM-4.7-Flash's and DeepSeek-V3.2's: where it says "sparse")."""
+    types = getattr(cfg, "mlp_layer_types", None)
+    if types is not None:
+        return bool(cfg.n_routed_experts) and types[i] == "sparse"
     return bool(cfg.n_routed_experts) and i >= cfg.first_k_dense_replace and i % cfg.moe_layer_freq == 0
 
 

@@ -16,6 +16,7 @@ from trainer.reference.families import (cohere, deepseek, gemma, gpt, gpt_varian
 from trainer.reference.families import dense5          # issue 30: the dense group of transformers 5's families
 from trainer.reference.families import wrap5           # issue 30: the wrap group (multimodal wrappers)
 from trainer.reference.families import moe_a5          # issue 30: the moe_a group
+from trainer.reference.families import mla5            # issue 30: the mla group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -23,6 +24,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **dense5.FAMILIES,
             **wrap5.FAMILIES,
             **moe_a5.FAMILIES,
+            **mla5.FAMILIES,
             }
 
 

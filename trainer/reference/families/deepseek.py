@@ -37,7 +37,8 @@ def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
                       a + "q_a_proj.weight" if q_lora else None,
                       NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None)
         L = LayerSpec(q=None, k=None, v=None, o=a + "o_proj.weight", rope=r, mla=mla)
-        if E and i >= first and i % freq == 0:
+        types = cfg.get("mlp_layer_types")           # GLM-4.7-Flash, DeepSeek-V3.2: "dense" / "sparse" per layer
+        if E and (types[i] == "sparse" if types is not None else i >= first and i % freq == 0):
             sh = p + "mlp.shared_experts."
             L.moe = MoeSpec(p + "mlp.gate.weight",
                             [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
