@@ -24,6 +24,8 @@ from petit.models import gemma3
 from petit.models import qwen3_5_moe, qwen3_5_moe_text
 # issue 30: the mla group
 from petit.models import glm4_moe_lite
+# issue 30: the hybrid group
+from petit.models import bamba
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -114,6 +116,8 @@ MODEL_TYPES = {
     "qwen3_5_moe": qwen3_5_moe,
     # issue 30, the mla group
     "glm4_moe_lite": glm4_moe_lite,
+    # issue 30, the hybrid group
+    "bamba": bamba,
 }
 
 
@@ -128,7 +132,7 @@ CLOSEST = {
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
+    "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
 }
 

@@ -17,6 +17,7 @@ from trainer.reference.families import dense5          # issue 30: the dense gro
 from trainer.reference.families import wrap5           # issue 30: the wrap group (multimodal wrappers)
 from trainer.reference.families import moe_a5          # issue 30: the moe_a group
 from trainer.reference.families import mla5            # issue 30: the mla group
+from trainer.reference.families import hybrid5         # issue 30: the hybrid group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -25,6 +26,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **wrap5.FAMILIES,
             **moe_a5.FAMILIES,
             **mla5.FAMILIES,
+            **hybrid5.FAMILIES,
             }
 
 

@@ -1,0 +1,141 @@
+"""The hybrid group of issue 30 (tests/fixtures/hf5_hybrid: the state-space hybrids transformers 5 has natively):
+what tests/test_hf_parity.py, test_verify_families.py and the app's chat test do not already hold for every hf5
+fixture.
+
+- Parity at every position of the 140-token prompt and the four-message chat (reference_long.npz,
+  reference_chat.npz) in float32 within 1e-4 of each position's logit range, with the scan in its recurrent form
+  and in its chunked form.
+- The forward plan equals the per-op path bit for bit (tests/test_plan.py's check); token-by-token decode gives the
+  prefill's logits.
+- The session's cache reuse: a second turn reuses the first turn's tokens (a snapshot of the recurrent state at the
+  turn's end) and answers as a fresh session would; a state goes back only to a snapshot.
+- Each family's particulars (Bamba: the attention layers attn_layer_indices names, partial rotary, the gated norm per
+  group, the time step limit written as transformers 5 writes infinity).
+"""
+import json
+import math
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from petit.generation.session import Params, Session
+
+from test_plan import CHUNKS, FRESH, _run
+
+DIR = Path(__file__).parent / "fixtures" / "hf5_hybrid"
+FOLDERS = {p.name: p for p in sorted(DIR.iterdir()) if (p / "reference.npz").is_file()}
+CASES = sorted(FOLDERS)
+F32_TOL = 1e-4
+
+
+def _load(folder, weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
+        return petit.load(folder, weights=weights)
+
+
+def rel_err(got, ref):
+    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+def _config(case: str) -> dict:
+    return json.loads((FOLDERS[case] / "config.json").read_text())
+
+
+@pytest.mark.parametrize("scan", ["recurrent", "chunked"])
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+@pytest.mark.parametrize("case", CASES)
+def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt, scan, monkeypatch):
+    monkeypatch.setenv("PETIT_SCAN", scan)
+    ref = np.load(FOLDERS[case] / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(FOLDERS[case]).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{case} {prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights):
+    """tests/test_plan.py's check on a hybrid cache: the logits and every layer's keys / values or conv / scan
+    states, bit for bit, after a chunked prefill and decode steps."""
+    model = _load(FOLDERS[case], weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        for a, b in zip(c_plan.k + c_plan.v, c_oracle.k + c_oracle.v):
+            assert np.array_equal(a, b), chunks
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_decode_token_by_token_gives_the_prefills_logits(case):
+    ref = np.load(FOLDERS[case] / "reference.npz")
+    ids = ref["input_ids"].tolist()
+    m = _load(FOLDERS[case])
+    full = m.logits(ids)
+    cache = m.new_cache(64)
+    m.forward(ids[:10], cache)
+    steps = [m.forward([t], cache) for t in ids[10:]]
+    err = rel_err(np.array(steps), full[10:])
+    assert err.max() <= 1e-5, f"{case}: position {10 + err.argmax()} off by {err.max():.2e}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_second_turn_reuses_the_first_and_answers_as_a_fresh_session(case):
+    m = _load(FOLDERS[case], "q8_0")
+    s = Session(m, kv_type="f32")
+    params = Params(max_tokens=6)                       # greedy
+    messages = [{"role": "user", "content": "What is twelve plus seven?"}]
+    first = list(s.reply(messages, params))
+    reply = "".join(step.text for step in first)
+    cached = len(s._cached)
+    assert cached > 0 and s.cache.restorable(s.cache.pos) == s.cache.pos     # a snapshot at the turn's end
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "Say hello in French."}]
+    second = list(s.reply(messages, params))
+    fresh = list(Session(m, kv_type="f32", reuse_cache=False).reply(messages, params))
+    assert second[-1].stats.reused_tokens > 0
+    assert [x.text for x in second] == [x.text for x in fresh]
+
+
+def test_bamba_reads_its_layout():
+    cfg = _config("bamba")
+    assert cfg["time_step_limit"] == [0.0, {"__float__": "Infinity"}]      # as transformers 5 writes infinity
+    net = _load(FOLDERS["bamba"]).net
+    attn = [i for i, L in enumerate(net.layers) if L.mamba is None]
+    assert attn == cfg["attn_layer_indices"] == [1]
+    assert net.layers[1].rope.dim == 8                   # half of each 16-wide head rotates
+    mixers = [L.mamba for L in net.layers if L.mamba is not None]
+    assert all(x.norm_groups == 2 and x.n_groups == 2 and x.dt_max == math.inf for x in mixers)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"attn_layer_indices": [4]}, r"attn_layer_indices must list layer indices below 4, got \[4\]"),
+    ({"mamba_proj_bias": True}, "mamba_proj_bias true is not supported by the bamba family"),
+    ({"mamba_n_heads": 6}, r"mamba_n_heads x mamba_d_head \(96\) must equal mamba_expand x hidden_size \(128\)"),
+    ({"time_step_limit": [0.1]}, r"time_step_limit must be \[low, high\]"),
+])
+def test_bamba_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["bamba"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("bamba"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+def test_bamba_clamps_a_finite_time_step_limit(tmp_path):
+    """A finite limit changes the logits (transformers clamps it over a prompt; its one-token decode step does not,
+    so the fixture keeps the default): Petit clamps, in its prefill and its decode alike."""
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["bamba"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("bamba"), time_step_limit=[0.0, 0.01])))
+    ref = np.load(FOLDERS["bamba"] / "reference.npz")
+    m = petit.load(d, weights="f32")
+    got = m.logits(ref["input_ids"])
+    assert rel_err(got, ref["logits"]).max() > 1e-2
+    cache = m.new_cache(64)
+    m.forward(ref["input_ids"][:-1].tolist(), cache)
+    assert rel_err(m.forward(ref["input_ids"][-1:].tolist(), cache)[None], got[-1:]).max() <= 1e-5
