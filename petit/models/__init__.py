@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
-from petit.models import gemma3
+from petit.models import gemma3, ministral3, mistral3
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -105,6 +105,8 @@ MODEL_TYPES = {
     "internlm2": internlm2,
     # issue 30, the wrap group
     "gemma3": gemma3,
+    "ministral3": ministral3,
+    "mistral3": mistral3,
 }
 
 
@@ -113,7 +115,7 @@ MODEL_TYPES = {
 CLOSEST = {
     "minicpm3": ("deepseek_v2", "latent attention"),
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
-    "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
+    "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
