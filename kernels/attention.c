@@ -127,6 +127,7 @@ typedef struct {
     const float *sinks;         /* [n_heads] attention sinks (gpt-oss), or NULL */
     int64_t chunk;              /* > 0: chunked attention (Llama 4) */
     float temp_floor, temp_scale;   /* temp_floor > 0: Llama 4's temperature-tuned scores */
+    int32_t temp_at_p;          /* 1: floor(p / temp_floor) (Ministral 3), 0: floor((p + 1) / temp_floor) */
     const float *alibi;         /* [n_heads] ALiBi slopes (BLOOM, MPT, Falcon), or NULL */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
@@ -174,8 +175,10 @@ static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, kv_rows r,
     const int64_t p0 = b * BLOCK > first ? b * BLOCK : first, p1 = (b + 1) * BLOCK < seen ? (b + 1) * BLOCK : seen;
     const int64_t off = (p0 - r.p0) * j->hd;
     float scale = j->scale;
-    if (j->temp_floor > 0.0f)     /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale */
-        scale *= 1.0f + j->temp_scale * logf(floorf((float)(j->pos0 + t + 1) / j->temp_floor) + 1.0f);
+    if (j->temp_floor > 0.0f)     /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale;
+                                   * Ministral 3: floor(p / f) */
+        scale *= 1.0f + j->temp_scale * logf(floorf((float)(j->pos0 + t + (j->temp_at_p ? 0 : 1)) / j->temp_floor)
+                                             + 1.0f);
     const float slope = j->alibi ? j->alibi[h] : 0.0f;
     j->k->attn_block(j->q + (t * j->n_heads + h) * j->hd, r.k + off, r.v + off, p1 - p0, j->hd, scale, j->softcap,
                      slope, (float)(p0 - (j->pos0 + t)), scores, o, ml);
@@ -304,6 +307,7 @@ static void with_extra(attn_job *j, const pt_attn_extra *e) {
     j->chunk = e->chunk;
     j->temp_floor = e->temp_floor;
     j->temp_scale = e->temp_scale;
+    j->temp_at_p = e->temp_at_p;
     j->alibi = e->alibi;
 }
 

@@ -483,7 +483,8 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included);
     sinks [n_heads]: a softmax term per head whose share is dropped (gpt-oss); chunk > 0: each query sees only its
     own chunk of `chunk` positions; temperature (floor, a): scores x (1 + a ln(1 + floor((p + 1) / floor))) (Llama
-    4); alibi [n_heads]: ALiBi slopes, slope * (j - i) added to the scaled score of key j for the query at i."""
+    4), (floor, a, 1): floor(p / floor) (Ministral 3); alibi [n_heads]: ALiBi slopes, slope * (j - i) added to the
+    scaled score of key j for the query at i."""
     q = _f32(q, "q", 3)
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
@@ -517,8 +518,9 @@ def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | No
     if alibi is not None:
         e.alibi = _ptr(alibi) if isinstance(alibi, np.ndarray) else alibi
     e.chunk = int(chunk)
-    if temperature is not None:
-        e.temp_floor, e.temp_scale = temperature
+    if temperature is not None:     # (floor, a) or (floor, a, at_p): at_p 1 floors p / floor (Ministral 3)
+        e.temp_floor, e.temp_scale = temperature[:2]
+        e.temp_at_p = int(temperature[2]) if len(temperature) > 2 else 0
     return e
 
 

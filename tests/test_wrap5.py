@@ -86,7 +86,7 @@ def test_a_wrapper_says_once_that_its_tower_is_not_run(case):
         petit.load(FOLDERS[case], weights="f32")
     said = [str(w.message) for w in caught]
     assert len(said) == 1, said
-    assert f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) " \
+    assert f"config: {_config(case)['model_type']}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) " \
            f"alone, so images cannot be given" == said[0]
 
 
@@ -133,7 +133,7 @@ def test_a_converted_wrapper_is_a_file_of_its_text_model(tmp_path, case):
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # the file has no tower: nothing to say
         m = petit.load(out)
-    assert m.config.model_type == case and not any("tower" in n or "projector" in n for n in m.tensors)
+    assert m.config.model_type == _config(case)["model_type"] and not any("tower" in n or "projector" in n for n in m.tensors)
     assert _err(m, FOLDERS[case]) <= F32_TOL
 
 
@@ -151,3 +151,78 @@ def test_gemma3_does_not_soft_cap_its_logits(tmp_path):
         warnings.simplefilter("ignore")         # the tower's tensors, which gemma3_text does not know
         capped = petit.load(text, weights="f32").logits(ref["input_ids"])
     assert np.abs(capped).max() < 5.0 < np.abs(ref["logits"]).max()
+
+
+@pytest.mark.parametrize("T, pos0, H, KV, hd, n_floor", [(7, 0, 3, 1, 5, 3.0), (13, 0, 4, 2, 9, 4.0),
+                                                        (5, 11, 6, 3, 7, 6.0), (1, 23, 2, 2, 3, 8.0)])
+def test_the_temperature_at_p_kernel_equals_a_float64_reference(T, pos0, H, KV, hd, n_floor):
+    """Ministral 3's query scaling, floor(p / n) (temp_at_p), at odd sizes and past the first position; and Llama
+    4's floor((p + 1) / n) still where the flag is off (each differs from the other at these positions)."""
+    from petit.native import attention
+    from trainer.reference.ops import attention as ref_attention
+    rng = np.random.default_rng(T * 100 + pos0)
+    n = pos0 + T
+    q64, k64, v64 = (rng.standard_normal((n, h, hd)) for h in (H, KV, KV))
+    kc = np.ascontiguousarray(k64.transpose(1, 0, 2), np.float32)
+    vc = np.ascontiguousarray(v64.transpose(1, 0, 2), np.float32)
+    outs = {}
+    for at_p in (1, 0):
+        temp = (n_floor, 0.7, at_p)
+        got = attention(q64[pos0:].astype(np.float32), kc, vc, pos0, hd ** -0.5, temperature=temp)
+        want = ref_attention(q64, k64, v64, hd ** -0.5, 0.0, 0, temperature=temp).reshape(n, H, hd)[pos0:]
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+        outs[at_p] = got
+    assert np.abs(outs[1] - outs[0]).max() > 1e-3
+
+
+def test_ministral3_scales_its_queries_by_position():
+    net = _load(FOLDERS["ministral3"]).net
+    assert all(L.temperature == (16.0, 0.1, 1) for L in net.layers)
+
+
+@pytest.mark.parametrize("rope, message", [
+    ({"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16},
+     r"ministral3 scales its queries by rope_parameters' llama_4_scaling_beta and original_max_position_embeddings "
+     r"\(> 0\); this config gives \[None, 16\]"),
+    ({"rope_type": "default", "rope_theta": 1e6, "llama_4_scaling_beta": 0.1},
+     r"this config gives \[0.1, None\]"),
+])
+def test_ministral3_refuses_what_transformers_cannot_run(tmp_path, rope, message):
+    d = _rewrite(FOLDERS["ministral3"], tmp_path / "m", config=dict(_config("ministral3"), rope_parameters=rope))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+def test_ministral3_reads_the_query_scaling_beside_a_default_rope(tmp_path):
+    """transformers reads llama_4_scaling_beta / original_max_position_embeddings whatever the rope_type (the
+    fixture's feature check "RoPE without yarn" runs it): Petit too, the RoPE then unscaled."""
+    rope = {"rope_type": "default", "rope_theta": 1e6, "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 16}
+    d = _rewrite(FOLDERS["ministral3"], tmp_path / "m", config=dict(_config("ministral3"), rope_parameters=rope))
+    m = _load(d)
+    assert m.config.rope_scaling is None and m.config.llama_4_scaling == [0.1, 16]
+    assert all(L.temperature == (16.0, 0.1, 1) for L in m.net.layers)
+
+
+def test_mistral3_ties_its_head_by_the_wrappers_config(tmp_path):
+    """transformers ties Mistral3ForConditionalGeneration's head by the wrapper's tie_word_embeddings (default
+    true), whatever text_config says: without the top-level key the stored head is not read."""
+    cfg = _config("mistral3")
+    assert cfg["tie_word_embeddings"] is False and cfg["text_config"]["tie_word_embeddings"] is False
+    assert _load(FOLDERS["mistral3"]).net.lm_head is not _load(FOLDERS["mistral3"]).net.embed
+    d = _rewrite(FOLDERS["mistral3"], tmp_path / "m", config={k: v for k, v in cfg.items()
+                                                               if k != "tie_word_embeddings"})
+    net = _load(d).net
+    assert net.lm_head is net.embed
+
+
+@pytest.mark.parametrize("case, text_type, family", [("mistral3", "ministral3", "Mistral3Config"),
+                                                     ("mistral3_small", "mistral", "Mistral3SmallConfig")])
+def test_mistral3_runs_the_text_model_its_text_config_names(tmp_path, case, text_type, family):
+    m = _load(FOLDERS[case])
+    assert m.config.text_model_type == text_type and type(m.config).__name__ == family
+    cfg = _config(case)
+    d = _rewrite(FOLDERS[case], tmp_path / "m", config=dict(cfg, text_config=dict(cfg["text_config"],
+                                                                                  model_type="llama")))
+    with pytest.raises(ValueError, match="mistral3's text_config has model_type 'llama'; the mistral3 family runs a "
+                                         "text model of 'ministral3' / 'mistral'"):
+        petit.load(d, weights="f32")

@@ -26,6 +26,7 @@ from petit.models import qwen3_5_moe, qwen3_5_moe_text
 from petit.models import glm4_moe_lite
 # issue 30: the hybrid group
 from petit.models import bamba
+from petit.models import gemma3, ministral3, mistral3
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -118,6 +119,8 @@ MODEL_TYPES = {
     "glm4_moe_lite": glm4_moe_lite,
     # issue 30, the hybrid group
     "bamba": bamba,
+    "ministral3": ministral3,
+    "mistral3": mistral3,
 }
 
 
@@ -126,7 +129,7 @@ MODEL_TYPES = {
 CLOSEST = {
     "minicpm3": ("deepseek_v2", "latent attention"),
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
-    "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
+    "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),

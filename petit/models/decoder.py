@@ -78,7 +78,8 @@ class Layer:
     window: int = 0                     # sliding-window size; 0: full causal attention
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
-    temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries
+    temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries;
+    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group)
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
     attn_gate: Weight | None = None     # the heads' outputs times sigmoid(attn_gate x) before o_proj (Qwen3-Next)

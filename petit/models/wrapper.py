@@ -104,6 +104,8 @@ def hf_tensors(cfg, ckpt, tower_prefixes, text_tensors=None) -> dict:
             out[_text_name(view, n)] = (ckpt.info(n)[1], lambda n=n: ckpt.f32(n), (n,))
         elif n.startswith(tuple(tower_prefixes)):
             out[n] = (ckpt.info(n)[1], _never(n), (n,))
+    if getattr(cfg, "tie_word_embeddings", False) and view.head in names and view.head != "lm_head.weight":
+        out[view.head] = out.pop("lm_head.weight")      # a stored head the tied one replaces, as in transformers
     if text_tensors:
         for name, (shape, make, sources, *rest) in text_tensors(cfg, view).items():
             out[name] = (shape, make, tuple(view.name(s) for s in sources), *rest)

@@ -91,14 +91,16 @@ def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, ch
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
     softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
     sinks [H]: one more logit per head in the softmax, whose share is dropped; chunk > 0: query i sees keys of its
-    chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)));
+    chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)))
+    ((f, a, 1): floor(i / f));
     alibi [H]: slope_h * (j - i) added to the scores (BLOOM, MPT, Falcon)."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
-    if temperature is not None:
-        f, a = temperature
-        s = s * (1.0 + a * np.log(np.floor((np.arange(T) + 1.0) / f) + 1.0))[None, :, None]
+    if temperature is not None:         # (f, a) or (f, a, at_p): at_p 1 floors i / f (Ministral 3)
+        f, a = temperature[:2]
+        at_p = len(temperature) > 2 and temperature[2]
+        s = s * (1.0 + a * np.log(np.floor((np.arange(T) + (0.0 if at_p else 1.0)) / f) + 1.0))[None, :, None]
     if alibi is not None:
         s = s + np.asarray(alibi, np.float64)[:, None, None] * (np.arange(T)[None, :] - np.arange(T)[:, None])
     if softcap:
