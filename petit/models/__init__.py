@@ -18,6 +18,8 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 # issue 30: the dense group of transformers 5's families
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
+# issue 30: the gemma group
+from petit.models import gemma3n, gemma3n_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -101,6 +103,9 @@ MODEL_TYPES = {
     "jais2": jais2,
     "minicpm": minicpm,
     "internlm2": internlm2,
+    # issue 30, the gemma group
+    "gemma3n_text": gemma3n_text,
+    "gemma3n": gemma3n,
 }
 
 
@@ -112,7 +117,7 @@ CLOSEST = {
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
-    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
+"llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
