@@ -134,8 +134,47 @@ enum {
     PT_OP_EMBED = 0, PT_OP_NORM = 1, PT_OP_MATMUL = 2, PT_OP_BIAS_ACT = 3, PT_OP_GLU = 4, PT_OP_AXPY = 5,
     PT_OP_ROPE_STORE = 6, PT_OP_ATTENTION = 7, PT_OP_LAST_NORM = 8, PT_OP_LOGITS = 9, PT_OP_MOE = 10,
     PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_PARAM_ACT = 14, PT_OP_ROPE = 15,
-    PT_OP_COUNT = 16
+    /* issue 30, the gemma group (Gemma 3n, kernels/altup.c) */
+    PT_OP_ALTUP_PREDICT = 16, PT_OP_ALTUP_CORRECT = 17, PT_OP_PLE = 18, PT_OP_GEMMA_ROWS = 19,
+    PT_OP_COUNT = 44
 };
+/* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
+ * (stream j of token t at x + j * stride + t * hidden); the router and its norm, the coefficient matrices (float32:
+ * routers stay unquantized) and correct_output_scale (NULL: none) */
+#define PT_ALTUP_MAX 16
+typedef struct {
+    int64_t n, hidden, stride, active;
+    float eps;                    /* the router norm's */
+    const float *router_norm;     /* [hidden] */
+    const float *router;          /* [n][hidden]: modalities = tanh(router (rms(x) router_norm / hidden)) */
+    const float *pred;            /* [n * n][n]: a token's prediction coefficients from its modalities */
+    const float *corr;            /* [n][n]: its correction coefficients (+ 1) */
+    const float *out_scale;       /* [hidden] correct_output_scale, or NULL */
+} pt_altup;
+/* predict: out_j = x_j + sum_i c[j][i] x_i with c = pred m, m the modalities of x_active; active = out_active
+ * (NULL: not copied). correct: x_j = (act - pred_active) (corr m + 1)_j + pred_j with m the modalities of act;
+ * scaled = x_active * out_scale (NULL: not written). The _ref forms are the plain scalar references. -1 on a bad
+ * argument */
+int  pt_altup_predict(const pt_altup *a, const float *x, int64_t T, float *out, float *active);
+int  pt_altup_predict_ref(const pt_altup *a, const float *x, int64_t T, float *out, float *active);
+int  pt_altup_correct(const pt_altup *a, const float *pred, const float *act, int64_t T, float *x, float *scaled);
+int  pt_altup_correct_ref(const pt_altup *a, const float *pred, const float *act, int64_t T, float *x, float *scaled);
+/* Gemma 3n's per-layer inputs, split per layer: y[l][t] (layer l's slice at y + l * y_stride) = (rms(proj[t][l] *
+ * proj_scale) w + table[id][l] * emb_scale) * out_scale, each slice P wide; ids outside the table read row 0; row
+ * [L * P] scratch. -1 on a bad argument */
+int  pt_ple(const pt_tensor *table, const int32_t *ids, int64_t T, const float *proj, int64_t L, int64_t P,
+            const float *w, float eps, float proj_scale, float emb_scale, float out_scale, float *row, float *y,
+            int64_t y_stride);
+int  pt_ple_ref(const pt_tensor *table, const int32_t *ids, int64_t T, const float *proj, int64_t L, int64_t P,
+                const float *w, float eps, float proj_scale, float emb_scale, float out_scale, float *row, float *y,
+                int64_t y_stride);
+/* Gemma 3n's row-wise steps over `rows` rows of `width`: mode 0 the gaussian top-k of activation sparsity, y =
+ * relu(y - (mean + scale std)) in place; 1 y = y rms(x) / sqrt(max(mean(y^2), 1e-5)); 2 y = (y + x) / scale; 3 y =
+ * the mean of `streams` rows of x, x_stride floats apart. -1 on a bad argument */
+int  pt_gemma_rows(int mode, float *y, const float *x, int64_t rows, int64_t width, float scale, int64_t streams,
+                   int64_t x_stride);
+int  pt_gemma_rows_ref(int mode, float *y, const float *x, int64_t rows, int64_t width, float scale, int64_t streams,
+                       int64_t x_stride);
 /* routed experts (kernels/moe.c): the matrices, the routing and the scratch of one MoE block. Python fills it once
  * per scratch size; every buffer holds `cap` tokens */
 typedef struct {
@@ -245,6 +284,9 @@ typedef struct {
     int64_t x_stride, x_off, y_stride, y_off;   /* HEADS, COPY: the per-head (per-row) strides and offsets */
     float p[4];               /* PARAM_ACT: the activation's parameters */
     int32_t cache_slot;       /* MAMBA: the cache slot of its state (Falcon-H1's layers hold a KV cache too) */
+    /* issue 30, the gemma group: ALTUP_PREDICT / ALTUP_CORRECT's AltUp; GEMMA_ROWS' streams (mode 3) */
+    const pt_altup *altup;
+    int64_t streams;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

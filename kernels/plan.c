@@ -47,6 +47,18 @@
  *                                                        [y_stride]
  *   MAMBA *      x [T][hidden], mamba; the sequence's    y[0] [T][hidden]   mode 1: add into y[0] (kernels/ssm.c)
  *                state in cache slot `cache_slot`
+ *   ALTUP_PREDICT x the streams (altup's layout)          y[0] the           altup (kernels/altup.c, Gemma 3n)
+ *                                                        predictions, y[1]
+ *                                                        [T][hidden] the
+ *                                                        active one
+ *   ALTUP_CORRECT x the predictions, x2 [T][hidden] the  y[0] the streams,  altup
+ *                layer's output                          y[1] [T][hidden]
+ *                                                        the scaled active
+ *   PLE          step ids, W[0] the per-layer table,     y[0] + l y_stride   rows (layers), width (per layer), w,
+ *                x [T][rows * width] the projection,     [T][width] per     eps, scale (projection), alpha (table),
+ *                x2 [rows * width] scratch               layer              p[0] (the sum's)
+ *   GEMMA_ROWS   y[0] [T][width], x                      y[0]               mode (pt_gemma_rows), scale, streams,
+ *                                                                         x_stride
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -220,6 +232,16 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_COPY:
         return pt_copy_rows(op->x, op->x_stride, op->x_off, op->y[0], op->y_stride, op->y_off, T * op->rows,
                             op->width);
+    /* issue 30, the gemma group: Gemma 3n (kernels/altup.c) */
+    case PT_OP_ALTUP_PREDICT:
+        return pt_altup_predict(op->altup, op->x, T, op->y[0], op->y[1]);
+    case PT_OP_ALTUP_CORRECT:
+        return pt_altup_correct(op->altup, op->x, op->x2, T, op->y[0], op->y[1]);
+    case PT_OP_PLE:
+        return pt_ple(op->W[0], c->s->ids, T, op->x, op->rows, op->width, op->w, op->eps, op->scale, op->alpha,
+                      op->p[0], op->x2, op->y[0], op->y_stride);
+    case PT_OP_GEMMA_ROWS:
+        return pt_gemma_rows(op->mode, op->y[0], op->x, T, op->width, op->scale, op->streams, op->x_stride);
     default:
         return -1;
     }

@@ -84,7 +84,8 @@ PENDING_FIXTURES = frozenset({"phimoe", "jetmoe"})
 # is qwen3_5_text's model under text_config and model.language_model. names (tests/test_ssm.py builds it)
 DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     # issue 30, moe_a: hf5_moe_a/qwen3_5_moe holds transformers' wrapper (tests/test_moe_a5.py)
-                    "qwen3_5_moe": "qwen3_5_moe_text"}
+                    "qwen3_5_moe": "qwen3_5_moe_text",
+                    "gemma3n": "gemma3n_text"}     # issue 30, the gemma group: tests/test_gemma5.py
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -389,6 +389,7 @@ def check_matrices(model, ref) -> dict:
             a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv or S.deltanet
             pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",
                                                                                  "out_proj")]
+    pairs += getattr(net, "named_matrices", list)()     # issue 30, the gemma group: Gemma 3n's other matrices
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:

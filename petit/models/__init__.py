@@ -27,6 +27,8 @@ from petit.models import glm4_moe_lite
 # issue 30: the hybrid group
 from petit.models import bamba
 from petit.models import gemma3, ministral3, mistral3
+# issue 30: the gemma group
+from petit.models import gemma3n, gemma3n_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -121,6 +123,9 @@ MODEL_TYPES = {
     "bamba": bamba,
     "ministral3": ministral3,
     "mistral3": mistral3,
+    # issue 30, the gemma group
+    "gemma3n_text": gemma3n_text,
+    "gemma3n": gemma3n,
 }
 
 
@@ -133,6 +138,8 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
+    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
+"llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "zamba2": ("mamba2", "shared attention"),

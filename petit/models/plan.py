@@ -20,6 +20,8 @@ OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: 
             lib.PT_OP_LOGITS: "logits", lib.PT_OP_MOE: "moe",
             lib.PT_OP_HEADS: "heads", lib.PT_OP_COPY: "copy", lib.PT_OP_MAMBA: "mamba",
             lib.PT_OP_PARAM_ACT: "param_act", lib.PT_OP_ROPE: "rope"}
+OP_NAMES.update({lib.PT_OP_ALTUP_PREDICT: "altup_predict", lib.PT_OP_ALTUP_CORRECT: "altup_correct",  # issue 30:
+                 lib.PT_OP_PLE: "ple", lib.PT_OP_GEMMA_ROWS: "gemma_rows"})                            # gemma group
 NULL = ffi.NULL
 
 

@@ -103,7 +103,7 @@ class Reference:
 
 def _names(spec) -> set:
     """Every tensor name the spec reads."""
-    out = {spec.embed, spec.head, spec.pos_embed, spec.head_b}
+    out = {spec.embed, spec.head, spec.pos_embed, spec.head_b, *spec.extra_names}
     for n in (spec.final_norm, spec.embed_norm):             # either may be absent (OPT-350m, all but BLOOM)
         if n is not None:
             out.update((n.weight, n.bias))

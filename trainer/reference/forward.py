@@ -228,6 +228,8 @@ class Forward:
     def logits(self, ids: np.ndarray) -> np.ndarray:
         s, T = self.spec, len(ids)
         self.routing = []
+        if s.forward is not None:                     # issue 30, the gemma group: a family's own forward (Gemma 3n)
+            return s.forward(self, ids)
         x = self.w(s.embed)[ids] * s.embed_scale
         if s.pos_embed:
             x = x + self.w(s.pos_embed)[s.pos_offset:s.pos_offset + T]

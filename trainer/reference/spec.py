@@ -151,6 +151,10 @@ class ModelSpec:
     logit_softcap: float = 0.0
     embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
     pos_offset: int = 0                  # position p reads row p + pos_offset of pos_embed (OPT: 2)
+    # issue 30, the gemma group: a family's own forward(Forward, ids) -> logits when its blocks do not fit LayerSpec
+    # (Gemma 3n's streams), and the tensor names it reads
+    forward: object = None
+    extra_names: tuple = ()
 
 
 @dataclass

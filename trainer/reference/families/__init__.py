@@ -18,6 +18,7 @@ from trainer.reference.families import wrap5           # issue 30: the wrap grou
 from trainer.reference.families import moe_a5          # issue 30: the moe_a group
 from trainer.reference.families import mla5            # issue 30: the mla group
 from trainer.reference.families import hybrid5         # issue 30: the hybrid group
+from trainer.reference.families import gemma5          # issue 30: the gemma group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -27,6 +28,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **moe_a5.FAMILIES,
             **mla5.FAMILIES,
             **hybrid5.FAMILIES,
+            **gemma5.FAMILIES,
             }
 
 
