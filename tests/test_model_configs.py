@@ -38,7 +38,9 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
                     "num_attention_heads": 32},
             "bitnet": dict(MINIMAL, hidden_size=2560, num_attention_heads=20),   # its default 5 kv heads
             "nemotron_h": dict(MINIMAL_SSM, hybrid_override_pattern="M-*M"),    # the block pattern is required
-            "internlm2": dict(MINIMAL, bias=False)}      # its remote config's default bias true is refused
+            "internlm2": dict(MINIMAL, bias=False),      # its remote config's default bias true is refused
+            # issue 30, the moe_b group: LFM2-MoE's layer_types has no default
+            "lfm2_moe": dict(MINIMAL, layer_types=["conv", "conv", "full_attention", "conv"])}
 
 
 def declared(model_type: str) -> dict:

@@ -1,0 +1,117 @@
+"""The moe_b group of issue 30 (tests/fixtures/hf5_moe_b: mixtures of experts transformers 5 added): what
+tests/test_hf_parity.py (35-token prompt, greedy), test_moe.py (the routing-aware quantized bounds, routers float, a
+decode step reading only the chosen experts), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and the
+app's chat test do not already hold for every hf5 fixture.
+
+- Parity at every position of the two other prompts of each fixture (the 140-token one and the four-message chat),
+  at f32 within 1e-4 of each position's logit range.
+- The forward plan equals the per-op path bit for bit on these families' blocks (tests/test_plan.py's check).
+- Each family's particulars: what it reads (the routing's selection bias, scale, renormalisation) and what it
+  refuses by name.
+"""
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+
+from test_plan import CHUNKS, FRESH, _run
+
+DIR = Path(__file__).parent / "fixtures" / "hf5_moe_b"
+FOLDERS = {p.name: p for p in sorted(DIR.iterdir()) if (p / "reference.npz").is_file()}
+CASES = sorted(FOLDERS)
+F32_TOL = 1e-4
+
+
+def _load(folder, weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
+        return petit.load(folder, weights=weights)
+
+
+def rel_err(got, ref):
+    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+def _config(case: str) -> dict:
+    return json.loads((FOLDERS[case] / "config.json").read_text())
+
+
+def _variant(tmp_path, case, **change) -> Path:
+    d = tmp_path / case
+    shutil.copytree(FOLDERS[case], d)
+    (d / "config.json").write_text(json.dumps(dict(_config(case), **change)))
+    return d
+
+
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+@pytest.mark.parametrize("case", CASES)
+def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt):
+    ref = np.load(FOLDERS[case] / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(FOLDERS[case]).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{case} {prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights):
+    """tests/test_plan.py's check, for the hybrid caches too (a list of per-layer states instead of one array)."""
+    model = _load(FOLDERS[case], weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        def states(c):
+            return [*c.k, *c.v] if isinstance(c.k, list) else [c.k, c.v]
+        assert all(np.array_equal(a, b) for a, b in zip(states(c_plan), states(c_oracle), strict=True))
+
+
+# --- lfm2_moe ---
+
+def test_lfm2_moe_reads_its_routing():
+    """Layer 0 dense (num_dense_layers 1), the others experts on sigmoid scores with the expert_bias buffer as the
+    selection bias, renormalised over sum + 1e-6 and scaled by 2.5; layers 1 and 3 attention, 0 and 2 convs."""
+    net = _load(FOLDERS["lfm2_moe"]).net
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    assert [L.mamba is not None for L in net.layers] == [True, False, True, False]
+    for L in net.layers[1:]:
+        m = L.moe
+        assert (m.scoring, m.routed_scale, m.norm_topk, m.norm_eps, m.top_k) == ("sigmoid", 2.5, True, 1e-6, 2)
+        assert m.sel_bias is not None and np.abs(m.sel_bias.a).max() > 0.01
+
+
+@pytest.mark.parametrize("change, changed", [
+    ({"routed_scaling_factor": 1.0}, True), ({"norm_topk_prob": False}, True), ({"use_expert_bias": False}, True),
+])
+def test_lfm2_moe_routing_settings_change_the_logits(tmp_path, change, changed):
+    """Each setting is read: switched off, the logits move away from transformers' (which the fixture holds)."""
+    ref = np.load(FOLDERS["lfm2_moe"] / "reference.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # use_expert_bias false leaves expert_bias unused (reported)
+        got = petit.load(_variant(tmp_path, "lfm2_moe", **change), weights="f32").logits(ref["input_ids"])
+    assert (rel_err(got, ref["logits"]).max() > 1e-2) == changed
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": None}, r"layer_types must list 4 values of conv / full_attention \(lfm2_moe has no default\)"),
+    ({"num_dense_layers": 5}, r"num_dense_layers must be an integer in \[0, 4\], got 5"),
+    ({"conv_bias": True}, "conv_bias true is not supported by the lfm2_moe family"),
+    ({"num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds num_experts \(8\)"),
+])
+def test_lfm2_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "lfm2_moe", **change), weights="f32")
+
+
+def test_lfm2_moe_reads_liquidais_tie_embedding_key(tmp_path):
+    cfg = _config("lfm2_moe")
+    cfg["tie_embedding"] = cfg.pop("tie_word_embeddings")
+    d = _variant(tmp_path, "lfm2_moe")
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
