@@ -115,3 +115,39 @@ def test_lfm2_moe_reads_liquidais_tie_embedding_key(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     ref = np.load(d / "reference.npz")
     assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+# --- exaone_moe ---
+
+def test_exaone_moe_reads_its_layers_and_routing():
+    """Layers 0-2 slide with RoPE, layer 3 global without (NoPE); layer 0 dense; the others DeepSeek-V3's routing:
+    sigmoid, e_score_correction_bias, the best 1 of 2 groups by their best two, x 2.5, a shared expert."""
+    net = _load(FOLDERS["exaone_moe"]).net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    for L in net.layers[1:]:
+        m = L.moe
+        assert (m.scoring, m.group_score, m.n_group, m.topk_group, m.routed_scale) == ("sigmoid", "top2_sum", 2, 1, 2.5)
+        assert m.shared is not None and m.shared_gate is None and np.abs(m.sel_bias.a).max() > 0.01
+
+
+def test_exaone_moe_reads_the_bias_under_the_routers_name_too(tmp_path):
+    """`mlp.gate.e_score_correction_bias` (transformers' name in memory) as well as the Hub's `mlp.` one."""
+    from test_dense5 import _rename_tensors
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["exaone_moe"], d)
+    _rename_tensors(FOLDERS["exaone_moe"] / "model.safetensors", d / "model.safetensors",
+                    lambda k: k.replace("mlp.e_score_correction_bias", "mlp.gate.e_score_correction_bias"))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"n_group": 3}, r"8 experts in n_group 3 groups, topk_group 1: the groups must be equal"),
+    ({"mlp_layer_types": ["dense", "moe", "sparse", "sparse"]}, "mlp_layer_types must list 4 values of dense / sparse"),
+    ({"num_shared_experts": -1}, "num_shared_experts must be a non-negative integer"),
+])
+def test_exaone_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "exaone_moe", **change), weights="f32")

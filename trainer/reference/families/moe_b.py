@@ -1,8 +1,11 @@
 """The moe_b group of issue 30 (mixtures of experts transformers 5 added), each written from its transformers 5.25
 modeling file: lfm2_moe (LFM2's convs and attention, a dense SwiGLU in the first num_dense_layers layers, then experts
 chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over their sum + 1e-6, times
-routed_scaling_factor)."""
-from trainer.reference.families.common import get
+routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a
+pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert)."""
+from trainer.reference.families.common import get, heads, layer_types, rope
+from trainer.reference.families.llama import llama_like
+from trainer.reference.families.llama_variants import _windows_of
 from trainer.reference.families.ssm import lfm2
 from trainer.reference.spec import MoeSpec
 
@@ -27,4 +30,33 @@ def lfm2_moe(cfg, names):
     return spec
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe}
+def exaone_moe(cfg, names):
+    w = cfg.get("sliding_window", 4096)
+    n = get(cfg, "sliding_window_pattern", 4)
+    types = layer_types(cfg, lambda i: "sliding_attention" if w and (i + 1) % n else "full_attention")
+    L = cfg["num_hidden_layers"]
+    k = get(cfg, "first_k_dense_replace", 1)
+    mlp = cfg.get("mlp_layer_types") or ["dense" if i < k else "sparse" for i in range(L)]
+    r = rope(cfg, heads(cfg)[2])
+    E, groups = get(cfg, "num_experts", 64), get(cfg, "n_group", 1)
+    S = get(cfg, "num_shared_experts", 1)
+
+    def moe(i, p):
+        if mlp[i] == "dense":
+            return None
+        bias = p + "mlp.e_score_correction_bias"
+        if bias not in names:
+            bias = p + "mlp.gate.e_score_correction_bias"
+        return MoeSpec(p + "mlp.gate.weight",
+                       [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], get(cfg, "num_experts_per_tok", 8), get(cfg, "norm_topk_prob", True),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if S else None, scoring="sigmoid", sel_bias=bias,
+                       n_group=groups if groups > 1 else 0, topk_group=get(cfg, "topk_group", 1) if groups > 1 else 0,
+                       group_score="top2_sum", routed_scale=get(cfg, "routed_scaling_factor", 2.5))
+    return llama_like(cfg, names, "exaone_moe", eps=get(cfg, "rms_norm_eps", 1e-5),
+                      rope_of=lambda i: None if w and types[i] == "full_attention" else r,
+                      window_of=_windows_of(dict(cfg, sliding_window=w), types), qk_norm="head", moe_of=moe)
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe}
