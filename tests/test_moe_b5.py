@@ -151,3 +151,87 @@ def test_exaone_moe_reads_the_bias_under_the_routers_name_too(tmp_path):
 def test_exaone_moe_refuses_what_it_cannot_run(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         petit.load(_variant(tmp_path, "exaone_moe", **change), weights="f32")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_moe_b, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_moe_b"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_cases_are_the_families_llama_cpp_has():
+    assert GGUF_READ == ["exaone_moe", "lfm2_moe"]
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+    assert all(L.moe.router.dtype == "f32" for L in model.net.layers if L.moe is not None)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_lfm2moe_runs_as_llama_cpp_reads_it():
+    """The folder's layers, experts and selection bias; no routed_scaling_factor (llama.cpp reads none), so the file
+    runs as llama.cpp runs it, not as the folder does."""
+    net = _gguf("lfm2_moe", weights="f32").net
+    folder = _load(FOLDERS["lfm2_moe"]).net
+    assert [L.moe is None for L in net.layers] == [L.moe is None for L in folder.layers]
+    for a, b in zip(net.layers[1:], folder.layers[1:]):
+        assert a.moe.scoring == "sigmoid" and a.moe.routed_scale == 1.0 and b.moe.routed_scale == 2.5
+        assert np.array_equal(a.moe.sel_bias.a, b.moe.sel_bias.a)
+
+
+def test_gguf_exaone_moe_reads_the_pattern_and_the_groups():
+    net = _gguf("exaone_moe", weights="f32").net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    m = net.layers[1].moe
+    assert (m.n_group, m.topk_group, m.routed_scale, m.norm_topk, m.shared is not None) == (2, 1, 2.5, True, True)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
