@@ -235,3 +235,25 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+# --- minimax_m2 ---
+
+def test_minimax_m2_reads_its_attention_and_routing():
+    net = _load(FOLDERS["minimax_m2"]).net
+    for L in net.layers:
+        assert L.rope.dim == 8 and L.q_norm.w.a.shape == (64,) and L.k_norm.w.a.shape == (32,)
+        m = L.moe
+        assert (m.scoring, m.norm_topk, m.routed_scale, m.shared, m.top_k) == ("sigmoid", True, 1.0, None, 2)
+        assert np.abs(m.sel_bias.a).max() > 0.01
+
+
+def test_minimax_m2_reads_the_released_rotary_dim(tmp_path):
+    """MiniMax-M2's config.json says rotary_dim 64 of head_dim 128, not partial_rotary_factor: the same logits."""
+    cfg = _config("minimax_m2")
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": 5000000.0}
+    d = _variant(tmp_path, "minimax_m2", rope_parameters=cfg["rope_parameters"], rotary_dim=8)
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    with pytest.raises(ValueError, match="rotary_dim 17 must be a positive integer up to head_dim 16"):
+        petit.load(_variant(tmp_path / "x", "minimax_m2", rotary_dim=17), weights="f32")

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the moe_b group
-from petit.models import exaone_moe, lfm2_moe
+from petit.models import exaone_moe, lfm2_moe, minimax_m2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -106,6 +106,7 @@ MODEL_TYPES = {
     # issue 30, the moe_b group
     "lfm2_moe": lfm2_moe,
     "exaone_moe": exaone_moe,
+    "minimax_m2": minimax_m2,
 }
 
 

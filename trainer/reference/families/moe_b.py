@@ -2,7 +2,9 @@
 modeling file: lfm2_moe (LFM2's convs and attention, a dense SwiGLU in the first num_dense_layers layers, then experts
 chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over their sum + 1e-6, times
 routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a
-pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert)."""
+pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert),
+minimax_m2 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores
+and e_score_correction_bias, renormalised)."""
 from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import _windows_of
@@ -59,4 +61,20 @@ def exaone_moe(cfg, names):
                       window_of=_windows_of(dict(cfg, sliding_window=w), types), qk_norm="head", moe_of=moe)
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe}
+def minimax_m2(cfg, names):
+    hd = heads(cfg)[2]
+    factor = get(cfg, "partial_rotary_factor", None)
+    if factor is None:
+        factor = get(cfg, "rotary_dim", hd) / hd
+    r = rope(cfg, int(hd * factor))
+    E, b = cfg["num_local_experts"], "block_sparse_moe"
+
+    def moe(i, p):
+        return MoeSpec(f"{p}{b}.gate.weight", [tuple(f"{p}{b}.experts.{e}.{w}.weight" for w in ("w1", "w3", "w2"))
+                                                for e in range(E)], cfg["num_experts_per_tok"], True,
+                       scoring="sigmoid", sel_bias=f"{p}{b}.e_score_correction_bias")
+    return llama_like(cfg, names, "minimax_m2", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r,
+                      qk_norm="row", moe_of=moe)
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2}
