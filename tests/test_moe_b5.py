@@ -171,7 +171,7 @@ def _scaled(got, exact):
 
 
 def test_gguf_cases_are_the_families_llama_cpp_has():
-    assert GGUF_READ == ["exaone_moe", "lfm2_moe"]
+    assert GGUF_READ == ["exaone_moe", "lfm2_moe", "minimax_m2"]
 
 
 @pytest.mark.parametrize("case", GGUF_READ)

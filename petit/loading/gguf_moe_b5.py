@@ -1,4 +1,4 @@
-"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe and exaone-moe): their metadata keys as the Petit
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as the Petit
 family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these
 join.
 
@@ -22,11 +22,16 @@ llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.p
   sum of each group's best two), `expert_weights_norm` (absent: no renormalisation), `expert_weights_scale`
   (absent or 0: 1). The multi-token-prediction layers the converter appends (`nextn_predict_layers`, counted in
   `block_count`) are not run by llama.cpp's decoder, nor by Petit.
+- minimax-m2 (MiniMax-M2): Mixtral's stacked experts with the whole-row `attn_q_norm` / `attn_k_norm`, RoPE on
+  halves over `rope.dimension_count` values of each head (the release's rotary_dim), `exp_probs_b` as the
+  selection bias; the chosen sigmoid scores always renormalised. The file must say `expert_gating_func` 2 (the
+  converter writes it from the Hub config's scoring_func; without it llama.cpp would not route on the sigmoid), and
+  an `expert_weights_scale` other than 1 (no MiniMax-M2 has one) is refused: the family has no scale.
 """
 import numpy as np
 
 from petit.loading.gguf_moe import _number
-from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_names import LLAMA_LAYER, MIXTRAL_EXPERTS, MIXTRAL_LAYER, QWEN_EXPERTS, GGUFArch
 from petit.loading.gguf_ssm import CONV, HYBRID, _lfm2
 from petit.loading.gguf_variants import _sliding_layers
 
@@ -84,6 +89,16 @@ def _exaone_moe(meta, key, cfg, has):
                n_group=groups, topk_group=get("expert_group_used_count") if groups > 1 else 1)
 
 
+def _minimax_m2(meta, key, cfg, has):
+    _sigmoid_only(meta, key, "minimax-m2", "minimax_m2")
+    scale = _number(meta, key, "expert_weights_scale", 0.0, float, "minimax-m2")
+    if scale not in (0.0, 1.0):
+        raise ValueError(f"metadata {key('expert_weights_scale')!r} is {scale}: the minimax_m2 family has no routed "
+                         f"scale")
+    cfg.update(intermediate_size=_number(meta, key, "expert_feed_forward_length", cfg["intermediate_size"], int,
+                                         "minimax-m2"))
+
+
 def _zero_exaone_bias(meta, cfg, has) -> dict:
     """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's exaone-moe makes it
     optional and then chooses on the scores alone)."""
@@ -102,6 +117,10 @@ EXAONE_MOE_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_norm", attn_k_norm
                         ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
 
 MOE_B5_ARCHS = {
+    "minimax-m2": GGUFArch("minimax_m2", dict(MIXTRAL_LAYER, attn_q_norm="self_attn.q_norm",
+                                              attn_k_norm="self_attn.k_norm"),
+                           whole_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
+                           experts=MIXTRAL_EXPERTS, expert_key="num_local_experts", extra=_minimax_m2),
     "lfm2moe": GGUFArch("lfm2_moe", LFM2_LAYER,
                         {"token_embd": "model.embed_tokens", "token_embd_norm": "model.embedding_norm",
                          "output": "lm_head"},
