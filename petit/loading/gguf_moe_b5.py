@@ -1,6 +1,6 @@
-"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as the Petit
-family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these
-join.
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as
+the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose
+ARCHS these join.
 
 What the files hold, and what llama.cpp assumes (src/models/lfm2moe.cpp with lfm2.cpp's graph, exaone-moe.cpp,
 llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.py):
