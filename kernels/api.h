@@ -203,6 +203,8 @@ typedef struct {
     float *g, *u;             /* [cap][the largest expert width] */
     int64_t matrices_used;    /* expert matrices multiplied, counted over calls (tests) */
     const float *sh_gate_b, *sh_up_b, *sh_down_b;   /* the shared expert's biases (ERNIE 4.5), or NULL */
+    /* issue 30, the moe_b group: with norm_topk, the chosen weights over (their sum + norm_eps) (LFM2-MoE: 1e-6) */
+    float norm_eps;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -4,7 +4,7 @@
  *   2. per token: softmax over the E logits (or each one's sigmoid: Llama 4, DeepSeek-V3), the top_k largest (ties:
  *      the lower expert first) of those scores plus sel_bias (DeepSeek-V3), among the experts of the topk_group best
  *      groups when n_group > 1 (DeepSeek's group-limited routing), their scores as the weights, renormalised to sum 1
- *      with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob), times routed_scale; with scale_input the weight
+ *      with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob; over the sum + norm_eps: LFM2-MoE), times routed_scale; with scale_input the weight
  *      scales the expert's input instead of its output (Llama 4);
  *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
  *      act(gate) * up, down (+ bias), each one matrix product for the whole group; each row added to its token's
@@ -83,8 +83,10 @@ static void route(const pt_moe *m, int64_t T) {
             wt[j] = l[sel[j]];
             ws += wt[j];
         }
-        if (m->norm_topk)
+        if (m->norm_topk) {
+            ws += m->norm_eps;
             for (int64_t j = 0; j < k; j++) wt[j] /= ws;
+        }
         if (m->routed_scale != 0.0f)
             for (int64_t j = 0; j < k; j++) wt[j] *= m->routed_scale;
     }

@@ -40,7 +40,9 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
             "nemotron_h": dict(MINIMAL_SSM, hybrid_override_pattern="M-*M"),    # the block pattern is required
             "internlm2": dict(MINIMAL, bias=False),      # its remote config's default bias true is refused
             # issue 30, the gemma group: Gemma 3n's default 15 KV-sharing layers need more than 4 layers
-            "gemma3n_text": dict(MINIMAL, num_kv_shared_layers=2), "gemma3n": dict(MINIMAL, num_kv_shared_layers=2)}
+            "gemma3n_text": dict(MINIMAL, num_kv_shared_layers=2), "gemma3n": dict(MINIMAL, num_kv_shared_layers=2),
+            # issue 30, the moe_b group: LFM2-MoE's layer_types has no default
+            "lfm2_moe": dict(MINIMAL, layer_types=["conv", "conv", "full_attention", "conv"])}
 # issue 30, moe_a: Qwen3.5-MoE reads no intermediate_size (every layer routes; the key would be reported)
 MINIMALS.update({t: {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
                  for t in ("qwen3_5_moe_text", "qwen3_5_moe")})

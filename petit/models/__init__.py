@@ -29,6 +29,8 @@ from petit.models import bamba
 from petit.models import gemma3, ministral3, mistral3
 # issue 30: the gemma group
 from petit.models import gemma3n, gemma3n_text
+# issue 30: the moe_b group
+from petit.models import exaone_moe, lfm2_moe, minimax_m2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -126,6 +128,10 @@ MODEL_TYPES = {
     # issue 30, the gemma group
     "gemma3n_text": gemma3n_text,
     "gemma3n": gemma3n,
+    # issue 30, the moe_b group
+    "lfm2_moe": lfm2_moe,
+    "exaone_moe": exaone_moe,
+    "minimax_m2": minimax_m2,
 }
 
 

@@ -59,16 +59,23 @@ class Lfm2Config(DecoderConfig):
         return F
 
 
-def build(cfg: Lfm2Config, t) -> Decoder:
+def swiglu(t, p: str, F: int, D: int) -> dict:
+    """The Layer fields of LFM2's SwiGLU feed-forward of width F under the layer prefix p (w1, w3, w2)."""
+    return {n: t.weight(f"{p}feed_forward.{w}.weight", shape)
+            for n, w, shape in (("gate", "w1", (F, D)), ("up", "w3", (F, D)), ("down", "w2", (D, F)))}
+
+
+def build(cfg: Lfm2Config, t, ffn=None) -> Decoder:
+    """`ffn(i, prefix) -> dict` the Layer fields of layer i's feed-forward (LFM2-MoE's experts); by default the
+    SwiGLU MLP of `ff_width`."""
     D, H, KV, hd, eps = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.norm_eps
-    F, K = cfg.ff_width, cfg.conv_L_cache
+    K = cfg.conv_L_cache
     rope = default_rope(cfg)
     E, head = embed_and_head(t, cfg)
     layers, conv_layers = [], []
     for i, kind in enumerate(cfg.layer_types):
         p = f"model.layers.{i}."
-        mlp = {n: t.weight(f"{p}feed_forward.{w}.weight", shape)
-               for n, w, shape in (("gate", "w1", (F, D)), ("up", "w3", (F, D)), ("down", "w2", (D, F)))}
+        mlp = ffn(i, p) if ffn is not None else swiglu(t, p, cfg.ff_width, D)
         if kind == "conv":
             c = p + "conv."
             mixer = Mamba(t.weight(c + "in_proj.weight", (3 * D, D)),
@@ -87,7 +94,7 @@ def build(cfg: Lfm2Config, t) -> Decoder:
         L.mlp_norm = norm(t, p + "ffn_norm", D, "rms", eps)
         layers.append(L)
     final = norm(t, "model.embedding_norm", D, "rms", eps)
-    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.ff_width, num_attention_heads=H,
                 num_key_value_heads=KV, head_dim=hd, context_length=rope.context_length,
                 state_shapes=((D, K - 1), (1,)), state_layers=tuple(conv_layers))
     return Decoder(arch, E, layers, final, head)

@@ -35,6 +35,7 @@ class Moe:
     group_score: str = "max"            # or "top2_sum" (DeepSeek-V3)
     routed_scale: float = 1.0
     shared_b: tuple | None = None       # the shared expert's (gate, up, down) biases (ERNIE 4.5)
+    norm_eps: float = 0.0               # with norm_topk: weights / (their sum + norm_eps) (LFM2-MoE's 1e-6)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -98,6 +99,7 @@ class Moe:
         m.n_group, m.topk_group = self.n_group, self.topk_group
         m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
         m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0
+        m.norm_eps = self.norm_eps
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])

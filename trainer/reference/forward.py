@@ -190,7 +190,7 @@ class Forward:
         self.routing.append(np.sort(top, axis=1))
         w = np.take_along_axis(p, top, axis=1)
         if m.norm_topk:
-            w = w / w.sum(axis=1, keepdims=True)
+            w = w / (w.sum(axis=1, keepdims=True) + m.norm_eps)
         w = w * m.routed_scale
         out = np.zeros_like(h)
         act = m.act or self.spec.act

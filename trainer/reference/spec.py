@@ -46,6 +46,7 @@ class MoeSpec:
     routed_scale: float = 1.0
     scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
     shared_b: tuple | None = None        # the shared expert's (gate, up, down) biases (ERNIE 4.5)
+    norm_eps: float = 0.0                # with norm_topk: over (the sum + norm_eps) (LFM2-MoE, issue 30's moe_b group)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from trainer.reference.families import moe_a5          # issue 30: the moe_a gro
 from trainer.reference.families import mla5            # issue 30: the mla group
 from trainer.reference.families import hybrid5         # issue 30: the hybrid group
 from trainer.reference.families import gemma5          # issue 30: the gemma group
+from trainer.reference.families import moe_b           # issue 30: the moe_b group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -29,6 +30,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **mla5.FAMILIES,
             **hybrid5.FAMILIES,
             **gemma5.FAMILIES,
+            **moe_b.FAMILIES,
             }
 
 

@@ -1,0 +1,137 @@
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as
+the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose
+ARCHS these join.
+
+What the files hold, and what llama.cpp assumes (src/models/lfm2moe.cpp with lfm2.cpp's graph, exaone-moe.cpp,
+llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.py):
+
+- lfm2moe (LFM2-MoE): LFM2's file (`attention.head_count_kv` 0 for a conv layer, the conv kernels squeezed, the
+  final norm as `token_embd_norm`) with the first `leading_dense_block_count` layers dense and the others' experts
+  stacked (`ffn_gate_exps` / `ffn_up_exps` / `ffn_down_exps`), the router `ffn_gate_inp` (f32) and the selection
+  bias `exp_probs_b` (LFM2-MoE's `expert_bias`). llama.cpp routes on the sigmoid (`expert_gating_func` 2, the only
+  one read here), always renormalises the chosen weights, over their plain sum (transformers adds 1e-6), and reads
+  no `expert_weights_scale`: the checkpoint's routed_scaling_factor is not in the file and not applied (1, as in
+  the released LFM2-8B-A1B; tests/fixtures/gguf5_moe_b's has 2.5, so there llama.cpp's logits are far from
+  transformers', and Petit reading the file follows the file).
+- exaone-moe (K-EXAONE): Llama's names with per-head `attn_q_norm` / `attn_k_norm`, the dense first
+  `leading_dense_block_count` layers, the experts stacked, a shared expert (`ffn_*_shexp`, of
+  `expert_shared_feed_forward_length`), `exp_probs_b`; sliding layers by `attention.sliding_window_pattern` (an
+  array, or a period: the last layer of each period full; absent: 4) in a window of `attention.sliding_window`,
+  RoPE in the sliding layers only (on halves); the routing by `expert_gating_func` (sigmoid; the softmax is not
+  run by the exaone_moe family and is refused), groups by `expert_group_count` / `expert_group_used_count` (the
+  sum of each group's best two), `expert_weights_norm` (absent: no renormalisation), `expert_weights_scale`
+  (absent or 0: 1). The multi-token-prediction layers the converter appends (`nextn_predict_layers`, counted in
+  `block_count`) are not run by llama.cpp's decoder, nor by Petit.
+- minimax-m2 (MiniMax-M2): Mixtral's stacked experts with the whole-row `attn_q_norm` / `attn_k_norm`, RoPE on
+  halves over `rope.dimension_count` values of each head (the release's rotary_dim), `exp_probs_b` as the
+  selection bias; the chosen sigmoid scores always renormalised. The file must say `expert_gating_func` 2 (the
+  converter writes it from the Hub config's scoring_func; without it llama.cpp would not route on the sigmoid), and
+  an `expert_weights_scale` other than 1 (no MiniMax-M2 has one) is refused: the family has no scale.
+"""
+import numpy as np
+
+from petit.loading.gguf_moe import _number
+from petit.loading.gguf_names import LLAMA_LAYER, MIXTRAL_EXPERTS, MIXTRAL_LAYER, QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_ssm import CONV, HYBRID, _lfm2
+from petit.loading.gguf_variants import _sliding_layers
+
+
+def _sigmoid_only(meta, key, arch: str, family: str) -> None:
+    gating = _number(meta, key, "expert_gating_func", None, int, arch)
+    if gating != 2:
+        raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating}: Petit's {family} family routes on the "
+                         f"sigmoid (2) only")
+
+
+def _lfm2moe(meta, key, cfg, has):
+    _lfm2(meta, key, cfg, has)
+    cfg.pop("block_auto_adjust_ff_dim", None)           # LFM2's; LFM2-MoE's dense MLP is feed_forward_length wide
+    _sigmoid_only(meta, key, "lfm2moe", "lfm2_moe")
+    dense = _number(meta, key, "leading_dense_block_count", 0, int, "lfm2moe")
+    cfg.update(model_type="lfm2_moe", moe_intermediate_size=_number(meta, key, "expert_feed_forward_length", None,
+                                                                    int, "lfm2moe"),
+               num_dense_layers=dense,
+               use_expert_bias=True, norm_topk_prob=True, routed_scaling_factor=1.0)
+
+
+def _exaone_moe(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, "exaone-moe")
+
+    _sigmoid_only(meta, key, "exaone-moe", "exaone_moe")
+    nextn = get("nextn_predict_layers", 0)
+    n_all = cfg["num_hidden_layers"]
+    if not 0 <= nextn < n_all:
+        raise ValueError(f"metadata {key('nextn_predict_layers')!r} ({nextn}) should be below "
+                         f"{key('block_count')!r} ({n_all})")
+    base, base_swa = cfg["rope_theta"], meta.get(key("rope.freq_base_swa"))
+    if base_swa is not None and float(base_swa) != base:
+        raise ValueError(f"metadata {key('rope.freq_base_swa')!r} differs from {key('rope.freq_base')!r}: the "
+                         f"exaone_moe family has one RoPE base")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's exaone-moe "
+                         f"rotates whole heads")
+    _sliding_layers(meta, key, cfg, 4)
+    moe_ff = get("expert_feed_forward_length")
+    shared_ff = get("expert_shared_feed_forward_length", moe_ff)
+    if shared_ff % moe_ff:
+        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared_ff}) is not a multiple "
+                         f"of {key('expert_feed_forward_length')!r} ({moe_ff}): the exaone_moe family's shared "
+                         f"expert is num_shared_experts x moe_intermediate_size wide")
+    groups = get("expert_group_count", 0) or 1
+    n = n_all - nextn
+    cfg.update(model_type="exaone_moe", num_hidden_layers=n, layer_types=cfg["layer_types"][:n],
+               sliding_window=get("attention.sliding_window", 128), sliding_window_pattern=4,
+               moe_intermediate_size=moe_ff, num_shared_experts=shared_ff // moe_ff,
+               first_k_dense_replace=get("leading_dense_block_count", 0), mlp_layer_types=None,
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0,
+               n_group=groups, topk_group=get("expert_group_used_count") if groups > 1 else 1)
+
+
+def _minimax_m2(meta, key, cfg, has):
+    _sigmoid_only(meta, key, "minimax-m2", "minimax_m2")
+    scale = _number(meta, key, "expert_weights_scale", 0.0, float, "minimax-m2")
+    if scale not in (0.0, 1.0):
+        raise ValueError(f"metadata {key('expert_weights_scale')!r} is {scale}: the minimax_m2 family has no routed "
+                         f"scale")
+    cfg.update(intermediate_size=_number(meta, key, "expert_feed_forward_length", cfg["intermediate_size"], int,
+                                         "minimax-m2"))
+
+
+def _zero_exaone_bias(meta, cfg, has) -> dict:
+    """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's exaone-moe makes it
+    optional and then chooses on the scores alone)."""
+    return {f"model.layers.{i}.mlp.e_score_correction_bias": np.zeros(cfg["num_experts"], np.float32)
+            for i in range(cfg["first_k_dense_replace"], cfg["num_hidden_layers"])
+            if not has(f"blk.{i}.exp_probs_b.bias")}
+
+
+LFM2_LAYER = {"attn_norm": "operator_norm", "ffn_norm": "ffn_norm", "attn_q": "self_attn.q_proj",
+              "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.out_proj",
+              "attn_q_norm": "self_attn.q_layernorm", "attn_k_norm": "self_attn.k_layernorm",
+              "ffn_gate": "feed_forward.w1", "ffn_up": "feed_forward.w3", "ffn_down": "feed_forward.w2",
+              "ffn_gate_inp": "feed_forward.gate"}
+EXAONE_MOE_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_norm", attn_k_norm="self_attn.k_norm",
+                        ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                        ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
+
+MOE_B5_ARCHS = {
+    "minimax-m2": GGUFArch("minimax_m2", dict(MIXTRAL_LAYER, attn_q_norm="self_attn.q_norm",
+                                              attn_k_norm="self_attn.k_norm"),
+                           whole_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
+                           experts=MIXTRAL_EXPERTS, expert_key="num_local_experts", extra=_minimax_m2),
+    "lfm2moe": GGUFArch("lfm2_moe", LFM2_LAYER,
+                        {"token_embd": "model.embed_tokens", "token_embd_norm": "model.embedding_norm",
+                         "output": "lm_head"},
+                        whole_names={**{f"shortconv.{n}.weight": f"conv.{n}.weight"
+                                        for n in ("in_proj", "conv", "out_proj")},
+                                     "exp_probs_b.bias": "feed_forward.expert_bias"},
+                        experts={"ffn_gate_exps": "feed_forward.experts.{}.w1",
+                                 "ffn_up_exps": "feed_forward.experts.{}.w3",
+                                 "ffn_down_exps": "feed_forward.experts.{}.w2"},
+                        fixes={"shortconv.conv.weight": CONV}, layer_arrays=HYBRID, extra=_lfm2moe),
+    "exaone-moe": GGUFArch("exaone_moe", EXAONE_MOE_LAYER,
+                           whole_names={"exp_probs_b.bias": "mlp.e_score_correction_bias"}, experts=QWEN_EXPERTS,
+                           extra=_exaone_moe, meta_tensors=_zero_exaone_bias),
+}

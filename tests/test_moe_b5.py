@@ -1,0 +1,259 @@
+"""The moe_b group of issue 30 (tests/fixtures/hf5_moe_b: mixtures of experts transformers 5 added): what
+tests/test_hf_parity.py (35-token prompt, greedy), test_moe.py (the routing-aware quantized bounds, routers float, a
+decode step reading only the chosen experts), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and the
+app's chat test do not already hold for every hf5 fixture.
+
+- Parity at every position of the two other prompts of each fixture (the 140-token one and the four-message chat),
+  at f32 within 1e-4 of each position's logit range.
+- The forward plan equals the per-op path bit for bit on these families' blocks (tests/test_plan.py's check).
+- Each family's particulars: what it reads (the routing's selection bias, scale, renormalisation) and what it
+  refuses by name.
+"""
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+
+from test_plan import CHUNKS, FRESH, _run
+
+DIR = Path(__file__).parent / "fixtures" / "hf5_moe_b"
+FOLDERS = {p.name: p for p in sorted(DIR.iterdir()) if (p / "reference.npz").is_file()}
+CASES = sorted(FOLDERS)
+F32_TOL = 1e-4
+
+
+def _load(folder, weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
+        return petit.load(folder, weights=weights)
+
+
+def rel_err(got, ref):
+    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+def _config(case: str) -> dict:
+    return json.loads((FOLDERS[case] / "config.json").read_text())
+
+
+def _variant(tmp_path, case, **change) -> Path:
+    d = tmp_path / case
+    shutil.copytree(FOLDERS[case], d)
+    (d / "config.json").write_text(json.dumps(dict(_config(case), **change)))
+    return d
+
+
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+@pytest.mark.parametrize("case", CASES)
+def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt):
+    ref = np.load(FOLDERS[case] / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(FOLDERS[case]).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{case} {prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights):
+    """tests/test_plan.py's check, for the hybrid caches too (a list of per-layer states instead of one array)."""
+    model = _load(FOLDERS[case], weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        def states(c):
+            return [*c.k, *c.v] if isinstance(c.k, list) else [c.k, c.v]
+        assert all(np.array_equal(a, b) for a, b in zip(states(c_plan), states(c_oracle), strict=True))
+
+
+# --- lfm2_moe ---
+
+def test_lfm2_moe_reads_its_routing():
+    """Layer 0 dense (num_dense_layers 1), the others experts on sigmoid scores with the expert_bias buffer as the
+    selection bias, renormalised over sum + 1e-6 and scaled by 2.5; layers 1 and 3 attention, 0 and 2 convs."""
+    net = _load(FOLDERS["lfm2_moe"]).net
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    assert [L.mamba is not None for L in net.layers] == [True, False, True, False]
+    for L in net.layers[1:]:
+        m = L.moe
+        assert (m.scoring, m.routed_scale, m.norm_topk, m.norm_eps, m.top_k) == ("sigmoid", 2.5, True, 1e-6, 2)
+        assert m.sel_bias is not None and np.abs(m.sel_bias.a).max() > 0.01
+
+
+@pytest.mark.parametrize("change, changed", [
+    ({"routed_scaling_factor": 1.0}, True), ({"norm_topk_prob": False}, True), ({"use_expert_bias": False}, True),
+])
+def test_lfm2_moe_routing_settings_change_the_logits(tmp_path, change, changed):
+    """Each setting is read: switched off, the logits move away from transformers' (which the fixture holds)."""
+    ref = np.load(FOLDERS["lfm2_moe"] / "reference.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # use_expert_bias false leaves expert_bias unused (reported)
+        got = petit.load(_variant(tmp_path, "lfm2_moe", **change), weights="f32").logits(ref["input_ids"])
+    assert (rel_err(got, ref["logits"]).max() > 1e-2) == changed
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": None}, r"layer_types must list 4 values of conv / full_attention \(lfm2_moe has no default\)"),
+    ({"num_dense_layers": 5}, r"num_dense_layers must be an integer in \[0, 4\], got 5"),
+    ({"conv_bias": True}, "conv_bias true is not supported by the lfm2_moe family"),
+    ({"num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds num_experts \(8\)"),
+])
+def test_lfm2_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "lfm2_moe", **change), weights="f32")
+
+
+def test_lfm2_moe_reads_liquidais_tie_embedding_key(tmp_path):
+    cfg = _config("lfm2_moe")
+    cfg["tie_embedding"] = cfg.pop("tie_word_embeddings")
+    d = _variant(tmp_path, "lfm2_moe")
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+# --- exaone_moe ---
+
+def test_exaone_moe_reads_its_layers_and_routing():
+    """Layers 0-2 slide with RoPE, layer 3 global without (NoPE); layer 0 dense; the others DeepSeek-V3's routing:
+    sigmoid, e_score_correction_bias, the best 1 of 2 groups by their best two, x 2.5, a shared expert."""
+    net = _load(FOLDERS["exaone_moe"]).net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    for L in net.layers[1:]:
+        m = L.moe
+        assert (m.scoring, m.group_score, m.n_group, m.topk_group, m.routed_scale) == ("sigmoid", "top2_sum", 2, 1, 2.5)
+        assert m.shared is not None and m.shared_gate is None and np.abs(m.sel_bias.a).max() > 0.01
+
+
+def test_exaone_moe_reads_the_bias_under_the_routers_name_too(tmp_path):
+    """`mlp.gate.e_score_correction_bias` (transformers' name in memory) as well as the Hub's `mlp.` one."""
+    from test_dense5 import _rename_tensors
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["exaone_moe"], d)
+    _rename_tensors(FOLDERS["exaone_moe"] / "model.safetensors", d / "model.safetensors",
+                    lambda k: k.replace("mlp.e_score_correction_bias", "mlp.gate.e_score_correction_bias"))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"n_group": 3}, r"8 experts in n_group 3 groups, topk_group 1: the groups must be equal"),
+    ({"mlp_layer_types": ["dense", "moe", "sparse", "sparse"]}, "mlp_layer_types must list 4 values of dense / sparse"),
+    ({"num_shared_experts": -1}, "num_shared_experts must be a non-negative integer"),
+])
+def test_exaone_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "exaone_moe", **change), weights="f32")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_moe_b, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_moe_b"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_cases_are_the_families_llama_cpp_has():
+    assert GGUF_READ == ["exaone_moe", "lfm2_moe", "minimax_m2"]
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+    assert all(L.moe.router.dtype == "f32" for L in model.net.layers if L.moe is not None)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_lfm2moe_runs_as_llama_cpp_reads_it():
+    """The folder's layers, experts and selection bias; no routed_scaling_factor (llama.cpp reads none), so the file
+    runs as llama.cpp runs it, not as the folder does."""
+    net = _gguf("lfm2_moe", weights="f32").net
+    folder = _load(FOLDERS["lfm2_moe"]).net
+    assert [L.moe is None for L in net.layers] == [L.moe is None for L in folder.layers]
+    for a, b in zip(net.layers[1:], folder.layers[1:]):
+        assert a.moe.scoring == "sigmoid" and a.moe.routed_scale == 1.0 and b.moe.routed_scale == 2.5
+        assert np.array_equal(a.moe.sel_bias.a, b.moe.sel_bias.a)
+
+
+def test_gguf_exaone_moe_reads_the_pattern_and_the_groups():
+    net = _gguf("exaone_moe", weights="f32").net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    m = net.layers[1].moe
+    assert (m.n_group, m.topk_group, m.routed_scale, m.norm_topk, m.shared is not None) == (2, 1, 2.5, True, True)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+# --- minimax_m2 ---
+
+def test_minimax_m2_reads_its_attention_and_routing():
+    net = _load(FOLDERS["minimax_m2"]).net
+    for L in net.layers:
+        assert L.rope.dim == 8 and L.q_norm.w.a.shape == (64,) and L.k_norm.w.a.shape == (32,)
+        m = L.moe
+        assert (m.scoring, m.norm_topk, m.routed_scale, m.shared, m.top_k) == ("sigmoid", True, 1.0, None, 2)
+        assert np.abs(m.sel_bias.a).max() > 0.01
+
+
+def test_minimax_m2_reads_the_released_rotary_dim(tmp_path):
+    """MiniMax-M2's config.json says rotary_dim 64 of head_dim 128, not partial_rotary_factor: the same logits."""
+    cfg = _config("minimax_m2")
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": 5000000.0}
+    d = _variant(tmp_path, "minimax_m2", rope_parameters=cfg["rope_parameters"], rotary_dim=8)
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    with pytest.raises(ValueError, match="rotary_dim 17 must be a positive integer up to head_dim 16"):
+        petit.load(_variant(tmp_path / "x", "minimax_m2", rotary_dim=17), weights="f32")

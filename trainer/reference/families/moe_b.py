@@ -1,0 +1,80 @@
+"""The moe_b group of issue 30 (mixtures of experts transformers 5 added), each written from its transformers 5.25
+modeling file: lfm2_moe (LFM2's convs and attention, a dense SwiGLU in the first num_dense_layers layers, then experts
+chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over their sum + 1e-6, times
+routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a
+pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert),
+minimax_m2 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores
+and e_score_correction_bias, renormalised)."""
+from trainer.reference.families.common import get, heads, layer_types, rope
+from trainer.reference.families.llama import llama_like
+from trainer.reference.families.llama_variants import _windows_of
+from trainer.reference.families.ssm import lfm2
+from trainer.reference.spec import MoeSpec
+
+
+def lfm2_moe(cfg, names):
+    if not cfg.get("layer_types"):
+        raise KeyError("layer_types")
+    spec = lfm2(cfg, names)
+    spec.family = "lfm2_moe"
+    E, dense = cfg["num_experts"], get(cfg, "num_dense_layers", 2)
+    for i, L in enumerate(spec.layers):
+        if i < dense:
+            continue
+        p = f"model.layers.{i}.feed_forward."
+        L.gate = L.up = L.down = None
+        norm = get(cfg, "norm_topk_prob", True)
+        L.moe = MoeSpec(p + "gate.weight", [tuple(f"{p}experts.{e}.{w}.weight" for w in ("w1", "w3", "w2"))
+                                            for e in range(E)], cfg["num_experts_per_tok"], norm,
+                        scoring="sigmoid", routed_scale=get(cfg, "routed_scaling_factor", 1.0),
+                        sel_bias=p + "expert_bias" if get(cfg, "use_expert_bias", True) else None,
+                        norm_eps=1e-6 if norm else 0.0)
+    return spec
+
+
+def exaone_moe(cfg, names):
+    w = cfg.get("sliding_window", 4096)
+    n = get(cfg, "sliding_window_pattern", 4)
+    types = layer_types(cfg, lambda i: "sliding_attention" if w and (i + 1) % n else "full_attention")
+    L = cfg["num_hidden_layers"]
+    k = get(cfg, "first_k_dense_replace", 1)
+    mlp = cfg.get("mlp_layer_types") or ["dense" if i < k else "sparse" for i in range(L)]
+    r = rope(cfg, heads(cfg)[2])
+    E, groups = get(cfg, "num_experts", 64), get(cfg, "n_group", 1)
+    S = get(cfg, "num_shared_experts", 1)
+
+    def moe(i, p):
+        if mlp[i] == "dense":
+            return None
+        bias = p + "mlp.e_score_correction_bias"
+        if bias not in names:
+            bias = p + "mlp.gate.e_score_correction_bias"
+        return MoeSpec(p + "mlp.gate.weight",
+                       [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], get(cfg, "num_experts_per_tok", 8), get(cfg, "norm_topk_prob", True),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if S else None, scoring="sigmoid", sel_bias=bias,
+                       n_group=groups if groups > 1 else 0, topk_group=get(cfg, "topk_group", 1) if groups > 1 else 0,
+                       group_score="top2_sum", routed_scale=get(cfg, "routed_scaling_factor", 2.5))
+    return llama_like(cfg, names, "exaone_moe", eps=get(cfg, "rms_norm_eps", 1e-5),
+                      rope_of=lambda i: None if w and types[i] == "full_attention" else r,
+                      window_of=_windows_of(dict(cfg, sliding_window=w), types), qk_norm="head", moe_of=moe)
+
+
+def minimax_m2(cfg, names):
+    hd = heads(cfg)[2]
+    factor = get(cfg, "partial_rotary_factor", None)
+    if factor is None:
+        factor = get(cfg, "rotary_dim", hd) / hd
+    r = rope(cfg, int(hd * factor))
+    E, b = cfg["num_local_experts"], "block_sparse_moe"
+
+    def moe(i, p):
+        return MoeSpec(f"{p}{b}.gate.weight", [tuple(f"{p}{b}.experts.{e}.{w}.weight" for w in ("w1", "w3", "w2"))
+                                                for e in range(E)], cfg["num_experts_per_tok"], True,
+                       scoring="sigmoid", sel_bias=f"{p}{b}.e_score_correction_bias")
+    return llama_like(cfg, names, "minimax_m2", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r,
+                      qk_norm="row", moe_of=moe)
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2}
