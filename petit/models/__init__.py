@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the hybrid group
-from petit.models import bamba
+from petit.models import bamba, zamba2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -105,6 +105,7 @@ MODEL_TYPES = {
     "internlm2": internlm2,
     # issue 30, the hybrid group
     "bamba": bamba,
+    "zamba2": zamba2,
 }
 
 
@@ -119,7 +120,6 @@ CLOSEST = {
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
 }
 
