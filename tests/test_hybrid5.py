@@ -184,3 +184,77 @@ def test_zamba2_legacy_layer_names_read_the_same(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     ref = np.load(d / "reference.npz")
     assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+# --- GGUF: llama.cpp's own conversion of the bamba folder (tests/fixtures/gguf5_hybrid, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_hybrid"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = ["bamba"]
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_bamba_is_read_as_the_file_says():
+    """llama.cpp's converter writes Bamba as granitehybrid with RoPE over the whole head (it has no key for
+    BambaConfig's hard-coded half): Petit follows the file, i.e. llama.cpp's model, not transformers'."""
+    model = _gguf("bamba", weights="f32")
+    net, folder = model.net, _load(FOLDERS["bamba"]).net
+    assert model.config.model_type == "bamba" and model.config.attn_layer_indices == [1]
+    assert net.layers[1].rope.dim == 16 and net.layers[1].rope.interleaved and folder.layers[1].rope.dim == 8
+    assert all(L.mamba.norm_groups == 2 for L in net.layers if L.mamba is not None)
+    assert GGUF_MANIFEST["bamba"]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"] > 0.1
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    from trainer.reference import Reference
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+    # the float64 reference models the file too (the whole-head rotation on pairs)
+    assert _scaled(Reference(tmp_path / "m.petit").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5

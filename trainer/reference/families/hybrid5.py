@@ -19,7 +19,8 @@ def bamba(cfg, names):
     spec = ModelSpec("bamba", H, KV, hd, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.final_layernorm", eps), act=activation(cfg, "hidden_act", "silu"))
-    r = rope(cfg, int(hd * 0.5))                          # BambaConfig hard-codes partial_rotary_factor 0.5
+    # BambaConfig hard-codes partial_rotary_factor 0.5; a GGUF file's conversion rotates what it says, on pairs
+    r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.5)), interleaved=get(cfg, "rope_interleaved", False))
     attn = set(cfg.get("attn_layer_indices") or ())
     n_heads, groups = get(cfg, "mamba_n_heads", 128), get(cfg, "mamba_n_groups", 1)
     state = get(cfg, "mamba_d_state", 256)
