@@ -55,12 +55,14 @@ def apply(net) -> None:
             setattr(L, kind, None)
     elif name == "rope_wrong_half":
         mirrored = {}
-        for L in layers:
+        # issue 30, the hybrid group: Zamba's shared blocks hold their attention in a Layer of their own
+        for L in layers + [L.shared.block.attn for L in layers if getattr(L, "shared", None) is not None]:
             if L.rope is not None:
                 L.rope = mirrored.setdefault(id(L.rope), _MirroredRope(L.rope))
         if not mirrored:
             raise ValueError("PETIT_TEST_FAULT=rope_wrong_half: this model has no RoPE")
     elif name == "norm_eps_x100":
+        layers = layers + [L.shared.block.attn for L in layers if getattr(L, "shared", None) is not None]
         norms = [net.final_norm, net.embed_norm] + [
             n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm, L.post_mlp_norm, L.q_norm,
                                         L.k_norm, L.o_norm, L.down_norm, L.resid_attn_norm, L.resid_mlp_norm)]

@@ -139,3 +139,122 @@ def test_bamba_clamps_a_finite_time_step_limit(tmp_path):
     cache = m.new_cache(64)
     m.forward(ref["input_ids"][:-1].tolist(), cache)
     assert rel_err(m.forward(ref["input_ids"][-1:].tolist(), cache)[None], got[-1:]).max() <= 1e-5
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+def test_zamba2_holds_each_shared_block_once(weights):
+    """Hybrid layers 1, 2 and 4 use blocks A, B, A (num_mem_blocks 2): the uses of A point at the same weights
+    (nothing copied per use, quantized or not), each use has its own adapters and linear; every other layer keeps no
+    KV rows."""
+    m = _load(FOLDERS["zamba2"], weights)
+    net = m.net
+    uses = {i: L.shared for i, L in enumerate(net.layers) if L.shared is not None}
+    assert sorted(uses) == _config("zamba2")["hybrid_layer_ids"] == [1, 2, 4]
+    assert uses[1].block is uses[4].block is not uses[2].block
+    assert uses[1].block.attn.q is uses[4].block.attn.q and uses[1].q_a is not uses[4].q_a
+    assert len({id(u.linear) for u in uses.values()}) == 3
+    # 5 mixers x (in_proj, out_proj), 2 blocks x 7, 3 uses x (linear, 3 x 2 attention adapters, the MLP's A and
+    # its gate and up B), the tied head
+    assert len(net.matrices()) == 5 * 2 + 2 * 7 + 3 * 10 + 1
+    cache = m.new_cache(16)
+    assert [a.shape for a in cache.k[:5]] == [(1,), (4, 16, 16), (4, 16, 16), (1,), (4, 16, 16)]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"add_bias_linear": True}, "add_bias_linear true is not supported by the zamba2 family"),
+    ({"layers_block_type": ["mamba", "hybrid"]}, "layers_block_type must list 5 values"),
+    ({"hybrid_layer_ids": [1, 2]}, r"hybrid_layer_ids \[1, 2\] is not what Zamba2 derives"),
+    ({"num_key_value_heads": 2}, "use_shared_attention_adapter needs num_key_value_heads equal to"),
+    ({"hidden_act": "xielu"}, "hidden_act 'xielu' is not supported by the zamba2 family"),
+])
+def test_zamba2_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["zamba2"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("zamba2"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+def test_zamba2_legacy_layer_names_read_the_same(tmp_path):
+    """transformers 4's "mamba" for "linear_attention" (Zyphra's released configs): the same model."""
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["zamba2"], d)
+    cfg = _config("zamba2")
+    cfg["layers_block_type"] = ["mamba" if t == "linear_attention" else t for t in cfg["layers_block_type"]]
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+# --- GGUF: llama.cpp's own conversion of the bamba folder (tests/fixtures/gguf5_hybrid, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_hybrid"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = ["bamba"]
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_bamba_is_read_as_the_file_says():
+    """llama.cpp's converter writes Bamba as granitehybrid with RoPE over the whole head (it has no key for
+    BambaConfig's hard-coded half): Petit follows the file, i.e. llama.cpp's model, not transformers'."""
+    model = _gguf("bamba", weights="f32")
+    net, folder = model.net, _load(FOLDERS["bamba"]).net
+    assert model.config.model_type == "bamba" and model.config.attn_layer_indices == [1]
+    assert net.layers[1].rope.dim == 16 and net.layers[1].rope.interleaved and folder.layers[1].rope.dim == 8
+    assert all(L.mamba.norm_groups == 2 for L in net.layers if L.mamba is not None)
+    assert GGUF_MANIFEST["bamba"]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"] > 0.1
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    from trainer.reference import Reference
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+    # the float64 reference models the file too (the whole-head rotation on pairs)
+    assert _scaled(Reference(tmp_path / "m.petit").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5

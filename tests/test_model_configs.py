@@ -46,6 +46,8 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
 # issue 30, moe_a: Qwen3.5-MoE reads no intermediate_size (every layer routes; the key would be reported)
 MINIMALS.update({t: {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
                  for t in ("qwen3_5_moe_text", "qwen3_5_moe")})
+# issue 30, the hybrid group: Zamba2's default layer pattern is 54 layers long
+MINIMALS.update({"zamba2": dict(MINIMAL, layers_block_type=["mamba", "hybrid", "mamba", "hybrid"])})
 
 
 def declared(model_type: str) -> dict:

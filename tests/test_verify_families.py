@@ -107,7 +107,7 @@ def test_a_correct_engine_passes(files, case, weights):
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
     per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2,
-                 "bamba": 5}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
+                 "bamba": 5, "zamba2": 2}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
     assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]

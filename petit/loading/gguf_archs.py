@@ -13,6 +13,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
                                       QWEN_MOE_LAYER, SANDWICH_LAYER, STABLELM_LAYER, STARCODER2_LAYER, GGUFArch,
                                       _biases, _granite)
 from petit.loading.gguf_dense5 import DENSE5_ARCHS
+from petit.loading.gguf_hybrid5 import HYBRID5_ARCHS, is_bamba     # issue 30: the hybrid group
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b group
 from petit.loading.gguf_ssm import SSM_ARCHS
@@ -383,6 +384,8 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
     arch = ARCHS[name]
     if name == "llama" and meta.get("llama.expert_count"):
         arch = MIXTRAL
+    if is_bamba(name, meta, tensors):          # issue 30, the hybrid group: llama.cpp's conversion of Bamba
+        arch = HYBRID5_ARCHS["granitehybrid/bamba"]
 
     def key(k):
         return f"{name}.{k}"

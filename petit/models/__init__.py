@@ -31,6 +31,7 @@ from petit.models import gemma3, ministral3, mistral3
 from petit.models import gemma3n, gemma3n_text
 # issue 30: the moe_b group
 from petit.models import exaone_moe, lfm2_moe, minimax_m2
+from petit.models import bamba, zamba2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -132,6 +133,7 @@ MODEL_TYPES = {
     "lfm2_moe": lfm2_moe,
     "exaone_moe": exaone_moe,
     "minimax_m2": minimax_m2,
+    "zamba2": zamba2,
 }
 
 
@@ -148,7 +150,6 @@ CLOSEST = {
 "llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
 }
 

@@ -33,6 +33,7 @@ class BambaConfig(DecoderConfig):
     mamba_proj_bias: bool = False
     time_step_limit: list = field(default_factory=lambda: [0.0, math.inf])
     partial_rotary_factor: float = 0.5          # hard-coded by BambaConfig (written into rope_parameters)
+    rope_interleaved: bool = False              # a Petit key (a GGUF file's): q / k permuted for adjacent pairs
     attention_bias: bool = False
     mlp_bias: bool = False
     model_type: str = "bamba"
@@ -43,10 +44,13 @@ class BambaConfig(DecoderConfig):
         check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "mamba_conv_bias",
                                                               "attention_bias", "mlp_bias"))
         self.act = activation(self, "hidden_act", "bamba")
-        if self.partial_rotary_factor != 0.5:
-            raise ValueError(f"config: partial_rotary_factor {self.partial_rotary_factor!r} is not Bamba's (0.5, "
-                             f"which BambaConfig hard-codes)")
-        self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
+        f = self.partial_rotary_factor          # 0.5 in a folder; a GGUF file's is its rope.dimension_count's
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 \
+                or int(self.head_dim * f) % 2:
+            raise ValueError(f"config: partial_rotary_factor must be in (0, 1] and rotate an even number of each "
+                             f"head's {self.head_dim} values, got {f!r}")
+        self.rotary_dim = int(self.head_dim * f)
+        boolean(self, "rope_interleaved")
         n = self.num_hidden_layers
         idx = self.attn_layer_indices or []
         if not isinstance(idx, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n

@@ -23,6 +23,7 @@ from petit.models.moe import Moe
 from petit.models.ssm import Mamba
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
+from petit.models.shared_block import SharedUse
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
@@ -94,6 +95,9 @@ class Layer:
     mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py); beside
                                         # attention when the layer has both (Falcon-H1)
     state_slot: int | None = None       # the mixer's cache slot, when not the layer's index (Falcon-H1)
+    # issue 30, the hybrid group: Zamba's shared transformer block, run before this layer's mixer on the residual
+    # stream beside the original embeddings; its output (through the use's own linear) is added to the mixer's input
+    shared: SharedUse | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -136,6 +140,8 @@ class Arch:
     state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
     empty_layers: tuple = ()            # a hybrid's blocks with neither state nor KV rows (Nemotron-H's MLP blocks)
     cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
+    shared_rank: int = -1               # issue 30, the hybrid group: >= 0 when layers use Zamba's shared blocks (the
+                                        # adapters' rank, 0 without): the scratch gets their buffers
 
 
 class _Scratch:
@@ -168,6 +174,8 @@ class _Scratch:
         self.ids_p = ffi.cast("int32_t *", ffi.from_buffer(self.ids))
         widths = {"resid": D, "normed": D, "normed_mlp": D, "branch": D, "q": q, "k": kv, "v": kv, "att": q, "qgate": q,
                   "gate": F, "up": F, "mlp_hidden": F}
+        if arch.shared_rank >= 0:          # Zamba's shared blocks: the embeddings, [resid | embeddings], an adapter's
+            widths.update(orig=D, cat=2 * D, lora=max(arch.shared_rank, 1), shared=D)     # rank, the block's output
         self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items()}
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
@@ -218,6 +226,7 @@ class Decoder:
         out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
         out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
+        out.update((id(W), W) for L in self.layers if L.shared for W in L.shared.matrices())
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -235,6 +244,8 @@ class Decoder:
                 L.mla.replace(new)
             if L.mamba is not None:
                 L.mamba.replace(new)
+            if L.shared is not None:
+                L.shared.replace(new)
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
@@ -379,13 +390,19 @@ class Decoder:
                 at += n
         if self.embed_norm is not None and self.embed_norm(buf["resid"], T, arch.hidden_size, buf["resid"]):
             raise RuntimeError("kernel error in the embedding norm")
+        if arch.shared_rank >= 0:            # Zamba: the shared blocks read the embeddings beside the residual stream
+            scratch.arrays["orig"][:T] = resid[:T]
         tables = {}                          # one RoPE table per distinct Rope object and sequence, for this pass
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
             # attention input: the pre-norm (or the residual itself when the layer has none)
             attn_in = buf["resid"]
-            if layer.attn_norm is not None:
+            if layer.shared is not None:       # Zamba: the mixer reads norm(resid + the shared block's output)
+                rc |= self._shared(i, layer, runs, T, scratch, tables)
+                rc |= layer.attn_norm(buf["shared"], T, D, buf["normed"])
+                attn_in = buf["normed"]
+            elif layer.attn_norm is not None:
                 rc |= layer.attn_norm(buf["resid"], T, D, buf["normed"])
                 attn_in = buf["normed"]
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
@@ -451,6 +468,37 @@ class Decoder:
             cache.pos = pos0 + n
         if logits_out is not None:
             self._head(buf, runs, D, logits_out)
+
+    def _shared(self, i, layer: Layer, runs, T, scratch, tables) -> int:
+        """buf["shared"] = resid + linear(block([resid | embeddings])) of Zamba's shared block `layer.shared`:
+        attention (with this use's adapters on q, k and v; its keys and values in cache slot i), then the gated MLP
+        (the adapter on gate and up), no residual inside the block."""
+        arch, buf, D, F = self.arch, scratch.p, self.arch.hidden_size, self.arch.intermediate_size
+        u, blk = layer.shared, layer.shared.block
+        a = blk.attn
+        rc = lib.pt_copy_rows(buf["resid"], D, 0, buf["cat"], 2 * D, 0, T, D)
+        rc |= lib.pt_copy_rows(buf["orig"], D, 0, buf["cat"], 2 * D, D, T, D)
+        rc |= a.attn_norm(buf["cat"], T, 2 * D, buf["cat"])
+        rc |= lib.pt_matmul3(a.q.c, a.k.c, a.v.c, buf["cat"], T, buf["q"], buf["k"], buf["v"])
+        for A, B, name in u.attn_adapters():
+            rc |= lib.pt_matmul(A.c, buf["cat"], T, buf["lora"], 0)
+            rc |= lib.pt_matmul(B.c, buf["lora"], T, buf[name], 1)
+        at, scale = 0, self._attn_scale()
+        for s, (n, pos0, cache, _) in enumerate(runs):
+            rc |= self._attention_of(i, a, n, pos0, cache, at, s, scratch, tables, scale)
+            at += n
+        rc |= lib.pt_matmul(a.o.c, buf["att"], T, buf["shared"], 0)
+        rc |= a.mlp_norm(buf["shared"], T, D, buf["shared"])
+        rc |= lib.pt_matmul3(a.gate.c, a.up.c, ffi.NULL, buf["shared"], T, buf["gate"], buf["up"], ffi.NULL)
+        if u.mlp_a is not None:
+            rc |= lib.pt_matmul(u.mlp_a.c, buf["shared"], T, buf["lora"], 0)
+            rc |= lib.pt_matmul(u.gate_b.c, buf["lora"], T, buf["gate"], 1)
+            rc |= lib.pt_matmul(u.up_b.c, buf["lora"], T, buf["up"], 1)
+        rc |= lib.pt_glu(ACTIVATIONS[arch.act], buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
+        rc |= lib.pt_matmul(a.down.c, buf["mlp_hidden"], T, buf["branch"], 0)
+        rc |= lib.pt_matmul(u.linear.c, buf["branch"], T, buf["shared"], 0)
+        lib.pt_axpy(buf["shared"], 1.0, buf["resid"], T * D)
+        return rc
 
     def _attention(self, i, layer: Layer, attn_in, runs, T, scratch, tables, scale) -> tuple[int, int]:
         """q|k|v of attn_in, their biases and norms over every sequence's rows; then per sequence RoPE and the store
@@ -612,9 +660,15 @@ class Decoder:
         plan.embed(self.embed, buf["resid"], D, arch.embed_scale, self.pos_embed)
         if self.embed_norm is not None:
             plan.norm(-1, self.embed_norm, buf["resid"], 1, D, buf["resid"])
+        if arch.shared_rank >= 0:
+            plan.copy(-1, buf["resid"], D, 0, buf["orig"], D, 0, 1, D)
         for i, layer in enumerate(self.layers):
             attn_in = buf["resid"]
-            if layer.attn_norm is not None:
+            if layer.shared is not None:
+                self._plan_shared(plan, i, layer, buf)
+                plan.norm(i, layer.attn_norm, buf["shared"], 1, D, buf["normed"])
+                attn_in = buf["normed"]
+            elif layer.attn_norm is not None:
                 plan.norm(i, layer.attn_norm, buf["resid"], 1, D, buf["normed"])
                 attn_in = buf["normed"]
             if layer.mamba is not None:
@@ -666,6 +720,32 @@ class Decoder:
         plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
                   arch.logit_scale, arch.logit_softcap)
         return plan.finish()
+
+    def _plan_shared(self, plan: Plan, i, layer: Layer, buf) -> None:
+        """The ops of `_shared`, in its order."""
+        arch, D, F = self.arch, self.arch.hidden_size, self.arch.intermediate_size
+        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        u, a = layer.shared, layer.shared.block.attn
+        plan.copy(i, buf["resid"], D, 0, buf["cat"], 2 * D, 0, 1, D)
+        plan.copy(i, buf["orig"], D, 0, buf["cat"], 2 * D, D, 1, D)
+        plan.norm(i, a.attn_norm, buf["cat"], 1, 2 * D, buf["cat"])
+        plan.matmul(i, [a.q, a.k, a.v], buf["cat"], [buf["q"], buf["k"], buf["v"]])
+        for A, B, name in u.attn_adapters():
+            plan.matmul(i, [A], buf["cat"], [buf["lora"]])
+            plan.matmul(i, [B], buf["lora"], [buf[name]], accumulate=True)
+        plan.rope_store(i, a.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
+        plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, a.window, buf["att"])
+        plan.matmul(i, [a.o], buf["att"], [buf["shared"]])
+        plan.norm(i, a.mlp_norm, buf["shared"], 1, D, buf["shared"])
+        plan.matmul(i, [a.gate, a.up], buf["shared"], [buf["gate"], buf["up"]])
+        if u.mlp_a is not None:
+            plan.matmul(i, [u.mlp_a], buf["shared"], [buf["lora"]])
+            plan.matmul(i, [u.gate_b], buf["lora"], [buf["gate"]], accumulate=True)
+            plan.matmul(i, [u.up_b], buf["lora"], [buf["up"]], accumulate=True)
+        plan.glu(i, ACTIVATIONS[arch.act], buf["gate"], buf["up"], F, buf["mlp_hidden"])
+        plan.matmul(i, [a.down], buf["mlp_hidden"], [buf["branch"]])
+        plan.matmul(i, [u.linear], buf["branch"], [buf["shared"]])
+        plan.axpy(i, buf["shared"], 1.0, buf["resid"], D)
 
     def _plan_attention(self, plan: Plan, i, layer: Layer, attn_in, buf) -> None:
         arch = self.arch

@@ -212,6 +212,28 @@ class Forward:
             out = out + y
         return self.norm(out, L.post_mlp_norm)
 
+    def shared(self, S, x, e0):
+        """Issue 30, the hybrid group: one use of Zamba2's shared block (spec.SharedSpec)."""
+        s, T = self.spec, x.shape[0]
+        H, KV, hd = s.heads, s.kv_heads, s.head_dim
+
+        def proj(h, name, key):
+            y = self.mm(h, name)
+            if key in S.adapters:
+                a, b = S.adapters[key]
+                y = y + self.mm(self.mm(h, a), b)
+            return y
+        c = self.norm(np.concatenate([x, e0], axis=1), S.in_norm)
+        q, k, v = proj(c, S.q, "q"), proj(c, S.k, "k"), proj(c, S.v, "v")
+        q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
+        if S.rope is not None:
+            inv, factor = S.rope.freqs(T)
+            q = ops.rotate(q, S.rope.dim, inv, factor, S.rope.interleaved)
+            k = ops.rotate(k, S.rope.dim, inv, factor, S.rope.interleaved)
+        y = self.norm(self.mm(ops.attention(q, k, v, S.scale, 0.0, 0), S.o), S.ff_norm)
+        m = self.mm(ops.act(s.act, proj(y, S.gate, "gate")) * proj(y, S.up, "up"), S.down)
+        return self.mm(m, S.linear)
+
     def mlp(self, L, h):
         if L.moe is not None:
             return self.moe(L, h)
@@ -235,7 +257,11 @@ class Forward:
             x = x + self.w(s.pos_embed)[s.pos_offset:s.pos_offset + T]
         x = self.norm(x, s.embed_norm)
         rs = s.residual_scale
+        e0 = x                                        # Zamba's shared blocks read the embeddings beside x
         for L in s.layers:
+            if L.shared is not None:                  # Zamba: the mixer reads norm(x + the shared block's output)
+                x = x + rs * self.mamba2(L, self.norm(x + self.shared(L.shared, x, e0), L.attn_norm))
+                continue
             h = self.norm(x, L.attn_norm)
             if L.mamba is not None:                   # a Mamba block: its mixer only; a hybrid's (Jamba) with an MLP
                 x = x + rs * self.mamba(L, h)

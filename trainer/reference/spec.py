@@ -93,6 +93,7 @@ class LayerSpec:
     attn_gate: str | None = None         # the heads' outputs times sigmoid(x attn_gate^T) before o_proj (Qwen3-Next)
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
+    shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
 
 
 @dataclass
@@ -206,3 +207,23 @@ class ShortConvSpec:
     in_proj: str
     conv: str
     out_proj: str
+
+
+@dataclass
+class SharedSpec:
+    """Issue 30, the hybrid group: one use of Zamba2's shared transformer block. c = in_norm([x | embeddings]);
+    q, k, v = W c (+ B A c with the use's adapters); attention (RoPE when rope), o_proj; y = ff_norm(o); gate, up =
+    W y (+ B A y); down(act(gate) * up); then the use's linear. The layer's mixer reads its norm of x + that."""
+    in_norm: "NormSpec"
+    q: str
+    k: str
+    v: str
+    o: str
+    ff_norm: "NormSpec"
+    gate: str
+    up: str
+    down: str
+    linear: str
+    scale: float
+    rope: "RopeSpec | None" = None
+    adapters: dict = field(default_factory=dict)     # {"q": (A, B), "k": ..., "v": ..., "gate": (A, B), "up": (A, B)}

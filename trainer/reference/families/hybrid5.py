@@ -1,8 +1,11 @@
 """The hybrid group of issue 30 (state-space hybrids transformers 5 has natively), each written from its
 transformers 5.25 modeling file: bamba (Mamba-2 mixers and attention layers by attn_layer_indices, RoPE on the first
-half of each head, a SwiGLU feed_forward after pre_ff_layernorm in every layer, the gated norm per group)."""
+half of each head, a SwiGLU feed_forward after pre_ff_layernorm in every layer, the gated norm per group), zamba2
+(a Mamba-2 mixer in every layer; in hybrid layers its input is the norm of x plus a shared transformer block's
+output, the block reading [x | embeddings], its weights those of the first layer using it, adapters per use).
+Names are those a `.petit` file stores (Petit's split of the fused gate_up_proj into .gate / .up)."""
 from trainer.reference.families.common import activation, get, heads, rms, rope
-from trainer.reference.spec import LayerSpec, Mamba2Spec, ModelSpec
+from trainer.reference.spec import LayerSpec, Mamba2Spec, ModelSpec, SharedSpec
 
 
 def _limit(cfg) -> tuple:
@@ -16,7 +19,8 @@ def bamba(cfg, names):
     spec = ModelSpec("bamba", H, KV, hd, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.final_layernorm", eps), act=activation(cfg, "hidden_act", "silu"))
-    r = rope(cfg, int(hd * 0.5))                          # BambaConfig hard-codes partial_rotary_factor 0.5
+    # BambaConfig hard-codes partial_rotary_factor 0.5; a GGUF file's conversion rotates what it says, on pairs
+    r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.5)), interleaved=get(cfg, "rope_interleaved", False))
     attn = set(cfg.get("attn_layer_indices") or ())
     n_heads, groups = get(cfg, "mamba_n_heads", 128), get(cfg, "mamba_n_groups", 1)
     state = get(cfg, "mamba_d_state", 256)
@@ -40,4 +44,49 @@ def bamba(cfg, names):
     return spec
 
 
-FAMILIES = {"bamba": bamba}
+def zamba2(cfg, names):
+    D, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    KV, hd = get(cfg, "num_key_value_heads", H), 2 * D // H
+    eps = get(cfg, "rms_norm_eps", 1e-5)
+    spec = ModelSpec("zamba2", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", True) else "lm_head.weight",
+                     rms("model.final_layernorm", eps), act=activation(cfg, "hidden_act", "gelu"))
+    types = [{"mamba": "linear_attention"}.get(t, t) for t in cfg["layers_block_type"]]
+    hybrid = [i for i, t in enumerate(types) if t == "hybrid"]
+    blocks = get(cfg, "num_mem_blocks", 1)
+    r = rope(dict(cfg, head_dim=hd), hd) if get(cfg, "use_mem_rope", False) else None
+    n_heads, groups = get(cfg, "n_mamba_heads", 8), get(cfg, "mamba_ngroups", 1)
+    state = get(cfg, "mamba_d_state", 64)
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}."
+        shared = None
+        if kind == "hybrid":
+            j = hybrid.index(i)
+            b = f"model.layers.{hybrid[j % blocks]}.shared_transformer."
+            a, f = b + "self_attn.", b + "feed_forward."
+            ad = {}
+            if get(cfg, "use_shared_attention_adapter", False):
+                ad = {n: (f"{a}linear_{n}_adapter_list.{j}.0.weight", f"{a}linear_{n}_adapter_list.{j}.1.weight")
+                      for n in ("q", "k", "v")}
+            g = f"{f}gate_up_proj_adapter_list.{j}."
+            ad["gate"] = (g + "0.weight", g + "1.gate.weight")
+            ad["up"] = (g + "0.weight", g + "1.up.weight")
+            shared = SharedSpec(rms(b + "input_layernorm", eps), a + "q_proj.weight", a + "k_proj.weight",
+                                a + "v_proj.weight", a + "o_proj.weight", rms(b + "pre_ff_layernorm", eps),
+                                f + "gate_up_proj.gate.weight", f + "gate_up_proj.up.weight", f + "down_proj.weight",
+                                p + "linear.weight", (hd / 2) ** -0.5, r, ad)
+            p += "mamba_decoder."
+        m = p + "mamba."
+        lim = (float(get(cfg, "time_step_min", 0.001)), float("inf"))
+        L = LayerSpec(q=None, k=None, v=None, o=None, shared=shared,
+                      mamba2=Mamba2Spec(m + "in_proj.weight", m + "conv1d.weight",
+                                        m + "conv1d.bias" if get(cfg, "use_conv_bias", True) else None,
+                                        m + "dt_bias", m + "A_log", m + "D", m + "norm.weight",
+                                        m + "out_proj.weight", n_heads, groups, state, 1e-5, lim,
+                                        norm_groups=groups))
+        L.attn_norm = rms(p + "input_layernorm", eps)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"bamba": bamba, "zamba2": zamba2}

@@ -1,0 +1,210 @@
+"""Zamba2 (Zyphra's Zamba2-1.2B / 2.7B / 7B): a Mamba-2 mixer in every layer, h + mamba(RMSNorm(h + t)), where in
+the layers `layers_block_type` marks "hybrid" t is a shared transformer block's output mapped by the layer's own
+`linear` (elsewhere t = 0). `num_mem_blocks` blocks are shared in turn by the hybrid layers (hybrid layer j uses block
+j % num_mem_blocks); the checkpoint stores each block once, under the first layer that uses it. A block reads the
+hidden state concatenated with the original embeddings (2 x hidden): RMSNorm, attention (head_dim = 2 hidden /
+heads, scores scaled by (head_dim / 2)^-0.5, RoPE when `use_mem_rope`), o_proj, RMSNorm, a gated MLP (gate_up_proj
+fused, hidden_act), down_proj; no residual inside the block. With `use_shared_attention_adapter` each use adds its
+own rank-`adapter_rank` adapters B A x to q, k and v; the MLP's adapter on gate_up is always there. The weights of a
+block are held once (petit/models/shared_block.py) and the plan points every use at them. The Mamba-2 mixer is
+granitemoehybrid's (kernels/ssm.c version 2), its gated norm per group of channels (eps 1e-5, hard-coded by
+transformers), its time step floored at `time_step_min` (transformers floors a prompt's time steps but not its
+one-token decode step's; Petit floors both). The cache holds each hybrid layer's keys and values and every layer's
+conv and scan states (slots n + i)."""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from petit.models.common import default_rope, embed_and_head, norm
+from petit.models.config import DecoderConfig, activation, boolean, check_decoder, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.shared_block import SharedBlock, SharedUse
+from petit.models.ssm import Mamba
+
+KINDS = {"mamba": "linear_attention", "linear_attention": "linear_attention", "hybrid": "hybrid"}
+MAMBA_NORM_EPS = 1e-5        # Zamba2MambaMixer's gated norm: eps hard-coded
+
+
+@dataclass(kw_only=True)
+class Zamba2Config(DecoderConfig):
+    vocab_size: int = 32000
+    hidden_size: int = 2560
+    num_hidden_layers: int = 54
+    num_attention_heads: int = 32
+    intermediate_size: int | None = None        # None: 4 x hidden_size
+    max_position_embeddings: int = 4096
+    hidden_act: str = "gelu"
+    tie_word_embeddings: bool = True
+    rms_norm_eps: float = 1e-5
+    layers_block_type: list | None = None
+    mamba_d_state: int = 64
+    mamba_d_conv: int = 4
+    mamba_expand: int = 2
+    mamba_ngroups: int = 1
+    n_mamba_heads: int = 8
+    time_step_min: float = 0.001
+    use_conv_bias: bool = True
+    add_bias_linear: bool = False
+    num_mem_blocks: int = 1
+    use_shared_attention_adapter: bool = False
+    adapter_rank: int = 128
+    use_mem_rope: bool = False
+    use_long_context: bool = False
+    model_type: str = "zamba2"
+    _REQUIRED = ()
+    # derived by Zamba2Config from the fields above (checked below when present), initialisation and kernel
+    # switches, generation settings
+    _IGNORED = frozenset({"attention_hidden_size", "attention_head_dim", "mamba_headdim", "kv_channels",
+                          "num_query_groups", "hybrid_layer_ids", "time_step_max", "time_step_floor",
+                          "use_mamba_kernels", "use_mem_eff_path", "chunk_size", "num_logits_to_keep"})
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        derived = {k: d.get(k) for k in ("attention_hidden_size", "attention_head_dim", "mamba_headdim",
+                                         "hybrid_layer_ids")}
+        cfg = super().from_dict(d)
+        want = {"attention_hidden_size": 2 * cfg.hidden_size, "attention_head_dim": cfg.head_dim,
+                "mamba_headdim": cfg.mamba_expand * cfg.hidden_size // cfg.n_mamba_heads,
+                "hybrid_layer_ids": cfg.hybrid_layers}
+        for k, v in derived.items():
+            if v is not None and v != want[k]:
+                raise ValueError(f"config: {k} {v!r} is not what Zamba2 derives from the other keys ({want[k]!r})")
+        return cfg
+
+    def _validate(self):
+        if self.intermediate_size is None:
+            self.intermediate_size = 4 * self.hidden_size
+        if self.use_long_context:                  # as Zamba2Config does
+            self.max_position_embeddings = 16384
+        positive_int(self, "hidden_size", "num_attention_heads")
+        if (2 * self.hidden_size) % self.num_attention_heads:
+            raise ValueError(f"config: 2 x hidden_size ({2 * self.hidden_size}) is not divisible by "
+                             f"num_attention_heads {self.num_attention_heads}")
+        self.head_dim = 2 * self.hidden_size // self.num_attention_heads     # attention_head_dim
+        check_decoder(self, ("rms_norm_eps", "rope_theta"),
+                      ("tie_word_embeddings", "use_conv_bias", "add_bias_linear", "use_shared_attention_adapter",
+                       "use_mem_rope", "use_long_context"))
+        self.act = activation(self, "hidden_act", "zamba2")
+        n = self.num_hidden_layers
+        types = self.layers_block_type
+        if types is None:                          # Zamba2Config's default (54 layers)
+            types = (["mamba"] + (["mamba"] * 5 + ["hybrid"]) * 7 + ["mamba"] * 4 + ["hybrid"] + ["mamba"] * 3
+                     + ["hybrid"] + ["mamba"] * 2)
+        if not isinstance(types, list) or len(types) != n or any(t not in KINDS for t in types):
+            raise ValueError(f"config: layers_block_type must list {n} values of linear_attention (or mamba) / "
+                             f"hybrid, got {types!r}")
+        self.layers_block_type = [KINDS[t] for t in types]
+        self.hybrid_layers = [i for i, t in enumerate(self.layers_block_type) if t == "hybrid"]
+        positive_int(self, "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_ngroups", "n_mamba_heads",
+                     "num_mem_blocks", "adapter_rank")
+        di = self.mamba_expand * self.hidden_size
+        if di % self.n_mamba_heads or self.n_mamba_heads % self.mamba_ngroups:
+            raise ValueError(f"config: n_mamba_heads {self.n_mamba_heads} must divide mamba_expand x hidden_size "
+                             f"({di}) and be a multiple of mamba_ngroups {self.mamba_ngroups}")
+        if not isinstance(self.time_step_min, (int, float)) or isinstance(self.time_step_min, bool) \
+                or not 0 <= self.time_step_min < math.inf:
+            raise ValueError(f"config: time_step_min must be a non-negative number, got {self.time_step_min!r}")
+        positive_number(self, "rms_norm_eps")
+        boolean(self, "add_bias_linear")
+        if self.add_bias_linear:
+            raise ValueError("config: add_bias_linear true is not supported by the zamba2 family (no released model "
+                             "has the biases on in_proj, out_proj and the shared MLP)")
+        if self.use_shared_attention_adapter and self.num_key_value_heads != self.num_attention_heads:
+            raise ValueError("config: use_shared_attention_adapter needs num_key_value_heads equal to "
+                             "num_attention_heads (the k and v adapters are attention_hidden_size wide)")
+
+
+def _mixer(cfg: Zamba2Config, t, m: str) -> Mamba:
+    D, di, N, G, H, K = (cfg.hidden_size, cfg.mamba_expand * cfg.hidden_size, cfg.mamba_d_state,
+                         cfg.mamba_ngroups, cfg.n_mamba_heads, cfg.mamba_d_conv)
+    conv = di + 2 * G * N
+    return Mamba(t.weight(m + "in_proj.weight", (di + conv + H, D)),
+                 t.array(m + "conv1d.weight", (conv, 1, K)).reshape(conv, K),
+                 t.array(m + "conv1d.bias", (conv,)) if cfg.use_conv_bias else None, None, None,
+                 t.array(m + "dt_bias", (H,)), -np.exp(t.array(m + "A_log", (H,)).astype(np.float32)),
+                 t.array(m + "D", (H,)), t.weight(m + "out_proj.weight", (D, di)), N, K, 1, eps=MAMBA_NORM_EPS,
+                 version=2, n_heads=H, n_groups=G, norm_w=t.array(m + "norm.weight", (di,)),
+                 dt_min=float(cfg.time_step_min), norm_groups=G)
+
+
+def hf_tensors(cfg: Zamba2Config, ckpt) -> dict:
+    """Each shared block's gate_up_proj and each use's gate_up adapter B split into their gate rows and up rows."""
+    out, F = {}, cfg.intermediate_size
+    for j, i in enumerate(cfg.hybrid_layers):
+        first = cfg.hybrid_layers[j % cfg.num_mem_blocks]
+        f = f"model.layers.{first}.shared_transformer.feed_forward."
+        names = [(f + "gate_up_proj.weight", (2 * F, cfg.hidden_size), f + "gate_up_proj")]
+        names.append((f"{f}gate_up_proj_adapter_list.{j}.1.weight", (2 * F, cfg.adapter_rank),
+                      f"{f}gate_up_proj_adapter_list.{j}.1"))
+        for src, (rows, cols), base in names:
+            out[base + ".gate.weight"] = ((F, cols), lambda s=src: ckpt.f32(s)[:F], [src])
+            out[base + ".up.weight"] = ((F, cols), lambda s=src: ckpt.f32(s)[F:], [src])
+    return out
+
+
+def _block(cfg: Zamba2Config, t, first: int, rope) -> SharedBlock:
+    D, F, eps = cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps
+    H, KV, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    p = f"model.layers.{first}.shared_transformer."
+    a, f = p + "self_attn.", p + "feed_forward."
+    L = Layer(q=t.weight(a + "q_proj.weight", (H * hd, 2 * D)), k=t.weight(a + "k_proj.weight", (KV * hd, 2 * D)),
+              v=t.weight(a + "v_proj.weight", (KV * hd, 2 * D)), o=t.weight(a + "o_proj.weight", (D, H * hd)),
+              gate=t.weight(f + "gate_up_proj.gate.weight", (F, D)), up=t.weight(f + "gate_up_proj.up.weight", (F, D)),
+              down=t.weight(f + "down_proj.weight", (D, F)), rope=rope)
+    L.attn_norm = norm(t, p + "input_layernorm", 2 * D, "rms", eps)
+    L.mlp_norm = norm(t, p + "pre_ff_layernorm", D, "rms", eps)
+    return SharedBlock(L)
+
+
+def _use(cfg: Zamba2Config, t, block: SharedBlock, first: int, j: int, i: int) -> SharedUse:
+    D, F, r = cfg.hidden_size, cfg.intermediate_size, cfg.adapter_rank
+    p = f"model.layers.{first}.shared_transformer."
+    u = SharedUse(block, t.weight(f"model.layers.{i}.linear.weight", (D, D)))
+    if cfg.use_shared_attention_adapter:
+        width = cfg.num_attention_heads * cfg.head_dim
+        for n in ("q", "k", "v"):
+            ad = f"{p}self_attn.linear_{n}_adapter_list.{j}."
+            setattr(u, n + "_a", t.weight(ad + "0.weight", (r, 2 * D)))
+            setattr(u, n + "_b", t.weight(ad + "1.weight", (width, r)))
+    ad = f"{p}feed_forward.gate_up_proj_adapter_list.{j}."
+    u.mlp_a = t.weight(ad + "0.weight", (r, D))
+    u.gate_b = t.weight(ad + "1.gate.weight", (F, r))
+    u.up_b = t.weight(ad + "1.up.weight", (F, r))
+    return u
+
+
+def build(cfg: Zamba2Config, t) -> Decoder:
+    D, eps, n = cfg.hidden_size, cfg.rms_norm_eps, cfg.num_hidden_layers
+    rope = default_rope(cfg) if cfg.use_mem_rope else None
+    E, head = embed_and_head(t, cfg)
+    blocks = {}
+    layers = []
+    for i, kind in enumerate(cfg.layers_block_type):
+        p = f"model.layers.{i}."
+        shared = None
+        if kind == "hybrid":
+            j = cfg.hybrid_layers.index(i)
+            first = cfg.hybrid_layers[j % cfg.num_mem_blocks]
+            if first not in blocks:                     # each block read once, whatever the number of its uses
+                blocks[first] = _block(cfg, t, first, rope)
+            shared = _use(cfg, t, blocks[first], first, j, i)
+            p += "mamba_decoder."
+        L = Layer(q=None, k=None, v=None, o=None, mamba=_mixer(cfg, t, p + "mamba."), state_slot=n + i,
+                  shared=shared)
+        L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
+        layers.append(L)
+    final = norm(t, "model.final_layernorm", D, "rms", eps)
+    hybrid = set(cfg.hybrid_layers)
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.intermediate_size,
+                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                head_dim=cfg.head_dim, context_length=cfg.max_position_embeddings, act=cfg.act,
+                attn_scale=(cfg.head_dim / 2) ** -0.5, state_shapes=layers[0].mamba.state_shapes,
+                state_layers=tuple(range(n, 2 * n)), cache_slots=2 * n,
+                empty_layers=tuple(i for i in range(n) if i not in hybrid),
+                shared_rank=cfg.adapter_rank)
+    return Decoder(arch, E, layers, final, head)
+
+
+Config = Zamba2Config
