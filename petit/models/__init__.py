@@ -18,6 +18,8 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 # issue 30: the dense group of transformers 5's families
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
+# issue 30: the recur group
+from petit.models import recurrent_gemma
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -101,6 +103,8 @@ MODEL_TYPES = {
     "jais2": jais2,
     "minicpm": minicpm,
     "internlm2": internlm2,
+    # issue 30, the recur group
+    "recurrent_gemma": recurrent_gemma,
 }
 
 

@@ -92,6 +92,7 @@ class LayerSpec:
     attn_gate: str | None = None         # the heads' outputs times sigmoid(x attn_gate^T) before o_proj (Qwen3-Next)
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
+    rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
 
 
 @dataclass
@@ -201,3 +202,25 @@ class ShortConvSpec:
     in_proj: str
     conv: str
     out_proj: str
+
+
+@dataclass
+class RglruSpec:
+    """Griffin's recurrent block (RecurrentGemma), issue 30's recur group: x, y = in_proj h split in two (linear_x
+    over linear_y) plus their biases; y = gelu_tanh(y); u = causal depthwise conv1d(x) + conv_b (no activation); per
+    head of bw channels i = sigmoid(u_h wx_h + bx_h), r = sigmoid(u_h wa_h + ba_h) (wx, wa [H, bw, bw], in x out);
+    log a = -8 r softplus(c); h_t = a h_{t-1} + sqrt(1 - a^2) i u, with a = 0 and the sqrt 1 at position 0;
+    out_proj(h y) + out_b."""
+    in_proj: str
+    x_b: str
+    y_b: str
+    conv: str
+    conv_b: str
+    wx: str
+    bx: str
+    wa: str
+    ba: str
+    c: str
+    out_proj: str
+    out_b: str
+    heads: int

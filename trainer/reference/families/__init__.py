@@ -14,11 +14,12 @@ name, so `petit verify` reports an error instead of a verdict computed with the 
 from trainer.reference.families import (cohere, deepseek, gemma, gpt, gpt_variants, hybrid, llama, llama_variants, moe,
                                          ssm)
 from trainer.reference.families import dense5          # issue 30: the dense group of transformers 5's families
+from trainer.reference.families import recur5          # issue 30: the recur group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
             **moe.FAMILIES, **deepseek.FAMILIES, **ssm.FAMILIES, **hybrid.FAMILIES,
-            **dense5.FAMILIES}
+            **dense5.FAMILIES, **recur5.FAMILIES}
 
 
 class UnsupportedFamily(ValueError):
