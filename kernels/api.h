@@ -236,10 +236,23 @@ typedef struct {
     int32_t norm_mode;
     /* the scan's form for a prompt: 0 chosen by T (kernels/deltanet.c), 1 recurrent (a token at a time), 2 chunked */
     int32_t scan;
+    /* issue 30, the recur group: Griffin's recurrent block (RecurrentGemma, version 5, kernels/rglru.c): in_proj
+     * gives the x and y branches [2][W = d_inner] (+ in_b); conv_w / conv_b the x branch's conv; the RG-LRU's
+     * block-diagonal gates lru_wx, lru_wa [n_heads][head_dim][head_dim] (in x out) and biases lru_bx, lru_ba [W],
+     * lru_c its recurrent_param [W]; out_proj (+ out_b [hidden]); the ssm state [W + 1] (h, a started flag) */
+    const float *in_b, *out_b, *lru_wx, *lru_bx, *lru_wa, *lru_ba, *lru_c;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                   int accumulate);
+/* Griffin's RG-LRU alone (kernels/rglru.c), issue 30's recur group: u, y [T][H bw] (the conv's output, the
+ * recurrence's), gates wx, wa [H][bw][bw] (in x out) with biases bx, ba [H bw], c the recurrent_param [H bw]; state
+ * [H bw + 1] (h, then the started flag: 0 means position 0) carried. pt_rglru is the kernel the mixer runs,
+ * pt_rglru_ref its plain scalar reference. -1 on a bad argument, -3 out of memory */
+int  pt_rglru(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx, const float *wa,
+              const float *ba, const float *c, float *state, float *y);
+int  pt_rglru_ref(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,
+                  const float *wa, const float *ba, const float *c, float *state, float *y);
 /* the gated delta rule alone (kernels/deltanet.c) over H heads and T tokens: q, k [T][H][dk] (l2-normed, q scaled),
  * v [T][H][dv], g [T][H] the log decays, beta [T][H]; S [H][dk][dv] carried in place; o [T][H][dv]. mode 0 chosen
  * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */

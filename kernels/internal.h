@@ -194,6 +194,13 @@ int pt_ssd_heads(const pt_mamba *m, int64_t T, int64_t cw, float *ssm_state);
 /* selscan.c: Mamba-1's selective scan over a version-1 mixer's channels (m->u, m->dt, m->dbc, the gate in m->xz;
  * into m->y), recurrent or chunked by m->scan and T; the lock held. 0, or -3 out of memory */
 int pt_sel_channels(const pt_mamba *m, int64_t T, float *ssm_state);
+/* Griffin's recurrent block (kernels/rglru.c, issue 30's recur group): the mixer, and the RG-LRU over heads with
+ * its scratch gx, ga [T][H bw] */
+int pt_rglru_mixer_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
+                          float *out, int accumulate);
+int pt_rglru_heads(const float *u, int64_t ldu, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,
+                   const float *wa, const float *ba, const float *c, float *state, float *y, int64_t ldy, float *gx,
+                   float *ga);
 
 /* ---- thread pool (pool.c) ---- */
 typedef void (*pt_task_fn)(void *ctx, int64_t chunk, int ith);

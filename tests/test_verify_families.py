@@ -106,7 +106,7 @@ def test_a_correct_engine_passes(files, case, weights):
     r = verify(path, n=2, reference=ref)
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
-    per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2,
+    per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5,
                  "bamba": 5, "zamba2": 2}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
@@ -139,7 +139,7 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
-            mixer = L.mamba or L.mamba2 or L.short_conv or L.deltanet
+            mixer = L.mamba or L.mamba2 or L.short_conv or L.deltanet or L.rglru
             down = mixer.out_proj if mixer else L.down if L.moe is None else L.moe.experts[0][2]
             assert r["bad_matrices"] == [n for n in ref.tensors if n == down]
 

@@ -32,6 +32,8 @@ from petit.models import gemma3n, gemma3n_text
 # issue 30: the moe_b group
 from petit.models import exaone_moe, lfm2_moe, minimax_m2
 from petit.models import bamba, zamba2
+# issue 30: the recur group
+from petit.models import recurrent_gemma
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -134,6 +136,8 @@ MODEL_TYPES = {
     "exaone_moe": exaone_moe,
     "minimax_m2": minimax_m2,
     "zamba2": zamba2,
+    # issue 30, the recur group
+    "recurrent_gemma": recurrent_gemma,
 }
 
 

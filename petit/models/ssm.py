@@ -58,6 +58,12 @@ class Mamba:
     norm_groups: int = 1                # Falcon-H1: the gated norm per group of channels
     norm_mode: int = 0                  # 0 gate then norm, 1 norm then gate, 2 the gate alone (pt_mamba)
     scan: str | None = None             # "auto", "recurrent" or "chunked" (None: $PETIT_SCAN, else "auto")
+    # issue 30, the recur group: Griffin's recurrent block (version 5, kernels/rglru.c): in_proj [2 W, D] the x then y
+    # branches, in_b [2 W] and out_b [D] their biases, rglru (input gate [H, bw, bw], its bias [W], recurrence gate
+    # [H, bw, bw], its bias [W], recurrent_param [W]) with n_heads H; conv_w [W, K], conv_b [W]
+    in_b: np.ndarray | None = None
+    out_b: np.ndarray | None = None
+    rglru: tuple | None = None
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -68,6 +74,8 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 5:                # Griffin's RG-LRU: h [W] and a started flag (position 0 resets)
+            return (self.d_inner, self.d_conv - 1), (self.d_inner + 1,)
         if self.version == 4:                # Gated DeltaNet: conv over q | k | v, a [dk, dv] state per value head
             conv = 2 * self.n_groups * self.d_state + self.d_inner
             return (conv, self.d_conv - 1), (self.n_heads, self.d_state, self.d_inner // self.n_heads)
@@ -127,7 +135,13 @@ class Mamba:
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL
         m.A, m.Dp = vec(self.A), vec(self.D)
-        if self.version == 4:
+        if self.version == 5:
+            m.xz, m.u, m.dbc = scratch(2 * di, "xz5"), scratch(di, "u"), scratch(di, "gx5")
+            m.dt, m.y, m.g = scratch(di, "ga5"), scratch(di, "y"), scratch(1, "g")
+            m.in_b = vec(self.in_b) if self.in_b is not None else ffi.NULL
+            m.out_b = vec(self.out_b) if self.out_b is not None else ffi.NULL
+            m.lru_wx, m.lru_bx, m.lru_wa, m.lru_ba, m.lru_c = (vec(a) for a in self.rglru)
+        elif self.version == 4:
             conv = self.state_shapes[0][0]
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz4"), scratch(conv, "u4"), scratch(1, "dbc")
             m.dt, m.y, m.g = scratch(1, "dt4"), scratch(di, "y"), scratch(1, "g")

@@ -96,6 +96,31 @@ class Forward:
         c = sum(padded[k:k + T] * w[:, k] for k in range(K))
         return self.mm(bcx[:, D:2 * D] * c, m.out_proj)
 
+    def rglru(self, L, h):
+        m, T = L.rglru, h.shape[0]
+        xy = self.mm(h, m.in_proj)
+        W = xy.shape[1] // 2
+        x, y = xy[:, :W] + self.w(m.x_b), ops.act("gelu_tanh", xy[:, W:] + self.w(m.y_b))
+        w = self.w(m.conv).reshape(W, -1)
+        K = w.shape[1]
+        padded = np.concatenate([np.zeros((K - 1, W)), x], axis=0)
+        u = sum(padded[k:k + T] * w[:, k] for k in range(K)) + self.w(m.conv_b)
+        H = m.heads
+        uh = u.reshape(T, H, W // H)
+        ig = 1.0 / (1.0 + np.exp(-(np.einsum("thi,hio->tho", uh, self.w(m.wx)).reshape(T, W)
+                                   + self.w(m.bx).reshape(W))))
+        rg = 1.0 / (1.0 + np.exp(-(np.einsum("thi,hio->tho", uh, self.w(m.wa)).reshape(T, W)
+                                   + self.w(m.ba).reshape(W))))
+        log_a = -8.0 * rg * np.logaddexp(0.0, self.w(m.c))
+        s, out = np.zeros(W), np.empty((T, W))
+        for t in range(T):
+            if t == 0:                   # transformers' reset at position 0: no decay, no input normalisation
+                s = ig[t] * u[t]
+            else:
+                s = np.exp(log_a[t]) * s + np.sqrt(1.0 - np.exp(2.0 * log_a[t])) * ig[t] * u[t]
+            out[t] = s
+        return self.mm(out * y, m.out_proj, m.out_b)
+
     def mamba2(self, L, h):
         m, T = L.mamba2, h.shape[0]
         zxbcdt = self.mm(h, m.in_proj)
@@ -277,6 +302,10 @@ class Forward:
                 continue
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.short_conv(L, h)
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.rglru is not None:                   # Griffin's recurrent block, then the MLP
+                x = x + rs * self.rglru(L, h)
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.deltanet is not None:                # Qwen3-Next's linear attention, then the MLP or experts

@@ -94,6 +94,7 @@ class LayerSpec:
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
     shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
+    rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
 
 
 @dataclass
@@ -227,3 +228,25 @@ class SharedSpec:
     scale: float
     rope: "RopeSpec | None" = None
     adapters: dict = field(default_factory=dict)     # {"q": (A, B), "k": ..., "v": ..., "gate": (A, B), "up": (A, B)}
+
+
+@dataclass
+class RglruSpec:
+    """Griffin's recurrent block (RecurrentGemma), issue 30's recur group: x, y = in_proj h split in two (linear_x
+    over linear_y) plus their biases; y = gelu_tanh(y); u = causal depthwise conv1d(x) + conv_b (no activation); per
+    head of bw channels i = sigmoid(u_h wx_h + bx_h), r = sigmoid(u_h wa_h + ba_h) (wx, wa [H, bw, bw], in x out);
+    log a = -8 r softplus(c); h_t = a h_{t-1} + sqrt(1 - a^2) i u, with a = 0 and the sqrt 1 at position 0;
+    out_proj(h y) + out_b."""
+    in_proj: str
+    x_b: str
+    y_b: str
+    conv: str
+    conv_b: str
+    wx: str
+    bx: str
+    wa: str
+    ba: str
+    c: str
+    out_proj: str
+    out_b: str
+    heads: int

@@ -20,6 +20,7 @@ from trainer.reference.families import mla5            # issue 30: the mla group
 from trainer.reference.families import hybrid5         # issue 30: the hybrid group
 from trainer.reference.families import gemma5          # issue 30: the gemma group
 from trainer.reference.families import moe_b           # issue 30: the moe_b group
+from trainer.reference.families import recur5          # issue 30: the recur group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -31,7 +32,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **hybrid5.FAMILIES,
             **gemma5.FAMILIES,
             **moe_b.FAMILIES,
-            }
+            **dense5.FAMILIES, **recur5.FAMILIES,
 
 
 class UnsupportedFamily(ValueError):

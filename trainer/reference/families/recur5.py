@@ -1,0 +1,53 @@
+"""The recur group of issue 30, written from transformers 5.25's modeling file: recurrent_gemma (Griffin): layers
+cycling block_types (recurrent: linear_x / linear_y, a causal conv and the RG-LRU, RglruSpec; attention: local
+windowed GQA with partial RoPE and an o_proj bias), each followed by a gelu_tanh-gated MLP with biases; Gemma's
+(1 + w) RMS norms, the embedding times sqrt(hidden_size) rounded to bfloat16, soft-capped logits."""
+import math
+
+from trainer.reference.families.common import activation, get, heads, rms, rope
+from trainer.reference.spec import LayerSpec, ModelSpec, RglruSpec
+
+
+def _bf16(v: float) -> float:
+    """v to 8 significant bits, to nearest with ties to even (torch's float -> bfloat16)."""
+    m, e = math.frexp(v)
+    return round(m * 256) / 256 * 2.0 ** e
+
+
+def recurrent_gemma(cfg, names):
+    D = cfg["hidden_size"]
+    H, KV, hd = heads(cfg)
+    hd = D // H                                   # transformers derives it, whatever head_dim says
+    eps = get(cfg, "rms_norm_eps", 1e-6)
+    n = cfg["num_hidden_layers"]
+    types = list(get(cfg, "block_types", ["recurrent", "recurrent", "attention"]))
+    r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.5)))
+    spec = ModelSpec("recurrent_gemma", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", True) else "lm_head.weight",
+                     rms("model.final_norm", eps, 1.0), act=activation(cfg, "hidden_activation", "gelu_pytorch_tanh"),
+                     embed_scale=_bf16(math.sqrt(D)), logit_softcap=get(cfg, "logits_soft_cap", 30.0))
+    for i in range(n):
+        p = f"model.layers.{i}."
+        b, m = p + "temporal_block.", p + "mlp_block."
+        mlp = {k: f"{m}{k}_proj.weight" for k in ("gate", "up", "down")}
+        mlp.update({k + "_b": f"{m}{k}_proj.bias" for k in ("gate", "up", "down")})
+        if types[i % len(types)] == "recurrent":
+            g = b + "rg_lru."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **mlp,
+                          rglru=RglruSpec(b + "in_proj.weight", b + "linear_x.bias", b + "linear_y.bias",
+                                          b + "conv_1d.weight", b + "conv_1d.bias", g + "input_gate_weight",
+                                          g + "input_gate_bias", g + "recurrent_gate_weight",
+                                          g + "recurrent_gate_bias", g + "recurrent_param", b + "linear_out.weight",
+                                          b + "linear_out.bias", H))
+        else:
+            qkv_b = get(cfg, "attention_bias", False)
+            L = LayerSpec(q=b + "q_proj.weight", k=b + "k_proj.weight", v=b + "v_proj.weight", o=b + "o_proj.weight",
+                          q_b=b + "q_proj.bias" if qkv_b else None, k_b=b + "k_proj.bias" if qkv_b else None,
+                          v_b=b + "v_proj.bias" if qkv_b else None, o_b=b + "o_proj.bias", rope=r,
+                          window=get(cfg, "attention_window_size", 2048), **mlp)
+        L.attn_norm, L.mlp_norm = rms(p + "temporal_pre_norm", eps, 1.0), rms(p + "channel_pre_norm", eps, 1.0)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"recurrent_gemma": recurrent_gemma}
