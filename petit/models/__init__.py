@@ -19,19 +19,17 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
-from petit.models import gemma3
+from petit.models import gemma3, ministral3, mistral3
 # issue 30: the moe_a group
 from petit.models import qwen3_5_moe, qwen3_5_moe_text
 # issue 30: the mla group
 from petit.models import glm4_moe_lite
 # issue 30: the hybrid group
-from petit.models import bamba
-from petit.models import gemma3, ministral3, mistral3
+from petit.models import bamba, zamba2
 # issue 30: the gemma group
 from petit.models import gemma3n, gemma3n_text
 # issue 30: the moe_b group
 from petit.models import exaone_moe, lfm2_moe, minimax_m2
-from petit.models import bamba, zamba2
 # issue 30: the recur group
 from petit.models import recurrent_gemma
 from petit.models.refusals import NOT_DECODERS
@@ -119,6 +117,8 @@ MODEL_TYPES = {
     "internlm2": internlm2,
     # issue 30, the wrap group
     "gemma3": gemma3,
+    "ministral3": ministral3,
+    "mistral3": mistral3,
     # issue 30, the moe_a group
     "qwen3_5_moe_text": qwen3_5_moe_text,
     "qwen3_5_moe": qwen3_5_moe,
@@ -126,8 +126,7 @@ MODEL_TYPES = {
     "glm4_moe_lite": glm4_moe_lite,
     # issue 30, the hybrid group
     "bamba": bamba,
-    "ministral3": ministral3,
-    "mistral3": mistral3,
+    "zamba2": zamba2,
     # issue 30, the gemma group
     "gemma3n_text": gemma3n_text,
     "gemma3n": gemma3n,
@@ -135,7 +134,6 @@ MODEL_TYPES = {
     "lfm2_moe": lfm2_moe,
     "exaone_moe": exaone_moe,
     "minimax_m2": minimax_m2,
-    "zamba2": zamba2,
     # issue 30, the recur group
     "recurrent_gemma": recurrent_gemma,
 }
@@ -148,10 +146,7 @@ CLOSEST = {
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
-    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
-    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
-"llama4": ("llama4_text", "a vision tower"),
+    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "llama4": ("llama4_text", "a vision tower"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "exaone": ("llama", "its own tensor names"),

@@ -32,7 +32,8 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **hybrid5.FAMILIES,
             **gemma5.FAMILIES,
             **moe_b.FAMILIES,
-            **dense5.FAMILIES, **recur5.FAMILIES,
+            **recur5.FAMILIES,
+            }
 
 
 class UnsupportedFamily(ValueError):
