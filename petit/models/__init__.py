@@ -18,20 +18,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 # issue 30: the dense group of transformers 5's families
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
-# issue 30: the wrap group
-from petit.models import gemma3, ministral3, mistral3
-# issue 30: the moe_a group
-from petit.models import qwen3_5_moe, qwen3_5_moe_text
-# issue 30: the mla group
-from petit.models import glm4_moe_lite
-# issue 30: the hybrid group
-from petit.models import bamba, zamba2
-# issue 30: the gemma group
-from petit.models import gemma3n, gemma3n_text
-# issue 30: the moe_b group
-from petit.models import exaone_moe, lfm2_moe, minimax_m2
-# issue 30: the recur group
-from petit.models import recurrent_gemma
+# issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
+from petit.models import (bamba, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite, lfm2_moe, minimax_m2,
+                          ministral3, mistral3, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
