@@ -226,3 +226,92 @@ def test_mistral3_runs_the_text_model_its_text_config_names(tmp_path, case, text
     with pytest.raises(ValueError, match="mistral3's text_config has model_type 'llama'; the mistral3 family runs a "
                                          "text model of 'ministral3' / 'mistral'"):
         petit.load(d, weights="f32")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_wrap, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_wrap"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(GGUF_MANIFEST)
+# llama.cpp's GELU reads a table of f16 values (tests/test_gguf_more.py's GELU_TABLE): within 1e-3 of the range
+GELU_TABLE = {"gemma3"}
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a file of the text model: nothing to report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= (1e-3 if case in GELU_TABLE else 1e-5)
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                        ref["exact_logits"])
+    assert err <= 1.5 * theirs + (1e-3 if case in GELU_TABLE else 0.0), (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+@pytest.mark.parametrize("case", ["ministral3", "mistral3"])
+def test_gguf_mistral3_reads_the_query_scaling_and_yarn(case):
+    """llama.cpp's mistral3: beta from attention.temperature_scale, the floor from the yarn original context, floor(p
+    / n) (offset 0); the folder's values."""
+    model = _gguf(case, weights="f32")
+    assert model.config.model_type == "ministral3" and model.config.llama_4_scaling == [pytest.approx(0.1), 16]
+    assert all(L.temperature == (16.0, pytest.approx(0.1), 1) for L in model.net.layers)
+    s = model.config.rope_scaling
+    assert s["rope_type"] == "yarn" and s["factor"] == 16.0 and (s["mscale"], s["mscale_all_dim"]) == (1.0, 1.0)
+    assert model.net.layers[0].rope.interleaved
+
+
+def test_gguf_mistral3_without_the_temperature_key_runs_unscaled_queries(tmp_path):
+    """A Mistral Small file (no attention.temperature_scale): no query scaling, as llama.cpp."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(GGUF / "mistral3" / "q8_0.gguf") as f:
+        meta = {k: v for k, v in f.metadata.items() if k != "mistral3.attention.temperature_scale"}
+        write_gguf(tmp_path / "x.gguf", meta, {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = petit.load(tmp_path / "x.gguf", weights="f32")
+    assert model.config.llama_4_scaling == [0.0, 16] and all(L.temperature is None for L in model.net.layers)
+    ref = np.load(GGUF / "mistral3" / "q8_0.npz")
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) > 1e-3      # the key mattered
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= (1e-3 if case in GELU_TABLE else 1e-5)
