@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
-from petit.models import gemma3, ministral3, mistral3
+from petit.models import gemma3, llama4, ministral3, mistral3
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -107,6 +107,7 @@ MODEL_TYPES = {
     "gemma3": gemma3,
     "ministral3": ministral3,
     "mistral3": mistral3,
+    "llama4": llama4,
 }
 
 
@@ -118,7 +119,7 @@ CLOSEST = {
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
+    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),

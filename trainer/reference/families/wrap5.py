@@ -3,10 +3,11 @@ with the wrapper's model_type, the text model's tensor names; petit/models/wrapp
 come with them. gemma3 (Gemma3ForConditionalGeneration's language model: gemma3_text, whose final soft-capping the
 wrapper's forward does not apply); ministral3 (Mistral's block, yarn RoPE by default, every query after RoPE x
 (1 + beta ln(1 + floor(p / n))), llama_4_scaling [beta, n]); mistral3 (ministral3 or, text_model_type "mistral",
-Mistral)."""
+Mistral); llama4 (its llama4_text model)."""
 from trainer.reference.families.common import get, heads, rope
 from trainer.reference.families.gemma import gemma3_text
 from trainer.reference.families.llama import llama_like, mistral
+from trainer.reference.families.moe import llama4_text
 
 
 def gemma3(cfg, names):
@@ -38,4 +39,10 @@ def mistral3(cfg, names):
     return ministral3(cfg, names, "mistral3")
 
 
-FAMILIES = {"gemma3": gemma3, "ministral3": ministral3, "mistral3": mistral3}
+def llama4(cfg, names):
+    spec = llama4_text(cfg, names)
+    spec.family = "llama4"
+    return spec
+
+
+FAMILIES = {"gemma3": gemma3, "ministral3": ministral3, "mistral3": mistral3, "llama4": llama4}
