@@ -316,3 +316,32 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= (1e-3 if case in GELU_TABLE else 1e-5)
+
+
+# the keys of a released EXAONE 3.5 config.json (LGAI-EXAONE/EXAONE-3.5-*): ExaoneConfig's aliases of Llama's
+EXAONE_RELEASED = {"num_hidden_layers": "num_layers", "rms_norm_eps": "layer_norm_epsilon",
+                   "hidden_act": "activation_function"}
+
+
+def test_exaone_reads_the_released_configs_keys(tmp_path):
+    cfg = {EXAONE_RELEASED.get(k, k): v for k, v in _config("exaone").items()}
+    cfg.update(architectures=["ExaoneForCausalLM"], embed_dropout=0.0)
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", config=cfg)
+    m = _load(d)
+    assert m.config.num_hidden_layers == 2 and m.config.rms_norm_eps == 1e-5 and _err(m, d) <= F32_TOL
+
+
+def test_exaone_refuses_an_alias_that_disagrees(tmp_path):
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", config=dict(_config("exaone"), num_layers=3))
+    with pytest.raises(ValueError, match="config: num_layers 3 and num_hidden_layers 2 disagree"):
+        petit.load(d, weights="f32")
+
+
+def test_exaone_reads_its_own_tensor_names_and_llamas(tmp_path):
+    """The fixture holds EXAONE's names (transformer.h.N.attn.attention.q_proj, ...), as save_pretrained writes
+    them; the same tensors under Llama's names are read too, and every tensor is used either way."""
+    from petit.models.exaone import llama_name
+    m = _load(FOLDERS["exaone"])
+    assert "model.layers.1.mlp.gate_proj.weight" in m.tensors
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", llama_name)
+    assert _err(_load(d), d) <= F32_TOL

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
-from petit.models import gemma3, llama4, ministral3, mistral3
+from petit.models import exaone, gemma3, llama4, ministral3, mistral3
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -108,6 +108,7 @@ MODEL_TYPES = {
     "ministral3": ministral3,
     "mistral3": mistral3,
     "llama4": llama4,
+    "exaone": exaone,
 }
 
 
@@ -123,7 +124,6 @@ CLOSEST = {
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
-    "exaone": ("llama", "its own tensor names"),
 }
 
 

@@ -3,10 +3,10 @@ with the wrapper's model_type, the text model's tensor names; petit/models/wrapp
 come with them. gemma3 (Gemma3ForConditionalGeneration's language model: gemma3_text, whose final soft-capping the
 wrapper's forward does not apply); ministral3 (Mistral's block, yarn RoPE by default, every query after RoPE x
 (1 + beta ln(1 + floor(p / n))), llama_4_scaling [beta, n]); mistral3 (ministral3 or, text_model_type "mistral",
-Mistral); llama4 (its llama4_text model)."""
+Mistral); llama4 (its llama4_text model); exaone (Llama under EXAONE's names, stored as Llama's in a file)."""
 from trainer.reference.families.common import get, heads, rope
 from trainer.reference.families.gemma import gemma3_text
-from trainer.reference.families.llama import llama_like, mistral
+from trainer.reference.families.llama import llama, llama_like, mistral
 from trainer.reference.families.moe import llama4_text
 
 
@@ -45,4 +45,11 @@ def llama4(cfg, names):
     return spec
 
 
-FAMILIES = {"gemma3": gemma3, "ministral3": ministral3, "mistral3": mistral3, "llama4": llama4}
+def exaone(cfg, names):
+    """Llama, as Petit converts it (Llama's keys and names; EXAONE's defaults written out)."""
+    spec = llama(dict(cfg, rms_norm_eps=get(cfg, "rms_norm_eps", 1e-5)), names)
+    spec.family = "exaone"
+    return spec
+
+
+FAMILIES = {"exaone": exaone, "gemma3": gemma3, "ministral3": ministral3, "mistral3": mistral3, "llama4": llama4}
