@@ -62,7 +62,10 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                "deepseek_v2_lite": {"q8_0": (0.20, 0.7), "q4_0": (0.90, 0.0)},
                "llama4_text": {"q8_0": (0.40, 0.85), "q4_0": (0.60, 0.40)},
                "ernie4_5_moe": {"q8_0": (0.25, 0.85)}, "dbrx": {"q8_0": (0.30, 0.85)},
-               "qwen3_next": {"q4_0": (0.90, 0.20)}}
+               "qwen3_next": {"q4_0": (0.90, 0.20)},
+               # Solar Open (tests/fixtures/hf5_wrap, the wrap group): q8_0 0.267 at the one position of 35 whose
+               # routing flips (0.080 at the others), argmax 0.91
+               "solar_open": {"q8_0": (0.30, 0.80)}}
 
 
 def _ref(case):

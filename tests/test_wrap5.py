@@ -345,3 +345,29 @@ def test_exaone_reads_its_own_tensor_names_and_llamas(tmp_path):
     assert "model.layers.1.mlp.gate_proj.weight" in m.tensors
     d = _rewrite(FOLDERS["exaone"], tmp_path / "m", llama_name)
     assert _err(_load(d), d) <= F32_TOL
+
+
+def test_solar_open_routes_every_layer_with_llamas_attention():
+    net = _load(FOLDERS["solar_open"]).net
+    assert all(L.moe is not None and L.q_norm is None and L.rope.dim == 16 for L in net.layers)
+
+
+@pytest.mark.parametrize("key, value", [("first_k_dense_replace", 1), ("use_qk_norm", True)])
+def test_solar_open_reports_glm4_moe_keys_it_does_not_have(tmp_path, key, value):
+    """transformers' SolarOpenConfig makes these an AttributeError: a config.json that sets one runs as if it did
+    not (the fixture's logits), and the key is reported."""
+    d = _rewrite(FOLDERS["solar_open"], tmp_path / "m", config=dict(_config("solar_open"), **{key: value}))
+    with pytest.warns(UserWarning, match=f"config: ignoring unknown key.s. {key} .solar_open has none"):
+        m = petit.load(d, weights="f32")
+    assert _err(m, d) <= F32_TOL
+
+
+def test_solar_open_reads_num_local_experts_and_refuses_a_partial_rotary(tmp_path):
+    cfg = _config("solar_open")
+    d = _rewrite(FOLDERS["solar_open"], tmp_path / "m", config=dict(
+        {k: v for k, v in cfg.items() if k != "n_routed_experts"}, num_local_experts=8))
+    assert _err(_load(d), d) <= F32_TOL
+    (d / "config.json").write_text(json.dumps(dict(cfg, rope_parameters=dict(cfg["rope_parameters"],
+                                                                              partial_rotary_factor=0.5))))
+    with pytest.raises(ValueError, match="partial_rotary_factor 0.5 is not supported by the solar_open family"):
+        petit.load(d, weights="f32")

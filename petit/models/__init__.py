@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the wrap group
-from petit.models import exaone, gemma3, llama4, ministral3, mistral3
+from petit.models import exaone, gemma3, llama4, ministral3, mistral3, solar_open
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -109,6 +109,7 @@ MODEL_TYPES = {
     "mistral3": mistral3,
     "llama4": llama4,
     "exaone": exaone,
+    "solar_open": solar_open,
 }
 
 
