@@ -371,3 +371,24 @@ def test_solar_open_reads_num_local_experts_and_refuses_a_partial_rotary(tmp_pat
                                                                               partial_rotary_factor=0.5))))
     with pytest.raises(ValueError, match="partial_rotary_factor 0.5 is not supported by the solar_open family"):
         petit.load(d, weights="f32")
+
+
+def test_gemma3_reads_a_transformers_4_text_config(tmp_path):
+    """A released Gemma 3 folder (transformers 4.5x) spells text_config's RoPE as rope_theta, rope_local_base_freq
+    and rope_scaling, and its layers by sliding_window_pattern: the same model, the same logits."""
+    cfg = _config("gemma3")
+    text = {k: v for k, v in cfg["text_config"].items() if k not in ("rope_parameters", "layer_types")}
+    text.update(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                sliding_window_pattern=2)
+    d = _rewrite(FOLDERS["gemma3"], tmp_path / "m", config=dict(cfg, text_config=text))
+    assert _err(_load(d), d) <= F32_TOL
+
+
+def test_llama4_ties_its_head_by_text_config(tmp_path):
+    """Llama4ForConditionalGeneration's language model is a Llama4ForCausalLM of text_config: the wrapper's own
+    tie_word_embeddings ties nothing (checked in transformers 5.25), so true there still reads the stored head."""
+    cfg = _config("llama4")
+    assert cfg["text_config"]["tie_word_embeddings"] is False
+    d = _rewrite(FOLDERS["llama4"], tmp_path / "m", config=dict(cfg, tie_word_embeddings=True))
+    m = _load(d)
+    assert m.net.lm_head is not m.net.embed and _err(m, d) <= F32_TOL
