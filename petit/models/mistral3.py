@@ -3,8 +3,9 @@ Devstral, Magistral): a Pixtral vision tower and its patch-merging projector bes
 (Ministral 3) or `mistral` (the Small models), whose config is `text_config` and whose weights are
 `language_model.model.*` (as save_pretrained writes them) or `model.language_model.*`. Petit runs the text model alone
 and says once that the vision tower is not run (petit/models/wrapper.py). The head is tied by the wrapper's own
-`tie_word_embeddings` (default true), which transformers reads instead of text_config's. A converted file keeps the
-text model's type as `text_model_type`."""
+`tie_word_embeddings` (default true), which transformers reads instead of text_config's, unless the checkpoint
+stores one (transformers' from_pretrained keeps a stored head that differs from the embeddings). A converted file
+keeps the text model's type as `text_model_type`."""
 from dataclasses import dataclass
 
 from petit.models import ministral3, mistral, wrapper
