@@ -17,6 +17,11 @@ TEXT_TYPES = ("ministral3", "mistral")
 
 
 def _flat(d):
+    text = d.get("text_config") if isinstance(d, dict) else None
+    if isinstance(text, dict) and text.get("model_type") == "mistral4":
+        raise ValueError("config: mistral3's text_config is a mistral4 model (Mistral 4 / Mistral Large 3: "
+                         "DeepSeek-V3's latent attention and routed experts under Mistral's names), which Petit does "
+                         "not run yet")
     flat = wrapper.flatten(d, "mistral3", OWN_KEYS, tie=True, text_types=TEXT_TYPES)
     if isinstance(flat, dict) and flat.get("text_model_type", "ministral3") not in TEXT_TYPES:
         raise ValueError(f"config: text_model_type must be one of {', '.join(TEXT_TYPES)}, got "
