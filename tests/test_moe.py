@@ -73,7 +73,10 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                # issue 30, the moe_b group (measured: LFM2-MoE q8_0 worst 0.505, agreement 0.657; q4_0 0.229;
                # EXAONE-MoE q4_0 agreement 0.229)
                "lfm2_moe": {"q8_0": (0.55, 0.60), "q4_0": (0.90, 0.20)},
-               "exaone_moe": {"q4_0": (0.90, 0.20)}}      # q4_0 agreement 0.229 (routing agrees at 0.34)
+               "exaone_moe": {"q4_0": (0.90, 0.20)},      # q4_0 agreement 0.229 (routing agrees at 0.34)
+               # Solar Open (tests/fixtures/hf5_wrap, the wrap group): q8_0 0.267 at the one position of 35 whose
+               # routing flips (0.080 at the others), argmax 0.91
+               "solar_open": {"q8_0": (0.30, 0.80)}}
 # issue 30, moe_a: Qwen3.5-MoE (Qwen3-Next's experts after Gated DeltaNet layers, every layer routed), measured on
 # the 35-token prompt: q8_0 0.100 where the position's own routing agrees, 29 of 35 agreeing, worst 0.322, argmax
 # 0.80; q4_0 11 of 35 agreeing. A flip reaches every later position through the DeltaNet's recurrent state: before

@@ -110,8 +110,9 @@ def test_a_wrapper_reads_both_spellings_of_its_names(tmp_path, case):
 
 @pytest.mark.parametrize("case", WRAPPERS)
 def test_a_wrapper_reports_a_tensor_outside_its_tower_and_text_model(tmp_path, case):
-    d = _rewrite(FOLDERS[case], tmp_path / "m", lambda k: "model.audio_tower.x" if k.endswith(
-        "multi_modal_projector.mm_soft_emb_norm.weight") or k.endswith("multi_modal_projector.norm.weight") else k)
+    raw = (FOLDERS[case] / "model.safetensors").read_bytes()
+    one = min(k for k in json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]]) if "multi_modal_projector." in k)
+    d = _rewrite(FOLDERS[case], tmp_path / "m", lambda k: "model.audio_tower.x" if k == one else k)
     with pytest.warns(UserWarning, match="ignoring checkpoint tensor.s. the .* family does not use: "
                                          "model.audio_tower.x"):
         petit.load(d, weights="f32")
@@ -203,14 +204,19 @@ def test_ministral3_reads_the_query_scaling_beside_a_default_rope(tmp_path):
     assert all(L.temperature == (16.0, 0.1, 1) for L in m.net.layers)
 
 
-def test_mistral3_ties_its_head_by_the_wrappers_config(tmp_path):
-    """transformers ties Mistral3ForConditionalGeneration's head by the wrapper's tie_word_embeddings (default
-    true), whatever text_config says: without the top-level key the stored head is not read."""
+def test_mistral3_ties_its_head_by_the_wrappers_config_unless_the_checkpoint_stores_one(tmp_path):
+    """transformers ties Mistral3ForConditionalGeneration's head by the wrapper's tie_word_embeddings (default true),
+    whatever text_config says; but from_pretrained keeps a stored head that differs from the embeddings (it warns and
+    does not tie). So without the top-level key: the stored head is read (the fixture's logits); without a stored
+    head as well: tied."""
     cfg = _config("mistral3")
     assert cfg["tie_word_embeddings"] is False and cfg["text_config"]["tie_word_embeddings"] is False
-    assert _load(FOLDERS["mistral3"]).net.lm_head is not _load(FOLDERS["mistral3"]).net.embed
-    d = _rewrite(FOLDERS["mistral3"], tmp_path / "m", config={k: v for k, v in cfg.items()
-                                                               if k != "tie_word_embeddings"})
+    no_key = {k: v for k, v in cfg.items() if k != "tie_word_embeddings"}
+    d = _rewrite(FOLDERS["mistral3"], tmp_path / "m", config=no_key)
+    m = _load(d)
+    assert m.net.lm_head is not m.net.embed and _err(m, d) <= F32_TOL
+    d = _rewrite(FOLDERS["mistral3"], tmp_path / "t", lambda k: "vision_tower.dropped" if k.endswith("lm_head.weight")
+                 else k, config=no_key)
     net = _load(d).net
     assert net.lm_head is net.embed
 
@@ -226,3 +232,172 @@ def test_mistral3_runs_the_text_model_its_text_config_names(tmp_path, case, text
     with pytest.raises(ValueError, match="mistral3's text_config has model_type 'llama'; the mistral3 family runs a "
                                          "text model of 'ministral3' / 'mistral'"):
         petit.load(d, weights="f32")
+    (d / "config.json").write_text(json.dumps(dict(cfg, text_config=dict(cfg["text_config"], model_type="mistral4"))))
+    with pytest.raises(ValueError, match="text_config is a mistral4 model .Mistral 4 / Mistral Large 3: DeepSeek-V3's "
+                                         "latent attention and routed experts"):
+        petit.load(d, weights="f32")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_wrap, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_wrap"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(GGUF_MANIFEST)
+# llama.cpp's GELU reads a table of f16 values (tests/test_gguf_more.py's GELU_TABLE): within 1e-3 of the range
+GELU_TABLE = {"gemma3"}
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a file of the text model: nothing to report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= (1e-3 if case in GELU_TABLE else 1e-5)
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                        ref["exact_logits"])
+    assert err <= 1.5 * theirs + (1e-3 if case in GELU_TABLE else 0.0), (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+@pytest.mark.parametrize("case", ["ministral3", "mistral3"])
+def test_gguf_mistral3_reads_the_query_scaling_and_yarn(case):
+    """llama.cpp's mistral3: beta from attention.temperature_scale, the floor from the yarn original context, floor(p
+    / n) (offset 0); the folder's values."""
+    model = _gguf(case, weights="f32")
+    assert model.config.model_type == "ministral3" and model.config.llama_4_scaling == [pytest.approx(0.1), 16]
+    assert all(L.temperature == (16.0, pytest.approx(0.1), 1) for L in model.net.layers)
+    s = model.config.rope_scaling
+    assert s["rope_type"] == "yarn" and s["factor"] == 16.0 and (s["mscale"], s["mscale_all_dim"]) == (1.0, 1.0)
+    assert model.net.layers[0].rope.interleaved
+
+
+def test_gguf_mistral3_without_the_temperature_key_runs_unscaled_queries(tmp_path):
+    """A Mistral Small file (no attention.temperature_scale): no query scaling, as llama.cpp."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(GGUF / "mistral3" / "q8_0.gguf") as f:
+        meta = {k: v for k, v in f.metadata.items() if k != "mistral3.attention.temperature_scale"}
+        write_gguf(tmp_path / "x.gguf", meta, {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = petit.load(tmp_path / "x.gguf", weights="f32")
+    assert model.config.llama_4_scaling == [0.0, 16] and all(L.temperature is None for L in model.net.layers)
+    ref = np.load(GGUF / "mistral3" / "q8_0.npz")
+    assert _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]) > 1e-3      # the key mattered
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= (1e-3 if case in GELU_TABLE else 1e-5)
+
+
+# the keys of a released EXAONE 3.5 config.json (LGAI-EXAONE/EXAONE-3.5-*): ExaoneConfig's aliases of Llama's
+EXAONE_RELEASED = {"num_hidden_layers": "num_layers", "rms_norm_eps": "layer_norm_epsilon",
+                   "hidden_act": "activation_function"}
+
+
+def test_exaone_reads_the_released_configs_keys(tmp_path):
+    cfg = {EXAONE_RELEASED.get(k, k): v for k, v in _config("exaone").items()}
+    cfg.update(architectures=["ExaoneForCausalLM"], embed_dropout=0.0)
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", config=cfg)
+    m = _load(d)
+    assert m.config.num_hidden_layers == 2 and m.config.rms_norm_eps == 1e-5 and _err(m, d) <= F32_TOL
+
+
+def test_exaone_refuses_an_alias_that_disagrees(tmp_path):
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", config=dict(_config("exaone"), num_layers=3))
+    with pytest.raises(ValueError, match="config: num_layers 3 and num_hidden_layers 2 disagree"):
+        petit.load(d, weights="f32")
+
+
+def test_exaone_reads_its_own_tensor_names_and_llamas(tmp_path):
+    """The fixture holds EXAONE's names (transformer.h.N.attn.attention.q_proj, ...), as save_pretrained writes
+    them; the same tensors under Llama's names are read too, and every tensor is used either way."""
+    from petit.models.exaone import llama_name
+    m = _load(FOLDERS["exaone"])
+    assert "model.layers.1.mlp.gate_proj.weight" in m.tensors
+    d = _rewrite(FOLDERS["exaone"], tmp_path / "m", llama_name)
+    assert _err(_load(d), d) <= F32_TOL
+
+
+def test_solar_open_routes_every_layer_with_llamas_attention():
+    net = _load(FOLDERS["solar_open"]).net
+    assert all(L.moe is not None and L.q_norm is None and L.rope.dim == 16 for L in net.layers)
+
+
+@pytest.mark.parametrize("key, value", [("first_k_dense_replace", 1), ("use_qk_norm", True)])
+def test_solar_open_reports_glm4_moe_keys_it_does_not_have(tmp_path, key, value):
+    """transformers' SolarOpenConfig makes these an AttributeError: a config.json that sets one runs as if it did
+    not (the fixture's logits), and the key is reported."""
+    d = _rewrite(FOLDERS["solar_open"], tmp_path / "m", config=dict(_config("solar_open"), **{key: value}))
+    with pytest.warns(UserWarning, match=f"config: ignoring unknown key.s. {key} .solar_open has none"):
+        m = petit.load(d, weights="f32")
+    assert _err(m, d) <= F32_TOL
+
+
+def test_solar_open_reads_num_local_experts_and_refuses_a_partial_rotary(tmp_path):
+    cfg = _config("solar_open")
+    d = _rewrite(FOLDERS["solar_open"], tmp_path / "m", config=dict(
+        {k: v for k, v in cfg.items() if k != "n_routed_experts"}, num_local_experts=8))
+    assert _err(_load(d), d) <= F32_TOL
+    (d / "config.json").write_text(json.dumps(dict(cfg, rope_parameters=dict(cfg["rope_parameters"],
+                                                                              partial_rotary_factor=0.5))))
+    with pytest.raises(ValueError, match="partial_rotary_factor 0.5 is not supported by the solar_open family"):
+        petit.load(d, weights="f32")
+
+
+def test_gemma3_reads_a_transformers_4_text_config(tmp_path):
+    """A released Gemma 3 folder (transformers 4.5x) spells text_config's RoPE as rope_theta, rope_local_base_freq
+    and rope_scaling, and its layers by sliding_window_pattern: the same model, the same logits."""
+    cfg = _config("gemma3")
+    text = {k: v for k, v in cfg["text_config"].items() if k not in ("rope_parameters", "layer_types")}
+    text.update(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                sliding_window_pattern=2)
+    d = _rewrite(FOLDERS["gemma3"], tmp_path / "m", config=dict(cfg, text_config=text))
+    assert _err(_load(d), d) <= F32_TOL
+
+
+def test_llama4_ties_its_head_by_text_config(tmp_path):
+    """Llama4ForConditionalGeneration's language model is a Llama4ForCausalLM of text_config: the wrapper's own
+    tie_word_embeddings ties nothing (checked in transformers 5.25), so true there still reads the stored head."""
+    cfg = _config("llama4")
+    assert cfg["text_config"]["tie_word_embeddings"] is False
+    d = _rewrite(FOLDERS["llama4"], tmp_path / "m", config=dict(cfg, tie_word_embeddings=True))
+    m = _load(d)
+    assert m.net.lm_head is not m.net.embed and _err(m, d) <= F32_TOL

@@ -14,6 +14,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
                                       _biases, _granite)
 from petit.loading.gguf_dense5 import DENSE5_ARCHS
 from petit.loading.gguf_hybrid5 import HYBRID5_ARCHS, is_bamba     # issue 30: the hybrid group
+from petit.loading.gguf_wrap5 import WRAP5_ARCHS      # issue 30: the wrap group
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b group
 from petit.loading.gguf_ssm import SSM_ARCHS
@@ -462,3 +463,4 @@ ARCHS.update(VARIANT_ARCHS)
 ARCHS.update(MOE_ARCHS)
 ARCHS.update(DENSE5_ARCHS)          # issue 30's dense group: granite_swa, minicpm, internlm2 (gguf_dense5.py)
 ARCHS.update(MOE_B5_ARCHS)          # issue 30's moe_b group: lfm2moe, exaone-moe, minimax-m2 (gguf_moe_b5.py)
+ARCHS.update(WRAP5_ARCHS)           # issue 30's wrap group: mistral3, exaone (gguf_wrap5.py)

@@ -19,8 +19,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
-from petit.models import (bamba, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite, lfm2_moe, minimax_m2,
-                          ministral3, mistral3, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, zamba2)
+from petit.models import (bamba, exaone, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite, lfm2_moe, llama4,
+                          minimax_m2, ministral3, mistral3, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open,
+                          zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -125,6 +126,9 @@ MODEL_TYPES = {
     "minimax_m2": minimax_m2,
     # issue 30, the recur group
     "recurrent_gemma": recurrent_gemma,
+    "llama4": llama4,
+    "exaone": exaone,
+    "solar_open": solar_open,
 }
 
 
@@ -135,10 +139,14 @@ CLOSEST = {
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
-    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "llama4": ("llama4_text", "a vision tower"),
+    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "exaone": ("llama", "its own tensor names"),
+    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
+    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"),
+    "phimoe": ("mixtral", "its sparsemixer routing"),
+    "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
 }
 
 

@@ -30,6 +30,7 @@ class Ministral3Config(DecoderConfig):
     rope_theta: float = 1_000_000.0
     rope_scaling: dict | None = field(default_factory=_default_rope)
     llama_4_scaling: list | None = field(default_factory=lambda: [0.1, 16384])    # [beta, n]: Petit's key
+    rope_interleaved: bool = False      # a Petit key, not transformers': True rotates pairs (a GGUF file's q / k rows)
     model_type: str = "ministral3"
     _ROPE_SCALING_EXTRA = OWN_ROPE_KEYS | {"original_max_position_embeddings"}     # read beside a default RoPE too
 
@@ -50,7 +51,7 @@ class Ministral3Config(DecoderConfig):
     def _validate(self):
         if isinstance(self.rope_scaling, dict):
             self.rope_scaling = {k: v for k, v in self.rope_scaling.items() if k not in OWN_ROPE_KEYS}
-        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings",), window=True)
+        check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "rope_interleaved"), window=True)
         s = self.llama_4_scaling
         if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                             for v in s) and s[1] > 0):

@@ -3,8 +3,9 @@ Devstral, Magistral): a Pixtral vision tower and its patch-merging projector bes
 (Ministral 3) or `mistral` (the Small models), whose config is `text_config` and whose weights are
 `language_model.model.*` (as save_pretrained writes them) or `model.language_model.*`. Petit runs the text model alone
 and says once that the vision tower is not run (petit/models/wrapper.py). The head is tied by the wrapper's own
-`tie_word_embeddings` (default true), which transformers reads instead of text_config's. A converted file keeps the
-text model's type as `text_model_type`."""
+`tie_word_embeddings` (default true), which transformers reads instead of text_config's, unless the checkpoint
+stores one (transformers' from_pretrained keeps a stored head that differs from the embeddings). A converted file
+keeps the text model's type as `text_model_type`."""
 from dataclasses import dataclass
 
 from petit.models import ministral3, mistral, wrapper
@@ -16,6 +17,11 @@ TEXT_TYPES = ("ministral3", "mistral")
 
 
 def _flat(d):
+    text = d.get("text_config") if isinstance(d, dict) else None
+    if isinstance(text, dict) and text.get("model_type") == "mistral4":
+        raise ValueError("config: mistral3's text_config is a mistral4 model (Mistral 4 / Mistral Large 3: "
+                         "DeepSeek-V3's latent attention and routed experts under Mistral's names), which Petit does "
+                         "not run yet")
     flat = wrapper.flatten(d, "mistral3", OWN_KEYS, tie=True, text_types=TEXT_TYPES)
     if isinstance(flat, dict) and flat.get("text_model_type", "ministral3") not in TEXT_TYPES:
         raise ValueError(f"config: text_model_type must be one of {', '.join(TEXT_TYPES)}, got "

@@ -6,7 +6,9 @@ few keys of its own (image token ids, the projector's settings); its checkpoint 
 transformers 4 do), its head as `lm_head.weight` or `language_model.lm_head.weight`, and the tower's and projector's
 tensors beside them. Petit runs the text model alone: `flatten` reads the config into the text family's fields
 (warning once that the tower is not run), `hf_tensors` hands out the text model's tensors under the text model's own
-names and accounts for the tower's tensors (the warning has named them: they are not reported again one by one).
+names and accounts for the tower's tensors (the warning has named them: they are not reported again one by one). A
+head the checkpoint stores is read even when the config ties it (transformers' from_pretrained unties a stored head
+that differs from the embeddings, and one equal to them gives the same logits).
 
 A converted file (`petit convert`) is a file of the text model: its config flat with the wrapper's model_type, its
 tensors under the text model's names.
@@ -104,8 +106,10 @@ def hf_tensors(cfg, ckpt, tower_prefixes, text_tensors=None) -> dict:
             out[_text_name(view, n)] = (ckpt.info(n)[1], lambda n=n: ckpt.f32(n), (n,))
         elif n.startswith(tuple(tower_prefixes)):
             out[n] = (ckpt.info(n)[1], _never(n), (n,))
-    if getattr(cfg, "tie_word_embeddings", False) and view.head in names and view.head != "lm_head.weight":
-        out[view.head] = out.pop("lm_head.weight")      # a stored head the tied one replaces, as in transformers
+    if getattr(cfg, "tie_word_embeddings", False) and view.head in names:
+        # transformers' from_pretrained ties a head the checkpoint stores only when it equals the embeddings (else it
+        # warns and keeps both): the stored head gives its logits either way
+        cfg.tie_word_embeddings = False
     if text_tensors:
         for name, (shape, make, sources, *rest) in text_tensors(cfg, view).items():
             out[name] = (shape, make, tuple(view.name(s) for s in sources), *rest)
