@@ -138,15 +138,12 @@ CLOSEST = {
     "minicpm3": ("deepseek_v2", "latent attention"),
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
-    "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
+    "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
+    "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "phimoe": ("mixtral", "its sparsemixer routing"),
-    "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"),
-    "phimoe": ("mixtral", "its sparsemixer routing"),
-    "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
+    "jetmoe": ("mixtral", "mixture-of-attention heads"),
+    "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
 }
 
 
