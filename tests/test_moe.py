@@ -70,6 +70,10 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
 DEPARTS.update({("qwen3_5_moe_text", "q8_0"): 0.13})
 ROUTED_DEPARTS.update({"qwen3_5_moe_text": 0.75})
 ANY_DEPARTS.update({"qwen3_5_moe_text": {"q8_0": (0.40, 0.75), "q4_0": (0.90, 0.25)}})
+# PhiMoE: its sparsemixer's weights jump where a mask decision flips (the same experts chosen, another weight), which
+# the routing record here (the chosen experts) does not see: q8_0 33/35 agreeing, 0.068 there, worst 0.255, argmax
+# 0.77 (tests/test_moe_a5.py compares the masks too: 31/35 agreeing, 0.038 there)
+ANY_DEPARTS.update({"phimoe": {"q8_0": (0.35, 0.70)}})
 
 
 def _ref(case):

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the moe_a group
-from petit.models import qwen3_5_moe, qwen3_5_moe_text
+from petit.models import phimoe, qwen3_5_moe, qwen3_5_moe_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -106,6 +106,7 @@ MODEL_TYPES = {
     # issue 30, the moe_a group
     "qwen3_5_moe_text": qwen3_5_moe_text,
     "qwen3_5_moe": qwen3_5_moe,
+    "phimoe": phimoe,
 }
 
 
@@ -118,7 +119,6 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
-    "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),

@@ -2,7 +2,13 @@
 hybrid block, Gated DeltaNet and gated full attention, with experts in every layer: softmax router, top-k always
 renormalised, a shared expert behind a sigmoid gate) and qwen3_5_moe (its released multimodal wrapper, as Petit
 converts it: the text model's flat config and names)."""
+import numpy as np
+
+from trainer.reference.families.common import get, heads, layer
 from trainer.reference.families.hybrid import qwen3_next
+from trainer.reference.families.llama import llama_like
+from trainer.reference.families.moe import _experts
+from trainer.reference.spec import MoeSpec, RopeSpec
 
 
 def qwen3_5_moe_text(cfg, names, family="qwen3_5_moe_text"):
@@ -17,4 +23,34 @@ def qwen3_5_moe(cfg, names):
     return qwen3_5_moe_text(cfg, names, "qwen3_5_moe")
 
 
-FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe}
+def _phimoe_rope(cfg, dim: int) -> RopeSpec:
+    """PhiMoE's longrope (transformers 4.57, the model's code): long_factor past the top-level
+    original_max_position_embeddings, cos / sin times long_mscale past the scaling's own, else short_factor /
+    short_mscale; no scaling: plain RoPE."""
+    theta, s = float(get(cfg, "rope_theta", 1e6)), cfg.get("rope_scaling") or {}
+    base_inv = theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if not s:
+        return RopeSpec(dim, lambda seq_len: (base_inv, 1.0))
+    if s.get("rope_type", s.get("type")) != "longrope":
+        raise ValueError("the reference models PhiMoE's longrope only")
+    at_m = s["original_max_position_embeddings"]
+    at_f = cfg.get("original_max_position_embeddings") or at_m
+    long_f, short_f = np.asarray(s["long_factor"], np.float64), np.asarray(s["short_factor"], np.float64)
+    return RopeSpec(dim, lambda seq_len: (base_inv / (long_f if seq_len > at_f else short_f),
+                                          float(s["long_mscale"] if seq_len > at_m else s["short_mscale"])))
+
+
+def phimoe(cfg, names):
+    """Mixtral's experts (w1 / w3 / w2) routed by the sparsemixer, LayerNorms with biases, optional attention and
+    LM-head biases (transformers' modeling_phimoe)."""
+    eps, bias = get(cfg, "rms_norm_eps", 1e-5), get(cfg, "attention_bias", False)
+    r, w = _phimoe_rope(cfg, heads(cfg)[2]), cfg.get("sliding_window") or 0
+    moe = lambda i, p: MoeSpec(p + "block_sparse_moe.gate.weight",  # noqa: E731
+                               _experts(p, "block_sparse_moe", get(cfg, "num_local_experts", 16), ("w1", "w3", "w2")),
+                               2, False, scoring="sparsemixer", jitter_eps=float(get(cfg, "router_jitter_noise", 0.01)))
+    return llama_like(cfg, names, "phimoe", eps=eps, qkv_bias=bias, o_bias=bias, rope_of=lambda i: r,
+                      window_of=lambda i: w, moe_of=moe, norm=lambda name: layer(name, eps, names),
+                      head_b="lm_head.bias" if get(cfg, "lm_head_bias", False) else None)
+
+
+FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe, "phimoe": phimoe}

@@ -1,0 +1,128 @@
+"""GGUF files of the moe_a group of issue 30 (llama.cpp's qwen35 and qwen35moe: Qwen3.5 / 3.6, dense and with
+experts): their metadata keys as the Petit family's Hugging Face config (`qwen3_5_text`, `qwen3_5_moe_text`), their
+tensor names as its Hugging Face names. Imported by gguf_archs, whose ARCHS these join.
+
+What llama.cpp's converter (conversion/qwen.py: Qwen3_5TextModel, Qwen3_5MoeTextModel over Qwen3NextModel) does,
+undone as the tensors are read:
+
+- the zero-centred RMSNorms are stored as 1 + w (norm_shift), not the linear attention's gated norm (`ssm_norm`);
+  A as -exp(A_log); the conv weight squeezed to [channels, kernel];
+- full attention's `q_proj` ([q_h | gate_h] per head) is `attn_q` as it is: split per head into the queries and
+  their output gates (as qwen3next's files);
+- the linear attention's projections are `attn_qkv` (q | k | v), `attn_gate` (z), `ssm_beta` (b), `ssm_alpha` (a),
+  joined by rows into the family's one `linear_attn.in_proj` (q | k | v | z | b | a);
+- the value heads are REORDERED from Hugging Face's grouped order (value head h uses key head h // r, r = value heads
+  / key heads) to a tiled one (the file's value head p = j * Hk + g is Hugging Face's head g * r + j, paired with key
+  head g = p % Hk, which ggml broadcasts cheaply): the rows of v, z, b and a, the V channels of the conv, A, dt_bias
+  and the columns of `ssm_out` are put back in grouped order (rows by row ranges, no copy; the conv, A, dt_bias and
+  ssm_out permuted when read, so a quantized ssm_out is requantized);
+- the MRoPE sections (`rope.dimension_sections`) are read and ignored: for text every section's position is the
+  token's, so it is the plain partial RoPE (`rope.dimension_count` of head_dim) on halves;
+- experts (`ffn_{gate,up,down}_exps`, the router `ffn_gate_inp`, the shared expert `ffn_*_shexp` behind
+  `ffn_gate_inp_shexp`): llama.cpp renormalises the chosen weights, as transformers' Qwen3.5-MoE always does.
+The multi-token-prediction layers of a released file (`nextn_predict_layers`) are not run (as for qwen3next).
+"""
+import numpy as np
+
+from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, QWEN_MOE_LAYER, GGUFArch
+from petit.loading.gguf_ssm import CONV, Fix, _a_log, _num
+
+
+def _dims(cfg) -> tuple[int, int, int, int]:
+    Hk, Hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    return Hk, Hv // Hk, cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+
+
+def _file_head(h: int, Hk: int, r: int) -> int:
+    """Where the file holds Hugging Face's value head h."""
+    g, j = divmod(h, r)
+    return j * Hk + g
+
+
+def _grouped(Hk: int, r: int, width: int) -> np.ndarray:
+    """The file's index of each of Hugging Face's value-head channels (`width` per head), in Hugging Face's order."""
+    return np.concatenate([np.arange(width) + _file_head(h, Hk, r) * width for h in range(Hk * r)])
+
+
+def _cfg_fixes(cfg) -> dict:
+    Hk, r, dk, dv = _dims(cfg)
+    if r == 1:
+        return {}
+    qk = 2 * Hk * dk
+    heads, channels = _grouped(Hk, r, 1), _grouped(Hk, r, dv)
+
+    def conv(w):
+        return np.concatenate([w[:qk], w[qk:][channels]])
+
+    return {"ssm_a": Fix(values=lambda a: _a_log(a)[heads]), "ssm_dt.bias": Fix(values=lambda b: b[heads]),
+            "ssm_conv1d.weight": Fix(shape=CONV.shape, values=conv),
+            "ssm_out.weight": Fix(values=lambda w: np.ascontiguousarray(w[:, channels]))}
+
+
+def _joins(tensors, cfg) -> dict:
+    """The linear attention's in_proj (rows q | k | v | z | b | a, value heads in Hugging Face's order) and the full
+    attention's queries and output gates, which attn_q interleaves per head."""
+    Hk, r, dk, dv = _dims(cfg)
+    Hv = Hk * r
+    H, hd = cfg["num_attention_heads"], cfg["head_dim"]
+    out = {}
+    for i in range(cfg["num_hidden_layers"]):
+        b, p = f"blk.{i}.", f"model.layers.{i}."
+        names = [b + n + ".weight" for n in ("attn_qkv", "attn_gate", "ssm_beta", "ssm_alpha")]
+        if all(n in tensors for n in names):
+            qkv, z, beta, alpha = names
+            qk = 2 * Hk * dk
+            at = [_file_head(h, Hk, r) for h in range(Hv)]
+            out[p + "linear_attn.in_proj.weight"] = (
+                [(qkv, (0, qk))] + [(qkv, (qk + f * dv, qk + (f + 1) * dv)) for f in at]
+                + [(z, (f * dv, (f + 1) * dv)) for f in at] + [(beta, (f, f + 1)) for f in at]
+                + [(alpha, (f, f + 1)) for f in at])
+        q = tensors.get(b + "attn_q.weight")
+        if q is not None and q.shape[0] == 2 * H * hd:
+            for name, at0 in (("q_proj", 0), ("q_gate", hd)):
+                out[f"{p}self_attn.{name}.weight"] = [(b + "attn_q.weight", (2 * hd * h + at0, 2 * hd * h + at0 + hd))
+                                                      for h in range(H)]
+    return out
+
+
+def _qwen35(meta, key, cfg, has):
+    """The hybrid's layout: Gated DeltaNet in the `attention.recurrent_layers`, gated attention in the others."""
+    n = cfg["num_hidden_layers"]
+    rec = meta.get(key("attention.recurrent_layers"))
+    rec = rec.tolist() if isinstance(rec, np.ndarray) else rec
+    if not (isinstance(rec, list) and len(rec) == n):
+        raise ValueError(f"metadata {key('attention.recurrent_layers')!r} is "
+                         f"{'missing' if rec is None else repr(rec)[:80]}: it should hold true / false for each of "
+                         f"the {n} layers")
+    s = {x: _num(meta, key(f"ssm.{x}")) for x in ("inner_size", "state_size", "conv_kernel", "time_step_rank")}
+    cfg.update(layer_types=["linear_attention" if x else "full_attention" for x in rec],
+               linear_conv_kernel_dim=s["conv_kernel"], linear_key_head_dim=s["state_size"],
+               linear_num_key_heads=_num(meta, key("ssm.group_count")), linear_num_value_heads=s["time_step_rank"],
+               linear_value_head_dim=s["inner_size"] // s["time_step_rank"])
+    if cfg["linear_num_value_heads"] % cfg["linear_num_key_heads"]:
+        raise ValueError(f"{cfg['linear_num_value_heads']} value heads are not a multiple of "
+                         f"{cfg['linear_num_key_heads']} key heads")
+
+
+def _qwen35moe(meta, key, cfg, has):
+    _qwen35(meta, key, cfg, has)
+    n = cfg["num_hidden_layers"]
+    if not all(has(f"blk.{i}.ffn_gate_inp.weight") for i in range(n)):
+        raise ValueError("a qwen35moe file routes in every layer (Qwen3.5-MoE); this one has layers without a router "
+                         "(ffn_gate_inp)")
+    cfg.pop("intermediate_size", None)          # the class has no dense width: every layer routes
+    cfg.update(moe_intermediate_size=_num(meta, key("expert_feed_forward_length")),
+               shared_expert_intermediate_size=_num(meta, key("expert_shared_feed_forward_length")))
+
+
+LAYER = dict(post_attention_norm="post_attention_layernorm", ssm_out="linear_attn.out_proj",
+             ssm_norm="linear_attn.norm", ssm_conv1d="linear_attn.conv1d")
+WHOLE = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
+FIXES = {"ssm_a": Fix(values=_a_log), "ssm_conv1d.weight": CONV, "ssm_norm.weight": Fix(shift=False)}
+MOE_A5_ARCHS = {
+    "qwen35": GGUFArch("qwen3_5_text", dict(LLAMA_LAYER, **LAYER), whole_names=WHOLE, norm_shift=1.0, joins=_joins,
+                       fixes=FIXES, cfg_fixes=_cfg_fixes, extra=_qwen35),
+    "qwen35moe": GGUFArch("qwen3_5_moe_text", dict(QWEN_MOE_LAYER, **LAYER), whole_names=WHOLE,
+                          experts=QWEN_EXPERTS, norm_shift=1.0, joins=_joins, fixes=FIXES, cfg_fixes=_cfg_fixes,
+                          extra=_qwen35moe),
+}
