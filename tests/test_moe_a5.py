@@ -387,3 +387,9 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+def test_gguf_phimoe_is_refused_naming_what_llama_cpp_computes_otherwise():
+    from petit.loading.gguf_archs import unsupported
+    assert unsupported("phimoe").startswith("architecture 'phimoe' is not read by Petit yet: llama.cpp runs a phimoe "
+                                            "file with Mixtral's routing")

@@ -293,9 +293,11 @@ def supported() -> str:
 
 def unsupported(name: str) -> str:
     """Why a GGUF architecture does not run: what it is, when it is no decoder-only language model."""
-    from petit.models.refusals import GGUF_NOT_DECODERS
+    from petit.models.refusals import GGUF_NOT_DECODERS, NOT_YET
     if name in GGUF_NOT_DECODERS:
         return f"architecture {name!r} is {GGUF_NOT_DECODERS[name]}; Petit runs decoder-only language models"
+    if "gguf:" + name in NOT_YET:
+        return f"architecture {name!r} is not read by Petit yet: {NOT_YET['gguf:' + name]}"
     return f"architecture {name!r} is not supported by Petit's GGUF reader (supported: {supported()})"
 
 
