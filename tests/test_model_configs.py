@@ -42,6 +42,7 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
 # issue 30, moe_a: Qwen3.5-MoE reads no intermediate_size (every layer routes; the key would be reported)
 MINIMALS.update({t: {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
                  for t in ("qwen3_5_moe_text", "qwen3_5_moe")})
+MINIMALS["dots1"] = dict(MINIMAL, n_routed_experts=8, num_experts_per_tok=2)     # no default expert count
 
 
 def declared(model_type: str) -> dict:

@@ -95,9 +95,10 @@ def _selected(model, T: int) -> list:
 # the share of positions whose own routing equals the float32 model's, measured on the three prompts (35 / 140 /
 # 126 tokens): the floor held here, with margin (docs/hf-models.md reports the figures). PhiMoE's routing includes
 # its sparsemixer masks (which experts each weight's softmax is over): q8_0 31/35, 110/140, 97/126; q4_0 7/35, 24/140,
-# 23/126
+# 23/126; dots1 q8_0 35/35, 132/140, 122/126, q4_0 16/35, 86/140, 77/126
 ROUTED_FLOOR = {("qwen3_5_moe_text", "q8_0"): 0.75, ("qwen3_5_moe_text", "q4_0"): 0.2,
-                ("phimoe", "q8_0"): 0.7, ("phimoe", "q4_0"): 0.12}
+                ("phimoe", "q8_0"): 0.7, ("phimoe", "q4_0"): 0.12,
+                ("dots1", "q8_0"): 0.85, ("dots1", "q4_0"): 0.4}
 
 
 @pytest.mark.parametrize("weights", list(DENSE_BOUNDS))

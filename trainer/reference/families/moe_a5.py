@@ -4,9 +4,9 @@ renormalised, a shared expert behind a sigmoid gate) and qwen3_5_moe (its releas
 converts it: the text model's flat config and names)."""
 import numpy as np
 
-from trainer.reference.families.common import get, heads, layer
+from trainer.reference.families.common import get, heads, layer, layer_types
 from trainer.reference.families.hybrid import qwen3_next
-from trainer.reference.families.llama import llama_like
+from trainer.reference.families.llama import _one_rope, llama_like
 from trainer.reference.families.moe import _experts
 from trainer.reference.spec import MoeSpec, RopeSpec
 
@@ -53,4 +53,27 @@ def phimoe(cfg, names):
                       head_b="lm_head.bias" if get(cfg, "lm_head_bias", False) else None)
 
 
-FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe, "phimoe": phimoe}
+def dots1(cfg, names):
+    """Qwen3's attention (q / k norms per head, windows by layer_types: from max_window_layers on when
+    sliding_window is set) with DeepSeek-V3's routing from first_k_dense_replace on (transformers' modeling_dots1)."""
+    eps, bias = get(cfg, "rms_norm_eps", 1e-6), get(cfg, "attention_bias", False)
+    w, first = cfg.get("sliding_window"), get(cfg, "max_window_layers", cfg["num_hidden_layers"])
+    types = layer_types(cfg, lambda i: "sliding_attention" if w is not None and i >= first else "full_attention")
+    E, G = cfg["n_routed_experts"], get(cfg, "n_group", 1) or 1
+    n_sh = get(cfg, "n_shared_experts", 0)
+
+    def moe(i, p):
+        if i < (get(cfg, "first_k_dense_replace", 0) or 0):
+            return None
+        return MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", E), cfg["num_experts_per_tok"],
+                       bool(get(cfg, "norm_topk_prob", False)),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if n_sh else None, scoring="sigmoid", sel_bias=p + "mlp.gate.e_score_correction_bias",
+                       n_group=G if G > 1 else 0, topk_group=(get(cfg, "topk_group", 1) or 1) if G > 1 else 0,
+                       group_score="top2_sum", routed_scale=float(get(cfg, "routed_scaling_factor", 1.0)))
+    return llama_like(cfg, names, "dots1", eps=eps, qkv_bias=bias, o_bias=bias, rope_of=_one_rope(cfg),
+                      window_of=lambda i: (w or 0) if types[i] == "sliding_attention" else 0, qk_norm="head",
+                      moe_of=moe)
+
+
+FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe, "phimoe": phimoe, "dots1": dots1}
