@@ -95,10 +95,12 @@ def _selected(model, T: int) -> list:
 # the share of positions whose own routing equals the float32 model's, measured on the three prompts (35 / 140 /
 # 126 tokens): the floor held here, with margin (docs/hf-models.md reports the figures). PhiMoE's routing includes
 # its sparsemixer masks (which experts each weight's softmax is over): q8_0 31/35, 110/140, 97/126; q4_0 7/35, 24/140,
-# 23/126; dots1 q8_0 35/35, 132/140, 122/126, q4_0 16/35, 86/140, 77/126
+# 23/126; dots1 q8_0 35/35, 132/140, 122/126, q4_0 16/35, 86/140, 77/126; dots1_mha q8_0 35/35, 135/140, 123/126,
+# q4_0 25/35, 86/140, 87/126
 ROUTED_FLOOR = {("qwen3_5_moe_text", "q8_0"): 0.75, ("qwen3_5_moe_text", "q4_0"): 0.2,
                 ("phimoe", "q8_0"): 0.7, ("phimoe", "q4_0"): 0.12,
-                ("dots1", "q8_0"): 0.85, ("dots1", "q4_0"): 0.4}
+                ("dots1", "q8_0"): 0.85, ("dots1", "q4_0"): 0.4,
+                ("dots1_mha", "q8_0"): 0.85, ("dots1_mha", "q4_0"): 0.4}
 
 
 @pytest.mark.parametrize("weights", list(DENSE_BOUNDS))
@@ -310,7 +312,7 @@ def test_phimoe_refuses_what_it_cannot_run(tmp_path, change, message):
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_moe_a"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
-GGUF_READ = ["qwen3_5_moe_text", "qwen3_5_text"]
+GGUF_READ = ["qwen3_5_moe_text", "qwen3_5_text", "dots1_mha"]
 
 
 def _gguf(case, **kw):
@@ -388,6 +390,20 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+def test_gguf_dots1_reads_the_routing_the_file_says():
+    """The file's routing keys as the folder's config (sigmoid, groups, norm, scale, shared experts, dense lead), the
+    selection bias from exp_probs_b; a file without expert_gating_func is refused (llama.cpp computes no scores)."""
+    g, h = _gguf("dots1_mha", weights="f32").config, _load(DIR / "dots1_mha").config
+    for k in ("n_routed_experts", "num_experts_per_tok", "n_group", "topk_group", "norm_topk_prob",
+              "routed_scaling_factor", "n_shared_experts", "first_k_dense_replace", "moe_intermediate_size",
+              "num_key_value_heads", "head_dim"):
+        assert getattr(g, k) == getattr(h, k), k
+    assert g.sliding_window is None and g.types == ["full_attention"] * 3
+    from petit.loading.gguf_archs import ARCHS
+    with pytest.raises(ValueError, match="expert_gating_func' is None: dots1 routes on sigmoid scores"):
+        ARCHS["dots1"].extra({}, lambda k: "dots1." + k, {}, lambda n: True)
 
 
 def test_gguf_phimoe_is_refused_naming_what_llama_cpp_computes_otherwise():

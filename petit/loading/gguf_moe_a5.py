@@ -21,6 +21,13 @@ undone as the tensors are read:
 - experts (`ffn_{gate,up,down}_exps`, the router `ffn_gate_inp`, the shared expert `ffn_*_shexp` behind
   `ffn_gate_inp_shexp`): llama.cpp renormalises the chosen weights, as transformers' Qwen3.5-MoE always does.
 The multi-token-prediction layers of a released file (`nextn_predict_layers`) are not run (as for qwen3next).
+
+llama.cpp's dots1 (dots.llm1; converter conversion/dots1.py, graph src/models/dots1.cpp): Qwen3's attention without
+key / value grouping or sliding windows (the graph has neither), DeepSeek-V3's routing as the file's keys say it:
+`expert_gating_func` (sigmoid: transformers' Dots1 router has no other), the choice on the scores plus
+`exp_probs_b` (a zero bias where a layer has none, as llama.cpp then computes) within `expert_group_used_count` of
+`expert_group_count` groups, `expert_weights_norm`, `expert_weights_scale`, `expert_shared_count` shared experts as
+one MLP, dense layers below `leading_dense_block_count`.
 """
 import numpy as np
 
@@ -115,6 +122,31 @@ def _qwen35moe(meta, key, cfg, has):
                shared_expert_intermediate_size=_num(meta, key("expert_shared_feed_forward_length")))
 
 
+def _dots1(meta, key, cfg, has):
+    gating = meta.get(key("expert_gating_func"))
+    if gating != 2:
+        raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating!r}: dots1 routes on sigmoid scores (2); "
+                         f"llama.cpp computes no scores without the key")
+
+    def get(k, default):
+        v = meta.get(key(k))
+        return default if v is None else (v.item() if hasattr(v, "item") else v)
+    cfg.update(moe_intermediate_size=_num(meta, key("expert_feed_forward_length")),
+               n_shared_experts=int(get("expert_shared_count", 0)),
+               routed_scaling_factor=float(get("expert_weights_scale", 1.0)),
+               norm_topk_prob=bool(get("expert_weights_norm", False)),
+               first_k_dense_replace=int(get("leading_dense_block_count", 0)),
+               n_group=int(get("expert_group_count", 1)) or 1, topk_group=int(get("expert_group_used_count", 1)) or 1,
+               sliding_window=None)
+
+
+def _dots1_bias(meta, cfg, has) -> dict:
+    """A zero selection bias for each expert layer whose file has none (llama.cpp then adds nothing)."""
+    E, first = cfg["n_routed_experts"], cfg.get("first_k_dense_replace", 0)
+    return {f"model.layers.{i}.mlp.gate.e_score_correction_bias": np.zeros(E, np.float32)
+            for i in range(first, cfg["num_hidden_layers"]) if not has(f"blk.{i}.exp_probs_b.bias")}
+
+
 LAYER = dict(post_attention_norm="post_attention_layernorm", ssm_out="linear_attn.out_proj",
              ssm_norm="linear_attn.norm", ssm_conv1d="linear_attn.conv1d")
 WHOLE = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
@@ -125,4 +157,9 @@ MOE_A5_ARCHS = {
     "qwen35moe": GGUFArch("qwen3_5_moe_text", dict(QWEN_MOE_LAYER, **LAYER), whole_names=WHOLE,
                           experts=QWEN_EXPERTS, norm_shift=1.0, joins=_joins, fixes=FIXES, cfg_fixes=_cfg_fixes,
                           extra=_qwen35moe),
+    "dots1": GGUFArch("dots1", dict(QWEN_MOE_LAYER, ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                    ffn_up_shexp="mlp.shared_experts.up_proj",
+                                    ffn_down_shexp="mlp.shared_experts.down_proj"),
+                      whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}, experts=QWEN_EXPERTS,
+                      expert_key="n_routed_experts", meta_tensors=_dots1_bias, extra=_dots1),
 }
