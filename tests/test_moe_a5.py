@@ -96,11 +96,12 @@ def _selected(model, T: int) -> list:
 # 126 tokens): the floor held here, with margin (docs/hf-models.md reports the figures). PhiMoE's routing includes
 # its sparsemixer masks (which experts each weight's softmax is over): q8_0 31/35, 110/140, 97/126; q4_0 7/35, 24/140,
 # 23/126; dots1 q8_0 35/35, 132/140, 122/126, q4_0 16/35, 86/140, 77/126; dots1_mha q8_0 35/35, 135/140, 123/126,
-# q4_0 25/35, 86/140, 87/126
+# q4_0 25/35, 86/140, 87/126; cohere2_moe q8_0 32/35, 129/140, 115/126, q4_0 8/35, 45/140, 42/126
 ROUTED_FLOOR = {("qwen3_5_moe_text", "q8_0"): 0.75, ("qwen3_5_moe_text", "q4_0"): 0.2,
                 ("phimoe", "q8_0"): 0.7, ("phimoe", "q4_0"): 0.12,
                 ("dots1", "q8_0"): 0.85, ("dots1", "q4_0"): 0.4,
-                ("dots1_mha", "q8_0"): 0.85, ("dots1_mha", "q4_0"): 0.4}
+                ("dots1_mha", "q8_0"): 0.85, ("dots1_mha", "q4_0"): 0.4,
+                ("cohere2_moe", "q8_0"): 0.85, ("cohere2_moe", "q4_0"): 0.2}
 
 
 @pytest.mark.parametrize("weights", list(DENSE_BOUNDS))
@@ -390,6 +391,27 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+@pytest.mark.parametrize("strategy", ["sum", "average"])
+def test_cohere2_moe_combines_the_shared_experts_as_configured(tmp_path, strategy):
+    """average: the routed weights x 0.5 and the shared expert behind the zero gate hf_tensors supplies (sigmoid 0 =
+    0.5); sum: neither (the fixture averages: its f32 parity with transformers holds the arithmetic)."""
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["cohere2_moe"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("cohere2_moe"),
+                                                   shared_expert_combination_strategy=strategy)))
+    model = _load(d)
+    moes = [L.moe for L in model.net.layers if L.moe is not None]
+    from petit.models.cohere2_moe import hf_tensors
+    zero = hf_tensors(model.config, None)
+    assert all(not make().any() for _, make, _ in zero.values()) and len(zero) == (3 if strategy == "average" else 0)
+    assert len(moes) == 3
+    for m in moes:
+        if strategy == "average":
+            assert m.routed_scale == 0.5 and m.shared_gate is not None and m.shared_gate.dtype == "f32"
+        else:
+            assert m.routed_scale == 1.0 and m.shared_gate is None
 
 
 def test_gguf_dots1_reads_the_routing_the_file_says():

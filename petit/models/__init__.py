@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the moe_a group
-from petit.models import dots1, phimoe, qwen3_5_moe, qwen3_5_moe_text
+from petit.models import cohere2_moe, dots1, phimoe, qwen3_5_moe, qwen3_5_moe_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -108,6 +108,7 @@ MODEL_TYPES = {
     "qwen3_5_moe": qwen3_5_moe,
     "phimoe": phimoe,
     "dots1": dots1,
+    "cohere2_moe": cohere2_moe,
 }
 
 

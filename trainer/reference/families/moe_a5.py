@@ -4,11 +4,12 @@ renormalised, a shared expert behind a sigmoid gate) and qwen3_5_moe (its releas
 converts it: the text model's flat config and names)."""
 import numpy as np
 
-from trainer.reference.families.common import get, heads, layer, layer_types
+from trainer.reference.families.common import get, heads, layer, layer_types, rms, rope
+from trainer.reference.families.llama import attn_names
 from trainer.reference.families.hybrid import qwen3_next
 from trainer.reference.families.llama import _one_rope, llama_like
 from trainer.reference.families.moe import _experts
-from trainer.reference.spec import MoeSpec, RopeSpec
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec, NormSpec, RopeSpec
 
 
 def qwen3_5_moe_text(cfg, names, family="qwen3_5_moe_text"):
@@ -76,4 +77,52 @@ def dots1(cfg, names):
                       moe_of=moe)
 
 
-FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe, "phimoe": phimoe, "dots1": dots1}
+def cohere2_moe(cfg, names):
+    """Cohere 2's parallel block (transformers' modeling_cohere2_moe): RMSNorm when rms_norm_eps is set, else the
+    bias-free LayerNorm; RoPE (interleaved pairs) in sliding layers and in dense ones when their pattern is 1; dense
+    prefix MLPs; the top-k router logits weighed by their softmax (or sigmoids, renormalised with norm_topk_prob);
+    shared experts summed, or averaged: the routed weights x 0.5 and the shared expert x sigmoid of the zero gate
+    the engine's file holds for it (0.5)."""
+    H, KV, hd = heads(cfg)
+    n, k = cfg["num_hidden_layers"], get(cfg, "first_k_dense_replace", 0)
+    eps = cfg.get("rms_norm_eps")
+    nrm = (lambda name: rms(name, eps)) if eps is not None else \
+        (lambda name: NormSpec("layer", get(cfg, "layer_norm_eps", 1e-5), name + ".weight"))
+    types = cfg.get("layer_types") or (
+        ["sliding_attention" if (i + 1) % get(cfg, "prefix_dense_sliding_window_pattern", 1) else "full_attention"
+         for i in range(k)]
+        + ["sliding_attention" if (i + 1) % get(cfg, "sliding_window_pattern", 4) else "full_attention"
+           for i in range(n - k)])
+    mlp_types = cfg.get("mlp_layer_types") or ["dense" if i < k else "sparse" for i in range(n)]
+    r, w = rope(cfg, hd, interleaved=True), cfg.get("sliding_window") or 0
+    tied = get(cfg, "tie_word_embeddings", True)
+    spec = ModelSpec("cohere2_moe", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if tied else "lm_head.weight", nrm("model.norm"), parallel=True,
+                     logit_scale=get(cfg, "logit_scale", 0.0625))
+    sh = get(cfg, "num_shared_experts", 0)
+    average = get(cfg, "shared_expert_combination_strategy", "average") == "average" and sh
+    sigmoid = get(cfg, "expert_selection_fn", "softmax") == "sigmoid"
+    for i in range(n):
+        p = f"model.layers.{i}."
+        sliding, dense = types[i] == "sliding_attention", mlp_types[i] == "dense"
+        rotates = sliding or (dense and get(cfg, "prefix_dense_sliding_window_pattern", 1) == 1)
+        if dense:
+            mlp = {x: f"{p}mlp.{x}_proj.weight" for x in ("gate", "up", "down")}
+        else:
+            mlp = {"moe": MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", get(cfg, "num_experts", 8)),
+                                  get(cfg, "num_experts_per_tok", 2),
+                                  not sigmoid or get(cfg, "norm_topk_prob", True),
+                                  tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj",
+                                                                                     "down_proj")) if sh else None,
+                                  p + "mlp.shared_experts_gate.weight" if average else None,
+                                  scoring="sigmoid" if sigmoid else "softmax",
+                                  routed_scale=0.5 if average else 1.0)}
+        spec.layers.append(LayerSpec(**attn_names(p, get(cfg, "attention_bias", False),
+                                                  get(cfg, "attention_bias", False)), **mlp,
+                                     rope=r if rotates else None, window=w if sliding else 0,
+                                     attn_norm=nrm(p + "input_layernorm")))
+    return spec
+
+
+FAMILIES = {"qwen3_5_moe_text": qwen3_5_moe_text, "qwen3_5_moe": qwen3_5_moe, "phimoe": phimoe, "dots1": dots1,
+            "cohere2_moe": cohere2_moe}
