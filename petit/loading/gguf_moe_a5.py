@@ -28,6 +28,14 @@ key / value grouping or sliding windows (the graph has neither), DeepSeek-V3's r
 `exp_probs_b` (a zero bias where a layer has none, as llama.cpp then computes) within `expert_group_used_count` of
 `expert_group_count` groups, `expert_weights_norm`, `expert_weights_scale`, `expert_shared_count` shared experts as
 one MLP, dense layers below `leading_dense_block_count`.
+
+llama.cpp's cohere2moe (Cohere 2 MoE; converter conversion/command_r.py, graph src/models/cohere2moe.cpp): Cohere 2's
+parallel block, its norm a bias-free LayerNorm (`attention.layer_norm_epsilon`) or an RMSNorm
+(`attention.layer_norm_rms_epsilon`), sliding layers from `attention.sliding_window_pattern` (one bool a layer), RoPE
+in those and in every dense layer below `leading_dense_block_count` (llama.cpp forces it there: transformers'
+`prefix_dense_sliding_window_pattern` 1), the experts weighed by `expert_gating_func` (softmax, or llama.cpp's
+default sigmoid without the key) and `expert_weights_norm`, the shared experts always averaged in (the converter
+refuses "sum"); their zero gate (sigmoid 0 = 0.5, the family's spelling of that average) is not a tensor of the file.
 """
 import numpy as np
 
@@ -147,6 +155,47 @@ def _dots1_bias(meta, cfg, has) -> dict:
             for i in range(first, cfg["num_hidden_layers"]) if not has(f"blk.{i}.exp_probs_b.bias")}
 
 
+def _cohere2moe(meta, key, cfg, has):
+    n = cfg["num_hidden_layers"]
+    rms = meta.get(key("attention.layer_norm_rms_epsilon"))
+    cfg.pop("rms_norm_eps", None)
+    if rms is not None:
+        cfg["rms_norm_eps"] = float(rms)
+    else:
+        cfg["layer_norm_eps"] = float(meta.get(key("attention.layer_norm_epsilon"), 1e-5))
+    pattern = meta.get(key("attention.sliding_window_pattern"))
+    pattern = pattern.tolist() if isinstance(pattern, np.ndarray) else pattern
+    if not (isinstance(pattern, list) and len(pattern) == n):
+        raise ValueError(f"metadata {key('attention.sliding_window_pattern')!r} is {pattern!r}: it should hold true / "
+                         f"false for each of the {n} layers")
+    gating = meta.get(key("expert_gating_func"), 2)               # llama.cpp: sigmoid without the key
+    if gating not in (1, 2):
+        raise ValueError(f"metadata {key('expert_gating_func')!r} is {gating!r}: cohere2_moe weighs its experts by "
+                         f"softmax (1) or sigmoid (2)")
+    scale = float(meta.get(key("expert_weights_scale"), 1.0) or 1.0)
+    if scale != 1.0:
+        raise ValueError(f"metadata {key('expert_weights_scale')!r} is {scale}: Cohere 2 MoE has no routed scale")
+    k = int(meta.get(key("leading_dense_block_count"), 0))
+    cfg.update(prefix_dense_intermediate_size=cfg["intermediate_size"],
+               intermediate_size=_num(meta, key("expert_feed_forward_length")),
+               logit_scale=float(meta.get(key("logit_scale"), 1.0)),
+               sliding_window=int(meta[key("attention.sliding_window")]),
+               layer_types=["sliding_attention" if x else "full_attention" for x in pattern],
+               mlp_layer_types=["dense" if i < k else "sparse" for i in range(n)],
+               prefix_dense_sliding_window_pattern=1, expert_selection_fn="softmax" if gating == 1 else "sigmoid",
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               num_shared_experts=int(meta.get(key("expert_shared_count"), 0)),
+               shared_expert_combination_strategy="average", attention_bias=has("blk.0.attn_q.bias"))
+
+
+def _cohere2moe_gates(meta, cfg, has) -> dict:
+    """The zero gate of the averaged shared experts (sigmoid 0 = 0.5) in each expert layer."""
+    if not cfg.get("num_shared_experts"):
+        return {}
+    return {f"model.layers.{i}.mlp.shared_experts_gate.weight": np.zeros((1, cfg["hidden_size"]), np.float32)
+            for i, t in enumerate(cfg["mlp_layer_types"]) if t == "sparse"}
+
+
 LAYER = dict(post_attention_norm="post_attention_layernorm", ssm_out="linear_attn.out_proj",
              ssm_norm="linear_attn.norm", ssm_conv1d="linear_attn.conv1d")
 WHOLE = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
@@ -162,4 +211,8 @@ MOE_A5_ARCHS = {
                                     ffn_down_shexp="mlp.shared_experts.down_proj"),
                       whole_names={"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}, experts=QWEN_EXPERTS,
                       expert_key="n_routed_experts", meta_tensors=_dots1_bias, extra=_dots1),
+    "cohere2moe": GGUFArch("cohere2_moe", dict(QWEN_MOE_LAYER, ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                               ffn_up_shexp="mlp.shared_experts.up_proj",
+                                               ffn_down_shexp="mlp.shared_experts.down_proj"),
+                           experts=QWEN_EXPERTS, meta_tensors=_cohere2moe_gates, extra=_cohere2moe),
 }
