@@ -155,7 +155,7 @@ def test_a_converted_qwen3_5_moe_file_runs_the_same_and_passes_verify(tmp_path):
     ids = np.load(WRAPPER / "reference_wrapper.npz")["input_ids"]
     with pytest.warns(UserWarning):
         m = petit.load(WRAPPER, weights="f32")
-    for w in ("f32", "q8_0"):
+    for w in ("f32", "q8_0", "q4_0"):
         out = tmp_path / f"q-{w}.petit"
         with pytest.warns(UserWarning):
             convert(WRAPPER, out, w).close()

@@ -121,7 +121,10 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"), "gemma3": ("gemma3_text", "a vision tower"),
     "gemma3n": ("gemma3_text", "per-layer embeddings, AltUp and LAuReL"), "llama4": ("llama4_text", "a vision tower"),
-    "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    "jetmoe": ("mixtral", "mixture-of-attention heads: each token's query and output projections are its top-k "
+                          "of num_local_experts attention experts (weighted outputs plus a bias), over one shared "
+                          "key / value projection tiled across them; Petit's attention has one projection per layer "
+                          "and no routed attention kernel"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
 }
