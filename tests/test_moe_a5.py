@@ -451,3 +451,43 @@ def test_gguf_phimoe_is_refused_naming_what_llama_cpp_computes_otherwise():
     from petit.loading.gguf_archs import unsupported
     assert unsupported("phimoe").startswith("architecture 'phimoe' is not read by Petit yet: llama.cpp runs a phimoe "
                                             "file with Mixtral's routing")
+
+
+def test_gguf_qwen35moe_reads_the_converters_fused_layouts(tmp_path):
+    """llama.cpp's converter with --fuse-qkv and --fuse-gate-up-exps writes full attention's q (with its gates), k
+    and v as one attn_qkv and each layer's experts' gate and up rows as one ffn_gate_up_exps [experts, 2F, D] (each
+    expert's gate rows, then its up rows: checked on the converter's own output of the fixture, which Petit reads to
+    the same bits as the unfused file). That layout, made here from the committed file's rows: the same logits."""
+    from petit.formats.gguf import GGUFFile, write_gguf
+    src = GGUF / "qwen3_5_moe_text" / "q8_0.gguf"
+    f = GGUFFile(src)
+    tensors, fused = {}, 0
+    for name, t in f.tensors.items():
+        raw = np.asarray(f.raw(name))
+        if name.endswith("ffn_gate_exps.weight"):
+            up = name.replace("ffn_gate_exps", "ffn_up_exps")
+            E, F = t.shape[0], t.shape[1]
+            g, u = raw.reshape(E, F, -1), np.asarray(f.raw(up)).reshape(E, F, -1)
+            tensors[name.replace("ffn_gate_exps", "ffn_gate_up_exps")] = (
+                t.type, (E, 2 * F, t.shape[2]), np.concatenate([g, u], axis=1).tobytes())
+            fused += 1
+        elif name.endswith("ffn_up_exps.weight"):
+            continue
+        elif name.endswith("attn_q.weight"):
+            k, v = name.replace("attn_q", "attn_k"), name.replace("attn_q", "attn_v")
+            rows = t.shape[0] + f.tensors[k].shape[0] + f.tensors[v].shape[0]
+            tensors[name.replace("attn_q", "attn_qkv")] = (
+                t.type, (rows, t.shape[1]), np.concatenate([raw, np.asarray(f.raw(k)), np.asarray(f.raw(v))]).tobytes())
+        elif name.endswith(("attn_k.weight", "attn_v.weight")) and name.replace(
+                "attn_k", "attn_q").replace("attn_v", "attn_q") in f.tensors:
+            continue
+        else:
+            tensors[name] = (t.type, t.shape, raw.tobytes())
+    assert fused == 3 and sum(n.endswith("attn_qkv.weight") for n in tensors) == 3      # 2 linear + 1 full layer
+    write_gguf(tmp_path / "fused.gguf", dict(f.metadata), tensors)
+    ids = np.load(GGUF / "qwen3_5_moe_text" / "q8_0.npz")["input_ids"]
+    for w in ("f32", None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = petit.load(tmp_path / "fused.gguf", weights=w)
+        assert np.array_equal(a.logits(ids), _gguf("qwen3_5_moe_text", weights=w).logits(ids))

@@ -8,7 +8,9 @@ undone as the tensors are read:
 - the zero-centred RMSNorms are stored as 1 + w (norm_shift), not the linear attention's gated norm (`ssm_norm`);
   A as -exp(A_log); the conv weight squeezed to [channels, kernel];
 - full attention's `q_proj` ([q_h | gate_h] per head) is `attn_q` as it is: split per head into the queries and
-  their output gates (as qwen3next's files);
+  their output gates (as qwen3next's files); a file converted with `--fuse-qkv` holds it with k and v in one
+  `attn_qkv` (rows q | k | v), and one with `--fuse-gate-up-exps` each expert's gate and up rows in one
+  `ffn_gate_up_exps`: both read by row ranges;
 - the linear attention's projections are `attn_qkv` (q | k | v), `attn_gate` (z), `ssm_beta` (b), `ssm_alpha` (a),
   joined by rows into the family's one `linear_attn.in_proj` (q | k | v | z | b | a);
 - the value heads are REORDERED from Hugging Face's grouped order (value head h uses key head h // r, r = value heads
@@ -80,6 +82,7 @@ def _joins(tensors, cfg) -> dict:
     Hk, r, dk, dv = _dims(cfg)
     Hv = Hk * r
     H, hd = cfg["num_attention_heads"], cfg["head_dim"]
+    KV = cfg.get("num_key_value_heads") or H
     out = {}
     for i in range(cfg["num_hidden_layers"]):
         b, p = f"blk.{i}.", f"model.layers.{i}."
@@ -92,11 +95,23 @@ def _joins(tensors, cfg) -> dict:
                 [(qkv, (0, qk))] + [(qkv, (qk + f * dv, qk + (f + 1) * dv)) for f in at]
                 + [(z, (f * dv, (f + 1) * dv)) for f in at] + [(beta, (f, f + 1)) for f in at]
                 + [(alpha, (f, f + 1)) for f in at])
-        q = tensors.get(b + "attn_q.weight")
-        if q is not None and q.shape[0] == 2 * H * hd:
+        q, qname = tensors.get(b + "attn_q.weight"), b + "attn_q.weight"
+        fused = tensors.get(b + "attn_qkv.weight") if b + "attn_gate.weight" not in tensors else None
+        if q is None and fused is not None and fused.shape[0] == 2 * H * hd + 2 * KV * hd:
+            q, qname = fused, b + "attn_qkv.weight"     # --fuse-qkv: [q | gate per head] | k | v in one matrix
+            out[p + "self_attn.k_proj.weight"] = [(qname, (2 * H * hd, 2 * H * hd + KV * hd))]
+            out[p + "self_attn.v_proj.weight"] = [(qname, (2 * H * hd + KV * hd, 2 * H * hd + 2 * KV * hd))]
+        if q is not None and q.shape[0] >= 2 * H * hd:
             for name, at0 in (("q_proj", 0), ("q_gate", hd)):
-                out[f"{p}self_attn.{name}.weight"] = [(b + "attn_q.weight", (2 * hd * h + at0, 2 * hd * h + at0 + hd))
+                out[f"{p}self_attn.{name}.weight"] = [(qname, (2 * hd * h + at0, 2 * hd * h + at0 + hd))
                                                       for h in range(H)]
+        gu = tensors.get(b + "ffn_gate_up_exps.weight")     # --fuse-gate-up-exps: each expert's gate rows, then up
+        if gu is not None and len(gu.shape) == 3 and gu.shape[1] % 2 == 0:
+            F2 = gu.shape[1]
+            for e in range(gu.shape[0]):
+                for name, at0 in (("gate_proj", 0), ("up_proj", F2 // 2)):
+                    out[f"{p}mlp.experts.{e}.{name}.weight"] = [(b + "ffn_gate_up_exps.weight",
+                                                                 (e * F2 + at0, e * F2 + at0 + F2 // 2))]
     return out
 
 
