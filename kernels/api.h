@@ -180,7 +180,8 @@ int  pt_gemma_rows_ref(int mode, float *y, const float *x, int64_t rows, int64_t
 typedef struct {
     int64_t n_experts, top_k, hidden;
     int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
-    int32_t scoring;          /* 0: softmax over the experts' logits, 1: the sigmoid of each (Llama 4, DeepSeek-V3) */
+    int32_t scoring;          /* 0: softmax over the experts' logits, 1: the sigmoid of each (Llama 4, DeepSeek-V3),
+                               * 2: PhiMoE's sparsemixer (jitter_eps, at the end) */
     int32_t scale_input;      /* 1: a chosen expert's weight scales its input, not its output (Llama 4) */
     const float *sel_bias;    /* [n_experts] added to the scores for the choice only (DeepSeek-V3), or NULL */
     int64_t n_group, topk_group;   /* n_group > 1: only experts of the topk_group best of n_group equal groups */
@@ -205,6 +206,10 @@ typedef struct {
     const float *sh_gate_b, *sh_up_b, *sh_down_b;   /* the shared expert's biases (ERNIE 4.5), or NULL */
     /* issue 30, the moe_b group: with norm_topk, the chosen weights over (their sum + norm_eps) (LFM2-MoE: 1e-6) */
     float norm_eps;
+    /* issue 30, the moe_a group: scoring 2 is PhiMoE's sparsemixer (eval): for each of the top_k choices in turn,
+     * the best expert e not yet chosen, m = its logit, weighed by the softmax of the logits of the experts not yet
+     * chosen with (m - l_j) / max(|l_j|, m) <= 2 jitter_eps, taken at e; not renormalised */
+    float jitter_eps;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -31,12 +31,38 @@ static int32_t best_of(const float *v, int64_t n, const int32_t *taken, int64_t 
 
 #define MAX_EXPERTS 1024
 
+/* PhiMoE's sparsemixer (transformers' `sparsemixer`, not training): for each choice j in turn, the best expert
+ * not yet chosen (ties: the lower index), m = its logit; its weight is the softmax, taken at it, over the experts
+ * not yet chosen whose (m - l_e) / max(|l_e|, m) is at most 2 eps (the others masked to -inf). The logits l are
+ * left as they are; the weights are not renormalised. */
+static void sparsemixer(const float *l, int64_t E, int64_t k, float eps, int32_t *sel, float *wt) {
+    for (int64_t j = 0; j < k; j++) {
+        int32_t e = best_of(l, E, sel, j, 0);
+        sel[j] = e;
+        const float mx = l[e];
+        float s = 0.0f;
+        for (int64_t i = 0; i < E; i++) {
+            int taken = 0;
+            for (int64_t q = 0; q < j; q++) taken |= sel[q] == i;
+            if (taken) continue;
+            const float a = fabsf(l[i]), factor = a > mx ? a : mx;
+            if ((mx - l[i]) / factor > 2.0f * eps) continue;
+            s += expf(l[i] - mx);
+        }
+        wt[j] = 1.0f / s;           /* exp(m - m) / s */
+    }
+}
+
 static void route(const pt_moe *m, int64_t T) {
     const int64_t E = m->n_experts, k = m->top_k;
     float choice[MAX_EXPERTS];
     unsigned char allow[MAX_EXPERTS];
     for (int64_t t = 0; t < T; t++) {
         float *l = m->logits + t * E;
+        if (m->scoring == 2) {
+            sparsemixer(l, E, k, m->jitter_eps, m->sel + t * k, m->wt + t * k);
+            continue;
+        }
         if (m->scoring == 1) {
             for (int64_t e = 0; e < E; e++) l[e] = 1.0f / (1.0f + expf(-l[e]));
         } else {

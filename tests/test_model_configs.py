@@ -48,6 +48,7 @@ MINIMALS.update({t: {k: v for k, v in MINIMAL.items() if k != "intermediate_size
                  for t in ("qwen3_5_moe_text", "qwen3_5_moe")})
 # issue 30, the hybrid group: Zamba2's default layer pattern is 54 layers long
 MINIMALS.update({"zamba2": dict(MINIMAL, layers_block_type=["mamba", "hybrid", "mamba", "hybrid"])})
+MINIMALS["dots1"] = dict(MINIMAL, n_routed_experts=8, num_experts_per_tok=2)     # no default expert count
 
 
 def declared(model_type: str) -> dict:

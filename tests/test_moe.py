@@ -87,6 +87,10 @@ ANY_DEPARTS.update({"qwen3_5_moe_text": {"q8_0": (0.40, 0.75), "q4_0": (0.90, 0.
 # issue 30, the mla group, measured: GLM-4.7-Flash's fixture at q8_0 0.251 at one of the 3 positions of 35 whose
 # routing differs (0.032 where it agrees, 91 % agreeing; argmax 0.86)
 ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
+# PhiMoE: its sparsemixer's weights jump where a mask decision flips (the same experts chosen, another weight), which
+# the routing record here (the chosen experts) does not see: q8_0 33/35 agreeing, 0.068 there, worst 0.255, argmax
+# 0.77 (tests/test_moe_a5.py compares the masks too: 31/35 agreeing, 0.038 there)
+ANY_DEPARTS.update({"phimoe": {"q8_0": (0.35, 0.70)}})
 
 
 def _ref(case):

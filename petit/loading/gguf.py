@@ -40,6 +40,7 @@ class GGUFSource(TensorSource):
         self.map: dict[str, tuple[str, tuple | None]] = {}
         self.one_row: set[str] = set()                           # vectors handed out as [1, n] matrices
         self.fixes: dict = {}                                    # HF name -> its Fix (GGUFArch.fixes)
+        more = arch.cfg_fixes(cfg) if arch.cfg_fixes is not None else None     # fixes that need the config
         for name, t in f.tensors.items():
             parts = expert_names(name, arch, t.shape) or split_names(name, arch, cfg, t.shape[0])
             if parts is not None:                                # a fused matrix or an expert: row ranges, no copy
@@ -48,7 +49,7 @@ class GGUFSource(TensorSource):
                 self.map[hf] = (name, None)
                 if name.split(".")[-2] in ONE_ROW and len(t.shape) == 1:
                     self.one_row.add(hf)
-                if (fix := tensor_fix(name, arch)) is not None:
+                if (fix := tensor_fix(name, arch, more)) is not None:
                     self.fixes[hf] = fix
         # HF name -> [(GGUF name, (r0, r1)), ...]: a matrix made of rows of several tensors (Qwen3-Next's in_proj)
         self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
@@ -149,6 +150,8 @@ class GGUFSource(TensorSource):
     def exact_q8(self, name):
         if name in self.joined or name in self.meta:
             return None
+        if name in self.fixes and self.fixes[name].values is not None:
+            return None                                          # its values change: f32() gives them
         gname, part, t, shape = self._tensor(name)
         if t.type not in EXACT_Q8 or len(shape) != 2:
             return None

@@ -15,6 +15,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
 from petit.loading.gguf_dense5 import DENSE5_ARCHS
 from petit.loading.gguf_hybrid5 import HYBRID5_ARCHS, is_bamba     # issue 30: the hybrid group
 from petit.loading.gguf_wrap5 import WRAP5_ARCHS      # issue 30: the wrap group
+from petit.loading.gguf_moe_a5 import MOE_A5_ARCHS
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b group
 from petit.loading.gguf_ssm import SSM_ARCHS
@@ -295,9 +296,11 @@ def supported() -> str:
 
 def unsupported(name: str) -> str:
     """Why a GGUF architecture does not run: what it is, when it is no decoder-only language model."""
-    from petit.models.refusals import GGUF_NOT_DECODERS
+    from petit.models.refusals import GGUF_NOT_DECODERS, NOT_YET
     if name in GGUF_NOT_DECODERS:
         return f"architecture {name!r} is {GGUF_NOT_DECODERS[name]}; Petit runs decoder-only language models"
+    if "gguf:" + name in NOT_YET:
+        return f"architecture {name!r} is not read by Petit yet: {NOT_YET['gguf:' + name]}"
     return f"architecture {name!r} is not supported by Petit's GGUF reader (supported: {supported()})"
 
 
@@ -334,10 +337,13 @@ def layer_name(name: str, arch: GGUFArch) -> str | None:
     return arch.prefix.format(at[0]) + arch.whole_names[at[1]]
 
 
-def tensor_fix(name: str, arch: GGUFArch):
-    """The fix (see GGUFArch.fixes) of one of llama.cpp's tensor names, or None."""
+def tensor_fix(name: str, arch: GGUFArch, more: dict | None = None):
+    """The fix (see GGUFArch.fixes; `more`: GGUFArch.cfg_fixes of the file's config) of one of llama.cpp's tensor
+    names, or None."""
     at = _layer_rest(name)
-    return arch.fixes.get(at[1]) if at is not None else None
+    if at is None:
+        return None
+    return (more or {}).get(at[1]) or arch.fixes.get(at[1])
 
 
 def expert_names(name: str, arch: GGUFArch, shape: tuple) -> list | None:
@@ -412,7 +418,9 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
         raise ValueError(f"{where}: keys of {head_dim} and values of {number('attention.value_length')} values per "
                          f"head are not supported")
     cfg = {"model_type": arch.model_type, "vocab_size": n_vocab, "hidden_size": hidden,
-           "intermediate_size": number("feed_forward_length"), "num_hidden_layers": number("block_count"),
+           # a file with experts in every layer may have no dense width (qwen35moe): the experts' then
+           "intermediate_size": number("feed_forward_length", meta.get(key("expert_feed_forward_length"))),
+           "num_hidden_layers": number("block_count"),
            "num_attention_heads": heads, "num_key_value_heads": number("attention.head_count_kv", heads),
            "head_dim": head_dim, "max_position_embeddings": number("context_length"),
            "rope_theta": number("rope.freq_base", 10000.0, float),
@@ -464,3 +472,5 @@ ARCHS.update(MOE_ARCHS)
 ARCHS.update(DENSE5_ARCHS)          # issue 30's dense group: granite_swa, minicpm, internlm2 (gguf_dense5.py)
 ARCHS.update(MOE_B5_ARCHS)          # issue 30's moe_b group: lfm2moe, exaone-moe, minimax-m2 (gguf_moe_b5.py)
 ARCHS.update(WRAP5_ARCHS)           # issue 30's wrap group: mistral3, exaone (gguf_wrap5.py)
+# issue 30, the moe_a group: qwen35, qwen35moe (gguf_moe_a5.py)
+ARCHS.update(MOE_A5_ARCHS)

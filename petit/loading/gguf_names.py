@@ -69,6 +69,9 @@ class GGUFArch:
     meta_tensors: object = None            # meta_tensors(meta, cfg, has) -> {HF name: float32 array} not stored as
                                            # tensors (metadata, or a default for a tensor the file may leave out)
     own_head_sizes: bool = False           # key_length / value_length are not one head size (extra reads them)
+    # issue 30, moe_a: cfg_fixes(cfg) -> {a layer name after "blk.N.": Fix}, fixes that need the config (llama.cpp's
+    # Qwen3.5 files hold the linear attention's value heads in another order)
+    cfg_fixes: object = None
 
 
 def _biases(meta, key, cfg, has):

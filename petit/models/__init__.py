@@ -19,9 +19,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
-from petit.models import (bamba, exaone, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite, lfm2_moe, llama4,
-                          minimax_m2, ministral3, mistral3, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open,
-                          zamba2)
+from petit.models import (bamba, cohere2_moe, dots1, exaone, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite,
+                          lfm2_moe, llama4, minimax_m2, ministral3, mistral3, phimoe, qwen3_5_moe, qwen3_5_moe_text,
+                          recurrent_gemma, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -129,6 +129,9 @@ MODEL_TYPES = {
     "llama4": llama4,
     "exaone": exaone,
     "solar_open": solar_open,
+    "phimoe": phimoe,
+    "dots1": dots1,
+    "cohere2_moe": cohere2_moe,
 }
 
 
@@ -141,7 +144,6 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "phimoe": ("mixtral", "its sparsemixer routing"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
 }

@@ -27,7 +27,7 @@ class Moe:
     gate_b: list | None = None
     up_b: list | None = None
     down_b: list | None = None
-    scoring: str = "softmax"            # or "sigmoid" (Llama 4, DeepSeek-V3)
+    scoring: str = "softmax"            # or "sigmoid" (Llama 4, DeepSeek-V3), "sparsemixer" (PhiMoE)
     scale_input: bool = False           # the weight scales the expert's input (Llama 4)
     sel_bias: object = None             # a Vec added to the scores for the choice only (DeepSeek-V3)
     n_group: int = 0                    # > 1: group-limited routing over n_group groups (DeepSeek)
@@ -36,6 +36,7 @@ class Moe:
     routed_scale: float = 1.0
     shared_b: tuple | None = None       # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     norm_eps: float = 0.0               # with norm_topk: weights / (their sum + norm_eps) (LFM2-MoE's 1e-6)
+    jitter_eps: float = 0.0             # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -93,7 +94,8 @@ class Moe:
         m.gate, m.up, m.down = tensors(self.gate), tensors(self.up), tensors(self.down)
         if self.router_b is not None:
             m.router_b = self.router_b.p
-        m.scoring, m.scale_input = {"softmax": 0, "sigmoid": 1}[self.scoring], int(self.scale_input)
+        m.scoring, m.scale_input = {"softmax": 0, "sigmoid": 1, "sparsemixer": 2}[self.scoring], int(self.scale_input)
+        m.jitter_eps = self.jitter_eps
         if self.sel_bias is not None:
             m.sel_bias = self.sel_bias.p
         m.n_group, m.topk_group = self.n_group, self.topk_group
@@ -122,15 +124,39 @@ class Moe:
         return m
 
     def last_routing(self, T: int) -> np.ndarray:
-        """The experts the last step chose for its T tokens, [T, top_k] int, sorted per row (a copy)."""
+        """The experts the last step chose for its T tokens, [T, top_k] int, sorted per row (a copy). With the
+        sparsemixer, each row goes on with its masks (sparsemixer_masks, 0 / 1): a mask decision that flips changes
+        a weight without changing the experts."""
         if self._c is None or T > self._cap:
             raise ValueError(f"no routing of {T} tokens recorded")
         sel = np.frombuffer(ffi.buffer(self._c.sel, T * self.top_k * 4), np.int32).reshape(T, self.top_k)
-        return np.sort(sel, axis=1)
+        if self.scoring != "sparsemixer":
+            return np.sort(sel, axis=1)
+        E = len(self.gate)
+        logits = np.frombuffer(ffi.buffer(self._c.logits, T * E * 4), np.float32).reshape(T, E)
+        masks = sparsemixer_masks(logits, sel, self.jitter_eps).reshape(T, -1).astype(np.int32)
+        return np.concatenate([np.sort(sel, axis=1), masks], axis=1)
 
     def run(self, x, T: int, y, accumulate: bool = False) -> int:
         """y = this block of x (T rows at the pointer x; y likewise), one C call (the decoder's per-op oracle)."""
         return lib.pt_moe_run(self.c(T), x, T, y, int(accumulate))
+
+
+def sparsemixer_masks(logits: np.ndarray, sel: np.ndarray, eps: float) -> np.ndarray:
+    """PhiMoE's sparsemixer masks, [T, k, E] bool, for router logits [T, E] and the experts chosen [T, k] (in the
+    order chosen): the experts each choice's softmax weight is taken over, those not chosen before it whose
+    (m - l) / max(|l|, m) <= 2 eps, m the chosen one's logit (kernels/moe.c's rule, in the logits' precision)."""
+    T, k = sel.shape
+    rows = np.arange(T)
+    out = np.zeros((T, k, logits.shape[1]), bool)
+    for j in range(k):
+        left = np.ones(logits.shape, bool)
+        for q in range(j):
+            left[rows, sel[:, q]] = False
+        m = logits[rows, sel[:, j]][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, j] = left & ~((m - logits) / np.maximum(np.abs(logits), m) > logits.dtype.type(2 * eps))
+    return out
 
 
 def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_topk: bool, router: str,

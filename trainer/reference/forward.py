@@ -198,6 +198,8 @@ class Forward:
     def moe(self, L, h):
         m = L.moe
         logits = self.mm(h, m.router, m.router_b)
+        if m.scoring == "sparsemixer":
+            return self.norm(self._sparsemixer(m, h, logits), L.post_mlp_norm)
         if m.scoring == "sigmoid":
             p = 0.5 + 0.5 * np.tanh(0.5 * logits)
         else:
@@ -258,6 +260,35 @@ class Forward:
         y = self.norm(self.mm(ops.attention(q, k, v, S.scale, 0.0, 0), S.o), S.ff_norm)
         m = self.mm(ops.act(s.act, proj(y, S.gate, "gate")) * proj(y, S.up, "up"), S.down)
         return self.mm(m, S.linear)
+
+    def _sparsemixer(self, m, h, logits):
+        """PhiMoE's routing (transformers' sparsemixer, eval): for each choice in turn the best expert not yet chosen,
+        weighed by the softmax over the experts not yet chosen within the relative threshold 2 eps of its logit;
+        not renormalised. Then the chosen experts' outputs times their weights, summed."""
+        T, E = logits.shape
+        top = np.zeros((T, m.top_k), np.int64)
+        w = np.zeros((T, m.top_k))
+        kept = np.zeros((T, m.top_k, E), bool)
+        for t in range(T):
+            l, left = logits[t], np.ones(E, bool)
+            for j in range(m.top_k):
+                e = int(np.flatnonzero(left)[np.argmax(l[left])])
+                mx = l[e]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    keep = left & ~((mx - l) / np.maximum(np.abs(l), mx) > 2 * m.jitter_eps)
+                keep[e] = True
+                top[t, j], w[t, j], kept[t, j] = e, 1.0 / np.exp(l[keep] - mx).sum(), keep
+                left[e] = False
+        # the routing record: the experts, then each choice's mask (a flipped mask changes a weight, not an expert)
+        self.routing.append(np.concatenate([np.sort(top, axis=1), kept.reshape(T, -1).astype(np.int64)], axis=1))
+        out = np.zeros_like(h)
+        for e, (gate, up, down) in enumerate(m.experts):
+            rows, slot = np.nonzero(top == e)
+            if rows.size:
+                x = h[rows]
+                y = self.mm(ops.glu(m.act or self.spec.act, self.mm(x, gate), self.mm(x, up)), down)
+                np.add.at(out, rows, y * w[rows, slot][:, None])
+        return out
 
     def mlp(self, L, h):
         if L.moe is not None:

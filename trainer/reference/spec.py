@@ -38,7 +38,7 @@ class MoeSpec:
     router_b: str | None = None          # a router bias (gpt-oss)
     biases: list | None = None           # [(gate_b, up_b, down_b)] names, one per expert (gpt-oss)
     act: str | None = None               # the experts' activation when not the model's (gpt-oss: swiglu_oai)
-    scoring: str = "softmax"             # or "sigmoid" of each logit (Llama 4, DeepSeek-V3)
+    scoring: str = "softmax"             # or "sigmoid" of each logit (Llama 4, DeepSeek-V3), "sparsemixer" (PhiMoE)
     sel_bias: str | None = None          # added to the scores for the choice only (DeepSeek-V3)
     n_group: int = 0                     # > 1: only experts of the topk_group best groups (DeepSeek)
     topk_group: int = 0
@@ -47,6 +47,7 @@ class MoeSpec:
     scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
     shared_b: tuple | None = None        # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     norm_eps: float = 0.0                # with norm_topk: over (the sum + norm_eps) (LFM2-MoE, issue 30's moe_b group)
+    jitter_eps: float = 0.0              # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
 
 
 @dataclass
