@@ -26,6 +26,20 @@ FOLDERS = {**{c: FIX / c for c in ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral",
 # the hybrids with expert layers: their quantized bounds are the same rule's
 HYBRIDS = {"jamba": FIX.parent / "hf_ssm" / "jamba", "granitemoehybrid": FIX.parent / "hf_ssm" / "granitemoehybrid",
            "qwen3_next": FIX.parent / "hf_hybrid" / "qwen3_next"}
+
+
+def _hybrid(folder) -> bool:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return any(layer.mamba is not None for layer in petit.load(folder, weights="f32").net.layers)
+
+
+# issue 30, moe_a: a transformers-5 hybrid with expert layers (Qwen3.5-MoE) goes with the hybrids: its q8_0 decode
+# runs the recurrent scan where the prefill runs the chunked one, whose last bits flip int8 roundings and so routing
+# decisions (tests/test_ssm.py says why); its group's test file holds its plan and decode with the scan forced
+HYBRIDS.update({c: FOLDERS.pop(c) for c in [c for c, p in FOLDERS.items() if p.parent.name.startswith("hf5_")
+                                           and _hybrid(p)]})
 CASES = list(FOLDERS)
 # The rule for every family with experts (issue 30). A router flip on a tiny random fixture (a near-tie tipped by
 # the rounding) sends a token to other experts, so no per-position bound can hold there; the router matrices stay
@@ -78,10 +92,11 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                # routing flips (0.080 at the others), argmax 0.91
                "solar_open": {"q8_0": (0.30, 0.80)}}
 # issue 30, moe_a: Qwen3.5-MoE (Qwen3-Next's experts after Gated DeltaNet layers, every layer routed), measured on
-# the 35-token prompt: q8_0 0.100 where the position's own routing agrees, 29 of 35 agreeing, worst 0.322, argmax
-# 0.80; q4_0 11 of 35 agreeing. A flip reaches every later position through the DeltaNet's recurrent state: before
-# the first flip the dense bound holds (q8_0 0.030 on all three prompts), tests/test_moe_a5.py holds that
-DEPARTS.update({("qwen3_5_moe_text", "q8_0"): 0.13})
+# the 35-token prompt: q8_0 0.144 where the position's own routing agrees, 33 of 35 agreeing, worst 0.205, argmax
+# 0.86; q4_0 12 of 35 agreeing, 0.538 there. A flip reaches every later position through the DeltaNet's recurrent
+# state: before the first flip the dense bound holds (q8_0 0.019-0.056 on the three prompts), tests/test_moe_a5.py
+# holds that
+DEPARTS.update({("qwen3_5_moe_text", "q8_0"): 0.17})
 ROUTED_DEPARTS.update({"qwen3_5_moe_text": 0.75})
 ANY_DEPARTS.update({"qwen3_5_moe_text": {"q8_0": (0.40, 0.75), "q4_0": (0.90, 0.25)}})
 # issue 30, the mla group, measured: GLM-4.7-Flash's fixture at q8_0 0.251 at one of the 3 positions of 35 whose
