@@ -257,3 +257,20 @@ def test_minimax_m2_reads_the_released_rotary_dim(tmp_path):
     assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
     with pytest.raises(ValueError, match="rotary_dim 17 must be a positive integer up to head_dim 16"):
         petit.load(_variant(tmp_path / "x", "minimax_m2", rotary_dim=17), weights="f32")
+
+
+# --- flex_olmo ---
+
+def test_flex_olmo_reads_olmo2s_block_over_olmoes_experts():
+    net = _load(FOLDERS["flex_olmo"]).net
+    for L in net.layers:
+        assert L.attn_norm is None and L.mlp_norm is None and L.post_attn_norm is not None
+        assert L.post_mlp_norm is not None and L.q_norm.w.a.shape == (64,)
+        assert (L.moe.scoring, L.moe.norm_topk, L.moe.top_k, len(L.moe.gate)) == ("softmax", False, 2, 8)
+
+
+def test_flex_olmo_refuses_what_it_cannot_run(tmp_path):
+    with pytest.raises(ValueError, match="mlp_bias true is not supported by the flex_olmo family"):
+        petit.load(_variant(tmp_path, "flex_olmo", mlp_bias=True), weights="f32")
+    with pytest.raises(ValueError, match="clip_qkv 8.0 is not supported"):
+        petit.load(_variant(tmp_path / "x", "flex_olmo", clip_qkv=8.0), weights="f32")

@@ -4,7 +4,7 @@ chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over th
 routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a
 pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert),
 minimax_m2 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores
-and e_score_correction_bias, renormalised)."""
+and e_score_correction_bias, renormalised), flex_olmo (OLMo 2's post-norm block over OLMoE's softmax experts)."""
 from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import _windows_of
@@ -77,4 +77,15 @@ def minimax_m2(cfg, names):
                       qk_norm="row", moe_of=moe)
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2}
+def flex_olmo(cfg, names):
+    bias, E = get(cfg, "attention_bias", False), cfg.get("num_experts", 7)
+
+    def moe(i, p):
+        return MoeSpec(p + "mlp.gate.weight", [tuple(f"{p}mlp.experts.{e}.{x}.weight"
+                                                     for x in ("gate_proj", "up_proj", "down_proj")) for e in range(E)],
+                       get(cfg, "num_experts_per_tok", 5), get(cfg, "norm_topk_prob", False))
+    return llama_like(cfg, names, "flex_olmo", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+                      rope_of=lambda i: rope(cfg, heads(cfg)[2]), qk_norm="row", post_only=True, moe_of=moe)
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2, "flex_olmo": flex_olmo}
