@@ -164,6 +164,9 @@ typedef struct {
     const float *sh_gate_b, *sh_up_b, *sh_down_b;   /* the shared expert's biases (ERNIE 4.5), or NULL */
     /* issue 30, the moe_b group: with norm_topk, the chosen weights over (their sum + norm_eps) (LFM2-MoE: 1e-6) */
     float norm_eps;
+    /* issue 30, the moe_b group: plain experts (Nemotron-H): act(up x) -> down, no gate (gate / sh_gate unused,
+     * may be NULL); act is then a pt_bias_act kind */
+    int32_t plain;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -1,6 +1,6 @@
-"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as
-the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose
-ARCHS these join.
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe, minimax-m2, nemotron_h_moe): their
+metadata keys as the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by
+gguf_archs, whose ARCHS these join.
 
 What the files hold, and what llama.cpp assumes (src/models/lfm2moe.cpp with lfm2.cpp's graph, exaone-moe.cpp,
 llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.py):
@@ -27,12 +27,18 @@ llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.p
   selection bias; the chosen sigmoid scores always renormalised. The file must say `expert_gating_func` 2 (the
   converter writes it from the Hub config's scoring_func; without it llama.cpp would not route on the sigmoid), and
   an `expert_weights_scale` other than 1 (no MiniMax-M2 has one) is refused: the family has no scale.
+- nemotron_h_moe (Nemotron 3 Nano): nemotron_h's file (a block is attention where it has key / value heads, Mamba-2
+  where it has neither heads nor a width) whose blocks with a router (`ffn_gate_inp`) are expert blocks: plain
+  experts `ffn_up_exps` / `ffn_down_exps` (relu², no gate), a plain shared expert (`ffn_up_shexp` /
+  `ffn_down_shexp`, `expert_shared_feed_forward_length` wide), `exp_probs_b`; llama.cpp routes on the sigmoid
+  always, within `expert_group_used_count` of `expert_group_count` groups, renormalised with `expert_weights_norm`,
+  times `expert_weights_scale`. The latent projections (Nemotron 3 Super's `ffn_latent_*`) are refused.
 """
 import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import LLAMA_LAYER, MIXTRAL_EXPERTS, MIXTRAL_LAYER, QWEN_EXPERTS, GGUFArch
-from petit.loading.gguf_ssm import CONV, HYBRID, _lfm2
+from petit.loading.gguf_ssm import CONV, HYBRID, SSM_ARCHS, _lfm2, _nemotron_h
 from petit.loading.gguf_variants import _sliding_layers
 
 
@@ -99,6 +105,32 @@ def _minimax_m2(meta, key, cfg, has):
                                          "minimax-m2"))
 
 
+def _nemotron_h_moe(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, "nemotron_h_moe")
+
+    n = cfg["num_hidden_layers"]
+    if any(has(f"blk.{i}.ffn_latent_in.weight") or has(f"blk.{i}.ffn_latent_out.weight") for i in range(n)):
+        raise ValueError("the file has latent expert projections (ffn_latent_in / ffn_latent_out, Nemotron 3 "
+                         "Super's moe_latent_size): the nemotron_h family does not run them")
+    routed = {"n_routed_experts": cfg.pop("n_routed_experts"), "num_experts_per_tok": cfg.pop("num_experts_per_tok")}
+    experts = [i for i in range(n) if has(f"blk.{i}.ffn_gate_inp.weight")]
+    _nemotron_h(meta, key, cfg, has)
+    pattern = list(cfg["hybrid_override_pattern"])
+    for i in experts:
+        pattern[i] = "E"
+    ff = [v for i, v in enumerate(np.asarray(meta.get(key("feed_forward_length"), 0)).reshape(-1).tolist())
+          if pattern[min(i, n - 1)] == "-"]
+    groups = get("expert_group_count", 0) or 1
+    moe_ff = get("expert_feed_forward_length")
+    cfg.update(routed, hybrid_override_pattern="".join(pattern), intermediate_size=max(ff) if ff else 1,
+               moe_intermediate_size=moe_ff,
+               moe_shared_expert_intermediate_size=get("expert_shared_feed_forward_length", moe_ff),
+               n_group=groups, topk_group=get("expert_group_used_count") if groups > 1 else 1,
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0)
+
+
 def _zero_exaone_bias(meta, cfg, has) -> dict:
     """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's exaone-moe makes it
     optional and then chooses on the scores alone)."""
@@ -116,7 +148,19 @@ EXAONE_MOE_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_norm", attn_k_norm
                         ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
                         ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
 
+_NEMOTRON = SSM_ARCHS["nemotron_h"]
+
 MOE_B5_ARCHS = {
+    "nemotron_h_moe": GGUFArch("nemotron_h", dict(_NEMOTRON.layer_names, ffn_gate_inp="mixer.gate",
+                                                  ffn_up_shexp="mixer.shared_experts.up_proj",
+                                                  ffn_down_shexp="mixer.shared_experts.down_proj"),
+                               _NEMOTRON.global_names, prefix=_NEMOTRON.prefix, fixes=_NEMOTRON.fixes,
+                               whole_names=dict(_NEMOTRON.whole_names,
+                                                **{"exp_probs_b.bias": "mixer.gate.e_score_correction_bias"}),
+                               experts={"ffn_up_exps": "mixer.experts.{}.up_proj",
+                                        "ffn_down_exps": "mixer.experts.{}.down_proj"},
+                               expert_key="n_routed_experts", layer_arrays=_NEMOTRON.layer_arrays,
+                               extra=_nemotron_h_moe),
     "minimax-m2": GGUFArch("minimax_m2", dict(MIXTRAL_LAYER, attn_q_norm="self_attn.q_norm",
                                               attn_k_norm="self_attn.k_norm"),
                            whole_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},

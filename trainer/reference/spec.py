@@ -47,6 +47,7 @@ class MoeSpec:
     scale_input: bool = False            # the weight scales the expert's input, not its output (Llama 4)
     shared_b: tuple | None = None        # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     norm_eps: float = 0.0                # with norm_topk: over (the sum + norm_eps) (LFM2-MoE, issue 30's moe_b group)
+    plain: bool = False                  # experts (and the shared one) act(up h) -> down, no gate (Nemotron-H)
 
 
 @dataclass
