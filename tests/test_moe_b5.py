@@ -171,7 +171,7 @@ def _scaled(got, exact):
 
 
 def test_gguf_cases_are_the_families_llama_cpp_has():
-    assert GGUF_READ == ["exaone_moe", "lfm2_moe", "minimax_m2", "nemotron_h_moe"]
+    assert GGUF_READ == ["afmoe", "exaone_moe", "lfm2_moe", "minimax_m2", "nemotron_h_moe"]
 
 
 @pytest.mark.parametrize("case", GGUF_READ)
@@ -356,3 +356,38 @@ def test_gguf_nemotron_h_moe_reads_the_expert_blocks():
         if a.moe is not None:
             assert a.moe.plain and (a.moe.n_group, a.moe.topk_group, a.moe.routed_scale) == (2, 1, 2.5)
             assert np.array_equal(a.moe.sel_bias.a, b.moe.sel_bias.a)
+
+
+# --- afmoe ---
+
+def test_afmoe_reads_its_blocks_and_routing():
+    net = _load(FOLDERS["afmoe"]).net
+    assert net.arch.embed_scale == 8.0                  # mup_enabled: sqrt(64)
+    assert [L.window for L in net.layers] == [8, 0, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, True, False, True]
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    for L in net.layers:
+        assert L.attn_gate is not None and None not in (L.attn_norm, L.post_attn_norm, L.mlp_norm, L.post_mlp_norm)
+    m = net.layers[1].moe
+    assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"attention_bias": True}, "attention_bias true is not supported by the afmoe family"),
+    ({"num_dense_layers": -1}, "num_dense_layers must be a non-negative integer"),
+    ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported by the afmoe family"),
+])
+def test_afmoe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "afmoe", **change), weights="f32")
+
+
+def test_gguf_afmoe_runs_llama_cpps_sliding_pattern():
+    """The file has no pattern key, so llama.cpp's 3 sliding : 1 full, not the folder's 1 : 1 (its logits are 0.49 of
+    their range from transformers' for that); the rest as the folder's."""
+    net = _gguf("afmoe", weights="f32").net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    assert net.arch.embed_scale == 8.0 and all(L.attn_gate is not None for L in net.layers)
+    m = net.layers[1].moe
+    assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)

@@ -458,4 +458,4 @@ ARCHS.update(SSM_ARCHS)
 ARCHS.update(VARIANT_ARCHS)
 ARCHS.update(MOE_ARCHS)
 ARCHS.update(DENSE5_ARCHS)          # issue 30's dense group: granite_swa, minicpm, internlm2 (gguf_dense5.py)
-ARCHS.update(MOE_B5_ARCHS)          # issue 30's moe_b group: lfm2moe, exaone-moe, minimax-m2, nemotron_h_moe
+ARCHS.update(MOE_B5_ARCHS)          # issue 30's moe_b group (gguf_moe_b5.py)

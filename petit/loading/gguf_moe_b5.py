@@ -1,5 +1,5 @@
-"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe, minimax-m2, nemotron_h_moe): their
-metadata keys as the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe, minimax-m2, nemotron_h_moe, afmoe):
+their metadata keys as the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by
 gguf_archs, whose ARCHS these join.
 
 What the files hold, and what llama.cpp assumes (src/models/lfm2moe.cpp with lfm2.cpp's graph, exaone-moe.cpp,
@@ -33,6 +33,13 @@ llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.p
   `ffn_down_shexp`, `expert_shared_feed_forward_length` wide), `exp_probs_b`; llama.cpp routes on the sigmoid
   always, within `expert_group_used_count` of `expert_group_count` groups, renormalised with `expert_weights_norm`,
   times `expert_weights_scale`. The latent projections (Nemotron 3 Super's `ffn_latent_*`) are refused.
+- afmoe (Arcee's Trinity): the four norms a block (`attn_norm`, `post_attention_norm`, `ffn_norm`, `post_ffw_norm`),
+  the attention output gate `attn_gate`, per-head q / k norms, RoPE on halves (the converter permutes nothing) in
+  the sliding layers only; llama.cpp always multiplies the embeddings by sqrt(hidden) (the family's mup_enabled),
+  takes the sliding pattern from `attention.sliding_window_pattern` or else 3 sliding : 1 full (the converter
+  writes none: a checkpoint with another global_attn_every_n_layers runs as llama.cpp runs it), routes on the
+  sigmoid, renormalises only with `expert_weights_norm` (the family always does: a file without it is refused),
+  times `expert_weights_scale`; `num_shared_experts` (`expert_shared_count`) shared experts of the experts' width.
 """
 import numpy as np
 
@@ -131,6 +138,27 @@ def _nemotron_h_moe(meta, key, cfg, has):
                routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0)
 
 
+def _afmoe(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, "afmoe")
+
+    _sigmoid_only(meta, key, "afmoe", "afmoe")
+    if not meta.get(key("expert_weights_norm"), False):
+        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: llama.cpp then does not "
+                         f"renormalise the chosen experts' weights, which the afmoe family always does")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's afmoe rotates "
+                         f"whole heads")
+    window = get("attention.sliding_window", 0)
+    if window:
+        _sliding_layers(meta, key, cfg, 4)
+    else:
+        cfg["layer_types"] = ["full_attention"] * cfg["num_hidden_layers"]
+    cfg.update(sliding_window=window or None, mup_enabled=True, num_dense_layers=get("leading_dense_block_count", 0),
+               moe_intermediate_size=get("expert_feed_forward_length"), num_shared_experts=get("expert_shared_count"),
+               route_scale=get("expert_weights_scale", 0.0, float) or 1.0)
+
+
 def _zero_exaone_bias(meta, cfg, has) -> dict:
     """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's exaone-moe makes it
     optional and then chooses on the scores alone)."""
@@ -151,6 +179,14 @@ EXAONE_MOE_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_norm", attn_k_norm
 _NEMOTRON = SSM_ARCHS["nemotron_h"]
 
 MOE_B5_ARCHS = {
+    "afmoe": GGUFArch("afmoe", dict(LLAMA_LAYER, ffn_norm="pre_mlp_layernorm",
+                                    post_attention_norm="post_attention_layernorm", post_ffw_norm="post_mlp_layernorm",
+                                    attn_gate="self_attn.gate_proj",
+                                    attn_q_norm="self_attn.q_norm", attn_k_norm="self_attn.k_norm",
+                                    ffn_gate_inp="mlp.router.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                    ffn_up_shexp="mlp.shared_experts.up_proj",
+                                    ffn_down_shexp="mlp.shared_experts.down_proj"),
+                      whole_names={"exp_probs_b.bias": "mlp.expert_bias"}, experts=QWEN_EXPERTS, extra=_afmoe),
     "nemotron_h_moe": GGUFArch("nemotron_h", dict(_NEMOTRON.layer_names, ffn_gate_inp="mixer.gate",
                                                   ffn_up_shexp="mixer.shared_experts.up_proj",
                                                   ffn_down_shexp="mixer.shared_experts.down_proj"),
