@@ -210,6 +210,9 @@ typedef struct {
      * the best expert e not yet chosen, m = its logit, weighed by the softmax of the logits of the experts not yet
      * chosen with (m - l_j) / max(|l_j|, m) <= 2 jitter_eps, taken at e; not renormalised */
     float jitter_eps;
+    /* issue 30, the moe_b group: plain experts (Nemotron-H): act(up x) -> down, no gate (gate / sh_gate unused,
+     * may be NULL); act is then a pt_bias_act kind */
+    int32_t plain;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

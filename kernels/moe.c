@@ -7,8 +7,8 @@
  *      with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob; over the sum + norm_eps: LFM2-MoE), times routed_scale; with scale_input the weight
  *      scales the expert's input instead of its output (Llama 4);
  *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
- *      act(gate) * up, down (+ bias), each one matrix product for the whole group; each row added to its token's
- *      output times its weight;
+ *      act(gate) * up, down (+ bias), each one matrix product for the whole group (plain experts, Nemotron-H:
+ *      act(up), down); each row added to its token's output times its weight;
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
@@ -124,9 +124,22 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t width) {
             for (int64_t c = 0; c < width; c++) y[i * width + c] += b[c];
 }
 
-/* act(gate x + bg) * (up x + bu), then down (+ bd): n rows of xs into yo; the biases may be NULL */
+/* act(gate x + bg) * (up x + bu), then down (+ bd): n rows of xs into yo; the biases may be NULL. A plain expert
+ * (m->plain: Nemotron-H) has no gate: act(up x + bu), then down (+ bd) */
 static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *down, const float *bg, const float *bu,
                   const float *bd, const float *xs, int64_t n, int act, const pt_moe *m) {
+    if (m->plain) {
+        const pt_tensor *U[1] = {up};
+        float *yu[1] = {m->u};
+        int rc = pt_matmul_n_locked(U, yu, 1, xs, n, 0);
+        if (rc) return rc;
+        pt_active()->bias_act(m->u, bu, n, up->rows, act);
+        const pt_tensor *D[1] = {down};
+        float *yo[1] = {m->yo};
+        rc = pt_matmul_n_locked(D, yo, 1, m->u, n, 0);
+        add_bias(m->yo, bd, n, down->rows);
+        return rc;
+    }
     const pt_tensor *W[2] = {gate, up};
     float *y[2] = {m->g, m->u};
     int rc = pt_matmul_n_locked(W, y, 2, xs, n, 0);
@@ -167,20 +180,20 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                     n++;
                 }
         if (!n) continue;
-        rc = expert(m->gate[e], m->up[e], m->down[e], m->gate_b ? m->gate_b[e] : 0, m->up_b ? m->up_b[e] : 0,
-                    m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
+        rc = expert(m->plain ? 0 : m->gate[e], m->up[e], m->down[e], m->gate_b ? m->gate_b[e] : 0,
+                    m->up_b ? m->up_b[e] : 0, m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
         if (rc) return rc;
-        m->matrices_used += 3;
+        m->matrices_used += m->plain ? 2 : 3;
         for (int64_t i = 0; i < n; i++) {
             float *o = m->out + m->rows[i] * D;
             const float *v = m->yo + i * D, w = m->rw[i];
             for (int64_t d = 0; d < D; d++) o[d] += v[d] * w;
         }
     }
-    if (m->sh_gate) {
+    if (m->sh_up) {
         rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
         if (rc) return rc;
-        m->matrices_used += 3;
+        m->matrices_used += m->plain ? 2 : 3;
         if (m->sh_router) {
             const pt_tensor *S[1] = {m->sh_router};
             float *sg[1] = {m->logits};                 /* [T][1]: the routing is done with */

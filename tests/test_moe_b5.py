@@ -171,7 +171,7 @@ def _scaled(got, exact):
 
 
 def test_gguf_cases_are_the_families_llama_cpp_has():
-    assert GGUF_READ == ["exaone_moe", "lfm2_moe", "minimax_m2"]
+    assert GGUF_READ == ["afmoe", "exaone_moe", "lfm2_moe", "minimax_m2", "nemotron_h_moe"]
 
 
 @pytest.mark.parametrize("case", GGUF_READ)
@@ -257,3 +257,137 @@ def test_minimax_m2_reads_the_released_rotary_dim(tmp_path):
     assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
     with pytest.raises(ValueError, match="rotary_dim 17 must be a positive integer up to head_dim 16"):
         petit.load(_variant(tmp_path / "x", "minimax_m2", rotary_dim=17), weights="f32")
+
+
+# --- flex_olmo ---
+
+def test_flex_olmo_reads_olmo2s_block_over_olmoes_experts():
+    net = _load(FOLDERS["flex_olmo"]).net
+    for L in net.layers:
+        assert L.attn_norm is None and L.mlp_norm is None and L.post_attn_norm is not None
+        assert L.post_mlp_norm is not None and L.q_norm.w.a.shape == (64,)
+        assert (L.moe.scoring, L.moe.norm_topk, L.moe.top_k, len(L.moe.gate)) == ("softmax", False, 2, 8)
+
+
+def test_flex_olmo_refuses_what_it_cannot_run(tmp_path):
+    with pytest.raises(ValueError, match="mlp_bias true is not supported by the flex_olmo family"):
+        petit.load(_variant(tmp_path, "flex_olmo", mlp_bias=True), weights="f32")
+    with pytest.raises(ValueError, match="clip_qkv 8.0 is not supported"):
+        petit.load(_variant(tmp_path / "x", "flex_olmo", clip_qkv=8.0), weights="f32")
+
+
+# --- nemotron_h with experts (Nemotron 3 Nano's E blocks) ---
+
+def test_nemotron_h_reads_its_expert_blocks():
+    net = _load(FOLDERS["nemotron_h_moe"]).net
+    assert [L.moe is not None for L in net.layers] == [False, True, False, True]
+    for L in (net.layers[1], net.layers[3]):
+        m = L.moe
+        assert m.plain and m.gate is None and m.shared[0] is None and m.act == "relu2"
+        assert (m.scoring, m.group_score, m.n_group, m.topk_group, m.routed_scale) == ("sigmoid", "top2_sum", 2, 1, 2.5)
+        assert np.abs(m.sel_bias.a).max() > 0.01
+
+
+def test_nemotron_h_reads_a_folder_without_num_hidden_layers():
+    """transformers 5.25 writes none for nemotron_h (its layers_block_type's length)."""
+    assert "num_hidden_layers" not in _config("nemotron_h_moe")
+    assert len(_load(FOLDERS["nemotron_h_moe"]).net.layers) == 4
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"moe_latent_size": 16}, r"moe_latent_size 16 \(latent projections around the experts\) is not supported"),
+    ({"n_group": 3}, "n_routed_experts 8 in n_group 3 groups"),
+])
+def test_nemotron_h_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "nemotron_h_moe", **change), weights="f32")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("T, E, k, D, F, S", [(1, 5, 2, 33, 17, 0), (7, 9, 3, 65, 31, 47), (13, 6, 1, 32, 96, 19)])
+def test_plain_experts_kernel_equals_a_scalar_reference(T, E, k, D, F, S, dtype):
+    """kernels/moe.c's plain experts (no gate: down(act(up x)), Nemotron-H) against numpy at odd sizes: the routing
+    (sigmoid, a selection bias, renormalised, scaled), each chosen expert, a plain shared expert; at q8_0 against
+    the dequantized matrices (the kernels round the activations to 8 bits too: a looser bound)."""
+    from petit.models.decoder import Vec, fptr
+    from petit.models.moe import Moe
+    from petit.native import Weight, dequantize
+    rng = np.random.default_rng(T * 100 + E)
+    if dtype != "f32":                          # q8_0 rows are whole 32-value blocks: odd row counts only
+        D, F, S = (-(-v // 32) * 32 for v in (D, F, S))
+
+    def mat(r, c, dt):
+        return Weight.from_float((rng.standard_normal((r, c)) / np.sqrt(c)).astype(np.float32), dt)
+
+    def deq(w):
+        return dequantize(np.asarray(w.raw), w.dtype, w.shape).astype(np.float64)
+
+    def relu2_mlp(up, down, v):
+        return deq(down) @ np.maximum(deq(up) @ v, 0.0) ** 2
+
+    x = rng.standard_normal((T, D)).astype(np.float32)
+    router = mat(E, D, "f32")
+    ups, downs = [mat(F, D, dtype) for _ in range(E)], [mat(D, F, dtype) for _ in range(E)]
+    shared = (None, mat(S, D, dtype), mat(D, S, dtype)) if S else None
+    bias = (rng.standard_normal(E) * 0.1).astype(np.float32)
+    m = Moe(router, None, ups, downs, k, True, "relu2", shared, plain=True)
+    m.scoring, m.routed_scale, m.sel_bias = "sigmoid", 2.5, Vec(bias)
+    y = np.zeros((T, D), np.float32)
+    assert m.run(fptr(x), T, fptr(y)) == 0
+
+    s = 1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ deq(router).T)))
+    want = np.zeros((T, D))
+    for t in range(T):
+        top = np.argsort(-(s[t] + bias), kind="stable")[:k]
+        for e, w in zip(top, s[t, top] / s[t, top].sum() * 2.5):
+            want[t] += w * relu2_mlp(ups[e], downs[e], x[t].astype(np.float64))
+        if S:
+            want[t] += relu2_mlp(shared[1], shared[2], x[t].astype(np.float64))
+    tol = 1e-5 if dtype == "f32" else 3e-2
+    assert np.abs(y - want).max() <= tol * np.abs(want).max()
+    assert m.matrices_used == 2 * len(np.unique(m.last_routing(T))) + (2 if S else 0)
+
+
+def test_gguf_nemotron_h_moe_reads_the_expert_blocks():
+    net = _gguf("nemotron_h_moe", weights="f32").net
+    folder = _load(FOLDERS["nemotron_h_moe"]).net
+    assert [L.moe is not None for L in net.layers] == [False, True, False, True]
+    for a, b in zip(net.layers, folder.layers):
+        if a.moe is not None:
+            assert a.moe.plain and (a.moe.n_group, a.moe.topk_group, a.moe.routed_scale) == (2, 1, 2.5)
+            assert np.array_equal(a.moe.sel_bias.a, b.moe.sel_bias.a)
+
+
+# --- afmoe ---
+
+def test_afmoe_reads_its_blocks_and_routing():
+    net = _load(FOLDERS["afmoe"]).net
+    assert net.arch.embed_scale == 8.0                  # mup_enabled: sqrt(64)
+    assert [L.window for L in net.layers] == [8, 0, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, True, False, True]
+    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    for L in net.layers:
+        assert L.attn_gate is not None and None not in (L.attn_norm, L.post_attn_norm, L.mlp_norm, L.post_mlp_norm)
+    m = net.layers[1].moe
+    assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"attention_bias": True}, "attention_bias true is not supported by the afmoe family"),
+    ({"num_dense_layers": -1}, "num_dense_layers must be a non-negative integer"),
+    ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported by the afmoe family"),
+])
+def test_afmoe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "afmoe", **change), weights="f32")
+
+
+def test_gguf_afmoe_runs_llama_cpps_sliding_pattern():
+    """The file has no pattern key, so llama.cpp's 3 sliding : 1 full, not the folder's 1 : 1 (its logits are 0.49 of
+    their range from transformers' for that); the rest as the folder's."""
+    net = _gguf("afmoe", weights="f32").net
+    assert [L.window for L in net.layers] == [8, 8, 8, 0]
+    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    assert net.arch.embed_scale == 8.0 and all(L.attn_gate is not None for L in net.layers)
+    m = net.layers[1].moe
+    assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)

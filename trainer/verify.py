@@ -373,7 +373,8 @@ def check_matrices(model, ref) -> dict:
         elif L.moe is not None:                     # the router and every expert's matrices, by expert
             pairs.append((L.moe.router, S.moe.router))
             for e, names in enumerate(S.moe.experts):
-                W = (L.moe.gate[e], L.moe.up[e], L.moe.down[e]) if e < len(L.moe.gate) else (None,) * 3
+                W = (L.moe.gate and L.moe.gate[e], L.moe.up[e], L.moe.down[e]) if e < len(L.moe.up) \
+                    else (None,) * 3                # gate None: plain experts (Nemotron-H)
                 pairs += list(zip(W, names))
             if S.moe.shared is not None or L.moe.shared is not None:
                 pairs += list(zip(L.moe.shared or (None,) * 3, S.moe.shared or (None,) * 3))

@@ -1,6 +1,6 @@
-"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe and minimax-m2): their metadata keys as
-the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by gguf_archs, whose
-ARCHS these join.
+"""GGUF files of the moe_b group of issue 30 (llama.cpp's lfm2moe, exaone-moe, minimax-m2, nemotron_h_moe, afmoe):
+their metadata keys as the Petit family's Hugging Face config, their tensor names as its Hugging Face names. Imported by
+gguf_archs, whose ARCHS these join.
 
 What the files hold, and what llama.cpp assumes (src/models/lfm2moe.cpp with lfm2.cpp's graph, exaone-moe.cpp,
 llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.py):
@@ -27,12 +27,25 @@ llama-graph.cpp's build_moe_ffn; its converter's conversion/lfm2.py and exaone.p
   selection bias; the chosen sigmoid scores always renormalised. The file must say `expert_gating_func` 2 (the
   converter writes it from the Hub config's scoring_func; without it llama.cpp would not route on the sigmoid), and
   an `expert_weights_scale` other than 1 (no MiniMax-M2 has one) is refused: the family has no scale.
+- nemotron_h_moe (Nemotron 3 Nano): nemotron_h's file (a block is attention where it has key / value heads, Mamba-2
+  where it has neither heads nor a width) whose blocks with a router (`ffn_gate_inp`) are expert blocks: plain
+  experts `ffn_up_exps` / `ffn_down_exps` (relu², no gate), a plain shared expert (`ffn_up_shexp` /
+  `ffn_down_shexp`, `expert_shared_feed_forward_length` wide), `exp_probs_b`; llama.cpp routes on the sigmoid
+  always, within `expert_group_used_count` of `expert_group_count` groups, renormalised with `expert_weights_norm`,
+  times `expert_weights_scale`. The latent projections (Nemotron 3 Super's `ffn_latent_*`) are refused.
+- afmoe (Arcee's Trinity): the four norms a block (`attn_norm`, `post_attention_norm`, `ffn_norm`, `post_ffw_norm`),
+  the attention output gate `attn_gate`, per-head q / k norms, RoPE on halves (the converter permutes nothing) in
+  the sliding layers only; llama.cpp always multiplies the embeddings by sqrt(hidden) (the family's mup_enabled),
+  takes the sliding pattern from `attention.sliding_window_pattern` or else 3 sliding : 1 full (the converter
+  writes none: a checkpoint with another global_attn_every_n_layers runs as llama.cpp runs it), routes on the
+  sigmoid, renormalises only with `expert_weights_norm` (the family always does: a file without it is refused),
+  times `expert_weights_scale`; `num_shared_experts` (`expert_shared_count`) shared experts of the experts' width.
 """
 import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import LLAMA_LAYER, MIXTRAL_EXPERTS, MIXTRAL_LAYER, QWEN_EXPERTS, GGUFArch
-from petit.loading.gguf_ssm import CONV, HYBRID, _lfm2
+from petit.loading.gguf_ssm import CONV, HYBRID, SSM_ARCHS, _lfm2, _nemotron_h
 from petit.loading.gguf_variants import _sliding_layers
 
 
@@ -99,6 +112,53 @@ def _minimax_m2(meta, key, cfg, has):
                                          "minimax-m2"))
 
 
+def _nemotron_h_moe(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, "nemotron_h_moe")
+
+    n = cfg["num_hidden_layers"]
+    if any(has(f"blk.{i}.ffn_latent_in.weight") or has(f"blk.{i}.ffn_latent_out.weight") for i in range(n)):
+        raise ValueError("the file has latent expert projections (ffn_latent_in / ffn_latent_out, Nemotron 3 "
+                         "Super's moe_latent_size): the nemotron_h family does not run them")
+    routed = {"n_routed_experts": cfg.pop("n_routed_experts"), "num_experts_per_tok": cfg.pop("num_experts_per_tok")}
+    experts = [i for i in range(n) if has(f"blk.{i}.ffn_gate_inp.weight")]
+    _nemotron_h(meta, key, cfg, has)
+    pattern = list(cfg["hybrid_override_pattern"])
+    for i in experts:
+        pattern[i] = "E"
+    ff = [v for i, v in enumerate(np.asarray(meta.get(key("feed_forward_length"), 0)).reshape(-1).tolist())
+          if pattern[min(i, n - 1)] == "-"]
+    groups = get("expert_group_count", 0) or 1
+    moe_ff = get("expert_feed_forward_length")
+    cfg.update(routed, hybrid_override_pattern="".join(pattern), intermediate_size=max(ff) if ff else 1,
+               moe_intermediate_size=moe_ff,
+               moe_shared_expert_intermediate_size=get("expert_shared_feed_forward_length", moe_ff),
+               n_group=groups, topk_group=get("expert_group_used_count") if groups > 1 else 1,
+               norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
+               routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0)
+
+
+def _afmoe(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, "afmoe")
+
+    _sigmoid_only(meta, key, "afmoe", "afmoe")
+    if not meta.get(key("expert_weights_norm"), False):
+        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: llama.cpp then does not "
+                         f"renormalise the chosen experts' weights, which the afmoe family always does")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's afmoe rotates "
+                         f"whole heads")
+    window = get("attention.sliding_window", 0)
+    if window:
+        _sliding_layers(meta, key, cfg, 4)
+    else:
+        cfg["layer_types"] = ["full_attention"] * cfg["num_hidden_layers"]
+    cfg.update(sliding_window=window or None, mup_enabled=True, num_dense_layers=get("leading_dense_block_count", 0),
+               moe_intermediate_size=get("expert_feed_forward_length"), num_shared_experts=get("expert_shared_count"),
+               route_scale=get("expert_weights_scale", 0.0, float) or 1.0)
+
+
 def _zero_exaone_bias(meta, cfg, has) -> dict:
     """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's exaone-moe makes it
     optional and then chooses on the scores alone)."""
@@ -116,7 +176,27 @@ EXAONE_MOE_LAYER = dict(LLAMA_LAYER, attn_q_norm="self_attn.q_norm", attn_k_norm
                         ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
                         ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
 
+_NEMOTRON = SSM_ARCHS["nemotron_h"]
+
 MOE_B5_ARCHS = {
+    "afmoe": GGUFArch("afmoe", dict(LLAMA_LAYER, ffn_norm="pre_mlp_layernorm",
+                                    post_attention_norm="post_attention_layernorm", post_ffw_norm="post_mlp_layernorm",
+                                    attn_gate="self_attn.gate_proj",
+                                    attn_q_norm="self_attn.q_norm", attn_k_norm="self_attn.k_norm",
+                                    ffn_gate_inp="mlp.router.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                                    ffn_up_shexp="mlp.shared_experts.up_proj",
+                                    ffn_down_shexp="mlp.shared_experts.down_proj"),
+                      whole_names={"exp_probs_b.bias": "mlp.expert_bias"}, experts=QWEN_EXPERTS, extra=_afmoe),
+    "nemotron_h_moe": GGUFArch("nemotron_h", dict(_NEMOTRON.layer_names, ffn_gate_inp="mixer.gate",
+                                                  ffn_up_shexp="mixer.shared_experts.up_proj",
+                                                  ffn_down_shexp="mixer.shared_experts.down_proj"),
+                               _NEMOTRON.global_names, prefix=_NEMOTRON.prefix, fixes=_NEMOTRON.fixes,
+                               whole_names=dict(_NEMOTRON.whole_names,
+                                                **{"exp_probs_b.bias": "mixer.gate.e_score_correction_bias"}),
+                               experts={"ffn_up_exps": "mixer.experts.{}.up_proj",
+                                        "ffn_down_exps": "mixer.experts.{}.down_proj"},
+                               expert_key="n_routed_experts", layer_arrays=_NEMOTRON.layer_arrays,
+                               extra=_nemotron_h_moe),
     "minimax-m2": GGUFArch("minimax_m2", dict(MIXTRAL_LAYER, attn_q_norm="self_attn.q_norm",
                                               attn_k_norm="self_attn.k_norm"),
                            whole_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},

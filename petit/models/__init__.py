@@ -19,9 +19,9 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
-from petit.models import (bamba, cohere2_moe, dots1, exaone, exaone_moe, gemma3, gemma3n, gemma3n_text, glm4_moe_lite,
-                          lfm2_moe, llama4, minimax_m2, ministral3, mistral3, phimoe, qwen3_5_moe, qwen3_5_moe_text,
-                          recurrent_gemma, solar_open, zamba2)
+from petit.models import (afmoe, bamba, cohere2_moe, dots1, exaone, exaone_moe, flex_olmo, gemma3, gemma3n,
+                          gemma3n_text, glm4_moe_lite, lfm2_moe, llama4, minimax_m2, ministral3, mistral3, phimoe,
+                          qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -132,6 +132,8 @@ MODEL_TYPES = {
     "phimoe": phimoe,
     "dots1": dots1,
     "cohere2_moe": cohere2_moe,
+    "flex_olmo": flex_olmo,
+    "afmoe": afmoe,
 }
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.native import GLU_ACTIVATIONS, Weight, ffi, lib
+from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, ffi, lib
 
 
 @dataclass
@@ -37,24 +37,26 @@ class Moe:
     shared_b: tuple | None = None       # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     norm_eps: float = 0.0               # with norm_topk: weights / (their sum + norm_eps) (LFM2-MoE's 1e-6)
     jitter_eps: float = 0.0             # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
+    plain: bool = False                 # experts act(up x) -> down with no gate (Nemotron-H; gate is None, and the
+                                        # shared expert's (None, up, down)); act then one of ACTIVATIONS
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
     used: int = field(default=0, repr=False)      # expert matrices multiplied before the struct was last rebuilt
 
     def matrices(self) -> list:
-        out = [*self.gate, *self.up, *self.down]
+        out = [*(self.gate or []), *self.up, *self.down]
         if self.shared is not None:
-            out += list(self.shared)
+            out += [w for w in self.shared if w is not None]
         return out
 
     def replace(self, new: dict) -> None:
         """Swap matrices for the same values in another layout (`new`: id(old) -> new); the struct is rebuilt."""
-        self.gate = [new.get(id(w), w) for w in self.gate]
+        self.gate = None if self.gate is None else [new.get(id(w), w) for w in self.gate]
         self.up = [new.get(id(w), w) for w in self.up]
         self.down = [new.get(id(w), w) for w in self.down]
         if self.shared is not None:
-            self.shared = tuple(new.get(id(w), w) for w in self.shared)
+            self.shared = tuple(None if w is None else new.get(id(w), w) for w in self.shared)
         self._release()
 
     def _release(self) -> None:
@@ -72,8 +74,8 @@ class Moe:
         if self._c is not None and self._cap >= cap:
             return self._c
         self._release()
-        E, D = len(self.gate), self.router.shape[1]
-        widths = [self.gate[0].shape[0]] + ([self.shared[0].shape[0]] if self.shared is not None else [])
+        E, D = len(self.up), self.router.shape[1]
+        widths = [self.up[0].shape[0]] + ([self.shared[1].shape[0]] if self.shared is not None else [])
         F = max(widths)
         m = ffi.new("pt_moe *")
         keep = [m]
@@ -89,9 +91,11 @@ class Moe:
             return p
 
         m.n_experts, m.top_k, m.hidden = E, self.top_k, D
-        m.norm_topk, m.act = int(self.norm_topk), GLU_ACTIVATIONS[self.act]
+        m.norm_topk, m.act = int(self.norm_topk), (ACTIVATIONS if self.plain else GLU_ACTIVATIONS)[self.act]
         m.router = self.router.c
-        m.gate, m.up, m.down = tensors(self.gate), tensors(self.up), tensors(self.down)
+        m.gate = ffi.NULL if self.plain else tensors(self.gate)
+        m.up, m.down = tensors(self.up), tensors(self.down)
+        m.plain = int(self.plain)
         if self.router_b is not None:
             m.router_b = self.router_b.p
         m.scoring, m.scale_input = {"softmax": 0, "sigmoid": 1, "sparsemixer": 2}[self.scoring], int(self.scale_input)
@@ -111,7 +115,7 @@ class Moe:
         if self.gate_b is not None:
             m.gate_b, m.up_b, m.down_b = vecs(self.gate_b), vecs(self.up_b), vecs(self.down_b)
         if self.shared is not None:
-            m.sh_gate, m.sh_up, m.sh_down = (w.c for w in self.shared)
+            m.sh_gate, m.sh_up, m.sh_down = (ffi.NULL if w is None else w.c for w in self.shared)
             m.sh_router = self.shared_gate.c if self.shared_gate is not None else ffi.NULL
             if self.shared_b is not None:
                 m.sh_gate_b, m.sh_up_b, m.sh_down_b = (v.p for v in self.shared_b)

@@ -1,7 +1,12 @@
 """Nemotron-H (NVIDIA Nemotron-H, Nemotron Nano 2): one mixer per block, h = h + mixer(RMSNorm(h)), the blocks named
 by `hybrid_override_pattern` (M Mamba-2, * attention, - MLP; transformers 5 writes the same as `layers_block_type`):
 Mamba-2's mixer with its gated norm per group of channels (gate first), attention with no position encoding at all,
-and a plain MLP down(relu²(up x)). Routed-expert blocks (E, Nemotron 3) are refused by name. The time step is bounded
+and a plain MLP down(relu²(up x)). Routed-expert blocks (E, Nemotron 3 Nano; issue 30's moe_b group): DeepSeek-V3's
+router (sigmoid scores, the choice on them + `e_score_correction_bias` within the `topk_group` best of `n_group`
+groups, renormalised with `norm_topk_prob`, times `routed_scaling_factor`) over `n_routed_experts` plain experts
+down(relu²(up x)) of `moe_intermediate_size`, plus a shared plain MLP of `moe_shared_expert_intermediate_size`
+(`mixer.experts.{e}.up_proj / down_proj`, `mixer.shared_experts.*`, kernels/moe.c's plain experts); the latent
+projections (`moe_latent_size`) are refused, and the multi-token-prediction layers are not run. The time step is bounded
 by `time_step_limit` as mamba_ssm does (transformers 5 clamps it at time_step_min in a prefill and not in a decode
 step; the released values give the same logits either way only where the bound does not act)."""
 import math
@@ -12,6 +17,7 @@ import numpy as np
 from petit.models.common import norm
 from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number
 from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.moe import Moe
 from petit.models.ssm import Mamba
 
 KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
@@ -44,17 +50,37 @@ class NemotronHConfig(ConfigMixin):
     time_step_limit: list = field(default_factory=lambda: [0.0, math.inf])
     max_position_embeddings: int = 4096
     tie_word_embeddings: bool = False
+    # issue 30, the moe_b group: the routed-expert blocks (E)
+    n_routed_experts: int = 8
+    num_experts_per_tok: int = 2
+    moe_intermediate_size: int = 7688
+    moe_shared_expert_intermediate_size: int = 7688
+    moe_latent_size: int | None = None
+    n_group: int = 1
+    topk_group: int = 1
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 1.0
     model_type: str = "nemotron_h"
     unknown_keys: list = field(default_factory=list, repr=False)
     _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers")
-    # the scan's chunk; training and initialisation settings; the MoE blocks' keys (refused when a block is E)
+    # the scan's chunk; training and initialisation settings; how the MoE blocks' shared expert is scheduled
+    # (moe_shared_expert_overlap) and its count (the model reads moe_shared_expert_intermediate_size only); the
+    # multi-token-prediction layers (not run)
     _IGNORED = frozenset({
         "chunk_size", "expand", "hidden_dropout", "residual_in_fp32", "rescale_prenorm_residual", "time_step_min",
         "time_step_max", "time_step_floor", "use_mamba_kernels", "mamba_ssm_cache_dtype", "num_logits_to_keep",
-        "use_bias", "sliding_window", "moe_intermediate_size", "moe_latent_size", "moe_shared_expert_intermediate_size",
-        "moe_shared_expert_overlap", "mtp_layers_block_type", "n_group", "n_routed_experts", "n_shared_experts",
-        "norm_topk_prob", "num_experts_per_tok", "num_nextn_predict_layers", "output_router_logits",
-        "routed_scaling_factor", "topk_group", "mamba_chunk_size"})
+        "use_bias", "sliding_window", "moe_shared_expert_overlap", "mtp_layers_block_type", "n_shared_experts",
+        "num_nextn_predict_layers", "output_router_logits", "mamba_chunk_size"})
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """transformers 5.25 writes no num_hidden_layers for nemotron_h (it is the length of layers_block_type there):
+        taken from the block pattern when absent."""
+        if isinstance(d, dict) and d.get("num_hidden_layers") is None:
+            blocks = d.get("hybrid_override_pattern") or d.get("layers_block_type")
+            if isinstance(blocks, (str, list)) and blocks:
+                d = dict(d, num_hidden_layers=len(blocks))
+        return super().from_dict(d)
 
     def _validate(self):
         positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "mamba_num_heads",
@@ -72,8 +98,19 @@ class NemotronHConfig(ConfigMixin):
             raise ValueError(f"config: the block pattern {''.join(pattern)!r} must give {self.num_hidden_layers} "
                              f"blocks of M, *, - or E")
         if "E" in pattern:
-            raise ValueError("config: routed-expert blocks (E in hybrid_override_pattern) are not supported by the "
-                             "nemotron_h family yet")
+            from petit.models.moe_config import check_routing
+            check_routing(self, "n_routed_experts")
+            positive_int(self, "moe_intermediate_size", "moe_shared_expert_intermediate_size", "n_group",
+                         "topk_group")
+            positive_number(self, "routed_scaling_factor")
+            boolean(self, "norm_topk_prob")
+            if self.moe_latent_size is not None:
+                raise ValueError(f"config: moe_latent_size {self.moe_latent_size!r} (latent projections around the "
+                                 f"experts) is not supported by the nemotron_h family (only null)")
+            if self.n_routed_experts % self.n_group or self.topk_group > self.n_group:
+                raise ValueError(f"config: n_routed_experts {self.n_routed_experts} in n_group {self.n_group} "
+                                 f"groups, topk_group {self.topk_group}: the groups must be equal and topk_group at "
+                                 f"most n_group")
         for key, want in (("mlp_hidden_act", "relu2"), ("mamba_hidden_act", "silu")):
             if getattr(self, key) != want:
                 raise ValueError(f"config: {key} {getattr(self, key)!r} is not supported (supported: {want})")
@@ -103,6 +140,22 @@ def _prefix(t) -> str:
     return "backbone." if t.has("backbone.embeddings.weight") else "model."
 
 
+def _moe(cfg: NemotronHConfig, t, m: str) -> Moe:
+    D, E, F, S = cfg.hidden_size, cfg.n_routed_experts, cfg.moe_intermediate_size, \
+        cfg.moe_shared_expert_intermediate_size
+    x = m + "experts."
+    moe = Moe(t.float_weight(m + "gate.weight", (E, D)), None,
+              [t.weight(f"{x}{e}.up_proj.weight", (F, D)) for e in range(E)],
+              [t.weight(f"{x}{e}.down_proj.weight", (D, F)) for e in range(E)], cfg.num_experts_per_tok,
+              cfg.norm_topk_prob, "relu2",
+              (None, t.weight(m + "shared_experts.up_proj.weight", (S, D)),
+               t.weight(m + "shared_experts.down_proj.weight", (D, S))), plain=True)
+    moe.scoring, moe.group_score, moe.routed_scale = "sigmoid", "top2_sum", float(cfg.routed_scaling_factor)
+    moe.n_group, moe.topk_group = (cfg.n_group, cfg.topk_group) if cfg.n_group > 1 else (0, 0)
+    moe.sel_bias = t.vec(m + "gate.e_score_correction_bias", (E,))
+    return moe
+
+
 def build(cfg: NemotronHConfig, t) -> Decoder:
     D, F, eps, hd = cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_epsilon, cfg.head_dim
     H, P, N, G, K = cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.n_groups, cfg.conv_kernel
@@ -130,6 +183,9 @@ def build(cfg: NemotronHConfig, t) -> Decoder:
             L = Layer(q=t.weight(m + "q_proj.weight", (q, D)), k=t.weight(m + "k_proj.weight", (kv, D)),
                       v=t.weight(m + "v_proj.weight", (kv, D)), o=t.weight(m + "o_proj.weight", (D, q)), rope=None,
                       attn_norm=block_norm)
+        elif kind == "moe":                 # routed experts: the MLP slot, as an MLP block's
+            L = Layer(q=None, k=None, v=None, o=None, moe=_moe(cfg, t, m), mlp_norm=block_norm)
+            empty.append(i)
         else:                               # an MLP block: its norm is the MLP's (there is no attention)
             L = Layer(q=None, k=None, v=None, o=None, up=t.weight(m + "up_proj.weight", (F, D)),
                       down=t.weight(m + "down_proj.weight", (D, F)), mlp_norm=block_norm)

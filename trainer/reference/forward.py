@@ -228,12 +228,18 @@ class Forward:
                 if m.scale_input:
                     x = x * w[rows, slot][:, None]
                 gb, ub, db = m.biases[e] if m.biases else (None, None, None)
-                y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                if m.plain:                                             # no gate (Nemotron-H)
+                    y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
+                else:
+                    y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.shared is not None:
             gate, up, down = m.shared
             gb, ub, db = m.shared_b or (None, None, None)
-            y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
+            if m.plain:
+                y = self.mm(ops.act(act, self.mm(h, up, ub)), down, db)
+            else:
+                y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
             out = out + y

@@ -48,6 +48,7 @@ class MoeSpec:
     shared_b: tuple | None = None        # the shared expert's (gate, up, down) biases (ERNIE 4.5)
     norm_eps: float = 0.0                # with norm_topk: over (the sum + norm_eps) (LFM2-MoE, issue 30's moe_b group)
     jitter_eps: float = 0.0              # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
+    plain: bool = False                  # experts (and the shared one) act(up h) -> down, no gate (Nemotron-H)
 
 
 @dataclass

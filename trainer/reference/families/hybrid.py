@@ -77,6 +77,18 @@ def nemotron_h(cfg, names):
         elif kind == "-":
             L = LayerSpec(q=None, k=None, v=None, o=None, up=m + "up_proj.weight", down=m + "down_proj.weight",
                           mlp_norm=rms(p + "norm", eps))
+        elif kind == "E":                    # issue 30, the moe_b group: plain experts, DeepSeek-V3's router
+            if cfg.get("moe_latent_size") is not None:
+                raise ValueError("the reference does not model nemotron_h's latent expert projections")
+            E, groups = get(cfg, "n_routed_experts", 8), get(cfg, "n_group", 1)
+            L = LayerSpec(q=None, k=None, v=None, o=None, mlp_norm=rms(p + "norm", eps), moe=MoeSpec(
+                m + "gate.weight", [(None, f"{m}experts.{e}.up_proj.weight", f"{m}experts.{e}.down_proj.weight")
+                                    for e in range(E)], get(cfg, "num_experts_per_tok", 2),
+                get(cfg, "norm_topk_prob", True),
+                (None, m + "shared_experts.up_proj.weight", m + "shared_experts.down_proj.weight"),
+                scoring="sigmoid", sel_bias=m + "gate.e_score_correction_bias",
+                n_group=groups if groups > 1 else 0, topk_group=get(cfg, "topk_group", 1) if groups > 1 else 0,
+                group_score="top2_sum", routed_scale=get(cfg, "routed_scaling_factor", 1.0), plain=True))
         else:
             raise ValueError(f"the reference does not model nemotron_h's {kind!r} blocks")
         spec.layers.append(L)

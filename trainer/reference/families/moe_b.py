@@ -1,11 +1,13 @@
 """The moe_b group of issue 30 (mixtures of experts transformers 5 added), each written from its transformers 5.25
-modeling file: lfm2_moe (LFM2's convs and attention, a dense SwiGLU in the first num_dense_layers layers, then experts
-chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over their sum + 1e-6, times
-routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a
-pre-norm block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert),
-minimax_m2 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores
-and e_score_correction_bias, renormalised)."""
-from trainer.reference.families.common import get, heads, layer_types, rope
+modeling file: lfm2_moe (LFM2's convs and attention, a dense SwiGLU in the first num_dense_layers layers, then
+experts chosen on sigmoid(router) + expert_bias, weighted by the chosen sigmoids over their sum + 1e-6, times
+routed_scaling_factor), exaone_moe (EXAONE 4's attention, NoPE in the full layers of a sliding model, in a pre-norm
+block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias and a shared expert), minimax_m2
+(q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores and
+e_score_correction_bias, renormalised), flex_olmo (OLMo 2's post-norm block over OLMoE's softmax experts), afmoe
+(four norms a block, gated attention output, NoPE global layers, muP embeddings, sigmoid experts with expert_bias
+and a shared expert). Nemotron-H's expert blocks are in hybrid.py's nemotron_h."""
+from trainer.reference.families.common import get, heads, layer_types, rms, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import _windows_of
 from trainer.reference.families.ssm import lfm2
@@ -77,4 +79,46 @@ def minimax_m2(cfg, names):
                       qk_norm="row", moe_of=moe)
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2}
+def flex_olmo(cfg, names):
+    bias, E = get(cfg, "attention_bias", False), cfg.get("num_experts", 7)
+
+    def moe(i, p):
+        return MoeSpec(p + "mlp.gate.weight", [tuple(f"{p}mlp.experts.{e}.{x}.weight"
+                                                     for x in ("gate_proj", "up_proj", "down_proj")) for e in range(E)],
+                       get(cfg, "num_experts_per_tok", 5), get(cfg, "norm_topk_prob", False))
+    return llama_like(cfg, names, "flex_olmo", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+                      rope_of=lambda i: rope(cfg, heads(cfg)[2]), qk_norm="row", post_only=True, moe_of=moe)
+
+
+def afmoe(cfg, names):
+    import math
+    eps, hd = get(cfg, "rms_norm_eps", 1e-5), heads(cfg)[2]
+    n = get(cfg, "global_attn_every_n_layers", 4)
+    types = layer_types(cfg, lambda i: "sliding_attention" if (i + 1) % n else "full_attention")
+    w, r = get(cfg, "sliding_window", 1024), rope(cfg, hd)
+    E, dense = get(cfg, "num_experts", 64), get(cfg, "num_dense_layers", 1)
+    S = get(cfg, "num_shared_experts", 2)
+
+    def moe(i, p):
+        if i < dense:
+            return None
+        return MoeSpec(p + "mlp.router.gate.weight",
+                       [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], get(cfg, "num_experts_per_tok", 6), True,
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if S else None, scoring="sigmoid", sel_bias=p + "mlp.expert_bias",
+                       routed_scale=get(cfg, "route_scale", 1.0))
+    spec = llama_like(cfg, names, "afmoe", eps=eps, qk_norm="head", moe_of=moe,
+                      rope_of=lambda i: r if types[i] == "sliding_attention" else None,
+                      window_of=lambda i: w if types[i] == "sliding_attention" else 0,
+                      norm_names=("input_layernorm", "pre_mlp_layernorm"),
+                      embed_scale=math.sqrt(cfg["hidden_size"]) if get(cfg, "mup_enabled", False) else 1.0)
+    for i, L in enumerate(spec.layers):
+        p = f"model.layers.{i}."
+        L.post_attn_norm, L.post_mlp_norm = rms(p + "post_attention_layernorm", eps), rms(p + "post_mlp_layernorm", eps)
+        L.attn_gate = p + "self_attn.gate_proj.weight"
+    return spec
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "afmoe": afmoe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2,
+            "flex_olmo": flex_olmo}
