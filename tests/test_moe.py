@@ -66,6 +66,10 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
 # issue 30, the mla group, measured: GLM-4.7-Flash's fixture at q8_0 0.251 at one of the 3 positions of 35 whose
 # routing differs (0.032 where it agrees, 91 % agreeing; argmax 0.86)
 ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
+# DeepSeek-V3.2's fixture: its indexer's choice of the 12 attended positions routes as the experts do (and counts in
+# routing_agrees); at q8_0 31/35 positions choose as float32 (0.033 there), the 4 others 0.460 at worst, argmax 0.80
+ROUTED_DEPARTS["deepseek_v32"] = 0.85
+ANY_DEPARTS["deepseek_v32"] = {"q8_0": (0.50, 0.75)}
 
 
 def _ref(case):
@@ -81,6 +85,10 @@ def _selected(model, T: int) -> list:
             k = layer.moe.top_k
             sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)
             out.append(np.sort(sel, axis=1))
+        d = layer.mla.dsa if layer.mla is not None else None
+        if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
+            sel, n = d._bufs["sel"][0][:T], d._bufs["n_sel"][0][:T, 0]    # query attends to (issue 30, mla group)
+            out.append(np.where(np.arange(d.top_k) < n[:, None], sel, -1))
     return out
 
 

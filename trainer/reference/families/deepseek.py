@@ -13,7 +13,8 @@ def _mscale(factor: float, m: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
 
 
-def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
+def _deepseek(cfg, names, family: str, v3: bool, dsa=None) -> ModelSpec:
+    """dsa: dsa(i, self_attn prefix) -> the layer's DsaSpec (DeepSeek-V3.2, GLM-5), or None."""
     H = cfg["num_attention_heads"]
     dn, dr = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
     eps = get(cfg, "rms_norm_eps", 1e-6)
@@ -35,7 +36,8 @@ def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
                       NormSpec("rms", 1e-6, a + "kv_a_layernorm.weight"),
                       [f"{a}k_absorb.{h}.weight" for h in range(H)], [f"{a}v_absorb.{h}.weight" for h in range(H)],
                       a + "q_a_proj.weight" if q_lora else None,
-                      NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None)
+                      NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None,
+                      dsa(i, a) if dsa is not None else None)
         L = LayerSpec(q=None, k=None, v=None, o=a + "o_proj.weight", rope=r, mla=mla)
         types = cfg.get("mlp_layer_types")           # GLM-4.7-Flash, DeepSeek-V3.2: "dense" / "sparse" per layer
         if E and (types[i] == "sparse" if types is not None else i >= first and i % freq == 0):

@@ -1,8 +1,22 @@
 """The latent-attention (mla) group of issue 30, transformers 5's definitions: glm4_moe_lite (GLM-4.7-Flash:
 DeepSeek-V3's latent attention and router, the routed layers where mlp_layer_types says "sparse", by default every
-layer but the first)."""
+layer but the first); deepseek_v32 (DeepSeek-V3.2: the same with DeepSeek Sparse Attention in every layer, its
+indexer rotating by halves; mlp_layer_types from first_k_dense_replace, 3 by default)."""
 from trainer.reference.families.common import get
 from trainer.reference.families.deepseek import _deepseek
+from trainer.reference.spec import DsaSpec, NormSpec
+
+
+def _dsa(cfg, interleaved: bool, shared=lambda i: False):
+    def spec(i, a):
+        H, D, k = cfg.get("index_n_heads", 64), cfg.get("index_head_dim", 128), cfg.get("index_topk", 2048)
+        if shared(i):
+            return DsaSpec(None, None, None, None, H, D, k, interleaved)
+        p = a + "indexer."
+        return DsaSpec(p + "wq_b.weight", p + "wk.weight", NormSpec("layer", 1e-6, p + "k_norm.weight",
+                                                                    p + "k_norm.bias"),
+                       p + "weights_proj.weight", H, D, k, interleaved)
+    return spec
 
 
 def glm4_moe_lite(cfg, names):
@@ -14,4 +28,13 @@ def glm4_moe_lite(cfg, names):
                           rms_norm_eps=get(cfg, "rms_norm_eps", 1e-5)), names, "glm4_moe_lite", v3=True)
 
 
-FAMILIES = {"glm4_moe_lite": glm4_moe_lite}
+def deepseek_v32(cfg, names):
+    n = cfg["num_hidden_layers"]
+    k = min(get(cfg, "first_k_dense_replace", 3), n)
+    types = cfg.get("mlp_layer_types") or ["dense"] * k + ["sparse"] * (n - k)
+    c = dict(cfg, mlp_layer_types=types, n_group=get(cfg, "n_group", 8), topk_group=get(cfg, "topk_group", 4),
+             routed_scaling_factor=get(cfg, "routed_scaling_factor", 2.5), rms_norm_eps=get(cfg, "rms_norm_eps", 1e-6))
+    return _deepseek(c, names, "deepseek_v32", v3=True, dsa=_dsa(c, interleaved=False))
+
+
+FAMILIES = {"glm4_moe_lite": glm4_moe_lite, "deepseek_v32": deepseek_v32}
