@@ -228,3 +228,32 @@ def test_deepseek_v32_refuses_what_it_cannot_run(tmp_path, change, message):
     d = _with_config(tmp_path, "deepseek_v32", **change)
     with pytest.raises(ValueError, match=message):
         petit.load(d, weights="f32")
+
+
+def test_glm_moe_dsa_shares_the_first_layers_choice():
+    """indexer_types [full, shared, full]: layer 1 has no indexer and reuses layer 0's choice; its indexer turns
+    adjacent pairs, as the attention's rope part."""
+    net = _load(FOLDERS["glm_moe_dsa"]).net
+    d0, d1, d2 = (L.mla.dsa for L in net.layers)
+    assert (d0.shared, d1.shared, d2.shared) == (False, True, False) and d1.source is d0 and d1.wq_b is None
+    assert d0.rope is net.layers[0].rope and d0.rope.interleaved
+
+
+@pytest.mark.parametrize("change", [
+    {"indexer_types": ..., "index_topk_pattern": "FSF"},
+    {"indexer_types": ..., "index_topk_freq": 2, "index_skip_topk_offset": 1},    # full when i is even
+])
+def test_glm_moe_dsa_derives_indexer_types_as_transformers(tmp_path, change):
+    d = _with_config(tmp_path, "glm_moe_dsa", **change)
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"indexer_types": ["shared", "full", "full"]}, "indexer_types\\[0\\] is 'shared'"),
+    ({"indexer_types": ["full", "dense", "full"]}, "indexer_types must list 3 values, each 'full' or 'shared'"),
+])
+def test_glm_moe_dsa_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = _with_config(tmp_path, "glm_moe_dsa", **change)
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")

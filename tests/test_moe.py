@@ -70,6 +70,11 @@ ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
 # routing_agrees); at q8_0 31/35 positions choose as float32 (0.033 there), the 4 others 0.460 at worst, argmax 0.80
 ROUTED_DEPARTS["deepseek_v32"] = 0.85
 ANY_DEPARTS["deepseek_v32"] = {"q8_0": (0.50, 0.75)}
+# GLM-5's fixture (two indexers, the second layer sharing the first's choice, top-12 of up to 35 positions): at q8_0
+# only 21/35 positions choose experts and attended positions as float32 (0.077 there), 0.656 at worst, argmax 0.74;
+# q4_0 8/35 (0.360 there), 0.785 at worst, argmax 0.26
+ROUTED_DEPARTS["glm_moe_dsa"] = 0.55
+ANY_DEPARTS["glm_moe_dsa"] = {"q8_0": (0.70, 0.70)}
 
 
 def _ref(case):
@@ -87,8 +92,7 @@ def _selected(model, T: int) -> list:
             out.append(np.sort(sel, axis=1))
         d = layer.mla.dsa if layer.mla is not None else None
         if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
-            sel, n = d._bufs["sel"][0][:T], d._bufs["n_sel"][0][:T, 0]    # query attends to (issue 30, mla group)
-            out.append(np.where(np.arange(d.top_k) < n[:, None], sel, -1))
+            out.append(d.last_choice(T))    # query attends to (issue 30, mla group)
     return out
 
 

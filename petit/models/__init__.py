@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the mla group
-from petit.models import deepseek_v32, glm4_moe_lite
+from petit.models import deepseek_v32, glm4_moe_lite, glm_moe_dsa
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -106,6 +106,7 @@ MODEL_TYPES = {
     # issue 30, the mla group
     "glm4_moe_lite": glm4_moe_lite,
     "deepseek_v32": deepseek_v32,
+    "glm_moe_dsa": glm_moe_dsa,
 }
 
 

@@ -62,6 +62,15 @@ class Dsa:
         return self._bufs
 
 
+    def last_choice(self, T: int) -> np.ndarray:
+        """The positions the last step's T queries attend to, [T, top_k] int, increasing, -1 after each query's
+        count (a copy)."""
+        if self._cap < T or self.source is not None:
+            raise ValueError(f"no choice of {T} tokens recorded")
+        sel, n = self._bufs["sel"][0][:T], self._bufs["n_sel"][0][:T, 0]
+        return np.where(np.arange(self.top_k) < n[:, None], sel, -1)
+
+
 def indexer_rope(rope, interleaved: bool):
     """The layer's Rope with the indexer's pairing (the same tables)."""
     if rope.interleaved == interleaved:

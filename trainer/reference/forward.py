@@ -171,6 +171,11 @@ class Forward:
             else:
                 keep[t, np.argsort(-score[t, :t + 1], kind="stable")[:d.top_k]] = True
         self._dsa_keep = keep
+        choice = np.full((T, d.top_k), -1)               # the choice routes too: [T, top_k] positions, -1 after
+        for t in range(T):
+            s = np.flatnonzero(keep[t])
+            choice[t, :len(s)] = s
+        self.routing.append(choice)
         return keep
 
     def attention(self, L, h):

@@ -1,7 +1,9 @@
 """The latent-attention (mla) group of issue 30, transformers 5's definitions: glm4_moe_lite (GLM-4.7-Flash:
 DeepSeek-V3's latent attention and router, the routed layers where mlp_layer_types says "sparse", by default every
 layer but the first); deepseek_v32 (DeepSeek-V3.2: the same with DeepSeek Sparse Attention in every layer, its
-indexer rotating by halves; mlp_layer_types from first_k_dense_replace, 3 by default)."""
+indexer rotating by halves; mlp_layer_types from first_k_dense_replace, 3 by default); glm_moe_dsa (GLM-5: the same
+with its indexer rotating adjacent pairs, and "shared" layers in indexer_types reusing the last full layer's choice).
+"""
 from trainer.reference.families.common import get
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.spec import DsaSpec, NormSpec
@@ -37,4 +39,23 @@ def deepseek_v32(cfg, names):
     return _deepseek(c, names, "deepseek_v32", v3=True, dsa=_dsa(c, interleaved=False))
 
 
-FAMILIES = {"glm4_moe_lite": glm4_moe_lite, "deepseek_v32": deepseek_v32}
+def glm_moe_dsa(cfg, names):
+    n = cfg["num_hidden_layers"]
+    k = min(get(cfg, "first_k_dense_replace", 3), n)
+    types = cfg.get("mlp_layer_types") or ["dense"] * k + ["sparse"] * (n - k)
+    index_types = cfg.get("indexer_types")
+    if index_types is None:
+        pattern = cfg.get("index_topk_pattern")
+        if pattern is not None:
+            index_types = [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+        else:
+            freq, offset = max(get(cfg, "index_topk_freq", 1), 1), get(cfg, "index_skip_topk_offset", 2)
+            index_types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+    c = dict(cfg, mlp_layer_types=types, n_group=get(cfg, "n_group", 1), topk_group=get(cfg, "topk_group", 1),
+             routed_scaling_factor=get(cfg, "routed_scaling_factor", 2.5), rms_norm_eps=get(cfg, "rms_norm_eps", 1e-5),
+             index_n_heads=get(cfg, "index_n_heads", 32))
+    return _deepseek(c, names, "glm_moe_dsa", v3=True,
+                     dsa=_dsa(c, interleaved=True, shared=lambda i: index_types[i] == "shared"))
+
+
+FAMILIES = {"glm4_moe_lite": glm4_moe_lite, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa}
