@@ -257,3 +257,46 @@ def test_glm_moe_dsa_refuses_what_it_cannot_run(tmp_path, change, message):
     d = _with_config(tmp_path, "glm_moe_dsa", **change)
     with pytest.raises(ValueError, match=message):
         petit.load(d, weights="f32")
+
+
+# ---- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_mla, its README says how) ----
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_mla"
+GGUF_READ = sorted(p.name for p in GGUF.iterdir() if (p / "q8_0.gguf").is_file())
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    got = model.logits(ref["input_ids"])
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(got, ref["exact_logits"]), _scaled(ref["logits"], ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_glm4_moe_lite_gguf_is_deepseek2_with_the_files_latent_eps():
+    """llama.cpp converts GLM-4.7-Flash as deepseek2, whose graph takes the file's RMS eps (1e-5) for the latent
+    norms too, where transformers keeps 1e-6: Petit follows the file (its exact logits above)."""
+    net = _gguf("glm4_moe_lite", weights="f32").net
+    m = net.layers[1].mla
+    assert np.float32(m.kv_norm.eps) == np.float32(m.q_a_norm.eps) == np.float32(net.layers[1].attn_norm.eps) == \
+        np.float32(1e-5)
+    assert [L.moe is not None for L in net.layers] == [False, True, True]
+    assert _load(FOLDERS["glm4_moe_lite"]).net.layers[1].mla.kv_norm.eps == 1e-6

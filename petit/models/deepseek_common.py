@@ -136,6 +136,8 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
                         cfg.kv_lora_rank)
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
     rope = default_rope(cfg, dim=dr, interleaved=True)
+    # the latent norms' eps: transformers fixes it at 1e-6; a GGUF file's is its rms eps (llama.cpp's deepseek2)
+    latent_eps = getattr(cfg, "latent_norm_eps", None) or 1e-6
     E, head = embed_and_head(t, cfg)
     layers = []
     for i in range(cfg.num_hidden_layers):
@@ -146,10 +148,10 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         if cfg.q_lora_rank:
             q_in = cfg.q_lora_rank
             q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-            q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", 1e-6)       # transformers fixes its eps
+            q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
         mla = Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
                   c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
-                  kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", 1e-6),
+                  kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
                   k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
                   v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
                   nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
