@@ -300,3 +300,19 @@ def test_glm4_moe_lite_gguf_is_deepseek2_with_the_files_latent_eps():
         np.float32(1e-5)
     assert [L.moe is not None for L in net.layers] == [False, True, True]
     assert _load(FOLDERS["glm4_moe_lite"]).net.layers[1].mla.kv_norm.eps == 1e-6
+
+
+def test_minicpm3_reads_its_scales_and_turns_its_rope_by_halves(tmp_path):
+    net = _load(FOLDERS["minicpm3"]).net
+    a = net.arch
+    assert (a.embed_scale, a.logit_scale) == (12.0, 0.25) and abs(a.residual_scale - 0.5 / 2 ** 0.5) < 1e-12
+    assert not net.layers[0].rope.interleaved and all(L.moe is None for L in net.layers)
+    d = _with_config(tmp_path, "minicpm3", scale_depth=None, dim_model_base=None)      # transformers: no scaling
+    a = _load(d).net.arch
+    assert (a.residual_scale, a.logit_scale) == (1.0, 1.0)
+
+
+def test_minicpm3_refuses_experts(tmp_path):
+    d = _with_config(tmp_path, "minicpm3", n_routed_experts=8)
+    with pytest.raises(ValueError, match="n_routed_experts is not a minicpm3 key"):
+        petit.load(d, weights="f32")

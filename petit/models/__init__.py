@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the mla group
-from petit.models import deepseek_v32, glm4_moe_lite, glm_moe_dsa
+from petit.models import deepseek_v32, glm4_moe_lite, glm_moe_dsa, minicpm3
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -107,13 +107,13 @@ MODEL_TYPES = {
     "glm4_moe_lite": glm4_moe_lite,
     "deepseek_v32": deepseek_v32,
     "glm_moe_dsa": glm_moe_dsa,
+    "minicpm3": minicpm3,
 }
 
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
 CLOSEST = {
-    "minicpm3": ("deepseek_v2", "latent attention"),
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"), "mistral3": ("mistral", "a vision tower"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"), "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),

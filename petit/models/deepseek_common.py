@@ -129,13 +129,13 @@ def attention_scale(cfg, yarn_mscale: bool) -> float:
 
 
 def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: bool, yarn_mscale: bool,
-          n_group: int, topk_group: int, dsa=None) -> Decoder:
+          n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True) -> Decoder:
     """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
     petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5); its keys widen each cache row by index_head_dim."""
     H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                         cfg.kv_lora_rank)
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
-    rope = default_rope(cfg, dim=dr, interleaved=True)
+    rope = default_rope(cfg, dim=dr, interleaved=rope_interleaved)      # MiniCPM3: by halves
     # the latent norms' eps: transformers fixes it at 1e-6; a GGUF file's is its rms eps (llama.cpp's deepseek2)
     latent_eps = getattr(cfg, "latent_norm_eps", None) or 1e-6
     E, head = embed_and_head(t, cfg)

@@ -13,7 +13,7 @@ def _mscale(factor: float, m: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
 
 
-def _deepseek(cfg, names, family: str, v3: bool, dsa=None) -> ModelSpec:
+def _deepseek(cfg, names, family: str, v3: bool, dsa=None, rope_interleaved: bool = True) -> ModelSpec:
     """dsa: dsa(i, self_attn prefix) -> the layer's DsaSpec (DeepSeek-V3.2, GLM-5), or None."""
     H = cfg["num_attention_heads"]
     dn, dr = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
@@ -26,7 +26,7 @@ def _deepseek(cfg, names, family: str, v3: bool, dsa=None) -> ModelSpec:
     spec = ModelSpec(family, H, 1, dr, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.norm", eps), attn_scale=scale)
-    r = rope(cfg, dr, interleaved=True)
+    r = rope(cfg, dr, interleaved=rope_interleaved)
     E = cfg.get("n_routed_experts") or 0
     first, freq = get(cfg, "first_k_dense_replace", 0), get(cfg, "moe_layer_freq", 1)
     grouped = v3 or get(cfg, "topk_method", "greedy") == "group_limited_greedy"

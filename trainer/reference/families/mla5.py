@@ -58,4 +58,20 @@ def glm_moe_dsa(cfg, names):
                      dsa=_dsa(c, interleaved=True, shared=lambda i: index_types[i] == "shared"))
 
 
-FAMILIES = {"glm4_moe_lite": glm4_moe_lite, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa}
+def minicpm3(cfg, names):
+    """MiniCPM3: DeepSeek-V2's latent attention with its rope part turned by halves, a dense MLP everywhere, and
+    MiniCPM's scales (embeddings x scale_emb, residual branches x scale_depth / sqrt(layers), logits x dim_model_base
+    / hidden); null v_head_dim / scale_depth / dim_model_base resolved as transformers does."""
+    n, D = cfg["num_hidden_layers"], cfg["hidden_size"]
+    c = dict(cfg, n_routed_experts=None, tie_word_embeddings=get(cfg, "tie_word_embeddings", True),
+             rms_norm_eps=get(cfg, "rms_norm_eps", 1e-5),
+             v_head_dim=cfg.get("v_head_dim") or D // cfg["num_attention_heads"])
+    spec = _deepseek(c, names, "minicpm3", v3=True, rope_interleaved=False)     # v3: yarn's mscale, as transformers
+    spec.embed_scale = float(get(cfg, "scale_emb", 12))
+    spec.residual_scale = float(cfg.get("scale_depth") or n ** 0.5) / n ** 0.5
+    spec.logit_scale = float(cfg.get("dim_model_base") or D) / D
+    return spec
+
+
+FAMILIES = {"glm4_moe_lite": glm4_moe_lite, "deepseek_v32": deepseek_v32, "glm_moe_dsa": glm_moe_dsa,
+            "minicpm3": minicpm3}
