@@ -123,6 +123,11 @@ CLOSEST = {
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
+    # issue 30, the mla group (petit/models/refusals.py NOT_YET says what running them needs)
+    "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with "
+                                     "zero-computation experts, its latent attention rescaled"),
+    "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, "
+                                    "hyper-connections, hash-routed and sqrtsoftplus-routed experts"),
 }
 
 

@@ -47,3 +47,27 @@ GGUF_NOT_DECODERS = {
 # decoder-only types (and GGUF architectures, as "gguf:<name>") with no family yet, and what running them needs;
 # CLOSEST (petit/models/__init__.py) says it for those near a family Petit runs
 NOT_YET: dict[str, str] = {}
+
+# issue 30, the mla group: the latent-attention families not run yet, and what each adds that Petit lacks
+NOT_YET.update({
+    "longcat_flash": "LongCat-Flash: each layer is two latent-attention sublayers (their q / kv latents rescaled by "
+                     "sqrt(hidden / rank)) and two dense MLPs, plus a shortcut MoE on the first sublayer's output "
+                     "added after the second, whose router also picks zero-computation experts (identity: the "
+                     "token passes unchanged, weighted); Petit's decoder has one attention and one MLP per layer and "
+                     "its MoE kernel no identity experts",
+    "deepseek_v4": "DeepSeek-V4: attention over a sliding window of keys plus compressed long-range entries "
+                   "(compressed sparse attention: overlapping learned-gate compressions of every few tokens, chosen "
+                   "by its own indexer; heavily compressed attention), a per-head attention sink, grouped low-rank "
+                   "output projections (o_groups / o_lora_rank), hyper-connections (hc_mult parallel residual "
+                   "streams mixed per layer and by a hyper head), hash-routed expert layers and sqrtsoftplus "
+                   "routing: none of these is in Petit's decoder or kernels (its DeepSeek Sparse Attention is "
+                   "V3.2's, over every cached position)",
+    "gguf:deepseek32": "llama.cpp's DeepSeek-V3.2 files (DeepSeek Sparse Attention; petit/models/deepseek_v32.py "
+                       "runs the Hugging Face folder): no reader yet; llama.cpp's converter refuses the group's "
+                       "fixture (its tokenizer adds no BOS token), so no file of it could be checked",
+    "gguf:glm-dsa": "llama.cpp's GLM-5 files: no reader yet; llama.cpp 0.3.36 crashes running its own conversion of "
+                    "the group's glm_moe_dsa fixture, so there are no logits to check one against",
+    "gguf:minicpm3": "llama.cpp's MiniCPM3 files: no reader yet (their fused attn_kv_b would be split per head and "
+                     "transposed when read, and llama.cpp's graph fixes scale_emb 12, scale_depth 1.4 and "
+                     "dim_model_base 256 whatever the checkpoint says)",
+})
