@@ -189,8 +189,8 @@ def test_dsa_kernels_refuse_bad_arguments():
 def test_deepseek_v32_decodes_a_token_at_a_time_as_it_prefills(kv_type):
     """Each query's choice depends on its own row and the cached keys only: one token at a time gives the prefill's
     bits (float cache); an int8 cache (the indexer's keys rounded with each row's scale) stays near the float one
-    wherever the rounding leaves the choice as it was (measured: 33 of 35 positions within 0.012 of the range, the
-    two others, whose chosen positions changed, 0.18 and 0.38)."""
+    wherever the rounding leaves the choice as it was (measured: 32 of 35 positions within 0.017 of the range, the
+    three others, whose chosen positions changed, 0.07-0.15)."""
     model = _load(FOLDERS["deepseek_v32"])
     ids = np.load(FOLDERS["deepseek_v32"] / "reference.npz")["input_ids"]
     T, V = len(ids), model.vocab_size
@@ -203,16 +203,16 @@ def test_deepseek_v32_decodes_a_token_at_a_time_as_it_prefills(kv_type):
     if kv_type == "f32":
         np.testing.assert_array_equal(steps, full)
     else:
-        assert np.mean(rel_err(steps, full) < 0.02) >= 0.9
+        assert np.mean(rel_err(steps, full) < 0.02) >= 0.85
 
 
 def test_deepseek_v32_reads_its_indexer():
     net = _load(FOLDERS["deepseek_v32"]).net
-    assert net.arch.head_dim == 16 + 32 + 24               # a cache row: k_pe, the latent, the indexer's key
+    assert net.arch.head_dim == 16 + 32 + 64               # a cache row: k_pe, the latent, the indexer's key
     for L in net.layers:
         d = L.mla.dsa
         assert (d.n_heads, d.dim, d.top_k, d.shared, d.rope.interleaved, L.rope.interleaved) == \
-            (16, 24, 12, False, False, True)
+            (16, 64, 12, False, False, True)
         assert d.w_proj.dtype == "f32"                     # the head weights stay float, as transformers keeps them
     q8 = _load(FOLDERS["deepseek_v32"], "q8_0").net.layers[0].mla.dsa
     assert (q8.wq_b.dtype, q8.wk.dtype, q8.w_proj.dtype) == ("q8_0", "q8_0", "f32")
@@ -316,3 +316,13 @@ def test_minicpm3_refuses_experts(tmp_path):
     d = _with_config(tmp_path, "minicpm3", n_routed_experts=8)
     with pytest.raises(ValueError, match="n_routed_experts is not a minicpm3 key"):
         petit.load(d, weights="f32")
+
+
+def test_glm_moe_dsa_gguf_reads_which_layers_share():
+    """glm-dsa's attention.indexer.types (one bool a layer) is the folder's indexer_types; deepseek32's indexer turns
+    halves, glm-dsa's adjacent pairs, as the folders'."""
+    glm = _gguf("glm_moe_dsa", weights="f32").net
+    assert [L.mla.dsa.shared for L in glm.layers] == [False, True, False] and glm.layers[0].mla.dsa.rope.interleaved
+    ds = _gguf("deepseek_v32", weights="f32").net
+    assert [L.mla.dsa.shared for L in ds.layers] == [False, False] and not ds.layers[0].mla.dsa.rope.interleaved
+    assert ds.layers[0].mla.dsa.w_proj.dtype == "f32"

@@ -62,11 +62,6 @@ NOT_YET.update({
                    "streams mixed per layer and by a hyper head), hash-routed expert layers and sqrtsoftplus "
                    "routing: none of these is in Petit's decoder or kernels (its DeepSeek Sparse Attention is "
                    "V3.2's, over every cached position)",
-    "gguf:deepseek32": "llama.cpp's DeepSeek-V3.2 files (DeepSeek Sparse Attention; petit/models/deepseek_v32.py "
-                       "runs the Hugging Face folder): no reader yet; llama.cpp's converter refuses the group's "
-                       "fixture (its tokenizer adds no BOS token), so no file of it could be checked",
-    "gguf:glm-dsa": "llama.cpp's GLM-5 files: no reader yet; llama.cpp 0.3.36 crashes running its own conversion of "
-                    "the group's glm_moe_dsa fixture, so there are no logits to check one against",
     "gguf:minicpm3": "llama.cpp's MiniCPM3 files: no reader yet (their fused attn_kv_b would be split per head and "
                      "transposed when read, and llama.cpp's graph fixes scale_emb 12, scale_depth 1.4 and "
                      "dim_model_base 256 whatever the checkpoint says)",
