@@ -326,3 +326,16 @@ def test_glm_moe_dsa_gguf_reads_which_layers_share():
     ds = _gguf("deepseek_v32", weights="f32").net
     assert [L.mla.dsa.shared for L in ds.layers] == [False, False] and not ds.layers[0].mla.dsa.rope.interleaved
     assert ds.layers[0].mla.dsa.w_proj.dtype == "f32"
+
+
+def test_minicpm3_gguf_runs_llama_cpps_fixed_scales():
+    """llama.cpp's minicpm3 fixes MiniCPM's scales in its graph (12, 1.4 / sqrt(layers), 256 / hidden) whatever the
+    checkpoint said (the folder: 12, 0.5 / sqrt(2), 16 / 64), and its latent norms take the file's RMS eps."""
+    net = _gguf("minicpm3", weights="f32").net
+    a = net.arch
+    assert (a.embed_scale, a.logit_scale) == (12.0, 4.0) and abs(a.residual_scale - 1.4 / 2 ** 0.5) < 1e-12
+    assert np.float32(net.layers[0].mla.kv_norm.eps) == np.float32(1e-5) and not net.layers[0].rope.interleaved
+    folder = _load(FOLDERS["minicpm3"]).net
+    for h in range(4):                # W_uk^T computed at load from the q8_0 attn_kv_b: the folder's, to q8_0's steps
+        got, want = net.layers[0].mla.k_absorb[h].dequantize(), folder.layers[0].mla.k_absorb[h].dequantize()
+        assert got.shape == want.shape == (32, 32) and np.abs(got - want).max() <= np.abs(want).max() / 127

@@ -1,5 +1,6 @@
 """GGUF files of the latent-attention group of issue 30 (llama.cpp's deepseek32 and glm-dsa: DeepSeek-V3.2 and GLM-5,
-DeepSeek Sparse Attention over deepseek2's latent attention), read as Petit's deepseek_v32 and glm_moe_dsa families.
+DeepSeek Sparse Attention over deepseek2's latent attention; minicpm3), read as Petit's deepseek_v32, glm_moe_dsa and
+minicpm3 families.
 GLM-4.7-Flash is converted as `deepseek2` (gguf_moe.py). Imported by gguf_archs, whose ARCHS these join.
 
 What the files hold and what llama.cpp assumes (src/models/deepseek32.cpp, glm-dsa.cpp, llama-kv-cache.cpp):
@@ -15,11 +16,18 @@ What the files hold and what llama.cpp assumes (src/models/deepseek32.cpp, glm-d
   previous full layer's choice); without it llama.cpp takes every layer full when the training context is under
   1048576 (GLM-5, 5.1) and GLM-5.2's own table otherwise, which Petit does not guess: such a file is refused.
   Without `expert_gating_func` glm-dsa routes with the sigmoid.
+- minicpm3 (src/models/minicpm3.cpp): the converter writes MiniCPM3's tensors as they are (`attn_kv_b` fused, not
+  split per head as deepseek2's), and llama.cpp's graph fixes MiniCPM's scales whatever the checkpoint says:
+  embeddings x 12, each branch x 1.4 / sqrt(layers), the final hidden state x 256 / hidden (transformers: / (hidden
+  / dim_model_base)), the value head size hidden / heads, the latent norms at the file's RMS eps, RoPE by halves.
+  Petit reads the file so (its logits are llama.cpp's, which differ from the original model's where its config
+  says otherwise); each head's W_uk^T is the transpose of its rows of `attn_kv_b` (computed at load, `derived`),
+  its W_uv those rows themselves.
 """
 import numpy as np
 
-from petit.loading.gguf_moe import MOE_ARCHS, _deepseek2
-from petit.loading.gguf_names import GGUFArch
+from petit.loading.gguf_moe import MOE_ARCHS, _deepseek2, _q_and_kv
+from petit.loading.gguf_names import LLAMA_LAYER, GGUFArch
 
 INDEXER_NAMES = {"indexer.attn_q_b.weight": "self_attn.indexer.wq_b.weight",
                  "indexer.attn_k.weight": "self_attn.indexer.wk.weight",
@@ -72,7 +80,58 @@ def _dsa_arch(model_type: str, extra) -> GGUFArch:
                     own_head_sizes=True, meta_tensors=_DS2.meta_tensors)
 
 
+def _minicpm3(meta, key, cfg, has):
+    def get(k):
+        v = meta.get(key(k))
+        if v is None:
+            raise ValueError(f"metadata {key(k)!r} is missing: llama.cpp's minicpm3 requires it")
+        return int(v)
+    rope, k_len = get("rope.dimension_count"), get("attention.key_length")
+    if not 0 < rope < k_len or rope % 2:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} ({rope}) should be even and below "
+                         f"{key('attention.key_length')!r} ({k_len})")
+    for k in ("num_key_value_heads", "head_dim", "partial_rotary_factor"):
+        cfg.pop(k, None)
+    q_lora = meta.get(key("attention.q_lora_rank"))
+    cfg.update(kv_lora_rank=get("attention.kv_lora_rank"), q_lora_rank=None if q_lora is None else int(q_lora),
+               qk_rope_head_dim=rope, qk_nope_head_dim=k_len - rope,
+               v_head_dim=cfg["hidden_size"] // cfg["num_attention_heads"],
+               scale_emb=12.0, scale_depth=1.4, dim_model_base=256,          # llama.cpp's, fixed in its graph
+               latent_norm_eps=float(cfg.get("rms_norm_eps", 1e-5)))
+
+
+def _minicpm3_joins(tensors, cfg) -> dict:
+    """q_nope / q_pe, kv_c / kv_pe as deepseek2's, and each head's W_uv: its value rows of attn_kv_b."""
+    out = _q_and_kv(tensors, cfg)
+    H, dn, dv = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    for i in range(cfg["num_hidden_layers"]):
+        kvb = f"blk.{i}.attn_kv_b.weight"
+        if kvb in tensors:
+            for h in range(H):
+                out[f"model.layers.{i}.self_attn.v_absorb.{h}.weight"] = [(kvb, (h * (dn + dv) + dn,
+                                                                                (h + 1) * (dn + dv)))]
+    return out
+
+
+def _minicpm3_derived(tensors, cfg) -> dict:
+    """Each head's W_uk^T [rank, nope]: the transpose of its key rows of attn_kv_b."""
+    H, dn, dv, r = (cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"])
+    out = {}
+    for i in range(cfg["num_hidden_layers"]):
+        kvb = f"blk.{i}.attn_kv_b.weight"
+        if kvb in tensors:
+            for h in range(H):
+                def make(rows, kvb=kvb, h=h):
+                    return rows(kvb, h * (dn + dv), h * (dn + dv) + dn).T
+                out[f"model.layers.{i}.self_attn.k_absorb.{h}.weight"] = ((r, dn), make, [kvb])
+    return out
+
+
 MLA5_ARCHS = {
+    "minicpm3": GGUFArch("minicpm3", dict(LLAMA_LAYER, attn_q_a="self_attn.q_a_proj",
+                                          attn_q_a_norm="self_attn.q_a_layernorm",
+                                          attn_kv_a_norm="self_attn.kv_a_layernorm"),
+                         joins=_minicpm3_joins, derived=_minicpm3_derived, extra=_minicpm3, own_head_sizes=True),
     "deepseek32": _dsa_arch("deepseek_v32", _deepseek32),
     "glm-dsa": _dsa_arch("glm_moe_dsa", _glm_dsa),
 }

@@ -69,6 +69,9 @@ class GGUFArch:
     meta_tensors: object = None            # meta_tensors(meta, cfg, has) -> {HF name: float32 array} not stored as
                                            # tensors (metadata, or a default for a tensor the file may leave out)
     own_head_sizes: bool = False           # key_length / value_length are not one head size (extra reads them)
+    # issue 30, the mla group: derived(tensors, cfg) -> {HF name: (shape, make, [GGUF names])}, matrices computed
+    # from stored rows (make(rows) with rows(GGUF name, r0, r1) -> float32): MiniCPM3's per-head W_uk^T of attn_kv_b
+    derived: object = None
 
 
 def _biases(meta, key, cfg, has):

@@ -62,7 +62,4 @@ NOT_YET.update({
                    "streams mixed per layer and by a hyper head), hash-routed expert layers and sqrtsoftplus "
                    "routing: none of these is in Petit's decoder or kernels (its DeepSeek Sparse Attention is "
                    "V3.2's, over every cached position)",
-    "gguf:minicpm3": "llama.cpp's MiniCPM3 files: no reader yet (their fused attn_kv_b would be split per head and "
-                     "transposed when read, and llama.cpp's graph fixes scale_emb 12, scale_depth 1.4 and "
-                     "dim_model_base 256 whatever the checkpoint says)",
 })
