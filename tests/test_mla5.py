@@ -62,10 +62,32 @@ def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt
     assert err.max() <= F32_TOL, f"{case} {prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
 
 
-@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+@pytest.mark.parametrize("weights, kv_type", [("f32", "f32"), ("q8_0", "f32"), ("q8_0", "int8")])
 @pytest.mark.parametrize("case", CASES)
-def test_the_plan_equals_the_per_op_path(case, weights):
-    _assert_same(_load(FOLDERS[case], weights), "f32")
+def test_the_plan_equals_the_per_op_path(case, weights, kv_type):
+    _assert_same(_load(FOLDERS[case], weights), kv_type)
+
+
+@pytest.mark.parametrize("oracle", [False, True])
+@pytest.mark.parametrize("case", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_runs_sequences_together_as_alone(case, oracle):
+    """Two sequences in one step (one prefilling, one past its first 12 positions) each get their bits alone: the
+    indexer's choice and the attention read each sequence's own rows, cache and positions."""
+    model = _load(FOLDERS[case])
+    ids = np.load(FOLDERS[case] / "reference.npz")["input_ids"]
+    a, b = ids[:20], ids[5:35]
+    V = model.vocab_size
+    alone = []
+    for seq in (a, b):
+        out = np.empty((len(seq), V), np.float32)
+        model.net.forward(seq, model.new_cache(64), out, oracle=oracle)
+        alone.append(out)
+    ca, cb = model.new_cache(64), model.new_cache(64)
+    model.net.forward(b[:17], cb, None, oracle=oracle)            # b has 17 positions cached, a none
+    both = np.empty((len(a) + len(b) - 17, V), np.float32)
+    model.net.forward_batch([(a, ca, len(a)), (b[17:], cb, len(b) - 17)], both, oracle=oracle)
+    np.testing.assert_array_equal(both[:len(a)], alone[0])
+    np.testing.assert_array_equal(both[len(a):], alone[1][17:])
 
 
 def test_glm4_moe_lite_routes_where_mlp_layer_types_says(tmp_path):
