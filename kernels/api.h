@@ -136,6 +136,8 @@ enum {
     PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_PARAM_ACT = 14, PT_OP_ROPE = 15,
     /* issue 30, the gemma group (Gemma 3n, kernels/altup.c) */
     PT_OP_ALTUP_PREDICT = 16, PT_OP_ALTUP_CORRECT = 17, PT_OP_PLE = 18, PT_OP_GEMMA_ROWS = 19,
+    /* issue 30, the mla group (ids 20-23): DeepSeek Sparse Attention (kernels/dsa.c) */
+    PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
     PT_OP_COUNT = 44
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -284,6 +286,25 @@ int  pt_heads(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, 
               int64_t y_stride, int64_t y_off, int64_t T, float *gin, float *gout);
 int  pt_copy_rows(const float *x, int64_t x_stride, int64_t x_off, float *y, int64_t y_stride, int64_t y_off,
                   int64_t rows, int64_t width);
+/* DeepSeek Sparse Attention (kernels/dsa.c) over latent attention's cache rows (`stride` values a position, float
+ * or int8 with a scale a row; n_kv 1). The indexer: for the query at p = pos0 + t and each position s <= p,
+ * I = sum_h w[t][h] w_scale relu(scale q[t][h] . row_s[k_off : k_off + dim]) (q [T][n_heads][dim], w [T][n_heads]);
+ * sel[t] [top_k] = every position 0..p when p < top_k, else the top_k of largest I (ties: the earlier), increasing;
+ * n_sel[t] their count. The attention: out[t][h][0:hd] = softmax_s(scale q[t][h][0:hd] . row_s[0:hd]) row_s[0:hd]
+ * over s in sel[t] (q, out [T][n_heads][stride]). *_ref: the plain scalar reference. -1 on a bad argument, -3 out
+ * of memory */
+int  pt_dsa_index(const float *q, const float *w, const void *cache, const float *scales, int kv_int8,
+                  int64_t stride, int64_t k_off, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads,
+                  int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
+int  pt_dsa_index_ref(const float *q, const float *w, const void *cache, const float *scales, int kv_int8,
+                      int64_t stride, int64_t k_off, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads,
+                      int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
+int  pt_dsa_attention(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
+                      int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
+                      const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
+                          int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
+                          const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */
@@ -310,6 +331,9 @@ typedef struct {
     /* issue 30, the gemma group: ALTUP_PREDICT / ALTUP_CORRECT's AltUp; GEMMA_ROWS' streams (mode 3) */
     const pt_altup *altup;
     int64_t streams;
+    /* the mla group (issue 30): DSA_INDEX writes, DSA_ATTENTION reads each token's selected positions [T][top_k]
+     * (top_k in `window`) and their count [T] */
+    int32_t *sel, *n_sel;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -245,6 +245,13 @@ void pt_run_rows(void (*fn)(void *ctx, int64_t r0, int64_t r1), void *ctx, int64
 /* ---- the drivers without their lock, for a caller that holds it (plan.c: one lock per forward step) ---- */
 int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate);
 int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
+/* kernels/dsa.c (the mla group, issue 30) */
+int pt_dsa_index_locked(const float *q, const float *w, const void *cache, const float *scales, int kv_int8,
+                        int64_t stride, int64_t k_off, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads,
+                        int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
+int pt_dsa_attention_locked(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
+                            int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
+                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate);
 int pt_heads_locked(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,

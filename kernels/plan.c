@@ -59,6 +59,11 @@
  *                x2 [rows * width] scratch               layer              p[0] (the sum's)
  *   GEMMA_ROWS   y[0] [T][width], x                      y[0]               mode (pt_gemma_rows), scale, streams,
  *                                                                         x_stride
+ *   DSA_INDEX *  x (indexer q [T][n_heads][head_dim]),   sel [T][window],   x_stride (cache row), x_off (the key
+ *                x2 (head weights [T][n_heads]), the     n_sel [T]          in it), scale, alpha (the weights'
+ *                cache of `layer`                                           scale), window (top_k); kernels/dsa.c
+ *   DSA_ATTENTION * x (q [T][n_heads][x_stride]), the    y[0] [T][n_heads]  head_dim (attended width), scale,
+ *                cache of `layer`, sel, n_sel            [x_stride]         window (top_k)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -135,6 +140,20 @@ static int mamba(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                            rows_of(op->y[0], off, D), op->mode != 0);
 }
 
+/* DeepSeek Sparse Attention's two ops (kernels/dsa.c) over one sequence's rows and its cache of `layer` */
+static int dsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    const int L = op->layer;
+    const float *scales = q->kv_int8 ? q->k_scale[L] : 0;
+    int32_t *sel = op->sel + off * op->window, *n_sel = op->n_sel + off;
+    if (op->kind == PT_OP_DSA_INDEX)
+        return pt_dsa_index_locked(rows_of(op->x, off, op->n_heads * op->head_dim), rows_of(op->x2, off, op->n_heads),
+                                   q->k[L], scales, q->kv_int8, op->x_stride, op->x_off, q->n_ctx, q->T, q->pos0,
+                                   op->n_heads, op->head_dim, op->scale, op->alpha, op->window, sel, n_sel);
+    return pt_dsa_attention_locked(rows_of(op->x, off, op->n_heads * op->x_stride), q->k[L], scales, q->kv_int8,
+                                   op->x_stride, q->n_ctx, q->T, q->pos0, op->n_heads, op->head_dim, op->scale, sel,
+                                   n_sel, op->window, rows_of(op->y[0], off, op->n_heads * op->x_stride));
+}
+
 static int attention(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     const int L = op->layer;
     const int64_t wq = op->n_heads * op->head_dim;
@@ -165,6 +184,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_ATTENTION  ? attention(op, q, off)
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
+               : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
                                               : last_norm(op, q, off, out);
         if (rc) {
             c->s->failed_seq = i;
@@ -219,6 +239,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_ROPE:
     case PT_OP_ATTENTION:
     case PT_OP_MAMBA:
+    case PT_OP_DSA_INDEX:
+    case PT_OP_DSA_ATTENTION:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;

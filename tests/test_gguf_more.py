@@ -196,9 +196,6 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
      "metadata 'deepseek2.attention.kv_lora_rank' is missing: llama.cpp's deepseek2 requires it"),
     ("deepseek_v3", {"deepseek2.expert_gating_func": np.uint32(3)},
      "metadata 'deepseek2.expert_gating_func' is 3: Petit runs softmax (1) and sigmoid (2)"),
-    ("deepseek_v3", {"deepseek2.attention.layer_norm_rms_epsilon": np.float32(1e-5)},
-     "metadata 'deepseek2.attention.layer_norm_rms_epsilon' is 1e-05: llama.cpp takes it for the latent norms too, "
-     "which the deepseek_v3 family keeps at 1e-6 as transformers does"),
     ("deepseek_v3", {"deepseek2.rope.scaling.yarn_log_multiplier": None},
      "metadata 'deepseek2.rope.scaling.yarn_log_multiplier' is missing: Petit runs deepseek2's YaRN with it only"),
     ("deepseek_v2_lite", {"deepseek2.attention.temperature_scale": np.float32(0.1)},

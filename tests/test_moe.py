@@ -110,6 +110,14 @@ ANY_DEPARTS["glm4_moe_lite"] = {"q8_0": (0.30, 0.80)}
 # the routing record here (the chosen experts) does not see: q8_0 33/35 agreeing, 0.068 there, worst 0.255, argmax
 # 0.77 (tests/test_moe_a5.py compares the masks too: 31/35 agreeing, 0.038 there)
 ANY_DEPARTS.update({"phimoe": {"q8_0": (0.35, 0.70)}})
+# DeepSeek-V3.2's fixture: its indexer's choice of the 12 attended positions routes as the experts do (and counts in
+# routing_agrees); at q8_0 29/35 positions choose as float32 (0.032 there), the 6 others 0.203 at worst, argmax 0.89
+ROUTED_DEPARTS["deepseek_v32"] = 0.8
+# GLM-5's fixture (two indexers, the second layer sharing the first's choice, top-12 of up to 35 positions): at q8_0
+# only 21/35 positions choose experts and attended positions as float32 (0.061 there), 0.610 at worst, argmax 0.77;
+# q4_0 8/35 (0.306 there), 0.651 at worst, argmax 0.26
+ROUTED_DEPARTS["glm_moe_dsa"] = 0.55
+ANY_DEPARTS["glm_moe_dsa"] = {"q8_0": (0.70, 0.70)}
 
 
 def _ref(case):
@@ -125,6 +133,9 @@ def _selected(model, T: int) -> list:
             k = layer.moe.top_k
             sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)
             out.append(np.sort(sel, axis=1))
+        d = layer.mla.dsa if layer.mla is not None else None
+        if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
+            out.append(d.last_choice(T))    # query attends to (issue 30, mla group)
     return out
 
 

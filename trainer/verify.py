@@ -297,12 +297,20 @@ def _routing(model, ref, ids, rounded: bool) -> dict | None:
     float64 reference does, and as the reference with activations rounded like the engine's. A near-tie between two
     experts' router logits tips either way under rounding noise, and a token that takes another expert has other
     logits, by as much as the experts differ: the errors are only comparable where the choices agree."""
-    moes = [L.moe for L in model.net.layers if L.moe is not None]
-    if not moes or not rounded:
+    # DeepSeek Sparse Attention's indexer routes too (the positions each query attends to; issue 30, mla group):
+    # a full layer's choice comes before its experts', in the reference's order
+    routers = []
+    for L in model.net.layers:
+        d = L.mla.dsa if L.mla is not None else None
+        if d is not None and not d.shared:
+            routers.append(d.last_choice)
+        if L.moe is not None:
+            routers.append(L.moe.last_routing)
+    if not routers or not rounded:
         return None
     cache = model.new_cache(len(ids))
     model.net.forward(list(ids), cache, np.empty((1, model.vocab_size), np.float32))
-    engine = [m.last_routing(len(ids)) for m in moes]
+    engine = [last(len(ids)) for last in routers]
     ref.round_activations = False
     plain = ref.routing(ids)
     ref.round_activations = True

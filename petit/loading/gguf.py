@@ -55,6 +55,8 @@ class GGUFSource(TensorSource):
         self.joined: dict[str, list] = arch.joins(f.tensors, cfg) if arch.joins is not None else {}
         for hf in self.joined:
             self.map.pop(hf, None)
+        # HF name -> (shape, make, GGUF names): a matrix computed from stored rows (GGUFArch.derived)
+        self.derived: dict[str, tuple] = arch.derived(f.tensors, cfg) if arch.derived is not None else {}
         # HF name -> float32 array not stored as a tensor: what the file keeps as metadata (Apertus's xIELU
         # parameters), or the value of one llama.cpp lets a file leave out (deepseek2's zero selection bias)
         try:
@@ -62,7 +64,7 @@ class GGUFSource(TensorSource):
                                                 if arch.meta_tensors else {})
         except ValueError as e:
             raise ValueError(f"{self.where}: {e}") from None
-        self._names = dict.fromkeys([*self.map, *self.joined, *self.meta]).keys()      # in the file's order
+        self._names = dict.fromkeys([*self.map, *self.joined, *self.meta, *self.derived]).keys()  # the file's order
         self.decoded: dict[str, str] = {}                        # HF name -> the GGUF type decoded at load
 
     def names(self):
@@ -99,6 +101,10 @@ class GGUFSource(TensorSource):
     def info(self, name):
         if name in self.meta:
             return "f32", self.meta[name].shape
+        if name in self.derived:
+            shape, _, sources = self.derived[name]
+            t = self.f.tensors[sources[0]]
+            return NATIVE.get(t.type, "q8_0"), shape
         if name in self.joined:
             _, t, shape = self._join(name)
             gname = name
@@ -122,7 +128,7 @@ class GGUFSource(TensorSource):
         return raw[rows[0] * rb:rows[1] * rb]
 
     def stored(self, name):
-        if name in self.meta:
+        if name in self.meta or name in self.derived:
             return None
         if name in self.joined:
             parts, t, shape = self._join(name)
@@ -148,7 +154,7 @@ class GGUFSource(TensorSource):
         return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
-        if name in self.joined or name in self.meta:
+        if name in self.joined or name in self.meta or name in self.derived:
             return None
         if name in self.fixes and self.fixes[name].values is not None:
             return None                                          # its values change: f32() gives them
@@ -169,6 +175,16 @@ class GGUFSource(TensorSource):
             at = (part[0] + r0, part[0] + r1)
         self.f.release(gname, at, _outer_rows(t.shape))
 
+    def _f32_rows(self, g, r0, r1) -> np.ndarray:
+        """Rows [r0, r1) of the GGUF tensor g ([rows, columns] view) as float32."""
+        t = self.f.tensors[g]
+        raw, n = self._rows(g, r0, r1), (r1 - r0, t.shape[-1])
+        if t.type == "F32":
+            return raw.view(np.float32).reshape(n)
+        if t.type in NATIVE:
+            return dequantize(raw, NATIVE[t.type], n)
+        return dequantize_gguf(raw, t.type, n)
+
     def _joined_f32(self, name):
         parts, t, shape = self._join(name)
         out = []
@@ -186,6 +202,8 @@ class GGUFSource(TensorSource):
     def f32(self, name):
         if name in self.meta:
             return self.meta[name]
+        if name in self.derived:
+            return np.ascontiguousarray(self.derived[name][1](self._f32_rows), np.float32)
         if name in self.joined:
             return self._joined_f32(name)
         gname, part, t, shape = self._tensor(name)
@@ -258,6 +276,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
         net = family.build(cfg, src)
         used = {g for hf, (g, _) in src.map.items() if hf in src.used} | set(ROPE_FACTORS)
         used |= {g for hf, parts in src.joined.items() if hf in src.used for g, _ in parts}
+        used |= {g for hf, (_, _, names) in src.derived.items() if hf in src.used for g in names}
         extra = sorted(set(f.tensors) - used - set(_mtp_layers(f.tensors, meta, cfg_dict)))
         notes = []
         if extra:

@@ -84,9 +84,8 @@ def _deepseek2(meta, key, cfg, has):
         raise ValueError(f"metadata {key('attention.q_lora_rank')!r} is missing, and the file has no "
                          f"'blk.0.attn_q.weight' (DeepSeek-V2-Lite's query)")
     eps = float(cfg.get("rms_norm_eps", 1e-6))
-    if np.float32(eps) != np.float32(1e-6):
-        raise ValueError(f"metadata {key('attention.layer_norm_rms_epsilon')!r} is {eps:g}: llama.cpp takes it for "
-                         f"the latent norms too, which the deepseek_v3 family keeps at 1e-6 as transformers does")
+    if np.float32(eps) != np.float32(1e-6):      # llama.cpp takes it for the latent norms too (GLM-4.7-Flash: 1e-5)
+        cfg["latent_norm_eps"] = eps
     for k in ("num_key_value_heads", "head_dim", "partial_rotary_factor"):
         cfg.pop(k, None)                        # the latent attention's: one key / value head of rank + rope
     if meta.get(key("attention.temperature_scale")):

@@ -72,6 +72,9 @@ class GGUFArch:
     # issue 30, moe_a: cfg_fixes(cfg) -> {a layer name after "blk.N.": Fix}, fixes that need the config (llama.cpp's
     # Qwen3.5 files hold the linear attention's value heads in another order)
     cfg_fixes: object = None
+    # issue 30, the mla group: derived(tensors, cfg) -> {HF name: (shape, make, [GGUF names])}, matrices computed
+    # from stored rows (make(rows) with rows(GGUF name, r0, r1) -> float32): MiniCPM3's per-head W_uk^T of attn_kv_b
+    derived: object = None
 
 
 def _biases(meta, key, cfg, has):

@@ -19,9 +19,10 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
-from petit.models import (afmoe, bamba, cohere2_moe, dots1, exaone, exaone_moe, flex_olmo, gemma3, gemma3n,
-                          gemma3n_text, glm4_moe_lite, lfm2_moe, llama4, minimax_m2, ministral3, mistral3, phimoe,
-                          qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open, zamba2)
+from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
+                          gemma3n, gemma3n_text, glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax_m2,
+                          ministral3, mistral3, phimoe, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open,
+                          zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -134,13 +135,15 @@ MODEL_TYPES = {
     "cohere2_moe": cohere2_moe,
     "flex_olmo": flex_olmo,
     "afmoe": afmoe,
+    "deepseek_v32": deepseek_v32,
+    "glm_moe_dsa": glm_moe_dsa,
+    "minicpm3": minicpm3,
 }
 
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
 CLOSEST = {
-    "minicpm3": ("deepseek_v2", "latent attention"),
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
@@ -148,6 +151,10 @@ CLOSEST = {
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "jetmoe": ("mixtral", "mixture-of-attention heads"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with zero-"
+                                     "computation experts, its latent attention rescaled"),
+    "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
+                                    "connections, hash-routed and sqrtsoftplus-routed experts"),
 }
 
 

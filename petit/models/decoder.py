@@ -541,7 +541,7 @@ class Decoder:
         m, buf = layer.mla, scratch.p
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = dr + r
+        hd = self.arch.head_dim             # a cache row: dr + r, and DSA's indexer key behind them
         rc, q_in = 0, attn_in
         if m.q_a is not None:
             rc |= lib.pt_matmul(m.q_a.c, attn_in, T, b["q_a"], 0)
@@ -550,19 +550,66 @@ class Decoder:
         rc |= lib.pt_matmul3(m.q.c, m.q_pe.c, ffi.NULL, q_in, T, b["q_nope"], b["q_pe"], ffi.NULL)
         rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, ffi.NULL, attn_in, T, b["c"], b["k_pe"], ffi.NULL)
         rc |= m.kv_norm(b["c"], T, r, b["c"])
+        d = m.dsa
+        if d is not None:
+            ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
+            if not d.shared:                # the indexer's query, key and head weights; its key into the row
+                Hi, Di = d.n_heads, d.dim
+                rc |= lib.pt_matmul(d.wq_b.c, q_in, T, ib["iq"], 0)
+                rc |= lib.pt_matmul3(d.wk.c, d.w_proj.c, ffi.NULL, attn_in, T, ib["ik"], ib["iw"], ffi.NULL)
+                rc |= d.k_norm(ib["ik"], T, Di, ib["ik"])
+                at = 0
+                for s, (n, pos0, _, _) in enumerate(runs):
+                    key = (id(d.rope), s)
+                    if key not in tables:
+                        cos, sin = d.rope.tables(pos0 + n)
+                        tables[key] = (fptr(cos), fptr(sin), cos.shape[0], d.rope.dim, int(d.rope.interleaved),
+                                       (cos, sin))
+                    cos_p, sin_p, n_pos, rot_dim, inter = tables[key][:5]
+                    rc |= lib.pt_rope(ib["iq"] + at * Hi * Di, ib["ik"] + at * Di, n, Hi, 1, Di, rot_dim, pos0,
+                                      cos_p, sin_p, n_pos, inter)
+                    at += n
+                rc |= lib.pt_copy_rows(ib["ik"], Di, 0, buf["k"], hd, dr + r, T, Di)
         rc |= lib.pt_copy_rows(b["q_pe"], dr, 0, buf["q"], hd, 0, T * H, dr)
         rc |= lib.pt_heads(m.tensors("k"), H, b["q_nope"], dn, 0, buf["q"], hd, dr, T, b["gin"], b["gout"])
         rc |= lib.pt_copy_rows(b["k_pe"], dr, 0, buf["k"], hd, 0, T, dr)
         rc |= lib.pt_copy_rows(b["c"], r, 0, buf["k"], hd, dr, T, r)
         failed, at = -1, 0
         for s, (n, pos0, cache, _) in enumerate(runs):
-            seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale, values="k")
+            if d is None:
+                seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale, values="k")
+            else:
+                seq_rc = self._dsa_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale, ib)
             if seq_rc and failed < 0:
                 failed = s
             rc |= seq_rc
             at += n
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
         return rc, failed, b["o_in"]
+
+    def _dsa_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, ib) -> int:
+        """DeepSeek Sparse Attention of one sequence's T rows from row `at`: RoPE and the store of each row
+        ([k_pe ; latent ; indexer key]), the indexer's choice (a full layer), attention over the chosen rows."""
+        m, d, buf = layer.mla, layer.mla.dsa, scratch.p
+        H, hd, w = m.heads, self.arch.head_dim, m.rope + m.rank
+        q, k, att = buf["q"] + at * H * hd, buf["k"] + at * hd, buf["att"] + at * H * hd
+        cos_p, sin_p, n_pos, rot_dim, interleaved = self._rope_table(layer, s, pos0 + T, tables)
+        int8 = cache.kv_type == "int8"
+        if int8:
+            scales = cache.ks_ptr[i]
+            rc = lib.pt_rope_store_q8(q, k, k, T, H, 1, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
+                                      cache.k_ptr[i], scales, cache.v_ptr[i], cache.vs_ptr[i], cache.n_ctx)
+        else:
+            scales = ffi.NULL
+            rc = lib.pt_rope_store(q, k, k, T, H, 1, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
+                                   cache.k_ptr[i], cache.v_ptr[i], cache.n_ctx)
+        sel, n_sel = ib["sel"] + at * d.top_k, ib["n_sel"] + at
+        if not d.shared:
+            rc |= lib.pt_dsa_index(ib["iq"] + at * d.n_heads * d.dim, ib["iw"] + at * d.n_heads, cache.k_ptr[i],
+                                   scales, int(int8), hd, w, cache.n_ctx, T, pos0, d.n_heads, d.dim, d.dim ** -0.5,
+                                   d.n_heads ** -0.5, d.top_k, sel, n_sel)
+        return rc | lib.pt_dsa_attention(q, cache.k_ptr[i], scales, int(int8), hd, cache.n_ctx, T, pos0, H, w, scale,
+                                         sel, n_sel, d.top_k, att)
 
     @staticmethod
     def _rope_table(layer: Layer, s: int, n: int, tables: dict) -> tuple:
@@ -775,7 +822,7 @@ class Decoder:
         m = layer.mla
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = dr + r
+        hd = self.arch.head_dim
         q_in = attn_in
         if m.q_a is not None:
             plan.matmul(i, [m.q_a], attn_in, [b["q_a"]])
@@ -784,12 +831,28 @@ class Decoder:
         plan.matmul(i, [m.q, m.q_pe], q_in, [b["q_nope"], b["q_pe"]])
         plan.matmul(i, [m.c, m.k_pe], attn_in, [b["c"], b["k_pe"]])
         plan.norm(i, m.kv_norm, b["c"], 1, r, b["c"])
+        d = m.dsa
+        if d is not None:
+            ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
+            if not d.shared:
+                plan.matmul(i, [d.wq_b], q_in, [ib["iq"]])
+                plan.matmul(i, [d.wk, d.w_proj], attn_in, [ib["ik"], ib["iw"]])
+                plan.norm(i, d.k_norm, ib["ik"], 1, d.dim, ib["ik"])
+                plan.rope(i, d.rope, ib["iq"], ib["ik"], d.n_heads, 1, d.dim)
+                plan.copy(i, ib["ik"], d.dim, 0, buf["k"], hd, dr + r, 1, d.dim)
         plan.copy(i, b["q_pe"], dr, 0, buf["q"], hd, 0, H, dr)
         plan.heads(i, m.tensors("k"), H, b["q_nope"], dn, 0, buf["q"], hd, dr, b["gin"], b["gout"])
         plan.copy(i, b["k_pe"], dr, 0, buf["k"], hd, 0, 1, dr)
         plan.copy(i, b["c"], r, 0, buf["k"], hd, dr, 1, r)
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["k"], H, 1, hd)
-        plan.attention(i, buf["q"], H, 1, hd, self._attn_scale(), 0.0, layer.window, buf["att"])
+        if d is None:
+            plan.attention(i, buf["q"], H, 1, hd, self._attn_scale(), 0.0, layer.window, buf["att"])
+        else:
+            if not d.shared:
+                plan.dsa_index(i, ib["iq"], ib["iw"], d.n_heads, d.dim, hd, dr + r, d.dim ** -0.5,
+                               d.n_heads ** -0.5, d.top_k, ib["sel"], ib["n_sel"])
+            plan.dsa_attention(i, buf["q"], H, hd, dr + r, self._attn_scale(), d.top_k, ib["sel"], ib["n_sel"],
+                               buf["att"])
         plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
         return b["o_in"]
 

@@ -129,11 +129,15 @@ def attention_scale(cfg, yarn_mscale: bool) -> float:
 
 
 def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: bool, yarn_mscale: bool,
-          n_group: int, topk_group: int) -> Decoder:
+          n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True) -> Decoder:
+    """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
+    petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5); its keys widen each cache row by index_head_dim."""
     H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                         cfg.kv_lora_rank)
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
-    rope = default_rope(cfg, dim=dr, interleaved=True)
+    rope = default_rope(cfg, dim=dr, interleaved=rope_interleaved)      # MiniCPM3: by halves
+    # the latent norms' eps: transformers fixes it at 1e-6; a GGUF file's is its rms eps (llama.cpp's deepseek2)
+    latent_eps = getattr(cfg, "latent_norm_eps", None) or 1e-6
     E, head = embed_and_head(t, cfg)
     layers = []
     for i in range(cfg.num_hidden_layers):
@@ -144,13 +148,15 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         if cfg.q_lora_rank:
             q_in = cfg.q_lora_rank
             q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-            q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", 1e-6)       # transformers fixes its eps
+            q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
         mla = Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
                   c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
-                  kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", 1e-6),
+                  kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
                   k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
                   v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
                   nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
+        if dsa is not None:
+            mla.dsa = dsa(i, a, rope, next((L.mla.dsa for L in reversed(layers)), None))
         o = t.weight(a + "o_proj.weight", (D, H * dv))
         if sparse(cfg, i):
             m = moe_weights(t, p, cfg, n_experts=cfg.n_routed_experts, top_k=cfg.num_experts_per_tok,
@@ -170,6 +176,7 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         layers.append(L)
     final = norm(t, "model.norm", D, "rms", eps)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.intermediate_size,
-                num_attention_heads=H, num_key_value_heads=1, head_dim=dr + r, context_length=rope.context_length,
+                num_attention_heads=H, num_key_value_heads=1,
+                head_dim=dr + r + (cfg.index_head_dim if dsa is not None else 0), context_length=rope.context_length,
                 attn_scale=attention_scale(cfg, yarn_mscale), values_are_keys=True)
     return Decoder(arch, E, layers, final, head)

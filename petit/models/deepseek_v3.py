@@ -6,7 +6,9 @@ the chosen sigmoids as the weights (renormalised with `norm_topk_prob`) times `r
 experts. `scoring_func` "softmax" (llama.cpp's deepseek2 files without `expert_gating_func`, which its loader
 then runs with softmax scores) takes the softmax of the router logits in place of their sigmoid, the rest unchanged.
 `rope_interleave` (the default) rotates the rope part's adjacent pairs, as V2; false is refused (no released
-checkpoint)."""
+checkpoint). `latent_norm_eps`, Petit's own key, is the eps of the two latent norms (q_a_layernorm, kv_a_layernorm):
+transformers fixes it at 1e-6 (null), llama.cpp's deepseek2 takes the file's rms eps for them (GLM-4.7-Flash's
+files: 1e-5), and Petit follows the file it reads."""
 from dataclasses import dataclass
 
 from petit.models import deepseek_common as dc
@@ -21,6 +23,7 @@ class DeepseekV3Config(dc.DeepseekConfig):
     norm_topk_prob: bool = True
     routed_scaling_factor: float = 2.5
     scoring_func: str = "sigmoid"
+    latent_norm_eps: float | None = None    # Petit's key (issue 30): q_a / kv_a_layernorm's eps, None: transformers'
     model_type: str = "deepseek_v3"
     _IGNORED = dc.IGNORED - {"scoring_func"}
 

@@ -38,6 +38,7 @@ class Mla:
     v_dim: int
     q_a: Weight | None = None
     q_a_norm: object = None
+    dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
     _bufs: dict = field(default_factory=dict, repr=False)
     _cap: int = field(default=0, repr=False)
 
@@ -47,7 +48,7 @@ class Mla:
 
     def matrices(self) -> list:
         return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe) if m is not None] + \
-            list(self.k_absorb) + list(self.v_absorb)
+            list(self.k_absorb) + list(self.v_absorb) + (self.dsa.matrices() if self.dsa is not None else [])
 
     def replace(self, new: dict) -> None:
         for name in ("q_a", "q", "q_pe", "c", "k_pe"):
@@ -56,6 +57,8 @@ class Mla:
                 setattr(self, name, new.get(id(w), w))
         self.k_absorb = [new.get(id(w), w) for w in self.k_absorb]
         self.v_absorb = [new.get(id(w), w) for w in self.v_absorb]
+        if self.dsa is not None:
+            self.dsa.replace(new)
         self._tables = None
 
     def buffers(self, cap: int) -> dict:

@@ -22,6 +22,7 @@ OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: 
             lib.PT_OP_PARAM_ACT: "param_act", lib.PT_OP_ROPE: "rope"}
 OP_NAMES.update({lib.PT_OP_ALTUP_PREDICT: "altup_predict", lib.PT_OP_ALTUP_CORRECT: "altup_correct",  # issue 30:
                  lib.PT_OP_PLE: "ple", lib.PT_OP_GEMMA_ROWS: "gemma_rows"})                            # gemma group
+OP_NAMES.update({lib.PT_OP_DSA_INDEX: "dsa_index", lib.PT_OP_DSA_ATTENTION: "dsa_attention"})   # issue 30, mla
 NULL = ffi.NULL
 
 
@@ -147,6 +148,20 @@ class Plan:
         cache slot `slot` (default: the layer's)."""
         self._add(lib.PT_OP_MAMBA, layer, x=x, y=[out, NULL, NULL], mamba=record, mode=int(accumulate),
                   cache_slot=layer if slot is None else slot)
+
+    def dsa_index(self, layer: int, q, w, n_heads: int, dim: int, stride: int, k_off: int, scale: float,
+                  w_scale: float, top_k: int, sel, n_sel) -> None:
+        """DeepSeek Sparse Attention's indexer (kernels/dsa.c) per sequence over the cache of `layer`, whose rows
+        (`stride` values) hold its keys at k_off: each token's top_k positions into sel, their count into n_sel."""
+        self._add(lib.PT_OP_DSA_INDEX, layer, x=q, x2=w, n_heads=n_heads, head_dim=dim, x_stride=stride, x_off=k_off,
+                  scale=scale, alpha=w_scale, window=top_k, sel=sel, n_sel=n_sel)
+
+    def dsa_attention(self, layer: int, q, n_heads: int, stride: int, width: int, scale: float, top_k: int, sel,
+                      n_sel, out) -> None:
+        """Latent attention over each token's chosen positions (sel, n_sel) of the cache of `layer`: the first
+        `width` values of each row (`stride` values) as keys and values."""
+        self._add(lib.PT_OP_DSA_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, head_dim=width,
+                  x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

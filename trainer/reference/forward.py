@@ -164,9 +164,44 @@ class Forward:
         v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
         q = np.concatenate([q_nope, q_pe], axis=2)
         k = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, H, k_pe.shape[2]))], axis=2)
+        if m.dsa is not None:                   # DeepSeek Sparse Attention: each query's chosen positions only
+            keep = self.dsa_keep(m.dsa, h, x, L.rope)
+            sc = np.einsum("thd,shd->hts", q, k) * s.attn_scale
+            sc[:, ~keep] = -np.inf
+            p = np.exp(sc - sc.max(axis=-1, keepdims=True))
+            p /= p.sum(axis=-1, keepdims=True)
+            out = np.einsum("hts,shd->thd", p, v).reshape(T, -1)
+            return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
         # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
         out = ops.attention_values(q, k, v, s.attn_scale)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
+
+    def dsa_keep(self, d, h, q_resid, rope):
+        """[T, T] bool: the positions each query attends to (a shared layer: the last indexer's choice)."""
+        T = h.shape[0]
+        if d.wq_b is None:
+            return self._dsa_keep
+        iq = self.mm(q_resid, d.wq_b).reshape(T, d.heads, d.dim)
+        ik = self.norm(self.mm(h, d.wk), d.k_norm)[:, None, :]
+        inv, factor = rope.freqs(T)
+        iq = ops.rotate(iq, rope.dim, inv, factor, d.interleaved)
+        ik = ops.rotate(ik, rope.dim, inv, factor, d.interleaved)[:, 0]
+        w = self.w(d.w_proj)
+        hw = (h @ w.T) * d.heads ** -0.5                                            # [T, heads]
+        score = np.einsum("th,ths->ts", hw, np.maximum(np.einsum("thd,sd->ths", iq, ik) * d.dim ** -0.5, 0.0))
+        keep = np.zeros((T, T), bool)
+        for t in range(T):
+            if t < d.top_k:
+                keep[t, :t + 1] = True
+            else:
+                keep[t, np.argsort(-score[t, :t + 1], kind="stable")[:d.top_k]] = True
+        self._dsa_keep = keep
+        choice = np.full((T, d.top_k), -1)               # the choice routes too: [T, top_k] positions, -1 after
+        for t in range(T):
+            s = np.flatnonzero(keep[t])
+            choice[t, :len(s)] = s
+        self.routing.append(choice)
+        return keep
 
     def attention(self, L, h):
         if L.mla is not None:

@@ -132,6 +132,24 @@ class MlaSpec:
     v_absorb: list                       # per head W_uv_h [v, rank]
     q_a: str | None = None
     q_a_norm: NormSpec | None = None
+    dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
+
+
+@dataclass
+class DsaSpec:
+    """DeepSeek Sparse Attention (the mla group of issue 30): the indexer's q = wq_b(RMSNorm(q_a x)) [heads, dim],
+    k = LayerNorm(wk x) [dim], both rotated on their first rope values (`interleaved`: adjacent pairs, else halves),
+    head weights w = weights_proj x; the query at p attends only to the top_k positions s <= p of largest
+    sum_h w_h heads^-1/2 relu(dim^-1/2 q_h . k_s) (all of them when p < top_k). `wq_b` None: a shared layer, which
+    reuses the choice of the last layer that ran an indexer (GLM-5)."""
+    wq_b: str | None
+    wk: str | None
+    k_norm: NormSpec | None
+    w_proj: str | None
+    heads: int
+    dim: int
+    top_k: int
+    interleaved: bool
 
 
 @dataclass

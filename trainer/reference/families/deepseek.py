@@ -13,10 +13,12 @@ def _mscale(factor: float, m: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
 
 
-def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
+def _deepseek(cfg, names, family: str, v3: bool, dsa=None, rope_interleaved: bool = True) -> ModelSpec:
+    """dsa: dsa(i, self_attn prefix) -> the layer's DsaSpec (DeepSeek-V3.2, GLM-5), or None."""
     H = cfg["num_attention_heads"]
     dn, dr = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
     eps = get(cfg, "rms_norm_eps", 1e-6)
+    latent_eps = cfg.get("latent_norm_eps") or 1e-6       # Petit's key: a deepseek2 GGUF file's eps (llama.cpp)
     scale = (dn + dr) ** -0.5
     s = cfg.get("rope_scaling") or {}
     if v3 and s.get("rope_type", s.get("type")) == "yarn" and s.get("mscale_all_dim"):
@@ -24,7 +26,7 @@ def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
     spec = ModelSpec(family, H, 1, dr, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.norm", eps), attn_scale=scale)
-    r = rope(cfg, dr, interleaved=True)
+    r = rope(cfg, dr, interleaved=rope_interleaved)
     E = cfg.get("n_routed_experts") or 0
     first, freq = get(cfg, "first_k_dense_replace", 0), get(cfg, "moe_layer_freq", 1)
     grouped = v3 or get(cfg, "topk_method", "greedy") == "group_limited_greedy"
@@ -32,10 +34,11 @@ def _deepseek(cfg, names, family: str, v3: bool) -> ModelSpec:
         p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
         q_lora = cfg.get("q_lora_rank")
         mla = MlaSpec(a + "q_nope.weight", a + "q_pe.weight", a + "kv_c.weight", a + "kv_pe.weight",
-                      NormSpec("rms", 1e-6, a + "kv_a_layernorm.weight"),
+                      NormSpec("rms", latent_eps, a + "kv_a_layernorm.weight"),
                       [f"{a}k_absorb.{h}.weight" for h in range(H)], [f"{a}v_absorb.{h}.weight" for h in range(H)],
                       a + "q_a_proj.weight" if q_lora else None,
-                      NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None)
+                      NormSpec("rms", latent_eps, a + "q_a_layernorm.weight") if q_lora else None,
+                      dsa(i, a) if dsa is not None else None)
         L = LayerSpec(q=None, k=None, v=None, o=a + "o_proj.weight", rope=r, mla=mla)
         types = cfg.get("mlp_layer_types")           # GLM-4.7-Flash, DeepSeek-V3.2: "dense" / "sparse" per layer
         if E and (types[i] == "sparse" if types is not None else i >= first and i % freq == 0):
