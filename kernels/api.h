@@ -193,6 +193,9 @@ typedef struct {
     int32_t norm_mode;
     /* the scan's form for a prompt: 0 chosen by T (kernels/deltanet.c), 1 recurrent (a token at a time), 2 chunked */
     int32_t scan;
+    /* issue 30, the hybrid group: Gated DeltaNet's beta = beta_scale sigmoid(b) (OLMo Hybrid's allow_neg_eigval: 2,
+     * eigenvalues of the transition in [-1, 1]); 0 or 1: sigmoid(b) */
+    float beta_scale;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,

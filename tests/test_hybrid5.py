@@ -23,6 +23,8 @@ import pytest
 
 import petit
 from petit.generation.session import Params, Session
+from petit.models.ssm import Mamba
+from petit.native import ffi
 
 from test_plan import CHUNKS, FRESH, _run
 
@@ -258,3 +260,80 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
     # the float64 reference models the file too (the whole-head rotation on pairs)
     assert _scaled(Reference(tmp_path / "m.petit").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+
+
+def test_olmo_hybrid_reads_its_layout():
+    """The Hub's names (attention_layer_norm, feedforward_layer_norm, q / k / v_conv1d: transformers renames them when
+    it loads) joined and renamed when read; beta doubled (allow_neg_eigval); the attention layer post-normed with
+    its q / k norms over the whole projection and no RoPE (rope_theta null)."""
+    cfg = _config("olmo_hybrid")
+    assert cfg["rope_parameters"]["rope_theta"] is None
+    model = _load(FOLDERS["olmo_hybrid"])
+    net = model.net
+    assert model.config.use_rope is False and net.layers[1].rope is None
+    assert [L.mamba is not None for L in net.layers] == [True, False, True, True]
+    assert all(L.mamba.beta_scale == 2.0 and L.mamba.eps == 1e-5 for L in net.layers if L.mamba is not None)
+    att = net.layers[1]
+    assert att.attn_norm is None and att.post_attn_norm is not None and att.post_mlp_norm is not None
+    assert not net.arch.qk_norm_per_head
+
+
+def test_olmo_hybrid_without_neg_eigval_or_with_rope_is_another_model(tmp_path):
+    """linear_allow_neg_eigval false (beta = sigmoid(b)) and a rope_theta each change the logits."""
+    ref = np.load(FOLDERS["olmo_hybrid"] / "reference.npz")
+    base = _load(FOLDERS["olmo_hybrid"]).logits(ref["input_ids"])
+    for change in ({"linear_allow_neg_eigval": False}, {"rope_parameters": {"rope_type": "default",
+                                                                            "rope_theta": 10000.0}}):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        shutil.copytree(FOLDERS["olmo_hybrid"], d)
+        (d / "config.json").write_text(json.dumps(dict(_config("olmo_hybrid"), **change)))
+        assert rel_err(_load(d).logits(ref["input_ids"]), base).max() > 1e-2, change
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"linear_num_value_heads": 8}, "linear_num_key_heads 4 differs from linear_num_value_heads 8"),
+    ({"attention_bias": True}, "attention_bias true is not supported by the olmo_hybrid family"),
+    ({"layer_types": ["linear_attention"] * 3}, "layer_types must list 4 values"),
+])
+def test_olmo_hybrid_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["olmo_hybrid"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("olmo_hybrid"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("T", [1, 7, 19])
+def test_the_delta_rules_beta_scale_against_float64(T):
+    """kernels/deltanet.c with pt_mamba.beta_scale 2 (OLMo Hybrid) at odd sizes, both scan forms, carried across
+    calls, against test_ssm's float64 Gated DeltaNet with beta doubled."""
+    from petit.native import Weight
+
+    from test_ssm import _deltanet_f64
+    rng = np.random.default_rng(T)
+    D, Hk, Hv, dk, dv, K = 24, 3, 3, 5, 7, 3
+    kd, vd = Hk * dk, Hv * dv
+    cw = 2 * kd + vd
+    p = {"in_proj": rng.normal(0, 0.4, (2 * kd + 2 * vd + 2 * Hv, D)), "conv_w": rng.normal(0, 0.5, (cw, K)),
+         "A": -np.exp(rng.uniform(-1, 1, Hv)), "dt_bias": rng.normal(0, 0.5, Hv), "norm_w": rng.normal(1, 0.2, dv),
+         "out_proj": rng.normal(0, 0.4, (D, vd))}
+    x = rng.normal(0, 1, (2 * T, D))
+
+    def f32(a):
+        a = np.ascontiguousarray(a, np.float32)
+        return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
+    for scan in ("recurrent", "chunked"):
+        m = Mamba(f32(p["in_proj"]), p["conv_w"].astype(np.float32), None, None, None,
+                  p["dt_bias"].astype(np.float32), p["A"].astype(np.float32), np.zeros(Hv, np.float32),
+                  f32(p["out_proj"]), dk, K, 1, eps=1e-5, version=4, n_heads=Hv, n_groups=Hk,
+                  norm_w=p["norm_w"].astype(np.float32), beta_scale=2.0, scan=scan)
+        conv = np.zeros(m.state_shapes[0], np.float32)
+        S = np.zeros(m.state_shapes[1], np.float32)
+        c64, S64 = conv.astype(np.float64), S.astype(np.float64)
+        for part in (x[:T], x[T:]):                         # two calls: the state carried
+            y = np.zeros((T, D), np.float32)
+            xs = np.ascontiguousarray(part, np.float32)
+            assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
+                         ffi.cast("float *", ffi.from_buffer(S)), ffi.cast("float *", ffi.from_buffer(y))) == 0
+            want, c64, S64 = _deltanet_f64(dict(p, beta_scale=2.0), part, c64, S64, Hk, Hv, dk, dv, 1e-5)
+            np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=scan)

@@ -74,7 +74,7 @@ class Forward:
         k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
         of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
         q, k = q[:, of], k[:, of]
-        beta = 0.5 + 0.5 * np.tanh(0.5 * b)
+        beta = (0.5 + 0.5 * np.tanh(0.5 * b)) * m.beta_scale
         g = -np.exp(self.w(m.A_log)) * np.logaddexp(0.0, a + self.w(m.dt_bias))
         S, o = np.zeros((m.n_v, m.dk, m.dv)), np.empty((T, m.n_v, m.dv))
         for t in range(T):

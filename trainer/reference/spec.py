@@ -193,6 +193,7 @@ class DeltaNetSpec:
     dk: int
     dv: int
     eps: float
+    beta_scale: float = 1.0              # issue 30, the hybrid group: OLMo Hybrid's allow_neg_eigval: beta x 2
 
 
 @dataclass
