@@ -188,7 +188,8 @@ typedef struct {
     float dt_min, dt_max;
     const float *norm_w;
     /* Mamba-2's gated norm, Falcon-H1's variants: over norm_groups equal groups of channels (0 or 1: all of them);
-     * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL) */
+     * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL),
+     * 3 norm then a sigmoid gate (issue 30, the hybrid group: MiniMax's lightning attention, dt clamped to 1) */
     int64_t norm_groups;
     int32_t norm_mode;
     /* the scan's form for a prompt: 0 chosen by T (kernels/deltanet.c), 1 recurrent (a token at a time), 2 chunked */

@@ -337,3 +337,80 @@ def test_the_delta_rules_beta_scale_against_float64(T):
                          ffi.cast("float *", ffi.from_buffer(S)), ffi.cast("float *", ffi.from_buffer(y))) == 0
             want, c64, S64 = _deltanet_f64(dict(p, beta_scale=2.0), part, c64, S64, Hk, Hv, dk, dv, 1e-5)
             np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=scan)
+
+
+def test_minimax_runs_lightning_attention_as_the_ssd_scan():
+    """The lightning layers are Mamba-2 mixers with the time step clamped to 1, A = -slope, one group per head, no
+    D, the norm then a sigmoid gate (pt_mamba norm_mode 3); the rates are those the file holds; DeepNorm's alpha per
+    layer, the streams' norms after each add (the next layer's input_layernorm after the MoE's)."""
+    cfg = _config("minimax")
+    net = _load(FOLDERS["minimax"]).net
+    kinds = ["linear_attention" if L.mamba is not None else "full_attention" for L in net.layers]
+    assert kinds == cfg["layer_types"] == ["full_attention", "linear_attention"] * 2
+    for i, L in enumerate(net.layers):
+        assert L.resid_alpha == (1.68, 1.68) and L.resid_attn_norm is not None
+        assert (L.resid_mlp_norm is None) == (i == 3)
+        if L.mamba is not None:
+            m = L.mamba
+            assert (m.dt_min, m.dt_max, m.norm_mode, m.n_groups, m.n_heads) == (1.0, 1.0, 3, 4, 4)
+            assert not m.D.any() and np.allclose(-m.A, petit.models.minimax.slopes(net_cfg := _load(
+                FOLDERS["minimax"]).config, i)) and net_cfg.block_size == 16
+    assert net.embed_norm is not None
+
+
+def test_minimax_lightning_against_float64_at_odd_sizes():
+    """The mixer (kernels/ssm.c, its SSD scan in both forms) against the lightning recurrence in float64 over
+    odd sizes, carried across two calls."""
+    from petit.native import Weight
+    for T, H, hd, D in ((1, 3, 5, 12), (7, 2, 9, 20), (19, 5, 3, 16)):
+        rng = np.random.default_rng(T)
+        di = H * hd
+        Wq = rng.normal(0, 0.5, (3 * di, D))              # rows [q_h | k_h | v_h] per head, as qkv_proj's
+        Wg, Wo, nw = rng.normal(0, 0.5, (di, D)), rng.normal(0, 0.5, (D, di)), rng.normal(1, 0.2, di)
+        s = rng.uniform(0.05, 0.9, H)
+        w = Wq.reshape(H, 3, hd, D)
+        inp = np.concatenate([Wg, w[:, 2].reshape(-1, D), w[:, 1].reshape(-1, D), w[:, 0].reshape(-1, D),
+                              np.zeros((H, D))]).astype(np.float32)
+
+        def f32(a):
+            a = np.ascontiguousarray(a, np.float32)
+            return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
+        conv_w = np.zeros((3 * di, 2), np.float32)
+        conv_w[:, 1] = 1
+        x = rng.normal(0, 1, (2 * T, D))
+        for scan in ("recurrent", "chunked"):
+            m = Mamba(f32(inp), conv_w, None, None, None, np.zeros(H, np.float32), -s.astype(np.float32),
+                      np.zeros(H, np.float32), f32(Wo), hd, 2, 1, eps=1e-6, version=2, n_heads=H, n_groups=H,
+                      norm_w=nw.astype(np.float32), dt_min=1.0, dt_max=1.0, norm_mode=3, scan=scan)
+            conv = np.zeros(m.state_shapes[0], np.float32)
+            st = np.zeros(m.state_shapes[1], np.float32)
+            S = np.zeros((H, hd, hd))
+            for part in (x[:T], x[T:]):
+                y = np.zeros((T, D), np.float32)
+                xs = np.ascontiguousarray(part, np.float32)
+                assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
+                             ffi.cast("float *", ffi.from_buffer(st)), ffi.cast("float *", ffi.from_buffer(y))) == 0
+                qkv = part @ Wq.T
+                qkv = (qkv / (1 + np.exp(-qkv))).reshape(T, H, 3, hd)
+                o = np.empty((T, H, hd))
+                for t in range(T):
+                    S = np.exp(-s)[:, None, None] * S + qkv[t, :, 1, :, None] * qkv[t, :, 2, None, :]
+                    o[t] = np.einsum("hi,hij->hj", qkv[t, :, 0], S)
+                o = o.reshape(T, di)
+                o = o / np.sqrt((o * o).mean(-1, keepdims=True) + 1e-6) * nw
+                g = part @ Wg.T
+                want = (o / (1 + np.exp(-g))) @ Wo.T
+                np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=f"{scan} {T}")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["full_attention"] * 3}, "layer_types must list 4 values"),
+    ({"mlp_alpha_factor": "big"}, "mlp_alpha_factor must be a number"),
+    ({"hidden_act": "xielu"}, "hidden_act 'xielu' is not supported by the minimax family"),
+])
+def test_minimax_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["minimax"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("minimax"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")

@@ -27,6 +27,7 @@ FOLDERS = {**{c: FIX / c for c in ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral",
 HYBRIDS = {"jamba": FIX.parent / "hf_ssm" / "jamba", "granitemoehybrid": FIX.parent / "hf_ssm" / "granitemoehybrid",
            "qwen3_next": FIX.parent / "hf_hybrid" / "qwen3_next"}
 CASES = list(FOLDERS)
+RECURRENT = {"minimax"}          # issue 30, the hybrid group: experts beside a recurrent state
 # The rule for every family with experts (issue 30). A router flip on a tiny random fixture (a near-tie tipped by
 # the rounding) sends a token to other experts, so no per-position bound can hold there; the router matrices stay
 # float (routers_stay_float below) and:
@@ -139,7 +140,12 @@ def test_a_decode_step_multiplies_only_the_chosen_experts(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_plan_gives_the_oracles_bits_and_decode_gives_the_prefills(case):
+def test_the_plan_gives_the_oracles_bits_and_decode_gives_the_prefills(case, monkeypatch):
+    if case in RECURRENT:
+        # a recurrent state (issue 30's minimax): the prompt's scan in its recurrent form, the decode's arithmetic; the
+        # chunked form's last-bit differences flip q8_0's int8 roundings (tests/test_ssm.py says the same of
+        # qwen3_next_dense): minimax's decode then left its chunked prefill by 0.027 of the range from position 23
+        monkeypatch.setenv("PETIT_SCAN", "recurrent")
     ids, _ = _ref(case)
     m = petit.load(FOLDERS[case], weights="q8_0")
     out_plan, out_oracle = np.empty((len(ids), m.vocab_size), np.float32), np.empty((len(ids), m.vocab_size),

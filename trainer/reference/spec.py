@@ -93,6 +93,8 @@ class LayerSpec:
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
     shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
+    resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
+    lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
 
 
 @dataclass
@@ -223,3 +225,18 @@ class SharedSpec:
     scale: float
     rope: "RopeSpec | None" = None
     adapters: dict = field(default_factory=dict)     # {"q": (A, B), "k": ..., "v": ..., "gate": (A, B), "up": (A, B)}
+
+
+@dataclass
+class LightningSpec:
+    """Issue 30, the hybrid group: MiniMax's lightning attention as a `.petit` file stores it: in_proj rows
+    [output_gate | v | k | q | (unused)] (Petit's join of qkv_proj's per-head [q_h | k_h | v_h] and output_gate);
+    q, k, v = silu(.); per head S = exp(-slope_h) S + k_h^T v_h, o_h = q_h S; RMSNorm over all heads (eps) with `norm`,
+    times sigmoid(gate); out_proj."""
+    in_proj: str
+    norm: str
+    out_proj: str
+    slopes: list
+    n_heads: int
+    head_dim: int
+    eps: float
