@@ -241,7 +241,8 @@ typedef struct {
     float dt_min, dt_max;
     const float *norm_w;
     /* Mamba-2's gated norm, Falcon-H1's variants: over norm_groups equal groups of channels (0 or 1: all of them);
-     * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL) */
+     * norm_mode 0 gate then norm, 1 norm then gate (norm_before_gate), 2 the gate alone (no norm, norm_w NULL),
+     * 3 norm then a sigmoid gate (issue 30, the hybrid group: MiniMax's lightning attention, dt clamped to 1) */
     int64_t norm_groups;
     int32_t norm_mode;
     /* the scan's form for a prompt: 0 chosen by T (kernels/deltanet.c), 1 recurrent (a token at a time), 2 chunked */
@@ -251,6 +252,9 @@ typedef struct {
      * block-diagonal gates lru_wx, lru_wa [n_heads][head_dim][head_dim] (in x out) and biases lru_bx, lru_ba [W],
      * lru_c its recurrent_param [W]; out_proj (+ out_b [hidden]); the ssm state [W + 1] (h, a started flag) */
     const float *in_b, *out_b, *lru_wx, *lru_bx, *lru_wa, *lru_ba, *lru_c;
+    /* issue 30, the hybrid group: Gated DeltaNet's beta = beta_scale sigmoid(b) (OLMo Hybrid's allow_neg_eigval: 2,
+     * eigenvalues of the transition in [-1, 1]); 0 or 1: sigmoid(b) */
+    float beta_scale;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,

@@ -1,6 +1,6 @@
 /* Qwen3-Next's Gated DeltaNet (pt_mamba version 4): the delta rule of each value head over the tokens of one call,
  * after kernels/ssm.c has run in_proj and the causal conv. Per value head h, its key head kh = h / (Hv / Hk) gives q
- * and k (l2-normed, q times dk^-1/2), beta = sigmoid(b), the log decay g = A softplus(a + dt_bias); S [dk][dv] decays
+ * and k (l2-normed, q times dk^-1/2), beta = sigmoid(b) (times beta_scale when set), the log decay g = A softplus(a + dt_bias); S [dk][dv] decays
  * by e^g, takes the delta rule's correction k (beta (v - S^T k))^T, and o = S^T q is RMS-normed with norm_w, times
  * silu(z).
  *
@@ -46,6 +46,7 @@ static void delta_prep(const delta_job *j, int64_t t, int64_t h, float *q, float
         k[i] *= rk;
     }
     *beta = 1.0f / (1.0f + expf(-row[2 * kd + 2 * vd + h]));
+    if (m->beta_scale > 0.0f) *beta *= m->beta_scale;      /* OLMo Hybrid: 2 sigmoid(b) */
     *g = m->A[h] * softplus_f(row[2 * kd + 2 * vd + Hv + h] + m->dt_bias[h]);
 }
 

@@ -113,7 +113,7 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
     const int64_t di = m->d_inner, H = m->n_heads, N = m->d_state, G = m->n_groups;
     const int64_t cw = di + 2 * G * N, row = di + cw + H;
     if (T < 1 || T > m->cap || H < 1 || G < 1 || H % G || m->head_dim * H != di || m->in_proj->rows != row) return -1;
-    if (m->norm_mode < 0 || m->norm_mode > 2 || (m->norm_mode != 2 && !m->norm_w) ||
+    if (m->norm_mode < 0 || m->norm_mode > 3 || (m->norm_mode != 2 && !m->norm_w) ||
         (m->norm_groups > 1 && di % m->norm_groups))
         return -1;
     const pt_tensor *W[1] = {m->in_proj};
@@ -138,7 +138,7 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
     for (int64_t t = 0; t < T; t++) {
         float *yt = m->y + t * di;
         const float *z = m->xz + t * row;
-        if (m->norm_mode != 1)
+        if (m->norm_mode == 0 || m->norm_mode == 2)
             for (int64_t d = 0; d < di; d++) yt[d] *= silu_f(z[d]);
         if (m->norm_mode == 2) continue;
         for (int64_t g = 0; g < ng; g++) {
@@ -149,6 +149,8 @@ static int mamba2_locked(const pt_mamba *m, const float *x, int64_t T, float *co
         }
         if (m->norm_mode == 1)
             for (int64_t d = 0; d < di; d++) yt[d] *= silu_f(z[d]);
+        if (m->norm_mode == 3)             /* MiniMax's lightning attention: norm, then sigmoid(gate) */
+            for (int64_t d = 0; d < di; d++) yt[d] *= 1.0f / (1.0f + expf(-z[d]));
     }
     W[0] = m->out_proj;
     y[0] = out;

@@ -49,6 +49,9 @@ AGREEMENT_FLOOR[("zamba2", "q4_0")] = 0.25
 # deepseek_v2_lite 0.70, held by test_moe.py's 0.90); q8_0 keeps the shared bound (0.052)
 # minicpm (tied, its embeddings x 12 and logits / 4) at q4_0: 0.62 at one position of 35 (the next 0.39, mean 0.22)
 WORST_BOUND = {("youtu", "q4_0"): 0.80, ("minicpm", "q4_0"): 0.70}
+# issue 30, the hybrid group: olmo_hybrid at q4_0 0.67 at one position of 35 (the next 0.58, mean 0.33; argmax
+# 0.40), three Gated DeltaNet layers in series; q8_0 keeps the shared bound (0.075)
+WORST_BOUND[("olmo_hybrid", "q4_0")] = 0.70
 
 
 def _ref(case):

@@ -23,6 +23,8 @@ import pytest
 
 import petit
 from petit.generation.session import Params, Session
+from petit.models.ssm import Mamba
+from petit.native import ffi
 
 from test_plan import CHUNKS, FRESH, _run
 
@@ -258,3 +260,157 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
     # the float64 reference models the file too (the whole-head rotation on pairs)
     assert _scaled(Reference(tmp_path / "m.petit").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+
+
+def test_olmo_hybrid_reads_its_layout():
+    """The Hub's names (attention_layer_norm, feedforward_layer_norm, q / k / v_conv1d: transformers renames them when
+    it loads) joined and renamed when read; beta doubled (allow_neg_eigval); the attention layer post-normed with
+    its q / k norms over the whole projection and no RoPE (rope_theta null)."""
+    cfg = _config("olmo_hybrid")
+    assert cfg["rope_parameters"]["rope_theta"] is None
+    model = _load(FOLDERS["olmo_hybrid"])
+    net = model.net
+    assert model.config.use_rope is False and net.layers[1].rope is None
+    assert [L.mamba is not None for L in net.layers] == [True, False, True, True]
+    assert all(L.mamba.beta_scale == 2.0 and L.mamba.eps == 1e-5 for L in net.layers if L.mamba is not None)
+    att = net.layers[1]
+    assert att.attn_norm is None and att.post_attn_norm is not None and att.post_mlp_norm is not None
+    assert not net.arch.qk_norm_per_head
+
+
+def test_olmo_hybrid_without_neg_eigval_or_with_rope_is_another_model(tmp_path):
+    """linear_allow_neg_eigval false (beta = sigmoid(b)) and a rope_theta each change the logits."""
+    ref = np.load(FOLDERS["olmo_hybrid"] / "reference.npz")
+    base = _load(FOLDERS["olmo_hybrid"]).logits(ref["input_ids"])
+    for change in ({"linear_allow_neg_eigval": False}, {"rope_parameters": {"rope_type": "default",
+                                                                            "rope_theta": 10000.0}}):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        shutil.copytree(FOLDERS["olmo_hybrid"], d)
+        (d / "config.json").write_text(json.dumps(dict(_config("olmo_hybrid"), **change)))
+        assert rel_err(_load(d).logits(ref["input_ids"]), base).max() > 1e-2, change
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"linear_num_value_heads": 8}, "linear_num_key_heads 4 differs from linear_num_value_heads 8"),
+    ({"attention_bias": True}, "attention_bias true is not supported by the olmo_hybrid family"),
+    ({"layer_types": ["linear_attention"] * 3}, "layer_types must list 4 values"),
+])
+def test_olmo_hybrid_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["olmo_hybrid"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("olmo_hybrid"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("T", [1, 7, 19])
+def test_the_delta_rules_beta_scale_against_float64(T):
+    """kernels/deltanet.c with pt_mamba.beta_scale 2 (OLMo Hybrid) at odd sizes, both scan forms, carried across
+    calls, against test_ssm's float64 Gated DeltaNet with beta doubled."""
+    from petit.native import Weight
+
+    from test_ssm import _deltanet_f64
+    rng = np.random.default_rng(T)
+    D, Hk, Hv, dk, dv, K = 24, 3, 3, 5, 7, 3
+    kd, vd = Hk * dk, Hv * dv
+    cw = 2 * kd + vd
+    p = {"in_proj": rng.normal(0, 0.4, (2 * kd + 2 * vd + 2 * Hv, D)), "conv_w": rng.normal(0, 0.5, (cw, K)),
+         "A": -np.exp(rng.uniform(-1, 1, Hv)), "dt_bias": rng.normal(0, 0.5, Hv), "norm_w": rng.normal(1, 0.2, dv),
+         "out_proj": rng.normal(0, 0.4, (D, vd))}
+    x = rng.normal(0, 1, (2 * T, D))
+
+    def f32(a):
+        a = np.ascontiguousarray(a, np.float32)
+        return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
+    for scan in ("recurrent", "chunked"):
+        m = Mamba(f32(p["in_proj"]), p["conv_w"].astype(np.float32), None, None, None,
+                  p["dt_bias"].astype(np.float32), p["A"].astype(np.float32), np.zeros(Hv, np.float32),
+                  f32(p["out_proj"]), dk, K, 1, eps=1e-5, version=4, n_heads=Hv, n_groups=Hk,
+                  norm_w=p["norm_w"].astype(np.float32), beta_scale=2.0, scan=scan)
+        conv = np.zeros(m.state_shapes[0], np.float32)
+        S = np.zeros(m.state_shapes[1], np.float32)
+        c64, S64 = conv.astype(np.float64), S.astype(np.float64)
+        for part in (x[:T], x[T:]):                         # two calls: the state carried
+            y = np.zeros((T, D), np.float32)
+            xs = np.ascontiguousarray(part, np.float32)
+            assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
+                         ffi.cast("float *", ffi.from_buffer(S)), ffi.cast("float *", ffi.from_buffer(y))) == 0
+            want, c64, S64 = _deltanet_f64(dict(p, beta_scale=2.0), part, c64, S64, Hk, Hv, dk, dv, 1e-5)
+            np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=scan)
+
+
+def test_minimax_runs_lightning_attention_as_the_ssd_scan():
+    """The lightning layers are Mamba-2 mixers with the time step clamped to 1, A = -slope, one group per head, no
+    D, the norm then a sigmoid gate (pt_mamba norm_mode 3); the rates are those the file holds; DeepNorm's alpha per
+    layer, the streams' norms after each add (the next layer's input_layernorm after the MoE's)."""
+    cfg = _config("minimax")
+    net = _load(FOLDERS["minimax"]).net
+    kinds = ["linear_attention" if L.mamba is not None else "full_attention" for L in net.layers]
+    assert kinds == cfg["layer_types"] == ["full_attention", "linear_attention"] * 2
+    for i, L in enumerate(net.layers):
+        assert L.resid_alpha == (1.68, 1.68) and L.resid_attn_norm is not None
+        assert (L.resid_mlp_norm is None) == (i == 3)
+        if L.mamba is not None:
+            m = L.mamba
+            assert (m.dt_min, m.dt_max, m.norm_mode, m.n_groups, m.n_heads) == (1.0, 1.0, 3, 4, 4)
+            assert not m.D.any() and np.allclose(-m.A, petit.models.minimax.slopes(net_cfg := _load(
+                FOLDERS["minimax"]).config, i)) and net_cfg.block_size == 16
+    assert net.embed_norm is not None
+
+
+def test_minimax_lightning_against_float64_at_odd_sizes():
+    """The mixer (kernels/ssm.c, its SSD scan in both forms) against the lightning recurrence in float64 over
+    odd sizes, carried across two calls."""
+    from petit.native import Weight
+    for T, H, hd, D in ((1, 3, 5, 12), (7, 2, 9, 20), (19, 5, 3, 16)):
+        rng = np.random.default_rng(T)
+        di = H * hd
+        Wq = rng.normal(0, 0.5, (3 * di, D))              # rows [q_h | k_h | v_h] per head, as qkv_proj's
+        Wg, Wo, nw = rng.normal(0, 0.5, (di, D)), rng.normal(0, 0.5, (D, di)), rng.normal(1, 0.2, di)
+        s = rng.uniform(0.05, 0.9, H)
+        w = Wq.reshape(H, 3, hd, D)
+        inp = np.concatenate([Wg, w[:, 2].reshape(-1, D), w[:, 1].reshape(-1, D), w[:, 0].reshape(-1, D),
+                              np.zeros((H, D))]).astype(np.float32)
+
+        def f32(a):
+            a = np.ascontiguousarray(a, np.float32)
+            return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
+        conv_w = np.zeros((3 * di, 2), np.float32)
+        conv_w[:, 1] = 1
+        x = rng.normal(0, 1, (2 * T, D))
+        for scan in ("recurrent", "chunked"):
+            m = Mamba(f32(inp), conv_w, None, None, None, np.zeros(H, np.float32), -s.astype(np.float32),
+                      np.zeros(H, np.float32), f32(Wo), hd, 2, 1, eps=1e-6, version=2, n_heads=H, n_groups=H,
+                      norm_w=nw.astype(np.float32), dt_min=1.0, dt_max=1.0, norm_mode=3, scan=scan)
+            conv = np.zeros(m.state_shapes[0], np.float32)
+            st = np.zeros(m.state_shapes[1], np.float32)
+            S = np.zeros((H, hd, hd))
+            for part in (x[:T], x[T:]):
+                y = np.zeros((T, D), np.float32)
+                xs = np.ascontiguousarray(part, np.float32)
+                assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
+                             ffi.cast("float *", ffi.from_buffer(st)), ffi.cast("float *", ffi.from_buffer(y))) == 0
+                qkv = part @ Wq.T
+                qkv = (qkv / (1 + np.exp(-qkv))).reshape(T, H, 3, hd)
+                o = np.empty((T, H, hd))
+                for t in range(T):
+                    S = np.exp(-s)[:, None, None] * S + qkv[t, :, 1, :, None] * qkv[t, :, 2, None, :]
+                    o[t] = np.einsum("hi,hij->hj", qkv[t, :, 0], S)
+                o = o.reshape(T, di)
+                o = o / np.sqrt((o * o).mean(-1, keepdims=True) + 1e-6) * nw
+                g = part @ Wg.T
+                want = (o / (1 + np.exp(-g))) @ Wo.T
+                np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max(), err_msg=f"{scan} {T}")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["full_attention"] * 3}, "layer_types must list 4 values"),
+    ({"mlp_alpha_factor": "big"}, "mlp_alpha_factor must be a number"),
+    ({"hidden_act": "xielu"}, "hidden_act 'xielu' is not supported by the minimax family"),
+])
+def test_minimax_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["minimax"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config("minimax"), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")

@@ -41,6 +41,7 @@ def _hybrid(folder) -> bool:
 HYBRIDS.update({c: FOLDERS.pop(c) for c in [c for c, p in FOLDERS.items() if p.parent.name.startswith("hf5_")
                                            and _hybrid(p)]})
 CASES = list(FOLDERS)
+RECURRENT = {"minimax"}          # issue 30, the hybrid group: experts beside a recurrent state
 # The rule for every family with experts (issue 30). A router flip on a tiny random fixture (a near-tie tipped by
 # the rounding) sends a token to other experts, so no per-position bound can hold there; the router matrices stay
 # float (routers_stay_float below) and:
@@ -199,7 +200,12 @@ def test_a_decode_step_multiplies_only_the_chosen_experts(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_plan_gives_the_oracles_bits_and_decode_gives_the_prefills(case):
+def test_the_plan_gives_the_oracles_bits_and_decode_gives_the_prefills(case, monkeypatch):
+    if case in RECURRENT:
+        # a recurrent state (issue 30's minimax): the prompt's scan in its recurrent form, the decode's arithmetic; the
+        # chunked form's last-bit differences flip q8_0's int8 roundings (tests/test_ssm.py says the same of
+        # qwen3_next_dense): minimax's decode then left its chunked prefill by 0.027 of the range from position 23
+        monkeypatch.setenv("PETIT_SCAN", "recurrent")
     ids, _ = _ref(case)
     m = petit.load(FOLDERS[case], weights="q8_0")
     out_plan, out_oracle = np.empty((len(ids), m.vocab_size), np.float32), np.empty((len(ids), m.vocab_size),

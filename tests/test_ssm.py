@@ -284,7 +284,7 @@ def _deltanet_f64(p, x, conv, S, Hk, Hv, dk, dv, eps):
     k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
     rep = Hv // Hk
     q, k = np.repeat(q, rep, axis=1), np.repeat(k, rep, axis=1)
-    beta = 1 / (1 + np.exp(-b))
+    beta = 1 / (1 + np.exp(-b)) * p.get("beta_scale", 1.0)      # OLMo Hybrid: 2 (tests/test_hybrid5.py)
     g = p["A"] * np.logaddexp(0, a + p["dt_bias"])
     o = np.empty((T, Hv, dv))
     for t in range(T):

@@ -43,7 +43,8 @@ WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h",
-                "nemotron_h_moe"}         # issue 30, the moe_b group: Nemotron-H with expert blocks (no RoPE either)
+                "nemotron_h_moe",         # issue 30, the moe_b group: Nemotron-H with expert blocks (no RoPE either)
+                "olmo_hybrid"}      # issue 30, the hybrid group: OLMo Hybrid's released configs (rope_theta null)
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -107,8 +108,8 @@ def test_a_correct_engine_passes(files, case, weights):
     r = verify(path, n=2, reference=ref)
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
-    per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5,
-                 "bamba": 5, "zamba2": 2}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
+    per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5, "bamba": 5, "zamba2": 2,
+                 "olmo_hybrid": 5}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
     assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]

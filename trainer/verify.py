@@ -394,10 +394,12 @@ def check_matrices(model, ref) -> dict:
             if a is not None and b is not None:
                 pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
         if L.mamba is not None or S.mamba is not None or S.mamba2 is not None or S.short_conv is not None or \
-                S.deltanet is not None or S.rglru is not None:
-            a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv or S.deltanet or S.rglru
+                S.deltanet is not None or S.rglru is not None or S.lightning is not None:   # issue 30: Griffin, MiniMax
+            a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv or S.deltanet or S.rglru or S.lightning
             pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",
                                                                                  "out_proj")]
+        if getattr(L, "shared", None) is not None or getattr(S, "shared", None) is not None:
+            pairs += _shared_pairs(L.shared, S.shared)          # issue 30: Zamba's shared blocks, per use
     pairs += getattr(net, "named_matrices", list)()     # issue 30, the gemma group: Gemma 3n's other matrices
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
@@ -506,3 +508,19 @@ def run_verify(args) -> int:
         return 2
     print(json.dumps(r, ensure_ascii=False) if args.json else _report(r))
     return 0 if r["pass"] else 1
+
+
+def _shared_pairs(a, b) -> list:
+    """Issue 30, the hybrid group: a Zamba2 use's matrices (petit/models/shared_block.py) and the reference's names
+    (spec.SharedSpec): the block's, its linear and its adapters."""
+    if a is None or b is None:
+        return [(a and a.linear, b and b.linear)]
+    at = a.block.attn
+    pairs = [(at.q, b.q), (at.k, b.k), (at.v, b.v), (at.o, b.o), (at.gate, b.gate), (at.up, b.up), (at.down, b.down),
+             (a.linear, b.linear)]
+    for n in ("q", "k", "v"):
+        A, B = b.adapters.get(n, (None, None))
+        pairs += [(getattr(a, n + "_a"), A), (getattr(a, n + "_b"), B)]
+    pairs += [(a.mlp_a, b.adapters.get("gate", (None,))[0]), (a.gate_b, b.adapters.get("gate", (None, None))[1]),
+              (a.up_b, b.adapters.get("up", (None, None))[1])]
+    return pairs

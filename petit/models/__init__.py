@@ -20,9 +20,9 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
 from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
-                          gemma3n, gemma3n_text, glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax_m2,
-                          ministral3, mistral3, phimoe, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, solar_open,
-                          zamba2)
+                          gemma3n, gemma3n_text, glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax,
+                          minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
+                          recurrent_gemma, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -138,6 +138,8 @@ MODEL_TYPES = {
     "deepseek_v32": deepseek_v32,
     "glm_moe_dsa": glm_moe_dsa,
     "minicpm3": minicpm3,
+    "olmo_hybrid": olmo_hybrid,
+    "minimax": minimax,
 }
 
 

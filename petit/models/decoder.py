@@ -98,6 +98,9 @@ class Layer:
     # issue 30, the hybrid group: Zamba's shared transformer block, run before this layer's mixer on the residual
     # stream beside the original embeddings; its output (through the use's own linear) is added to the mixer's input
     shared: SharedUse | None = None
+    # issue 30, the hybrid group: MiniMax's DeepNorm, resid = alpha resid + the sublayer's output (attention or mixer,
+    # then the MLP): (alpha of the first, alpha of the second)
+    resid_alpha: tuple = (1.0, 1.0)
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -407,13 +410,15 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
                 at = 0
-                direct = arch.residual_scale == 1.0
+                direct = arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0
                 slot = i if layer.state_slot is None else layer.state_slot
                 for n, _, cache, _ in runs:
                     rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[slot], cache.v_ptr[slot],
                                           (buf["resid"] if direct else buf["branch"]) + at * D, direct)
                     at += n
-                if not direct:                  # Granite's residual_multiplier
+                if not direct:                  # Granite's residual_multiplier, MiniMax's alpha
+                    if layer.resid_alpha[0] != 1.0:
+                        lib.pt_axpy(buf["resid"], layer.resid_alpha[0] - 1.0, buf["resid"], T * D)
                     lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
                 if rc:
                     raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, -1)})")
@@ -432,6 +437,7 @@ class Decoder:
             elif layer.mla is not None:
                 attn_rc, seq, att = self._mla(i, layer, attn_in, runs, T, scratch, tables, scale)
                 rc |= attn_rc
+                self._alpha(layer.resid_alpha[0], T, scratch)
                 rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
@@ -440,6 +446,7 @@ class Decoder:
                     rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
+                self._alpha(layer.resid_alpha[0], T, scratch)
                 rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
             if layer.resid_attn_norm is not None:
                 rc |= layer.resid_attn_norm(buf["resid"], T, D, buf["resid"])
@@ -454,11 +461,13 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe is not None:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
+                self._alpha(layer.resid_alpha[1], T, scratch)
                 rc |= self._add_branch(layer.post_mlp_norm, T, scratch)
             else:
                 rc |= self._mlp(layer, mlp_in, T, F, scratch)
                 if layer.down_norm is not None:
                     rc |= layer.down_norm(buf["mlp_hidden"], T, F, buf["mlp_hidden"])
+                self._alpha(layer.resid_alpha[1], T, scratch)
                 rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
             if layer.resid_mlp_norm is not None:
                 rc |= layer.resid_mlp_norm(buf["resid"], T, D, buf["resid"])
@@ -660,6 +669,11 @@ class Decoder:
             return rc | lib.pt_param_act(layer.mlp_act[0], buf["mlp_hidden"], T * F, layer.param_ptr("act"))
         return rc | lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, act)
 
+    def _alpha(self, alpha: float, T, scratch) -> None:
+        """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1)."""
+        if alpha != 1.0:
+            lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
+
     def _residual(self, W: Weight, b: Vec | None, post: Norm | None, inp, T, scratch) -> int:
         """resid += residual_scale * post(W inp + b): the product adds straight into resid when nothing sits
         between, else it goes through buf["branch"]."""
@@ -720,10 +734,11 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:
                 slot = layer.state_slot
-                if arch.residual_scale == 1.0:
+                if arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0:
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True, slot=slot)
-                else:                           # Granite's residual_multiplier
+                else:                           # Granite's residual_multiplier, MiniMax's alpha
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"], slot=slot)
+                    self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
                     plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)
                 if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only
                     continue
@@ -744,6 +759,7 @@ class Decoder:
                         plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
+                self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
                 self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
             if layer.resid_attn_norm is not None:
                 plan.norm(i, layer.resid_attn_norm, buf["resid"], 1, D, buf["resid"])
@@ -756,11 +772,13 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe is not None:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
+                self._plan_alpha(plan, i, layer.resid_alpha[1], buf)
                 self._plan_add_branch(plan, i, layer.post_mlp_norm, buf)
             else:
                 self._plan_mlp(plan, i, layer, mlp_in, buf)
                 if layer.down_norm is not None:
                     plan.norm(i, layer.down_norm, buf["mlp_hidden"], 1, arch.intermediate_size, buf["mlp_hidden"])
+                self._plan_alpha(plan, i, layer.resid_alpha[1], buf)
                 self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
@@ -872,6 +890,10 @@ class Decoder:
             plan.param_act(i, layer.mlp_act[0], buf["mlp_hidden"], F, layer.mlp_act[1])
             return
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
+
+    def _plan_alpha(self, plan: Plan, i, alpha: float, buf) -> None:
+        if alpha != 1.0:
+            plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)
 
     def _plan_residual(self, plan: Plan, i, W: Weight, b: Vec | None, post: Norm | None, inp, buf) -> None:
         arch, D = self.arch, self.arch.hidden_size

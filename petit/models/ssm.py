@@ -64,6 +64,7 @@ class Mamba:
     in_b: np.ndarray | None = None
     out_b: np.ndarray | None = None
     rglru: tuple | None = None
+    beta_scale: float = 0.0             # issue 30, the hybrid group: Gated DeltaNet's beta x this (OLMo Hybrid: 2)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -131,6 +132,7 @@ class Mamba:
         m.norm_w = vec(self.norm_w) if self.norm_w is not None else ffi.NULL
         m.norm_groups, m.norm_mode = self.norm_groups, self.norm_mode
         m.scan = scan_mode(self.scan)
+        m.beta_scale = self.beta_scale
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL

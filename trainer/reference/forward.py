@@ -74,7 +74,7 @@ class Forward:
         k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
         of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
         q, k = q[:, of], k[:, of]
-        beta = 0.5 + 0.5 * np.tanh(0.5 * b)
+        beta = (0.5 + 0.5 * np.tanh(0.5 * b)) * m.beta_scale
         g = -np.exp(self.w(m.A_log)) * np.logaddexp(0.0, a + self.w(m.dt_bias))
         S, o = np.zeros((m.n_v, m.dk, m.dv)), np.empty((T, m.n_v, m.dv))
         for t in range(T):
@@ -280,6 +280,21 @@ class Forward:
             out = out + y
         return self.norm(out, L.post_mlp_norm)
 
+    def lightning(self, m, h):
+        """Issue 30, the hybrid group: MiniMax's lightning attention (spec.LightningSpec), token by token."""
+        T, H, hd = h.shape[0], m.n_heads, m.head_dim
+        di = H * hd
+        zx = self.mm(h, m.in_proj)
+        silu = lambda a: a * (0.5 + 0.5 * np.tanh(0.5 * a))          # noqa: E731
+        v, k, q = (silu(zx[:, j * di:(j + 1) * di]).reshape(T, H, hd) for j in (1, 2, 3))
+        lam = np.exp(-np.asarray(m.slopes, np.float64))
+        S, o = np.zeros((H, hd, hd)), np.empty((T, H, hd))
+        for t in range(T):
+            S = lam[:, None, None] * S + k[t][:, :, None] * v[t][:, None, :]
+            o[t] = np.einsum("hi,hij->hj", q[t], S)
+        o = ops.norm(o.reshape(T, di), "rms", m.eps, self.w(m.norm), None)
+        return self.mm(o * (0.5 + 0.5 * np.tanh(0.5 * zx[:, :di])), m.out_proj)
+
     def shared(self, S, x, e0):
         """Issue 30, the hybrid group: one use of Zamba2's shared block (spec.SharedSpec)."""
         s, T = self.spec, x.shape[0]
@@ -356,6 +371,11 @@ class Forward:
         rs = s.residual_scale
         e0 = x                                        # Zamba's shared blocks read the embeddings beside x
         for L in s.layers:
+            if L.lightning is not None:               # MiniMax: post-norms on the stream, x = alpha x + beta f(x)
+                x = self.norm(L.resid_alpha[0] * x + rs * self.lightning(L.lightning, self.norm(x, L.attn_norm)),
+                              L.resid_attn_norm)
+                x = self.norm(L.resid_alpha[1] * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+                continue
             if L.shared is not None:                  # Zamba: the mixer reads norm(x + the shared block's output)
                 x = x + rs * self.mamba2(L, self.norm(x + self.shared(L.shared, x, e0), L.attn_norm))
                 continue
@@ -394,8 +414,8 @@ class Forward:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
-                x = self.norm(x + rs * self.attention(L, h), L.resid_attn_norm)
-                x = self.norm(x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+                x = self.norm(L.resid_alpha[0] * x + rs * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(L.resid_alpha[1] * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
         y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)

@@ -97,6 +97,8 @@ class LayerSpec:
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
     shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
+    resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
+    lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
 
 
 @dataclass
@@ -219,6 +221,7 @@ class DeltaNetSpec:
     dk: int
     dv: int
     eps: float
+    beta_scale: float = 1.0              # issue 30, the hybrid group: OLMo Hybrid's allow_neg_eigval: beta x 2
 
 
 @dataclass
@@ -270,3 +273,18 @@ class RglruSpec:
     out_proj: str
     out_b: str
     heads: int
+
+
+@dataclass
+class LightningSpec:
+    """Issue 30, the hybrid group: MiniMax's lightning attention as a `.petit` file stores it: in_proj rows
+    [output_gate | v | k | q | (unused)] (Petit's join of qkv_proj's per-head [q_h | k_h | v_h] and output_gate);
+    q, k, v = silu(.); per head S = exp(-slope_h) S + k_h^T v_h, o_h = q_h S; RMSNorm over all heads (eps) with `norm`,
+    times sigmoid(gate); out_proj."""
+    in_proj: str
+    norm: str
+    out_proj: str
+    slopes: list
+    n_heads: int
+    head_dim: int
+    eps: float

@@ -3,9 +3,14 @@ transformers 5.25 modeling file: bamba (Mamba-2 mixers and attention layers by a
 half of each head, a SwiGLU feed_forward after pre_ff_layernorm in every layer, the gated norm per group), zamba2
 (a Mamba-2 mixer in every layer; in hybrid layers its input is the norm of x plus a shared transformer block's
 output, the block reading [x | embeddings], its weights those of the first layer using it, adapters per use).
+olmo_hybrid (Qwen3-Next's Gated DeltaNet with beta doubled by linear_allow_neg_eigval and an o_norm of eps 1e-5,
+pre-norm; OLMo 2's attention layers with post-norms and q / k norms over the whole projection, RoPE unless use_rope
+is false), minimax (DeepNorm's x = alpha x + beta f(x) between norms of the stream itself, lightning attention with
+its per-head decay computed from the layer's place, softmax attention, Mixtral's experts; beta folded into the output
+matrices as Petit stores them).
 Names are those a `.petit` file stores (Petit's split of the fused gate_up_proj into .gate / .up)."""
 from trainer.reference.families.common import activation, get, heads, rms, rope
-from trainer.reference.spec import LayerSpec, Mamba2Spec, ModelSpec, SharedSpec
+from trainer.reference.spec import DeltaNetSpec, LayerSpec, LightningSpec, Mamba2Spec, ModelSpec, MoeSpec, SharedSpec
 
 
 def _limit(cfg) -> tuple:
@@ -89,4 +94,73 @@ def zamba2(cfg, names):
     return spec
 
 
-FAMILIES = {"bamba": bamba, "zamba2": zamba2}
+def olmo_hybrid(cfg, names):
+    H = cfg["num_attention_heads"]
+    KV, hd = get(cfg, "num_key_value_heads", H), get(cfg, "head_dim", cfg["hidden_size"] // H)
+    eps = get(cfg, "rms_norm_eps", 1e-6)
+    spec = ModelSpec("olmo_hybrid", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.norm", eps), act=activation(cfg, "hidden_act", "silu"))
+    r = rope(cfg, hd) if get(cfg, "use_rope", True) else None
+    nv = get(cfg, "linear_num_value_heads", H)
+    dk = get(cfg, "linear_key_head_dim", int(0.75 * cfg["hidden_size"] / get(cfg, "linear_num_key_heads", H)))
+    dv = get(cfg, "linear_value_head_dim", 2 * dk)
+    for i, kind in enumerate(cfg["layer_types"]):
+        p = f"model.layers.{i}."
+        mlp = {n: f"{p}mlp.{n}_proj.weight" for n in ("gate", "up", "down")}
+        if kind == "linear_attention":
+            a = p + "linear_attn."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **mlp, deltanet=DeltaNetSpec(
+                a + "in_proj.weight", a + "conv1d.weight", a + "dt_bias", a + "A_log", a + "o_norm.weight",
+                a + "o_proj.weight", nv, nv, dk, dv, 1e-5, 2.0 if get(cfg, "linear_allow_neg_eigval", True) else 1.0))
+            L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "post_attention_layernorm", eps)
+        else:
+            a = p + "self_attn."
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
+                          rope=r, **mlp, q_norm=rms(a + "q_norm", eps), k_norm=rms(a + "k_norm", eps),
+                          qk_norm_over_heads=False, post_attn_norm=rms(p + "post_attention_layernorm", eps),
+                          post_mlp_norm=rms(p + "post_feedforward_layernorm", eps))
+        spec.layers.append(L)
+    return spec
+
+
+def minimax(cfg, names):
+    H = cfg["num_attention_heads"]
+    KV, hd = get(cfg, "num_key_value_heads", H), get(cfg, "head_dim", cfg["hidden_size"] // H)
+    eps, n = get(cfg, "rms_norm_eps", 1e-5), cfg["num_hidden_layers"]
+    spec = ModelSpec("minimax", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.norm", eps), act=activation(cfg, "hidden_act", "silu"),
+                     embed_norm=rms("model.layers.0.input_layernorm", eps))
+    r = rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 1e6)), hd)
+    E, k = get(cfg, "num_local_experts", 8), get(cfg, "num_experts_per_tok", 2)
+    mb = get(cfg, "mlp_beta_factor", 1.0)
+    w2 = "w2.scaled" if mb != 1.0 else "w2"
+    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % 2 else "linear_attention" for i in range(n)]
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        ex = [tuple(f"{p}block_sparse_moe.experts.{e}.{w}.weight" for w in ("w1", "w3", w2)) for e in range(E)]
+        moe = MoeSpec(p + "block_sparse_moe.gate.weight", ex, k, True)
+        if kind == "linear_attention":
+            beta = get(cfg, "linear_attn_beta_factor", 1.0)
+            factor = 1 - i / (n - 1 + 1e-5) + 1e-5
+            slopes = [(1 / 2 ** (8 / H)) ** (h + 1) * factor for h in range(H)]
+            L = LayerSpec(q=None, k=None, v=None, o=None, moe=moe, lightning=LightningSpec(
+                a + "in_proj.weight", a + "norm.weight", a + ("out_proj.scaled.weight" if beta != 1.0 else
+                                                              "out_proj.weight"), slopes, H, hd, 1e-6))
+            alpha = get(cfg, "linear_attn_alpha_factor", 1.0)
+        else:
+            beta = get(cfg, "full_attn_beta_factor", 1.0)
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight",
+                          o=a + ("o_proj.scaled.weight" if beta != 1.0 else "o_proj.weight"), rope=r, moe=moe,
+                          window=get(cfg, "sliding_window", 0))
+            alpha = get(cfg, "full_attn_alpha_factor", 1.0)
+        L.resid_alpha = (float(alpha), float(get(cfg, "mlp_alpha_factor", 1.0)))
+        L.resid_attn_norm = rms(p + "post_attention_layernorm", eps)
+        L.resid_mlp_norm = rms(f"model.layers.{i + 1}.input_layernorm", eps) if i + 1 < n else None
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"bamba": bamba, "zamba2": zamba2, "olmo_hybrid": olmo_hybrid, "minimax": minimax}
