@@ -198,6 +198,20 @@ typedef struct {
      * block-diagonal gates lru_wx, lru_wa [n_heads][head_dim][head_dim] (in x out) and biases lru_bx, lru_ba [W],
      * lru_c its recurrent_param [W]; out_proj (+ out_b [hidden]); the ssm state [W + 1] (h, a started flag) */
     const float *in_b, *out_b, *lru_wx, *lru_bx, *lru_wa, *lru_ba, *lru_c;
+    /* issue 30, the recur group: an RWKV-6 block (version 6, kernels/rwkv.c; hidden D, n_heads x head_dim = D):
+     * rwkv_w the time mix's receptance, key, value, gate, output and the channel mix's key [F][D], value [D][F],
+     * receptance; LayerNorms ln1, ln2 (eps) and the heads' group norm lnx (gn_eps); the token-shift lerps maa_x [D],
+     * maa [5][D] (w, k, v, r, g), cm_k, cm_r [D]; the LoRAs maa_w1 [5 E][D], maa_w2 [5][D][E], dec_w1 [DE][D],
+     * dec_w2 [D][DE]; decay [D], bonus (time_first) [D]; rwkv_halve: the stream halved after the block; ws the
+     * scratch; the conv state [2][D] (the shifts), the ssm state [H][N][N] */
+    const pt_tensor *rwkv_w[8];
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *lnx_w, *lnx_b, *maa_x, *maa, *cm_k, *cm_r;
+    const float *maa_w1, *maa_w2, *dec_w1, *dec_w2, *decay, *bonus;
+    float gn_eps;
+    int64_t rwkv_e, rwkv_de, rwkv_f;
+    int32_t rwkv_halve;
+    float rwkv_scale;         /* both sublayers' outputs times this (a Hugging Face checkpoint's rescaling) */
+    float *ws;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
@@ -210,6 +224,13 @@ int  pt_rglru(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx,
               const float *ba, const float *c, float *state, float *y);
 int  pt_rglru_ref(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,
                   const float *wa, const float *ba, const float *c, float *state, float *y);
+/* RWKV-6's WKV recurrence alone (kernels/rwkv.c), issue 30's recur group: r, k, v, w [T][H N] (w the decays in
+ * (0, 1)), u [H N] the bonus; S [H][N][N] carried; y [T][H N]. pt_wkv6 is the kernel the block runs, pt_wkv6_ref
+ * its plain scalar reference. -1 on a bad argument */
+int  pt_wkv6(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t H,
+             int64_t N, float *S, float *y);
+int  pt_wkv6_ref(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T,
+                 int64_t H, int64_t N, float *S, float *y);
 /* the gated delta rule alone (kernels/deltanet.c) over H heads and T tokens: q, k [T][H][dk] (l2-normed, q scaled),
  * v [T][H][dv], g [T][H] the log decays, beta [T][H]; S [H][dk][dv] carried in place; o [T][H][dv]. mode 0 chosen
  * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */

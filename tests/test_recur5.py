@@ -63,8 +63,9 @@ def test_the_plan_equals_the_per_op_path(case, weights):
         got, c_plan = _run(model, chunks, "f32", oracle=False)
         want, c_oracle = _run(model, chunks, "f32", oracle=True)
         assert np.isfinite(want).all() and np.array_equal(got, want), chunks
-        for a, b in zip(c_plan.k + c_plan.v, c_oracle.k + c_oracle.v, strict=True):
-            assert np.array_equal(a, b)
+        for a, b in ((c_plan.k, c_oracle.k), (c_plan.v, c_oracle.v)):
+            for x, y in zip(a, b, strict=True):      # per layer (a hybrid's: KV rows or states)
+                assert np.array_equal(x, y)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -269,3 +270,89 @@ def test_an_unknown_key_is_reported(tmp_path):
     (folder / "config.json").write_text(json.dumps(d))
     with pytest.warns(UserWarning, match="ignoring unknown key.*griffin_extra"):
         petit.load(folder, weights="f32")
+
+
+# ---- RWKV-6 ----
+
+def _wkv6_f64(r, k, v, w, u, H, N, S):
+    T = len(r)
+    y = np.empty((T, H * N))
+    for t in range(T):
+        rt, kt, vt, wt = (a[t].reshape(H, N) for a in (r, k, v, w))
+        kv = kt[:, :, None] * vt[:, None, :]
+        y[t] = np.einsum("hi,hij->hj", rt, u.reshape(H, N)[:, :, None] * kv + S).reshape(-1)
+        S = S * wt[:, :, None] + kv
+    return y, S
+
+
+@pytest.mark.parametrize("H,N,splits", [(1, 1, (3,)), (3, 5, (13,)), (2, 7, (1, 1, 9, 2)), (5, 3, (6, 1, 6)),
+                                        (1, 33, (4, 17))])
+def test_the_wkv6_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(H, N, splits):
+    rng = np.random.default_rng(H * 10 + N)
+    T, D = sum(splits), H * N
+    r, k, v = (rng.standard_normal((T, D)) for _ in range(3))
+    w = np.exp(-np.exp(rng.uniform(-6, 1, (T, D))))
+    u = rng.standard_normal(D) * 0.5
+    want, S_want = _wkv6_f64(r, k, v, w, u, H, N, np.zeros((H, N, N)))
+    up = _f(u)
+    outs = {}
+    for name, fn in (("kernel", lib.pt_wkv6), ("reference", lib.pt_wkv6_ref)):
+        S, sp = _f(np.zeros((H, N, N)))
+        got, at = [], 0
+        for n in splits:                        # the state carried from call to call
+            ins = [_f(a[at:at + n]) for a in (r, k, v, w)]
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(*(p for _, p in ins), up[1], n, H, N, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        tol = 2e-5 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=tol)
+        np.testing.assert_allclose(S, S_want, rtol=0, atol=tol)
+    np.testing.assert_allclose(outs["kernel"], outs["reference"], rtol=0, atol=1e-6 * max(1.0, np.abs(want).max()))
+    x, p = _f(np.zeros(4))
+    assert lib.pt_wkv6(p, p, p, p, p, 0, 1, 1, p, p) == -1 and lib.pt_wkv6_ref(p, p, p, p, p, 1, 0, 1, p, p) == -1
+
+
+def test_an_rwkv6_state_is_the_two_shifts_and_a_matrix_a_head():
+    folder = FOLDERS["rwkv6"]
+    cfg = json.loads((folder / "config.json").read_text())
+    m = _load(folder, "q8_0")
+    D, N = cfg["hidden_size"], cfg["head_size"]
+    assert m.net.arch.state_shapes == ((2, D), (D // N, N, N))
+    cache = m.new_cache(100)
+    assert cache.nbytes == cfg["num_hidden_layers"] * (2 * D + D * N) * 4 == m.new_cache(1000).nbytes
+    ids = np.load(folder / "reference_long.npz")["input_ids"]
+    m.forward(ids[:20].tolist(), cache)
+    cache.snapshot()
+    m.forward(ids[20:30].tolist(), cache)
+    cache.rewind(20)
+    again = m.forward(ids[20:40].tolist(), cache)
+    np.testing.assert_allclose(again, m.logits(ids[:40])[-1], rtol=0, atol=1e-5 * float(np.ptp(again)))
+
+
+def _rwkv_cfg(**kw):
+    from petit.models.rwkv6 import Rwkv6Config
+    d = json.loads((FOLDERS["rwkv6"] / "config.json").read_text())
+    d.update(kw)
+    return Rwkv6Config.from_dict(d)
+
+
+def test_rwkv6_defaults_are_the_hub_configs():
+    c = _rwkv_cfg(intermediate_size=None)
+    assert (c.intermediate_size, c.num_attention_heads, c.time_mix_extra_dim, c.time_decay_extra_dim) == \
+        (224, 4, 32, 64)
+    big = _rwkv_cfg(hidden_size=4096, attention_hidden_size=4096, num_attention_heads=None, intermediate_size=None)
+    assert (big.intermediate_size, big.time_mix_extra_dim, big.time_decay_extra_dim) == (14336, 64, 128)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(attention_hidden_size=32), "attention_hidden_size 32 != hidden_size 64 is not supported"),
+    (dict(head_size=24), "hidden_size 64 is not divisible by head_size 24"),
+    (dict(num_attention_heads=8), "num_attention_heads 8 != hidden_size / head_size"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings true is not supported"),
+    (dict(rescale_every=-1), "rescale_every must be a non-negative integer"),
+])
+def test_what_rwkv6_cannot_run_is_refused_by_name(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _rwkv_cfg(**kw)

@@ -92,6 +92,7 @@ class LayerSpec:
     attn_gate: str | None = None         # the heads' outputs times sigmoid(x attn_gate^T) before o_proj (Qwen3-Next)
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
+    rwkv6: "Rwkv6Spec | None" = None     # issue 30, recur: a whole RWKV-6 block (time and channel mixing)
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
 
 
@@ -224,3 +225,38 @@ class RglruSpec:
     out_proj: str
     out_b: str
     heads: int
+
+
+@dataclass
+class Rwkv6Spec:
+    """An RWKV-6 block as llama.cpp runs it (issue 30's recur group), the remote code's tensor layout: h = LN1(x),
+    sx = shift(h) - h; m = tanh((h + sx maa_x) maa_w1) [5, E] times maa_w2 [5, E, D]; x_i = h + sx (maa_i + m_i) for
+    w, k, v, r, g; r, k, v, g = silu(.) projections; w = exp(-exp(decay + tanh(x_w dec_w1) dec_w2)); per head
+    y = r (u k v^T + S), S = w S + k v^T; group norm per head (gn_eps) * lnx + lnx_b, times g, output; x += scale
+    out; h2 = LN2(x), token shift with cm_k / cm_r; x += scale sigmoid(C_r xr) (C_v relu(C_k xk)^2); x / 2 when
+    halve. in_proj / out_proj name receptance / output (the matrices verify compares)."""
+    in_proj: str
+    k: str
+    v: str
+    g: str
+    out_proj: str
+    ck: str
+    cv: str
+    cr: str
+    ln1: NormSpec
+    ln2: NormSpec
+    lnx_w: str
+    lnx_b: str
+    maa: tuple                           # maa_x, then w, k, v, r, g: [1, 1, D] each
+    maa_w1: str
+    maa_w2: str
+    dec_w1: str
+    dec_w2: str
+    decay: str
+    bonus: str
+    cm_k: str
+    cm_r: str
+    heads: int
+    gn_eps: float
+    scale: float
+    halve: bool
