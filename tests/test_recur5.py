@@ -356,3 +356,77 @@ def test_rwkv6_defaults_are_the_hub_configs():
 def test_what_rwkv6_cannot_run_is_refused_by_name(kw, msg):
     with pytest.raises(ValueError, match=msg):
         _rwkv_cfg(**kw)
+
+
+# ---- GGUF: llama.cpp's own conversion of the rwkv6 folder (tests/fixtures/gguf5_recur, its README says how) ----
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_recur"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = ["rwkv6"]
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_rwkv6_reads_the_converters_layout_and_does_not_rescale_twice():
+    """The file's output / value weights are already divided by 2^(layer // 2): Petit scales nothing (scale 1) but
+    halves the stream after layer 1, as llama.cpp; the folder's are not: there the outputs of layer 2 are halved."""
+    model = _gguf("rwkv6", weights="f32")
+    assert model.config.model_type == "rwkv6" and model.config.rescaled_weights
+    assert [L.mamba.rwkv["scale"] for L in model.net.layers] == [1.0, 1.0, 1.0]
+    assert [L.mamba.rwkv["halve"] for L in model.net.layers] == [False, True, False]
+    folder = petit.load(FOLDERS["rwkv6"], weights="f32")
+    assert [L.mamba.rwkv["scale"] for L in folder.net.layers] == [1.0, 1.0, 0.5]
+    a, b = model.net.layers[2].mamba.rwkv, folder.net.layers[2].mamba.rwkv
+    np.testing.assert_array_equal(a["maa"], b["maa"])
+    np.testing.assert_array_equal(a["maa_w2"], b["maa_w2"])
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5

@@ -35,6 +35,9 @@ class Rwkv6Config(ConfigMixin):
     # the LoRA widths: not in config.json; llama.cpp's converter takes 32 / 64, or 64 / 128 at hidden_size 4096
     time_mix_extra_dim: int | None = None
     time_decay_extra_dim: int | None = None
+    # Petit's key, set by the GGUF reader: the output and value weights are already divided by 2^(layer //
+    # rescale_every) (llama.cpp's converter), so their outputs are not scaled again
+    rescaled_weights: bool = False
     # transformers sets no position limit (a recurrence); Petit's default cache size
     max_position_embeddings: int = 1048576
     model_type: str = "rwkv6"
@@ -120,19 +123,35 @@ HF_NAMES = {
 }
 
 
+GGUF_NAMES = {
+    "layout": "gguf", "r": "{p}time_mix_receptance.weight", "k": "{p}time_mix_key.weight",
+    "v": "{p}time_mix_value.weight", "g": "{p}time_mix_gate.weight", "o": "{p}time_mix_output.weight",
+    "ck": "{p}channel_mix_key.weight", "cv": "{p}channel_mix_value.weight",
+    "cr": "{p}channel_mix_receptance.weight", "ln1_w": "{p}attn_norm.weight", "ln1_b": "{p}attn_norm.bias",
+    "ln2_w": "{p}attn_norm_2.weight", "ln2_b": "{p}attn_norm_2.bias", "lnx_w": "{p}time_mix_ln.weight",
+    "lnx_b": "{p}time_mix_ln.bias", "maa_x": "{p}time_mix_lerp_x.weight", "maa_fused": "{p}time_mix_lerp_fused.weight",
+    "maa_w1": "{p}time_mix_w1.weight", "maa_w2": "{p}time_mix_w2.weight", "dec_w1": "{p}time_mix_decay_w1.weight",
+    "dec_w2": "{p}time_mix_decay_w2.weight", "decay": "{p}time_mix_decay.weight", "bonus": "{p}time_mix_first.weight",
+    "cm_k": "{p}channel_mix_lerp_k.weight", "cm_r": "{p}channel_mix_lerp_r.weight",
+}
+
+
 def build(cfg: Rwkv6Config, t) -> Decoder:
     D, N, L = cfg.hidden_size, cfg.head_size, cfg.num_hidden_layers
     H, F, R, eps = D // N, cfg.intermediate_size, cfg.rescale_every, cfg.layer_norm_epsilon
-    E = t.info("rwkv.blocks.0.attention.time_maa_w1")[1][1] // 5 if t.has("rwkv.blocks.0.attention.time_maa_w1") \
-        else cfg.time_mix_extra_dim
-    DE = t.info("rwkv.blocks.0.attention.time_decay_w1")[1][1] if t.has("rwkv.blocks.0.attention.time_decay_w1") \
-        else cfg.time_decay_extra_dim
+    gguf = t.has("rwkv.blocks.0.time_mix_w1.weight")          # the GGUF reader's names (llama.cpp's layout)
+    names = GGUF_NAMES if gguf else HF_NAMES
+    w1 = names["maa_w1"].format(p="rwkv.blocks.0.")
+    E = t.info(w1)[1][0 if gguf else 1] // 5 if t.has(w1) else cfg.time_mix_extra_dim
+    d1 = names["dec_w1"].format(p="rwkv.blocks.0.")
+    DE = t.info(d1)[1][0 if gguf else 1] if t.has(d1) else cfg.time_decay_extra_dim
     embed = t.weight("rwkv.embeddings.weight", (cfg.vocab_size, D))
     ln0 = norm(t, "rwkv.blocks.0.pre_ln", D, "layer", eps, bias=True)
     layers = []
     for i in range(L):
         mixer = block(t, f"rwkv.blocks.{i}.", D, H, N, F, E, DE, eps, 1e-5 * cfg.head_size_divisor ** 2,
-                      2.0 ** -(i // R) if R else 1.0, bool(R) and (i + 1) % R == 0, HF_NAMES)
+                      2.0 ** -(i // R) if R and not cfg.rescaled_weights else 1.0, bool(R) and (i + 1) % R == 0,
+                      names)
         layers.append(Layer(q=None, k=None, v=None, o=None, mamba=mixer))
     final = norm(t, "rwkv.ln_out", D, "layer", eps, bias=True)
     head = t.weight("head.weight", (cfg.vocab_size, D))
