@@ -362,7 +362,7 @@ def test_what_rwkv6_cannot_run_is_refused_by_name(kw, msg):
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_recur"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
-GGUF_READ = ["rwkv6"]
+GGUF_READ = ["rwkv6", "rwkv7"]
 
 
 def _gguf(case, **kw):
@@ -430,3 +430,89 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+# ---- RWKV-7 ----
+
+def _wkv7_f64(r, w, k, v, a, b, H, N, S):
+    T = len(r)
+    y = np.empty((T, H * N))
+    for t in range(T):
+        rt, wt, kt, vt, at, bt = (z[t].reshape(H, N) for z in (r, w, k, v, a, b))
+        sa = np.einsum("hij,hj->hi", S, at)
+        S = S * wt[:, None, :] + vt[:, :, None] * kt[:, None, :] + sa[:, :, None] * bt[:, None, :]
+        y[t] = np.einsum("hij,hj->hi", S, rt).reshape(-1)
+    return y, S
+
+
+@pytest.mark.parametrize("H,N,splits", [(1, 1, (3,)), (3, 5, (13,)), (2, 7, (1, 1, 9, 2)), (1, 33, (4, 17)),
+                                        (2, 64, (5, 1))])
+def test_the_wkv7_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(H, N, splits):
+    rng = np.random.default_rng(H * 100 + N)
+    T, D = sum(splits), H * N
+    r, k, v = (rng.standard_normal((T, D)) for _ in range(3))
+    w = np.exp(-0.606531 / (1 + np.exp(-rng.standard_normal((T, D)))))
+    kk = rng.standard_normal((T, H, N))
+    kk = (kk / np.linalg.norm(kk, axis=-1, keepdims=True)).reshape(T, D)
+    a, b = -kk, kk * rng.uniform(0, 1, (T, D))
+    want, S_want = _wkv7_f64(r, w, k, v, a, b, H, N, np.zeros((H, N, N)))
+    outs = {}
+    for name, fn in (("kernel", lib.pt_wkv7), ("reference", lib.pt_wkv7_ref)):
+        S, sp = _f(np.zeros((H, N, N)))
+        got, at = [], 0
+        for n in splits:                        # the state carried from call to call
+            ins = [_f(z[at:at + n]) for z in (r, w, k, v, a, b)]
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(*(p for _, p in ins), n, H, N, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        tol = 5e-5 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=tol)
+        np.testing.assert_allclose(S, S_want, rtol=0, atol=tol)
+    np.testing.assert_allclose(outs["kernel"], outs["reference"], rtol=0, atol=1e-5 * max(1.0, np.abs(want).max()))
+    x, p = _f(np.zeros(4))
+    assert lib.pt_wkv7(p, p, p, p, p, p, 0, 1, 1, p, p) == -1 and lib.pt_wkv7_ref(p, p, p, p, p, p, 1, 1, 0, p, p) == -1
+
+
+def test_rwkv7_layers_share_layer_0s_values_per_sequence():
+    """v_first is per sequence: two sequences in one step each get their own (equal to running alone), and a
+    later layer's value mix really reads it (a fixture check: with it off the logits move)."""
+    folder = FOLDERS["rwkv7"]
+    m = _load(folder)
+    ids = np.load(folder / "reference_long.npz")["input_ids"]
+    a, b = m.new_cache(64), m.new_cache(64)
+    got = m.forward_batch([(ids[:20].tolist(), a), (ids[30:37].tolist(), b)])
+    np.testing.assert_allclose(got[0], m.logits(ids[:20])[-1], rtol=0, atol=1e-5 * float(np.ptp(got[0])))
+    np.testing.assert_allclose(got[1], m.logits(ids[30:37])[-1], rtol=0, atol=1e-5 * float(np.ptp(got[1])))
+    assert [L.mamba.rwkv["first"] for L in m.net.layers] == [True, False]
+    assert m.net.layers[0].mamba.rwkv["ranks"][2] == 0 and m.net.layers[1].mamba.rwkv["ranks"] == (16, 16, 16, 16)
+
+
+def _rwkv7_cfg(**kw):
+    from petit.models.rwkv7 import Rwkv7Config
+    d = json.loads((FOLDERS["rwkv7"] / "config.json").read_text())
+    d.update(kw)
+    return Rwkv7Config.from_dict(d)
+
+
+def test_rwkv7_defaults_are_fla_hubs():
+    from petit.models.rwkv7 import lora_rank
+    c = _rwkv7_cfg(hidden_size=2048, num_heads=None, intermediate_size=None, value_dim=None, decay_low_rank_dim=None,
+                   a_low_rank_dim=None, v_low_rank_dim=None, gate_low_rank_dim=None)
+    # fla-hub/rwkv7-1.5B-world: 96, 96, 64, 256 (its config.json), which the rule gives
+    assert (c.decay_low_rank_dim, c.a_low_rank_dim, c.v_low_rank_dim, c.gate_low_rank_dim) == (96, 96, 64, 256)
+    assert (c.num_heads, c.intermediate_size, lora_rank(768, 0.5, 1.8)) == (32, 8192, 64)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(attn={"layers": [1], "num_heads": 2}), "attn .* is not supported by the rwkv7 family"),
+    (dict(norm_first=False), "norm_first False is not supported"),
+    (dict(norm_bias=False), "norm_bias False is not supported"),
+    (dict(hidden_act="relu"), "hidden_act 'relu' is not supported"),
+    (dict(head_dim=48), "hidden_size 128 is not divisible by head_dim 48"),
+    (dict(value_dim=[128, 256]), r"value_dim \[128, 256\] other than hidden_size is not supported"),
+])
+def test_what_rwkv7_cannot_run_is_refused_by_name(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _rwkv7_cfg(**kw)

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the recur group
-from petit.models import recurrent_gemma, rwkv6
+from petit.models import recurrent_gemma, rwkv6, rwkv7
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -106,6 +106,7 @@ MODEL_TYPES = {
     # issue 30, the recur group
     "recurrent_gemma": recurrent_gemma,
     "rwkv6": rwkv6,
+    "rwkv7": rwkv7,
 }
 
 

@@ -78,7 +78,7 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
-        if self.version == 6:                # RWKV-6: the two token shifts, a [N, N] state a head
+        if self.version in (6, 7):           # RWKV-6 / 7: the two token shifts, a [N, N] state a head
             return (2, self.in_proj.shape[1]), (self.n_heads, self.d_state, self.d_state)
         if self.version == 5:                # Griffin's RG-LRU: h [W] and a started flag (position 0 resets)
             return (self.d_inner, self.d_conv - 1), (self.d_inner + 1,)
@@ -100,7 +100,7 @@ class Mamba:
     def replace(self, new: dict) -> None:
         if self.rwkv is not None:
             self.rwkv["w"] = [new.get(id(w), w) for w in self.rwkv["w"]]
-            self.in_proj, self.out_proj = self.rwkv["w"][0], self.rwkv["w"][4]
+            self.in_proj, self.out_proj = self.rwkv["w"][0], self.rwkv["w"][self.rwkv.get("o", 4)]
         for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
             w = getattr(self, name)
             if w is not None:
@@ -164,6 +164,24 @@ class Mamba:
                 setattr(m, name, vec(r[name]))
             m.gn_eps, m.rwkv_e, m.rwkv_de, m.rwkv_f = r["gn_eps"], r["e"], r["de"], F
             m.rwkv_halve, m.rwkv_scale, m.head_dim = int(r["halve"]), r["scale"], self.d_state
+        elif self.version == 7:
+            r = self.rwkv
+            D, F = self.in_proj.shape[1], r["f"]
+            Rw, Ra, Rv, Rg = r["ranks"]
+            m.ws = scratch(17 * D + 16 + max(Rw, Ra) + max(Rv, Rg) + F, "ws7")
+            if "vf7" not in shared:             # v_first: a header (the step's base row), then [cap][D]
+                shared["vf7"] = np.zeros(16 + cap * D, np.float32)
+            keep.append(shared["vf7"])
+            m.vfirst = ffi.cast("float *", ffi.from_buffer(shared["vf7"]))
+            m.xz = m.u = m.dbc = m.dt = m.y = m.g = ffi.NULL
+            for i, w in enumerate(r["w"]):
+                m.rwkv_w[i] = w.c
+            for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnx_w", "lnx_b", "maa", "cm_k"):
+                setattr(m, name, vec(r[name]))
+            for name in ("w1", "w2", "w0", "a1", "a2", "a0", "v1", "v2", "v0", "g1", "g2", "kk", "ka", "rk"):
+                setattr(m, "r7_" + name, vec(r[name]) if r.get(name) is not None else ffi.NULL)
+            m.r7_rank = list(r["ranks"])
+            m.gn_eps, m.rwkv_f, m.rwkv_first, m.head_dim = r["gn_eps"], F, int(r["first"]), self.d_state
         elif self.version == 4:
             conv = self.state_shapes[0][0]
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz4"), scratch(conv, "u4"), scratch(1, "dbc")

@@ -93,6 +93,7 @@ class LayerSpec:
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
     rwkv6: "Rwkv6Spec | None" = None     # issue 30, recur: a whole RWKV-6 block (time and channel mixing)
+    rwkv7: "Rwkv7Spec | None" = None     # issue 30, recur: a whole RWKV-7 block
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
 
 
@@ -260,3 +261,32 @@ class Rwkv6Spec:
     gn_eps: float
     scale: float
     halve: bool
+
+
+@dataclass
+class Rwkv7Spec:
+    """An RWKV-7 block as llama.cpp runs it (issue 30's recur group), fla-hub's tensor layout: h = LN1(x), token
+    shift lerps x_i (r, w, k, v, a, g); w = exp(-e^-1/2 sigmoid(w0 + w2 tanh(w1 x_w))); v mixed with layer 0's
+    (v_first) through sigmoid(v0 + v2 v1 x_v) from layer 1 on; g = g2 sigmoid(g1 x_g); a = sigmoid(a0 + a2 a1 x_a);
+    kk = l2norm_heads(k k_k); k = k (1 + (a - 1) k_a); per head S = S diag(w) - S kk (kk a)^T + v k^T, y = S r;
+    group norm (gn_eps) * lnx + lnx_b + v sum_head(r k r_k), times g, o_proj; channel mixing value(relu(key xk)^2).
+    lora: {w|a|v|g: (down [R, D], up [D, R], bias [D] or None)}. in_proj / out_proj name r / o (verify's pairs)."""
+    in_proj: str
+    k: str
+    v: str
+    out_proj: str
+    ck: str
+    cv: str
+    ln1: NormSpec
+    ln2: NormSpec
+    lnx_w: str
+    lnx_b: str
+    maa: tuple                           # x_r, x_w, x_k, x_v, x_a, x_g
+    cm_k: str
+    k_k: str
+    k_a: str
+    r_k: str
+    lora: dict
+    heads: int
+    gn_eps: float
+    first: bool
