@@ -149,8 +149,8 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda m, t: m["config"].update(model_type="rwkv7"),
-     r"unsupported model_type 'rwkv7': supported model types are apertus, (\w+, )+bloom, (\w+, )+llama, "),
+    (lambda m, t: m["config"].update(model_type="xlstm"),
+     r"unsupported model_type 'xlstm': supported model types are apertus, (\w+, )+bloom, (\w+, )+llama, "),
     (lambda m, t: m["config"].update(model_type="mistral3"),
      r"unsupported model_type 'mistral3'; the closest family Petit runs is mistral \(mistral3 differs: a vision "
      r"tower\): supported model types are apertus, "),

@@ -123,6 +123,7 @@ CLOSEST = {
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
+    "rwkv": ("rwkv6", "RWKV-4's WKV recurrence: no heads, a fixed decay, exponent stabilisation"),    # issue 30, recur
 }
 
 
