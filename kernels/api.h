@@ -255,6 +255,29 @@ typedef struct {
     /* issue 30, the hybrid group: Gated DeltaNet's beta = beta_scale sigmoid(b) (OLMo Hybrid's allow_neg_eigval: 2,
      * eigenvalues of the transition in [-1, 1]); 0 or 1: sigmoid(b) */
     float beta_scale;
+    /* issue 30, the recur group: an RWKV-6 block (version 6, kernels/rwkv.c; hidden D, n_heads x head_dim = D):
+     * rwkv_w the time mix's receptance, key, value, gate, output and the channel mix's key [F][D], value [D][F],
+     * receptance; LayerNorms ln1, ln2 (eps) and the heads' group norm lnx (gn_eps); the token-shift lerps maa_x [D],
+     * maa [5][D] (w, k, v, r, g), cm_k, cm_r [D]; the LoRAs maa_w1 [5 E][D], maa_w2 [5][D][E], dec_w1 [DE][D],
+     * dec_w2 [D][DE]; decay [D], bonus (time_first) [D]; rwkv_halve: the stream halved after the block; ws the
+     * scratch; the conv state [2][D] (the shifts), the ssm state [H][N][N] */
+    const pt_tensor *rwkv_w[8];
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *lnx_w, *lnx_b, *maa_x, *maa, *cm_k, *cm_r;
+    const float *maa_w1, *maa_w2, *dec_w1, *dec_w2, *decay, *bonus;
+    float gn_eps;
+    int64_t rwkv_e, rwkv_de, rwkv_f;
+    int32_t rwkv_halve;
+    float rwkv_scale;         /* both sublayers' outputs times this (a Hugging Face checkpoint's rescaling) */
+    float *ws;
+    /* an RWKV-7 block (version 7, kernels/rwkv.c): rwkv_w r, k, v, o, channel key, value; maa [6][D] (r, w, k, v, a,
+     * g), cm_k; the LoRAs w1 [Rw][D], w2 [D][Rw], w0 [D], a1/a2/a0, v1/v2/v0 (not layer 0), g1 [Rg][D], g2 [D][Rg];
+     * r7_kk (k_k), r7_ka (k_a), r7_rk (r_k) [D]; r7_rank {Rw, Ra, Rv, Rg}; rwkv_first: layer 0 (it keeps v_first);
+     * vfirst: 16 floats of header, then [cap][D] shared by the layers */
+    const float *r7_w1, *r7_w2, *r7_w0, *r7_a1, *r7_a2, *r7_a0, *r7_v1, *r7_v2, *r7_v0, *r7_g1, *r7_g2;
+    const float *r7_kk, *r7_ka, *r7_rk;
+    int64_t r7_rank[4];
+    int32_t rwkv_first;
+    float *vfirst;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
@@ -267,6 +290,20 @@ int  pt_rglru(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx,
               const float *ba, const float *c, float *state, float *y);
 int  pt_rglru_ref(const float *u, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,
                   const float *wa, const float *ba, const float *c, float *state, float *y);
+/* RWKV-6's WKV recurrence alone (kernels/rwkv.c), issue 30's recur group: r, k, v, w [T][H N] (w the decays in
+ * (0, 1)), u [H N] the bonus; S [H][N][N] carried; y [T][H N]. pt_wkv6 is the kernel the block runs, pt_wkv6_ref
+ * its plain scalar reference. -1 on a bad argument */
+int  pt_wkv6(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t H,
+             int64_t N, float *S, float *y);
+int  pt_wkv6_ref(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T,
+                 int64_t H, int64_t N, float *S, float *y);
+/* RWKV-7's WKV recurrence alone (kernels/rwkv.c): r, w, k, v, a, b [T][H N]; per head S [N][N] (value x key)
+ * carried, S_ij = S_ij w_j + v_i k_j + (sum_l a_l S_il) b_j, y_i = sum_j S_ij r_j. pt_wkv7 the kernel, pt_wkv7_ref its
+ * plain scalar reference; -1 on a bad argument */
+int  pt_wkv7(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b, int64_t T,
+             int64_t H, int64_t N, float *S, float *y);
+int  pt_wkv7_ref(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b,
+                 int64_t T, int64_t H, int64_t N, float *S, float *y);
 /* the gated delta rule alone (kernels/deltanet.c) over H heads and T tokens: q, k [T][H][dk] (l2-normed, q scaled),
  * v [T][H][dv], g [T][H] the log decays, beta [T][H]; S [H][dk][dv] carried in place; o [T][H][dv]. mode 0 chosen
  * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */

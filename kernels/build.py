@@ -14,7 +14,7 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ["cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "plan.c", "moe.c", "mla.c", "ssm.c",
-           "deltanet.c", "ssd.c", "selscan.c", "rglru.c",
+           "deltanet.c", "ssd.c", "selscan.c", "rglru.c", "rwkv.c",
            "altup.c",   # issue 30, the gemma group
            "dsa.c",          # issue 30, the mla group
            "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",

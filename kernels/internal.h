@@ -198,6 +198,14 @@ int pt_sel_channels(const pt_mamba *m, int64_t T, float *ssm_state);
  * its scratch gx, ga [T][H bw] */
 int pt_rglru_mixer_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
                           float *out, int accumulate);
+int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
+                          int accumulate);
+int pt_rwkv7_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
+                          int accumulate);
+int pt_wkv7_heads(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b,
+                  int64_t T, int64_t H, int64_t N, int64_t ld, float *S, float *y);
+int pt_wkv6_heads(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T,
+                  int64_t H, int64_t N, int64_t ld, float *S, float *y);
 int pt_rglru_heads(const float *u, int64_t ldu, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,
                    const float *wa, const float *ba, const float *c, float *state, float *y, int64_t ldy, float *gx,
                    float *ga);

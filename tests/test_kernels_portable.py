@@ -15,7 +15,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
-SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "plan.c", "moe.c", "mla.c", "ssm.c", "deltanet.c", "ssd.c", "selscan.c", "rglru.c",
+SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "plan.c", "moe.c", "mla.c", "ssm.c", "deltanet.c", "ssd.c", "selscan.c", "rglru.c", "rwkv.c",
            "altup.c",  # issue 30, the gemma group
            "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",
            "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]

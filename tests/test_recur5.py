@@ -63,8 +63,9 @@ def test_the_plan_equals_the_per_op_path(case, weights):
         got, c_plan = _run(model, chunks, "f32", oracle=False)
         want, c_oracle = _run(model, chunks, "f32", oracle=True)
         assert np.isfinite(want).all() and np.array_equal(got, want), chunks
-        for a, b in zip(c_plan.k + c_plan.v, c_oracle.k + c_oracle.v, strict=True):
-            assert np.array_equal(a, b)
+        for a, b in ((c_plan.k, c_oracle.k), (c_plan.v, c_oracle.v)):
+            for x, y in zip(a, b, strict=True):      # per layer (a hybrid's: KV rows or states)
+                assert np.array_equal(x, y)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -269,3 +270,249 @@ def test_an_unknown_key_is_reported(tmp_path):
     (folder / "config.json").write_text(json.dumps(d))
     with pytest.warns(UserWarning, match="ignoring unknown key.*griffin_extra"):
         petit.load(folder, weights="f32")
+
+
+# ---- RWKV-6 ----
+
+def _wkv6_f64(r, k, v, w, u, H, N, S):
+    T = len(r)
+    y = np.empty((T, H * N))
+    for t in range(T):
+        rt, kt, vt, wt = (a[t].reshape(H, N) for a in (r, k, v, w))
+        kv = kt[:, :, None] * vt[:, None, :]
+        y[t] = np.einsum("hi,hij->hj", rt, u.reshape(H, N)[:, :, None] * kv + S).reshape(-1)
+        S = S * wt[:, :, None] + kv
+    return y, S
+
+
+@pytest.mark.parametrize("H,N,splits", [(1, 1, (3,)), (3, 5, (13,)), (2, 7, (1, 1, 9, 2)), (5, 3, (6, 1, 6)),
+                                        (1, 33, (4, 17))])
+def test_the_wkv6_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(H, N, splits):
+    rng = np.random.default_rng(H * 10 + N)
+    T, D = sum(splits), H * N
+    r, k, v = (rng.standard_normal((T, D)) for _ in range(3))
+    w = np.exp(-np.exp(rng.uniform(-6, 1, (T, D))))
+    u = rng.standard_normal(D) * 0.5
+    want, S_want = _wkv6_f64(r, k, v, w, u, H, N, np.zeros((H, N, N)))
+    up = _f(u)
+    outs = {}
+    for name, fn in (("kernel", lib.pt_wkv6), ("reference", lib.pt_wkv6_ref)):
+        S, sp = _f(np.zeros((H, N, N)))
+        got, at = [], 0
+        for n in splits:                        # the state carried from call to call
+            ins = [_f(a[at:at + n]) for a in (r, k, v, w)]
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(*(p for _, p in ins), up[1], n, H, N, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        tol = 2e-5 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=tol)
+        np.testing.assert_allclose(S, S_want, rtol=0, atol=tol)
+    np.testing.assert_allclose(outs["kernel"], outs["reference"], rtol=0, atol=1e-6 * max(1.0, np.abs(want).max()))
+    x, p = _f(np.zeros(4))
+    assert lib.pt_wkv6(p, p, p, p, p, 0, 1, 1, p, p) == -1 and lib.pt_wkv6_ref(p, p, p, p, p, 1, 0, 1, p, p) == -1
+
+
+def test_an_rwkv6_state_is_the_two_shifts_and_a_matrix_a_head():
+    folder = FOLDERS["rwkv6"]
+    cfg = json.loads((folder / "config.json").read_text())
+    m = _load(folder, "q8_0")
+    D, N = cfg["hidden_size"], cfg["head_size"]
+    assert m.net.arch.state_shapes == ((2, D), (D // N, N, N))
+    cache = m.new_cache(100)
+    assert cache.nbytes == cfg["num_hidden_layers"] * (2 * D + D * N) * 4 == m.new_cache(1000).nbytes
+    ids = np.load(folder / "reference_long.npz")["input_ids"]
+    m.forward(ids[:20].tolist(), cache)
+    cache.snapshot()
+    m.forward(ids[20:30].tolist(), cache)
+    cache.rewind(20)
+    again = m.forward(ids[20:40].tolist(), cache)
+    np.testing.assert_allclose(again, m.logits(ids[:40])[-1], rtol=0, atol=1e-5 * float(np.ptp(again)))
+
+
+def _rwkv_cfg(**kw):
+    from petit.models.rwkv6 import Rwkv6Config
+    d = json.loads((FOLDERS["rwkv6"] / "config.json").read_text())
+    d.update(kw)
+    return Rwkv6Config.from_dict(d)
+
+
+def test_rwkv6_defaults_are_the_hub_configs():
+    c = _rwkv_cfg(intermediate_size=None)
+    assert (c.intermediate_size, c.num_attention_heads, c.time_mix_extra_dim, c.time_decay_extra_dim) == \
+        (224, 4, 32, 64)
+    big = _rwkv_cfg(hidden_size=4096, attention_hidden_size=4096, num_attention_heads=None, intermediate_size=None)
+    assert (big.intermediate_size, big.time_mix_extra_dim, big.time_decay_extra_dim) == (14336, 64, 128)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(attention_hidden_size=32), "attention_hidden_size 32 != hidden_size 64 is not supported"),
+    (dict(head_size=24), "hidden_size 64 is not divisible by head_size 24"),
+    (dict(num_attention_heads=8), "num_attention_heads 8 != hidden_size / head_size"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings true is not supported"),
+    (dict(rescale_every=-1), "rescale_every must be a non-negative integer"),
+])
+def test_what_rwkv6_cannot_run_is_refused_by_name(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _rwkv_cfg(**kw)
+
+
+# ---- GGUF: llama.cpp's own conversion of the rwkv6 folder (tests/fixtures/gguf5_recur, its README says how) ----
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_recur"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = ["rwkv6", "rwkv7"]
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_rwkv6_reads_the_converters_layout_and_does_not_rescale_twice():
+    """The file's output / value weights are already divided by 2^(layer // 2): Petit scales nothing (scale 1) but
+    halves the stream after layer 1, as llama.cpp; the folder's are not: there the outputs of layer 2 are halved."""
+    model = _gguf("rwkv6", weights="f32")
+    assert model.config.model_type == "rwkv6" and model.config.rescaled_weights
+    assert [L.mamba.rwkv["scale"] for L in model.net.layers] == [1.0, 1.0, 1.0]
+    assert [L.mamba.rwkv["halve"] for L in model.net.layers] == [False, True, False]
+    folder = petit.load(FOLDERS["rwkv6"], weights="f32")
+    assert [L.mamba.rwkv["scale"] for L in folder.net.layers] == [1.0, 1.0, 0.5]
+    a, b = model.net.layers[2].mamba.rwkv, folder.net.layers[2].mamba.rwkv
+    np.testing.assert_array_equal(a["maa"], b["maa"])
+    np.testing.assert_array_equal(a["maa_w2"], b["maa_w2"])
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+# ---- RWKV-7 ----
+
+def _wkv7_f64(r, w, k, v, a, b, H, N, S):
+    T = len(r)
+    y = np.empty((T, H * N))
+    for t in range(T):
+        rt, wt, kt, vt, at, bt = (z[t].reshape(H, N) for z in (r, w, k, v, a, b))
+        sa = np.einsum("hij,hj->hi", S, at)
+        S = S * wt[:, None, :] + vt[:, :, None] * kt[:, None, :] + sa[:, :, None] * bt[:, None, :]
+        y[t] = np.einsum("hij,hj->hi", S, rt).reshape(-1)
+    return y, S
+
+
+@pytest.mark.parametrize("H,N,splits", [(1, 1, (3,)), (3, 5, (13,)), (2, 7, (1, 1, 9, 2)), (1, 33, (4, 17)),
+                                        (2, 64, (5, 1))])
+def test_the_wkv7_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(H, N, splits):
+    rng = np.random.default_rng(H * 100 + N)
+    T, D = sum(splits), H * N
+    r, k, v = (rng.standard_normal((T, D)) for _ in range(3))
+    w = np.exp(-0.606531 / (1 + np.exp(-rng.standard_normal((T, D)))))
+    kk = rng.standard_normal((T, H, N))
+    kk = (kk / np.linalg.norm(kk, axis=-1, keepdims=True)).reshape(T, D)
+    a, b = -kk, kk * rng.uniform(0, 1, (T, D))
+    want, S_want = _wkv7_f64(r, w, k, v, a, b, H, N, np.zeros((H, N, N)))
+    outs = {}
+    for name, fn in (("kernel", lib.pt_wkv7), ("reference", lib.pt_wkv7_ref)):
+        S, sp = _f(np.zeros((H, N, N)))
+        got, at = [], 0
+        for n in splits:                        # the state carried from call to call
+            ins = [_f(z[at:at + n]) for z in (r, w, k, v, a, b)]
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(*(p for _, p in ins), n, H, N, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        tol = 5e-5 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=tol)
+        np.testing.assert_allclose(S, S_want, rtol=0, atol=tol)
+    np.testing.assert_allclose(outs["kernel"], outs["reference"], rtol=0, atol=1e-5 * max(1.0, np.abs(want).max()))
+    x, p = _f(np.zeros(4))
+    assert lib.pt_wkv7(p, p, p, p, p, p, 0, 1, 1, p, p) == -1 and lib.pt_wkv7_ref(p, p, p, p, p, p, 1, 1, 0, p, p) == -1
+
+
+def test_rwkv7_layers_share_layer_0s_values_per_sequence():
+    """v_first is per sequence: two sequences in one step each get their own (equal to running alone), and a
+    later layer's value mix really reads it (a fixture check: with it off the logits move)."""
+    folder = FOLDERS["rwkv7"]
+    m = _load(folder)
+    ids = np.load(folder / "reference_long.npz")["input_ids"]
+    a, b = m.new_cache(64), m.new_cache(64)
+    got = m.forward_batch([(ids[:20].tolist(), a), (ids[30:37].tolist(), b)])
+    np.testing.assert_allclose(got[0], m.logits(ids[:20])[-1], rtol=0, atol=1e-5 * float(np.ptp(got[0])))
+    np.testing.assert_allclose(got[1], m.logits(ids[30:37])[-1], rtol=0, atol=1e-5 * float(np.ptp(got[1])))
+    assert [L.mamba.rwkv["first"] for L in m.net.layers] == [True, False]
+    assert m.net.layers[0].mamba.rwkv["ranks"][2] == 0 and m.net.layers[1].mamba.rwkv["ranks"] == (16, 16, 16, 16)
+
+
+def _rwkv7_cfg(**kw):
+    from petit.models.rwkv7 import Rwkv7Config
+    d = json.loads((FOLDERS["rwkv7"] / "config.json").read_text())
+    d.update(kw)
+    return Rwkv7Config.from_dict(d)
+
+
+def test_rwkv7_defaults_are_fla_hubs():
+    from petit.models.rwkv7 import lora_rank
+    c = _rwkv7_cfg(hidden_size=2048, num_heads=None, intermediate_size=None, value_dim=None, decay_low_rank_dim=None,
+                   a_low_rank_dim=None, v_low_rank_dim=None, gate_low_rank_dim=None)
+    # fla-hub/rwkv7-1.5B-world: 96, 96, 64, 256 (its config.json), which the rule gives
+    assert (c.decay_low_rank_dim, c.a_low_rank_dim, c.v_low_rank_dim, c.gate_low_rank_dim) == (96, 96, 64, 256)
+    assert (c.num_heads, c.intermediate_size, lora_rank(768, 0.5, 1.8)) == (32, 8192, 64)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(attn={"layers": [1], "num_heads": 2}), "attn .* is not supported by the rwkv7 family"),
+    (dict(norm_first=False), "norm_first False is not supported"),
+    (dict(norm_bias=False), "norm_bias False is not supported"),
+    (dict(hidden_act="relu"), "hidden_act 'relu' is not supported"),
+    (dict(head_dim=48), "hidden_size 128 is not divisible by head_dim 48"),
+    (dict(value_dim=[128, 256]), r"value_dim \[128, 256\] other than hidden_size is not supported"),
+])
+def test_what_rwkv7_cannot_run_is_refused_by_name(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _rwkv7_cfg(**kw)

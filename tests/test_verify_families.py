@@ -42,7 +42,7 @@ WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "
                "falcon_alibi", "bloom", "opt", "opt_350m"}
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
-                "nemotron_h",
+                "nemotron_h", "rwkv6", "rwkv7",
                 "nemotron_h_moe",         # issue 30, the moe_b group: Nemotron-H with expert blocks (no RoPE either)
                 "olmo_hybrid"}      # issue 30, the hybrid group: OLMo Hybrid's released configs (rope_theta null)
 # the figures held to a limit: (figure, its limit's key)
@@ -109,7 +109,7 @@ def test_a_correct_engine_passes(files, case, weights):
     assert r["pass"], r["failures"]
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
     per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5, "bamba": 5, "zamba2": 2,
-                 "olmo_hybrid": 5}.get(case, 4 if case in SSM else 6)     # LFM2, Bamba: a mixer's 2 and an MLP
+                 "olmo_hybrid": 5, "rwkv6": 2, "rwkv7": 2}.get(case, 4 if case in SSM else 6)   # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
     assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
@@ -143,7 +143,7 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
-            mixer = L.mamba or L.mamba2 or L.short_conv or L.deltanet or L.rglru
+            mixer = L.mamba or L.mamba2 or L.short_conv or L.deltanet or L.rglru or L.rwkv6 or L.rwkv7
             down = mixer.out_proj if mixer else L.down if L.moe is None else L.moe.experts[0][2]
             assert r["bad_matrices"] == [n for n in ref.tensors if n == down]
 
@@ -162,10 +162,10 @@ def test_a_fault_that_does_not_apply_is_an_error(files, monkeypatch):
 
 def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_path, monkeypatch):
     with read_petit(files["llama", "f32"][0]) as f:
-        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="rwkv7"))
+        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="xlstm"))
         write_petit(tmp_path / "m.petit", meta, {n: (i.dtype, i.shape, np.array(f.raw(n))) for n, i in
                                                  f.tensors.items()})
-    with pytest.raises(ValueError, match="does not model model_type 'rwkv7'"):
+    with pytest.raises(ValueError, match="does not model model_type 'xlstm'"):
         Reference(tmp_path / "m.petit")
     with read_petit(files["llama", "f32"][0]) as f:   # a config style it does not read: refused, not guessed at
         meta = dict(f.metadata, config=dict(f.metadata["config"], rope_parameters={"rope_type": "linear",

@@ -22,7 +22,7 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
 from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
                           gemma3n, gemma3n_text, glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax,
                           minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
-                          recurrent_gemma, solar_open, zamba2)
+                          recurrent_gemma, rwkv6, rwkv7, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -140,6 +140,8 @@ MODEL_TYPES = {
     "minicpm3": minicpm3,
     "olmo_hybrid": olmo_hybrid,
     "minimax": minimax,
+    "rwkv6": rwkv6,
+    "rwkv7": rwkv7,
 }
 
 
@@ -157,6 +159,7 @@ CLOSEST = {
                                      "computation experts, its latent attention rescaled"),
     "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
+    "rwkv": ("rwkv6", "RWKV-4's WKV recurrence: no heads, a fixed decay, exponent stabilisation"),
 }
 
 

@@ -85,3 +85,13 @@ NOT_YET.update({
     "gguf:kimi-linear": "llama.cpp's Kimi Linear: its Kimi Delta Attention (a per-channel decay) is not in Petit's "
                         "kernels yet (see the kimi_linear model_type)",
 })
+# issue 30, the recur group
+NOT_YET.update({
+    "rwkv": ("RWKV-4's time mixing: the WKV-4 recurrence with its running-maximum exponent stabilisation (time_decay, "
+             "time_first) over token-shift lerps, no heads; Petit's RWKV blocks are RWKV-6's and RWKV-7's"),
+    "gguf:rwkv6qwen2": ("RWKV-6's time mixing as gated linear attention (no bonus, k x (1 - w), sigmoid gate, grouped "
+                        "k / v heads, no group norm) on Qwen2's RMS-normed SwiGLU blocks; Petit's rwkv6 block has the "
+                        "bonus, the group norm and the channel mixing"),
+    "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks (no channel mixing, no token shift in "
+                    "the MLP); Petit's rwkv7 block has RWKV-7's channel mixing"),
+})

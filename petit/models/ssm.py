@@ -65,6 +65,10 @@ class Mamba:
     out_b: np.ndarray | None = None
     rglru: tuple | None = None
     beta_scale: float = 0.0             # issue 30, the hybrid group: Gated DeltaNet's beta x this (OLMo Hybrid: 2)
+    # an RWKV-6 block (version 6, kernels/rwkv.c): rwkv holds "w" (the 8 matrices: time mix r, k, v, g, o, channel
+    # mix k, v, r), the vectors and LoRAs by pt_mamba's names, "e", "de", "f", "halve", "scale", "gn_eps"; n_heads H,
+    # d_state the head size N; in_proj / out_proj are w[0] / w[4]
+    rwkv: dict | None = None
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -75,6 +79,8 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version in (6, 7):           # RWKV-6 / 7: the two token shifts, a [N, N] state a head
+            return (2, self.in_proj.shape[1]), (self.n_heads, self.d_state, self.d_state)
         if self.version == 5:                # Griffin's RG-LRU: h [W] and a started flag (position 0 resets)
             return (self.d_inner, self.d_conv - 1), (self.d_inner + 1,)
         if self.version == 4:                # Gated DeltaNet: conv over q | k | v, a [dk, dv] state per value head
@@ -88,9 +94,14 @@ class Mamba:
         return (self.d_inner, self.d_conv - 1), (self.d_inner, self.d_state)
 
     def matrices(self) -> list:
+        if self.rwkv is not None:
+            return list(self.rwkv["w"])
         return [w for w in (self.in_proj, self.x_proj, self.dt_proj, self.out_proj) if w is not None]
 
     def replace(self, new: dict) -> None:
+        if self.rwkv is not None:
+            self.rwkv["w"] = [new.get(id(w), w) for w in self.rwkv["w"]]
+            self.in_proj, self.out_proj = self.rwkv["w"][0], self.rwkv["w"][self.rwkv.get("o", 4)]
         for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
             w = getattr(self, name)
             if w is not None:
@@ -143,6 +154,36 @@ class Mamba:
             m.in_b = vec(self.in_b) if self.in_b is not None else ffi.NULL
             m.out_b = vec(self.out_b) if self.out_b is not None else ffi.NULL
             m.lru_wx, m.lru_bx, m.lru_wa, m.lru_ba, m.lru_c = (vec(a) for a in self.rglru)
+        elif self.version == 6:
+            r = self.rwkv
+            D, F = self.in_proj.shape[1], r["f"]
+            m.ws = scratch(14 * D + max(5 * r["e"], r["de"]) + F, "ws6")
+            m.xz = m.u = m.dbc = m.dt = m.y = m.g = ffi.NULL
+            for i, w in enumerate(r["w"]):
+                m.rwkv_w[i] = w.c
+            for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnx_w", "lnx_b", "maa_x", "maa", "cm_k", "cm_r",
+                         "maa_w1", "maa_w2", "dec_w1", "dec_w2", "decay", "bonus"):
+                setattr(m, name, vec(r[name]))
+            m.gn_eps, m.rwkv_e, m.rwkv_de, m.rwkv_f = r["gn_eps"], r["e"], r["de"], F
+            m.rwkv_halve, m.rwkv_scale, m.head_dim = int(r["halve"]), r["scale"], self.d_state
+        elif self.version == 7:
+            r = self.rwkv
+            D, F = self.in_proj.shape[1], r["f"]
+            Rw, Ra, Rv, Rg = r["ranks"]
+            m.ws = scratch(17 * D + 16 + max(Rw, Ra) + max(Rv, Rg) + F, "ws7")
+            if "vf7" not in shared:             # v_first: a header (the step's base row), then [cap][D]
+                shared["vf7"] = np.zeros(16 + cap * D, np.float32)
+            keep.append(shared["vf7"])
+            m.vfirst = ffi.cast("float *", ffi.from_buffer(shared["vf7"]))
+            m.xz = m.u = m.dbc = m.dt = m.y = m.g = ffi.NULL
+            for i, w in enumerate(r["w"]):
+                m.rwkv_w[i] = w.c
+            for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnx_w", "lnx_b", "maa", "cm_k"):
+                setattr(m, name, vec(r[name]))
+            for name in ("w1", "w2", "w0", "a1", "a2", "a0", "v1", "v2", "v0", "g1", "g2", "kk", "ka", "rk"):
+                setattr(m, "r7_" + name, vec(r[name]) if r.get(name) is not None else ffi.NULL)
+            m.r7_rank = list(r["ranks"])
+            m.gn_eps, m.rwkv_f, m.rwkv_first, m.head_dim = r["gn_eps"], F, int(r["first"]), self.d_state
         elif self.version == 4:
             conv = self.state_shapes[0][0]
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz4"), scratch(conv, "u4"), scratch(1, "dbc")

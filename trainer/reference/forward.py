@@ -121,6 +121,74 @@ class Forward:
             out[t] = s
         return self.mm(out * y, m.out_proj, m.out_b)
 
+    def rwkv6(self, L, x):
+        m, T = L.rwkv6, x.shape[0]
+        D = x.shape[1]
+        H, N = m.heads, D // m.heads
+        h = self.norm(x, m.ln1)
+        sx = np.concatenate([np.zeros((1, D)), h[:-1]]) - h
+        maa = [self.w(n).reshape(D) for n in m.maa]
+        lora = np.tanh((h + sx * maa[0]) @ self.w(m.maa_w1)).reshape(T, 5, -1)
+        mm = np.einsum("tie,ied->itd", lora, self.w(m.maa_w2))
+        mix = [h + sx * (maa[1 + i] + mm[i]) for i in range(5)]                     # w, k, v, r, g
+        r, k, v = self.mm(mix[3], m.in_proj), self.mm(mix[1], m.k), self.mm(mix[2], m.v)
+        g = ops.act("silu", self.mm(mix[4], m.g))
+        w = np.exp(-np.exp(self.w(m.decay).reshape(D) + np.tanh(mix[0] @ self.w(m.dec_w1)) @ self.w(m.dec_w2)))
+        u = self.w(m.bonus).reshape(H, N)
+        S, y = np.zeros((H, N, N)), np.empty((T, H, N))
+        for t in range(T):
+            kt, vt, rt, wt = (a[t].reshape(H, N) for a in (k, v, r, w))
+            kv = kt[:, :, None] * vt[:, None, :]
+            y[t] = np.einsum("hi,hij->hj", rt, u[:, :, None] * kv + S)
+            S = S * wt[:, :, None] + kv
+        y = ops.norm(y, "layer", m.gn_eps, None, None).reshape(T, D)
+        x = x + m.scale * self.mm((y * self.w(m.lnx_w) + self.w(m.lnx_b)) * g, m.out_proj)
+        h = self.norm(x, m.ln2)
+        sx = np.concatenate([np.zeros((1, D)), h[:-1]]) - h
+        xk, xr = h + sx * self.w(m.cm_k).reshape(D), h + sx * self.w(m.cm_r).reshape(D)
+        kk = np.maximum(self.mm(xk, m.ck), 0.0) ** 2
+        x = x + m.scale * (1.0 / (1.0 + np.exp(-self.mm(xr, m.cr)))) * self.mm(kk, m.cv)
+        return x / 2 if m.halve else x
+
+    def rwkv7(self, L, x):
+        m, T = L.rwkv7, x.shape[0]
+        D = x.shape[1]
+        H, N = m.heads, D // m.heads
+        sig = lambda z: 1.0 / (1.0 + np.exp(-z))                       # noqa: E731
+        h = self.norm(x, m.ln1)
+        sx = np.concatenate([np.zeros((1, D)), h[:-1]]) - h
+        xs = [h + sx * self.w(n).reshape(D) for n in m.maa]                # r, w, k, v, a, g
+
+        def lora(c, z, act):
+            down, up, bias = m.lora[c]
+            y = act(z @ self.w(down).T) @ self.w(up).T
+            return y + self.w(bias) if bias else y
+        r, k, v = self.mm(xs[0], m.in_proj), self.mm(xs[2], m.k), self.mm(xs[3], m.v)
+        w = np.exp(-0.606531 * sig(lora("w", xs[1], np.tanh)))
+        if m.first:
+            self._v_first = v
+        else:
+            v = v + (self._v_first - v) * sig(lora("v", xs[3], lambda z: z))
+        g = lora("g", xs[5], sig)
+        a = sig(lora("a", xs[4], lambda z: z))
+        kk = (k * self.w(m.k_k).reshape(D)).reshape(T, H, N)
+        kk = kk / np.maximum(np.sqrt((kk * kk).sum(-1, keepdims=True)), 1e-12)
+        k = k * (1 + (a - 1) * self.w(m.k_a).reshape(D))
+        S, y = np.zeros((H, N, N)), np.empty((T, H, N))
+        for t in range(T):
+            rt, wt, kt, vt, at = (z[t].reshape(H, N) for z in (r, w, k, v, a))
+            sa = np.einsum("hij,hj->hi", S, -kk[t])
+            S = S * wt[:, None, :] + vt[:, :, None] * kt[:, None, :] + sa[:, :, None] * (kk[t] * at)[:, None, :]
+            y[t] = np.einsum("hij,hj->hi", S, rt)
+        y = ops.norm(y, "layer", m.gn_eps, None, None).reshape(T, D) * self.w(m.lnx_w) + self.w(m.lnx_b)
+        rk = ((r * k).reshape(T, H, N) * self.w(m.r_k).reshape(H, N)).sum(-1, keepdims=True)
+        y = y + (v.reshape(T, H, N) * rk).reshape(T, D)
+        x = x + self.mm(y * g, m.out_proj)
+        h = self.norm(x, m.ln2)
+        sx = np.concatenate([np.zeros((1, D)), h[:-1]]) - h
+        kk2 = np.maximum(self.mm(h + sx * self.w(m.cm_k).reshape(D), m.ck), 0.0) ** 2
+        return x + self.mm(kk2, m.cv)
+
     def mamba2(self, L, h):
         m, T = L.mamba2, h.shape[0]
         zxbcdt = self.mm(h, m.in_proj)
@@ -395,6 +463,12 @@ class Forward:
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.short_conv(L, h)
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.rwkv7 is not None:                   # a whole RWKV-7 block (layer 0 keeps v_first)
+                x = self.rwkv7(L, x)
+                continue
+            if L.rwkv6 is not None:                   # a whole RWKV-6 block (its own norms and adds)
+                x = self.rwkv6(L, x)
                 continue
             if L.rglru is not None:                   # Griffin's recurrent block, then the MLP
                 x = x + rs * self.rglru(L, h)

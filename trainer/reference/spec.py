@@ -96,6 +96,8 @@ class LayerSpec:
     deltanet: "DeltaNetSpec | None" = None   # Gated DeltaNet linear attention in place of attention (Qwen3-Next)
     down_norm: NormSpec | None = None    # a norm of down_proj's input (BitNet's ffn_sub_norm)
     shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
+    rwkv6: "Rwkv6Spec | None" = None     # issue 30, recur: a whole RWKV-6 block (time and channel mixing)
+    rwkv7: "Rwkv7Spec | None" = None     # issue 30, recur: a whole RWKV-7 block
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
     resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
     lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
@@ -288,3 +290,67 @@ class LightningSpec:
     n_heads: int
     head_dim: int
     eps: float
+
+
+@dataclass
+class Rwkv6Spec:
+    """An RWKV-6 block as llama.cpp runs it (issue 30's recur group), the remote code's tensor layout: h = LN1(x),
+    sx = shift(h) - h; m = tanh((h + sx maa_x) maa_w1) [5, E] times maa_w2 [5, E, D]; x_i = h + sx (maa_i + m_i) for
+    w, k, v, r, g; r, k, v, g = silu(.) projections; w = exp(-exp(decay + tanh(x_w dec_w1) dec_w2)); per head
+    y = r (u k v^T + S), S = w S + k v^T; group norm per head (gn_eps) * lnx + lnx_b, times g, output; x += scale
+    out; h2 = LN2(x), token shift with cm_k / cm_r; x += scale sigmoid(C_r xr) (C_v relu(C_k xk)^2); x / 2 when
+    halve. in_proj / out_proj name receptance / output (the matrices verify compares)."""
+    in_proj: str
+    k: str
+    v: str
+    g: str
+    out_proj: str
+    ck: str
+    cv: str
+    cr: str
+    ln1: NormSpec
+    ln2: NormSpec
+    lnx_w: str
+    lnx_b: str
+    maa: tuple                           # maa_x, then w, k, v, r, g: [1, 1, D] each
+    maa_w1: str
+    maa_w2: str
+    dec_w1: str
+    dec_w2: str
+    decay: str
+    bonus: str
+    cm_k: str
+    cm_r: str
+    heads: int
+    gn_eps: float
+    scale: float
+    halve: bool
+
+
+@dataclass
+class Rwkv7Spec:
+    """An RWKV-7 block as llama.cpp runs it (issue 30's recur group), fla-hub's tensor layout: h = LN1(x), token
+    shift lerps x_i (r, w, k, v, a, g); w = exp(-e^-1/2 sigmoid(w0 + w2 tanh(w1 x_w))); v mixed with layer 0's
+    (v_first) through sigmoid(v0 + v2 v1 x_v) from layer 1 on; g = g2 sigmoid(g1 x_g); a = sigmoid(a0 + a2 a1 x_a);
+    kk = l2norm_heads(k k_k); k = k (1 + (a - 1) k_a); per head S = S diag(w) - S kk (kk a)^T + v k^T, y = S r;
+    group norm (gn_eps) * lnx + lnx_b + v sum_head(r k r_k), times g, o_proj; channel mixing value(relu(key xk)^2).
+    lora: {w|a|v|g: (down [R, D], up [D, R], bias [D] or None)}. in_proj / out_proj name r / o (verify's pairs)."""
+    in_proj: str
+    k: str
+    v: str
+    out_proj: str
+    ck: str
+    cv: str
+    ln1: NormSpec
+    ln2: NormSpec
+    lnx_w: str
+    lnx_b: str
+    maa: tuple                           # x_r, x_w, x_k, x_v, x_a, x_g
+    cm_k: str
+    k_k: str
+    k_a: str
+    r_k: str
+    lora: dict
+    heads: int
+    gn_eps: float
+    first: bool

@@ -5,7 +5,7 @@ windowed GQA with partial RoPE and an o_proj bias), each followed by a gelu_tanh
 import math
 
 from trainer.reference.families.common import activation, get, heads, rms, rope
-from trainer.reference.spec import LayerSpec, ModelSpec, RglruSpec
+from trainer.reference.spec import LayerSpec, ModelSpec, NormSpec, RglruSpec, Rwkv6Spec, Rwkv7Spec
 
 
 def _bf16(v: float) -> float:
@@ -50,4 +50,47 @@ def recurrent_gemma(cfg, names):
     return spec
 
 
-FAMILIES = {"recurrent_gemma": recurrent_gemma}
+def rwkv6(cfg, names):
+    """RWKV-6 in the Hub checkpoints' layout (model_type rwkv6), as llama.cpp runs it."""
+    D, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    N = get(cfg, "head_size", 64)
+    eps, R = get(cfg, "layer_norm_epsilon", 1e-5), get(cfg, "rescale_every", 6)
+    ln = lambda n: NormSpec("layer", eps, n + ".weight", n + ".bias")      # noqa: E731
+    spec = ModelSpec("rwkv6", D // N, D // N, N, "rwkv.embeddings.weight", "head.weight", ln("rwkv.ln_out"),
+                     embed_norm=ln("rwkv.blocks.0.pre_ln"))
+    for i in range(L):
+        p = f"rwkv.blocks.{i}."
+        a, c = p + "attention.", p + "feed_forward."
+        spec.layers.append(LayerSpec(q=None, k=None, v=None, o=None, rwkv6=Rwkv6Spec(
+            a + "receptance.weight", a + "key.weight", a + "value.weight", a + "gate.weight", a + "output.weight",
+            c + "key.weight", c + "value.weight", c + "receptance.weight", ln(p + "ln1"), ln(p + "ln2"),
+            a + "ln_x.weight", a + "ln_x.bias", tuple(a + f"time_maa_{k}" for k in "xwkvrg"), a + "time_maa_w1",
+            a + "time_maa_w2", a + "time_decay_w1", a + "time_decay_w2", a + "time_decay", a + "time_faaaa",
+            c + "time_maa_k", c + "time_maa_r", D // N, 1e-5 * get(cfg, "head_size_divisor", 8) ** 2,
+            2.0 ** -(i // R) if R else 1.0, bool(R) and (i + 1) % R == 0)))
+    return spec
+
+
+def rwkv7(cfg, names):
+    """RWKV-7 in fla-hub's layout (model_type rwkv7), as llama.cpp runs it."""
+    D, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    N, eps = get(cfg, "head_dim", 64), get(cfg, "norm_eps", 1e-5)
+    ln = lambda n: NormSpec("layer", eps, n + ".weight", n + ".bias")      # noqa: E731
+    head = "model.embeddings.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight"
+    spec = ModelSpec("rwkv7", D // N, D // N, N, "model.embeddings.weight", head, ln("model.norm"),
+                     embed_norm=ln("model.layers.0.pre_norm"))
+    gn_eps = get(cfg, "group_norm_eps", N * eps)
+    for i in range(L):
+        p = f"model.layers.{i}."
+        a = p + "attn."
+        lora = {c: (a + f"{c}_lora.lora.0.weight", a + f"{c}_lora.lora.2.weight",
+                    None if c == "g" else a + f"{c}_lora.lora.2.bias") for c in "wavg" if not (c == "v" and i == 0)}
+        spec.layers.append(LayerSpec(q=None, k=None, v=None, o=None, rwkv7=Rwkv7Spec(
+            a + "r_proj.weight", a + "k_proj.weight", a + "v_proj.weight", a + "o_proj.weight", p + "ffn.key.weight",
+            p + "ffn.value.weight", ln(p + "attn_norm"), ln(p + "ffn_norm"), a + "g_norm.weight", a + "g_norm.bias",
+            tuple(a + f"x_{c}" for c in "rwkvag"), p + "ffn.x_k", a + "k_k", a + "k_a", a + "r_k", lora, D // N,
+            gn_eps, i == 0)))
+    return spec
+
+
+FAMILIES = {"recurrent_gemma": recurrent_gemma, "rwkv6": rwkv6, "rwkv7": rwkv7}
