@@ -83,7 +83,8 @@ PENDING_FIXTURES = frozenset({"phimoe", "jetmoe"})
 # families whose fixture is another's folder rearranged by the test that uses it: a released Qwen3.5 folder (qwen3_5)
 # is qwen3_5_text's model under text_config and model.language_model. names (tests/test_ssm.py builds it)
 DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
-                    "gemma3n": "gemma3n_text"}     # issue 30, the gemma group: tests/test_gemma5.py
+                    # issue 30, the gemma group: tests/test_gemma5.py derives the released (multimodal) folders
+                    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the gemma group
-from petit.models import gemma3n, gemma3n_text
+from petit.models import gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -106,6 +106,10 @@ MODEL_TYPES = {
     # issue 30, the gemma group
     "gemma3n_text": gemma3n_text,
     "gemma3n": gemma3n,
+    "gemma4_text": gemma4_text,
+    "gemma4": gemma4,
+    "gemma4_unified_text": gemma4_unified_text,
+    "gemma4_unified": gemma4_unified,
 }
 
 

@@ -47,3 +47,12 @@ GGUF_NOT_DECODERS = {
 # decoder-only types (and GGUF architectures, as "gguf:<name>") with no family yet, and what running them needs;
 # CLOSEST (petit/models/__init__.py) says it for those near a family Petit runs
 NOT_YET: dict[str, str] = {}
+# issue 30, the gemma group
+NOT_YET.update({
+    "gemma4_assistant": "Gemma 4's assistant, a speculative-decoding draft model: every layer attends over the keys "
+                        "and values of its target Gemma 4 model (num_kv_shared_layers = num_hidden_layers), which "
+                        "Petit's cache does not hand from one model to another",
+    "gemma4_unified_assistant": "Gemma 4 Unified's assistant, a speculative-decoding draft model: every layer attends "
+                                "over its target model's keys and values, which Petit's cache does not hand from one "
+                                "model to another",
+})
