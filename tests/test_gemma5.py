@@ -212,6 +212,64 @@ def test_gemma4_refuses_what_it_cannot_run(tmp_path, change, message):
         petit.load(d, weights="f32")
 
 
+# ---- GGUF: llama.cpp's own conversion of gemma4_text (tests/fixtures/gguf5_gemma, its README says how) ----
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_gemma"
+GGUF_TOL = 1e-3     # llama.cpp's GELU reads an f16 table: 3.8e-4 of the range from transformers, 3.9e-4 from Petit
+
+
+def _gguf(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / "gemma4_text" / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_gemma4_decoded_to_float_is_llama_cpps_run_but_its_gelu_table():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    got = _gguf(weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= GGUF_TOL
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+def test_gguf_gemma4_as_stored_is_as_close_as_llama_cpps_own_run():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    model = _gguf()
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_gemma4_greedy_tokens_are_llama_cpps():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    model = _gguf(weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+
+
+def test_gguf_gemma4_reads_what_the_folder_holds():
+    """The same layers as the Hugging Face folder: heads, KV sources, keys as values, double-wide MLPs, the scalars
+    (layer_output_scale), and the full layers' RoPE as llama.cpp's rope_freqs divisors (4 of 16 pairs turn)."""
+    net, hf = _gguf(weights="f32").net, _load(FOLDERS["gemma4_text"]).net
+    for a, b in zip(net.layers, hf.layers):
+        assert (a.heads, a.kv_source, a.k_eq_v, a.window, a.up.shape) == (b.heads, b.kv_source, b.k_eq_v, b.window,
+                                                                         b.up.shape)
+        assert a.scalar == b.scalar and (a.v is None) == (b.v is None) and (a.k is None) == (b.k is None)
+    inv, _ = net.layers[2].rope.inv_freq(8)
+    want, _ = hf.layers[2].rope.inv_freq(8)
+    assert np.array_equal(inv[:4], want[:4]) and (inv[4:] < 1e-30).all() and (want[4:] == 0).all()
+    assert net.ple_width == hf.ple_width == 32
+
+
 # ---- the kernels, at odd sizes ----
 
 def _fp(a):

@@ -13,6 +13,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
                                       QWEN_MOE_LAYER, SANDWICH_LAYER, STABLELM_LAYER, STARCODER2_LAYER, GGUFArch,
                                       _biases, _granite)
 from petit.loading.gguf_dense5 import DENSE5_ARCHS
+from petit.loading.gguf_gemma5 import GEMMA5_ARCHS          # issue 30: the gemma group
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
@@ -457,3 +458,4 @@ ARCHS.update(SSM_ARCHS)
 ARCHS.update(VARIANT_ARCHS)
 ARCHS.update(MOE_ARCHS)
 ARCHS.update(DENSE5_ARCHS)          # issue 30's dense group: granite_swa, minicpm, internlm2 (gguf_dense5.py)
+ARCHS.update(GEMMA5_ARCHS)          # issue 30's gemma group: gemma4 (gguf_gemma5.py)
