@@ -55,4 +55,10 @@ NOT_YET.update({
     "gemma4_unified_assistant": "Gemma 4 Unified's assistant, a speculative-decoding draft model: every layer attends "
                                 "over its target model's keys and values, which Petit's cache does not hand from one "
                                 "model to another",
+    "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
+                             "cache, which Petit's cache does not hand from one model to another",
+    "gguf:gemma3n": "llama.cpp's gemma3n graph hard-codes Gemma 3n E2B / E4B's layout (keys and values computed in the "
+                    "first 20 layers, activation sparsity in the first 10) instead of reading the file's, so a file "
+                    "is read only as the released checkpoints lay it out; Petit runs Gemma 3n from its Hugging Face "
+                    "folder (gemma3n, gemma3n_text)",
 })
