@@ -14,9 +14,9 @@ What llama.cpp's converter writes and its graph assumes (conversion/gemma.py Gem
 - `blk.N.layer_output_scale` is transformers' layer_scalar; the norms are stored as x w (no 1 + w shift);
 - a full layer with keys as values (attention_k_eq_v) has no attn_v: its values are its keys before the key norm.
 
-llama.cpp's gemma3n is not read: its graph hard-codes Gemma 3n E2B / E4B's layout (keys and values computed in the
-first 20 layers, activation sparsity in the first 10), so it cannot run a file of another depth as transformers does,
-and no small file can be checked against it.
+llama.cpp's gemma3n is not read (petit/models/refusals.py says why): it hard-codes Gemma 3n E2B / E4B's shapes (keys
+and values from the first 20 layers, sparsity in the first 10, LAuReL rank 64, 256 per-layer inputs a layer), so the
+smallest file it runs is far above a fixture's budget and no reader can be checked against it.
 """
 import numpy as np
 
