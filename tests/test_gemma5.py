@@ -166,6 +166,21 @@ def test_gemma3n_refuses_what_it_cannot_run(tmp_path, change, message):
         petit.load(d, weights="f32")
 
 
+@pytest.mark.parametrize("case", ["gemma3n_text", "gemma4_text"])
+def test_a_batch_gives_each_sequence_the_bits_it_gets_alone(case):
+    """Several sequences in one step (tests/test_batch.py's check): the per-layer inputs read each token's id, the
+    AltUp streams and the shared KV slots each sequence's own rows; the per-op path runs the same batch."""
+    from test_batch import _assert_same_caches, _batched, _model_batch, _oracle_batch, _solo, _tokens
+    model = _load(FOLDERS[case], "q8_0")
+    tokens = _tokens(model)
+    for kv_type in ("f32", "int8"):
+        alone = _solo(model, tokens, kv_type)
+        for run in (_model_batch, _oracle_batch):
+            for (want, c_alone), (got, c_batch) in zip(alone, _batched(model, tokens, kv_type, run)):
+                assert np.isfinite(want).all() and np.array_equal(got, want)
+                _assert_same_caches(c_batch, c_alone)
+
+
 def test_gemma4_reads_each_layers_pieces():
     net = _load(FOLDERS["gemma4_text"]).net
     assert [L.window for L in net.layers] == [8, 8, 0, 8, 0]
