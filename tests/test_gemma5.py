@@ -72,7 +72,7 @@ def wrapper(tmp_path_factory, request):
 
 
 def test_the_fixtures_are_there():
-    assert CASES == ["gemma3n_text", "gemma4_text", "gemma4_unified_text"]
+    assert CASES == ["gemma3n_text", "gemma4_moe_text", "gemma4_text", "gemma4_unified_text"]
     for kind in ("gemma3n", "gemma4", "gemma4_unified"):
         assert json.loads((DIR / f"{kind}.config.json").read_text())["model_type"] == kind
 
@@ -196,6 +196,26 @@ def test_gemma4_reads_each_layers_pieces():
     assert (net.arch.head_dim, net.arch.num_key_value_heads) == (32, 2)       # the cache slots fit every layer
 
 
+def test_gemma4_moe_reads_its_experts_folded_as_the_kernel_runs_them():
+    """Each expert split from the 3-D gate_up_proj / down_proj, down x its per_expert_scale; the router folded onto
+    the experts' normed input and kept float32 at q8_0 (a router stays unquantized)."""
+    from petit.formats.checkpoint import open_checkpoint
+    folder = FOLDERS["gemma4_moe_text"]
+    ckpt = open_checkpoint(folder)
+    sd = {n: ckpt.f32(n) for n in ckpt.names() if ".layers.1." in n}
+    net = _load(folder, "q8_0").net
+    moe = net.layers[1].moe
+    assert moe.top_k == 2 and len(moe.gate) == 4 and moe.router.dtype == "f32"
+    p = "model.layers.1."
+    k = sd[p + "router.scale"].astype(np.float64) / 8.0 / sd[p + "pre_feedforward_layernorm_2.weight"]
+    want = sd[p + "router.proj.weight"] * k[None, :]
+    assert np.allclose(moe.router.dequantize(), want, rtol=1e-6, atol=1e-7)
+    f32 = _load(folder).net.layers[1].moe
+    down3 = sd[p + "experts.down_proj"][3] * sd[p + "router.per_expert_scale"][3]
+    assert np.allclose(f32.down[3].dequantize(), down3, rtol=1e-6, atol=0)
+    assert np.array_equal(f32.up[2].dequantize(), sd[p + "experts.gate_up_proj"][2, 32:])
+
+
 def test_gemma4_unified_has_no_per_layer_inputs():
     net = _load(FOLDERS["gemma4_unified_text"]).net
     assert net.ple_width == 0 and all(L.ple_gate is None for L in net.layers)
@@ -208,8 +228,8 @@ def _config4():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32},
-     r"enable_moe_block=true \(Gemma 4's routed experts beside the MLP\) is not supported"),
+    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 5, "moe_intermediate_size": 32},
+     r"top_k_experts 5 is above num_experts 4"),
     ({"num_kv_shared_layers": 5}, r"a draft model \(Gemma 4's assistant\) that reads its target model's KV cache"),
     ({"per_layer_config": {"2": {"head_dim": 32, "num_key_value_heads": 1, "sliding_window": 4}}},
      r"per_layer_config\['2'\] must give a layer in 0..4 head_dim / num_key_value_heads"),

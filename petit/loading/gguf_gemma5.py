@@ -43,7 +43,8 @@ def _array(meta, key, name: str, n: int, default):
 def _gemma4(meta, key, cfg, has):
     if meta.get(key("expert_count")):
         raise ValueError("a gemma4 file with experts (Gemma 4 26B-A4B's routed experts beside the MLP) is not read by "
-                         "Petit: its family refuses enable_moe_block")
+                         "Petit yet: the converter's expert tensors (the router's scale, the per-expert down scales) "
+                         "have no mapping checked against llama.cpp; its Hugging Face folder runs")
     n = cfg["num_hidden_layers"]
     sliding = [bool(x) for x in _array(meta, key, "attention.sliding_window_pattern", n, False)]
     kv = [int(x) for x in _array(meta, key, "attention.head_count_kv", n, cfg["num_attention_heads"])]

@@ -5,8 +5,7 @@ tied to its embeddings). Petit runs the language model alone on text: the load s
 import warnings
 from dataclasses import dataclass
 
-from petit.models import gemma4_text
-from petit.models.gemma3n import hf_tensors  # noqa: F401  (the same model.language_model. names)
+from petit.models import gemma3n, gemma4_text
 
 
 @dataclass(kw_only=True)
@@ -39,6 +38,15 @@ def flatten(model_type: str, d):
                 flat[k] = d[k]
         d = dict(flat, model_type=model_type)
     return d
+
+
+def hf_tensors(cfg, ckpt) -> dict:
+    """The language model's tensors under the text model's names (gemma3n's renaming), and its experts as
+    gemma4_text reads them."""
+    renamed = gemma3n.hf_tensors(cfg, ckpt)
+    if not renamed:                                     # a text model's names already
+        return gemma4_text.hf_tensors(cfg, ckpt)
+    return renamed | gemma4_text.hf_tensors(cfg, ckpt, lambda n: gemma3n.P + n[len("model."):])
 
 
 build = gemma4_text.build

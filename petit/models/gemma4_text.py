@@ -16,9 +16,13 @@ Gemma 3's sandwich block (x w norms, not 1 + w) with what Gemma 4 adds:
   `use_double_wide_mlp`;
 - `layer_scalar`: each layer's output times a learned scalar.
 
-The routed-experts block beside the MLP (`enable_moe_block`, Gemma 4 26B-A4B) is refused by name: its router
-(a weightless RMS norm of the input x a learned scale / sqrt(hidden), softmax, top-k renormalised, times a per-expert
-scale) is not one Petit's MoE kernel computes.
+- routed experts beside the MLP (`enable_moe_block`, Gemma 4 26B-A4B): the block's input (the residual before the
+  MLP) goes through `pre_feedforward_layernorm_2` to the experts and, RMS-normed without weight x `router.scale` /
+  sqrt(hidden), to the router (softmax, top-k renormalised, x `router.per_expert_scale`); the MLP's output
+  (`post_feedforward_layernorm_1`) and the experts' (`post_feedforward_layernorm_2`) are summed before
+  `post_feedforward_layernorm`. Petit's MoE kernel runs it on the normed input: the router's scale over the norm's
+  weight is folded into the router's columns (`router.folded`) and each expert's per_expert_scale into its down
+  matrix, when read (hf_tensors); the router stays float32.
 """
 from dataclasses import dataclass
 
@@ -29,6 +33,7 @@ from petit.models.config import activation, check_decoder, positive_int, positiv
 from petit.models.decoder import Arch, Decoder, Layer, Norm
 from petit.models.gemma import GemmaConfig
 from petit.models.gemma3n_text import _G3nScratch, _Oracle, _plan_ops
+from petit.models.moe import Moe
 from petit.models.plan import Plan
 from petit.models.rope import Rope
 from petit.native import ACTIVATIONS, Weight
@@ -105,9 +110,10 @@ class Gemma4TextConfig(GemmaConfig):
             raise ValueError("config: attention_bias=true is not supported by gemma4 (its attention has no biases "
                              "in transformers' checkpoints)")
         if self.enable_moe_block:
-            raise ValueError("config: enable_moe_block=true (Gemma 4's routed experts beside the MLP) is not "
-                             "supported: its router (a weightless RMS norm x a learned scale / sqrt(hidden), softmax, "
-                             "top-k renormalised, x a per-expert scale) is not one Petit's MoE kernel computes")
+            positive_int(self, "num_experts", "top_k_experts", "moe_intermediate_size")
+            if self.top_k_experts > self.num_experts:
+                raise ValueError(f"config: top_k_experts {self.top_k_experts} is above num_experts "
+                                 f"{self.num_experts}")
         if self.rope_scaling is not None and (self.rope_scaling.get("rope_type") != "longrope" or
                                               self.rope_scaling.get("long_factor") !=
                                               self.rope_scaling.get("short_factor")):
@@ -193,6 +199,48 @@ class Gemma4TextConfig(GemmaConfig):
         return src
 
 
+def hf_tensors(cfg: Gemma4TextConfig, ckpt, name=lambda n: n) -> dict:
+    """The experts of each MoE layer as Petit's MoE kernel reads them: each expert's gate / up / down from
+    transformers 5's 3-D `experts.gate_up_proj` [E, 2F, D] and `experts.down_proj` [E, D, F] (down x its
+    router.per_expert_scale), and `router.folded` = router.proj x router.scale / (sqrt(hidden) x
+    pre_feedforward_layernorm_2.weight) per column, the router on the experts' normed input. `name` maps a text
+    model's name to the checkpoint's (the wrapper's model.language_model.)."""
+    if not cfg.enable_moe_block:
+        return {}
+    E, F, D = cfg.num_experts, cfg.moe_intermediate_size, cfg.hidden_size
+    out = {}
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        fused, down = name(p + "experts.gate_up_proj"), name(p + "experts.down_proj")
+        proj, scale, pes = name(p + "router.proj.weight"), name(p + "router.scale"), name(p + "router.per_expert_scale")
+        w2 = name(p + "pre_feedforward_layernorm_2.weight")
+        held = {}
+
+        def part(src, e, rows=None, mul=None, held=held):
+            def make():
+                if src not in held:
+                    held.clear()
+                    held[src] = ckpt.f32(src)
+                a = held[src][e, rows[0]:rows[1]] if rows else held[src][e]
+                return a * ckpt.f32(mul).reshape(-1)[e] if mul else a
+            return make
+
+        def folded(proj=proj, scale=scale, w2=w2):
+            w = ckpt.f32(w2).astype(np.float64)
+            if (w == 0).any():
+                raise ValueError(f"{w2} has a zero: the router cannot be folded onto the experts' normed input")
+            k = ckpt.f32(scale).astype(np.float64) * D ** -0.5 / w
+            return (ckpt.f32(proj).astype(np.float64) * k[None, :]).astype(np.float32)
+
+        for e in range(E):
+            x = f"{p}experts.{e}."
+            out[x + "gate_proj.weight"] = ((F, D), part(fused, e, (0, F)), [fused])
+            out[x + "up_proj.weight"] = ((F, D), part(fused, e, (F, 2 * F)), [fused])
+            out[x + "down_proj.weight"] = ((D, F), part(down, e, mul=pes), [down, pes])
+        out[p + "router.folded.weight"] = ((E, D), folded, [proj, scale, w2])
+    return out
+
+
 class ProportionalRope(Rope):
     """transformers' "proportional" RoPE: the whole head's pairs (i, i + head_dim / 2), the first `angles` of them
     turning at base^(-2i / head_dim), the others not at all (frequency 0: cos 1, sin 0)."""
@@ -232,6 +280,9 @@ class Gemma4Layer(Layer):
     ple_norm: Norm | None = None
     kv_source: int = 0
     scalar: float = 1.0
+    mlp_out_norm: Norm | None = None    # post_feedforward_layernorm_1 (with experts)
+    moe_in_norm: Norm | None = None     # pre_feedforward_layernorm_2
+    moe_out_norm: Norm | None = None    # post_feedforward_layernorm_2
 
 
 _LAYER_MATRICES = ("q", "k", "v", "o", "gate", "up", "down", "ple_gate", "ple_proj")
@@ -248,6 +299,7 @@ class Gemma4Decoder(Decoder):
 
     def matrices(self) -> list[Weight]:
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _LAYER_MATRICES) if W is not None}
+        out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         for W in (self.ple_model_proj, self.lm_head):
             if W is not None:
                 out[id(W)] = W
@@ -269,6 +321,8 @@ class Gemma4Decoder(Decoder):
                 W = getattr(L, n)
                 if W is not None and id(W) in new:
                     setattr(L, n, new[id(W)])
+            if L.moe is not None:
+                L.moe.replace(new)
         if self.ple_model_proj is not None:
             self.ple_model_proj = new.get(id(self.ple_model_proj), self.ple_model_proj)
         if id(self.embed) in new:
@@ -336,6 +390,12 @@ class Gemma4Decoder(Decoder):
             s.matmul(i, [layer.gate, layer.up], buf["normed"], [buf["gate"], buf["up"]])
             s.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
             s.matmul(i, [layer.down], buf["mlp_hidden"], [buf["branch"]])
+            if layer.moe is not None:               # the experts beside the MLP, on the block's input
+                s.norm(i, layer.mlp_out_norm, buf["branch"], 1, D, buf["branch"])
+                s.norm(i, layer.moe_in_norm, buf["resid"], 1, D, buf["normed_mlp"])
+                s.moe(i, layer.moe.c(cap), buf["normed_mlp"], buf["laurel"])
+                s.norm(i, layer.moe_out_norm, buf["laurel"], 1, D, buf["laurel"])
+                s.axpy(i, buf["branch"], 1.0, buf["laurel"], D)
             s.norm(i, layer.post_mlp_norm, buf["branch"], 1, D, buf["branch"])
             s.axpy(i, buf["resid"], 1.0, buf["branch"], D)
             if P:
@@ -395,6 +455,17 @@ def build(cfg: Gemma4TextConfig, t, prefix: str = "model."):
             L.k_norm, L.v_norm = rms(a + "k_norm", hd), Norm("rms", eps)
         L.attn_norm, L.post_attn_norm = rms(p + "input_layernorm"), rms(p + "post_attention_layernorm")
         L.mlp_norm, L.post_mlp_norm = rms(p + "pre_feedforward_layernorm"), rms(p + "post_feedforward_layernorm")
+        if cfg.enable_moe_block:
+            n_exp, Fe = cfg.num_experts, cfg.moe_intermediate_size
+            x = p + "experts."
+            L.moe = Moe(t.float_weight(p + "router.folded.weight", (n_exp, D)),
+                        [t.weight(f"{x}{e}.gate_proj.weight", (Fe, D)) for e in range(n_exp)],
+                        [t.weight(f"{x}{e}.up_proj.weight", (Fe, D)) for e in range(n_exp)],
+                        [t.weight(f"{x}{e}.down_proj.weight", (D, Fe)) for e in range(n_exp)],
+                        cfg.top_k_experts, True, act=cfg.act)
+            L.mlp_out_norm = rms(p + "post_feedforward_layernorm_1")
+            L.moe_in_norm = rms(p + "pre_feedforward_layernorm_2")
+            L.moe_out_norm = rms(p + "post_feedforward_layernorm_2")
         if P:
             L.ple_gate = t.weight(p + "per_layer_input_gate.weight", (P, D))
             L.ple_proj = t.weight(p + "per_layer_projection.weight", (D, P))

@@ -11,7 +11,7 @@ import numpy as np
 
 from trainer.reference import ops
 from trainer.reference.families.common import activation, get, heads, rms, rope
-from trainer.reference.spec import LayerSpec, ModelSpec, RopeSpec
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec, RopeSpec
 
 
 def gemma3n_text(cfg, names, family="gemma3n_text"):
@@ -166,8 +166,8 @@ def gemma4_text(cfg, names, family="gemma4_text"):
     src = [i if i < first else max(j for j in range(first) if types[j] == types[i]) for i in range(n_layers)]
     window = get(cfg, "sliding_window", 512)
     k_eq_v = bool(cfg.get("attention_k_eq_v"))
-    if cfg.get("enable_moe_block"):
-        raise ValueError("the reference does not model enable_moe_block=true of gemma4")
+    moe = bool(cfg.get("enable_moe_block"))
+    n_exp, top_k = (cfg["num_experts"], cfg["top_k_experts"]) if moe else (0, 0)
     full_kind = get(cfg, "full_rope_type", "proportional")
     P = get(cfg, "hidden_size_per_layer_input", 256) or 0
     act = activation(cfg, "hidden_activation", "gelu_pytorch_tanh")
@@ -196,6 +196,9 @@ def gemma4_text(cfg, names, family="gemma4_text"):
         if P:
             extra += [p + x + ".weight" for x in ("per_layer_input_gate", "per_layer_projection",
                                                   "post_per_layer_input_norm")]
+        if moe:
+            extra += [p + x + ".weight" for x in ("post_feedforward_layernorm_1", "pre_feedforward_layernorm_2",
+                                                  "post_feedforward_layernorm_2", "router.folded")]
 
     def rmsn(fwd, x, name):
         return ops.norm(x, "rms", eps, fwd.w(name) if name else None, None)
@@ -230,6 +233,25 @@ def gemma4_text(cfg, names, family="gemma4_text"):
             hn = rmsn(fwd, x, p + "pre_feedforward_layernorm.weight")
             y = mm(ops.act(act, mm(hn, p + "mlp.gate_proj.weight")) * mm(hn, p + "mlp.up_proj.weight"),
                    p + "mlp.down_proj.weight")
+            if moe:          # the experts beside the MLP, on the block's input (the file's folded router)
+                y = rmsn(fwd, y, p + "post_feedforward_layernorm_1.weight")
+                h2 = rmsn(fwd, x, p + "pre_feedforward_layernorm_2.weight")
+                logits = h2 @ fwd.w(p + "router.folded.weight").T
+                prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+                prob /= prob.sum(axis=1, keepdims=True)
+                top = np.argsort(-prob, axis=1, kind="stable")[:, :top_k]
+                fwd.routing.append(np.sort(top, axis=1))
+                wt = np.take_along_axis(prob, top, axis=1)
+                wt = wt / wt.sum(axis=1, keepdims=True)
+                out = np.zeros_like(h2)
+                for e in range(n_exp):
+                    rows, slot = np.nonzero(top == e)
+                    if rows.size:
+                        xe = h2[rows]
+                        ye = mm(ops.act(act, mm(xe, f"{p}experts.{e}.gate_proj.weight")) *
+                                mm(xe, f"{p}experts.{e}.up_proj.weight"), f"{p}experts.{e}.down_proj.weight")
+                        np.add.at(out, rows, ye * wt[rows, slot][:, None])
+                y = y + rmsn(fwd, out, p + "post_feedforward_layernorm_2.weight")
             x = x + rmsn(fwd, y, p + "post_feedforward_layernorm.weight")
             if P:
                 g = ops.act(act, mm(x, p + "per_layer_input_gate.weight")) * ple[:, i]
@@ -249,6 +271,10 @@ def gemma4_text(cfg, names, family="gemma4_text"):
                                      v=p + "self_attn.v_proj.weight" if has_v else None,
                                      o=p + "self_attn.o_proj.weight",
                                      **{x: f"{p}mlp.{x}_proj.weight" for x in ("gate", "up", "down")}))
+        if moe:                  # the experts' matrices by role, for verify's matrix check and routing
+            spec.layers[-1].moe = MoeSpec(p + "router.folded.weight", [
+                tuple(f"{p}experts.{e}.{x}_proj.weight" for x in ("gate", "up", "down")) for e in range(n_exp)],
+                top_k, True)
     return spec
 
 
