@@ -203,7 +203,7 @@ int pt_ple_ref(const pt_tensor *table, const int32_t *ids, int64_t T, const floa
  * 1 magnitude, y = y rms(x) / sqrt(max(mean(y^2), 1e-5)); 2 merge, y = (y + x) / scale; 3 mean of `streams` rows
  * `x_stride` apart, y = (x_0 + ... + x_{n-1}) / n */
 static int rows_check(int mode, int64_t width, int64_t streams, float scale) {
-    return (mode < 0 || mode > 3 || width < 1 || (mode == 3 && streams < 1) || (mode == 2 && scale == 0.0f)) ? -1 : 0;
+    return (mode < 0 || mode > 4 || width < 1 || (mode == 3 && streams < 1) || (mode == 2 && scale == 0.0f)) ? -1 : 0;
 }
 
 int pt_gemma_rows(int mode, float *y, const float *x, int64_t rows, int64_t width, float scale, int64_t streams,
@@ -237,6 +237,9 @@ int pt_gemma_rows(int mode, float *y, const float *x, int64_t rows, int64_t widt
         } else if (mode == 2) {
 #pragma omp simd
             for (int64_t i = 0; i < width; i++) yt[i] = (yt[i] + xt[i]) / scale;
+        } else if (mode == 4) {
+#pragma omp simd
+            for (int64_t i = 0; i < width; i++) yt[i] *= scale;
         } else {
             const float *x0 = x + t * width;
 #pragma omp simd
@@ -275,6 +278,8 @@ int pt_gemma_rows_ref(int mode, float *y, const float *x, int64_t rows, int64_t 
             for (int64_t i = 0; i < width; i++) y[t * width + i] = y[t * width + i] * target / now;
         } else if (mode == 2) {
             for (int64_t i = 0; i < width; i++) y[t * width + i] = (y[t * width + i] + x[t * width + i]) / scale;
+        } else if (mode == 4) {
+            for (int64_t i = 0; i < width; i++) y[t * width + i] = y[t * width + i] * scale;
         } else {
             for (int64_t i = 0; i < width; i++) {
                 float s = x[t * width + i];

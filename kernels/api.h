@@ -172,7 +172,8 @@ int  pt_ple_ref(const pt_tensor *table, const int32_t *ids, int64_t T, const flo
                 int64_t y_stride);
 /* Gemma 3n's row-wise steps over `rows` rows of `width`: mode 0 the gaussian top-k of activation sparsity, y =
  * relu(y - (mean + scale std)) in place; 1 y = y rms(x) / sqrt(max(mean(y^2), 1e-5)); 2 y = (y + x) / scale; 3 y =
- * the mean of `streams` rows of x, x_stride floats apart. -1 on a bad argument */
+ * the mean of `streams` rows of x, x_stride floats apart; 4 y = y * scale (Gemma 4's layer_scalar). -1 on a bad
+ * argument */
 int  pt_gemma_rows(int mode, float *y, const float *x, int64_t rows, int64_t width, float scale, int64_t streams,
                    int64_t x_stride);
 int  pt_gemma_rows_ref(int mode, float *y, const float *x, int64_t rows, int64_t width, float scale, int64_t streams,

@@ -1,4 +1,4 @@
-"""The gemma group of issue 30 (tests/fixtures/hf5_gemma: Gemma 3n as transformers 5 writes it): what
+"""The gemma group of issue 30 (tests/fixtures/hf5_gemma: Gemma 3n and Gemma 4 as transformers 5 writes them): what
 tests/test_hf_parity.py, test_verify_families.py and the app's chat test do not already hold for every hf5 fixture.
 
 - Parity at every position of the two other prompts of each fixture: the 140-token one (far past the sliding window
@@ -6,7 +6,9 @@ tests/test_hf_parity.py, test_verify_families.py and the app's chat test do not 
 - The forward plan equals the per-op path bit for bit (tests/test_plan.py's check), float32 and int8 caches.
 - Gemma 3n's kernels (kernels/altup.c): each against its plain scalar reference (the same bits) and against a
   float64 NumPy form of transformers' formula, at odd sizes.
-- The wrapper (`gemma3n`) warns once that its towers are not run and reports their tensors as unused; the config's
+- Gemma 4's particulars: per-layer heads, keys as values, the double-wide MLPs of the KV-sharing layers,
+  layer_scalar, proportional RoPE, and its refusals (routed experts, the assistant draft model).
+- The wrappers (`gemma3n`, `gemma4`) warn once that its towers are not run and reports their tensors as unused; the config's
   refusals name what is wrong.
 """
 import json
@@ -40,13 +42,13 @@ def rel_err(got, ref):
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
-def _wrapper(root: Path) -> Path:
-    """The gemma3n (Gemma3nForConditionalGeneration) folder of gemma3n_text's model, as qwen3_5's is derived from
-    qwen3_5_text's: the wrapper's config transformers wrote (gemma3n.config.json), the language model's tensors under
+def _wrapper(root: Path, kind: str = "gemma3n") -> Path:
+    """The gemma3n / gemma4 (ForConditionalGeneration) folder of the text case's model, as qwen3_5's is derived from
+    qwen3_5_text's: the wrapper's config transformers wrote (<kind>.config.json), the language model's tensors under
     model.language_model. (the head tied), and stand-ins for the towers' tensors, which text never reads."""
-    d = root / "gemma3n"
-    shutil.copytree(FOLDERS["gemma3n_text"], d)
-    shutil.copyfile(DIR / "gemma3n.config.json", d / "config.json")
+    d = root / kind
+    shutil.copytree(FOLDERS[kind + "_text"], d)
+    shutil.copyfile(DIR / f"{kind}.config.json", d / "config.json")
     raw = (d / "model.safetensors").read_bytes()
     n = struct.unpack("<Q", raw[:8])[0]
     head, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
@@ -64,14 +66,15 @@ def _wrapper(root: Path) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def wrapper(tmp_path_factory):
-    return _wrapper(tmp_path_factory.mktemp("gemma3n"))
+@pytest.fixture(scope="module", params=["gemma3n", "gemma4", "gemma4_unified"])
+def wrapper(tmp_path_factory, request):
+    return _wrapper(tmp_path_factory.mktemp(request.param), request.param)
 
 
 def test_the_fixtures_are_there():
-    assert CASES == ["gemma3n_text"]
-    assert json.loads((DIR / "gemma3n.config.json").read_text())["model_type"] == "gemma3n"
+    assert CASES == ["gemma3n_text", "gemma4_moe_text", "gemma4_text", "gemma4_unified_text"]
+    for kind in ("gemma3n", "gemma4", "gemma4_unified"):
+        assert json.loads((DIR / f"{kind}.config.json").read_text())["model_type"] == kind
 
 
 @pytest.mark.parametrize("prompt", ["", "_long", "_chat"])
@@ -82,9 +85,10 @@ def test_every_prompt_matches_transformers_at_every_position(case, prompt):
     assert err.max() <= F32_TOL, f"{case}{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
 
 
-def test_greedy_continuation_equals_transformers():
-    ref = np.load(FOLDERS["gemma3n_text"] / "reference.npz")
-    model = _load(FOLDERS["gemma3n_text"])
+@pytest.mark.parametrize("case", CASES)
+def test_greedy_continuation_equals_transformers(case):
+    ref = np.load(FOLDERS[case] / "reference.npz")
+    model = _load(FOLDERS[case])
     ids = [int(t) for t in ref["input_ids"]]
     cache = model.new_cache(64)
     logits = np.empty((1, model.vocab_size), np.float32)
@@ -98,8 +102,9 @@ def test_greedy_continuation_equals_transformers():
 
 @pytest.mark.parametrize("kv_type", ["f32", "int8"])
 @pytest.mark.parametrize("weights", ["f32", "q8_0"])
-def test_the_plan_equals_the_per_op_path(weights, kv_type):
-    _assert_same(_load(FOLDERS["gemma3n_text"], weights), kv_type)
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights, kv_type):
+    _assert_same(_load(FOLDERS[case], weights), kv_type)
 
 
 def test_the_model_reads_each_layers_pieces():
@@ -121,23 +126,24 @@ def test_the_wrapper_runs_its_language_model(wrapper, prompt):
 
 
 def test_the_wrapper_warns_once_and_reports_the_towers_tensors(wrapper, tmp_path):
+    kind = wrapper.name
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = petit.load(wrapper, weights="f32")
     said = [str(w.message) for w in caught]
-    towers = [m for m in said if "towers" in m]
+    towers = [m for m in said if "not run" in m]
     assert len(towers) == 1 and "vision_config / audio_config" in towers[0], said
     assert not any("ignoring unknown key" in m for m in said), said
     unused = [m for m in said if "does not use" in m]
     assert len(unused) == 1 and "model.audio_tower.subsample_conv_projection" in unused[0], said
     ids = np.load(wrapper / "reference.npz")["input_ids"]
-    assert np.array_equal(model.logits(ids), _load(FOLDERS["gemma3n_text"]).logits(ids))
-    out = tmp_path / "g.petit"                          # converted: a gemma3n file of the language model
+    assert np.array_equal(model.logits(ids), _load(FOLDERS[kind + "_text"]).logits(ids))
+    out = tmp_path / "g.petit"                          # converted: a file of the language model
     from petit.loading.convert import convert
     with pytest.warns(UserWarning):
         convert(wrapper, out, "f32").close()
     again = petit.load(out)
-    assert again.config.model_type == "gemma3n" and np.array_equal(again.logits(ids), model.logits(ids))
+    assert again.config.model_type == kind and np.array_equal(again.logits(ids), model.logits(ids))
 
 
 def _config(case):
@@ -158,6 +164,145 @@ def test_gemma3n_refuses_what_it_cannot_run(tmp_path, change, message):
     (d / "config.json").write_text(json.dumps(dict(_config("gemma3n_text"), **change)))
     with pytest.raises(ValueError, match=message):
         petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("case", ["gemma3n_text", "gemma4_text"])
+def test_a_batch_gives_each_sequence_the_bits_it_gets_alone(case):
+    """Several sequences in one step (tests/test_batch.py's check): the per-layer inputs read each token's id, the
+    AltUp streams and the shared KV slots each sequence's own rows; the per-op path runs the same batch."""
+    from test_batch import _assert_same_caches, _batched, _model_batch, _oracle_batch, _solo, _tokens
+    model = _load(FOLDERS[case], "q8_0")
+    tokens = _tokens(model)
+    for kv_type in ("f32", "int8"):
+        alone = _solo(model, tokens, kv_type)
+        for run in (_model_batch, _oracle_batch):
+            for (want, c_alone), (got, c_batch) in zip(alone, _batched(model, tokens, kv_type, run)):
+                assert np.isfinite(want).all() and np.array_equal(got, want)
+                _assert_same_caches(c_batch, c_alone)
+
+
+def test_gemma4_reads_each_layers_pieces():
+    net = _load(FOLDERS["gemma4_text"]).net
+    assert [L.window for L in net.layers] == [8, 8, 0, 8, 0]
+    assert [L.heads for L in net.layers] == [(16, 2), (16, 2), (32, 1), (16, 2), (32, 1)]
+    assert [L.kv_source for L in net.layers] == [0, 1, 2, 1, 2]
+    assert [(L.k is None, L.v is None, L.k_eq_v) for L in net.layers] == [
+        (False, False, False), (False, False, False), (False, True, True), (True, True, False), (True, True, True)]
+    assert [L.up.shape[0] for L in net.layers] == [64, 64, 64, 128, 128]      # the shared layers' double-wide MLPs
+    assert all(0.6 <= L.scalar <= 1.4 and L.scalar != 1.0 for L in net.layers)
+    full = net.layers[2].rope
+    inv, _ = full.inv_freq(8)
+    assert full.dim == 32 and np.count_nonzero(inv) == 4 and inv[0] == 1.0     # 0.25 x 32 / 2 pairs turn
+    assert (net.arch.head_dim, net.arch.num_key_value_heads) == (32, 2)       # the cache slots fit every layer
+
+
+def test_gemma4_moe_reads_its_experts_folded_as_the_kernel_runs_them():
+    """Each expert split from the 3-D gate_up_proj / down_proj, down x its per_expert_scale; the router folded onto
+    the experts' normed input and kept float32 at q8_0 (a router stays unquantized)."""
+    from petit.formats.checkpoint import open_checkpoint
+    folder = FOLDERS["gemma4_moe_text"]
+    ckpt = open_checkpoint(folder)
+    sd = {n: ckpt.f32(n) for n in ckpt.names() if ".layers.1." in n}
+    net = _load(folder, "q8_0").net
+    moe = net.layers[1].moe
+    assert moe.top_k == 2 and len(moe.gate) == 4 and moe.router.dtype == "f32"
+    p = "model.layers.1."
+    k = sd[p + "router.scale"].astype(np.float64) / 8.0 / sd[p + "pre_feedforward_layernorm_2.weight"]
+    want = sd[p + "router.proj.weight"] * k[None, :]
+    assert np.allclose(moe.router.dequantize(), want, rtol=1e-6, atol=1e-7)
+    f32 = _load(folder).net.layers[1].moe
+    down3 = sd[p + "experts.down_proj"][3] * sd[p + "router.per_expert_scale"][3]
+    assert np.allclose(f32.down[3].dequantize(), down3, rtol=1e-6, atol=0)
+    assert np.array_equal(f32.up[2].dequantize(), sd[p + "experts.gate_up_proj"][2, 32:])
+
+
+def test_gemma4_unified_has_no_per_layer_inputs():
+    net = _load(FOLDERS["gemma4_unified_text"]).net
+    assert net.ple_width == 0 and all(L.ple_gate is None for L in net.layers)
+    assert [L.heads for L in net.layers] == [(16, 2), (16, 2), (32, 1), (16, 2), (32, 1)]
+    assert [L.kv_source for L in net.layers] == [0, 1, 2, 1, 2]
+
+
+def _config4():
+    return json.loads((FOLDERS["gemma4_text"] / "config.json").read_text())
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 5, "moe_intermediate_size": 32},
+     r"top_k_experts 5 is above num_experts 4"),
+    ({"num_kv_shared_layers": 5}, r"a draft model \(Gemma 4's assistant\) that reads its target model's KV cache"),
+    ({"per_layer_config": {"2": {"head_dim": 32, "num_key_value_heads": 1, "sliding_window": 4}}},
+     r"per_layer_config\['2'\] must give a layer in 0..4 head_dim / num_key_value_heads"),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                          "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}}},
+     r"rope_parameters.full_attention: a 'yarn' RoPE with factor is not supported by gemma4"),
+    ({"vocab_size_per_layer_input": 256}, "transformers reads embed_tokens_per_layer at every input id"),
+    ({"layer_types": ["sliding_attention"] * 5}, "the last layer must be full_attention"),
+])
+def test_gemma4_refuses_what_it_cannot_run(tmp_path, change, message):
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["gemma4_text"], d)
+    (d / "config.json").write_text(json.dumps(dict(_config4(), **change)))
+    with pytest.raises(ValueError, match=message):
+        petit.load(d, weights="f32")
+
+
+# ---- GGUF: llama.cpp's own conversion of gemma4_text (tests/fixtures/gguf5_gemma, its README says how) ----
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_gemma"
+GGUF_TOL = 1e-3     # llama.cpp's GELU reads an f16 table: 3.8e-4 of the range from transformers, 3.9e-4 from Petit
+
+
+def _gguf(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / "gemma4_text" / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_gemma4_decoded_to_float_is_llama_cpps_run_but_its_gelu_table():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    got = _gguf(weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= GGUF_TOL
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+def test_gguf_gemma4_as_stored_is_as_close_as_llama_cpps_own_run():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    model = _gguf()
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_gemma4_greedy_tokens_are_llama_cpps():
+    ref = np.load(GGUF / "gemma4_text" / "q8_0.npz")
+    model = _gguf(weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+
+
+def test_gguf_gemma4_reads_what_the_folder_holds():
+    """The same layers as the Hugging Face folder: heads, KV sources, keys as values, double-wide MLPs, the scalars
+    (layer_output_scale), and the full layers' RoPE as llama.cpp's rope_freqs divisors (4 of 16 pairs turn)."""
+    net, hf = _gguf(weights="f32").net, _load(FOLDERS["gemma4_text"]).net
+    for a, b in zip(net.layers, hf.layers):
+        assert (a.heads, a.kv_source, a.k_eq_v, a.window, a.up.shape) == (b.heads, b.kv_source, b.k_eq_v, b.window,
+                                                                         b.up.shape)
+        assert a.scalar == b.scalar and (a.v is None) == (b.v is None) and (a.k is None) == (b.k is None)
+    inv, _ = net.layers[2].rope.inv_freq(8)
+    want, _ = hf.layers[2].rope.inv_freq(8)
+    assert np.array_equal(inv[:4], want[:4]) and (inv[4:] < 1e-30).all() and (want[4:] == 0).all()
+    assert net.ple_width == hf.ple_width == 32
 
 
 # ---- the kernels, at odd sizes ----
@@ -258,9 +403,9 @@ def test_gemma_rows_kernel(width, T):
     cut = y64.mean(-1, keepdims=True) + y64.std(-1, keepdims=True) * mult
     mag = np.sqrt((x64 ** 2).mean(-1, keepdims=True)) / np.sqrt(np.maximum((y64 ** 2).mean(-1, keepdims=True), 1e-5))
     want = {0: np.maximum(y64 - cut, 0), 1: y64 * mag, 2: (y64 + x64) / np.sqrt(2),
-            3: x[:, :T].astype(np.float64).mean(0)}
-    scale = {0: mult, 1: 1.0, 2: float(np.sqrt(2)), 3: 1.0}
-    for mode in range(4):
+            3: x[:, :T].astype(np.float64).mean(0), 4: y64 * 0.8125}
+    scale = {0: mult, 1: 1.0, 2: float(np.sqrt(2)), 3: 1.0, 4: 0.8125}
+    for mode in range(5):
         outs = []
         for fn in (lib.pt_gemma_rows, lib.pt_gemma_rows_ref):
             y = y0.copy()
@@ -271,5 +416,5 @@ def test_gemma_rows_kernel(width, T):
         if mode == 0 and width > 30:        # a top-k: most values cut to 0, a few kept
             assert 0 < (outs[0] > 0).sum() < outs[0].size / 2
     y = y0.copy()
-    assert lib.pt_gemma_rows(4, _fp(y), _fp(x), T, width, 1.0, 1, 0) == -1
+    assert lib.pt_gemma_rows(5, _fp(y), _fp(x), T, width, 1.0, 1, 0) == -1
     assert lib.pt_gemma_rows(3, _fp(y), _fp(x), T, width, 1.0, 0, 0) == -1

@@ -18,6 +18,7 @@ from petit.loading.gguf_wrap5 import WRAP5_ARCHS      # issue 30: the wrap group
 from petit.loading.gguf_moe_a5 import MOE_A5_ARCHS
 from petit.loading.gguf_mla5 import MLA5_ARCHS          # issue 30: the mla group
 from petit.loading.gguf_recur5 import RECUR5_ARCHS       # issue 30: the recur group (rwkv6)
+from petit.loading.gguf_gemma5 import GEMMA5_ARCHS          # issue 30: the gemma group
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b group
 from petit.loading.gguf_ssm import SSM_ARCHS
@@ -478,3 +479,4 @@ ARCHS.update(WRAP5_ARCHS)           # issue 30's wrap group: mistral3, exaone (g
 ARCHS.update(MOE_A5_ARCHS)
 ARCHS.update(MLA5_ARCHS)            # issue 30's mla group: deepseek32, glm-dsa (gguf_mla5.py)
 ARCHS.update(RECUR5_ARCHS)          # issue 30's recur group: rwkv6 (gguf_recur5.py)
+ARCHS.update(GEMMA5_ARCHS)          # issue 30's gemma group: gemma4 (gguf_gemma5.py)

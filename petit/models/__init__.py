@@ -20,9 +20,10 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
 from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
-                          gemma3n, gemma3n_text, glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax,
-                          minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
-                          recurrent_gemma, rwkv6, rwkv7, solar_open, zamba2)
+                          gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
+                          glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax, minimax_m2, ministral3,
+                          mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, rwkv6, rwkv7,
+                          solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -142,6 +143,10 @@ MODEL_TYPES = {
     "minimax": minimax,
     "rwkv6": rwkv6,
     "rwkv7": rwkv7,
+    "gemma4_text": gemma4_text,
+    "gemma4": gemma4,
+    "gemma4_unified_text": gemma4_unified_text,
+    "gemma4_unified": gemma4_unified,
 }
 
 

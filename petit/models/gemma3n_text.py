@@ -283,6 +283,9 @@ class _Oracle:
     def altup_predict(self, layer, rec, x, out, active):
         self._check(lib.pt_altup_predict(rec, x, self.T, out, active), layer)
 
+    def moe(self, layer, record, x, out):
+        self._check(lib.pt_moe_run(record, x, self.T, out, 0), layer)
+
     def altup_correct(self, layer, rec, pred, act, x, scaled):
         self._check(lib.pt_altup_correct(rec, pred, act, self.T, x, scaled), layer)
 

@@ -95,3 +95,19 @@ NOT_YET.update({
     "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks (no channel mixing, no token shift in "
                     "the MLP); Petit's rwkv7 block has RWKV-7's channel mixing"),
 })
+# issue 30, the gemma group
+NOT_YET.update({
+    "gemma4_assistant": "Gemma 4's assistant, a speculative-decoding draft model: every layer attends over the keys "
+                        "and values of its target Gemma 4 model (num_kv_shared_layers = num_hidden_layers), which "
+                        "Petit's cache does not hand from one model to another",
+    "gemma4_unified_assistant": "Gemma 4 Unified's assistant, a speculative-decoding draft model: every layer attends "
+                                "over its target model's keys and values, which Petit's cache does not hand from one "
+                                "model to another",
+    "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
+                             "cache, which Petit's cache does not hand from one model to another",
+    "gguf:gemma3n": "llama.cpp's gemma3n hard-codes Gemma 3n E2B / E4B's shapes instead of reading the file's (keys "
+                    "and values from the first 20 layers, activation sparsity 0.95 in the first 10, LAuReL rank 64, "
+                    "256 per-layer inputs a layer): the smallest file it runs is 20 layers with a 320 x 5120 "
+                    "per-layer table, about 1.7 MB at q8_0, so no fixture within the budget checks a reader against "
+                    "it; Petit runs Gemma 3n from its Hugging Face folder (gemma3n, gemma3n_text)",
+})
