@@ -361,3 +361,12 @@ def test_minicpm3_gguf_runs_llama_cpps_fixed_scales():
     for h in range(4):                # W_uk^T computed at load from the q8_0 attn_kv_b: the folder's, to q8_0's steps
         got, want = net.layers[0].mla.k_absorb[h].dequantize(), folder.layers[0].mla.k_absorb[h].dequantize()
         assert got.shape == want.shape == (32, 32) and np.abs(got - want).max() <= np.abs(want).max() / 127
+
+
+@pytest.mark.parametrize("case", ["glm4_moe_lite", "deepseek_v32", "glm_moe_dsa"])
+def test_the_hubs_extra_routing_keys_are_read_silently(tmp_path, case):
+    """Keys of the released config.json that transformers reads not (its router is always noaux_tc)."""
+    d = _with_config(tmp_path, case, topk_method="noaux_tc", scoring_func="sigmoid", num_nextn_predict_layers=1,
+                     ep_size=1)
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
