@@ -253,16 +253,16 @@ def test_deepseek_v32_refuses_what_it_cannot_run(tmp_path, change, message):
 
 
 def test_glm_moe_dsa_shares_the_first_layers_choice():
-    """indexer_types [full, shared, full]: layer 1 has no indexer and reuses layer 0's choice; its indexer turns
-    adjacent pairs, as the attention's rope part."""
+    """indexer_types [full, shared]: layer 1 has no indexer and reuses layer 0's choice; its indexer turns adjacent
+    pairs, as the attention's rope part."""
     net = _load(FOLDERS["glm_moe_dsa"]).net
-    d0, d1, d2 = (L.mla.dsa for L in net.layers)
-    assert (d0.shared, d1.shared, d2.shared) == (False, True, False) and d1.source is d0 and d1.wq_b is None
+    d0, d1 = (L.mla.dsa for L in net.layers)
+    assert (d0.shared, d1.shared) == (False, True) and d1.source is d0 and d1.wq_b is None
     assert d0.rope is net.layers[0].rope and d0.rope.interleaved
 
 
 @pytest.mark.parametrize("change", [
-    {"indexer_types": ..., "index_topk_pattern": "FSF"},
+    {"indexer_types": ..., "index_topk_pattern": "FS"},
     {"indexer_types": ..., "index_topk_freq": 2, "index_skip_topk_offset": 1},    # full when i is even
 ])
 def test_glm_moe_dsa_derives_indexer_types_as_transformers(tmp_path, change):
@@ -272,8 +272,8 @@ def test_glm_moe_dsa_derives_indexer_types_as_transformers(tmp_path, change):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"indexer_types": ["shared", "full", "full"]}, "indexer_types\\[0\\] is 'shared'"),
-    ({"indexer_types": ["full", "dense", "full"]}, "indexer_types must list 3 values, each 'full' or 'shared'"),
+    ({"indexer_types": ["shared", "full"]}, "indexer_types\\[0\\] is 'shared'"),
+    ({"indexer_types": ["full", "dense"]}, "indexer_types must list 2 values, each 'full' or 'shared'"),
 ])
 def test_glm_moe_dsa_refuses_what_it_cannot_run(tmp_path, change, message):
     d = _with_config(tmp_path, "glm_moe_dsa", **change)
@@ -344,7 +344,7 @@ def test_glm_moe_dsa_gguf_reads_which_layers_share():
     """glm-dsa's attention.indexer.types (one bool a layer) is the folder's indexer_types; deepseek32's indexer turns
     halves, glm-dsa's adjacent pairs, as the folders'."""
     glm = _gguf("glm_moe_dsa", weights="f32").net
-    assert [L.mla.dsa.shared for L in glm.layers] == [False, True, False] and glm.layers[0].mla.dsa.rope.interleaved
+    assert [L.mla.dsa.shared for L in glm.layers] == [False, True] and glm.layers[0].mla.dsa.rope.interleaved
     ds = _gguf("deepseek_v32", weights="f32").net
     assert [L.mla.dsa.shared for L in ds.layers] == [False, False] and not ds.layers[0].mla.dsa.rope.interleaved
     assert ds.layers[0].mla.dsa.w_proj.dtype == "f32"
@@ -361,3 +361,12 @@ def test_minicpm3_gguf_runs_llama_cpps_fixed_scales():
     for h in range(4):                # W_uk^T computed at load from the q8_0 attn_kv_b: the folder's, to q8_0's steps
         got, want = net.layers[0].mla.k_absorb[h].dequantize(), folder.layers[0].mla.k_absorb[h].dequantize()
         assert got.shape == want.shape == (32, 32) and np.abs(got - want).max() <= np.abs(want).max() / 127
+
+
+@pytest.mark.parametrize("case", ["glm4_moe_lite", "deepseek_v32", "glm_moe_dsa"])
+def test_the_hubs_extra_routing_keys_are_read_silently(tmp_path, case):
+    """Keys of the released config.json that transformers reads not (its router is always noaux_tc)."""
+    d = _with_config(tmp_path, case, topk_method="noaux_tc", scoring_func="sigmoid", num_nextn_predict_layers=1,
+                     ep_size=1)
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL

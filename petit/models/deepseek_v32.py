@@ -33,7 +33,8 @@ class DeepseekV32Config(DeepseekV3Config):
     index_head_dim: int = 128
     index_n_heads: int = 64
     model_type: str = "deepseek_v32"
-    _IGNORED = DeepseekV3Config._IGNORED | {"output_router_logits"}
+    # topk_method ("noaux_tc" in the Hub's config.json): transformers reads none, its router is always noaux_tc
+    _IGNORED = DeepseekV3Config._IGNORED | {"output_router_logits", "topk_method"}
     _INDEXER_INTERLEAVED = False             # DeepSeek-V3.2's indexer rotates by halves
     _LAYER_TYPES = ("indexed_attention",)
 

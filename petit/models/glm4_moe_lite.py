@@ -38,7 +38,8 @@ class Glm4MoeLiteConfig(DeepseekV3Config):
     mlp_layer_types: list | None = None
     first_k_dense_replace: int | None = None
     model_type: str = "glm4_moe_lite"
-    _IGNORED = DeepseekV3Config._IGNORED | {"output_router_logits"}
+    # topk_method ("noaux_tc" in the Hub's config.json): transformers reads none, its router is always noaux_tc
+    _IGNORED = DeepseekV3Config._IGNORED | {"output_router_logits", "topk_method"}
 
     def _validate(self):
         n = self.num_hidden_layers
