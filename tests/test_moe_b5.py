@@ -391,3 +391,26 @@ def test_gguf_afmoe_runs_llama_cpps_sliding_pattern():
     assert net.arch.embed_scale == 8.0 and all(L.attn_gate is not None for L in net.layers)
     m = net.layers[1].moe
     assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)
+
+
+# --- minicpm5_moe ---
+
+def test_minicpm5_moe_splits_the_query_and_its_gate():
+    """q_gate_proj (written back as self_attn.q_proj, [heads x 2 x head_dim]) read as the query and the gate; the
+    file's tensor is used whole (no row left unread)."""
+    model = _load(FOLDERS["minicpm5_moe"])
+    net = model.net
+    assert all(L.attn_gate is not None and L.attn_gate.shape == (64, 64) and L.q.shape == (64, 64)
+               for L in net.layers)
+    assert [L.moe is None for L in net.layers] == [True, False, False]
+    m = net.layers[1].moe
+    assert (m.scoring, m.n_group, m.topk_group, m.routed_scale, m.shared is not None) == ("sigmoid", 2, 1, 3.66, True)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"use_gated_attention": False}, "use_gated_attention false is not supported by the minicpm5_moe family"),
+    ({"attention_bias": True}, "attention_bias true is not supported by the minicpm5_moe family"),
+])
+def test_minicpm5_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "minicpm5_moe", **change), weights="f32")

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the moe_b group
-from petit.models import afmoe, exaone_moe, flex_olmo, lfm2_moe, minimax_m2
+from petit.models import afmoe, exaone_moe, flex_olmo, lfm2_moe, minicpm5_moe, minimax_m2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -109,6 +109,7 @@ MODEL_TYPES = {
     "minimax_m2": minimax_m2,
     "flex_olmo": flex_olmo,
     "afmoe": afmoe,
+    "minicpm5_moe": minicpm5_moe,
 }
 
 

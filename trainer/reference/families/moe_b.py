@@ -6,7 +6,9 @@ block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias 
 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores and
 e_score_correction_bias, renormalised), flex_olmo (OLMo 2's post-norm block over OLMoE's softmax experts), afmoe
 (four norms a block, gated attention output, NoPE global layers, muP embeddings, sigmoid experts with expert_bias
-and a shared expert). Nemotron-H's expert blocks are in hybrid.py's nemotron_h."""
+and a shared expert), minicpm5_moe (a Llama block with an element-wise sigmoid gate on the attention output, its q_proj
+split into q_proj / q_gate as the engine stores it; DeepSeek-V3's routing and shared experts). Nemotron-H's expert
+blocks are in hybrid.py's nemotron_h."""
 from trainer.reference.families.common import get, heads, layer_types, rms, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import _windows_of
@@ -120,5 +122,29 @@ def afmoe(cfg, names):
     return spec
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe, "afmoe": afmoe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2,
-            "flex_olmo": flex_olmo}
+def minicpm5_moe(cfg, names):
+    L = cfg["num_hidden_layers"]
+    k = get(cfg, "first_k_dense_replace", 1)
+    mlp = cfg.get("mlp_layer_types") or ["dense" if i < k else "sparse" for i in range(L)]
+    E, groups, S = get(cfg, "n_routed_experts", 160), get(cfg, "n_group", 1), get(cfg, "n_shared_experts", 1)
+    r = rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e6)), heads(cfg)[2])
+
+    def moe(i, p):
+        if mlp[i] == "dense":
+            return None
+        return MoeSpec(p + "mlp.gate.weight",
+                       [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], get(cfg, "num_experts_per_tok", 16), get(cfg, "norm_topk_prob", True),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if S else None, scoring="sigmoid", sel_bias=p + "mlp.gate.e_score_correction_bias",
+                       n_group=groups if groups > 1 else 0, topk_group=get(cfg, "topk_group", 1) if groups > 1 else 0,
+                       group_score="top2_sum", routed_scale=get(cfg, "routed_scaling_factor", 3.66))
+    spec = llama_like(cfg, names, "minicpm5_moe", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r,
+                      moe_of=moe)
+    for i, layer in enumerate(spec.layers):
+        layer.attn_gate = f"model.layers.{i}.self_attn.q_gate.weight"
+    return spec
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "afmoe": afmoe, "minicpm5_moe": minicpm5_moe, "exaone_moe": exaone_moe,
+            "minimax_m2": minimax_m2, "flex_olmo": flex_olmo}
