@@ -130,9 +130,9 @@ CLOSEST = {
 # issue 30, the moe_b group: the types it left refused, with what they add
 CLOSEST.update({
     "lfm3": ("lfm2", "a sigmoid gate per attention head (g_proj), sliding-window attention layers beside the full "
-                     "ones, norms after each sublayer too (post_operator_norm, post_ffn_norm), and per-layer-type "
-                     "RoPE whose full layers use transformers' 'proportional' RoPE (Gemma 4's), none of which Petit "
-                     "runs yet"),
+                     "ones, norms after each sublayer too (post_operator_norm, post_ffn_norm: Petit's conv layers add "
+                     "the conv's output to the residual unnormalised) and per-layer-type RoPE whose full layers use "
+                     "transformers' 'proportional' RoPE (Gemma 4's)"),
     "mimo_v2_flash": ("glm4_moe", "value heads narrower than the query / key heads (v_head_dim 128 against head_dim "
                                   "192), twice the key / value heads in its sliding layers, attention sinks in those "
                                   "layers only, values scaled by attention_value_scale and a partial RoPE base per "
