@@ -417,7 +417,6 @@ def test_minicpm5_moe_refuses_what_it_cannot_run(tmp_path, change, message):
 
 
 @pytest.mark.parametrize("model_type, near, what", [
-    ("lfm3", "lfm2", "a sigmoid gate per attention head"),
     ("mimo_v2_flash", "glm4_moe", "value heads narrower than the query / key heads"),
 ])
 def test_the_types_left_are_refused_naming_what_they_add(model_type, near, what):
@@ -425,3 +424,33 @@ def test_the_types_left_are_refused_naming_what_they_add(model_type, near, what)
     with pytest.raises(ValueError, match=rf"unsupported model_type '{model_type}'; the closest family Petit runs is "
                                          rf"{near} \({model_type} differs: {what}"):
         get_family(model_type)
+
+
+# --- lfm3 ---
+
+def test_lfm3_reads_its_layers():
+    """[conv, sliding, full, conv]; the per-head gate read as each row repeated head_dim times; the conv's output
+    normed before its add (post_operator_norm); the full layer's proportional RoPE: 4 of 8 pairs turn."""
+    from petit.models.lfm3 import ProportionalRope
+    net = _load(FOLDERS["lfm3"]).net
+    assert [L.mamba is not None for L in net.layers] == [True, False, False, True]
+    assert [L.window for L in net.layers] == [0, 8, 0, 0]
+    assert net.layers[0].mixer_norm is not None and net.layers[3].mixer_norm is not None
+    full, local = net.layers[2].rope, net.layers[1].rope
+    assert isinstance(full, ProportionalRope) and not isinstance(local, ProportionalRope)
+    inv, _ = full.inv_freq(8)
+    assert inv.shape == (8,) and np.all(inv[:4] > 0) and np.all(inv[4:] == 0) and local.base == 1e4
+    gate = np.asarray(net.layers[1].attn_gate.raw).view(np.float32).reshape(64, 64)
+    assert all(np.array_equal(gate[h * 16], gate[h * 16 + j]) for h in range(4) for j in range(16))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+     "rope_parameters.full_attention rope_type 'linear' is not supported by the lfm3 family"),
+    ({"conv_bias": True}, "conv_bias true is not supported by the lfm3 family"),
+    ({"layer_types": ["conv", "mamba", "full_attention", "conv"]}, "layer_types must list 4 values"),
+])
+def test_lfm3_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "lfm3", **change), weights="f32")

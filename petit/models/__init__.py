@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the moe_b group
-from petit.models import afmoe, exaone_moe, flex_olmo, lfm2_moe, minicpm5_moe, minimax_m2
+from petit.models import afmoe, exaone_moe, flex_olmo, lfm2_moe, lfm3, minicpm5_moe, minimax_m2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -110,6 +110,7 @@ MODEL_TYPES = {
     "flex_olmo": flex_olmo,
     "afmoe": afmoe,
     "minicpm5_moe": minicpm5_moe,
+    "lfm3": lfm3,
 }
 
 
@@ -129,10 +130,6 @@ CLOSEST = {
 }
 # issue 30, the moe_b group: the types it left refused, with what they add
 CLOSEST.update({
-    "lfm3": ("lfm2", "a sigmoid gate per attention head (g_proj), sliding-window attention layers beside the full "
-                     "ones, norms after each sublayer too (post_operator_norm, post_ffn_norm: Petit's conv layers add "
-                     "the conv's output to the residual unnormalised) and per-layer-type RoPE whose full layers use "
-                     "transformers' 'proportional' RoPE (Gemma 4's)"),
     "mimo_v2_flash": ("glm4_moe", "value heads narrower than the query / key heads (v_head_dim 128 against head_dim "
                                   "192), twice the key / value heads in its sliding layers, attention sinks in those "
                                   "layers only, values scaled by attention_value_scale and a partial RoPE base per "

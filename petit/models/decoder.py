@@ -93,6 +93,8 @@ class Layer:
     mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py); beside
                                         # attention when the layer has both (Falcon-H1)
     state_slot: int | None = None       # the mixer's cache slot, when not the layer's index (Falcon-H1)
+    # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
+    mixer_norm: Norm | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -389,13 +391,15 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
                 at = 0
-                direct = arch.residual_scale == 1.0
+                direct = arch.residual_scale == 1.0 and layer.mixer_norm is None
                 slot = i if layer.state_slot is None else layer.state_slot
                 for n, _, cache, _ in runs:
                     rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[slot], cache.v_ptr[slot],
                                           (buf["resid"] if direct else buf["branch"]) + at * D, direct)
                     at += n
-                if not direct:                  # Granite's residual_multiplier
+                if not direct:                  # Granite's residual_multiplier; LFM3's norm of the mixer's output
+                    if layer.mixer_norm is not None:
+                        rc |= layer.mixer_norm(buf["branch"], T, D, buf["branch"])
                     lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
                 if rc:
                     raise RuntimeError(f"kernel error {rc} in layer {i} ({self._positions(runs, -1)})")
@@ -618,10 +622,12 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:
                 slot = layer.state_slot
-                if arch.residual_scale == 1.0:
+                if arch.residual_scale == 1.0 and layer.mixer_norm is None:
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True, slot=slot)
-                else:                           # Granite's residual_multiplier
+                else:                           # Granite's residual_multiplier; LFM3's norm of the mixer's output
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"], slot=slot)
+                    if layer.mixer_norm is not None:
+                        plan.norm(i, layer.mixer_norm, buf["branch"], 1, D, buf["branch"])
                     plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)
                 if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only
                     continue
