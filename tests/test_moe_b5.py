@@ -363,9 +363,9 @@ def test_gguf_nemotron_h_moe_reads_the_expert_blocks():
 def test_afmoe_reads_its_blocks_and_routing():
     net = _load(FOLDERS["afmoe"]).net
     assert net.arch.embed_scale == 8.0                  # mup_enabled: sqrt(64)
-    assert [L.window for L in net.layers] == [8, 0, 8, 0]
-    assert [L.rope is None for L in net.layers] == [False, True, False, True]
-    assert [L.moe is None for L in net.layers] == [True, False, False, False]
+    assert [L.window for L in net.layers] == [8, 0, 8]
+    assert [L.rope is None for L in net.layers] == [False, True, False]
+    assert [L.moe is None for L in net.layers] == [True, False, False]
     for L in net.layers:
         assert L.attn_gate is not None and None not in (L.attn_norm, L.post_attn_norm, L.mlp_norm, L.post_mlp_norm)
     m = net.layers[1].moe
@@ -383,11 +383,74 @@ def test_afmoe_refuses_what_it_cannot_run(tmp_path, change, message):
 
 
 def test_gguf_afmoe_runs_llama_cpps_sliding_pattern():
-    """The file has no pattern key, so llama.cpp's 3 sliding : 1 full, not the folder's 1 : 1 (its logits are 0.49 of
-    their range from transformers' for that); the rest as the folder's."""
+    """The file has no pattern key, so llama.cpp's 3 sliding : 1 full (all three layers sliding here), not the folder's
+    1 : 1 (its logits are 0.31 of their range from transformers' for that); the rest as the folder's."""
     net = _gguf("afmoe", weights="f32").net
-    assert [L.window for L in net.layers] == [8, 8, 8, 0]
-    assert [L.rope is None for L in net.layers] == [False, False, False, True]
+    assert [L.window for L in net.layers] == [8, 8, 8]
+    assert [L.rope is None for L in net.layers] == [False, False, False]
     assert net.arch.embed_scale == 8.0 and all(L.attn_gate is not None for L in net.layers)
     m = net.layers[1].moe
     assert (m.scoring, m.norm_topk, m.routed_scale, m.shared is not None) == ("sigmoid", True, 2.5, True)
+
+
+# --- minicpm5_moe ---
+
+def test_minicpm5_moe_splits_the_query_and_its_gate():
+    """q_gate_proj (written back as self_attn.q_proj, [heads x 2 x head_dim]) read as the query and the gate; the
+    file's tensor is used whole (no row left unread)."""
+    model = _load(FOLDERS["minicpm5_moe"])
+    net = model.net
+    assert all(L.attn_gate is not None and L.attn_gate.shape == (64, 64) and L.q.shape == (64, 64)
+               for L in net.layers)
+    assert [L.moe is None for L in net.layers] == [True, False, False]
+    m = net.layers[1].moe
+    assert (m.scoring, m.n_group, m.topk_group, m.routed_scale, m.shared is not None) == ("sigmoid", 2, 1, 3.66, True)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"use_gated_attention": False}, "use_gated_attention false is not supported by the minicpm5_moe family"),
+    ({"attention_bias": True}, "attention_bias true is not supported by the minicpm5_moe family"),
+])
+def test_minicpm5_moe_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "minicpm5_moe", **change), weights="f32")
+
+
+@pytest.mark.parametrize("model_type, near, what", [
+    ("mimo_v2_flash", "glm4_moe", "value heads narrower than the query / key heads"),
+])
+def test_the_types_left_are_refused_naming_what_they_add(model_type, near, what):
+    from petit.models import get_family
+    with pytest.raises(ValueError, match=rf"unsupported model_type '{model_type}'; the closest family Petit runs is "
+                                         rf"{near} \({model_type} differs: {what}"):
+        get_family(model_type)
+
+
+# --- lfm3 ---
+
+def test_lfm3_reads_its_layers():
+    """[conv, sliding, full, conv]; the per-head gate read as each row repeated head_dim times; the conv's output
+    normed before its add (post_operator_norm); the full layer's proportional RoPE: 4 of 8 pairs turn."""
+    from petit.models.lfm3 import ProportionalRope
+    net = _load(FOLDERS["lfm3"]).net
+    assert [L.mamba is not None for L in net.layers] == [True, False, False, True]
+    assert [L.window for L in net.layers] == [0, 8, 0, 0]
+    assert net.layers[0].mixer_norm is not None and net.layers[3].mixer_norm is not None
+    full, local = net.layers[2].rope, net.layers[1].rope
+    assert isinstance(full, ProportionalRope) and not isinstance(local, ProportionalRope)
+    inv, _ = full.inv_freq(8)
+    assert inv.shape == (8,) and np.all(inv[:4] > 0) and np.all(inv[4:] == 0) and local.base == 1e4
+    gate = np.asarray(net.layers[1].attn_gate.raw).view(np.float32).reshape(64, 64)
+    assert all(np.array_equal(gate[h * 16], gate[h * 16 + j]) for h in range(4) for j in range(16))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+     "rope_parameters.full_attention rope_type 'linear' is not supported by the lfm3 family"),
+    ({"conv_bias": True}, "conv_bias true is not supported by the lfm3 family"),
+    ({"layer_types": ["conv", "mamba", "full_attention", "conv"]}, "layer_types must list 4 values"),
+])
+def test_lfm3_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, "lfm3", **change), weights="f32")

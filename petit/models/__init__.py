@@ -21,9 +21,9 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
 from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
                           gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
-                          glm4_moe_lite, glm_moe_dsa, lfm2_moe, llama4, minicpm3, minimax, minimax_m2, ministral3,
-                          mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text, recurrent_gemma, rwkv6, rwkv7,
-                          solar_open, zamba2)
+                          glm4_moe_lite, glm_moe_dsa, lfm2_moe, lfm3, llama4, minicpm3, minicpm5_moe, minimax,
+                          minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
+                          recurrent_gemma, rwkv6, rwkv7, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -147,6 +147,8 @@ MODEL_TYPES = {
     "gemma4": gemma4,
     "gemma4_unified_text": gemma4_unified_text,
     "gemma4_unified": gemma4_unified,
+    "minicpm5_moe": minicpm5_moe,
+    "lfm3": lfm3,
 }
 
 
@@ -166,6 +168,13 @@ CLOSEST = {
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
     "rwkv": ("rwkv6", "RWKV-4's WKV recurrence: no heads, a fixed decay, exponent stabilisation"),
 }
+# issue 30, the moe_b group: the types it left refused, with what they add
+CLOSEST.update({
+    "mimo_v2_flash": ("glm4_moe", "value heads narrower than the query / key heads (v_head_dim 128 against head_dim "
+                                  "192), twice the key / value heads in its sliding layers, attention sinks in those "
+                                  "layers only, values scaled by attention_value_scale and a partial RoPE base per "
+                                  "layer type: Petit's attention has one head size for q, k and v"),
+})
 
 
 def closest(model_type) -> str | None:

@@ -101,6 +101,8 @@ class Layer:
     # issue 30, the hybrid group: MiniMax's DeepNorm, resid = alpha resid + the sublayer's output (attention or mixer,
     # then the MLP): (alpha of the first, alpha of the second)
     resid_alpha: tuple = (1.0, 1.0)
+    # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
+    mixer_norm: Norm | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -410,13 +412,15 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:         # the mixer, per sequence (its recurrent state), added to resid
                 at = 0
-                direct = arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0
+                direct = arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0 and layer.mixer_norm is None
                 slot = i if layer.state_slot is None else layer.state_slot
                 for n, _, cache, _ in runs:
                     rc |= layer.mamba.run(attn_in + at * D, n, cache.k_ptr[slot], cache.v_ptr[slot],
                                           (buf["resid"] if direct else buf["branch"]) + at * D, direct)
                     at += n
-                if not direct:                  # Granite's residual_multiplier, MiniMax's alpha
+                if not direct:                  # Granite's residual_multiplier, MiniMax's alpha, LFM3's mixer norm
+                    if layer.mixer_norm is not None:
+                        rc |= layer.mixer_norm(buf["branch"], T, D, buf["branch"])
                     if layer.resid_alpha[0] != 1.0:
                         lib.pt_axpy(buf["resid"], layer.resid_alpha[0] - 1.0, buf["resid"], T * D)
                     lib.pt_axpy(buf["resid"], arch.residual_scale, buf["branch"], T * D)
@@ -734,10 +738,12 @@ class Decoder:
                 attn_in = buf["normed"]
             if layer.mamba is not None:
                 slot = layer.state_slot
-                if arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0:
+                if arch.residual_scale == 1.0 and layer.resid_alpha[0] == 1.0 and layer.mixer_norm is None:
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["resid"], accumulate=True, slot=slot)
-                else:                           # Granite's residual_multiplier, MiniMax's alpha
+                else:                           # Granite's residual_multiplier, MiniMax's alpha, LFM3's mixer norm
                     plan.mamba(i, layer.mamba.c(scratch.cap), attn_in, buf["branch"], slot=slot)
+                    if layer.mixer_norm is not None:
+                        plan.norm(i, layer.mixer_norm, buf["branch"], 1, D, buf["branch"])
                     self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
                     plan.axpy(i, buf["resid"], arch.residual_scale, buf["branch"], D)
                 if layer.down is None and layer.moe is None:    # a Mamba block: the mixer only

@@ -461,7 +461,7 @@ class Forward:
                     x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
-                x = x + rs * self.short_conv(L, h)
+                x = x + rs * self.norm(self.short_conv(L, h), L.post_attn_norm)     # LFM3's post-norm
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.rwkv7 is not None:                   # a whole RWKV-7 block (layer 0 keeps v_first)

@@ -6,7 +6,10 @@ block; DeepSeek-V3's group-limited sigmoid routing with e_score_correction_bias 
 (q / k RMS-normed over whole rows, partial rotate-half RoPE, Mixtral's expert names with sigmoid scores and
 e_score_correction_bias, renormalised), flex_olmo (OLMo 2's post-norm block over OLMoE's softmax experts), afmoe
 (four norms a block, gated attention output, NoPE global layers, muP embeddings, sigmoid experts with expert_bias
-and a shared expert). Nemotron-H's expert blocks are in hybrid.py's nemotron_h."""
+and a shared expert), minicpm5_moe (a Llama block with an element-wise sigmoid gate on the attention output, its q_proj
+split into q_proj / q_gate as the engine stores it; DeepSeek-V3's routing and shared experts), lfm3 (LFM2's hybrid
+with sliding and full attention layers, a sigmoid gate per head stored repeated over its head_dim as the engine stores
+it, sandwich norms, the full layers' proportional RoPE). Nemotron-H's expert blocks are in hybrid.py's nemotron_h."""
 from trainer.reference.families.common import get, heads, layer_types, rms, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.llama_variants import _windows_of
@@ -120,5 +123,77 @@ def afmoe(cfg, names):
     return spec
 
 
-FAMILIES = {"lfm2_moe": lfm2_moe, "afmoe": afmoe, "exaone_moe": exaone_moe, "minimax_m2": minimax_m2,
-            "flex_olmo": flex_olmo}
+def minicpm5_moe(cfg, names):
+    L = cfg["num_hidden_layers"]
+    k = get(cfg, "first_k_dense_replace", 1)
+    mlp = cfg.get("mlp_layer_types") or ["dense" if i < k else "sparse" for i in range(L)]
+    E, groups, S = get(cfg, "n_routed_experts", 160), get(cfg, "n_group", 1), get(cfg, "n_shared_experts", 1)
+    r = rope(dict(cfg, rope_theta=get(cfg, "rope_theta", 5e6)), heads(cfg)[2])
+
+    def moe(i, p):
+        if mlp[i] == "dense":
+            return None
+        return MoeSpec(p + "mlp.gate.weight",
+                       [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                        for e in range(E)], get(cfg, "num_experts_per_tok", 16), get(cfg, "norm_topk_prob", True),
+                       tuple(f"{p}mlp.shared_experts.{x}.weight" for x in ("gate_proj", "up_proj", "down_proj"))
+                       if S else None, scoring="sigmoid", sel_bias=p + "mlp.gate.e_score_correction_bias",
+                       n_group=groups if groups > 1 else 0, topk_group=get(cfg, "topk_group", 1) if groups > 1 else 0,
+                       group_score="top2_sum", routed_scale=get(cfg, "routed_scaling_factor", 3.66))
+    spec = llama_like(cfg, names, "minicpm5_moe", eps=get(cfg, "rms_norm_eps", 1e-6), rope_of=lambda i: r,
+                      moe_of=moe)
+    for i, layer in enumerate(spec.layers):
+        layer.attn_gate = f"model.layers.{i}.self_attn.q_gate.weight"
+    return spec
+
+
+def lfm3(cfg, names):
+    """Per layer kind: conv (ShortConvSpec), sliding / full attention (q_norm / k_norm per head, o_proj, the gate
+    as an element-wise one named self_attn.out_gate); every sublayer wrapped by its norms."""
+    import numpy as np
+
+    from trainer.reference.spec import LayerSpec, ModelSpec, NormSpec, RopeSpec, ShortConvSpec
+    H, KV, hd = heads(cfg)
+    eps = get(cfg, "norm_eps", 1e-5)
+    n = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types") or ["full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0
+                                       else "conv" for i in range(n)]
+    spec = ModelSpec("lfm3", H, KV, hd, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", True) else "lm_head.weight",
+                     rms("model.embedding_norm", eps))
+    local = rope(dict(cfg, rope_scaling=None), hd, theta=get(cfg, "rope_local_base_freq", 10000.0))
+    pairs = int(get(cfg, "partial_rotary_factor", 0.5) * hd // 2)
+    whole = rope(dict(cfg, rope_scaling=None), hd, theta=get(cfg, "rope_theta", 1e6))
+
+    def proportional(seq_len):
+        inv, att = whole.freqs(seq_len)
+        inv = np.array(inv, copy=True)
+        inv[pairs:] = 0.0
+        return inv, att
+    full = RopeSpec(hd, proportional)
+    w, sandwich = get(cfg, "sliding_window", 256), get(cfg, "use_sandwich_norm", True)
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}."
+        ff = {n_: f"{p}feed_forward.{x}.weight" for n_, x in (("gate", "w1"), ("up", "w3"), ("down", "w2"))}
+        if kind == "conv":
+            c = p + "conv."
+            L = LayerSpec(q=None, k=None, v=None, o=None, **ff,
+                          short_conv=ShortConvSpec(c + "in_proj.weight", c + "conv.weight", c + "out_proj.weight"))
+        else:
+            a = p + "self_attn."
+            L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
+                          rope=full if kind == "full_attention" else local, **ff)
+            L.window = w if kind == "sliding_attention" else 0
+            L.q_norm = NormSpec("rms", eps, a + "q_norm.weight")
+            L.k_norm = NormSpec("rms", eps, a + "k_norm.weight")
+            if get(cfg, "use_attention_gate", True):
+                L.attn_gate = a + "out_gate.weight"
+        L.attn_norm, L.mlp_norm = rms(p + "operator_norm", eps), rms(p + "ffn_norm", eps)
+        if sandwich:
+            L.post_attn_norm, L.post_mlp_norm = rms(p + "post_operator_norm", eps), rms(p + "post_ffn_norm", eps)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"lfm2_moe": lfm2_moe, "lfm3": lfm3, "afmoe": afmoe, "minicpm5_moe": minicpm5_moe, "exaone_moe": exaone_moe,
+            "minimax_m2": minimax_m2, "flex_olmo": flex_olmo}
