@@ -49,6 +49,12 @@ DEPARTS = {("gpt_oss", "q8_0"): 0.16, ("gpt_oss_mxfp4", "q8_0"): 0.16, ("gpt_oss
            ("deepseek_v2_lite", "q8_0"): 0.15, ("ernie4_5_moe", "q8_0"): 0.10, ("dbrx", "q8_0"): 0.10,
            ("qwen3_next", "q8_0"): 0.10, ("qwen3_moe", "q4_0"): 0.70}
 ROUTED_DEPARTS = {"gpt_oss": 0.85, "gpt_oss_mxfp4": 0.85, "deepseek_v2_lite": 0.7}
+# issue 30, the hybrid group: kimi_linear at q8_0, 0.122 where the routing agrees (31/35 positions), 0.30 anywhere,
+# argmax 28/35: its experts' sum is scaled by 2.446 (routed_scaling_factor) and the error is spread over every kind of
+# matrix (each kind alone back in float32 leaves 0.06-0.12: the experts 0.064, the head 0.063, KDA 0.109, the latent
+# attention 0.110); the engine there equals the float64 reference of the same quantized file (test_verify_families)
+DEPARTS[("kimi_linear", "q8_0")] = 0.15
+ROUTED_DEPARTS["kimi_linear"] = 0.85
 # every position, routing flips included (measured on these fixtures: q8_0 0.02-0.17, granitemoe the worst; q4_0
 # 0.33-0.75, qwen3_moe 0.67 and granitemoe 0.75 above the dense families' 0.60), and the argmax agreement over the
 # prompt (measured q8_0 >= 0.89, q4_0 >= 0.31), with margin
@@ -63,7 +69,8 @@ ANY_DEPARTS = {"gpt_oss": GPT_OSS, "gpt_oss_mxfp4": GPT_OSS,
                "deepseek_v2_lite": {"q8_0": (0.20, 0.7), "q4_0": (0.90, 0.0)},
                "llama4_text": {"q8_0": (0.40, 0.85), "q4_0": (0.60, 0.40)},
                "ernie4_5_moe": {"q8_0": (0.25, 0.85)}, "dbrx": {"q8_0": (0.30, 0.85)},
-               "qwen3_next": {"q4_0": (0.90, 0.20)}}
+               "qwen3_next": {"q4_0": (0.90, 0.20)},
+               "kimi_linear": {"q8_0": (0.35, 0.75), "q4_0": (0.90, 0.20)}}    # issue 30: see DEPARTS
 
 
 def _ref(case):

@@ -43,7 +43,8 @@ WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h",
-                "olmo_hybrid"}      # issue 30, the hybrid group: OLMo Hybrid's released configs (rope_theta null)
+                "olmo_hybrid",      # issue 30, the hybrid group: OLMo Hybrid's released configs (rope_theta null)
+                "kimi_linear"}      # and Kimi Linear's latent attention, which rotates nothing
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the hybrid group
-from petit.models import bamba, minimax, olmo_hybrid, zamba2
+from petit.models import bamba, kimi_linear, minimax, olmo_hybrid, zamba2
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -108,6 +108,7 @@ MODEL_TYPES = {
     "zamba2": zamba2,
     "olmo_hybrid": olmo_hybrid,
     "minimax": minimax,
+    "kimi_linear": kimi_linear,
 }
 
 

@@ -59,6 +59,7 @@ class Mamba:
     norm_mode: int = 0                  # 0 gate then norm, 1 norm then gate, 2 the gate alone (pt_mamba)
     scan: str | None = None             # "auto", "recurrent" or "chunked" (None: $PETIT_SCAN, else "auto")
     beta_scale: float = 0.0             # issue 30, the hybrid group: Gated DeltaNet's beta x this (OLMo Hybrid: 2)
+    kda: int = 0                        # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -125,6 +126,7 @@ class Mamba:
         m.norm_groups, m.norm_mode = self.norm_groups, self.norm_mode
         m.scan = scan_mode(self.scan)
         m.beta_scale = self.beta_scale
+        m.kda = self.kda
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL
