@@ -481,3 +481,17 @@ def test_kimi_linear_reads_its_layout():
     assert net.layers[1].mla is not None and net.layers[1].rope is None
     assert net.layers[0].moe is None and all(L.moe is not None for L in net.layers[1:])
     assert all(L.moe.scoring == "sigmoid" and L.moe.routed_scale == 2.446 for L in net.layers[1:])
+
+
+def test_kimi_linear_reads_the_hubs_dense_mlp_name(tmp_path):
+    """The Hub's checkpoints name the first layer's dense MLP `mlp.*` (llama.cpp's converter expects it so); transformers
+    5.25 writes it back under `block_sparse_moe.*` (its conversion mapping renames every layer's): both read the same."""
+    from test_dense5 import _rename_tensors
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["kimi_linear"], d)
+    _rename_tensors(FOLDERS["kimi_linear"] / "model.safetensors", d / "model.safetensors",
+                    lambda k: k.replace("layers.0.block_sparse_moe.", "layers.0.mlp."))
+    ref = np.load(d / "reference.npz")
+    model = _load(d)
+    assert "model.layers.0.mlp.gate_proj.weight" in model.tensors
+    assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL

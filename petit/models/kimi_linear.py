@@ -11,8 +11,9 @@ renormalised times `routed_scaling_factor`, shared experts).
   `self_attn.in_proj` (rows q | k | v | g | b | f), and q_conv1d | k_conv1d | v_conv1d into `self_attn.conv1d`.
 - Latent attention: DeepSeek-V2's with q_proj (no q_lora_rank) or q_a / q_b, the rope part of each key shared and
   not rotated (no position encoding at all), scores scaled by (nope + rope)^-0.5.
-- The Hub's names (transformers renames them when it loads): `block_sparse_moe.*` for every layer's MLP, the experts
-  as Mixtral's w1 / w3 / w2.
+- The Hub's names (transformers renames them when it loads): `block_sparse_moe.*` for the experts (Mixtral's w1 / w3 /
+  w2, the router, the shared experts) and `mlp.*` for a dense layer's MLP, which transformers 5.25 writes back under
+  block_sparse_moe too (both are read).
 The cache holds the latent attention's latent rows and the KDA layers' conv and [dk, dv] states."""
 from dataclasses import dataclass
 
@@ -185,8 +186,9 @@ def build(cfg: KimiLinearConfig, t) -> Decoder:
             m.scoring, m.group_score, m.routed_scale = "sigmoid", "top2_sum", float(cfg.routed_scaling_factor)
             m.sel_bias = t.vec(p + MLP + ".gate.e_score_correction_bias", (cfg.num_experts,))
             mlp = {"moe": m}
-        else:
-            mlp = {n: t.weight(f"{p}{MLP}.{n}_proj.weight", shape) for n, shape in
+        else:                # the Hub's dense MLP is `mlp`; transformers 5.25 writes it back under block_sparse_moe
+            pre = "mlp" if t.has(p + "mlp.gate_proj.weight") else MLP
+            mlp = {n: t.weight(f"{p}{pre}.{n}_proj.weight", shape) for n, shape in
                    (("gate", (cfg.intermediate_size, D)), ("up", (cfg.intermediate_size, D)),
                     ("down", (D, cfg.intermediate_size)))}
         if kind == "linear_attention":

@@ -187,8 +187,9 @@ def kimi_linear(cfg, names):
                                   scoring="sigmoid", sel_bias=m + "gate.e_score_correction_bias", n_group=1,
                                   topk_group=1, group_score="top2_sum",
                                   routed_scale=float(get(cfg, "routed_scaling_factor", 1.0)))}
-        else:
-            mlp = {x: f"{m}{x}_proj.weight" for x in ("gate", "up", "down")}
+        else:                   # the Hub's `mlp`, or transformers 5.25's block_sparse_moe spelling of it
+            pre = p + "mlp." if f"{p}mlp.gate_proj.weight" in names else m
+            mlp = {x: f"{pre}{x}_proj.weight" for x in ("gate", "up", "down")}
         if kind == "linear_attention":
             L = LayerSpec(q=None, k=None, v=None, o=None, **mlp, deltanet=DeltaNetSpec(
                 a + "in_proj.weight", a + "conv1d.weight", a + "dt_bias", a + "A_log", a + "o_norm.weight",
