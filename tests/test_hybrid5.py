@@ -495,3 +495,24 @@ def test_kimi_linear_reads_the_hubs_dense_mlp_name(tmp_path):
     model = _load(d)
     assert "model.layers.0.mlp.gate_proj.weight" in model.tensors
     assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+def test_kimi_linear_reads_the_hubs_config_spelling(tmp_path):
+    """Moonshot's config.json spells the KDA sizes and the layer kinds in `linear_attn_config` (1-indexed layer lists)
+    and uses KimiLinearConfig's other names (num_local_experts, n_shared_experts, ...): the same model, no warning."""
+    cfg = _config("kimi_linear")
+    hub = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types", "linear_head_dim",
+                                                     "linear_num_heads", "linear_conv_kernel_dim", "num_experts",
+                                                     "num_shared_experts", "num_experts_per_token")}
+    hub.update(linear_attn_config={"full_attn_layers": [2], "kda_layers": [1, 3, 4], "head_dim": 16, "num_heads": 4,
+                                   "short_conv_kernel_size": 4},
+               first_k_dense_replace=1, num_local_experts=4, n_shared_experts=1, num_experts_per_tok=2)
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["kimi_linear"], d)
+    (d / "config.json").write_text(json.dumps(hub))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    hub["num_experts"] = 8
+    (d / "config.json").write_text(json.dumps(hub))
+    with pytest.raises(ValueError, match="num_local_experts 4 and num_experts 8 .the same setting. differ"):
+        petit.load(d, weights="f32")

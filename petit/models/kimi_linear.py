@@ -65,6 +65,44 @@ class KimiLinearConfig(DecoderConfig):
     _REQUIRED = ()
     _IGNORED = MOE_TRAINING_ONLY | {"pretraining_tp", "qk_head_dim", "head_dim"}
 
+    # the other names KimiLinearConfig answers to (its attribute_map): the Hub's config.json may use either
+    ALIASES = {"max_position_embeddings": "model_max_length", "norm_topk_prob": "moe_renormalize",
+               "n_group": "num_expert_group", "num_local_experts": "num_experts",
+               "num_experts_per_tok": "num_experts_per_token", "n_shared_experts": "num_shared_experts"}
+    LINEAR_ATTN = {"head_dim": "linear_head_dim", "num_heads": "linear_num_heads",
+                   "short_conv_kernel_size": "linear_conv_kernel_dim"}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Also the Hub's spelling (Moonshot's config.json, which transformers reads the same): the aliases above,
+        and `linear_attn_config` with the KDA sizes and the 1-indexed `full_attn_layers` / `kda_layers`."""
+        if not isinstance(d, dict):
+            return super().from_dict(d)
+        d = dict(d)
+        for alias, name in cls.ALIASES.items():
+            if alias in d:
+                v = d.pop(alias)
+                if name in d and d[name] != v:
+                    raise ValueError(f"config: {alias} {v!r} and {name} {d[name]!r} (the same setting) differ")
+                d[name] = v
+        lac = d.pop("linear_attn_config", None)
+        if lac is not None:
+            if not isinstance(lac, dict):
+                raise ValueError(f"config: linear_attn_config must be an object, got {lac!r}")
+            for key, name in cls.LINEAR_ATTN.items():
+                if key in lac and name not in d:
+                    d[name] = lac[key]
+            n = d.get("num_hidden_layers", 27)
+            if d.get("layer_types") is None and "full_attn_layers" in lac and "kda_layers" in lac:
+                types = [None] * n
+                for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
+                    for i in lac[key]:                       # 1-indexed in the checkpoint
+                        if not isinstance(i, int) or not 1 <= i <= n:
+                            raise ValueError(f"config: linear_attn_config.{key} must list layers 1..{n}, got {i!r}")
+                        types[i - 1] = kind
+                d["layer_types"] = types
+        return super().from_dict(d)
+
     def _validate(self):
         self.max_position_embeddings = self.model_max_length
         check_decoder(self, ("rms_norm_eps", "routed_scaling_factor"), ("tie_word_embeddings", "moe_renormalize",
