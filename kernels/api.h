@@ -279,6 +279,11 @@ typedef struct {
     int64_t r7_rank[4];
     int32_t rwkv_first;
     float *vfirst;
+    /* issue 30, the hybrid group: Kimi Delta Attention (version 4 with kda 1): in_proj's last rows are the forget gate
+     * f [n_heads][d_state] (in place of a [n_heads]); the state decays per key channel, S[i][:] *= exp(A[h]
+     * softplus(f[h][i] + dt_bias[h][i])) (dt_bias [n_heads][d_state]); the output gate is sigmoid(z), not silu(z);
+     * the recurrent form at every length (kernels/deltanet.c kda_head, plain scalar C) */
+    int32_t kda;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,

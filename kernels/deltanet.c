@@ -58,7 +58,43 @@ static void delta_out(const delta_job *j, int64_t t, int64_t h, const float *o, 
     float ss = 0.0f;
     for (int64_t c = 0; c < dv; c++) ss += o[c] * o[c];
     const float r = 1.0f / sqrtf(ss / (float)dv + m->eps);
-    for (int64_t c = 0; c < dv; c++) y[c] = o[c] * r * m->norm_w[c] * silu_f(z[c]);
+    if (m->kda)                             /* Kimi Delta Attention: a sigmoid gate */
+        for (int64_t c = 0; c < dv; c++) y[c] = o[c] * r * m->norm_w[c] * (1.0f / (1.0f + expf(-z[c])));
+    else
+        for (int64_t c = 0; c < dv; c++) y[c] = o[c] * r * m->norm_w[c] * silu_f(z[c]);
+}
+
+/* issue 30, the hybrid group: Kimi Delta Attention's value head h through all T tokens, a token at a time, in plain
+ * scalar C: the state decays per key channel i by exp(A[h] softplus(f[h][i] + dt_bias[h][i])), then the delta rule */
+static void kda_head(void *ctx, int64_t h, int ith) {
+    (void)ith;
+    const delta_job *j = (const delta_job *)ctx;
+    const pt_mamba *m = j->m;
+    const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, kd = m->n_groups * dk, vd = Hv * dv;
+    float *S = j->S + h * dk * dv;
+    float q[DELTA_MAX_DIM], k[DELTA_MAX_DIM], d[DELTA_MAX_DIM], kv[DELTA_MAX_DIM], o[DELTA_MAX_DIM], beta, g0;
+    for (int64_t t = 0; t < j->T; t++) {
+        delta_prep(j, t, h, q, k, &beta, &g0);
+        const float *f = m->xz + t * j->row + 2 * kd + 2 * vd + Hv + h * dk;
+        const float *v = m->u + t * j->cw + 2 * kd + h * dv;
+        for (int64_t i = 0; i < dk; i++) d[i] = expf(m->A[h] * softplus_f(f[i] + m->dt_bias[h * dk + i]));
+        for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t c = 0; c < dv; c++) {
+                S[i * dv + c] *= d[i];
+                kv[c] += S[i * dv + c] * k[i];
+            }
+        for (int64_t c = 0; c < dv; c++) {
+            kv[c] = beta * (v[c] - kv[c]);
+            o[c] = 0.0f;
+        }
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t c = 0; c < dv; c++) {
+                S[i * dv + c] += k[i] * kv[c];
+                o[c] += S[i * dv + c] * q[i];
+            }
+        delta_out(j, t, h, o, m->y + t * vd + h * dv);
+    }
 }
 
 /* value head h through all T tokens, a token at a time */
@@ -109,6 +145,10 @@ int pt_delta_heads(const pt_mamba *m, int64_t T, int64_t cw, int64_t row, float 
     const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads;
     delta_job j = {m, T, cw, row, ssm_state};
     const double work = (double)T * (double)Hv * (double)dk * (double)dv * 4.0;
+    if (m->kda) {                           /* Kimi Delta Attention: its recurrent form at every length */
+        pt_run_chunks(kda_head, &j, Hv, work);
+        return 0;
+    }
     if (!chunked(m->scan, T)) {
         pt_run_chunks(delta_head, &j, Hv, work);
         return 0;

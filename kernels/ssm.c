@@ -194,7 +194,8 @@ static int short_conv_locked(const pt_mamba *m, const float *x, int64_t T, float
 static int deltanet_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state,
                            float *out, int accumulate) {
     const int64_t dk = m->d_state, dv = m->head_dim, Hv = m->n_heads, Hk = m->n_groups;
-    const int64_t kd = Hk * dk, vd = Hv * dv, cw = 2 * kd + vd, row = 2 * kd + 2 * vd + 2 * Hv;
+    const int64_t kd = Hk * dk, vd = Hv * dv, cw = 2 * kd + vd;
+    const int64_t row = 2 * kd + 2 * vd + Hv + (m->kda ? Hv * dk : Hv);     /* Kimi: a forget gate per key channel */
     if (T < 1 || T > m->cap || Hk < 1 || Hv % Hk || dk < 1 || dk > DELTA_MAX_DIM || dv < 1 || dv > DELTA_MAX_DIM ||
         m->d_inner != vd || m->in_proj->rows != row || !m->norm_w)
         return -1;

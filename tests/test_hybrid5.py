@@ -414,3 +414,105 @@ def test_minimax_refuses_what_it_cannot_run(tmp_path, change, message):
     (d / "config.json").write_text(json.dumps(dict(_config("minimax"), **change)))
     with pytest.raises(ValueError, match=message):
         petit.load(d, weights="f32")
+
+
+def _kda_f64(p, x, conv, S, H, dk, eps):
+    """Kimi Delta Attention in float64 (transformers' recurrent_kimi_delta_attention with its conv, l2norm, forget
+    gate and sigmoid-gated norm) from a state (conv [3 H dk, K-1], S [H, dk, dk]); in_proj rows q | k | v | g | b | f."""
+    T, w = len(x), H * dk
+    zx = x @ p["in_proj"].T
+    qkv, g_out, b, f = zx[:, :3 * w], zx[:, 3 * w:4 * w], zx[:, 4 * w:4 * w + H], zx[:, 4 * w + H:]
+    K = p["conv_w"].shape[1]
+    hist = np.concatenate([conv.T, qkv], axis=0)
+    u = np.stack([(hist[t:t + K] * p["conv_w"].T).sum(0) for t in range(T)])
+    u = u / (1 + np.exp(-u))
+    q, k, v = (u[:, j * w:(j + 1) * w].reshape(T, H, dk) for j in range(3))
+    q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6) / np.sqrt(dk)
+    k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+    beta = 1 / (1 + np.exp(-b))
+    g = p["A"][:, None] * np.logaddexp(0, f + p["dt_bias"]).reshape(T, H, dk)
+    o = np.empty((T, H, dk))
+    for t in range(T):
+        S = S * np.exp(g[t])[:, :, None]
+        delta = (v[t] - np.einsum("hij,hi->hj", S, k[t])) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        o[t] = np.einsum("hij,hi->hj", S, q[t])
+    o = o / np.sqrt((o * o).mean(-1, keepdims=True) + eps) * p["norm_w"]
+    o = o.reshape(T, w) / (1 + np.exp(-g_out))
+    return o @ p["out_proj"].T, hist[-(K - 1):].T, S
+
+
+@pytest.mark.parametrize("T", [1, 7, 19])
+def test_kimi_delta_attention_against_float64(T):
+    """kernels/deltanet.c's kda_head (pt_mamba.kda) at odd sizes, carried across two calls, against float64."""
+    from petit.native import Weight
+    rng = np.random.default_rng(T + 100)
+    D, H, dk, K = 22, 3, 5, 3
+    w = H * dk
+    p = {"in_proj": rng.normal(0, 0.4, (4 * w + H + w, D)), "conv_w": rng.normal(0, 0.5, (3 * w, K)),
+         "A": -np.exp(rng.uniform(-1, 1, H)), "dt_bias": rng.normal(0, 0.5, w), "norm_w": rng.normal(1, 0.2, dk),
+         "out_proj": rng.normal(0, 0.4, (D, w))}
+
+    def f32(a):
+        a = np.ascontiguousarray(a, np.float32)
+        return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
+    m = Mamba(f32(p["in_proj"]), p["conv_w"].astype(np.float32), None, None, None, p["dt_bias"].astype(np.float32),
+              p["A"].astype(np.float32), np.zeros(H, np.float32), f32(p["out_proj"]), dk, K, 1, eps=1e-5, version=4,
+              n_heads=H, n_groups=H, norm_w=p["norm_w"].astype(np.float32), kda=1)
+    conv, S = np.zeros(m.state_shapes[0], np.float32), np.zeros(m.state_shapes[1], np.float32)
+    c64, S64 = conv.astype(np.float64), S.astype(np.float64)
+    x = rng.normal(0, 1, (2 * T, D))
+    for part in (x[:T], x[T:]):
+        y = np.zeros((T, D), np.float32)
+        xs = np.ascontiguousarray(part, np.float32)
+        assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
+                     ffi.cast("float *", ffi.from_buffer(S)), ffi.cast("float *", ffi.from_buffer(y))) == 0
+        want, c64, S64 = _kda_f64(p, part, c64, S64, H, dk, 1e-5)
+        np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max())
+        np.testing.assert_allclose(S, S64, rtol=0, atol=2e-4 * np.abs(S64).max())
+
+
+def test_kimi_linear_reads_its_layout():
+    """The Hub's names (block_sparse_moe for every MLP, q / k / v_conv1d, the forget gate's low-rank f_a / f_b and the
+    output gate's g_a / g_b joined into in_proj); the latent attention rotates nothing."""
+    net = _load(FOLDERS["kimi_linear"]).net
+    assert [L.mamba is not None for L in net.layers] == [True, False, True, True]
+    assert all(L.mamba.kda == 1 for L in net.layers if L.mamba is not None)
+    assert net.layers[1].mla is not None and net.layers[1].rope is None
+    assert net.layers[0].moe is None and all(L.moe is not None for L in net.layers[1:])
+    assert all(L.moe.scoring == "sigmoid" and L.moe.routed_scale == 2.446 for L in net.layers[1:])
+
+
+def test_kimi_linear_reads_the_hubs_dense_mlp_name(tmp_path):
+    """The Hub's checkpoints name the first layer's dense MLP `mlp.*` (llama.cpp's converter expects it so); transformers
+    5.25 writes it back under `block_sparse_moe.*` (its conversion mapping renames every layer's): both read the same."""
+    from test_dense5 import _rename_tensors
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["kimi_linear"], d)
+    _rename_tensors(FOLDERS["kimi_linear"] / "model.safetensors", d / "model.safetensors",
+                    lambda k: k.replace("layers.0.block_sparse_moe.", "layers.0.mlp."))
+    ref = np.load(d / "reference.npz")
+    model = _load(d)
+    assert "model.layers.0.mlp.gate_proj.weight" in model.tensors
+    assert rel_err(model.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+def test_kimi_linear_reads_the_hubs_config_spelling(tmp_path):
+    """Moonshot's config.json spells the KDA sizes and the layer kinds in `linear_attn_config` (1-indexed layer lists)
+    and uses KimiLinearConfig's other names (num_local_experts, n_shared_experts, ...): the same model, no warning."""
+    cfg = _config("kimi_linear")
+    hub = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types", "linear_head_dim",
+                                                     "linear_num_heads", "linear_conv_kernel_dim", "num_experts",
+                                                     "num_shared_experts", "num_experts_per_token")}
+    hub.update(linear_attn_config={"full_attn_layers": [2], "kda_layers": [1, 3, 4], "head_dim": 16, "num_heads": 4,
+                                   "short_conv_kernel_size": 4},
+               first_k_dense_replace=1, num_local_experts=4, n_shared_experts=1, num_experts_per_tok=2)
+    d = tmp_path / "m"
+    shutil.copytree(FOLDERS["kimi_linear"], d)
+    (d / "config.json").write_text(json.dumps(hub))
+    ref = np.load(d / "reference.npz")
+    assert rel_err(_load(d).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    hub["num_experts"] = 8
+    (d / "config.json").write_text(json.dumps(hub))
+    with pytest.raises(ValueError, match="num_local_experts 4 and num_experts 8 .the same setting. differ"):
+        petit.load(d, weights="f32")

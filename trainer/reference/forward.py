@@ -75,15 +75,20 @@ class Forward:
         of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
         q, k = q[:, of], k[:, of]
         beta = (0.5 + 0.5 * np.tanh(0.5 * b)) * m.beta_scale
-        g = -np.exp(self.w(m.A_log)) * np.logaddexp(0.0, a + self.w(m.dt_bias))
+        if m.kda:                                     # Kimi: a log decay per head and key channel
+            g = (-np.exp(self.w(m.A_log).reshape(m.n_v, 1))
+                 * np.logaddexp(0.0, a + self.w(m.dt_bias)).reshape(T, m.n_v, m.dk))
+        else:
+            g = -np.exp(self.w(m.A_log)) * np.logaddexp(0.0, a + self.w(m.dt_bias))
         S, o = np.zeros((m.n_v, m.dk, m.dv)), np.empty((T, m.n_v, m.dv))
         for t in range(T):
-            S = S * np.exp(g[t])[:, None, None]
+            S = S * (np.exp(g[t])[:, :, None] if m.kda else np.exp(g[t])[:, None, None])
             delta = (v[t] - np.einsum("hij,hi->hj", S, k[t])) * beta[t][:, None]
             S = S + k[t][:, :, None] * delta[:, None, :]
             o[t] = np.einsum("hij,hi->hj", S, q[t])
         o = ops.norm(o, "rms", m.eps, self.w(m.norm), None).reshape(T, vd)
-        return self.mm(o * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
+        gate = 0.5 + 0.5 * np.tanh(0.5 * z)                           # sigmoid(z): Kimi's gate; times z: silu
+        return self.mm(o * (gate if m.kda else z * gate), m.out_proj)
 
     def short_conv(self, L, h):
         m, T = L.short_conv, h.shape[0]
@@ -225,9 +230,10 @@ class Forward:
         x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
         q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
         c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
-        inv, factor = L.rope.freqs(T)
-        q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
-        k_pe = ops.rotate(k_pe, L.rope.dim, inv, factor, L.rope.interleaved)
+        if L.rope is not None:                        # Kimi Linear's latent attention: no rotation at all
+            inv, factor = L.rope.freqs(T)
+            q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
+            k_pe = ops.rotate(k_pe, L.rope.dim, inv, factor, L.rope.interleaved)
         k_nope = np.stack([c @ self.w(n) for n in m.k_absorb], axis=1)                 # [T, H, nope]
         v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
         q = np.concatenate([q_nope, q_pe], axis=2)

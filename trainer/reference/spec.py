@@ -224,6 +224,8 @@ class DeltaNetSpec:
     dv: int
     eps: float
     beta_scale: float = 1.0              # issue 30, the hybrid group: OLMo Hybrid's allow_neg_eigval: beta x 2
+    kda: bool = False                    # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel
+                                         # from a [nv * dk] gate f in place of a, dt_bias [nv * dk]; a sigmoid gate)
 
 
 @dataclass

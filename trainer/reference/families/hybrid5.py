@@ -7,7 +7,9 @@ olmo_hybrid (Qwen3-Next's Gated DeltaNet with beta doubled by linear_allow_neg_e
 pre-norm; OLMo 2's attention layers with post-norms and q / k norms over the whole projection, RoPE unless use_rope
 is false), minimax (DeepNorm's x = alpha x + beta f(x) between norms of the stream itself, lightning attention with
 its per-head decay computed from the layer's place, softmax attention, Mixtral's experts; beta folded into the output
-matrices as Petit stores them).
+matrices as Petit stores them), kimi_linear (Kimi Delta Attention: Gated DeltaNet with a decay per key channel and a
+sigmoid output gate, its low-rank gates joined into in_proj as Petit stores it; DeepSeek's latent attention with no
+rotation; DeepSeek-V3's experts from the Hub's block_sparse_moe names).
 Names are those a `.petit` file stores (Petit's split of the fused gate_up_proj into .gate / .up)."""
 from trainer.reference.families.common import activation, get, heads, rms, rope
 from trainer.reference.spec import DeltaNetSpec, LayerSpec, LightningSpec, Mamba2Spec, ModelSpec, MoeSpec, SharedSpec
@@ -163,4 +165,46 @@ def minimax(cfg, names):
     return spec
 
 
-FAMILIES = {"bamba": bamba, "zamba2": zamba2, "olmo_hybrid": olmo_hybrid, "minimax": minimax}
+def kimi_linear(cfg, names):
+    from trainer.reference.spec import MlaSpec, NormSpec
+    H = cfg["num_attention_heads"]
+    dn, dr = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+    eps = get(cfg, "rms_norm_eps", 1e-5)
+    spec = ModelSpec("kimi_linear", H, 1, dr, "model.embed_tokens.weight",
+                     "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
+                     rms("model.norm", eps), attn_scale=(dn + dr) ** -0.5)
+    Hl, dl = cfg["linear_num_heads"], cfg["linear_head_dim"]
+    E, k = cfg["num_experts"], cfg["num_experts_per_token"]
+    q_lora = cfg.get("q_lora_rank")
+    for i, kind in enumerate(cfg["layer_types"]):
+        p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
+        m = p + "block_sparse_moe."
+        if cfg["mlp_layer_types"][i] == "sparse":
+            mlp = {"moe": MoeSpec(m + "gate.weight", [tuple(f"{m}experts.{e}.{x}.weight" for x in ("w1", "w3", "w2"))
+                                                     for e in range(E)], k, get(cfg, "moe_renormalize", True),
+                                  tuple(f"{m}shared_experts.{x}_proj.weight" for x in ("gate", "up", "down"))
+                                  if get(cfg, "num_shared_experts", 1) else None,
+                                  scoring="sigmoid", sel_bias=m + "gate.e_score_correction_bias", n_group=1,
+                                  topk_group=1, group_score="top2_sum",
+                                  routed_scale=float(get(cfg, "routed_scaling_factor", 1.0)))}
+        else:                   # the Hub's `mlp`, or transformers 5.25's block_sparse_moe spelling of it
+            pre = p + "mlp." if f"{p}mlp.gate_proj.weight" in names else m
+            mlp = {x: f"{pre}{x}_proj.weight" for x in ("gate", "up", "down")}
+        if kind == "linear_attention":
+            L = LayerSpec(q=None, k=None, v=None, o=None, **mlp, deltanet=DeltaNetSpec(
+                a + "in_proj.weight", a + "conv1d.weight", a + "dt_bias", a + "A_log", a + "o_norm.weight",
+                a + "o_proj.weight", Hl, Hl, dl, dl, eps, 1.0, True))
+        else:
+            mla = MlaSpec(a + "q_nope.weight", a + "q_pe.weight", a + "kv_c.weight", a + "kv_pe.weight",
+                          NormSpec("rms", 1e-6, a + "kv_a_layernorm.weight"),
+                          [f"{a}k_absorb.{h}.weight" for h in range(H)], [f"{a}v_absorb.{h}.weight" for h in range(H)],
+                          a + "q_a_proj.weight" if q_lora else None,
+                          NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None)
+            L = LayerSpec(q=None, k=None, v=None, o=a + "o_proj.weight", rope=None, mla=mla, **mlp)
+        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "post_attention_layernorm", eps)
+        spec.layers.append(L)
+    return spec
+
+
+FAMILIES = {"bamba": bamba, "zamba2": zamba2, "olmo_hybrid": olmo_hybrid, "minimax": minimax,
+            "kimi_linear": kimi_linear}

@@ -1,0 +1,252 @@
+"""Kimi Linear (Moonshot's Kimi-Linear-48B-A3B): Kimi Delta Attention (`linear_attention` layers) and DeepSeek's
+latent attention without RoPE (`full_attention`), a SwiGLU MLP in the first `first_k_dense_replace` layers
+(`mlp_layer_types` "dense") and DeepSeek-V3's routed experts after (sigmoid scores, a selection bias, top-k
+renormalised times `routed_scaling_factor`, shared experts).
+- Kimi Delta Attention is Qwen3-Next's Gated DeltaNet with the decay per key channel: per head, S[i] *= exp(-exp(A_log)
+  softplus(f + dt_bias)[i]) with f = f_b(f_a x) (dt_bias per channel), then the delta rule with beta = sigmoid(b_proj
+  x); q, k l2-normed (q x dk^-1/2) after a causal conv (no bias) and silu over q | k | v; the output RMS-normed per
+  head (rms_norm_eps) times sigmoid(g_b(g_a x)); o_proj. Petit runs it with kernels/ssm.c version 4 and pt_mamba.kda
+  (kernels/deltanet.c kda_head, plain scalar C, the recurrent form at every length). When read, the q / k / v
+  projections, g_b g_a (the gate, a product of the two low-rank matrices), b_proj and f_b f_a are joined into one
+  `self_attn.in_proj` (rows q | k | v | g | b | f), and q_conv1d | k_conv1d | v_conv1d into `self_attn.conv1d`.
+- Latent attention: DeepSeek-V2's with q_proj (no q_lora_rank) or q_a / q_b, the rope part of each key shared and
+  not rotated (no position encoding at all), scores scaled by (nope + rope)^-0.5.
+- The Hub's names (transformers renames them when it loads): `block_sparse_moe.*` for the experts (Mixtral's w1 / w3 /
+  w2, the router, the shared experts) and `mlp.*` for a dense layer's MLP, which transformers 5.25 writes back under
+  block_sparse_moe too (both are read).
+The cache holds the latent attention's latent rows and the KDA layers' conv and [dk, dv] states."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from petit.models.common import embed_and_head, norm
+from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.mla import Mla
+from petit.models.moe import moe_weights
+from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.ssm import Mamba
+
+KINDS = ("linear_attention", "full_attention")
+MLP = "block_sparse_moe"             # the Hub's name of every layer's MLP / experts
+
+
+@dataclass(kw_only=True)
+class KimiLinearConfig(DecoderConfig):
+    vocab_size: int = 163840
+    hidden_size: int = 2304
+    intermediate_size: int = 9216
+    num_hidden_layers: int = 27
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = 32
+    model_max_length: int = 1048576               # Kimi's name of max_position_embeddings
+    rms_norm_eps: float = 1e-5
+    kv_lora_rank: int = 512
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int = 64
+    qk_nope_head_dim: int = 128
+    v_head_dim: int = 128
+    moe_intermediate_size: int = 1024
+    num_experts: int = 256
+    num_experts_per_token: int = 8
+    num_shared_experts: int = 1
+    num_expert_group: int = 1
+    topk_group: int | None = 1
+    moe_renormalize: bool = True
+    routed_scaling_factor: float = 2.446
+    first_k_dense_replace: int = 1
+    mlp_layer_types: list | None = None
+    layer_types: list | None = None
+    linear_head_dim: int = 128
+    linear_num_heads: int = 32
+    linear_conv_kernel_dim: int = 4
+    attention_bias: bool = False
+    model_type: str = "kimi_linear"
+    _REQUIRED = ()
+    _IGNORED = MOE_TRAINING_ONLY | {"pretraining_tp", "qk_head_dim", "head_dim"}
+
+    # the other names KimiLinearConfig answers to (its attribute_map): the Hub's config.json may use either
+    ALIASES = {"max_position_embeddings": "model_max_length", "norm_topk_prob": "moe_renormalize",
+               "n_group": "num_expert_group", "num_local_experts": "num_experts",
+               "num_experts_per_tok": "num_experts_per_token", "n_shared_experts": "num_shared_experts"}
+    LINEAR_ATTN = {"head_dim": "linear_head_dim", "num_heads": "linear_num_heads",
+                   "short_conv_kernel_size": "linear_conv_kernel_dim"}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Also the Hub's spelling (Moonshot's config.json, which transformers reads the same): the aliases above,
+        and `linear_attn_config` with the KDA sizes and the 1-indexed `full_attn_layers` / `kda_layers`."""
+        if not isinstance(d, dict):
+            return super().from_dict(d)
+        d = dict(d)
+        for alias, name in cls.ALIASES.items():
+            if alias in d:
+                v = d.pop(alias)
+                if name in d and d[name] != v:
+                    raise ValueError(f"config: {alias} {v!r} and {name} {d[name]!r} (the same setting) differ")
+                d[name] = v
+        lac = d.pop("linear_attn_config", None)
+        if lac is not None:
+            if not isinstance(lac, dict):
+                raise ValueError(f"config: linear_attn_config must be an object, got {lac!r}")
+            for key, name in cls.LINEAR_ATTN.items():
+                if key in lac and name not in d:
+                    d[name] = lac[key]
+            n = d.get("num_hidden_layers", 27)
+            if d.get("layer_types") is None and "full_attn_layers" in lac and "kda_layers" in lac:
+                types = [None] * n
+                for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
+                    for i in lac[key]:                       # 1-indexed in the checkpoint
+                        if not isinstance(i, int) or not 1 <= i <= n:
+                            raise ValueError(f"config: linear_attn_config.{key} must list layers 1..{n}, got {i!r}")
+                        types[i - 1] = kind
+                d["layer_types"] = types
+        return super().from_dict(d)
+
+    def _validate(self):
+        self.max_position_embeddings = self.model_max_length
+        check_decoder(self, ("rms_norm_eps", "routed_scaling_factor"), ("tie_word_embeddings", "moe_renormalize",
+                                                                         "attention_bias"))
+        if self.hidden_act not in ("silu", "swish"):
+            raise ValueError(f"config: hidden_act {self.hidden_act!r} is not supported by the kimi_linear family "
+                             f"(supported: silu)")
+        if self.attention_bias:
+            raise ValueError("config: attention_bias true is not supported by the kimi_linear family")
+        positive_int(self, "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                     "moe_intermediate_size", "num_experts", "num_experts_per_token", "linear_head_dim",
+                     "linear_num_heads", "linear_conv_kernel_dim")
+        positive_number(self, "rms_norm_eps")
+        if self.q_lora_rank is not None:
+            positive_int(self, "q_lora_rank")
+        if (self.num_expert_group or 1) > 1:
+            raise ValueError(f"config: num_expert_group {self.num_expert_group} (group-limited routing) is not "
+                             f"supported by the kimi_linear family (the releases have 1)")
+        n = self.num_hidden_layers
+        if self.layer_types is None:
+            self.layer_types = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)]
+        if self.mlp_layer_types is None:
+            self.mlp_layer_types = ["dense" if i < self.first_k_dense_replace else "sparse" for i in range(n)]
+        for key, kinds in (("layer_types", KINDS), ("mlp_layer_types", ("dense", "sparse"))):
+            v = getattr(self, key)
+            if not isinstance(v, list) or len(v) != n or any(t not in kinds for t in v):
+                raise ValueError(f"config: {key} must list {n} values of {' / '.join(kinds)}, got {v!r}")
+        boolean(self, "moe_renormalize")
+
+
+def _kda_dims(cfg):
+    H, d = cfg.linear_num_heads, cfg.linear_head_dim
+    return H, d, H * d
+
+
+def hf_tensors(cfg: KimiLinearConfig, ckpt) -> dict:
+    H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
+                        cfg.kv_lora_rank)
+    D = cfg.hidden_size
+    q_in = cfg.q_lora_rank or D
+    Hl, dl, w = _kda_dims(cfg)
+    out = {}
+    for i, kind in enumerate(cfg.layer_types):
+        a = f"model.layers.{i}.self_attn."
+        if kind == "linear_attention":
+            if a + "q_proj.weight" not in ckpt:
+                continue
+            names = {n: a + n + ".weight" for n in ("q_proj", "k_proj", "v_proj", "g_a_proj", "g_b_proj", "b_proj",
+                                                     "f_a_proj", "f_b_proj")}
+
+            def joined(n=names):
+                f = lambda k: ckpt.f32(n[k]).astype(np.float64)          # noqa: E731
+                g = f("g_b_proj") @ f("g_a_proj")
+                fg = f("f_b_proj") @ f("f_a_proj")
+                return np.concatenate([f("q_proj"), f("k_proj"), f("v_proj"), g, f("b_proj"), fg]).astype(np.float32)
+            out[a + "in_proj.weight"] = ((4 * w + Hl + w, D), joined, tuple(names.values()))
+            convs = tuple(a + f"{n}_conv1d.weight" for n in ("q", "k", "v"))
+            K = cfg.linear_conv_kernel_dim
+            out[a + "conv1d.weight"] = ((3 * w, 1, K), lambda s=convs: np.concatenate([ckpt.f32(x) for x in s]), convs)
+            continue
+        qname = a + ("q_b_proj.weight" if cfg.q_lora_rank else "q_proj.weight")
+        kva, kvb = a + "kv_a_proj_with_mqa.weight", a + "kv_b_proj.weight"
+        out[a + "q_nope.weight"] = ((H * dn, q_in), lambda q=qname: ckpt.f32(q).reshape(H, dn + dr, q_in)[:, :dn]
+                                    .reshape(-1, q_in), [qname])
+        out[a + "q_pe.weight"] = ((H * dr, q_in), lambda q=qname: ckpt.f32(q).reshape(H, dn + dr, q_in)[:, dn:]
+                                  .reshape(-1, q_in), [qname])
+        out[a + "kv_c.weight"] = ((r, D), lambda k=kva: ckpt.f32(k)[:r], [kva])
+        out[a + "kv_pe.weight"] = ((dr, D), lambda k=kva: ckpt.f32(k)[r:], [kva])
+        for h in range(H):
+            out[f"{a}k_absorb.{h}.weight"] = ((r, dn), lambda h=h, k=kvb: np.ascontiguousarray(
+                ckpt.f32(k).reshape(H, dn + dv, r)[h, :dn].T), [kvb])
+            out[f"{a}v_absorb.{h}.weight"] = ((dv, r), lambda h=h, k=kvb: ckpt.f32(k).reshape(H, dn + dv, r)[h, dn:],
+                                              [kvb])
+    return out
+
+
+def _kda(cfg: KimiLinearConfig, t, a: str) -> Mamba:
+    D, K = cfg.hidden_size, cfg.linear_conv_kernel_dim
+    H, d, w = _kda_dims(cfg)
+    A = -np.exp(t.array(a + "A_log", (1, 1, H, 1)).reshape(H).astype(np.float32))
+    return Mamba(t.weight(a + "in_proj.weight", (4 * w + H + w, D)),
+                 t.array(a + "conv1d.weight", (3 * w, 1, K)).reshape(3 * w, K), None, None, None,
+                 t.array(a + "dt_bias", (w,)), A, np.zeros(H, np.float32), t.weight(a + "o_proj.weight", (D, w)),
+                 d, K, 1, eps=cfg.rms_norm_eps, version=4, n_heads=H, n_groups=H,
+                 norm_w=t.array(a + "o_norm.weight", (d,)), scan="recurrent", kda=1)
+
+
+def _mla(cfg: KimiLinearConfig, t, a: str) -> Mla:
+    H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
+                        cfg.kv_lora_rank)
+    D = cfg.hidden_size
+    q_a = q_a_norm = None
+    q_in = D
+    if cfg.q_lora_rank:
+        q_in = cfg.q_lora_rank
+        q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
+        q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", 1e-6)
+    return Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
+               c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
+               kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", 1e-6),
+               k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
+               v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
+               nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
+
+
+def build(cfg: KimiLinearConfig, t) -> Decoder:
+    D, eps, H = cfg.hidden_size, cfg.rms_norm_eps, cfg.num_attention_heads
+    E, head = embed_and_head(t, cfg)
+    layers, state_layers = [], []
+    for i, kind in enumerate(cfg.layer_types):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        if cfg.mlp_layer_types[i] == "sparse":
+            m = moe_weights(t, p, cfg, n_experts=cfg.num_experts, top_k=cfg.num_experts_per_token,
+                            inter=cfg.moe_intermediate_size, norm_topk=cfg.moe_renormalize, router=MLP + ".gate",
+                            experts=MLP + ".experts", names=("w1", "w3", "w2"),
+                            shared=MLP + ".shared_experts" if cfg.num_shared_experts else None,
+                            shared_inter=cfg.num_shared_experts * cfg.moe_intermediate_size)
+            m.scoring, m.group_score, m.routed_scale = "sigmoid", "top2_sum", float(cfg.routed_scaling_factor)
+            m.sel_bias = t.vec(p + MLP + ".gate.e_score_correction_bias", (cfg.num_experts,))
+            mlp = {"moe": m}
+        else:                # the Hub's dense MLP is `mlp`; transformers 5.25 writes it back under block_sparse_moe
+            pre = "mlp" if t.has(p + "mlp.gate_proj.weight") else MLP
+            mlp = {n: t.weight(f"{p}{pre}.{n}_proj.weight", shape) for n, shape in
+                   (("gate", (cfg.intermediate_size, D)), ("up", (cfg.intermediate_size, D)),
+                    ("down", (D, cfg.intermediate_size)))}
+        if kind == "linear_attention":
+            L = Layer(mamba=_kda(cfg, t, a), q=None, k=None, v=None, o=None, **mlp)
+            state_layers.append(i)
+        else:
+            L = Layer(q=None, k=None, v=None, o=t.weight(a + "o_proj.weight", (D, H * cfg.v_head_dim)), **mlp,
+                      rope=None, mla=_mla(cfg, t, a))
+        L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
+        L.mlp_norm = norm(t, p + "post_attention_layernorm", D, "rms", eps)
+        layers.append(L)
+    final = norm(t, "model.norm", D, "rms", eps)
+    mixer = next(L.mamba for L in layers if L.mamba is not None)
+    widest = max(cfg.intermediate_size, cfg.moe_intermediate_size * max(cfg.num_shared_experts, 1))
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=widest, num_attention_heads=H,
+                num_key_value_heads=1, head_dim=cfg.qk_rope_head_dim + cfg.kv_lora_rank,
+                context_length=cfg.max_position_embeddings,
+                attn_scale=(cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) ** -0.5, values_are_keys=True,
+                state_shapes=mixer.state_shapes, state_layers=tuple(state_layers))
+    return Decoder(arch, E, layers, final, head)
+
+
+Config = KimiLinearConfig
