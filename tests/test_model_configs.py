@@ -39,7 +39,8 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
             "bitnet": dict(MINIMAL, hidden_size=2560, num_attention_heads=20),   # its default 5 kv heads
             "nemotron_h": dict(MINIMAL_SSM, hybrid_override_pattern="M-*M"),    # the block pattern is required
             "internlm2": dict(MINIMAL, bias=False),      # its remote config's default bias true is refused
-            "rwkv7": MINIMAL_SSM}                        # fla's config: num_heads, no num_attention_heads
+            "rwkv7": MINIMAL_SSM,                        # fla's config: num_heads, no num_attention_heads
+            "rwkv": MINIMAL_SSM}                         # RWKV-4: no heads
 
 
 def declared(model_type: str) -> dict:

@@ -19,7 +19,7 @@ from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere
 from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
                           jais2, minicpm, nanochat, youtu)
 # issue 30: the recur group
-from petit.models import recurrent_gemma, rwkv6, rwkv7
+from petit.models import recurrent_gemma, rwkv, rwkv6, rwkv7
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -107,6 +107,7 @@ MODEL_TYPES = {
     "recurrent_gemma": recurrent_gemma,
     "rwkv6": rwkv6,
     "rwkv7": rwkv7,
+    "rwkv": rwkv,
 }
 
 
@@ -123,7 +124,6 @@ CLOSEST = {
     "jetmoe": ("mixtral", "mixture-of-attention heads"), "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "bamba": ("granitemoehybrid", "its own Mamba-2 / attention layout"), "zamba2": ("mamba2", "shared attention"),
     "exaone": ("llama", "its own tensor names"),
-    "rwkv": ("rwkv6", "RWKV-4's WKV recurrence: no heads, a fixed decay, exponent stabilisation"),    # issue 30, recur
 }
 
 
