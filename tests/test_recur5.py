@@ -254,6 +254,7 @@ def test_the_block_types_cycle_and_the_defaults_are_transformers():
     (dict(lru_width=66), "lru_width 66 is not divisible by num_attention_heads 4"),
     (dict(head_dim=16), "head_dim 16 must be hidden_size / num_attention_heads"),
     (dict(hidden_activation="softsign"), "hidden_activation 'softsign' is not supported"),
+    (dict(hidden_act="gelu"), "hidden_act 'gelu' is not read by the recurrent_gemma family"),
     (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.05}),
      "RoPE needs an even number"),
 ])
