@@ -310,6 +310,12 @@ int  pt_wkv7(const float *r, const float *w, const float *k, const float *v, con
              int64_t H, int64_t N, float *S, float *y);
 int  pt_wkv7_ref(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b,
                  int64_t T, int64_t H, int64_t N, float *S, float *y);
+/* RWKV-4's WKV recurrence alone (kernels/rwkv.c): k, v [T][D], w the time_decay (the decay is -exp(w)), u the
+ * time_first [D]; S [3][D] (num, den, running max) carried; y [T][D]. pt_wkv4 the kernel, pt_wkv4_ref its plain
+ * scalar reference; -1 on a bad argument */
+int  pt_wkv4(const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t D, float *S, float *y);
+int  pt_wkv4_ref(const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t D, float *S,
+                 float *y);
 /* the gated delta rule alone (kernels/deltanet.c) over H heads and T tokens: q, k [T][H][dk] (l2-normed, q scaled),
  * v [T][H][dv], g [T][H] the log decays, beta [T][H]; S [H][dk][dv] carried in place; o [T][H][dv]. mode 0 chosen
  * by T, 1 recurrent, 2 chunked (kern_scan.h). -1 on a bad argument (dk, dv above 512), -3 out of memory */

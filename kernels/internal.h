@@ -200,6 +200,8 @@ int pt_rglru_mixer_locked(const pt_mamba *m, const float *x, int64_t T, float *c
                           float *out, int accumulate);
 int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
                           int accumulate);
+int pt_rwkv4_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
+                          int accumulate);
 int pt_rwkv7_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
                           int accumulate);
 int pt_wkv7_heads(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b,

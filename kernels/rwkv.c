@@ -414,3 +414,125 @@ int pt_rwkv7_block_locked(const pt_mamba *m, const float *x, int64_t T, float *s
     (void)kern;
     return 0;
 }
+
+/* ---- RWKV-4, transformers' RwkvModel (modeling_rwkv.py): pt_mamba version 8 ----
+ *
+ *   h = LN1(x); sx = shift(h) - h; x_i = h + sx maa_i (maa = 1 - time_mix_i: transformers mixes h mix + shift (1 - mix))
+ *   k = W_k x_k, v = W_v x_v, r = sigmoid(W_r x_r)
+ *   per channel, the WKV-4 recurrence in transformers' running-maximum form (num, den, max; w = -exp(time_decay),
+ *   u = time_first): o = max(mx, k + u), y = (e^(mx - o) num + e^(k + u - o) v) / (e^(mx - o) den + e^(k + u - o));
+ *   m' = max(mx + w, k), num = e^(mx + w - m') num + e^(k - m') v, den alike, mx = m'
+ *   x1 = x + scale W_o (r y); channel mixing as RWKV-6's; x2 / 2 when `halve`
+ *
+ * A fresh state is zeros (transformers starts max at -1e38): with num = den = 0 the first output is v and the state
+ * holds the same num / den ratios, so only the representation differs. The conv state is [2][D], the ssm state
+ * [3][D] (num, den, max). pt_wkv4 is the kernel, pt_wkv4_ref its plain scalar reference. */
+typedef struct {
+    const float *k, *v, *w, *u;
+    int64_t T, D;
+    float *S, *y;
+} wkv4_job;
+
+static inline float wkv4_step(float *num, float *den, float *mx, float k, float v, float w, float u) {
+    const float o = *mx > k + u ? *mx : k + u;
+    const float a = expf(*mx - o), b = expf(k + u - o);
+    const float y = (a * *num + b * v) / (a * *den + b);
+    const float ms = *mx + w > k ? *mx + w : k;
+    const float c = expf(*mx + w - ms), d = expf(k - ms);
+    *num = c * *num + d * v;
+    *den = c * *den + d;
+    *mx = ms;
+    return y;
+}
+
+#define WKV4_CHANNELS 16
+static void wkv4_chunk(void *ctx, int64_t chunk, int ith) {
+    (void)ith;
+    const wkv4_job *j = (const wkv4_job *)ctx;
+    const int64_t D = j->D, c0 = chunk * WKV4_CHANNELS, c1 = c0 + WKV4_CHANNELS < D ? c0 + WKV4_CHANNELS : D;
+    for (int64_t c = c0; c < c1; c++) {
+        float num = j->S[c], den = j->S[D + c], mx = j->S[2 * D + c];
+        const float w = -expf(j->w[c]), u = j->u[c];
+        for (int64_t t = 0; t < j->T; t++)
+            j->y[t * D + c] = wkv4_step(&num, &den, &mx, j->k[t * D + c], j->v[t * D + c], w, u);
+        j->S[c] = num;
+        j->S[D + c] = den;
+        j->S[2 * D + c] = mx;
+    }
+}
+
+static int wkv4_locked(const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t D, float *S,
+                       float *y) {
+    if (T < 1 || D < 1) return -1;
+    wkv4_job j = {k, v, w, u, T, D, S, y};
+    pt_run_chunks(wkv4_chunk, &j, (D + WKV4_CHANNELS - 1) / WKV4_CHANNELS, (double)T * (double)D * 16.0);
+    return 0;
+}
+
+int pt_wkv4(const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t D, float *S,
+            float *y) {
+    pt_lock();
+    const int rc = wkv4_locked(k, v, w, u, T, D, S, y);
+    pt_unlock();
+    return rc;
+}
+
+/* the plain scalar reference: token by token, channel by channel */
+int pt_wkv4_ref(const float *k, const float *v, const float *w, const float *u, int64_t T, int64_t D, float *S,
+                float *y) {
+    if (T < 1 || D < 1) return -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < D; c++)
+            y[t * D + c] = wkv4_step(S + c, S + D + c, S + 2 * D + c, k[t * D + c], v[t * D + c], -expf(w[c]), u[c]);
+    return 0;
+}
+
+int pt_rwkv4_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
+                          int accumulate) {
+    const int64_t D = m->hidden, F = m->rwkv_f;
+    if (T < 1 || T > m->cap || F < 1 || !m->ws || !(m->rwkv_scale > 0.0f)) return -1;
+    for (int i = 0; i < 7; i++)
+        if (!m->rwkv_w[i]) return -1;
+    float *h = m->ws, *sx = h + T * D, *mix = sx + T * D;          /* mix [3][T][D]: k, v, r */
+    float *kk = mix + 3 * T * D, *vv = kk + T * D, *rr = vv + T * D, *yy = rr + T * D, *x1 = yy + T * D;
+    float *ff = x1 + T * D;
+    int rc;
+    for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, h + t * D, D, m->ln1_w, m->ln1_b, m->eps);
+    for (int64_t t = 0; t < T; t++) {
+        const float *prev = t ? h + (t - 1) * D : shift;
+        for (int64_t d = 0; d < D; d++) sx[t * D + d] = prev[d] - h[t * D + d];
+    }
+    memcpy(shift, h + (T - 1) * D, (size_t)D * sizeof(float));
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < D; d++)
+                mix[(i * T + t) * D + d] = h[t * D + d] + sx[t * D + d] * m->maa[i * D + d];
+    if ((rc = mm(m->rwkv_w[0], mix, T, kk)) || (rc = mm(m->rwkv_w[1], mix + T * D, T, vv)) ||
+        (rc = mm(m->rwkv_w[2], mix + 2 * T * D, T, rr)))
+        return rc;
+    if ((rc = wkv4_locked(kk, vv, m->decay, m->bonus, T, D, S, yy))) return rc;
+    for (int64_t i = 0; i < T * D; i++) yy[i] *= 1.0f / (1.0f + expf(-rr[i]));
+    if ((rc = mm(m->rwkv_w[3], yy, T, x1))) return rc;
+    for (int64_t i = 0; i < T * D; i++) x1[i] = x[i] + m->rwkv_scale * x1[i];
+    for (int64_t t = 0; t < T; t++) layer_norm(x1 + t * D, h + t * D, D, m->ln2_w, m->ln2_b, m->eps);
+    for (int64_t t = 0; t < T; t++) {
+        const float *prev = t ? h + (t - 1) * D : shift + D;
+        for (int64_t d = 0; d < D; d++) {
+            const float s = prev[d] - h[t * D + d];
+            mix[t * D + d] = h[t * D + d] + s * m->cm_k[d];
+            sx[t * D + d] = h[t * D + d] + s * m->cm_r[d];
+        }
+    }
+    memcpy(shift + D, h + (T - 1) * D, (size_t)D * sizeof(float));
+    if ((rc = mm(m->rwkv_w[4], mix, T, ff)) || (rc = mm(m->rwkv_w[6], sx, T, rr))) return rc;
+    for (int64_t i = 0; i < T * F; i++) ff[i] = ff[i] > 0.0f ? ff[i] * ff[i] : 0.0f;
+    if ((rc = mm(m->rwkv_w[5], ff, T, kk))) return rc;
+    const float half = m->rwkv_halve ? 0.5f : 1.0f;
+    for (int64_t i = 0; i < T * D; i++) {
+        const float x2 = (x1[i] + m->rwkv_scale * (kk[i] / (1.0f + expf(-rr[i])))) * half;
+        if (!accumulate) out[i] = x2 - x[i];
+        else if (out == x) out[i] = x2;
+        else out[i] += x2 - x[i];
+    }
+    return 0;
+}

@@ -254,6 +254,7 @@ def test_the_block_types_cycle_and_the_defaults_are_transformers():
     (dict(lru_width=66), "lru_width 66 is not divisible by num_attention_heads 4"),
     (dict(head_dim=16), "head_dim 16 must be hidden_size / num_attention_heads"),
     (dict(hidden_activation="softsign"), "hidden_activation 'softsign' is not supported"),
+    (dict(hidden_act="gelu"), "hidden_act 'gelu' is not read by the recurrent_gemma family"),
     (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.05}),
      "RoPE needs an even number"),
 ])
@@ -516,3 +517,60 @@ def test_rwkv7_defaults_are_fla_hubs():
 def test_what_rwkv7_cannot_run_is_refused_by_name(kw, msg):
     with pytest.raises(ValueError, match=msg):
         _rwkv7_cfg(**kw)
+
+
+# ---- RWKV-4 ----
+
+def _wkv4_f64(k, v, w, u, num, den):
+    """The plain sums of transformers' recurrence (float64 needs no running maximum at these sizes)."""
+    y = np.empty_like(k)
+    for t in range(len(k)):
+        y[t] = (num + np.exp(u + k[t]) * v[t]) / (den + np.exp(u + k[t]))
+        num, den = np.exp(-np.exp(w)) * num + np.exp(k[t]) * v[t], np.exp(-np.exp(w)) * den + np.exp(k[t])
+    return y, num, den
+
+
+@pytest.mark.parametrize("D,splits", [(1, (3,)), (7, (13,)), (33, (1, 1, 9, 2)), (17, (6, 1, 6))])
+def test_the_wkv4_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(D, splits):
+    rng = np.random.default_rng(D)
+    T = sum(splits)
+    k, v = rng.standard_normal((T, D)) * 2, rng.standard_normal((T, D))
+    w, u = rng.uniform(-5, 1, D), rng.standard_normal(D)
+    want, num, den = _wkv4_f64(k, v, w, u, np.zeros(D), np.zeros(D))
+    wp, up = _f(w), _f(u)
+    outs = {}
+    for name, fn in (("kernel", lib.pt_wkv4), ("reference", lib.pt_wkv4_ref)):
+        S, sp = _f(np.zeros((3, D)))            # a fresh state: zeros (the running maximum 0, not -1e38)
+        got, at = [], 0
+        for n in splits:
+            kv = _f(k[at:at + n]), _f(v[at:at + n])        # the arrays kept alive while C reads them
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(kv[0][1], kv[1][1], wp[1], up[1], n, D, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=2e-5 * max(1.0, np.abs(want).max()))
+        real_num, real_den = S[0] * np.exp(S[2]), S[1] * np.exp(S[2])    # the state the running maximum stands for
+        np.testing.assert_allclose(real_num / real_den, num / den, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(outs["kernel"], outs["reference"])
+    x, p = _f(np.zeros(4))
+    assert lib.pt_wkv4(p, p, p, p, 0, 1, p, p) == -1 and lib.pt_wkv4_ref(p, p, p, p, 1, 0, p, p) == -1
+
+
+def test_rwkv_rescales_as_transformers_in_inference():
+    m = _load(FOLDERS["rwkv"])
+    assert [L.mamba.rwkv["scale"] for L in m.net.layers] == [1.0, 1.0, 0.5, 0.5]
+    assert [L.mamba.rwkv["halve"] for L in m.net.layers] == [False, True, False, True]
+    assert m.net.arch.state_shapes == ((2, 64), (3, 64))
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(attention_hidden_size=32), "attention_hidden_size 32 != hidden_size 64 is not supported"),
+    (dict(rescale_every=-2), "rescale_every must be a non-negative integer"),
+])
+def test_what_rwkv_cannot_run_is_refused_by_name(kw, msg):
+    from petit.models.rwkv import RwkvConfig
+    d = json.loads((FOLDERS["rwkv"] / "config.json").read_text())
+    d.update(kw)
+    with pytest.raises(ValueError, match=msg):
+        RwkvConfig.from_dict(d)

@@ -393,11 +393,10 @@ def check_matrices(model, ref) -> dict:
                       (a and a.c, b and b.kv_c), (a and a.k_pe, b and b.kv_pe)]
             if a is not None and b is not None:
                 pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
-        if L.mamba is not None or S.mamba is not None or S.mamba2 is not None or S.short_conv is not None or \
-                S.deltanet is not None or S.rglru is not None or S.lightning is not None or \
-                S.rwkv6 is not None or S.rwkv7 is not None:         # issue 30: Griffin, MiniMax, RWKV
-            a, b = L.mamba, S.mamba or S.mamba2 or S.short_conv or S.deltanet or S.rglru or S.lightning or S.rwkv6 or \
-                S.rwkv7
+        mixer = S.mamba or S.mamba2 or S.short_conv or S.deltanet or S.rglru or S.lightning or S.rwkv6 or S.rwkv7 or \
+            S.rwkv4                                         # issue 30: Griffin, MiniMax, RWKV
+        if L.mamba is not None or mixer is not None:
+            a, b = L.mamba, mixer
             pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",
                                                                                  "out_proj")]
         if getattr(L, "shared", None) is not None or getattr(S, "shared", None) is not None:

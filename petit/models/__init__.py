@@ -23,7 +23,7 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
                           glm4_moe_lite, glm_moe_dsa, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3, minicpm5_moe,
                           minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
-                          recurrent_gemma, rwkv6, rwkv7, solar_open, zamba2)
+                          recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -150,6 +150,7 @@ MODEL_TYPES = {
     "minicpm5_moe": minicpm5_moe,
     "lfm3": lfm3,
     "kimi_linear": kimi_linear,
+    "rwkv": rwkv,
 }
 
 
@@ -167,7 +168,6 @@ CLOSEST = {
                                      "computation experts, its latent attention rescaled"),
     "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
-    "rwkv": ("rwkv6", "RWKV-4's WKV recurrence: no heads, a fixed decay, exponent stabilisation"),
 }
 # issue 30, the moe_b group: the types it left refused, with what they add
 CLOSEST.update({

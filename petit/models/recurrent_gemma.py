@@ -64,6 +64,14 @@ class RecurrentGemmaConfig(DecoderConfig):
     _IGNORED = frozenset({"w_init_variance_scale", "final_w_init_variance_scale", "embeddings_scale_by_sqrt_dim"})
     _ACT_KEY = "hidden_activation"
 
+    @classmethod
+    def _refuse(cls, d):
+        # DecoderConfig's hidden_act is not RecurrentGemma's key (a .petit file writes its default, silu): another
+        # value would otherwise be dropped without a word
+        if d.get("hidden_act", "silu") != "silu":
+            raise ValueError(f"config: hidden_act {d['hidden_act']!r} is not read by the recurrent_gemma family: its "
+                             f"activation is hidden_activation")
+
     def _validate(self):
         check_decoder(self, ("rms_norm_eps", "rope_theta", "partial_rotary_factor"),
                       ("tie_word_embeddings", "attention_bias"))

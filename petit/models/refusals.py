@@ -84,8 +84,6 @@ NOT_YET.update({
 })
 # issue 30, the recur group
 NOT_YET.update({
-    "rwkv": ("RWKV-4's time mixing: the WKV-4 recurrence with its running-maximum exponent stabilisation (time_decay, "
-             "time_first) over token-shift lerps, no heads; Petit's RWKV blocks are RWKV-6's and RWKV-7's"),
     "gguf:rwkv6qwen2": ("RWKV-6's time mixing as gated linear attention (no bonus, k x (1 - w), sigmoid gate, grouped "
                         "k / v heads, no group norm) on Qwen2's RMS-normed SwiGLU blocks; Petit's rwkv6 block has the "
                         "bonus, the group norm and the channel mixing"),

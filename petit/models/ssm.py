@@ -80,6 +80,8 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 8:                # RWKV-4: the two token shifts, num / den / max a channel
+            return (2, self.in_proj.shape[1]), (3, self.in_proj.shape[1])
         if self.version in (6, 7):           # RWKV-6 / 7: the two token shifts, a [N, N] state a head
             return (2, self.in_proj.shape[1]), (self.n_heads, self.d_state, self.d_state)
         if self.version == 5:                # Griffin's RG-LRU: h [W] and a started flag (position 0 resets)
@@ -168,6 +170,16 @@ class Mamba:
                 setattr(m, name, vec(r[name]))
             m.gn_eps, m.rwkv_e, m.rwkv_de, m.rwkv_f = r["gn_eps"], r["e"], r["de"], F
             m.rwkv_halve, m.rwkv_scale, m.head_dim = int(r["halve"]), r["scale"], self.d_state
+        elif self.version == 8:
+            r = self.rwkv
+            D, F = self.in_proj.shape[1], r["f"]
+            m.ws = scratch(10 * D + F, "ws8")
+            m.xz = m.u = m.dbc = m.dt = m.y = m.g = ffi.NULL
+            for i, w in enumerate(r["w"]):
+                m.rwkv_w[i] = w.c
+            for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "maa", "cm_k", "cm_r", "decay", "bonus"):
+                setattr(m, name, vec(r[name]))
+            m.rwkv_f, m.rwkv_halve, m.rwkv_scale = F, int(r["halve"]), r["scale"]
         elif self.version == 7:
             r = self.rwkv
             D, F = self.in_proj.shape[1], r["f"]

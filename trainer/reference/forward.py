@@ -194,6 +194,27 @@ class Forward:
         kk2 = np.maximum(self.mm(h + sx * self.w(m.cm_k).reshape(D), m.ck), 0.0) ** 2
         return x + self.mm(kk2, m.cv)
 
+    def rwkv4(self, L, x):
+        m, T = L.rwkv4, x.shape[0]
+        D = x.shape[1]
+        h = self.norm(x, m.ln1)
+        prev = np.concatenate([np.zeros((1, D)), h[:-1]])
+        xs = [h * self.w(n).reshape(D) + prev * (1 - self.w(n).reshape(D)) for n in m.mix]
+        k, v = self.mm(xs[0], m.in_proj), self.mm(xs[1], m.v)
+        r = 1.0 / (1.0 + np.exp(-self.mm(xs[2], m.r)))
+        w, u = -np.exp(self.w(m.decay).reshape(D)), self.w(m.first).reshape(D)
+        num, den, y = np.zeros(D), np.zeros(D), np.empty((T, D))
+        for t in range(T):                   # the plain sums (float64 needs no running maximum at these sizes)
+            y[t] = (num + np.exp(u + k[t]) * v[t]) / (den + np.exp(u + k[t]))
+            num, den = np.exp(w) * num + np.exp(k[t]) * v[t], np.exp(w) * den + np.exp(k[t])
+        x = x + m.scale * self.mm(r * y, m.out_proj)
+        h = self.norm(x, m.ln2)
+        prev = np.concatenate([np.zeros((1, D)), h[:-1]])
+        ck, cr = (self.w(n).reshape(D) for n in m.cm)
+        kk = np.maximum(self.mm(h * ck + prev * (1 - ck), m.ck), 0.0) ** 2
+        x = x + m.scale * (1.0 / (1.0 + np.exp(-self.mm(h * cr + prev * (1 - cr), m.cr)))) * self.mm(kk, m.cv)
+        return x / 2 if m.halve else x
+
     def mamba2(self, L, h):
         m, T = L.mamba2, h.shape[0]
         zxbcdt = self.mm(h, m.in_proj)
@@ -469,6 +490,9 @@ class Forward:
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.norm(self.short_conv(L, h), L.post_attn_norm)     # LFM3's post-norm
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.rwkv4 is not None:                   # a whole RWKV-4 block
+                x = self.rwkv4(L, x)
                 continue
             if L.rwkv7 is not None:                   # a whole RWKV-7 block (layer 0 keeps v_first)
                 x = self.rwkv7(L, x)

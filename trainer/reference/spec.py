@@ -98,6 +98,7 @@ class LayerSpec:
     shared: "SharedSpec | None" = None   # issue 30, the hybrid group: Zamba's shared block before the mixer
     rwkv6: "Rwkv6Spec | None" = None     # issue 30, recur: a whole RWKV-6 block (time and channel mixing)
     rwkv7: "Rwkv7Spec | None" = None     # issue 30, recur: a whole RWKV-7 block
+    rwkv4: "Rwkv4Spec | None" = None     # issue 30, recur: a whole RWKV-4 block
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
     resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
     lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
@@ -356,3 +357,26 @@ class Rwkv7Spec:
     heads: int
     gn_eps: float
     first: bool
+
+
+@dataclass
+class Rwkv4Spec:
+    """An RWKV-4 block (transformers' RwkvBlock, issue 30's recur group): h = LN1(x); x_i = h mix_i + shift(h)
+    (1 - mix_i); k, v, sigmoid(r); wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (the same without
+    v) with w = -exp(time_decay), u = time_first; x += scale output(r wkv); channel mixing sigmoid(C_r xr)
+    (C_v relu(C_k xk)^2); x / 2 when halve."""
+    in_proj: str                         # key (verify compares it and out_proj)
+    v: str
+    r: str
+    out_proj: str
+    ck: str
+    cv: str
+    cr: str
+    ln1: NormSpec
+    ln2: NormSpec
+    mix: tuple                           # time_mix_key, _value, _receptance
+    cm: tuple                            # the channel mix's time_mix_key, _receptance
+    decay: str
+    first: str
+    scale: float
+    halve: bool

@@ -5,7 +5,7 @@ windowed GQA with partial RoPE and an o_proj bias), each followed by a gelu_tanh
 import math
 
 from trainer.reference.families.common import activation, get, heads, rms, rope
-from trainer.reference.spec import LayerSpec, ModelSpec, NormSpec, RglruSpec, Rwkv6Spec, Rwkv7Spec
+from trainer.reference.spec import LayerSpec, ModelSpec, NormSpec, RglruSpec, Rwkv4Spec, Rwkv6Spec, Rwkv7Spec
 
 
 def _bf16(v: float) -> float:
@@ -93,4 +93,24 @@ def rwkv7(cfg, names):
     return spec
 
 
-FAMILIES = {"recurrent_gemma": recurrent_gemma, "rwkv6": rwkv6, "rwkv7": rwkv7}
+def rwkv(cfg, names):
+    """RWKV-4 (transformers' rwkv), with its inference rescaling."""
+    D, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    eps, R = get(cfg, "layer_norm_epsilon", 1e-5), get(cfg, "rescale_every", 6)
+    ln = lambda n: NormSpec("layer", eps, n + ".weight", n + ".bias")      # noqa: E731
+    head = "rwkv.embeddings.weight" if get(cfg, "tie_word_embeddings", False) else "head.weight"
+    spec = ModelSpec("rwkv", 1, 1, D, "rwkv.embeddings.weight", head, ln("rwkv.ln_out"),
+                     embed_norm=ln("rwkv.blocks.0.pre_ln"))
+    for i in range(L):
+        p = f"rwkv.blocks.{i}."
+        a, c = p + "attention.", p + "feed_forward."
+        spec.layers.append(LayerSpec(q=None, k=None, v=None, o=None, rwkv4=Rwkv4Spec(
+            a + "key.weight", a + "value.weight", a + "receptance.weight", a + "output.weight", c + "key.weight",
+            c + "value.weight", c + "receptance.weight", ln(p + "ln1"), ln(p + "ln2"),
+            tuple(a + f"time_mix_{n}" for n in ("key", "value", "receptance")),
+            (c + "time_mix_key", c + "time_mix_receptance"), a + "time_decay", a + "time_first",
+            2.0 ** -(i // R) if R else 1.0, bool(R) and (i + 1) % R == 0)))
+    return spec
+
+
+FAMILIES = {"recurrent_gemma": recurrent_gemma, "rwkv6": rwkv6, "rwkv7": rwkv7, "rwkv": rwkv}
