@@ -99,3 +99,12 @@ def test_converts_to_a_petit_file_with_the_same_logits(tmp_path, ref):
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
     assert _scaled(Reference(tmp_path / "m.petit").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+
+
+@pytest.mark.parametrize("weights", [None, "f32", "q4_0"])
+def test_petit_verify_passes_on_the_file(capsys, weights):
+    """The engine on the file's weights (as stored q8_0, decoded to f32, requantized to q4_0) equals the float64
+    reference on the same weights."""
+    from petit.cli import main
+    args = ["verify", str(FILE), "-n", "4"] + (["--weights", weights] if weights else [])
+    assert main(args) == 0, capsys.readouterr().out
