@@ -61,6 +61,7 @@ class KimiLinearConfig(DecoderConfig):
     linear_num_heads: int = 32
     linear_conv_kernel_dim: int = 4
     attention_bias: bool = False
+    latent_norm_eps: float | None = None    # Petit's key (kimi_gguf): q_a / kv_a_layernorm's eps, None: the model's
     model_type: str = "kimi_linear"
     _REQUIRED = ()
     _IGNORED = MOE_TRAINING_ONLY | {"pretraining_tp", "qk_head_dim", "head_dim"}
@@ -116,6 +117,8 @@ class KimiLinearConfig(DecoderConfig):
                      "moe_intermediate_size", "num_experts", "num_experts_per_token", "linear_head_dim",
                      "linear_num_heads", "linear_conv_kernel_dim")
         positive_number(self, "rms_norm_eps")
+        if self.latent_norm_eps is not None:
+            positive_number(self, "latent_norm_eps")
         if self.q_lora_rank is not None:
             positive_int(self, "q_lora_rank")
         if (self.num_expert_group or 1) > 1:
@@ -196,13 +199,14 @@ def _mla(cfg: KimiLinearConfig, t, a: str) -> Mla:
     D = cfg.hidden_size
     q_a = q_a_norm = None
     q_in = D
+    latent_eps = cfg.latent_norm_eps or 1e-6        # KimiRMSNorm's default; llama.cpp's files: the file's RMS eps
     if cfg.q_lora_rank:
         q_in = cfg.q_lora_rank
         q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-        q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", 1e-6)
+        q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
     return Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
                c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
-               kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", 1e-6),
+               kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
                k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
                v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
                nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)

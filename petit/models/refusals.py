@@ -78,9 +78,6 @@ NOT_YET.update({
     "zamba": ("Zamba v1's mixers are multi-head Mamba-1 (each of n_mamba_heads channel groups with its own x_proj and "
               "dt_proj, so its own B, C and time steps), which kernels/ssm.c's Mamba-1 scan (one x_proj over all "
               "channels) does not run; its shared attention block (without Zamba2's adapters) would run as zamba2's"),
-    "gguf:kimi-linear": ("llama.cpp's Kimi Linear files are not read yet: their KDA tensors (the short convolutions, "
-                         "the low-rank forget and output gates) and latent attention under llama.cpp's names would "
-                         "need mapping onto the kimi_linear family, which runs the Hugging Face folder"),
 })
 # issue 30, the recur group
 NOT_YET.update({

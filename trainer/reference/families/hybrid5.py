@@ -176,6 +176,7 @@ def kimi_linear(cfg, names):
     Hl, dl = cfg["linear_num_heads"], cfg["linear_head_dim"]
     E, k = cfg["num_experts"], cfg["num_experts_per_token"]
     q_lora = cfg.get("q_lora_rank")
+    latent_eps = get(cfg, "latent_norm_eps", None) or 1e-6      # kimi_gguf: a llama.cpp file's RMS eps
     for i, kind in enumerate(cfg["layer_types"]):
         p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
         m = p + "block_sparse_moe."
@@ -196,10 +197,10 @@ def kimi_linear(cfg, names):
                 a + "o_proj.weight", Hl, Hl, dl, dl, eps, 1.0, True))
         else:
             mla = MlaSpec(a + "q_nope.weight", a + "q_pe.weight", a + "kv_c.weight", a + "kv_pe.weight",
-                          NormSpec("rms", 1e-6, a + "kv_a_layernorm.weight"),
+                          NormSpec("rms", latent_eps, a + "kv_a_layernorm.weight"),
                           [f"{a}k_absorb.{h}.weight" for h in range(H)], [f"{a}v_absorb.{h}.weight" for h in range(H)],
                           a + "q_a_proj.weight" if q_lora else None,
-                          NormSpec("rms", 1e-6, a + "q_a_layernorm.weight") if q_lora else None)
+                          NormSpec("rms", latent_eps, a + "q_a_layernorm.weight") if q_lora else None)
             L = LayerSpec(q=None, k=None, v=None, o=a + "o_proj.weight", rope=None, mla=mla, **mlp)
         L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps), rms(p + "post_attention_layernorm", eps)
         spec.layers.append(L)
