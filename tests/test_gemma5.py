@@ -72,7 +72,7 @@ def wrapper(tmp_path_factory, request):
 
 
 def test_the_fixtures_are_there():
-    assert CASES == ["gemma3n_text", "gemma4_moe_text", "gemma4_text", "gemma4_unified_text"]
+    assert CASES == ["gemma3n_llamacpp_text", "gemma3n_text", "gemma4_moe_text", "gemma4_text", "gemma4_unified_text"]
     for kind in ("gemma3n", "gemma4", "gemma4_unified"):
         assert json.loads((DIR / f"{kind}.config.json").read_text())["model_type"] == kind
 
@@ -303,6 +303,98 @@ def test_gguf_gemma4_reads_what_the_folder_holds():
     want, _ = hf.layers[2].rope.inv_freq(8)
     assert np.array_equal(inv[:4], want[:4]) and (inv[4:] < 1e-30).all() and (want[4:] == 0).all()
     assert net.ple_width == hf.ple_width == 32
+
+
+# ---- GGUF: llama.cpp's own conversion of gemma3n_llamacpp_text (its gemma3n architecture, with the shapes llama.cpp
+# hard-codes: 256 per-layer inputs a layer, LAuReL rank 64, sparsity in layers 0..9, keys and values in 0..19) ----
+
+G3N = GGUF / "gemma3n_llamacpp_text"
+# llama.cpp's GELU reads an f16 table: Petit reading the file decoded to float32 is 2.0e-4 of the range from
+# llama.cpp's exact run (every argmax equal); 1e-3 allowed as for gemma4 (5 times the measured value)
+G3N_TOL = 1e-3
+
+
+def _g3n(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(G3N / "q8_0.gguf", **kw)
+
+
+def test_gguf_gemma3n_decoded_to_float_is_llama_cpps_run_but_its_gelu_table():
+    ref = np.load(G3N / "q8_0.npz")
+    got = _g3n(weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= G3N_TOL
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+def test_gguf_gemma3n_as_stored_is_as_close_as_llama_cpps_own_run():
+    ref = np.load(G3N / "q8_0.npz")
+    model = _g3n()
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_gemma3n_greedy_tokens_are_llama_cpps():
+    ref = np.load(G3N / "q8_0.npz")
+    model = _g3n(weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+
+
+def test_gguf_gemma3n_reads_what_the_folder_holds_but_llama_cpps_sparsity_cutoff():
+    """The same layers, streams and per-layer inputs as the Hugging Face folder; the sparse layers' multiplier is
+    llama.cpp's 1.6448533 over the unbiased std, i.e. x sqrt(64 / 63) over the biased one transformers takes."""
+    net, hf = _g3n(weights="f32").net, _load(FOLDERS["gemma3n_llamacpp_text"]).net
+    assert (net.n_streams, net.ple_width, net.laurel_rank) == (hf.n_streams, hf.ple_width, hf.laurel_rank) == \
+        (4, 256, 64)
+    for a, b in zip(net.layers, hf.layers, strict=True):
+        assert (a.kv_source, a.window, a.up.shape) == (b.kv_source, b.window, b.up.shape)
+        assert b.sparsity == pytest.approx(1.6448536, abs=1e-6)
+        assert a.sparsity == pytest.approx(1.6448533535 * np.sqrt(64 / 63), abs=1e-6)
+
+
+def _g3n_meta(n=22, **change):
+    meta = {"gemma3n.altup.num_inputs": 4, "gemma3n.altup.active_idx": 0,
+            "gemma3n.activation_sparsity_scale": np.array([1.6448536] * 10 + [0.0] * (n - 10), np.float32),
+            "gemma3n.attention.shared_kv_layers": max(0, n - 20),
+            "gemma3n.attention.sliding_window_pattern": np.array([(i + 1) % 5 != 0 for i in range(n)]),
+            "gemma3n.attention.sliding_window": 512, "gemma3n.embedding_length_per_layer_input": 256,
+            "gemma3n.final_logit_softcapping": 30.0}
+    meta.update({f"gemma3n.{k}": v for k, v in change.items()})
+    return meta
+
+
+def _g3n_cfg(meta, n=22):
+    from petit.loading.gguf_gemma5 import _gemma3n
+    cfg = {"num_hidden_layers": n, "intermediate_size": 8192, "vocab_size": 320}
+    _gemma3n(meta, lambda k: f"gemma3n.{k}", cfg, lambda name: True)
+    return cfg
+
+
+def test_gguf_gemma3n_config_is_llama_cpps_hard_coded_one():
+    """Past 20 layers llama.cpp's KV rule is transformers' sharing; past 10 no sparsity."""
+    cfg = _g3n_cfg(_g3n_meta())
+    assert cfg["num_kv_shared_layers"] == 2 and cfg["activation_sparsity_pattern"][10:] == [0.0] * 12
+    assert statistics.NormalDist().inv_cdf(cfg["activation_sparsity_pattern"][0]) == \
+        pytest.approx(1.6448533535 * np.sqrt(8192 / 8191), rel=1e-9)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"activation_sparsity_scale": np.array([1.6448536] * 12 + [0.0] * 10, np.float32)}, "first 10 layers"),
+    ({"attention.shared_kv_layers": 5}, "first 20 layers"),
+    ({"attention.sliding_window_pattern": np.array([True] * 22)}, "not sliding then full"),
+    ({"altup.num_inputs": 2}, "4 AltUp streams"),
+])
+def test_gguf_gemma3n_refuses_a_file_llama_cpp_would_run_otherwise(change, message):
+    with pytest.raises(ValueError, match=message):
+        _g3n_cfg(_g3n_meta(**change))
 
 
 # ---- the kernels, at odd sizes ----

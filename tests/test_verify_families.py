@@ -117,6 +117,11 @@ def test_a_correct_engine_passes(files, case, weights):
     # half the limit at most; quantized MoE 0.8 (measured up to 0.68: routing is compared only where the engine and the
     # reference choose the same experts, and these tiny random experts differ a lot, so a near-tie moves more)
     margin = 0.8 if case in MOE and weights != "f32" else 0.5
+    if case == "gemma3n_llamacpp_text" and weights == "f32":
+        # issue 30, g3n_gguf: both layers cut the MLP gate at mean + 1.645 std of only 64 values (llama.cpp's
+        # hard-coded sparsity, every layer of this 2-layer case): a float32 rounding at the cutoff moves the output
+        # more than a smooth block does. Measured 0.67 of the limit (the same weights without sparsity: 0.06)
+        margin = 0.8
     assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
     if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
         # (deepseek_v2_lite: 26 layers of rounding before its two MoE layers, measured 22 of 30 at q8_0)

@@ -97,9 +97,4 @@ NOT_YET.update({
                                 "model to another",
     "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
                              "cache, which Petit's cache does not hand from one model to another",
-    "gguf:gemma3n": "llama.cpp's gemma3n hard-codes Gemma 3n E2B / E4B's shapes instead of reading the file's (keys "
-                    "and values from the first 20 layers, activation sparsity 0.95 in the first 10, LAuReL rank 64, "
-                    "256 per-layer inputs a layer): the smallest file it runs is 20 layers with a 320 x 5120 "
-                    "per-layer table, about 1.7 MB at q8_0, so no fixture within the budget checks a reader against "
-                    "it; Petit runs Gemma 3n from its Hugging Face folder (gemma3n, gemma3n_text)",
 })
