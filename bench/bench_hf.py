@@ -305,7 +305,8 @@ def build_gguf_bf16(hf_dir: str, vocab_gguf: str, out: str) -> None:
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_head_count(cfg["num_attention_heads"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
+    # transformers 5 saves the base under rope_parameters, 4.x at the top level
+    w.add_rope_freq_base(cfg["rope_theta"] if "rope_theta" in cfg else cfg["rope_parameters"]["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
     f = vocab.fields
