@@ -32,10 +32,9 @@ from petit.models.common import LAYER_TYPES, norm
 from petit.models.config import activation, check_decoder, positive_int, positive_number
 from petit.models.decoder import Arch, Decoder, Layer, Norm
 from petit.models.gemma import GemmaConfig
-from petit.models.gemma3n_text import _G3nScratch, _Oracle, _plan_ops
+from petit.models.gemma3n_text import Gemma3nDecoder, _G3nScratch
 from petit.models.moe import Moe
-from petit.models.plan import Plan
-from petit.models.rope import Rope
+from petit.models.rope import ProportionalRope, Rope
 from petit.native import ACTIVATIONS, Weight
 
 _PER_LAYER_KEYS = ("head_dim", "num_key_value_heads")
@@ -241,20 +240,6 @@ def hf_tensors(cfg: Gemma4TextConfig, ckpt, name=lambda n: n) -> dict:
     return out
 
 
-class ProportionalRope(Rope):
-    """transformers' "proportional" RoPE: the whole head's pairs (i, i + head_dim / 2), the first `angles` of them
-    turning at base^(-2i / head_dim), the others not at all (frequency 0: cos 1, sin 0)."""
-
-    def __init__(self, head_dim: int, base: float, factor: float, max_pos: int):
-        super().__init__(head_dim, base, None, max_pos)
-        self.angles = int(factor * head_dim // 2)
-
-    def inv_freq(self, seq_len: int):
-        exps = np.arange(0, 2 * self.angles, 2, dtype=np.int64).astype(np.float32) / np.float32(self.dim)
-        rot = (np.float32(1.0) / np.power(np.float32(self.base), exps)).astype(np.float32)
-        return np.concatenate([rot, np.zeros(self.dim // 2 - self.angles, np.float32)]), 1.0
-
-
 class FactorRope(Rope):
     """llama.cpp's form of the full layers' RoPE in a gemma4 GGUF file: the whole head in halves at base^(-2i /
     head_dim), each frequency divided by its `rope_freqs` factor (1e30 for the pairs proportional RoPE leaves)."""
@@ -335,24 +320,9 @@ class Gemma4Decoder(Decoder):
             self._scratch = _G3nScratch(self.arch, max(T, 16), 1, len(self.layers), max(self.ple_width, 1), 1)
         return self._scratch
 
-    def _build_plan(self, scratch) -> Plan:
-        plan = _plan_ops(Plan(scratch))
-        self._describe(plan, scratch)
-        plan.head(len(self.layers), self.final_norm, scratch.p["resid"], self.arch.hidden_size, scratch.p["normed"],
-                  self.lm_head, None, 1.0, self.arch.logit_softcap)
-        return plan.finish()
-
-    def _forward_oracle(self, seqs, logits_out) -> None:
-        runs, T, scratch = self._begin(seqs, logits_out)
-        self._seqs = seqs
-        o = _Oracle(self, runs, T, scratch)
-        self._describe(o, scratch)
-        if o.rc:
-            raise RuntimeError(f"kernel error {o.rc} in layer {o.where} ({self._positions(runs, -1)})")
-        for n, pos0, cache, _ in runs:
-            cache.pos = pos0 + n
-        if logits_out is not None:
-            self._head(scratch.p, runs, self.arch.hidden_size, logits_out)
+    # the step is described once (_describe) for both the plan and the per-op oracle, as Gemma 3n's is
+    _build_plan = Gemma3nDecoder._build_plan
+    _forward_oracle = Gemma3nDecoder._forward_oracle
 
     def _describe(self, s, scratch) -> None:
         arch, buf, cap = self.arch, scratch.p, scratch.cap
@@ -426,7 +396,7 @@ def build(cfg: Gemma4TextConfig, t, prefix: str = "model."):
                 ropes[key] = FactorRope(hd, cfg.rope_theta, cfg.rope_scaling["long_factor"],
                                         cfg.max_position_embeddings)
             elif cfg.full_rope_type == "proportional":
-                ropes[key] = ProportionalRope(hd, cfg.rope_theta, cfg.partial_rotary_factor,
+                ropes[key] = ProportionalRope(hd, cfg.rope_theta, int(cfg.partial_rotary_factor * hd // 2),
                                               cfg.max_position_embeddings)
             else:
                 ropes[key] = Rope(hd, cfg.rope_theta, None, cfg.max_position_embeddings)

@@ -17,25 +17,10 @@ import numpy as np
 from petit.models.common import embed_and_head, norm
 from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
 from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.rope import Rope
+from petit.models.rope import ProportionalRope, Rope
 from petit.models.ssm import Mamba
 
 KINDS = ("conv", "sliding_attention", "full_attention")
-
-
-class ProportionalRope(Rope):
-    """transformers' `proportional` RoPE: the default frequencies of the whole head for the first `pairs` pairs,
-    zero (no rotation) for the others."""
-
-    def __init__(self, head_dim: int, base: float, pairs: int, max_position_embeddings: int):
-        super().__init__(head_dim, base, None, max_position_embeddings)
-        self.pairs = pairs
-
-    def inv_freq(self, seq_len: int):
-        inv, att = super().inv_freq(seq_len)
-        inv = inv.copy()
-        inv[self.pairs:] = 0.0
-        return inv, att
 
 
 @dataclass(kw_only=True)

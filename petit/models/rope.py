@@ -176,3 +176,18 @@ class Rope:
             self.sin = (np.sin(ang.astype(np.float64)) * att).astype(np.float32)
             self._key, self._n = key, n
         return self.cos, self.sin
+
+
+class ProportionalRope(Rope):
+    """transformers' `proportional` RoPE (Gemma 4's and LFM3's full layers): the whole head's pairs (i, i + head_dim
+    / 2), the first `pairs` turning at the default frequencies base^(-2i / head_dim), the others not at all
+    (frequency 0: cos 1, sin 0)."""
+
+    def __init__(self, head_dim: int, base: float, pairs: int, max_position_embeddings: int):
+        super().__init__(head_dim, base, None, max_position_embeddings)
+        self.pairs = pairs
+
+    def inv_freq(self, seq_len: int):
+        inv = self._default(self.base).copy()
+        inv[self.pairs:] = 0.0
+        return inv, 1.0
