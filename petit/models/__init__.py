@@ -24,6 +24,8 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           glm4_moe_lite, glm_moe_dsa, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3, minicpm5_moe,
                           minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
                           recurrent_gemma, rwkv6, rwkv7, solar_open, zamba2)
+# issue 30: the jetmoe group
+from petit.models import jetmoe
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -150,6 +152,8 @@ MODEL_TYPES = {
     "minicpm5_moe": minicpm5_moe,
     "lfm3": lfm3,
     "kimi_linear": kimi_linear,
+    # issue 30, the jetmoe group
+    "jetmoe": jetmoe,
 }
 
 
@@ -161,7 +165,6 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "jetmoe": ("mixtral", "mixture-of-attention heads"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with zero-"
                                      "computation experts, its latent attention rescaled"),
