@@ -6,9 +6,10 @@
  * softmaxed over those k (JetMoeTopKGating), weigh expert e's heads; every other expert's heads get weight 0, so
  * the output projection sums exactly the chosen experts' outputs, each times its gate.
  *
- * att: [T][n_kv][E][hd] in place; logits: [T][E] (the router's, float32). Ties go to the lower expert id, as
- * torch.topk does on CPU for these sizes. pt_moa_gate_ref is the plain scalar reference the parity test holds it to
- * (double accumulation, a full sort). */
+ * att: [T][n_kv][E][hd] in place; logits: [T][E] (the router's, float32). An exact tie goes to the lower expert id
+ * (as the float64 reference's stable sort and Decoder's moa_last_routing break it; torch.topk does not promise an
+ * order). pt_moa_gate_ref is the plain scalar reference the parity test holds it to (double arithmetic, a full
+ * sort). */
 #include "internal.h"
 
 #include <math.h>
