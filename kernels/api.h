@@ -138,7 +138,9 @@ enum {
     PT_OP_ALTUP_PREDICT = 16, PT_OP_ALTUP_CORRECT = 17, PT_OP_PLE = 18, PT_OP_GEMMA_ROWS = 19,
     /* issue 30, the mla group (ids 20-23): DeepSeek Sparse Attention (kernels/dsa.c) */
     PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
-    PT_OP_COUNT = 44
+    /* issue 30, the jetmoe group (ids 44-47): JetMoE's mixture of attention heads (kernels/moa.c) */
+    PT_OP_MOA_GATE = 44,
+    PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
  * (stream j of token t at x + j * stride + t * hidden); the router and its norm, the coefficient matrices (float32:
@@ -358,6 +360,11 @@ int  pt_dsa_attention(const float *q, const void *cache, const float *scales, in
 int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                           int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
                           const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+/* issue 30, the jetmoe group: JetMoE's mixture of attention heads (kernels/moa.c). att [T][n_kv][E][hd] in place:
+ * expert e's heads times its weight, the softmax over each token's top k router logits [T][E] (0 when not chosen);
+ * -1 on a bad argument. _ref: the plain scalar reference */
+int  pt_moa_gate(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
+int  pt_moa_gate_ref(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */

@@ -64,6 +64,8 @@
  *                cache of `layer`                                           scale), window (top_k); kernels/dsa.c
  *   DSA_ATTENTION * x (q [T][n_heads][x_stride]), the    y[0] [T][n_heads]  head_dim (attended width), scale,
  *                cache of `layer`, sel, n_sel            [x_stride]         window (top_k)
+ *   MOA_GATE     x (router logits [T][n_heads]),         y[0]               n_heads (experts), mode (top k), n_kv,
+ *                y[0] (att [T][n_kv][n_heads][head_dim])                    head_dim; kernels/moa.c (jetmoe group)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -264,6 +266,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
                       op->p[0], op->x2, op->y[0], op->y_stride);
     case PT_OP_GEMMA_ROWS:
         return pt_gemma_rows(op->mode, op->y[0], op->x, T, op->width, op->scale, op->streams, op->x_stride);
+    /* issue 30, the jetmoe group: JetMoE's attention experts weighed (kernels/moa.c); top k in mode */
+    case PT_OP_MOA_GATE:
+        return pt_moa_gate(op->x, T, op->n_heads, op->mode, op->n_kv, op->head_dim, op->y[0]);
     default:
         return -1;
     }

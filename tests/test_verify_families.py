@@ -37,7 +37,7 @@ WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_moe", "hf_moe_more")} | {"qwen3_next"}   # a hybrid too
 MOE |= {c for c, p in HF5_FOLDERS.items() if has_experts(p)}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_ssm", "hf_hybrid")}
-WITH_BIASES = {"llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
+WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
                "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",
                "falcon_alibi", "bloom", "opt", "opt_350m"}
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
@@ -122,6 +122,10 @@ def test_a_correct_engine_passes(files, case, weights):
         # hard-coded sparsity, every layer of this 2-layer case): a float32 rounding at the cutoff moves the output
         # more than a smooth block does. Measured 0.67 of the limit (the same weights without sparsity: 0.06)
         margin = 0.8
+    # JetMoE at q4_0 (issue 30, the jetmoe group): the engine equals the reference with its activation rounding (0.0),
+    # and the unrounded reference within 0.137 of the 0.157 limit (0.87) where both routers agree (28 of 30
+    # positions): a flip at an earlier position reaches the later ones through layer 2's keys and values
+    margin = 0.9 if (case, weights) == ("jetmoe", "q4_0") else margin
     assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
     if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
         # (deepseek_v2_lite: 26 layers of rounding before its two MoE layers, measured 22 of 30 at q8_0)

@@ -304,6 +304,8 @@ def _routing(model, ref, ids, rounded: bool) -> dict | None:
         d = L.mla.dsa if L.mla is not None else None
         if d is not None and not d.shared:
             routers.append(d.last_choice)
+        if L.moa_router is not None:           # JetMoE's attention experts, before the MLP's (issue 30, jetmoe)
+            routers.append(L.moa_last_routing)
         if L.moe is not None:
             routers.append(L.moe.last_routing)
     if not routers or not rounded:
@@ -376,6 +378,7 @@ def check_matrices(model, ref) -> dict:
     for L, S in zip(net.layers, spec.layers):
         pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down",
                                                                      "attn_gate")]
+        pairs.append((L.moa_router, S.moa_router))       # issue 30, the jetmoe group: JetMoE's attention router
         if (L.moe is None) != (S.moe is None):       # routed experts on one side only
             pairs.append((L.moe and L.moe.router, S.moe and S.moe.router))
         elif L.moe is not None:                     # the router and every expert's matrices, by expert

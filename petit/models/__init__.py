@@ -21,9 +21,9 @@ from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyp
 # issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
 from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
                           gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
-                          glm4_moe_lite, glm_moe_dsa, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3, minicpm5_moe,
-                          minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe, qwen3_5_moe_text,
-                          recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
+                          glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
+                          minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
+                          qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -151,6 +151,8 @@ MODEL_TYPES = {
     "lfm3": lfm3,
     "kimi_linear": kimi_linear,
     "rwkv": rwkv,
+    # issue 30, the jetmoe group
+    "jetmoe": jetmoe,
 }
 
 
@@ -162,7 +164,6 @@ CLOSEST = {
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
-    "jetmoe": ("mixtral", "mixture-of-attention heads"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with zero-"
                                      "computation experts, its latent attention rescaled"),

@@ -58,7 +58,7 @@ class Layer:
     k: Weight | None
     v: Weight | None
     o: Weight
-    down: Weight | None = None          # None only with moe
+    down: Weight | None = None          # None only with moe (down_b with moe: added once after the experts, JetMoE)
     up: Weight | None = None
     gate: Weight | None = None          # None: a plain MLP act(up(x) + b) -> down
     moe: "Moe | None" = None            # routed experts in place of the MLP (petit/models/moe.py)
@@ -103,6 +103,12 @@ class Layer:
     resid_alpha: tuple = (1.0, 1.0)
     # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
     mixer_norm: Norm | None = None
+    # issue 30, the jetmoe group: JetMoE's mixture of attention heads. q holds every attention expert's query heads
+    # (head h * E + e: expert e's head h, reading kv head h) and o every expert's output columns; each token's heads
+    # are weighed by the softmax of its top moa_top_k logits of this router [E, D] (float), 0 for the other experts
+    # (kernels/moa.c), so o sums the chosen experts' outputs only
+    moa_router: Weight | None = None
+    moa_top_k: int = 0
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -111,6 +117,21 @@ class Layer:
             vals = [-self.clip, self.clip] if what == "clip" else list(self.mlp_act[1])
             setattr(self, key, ffi.new("float[4]", vals + [0.0] * (4 - len(vals))))
         return getattr(self, key)
+
+    def moa_logits(self, cap: int):
+        """JetMoE's attention router logits [cap, E] of the last step, kept per layer (grown with the scratch; the
+        smaller ones stay alive for the plans that point at them): what moa_last_routing reads (jetmoe group)."""
+        a = getattr(self, "_moa", None)
+        if a is None or a.shape[0] < cap:
+            self._moa_old = getattr(self, "_moa_old", []) + ([a] if a is not None else [])
+            a = self._moa = np.zeros((cap, self.moa_router.shape[0]), np.float32)
+        return fptr(a)
+
+    def moa_last_routing(self, T: int) -> np.ndarray:
+        """The attention experts the last step chose for its T tokens, [T, top_k] sorted per row (kernels/moa.c's
+        choice: the largest logits, ties to the lower expert)."""
+        lg = self._moa[:T]
+        return np.sort(np.argsort(-lg, axis=1, kind="stable")[:, :self.moa_top_k], axis=1)
 
     def attn_extra(self):
         """The pt_attn_extra of this layer's sinks, chunk, temperature and ALiBi slopes (NULL when it has none),
@@ -446,6 +467,11 @@ class Decoder:
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
+                if layer.moa_router is not None:        # JetMoE: the attention experts weighed (jetmoe group)
+                    logits = layer.moa_logits(scratch.cap)
+                    rc |= lib.pt_matmul(layer.moa_router.c, attn_in, T, logits, 0)
+                    rc |= lib.pt_moa_gate(logits, T, layer.moa_router.shape[0], layer.moa_top_k,
+                                          arch.num_key_value_heads, arch.head_dim, att)
                 if layer.attn_gate is not None:
                     rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
                 if layer.o_norm is not None:
@@ -465,6 +491,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe is not None:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
+                if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
+                    rc |= lib.pt_bias_act(buf["branch"], layer.down_b.p, T, D, 0)
                 self._alpha(layer.resid_alpha[1], T, scratch)
                 rc |= self._add_branch(layer.post_mlp_norm, T, scratch)
             else:
@@ -761,6 +789,11 @@ class Decoder:
                 else:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
+                    if layer.moa_router is not None:    # JetMoE: the attention experts weighed (jetmoe group)
+                        logits = layer.moa_logits(scratch.cap)
+                        plan.matmul(i, [layer.moa_router], attn_in, [logits])
+                        plan.moa_gate(i, logits, layer.moa_router.shape[0], layer.moa_top_k,
+                                      arch.num_key_value_heads, arch.head_dim, att)
                     if layer.attn_gate is not None:
                         plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
                     if layer.o_norm is not None:
@@ -778,6 +811,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe is not None:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
+                if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
+                    plan.bias_act(i, buf["branch"], layer.down_b, D, 0)
                 self._plan_alpha(plan, i, layer.resid_alpha[1], buf)
                 self._plan_add_branch(plan, i, layer.post_mlp_norm, buf)
             else:

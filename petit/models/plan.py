@@ -23,6 +23,7 @@ OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: 
 OP_NAMES.update({lib.PT_OP_ALTUP_PREDICT: "altup_predict", lib.PT_OP_ALTUP_CORRECT: "altup_correct",  # issue 30:
                  lib.PT_OP_PLE: "ple", lib.PT_OP_GEMMA_ROWS: "gemma_rows"})                            # gemma group
 OP_NAMES.update({lib.PT_OP_DSA_INDEX: "dsa_index", lib.PT_OP_DSA_ATTENTION: "dsa_attention"})   # issue 30, mla
+OP_NAMES.update({lib.PT_OP_MOA_GATE: "moa_gate"})                                     # issue 30, the jetmoe group
 NULL = ffi.NULL
 
 
@@ -162,6 +163,12 @@ class Plan:
         `width` values of each row (`stride` values) as keys and values."""
         self._add(lib.PT_OP_DSA_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, head_dim=width,
                   x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel)
+
+    def moa_gate(self, layer: int, logits, experts: int, top_k: int, n_kv: int, hd: int, att) -> None:
+        """JetMoE's attention experts weighed in place (kernels/moa.c): att [T][n_kv][experts][hd] by the softmax of
+        each token's top_k router logits [T][experts], 0 for the experts not chosen (issue 30, the jetmoe group)."""
+        self._add(lib.PT_OP_MOA_GATE, layer, x=logits, y=[att, NULL, NULL], n_heads=experts, mode=top_k, n_kv=n_kv,
+                  head_dim=hd)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

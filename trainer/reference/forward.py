@@ -323,6 +323,16 @@ class Forward:
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
             out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
+        if L.moa_router is not None:                 # JetMoE: each expert's heads times its gate (jetmoe group)
+            logits = self.mm(h, L.moa_router)
+            E = logits.shape[1]
+            top = np.argsort(-logits, axis=1, kind="stable")[:, :L.moa_top_k]      # ties: the lower expert first
+            self.routing.append(np.sort(top, axis=1))
+            sel = np.take_along_axis(logits, top, axis=1)
+            g = np.exp(sel - sel[:, :1])
+            w = np.zeros_like(logits)
+            np.put_along_axis(w, top, g / g.sum(axis=1, keepdims=True), axis=1)
+            out = (out.reshape(T, KV, E, hd) * w[:, None, :, None]).reshape(T, -1)
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
 
     def moe(self, L, h):
@@ -442,8 +452,8 @@ class Forward:
         return out
 
     def mlp(self, L, h):
-        if L.moe is not None:
-            return self.moe(L, h)
+        if L.moe is not None:                        # with down_b: an output bias after the experts (JetMoE)
+            return self.moe(L, h) + self.w(L.down_b) if L.down_b else self.moe(L, h)
         if L.gate is not None:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
             a = ops.act(self.spec.act, g) * u

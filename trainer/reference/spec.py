@@ -102,6 +102,11 @@ class LayerSpec:
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
     resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
     lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
+    # issue 30, the jetmoe group: JetMoE's mixture of attention heads: the heads (h, e) of expert e weighed by the
+    # softmax of the token's top moa_top_k logits of this router (0 when e is not chosen) before o; with moe,
+    # down_b is the MLP's output bias added once after the experts
+    moa_router: str | None = None
+    moa_top_k: int = 0
 
 
 @dataclass

@@ -21,6 +21,7 @@ from trainer.reference.families import hybrid5         # issue 30: the hybrid gr
 from trainer.reference.families import gemma5          # issue 30: the gemma group
 from trainer.reference.families import moe_b           # issue 30: the moe_b group
 from trainer.reference.families import recur5          # issue 30: the recur group
+from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -33,6 +34,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **gemma5.FAMILIES,
             **moe_b.FAMILIES,
             **recur5.FAMILIES,
+            **jetmoe5.FAMILIES,
             }
 
 
