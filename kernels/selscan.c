@@ -56,10 +56,18 @@ static int sel_run(sel_job *j, int32_t mode) {
 }
 
 int pt_sel_channels(const pt_mamba *m, int64_t T, float *ssm_state) {
-    const int64_t di = m->d_inner, ds = m->d_state, nb = m->dt_rank + 2 * ds;
-    const float *B = m->dbc + m->dt_rank;
-    sel_job j = {m->A, m->Dp, m->dt, m->u, m->xz + di, B, B + ds, di, 2 * di, nb, di, T, di, ds, 0, ssm_state, m->y, 0, 0};
-    return sel_run(&j, m->scan);
+    /* H heads (Zamba; 1 elsewhere): head h's di / H channels read B and C from its own block of each dbc row */
+    const int64_t H = m->n_heads > 1 ? m->n_heads : 1;
+    const int64_t di = m->d_inner, ds = m->d_state, nb = m->dt_rank + 2 * ds, hd = di / H;
+    for (int64_t h = 0; h < H; h++) {
+        const int64_t c = h * hd;
+        const float *B = m->dbc + h * nb + m->dt_rank;
+        sel_job j = {m->A + c * ds, m->Dp + c, m->dt + c, m->u + c, m->xz + di + c, B, B + ds, di, 2 * di, H * nb,
+                     di, T, hd, ds, 0, ssm_state + c * ds, m->y + c, 0, 0};
+        const int rc = sel_run(&j, m->scan);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int pt_selective_scan(const float *u, const float *dt, const float *A, const float *B, const float *C,

@@ -4,6 +4,7 @@
  *   u = silu(causal depthwise conv1d(x))     over the last d_conv - 1 inputs of the state, then this call's
  *   dbc = x_proj u                           [T][dt_rank + 2 ds]: dt, B, C (Falcon-Mamba: each RMS-normed, no weight)
  *   dt = softplus(dt_proj dt + dt_bias)      [T][di]
+ *   (Zamba: H heads of di / H channels, each with its own x_proj and dt_proj, so its own dt, B and C)
  *   s[d][n] = exp(dt[d] A[d][n]) s[d][n] + dt[d] B[n] u[d];   y[d] = sum_n s[d][n] C[n] + D[d] u[d]
  *   out = out_proj (y * silu(z))             [T][hidden]
  *
@@ -220,8 +221,13 @@ int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_st
     if (m->version == 4) return deltanet_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 2) return mamba2_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 3) return short_conv_locked(m, x, T, conv_state, out, accumulate);
-    const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds;
-    if (T < 1 || T > m->cap || di < 1 || ds < 1 || m->d_conv < 1 || R < 1) return -1;
+    /* Zamba's multi-head Mamba-1 (n_heads H > 1): head h's channels [h di/H, (h+1) di/H) read their own dt, B and
+     * C; x_proj [H nb][di] and dt_proj [di][H R] are block-diagonal (zeros outside a head's block, set at load) */
+    const int64_t H = m->n_heads > 1 ? m->n_heads : 1;
+    const int64_t di = m->d_inner, ds = m->d_state, R = m->dt_rank, nb = R + 2 * ds, row = H * nb;
+    if (T < 1 || T > m->cap || di < 1 || ds < 1 || m->d_conv < 1 || R < 1 || di % H || (H > 1 && m->inner_norm) ||
+        m->x_proj->rows != row || m->dt_proj->cols != H * R)
+        return -1;
     const pt_tensor *W[1] = {m->in_proj};
     float *y[1] = {m->xz};
     int rc = pt_matmul_n_locked(W, y, 1, x, T, 0);
@@ -238,9 +244,11 @@ int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_st
             rms_plain(m->dbc + t * nb + R, ds, m->eps, m->b_norm_w);
             rms_plain(m->dbc + t * nb + R + ds, ds, m->eps, m->c_norm_w);
         }
-    /* dt_proj over the first R values of each dbc row: gathered into u's place is not possible (u is read by the
-     * scan), so through the dt buffer: dt = dt_proj dbc[:, :R] */
-    for (int64_t t = 0; t < T; t++) memcpy(m->g + t * R, m->dbc + t * nb, (size_t)R * sizeof(float));
+    /* dt_proj over the first R values of each head's dbc block: gathered into u's place is not possible (u is read
+     * by the scan), so through the g buffer: dt = dt_proj [dbc_h[:, :R] for each head h] */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            memcpy(m->g + (t * H + h) * R, m->dbc + t * row + h * nb, (size_t)R * sizeof(float));
     W[0] = m->dt_proj;
     y[0] = m->dt;
     if ((rc = pt_matmul_n_locked(W, y, 1, m->g, T, 0))) return rc;

@@ -23,7 +23,7 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
                           glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
                           minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
-                          qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
+                          qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba, zamba2)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -119,6 +119,8 @@ MODEL_TYPES = {
     # issue 30, the hybrid group
     "bamba": bamba,
     "zamba2": zamba2,
+    # issue 30, the zamba group
+    "zamba": zamba,
     # issue 30, the gemma group
     "gemma3n_text": gemma3n_text,
     "gemma3n": gemma3n,

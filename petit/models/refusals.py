@@ -73,12 +73,6 @@ NOT_YET.update({
                    "V3.2's, over every cached position)",
 })
 
-# issue 30, the hybrid group: what the hybrids Petit does not run yet add
-NOT_YET.update({
-    "zamba": ("Zamba v1's mixers are multi-head Mamba-1 (each of n_mamba_heads channel groups with its own x_proj and "
-              "dt_proj, so its own B, C and time steps), which kernels/ssm.c's Mamba-1 scan (one x_proj over all "
-              "channels) does not run; its shared attention block (without Zamba2's adapters) would run as zamba2's"),
-})
 # issue 30, the recur group
 NOT_YET.update({
     "gguf:rwkv6qwen2": ("RWKV-6's time mixing as gated linear attention (no bonus, k x (1 - w), sigmoid gate, grouped "

@@ -30,7 +30,8 @@ def scan_mode(name: str | None) -> int:
 class Mamba:
     """in_proj [2 di, D] (x rows, then the gate z's), conv_w [di, d_conv] and conv_b [di], x_proj [dt_rank + 2 ds,
     di], dt_proj [di, dt_rank] (float) and dt_bias [di], A = -exp(A_log) [di, ds], D [di], out_proj [D, di];
-    inner_norm: Falcon-Mamba's weightless RMS norms of dt, B and C (eps)."""
+    inner_norm: Falcon-Mamba's weightless RMS norms of dt, B and C (eps). Zamba's multi-head Mamba-1 (version 1 with
+    n_heads H > 1): x_proj [H (dt_rank + 2 ds), di] and dt_proj [di, H dt_rank] block-diagonal, one block a head."""
     in_proj: Weight
     conv_w: np.ndarray
     conv_b: np.ndarray | None
@@ -210,8 +211,9 @@ class Mamba:
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz2"), scratch(conv, "u2"), scratch(1, "dbc")
             m.dt, m.y, m.g = scratch(self.n_heads, "dt2"), scratch(di, "y"), scratch(1, "g")
         else:
-            m.xz, m.u, m.dbc = scratch(2 * di, "xz"), scratch(di, "u"), scratch(R + 2 * ds, "dbc")
-            m.dt, m.y, m.g = scratch(di, "dt"), scratch(di, "y"), scratch(R, "g")
+            H = max(self.n_heads, 1)         # Zamba's multi-head Mamba-1: a dt, B and C block per head
+            m.xz, m.u, m.dbc = scratch(2 * di, "xz"), scratch(di, "u"), scratch(H * (R + 2 * ds), "dbc")
+            m.dt, m.y, m.g = scratch(di, "dt"), scratch(di, "y"), scratch(H * R, "g")
         self._c, self._cap, self._keep = m, cap, keep
         return m
 

@@ -1,0 +1,186 @@
+"""Zamba v1 (Zyphra's Zamba-7B-v1): a multi-head Mamba-1 mixer in every layer, h + mamba(RMSNorm(h + t)), where in
+the layers `layers_block_type` marks "hybrid" t = linear_i(block(h ‖ embeddings)) of the one shared transformer block
+(tied: the checkpoint stores it once, under the first hybrid layer's `shared_transf`). The block is Zamba2's without
+adapters (petit/models/shared_block.py): RMSNorm over 2 x hidden, attention (head_dim = 2 hidden / heads, scores
+scaled by (head_dim / 2)^-0.5, no RoPE), o_proj, RMSNorm, gelu(gate_proj) * up_proj, down_proj. The mixer splits its
+d_inner = expand x hidden channels into n_mamba_heads heads, each with its own x_proj and dt_proj (so its own dt, B
+and C): kernels/ssm.c's Mamba-1 path with n_heads > 1 (x_proj and dt_proj loaded block-diagonal, one block a head:
+zeros outside, exact at every weight type). in_proj interleaves x and the gate z row by row (x at even rows); the
+rows are regrouped at load into [x | z]. The cache holds each hybrid layer's keys and values and every layer's conv
+and scan states (slots n + i)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from petit.models.common import embed_and_head, norm
+from petit.models.config import DecoderConfig, activation, check_decoder, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.shared_block import SharedBlock, SharedUse
+from petit.models.ssm import Mamba
+
+KINDS = {"mamba": "linear_attention", "linear_attention": "linear_attention", "hybrid": "hybrid"}
+
+
+@dataclass(kw_only=True)
+class ZambaConfig(DecoderConfig):
+    vocab_size: int = 32000
+    hidden_size: int = 3712
+    num_hidden_layers: int = 76
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 16
+    intermediate_size: int = 14848
+    max_position_embeddings: int = 4096
+    hidden_act: str = "gelu"
+    hidden_mamba_act: str = "silu"
+    tie_word_embeddings: bool = True
+    rms_norm_eps: float = 1e-5
+    layers_block_type: list | None = None
+    layer_types: list | None = None              # transformers 5's other spelling of layers_block_type
+    attn_layer_period: int = 6
+    attn_layer_offset: int = 4
+    n_mamba_heads: int = 2
+    mamba_d_state: int = 16
+    mamba_d_conv: int = 4
+    mamba_expand: int = 2
+    mamba_dt_rank: int | str = "auto"
+    mamba_conv_bias: bool = True
+    mamba_proj_bias: bool = False
+    model_type: str = "zamba"
+    _REQUIRED = ()
+    # derived by ZambaConfig from the fields above (checked below when present), initialisation and kernel switches,
+    # generation settings
+    _IGNORED = frozenset({"attention_hidden_size", "attention_head_dim", "time_step_min", "time_step_max",
+                          "time_step_floor", "use_mamba_kernels", "use_associative_scan", "num_logits_to_keep"})
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        derived = {k: d.get(k) for k in ("attention_hidden_size", "attention_head_dim")}
+        cfg = super().from_dict(d)
+        want = {"attention_hidden_size": 2 * cfg.hidden_size, "attention_head_dim": cfg.head_dim}
+        for k, v in derived.items():
+            if v is not None and v != want[k]:
+                raise ValueError(f"config: {k} {v!r} is not what Zamba derives from the other keys ({want[k]!r})")
+        return cfg
+
+    def _validate(self):
+        positive_int(self, "hidden_size", "num_attention_heads", "num_hidden_layers")
+        if (2 * self.hidden_size) % self.num_attention_heads:
+            raise ValueError(f"config: 2 x hidden_size ({2 * self.hidden_size}) is not divisible by "
+                             f"num_attention_heads {self.num_attention_heads}")
+        self.head_dim = 2 * self.hidden_size // self.num_attention_heads     # attention_head_dim
+        check_decoder(self, ("rms_norm_eps",), ("tie_word_embeddings", "mamba_conv_bias", "mamba_proj_bias"))
+        self.act = activation(self, "hidden_act", "zamba")
+        if self.hidden_mamba_act not in ("silu", "swish"):
+            raise ValueError(f"config: hidden_mamba_act {self.hidden_mamba_act!r} is not supported by the zamba "
+                             f"family (supported: silu)")
+        if self.mamba_proj_bias:
+            raise ValueError("config: mamba_proj_bias true is not supported by the zamba family (no released model "
+                             "has biases on in_proj / out_proj)")
+        n = self.num_hidden_layers
+        if self.layers_block_type is not None and self.layer_types is not None \
+                and self.layers_block_type != self.layer_types:
+            raise ValueError("config: layers_block_type and layer_types disagree")
+        types = self.layers_block_type if self.layers_block_type is not None else self.layer_types
+        if types is None:                          # ZambaConfig's default
+            types = ["mamba", "mamba", "hybrid"] + ["hybrid" if i % self.attn_layer_period == self.attn_layer_offset
+                                                    else "mamba" for i in range(n - 3)]
+        if not isinstance(types, list) or len(types) != n or any(t not in KINDS for t in types):
+            raise ValueError(f"config: layers_block_type must list {n} values of linear_attention (or mamba) / "
+                             f"hybrid, got {types!r}")
+        self.layers_block_type = self.layer_types = [KINDS[t] for t in types]
+        self.hybrid_layers = [i for i, t in enumerate(self.layers_block_type) if t == "hybrid"]
+        if self.mamba_dt_rank == "auto":
+            self.mamba_dt_rank = -(-self.hidden_size // 16)
+        positive_int(self, "mamba_d_state", "mamba_d_conv", "mamba_expand", "n_mamba_heads", "mamba_dt_rank")
+        if (self.mamba_expand * self.hidden_size) % self.n_mamba_heads:
+            raise ValueError(f"config: n_mamba_heads {self.n_mamba_heads} must divide mamba_expand x hidden_size "
+                             f"({self.mamba_expand * self.hidden_size})")
+        positive_number(self, "rms_norm_eps")
+
+
+def _mixer_prefix(cfg: ZambaConfig, i: int) -> str:
+    return f"model.layers.{i}." + ("mamba_decoder." if i in cfg.hybrid_layers else "")
+
+
+def hf_tensors(cfg: ZambaConfig, ckpt) -> dict:
+    """in_proj's rows regrouped [x | z]; x_proj and dt_proj made block-diagonal, one block a head."""
+    D, H, N, R = cfg.hidden_size, cfg.n_mamba_heads, cfg.mamba_d_state, cfg.mamba_dt_rank
+    di = cfg.mamba_expand * D
+    hd, nb = di // H, R + 2 * N
+    out = {}
+
+    def blocks(src, rows, cols, shape):
+        def make():
+            w, m = ckpt.f32(src).reshape(H, rows, cols), np.zeros(shape, np.float32)
+            for h in range(H):
+                m[h * rows:(h + 1) * rows, h * cols:(h + 1) * cols] = w[h]
+            return m
+        return make
+
+    for i in range(cfg.num_hidden_layers):
+        m = _mixer_prefix(cfg, i) + "mamba."
+        src = m + "in_proj.weight"
+        out[m + "in_proj.xz.weight"] = ((2 * di, D), lambda s=src: np.concatenate([ckpt.f32(s)[0::2],
+                                                                                   ckpt.f32(s)[1::2]]), [src])
+        out[m + "x_proj.blocks.weight"] = ((H * nb, di), blocks(m + "x_proj_weight", nb, hd, (H * nb, di)),
+                                           [m + "x_proj_weight"])
+        out[m + "dt_proj.blocks.weight"] = ((di, H * R), blocks(m + "dt_proj_weight", hd, R, (di, H * R)),
+                                            [m + "dt_proj_weight"])
+    return out
+
+
+def _mixer(cfg: ZambaConfig, t, m: str) -> Mamba:
+    D, H, N, R, K = cfg.hidden_size, cfg.n_mamba_heads, cfg.mamba_d_state, cfg.mamba_dt_rank, cfg.mamba_d_conv
+    di = cfg.mamba_expand * D
+    hd = di // H
+    return Mamba(t.weight(m + "in_proj.xz.weight", (2 * di, D)),
+                 t.array(m + "conv1d.weight", (di, 1, K)).reshape(di, K),
+                 t.array(m + "conv1d.bias", (di,)) if cfg.mamba_conv_bias else None,
+                 t.weight(m + "x_proj.blocks.weight", (H * (R + 2 * N), di)),
+                 t.float_weight(m + "dt_proj.blocks.weight", (di, H * R)),
+                 t.array(m + "dt_proj_bias", (H, hd)).reshape(di),
+                 -np.exp(t.array(m + "A_log", (H, hd, N)).astype(np.float32)).reshape(di, N),
+                 t.array(m + "D", (H, hd)).reshape(di), t.weight(m + "out_proj.weight", (D, di)), N, K, R,
+                 n_heads=H)
+
+
+def _block(cfg: ZambaConfig, t, first: int) -> SharedBlock:
+    D, F, eps = cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps
+    H, KV, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    p = f"model.layers.{first}.shared_transf."
+    a, f = p + "self_attn.", p + "feed_forward."
+    L = Layer(q=t.weight(a + "q_proj.weight", (H * hd, 2 * D)), k=t.weight(a + "k_proj.weight", (KV * hd, 2 * D)),
+              v=t.weight(a + "v_proj.weight", (KV * hd, 2 * D)), o=t.weight(a + "o_proj.weight", (D, H * hd)),
+              gate=t.weight(f + "gate_proj.weight", (F, D)), up=t.weight(f + "up_proj.weight", (F, D)),
+              down=t.weight(f + "down_proj.weight", (D, F)), rope=None)
+    L.attn_norm = norm(t, p + "input_layernorm", 2 * D, "rms", eps)
+    L.mlp_norm = norm(t, p + "pre_ff_layernorm", D, "rms", eps)
+    return SharedBlock(L)
+
+
+def build(cfg: ZambaConfig, t) -> Decoder:
+    D, eps, n = cfg.hidden_size, cfg.rms_norm_eps, cfg.num_hidden_layers
+    E, head = embed_and_head(t, cfg)
+    block = _block(cfg, t, cfg.hybrid_layers[0]) if cfg.hybrid_layers else None
+    layers = []
+    for i in range(n):
+        p = _mixer_prefix(cfg, i)
+        shared = SharedUse(block, t.weight(f"model.layers.{i}.linear.weight", (D, D))) \
+            if i in cfg.hybrid_layers else None
+        L = Layer(q=None, k=None, v=None, o=None, mamba=_mixer(cfg, t, p + "mamba."), state_slot=n + i,
+                  shared=shared)
+        L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
+        layers.append(L)
+    final = norm(t, "model.final_layernorm", D, "rms", eps)
+    hybrid = set(cfg.hybrid_layers)
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.intermediate_size,
+                num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                head_dim=cfg.head_dim, context_length=cfg.max_position_embeddings, act=cfg.act,
+                attn_scale=(cfg.head_dim / 2) ** -0.5, state_shapes=layers[0].mamba.state_shapes,
+                state_layers=tuple(range(n, 2 * n)), cache_slots=2 * n,
+                empty_layers=tuple(i for i in range(n) if i not in hybrid), shared_rank=0)
+    return Decoder(arch, E, layers, final, head)
+
+
+Config = ZambaConfig
