@@ -45,7 +45,8 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",
                 "nemotron_h_moe",         # issue 30, the moe_b group: Nemotron-H with expert blocks (no RoPE either)
                 "olmo_hybrid",      # issue 30, the hybrid group: OLMo Hybrid's released configs (rope_theta null)
-                "kimi_linear"}      # and Kimi Linear's latent attention, which rotates nothing
+                "kimi_linear",      # and Kimi Linear's latent attention, which rotates nothing
+                "zamba"}            # issue 30, the zamba group: Zamba v1's shared attention has no RoPE
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -126,6 +127,10 @@ def test_a_correct_engine_passes(files, case, weights):
     # and the unrounded reference within 0.137 of the 0.157 limit (0.87) where both routers agree (28 of 30
     # positions): a flip at an earlier position reaches the later ones through layer 2's keys and values
     margin = 0.9 if (case, weights) == ("jetmoe", "q4_0") else margin
+    # Zamba v1 at q8_0 (issue 30, the zamba group): the engine equals the reference with its activation rounding
+    # (1.6e-8 of the range), and the unrounded reference within 0.132 of the 0.223 limit (0.59): five multi-head
+    # Mamba-1 layers in series, each rounding u to int8 before x_proj, whose dt goes through softplus and exp
+    margin = 0.7 if (case, weights) == ("zamba", "q8_0") else margin
     assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
     if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
         # (deepseek_v2_lite: 26 layers of rounding before its two MoE layers, measured 22 of 30 at q8_0)

@@ -43,18 +43,26 @@ class Forward:
         padded = np.concatenate([np.zeros((K - 1, di)), x], axis=0)
         conv = sum(padded[k:k + T] * w[:, k] for k in range(K)) + (self.w(m.conv_b) if m.conv_b else 0.0)
         u = conv * (0.5 + 0.5 * np.tanh(0.5 * conv))                # silu
-        dbc = self.mm(u, m.x_proj)
-        R, ds = m.dt_rank, (dbc.shape[1] - m.dt_rank) // 2
-        dt, B, C = dbc[:, :R], dbc[:, R:R + ds], dbc[:, R + ds:]
-        if m.inner_eps is not None:
-            ws = [self.w(n) for n in m.inner_w] if m.inner_w else [None] * 3
-            dt, B, C = (ops.norm(a, "rms", m.inner_eps, w, None) for a, w in zip((dt, B, C), ws))
-        dt = np.logaddexp(0.0, self.mm(dt, m.dt_proj, m.dt_b))     # softplus
-        A = -np.exp(self.w(m.A_log))                                 # [di, ds]
-        s, y = np.zeros((di, ds)), np.empty((T, di))
-        for t in range(T):
-            s = np.exp(dt[t][:, None] * A) * s + (dt[t] * u[t])[:, None] * B[t][None, :]
-            y[t] = s @ C[t] + self.w(m.D) * u[t]
+        Hm, R = m.heads, m.dt_rank
+        dbc, hd = self.mm(u, m.x_proj), di // Hm
+        nb = dbc.shape[1] // Hm
+        ds = (nb - R) // 2
+        A = -np.exp(self.w(m.A_log)).reshape(di, ds)
+        Dv, dt_b = self.w(m.D).reshape(di), self.w(m.dt_b).reshape(di)
+        y = np.empty((T, di))
+        for hh in range(Hm):                                         # Zamba's heads; one elsewhere
+            c, blk = slice(hh * hd, (hh + 1) * hd), dbc[:, hh * nb:(hh + 1) * nb]
+            dt, B, C = blk[:, :R], blk[:, R:R + ds], blk[:, R + ds:]
+            if m.inner_eps is not None:
+                ws = [self.w(n) for n in m.inner_w] if m.inner_w else [None] * 3
+                dt, B, C = (ops.norm(a, "rms", m.inner_eps, w, None) for a, w in zip((dt, B, C), ws))
+            # dt_proj kept float: head h's block of it (the whole matrix when there is one head)
+            pre = self.mm(dt, m.dt_proj) if Hm == 1 else dt @ self.w(m.dt_proj)[c, hh * R:(hh + 1) * R].T
+            dt = np.logaddexp(0.0, pre + dt_b[c])                   # softplus
+            s = np.zeros((hd, ds))
+            for t in range(T):
+                s = np.exp(dt[t][:, None] * A[c]) * s + (dt[t] * u[t, c])[:, None] * B[t][None, :]
+                y[t, c] = s @ C[t] + Dv[c] * u[t, c]
         return self.mm(y * (z * (0.5 + 0.5 * np.tanh(0.5 * z))), m.out_proj)
 
     def deltanet(self, L, h):
@@ -482,7 +490,8 @@ class Forward:
                 x = self.norm(L.resid_alpha[1] * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
                 continue
             if L.shared is not None:                  # Zamba: the mixer reads norm(x + the shared block's output)
-                x = x + rs * self.mamba2(L, self.norm(x + self.shared(L.shared, x, e0), L.attn_norm))
+                mix = self.mamba if L.mamba is not None else self.mamba2        # Zamba v1's: multi-head Mamba-1
+                x = x + rs * mix(L, self.norm(x + self.shared(L.shared, x, e0), L.attn_norm))
                 continue
             h = self.norm(x, L.attn_norm)
             if L.mamba is not None:                   # a Mamba block: its mixer only; a hybrid's (Jamba) with an MLP

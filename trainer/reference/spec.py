@@ -126,6 +126,8 @@ class MambaSpec:
     dt_rank: int
     inner_eps: float | None = None
     inner_w: tuple | None = None         # the dt, B and C norms' weights (Jamba; Falcon-Mamba's have none)
+    heads: int = 1                       # Zamba: di / heads channels a head, each head its own block of x_proj and
+    # dt_proj (block-diagonal in the file), so its own dt, B and C
 
 
 @dataclass
