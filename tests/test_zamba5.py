@@ -209,3 +209,15 @@ def test_both_spellings_of_the_layer_types_load(tmp_path):
 def test_refuses_what_it_cannot_run(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         petit.load(_variant(tmp_path, **change))
+
+
+@pytest.mark.parametrize("given, hybrid, dt_rank", [
+    ({}, [2, 7, 13, 19, 25, 31, 37, 43, 49, 55, 61, 67, 73], 232),        # Zamba-7B-v1's (ZambaConfig's defaults)
+    (dict(num_hidden_layers=13, attn_layer_period=4, attn_layer_offset=1), [2, 4, 8, 12], 232),
+])
+def test_the_default_layer_pattern_is_transformers(given, hybrid, dt_rank):
+    """Without layers_block_type: layers 0, 1 mamba, 2 hybrid, then hybrid where (i - 3) % period == offset; the
+    figures are transformers 5.25's ZambaConfig's for the same keys."""
+    from petit.models.zamba import ZambaConfig
+    cfg = ZambaConfig.from_dict(given)
+    assert cfg.hybrid_layers == hybrid and cfg.mamba_dt_rank == dt_rank
