@@ -1,0 +1,125 @@
+"""The mimo group of issue 30 (tests/fixtures/hf5_mimo: MiMo-V2-Flash, made by transformers 5.25): what
+tests/test_hf_parity.py (35-token prompt, greedy), test_moe.py (the routing-aware quantized bounds, routers float),
+test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and the app's chat test do not already hold.
+
+- Parity at every position of the 140-token and the chat prompts at f32, within 1e-4 of each position's range.
+- The layout the family loads (petit/models/mimo_v2_flash.py) is the checkpoint's, padded exactly: value heads padded
+  with zero rows (scaled by attention_value_scale), o_proj's matching columns zero, a full layer's kv heads repeated.
+- The forward plan equals the per-op path bit for bit; sinks in the sliding layers only.
+- Both spellings of the window; what it refuses, by name.
+"""
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from petit.formats.checkpoint import open_checkpoint
+
+from test_plan import CHUNKS, FRESH, _run
+
+FOLDER = Path(__file__).parent / "fixtures" / "hf5_mimo" / "mimo_v2_flash"
+CFG = json.loads((FOLDER / "config.json").read_text())
+F32_TOL = 1e-4
+
+
+def _load(folder=FOLDER, weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
+        return petit.load(folder, weights=weights)
+
+
+def rel_err(got, ref):
+    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+def test_long_and_chat_prompts_match_transformers_at_every_position(prompt):
+    ref = np.load(FOLDER / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load().logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+def test_the_padded_layout_is_the_checkpoints_exactly():
+    H, KV, hd, vd, D = (CFG[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim", "v_head_dim",
+                                          "hidden_size"))
+    net = _load().net
+    assert net.arch.num_key_value_heads == 2 * KV and net.arch.head_dim == hd
+    ckpt = open_checkpoint(str(FOLDER))
+    for i, (L, kind) in enumerate(zip(net.layers, CFG["layer_types"])):
+        a = f"model.layers.{i}.self_attn."
+        rep = 1 if kind == "sliding_attention" else 2
+        k, v, o = (w.dequantize() for w in (L.k, L.v, L.o))
+        assert k.shape == v.shape == (2 * KV * hd, D) and o.shape == (D, H * hd)
+        want_k = np.repeat(ckpt.f32(a + "k_proj.weight").reshape(-1, hd, D), rep, axis=0)
+        assert np.array_equal(k.reshape(-1, hd, D), want_k)
+        v = v.reshape(-1, hd, D)
+        want_v = np.repeat(ckpt.f32(a + "v_proj.weight").reshape(-1, vd, D), rep, axis=0)
+        assert not v[:, vd:].any()
+        np.testing.assert_allclose(v[:, :vd], want_v * CFG["attention_value_scale"], rtol=1e-7)
+        o = o.reshape(D, H, hd)
+        assert not o[:, :, vd:].any()
+        assert np.array_equal(o[:, :, :vd], ckpt.f32(a + "o_proj.weight").reshape(D, H, vd))
+        assert (L.sinks is not None) == (kind == "sliding_attention")
+        assert L.window == (CFG["sliding_window"] if kind == "sliding_attention" else 0)
+        assert (L.moe is None) == (CFG["mlp_layer_types"][i] == "dense")
+        if L.moe is not None:
+            assert L.moe.router.dtype == "f32" and L.moe.shared is None
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+def test_the_plan_equals_the_per_op_path(weights):
+    model = _load(weights=weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        assert np.array_equal(c_plan.k, c_oracle.k) and np.array_equal(c_plan.v, c_oracle.v)
+
+
+def _variant(tmp_path, drop=(), **change) -> Path:
+    d = tmp_path / "mimo"
+    shutil.copytree(FOLDER, d)
+    cfg = {k: v for k, v in dict(CFG, **change).items() if k not in drop}
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_the_releases_sliding_window_size_is_the_window_less_one(tmp_path):
+    ref = np.load(FOLDER / "reference.npz")
+    folder = _variant(tmp_path, drop=("sliding_window",), sliding_window_size=CFG["sliding_window"] - 1)
+    assert rel_err(_load(folder).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+def test_the_value_scale_and_the_sliding_theta_are_read(tmp_path):
+    ref = np.load(FOLDER / "reference.npz")
+    rope = dict(CFG["rope_parameters"], sliding_attention=CFG["rope_parameters"]["full_attention"])
+    for change in (dict(attention_value_scale=1.0), dict(rope_parameters=rope)):
+        got = _load(_variant(tmp_path / str(len(change)) / next(iter(change)), **change)).logits(ref["input_ids"])
+        assert rel_err(got, ref["logits"]).max() > 1e-3, change
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported by the mimo_v2_flash family"),
+    (dict(attention_bias=True), "attention_bias true is not supported by the mimo_v2_flash family"),
+    (dict(v_head_dim=32), "v_head_dim 32 wider than head_dim 24"),
+    (dict(mlp_layer_types=["dense", "sparse"]), "mlp_layer_types must list 4 values of dense / sparse"),
+    (dict(n_group=3), "n_routed_experts 8 in n_group 3 groups"),
+    (dict(num_key_value_heads=4), "4 query heads over 8 key / value heads"),
+])
+def test_refuses_what_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, **change))
+
+
+def test_a_sliding_layer_without_sinks_is_refused(tmp_path):
+    d = _variant(tmp_path)
+    f = d / "model.safetensors"
+    raw = f.read_bytes()        # the tensor renamed in the header, same length: the offsets stay valid
+    f.write_bytes(raw.replace(b"layers.1.self_attn.attention_sink_bias", b"layers.1.self_attn.attention_sink_XXXX", 1))
+    with pytest.raises(ValueError, match=r"model.layers.1: a sliding layer without its sinks"):
+        petit.load(d)
