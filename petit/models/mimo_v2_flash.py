@@ -87,6 +87,7 @@ class MiMoV2FlashConfig(DecoderConfig):
                              f"supported by the mimo_v2_flash family (its value heads are padded to head_dim)")
         self.types = layer_types(self, lambda i: "full_attention" if i == 0 or (i + 1) % 6 == 0
                                  else "sliding_attention")
+        self.layer_types = self.types
         window_of(self, self.types)
         n, m = self.num_hidden_layers, self.mlp_layer_types
         if m is None:
@@ -97,38 +98,49 @@ class MiMoV2FlashConfig(DecoderConfig):
         if self.rotary_dim < 2 or self.rotary_dim % 2:
             raise ValueError(f"config: int(head_dim {self.head_dim} x partial_rotary_factor "
                              f"{self.partial_rotary_factor}) = {self.rotary_dim} RoPE dims: must be even and >= 2")
+        self.attention_value_scale = float(self.attention_value_scale)
         self.kv_heads = 2 * self.num_key_value_heads if "sliding_attention" in self.types else self.num_key_value_heads
         if self.num_attention_heads % self.kv_heads:
             raise ValueError(f"config: {self.num_attention_heads} query heads over {self.kv_heads} key / value heads "
                              f"(twice num_key_value_heads in the sliding layers): must divide")
 
 
-def hf_tensors(cfg: MiMoV2FlashConfig, ckpt) -> dict:
-    """Each layer's k / v / o projections as the kernels run them: kv heads repeated to cfg.kv_heads (full layers),
-    value heads padded to head_dim with zero rows and scaled, o_proj's columns padded to match."""
-    hd, vd, H, D, K = cfg.head_dim, cfg.v_head_dim, cfg.num_attention_heads, cfg.hidden_size, cfg.kv_heads
+def padded_attention(cfg: dict, read) -> dict:
+    """{HF name: (shape, make, layer, which)} of each layer's k / v / o projections as the kernels run them: kv heads
+    repeated to the sliding layers' count (full layers), value heads padded to head_dim with zero rows and scaled by
+    attention_value_scale, o_proj's columns padded to match. `read(layer, which)` gives the stored matrix [out, in]
+    of which = "k" / "v" / "o"; `cfg` a validated config's fields (a HF config or a GGUF file's)."""
+    hd, vd, H, D = cfg["head_dim"], cfg["v_head_dim"], cfg["num_attention_heads"], cfg["hidden_size"]
+    KV, types, scale = cfg["num_key_value_heads"], cfg["layer_types"], np.float32(cfg["attention_value_scale"])
+    K = 2 * KV if "sliding_attention" in types else KV
     out = {}
-    for i, kind in enumerate(cfg.types):
-        a = f"model.layers.{i}.self_attn."
-        rep = K // (2 * cfg.num_key_value_heads if kind == "sliding_attention" else cfg.num_key_value_heads)
+    for i, kind in enumerate(types):
+        a, rep = f"model.layers.{i}.self_attn.", K // (2 * KV if kind == "sliding_attention" else KV)
 
-        def k_rows(a=a, rep=rep):
-            return np.repeat(ckpt.f32(a + "k_proj.weight").reshape(-1, hd, D), rep, axis=0).reshape(K * hd, D)
+        def k_rows(i=i, rep=rep):
+            return np.repeat(read(i, "k").reshape(-1, hd, D), rep, axis=0).reshape(K * hd, D)
 
-        def v_rows(a=a, rep=rep):
+        def v_rows(i=i, rep=rep):
             v = np.zeros((K, hd, D), np.float32)
-            v[:, :vd] = np.repeat(ckpt.f32(a + "v_proj.weight").reshape(-1, vd, D), rep, axis=0)
-            return (v * np.float32(cfg.attention_value_scale)).reshape(K * hd, D)
+            v[:, :vd] = np.repeat(read(i, "v").reshape(-1, vd, D), rep, axis=0)
+            return (v * scale).reshape(K * hd, D)
 
-        def o_cols(a=a):
+        def o_cols(i=i):
             o = np.zeros((D, H, hd), np.float32)
-            o[:, :, :vd] = ckpt.f32(a + "o_proj.weight").reshape(D, H, vd)
+            o[:, :, :vd] = read(i, "o").reshape(D, H, vd)
             return o.reshape(D, H * hd)
 
-        out[a + "k_proj.weight"] = ((K * hd, D), k_rows, [a + "k_proj.weight"])
-        out[a + "v_proj.weight"] = ((K * hd, D), v_rows, [a + "v_proj.weight"])
-        out[a + "o_proj.weight"] = ((D, H * hd), o_cols, [a + "o_proj.weight"])
+        out[a + "k_proj.weight"] = ((K * hd, D), k_rows, i, "k")
+        out[a + "v_proj.weight"] = ((K * hd, D), v_rows, i, "v")
+        out[a + "o_proj.weight"] = ((D, H * hd), o_cols, i, "o")
     return out
+
+
+def hf_tensors(cfg: MiMoV2FlashConfig, ckpt) -> dict:
+    def name(i, which):
+        return f"model.layers.{i}.self_attn.{which}_proj.weight"
+    return {hf: (shape, make, [name(i, w)]) for hf, (shape, make, i, w) in
+            padded_attention(vars(cfg), lambda i, w: ckpt.f32(name(i, w))).items()}
 
 
 def _moe(cfg: MiMoV2FlashConfig, t, i: int, p: str):
