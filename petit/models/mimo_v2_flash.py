@@ -114,20 +114,29 @@ def padded_attention(cfg: dict, read) -> dict:
     KV, types, scale = cfg["num_key_value_heads"], cfg["layer_types"], np.float32(cfg["attention_value_scale"])
     K = 2 * KV if "sliding_attention" in types else KV
     out = {}
+
+    def stored(i, which, shape, kind):
+        m = read(i, which)
+        if m.shape != shape:
+            raise ValueError(f"model.layers.{i}.self_attn.{which}_proj.weight is {list(m.shape)}, not the "
+                             f"{list(shape)} of a {kind} layer of this config (layer_types, num_key_value_heads, "
+                             f"head_dim, v_head_dim)")
+        return m
+
     for i, kind in enumerate(types):
-        a, rep = f"model.layers.{i}.self_attn.", K // (2 * KV if kind == "sliding_attention" else KV)
+        a, n = f"model.layers.{i}.self_attn.", 2 * KV if kind == "sliding_attention" else KV
 
-        def k_rows(i=i, rep=rep):
-            return np.repeat(read(i, "k").reshape(-1, hd, D), rep, axis=0).reshape(K * hd, D)
+        def k_rows(i=i, n=n, kind=kind):
+            return np.repeat(stored(i, "k", (n * hd, D), kind).reshape(n, hd, D), K // n, axis=0).reshape(K * hd, D)
 
-        def v_rows(i=i, rep=rep):
+        def v_rows(i=i, n=n, kind=kind):
             v = np.zeros((K, hd, D), np.float32)
-            v[:, :vd] = np.repeat(read(i, "v").reshape(-1, vd, D), rep, axis=0)
+            v[:, :vd] = np.repeat(stored(i, "v", (n * vd, D), kind).reshape(n, vd, D), K // n, axis=0)
             return (v * scale).reshape(K * hd, D)
 
-        def o_cols(i=i):
+        def o_cols(i=i, kind=kind):
             o = np.zeros((D, H, hd), np.float32)
-            o[:, :, :vd] = read(i, "o").reshape(D, H, vd)
+            o[:, :, :vd] = stored(i, "o", (D, H * vd), kind).reshape(D, H, vd)
             return o.reshape(D, H * hd)
 
         out[a + "k_proj.weight"] = ((K * hd, D), k_rows, i, "k")
