@@ -84,7 +84,7 @@ def test_the_plan_equals_the_per_op_path(weights):
 def _variant(tmp_path, drop=(), **change) -> Path:
     d = tmp_path / "mimo"
     shutil.copytree(FOLDER, d)
-    cfg = {k: v for k, v in dict(CFG, **change).items() if k not in drop}
+    cfg = dict({k: v for k, v in CFG.items() if k not in drop}, **change)
     (d / "config.json").write_text(json.dumps(cfg))
     return d
 
@@ -101,6 +101,44 @@ def test_the_value_scale_and_the_sliding_theta_are_read(tmp_path):
     for change in (dict(attention_value_scale=1.0), dict(rope_parameters=rope)):
         got = _load(_variant(tmp_path / str(len(change)) / next(iter(change)), **change)).logits(ref["input_ids"])
         assert rel_err(got, ref["logits"]).max() > 1e-3, change
+
+
+def _release(**change) -> dict:
+    """The fixture's config in the release's spelling (the Hub's MiMo-V2-Flash config.json keys)."""
+    rope = CFG["rope_parameters"]
+    return dict({"hybrid_layer_pattern": [int(t == "sliding_attention") for t in CFG["layer_types"]],
+                 "moe_layer_freq": [int(t == "sparse") for t in CFG["mlp_layer_types"]],
+                 "swa_num_key_value_heads": 2 * CFG["num_key_value_heads"], "swa_num_attention_heads": 4,
+                 "swa_head_dim": CFG["head_dim"], "swa_v_head_dim": CFG["v_head_dim"],
+                 "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+                 "topk_method": "noaux_tc", "scoring_func": "sigmoid", "n_shared_experts": None,
+                 "layernorm_epsilon": CFG["rms_norm_eps"], "rope_theta": rope["full_attention"]["rope_theta"],
+                 "swa_rope_theta": rope["sliding_attention"]["rope_theta"],
+                 "partial_rotary_factor": rope["full_attention"]["partial_rotary_factor"],
+                 "sliding_window_size": CFG["sliding_window"] - 1}, **change)
+
+
+RELEASE_DROPS = ("layer_types", "mlp_layer_types", "rope_parameters", "rms_norm_eps", "sliding_window")
+
+
+def test_the_releases_config_spelling_runs_the_same_model(tmp_path):
+    ref = np.load(FOLDER / "reference.npz")
+    folder = _variant(tmp_path, drop=RELEASE_DROPS, **_release())
+    assert rel_err(_load(folder).logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(swa_num_key_value_heads=1), "swa_num_key_value_heads 1 is not supported"),
+    (dict(add_full_attention_sink_bias=True), "add_full_attention_sink_bias True is not supported"),
+    (dict(topk_method="greedy"), "topk_method 'greedy' is not supported"),
+    (dict(n_shared_experts=1), "n_shared_experts 1 is not supported"),
+    (dict(hybrid_layer_pattern=[0, 1, 1, 1], layer_types=CFG["layer_types"]), "hybrid_layer_pattern .* disagree"),
+    (dict(moe_layer_freq=[0, 1, 2, 1]), "moe_layer_freq must list 4 values of 0 / 1"),
+    (dict(layernorm_epsilon=1e-6, rms_norm_eps=1e-5), "layernorm_epsilon 1e-06 and rms_norm_eps 1e-05 disagree"),
+])
+def test_refuses_release_keys_it_cannot_run(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        petit.load(_variant(tmp_path, drop=RELEASE_DROPS, **_release(**change)))
 
 
 @pytest.mark.parametrize("change, message", [

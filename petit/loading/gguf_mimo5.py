@@ -24,7 +24,7 @@ import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
-from petit.models.mimo_v2_flash import padded_attention
+from petit.models.mimo_layout import padded_attention
 
 ARCH = "mimo2"
 

@@ -8,18 +8,15 @@ layer 0 and every 6th are full, the others slide over `sliding_window`) and whos
 - partial RoPE (rotate-half on the first int(head_dim x `partial_rotary_factor`) dims), theta 5e6 by default in full
   layers and `rope_parameters.sliding_attention.rope_theta` in sliding ones.
 
-Petit's attention has one head size: each value head is padded to `head_dim` with zero rows of v_proj and o_proj
-reads them through zero columns, exact (the padded dims are 0 in every cache row and add 0 x 0), and the value scale
-is folded into v_proj. A full layer's key / value heads are each repeated twice, so every layer runs 2 x
-num_key_value_heads kv heads: query head h reads kv head h // (H / 2KV), the copy of the head it reads in
-transformers (h // (H / KV)). The cost: the full layers' cache is twice as wide and every value row head_dim /
-v_head_dim (1.5 in the release) wider than it needs."""
+Petit's attention has one head size and one kv head count: the loader pads the value heads and repeats a full
+layer's kv heads (petit/models/mimo_layout.py), exact, at the price of a wider cache; no kernel changed. The keys of
+the release's config.json are read too (petit/models/mimo_release.py)."""
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-import numpy as np
-
 from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.mimo_layout import padded_attention
+from petit.models.mimo_release import read_release_keys
 from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
 from petit.models.moe import moe_weights
 from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
@@ -38,7 +35,7 @@ class MiMoV2FlashConfig(DecoderConfig):
     head_dim: int | None = 192
     v_head_dim: int = 128
     max_position_embeddings: int = 131072
-    rms_norm_eps: float = 1e-5
+    rms_norm_eps: float | None = None           # None: the release's layernorm_epsilon, else 1e-5
     rope_theta: float = 5000000.0
     rope_local_base_freq: float = 10000.0       # rope_parameters["sliding_attention"]["rope_theta"]
     partial_rotary_factor: float = 0.334        # transformers' default when rope_parameters leaves it out
@@ -55,8 +52,21 @@ class MiMoV2FlashConfig(DecoderConfig):
     n_group: int = 1
     topk_group: int = 1
     norm_topk_prob: bool = True
+    hybrid_layer_pattern: list | None = None    # these: the release's spelling (petit/models/mimo_release.py)
+    moe_layer_freq: list | None = None
+    swa_num_key_value_heads: int | None = None
+    swa_num_attention_heads: int | None = None
+    swa_head_dim: int | None = None
+    swa_v_head_dim: int | None = None
+    add_swa_attention_sink_bias: bool | None = None
+    add_full_attention_sink_bias: bool | None = None
+    topk_method: str | None = None
+    scoring_func: str | None = None
+    n_shared_experts: int | None = None
+    layernorm_epsilon: float | None = None
     model_type: str = "mimo_v2_flash"
     _ROPE_LOCAL_THETA = True
+    _ROPE_ALIASES = {"swa_rope_theta": "rope_local_base_freq"}
     _IGNORED = MOE_TRAINING_ONLY
 
     @classmethod
@@ -68,6 +78,7 @@ class MiMoV2FlashConfig(DecoderConfig):
             self.routed_scaling_factor = 1.0
         if self.attention_value_scale is None:
             self.attention_value_scale = 1.0
+        read_release_keys(self)
         if self.sliding_window_size is not None:
             positive_int(self, "sliding_window_size")
             self.sliding_window = self.sliding_window_size + 1
@@ -103,46 +114,6 @@ class MiMoV2FlashConfig(DecoderConfig):
         if self.num_attention_heads % self.kv_heads:
             raise ValueError(f"config: {self.num_attention_heads} query heads over {self.kv_heads} key / value heads "
                              f"(twice num_key_value_heads in the sliding layers): must divide")
-
-
-def padded_attention(cfg: dict, read) -> dict:
-    """{HF name: (shape, make, layer, which)} of each layer's k / v / o projections as the kernels run them: kv heads
-    repeated to the sliding layers' count (full layers), value heads padded to head_dim with zero rows and scaled by
-    attention_value_scale, o_proj's columns padded to match. `read(layer, which)` gives the stored matrix [out, in]
-    of which = "k" / "v" / "o"; `cfg` a validated config's fields (a HF config or a GGUF file's)."""
-    hd, vd, H, D = cfg["head_dim"], cfg["v_head_dim"], cfg["num_attention_heads"], cfg["hidden_size"]
-    KV, types, scale = cfg["num_key_value_heads"], cfg["layer_types"], np.float32(cfg["attention_value_scale"])
-    K = 2 * KV if "sliding_attention" in types else KV
-    out = {}
-
-    def stored(i, which, shape, kind):
-        m = read(i, which)
-        if m.shape != shape:
-            raise ValueError(f"model.layers.{i}.self_attn.{which}_proj.weight is {list(m.shape)}, not the "
-                             f"{list(shape)} of a {kind} layer of this config (layer_types, num_key_value_heads, "
-                             f"head_dim, v_head_dim)")
-        return m
-
-    for i, kind in enumerate(types):
-        a, n = f"model.layers.{i}.self_attn.", 2 * KV if kind == "sliding_attention" else KV
-
-        def k_rows(i=i, n=n, kind=kind):
-            return np.repeat(stored(i, "k", (n * hd, D), kind).reshape(n, hd, D), K // n, axis=0).reshape(K * hd, D)
-
-        def v_rows(i=i, n=n, kind=kind):
-            v = np.zeros((K, hd, D), np.float32)
-            v[:, :vd] = np.repeat(stored(i, "v", (n * vd, D), kind).reshape(n, vd, D), K // n, axis=0)
-            return (v * scale).reshape(K * hd, D)
-
-        def o_cols(i=i, kind=kind):
-            o = np.zeros((D, H, hd), np.float32)
-            o[:, :, :vd] = stored(i, "o", (D, H * vd), kind).reshape(D, H, vd)
-            return o.reshape(D, H * hd)
-
-        out[a + "k_proj.weight"] = ((K * hd, D), k_rows, i, "k")
-        out[a + "v_proj.weight"] = ((K * hd, D), v_rows, i, "v")
-        out[a + "o_proj.weight"] = ((D, H * hd), o_cols, i, "o")
-    return out
 
 
 def hf_tensors(cfg: MiMoV2FlashConfig, ckpt) -> dict:
