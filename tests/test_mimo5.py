@@ -161,3 +161,71 @@ def test_a_sliding_layer_without_sinks_is_refused(tmp_path):
     f.write_bytes(raw.replace(b"layers.1.self_attn.attention_sink_bias", b"layers.1.self_attn.attention_sink_XXXX", 1))
     with pytest.raises(ValueError, match=r"model.layers.1: a sliding layer without its sinks"):
         petit.load(d)
+
+
+# --- GGUF: llama.cpp's own conversion of the folder (tests/fixtures/gguf5_mimo, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_mimo"
+GGUF_FILE = GGUF / "mimo_v2_flash" / "q8_0.gguf"
+GGUF_REF = GGUF / "mimo_v2_flash" / "q8_0.npz"
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits_and_greedy_tokens():
+    ref = np.load(GGUF_REF)
+    model = _load(GGUF_FILE, weights="f32")
+    got = model.logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5            # measured 3.4e-7
+    assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+    cache = model.new_cache()
+    logits, out = model.forward(ref["input_ids"], cache), []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in json.loads((GGUF / "manifest.json").read_text())["cases"]["mimo_v2_flash"]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run():
+    ref = np.load(GGUF_REF)
+    model = _load(GGUF_FILE, weights=None)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)                   # measured 0.280 / 0.231
+    assert all(L.moe.router.dtype == "f32" for L in model.net.layers if L.moe is not None)
+
+
+def test_gguf_runs_as_llama_cpp_reads_it():
+    """The folder's layers, windows, sinks, selection biases and routing, the padded layout of the same shapes, but
+    no routed_scaling_factor (llama.cpp's mimo2 reads none). (Converted at f32, the file equals the folder run with
+    routed_scaling_factor 1 bit for bit: tests/fixtures/gguf5_mimo/README.md.)"""
+    net, folder = _load(GGUF_FILE, weights="f32").net, _load().net
+    assert [(L.window, L.sinks is not None, L.moe is not None) for L in net.layers] == [
+        (0, False, False), (8, True, True), (8, True, True), (0, False, True)]
+    assert net.arch.num_key_value_heads == folder.arch.num_key_value_heads and net.arch.head_dim == 24
+    for a, b in zip(net.layers, folder.layers):
+        assert a.v.shape == b.v.shape and a.o.shape == b.o.shape and a.rope.dim == b.rope.dim == 8
+        assert a.rope.base == b.rope.base
+        if a.sinks is not None:
+            assert np.array_equal(a.sinks.a, b.sinks.a)
+        if a.moe is not None:
+            assert np.array_equal(a.moe.sel_bias.a, b.moe.sel_bias.a)
+            assert (a.moe.n_group, a.moe.topk_group, a.moe.routed_scale, a.moe.norm_topk, a.moe.scoring) == (
+                2, 1, 1.0, True, "sigmoid") and b.moe.routed_scale == 1.5
+        v = a.v.dequantize().reshape(-1, 24, 64)
+        assert not v[:, 16:].any()              # the padded value dims are exactly zero in the file's model too
+
+
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
+    from petit.cli import main
+    ref = np.load(GGUF_REF)
+    assert main(["convert", str(GGUF_FILE), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
