@@ -229,3 +229,22 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
         warnings.simplefilter("ignore")
         got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+def test_petit_verify_passes_on_the_gguf_file_as_stored(tmp_path):
+    """The float64 reference (trainer/reference/families/mimo5.py) on the file's own q8_0 weights (measured: 0.18
+    of the limits, the routing equal to the reference's at 30 / 30 positions)."""
+    from petit.loading.convert import convert
+    from trainer.reference import Reference
+    from trainer.verify import verify
+    path = tmp_path / "m.petit"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(GGUF_FILE, path, None).close()
+    ref = Reference(path)
+    try:
+        r = verify(path, n=2, reference=ref)
+    finally:
+        ref.close()
+    assert r["pass"], r["failures"]
+    assert r["weights"] == "q8_0" and r["routing_rounded_agree"] >= 0.8 * r["positions"]
