@@ -15,6 +15,7 @@ from petit.loading.gguf_names import (GPT2_LAYER, GPTNEOX_LAYER, GRANITE_EXPERTS
 from petit.loading.gguf_dense5 import DENSE5_ARCHS
 from petit.loading.gguf_hybrid5 import HYBRID5_ARCHS, is_bamba     # issue 30: the hybrid group
 from petit.loading.gguf_kimi5 import KIMI5_ARCHS        # issue 30: the kimi_gguf follow-up (kimi-linear)
+from petit.loading.gguf_mimo5 import MIMO5_ARCHS        # issue 30: the mimo group (mimo2)
 from petit.loading.gguf_wrap5 import WRAP5_ARCHS      # issue 30: the wrap group
 from petit.loading.gguf_moe_a5 import MOE_A5_ARCHS
 from petit.loading.gguf_mla5 import MLA5_ARCHS          # issue 30: the mla group
@@ -482,3 +483,4 @@ ARCHS.update(MLA5_ARCHS)            # issue 30's mla group: deepseek32, glm-dsa 
 ARCHS.update(RECUR5_ARCHS)          # issue 30's recur group: rwkv6 (gguf_recur5.py)
 ARCHS.update(GEMMA5_ARCHS)          # issue 30's gemma group: gemma4 (gguf_gemma5.py)
 ARCHS.update(KIMI5_ARCHS)           # issue 30's kimi_gguf follow-up: kimi-linear (gguf_kimi5.py)
+ARCHS.update(MIMO5_ARCHS)           # issue 30's mimo group: mimo2 (gguf_mimo5.py)

@@ -24,6 +24,8 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
                           minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
                           qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba, zamba2)
+# issue 30, the mimo group
+from petit.models import mimo_v2_flash
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -155,6 +157,8 @@ MODEL_TYPES = {
     "rwkv": rwkv,
     # issue 30, the jetmoe group
     "jetmoe": jetmoe,
+    # issue 30, the mimo group
+    "mimo_v2_flash": mimo_v2_flash,
 }
 
 
@@ -172,13 +176,6 @@ CLOSEST = {
     "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
 }
-# issue 30, the moe_b group: the types it left refused, with what they add
-CLOSEST.update({
-    "mimo_v2_flash": ("glm4_moe", "value heads narrower than the query / key heads (v_head_dim 128 against head_dim "
-                                  "192), twice the key / value heads in its sliding layers, attention sinks in those "
-                                  "layers only, values scaled by attention_value_scale and a partial RoPE base per "
-                                  "layer type: Petit's attention has one head size for q, k and v"),
-})
 
 
 def closest(model_type) -> str | None:

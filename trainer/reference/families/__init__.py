@@ -23,6 +23,7 @@ from trainer.reference.families import moe_b           # issue 30: the moe_b gro
 from trainer.reference.families import recur5          # issue 30: the recur group
 from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
 from trainer.reference.families import zamba5          # issue 30: the zamba group
+from trainer.reference.families import mimo5           # issue 30: the mimo group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -37,6 +38,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **recur5.FAMILIES,
             **jetmoe5.FAMILIES,
             **zamba5.FAMILIES,
+            **mimo5.FAMILIES,
             }
 
 
