@@ -24,6 +24,8 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
                           minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
                           qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
+# issue 30, the longcat group
+from petit.models import longcat_flash
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -153,6 +155,8 @@ MODEL_TYPES = {
     "rwkv": rwkv,
     # issue 30, the jetmoe group
     "jetmoe": jetmoe,
+    # issue 30, the longcat group
+    "longcat_flash": longcat_flash,
 }
 
 
@@ -165,8 +169,6 @@ CLOSEST = {
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with zero-"
-                                     "computation experts, its latent attention rescaled"),
     "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
 }
