@@ -218,6 +218,10 @@ typedef struct {
     /* issue 30, the moe_b group: plain experts (Nemotron-H): act(up x) -> down, no gate (gate / sh_gate unused,
      * may be NULL); act is then a pt_bias_act kind */
     int32_t plain;
+    /* issue 30, the longcat group: the last n_zero of the n_experts router rows are zero-computation experts
+     * (LongCat-Flash): one chosen adds its token's input times its weight, after the real experts' sum (gate / up /
+     * down hold n_experts - n_zero matrices) */
+    int64_t n_zero;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -9,6 +9,8 @@
  *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
  *      act(gate) * up, down (+ bias), each one matrix product for the whole group (plain experts, Nemotron-H:
  *      act(up), down); each row added to its token's output times its weight;
+ *   3b. zero-computation experts (LongCat-Flash, n_zero > 0: the last n_zero router rows): each token's input
+ *      times the sum of the weights it gave them, added after the real experts (transformers' identity_output);
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
@@ -154,10 +156,26 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
     return rc;
 }
 
+/* out += x times the weight each token gave the zero-computation experts (ids E - n_zero .. E - 1), summed in the
+ * order chosen: the identity experts of LongCat-Flash, exact (no matrix) */
+static void zero_experts(pt_moe *m, const float *x, int64_t T) {
+    const int64_t E = m->n_experts, k = m->top_k, D = m->hidden;
+    for (int64_t t = 0; t < T; t++) {
+        float w = 0.0f;
+        for (int64_t j = 0; j < k; j++)
+            if (m->sel[t * k + j] >= E - m->n_zero) w += m->wt[t * k + j];
+        if (w == 0.0f) continue;
+        float *o = m->out + t * D;
+        const float *xt = x + t * D;
+        for (int64_t d = 0; d < D; d++) o[d] += xt[d] * w;
+    }
+}
+
 int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate) {
     const int64_t E = m->n_experts, k = m->top_k, D = m->hidden;
     if (T < 1 || T > m->cap || k < 1 || k > E || E > MAX_EXPERTS) return -1;
     if (m->n_group > 1 && (E % m->n_group || m->topk_group < 1)) return -1;
+    if (m->n_zero < 0 || m->n_zero >= E) return -1;
     const pt_tensor *R[1] = {m->router};
     float *lr[1] = {m->logits};
     int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
@@ -165,7 +183,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     add_bias(m->logits, m->router_b, T, E);
     route(m, T);
     memset(m->out, 0, (size_t)(T * D) * sizeof(float));
-    for (int64_t e = 0; e < E; e++) {
+    for (int64_t e = 0; e < E - m->n_zero; e++) {
         int64_t n = 0;
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < k; j++)
@@ -190,6 +208,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
             for (int64_t d = 0; d < D; d++) o[d] += v[d] * w;
         }
     }
+    if (m->n_zero) zero_experts(m, x, T);
     if (m->sh_up) {
         rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
         if (rc) return rc;

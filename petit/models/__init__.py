@@ -26,6 +26,8 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba, zamba2)
 # issue 30, the mimo group
 from petit.models import mimo_v2_flash
+# issue 30, the longcat group
+from petit.models import longcat_flash
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -159,6 +161,8 @@ MODEL_TYPES = {
     "jetmoe": jetmoe,
     # issue 30, the mimo group
     "mimo_v2_flash": mimo_v2_flash,
+    # issue 30, the longcat group
+    "longcat_flash": longcat_flash,
 }
 
 
@@ -171,8 +175,6 @@ CLOSEST = {
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "longcat_flash": ("deepseek_v3", "two attention and two MLP sublayers per layer beside a shortcut MoE with zero-"
-                                     "computation experts, its latent attention rescaled"),
     "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
                                     "connections, hash-routed and sqrtsoftplus-routed experts"),
 }

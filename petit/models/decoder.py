@@ -109,6 +109,11 @@ class Layer:
     # (kernels/moa.c), so o sums the chosen experts' outputs only
     moa_router: Weight | None = None
     moa_top_k: int = 0
+    # issue 30, the longcat group: LongCat-Flash's shortcut MoE. With moe_shortcut, `moe` runs on the MLP's input
+    # beside the dense MLP (gate / up / down) into buf["stash"] instead of the residual; a layer with add_shortcut
+    # adds buf["stash"] to the residual after its own MLP
+    moe_shortcut: bool = False
+    add_shortcut: bool = False
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -168,6 +173,8 @@ class Arch:
     cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
     shared_rank: int = -1               # issue 30, the hybrid group: >= 0 when layers use Zamba's shared blocks (the
                                         # adapters' rank, 0 without): the scratch gets their buffers
+    shortcut: bool = False              # issue 30, the longcat group: layers hold a shortcut MoE (Layer.moe_shortcut):
+                                        # the scratch gets buf["stash"] [T, D], its output until it is added
 
 
 class _Scratch:
@@ -202,6 +209,8 @@ class _Scratch:
                   "gate": F, "up": F, "mlp_hidden": F}
         if arch.shared_rank >= 0:          # Zamba's shared blocks: the embeddings, [resid | embeddings], an adapter's
             widths.update(orig=D, cat=2 * D, lora=max(arch.shared_rank, 1), shared=D)     # rank, the block's output
+        if arch.shortcut:                  # LongCat-Flash's shortcut MoE output, held until the next layer's end
+            widths["stash"] = D
         self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items()}
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
@@ -489,7 +498,9 @@ class Decoder:
                 if layer.mlp_norm is not None:
                     rc |= layer.mlp_norm(buf["resid"], T, D, buf["normed"])
                     mlp_in = buf["normed"]
-            if layer.moe is not None:
+            if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
+                rc |= layer.moe.run(mlp_in, T, buf["stash"])
+            if layer.moe is not None and not layer.moe_shortcut:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
                     rc |= lib.pt_bias_act(buf["branch"], layer.down_b.p, T, D, 0)
@@ -501,6 +512,8 @@ class Decoder:
                     rc |= layer.down_norm(buf["mlp_hidden"], T, F, buf["mlp_hidden"])
                 self._alpha(layer.resid_alpha[1], T, scratch)
                 rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
+            if layer.add_shortcut:             # LongCat-Flash: the previous layer's shortcut MoE output
+                lib.pt_axpy(buf["resid"], 1.0, buf["stash"], T * D)
             if layer.resid_mlp_norm is not None:
                 rc |= layer.resid_mlp_norm(buf["resid"], T, D, buf["resid"])
             if rc:
@@ -809,7 +822,9 @@ class Decoder:
                 if layer.mlp_norm is not None:
                     plan.norm(i, layer.mlp_norm, buf["resid"], 1, D, buf["normed"])
                     mlp_in = buf["normed"]
-            if layer.moe is not None:
+            if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
+                plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["stash"])
+            if layer.moe is not None and not layer.moe_shortcut:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
                     plan.bias_act(i, buf["branch"], layer.down_b, D, 0)
@@ -821,6 +836,8 @@ class Decoder:
                     plan.norm(i, layer.down_norm, buf["mlp_hidden"], 1, arch.intermediate_size, buf["mlp_hidden"])
                 self._plan_alpha(plan, i, layer.resid_alpha[1], buf)
                 self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
+            if layer.add_shortcut:             # LongCat-Flash: the previous layer's shortcut MoE output
+                plan.axpy(i, buf["resid"], 1.0, buf["stash"], D)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
         plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,

@@ -75,7 +75,7 @@ def sparse(cfg, i: int) -> bool:
     return bool(cfg.n_routed_experts) and i >= cfg.first_k_dense_replace and i % cfg.moe_layer_freq == 0
 
 
-def hf_tensors(cfg, ckpt) -> dict:
+def hf_tensors(cfg, ckpt, attn=lambda i: f"model.layers.{i}.self_attn.") -> dict:
     """The latent attention's matrices as the kernels read them, derived from the checkpoint's:
     `q_nope` / `q_pe` ([H * nope, in] / [H * rope, in]: the rows of q_proj or q_b_proj regrouped), `kv_c` / `kv_pe`
     (the latent and the rope rows of kv_a_proj_with_mqa), and per head `k_absorb.{h}` = W_uk_h^T [rank, nope] and
@@ -86,7 +86,7 @@ def hf_tensors(cfg, ckpt) -> dict:
     q_in = cfg.q_lora_rank or D
     out = {}
     for i in range(cfg.num_hidden_layers):
-        a = f"model.layers.{i}.self_attn."
+        a = attn(i)         # the latent attention's prefix (LongCat-Flash: two per layer)
         qname = a + ("q_b_proj.weight" if cfg.q_lora_rank else "q_proj.weight")
         held = {}
 

@@ -39,6 +39,8 @@ class Moe:
     jitter_eps: float = 0.0             # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
     plain: bool = False                 # experts act(up x) -> down with no gate (Nemotron-H; gate is None, and the
                                         # shared expert's (None, up, down)); act then one of ACTIVATIONS
+    n_zero: int = 0                     # issue 30, longcat: zero-computation experts after the real ones (the router's
+                                        # last n_zero rows): a token choosing one adds its input times the weight
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -74,7 +76,7 @@ class Moe:
         if self._c is not None and self._cap >= cap:
             return self._c
         self._release()
-        E, D = len(self.up), self.router.shape[1]
+        E, D = len(self.up) + self.n_zero, self.router.shape[1]
         widths = [self.up[0].shape[0]] + ([self.shared[1].shape[0]] if self.shared is not None else [])
         F = max(widths)
         m = ffi.new("pt_moe *")
@@ -106,6 +108,7 @@ class Moe:
         m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
         m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0
         m.norm_eps = self.norm_eps
+        m.n_zero = self.n_zero
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])

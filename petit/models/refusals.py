@@ -59,11 +59,6 @@ NOT_YET.update({
 
 # issue 30, the mla group: the latent-attention families not run yet, and what each adds that Petit lacks
 NOT_YET.update({
-    "longcat_flash": "LongCat-Flash: each layer is two latent-attention sublayers (their q / kv latents rescaled by "
-                     "sqrt(hidden / rank)) and two dense MLPs, plus a shortcut MoE on the first sublayer's output "
-                     "added after the second, whose router also picks zero-computation experts (identity: the "
-                     "token passes unchanged, weighted); Petit's decoder has one attention and one MLP per layer and "
-                     "its MoE kernel no identity experts",
     "deepseek_v4": "DeepSeek-V4: attention over a sliding window of keys plus compressed long-range entries "
                    "(compressed sparse attention: overlapping learned-gate compressions of every few tokens, chosen "
                    "by its own indexer; heavily compressed attention), a per-head attention sink, grouped low-rank "

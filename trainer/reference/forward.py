@@ -259,6 +259,8 @@ class Forward:
         x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
         q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
         c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
+        if m.q_scale != 1.0 or m.kv_scale != 1.0:     # LongCat-Flash's latent rescaling (longcat group)
+            q_nope, q_pe, c = q_nope * m.q_scale, q_pe * m.q_scale, c * m.kv_scale
         if L.rope is not None:                        # Kimi Linear's latent attention: no rotation at all
             inv, factor = L.rope.freqs(T)
             q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
@@ -381,6 +383,8 @@ class Forward:
                 else:
                     y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
+        if m.n_zero:                                  # zero-computation experts: h times their weight (longcat)
+            out = out + h * np.where(top >= len(m.experts), w, 0.0).sum(axis=1)[:, None]
         if m.shared is not None:
             gate, up, down = m.shared
             gb, ub, db = m.shared_b or (None, None, None)

@@ -49,6 +49,8 @@ class MoeSpec:
     norm_eps: float = 0.0                # with norm_topk: over (the sum + norm_eps) (LFM2-MoE, issue 30's moe_b group)
     jitter_eps: float = 0.0              # issue 30, moe_a: scoring "sparsemixer" (PhiMoE)'s relative threshold
     plain: bool = False                  # experts (and the shared one) act(up h) -> down, no gate (Nemotron-H)
+    n_zero: int = 0                      # issue 30, longcat: zero-computation experts after the real ones (the
+                                         # router's last rows): a token choosing one adds h times its weight
 
 
 @dataclass
@@ -145,6 +147,8 @@ class MlaSpec:
     q_a: str | None = None
     q_a_norm: NormSpec | None = None
     dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
+    q_scale: float = 1.0                 # issue 30, longcat: the query times q_scale (LongCat-Flash's
+    kv_scale: float = 1.0                # sqrt(hidden / q_lora_rank)), the normed latent times kv_scale
 
 
 @dataclass

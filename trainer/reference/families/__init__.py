@@ -24,6 +24,7 @@ from trainer.reference.families import recur5          # issue 30: the recur gro
 from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
 from trainer.reference.families import zamba5          # issue 30: the zamba group
 from trainer.reference.families import mimo5           # issue 30: the mimo group
+from trainer.reference.families import longcat5        # issue 30: the longcat group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -39,6 +40,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **jetmoe5.FAMILIES,
             **zamba5.FAMILIES,
             **mimo5.FAMILIES,
+            **longcat5.FAMILIES,
             }
 
 
