@@ -365,6 +365,19 @@ int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales
  * -1 on a bad argument. _ref: the plain scalar reference */
 int  pt_moa_gate(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
 int  pt_moa_gate_ref(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
+/* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c). pt_hc_pre: the streams X [T][n][D]
+ * collapsed into x_out [T][D] by the pre weights, with post [T][n] and the Sinkhorn-projected comb [T][n][n]
+ * (head 1: the hyper head, pre weights only, post / comb unused); pt_hc_post: X_out [T][n][D] = post y + comb^T X
+ * (X_out not X). -1 on a bad argument. _ref: the plain scalar references */
+int  pt_hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+               int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post, float *comb);
+int  pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                   int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
+                   float *comb);
+int  pt_hc_post(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+                int64_t D, float *X_out);
+int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+                    int64_t D, float *X_out);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */

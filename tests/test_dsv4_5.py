@@ -6,6 +6,8 @@ the shared parity / verify / chat tests off it, and test_hf_parity checks it is 
   Sinkhorn, sliding-window + compressed sparse / heavily compressed attention with sinks, the Lightning indexer,
   hash and sqrtsoftplus routing, clamped SwiGLU experts), equals transformers at every position of the three
   prompts and continues the prompt as transformers' greedy decoding does.
+- kernels/hc.c (the hyper-connections: pre / post / comb weights with Sinkhorn, the collapse and the mix, the
+  hyper head) against its scalar reference at odd sizes and against the float64 definition.
 - What the refusal names.
 """
 import json
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 
 import petit
+from petit.native import ffi, lib
 from trainer.reference import deepseek_v4_f64 as ref64
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_dsv4"
@@ -74,3 +77,85 @@ def test_the_reference_refuses_what_it_does_not_define(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="rope_type 'yarn' \\(compress\\) not in this reference"):
         ref64.load(tmp_path)
+
+
+def _ptr(a):
+    return ffi.cast("float *", ffi.from_buffer(a)) if a is not None else ffi.NULL
+
+
+def _hc_pre(fn_c, X, fn, base, scale, iters, head, eps=1e-6, norm_eps=1e-6):
+    T, n, D = X.shape
+    x_out, post, comb = np.zeros((T, D), np.float32), np.zeros((T, n), np.float32), np.zeros((T, n, n), np.float32)
+    rc = fn_c(_ptr(X), _ptr(fn), _ptr(base), _ptr(scale), T, n, D, iters, eps, norm_eps, head, _ptr(x_out),
+              _ptr(None if head else post), _ptr(None if head else comb))
+    return rc, x_out, post, comb
+
+
+def _hc_case(T, n, D, head, seed):
+    rng = np.random.default_rng(seed)
+    M = n if head else (2 + n) * n
+    X = rng.standard_normal((T, n, D)).astype(np.float32)
+    fn = (rng.standard_normal((M, n * D)) * 1.2 / np.sqrt(n * D)).astype(np.float32)
+    base = (rng.standard_normal(M) * 0.5).astype(np.float32)
+    scale = (1 + rng.standard_normal(1 if head else 3) * 0.2).astype(np.float32)
+    return X, fn, base, scale
+
+
+@pytest.mark.parametrize("T,n,D,iters", [(1, 1, 1, 1), (3, 3, 7, 20), (5, 4, 33, 3), (2, 5, 65, 7), (4, 7, 9, 1)])
+def test_hc_pre_equals_its_scalar_reference_and_the_definition_at_odd_sizes(T, n, D, iters):
+    X, fn, base, scale = _hc_case(T, n, D, False, T * 100 + n * 10 + D)
+    rc, x, post, comb = _hc_pre(lib.pt_hc_pre, X, fn, base, scale, iters, 0)
+    rc_ref, x_r, post_r, comb_r = _hc_pre(lib.pt_hc_pre_ref, X, fn, base, scale, iters, 0)
+    assert rc == rc_ref == 0
+    for got, want in ((x, x_r), (post, post_r), (comb, comb_r)):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    x64, post64, comb64 = ref64.hyper(X.astype(np.float64), fn.astype(np.float64), base.astype(np.float64),
+                                      scale.astype(np.float64), n, iters, 1e-6, 1e-6)
+    for got, want in ((x_r, x64), (post_r, post64), (comb_r, comb64)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(comb.sum(1), 1.0, atol=1e-4)      # Sinkhorn's last step: columns sum to 1
+    if iters >= 20:                                              # and the rows close to it
+        np.testing.assert_allclose(comb.sum(2), 1.0, atol=1e-2)
+
+
+@pytest.mark.parametrize("T,n,D", [(1, 1, 1), (3, 3, 7), (2, 4, 65), (5, 7, 9)])
+def test_the_hyper_head_equals_its_scalar_reference_and_the_definition(T, n, D):
+    X, fn, base, scale = _hc_case(T, n, D, True, T + n + D)
+    rc, x, _, _ = _hc_pre(lib.pt_hc_pre, X, fn, base, scale, 1, 1)
+    rc_ref, x_r, _, _ = _hc_pre(lib.pt_hc_pre_ref, X, fn, base, scale, 1, 1)
+    assert rc == rc_ref == 0
+    np.testing.assert_allclose(x, x_r, rtol=2e-5, atol=2e-6)
+    X64 = X.astype(np.float64)
+    pre = ref64.sigmoid(ref64.rms(X64.reshape(T, -1)) @ fn.T.astype(np.float64) * scale[0] + base) + 1e-6
+    np.testing.assert_allclose(x_r, (pre[:, :, None] * X64).sum(1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("T,n,D", [(1, 1, 1), (3, 3, 7), (2, 4, 65), (5, 7, 9)])
+def test_hc_post_equals_its_scalar_reference_and_the_definition(T, n, D):
+    rng = np.random.default_rng(T * 7 + n * 3 + D)
+    X = rng.standard_normal((T, n, D)).astype(np.float32)
+    y = rng.standard_normal((T, D)).astype(np.float32)
+    post = rng.random((T, n)).astype(np.float32) * 2
+    comb = rng.random((T, n, n)).astype(np.float32)
+    outs = []
+    for f in (lib.pt_hc_post, lib.pt_hc_post_ref):
+        out = np.zeros_like(X)
+        assert f(_ptr(X), _ptr(y), _ptr(post), _ptr(comb), T, n, D, _ptr(out)) == 0
+        outs.append(out)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=2e-5, atol=2e-6)
+    want = post[:, :, None] * y[:, None, :] + np.einsum("sjk,sjd->skd", comb.astype(np.float64), X)
+    np.testing.assert_allclose(outs[1], want, rtol=1e-5, atol=1e-6)
+
+
+def test_hc_kernels_refuse_bad_arguments():
+    X, fn, base, scale = _hc_case(2, 3, 5, False, 1)
+    for f in (lib.pt_hc_pre, lib.pt_hc_pre_ref):
+        assert _hc_pre(f, X, fn, base, scale, 0, 0)[0] == -1                     # no Sinkhorn round
+        x = np.zeros((2, 5), np.float32)
+        assert f(_ptr(X), _ptr(fn), _ptr(base), _ptr(scale), 2, 3, 5, 3, 1e-6, 1e-6, 0, _ptr(x), ffi.NULL,
+                 ffi.NULL) == -1                                                   # a layer's weights need post / comb
+        assert f(_ptr(X), _ptr(fn), _ptr(base), _ptr(scale), 2, 17, 5, 3, 1e-6, 1e-6, 1, _ptr(x), ffi.NULL,
+                 ffi.NULL) == -1                                                   # more streams than HC_MAX
+    y, post, comb = np.zeros((2, 5), np.float32), np.zeros((2, 3), np.float32), np.zeros((2, 3, 3), np.float32)
+    for f in (lib.pt_hc_post, lib.pt_hc_post_ref):
+        assert f(_ptr(X), _ptr(y), _ptr(post), _ptr(comb), 2, 3, 5, _ptr(X)) == -1   # in place
