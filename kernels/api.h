@@ -378,6 +378,13 @@ int  pt_hc_post(const float *X, const float *y, const float *post, const float *
                 int64_t D, float *X_out);
 int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
                     int64_t D, float *X_out);
+/* issue 30, the dsv4 group: DeepSeek-V4's KV compressor pooling (kernels/compress.c): out [n_win][d], each window of
+ * m tokens' softmax(gate + ape)-weighted sum of kv per channel; overlap 1 (CSA): kv / gate 2 d wide, 2 m slots (the
+ * previous window's first d channels, prev_kv / prev_gate [m][d] for window 0 or NULL), -1 on a bad argument */
+int  pt_dsv4_pool(const float *kv, const float *gate, const float *ape, int64_t n_win, int64_t m, int64_t d,
+                  int overlap, const float *prev_kv, const float *prev_gate, float *out);
+int  pt_dsv4_pool_ref(const float *kv, const float *gate, const float *ape, int64_t n_win, int64_t m, int64_t d,
+                      int overlap, const float *prev_kv, const float *prev_gate, float *out);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */

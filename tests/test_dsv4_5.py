@@ -7,7 +7,8 @@ the shared parity / verify / chat tests off it, and test_hf_parity checks it is 
   hash and sqrtsoftplus routing, clamped SwiGLU experts), equals transformers at every position of the three
   prompts and continues the prompt as transformers' greedy decoding does.
 - kernels/hc.c (the hyper-connections: pre / post / comb weights with Sinkhorn, the collapse and the mix, the
-  hyper head) against its scalar reference at odd sizes and against the float64 definition.
+  hyper head) and kernels/compress.c (the KV compressor's window pooling, overlapping or not, with the state a cache
+  keeps across calls) against their scalar references at odd sizes and against the float64 definition.
 - What the refusal names.
 """
 import json
@@ -159,3 +160,59 @@ def test_hc_kernels_refuse_bad_arguments():
     y, post, comb = np.zeros((2, 5), np.float32), np.zeros((2, 3), np.float32), np.zeros((2, 3, 3), np.float32)
     for f in (lib.pt_hc_post, lib.pt_hc_post_ref):
         assert f(_ptr(X), _ptr(y), _ptr(post), _ptr(comb), 2, 3, 5, _ptr(X)) == -1   # in place
+
+
+def _pool(f, kv, gate, ape, m, d, overlap, prev=None):
+    n_win = len(kv) // m
+    out = np.zeros((n_win, d), np.float32)
+    pk, pg = (None, None) if prev is None else prev
+    rc = f(_ptr(kv), _ptr(gate), _ptr(ape), n_win, m, d, overlap, _ptr(pk), _ptr(pg), _ptr(out))
+    return rc, out
+
+
+@pytest.mark.parametrize("overlap", [0, 1])
+@pytest.mark.parametrize("n_win,m,d", [(1, 1, 1), (3, 4, 7), (5, 3, 33), (2, 8, 65), (4, 5, 9)])
+def test_pool_equals_its_scalar_reference_and_the_definition_at_odd_sizes(n_win, m, d, overlap):
+    rng = np.random.default_rng(n_win * 1000 + m * 100 + d + overlap)
+    w = (2 if overlap else 1) * d
+    kv, gate = (rng.standard_normal((n_win * m + 2, w)).astype(np.float32) for _ in range(2))   # 2 tokens left over
+    gate *= 3
+    ape = rng.standard_normal((m, w)).astype(np.float32)
+    rc, got = _pool(lib.pt_dsv4_pool, kv, gate, ape, m, d, overlap)
+    rc_ref, want = _pool(lib.pt_dsv4_pool_ref, kv, gate, ape, m, d, overlap)
+    assert rc == rc_ref == 0
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(want, ref64.pool(kv.astype(np.float64), gate.astype(np.float64),
+                                                ape.astype(np.float64), m, d, overlap), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("split", [1, 2, 3])
+def test_pool_in_two_calls_with_the_kept_state_equals_one_call(split):
+    """CSA's state across calls (a prefill then more tokens): the last pooled window's first d channels of kv and of
+    gate + ape; the windows after it then pool exactly as in one call."""
+    rng = np.random.default_rng(split)
+    m, d, n_win = 4, 5, 4
+    kv, gate = (rng.standard_normal((n_win * m, 2 * d)).astype(np.float32) for _ in range(2))
+    ape = rng.standard_normal((m, 2 * d)).astype(np.float32)
+    whole = _pool(lib.pt_dsv4_pool, kv, gate, ape, m, d, 1)[1]
+    a = split * m
+    first = _pool(lib.pt_dsv4_pool, kv[:a], gate[:a], ape, m, d, 1)[1]
+    prev = (np.ascontiguousarray(kv[a - m:a, :d]), np.ascontiguousarray((gate[a - m:a] + ape)[:, :d]))
+    for f in (lib.pt_dsv4_pool, lib.pt_dsv4_pool_ref):
+        rc, second = _pool(f, np.ascontiguousarray(kv[a:]), np.ascontiguousarray(gate[a:]), ape, m, d, 1, prev)
+        assert rc == 0
+        np.testing.assert_allclose(np.concatenate([first, second]), whole, rtol=2e-5, atol=2e-6)
+    # without the state the first window of the second call pools its own tokens only: not the same entry
+    assert not np.allclose(_pool(lib.pt_dsv4_pool, np.ascontiguousarray(kv[a:]), np.ascontiguousarray(gate[a:]), ape,
+                                 m, d, 1)[1][0], whole[split])
+
+
+def test_pool_refuses_bad_arguments():
+    kv = gate = np.zeros((8, 6), np.float32)
+    ape = np.zeros((4, 6), np.float32)
+    half = np.zeros((4, 3), np.float32)
+    for f in (lib.pt_dsv4_pool, lib.pt_dsv4_pool_ref):
+        assert _pool(f, kv, gate, ape, 4, 3, 2)[0] == -1                      # overlap is 0 or 1
+        assert _pool(f, kv, gate, ape, 4, 3, 1, (half, None))[0] == -1        # prev kv without prev gate
+        out = np.zeros((2, 3), np.float32)
+        assert f(_ptr(kv), _ptr(gate), _ptr(ape), 2, 0, 3, 1, ffi.NULL, ffi.NULL, _ptr(out)) == -1   # m 0

@@ -67,21 +67,26 @@ def hyper(X, fn, base, scale, n, iters, eps, norm_eps):
     return (pre[:, :, None] * X).sum(1), post, comb
 
 
-def compress(x, W, p, m, d, overlap, theta, rd, eps):
-    """One entry per closed window of m tokens: kv_norm(sum over the window's slots of softmax(gate + ape) * kv),
-    roped at the window's first position. Overlapping (CSA): 2m slots, the previous window's first-half channels
-    then this window's second-half ones."""
-    kv, gate = x @ W[p + "wkv.weight"].T, x @ W[p + "wgate.weight"].T
-    nw = len(x) // m
+def pool(kv, gate, ape, m, d, overlap):
+    """One entry per closed window of m tokens: sum over the window's slots of softmax(gate + ape) * kv, channel by
+    channel. Overlapping (CSA, kv / gate 2d wide): 2m slots, the previous window's first d channels then this
+    window's last d (window 0: this window's only)."""
+    nw = len(kv) // m
     out = np.zeros((nw, d))
     for w in range(nw):
-        k, g = kv[w * m:(w + 1) * m], gate[w * m:(w + 1) * m] + W[p + "ape"]
+        k, g = kv[w * m:(w + 1) * m], gate[w * m:(w + 1) * m] + ape
         if overlap:
             k0 = kv[(w - 1) * m:w * m, :d] if w else np.zeros((0, d))
-            g0 = (gate[(w - 1) * m:w * m] + W[p + "ape"])[:, :d] if w else np.zeros((0, d))
+            g0 = (gate[(w - 1) * m:w * m] + ape)[:, :d] if w else np.zeros((0, d))
             k, g = np.concatenate([k0, k[:, d:]]), np.concatenate([g0, g[:, d:]])
         out[w] = (softmax(g, 0) * k).sum(0)
-    return rope(rms(out, W[p + "norm.weight"], eps), np.arange(nw) * m, theta, rd)
+    return out
+
+
+def compress(x, W, p, m, d, overlap, theta, rd, eps):
+    """The compressed entries of x: pooled, kv_norm'ed, roped at each window's first position."""
+    out = pool(x @ W[p + "wkv.weight"].T, x @ W[p + "wgate.weight"].T, W[p + "ape"], m, d, overlap)
+    return rope(rms(out, W[p + "norm.weight"], eps), np.arange(len(out)) * m, theta, rd)
 
 
 def attention(x, W, p, c, kind, ids_len):
