@@ -216,3 +216,55 @@ def test_pool_refuses_bad_arguments():
         assert _pool(f, kv, gate, ape, 4, 3, 1, (half, None))[0] == -1        # prev kv without prev gate
         out = np.zeros((2, 3), np.float32)
         assert f(_ptr(kv), _ptr(gate), _ptr(ape), 2, 0, 3, 1, ffi.NULL, ffi.NULL, _ptr(out)) == -1   # m 0
+
+
+@pytest.mark.parametrize("name", ["reference", "reference_long", "reference_chat"])
+def test_the_csa_indexer_is_the_dsa_index_kernel_over_the_closed_windows(name):
+    """V4's Lightning indexer scores the compressed entries as DeepSeek-V3.2's does its cached keys (sum over heads of
+    w relu(q . k), scaled): kernels/dsa.c's pt_dsa_index, called for each query with pos0 the last closed window
+    ((t + 1) // m - 1), chooses what the float64 definition does on the fixture's CSA layer, at every position of the
+    three prompts (ties to the earlier entry in both)."""
+    c, W = ref64.load(FOLDER)
+    i = c["layer_types"].index("compressed_sparse_attention")
+    p, m = f"model.layers.{i}.attn.", c["compress_rates"]["compressed_sparse_attention"]
+    nh, d, rd, k = c["index_n_heads"], c["index_head_dim"], c["qk_rope_head_dim"], c["index_topk"]
+    theta, eps = c["rope_parameters"]["compress"]["rope_theta"], c["rms_norm_eps"]
+    ids = np.load(FOLDER / f"{name}.npz")["input_ids"]
+    x = _attention_input(c, W, ids, i)
+    qr = ref64.rms(x @ W[p + "wq_a.weight"].T, W[p + "q_norm.weight"], eps)
+    S = len(ids)
+    seen = np.arange(S // m)[None, :] < (np.arange(S)[:, None] + 1) // m
+    want = ref64.indexer(x, qr, W, p + "indexer.", c, m, theta, seen)
+    K = ref64.compress(x, W, p + "indexer.compressor.", m, d, True, theta, rd, eps).astype(np.float32)
+    q = ref64.rope((qr @ W[p + "indexer.wq_b.weight"].T).reshape(S, nh, d), np.arange(S), theta, rd).astype(np.float32)
+    w = (x @ W[p + "indexer.weights_proj.weight"].T).astype(np.float32)
+    sel, n_sel = np.zeros(k, np.int32), np.zeros(1, np.int32)
+    for t in range(S):
+        got = np.zeros(len(K), bool)
+        last = (t + 1) // m - 1
+        if last >= 0:
+            rc = lib.pt_dsa_index(_ptr(q[t:t + 1].copy()), _ptr(w[t:t + 1].copy()), ffi.from_buffer(K), ffi.NULL, 0,
+                                  d, 0, len(K), 1, last, nh, d, d ** -0.5, nh ** -0.5, k,
+                                  ffi.cast("int32_t *", ffi.from_buffer(sel)),
+                                  ffi.cast("int32_t *", ffi.from_buffer(n_sel)))
+            assert rc == 0
+            got[sel[:n_sel[0]]] = True
+        assert (got == want[t]).all(), (name, t, np.flatnonzero(got), np.flatnonzero(want[t]))
+
+
+def _attention_input(c, W, ids, layer):
+    """The normed block input of `layer`'s attention, running the float64 definition's layers before it."""
+    n, eps, hce = c["hc_mult"], c["rms_norm_eps"], c["hc_eps"]
+    X = np.repeat(W["model.embed_tokens.weight"][ids][:, None, :], n, 1)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        for part in ("attn", "ffn"):
+            x, post, comb = ref64.hyper(X, W[p + f"hc_{part}_fn"], W[p + f"hc_{part}_base"],
+                                        W[p + f"hc_{part}_scale"], n, c["hc_sinkhorn_iters"], hce, eps)
+            x = ref64.rms(x, W[p + f"{part}_norm.weight"], eps)
+            if i == layer:
+                return x
+            y = (ref64.attention(x, W, p + "attn.", c, kind, len(ids)) if part == "attn"
+                 else ref64.moe(x, W, p + "ffn.", c, c["mlp_layer_types"][i], ids))
+            X = post[:, :, None] * y[:, None, :] + np.einsum("sjk,sjd->skd", comb, X)
+    raise ValueError(layer)
