@@ -385,6 +385,15 @@ int  pt_dsv4_pool(const float *kv, const float *gate, const float *ape, int64_t 
                   int overlap, const float *prev_kv, const float *prev_gate, float *out);
 int  pt_dsv4_pool_ref(const float *kv, const float *gate, const float *ape, int64_t n_win, int64_t m, int64_t d,
                       int overlap, const float *prev_kv, const float *prev_gate, float *out);
+/* issue 30, the dsv4 group: DeepSeek-V4's attention core (kernels/dsv4_attn.c): one K = V head kv [n_ctx][hd] over
+ * the last `window` positions plus compressed entries C [n_c][hd] (m > 0; sel NULL: every closed window, else
+ * sel [T][cap] / n_sel [T]), a sink per head; q, out [T][n_heads][hd]. -1 on a bad argument */
+int  pt_dsv4_attention(const float *q, const float *kv, int64_t n_ctx, const float *C, int64_t n_c, int64_t m,
+                       const int32_t *sel, const int32_t *n_sel, int64_t cap, int64_t T, int64_t pos0,
+                       int64_t n_heads, int64_t hd, int64_t window, float scale, const float *sinks, float *out);
+int  pt_dsv4_attention_ref(const float *q, const float *kv, int64_t n_ctx, const float *C, int64_t n_c, int64_t m,
+                           const int32_t *sel, const int32_t *n_sel, int64_t cap, int64_t T, int64_t pos0,
+                           int64_t n_heads, int64_t hd, int64_t window, float scale, const float *sinks, float *out);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */

@@ -8,7 +8,8 @@ the shared parity / verify / chat tests off it, and test_hf_parity checks it is 
   prompts and continues the prompt as transformers' greedy decoding does.
 - kernels/hc.c (the hyper-connections: pre / post / comb weights with Sinkhorn, the collapse and the mix, the
   hyper head) and kernels/compress.c (the KV compressor's window pooling, overlapping or not, with the state a cache
-  keeps across calls) against their scalar references at odd sizes and against the float64 definition.
+  keeps across calls) and kernels/dsv4_attn.c (attention over the sliding window plus the compressed entries, with
+  sinks) against their scalar references at odd sizes and against the float64 definition.
 - What the refusal names.
 """
 import json
@@ -268,3 +269,120 @@ def _attention_input(c, W, ids, layer):
                  else ref64.moe(x, W, p + "ffn.", c, c["mlp_layer_types"][i], ids))
             X = post[:, :, None] * y[:, None, :] + np.einsum("sjk,sjd->skd", comb, X)
     raise ValueError(layer)
+
+
+def _i32(a):
+    return ffi.cast("int32_t *", ffi.from_buffer(a)) if a is not None else ffi.NULL
+
+
+def _attend(f, q, kv, C, m, sel, n_sel, pos0, window, scale, sinks):
+    T, H, hd = q.shape
+    out = np.zeros_like(q)
+    cap = sel.shape[1] if sel is not None else 0
+    rc = f(_ptr(q), _ptr(kv), len(kv), _ptr(C), 0 if C is None else len(C), m, _i32(sel), _i32(n_sel), cap, T, pos0,
+           H, hd, window, scale, _ptr(sinks), _ptr(out))
+    return rc, out
+
+
+def _mask(T, pos0, n_ctx, window, n_c, m, sel, n_sel):
+    p = pos0 + np.arange(T)[:, None]
+    s = np.arange(n_ctx)[None, :]
+    win = (s <= p) & (p - s < window)
+    comp = np.zeros((T, n_c), bool)
+    if m and sel is None:
+        comp = np.arange(n_c)[None, :] < (p + 1) // m
+    elif m:
+        for t in range(T):
+            comp[t, sel[t, :n_sel[t]]] = True
+    return np.concatenate([win, comp], 1)
+
+
+@pytest.mark.parametrize("mode", ["window", "hca", "csa"])
+@pytest.mark.parametrize("T,pos0,H,hd,window,m", [(1, 0, 1, 1, 1, 2), (5, 3, 3, 7, 4, 3), (9, 0, 2, 33, 5, 4),
+                                                   (3, 20, 5, 65, 8, 4)])
+def test_dsv4_attention_equals_its_scalar_reference_and_the_definition_at_odd_sizes(mode, T, pos0, H, hd, window, m):
+    rng = np.random.default_rng(T * 31 + pos0 + hd)
+    n_ctx = pos0 + T
+    q = rng.standard_normal((T, H, hd)).astype(np.float32)
+    kv = rng.standard_normal((n_ctx, hd)).astype(np.float32)
+    sinks = rng.standard_normal(H).astype(np.float32)
+    n_c = n_ctx // m
+    C = rng.standard_normal((max(n_c, 1), hd)).astype(np.float32) if mode != "window" else None
+    sel = n_sel = None
+    if mode == "csa":                           # a random choice of 2 among each query's closed windows
+        sel, n_sel = np.zeros((T, 2), np.int32), np.zeros(T, np.int32)
+        for t in range(T):
+            closed = (pos0 + t + 1) // m
+            pick = np.sort(rng.permutation(closed)[:2])
+            sel[t, :len(pick)], n_sel[t] = pick, len(pick)
+    mm = 0 if mode == "window" else m
+    scale = hd ** -0.5
+    rc, got = _attend(lib.pt_dsv4_attention, q, kv, C, mm, sel, n_sel, pos0, window, scale, sinks)
+    rc_ref, want = _attend(lib.pt_dsv4_attention_ref, q, kv, C, mm, sel, n_sel, pos0, window, scale, sinks)
+    assert rc == rc_ref == 0
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    keys = kv if C is None else np.concatenate([kv, C[:n_c]])
+    mask = _mask(T, pos0, n_ctx, window, n_c if C is not None else 0, mm, sel, n_sel)
+    np.testing.assert_allclose(want, ref64.attend(q.astype(np.float64), keys.astype(np.float64), mask,
+                                                  sinks.astype(np.float64), scale), rtol=1e-5, atol=1e-6)
+
+
+def test_dsv4_attention_token_by_token_equals_the_whole_prompt():
+    rng = np.random.default_rng(7)
+    T, H, hd, window, m = 13, 3, 9, 5, 4
+    q = rng.standard_normal((T, H, hd)).astype(np.float32)
+    kv = rng.standard_normal((T, hd)).astype(np.float32)
+    C = rng.standard_normal((T // m, hd)).astype(np.float32)
+    sinks = rng.standard_normal(H).astype(np.float32)
+    whole = _attend(lib.pt_dsv4_attention, q, kv, C, m, None, None, 0, window, 0.3, sinks)[1]
+    for t in range(T):
+        rc, one = _attend(lib.pt_dsv4_attention, q[t:t + 1].copy(), kv[:t + 1].copy(), C, m, None, None, t, window,
+                          0.3, sinks)
+        assert rc == 0 and np.allclose(one[0], whole[t], rtol=1e-6, atol=1e-7), t
+
+
+def test_dsv4_attention_refuses_bad_arguments():
+    q, kv, sinks = np.zeros((2, 1, 3), np.float32), np.zeros((2, 3), np.float32), np.zeros(1, np.float32)
+    C = np.zeros((1, 3), np.float32)
+    for f in (lib.pt_dsv4_attention, lib.pt_dsv4_attention_ref):
+        assert _attend(f, q, kv, None, 2, None, None, 0, 4, 1.0, sinks)[0] == -1         # entries without C
+        assert _attend(f, q, kv, C, 1, None, None, 0, 4, 1.0, sinks)[0] == -1            # 2 closed windows, 1 entry
+        sel, n_sel = np.array([[0], [0]], np.int32), np.array([1, 1], np.int32)
+        assert _attend(f, q, kv, C, 2, sel, n_sel, 0, 4, 1.0, sinks)[0] == -1             # query 0: window 0 open
+        assert _attend(f, q, kv, None, 0, None, None, 1, 4, 1.0, sinks)[0] == -1         # past the cache
+
+
+@pytest.mark.parametrize("kind", ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"])
+def test_dsv4_attention_on_the_fixture_equals_the_definition(kind):
+    """Each fixture layer's attention core on the long prompt: q, the K = V rows and the compressed entries from the
+    float64 definition, the CSA choice from pt_dsa_index; kernels/dsv4_attn.c then equals the definition's attend."""
+    c, W = ref64.load(FOLDER)
+    i = c["layer_types"].index(kind)
+    p, eps, H, d, rd = f"model.layers.{i}.attn.", c["rms_norm_eps"], c["num_attention_heads"], c["head_dim"], \
+        c["qk_rope_head_dim"]
+    ids = np.load(FOLDER / "reference_long.npz")["input_ids"]
+    S, x = len(ids), _attention_input(c, W, ids, i)
+    theta = c["rope_parameters"]["main" if kind == "sliding_attention" else "compress"]["rope_theta"]
+    pos = np.arange(S)
+    qr = ref64.rms(x @ W[p + "wq_a.weight"].T, W[p + "q_norm.weight"], eps)
+    q = ref64.rope(ref64.rms((qr @ W[p + "wq_b.weight"].T).reshape(S, H, d), eps=eps), pos, theta, rd)
+    kv = ref64.rope(ref64.rms(x @ W[p + "wkv.weight"].T, W[p + "norm.weight"], eps), pos, theta, rd)
+    m = c["compress_rates"].get(kind, 0)
+    C, sel, n_sel = None, None, None
+    keys, mask = kv, _mask(S, 0, S, c["sliding_window"], 0, 0, None, None)
+    if m:
+        C = ref64.compress(x, W, p + "compressor.", m, d, kind == "compressed_sparse_attention", theta, rd, eps)
+        seen = np.arange(len(C))[None, :] < (pos[:, None] + 1) // m
+        if kind == "compressed_sparse_attention":
+            seen = seen & ref64.indexer(x, qr, W, p + "indexer.", c, m, theta, seen)
+            k = c["index_topk"]
+            sel, n_sel = np.zeros((S, k), np.int32), seen.sum(1).astype(np.int32)
+            for t in range(S):
+                sel[t, :n_sel[t]] = np.flatnonzero(seen[t])
+        keys, mask = np.concatenate([kv, C]), np.concatenate([mask, seen], 1)
+    want = ref64.attend(q, keys, mask, W[p + "attn_sink"], d ** -0.5)
+    f32 = lambda a: None if a is None else np.ascontiguousarray(a, np.float32)  # noqa: E731
+    rc, got = _attend(lib.pt_dsv4_attention, f32(q), f32(kv), f32(C), m, sel, n_sel, 0, c["sliding_window"],
+                      d ** -0.5, f32(W[p + "attn_sink"]))
+    assert rc == 0
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max(), float(np.abs(got - want).max())

@@ -107,17 +107,20 @@ def attention(x, W, p, c, kind, ids_len):
         if csa:
             seen = seen & indexer(x, qr, W, p + "indexer.", c, m, theta, seen)
         keys, mask = np.concatenate([kv, C]), np.concatenate([mask, seen], 1)
-    lg = np.einsum("shd,kd->hsk", q, keys) * d ** -0.5
-    lg = np.where(mask[None], lg, -np.inf)
-    sink = W[p + "attn_sink"][:, None, None]
-    mx = np.maximum(lg.max(-1, keepdims=True), sink)
-    e = np.exp(lg - mx)
-    pr = e / (e.sum(-1, keepdims=True) + np.exp(sink - mx))
-    o = rope(np.einsum("hsk,kd->shd", pr, keys), pos, theta, rd, sign=-1.0)
+    o = rope(attend(q, keys, mask, W[p + "attn_sink"], d ** -0.5), pos, theta, rd, sign=-1.0)
     G, r = c["o_groups"], c["o_lora_rank"]
     og = o.reshape(S, G, -1)
     wa = W[p + "wo_a.weight"].reshape(G, r, -1)
     return np.einsum("sgi,gri->sgr", og, wa).reshape(S, G * r) @ W[p + "wo_b.weight"].T
+
+
+def attend(q, keys, mask, sinks, scale):
+    """q [S, H, d] over the K = V rows keys [K, d] where mask [S, K], each head's sink in the denominator."""
+    lg = np.where(mask[None], np.einsum("shd,kd->hsk", q, keys) * scale, -np.inf)
+    sink = sinks[:, None, None]
+    mx = np.maximum(lg.max(-1, keepdims=True), sink)
+    e = np.exp(lg - mx)
+    return np.einsum("hsk,kd->shd", e / (e.sum(-1, keepdims=True) + np.exp(sink - mx)), keys)
 
 
 def indexer(x, qr, W, p, c, m, theta, seen):
