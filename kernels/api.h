@@ -186,7 +186,7 @@ typedef struct {
     int64_t n_experts, top_k, hidden;
     int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
     int32_t scoring;          /* 0: softmax over the experts' logits, 1: the sigmoid of each (Llama 4, DeepSeek-V3),
-                               * 2: PhiMoE's sparsemixer (jitter_eps, at the end) */
+                               * 2: PhiMoE's sparsemixer (jitter_eps, at the end), 3: sqrt(softplus) (dsv4) */
     int32_t scale_input;      /* 1: a chosen expert's weight scales its input, not its output (Llama 4) */
     const float *sel_bias;    /* [n_experts] added to the scores for the choice only (DeepSeek-V3), or NULL */
     int64_t n_group, topk_group;   /* n_group > 1: only experts of the topk_group best of n_group equal groups */
@@ -218,6 +218,11 @@ typedef struct {
     /* issue 30, the moe_b group: plain experts (Nemotron-H): act(up x) -> down, no gate (gate / sh_gate unused,
      * may be NULL); act is then a pt_bias_act kind */
     int32_t plain;
+    /* issue 30, the dsv4 group (DeepSeek-V4): scoring 3 is sqrt(softplus(logit)); forced [cap][top_k] the experts of
+     * each token given by the caller (hash routing: tid2eid[token]; weights still the scores, renormalised as
+     * norm_topk says), or NULL; swiglu_limit > 0: every expert's gate clamped to <= it and up to [-it, it] */
+    const int32_t *forced;
+    float swiglu_limit;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -386,3 +386,69 @@ def test_dsv4_attention_on_the_fixture_equals_the_definition(kind):
                       d ** -0.5, f32(W[p + "attn_sink"]))
     assert rc == 0
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max(), float(np.abs(got - want).max())
+
+
+def _moe_block(c, W, p, kind):
+    from petit.models.moe import Moe
+    from petit.native import Weight
+    E, f = c["n_routed_experts"], lambda n: Weight.from_float(np.ascontiguousarray(W[n], np.float32), "f32")
+    ex = [f"{p}experts.{e}." for e in range(E)]
+    return Moe(router=f(p + "gate.weight"), gate=[f(q + "w1.weight") for q in ex], up=[f(q + "w3.weight") for q in ex],
+               down=[f(q + "w2.weight") for q in ex], top_k=c["num_experts_per_tok"], norm_topk=True,
+               shared=tuple(f(p + f"shared_experts.{w}.weight") for w in ("w1", "w3", "w2")),
+               scoring="sqrtsoftplus", routed_scale=c["routed_scaling_factor"], norm_eps=1e-20,
+               sel_bias=None, swiglu_limit=c["swiglu_limit"],
+               tid2eid=W[p + "gate.tid2eid"].astype(np.int32) if kind == "hash_moe" else None)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_moe_c_runs_v4s_hash_and_sqrtsoftplus_routing_with_the_clamp(layer):
+    """kernels/moe.c with scoring 3 (sqrt(softplus)), experts forced by tid2eid (layer 0) or the top 2 (layer 1) and
+    the SwiGLU clamp, on the fixture's MoE input of the long prompt: the float64 definition's output within 1e-5
+    of its scale; and the clamp binds (the fixture's limit 2 is below the largest pre-activations)."""
+    c, W = ref64.load(FOLDER)
+    kind = c["mlp_layer_types"][layer]
+    p = f"model.layers.{layer}.ffn."
+    ids = np.load(FOLDER / "reference_long.npz")["input_ids"]
+    x = _ffn_input(c, W, ids, layer)
+    want = ref64.moe(x, W, p, c, kind, ids)
+    moe = _moe_block(c, W, p, kind)
+    T = len(ids)
+    x32, y = np.ascontiguousarray(x, np.float32), np.zeros((T, x.shape[1]), np.float32)
+    if kind == "hash_moe":
+        moe.route_tokens(ids)
+    assert moe.run(_ptr(x32), T, _ptr(y)) == 0
+    assert np.abs(y - want).max() <= 1e-5 * np.abs(want).max(), float(np.abs(y - want).max())
+    routed = moe.last_routing(T)
+    if kind == "hash_moe":
+        assert (routed == np.sort(W[p + "gate.tid2eid"][ids], 1)).all()
+    assert np.abs(x @ W[p + "shared_experts.w1.weight"].T).max() > c["swiglu_limit"]
+    no_clamp = ref64.moe(x, W, p, dict(c, swiglu_limit=1e9), kind, ids)
+    assert np.abs(no_clamp - want).max() > 1e-3 * np.abs(want).max()
+
+
+def test_hash_routing_refuses_tokens_outside_its_table():
+    c, W = ref64.load(FOLDER)
+    moe = _moe_block(c, W, "model.layers.0.ffn.", "hash_moe")
+    with pytest.raises(ValueError, match="outside the hash table's 320 rows"):
+        moe.route_tokens([3, 320])
+    with pytest.raises(ValueError, match="routes by its router"):
+        _moe_block(c, W, "model.layers.1.ffn.", "moe").route_tokens([3])
+
+
+def _ffn_input(c, W, ids, layer):
+    """The normed MLP input of `layer`, running the float64 definition up to it."""
+    n, eps, hce = c["hc_mult"], c["rms_norm_eps"], c["hc_eps"]
+    X = np.repeat(W["model.embed_tokens.weight"][ids][:, None, :], n, 1)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        for part in ("attn", "ffn"):
+            x, post, comb = ref64.hyper(X, W[p + f"hc_{part}_fn"], W[p + f"hc_{part}_base"],
+                                        W[p + f"hc_{part}_scale"], n, c["hc_sinkhorn_iters"], hce, eps)
+            x = ref64.rms(x, W[p + f"{part}_norm.weight"], eps)
+            if i == layer and part == "ffn":
+                return x
+            y = (ref64.attention(x, W, p + "attn.", c, kind, len(ids)) if part == "attn"
+                 else ref64.moe(x, W, p + "ffn.", c, c["mlp_layer_types"][i], ids))
+            X = post[:, :, None] * y[:, None, :] + np.einsum("sjk,sjd->skd", comb, X)
+    raise ValueError(layer)
