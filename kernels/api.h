@@ -186,7 +186,7 @@ typedef struct {
     int64_t n_experts, top_k, hidden;
     int32_t norm_topk;        /* renormalise the top_k weights to sum 1 */
     int32_t scoring;          /* 0: softmax over the experts' logits, 1: the sigmoid of each (Llama 4, DeepSeek-V3),
-                               * 2: PhiMoE's sparsemixer (jitter_eps, at the end) */
+                               * 2: PhiMoE's sparsemixer (jitter_eps, at the end), 3: sqrt(softplus) (dsv4) */
     int32_t scale_input;      /* 1: a chosen expert's weight scales its input, not its output (Llama 4) */
     const float *sel_bias;    /* [n_experts] added to the scores for the choice only (DeepSeek-V3), or NULL */
     int64_t n_group, topk_group;   /* n_group > 1: only experts of the topk_group best of n_group equal groups */
@@ -222,6 +222,11 @@ typedef struct {
      * (LongCat-Flash): one chosen adds its token's input times its weight, after the real experts' sum (gate / up /
      * down hold n_experts - n_zero matrices) */
     int64_t n_zero;
+    /* issue 30, the dsv4 group (DeepSeek-V4): scoring 3 is sqrt(softplus(logit)); forced [cap][top_k] the experts of
+     * each token given by the caller (hash routing: tid2eid[token]; weights still the scores, renormalised as
+     * norm_topk says), or NULL; swiglu_limit > 0: every expert's gate clamped to <= it and up to [-it, it] */
+    const int32_t *forced;
+    float swiglu_limit;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
@@ -369,6 +374,35 @@ int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales
  * -1 on a bad argument. _ref: the plain scalar reference */
 int  pt_moa_gate(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
 int  pt_moa_gate_ref(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
+/* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c). pt_hc_pre: the streams X [T][n][D]
+ * collapsed into x_out [T][D] by the pre weights, with post [T][n] and the Sinkhorn-projected comb [T][n][n]
+ * (head 1: the hyper head, pre weights only, post / comb unused); pt_hc_post: X_out [T][n][D] = post y + comb^T X
+ * (X_out not X). -1 on a bad argument. _ref: the plain scalar references */
+int  pt_hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+               int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post, float *comb);
+int  pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                   int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
+                   float *comb);
+int  pt_hc_post(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+                int64_t D, float *X_out);
+int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+                    int64_t D, float *X_out);
+/* issue 30, the dsv4 group: DeepSeek-V4's KV compressor pooling (kernels/compress.c): out [n_win][d], each window of
+ * m tokens' softmax(gate + ape)-weighted sum of kv per channel; overlap 1 (CSA): kv / gate 2 d wide, 2 m slots (the
+ * previous window's first d channels, prev_kv / prev_gate [m][d] for window 0 or NULL), -1 on a bad argument */
+int  pt_dsv4_pool(const float *kv, const float *gate, const float *ape, int64_t n_win, int64_t m, int64_t d,
+                  int overlap, const float *prev_kv, const float *prev_gate, float *out);
+int  pt_dsv4_pool_ref(const float *kv, const float *gate, const float *ape, int64_t n_win, int64_t m, int64_t d,
+                      int overlap, const float *prev_kv, const float *prev_gate, float *out);
+/* issue 30, the dsv4 group: DeepSeek-V4's attention core (kernels/dsv4_attn.c): one K = V head kv [n_ctx][hd] over
+ * the last `window` positions plus compressed entries C [n_c][hd] (m > 0; sel NULL: every closed window, else
+ * sel [T][cap] / n_sel [T]), a sink per head; q, out [T][n_heads][hd]. -1 on a bad argument */
+int  pt_dsv4_attention(const float *q, const float *kv, int64_t n_ctx, const float *C, int64_t n_c, int64_t m,
+                       const int32_t *sel, const int32_t *n_sel, int64_t cap, int64_t T, int64_t pos0,
+                       int64_t n_heads, int64_t hd, int64_t window, float scale, const float *sinks, float *out);
+int  pt_dsv4_attention_ref(const float *q, const float *kv, int64_t n_ctx, const float *C, int64_t n_c, int64_t m,
+                           const int32_t *sel, const int32_t *n_sel, int64_t cap, int64_t T, int64_t pos0,
+                           int64_t n_heads, int64_t hd, int64_t window, float scale, const float *sinks, float *out);
 /* one op of a plan, built once at load; row counts scale with the step's T (see plan.c) */
 typedef struct {
     int32_t kind;             /* PT_OP_* */

@@ -11,6 +11,8 @@
  *      act(up), down); each row added to its token's output times its weight;
  *   3b. zero-computation experts (LongCat-Flash, n_zero > 0: the last n_zero router rows): each token's input
  *      times the sum of the weights it gave them, added after the real experts (transformers' identity_output);
+ *      (issue 30, dsv4: scoring 3 sqrt(softplus); `forced` experts given per token, hash routing; the experts'
+ *      gate <= swiglu_limit and |up| <= swiglu_limit before the activation, shared expert included)
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
@@ -67,6 +69,8 @@ static void route(const pt_moe *m, int64_t T) {
         }
         if (m->scoring == 1) {
             for (int64_t e = 0; e < E; e++) l[e] = 1.0f / (1.0f + expf(-l[e]));
+        } else if (m->scoring == 3) {   /* sqrt(softplus) (DeepSeek-V4), softplus linear above 20 as torch's */
+            for (int64_t e = 0; e < E; e++) l[e] = sqrtf(l[e] > 20.0f ? l[e] : log1pf(expf(l[e])));
         } else {
             float mx = l[0], s = 0.0f;
             for (int64_t e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
@@ -106,8 +110,12 @@ static void route(const pt_moe *m, int64_t T) {
         int32_t *sel = m->sel + t * k;
         float *wt = m->wt + t * k, ws = 0.0f;
         for (int64_t j = 0; j < k; j++) {           /* k small: the largest left, k times */
-            sel[j] = best_of(c, E, sel, j, ok);
-            if (sel[j] < 0) sel[j] = best_of(c, E, sel, j, 0);     /* fewer eligible than k: any */
+            if (m->forced) {                        /* hash routing: the experts are given (DeepSeek-V4) */
+                sel[j] = m->forced[t * k + j];
+            } else {
+                sel[j] = best_of(c, E, sel, j, ok);
+                if (sel[j] < 0) sel[j] = best_of(c, E, sel, j, 0); /* fewer eligible than k: any */
+            }
             wt[j] = l[sel[j]];
             ws += wt[j];
         }
@@ -148,6 +156,13 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
     if (rc) return rc;
     add_bias(m->g, bg, n, gate->rows);
     add_bias(m->u, bu, n, up->rows);
+    if (m->swiglu_limit > 0.0f) {               /* DeepSeek-V4: gate <= limit, |up| <= limit */
+        const float lim = m->swiglu_limit;
+        for (int64_t i = 0; i < n * gate->rows; i++) {
+            m->g[i] = m->g[i] < lim ? m->g[i] : lim;
+            m->u[i] = m->u[i] < -lim ? -lim : m->u[i] > lim ? lim : m->u[i];
+        }
+    }
     pt_glu(act, m->g, m->u, n * gate->rows, m->g);
     const pt_tensor *D[1] = {down};
     float *yo[1] = {m->yo};
@@ -176,6 +191,10 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     if (T < 1 || T > m->cap || k < 1 || k > E || E > MAX_EXPERTS) return -1;
     if (m->n_group > 1 && (E % m->n_group || m->topk_group < 1)) return -1;
     if (m->n_zero < 0 || m->n_zero >= E) return -1;
+    if (m->scoring < 0 || m->scoring > 3 || (m->forced && m->scoring == 2)) return -1;
+    if (m->forced)
+        for (int64_t i = 0; i < T * k; i++)
+            if (m->forced[i] < 0 || m->forced[i] >= E) return -1;
     const pt_tensor *R[1] = {m->router};
     float *lr[1] = {m->logits};
     int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);

@@ -21,6 +21,7 @@ SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "laye
            "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]
 SOURCES += ["dsa.c"]        # issue 30, the mla group (plan.c calls it)
 SOURCES += ["moa.c"]        # issue 30, the jetmoe group (plan.c calls it)
+SOURCES += ["hc.c", "compress.c", "dsv4_attn.c"]   # issue 30, the dsv4 group
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"

@@ -41,9 +41,12 @@ class Moe:
                                         # shared expert's (None, up, down)); act then one of ACTIVATIONS
     n_zero: int = 0                     # issue 30, longcat: zero-computation experts after the real ones (the router's
                                         # last n_zero rows): a token choosing one adds its input times the weight
+    swiglu_limit: float = 0.0           # issue 30, dsv4: > 0 clamps every expert's gate to <= it, up to [-it, it]
+    tid2eid: object = None              # issue 30, dsv4: hash routing, [vocab, top_k] experts by token (route_tokens)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
+    _forced: object = field(default=None, repr=False)
     used: int = field(default=0, repr=False)      # expert matrices multiplied before the struct was last rebuilt
 
     def matrices(self) -> list:
@@ -100,7 +103,11 @@ class Moe:
         m.plain = int(self.plain)
         if self.router_b is not None:
             m.router_b = self.router_b.p
-        m.scoring, m.scale_input = {"softmax": 0, "sigmoid": 1, "sparsemixer": 2}[self.scoring], int(self.scale_input)
+        m.scoring = {"softmax": 0, "sigmoid": 1, "sparsemixer": 2, "sqrtsoftplus": 3}[self.scoring]
+        m.scale_input, m.swiglu_limit = int(self.scale_input), self.swiglu_limit
+        if self.tid2eid is not None:
+            m.forced = arr((cap, self.top_k), np.int32)
+            self._forced = keep[-1]
         m.jitter_eps = self.jitter_eps
         if self.sel_bias is not None:
             m.sel_bias = self.sel_bias.p
@@ -143,6 +150,16 @@ class Moe:
         logits = np.frombuffer(ffi.buffer(self._c.logits, T * E * 4), np.float32).reshape(T, E)
         masks = sparsemixer_masks(logits, sel, self.jitter_eps).reshape(T, -1).astype(np.int32)
         return np.concatenate([np.sort(sel, axis=1), masks], axis=1)
+
+    def route_tokens(self, ids) -> None:
+        """Hash routing: the next step's tokens `ids` take the experts tid2eid[ids] (their scores still weigh them)."""
+        ids = np.asarray(ids, np.int64)
+        if self.tid2eid is None:
+            raise ValueError("route_tokens: this block routes by its router, not by token")
+        if ids.min(initial=0) < 0 or ids.max(initial=0) >= len(self.tid2eid):
+            raise ValueError(f"route_tokens: a token id outside the hash table's {len(self.tid2eid)} rows")
+        self.c(len(ids))
+        self._forced[:len(ids)] = self.tid2eid[ids]
 
     def run(self, x, T: int, y, accumulate: bool = False) -> int:
         """y = this block of x (T rows at the pointer x; y likewise), one C call (the decoder's per-op oracle)."""

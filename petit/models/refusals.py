@@ -76,6 +76,16 @@ NOT_YET.update({
     "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks (no channel mixing, no token shift in "
                     "the MLP); Petit's rwkv7 block has RWKV-7's channel mixing"),
 })
+# issue 30, the dsv4 group: DeepSeek-V4's GGUF (the HF side: CLOSEST in petit/models/__init__.py)
+NOT_YET.update({
+    "gguf:deepseek4": ("DeepSeek-V4: hyper-connections, sliding-window attention with compressed sparse (a Lightning "
+                       "indexer's top-k) and heavily compressed entries, hash-routed and sqrtsoftplus-routed experts, "
+                       "which Petit's decoder does not run yet (tests/fixtures/hf5_dsv4 holds transformers' fixture "
+                       "and trainer/reference/deepseek_v4_f64.py the float64 definition); llama.cpp's "
+                       "convert_hf_to_gguf.py writes it only from the released checkpoint's layout (routed experts "
+                       "packed MXFP4 with their scales, compress_ratios / num_hash_layers) and its graph takes "
+                       "hc_mult 4 and compression ratios 0, 4 and 128 only"),
+})
 # issue 30, the gemma group
 NOT_YET.update({
     "gemma4_assistant": "Gemma 4's assistant, a speculative-decoding draft model: every layer attends over the keys "

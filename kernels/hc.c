@@ -1,0 +1,165 @@
+/* issue 30, the dsv4 group: DeepSeek-V4's manifold-constrained hyper-connections (mHC).
+ *
+ * The residual of a V4 layer is n streams of D values a token, X [T][n][D]. Before each block (attention, MLP) the
+ * streams' flattened, RMS-normed values m = RMS(X_t) . fn^T give, per token, n "pre" weights, n "post" weights and
+ * an n x n "comb" matrix:
+ *     pre  = sigmoid(m[0:n] * scale[0] + base[0:n]) + eps
+ *     post = 2 sigmoid(m[n:2n] * scale[1] + base[n:2n])
+ *     comb = softmax over each row of (m[2n:] * scale[2] + base[2n:]) + eps, then Sinkhorn: columns divided by
+ *            (their sum + eps), then iters - 1 rounds of rows then columns likewise
+ * and the block's input is x_t = sum_j pre_j X_t,j (pt_hc_pre). After the block's output y_t the streams become
+ *     X'_t,k = post_k y_t + sum_j comb[j][k] X_t,j                                          (pt_hc_post)
+ * The hyper head before the final norm is pt_hc_pre with head = 1: fn [n][n D], only the pre weights (scale[0]).
+ *
+ * fn: [(2 + n) n][n D] (head: [n][n D]); base, scale: as above; x_out [T][D]; post [T][n] and comb [T][n][n] may be
+ * NULL with head = 1. -1 on a bad argument. The _ref functions are the plain scalar references the parity tests
+ * hold these to (double arithmetic, the formulas as written). */
+#include "internal.h"
+
+#include <math.h>
+
+#define HC_MAX 16
+
+static int hc_args(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                   int64_t D, int64_t iters, int head, const float *x_out, const float *post, const float *comb) {
+    return !X || !fn || !base || !scale || !x_out || T < 0 || n < 1 || n > HC_MAX || D < 1 || iters < 1 ||
+           (!head && (!post || !comb));
+}
+
+static float hc_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+int pt_hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+              int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post, float *comb) {
+    if (hc_args(X, fn, base, scale, T, n, D, iters, head, x_out, post, comb)) return -1;
+    const int64_t M = head ? n : (2 + n) * n, W = n * D;
+    float m[(2 + HC_MAX) * HC_MAX], pre[HC_MAX], c[HC_MAX * HC_MAX];
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = X + t * W;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < W; i++) ss += xt[i] * xt[i];
+        const float inv = 1.0f / sqrtf(ss / (float)W + norm_eps);
+        for (int64_t r = 0; r < M; r++) {           /* the mixes: one dot product of n D values each */
+            const float *w = fn + r * W;
+            float s = 0.0f;
+            for (int64_t i = 0; i < W; i++) s += w[i] * xt[i];
+            m[r] = s * inv;
+        }
+        for (int64_t j = 0; j < n; j++) pre[j] = hc_sigmoid(m[j] * scale[0] + base[j]) + eps;
+        if (!head) {
+            for (int64_t j = 0; j < n; j++) post[t * n + j] = 2.0f * hc_sigmoid(m[n + j] * scale[1] + base[n + j]);
+            for (int64_t r = 0; r < n; r++) {       /* softmax of each row, + eps */
+                float *row = c + r * n, mx = -INFINITY, s = 0.0f;
+                for (int64_t k = 0; k < n; k++) {
+                    row[k] = m[2 * n + r * n + k] * scale[2] + base[2 * n + r * n + k];
+                    mx = row[k] > mx ? row[k] : mx;
+                }
+                for (int64_t k = 0; k < n; k++) s += (row[k] = expf(row[k] - mx));
+                for (int64_t k = 0; k < n; k++) row[k] = row[k] / s + eps;
+            }
+            for (int64_t it = 0; it < 2 * iters - 1; it++) {   /* columns first, then rows / columns alternately */
+                const int cols = it % 2 == 0;
+                for (int64_t a = 0; a < n; a++) {
+                    float s = 0.0f;
+                    for (int64_t b = 0; b < n; b++) s += cols ? c[b * n + a] : c[a * n + b];
+                    const float d = s + eps;
+                    for (int64_t b = 0; b < n; b++) {
+                        if (cols) c[b * n + a] /= d;
+                        else c[a * n + b] /= d;
+                    }
+                }
+            }
+            for (int64_t i = 0; i < n * n; i++) comb[t * n * n + i] = c[i];
+        }
+        float *y = x_out + t * D;
+        for (int64_t d = 0; d < D; d++) y[d] = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            const float p = pre[j], *xs = xt + j * D;
+            for (int64_t d = 0; d < D; d++) y[d] += p * xs[d];
+        }
+    }
+    return 0;
+}
+
+int pt_hc_post(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+               int64_t D, float *X_out) {
+    if (!X || !y || !post || !comb || !X_out || X_out == X || T < 0 || n < 1 || n > HC_MAX || D < 1) return -1;
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = X + t * n * D, *yt = y + t * D, *c = comb + t * n * n;
+        for (int64_t k = 0; k < n; k++) {
+            float *o = X_out + (t * n + k) * D;
+            const float p = post[t * n + k];
+            for (int64_t d = 0; d < D; d++) o[d] = p * yt[d];
+            for (int64_t j = 0; j < n; j++) {
+                const float w = c[j * n + k], *xs = xt + j * D;
+                for (int64_t d = 0; d < D; d++) o[d] += w * xs[d];
+            }
+        }
+    }
+    return 0;
+}
+
+static double hc_sigmoid_d(double v) { return 1.0 / (1.0 + exp(-v)); }
+
+int pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                  int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
+                  float *comb) {
+    if (hc_args(X, fn, base, scale, T, n, D, iters, head, x_out, post, comb)) return -1;
+    const int64_t M = head ? n : (2 + n) * n, W = n * D;
+    double m[(2 + HC_MAX) * HC_MAX], c[HC_MAX * HC_MAX];
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = X + t * W;
+        double ss = 0.0;
+        for (int64_t i = 0; i < W; i++) ss += (double)xt[i] * xt[i];
+        const double r = sqrt(ss / (double)W + norm_eps);
+        for (int64_t q = 0; q < M; q++) {
+            double s = 0.0;
+            for (int64_t i = 0; i < W; i++) s += (double)fn[q * W + i] * ((double)xt[i] / r);
+            m[q] = s;
+        }
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < n; j++)
+                acc += (hc_sigmoid_d(m[j] * scale[0] + base[j]) + eps) * xt[j * D + d];
+            x_out[t * D + d] = (float)acc;
+        }
+        if (head) continue;
+        for (int64_t j = 0; j < n; j++) post[t * n + j] = (float)(2.0 * hc_sigmoid_d(m[n + j] * scale[1] + base[n + j]));
+        for (int64_t a = 0; a < n; a++) {
+            double mx = -INFINITY, s = 0.0;
+            for (int64_t b = 0; b < n; b++) {
+                c[a * n + b] = m[2 * n + a * n + b] * scale[2] + base[2 * n + a * n + b];
+                if (c[a * n + b] > mx) mx = c[a * n + b];
+            }
+            for (int64_t b = 0; b < n; b++) s += exp(c[a * n + b] - mx);
+            for (int64_t b = 0; b < n; b++) c[a * n + b] = exp(c[a * n + b] - mx) / s + eps;
+        }
+        for (int64_t it = 0; it < iters; it++) {
+            if (it > 0)
+                for (int64_t a = 0; a < n; a++) {       /* rows */
+                    double s = 0.0;
+                    for (int64_t b = 0; b < n; b++) s += c[a * n + b];
+                    for (int64_t b = 0; b < n; b++) c[a * n + b] /= s + eps;
+                }
+            for (int64_t b = 0; b < n; b++) {           /* columns */
+                double s = 0.0;
+                for (int64_t a = 0; a < n; a++) s += c[a * n + b];
+                for (int64_t a = 0; a < n; a++) c[a * n + b] /= s + eps;
+            }
+        }
+        for (int64_t i = 0; i < n * n; i++) comb[t * n * n + i] = (float)c[i];
+    }
+    return 0;
+}
+
+int pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
+                   int64_t D, float *X_out) {
+    if (!X || !y || !post || !comb || !X_out || X_out == X || T < 0 || n < 1 || n > HC_MAX || D < 1) return -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t d = 0; d < D; d++) {
+                double acc = (double)post[t * n + k] * y[t * D + d];
+                for (int64_t j = 0; j < n; j++) acc += (double)comb[(t * n + j) * n + k] * X[(t * n + j) * D + d];
+                X_out[(t * n + k) * D + d] = (float)acc;
+            }
+    return 0;
+}
