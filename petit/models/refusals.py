@@ -47,15 +47,6 @@ GGUF_NOT_DECODERS = {
 # decoder-only types (and GGUF architectures, as "gguf:<name>") with no family yet, and what running them needs;
 # CLOSEST (petit/models/__init__.py) says it for those near a family Petit runs
 NOT_YET: dict[str, str] = {}
-# issue 30, the moe_a group
-NOT_YET.update({
-    "gguf:phimoe": "llama.cpp runs a phimoe file with Mixtral's routing (softmax, the top 2 renormalised) instead of "
-                   "PhiMoE's sparsemixer, takes the long or short RoPE factors by the context size it was started "
-                   "with instead of the sequence length, and scales by rope.scaling.attn_factor instead of "
-                   "short_mscale / long_mscale; the file keeps no router_jitter_noise, so it runs neither as the "
-                   "model (petit/models/phimoe.py) nor, without a context-size-dependent RoPE Petit lacks, as "
-                   "llama.cpp does",
-})
 
 # issue 30, the mla group: the latent-attention families not run yet, and what each adds that Petit lacks
 NOT_YET.update({
