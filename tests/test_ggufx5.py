@@ -1,7 +1,10 @@
 """Issue 30's ggufx group: llama.cpp's phimoe files read as the model (petit/loading/gguf_phimoe.py), checked on
 llama.cpp's own conversion of a PhiMoE checkpoint (tests/fixtures/gguf5_ggufx/phimoe: ../hf5_moe_a/phimoe's weights
 under a config holding the values the file cannot, router_jitter_noise 0.01 and both mscales = the file's
-attn_factor) against transformers' logits. rwkv6qwen2 and arwkv7 stay refused (petit/models/refusals.py)."""
+attn_factor) against transformers' logits; llama.cpp's rwkv6qwen2 (QRWKV6: RWKV-6's time mixing as gated linear
+attention on Qwen2's blocks, petit/models/rwkv6qwen2.py, kernels/rwkv.c pt_gla) against llama.cpp's logits on its own
+conversion of a tiny checkpoint (tests/fixtures/gguf5_ggufx/rwkv6qwen2). arwkv7 stays refused
+(petit/models/refusals.py says why)."""
 import json
 import warnings
 from pathlib import Path
@@ -12,6 +15,8 @@ import pytest
 import petit
 from petit.loading.gguf_phimoe import JITTER, mscales
 from petit.models.refusals import NOT_YET
+from petit.native import ffi, lib
+from test_plan import CHUNKS, FRESH, _run
 from test_moe import routing_agrees
 
 DIR = Path(__file__).parent / "fixtures" / "gguf5_ggufx" / "phimoe"
@@ -117,6 +122,137 @@ def test_a_longrope_phimoe_file_without_its_original_length_is_refused():
     assert s["short_mscale"] == s["long_mscale"] == 1.0 and s["original_max_position_embeddings"] == 32
 
 
-def test_rwkv6qwen2_and_arwkv7_stay_refused_and_phimoe_is_not():
-    assert "gguf:phimoe" not in NOT_YET
-    assert {"gguf:rwkv6qwen2", "gguf:arwkv7"} <= set(NOT_YET)
+def test_arwkv7_stays_refused_and_phimoe_and_rwkv6qwen2_are_not():
+    assert "gguf:phimoe" not in NOT_YET and "gguf:rwkv6qwen2" not in NOT_YET
+    assert "batch" in NOT_YET["gguf:arwkv7"]
+    from petit.loading.gguf_archs import unsupported
+    assert unsupported("arwkv7").startswith("architecture 'arwkv7' is not read by Petit yet: RWKV-7's time mixing")
+
+
+# ---- rwkv6qwen2 (QRWKV6) ----
+
+QDIR = Path(__file__).parent / "fixtures" / "gguf5_ggufx" / "rwkv6qwen2"
+QFILE = QDIR / "rwkv6qwen2.gguf"
+
+
+def _qload(weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the file loads without any report
+        return petit.load(QFILE, weights=weights)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_rwkv6qwen2_gives_llama_cpps_logits_at_every_position_and_its_greedy_tokens(prompt):
+    """Measured 2.7e-7 / 4.0e-7 / 3.3e-7 of the range (35 / 140 / chat)."""
+    z = np.load(QDIR / f"{prompt}.npz")
+    m = _qload()
+    got = m.logits(z["input_ids"])
+    err = rel_err(got, z["logits"])
+    assert err.max() <= 1e-5, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+    cache, out = m.new_cache(), []
+    last = m.forward(z["input_ids"].tolist(), cache)
+    for _ in range(len(z["greedy"])):
+        out.append(int(np.argmax(last)))
+        last = m.forward([out[-1]], cache)
+    assert out == z["greedy"].tolist()
+
+
+def test_rwkv6qwen2_reads_the_grouped_heads_biases_and_loras_the_file_says():
+    m = _qload()
+    c = m.config
+    assert (c.model_type, c.hidden_size, c.head_size, c.num_key_value_heads) == ("rwkv6qwen2", 64, 16, 2)
+    assert (c.lora_rank_tokenshift, c.lora_rank_decay, c.intermediate_size) == (8, 16, 96)
+    for layer in m.net.layers:
+        r = layer.mamba.rwkv
+        assert r["gla"] and r["mix_only"] and r["kv_heads"] == 2 and r["w"][1].shape == (32, 64)
+        assert all(r[b] is not None for b in ("rb", "kb", "vb"))
+        assert layer.attn_norm.kind == "rms" and layer.gate is not None and layer.moe is None
+
+
+def test_rwkv6qwen2_decode_token_by_token_gives_the_prefills_logits():
+    z = np.load(QDIR / "reference.npz")
+    ids = z["input_ids"]
+    m = _qload()
+    whole = m.logits(ids)
+    cache = m.new_cache(64)
+    steps = np.stack([m.forward([int(t)], cache) for t in ids])
+    np.testing.assert_allclose(steps, whole, rtol=0, atol=1e-5 * float(np.ptp(whole)))
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+def test_rwkv6qwen2_plan_equals_the_per_op_path(weights):
+    model = _qload(weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        for a, b in ((c_plan.k, c_oracle.k), (c_plan.v, c_oracle.v)):
+            for x, y in zip(a, b, strict=True):
+                assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("weights,bound", [("q8_0", 0.08), ("q4_0", 0.60)])
+def test_rwkv6qwen2_quantized_loads_stay_within_the_dense_bounds(weights, bound):
+    for prompt in PROMPTS:
+        z = np.load(QDIR / f"{prompt}.npz")
+        assert rel_err(_qload(weights).logits(z["input_ids"]), z["logits"]).max() <= bound, prompt
+
+
+def test_rwkv6qwen2_converts_to_a_petit_file_with_the_same_logits(tmp_path):
+    from petit.cli import main
+    z = np.load(QDIR / "reference_long.npz")
+    assert main(["convert", str(QFILE), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    got = petit.load(tmp_path / "m.petit").logits(z["input_ids"])
+    assert rel_err(got, z["logits"]).max() <= 1e-5
+
+
+def test_an_rwkv6qwen2_file_with_the_bonus_is_refused_by_name():
+    from petit.loading.gguf_ggufx5 import _rwkv6qwen2
+    meta = {"rwkv6qwen2.wkv.head_size": 16, "rwkv6qwen2.time_mix_extra_dim": 8, "rwkv6qwen2.time_decay_extra_dim": 16}
+    with pytest.raises(ValueError, match="time_mix_first holds RWKV-6's own time mixing"):
+        _rwkv6qwen2(meta, lambda k: "rwkv6qwen2." + k, {"max_position_embeddings": 8}, lambda n: True)
+    with pytest.raises(ValueError, match="token_shift_count 2"):
+        _rwkv6qwen2(dict(meta, **{"rwkv6qwen2.token_shift_count": 2}), lambda k: "rwkv6qwen2." + k,
+                    {"max_position_embeddings": 8}, lambda n: False)
+
+
+def _f(a):
+    a = np.ascontiguousarray(a, np.float32)
+    return a, ffi.cast("float *", ffi.from_buffer(a))
+
+
+def _gla_f64(r, k, v, w, scale, H, N, S):
+    y = np.empty((len(r), H * N))
+    for t in range(len(r)):
+        rt, kt, vt, wt = (a[t].reshape(H, N) for a in (r, k, v, w))
+        S = S * wt[:, :, None] + kt[:, :, None] * vt[:, None, :]
+        y[t] = scale * np.einsum("hi,hij->hj", rt, S).reshape(-1)
+    return y, S
+
+
+@pytest.mark.parametrize("H,N,splits", [(1, 1, (3,)), (3, 5, (13,)), (2, 7, (1, 1, 9, 2)), (5, 3, (6, 1, 6)),
+                                        (1, 33, (4, 17))])
+def test_the_gla_kernel_its_scalar_reference_and_float64_agree_at_odd_sizes(H, N, splits):
+    rng = np.random.default_rng(H * 10 + N)
+    T, D = sum(splits), H * N
+    r, k, v = (rng.standard_normal((T, D)) for _ in range(3))
+    w = np.exp(-np.exp(rng.uniform(-6, 1, (T, D))))
+    scale = N ** -0.5
+    want, S_want = _gla_f64(r, k, v, w, scale, H, N, np.zeros((H, N, N)))
+    outs = {}
+    for name, fn in (("kernel", lib.pt_gla), ("reference", lib.pt_gla_ref)):
+        S, sp = _f(np.zeros((H, N, N)))
+        got, at = [], 0
+        for n in splits:                        # the state carried from call to call
+            ins = [_f(a[at:at + n]) for a in (r, k, v, w)]
+            y, yp = _f(np.zeros((n, D)))
+            assert fn(*(p for _, p in ins), scale, n, H, N, sp, yp) == 0
+            got.append(y)
+            at += n
+        outs[name] = np.concatenate(got)
+        tol = 2e-5 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(outs[name], want, rtol=0, atol=tol)
+        np.testing.assert_allclose(S, S_want, rtol=0, atol=tol)
+    np.testing.assert_allclose(outs["kernel"], outs["reference"], rtol=0, atol=1e-6 * max(1.0, np.abs(want).max()))
+    x, p = _f(np.zeros(4))
+    assert lib.pt_gla(p, p, p, p, 1.0, 0, 1, 1, p, p) == -1 and lib.pt_gla_ref(p, p, p, p, 1.0, 1, 0, 1, p, p) == -1

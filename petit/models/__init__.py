@@ -24,6 +24,7 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
                           glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
                           minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
                           qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba2)
+from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -153,6 +154,8 @@ MODEL_TYPES = {
     "rwkv": rwkv,
     # issue 30, the jetmoe group
     "jetmoe": jetmoe,
+    # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
+    "rwkv6qwen2": rwkv6qwen2,
 }
 
 

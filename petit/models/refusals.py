@@ -72,11 +72,12 @@ NOT_YET.update({
 })
 # issue 30, the recur group
 NOT_YET.update({
-    "gguf:rwkv6qwen2": ("RWKV-6's time mixing as gated linear attention (no bonus, k x (1 - w), sigmoid gate, grouped "
-                        "k / v heads, no group norm) on Qwen2's RMS-normed SwiGLU blocks; Petit's rwkv6 block has the "
-                        "bonus, the group norm and the channel mixing"),
-    "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks (no channel mixing, no token shift in "
-                    "the MLP); Petit's rwkv7 block has RWKV-7's channel mixing"),
+    "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks; not read because llama.cpp, the only "
+                    "reference (no transformers class), does not run its own conversion consistently: on a tiny "
+                    "converted ARWKV file (tests/fixtures/gguf5_ggufx/make_gguf5_ggufx.py --only arwkv7) the first "
+                    "position's logits depend on how many tokens the batch holds (2.3 / 0.58 / 0 apart at 1 / 2 / 5+ "
+                    "tokens), and a file without the gate and the group norm gives NaN at a prompt's last positions, "
+                    "so there is nothing exact to check a reading against"),
 })
 # issue 30, the gemma group
 NOT_YET.update({
