@@ -7,9 +7,10 @@ no group norm, the output scaled by head_size^-1/2, keys and values of `num_key_
 query heads in groups (head h reads kv head h / (H / Hk)), optional r / k / v biases (Qwen2's q / k / v ones).
 
 One C call for the time mixing (kernels/rwkv.c, Mamba version 6 with rwkv_gla and rwkv_mix_only; pt_gla the
-recurrence) and the decoder's SwiGLU for the MLP. The GGUF reader (petit/loading/gguf_ggufx5.py) gives llama.cpp's
-tensor names under `model.layers.N.`: this family reads no other layout (the remote-code folder's names are not
-mapped: it opens as GGUF only)."""
+recurrence) and the decoder's SwiGLU for the MLP. Read from llama.cpp's files (petit/loading/gguf_ggufx5.py: its
+tensor names under `model.layers.N.`) and from a checkpoint folder in the names llama.cpp's converter reads (Qwen2's,
+plus self_attn.time_maa_* / time_decay*, the token-shift LoRA's blocks in r, k, v, w, g order); no transformers class:
+llama.cpp's logits are the reference."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,7 +29,8 @@ class Rwkv6Qwen2Config(ConfigMixin):
     hidden_size: int = 5120
     num_hidden_layers: int = 64
     intermediate_size: int = 27648
-    head_size: int = 128
+    head_size: int | None = None          # the GGUF file's wkv.head_size; a folder: hidden_size / num_attention_heads
+    num_attention_heads: int | None = 40
     num_key_value_heads: int | None = None
     rms_norm_eps: float = 1e-6
     lora_rank_tokenshift: int = 64
@@ -40,6 +42,10 @@ class Rwkv6Qwen2Config(ConfigMixin):
 
     def _validate(self):
         D = self.hidden_size
+        if self.head_size is None:
+            positive_int(self, "num_attention_heads")
+            self.head_size = D // self.num_attention_heads
+        self.num_attention_heads = None
         positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "head_size",
                      "lora_rank_tokenshift", "lora_rank_decay", "context_length")
         positive_number(self, "rms_norm_eps")
@@ -60,30 +66,53 @@ def _vec(t, name):
     return t.array(name, t.info(name)[1]).reshape(-1)
 
 
-def time_mix(t, p: str, D: int, H: int, Hk: int, N: int, E: int, DE: int, eps: float) -> Mamba:
+# the remote code's names (as llama.cpp's converter reads them) -> the GGUF file's, under model.layers.N.
+HF_NAMES = {"self_attn.q_proj": "time_mix_receptance", "self_attn.k_proj": "time_mix_key",
+            "self_attn.v_proj": "time_mix_value", "self_attn.gate": "time_mix_gate",
+            "self_attn.o_proj": "time_mix_output",
+            "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
+            "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+HF_ORDER = (3, 1, 2, 0, 4)     # the checkpoint's token-shift LoRA blocks r, k, v, w, g, taken in rwkv6's w, k, v, r, g
+
+
+def time_mix(t, p: str, D: int, H: int, Hk: int, N: int, E: int, DE: int, eps: float, hf: bool) -> Mamba:
     kv = Hk * N
-    w = [t.weight(p + f"time_mix_{n}.weight", s) for n, s in (("receptance", (D, D)), ("key", (kv, D)),
-                                                              ("value", (kv, D)), ("gate", (D, D)),
-                                                              ("output", (D, D)))]
-    bias = {c: _vec(t, p + f"time_mix_{n}.bias") if t.has(p + f"time_mix_{n}.bias") else None
-            for c, n in (("rb", "receptance"), ("kb", "key"), ("vb", "value"))}
-    maa = t.array(p + "time_mix_lerp_fused.weight", t.info(p + "time_mix_lerp_fused.weight")[1]).reshape(5, D)
+    name = {g: p + h for h, g in HF_NAMES.items()} if hf else {}
+
+    def n(g):
+        return name.get(g, p + g)
+    w = [t.weight(n(g) + ".weight", s) for g, s in (("time_mix_receptance", (D, D)), ("time_mix_key", (kv, D)),
+                                                    ("time_mix_value", (kv, D)), ("time_mix_gate", (D, D)),
+                                                    ("time_mix_output", (D, D)))]
+    bias = {c: _vec(t, n(g) + ".bias") if t.has(n(g) + ".bias") else None
+            for c, g in (("rb", "time_mix_receptance"), ("kb", "time_mix_key"), ("vb", "time_mix_value"))}
+    if hf:
+        a = p + "self_attn."
+        maa = np.stack([_vec(t, a + f"time_maa_{c}") for c in "wkvrg"])
+        w1 = t.array(a + "time_maa_w1", (D, 5 * E)).T.reshape(5, E, D)[list(HF_ORDER)].reshape(5 * E, D)
+        w2 = t.array(a + "time_maa_w2", (5, E, D))[list(HF_ORDER)].transpose(0, 2, 1)
+        d1, d2 = t.array(a + "time_decay_w1", (D, DE)).T, t.array(a + "time_decay_w2", (DE, D)).T
+        mx, decay = _vec(t, a + "time_maa_x"), _vec(t, a + "time_decay")
+    else:
+        maa = t.array(p + "time_mix_lerp_fused.weight", t.info(p + "time_mix_lerp_fused.weight")[1]).reshape(5, D)
+        w1, w2 = t.array(p + "time_mix_w1.weight", (5 * E, D)), t.array(p + "time_mix_w2.weight", (5, D, E))
+        d1, d2 = t.array(p + "time_mix_decay_w1.weight", (DE, D)), t.array(p + "time_mix_decay_w2.weight", (D, DE))
+        mx, decay = _vec(t, p + "time_mix_lerp_x.weight"), _vec(t, p + "time_mix_decay.weight")
     r = dict(w=w, o=4, e=E, de=DE, f=0, gn_eps=0.0, scale=1.0, halve=False, mix_only=True, gla=True, kv_heads=Hk,
-             maa_x=_vec(t, p + "time_mix_lerp_x.weight"), maa=np.ascontiguousarray(maa),
-             maa_w1=t.array(p + "time_mix_w1.weight", (5 * E, D)), maa_w2=t.array(p + "time_mix_w2.weight", (5, D, E)),
-             dec_w1=t.array(p + "time_mix_decay_w1.weight", (DE, D)),
-             dec_w2=t.array(p + "time_mix_decay_w2.weight", (D, DE)), decay=_vec(t, p + "time_mix_decay.weight"),
-             **bias)
+             maa_x=mx, maa=np.ascontiguousarray(maa), maa_w1=np.ascontiguousarray(w1),
+             maa_w2=np.ascontiguousarray(w2), dec_w1=np.ascontiguousarray(d1), dec_w2=np.ascontiguousarray(d2),
+             decay=decay, **bias)
     zero = np.zeros(1, np.float32)
     return Mamba(w[0], np.zeros((1, 1), np.float32), None, None, None, None, zero, zero, w[4], N, 1, 1,
                  version=6, n_heads=H, eps=eps, rwkv=r)
 
 
-def qwen2_block(t, p: str, D: int, F: int, eps: float, mixer: Mamba) -> Layer:
+def qwen2_block(t, p: str, D: int, F: int, eps: float, mixer: Mamba, hf: bool = False) -> Layer:
     """Qwen2's block around an RWKV time mixing: RMSNorms before the mixer and the SwiGLU MLP."""
-    return Layer(q=None, k=None, v=None, o=None, mamba=mixer, attn_norm=norm(t, p + "attn_norm", D, "rms", eps),
-                 mlp_norm=norm(t, p + "ffn_norm", D, "rms", eps), gate=t.weight(p + "ffn_gate.weight", (F, D)),
-                 up=t.weight(p + "ffn_up.weight", (F, D)), down=t.weight(p + "ffn_down.weight", (D, F)))
+    n = {g: p + (h if hf else g) for h, g in HF_NAMES.items()}
+    return Layer(q=None, k=None, v=None, o=None, mamba=mixer, attn_norm=norm(t, n["attn_norm"], D, "rms", eps),
+                 mlp_norm=norm(t, n["ffn_norm"], D, "rms", eps), gate=t.weight(n["ffn_gate"] + ".weight", (F, D)),
+                 up=t.weight(n["ffn_up"] + ".weight", (F, D)), down=t.weight(n["ffn_down"] + ".weight", (D, F)))
 
 
 def head(t, cfg, D: int):
@@ -95,12 +124,10 @@ def head(t, cfg, D: int):
 def build(cfg: Rwkv6Qwen2Config, t) -> Decoder:
     D, N, L, F, eps = cfg.hidden_size, cfg.head_size, cfg.num_hidden_layers, cfg.intermediate_size, cfg.rms_norm_eps
     H, Hk = D // N, cfg.num_key_value_heads
-    if not t.has(P.format(0) + "time_mix_receptance.weight"):
-        raise ValueError("the rwkv6qwen2 family reads llama.cpp's GGUF files only (a QRWKV6 checkpoint folder's "
-                         "remote-code names are not mapped): convert it with llama.cpp's convert_hf_to_gguf.py")
+    hf = not t.has(P.format(0) + "time_mix_receptance.weight")    # the remote code's names, or the GGUF reader's
     embed, final, out = head(t, cfg, D)
-    layers = [qwen2_block(t, P.format(i), D, F, eps,
-                          time_mix(t, P.format(i), D, H, Hk, N, cfg.lora_rank_tokenshift, cfg.lora_rank_decay, eps))
+    layers = [qwen2_block(t, P.format(i), D, F, eps, time_mix(t, P.format(i), D, H, Hk, N, cfg.lora_rank_tokenshift,
+                                                              cfg.lora_rank_decay, eps, hf), hf)
               for i in range(L)]
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
                 num_key_value_heads=H, head_dim=N, context_length=cfg.context_length, act="silu",

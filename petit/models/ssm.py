@@ -127,7 +127,8 @@ class Mamba:
                                       self.n_groups, self.in_proj.shape[0]), {})
 
         def scratch(width, name):
-            if name not in shared:
+            name = (name, width)                # two models of one shape key may need other widths (rwkv6qwen2's
+            if name not in shared:              # time mixing alone beside an rwkv6 block: issue 30, ggufx)
                 shared[name] = np.zeros((cap, width), np.float32)
             keep.append(shared[name])
             return ffi.cast("float *", ffi.from_buffer(shared[name]))

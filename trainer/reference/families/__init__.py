@@ -22,6 +22,7 @@ from trainer.reference.families import gemma5          # issue 30: the gemma gro
 from trainer.reference.families import moe_b           # issue 30: the moe_b group
 from trainer.reference.families import recur5          # issue 30: the recur group
 from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
+from trainer.reference.families import ggufx5          # issue 30: the ggufx group (rwkv6qwen2)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -35,6 +36,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **moe_b.FAMILIES,
             **recur5.FAMILIES,
             **jetmoe5.FAMILIES,
+            **ggufx5.FAMILIES,
             }
 
 
