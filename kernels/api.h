@@ -295,6 +295,15 @@ typedef struct {
      * softplus(f[h][i] + dt_bias[h][i])) (dt_bias [n_heads][d_state]); the output gate is sigmoid(z), not silu(z);
      * the recurrent form at every length (kernels/deltanet.c kda_head, plain scalar C) */
     int32_t kda;
+    /* issue 30, the ggufx group: llama.cpp's rwkv6qwen2 (QRWKV6), RWKV-6's time mixing on Qwen2's blocks.
+     * rwkv_mix_only: the block is the time mixing alone, of an x the layer already RMS-normed (no ln1, no channel
+     * mixing: the decoder runs the layer's SwiGLU MLP), out = W_o(...) (out += it with accumulate); the shift state's
+     * row 0 only (version 6 with rwkv_gla only). rwkv_gla (QRWKV): gated linear attention (pt_gla_heads) without the
+     * bonus, k (1 - w), the gate sigmoid, no group norm, k / v of rwkv_kv_heads heads (head h reads kv head h /
+     * (n_heads / rwkv_kv_heads)), optional biases rwkv_rb / kb / vb (NULL: none). */
+    int32_t rwkv_mix_only, rwkv_gla;
+    int64_t rwkv_kv_heads;
+    const float *rwkv_rb, *rwkv_kb, *rwkv_vb;
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
@@ -314,6 +323,13 @@ int  pt_wkv6(const float *r, const float *k, const float *v, const float *w, con
              int64_t N, float *S, float *y);
 int  pt_wkv6_ref(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T,
                  int64_t H, int64_t N, float *S, float *y);
+/* Gated linear attention alone (kernels/rwkv.c), issue 30's ggufx group (QRWKV's time mixing, llama.cpp's
+ * ggml_gated_linear_attn): r, k, v, w [T][H N]; per head S [N][N] (key x value) carried, S_ij = S_ij w_i + k_i v_j,
+ * then y_j = scale sum_i r_i S_ij. pt_gla the kernel, pt_gla_ref its plain scalar reference; -1 on a bad argument */
+int  pt_gla(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+            int64_t N, float *S, float *y);
+int  pt_gla_ref(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+                int64_t N, float *S, float *y);
 /* RWKV-7's WKV recurrence alone (kernels/rwkv.c): r, w, k, v, a, b [T][H N]; per head S [N][N] (value x key)
  * carried, S_ij = S_ij w_j + v_i k_j + (sum_l a_l S_il) b_j, y_i = sum_j S_ij r_j. pt_wkv7 the kernel, pt_wkv7_ref its
  * plain scalar reference; -1 on a bad argument */

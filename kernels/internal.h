@@ -206,6 +206,8 @@ int pt_rwkv7_block_locked(const pt_mamba *m, const float *x, int64_t T, float *s
                           int accumulate);
 int pt_wkv7_heads(const float *r, const float *w, const float *k, const float *v, const float *a, const float *b,
                   int64_t T, int64_t H, int64_t N, int64_t ld, float *S, float *y);
+int pt_gla_heads(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+                 int64_t N, int64_t ld, float *S, float *y);
 int pt_wkv6_heads(const float *r, const float *k, const float *v, const float *w, const float *u, int64_t T,
                   int64_t H, int64_t N, int64_t ld, float *S, float *y);
 int pt_rglru_heads(const float *u, int64_t ldu, int64_t T, int64_t H, int64_t bw, const float *wx, const float *bx,

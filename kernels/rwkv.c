@@ -90,6 +90,89 @@ int pt_wkv6_ref(const float *r, const float *k, const float *v, const float *w, 
     return 0;
 }
 
+/* ---- gated linear attention (QRWKV's time mixing, issue 30's ggufx group): per head S [N][N] (key x value),
+ * S_ij = S_ij w_i + k_i v_j, then y_j = scale sum_i r_i S_ij (the state after the token, no bonus) ---- */
+typedef struct {
+    const float *r, *k, *v, *w;
+    float scale;
+    int64_t T, H, N, ld;
+    float *S, *y;
+} gla_job;
+
+static void gla_head(void *ctx, int64_t h, int ith) {
+    (void)ith;
+    const gla_job *j = (const gla_job *)ctx;
+    const int64_t N = j->N, c0 = h * N;
+    float *S = j->S + h * N * N;
+    for (int64_t t = 0; t < j->T; t++) {
+        const int64_t o = t * j->ld + c0;
+        const float *r = j->r + o, *k = j->k + o, *v = j->v + o, *w = j->w + o;
+        float *y = j->y + o;
+        for (int64_t jj = 0; jj < N; jj++) y[jj] = 0.0f;
+        for (int64_t i = 0; i < N; i++) {
+            const float ri = r[i], ki = k[i], wi = w[i];
+            float *Si = S + i * N;
+#pragma omp simd
+            for (int64_t jj = 0; jj < N; jj++) {
+                const float s = Si[jj] * wi + ki * v[jj];
+                Si[jj] = s;
+                y[jj] += ri * s;
+            }
+        }
+        for (int64_t jj = 0; jj < N; jj++) y[jj] *= j->scale;
+    }
+}
+
+int pt_gla_heads(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+                 int64_t N, int64_t ld, float *S, float *y) {
+    if (T < 1 || H < 1 || N < 1 || ld < H * N) return -1;
+    gla_job j = {r, k, v, w, scale, T, H, N, ld, S, y};
+    pt_run_chunks(gla_head, &j, H, (double)T * (double)H * (double)N * (double)N * 3.0);
+    return 0;
+}
+
+int pt_gla(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+           int64_t N, float *S, float *y) {
+    pt_lock();
+    const int rc = pt_gla_heads(r, k, v, w, scale, T, H, N, H * N, S, y);
+    pt_unlock();
+    return rc;
+}
+
+/* the plain scalar reference: token, head, the state's update, then each value index's sum over the keys */
+int pt_gla_ref(const float *r, const float *k, const float *v, const float *w, float scale, int64_t T, int64_t H,
+               int64_t N, float *S, float *y) {
+    if (T < 1 || H < 1 || N < 1) return -1;
+    const int64_t D = H * N;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            float *Sh = S + h * N * N;
+            const int64_t c0 = t * D + h * N;
+            for (int64_t i = 0; i < N; i++)
+                for (int64_t jj = 0; jj < N; jj++)
+                    Sh[i * N + jj] = Sh[i * N + jj] * w[c0 + i] + k[c0 + i] * v[c0 + jj];
+            for (int64_t jj = 0; jj < N; jj++) {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < N; i++) acc += r[c0 + i] * Sh[i * N + jj];
+                y[c0 + jj] = acc * scale;
+            }
+        }
+    return 0;
+}
+
+/* the mix-only blocks' end (rwkv6qwen2, arwkv7): W_o's output d [T][D] is the block's, written or added */
+static void mix_out(const float *d, int64_t n, float *out, int accumulate) {
+    for (int64_t i = 0; i < n; i++) out[i] = accumulate ? out[i] + d[i] : d[i];
+}
+
+/* k or v of Hk heads [T][Hk N] (src) repeated into [T][H N] (dst): head h reads kv head h / (H / Hk) */
+static void kv_repeat(const float *src, float *dst, int64_t T, int64_t H, int64_t Hk, int64_t N) {
+    const int64_t rep = H / Hk;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            memcpy(dst + (t * H + h) * N, src + (t * Hk + h / rep) * N, (size_t)N * sizeof(float));
+}
+
 static void layer_norm(const float *x, float *y, int64_t D, const float *w, const float *b, float eps) {
     float mean = 0.0f, var = 0.0f;
     for (int64_t d = 0; d < D; d++) mean += x[d];
@@ -139,9 +222,10 @@ int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *s
                           int accumulate) {
     const int64_t D = m->hidden, N = m->head_dim, H = m->n_heads, E = m->rwkv_e, DE = m->rwkv_de;
     const int64_t F = m->rwkv_f;
-    if (T < 1 || T > m->cap || H * N != D || E < 1 || DE < 1 || F < 1 || !m->ws || !(m->rwkv_scale > 0.0f))
+    if (T < 1 || T > m->cap || H * N != D || E < 1 || DE < 1 || (F < 1 && !m->rwkv_mix_only) || !m->ws ||
+        !(m->rwkv_scale > 0.0f))
         return -1;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < (m->rwkv_mix_only ? 5 : 8); i++)
         if (!m->rwkv_w[i]) return -1;
     const pt_kernels *kern = pt_active();
     float *ws = m->ws;
@@ -151,8 +235,11 @@ int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *s
     const int64_t LW = 5 * E > DE ? 5 * E : DE;
     float *ff = lora + T * LW;                                      /* ff: [T][F] */
     int rc;
+    const int64_t Hk = m->rwkv_gla && m->rwkv_kv_heads > 0 ? m->rwkv_kv_heads : H;
+    if (m->rwkv_gla && (H % Hk || !m->rwkv_mix_only)) return -1;
     /* time mixing */
-    for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, h + t * D, D, m->ln1_w, m->ln1_b, m->eps);
+    if (m->rwkv_mix_only) memcpy(h, x, (size_t)(T * D) * sizeof(float));     /* the layer's RMSNorm ran */
+    else for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, h + t * D, D, m->ln1_w, m->ln1_b, m->eps);
     for (int64_t t = 0; t < T; t++) {
         const float *prev = t ? h + (t - 1) * D : shift;
         for (int64_t d = 0; d < D; d++) sx[t * D + d] = prev[d] - h[t * D + d];
@@ -169,14 +256,39 @@ int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *s
             for (int64_t d = 0; d < D; d++)
                 mi[t * D + d] = h[t * D + d] + sx[t * D + d] * (mi[t * D + d] + lerp[d]);
     }
-    if ((rc = mm(m->rwkv_w[0], mix + 3 * T * D, T, rr)) || (rc = mm(m->rwkv_w[1], mix + 1 * T * D, T, kk)) ||
-        (rc = mm(m->rwkv_w[2], mix + 2 * T * D, T, vv)) || (rc = mm(m->rwkv_w[3], mix + 4 * T * D, T, gg)))
-        return rc;
-    kern->bias_act(gg, NULL, T, D, 1);                              /* silu */
+    if (m->rwkv_gla) {                      /* QRWKV: k / v of Hk heads (into scratch), biases, sigmoid gate */
+        if ((rc = mm(m->rwkv_w[0], mix + 3 * T * D, T, rr)) || (rc = mm(m->rwkv_w[1], mix + 1 * T * D, T, yy)) ||
+            (rc = mm(m->rwkv_w[2], mix + 2 * T * D, T, x1)) || (rc = mm(m->rwkv_w[3], mix + 4 * T * D, T, gg)))
+            return rc;
+        const float *bias[3] = {m->rwkv_rb, m->rwkv_kb, m->rwkv_vb};
+        float *dst[3] = {rr, yy, x1};
+        for (int b = 0; b < 3; b++) {
+            const int64_t width = b ? Hk * N : D;
+            if (bias[b])
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t d = 0; d < width; d++) dst[b][t * width + d] += bias[b][d];
+        }
+        kv_repeat(yy, kk, T, H, Hk, N);
+        kv_repeat(x1, vv, T, H, Hk, N);
+        for (int64_t i = 0; i < T * D; i++) gg[i] = 1.0f / (1.0f + expf(-gg[i]));
+    } else {
+        if ((rc = mm(m->rwkv_w[0], mix + 3 * T * D, T, rr)) || (rc = mm(m->rwkv_w[1], mix + 1 * T * D, T, kk)) ||
+            (rc = mm(m->rwkv_w[2], mix + 2 * T * D, T, vv)) || (rc = mm(m->rwkv_w[3], mix + 4 * T * D, T, gg)))
+            return rc;
+        kern->bias_act(gg, NULL, T, D, 1);                          /* silu */
+    }
     small_mm(m->dec_w1, DE, D, mix, D, lora, LW, T, 1);
     small_mm(m->dec_w2, D, DE, lora, LW, ww, D, T, 0);
     for (int64_t t = 0; t < T; t++)
         for (int64_t d = 0; d < D; d++) ww[t * D + d] = expf(-expf(ww[t * D + d] + m->decay[d]));
+    if (m->rwkv_gla) {                      /* k (1 - w), as llama.cpp computes it: k - k w */
+        for (int64_t i = 0; i < T * D; i++) kk[i] = kk[i] - kk[i] * ww[i];
+        if ((rc = pt_gla_heads(rr, kk, vv, ww, (float)pow((double)N, -0.5), T, H, N, D, S, yy))) return rc;
+        for (int64_t i = 0; i < T * D; i++) yy[i] *= gg[i];
+        if ((rc = mm(m->rwkv_w[4], yy, T, x1))) return rc;
+        mix_out(x1, T * D, out, accumulate);
+        return 0;
+    }
     if ((rc = pt_wkv6_heads(rr, kk, vv, ww, m->bonus, T, H, N, D, S, yy))) return rc;
     for (int64_t t = 0; t < T; t++)
         for (int64_t hh = 0; hh < H; hh++) {

@@ -28,7 +28,7 @@ def test_the_docs_tables_are_what_the_registries_say(which):
 def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     types = coverage.registry()["transformers"]["types"]
     # families transformers has no native class for: llama.cpp (or the Hub's remote code) is their reference
-    remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7"}
+    remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
     # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
     wrappers = {"mistral3"}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers

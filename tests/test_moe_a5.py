@@ -447,12 +447,6 @@ def test_gguf_cohere2moe_reads_the_layout_the_file_says():
     assert g.layer_norm_eps == pytest.approx(h.layer_norm_eps, rel=1e-6)       # stored as float32
 
 
-def test_gguf_phimoe_is_refused_naming_what_llama_cpp_computes_otherwise():
-    from petit.loading.gguf_archs import unsupported
-    assert unsupported("phimoe").startswith("architecture 'phimoe' is not read by Petit yet: llama.cpp runs a phimoe "
-                                            "file with Mixtral's routing")
-
-
 def test_gguf_qwen35moe_reads_the_converters_fused_layouts(tmp_path):
     """llama.cpp's converter with --fuse-qkv and --fuse-gate-up-exps writes full attention's q (with its gates), k
     and v as one attn_qkv and each layer's experts' gate and up rows as one ffn_gate_up_exps [experts, 2F, D] (each

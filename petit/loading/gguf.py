@@ -16,6 +16,7 @@ import numpy as np
 
 from petit.formats.gguf import GGUFFile
 from petit.loading.gguf_archs import config_from_gguf, expert_names, hf_name, split_names, tensor_fix
+from petit.loading.gguf_phimoe import ASSUMED as PHIMOE_ASSUMED, mscales as phimoe_mscales
 from petit.loading.gguf_names import ONE_ROW
 from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
@@ -294,6 +295,8 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
                          f"and run as {src.weights or src.recipe and src.recipe.name or 'q8_0'} ({why})")
         if (note := src.fallback_note()) is not None:
             notes.append(note)
+        if meta.get("general.architecture") == "phimoe":      # what the file lacks and Petit assumes
+            notes.append(f"{path}: {PHIMOE_ASSUMED}")
         for note in notes:
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
@@ -353,4 +356,4 @@ def _rope_factors(f: GGUFFile, cfg: dict) -> None:
         attn = f.metadata.get(f"{arch}.rope.scaling.attn_factor")
         if attn is not None:
             s["attention_factor"] = float(attn)
-        cfg["rope_scaling"] = s
+        cfg["rope_scaling"] = phimoe_mscales(f.metadata, s) if arch == "phimoe" else s

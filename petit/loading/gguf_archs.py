@@ -23,6 +23,8 @@ from petit.loading.gguf_recur5 import RECUR5_ARCHS       # issue 30: the recur g
 from petit.loading.gguf_gemma5 import GEMMA5_ARCHS          # issue 30: the gemma group
 from petit.loading.gguf_moe import MOE_ARCHS
 from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b group
+from petit.loading.gguf_phimoe import PHIMOE_ARCHS         # issue 30: the ggufx group (phimoe)
+from petit.loading.gguf_ggufx5 import GGUFX5_ARCHS         # issue 30: the ggufx group (rwkv6qwen2, arwkv7)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -481,6 +483,8 @@ ARCHS.update(WRAP5_ARCHS)           # issue 30's wrap group: mistral3, exaone (g
 ARCHS.update(MOE_A5_ARCHS)
 ARCHS.update(MLA5_ARCHS)            # issue 30's mla group: deepseek32, glm-dsa (gguf_mla5.py)
 ARCHS.update(RECUR5_ARCHS)          # issue 30's recur group: rwkv6 (gguf_recur5.py)
+ARCHS.update(PHIMOE_ARCHS)          # issue 30's ggufx group: phimoe as the model (gguf_phimoe.py)
+ARCHS.update(GGUFX5_ARCHS)          # issue 30's ggufx group: rwkv6qwen2, arwkv7 (gguf_ggufx5.py)
 ARCHS.update(GEMMA5_ARCHS)          # issue 30's gemma group: gemma4 (gguf_gemma5.py)
 ARCHS.update(KIMI5_ARCHS)           # issue 30's kimi_gguf follow-up: kimi-linear (gguf_kimi5.py)
 ARCHS.update(MIMO5_ARCHS)           # issue 30's mimo group: mimo2 (gguf_mimo5.py)

@@ -13,7 +13,7 @@ rwkv7 (RWKV-7 Goose, src/models/rwkv7.cpp): the six lerps stacked in time_mix_le
 a, g), the LoRAs as fla-hub stores them (w1 [R, D], w2 [D, R], w0 [D] the up-projection's bias; a, v, g alike, g
 without a bias), k_k, k_a, r_k flattened to [D]; layer 0's v LoRA is a dummy copy of its a LoRA (unused); the group
 norm's eps is 64e-5 (llama.cpp's), the tensors under `model.layers.N.<llama.cpp's name>` (the family's GGUF layout,
-petit/models/rwkv7.py GGUF_NAMES). rwkv6qwen2 and arwkv7 are not read yet."""
+petit/models/rwkv7.py GGUF_NAMES). rwkv6qwen2 is read by gguf_ggufx5.py; arwkv7 stays refused."""
 from petit.loading.gguf_names import GGUFArch
 
 RWKV6_LAYER = {n: n for n in (

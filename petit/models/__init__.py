@@ -28,6 +28,7 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
 from petit.models import mimo_v2_flash
 # issue 30, the longcat group
 from petit.models import longcat_flash
+from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -163,6 +164,8 @@ MODEL_TYPES = {
     "mimo_v2_flash": mimo_v2_flash,
     # issue 30, the longcat group
     "longcat_flash": longcat_flash,
+    # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
+    "rwkv6qwen2": rwkv6qwen2,
 }
 
 

@@ -128,7 +128,8 @@ class Mamba:
                                       self.n_groups, self.in_proj.shape[0]), {})
 
         def scratch(width, name):
-            if name not in shared:
+            name = (name, width)                # two models of one shape key may need other widths (rwkv6qwen2's
+            if name not in shared:              # time mixing alone beside an rwkv6 block: issue 30, ggufx)
                 shared[name] = np.zeros((cap, width), np.float32)
             keep.append(shared[name])
             return ffi.cast("float *", ffi.from_buffer(shared[name]))
@@ -168,7 +169,8 @@ class Mamba:
                 m.rwkv_w[i] = w.c
             for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnx_w", "lnx_b", "maa_x", "maa", "cm_k", "cm_r",
                          "maa_w1", "maa_w2", "dec_w1", "dec_w2", "decay", "bonus"):
-                setattr(m, name, vec(r[name]))
+                setattr(m, name, vec(r[name]) if r.get(name) is not None else ffi.NULL)   # QRWKV: no channel mix
+            self._ggufx(m, r, vec)
             m.gn_eps, m.rwkv_e, m.rwkv_de, m.rwkv_f = r["gn_eps"], r["e"], r["de"], F
             m.rwkv_halve, m.rwkv_scale, m.head_dim = int(r["halve"]), r["scale"], self.d_state
         elif self.version == 8:
@@ -216,6 +218,15 @@ class Mamba:
             m.dt, m.y, m.g = scratch(di, "dt"), scratch(di, "y"), scratch(H * R, "g")
         self._c, self._cap, self._keep = m, cap, keep
         return m
+
+    @staticmethod
+    def _ggufx(m, r: dict, vec) -> None:
+        """issue 30, the ggufx group: RWKV-6's time mixing alone in Qwen2's blocks (rwkv6qwen2's gated linear
+        attention with grouped k / v and biases)."""
+        m.rwkv_mix_only, m.rwkv_gla, m.rwkv_kv_heads = int(r.get("mix_only", False)), int(r.get("gla", False)), \
+            r.get("kv_heads", 0)
+        for name in ("rb", "kb", "vb"):
+            setattr(m, "rwkv_" + name, vec(r[name]) if r.get(name) is not None else ffi.NULL)
 
     def run(self, x, T: int, conv_state, ssm_state, y, accumulate: bool = False) -> int:
         """y = this mixer of x (T rows at the pointer x), the state pointers updated; one C call (the oracle's)."""

@@ -163,6 +163,28 @@ class Forward:
         x = x + m.scale * (1.0 / (1.0 + np.exp(-self.mm(xr, m.cr)))) * self.mm(kk, m.cv)
         return x / 2 if m.halve else x
 
+    def gla(self, L, h):
+        m, T = L.gla, h.shape[0]
+        D = h.shape[1]
+        H, N = m.heads, D // m.heads
+        sx = np.concatenate([np.zeros((1, D)), h[:-1]]) - h
+        maa = [self.w(n).reshape(D) for n in m.maa]                                  # x, w, k, v, r, g
+        lora = np.tanh((h + sx * maa[0]) @ self.w(m.maa_w1)).reshape(T, 5, -1)
+        mm = np.einsum("tie,ied->itd", lora, self.w(m.maa_w2))                     # r, k, v, w, g blocks
+        mix = {c: h + sx * (maa[1 + "wkvrg".index(c)] + mm["rkvwg".index(c)]) for c in "wkvrg"}
+        r = self.mm(mix["r"], m.in_proj, m.rb)
+        k, v = (np.repeat(z.reshape(T, m.kv_heads, N), H // m.kv_heads, axis=1).reshape(T, D)
+                for z in (self.mm(mix["k"], m.k, m.kb), self.mm(mix["v"], m.v, m.vb)))
+        g = 1.0 / (1.0 + np.exp(-self.mm(mix["g"], m.g)))
+        w = np.exp(-np.exp(self.w(m.decay).reshape(D) + np.tanh(mix["w"] @ self.w(m.dec_w1)) @ self.w(m.dec_w2)))
+        k = k * (1.0 - w)
+        S, y = np.zeros((H, N, N)), np.empty((T, H, N))
+        for t in range(T):
+            kt, vt, rt, wt = (a[t].reshape(H, N) for a in (k, v, r, w))
+            S = S * wt[:, :, None] + kt[:, :, None] * vt[:, None, :]
+            y[t] = N ** -0.5 * np.einsum("hi,hij->hj", rt, S)
+        return self.mm(y.reshape(T, D) * g, m.out_proj)
+
     def rwkv7(self, L, x):
         m, T = L.rwkv7, x.shape[0]
         D = x.shape[1]
@@ -519,6 +541,10 @@ class Forward:
                 continue
             if L.rwkv7 is not None:                   # a whole RWKV-7 block (layer 0 keeps v_first)
                 x = self.rwkv7(L, x)
+                continue
+            if L.gla is not None:                     # issue 30, ggufx: QRWKV6's time mixing, then the MLP
+                x = x + rs * self.gla(L, h)
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.rwkv6 is not None:                   # a whole RWKV-6 block (its own norms and adds)
                 x = self.rwkv6(L, x)

@@ -109,6 +109,7 @@ class LayerSpec:
     # down_b is the MLP's output bias added once after the experts
     moa_router: str | None = None
     moa_top_k: int = 0
+    gla: "GlaSpec | None" = None         # issue 30, the ggufx group: QRWKV6's time mixing (an MLP follows)
 
 
 @dataclass
@@ -391,3 +392,28 @@ class Rwkv4Spec:
     first: str
     scale: float
     halve: bool
+
+
+@dataclass
+class GlaSpec:
+    """Issue 30, the ggufx group: QRWKV6's time mixing (llama.cpp's rwkv6qwen2) in the checkpoint's layout, on the
+    layer's RMS-normed h: sx = shift(h) - h; m = tanh((h + sx maa_x) maa_w1) [5, E] times maa_w2 [5, E, D], blocks in
+    the checkpoint's r, k, v, w, g order; x_c = h + sx (maa_c + m_c); r, k, v = in_proj / k / v (+ biases), k and v of
+    kv_heads heads repeated to the heads in groups; g = sigmoid(g x_g); w = exp(-exp(decay + tanh(x_w dec_w1)
+    dec_w2)); k = k (1 - w); per head S = w S + k v^T, y = head_size^-1/2 r S; out_proj (y g)."""
+    in_proj: str
+    k: str
+    v: str
+    g: str
+    out_proj: str
+    rb: str | None
+    kb: str | None
+    vb: str | None
+    maa: tuple                           # maa_x, then w, k, v, r, g: [1, 1, D] each
+    maa_w1: str
+    maa_w2: str
+    dec_w1: str
+    dec_w2: str
+    decay: str
+    heads: int
+    kv_heads: int

@@ -25,6 +25,7 @@ from trainer.reference.families import jetmoe5         # issue 30: the jetmoe gr
 from trainer.reference.families import zamba5          # issue 30: the zamba group
 from trainer.reference.families import mimo5           # issue 30: the mimo group
 from trainer.reference.families import longcat5        # issue 30: the longcat group
+from trainer.reference.families import ggufx5          # issue 30: the ggufx group (rwkv6qwen2)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -41,6 +42,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **zamba5.FAMILIES,
             **mimo5.FAMILIES,
             **longcat5.FAMILIES,
+            **ggufx5.FAMILIES,
             }
 
 
