@@ -189,7 +189,6 @@ def child(spec: dict) -> dict:
     import numpy as np
     ids = prompt_ids(1000)
     n_ctx = 1000 + spec["gen"] + 8
-    base = proc_status()
     sampler = RssSampler()
     t0 = time.perf_counter()
     if spec["engine"] == "petit":

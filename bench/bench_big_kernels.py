@@ -4,7 +4,7 @@ a Qwen2.5-7B layer (q, k / v, o, gate / up, down) and its LM head, by block type
 bandwidth and int8 peak (bench/bench_limits.py).
 
 decode: one token (T=1) through --copies different matrices of the kind in turn (from memory, not the caches, as
-a decode step reads them): ms per matrix and GB/s of the matrix's own bytes, as % of the read bandwidth.
+a decode step reads them; --mib in all, default 1 GiB, past the L3): ms per matrix and GB/s of the matrix's own bytes, as % of the read bandwidth.
 prefill: --tokens tokens (default 512) through one matrix: GOPS (2 x rows x cols x T / s; int8 multiply-adds) as %
 of the int8 peak. q8_0 / q4_0 are interleaved, as a load makes them on x86; the K-quants and IQ4_XS run as stored.
 Random blocks with finite scales (speed does not depend on the values). Timings alternate between the types, sample
@@ -63,7 +63,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=512)
-    ap.add_argument("--copies", type=int, default=0, help="matrices per kind for decode (default: >= 256 MiB)")
+    ap.add_argument("--copies", type=int, default=0, help="matrices per kind for decode (default: >= --mib)")
+    ap.add_argument("--mib", type=int, default=1024, help="decode: at least this many MiB of copies in all")
     ap.add_argument("--no-prefill", action="store_true")
     ap.add_argument("--no-limits", action="store_true")
     a = ap.parse_args()
@@ -87,7 +88,7 @@ def main() -> None:
         res = {}
         for t in types:
             W0 = make(t, rows, cols, 0)
-            n = a.copies or max(1, (256 << 20) // W0.raw.nbytes + 1)
+            n = a.copies or max(1, (a.mib << 20) // W0.raw.nbytes + 1)
             res[t] = dict(Ws=[W0] + [make(t, rows, cols, s) for s in range(1, n)], dec=[], pf=[])
         for _ in range(a.repeat):
             for t in types:
