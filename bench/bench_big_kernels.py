@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # this checkout's petit
 from bench_gguf_decode import random_matrix  # noqa: E402
 from petit import native as K  # noqa: E402
 
