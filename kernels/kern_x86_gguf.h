@@ -418,6 +418,10 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
             for (int i = 0; i < 8; i++) {
                 __m256 a0, b0;
                 FN(kq_unpack_)(type, w + (r + i) * rb, sb, v[i], &a0, &b0);
+                /* Q6_K as its unsigned q (0..63): the tile takes 32 x the activations' half sums off after, the
+                 * same integer sums without the sign trick's two vpsignb per product */
+                if (type == GG_Q6_K)
+                    for (int j = 0; j < 8; j++) v[i][j] = _mm256_add_epi8(v[i][j], _mm256_set1_epi8(32));
                 fa[i] = _mm256_castps_si256(a0);
                 fb[i] = _mm256_castps_si256(b0);
             }
@@ -479,8 +483,9 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
 }
 
 /* the 8 unpacked rows against tokens t0..t0+n-1: kind 0 one term (d, sum v x); 1 two whole-block terms, the second
- * (m, sum x) added (Q4_1, Q5_1); 2 the same subtracted (Q4_K, Q5_K); 3 a term per half-block (Q6_K, Q3_K); 4 per
- * half-block a scale term and a min term subtracted, xh[2 (t nb + b) + h] the activations' half sums (Q2_K) */
+ * (m, sum x) added (Q4_1, Q5_1); 2 the same subtracted (Q4_K, Q5_K); 3 a term per half-block (Q3_K); 4 per
+ * half-block a scale term and a min term subtracted, xh[2 (t nb + b) + h] the activations' half sums (Q2_K); 5 as 3
+ * with the values stored unsigned, q + 32, and 32 xh taken off each half's integer sum (Q6_K: the same sums) */
 static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
                                          int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
                                          const int32_t *xh) {
@@ -503,6 +508,12 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
             }
         }
         const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 256)), f1 = _mm256_loadu_ps((const float *)(blk + 288));
+        if (kind == 5)
+            for (int j = 0; j < n; j++) {
+                const int64_t tb = (t0 + j) * nb + b;
+                lo[j] = _mm256_sub_epi32(lo[j], _mm256_set1_epi32(32 * xh[2 * tb]));
+                hi[j] = _mm256_sub_epi32(hi[j], _mm256_set1_epi32(32 * xh[2 * tb + 1]));
+            }
         if (kind == 4) {        /* the reference's order: + scale, - min of the first half, then of the second */
             const __m256 f2 = _mm256_loadu_ps((const float *)(blk + 320)), f3 = _mm256_loadu_ps((const float *)(blk + 352));
             for (int j = 0; j < n; j++) {
@@ -529,7 +540,7 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
             acc[j] = _mm256_add_ps(acc[j], p0);
             if (kind) {
                 __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_cvtepi32_ps(
-                    kind == 3 ? hi[j] : _mm256_set1_epi32(a->s[tb])));
+                    kind >= 3 ? hi[j] : _mm256_set1_epi32(a->s[tb])));
                 NO_FUSE(p1);
                 acc[j] = kind == 2 ? _mm256_sub_ps(acc[j], p1) : _mm256_add_ps(acc[j], p1);
             }
@@ -542,47 +553,69 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
     }
 }
 
-static ALWAYS_INLINE void FN(gguf_tiles_kind_)(const uint8_t *buf, const pt_act *a, int64_t T, float *y, int64_t ldy,
-                                               int64_t r, int accumulate, const int kind, const int sgn,
+/* tokens t..t+n-1 (n <= GT) of one unpacked group: a whole tile, or the tail with n a constant in each copy */
+static ALWAYS_INLINE void FN(gguf_tiles_part_)(const uint8_t *buf, const pt_act *a, int64_t t, int64_t n, float *y,
+                                               int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
                                                const int32_t *xh) {
-    int64_t t = 0;
-    for (; t + GT <= T; t += GT) FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh);
-#define GGUF_TAIL(n) FN(gguf_tile_)(buf, a, t, n, y, ldy, r, accumulate, kind, sgn, xh)
-    TOKENS_LEFT(T - t, GGUF_TAIL)
+    if (n == GT) {
+        FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh);
+        return;
+    }
+#define GGUF_TAIL(m) FN(gguf_tile_)(buf, a, t, m, y, ldy, r, accumulate, kind, sgn, xh)
+    TOKENS_LEFT(n, GGUF_TAIL)
 #undef GGUF_TAIL
 }
 
 /* groups of 8 rows from r0 through the tiles; returns the first row not done (the rest: fewer than 8), or r0 when
- * the buffer cannot be had (the caller's row kernels then do them all) */
+ * the buffer cannot be had (the caller's row kernels then do them all). Up to GG_BATCH_BYTES of unpacked groups are
+ * made at a time and every tile of 8 tokens goes through all of them before the next: a 7B matrix's activations
+ * (512 tokens x 18944 columns: 9.7 MB) are then read once per batch of groups from beyond the L2 cache, not once per
+ * group. Each (group, tile) product is the same call either way, so the same bits. */
+#define GG_BATCH_BYTES (768 * 1024)
 static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                     const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t nb = a->K / QK;
-    /* Q2_K: its larger unpacked blocks, then the activations' half-block sums, once for every group of rows */
-    const int q2 = type == GG_Q2_K;
-    const size_t bytes = (size_t)(nb * (q2 ? GT_BLOCK4 : GT_BLOCK));
-    uint8_t *buf = malloc(bytes + (q2 ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
+    /* Q2_K: its larger unpacked blocks; Q2_K and Q6_K: the activations' half-block sums, once for every group */
+    const int q2 = type == GG_Q2_K, halves = q2 || type == GG_Q6_K;
+    const size_t gbytes = (size_t)(nb * (q2 ? GT_BLOCK4 : GT_BLOCK));
+    int64_t G = (int64_t)(GG_BATCH_BYTES / gbytes), ngroups = (r1 - r0) / 8;
+    if (G < 1) G = 1;
+    if (G > ngroups) G = ngroups > 0 ? ngroups : 1;
+    const size_t bytes = gbytes * (size_t)G;
+    uint8_t *buf = malloc(bytes + (halves ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
     if (!buf) return r0;
-    int32_t *xh = q2 ? (int32_t *)(buf + bytes) : NULL;
-    for (int64_t i = 0; q2 && i < T * nb * 2; i++) {
+    int32_t *xh = halves ? (int32_t *)(buf + bytes) : NULL;
+    for (int64_t i = 0; halves && i < T * nb * 2; i++) {
         int32_t sum = 0;
         for (int l = 0; l < 16; l++) sum += a->q[16 * i + l];
         xh[i] = sum;
     }
     /* the values' signs (signed ones take the sign trick) and the terms, by type */
-    const int sgn = type == GG_Q5_0 || type == GG_Q6_K || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS;
+    const int sgn = type == GG_Q5_0 || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS;
     const int kind = type == GG_Q4_1 || type == GG_Q5_1 ? 1 : type == GG_Q4_K || type == GG_Q5_K ? 2
-                   : type == GG_Q6_K || type == GG_Q3_K ? 3 : q2 ? 4 : 0;
+                   : type == GG_Q3_K ? 3 : q2 ? 4 : type == GG_Q6_K ? 5 : 0;
     int64_t r = r0;
-    for (; r + 8 <= r1; r += 8) {
-        FN(gguf_unpack8_)(type, w, rb, r, nb, buf);
-        switch (kind * 2 + sgn) {
-        case 0: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 0, NULL); break;
-        case 1: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 0, 1, NULL); break;
-        case 2: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 1, 0, NULL); break;
-        case 4: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 2, 0, NULL); break;
-        case 8: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 4, 0, xh); break;
-        default: FN(gguf_tiles_kind_)(buf, a, T, y, ldy, r, accumulate, 3, 1, NULL); break;
+    while (r + 8 <= r1) {
+        int64_t g = (r1 - r) / 8;
+        if (g > G) g = G;
+        for (int64_t i = 0; i < g; i++) FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * i);
+        for (int64_t t = 0; t < T; t += GT) {
+            const int64_t n = T - t < GT ? T - t : GT;
+            for (int64_t i = 0; i < g; i++) {
+                const uint8_t *gb = buf + gbytes * i;
+                const int64_t ri = r + 8 * i;
+                switch (kind * 2 + sgn) {
+                case 0: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 0, NULL); break;
+                case 1: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 1, NULL); break;
+                case 2: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 1, 0, NULL); break;
+                case 4: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 2, 0, NULL); break;
+                case 8: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 4, 0, xh); break;
+                case 10: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 5, 0, xh); break;
+                default: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 3, 1, NULL); break;
+                }
+            }
         }
+        r += 8 * g;
     }
     free(buf);
     return r;

@@ -65,6 +65,23 @@ def test_every_path_gives_the_references_bits(isa, gguf_type, threads):
         np.testing.assert_array_equal(K.matmul(W, x, out=y0.copy(), accumulate=True), want_acc)
 
 
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("gguf_type", TYPES)
+@pytest.mark.parametrize("rows, supers", [(35, 100), (27, 330)])
+def test_a_prefill_over_batches_of_unpacked_groups_gives_the_references_bits(isa, gguf_type, rows, supers):
+    """kern_x86_gguf.h's prefill unpacks up to 768 KiB of groups of 8 rows and runs each tile of tokens through them
+    all: rows wide enough that a batch holds 3 groups (35 rows: a batch of 3, one of 1, 3 rows left) or 1 (27 rows),
+    85 tokens (whole tiles and 5 left), on 1 and 2 threads."""
+    W = _matrix(gguf_type, rows, supers)
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((85, W.shape[1]), dtype=np.float32)
+    K.configure(isa="scalar", threads=1)
+    want = K.matmul(W, x)
+    for threads in (1, 2):
+        K.configure(isa=isa, threads=threads)
+        np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"threads={threads}")
+
 def test_the_fast_types_are_the_paths_own():
     K.configure(isa="scalar")
     assert K.gguf_fast_types() == set()
