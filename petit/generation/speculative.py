@@ -37,7 +37,7 @@ def check_same_vocabulary(target, draft) -> None:
                          f"{a[first] if first < len(a) else None!r} in the target")
 
 
-def _needs_kv(model, what: str) -> None:
+def check_rollback(model, what: str) -> None:
     a = model.net.arch
     if a.state_layers is not None or a.state_shapes is not None:
         raise ValueError(f"speculative decoding needs a KV cache that rolls back to any position; the {what} keeps a "
@@ -76,7 +76,7 @@ class DraftModel:
 
     def __init__(self, model, target, n_ctx: int | None = None):
         check_same_vocabulary(target, model)
-        _needs_kv(model, "draft model")
+        check_rollback(model, "draft model")
         self.model = model
         self.n_ctx = min(model.context_length, n_ctx or target.context_length)
         self.cache = model.new_cache(self.n_ctx)
@@ -183,7 +183,7 @@ def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tok
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty: give at least one token")
-    _needs_kv(model, "model")
+    check_rollback(model, "model")
     sampler = sampler or Sampler(temperature=0.0)
     if cache is None:
         cache = model.new_cache(min(model.context_length, len(prompt_ids) + max_tokens + 1))
