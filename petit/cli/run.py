@@ -107,7 +107,7 @@ def cmd_run(args) -> int:
         spec = ""
         if spec_stats is not None:
             spec_stats.generated_tokens = n
-            spec = spec_stats.speculation_text() or "; speculation off (sampling: the plain loop)"
+            spec = spec_stats.speculation_text() or "; speculation off"
         print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms{rate}{spec}]",
               file=sys.stderr)
     return 0

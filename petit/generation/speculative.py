@@ -10,7 +10,11 @@ drafting (for a while, then tries again) when speculative rounds produce tokens 
 
 Exactness: the target's sampler is applied to every verified row with the context that row would have had in the
 plain loop, so with greedy decoding (a `Sampler` with temperature 0, penalties included) the output is token for
-token the plain run's. Sampling requests (temperature > 0, or any other sampler) run the plain loop.
+token the plain run's. With sampling, the drafts (deterministic: a point mass q) are checked by rejection sampling
+(Leviathan et al. 2023): draft d is kept with probability p(d), p the sampler's distribution for that row; on a
+rejection the token comes from p with d removed, renormalized (max(0, p - q)); after all are kept, one more from p.
+Every token is then distributed as the plain loop's (tests/test_speculative.py checks it by chi-square); the
+random sequence differs from the plain run's with the same seed. Any other sampler (a grammar's) runs the plain loop.
 """
 from __future__ import annotations
 
@@ -119,8 +123,8 @@ class DraftLength:
 
     def next(self, room: int) -> int:
         """Tokens to draft now (0: a plain step), at most `room`."""
-        if self.pause > 0 or self.plain_rate is None:
-            return 0
+        if self.pause > 0 or (self.plain_rate is None and self.rounds >= 3):
+            return 0                    # backing off, or one plain step to measure what speculation must beat
         return min(self.k, room) if room >= self.lo else 0
 
     def plain(self, seconds: float) -> None:
@@ -131,7 +135,7 @@ class DraftLength:
         self.k = min(self.hi, self.k + 1) if accepted == drafted else max(self.lo, accepted + 1)
         self.spec_rate = _ema(self.spec_rate, (accepted + 1) / max(seconds, 1e-9))
         self.rounds += 1
-        if self.rounds >= 3 and self.spec_rate < self.plain_rate:
+        if self.rounds >= 3 and self.plain_rate is not None and self.spec_rate < self.plain_rate:
             self.pause, self.backoff = self.backoff, min(256, self.backoff * 2)
             self.spec_rate, self.rounds = None, 0
         elif self.rounds >= 3:
@@ -155,8 +159,10 @@ class Speculation:
 
     @staticmethod
     def exact_for(sampler) -> bool:
-        """Whether speculation keeps `sampler`'s output exact: greedy decoding with a plain Sampler."""
-        return sampler is None or (type(sampler) is Sampler and sampler.temperature == 0)
+        """Whether speculation keeps `sampler`'s output exact: a plain Sampler (greedy: the same tokens; sampling:
+        the same distribution, by rejection sampling). Any other callable may keep state between calls (a grammar):
+        it runs the plain loop."""
+        return sampler is None or type(sampler) is Sampler
 
 
 def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs) -> DraftModel:
@@ -168,6 +174,18 @@ def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **
     else:
         model = petit.load(spec, **load_kwargs)
     return DraftModel(model, target, n_ctx)
+
+
+def _verify_sampled(sampler: Sampler, rows, drafts, context, n_vocab: int) -> tuple[int, int]:
+    """Rejection sampling of deterministic drafts against the sampler's distributions: (accepted, next token)."""
+    rng = sampler._rng
+    for i, d in enumerate(drafts):
+        p = sampler.probs(rows[i][:n_vocab], context + drafts[:i])
+        if rng.random() < p[d]:
+            continue
+        p[d] = 0.0
+        return i, int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
+    return len(drafts), int(sampler(rows[len(drafts)][:n_vocab], context + drafts))
 
 
 def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tokens: int = 64, sampler=None,
@@ -192,6 +210,7 @@ def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tok
                          f"({cache.n_ctx - cache.pos} positions left)")
     stop = set(int(t) for t in stop_ids)
     n_vocab = model.tokenizer.vocab_size if model.tokenizer is not None else model.vocab_size
+    greedy = sampler.temperature == 0
     control = DraftLength(speculation.draft_min, speculation.draft_max, clock)
     drafter = speculation.drafter
     first = cache.pos + len(prompt_ids)          # the cache position of the first generated token
@@ -235,10 +254,13 @@ def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tok
                 continue
             rows = model.forward([token] + drafts, cache, all_logits=True)
             count("target_passes", 1)
-            nxt, accepted = pick(rows[0], context), 0
-            while accepted < len(drafts) and nxt == drafts[accepted]:
-                accepted += 1
-                nxt = pick(rows[accepted], context + drafts[:accepted])
+            if greedy:
+                nxt, accepted = pick(rows[0], context), 0
+                while accepted < len(drafts) and nxt == drafts[accepted]:
+                    accepted += 1
+                    nxt = pick(rows[accepted], context + drafts[:accepted])
+            else:
+                accepted, nxt = _verify_sampled(sampler, rows, drafts, context, n_vocab)
             cache.rewind(cache.pos - (len(drafts) - accepted))      # the rejected drafts' keys and values go
             pending = drafts[:accepted] + [nxt]
             count("drafted_tokens", len(drafts))
