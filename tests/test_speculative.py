@@ -303,3 +303,10 @@ def test_cli_wrong_flags_are_usage_errors(flags, message, capsys):
 def test_cli_vocabulary_mismatch_is_named(capsys):
     assert main(["run", default_model_path(), "-p", "hi", "--draft", "tests/fixtures/hf/llama"]) == 1
     assert "does not match the target's" in capsys.readouterr().err
+
+
+def test_cli_chat_answers_the_same_with_speculation_turn_after_turn():
+    from test_cli_chat import QUESTIONS, chat
+    plain = chat([], QUESTIONS)
+    assert chat(["--lookup"], QUESTIONS) == plain            # dropped turns included: the cache follows the record
+    assert chat(["--draft", "self:q4_0", "--draft-max", "4"], QUESTIONS) == plain

@@ -43,6 +43,7 @@ def cmd_chat(args) -> int:
     params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns)
     print(f"petit chat: {args.model} ({format_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.n_ctx}, format: {fmt}); "
-          f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
+          f"{sampler.describe()}{'; ' + speculation.describe() if speculation else ''}. /help lists the commands, "
+          f"/exit leaves.", file=sys.stderr)
     return ChatLoop(session, params, raw=fmt == "raw", system=None if fmt == "raw" else args.system,
                     stats=args.stats).run()

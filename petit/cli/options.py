@@ -117,8 +117,9 @@ def format_count(n: int) -> str:
 
 
 def add_speculation_flags(p) -> None:
-    """Speculative decoding (`petit run`, `petit chat`): greedy output stays token for token the plain run's."""
-    g = p.add_argument_group("speculative decoding (greedy: the same tokens as without; sampling: the same distribution)")
+    """Speculative decoding (`petit run`, `petit chat`): greedy output stays token for token the plain run's, sampled
+    output keeps its distribution."""
+    g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
     how = g.add_mutually_exclusive_group()
     how.add_argument("--draft", metavar="MODEL",
                      help="draft with MODEL (same vocabulary as the model), or self:TYPE for the model's own file "

@@ -157,6 +157,12 @@ class Speculation:
         if not 1 <= self.draft_min <= self.draft_max:
             raise ValueError(f"need 1 <= --draft-min <= --draft-max, got {self.draft_min} and {self.draft_max}")
 
+    def describe(self) -> str:
+        """One line for a banner: what drafts, and how many tokens."""
+        d = self.drafter
+        what = f"draft model {d.model.path} ({d.model.weight_type})" if isinstance(d, DraftModel) else d.name
+        return f"speculative decoding: {what}, {self.draft_min}-{self.draft_max} tokens"
+
     @staticmethod
     def exact_for(sampler) -> bool:
         """Whether speculation keeps `sampler`'s output exact: a plain Sampler (greedy: the same tokens; sampling:
