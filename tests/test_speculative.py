@@ -199,25 +199,28 @@ def test_lookup_drafts_what_followed_the_latest_match():
 def test_draft_length_follows_acceptance_and_stops_where_speculation_loses():
     ctl = DraftLength(lo=2, hi=6)
     assert ctl.next(room=100) == 4 and ctl.next(room=3) == 3     # drafts from the start, never past the room
-    ctl.round(drafted=4, accepted=4, seconds=0.01)
+    ctl.round(drafted=4, accepted=4, seconds=1.0)        # the first round (a draft model's prefill) is not timed
+    assert ctl.k == 5 and ctl.spec_rate is None
     ctl.round(drafted=5, accepted=5, seconds=0.01)
     assert ctl.k == 6                                    # all accepted: one more each time, up to draft-max
+    ctl.round(drafted=6, accepted=6, seconds=0.01)
+    assert ctl.k == 6
+    assert ctl.plain_rate is None and ctl.next(100) == 0     # one plain step to measure what to beat
+    ctl.plain(0.001)                                     # plain: 1000 tok/s
+    assert ctl.next(100) == 6
     ctl.round(drafted=6, accepted=0, seconds=0.01)
     assert ctl.k == 2                                    # a rejection: accepted + 1, at least draft-min
-    assert ctl.plain_rate is None and ctl.next(100) == 0     # after 3 rounds, one plain step to measure
-    ctl.plain(0.001)                                     # plain: 1000 tok/s
-    assert ctl.next(100) == 2 and ctl.next(room=1) == 0  # less room than draft-min: a plain step
-    ctl.round(drafted=2, accepted=0, seconds=0.01)       # the rounds' moving average falls below 1000 tok/s
-    assert ctl.pause == 8 and ctl.next(100) == 0         # speculation loses: 8 plain steps
+    assert ctl.next(room=1) == 0                         # less room than draft-min: a plain step
+    assert ctl.pause == 8 and ctl.next(100) == 0         # the rounds average < 1000 tok/s: 8 plain steps
     for _ in range(8):
         ctl.plain(0.001)
     assert ctl.next(100) == 2                            # then it tries again ...
-    for _ in range(3):
+    for _ in range(2):
         ctl.round(drafted=2, accepted=0, seconds=0.01)   # 100 tok/s < 1000
     assert ctl.pause == 16                               # ... and backs off longer when it loses again
     for _ in range(16):
         ctl.plain(0.01)                                  # plain steps got slower (100 tok/s or so)
-    for _ in range(3):
+    for _ in range(2):
         ctl.round(drafted=2, accepted=1, seconds=0.004)  # 500 tok/s: it keeps drafting
     assert ctl.pause == 0 and ctl.next(100) == 2 and ctl.backoff == 8
 

@@ -109,9 +109,13 @@ class DraftModel:
 
 class DraftLength:
     """How many tokens to draft next, between `lo` and `hi`: one more after a round whose drafts were all accepted,
-    the accepted count + 1 after a rejection. Speed cut-off: it keeps the rate of plain steps (tokens / s) and of
-    speculative rounds (tokens they gave / s, drafting included); when rounds fall below plain steps, it drafts
-    nothing for `backoff` steps (doubling up to 256 each time it loses again), then tries again."""
+    the accepted count + 1 after a rejection. Speed cut-off: it keeps the rate of plain steps (tokens / s; one plain
+    step is taken to measure it, after the second round) and of speculative rounds (tokens they gave / s, drafting
+    included; the first round, where a draft model prefills the prompt, not counted); when `MIN_ROUNDS` rounds
+    average below plain steps, it drafts nothing for `backoff` steps (doubling up to 256 each time it loses again,
+    back to 8 when it wins), then tries again."""
+
+    MIN_ROUNDS = 2
 
     def __init__(self, lo: int = 1, hi: int = 8, clock=time.perf_counter):
         if not 1 <= lo <= hi:
@@ -119,11 +123,12 @@ class DraftLength:
         self.lo, self.hi, self.clock = lo, hi, clock
         self.k = min(hi, max(lo, 4))
         self.plain_rate = self.spec_rate = None     # tokens per second, moving averages
-        self.pause, self.backoff, self.rounds = 0, 8, 0
+        self.pause, self.backoff = 0, 8
+        self.seen = self.rounds = 0                 # rounds in all; measured since the last pause
 
     def next(self, room: int) -> int:
         """Tokens to draft now (0: a plain step), at most `room`."""
-        if self.pause > 0 or (self.plain_rate is None and self.rounds >= 3):
+        if self.pause > 0 or (self.plain_rate is None and self.seen >= 2):
             return 0                    # backing off, or one plain step to measure what speculation must beat
         return min(self.k, room) if room >= self.lo else 0
 
@@ -133,12 +138,17 @@ class DraftLength:
 
     def round(self, drafted: int, accepted: int, seconds: float) -> None:
         self.k = min(self.hi, self.k + 1) if accepted == drafted else max(self.lo, accepted + 1)
+        self.seen += 1
+        if self.seen == 1:
+            return                      # warm-up: a draft model's prompt prefill
         self.spec_rate = _ema(self.spec_rate, (accepted + 1) / max(seconds, 1e-9))
         self.rounds += 1
-        if self.rounds >= 3 and self.plain_rate is not None and self.spec_rate < self.plain_rate:
+        if self.rounds < self.MIN_ROUNDS or self.plain_rate is None:
+            return
+        if self.spec_rate < self.plain_rate:
             self.pause, self.backoff = self.backoff, min(256, self.backoff * 2)
             self.spec_rate, self.rounds = None, 0
-        elif self.rounds >= 3:
+        else:
             self.backoff = 8
 
 
