@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Speculative decoding (issue 32): decode tokens/s of the plain loop, prompt lookup (--lookup) and a draft model
 (--draft), greedy, on the bundled model (q8_0 target, the bundled q4_0 file as draft) and a SmolLM2-135M-shaped
-llama with random weights (f16 and q8_0 targets, self:q4_0 draft: the same file at q4_0), or --model PATH.
+llama with random weights (f16 and q8_0 targets, self:q4_0 draft: the same file at q4_0), or --model PATH; and, to
+show the cut-off, "all rejected": the same draft model, its every token shifted by one (its full cost, no gain).
 
     python bench/bench_spec.py                          # both models, 3 rounds
     python bench/bench_spec.py --rounds 5 --tokens 96 --model /path/model.petit --weights f16
@@ -45,6 +46,9 @@ if spec["mode"] == "plain":
 else:
     drafter = LookupDrafter() if spec["mode"] == "lookup" else load_draft(spec["draft"], model, spec["path"],
                                                                           len(ids) + gen + 1)
+    if spec["mode"] == "rejected":               # a draft model's full cost, every token it drafts wrong
+        draft = drafter.draft
+        drafter.draft = lambda context, n: [(t + 1) % drafter.n_vocab for t in draft(context, n)]
     steps = generate_speculative(model, ids, Speculation(drafter, draft_max=spec["draft_max"]), max_tokens=gen,
                                  cache=cache, stats=stats)
 tokens, t_first = [], None
@@ -64,7 +68,7 @@ TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play
         "with the ball all day long.")
 
 
-def smollm2_f16(work: str) -> str:
+def smollm2(work: str) -> str:
     """A SmolLM2-135M-shaped llama with random weights, f16, written once into `work`."""
     from bench_busy import SMOLLM2_135M
     path = os.path.join(work, "smollm2-135m-shape-f16.petit")
@@ -99,12 +103,12 @@ def main() -> None:
     bundled = default_model_path()
     models = [(args.model, args.weights, args.draft)] if args.model else [
         (bundled, None, os.path.join(os.path.dirname(bundled), "default-q4_0.petit")),
-        (smollm2_f16(work), None, "self:q4_0"), (smollm2_f16(work), "q8_0", "self:q4_0")]
-    modes = ["plain", "lookup", "draft"]
+        (smollm2(work), None, "self:q4_0"), (smollm2(work), "q8_0", "self:q4_0")]
+    modes = ["plain", "lookup", "draft", "rejected"]
     results = {}
     for r in range(args.rounds):
         for path, weights, draft in models:
-            for mode in modes[r % 3:] + modes[:r % 3]:
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
                 spec = dict(root=ROOT, path=path, weights=weights, draft=draft, mode=mode, text=TEXT,
                             tokens=args.tokens, prompt_max=100, draft_max=args.draft_max)
                 results.setdefault((path, weights, mode), []).append(run(spec))
@@ -114,12 +118,14 @@ def main() -> None:
         plain = results[(path, weights, "plain")]
         base = statistics.median(x["rate"] for x in plain)
         for mode in modes:
+            if (path, weights, mode) not in results:
+                continue
             rs = results[(path, weights, mode)]
             rate = statistics.median(x["rate"] for x in rs)
             last = rs[-1]
             per_pass = len(last["tokens"]) / last["passes"] if last["passes"] else 1.0
             same = all(x["tokens"] == plain[0]["tokens"] for x in rs)
-            label = mode if mode != "draft" else f"draft {os.path.basename(draft)}"
+            label = {"draft": f"draft {os.path.basename(draft)}", "rejected": "draft, all rejected"}.get(mode, mode)
             name = os.path.basename(path) + (f" @{weights}" if weights else "")
             print(f"{name[:36]:36} {label[:22]:22} {rate:8.1f} {rate / base:8.2f} "
                   f"{last['drafted']:8d} {last['accepted']:9d} {per_pass:9.2f} {'yes' if same else 'NO'}")

@@ -57,6 +57,21 @@ def _spec(model, ids, speculation, **kw):
     return [(s.token, s.finish_reason) for s in generate_speculative(model, ids, speculation, **kw)]
 
 
+@pytest.mark.parametrize("path, weights", [(None, None), ("tests/fixtures/hf/llama", None),
+                                           ("tests/fixtures/hf/qwen3", "q4_0")])
+@pytest.mark.parametrize("kv", ["f32", "int8"])
+def test_a_batched_check_gives_the_bits_of_one_token_steps(path, weights, kv):
+    """Why greedy speculation is exact: the multi-token pass's logits at each position are bit for bit those of
+    decoding the same tokens one at a time (so an argmax near a tie cannot flip)."""
+    model = petit.load(path or default_model_path(), weights=weights)
+    one, many = model.new_cache(64, kv), model.new_cache(64, kv)
+    ids = list(range(3, 31))
+    model.forward(ids[:20], one)
+    model.forward(ids[:20], many)
+    steps = np.stack([model.forward([t], one) for t in ids[20:]])
+    assert np.array_equal(model.forward(ids[20:], many, all_logits=True), steps)
+
+
 @pytest.mark.parametrize("kind", ["lookup", "draft", "fixed"])
 def test_greedy_output_equals_the_plain_loop_over_many_prompts(target, draft_q4, kind):
     drafted = accepted = 0
@@ -313,3 +328,34 @@ def test_cli_chat_answers_the_same_with_speculation_turn_after_turn():
     plain = chat([], QUESTIONS)
     assert chat(["--lookup"], QUESTIONS) == plain            # dropped turns included: the cache follows the record
     assert chat(["--draft", "self:q4_0", "--draft-max", "4"], QUESTIONS) == plain
+
+
+def test_serve_lookup_answers_concurrent_requests_as_plain_and_reports_the_drafts():
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import threading
+
+    from petit.server import Server
+    from petit.server.engine import ServerWorker
+    from test_cli_chat import ANSWERS, QUESTIONS
+
+    def ask(url, question, out, i):
+        body = {"model": "m", "messages": [{"role": "user", "content": question}], "temperature": 0,
+                "max_tokens": 24}
+        out[i] = httpx.post(f"{url}/chat/completions", json=body, timeout=60).json()
+
+    spec = lambda: Speculation(LookupDrafter(), draft_max=4)       # noqa: E731
+    server = Server(ServerWorker(default_model_path(), max_tokens=24, speculation=spec), port=0).start()
+    try:
+        out = [None] * len(QUESTIONS)
+        threads = [threading.Thread(target=ask, args=(server.url, q, out, i)) for i, q in enumerate(QUESTIONS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [r["choices"][0]["message"]["content"] for r in out] == ANSWERS
+        assert all({"draft_n", "draft_n_accepted", "tokens_per_pass"} <= set(r["timings"]) for r in out)
+        assert sum(r["timings"]["draft_n"] for r in out) > 0
+    finally:
+        server.stop()
