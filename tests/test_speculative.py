@@ -206,7 +206,8 @@ def test_lookup_drafts_what_followed_the_latest_match():
     assert look.draft([1, 2, 3, 4, 5, 9, 2, 3], 3) == [4, 5, 9]              # the 2-gram [2, 3]
     assert look.draft([1, 2, 3, 7, 1, 2, 3, 8, 1, 2, 3], 2) == [8, 1]        # the latest of two matches
     assert look.draft([1, 2, 3, 4], 3) == [] and look.draft([5], 3) == [] and look.draft([1, 2, 1], 0) == []
-    assert look.draft([7, 7], 4) == [7]                                      # never past what is known
+    assert look.draft([7, 7], 4) == [7, 7, 7, 7]                             # a loop goes on looping
+    assert look.draft([1, 5, 6, 9, 5, 6], 5) == [9, 5, 6, 9, 5]               # period 3, read through the drafts
     with pytest.raises(ValueError, match="min_ngram"):
         LookupDrafter(max_ngram=1, min_ngram=2)
 

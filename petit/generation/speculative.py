@@ -50,7 +50,8 @@ def check_rollback(model, what: str) -> None:
 
 class LookupDrafter:
     """Prompt lookup: find the latest earlier occurrence of the context's last `max_ngram` tokens (then shorter
-    n-grams, down to `min_ngram`) and draft the tokens that followed it. No model, no state."""
+    n-grams, down to `min_ngram`) and draft the tokens that followed it (periodically extended where they run into
+    the end of the context). No model, no state."""
 
     name = "lookup"
 
@@ -68,7 +69,13 @@ class LookupDrafter:
             starts = np.flatnonzero(ctx[:len(ctx) - g] == tail[0])        # candidates: s + g < len(ctx)
             for s in starts[::-1]:
                 if np.array_equal(ctx[s:s + g], tail):
-                    return [int(t) for t in ctx[s + g:s + g + n]]
+                    # what followed, read on through the drafts themselves when it reaches the end: a match
+                    # p tokens back drafts the period-p repetition (a loop of one token drafts n of it)
+                    out, j = [], s + g
+                    while len(out) < n:
+                        out.append(int(ctx[j]) if j < len(ctx) else out[j - len(ctx)])
+                        j += 1
+                    return out
         return []
 
 
