@@ -360,3 +360,23 @@ def test_serve_lookup_answers_concurrent_requests_as_plain_and_reports_the_draft
         assert sum(r["timings"]["draft_n"] for r in out) > 0
     finally:
         server.stop()
+
+
+def test_a_reply_closed_mid_round_leaves_the_session_as_a_plain_one(target, draft_q4):
+    """The caller stops a reply while accepted drafts are still pending: the cache forgets them, and the next turn
+    reuses exactly the tokens given out."""
+    sessions = [Session(target), Session(target, speculation=Speculation(DraftModel(draft_q4, target, 128)))]
+    replies = []
+    for session in sessions:
+        messages = [{"role": "user", "content": "count from 1 to 9"}]
+        steps = session.reply(messages, Params(max_tokens=24))
+        got = [next(steps) for _ in range(4)]
+        steps.close()
+        if session.speculation is not None:
+            assert got[-1].stats.accepted_tokens > 3      # drafts were still pending when it stopped
+        assert session.cache.pos == len(session._cached) and session._cached[-3:] == [s.token for s in got[:3]]
+        messages.append({"role": "assistant", "content": "".join(s.text for s in got)})
+        messages.append({"role": "user", "content": "what is 3 plus 4?"})
+        steps = list(session.reply(messages, Params(max_tokens=24)))
+        replies.append(([s.token for s in got], [s.token for s in steps], steps[-1].stats.reused_tokens))
+    assert replies[1] == replies[0]
