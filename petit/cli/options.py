@@ -126,8 +126,9 @@ def add_speculation_flags(p) -> None:
                           "at weight type TYPE (e.g. self:q4_0)")
     how.add_argument("--lookup", action="store_true",
                      help="draft from n-grams of the prompt and the output so far (prompt lookup; no second model)")
-    g.add_argument("--draft-max", type=positive_int, default=8, help="draft at most N tokens per step (default 8)")
-    g.add_argument("--draft-min", type=positive_int, default=1,
+    g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
+                   help="draft at most N tokens per step (default 8)")
+    g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",
                    help="check drafts only when there are at least N (default 1)")
 
 

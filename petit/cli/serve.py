@@ -44,8 +44,9 @@ def add_serve_parser(sub) -> None:
     g.add_argument("--lookup", action="store_true",
                    help="draft from n-grams of the prompt and the output so far (prompt lookup); the timings show "
                         "draft_n / draft_n_accepted")
-    g.add_argument("--draft-max", type=positive_int, default=8, help="draft at most N tokens per step (default 8)")
-    g.add_argument("--draft-min", type=positive_int, default=1,
+    g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
+                   help="draft at most N tokens per step (default 8)")
+    g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",
                    help="check drafts only when there are at least N (default 1)")
     p.set_defaults(func=cmd_serve, draft=None)       # (a draft model per session: not in serve yet)
 
