@@ -48,7 +48,7 @@ else:
                                                                           len(ids) + gen + 1)
     if spec["mode"] == "rejected":               # a draft model's full cost, every token it drafts wrong
         draft = drafter.draft
-        drafter.draft = lambda context, n: [(t + 1) % drafter.n_vocab for t in draft(context, n)]
+        drafter.draft = lambda *a: [(t + 1) % drafter.n_vocab for t in draft(*a)]
     steps = generate_speculative(model, ids, Speculation(drafter, draft_max=spec["draft_max"]), max_tokens=gen,
                                  cache=cache, stats=stats)
 tokens, t_first = [], None

@@ -15,8 +15,8 @@ from petit.cli import main
 from petit.generation.loop import generate_tokens
 from petit.generation.sample import Sampler
 from petit.generation.session import Params, Session, Stats
-from petit.generation.speculative import (DraftLength, DraftModel, LookupDrafter, Speculation, generate_speculative,
-                                          load_draft)
+from petit.generation.speculative import (DraftLength, DraftModel, LookupDrafter, SelfDraft, Speculation,
+                                          generate_speculative, load_draft)
 
 PROMPTS = ["Once upon a time", "The cat sat on the mat. The cat sat on the", "Hello, my name is", "1, 2, 3, 4, 5,",
            "Lily and Tom went to the park. Lily and Tom", "Tim had a red ball. Tim", "She said", "The dog",
@@ -72,7 +72,7 @@ def test_a_batched_check_gives_the_bits_of_one_token_steps(path, weights, kv):
     assert np.array_equal(model.forward(ids[20:], many, all_logits=True), steps)
 
 
-@pytest.mark.parametrize("kind", ["lookup", "draft", "fixed"])
+@pytest.mark.parametrize("kind", ["lookup", "draft", "self", "fixed"])
 def test_greedy_output_equals_the_plain_loop_over_many_prompts(target, draft_q4, kind):
     drafted = accepted = 0
     for i, text in enumerate(PROMPTS):
@@ -80,7 +80,7 @@ def test_greedy_output_equals_the_plain_loop_over_many_prompts(target, draft_q4,
         n = 20 + 7 * i                       # lengths that end mid-round as well as at a round's end
         plain = _plain(target, ids, max_tokens=n)
         drafter = {"lookup": LookupDrafter(), "draft": DraftModel(draft_q4, target),
-                   "fixed": Fixed(t for t, _ in plain[3:])}[kind]
+                   "self": SelfDraft(draft_q4, target), "fixed": Fixed(t for t, _ in plain[3:])}[kind]
         stats = Stats()
         spec = _spec(target, ids, Speculation(drafter, draft_max=1 + i % 6), max_tokens=n, stats=stats)
         assert spec == plain, (kind, text)
@@ -96,7 +96,7 @@ def test_greedy_equal_with_stop_tokens_penalties_and_a_tight_context(target, dra
         free = [t for t, _ in _plain(target, ids, max_tokens=30)]
         stop = [free[9], free[17]]                   # stops that fall inside accepted drafts
         sampler = Sampler(temperature=0.0, repetition_penalty=1.3, presence_penalty=0.5)
-        for drafter in (LookupDrafter(), DraftModel(draft_q4, target)):
+        for drafter in (LookupDrafter(), DraftModel(draft_q4, target), SelfDraft(draft_q4, target)):
             assert _spec(target, ids, Speculation(drafter), max_tokens=30, stop_ids=stop) == \
                 _plain(target, ids, max_tokens=30, stop_ids=stop)
             assert _spec(target, ids, Speculation(drafter), max_tokens=30, sampler=sampler) == \
@@ -110,15 +110,16 @@ def test_greedy_equal_with_stop_tokens_penalties_and_a_tight_context(target, dra
 def test_the_cache_is_rolled_back_to_what_the_plain_loop_holds(target, draft_q4):
     ids = _ids(target, PROMPTS[1])
     free = [t for t, _ in _plain(target, ids, max_tokens=30)]
-    for drafter in (Fixed(free[1:]), DraftModel(draft_q4, target)):
+    for drafter in (Fixed(free[1:]), DraftModel(draft_q4, target), SelfDraft(draft_q4, target)):
         plain_cache, spec_cache = target.new_cache(64), target.new_cache(64)
         a = _plain(target, ids, max_tokens=30, stop_ids=[free[12]], cache=plain_cache)
         b = _spec(target, ids, Speculation(drafter, draft_max=8), max_tokens=30, stop_ids=[free[12]],
                   cache=spec_cache)
         assert a == b and spec_cache.pos == plain_cache.pos == len(ids) + len(a) - 1
         n = spec_cache.pos
-        np.testing.assert_allclose(spec_cache.k[:, :, :n], plain_cache.k[:, :, :n], atol=1e-4)
-        np.testing.assert_allclose(spec_cache.v[:, :, :n], plain_cache.v[:, :, :n], atol=1e-4)
+        # bit for bit: the check pass overwrites every row a draft (a self draft's, in this cache) wrote
+        assert np.array_equal(spec_cache.k[:, :, :n], plain_cache.k[:, :, :n])
+        assert np.array_equal(spec_cache.v[:, :, :n], plain_cache.v[:, :, :n])
         # stopped by the caller in the middle of a round of accepted drafts: the unused drafts go too
         cache = target.new_cache(64)
         steps = generate_speculative(target, ids, Speculation(Fixed(free[1:]), draft_max=8), max_tokens=30,
@@ -132,17 +133,18 @@ def test_a_session_replies_the_same_turn_after_turn_with_speculation(target, dra
     plain = Session(target)
     spec = Session(target, speculation=Speculation(DraftModel(draft_q4, target, 128)))
     look = Session(target, speculation=Speculation(LookupDrafter(), draft_max=4))
-    assert spec.cache.kv_type == "int8"                                      # q8_0 weights: an int8 KV cache
-    conversations = [[], [], []]
+    own = Session(target, speculation=Speculation(SelfDraft(draft_q4, target)))
+    assert own.cache.kv_type == "int8"                                       # q8_0 weights: an int8 KV cache
+    conversations = [[], [], [], []]
     for turn in ["Hi", "Tell me a story", "Again"]:
         replies = []
-        for session, messages in zip((plain, spec, look), conversations):
+        for session, messages in zip((plain, spec, look, own), conversations):
             messages.append({"role": "user", "content": turn})
             steps = list(session.reply(messages, Params(max_tokens=24)))
             messages.append({"role": "assistant", "content": "".join(s.text for s in steps)})
             replies.append([s.token for s in steps])
             assert session._cached == session._cached[:session.cache.pos]      # the record matches the cache
-        assert replies[1] == replies[0] and replies[2] == replies[0]
+        assert replies[1] == replies[0] and replies[2] == replies[0] and replies[3] == replies[0]
     stats = steps[-1].stats
     assert stats.target_passes > 0 and "tokens per target pass" in str(stats)
 
@@ -277,7 +279,15 @@ def test_refusals(target, tmp_path):
         DraftModel(mamba, mamba)
     with pytest.raises(ValueError, match="draft-min"):
         Speculation(LookupDrafter(), draft_max=2, draft_min=3)
-    assert load_draft("self:q4_0", target, default_model_path()).model.weight_type == "q4_0"
+    own = load_draft("self:q4_0", target, default_model_path())
+    assert isinstance(own, SelfDraft) and own.model.weight_type == "q4_0"
+    assert not isinstance(load_draft(default_model_path(), target, default_model_path()), SelfDraft)
+    from models import TINY, write_model
+    other = str(tmp_path / "other.petit")               # the same vocabulary, another shape
+    write_model(other, dict(TINY, vocab_size=target.vocab_size), tokenizer=target.tokenizer.to_dict())
+    with pytest.raises(ValueError, match="cache layout"):
+        SelfDraft(petit.load(other), target)
+    assert DraftModel(petit.load(other), target).draft(_ids(target, "Tom and"), 3)     # a DraftModel takes it
 
 
 def test_a_stateful_sampler_runs_the_plain_loop(target):

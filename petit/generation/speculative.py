@@ -3,8 +3,9 @@ batched forward pass (the multi-token path gives logits at every position) and k
 with, plus its own next token. Decode streams the weights once per pass, so each accepted draft is a token for the
 price of a little more arithmetic.
 
-Two drafters: `DraftModel` (any Petit model with the target's vocabulary, e.g. the target's own file loaded at
-q4_0) and `LookupDrafter` (prompt lookup: the tokens that followed the latest earlier occurrence of the last n-gram
+Three drafters: `DraftModel` (any Petit model with the target's vocabulary, in a KV cache of its own),
+`SelfDraft` (the target's own file at a lower weight type, drafting in the target's KV cache: no prefill, no second
+cache) and `LookupDrafter` (prompt lookup: the tokens that followed the latest earlier occurrence of the last n-gram
 of the prompt + output so far). `DraftLength` sets how many tokens to draft: it follows the acceptance, and stops
 drafting (for a while, then tries again) when speculative rounds produce tokens slower than plain steps did.
 
@@ -114,6 +115,38 @@ class DraftModel:
             self._cached.append(t)
 
 
+class SelfDraft:
+    """The target's own file at a lower weight type (`--draft self:q4_0`), drafting greedily in the target's KV cache:
+    no prompt prefill and no second cache. Its draft tokens' keys and values go past the cache's position and the
+    target's check pass overwrites every one of them (the pass stores its rows before it attends), so the cache
+    after a round holds the target's values only, as in the plain loop."""
+
+    name = "self draft"
+    shares_cache = True
+
+    def __init__(self, model, target):
+        check_same_vocabulary(target, model)
+        check_rollback(model, "draft model")
+        if model.new_cache(2).layout != target.new_cache(2).layout:
+            raise ValueError("a self draft needs the target's cache layout (the same model at another weight type)")
+        self.model = model
+        self.n_vocab = model.tokenizer.vocab_size if model.tokenizer is not None else model.vocab_size
+
+    def draft(self, context, n: int, cache=None) -> list[int]:
+        if n <= 0 or cache is None or cache.pos + n > cache.n_ctx:
+            return []
+        pos, out = cache.pos, []
+        try:
+            logits = self.model.forward([context[-1]], cache)    # the last token: not in the cache yet
+            while True:
+                out.append(int(np.argmax(logits[:self.n_vocab])))
+                if len(out) == n:
+                    return out
+                logits = self.model.forward([out[-1]], cache)
+        finally:
+            cache.rewind(pos)
+
+
 class DraftLength:
     """How many tokens to draft next, between `lo` and `hi`: one more after a round whose drafts were all accepted,
     the accepted count + 1 after a rejection. Speed cut-off: it keeps the rate of plain steps (tokens / s; one plain
@@ -177,7 +210,7 @@ class Speculation:
     def describe(self) -> str:
         """One line for a banner: what drafts, and how many tokens."""
         d = self.drafter
-        what = f"draft model {d.model.path} ({d.model.weight_type})" if isinstance(d, DraftModel) else d.name
+        what = f"{d.name} {d.model.path} ({d.model.weight_type})" if hasattr(d, "model") else d.name
         return f"speculative decoding: {what}, {self.draft_min}-{self.draft_max} tokens"
 
     @staticmethod
@@ -188,12 +221,12 @@ class Speculation:
         return sampler is None or type(sampler) is Sampler
 
 
-def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs) -> DraftModel:
-    """The DraftModel of a --draft value: a model path, or `self:TYPE` (the target's own file at weight type
-    TYPE, e.g. self:q4_0)."""
+def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs):
+    """The drafter of a --draft value: a model path (a DraftModel), or `self:TYPE` (a SelfDraft: the target's own
+    file at weight type TYPE, e.g. self:q4_0)."""
     import petit
     if spec.startswith("self:"):
-        model = petit.load(target_path, weights=spec[5:], **load_kwargs)
+        return SelfDraft(petit.load(target_path, weights=spec[5:], **load_kwargs), target)
     else:
         model = petit.load(spec, **load_kwargs)
     return DraftModel(model, target, n_ctx)
@@ -267,7 +300,12 @@ def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tok
             room = min(max_tokens - n_out - 1, cache.n_ctx - cache.pos - 1)
             t0 = clock()
             k = control.next(room)
-            drafts = drafter.draft(context, k)[:k] if k else []
+            if not k:
+                drafts = []
+            elif getattr(drafter, "shares_cache", False):
+                drafts = drafter.draft(context, k, cache)[:k]
+            else:
+                drafts = drafter.draft(context, k)[:k]
             if len(drafts) < speculation.draft_min:
                 drafts = []
             if not drafts:
