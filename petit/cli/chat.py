@@ -2,8 +2,9 @@
 the raw completion notebook; the loop itself is petit/cli/repl.py."""
 import sys
 
-from petit.cli.options import (add_chat_options, check_sampling_flags, configure_threads, format_count, make_sampler,
-                               model_path)
+from petit.cli.options import (add_chat_options, add_speculation_flags, check_sampling_flags, check_speculation_flags,
+                               configure_threads, format_count, make_sampler, make_speculation, model_path,
+                               warn_if_sampling)
 
 
 def add_chat_parser(sub) -> None:
@@ -14,6 +15,7 @@ def add_chat_parser(sub) -> None:
                                    "Ctrl+C stops the reply in progress. When the context is full the oldest turns "
                                    "are forgotten, and a line on stderr says so.")
     add_chat_options(p)
+    add_speculation_flags(p)
     p.set_defaults(func=cmd_chat)
 
 
@@ -24,6 +26,7 @@ def cmd_chat(args) -> int:
 
     args.model = model_path(args)
     check_sampling_flags(args)
+    check_speculation_flags(args)
     from petit.chat.formats import get_format
     configure_threads(args)
     model = petit.load(args.model, weights=args.weights, mmap=args.mmap, repack=args.repack)
@@ -33,11 +36,14 @@ def cmd_chat(args) -> int:
         print("petit chat: this model has no chat template: raw mode (each line continues one transcript; "
               "--format picks a chat format)", file=sys.stderr)
     template = get_format(args.format) if args.format and fmt != "raw" else None
+    speculation = make_speculation(args, model, args.ctx)
+    warn_if_sampling(speculation, sampler, "chat")
     session = Session(model, template=template, n_ctx=args.ctx, kv_type=args.kv,
-                      reuse_cache=not args.no_cache_reuse)
+                      reuse_cache=not args.no_cache_reuse, speculation=speculation)
     params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns)
     print(f"petit chat: {args.model} ({format_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.n_ctx}, format: {fmt}); "
-          f"{sampler.describe()}. /help lists the commands, /exit leaves.", file=sys.stderr)
+          f"{sampler.describe()}{'; ' + speculation.describe() if speculation else ''}. /help lists the commands, "
+          f"/exit leaves.", file=sys.stderr)
     return ChatLoop(session, params, raw=fmt == "raw", system=None if fmt == "raw" else args.system,
                     stats=args.stats).run()

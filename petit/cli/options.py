@@ -114,3 +114,56 @@ def format_count(n: int) -> str:
         if n >= size:
             return f"{n / size:.3g}{unit}"
     return str(n)
+
+
+def add_speculation_flags(p) -> None:
+    """Speculative decoding (`petit run`, `petit chat`): greedy output stays token for token the plain run's, sampled
+    output keeps its distribution."""
+    g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
+    how = g.add_mutually_exclusive_group()
+    how.add_argument("--draft", metavar="MODEL",
+                     help="draft with MODEL (same vocabulary as the model), or self:TYPE for the model's own file "
+                          "at weight type TYPE (e.g. self:q4_0)")
+    how.add_argument("--lookup", action="store_true",
+                     help="draft from n-grams of the prompt and the output so far (prompt lookup; no second model)")
+    g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
+                   help="draft at most N tokens per step (default 8)")
+    g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",
+                   help="check drafts only when there are at least N (default 1)")
+
+
+def check_speculation_flags(args) -> None:
+    """--draft-min above --draft-max, a self:TYPE with an unknown type, or --draft-* without --draft / --lookup
+    is a usage error."""
+    given = args.draft is not None or args.lookup
+    if not given and (args.draft_max != 8 or args.draft_min != 1):
+        raise UsageError("--draft-max / --draft-min need --draft MODEL or --lookup")
+    if args.draft_min > args.draft_max:
+        raise UsageError(f"--draft-min ({args.draft_min}) is above --draft-max ({args.draft_max})")
+    if args.draft is not None and args.draft.startswith("self:") and args.draft[5:] not in WEIGHT_CHOICES:
+        raise UsageError(f"--draft {args.draft}: the weight type after self: must be one of "
+                         f"{', '.join(WEIGHT_CHOICES)}")
+
+
+def make_speculation(args, model, n_ctx: int | None = None):
+    """The Speculation of the flags (None when neither --draft nor --lookup is given); a draft model whose
+    vocabulary differs from the model's raises ValueError naming the difference."""
+    from petit.generation.speculative import LookupDrafter, Speculation, check_rollback, load_draft
+    if args.draft is None and not args.lookup:
+        return None
+    check_rollback(model, "model")
+    if args.lookup:
+        drafter = LookupDrafter()
+    else:
+        drafter = load_draft(args.draft, model, args.model, n_ctx, mmap=args.mmap, repack=args.repack)
+    return Speculation(drafter, draft_max=args.draft_max, draft_min=args.draft_min)
+
+
+def warn_if_sampling(speculation, sampler, command: str) -> None:
+    """Speculation is exact for greedy decoding only: say so when the flags ask for it with a sampling sampler."""
+    import sys
+
+    from petit.generation.speculative import Speculation
+    if speculation is not None and not Speculation.exact_for(sampler):
+        print(f"petit {command}: speculative decoding runs with greedy decoding only (-t 0 / --greedy); with "
+              f"temperature {sampler.temperature:g} this run decodes plainly", file=sys.stderr)

@@ -7,8 +7,9 @@ import time
 import numpy as np
 
 from petit.cli.argtypes import UsageError, non_negative_int
-from petit.cli.options import (add_model_args, add_sampling_flags, add_weights_flag, check_sampling_flags,
-                               make_sampler, model_path)
+from petit.cli.options import (add_model_args, add_sampling_flags, add_speculation_flags, add_weights_flag,
+                               check_sampling_flags, check_speculation_flags, make_sampler, make_speculation,
+                               model_path, warn_if_sampling)
 
 
 def add_run_parser(sub) -> None:
@@ -23,6 +24,7 @@ def add_run_parser(sub) -> None:
     add_weights_flag(p)
     p.add_argument("--dump-logits", metavar="FILE",
                    help="write the logits of every position of prompt + output as a float32 .npy [positions, vocab]")
+    add_speculation_flags(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -40,13 +42,19 @@ def _write_npy_atomic(path: str, arr: np.ndarray) -> None:
 
 def cmd_run(args) -> int:
     import petit
-    from petit.generation.loop import stream_text
+    from petit.generation.detokenize import TextStream
+    from petit.generation.loop import generate_tokens
+    from petit.generation.session import Stats
+    from petit.generation.speculative import generate_speculative
     from petit.tokenizer import Tokenizer
 
     if args.merges and not args.vocab:
         raise UsageError("-g/--merges needs -v/--vocab")
     args.model = model_path(args)
     check_sampling_flags(args)
+    check_speculation_flags(args)
+    if args.dump_logits and (args.draft is not None or args.lookup):
+        raise UsageError("--dump-logits cannot be combined with --draft / --lookup (speculation skips rows)")
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer, mmap=args.mmap, repack=args.repack)
     sampler = make_sampler(args, model)
@@ -60,14 +68,24 @@ def cmd_run(args) -> int:
         ids = [tok.bos_id]
     n_ctx = min(model.context_length, len(ids) + args.tokens + 1)
     cache = model.new_cache(n_ctx)
+    speculation = make_speculation(args, model, n_ctx)
+    warn_if_sampling(speculation, sampler, "run")
+    spec_stats = Stats() if speculation is not None else None
     rows = [] if args.dump_logits else None
     stop = [tok.eos_id] if tok.eos_id is not None else []
     out = sys.stdout
     out.write(args.prompt)
     out.flush()
     t0, n, t_first, last = time.perf_counter(), 0, None, None
-    for step in stream_text(model, ids, max_tokens=args.tokens, sampler=sampler, stop_ids=stop, cache=cache,
-                            on_logits=rows.append if rows is not None else None):
+    if speculation is not None:
+        steps = generate_speculative(model, ids, speculation, max_tokens=args.tokens, sampler=sampler, stop_ids=stop,
+                                     cache=cache, stats=spec_stats)
+    else:
+        steps = generate_tokens(model, ids, max_tokens=args.tokens, sampler=sampler, stop_ids=stop, cache=cache,
+                                on_logits=rows.append if rows is not None else None)
+    text = TextStream(tok)
+    for step in steps:
+        text.fill(step)
         if t_first is None:
             t_first = time.perf_counter()
         n += 1
@@ -86,6 +104,10 @@ def cmd_run(args) -> int:
         print(f"wrote logits {logits.shape[0]} x {logits.shape[1]} to {args.dump_logits}", file=sys.stderr)
     if n and t_first is not None:
         rate = f", {(n - 1) / (t1 - t_first):.1f} tok/s" if n > 1 and t1 > t_first else ""
-        print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms{rate}]",
+        spec = ""
+        if spec_stats is not None:
+            spec_stats.generated_tokens = n
+            spec = spec_stats.speculation_text() or "; speculation off"
+        print(f"[{len(ids)} prompt tokens, {n} generated, prefill+first {1000 * (t_first - t0):.0f} ms{rate}{spec}]",
               file=sys.stderr)
     return 0

@@ -81,11 +81,25 @@ class Stats:
     dropped_turns: int = 0          # the oldest turns forgotten to make room (drop_old_turns)
     dropped_messages: int = 0       # ... as messages: the caller drops as many after its system prompt
     context_full: bool = False      # the reply was cut because the context ran out (finish_reason "length")
+    drafted_tokens: int = 0         # speculative decoding: tokens drafted, of them accepted by the target, and the
+    accepted_tokens: int = 0        # target's forward passes (the prompt's included; 0 without speculation)
+    target_passes: int = 0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Generated tokens per target forward pass (1.0 for plain decoding; 0 without speculation)."""
+        return self.generated_tokens / self.target_passes if self.target_passes else 0.0
 
     def __str__(self) -> str:
         return (f"[{self.prompt_tokens} prompt tokens ({self.reused_tokens} reused), {self.generated_tokens} generated;"
                 f" first token {1000 * self.time_to_first_token:.0f} ms, prefill {self.prefill_tokens_per_s:.0f} tok/s,"
-                f" decode {self.decode_tokens_per_s:.1f} tok/s]")
+                f" decode {self.decode_tokens_per_s:.1f} tok/s{self.speculation_text()}]")
+
+    def speculation_text(self) -> str:
+        if not self.target_passes:
+            return ""
+        return (f"; drafted {self.drafted_tokens}, accepted {self.accepted_tokens},"
+                f" {self.tokens_per_pass:.2f} tokens per target pass")
 
 
 class Session:
@@ -97,15 +111,21 @@ class Session:
         n_ctx: the KV cache size (default: the model's context).
         kv_type: "int8" or "f32" (default: int8 when the weights are q8_0 / q4_0, else f32).
         reuse_cache: False prefills the whole prompt every call (for comparison).
+        speculation: a `petit.generation.speculative.Speculation` (a drafter and its draft lengths): greedy replies
+            are then decoded speculatively, token for token the same; sampled ones run the plain loop.
 
     Raises:
         ValueError: the model has no tokenizer.
     """
 
     def __init__(self, model, *, template: str | None = None, n_ctx: int | None = None, kv_type: str | None = None,
-                 reuse_cache: bool = True):
+                 reuse_cache: bool = True, speculation=None):
         if model.tokenizer is None:
             raise ValueError("this model has no tokenizer, so it cannot generate text")
+        if speculation is not None:
+            from petit.generation.speculative import check_rollback
+            check_rollback(model, "model")
+        self.speculation = speculation
         self.model, self.tokenizer = model, model.tokenizer
         self.template = template or model.metadata.get("chat_template")
         if kv_type is None:
@@ -218,6 +238,7 @@ class Session:
         t_first = t0
         self._cancel.clear()
         start = keep
+        steps = None
         try:
             if hasattr(self.cache, "snapshot") and len(ids) - 1 > keep:
                 # a recurrent state: the prompt but its last token, then a snapshot there, so the same prompt
@@ -227,8 +248,15 @@ class Session:
                 self.cache.snapshot()
                 self._cached = list(ids[:-1])
                 start = len(ids) - 1
-            for step in generate_tokens(self.model, ids[start:], max_tokens=max_tokens, sampler=sampler,
-                                        stop_ids=stop_ids, cache=self.cache, context_ids=ids[:start]):
+            if self.speculation is not None:
+                from petit.generation.speculative import generate_speculative
+                steps = generate_speculative(self.model, ids[start:], self.speculation, max_tokens=max_tokens,
+                                             sampler=sampler, stop_ids=stop_ids, cache=self.cache,
+                                             context_ids=ids[:start], stats=stats)
+            else:
+                steps = generate_tokens(self.model, ids[start:], max_tokens=max_tokens, sampler=sampler,
+                                        stop_ids=stop_ids, cache=self.cache, context_ids=ids[:start])
+            for step in steps:
                 if not generated:
                     t_first = time.perf_counter()
                     stats.time_to_first_token = t_first - t0
@@ -243,6 +271,8 @@ class Session:
                     break
         finally:
             # also when the caller stops early (Ctrl-C, cancel): the cache's record says what it holds
+            if steps is not None:
+                steps.close()                        # (a speculative loop rewinds its unused drafts here)
             if stats.finish_reason is None:
                 stats.finish_reason = "cancelled"
             stats.generated_tokens = len(generated)

@@ -139,7 +139,8 @@ class ServerWorker:
                  template: str | None = None, raw: bool = False, max_tokens: int = 256, stop=(),
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
-                 on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None):
+                 on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None,
+                 speculation: Callable | None = None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
@@ -148,6 +149,7 @@ class ServerWorker:
         self.max_tokens, self.stop = max_tokens, list(stop)
         self.n_ctx, self.kv_type, self.drop_old_turns, self.reuse_cache = n_ctx, kv_type, drop_old_turns, reuse_cache
         self.max_queue, self.on_stats = max_queue, on_stats
+        self.speculation = speculation       # () -> a Speculation for each session (--lookup), or None
         self.max_batch, self.max_cache_mib = max_batch, max_cache_mib
         self.state = "loading"               # -> "ready" | "failed"; stopping is separate
         self.load_error: BaseException | None = None
@@ -361,7 +363,8 @@ class ServerWorker:
 
         def new_session():                   # every session can serve both kinds of job
             return Session(_BatchedModel(model, self), template=template, n_ctx=self.n_ctx, kv_type=self.kv_type,
-                           reuse_cache=self.reuse_cache)
+                           reuse_cache=self.reuse_cache,
+                           speculation=self.speculation() if self.speculation is not None else None)
         self._new_session = new_session
         first = new_session()
         self._raw, self._chat = first, first if chat else None
@@ -477,6 +480,9 @@ class ServerWorker:
                    "predicted_n": stats.generated_tokens, "ttft_ms": round(1000 * stats.time_to_first_token, 3),
                    "prompt_per_second": round(stats.prefill_tokens_per_s, 1),
                    "predicted_per_second": round(stats.decode_tokens_per_s, 1)}
+        if stats.target_passes:              # speculative decoding (llama.cpp's server names the first two so)
+            timings.update(draft_n=stats.drafted_tokens, draft_n_accepted=stats.accepted_tokens,
+                           tokens_per_pass=round(stats.tokens_per_pass, 3))
         done = Done("".join(text), stats.finish_reason, usage, timings, stats=stats)
         if job.logprobs:
             done.logprobs = self._token_info(records, end_ids)

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Speculative decoding (issue 32): decode tokens/s of the plain loop, prompt lookup (--lookup) and a draft model
+(--draft), greedy, on the bundled model (q8_0 target, the bundled q4_0 file as draft) and a SmolLM2-135M-shaped
+llama with random weights (f16 and q8_0 targets, self:q4_0 draft: the same file at q4_0), or --model PATH; and, to
+show the cut-off, "all rejected": the same draft model, its every token shifted by one (its full cost, no gain).
+
+    python bench/bench_spec.py                          # both models, 3 rounds
+    python bench/bench_spec.py --rounds 5 --tokens 96 --model /path/model.petit --weights f16
+
+Each (model, mode) runs in its own child process per round, the modes in a rotating order inside a round, the rounds
+interleaving them. The prompt is an "edit this text" one: a stretch of text, then the same text again up to a
+point (where a model that copies would go on copying). The table shows the median decode tokens/s (first
+token to last, greedy, --tokens tokens, no stop token; the draft model's prompt prefill counted), the ratio to plain,
+drafted / accepted tokens, tokens per target pass, and whether the tokens equal the plain run's (they must). Random
+weights do not copy text, so lookup drafts are accepted only where the greedy output repeats itself; nothing here
+asserts a timing.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+CHILD = r"""
+import json, sys, time
+spec = json.loads(sys.argv[1])
+sys.path.insert(0, spec["root"])
+import petit
+from petit.generation.loop import generate_tokens
+from petit.generation.session import Stats
+from petit.generation.speculative import LookupDrafter, Speculation, generate_speculative, load_draft
+model = petit.load(spec["path"], weights=spec["weights"])
+text = spec["text"]
+gen = min(spec["tokens"], model.context_length // 2)          # the bundled model holds 128 positions
+ids = model.tokenizer.encode(text + " " + text[: len(text) * 2 // 3])
+ids = ids[len(ids) - min(len(ids), spec["prompt_max"], model.context_length - gen - 1):]
+cache = model.new_cache(len(ids) + gen + 1)
+stats = Stats()
+if spec["mode"] == "plain":
+    steps = generate_tokens(model, ids, max_tokens=gen, cache=cache)
+else:
+    drafter = LookupDrafter() if spec["mode"] == "lookup" else load_draft(spec["draft"], model, spec["path"],
+                                                                          len(ids) + gen + 1)
+    if spec["mode"] == "rejected":               # a draft model's full cost, every token it drafts wrong
+        draft = drafter.draft
+        drafter.draft = lambda *a: [(t + 1) % drafter.n_vocab for t in draft(*a)]
+    steps = generate_speculative(model, ids, Speculation(drafter, draft_max=spec["draft_max"]), max_tokens=gen,
+                                 cache=cache, stats=stats)
+tokens, t_first = [], None
+for step in steps:
+    if t_first is None:
+        t_first = time.perf_counter()
+    tokens.append(step.token)
+t1 = time.perf_counter()
+print(json.dumps(dict(rate=(len(tokens) - 1) / (t1 - t_first), tokens=tokens, prompt=len(ids),
+                      drafted=stats.drafted_tokens, accepted=stats.accepted_tokens,
+                      passes=stats.target_passes)))
+"""
+
+TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+        "friends. One day, she found a small red ball under a big tree. She picked it up and showed it to her mom. "
+        "Her mom smiled and said, you can keep it if nobody comes back for it. Lily was very happy and played "
+        "with the ball all day long.")
+
+
+def smollm2(work: str) -> str:
+    """A SmolLM2-135M-shaped llama with random weights, f16, written once into `work`."""
+    from bench_busy import SMOLLM2_135M
+    path = os.path.join(work, "smollm2-135m-shape-f16.petit")
+    if not os.path.exists(path):
+        sys.path.insert(0, ROOT)
+        from tests.models import write_model
+        write_model(path + ".tmp", SMOLLM2_135M, dtype="f16", seed=1)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def run(spec: dict) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True,
+                       timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit(f"child failed ({spec['path']}, {spec['mode']}):\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=80)
+    ap.add_argument("--draft-max", type=int, default=8)
+    ap.add_argument("--model", help="a model file or folder instead of the two defaults")
+    ap.add_argument("--weights", help="--model's weight type (default: as stored)")
+    ap.add_argument("--draft", default="self:q4_0", help="--model's draft (default self:q4_0)")
+    args = ap.parse_args()
+    from petit.assets import default_model_path
+    work = os.path.join(tempfile.gettempdir(), "petit-bench")
+    os.makedirs(work, exist_ok=True)
+    bundled = default_model_path()
+    models = [(args.model, args.weights, args.draft)] if args.model else [
+        (bundled, None, os.path.join(os.path.dirname(bundled), "default-q4_0.petit")),
+        (smollm2(work), None, "self:q4_0"), (smollm2(work), "q8_0", "self:q4_0")]
+    modes = ["plain", "lookup", "draft", "rejected"]
+    results = {}
+    for r in range(args.rounds):
+        for path, weights, draft in models:
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                spec = dict(root=ROOT, path=path, weights=weights, draft=draft, mode=mode, text=TEXT,
+                            tokens=args.tokens, prompt_max=100, draft_max=args.draft_max)
+                results.setdefault((path, weights, mode), []).append(run(spec))
+    print(f"{'model':36} {'mode':22} {'tok/s':>8} {'x plain':>8} {'drafted':>8} {'accepted':>9} "
+          f"{'tok/pass':>9} same")
+    for path, weights, draft in models:
+        plain = results[(path, weights, "plain")]
+        base = statistics.median(x["rate"] for x in plain)
+        for mode in modes:
+            if (path, weights, mode) not in results:
+                continue
+            rs = results[(path, weights, mode)]
+            rate = statistics.median(x["rate"] for x in rs)
+            last = rs[-1]
+            per_pass = len(last["tokens"]) / last["passes"] if last["passes"] else 1.0
+            same = all(x["tokens"] == plain[0]["tokens"] for x in rs)
+            label = {"draft": f"draft {os.path.basename(draft)}", "rejected": "draft, all rejected"}.get(mode, mode)
+            name = os.path.basename(path) + (f" @{weights}" if weights else "")
+            print(f"{name[:36]:36} {label[:22]:22} {rate:8.1f} {rate / base:8.2f} "
+                  f"{last['drafted']:8d} {last['accepted']:9d} {per_pass:9.2f} {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
