@@ -224,11 +224,10 @@ class Speculation:
 def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs):
     """The drafter of a --draft value: a model path (a DraftModel), or `self:TYPE` (a SelfDraft: the target's own
     file at weight type TYPE, e.g. self:q4_0)."""
-    import petit
+    from petit.loading import load       # the layer below generation (petit's public API is above it)
     if spec.startswith("self:"):
-        return SelfDraft(petit.load(target_path, weights=spec[5:], **load_kwargs), target)
-    else:
-        model = petit.load(spec, **load_kwargs)
+        return SelfDraft(load(target_path, weights=spec[5:], **load_kwargs), target)
+    model = load(spec, **load_kwargs)
     return DraftModel(model, target, n_ctx)
 
 
