@@ -114,6 +114,8 @@ class Layer:
     # adds buf["stash"] to the residual after its own MLP
     moe_shortcut: bool = False
     add_shortcut: bool = False
+    # issue 35: an encoder's attention (BERT): every token sees every position of its sequence, not only those before
+    bidirectional: bool = False
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -143,7 +145,7 @@ class Layer:
         made once."""
         if not hasattr(self, "_extra"):
             self._extra = attn_extra(self.sinks.p if self.sinks is not None else None, self.chunk, self.temperature,
-                                     self.alibi.p if self.alibi is not None else None)
+                                     self.alibi.p if self.alibi is not None else None, self.bidirectional)
         return self._extra
 
 
@@ -311,6 +313,22 @@ class Decoder:
                 self._forward_oracle(seqs, logits_out)
             else:
                 self._forward(seqs, logits_out)
+
+    def hidden_batch(self, seqs: list) -> np.ndarray:
+        """Run sequences (ids, cache) as `forward_batch` does, without the head, and return every position's last
+        hidden state after the final norm (when the model has one), the sequences' rows one after another:
+        [sum of T, hidden_size] float32 (issue 35: what an embedding model pools)."""
+        D = self.arch.hidden_size
+        with self._lock:
+            self._forward([(ids, cache, 0) for ids, cache in seqs], None)
+            T = sum(len(ids) for ids, _ in seqs)
+            resid = self._scratch.arrays["resid"][:T]
+            if self.final_norm is None:
+                return resid.copy()
+            out = np.empty((T, D), np.float32)
+            if self.final_norm(fptr(resid), T, D, fptr(out)):
+                raise RuntimeError("kernel error in the final norm")
+            return out
 
     def _begin(self, seqs, logits_out) -> tuple[list, int, _Scratch]:
         """Check each cache against the model and the room left in it; put the ids into the scratch, one sequence
@@ -891,7 +909,7 @@ class Decoder:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
-                       layer.sinks, layer.chunk, layer.temperature, layer.alibi)
+                       layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)
 
     def _plan_mla(self, plan: Plan, i, layer: Layer, attn_in, buf, scratch):
         """The ops of `_mla`, in its order; returns o_proj's input."""

@@ -121,15 +121,17 @@ class Plan:
             self._ops[-1]["slot"] = slot
 
     def attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, softcap: float,
-                  window: int, out, sinks=None, chunk: int = 0, temperature=None, alibi=None) -> None:
+                  window: int, out, sinks=None, chunk: int = 0, temperature=None, alibi=None,
+                  bidirectional: bool = False) -> None:
         """sinks: a Vec of one attention-sink logit per query head (gpt-oss), or None; chunk, temperature: as
-        petit.native.attention (Llama 4); alibi: a Vec of one ALiBi slope per query head, or None."""
+        petit.native.attention (Llama 4); alibi: a Vec of one ALiBi slope per query head, or None; bidirectional:
+        an encoder's attention (issue 35)."""
         floor, a, at_p = (tuple(temperature) + (0,))[:3] if temperature else (0.0, 0.0, 0)
         self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window,
                   extra={"sinks": sinks.p if sinks is not None else NULL, "chunk": chunk, "temp_floor": floor,
                          "temp_scale": a, "alibi": alibi.p if alibi is not None else NULL,
-                         "temp_at_p": at_p})
+                         "temp_at_p": at_p, "bidirectional": int(bidirectional)})
 
     def heads(self, layer: int, Ws, n_heads: int, x, x_stride: int, x_off: int, y, y_stride: int, y_off: int,
               gin, gout) -> None:
