@@ -140,6 +140,24 @@ def test_petit_embed_and_the_command_line(capsys):
     assert len(line) == 64 and cosines([float(x) for x in line], ref["plain"][2]) >= 0.9999
 
 
+def test_every_pooling_mode_and_include_prompt_equal_sentence_transformers(tmp_path):
+    """st_bert's query embeddings with sentence-transformers' Pooling set to cls + max and weightedmean +
+    mean_sqrt_len_tokens without the prompt's tokens, lasttoken with them, mean without them (references modes_<i>
+    of make_st_fixtures.py), written into the folder's 1_Pooling/config.json: cosine >= 0.9999 in f32."""
+    folder = _copy(tmp_path)
+    with open(os.path.join(FIX["bert"], "cases.json")) as f:
+        modes = json.load(f)["modes"]
+    ref = reference("bert")
+    model = petit.load(folder, weights="f32")
+    for i, (mode, include) in enumerate(modes):
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 64,
+                                                                      "pooling_mode": mode,
+                                                                      "include_prompt": include}))
+        got = Embedder(model, read_settings(str(folder), 64, "encoder")).embed(texts("bert"), prompt_name="query")
+        assert got.shape == ref[f"modes_{i}"].shape
+        assert cosines(got, ref[f"modes_{i}"]).min() >= 0.9999, (mode, include)
+
+
 # ---- pooling and settings ----
 def test_pooling_modes_as_sentence_transformers_computes_them():
     x = np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5
