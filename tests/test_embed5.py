@@ -212,10 +212,17 @@ def test_unsupported_modules_and_non_embedding_models_are_refused(tmp_path):
         Embedder.open(os.path.join(HERE, "fixtures", "hf", "qwen3"))
 
 
-def test_an_encoder_has_no_logits():
-    model = petit.load(FIX["bert"], weights="f32")
-    assert model.kind == "encoder"
+def test_an_encoder_has_no_logits(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # every tensor read (BertModel's pooler left unread on purpose), no key
+        model = petit.load(FIX["bert"], weights="f32")     # ignored
+    assert model.kind == "encoder" and petit.load(FIX["qwen3"], weights="f32").kind == "decoder"
     with pytest.raises(ValueError, match="is an encoder .an embedding model.: it has no next-token logits"):
         model.logits([2, 5, 3])
     with pytest.raises(ValueError, match="no prompt named 'passage'"):
         Embedder(model, read_settings(FIX["bert"], 64, "encoder")).embed("x", prompt_name="passage")
+    folder = _copy(tmp_path)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(cfg, is_decoder=True)))
+    with pytest.raises(ValueError, match=r"is_decoder true \(a causal BERT \(BertLMHeadModel\)\) is not supported"):
+        petit.load(folder)

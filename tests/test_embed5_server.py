@@ -138,3 +138,14 @@ def test_a_server_without_an_embedding_model_says_how_to_get_one():
                                                                 "`petit serve CHAT --embedding-model EMB`."})
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("folder,message", [
+    (os.path.join(HERE, "fixtures", "hf", "qwen3"), "not an embedding model (no sentence-transformers modules.json"),
+    (os.path.join(HERE, "fixtures", "st_bert", "model.safetensors"), "embeddings are read from a Hugging Face folder"),
+])
+def test_petit_serve_checks_the_embedding_model_before_listening(capsys, folder, message):
+    from petit.cli.commands import main
+    assert main(["serve", "-m", default_model_path(), "--embedding-model", folder, "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("petit serve: error: ") and message in err and "listening" not in err

@@ -36,6 +36,14 @@ class BertConfig(ConfigMixin):
     _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     _IGNORED = frozenset({"gradient_checkpointing", "classifier_dropout"})
 
+    @classmethod
+    def _refuse(cls, d: dict) -> None:
+        for key, what in (("is_decoder", "a causal BERT (BertLMHeadModel)"),
+                          ("add_cross_attention", "cross-attention to an encoder's states")):
+            if d.get(key):
+                raise ValueError(f"config: {key} true ({what}) is not supported: Petit runs BERT as the "
+                                 f"bidirectional encoder of an embedding model")
+
     def _validate(self):
         positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size")
