@@ -60,6 +60,12 @@ def test_openai_embeddings_of_a_string_and_a_list(http, service):
                         "model": "st_bert", "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}}
 
 
+def test_the_embedding_model_is_listed_after_the_chat_model(http):
+    models = http.get("/v1/models").json()["data"]
+    assert [m["id"] for m in models] == [CHAT, "st_bert"]
+    assert http.get("/v1/models/st_bert").json() == models[1]
+
+
 def test_base64_dimensions_prompts_and_token_ids(http, service):
     emb = service.embedder
     r = http.post("/v1/embeddings", json={"model": "st_bert", "input": TEXTS, "encoding_format": "base64",

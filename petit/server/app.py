@@ -151,15 +151,19 @@ class RequestLog:
 class Api:
     def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
         self.engine, self.model_id, self.created, self.max_body = engine, model_id, created, max_body
+        self.embedding_id = None          # the embedding model served beside (issue 35), listed after the chat model
 
-    def _model(self) -> dict:
-        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
+    def _model(self, name: str | None = None) -> dict:
+        return {"id": name or self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
 
     async def models(self, request):
-        return JSONResponse({"object": "list", "data": [self._model()]})
+        extra = [self._model(self.embedding_id)] if self.embedding_id else []
+        return JSONResponse({"object": "list", "data": [self._model()] + extra})
 
     async def model(self, request):
         name = request.path_params["model_id"]
+        if self.embedding_id is not None and name == self.embedding_id:
+            return JSONResponse(self._model(name))
         if name != self.model_id:
             return error_response(ApiError(404, f"The model '{name}' does not exist.", param="model",
                                            code="model_not_found"))
@@ -319,6 +323,7 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
     beside the chat model (petit/server/embeddings.py), or None (the embedding routes then answer 400)."""
     from petit.server.embeddings import EmbeddingRoutes
     api = Api(engine, model_id, created, max_body)
+    api.embedding_id = embeddings.model_id if embeddings is not None else None
     emb = EmbeddingRoutes(embeddings, model_id, max_body)
     routes = []
     for prefix in ("/v1", ""):                        # some clients are configured without the /v1
