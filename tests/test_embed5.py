@@ -124,6 +124,13 @@ def test_a_batch_gives_each_text_what_it_gets_alone():
         assert np.array_equal(emb.embed(t)[0], both[i])
 
 
+def test_steps_hold_at_most_32_texts_and_4096_tokens():
+    from petit.generation.embed import batches
+    assert batches([10] * 70) == [(0, 32), (32, 64), (64, 70)]
+    assert batches([3000, 1000, 97, 5000, 1, 4096]) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 6)]
+    assert batches([]) == []
+
+
 def test_petit_embed_and_the_command_line(capsys):
     from petit.cli.commands import main
     ref = reference("bert")

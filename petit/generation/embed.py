@@ -15,7 +15,8 @@ import numpy as np
 
 from petit.generation.embed_config import EmbedSettings, read_settings
 
-BATCH = 32      # texts a step
+BATCH = 32      # texts a step at most
+TOKENS = 4096   # and tokens a step at most (the step's buffers grow with them), unless one text alone is longer
 
 
 class Embedder:
@@ -114,9 +115,8 @@ class Embedder:
         """The embeddings of token id sequences (taken as given: no special tokens added): float32 [n, dim].
         `skip`: leading tokens (a prompt) left out of the pooling, as sentence-transformers' include_prompt false."""
         out = np.zeros((len(seqs), self.dimension), np.float32)
-        for start in range(0, len(seqs), BATCH):
-            part = seqs[start:start + BATCH]
-            for i, states in enumerate(self.model.hidden_states(part)):
+        for start, stop in batches([len(s) for s in seqs]):
+            for i, states in enumerate(self.model.hidden_states(seqs[start:stop])):
                 out[start + i] = pool(states, self.settings.pooling, skip)
         if self.settings.normalize if normalize is None else normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
@@ -126,6 +126,20 @@ class Embedder:
         """How many tokens `embed` runs for these texts (the usage an API reports)."""
         p = self.prompt(prompt_name, prompt)
         return sum(len(self.tokenize(p + t)) for t in ([texts] if isinstance(texts, str) else texts))
+
+
+def batches(lengths, most: int = BATCH, tokens: int = TOKENS) -> list[tuple[int, int]]:
+    """The (start, stop) ranges of consecutive sequences run in one step: at most `most` of them and `tokens` tokens
+    (a longer sequence alone)."""
+    out, start, total = [], 0, 0
+    for i, n in enumerate(lengths):
+        if i > start and (i - start == most or total + n > tokens):
+            out.append((start, i))
+            start, total = i, 0
+        total += n
+    if start < len(lengths):
+        out.append((start, len(lengths)))
+    return out
 
 
 def pool(states: np.ndarray, modes, skip: int = 0) -> np.ndarray:
