@@ -165,6 +165,19 @@ def test_every_pooling_mode_and_include_prompt_equal_sentence_transformers(tmp_p
         assert cosines(got, ref[f"modes_{i}"]).min() >= 0.9999, (mode, include)
 
 
+def test_a_converted_encoder_runs_the_same(tmp_path):
+    """petit convert writes what bert runs on (the position table with token type 0 folded in): the .petit file is
+    an encoder with the folder's states bit for bit."""
+    from petit.loading.convert import convert
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(FIX["bert"], tmp_path / "b.petit", "q8_0").close()
+    a, b = petit.load(FIX["bert"]), petit.load(tmp_path / "b.petit")
+    ids = [reference("bert")[f"ids_{i}"] for i in range(3)]
+    assert b.kind == "encoder"
+    assert all(np.array_equal(x, y) for x, y in zip(a.hidden_states(ids), b.hidden_states(ids)))
+
+
 # ---- pooling and settings ----
 def test_pooling_modes_as_sentence_transformers_computes_them():
     x = np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5
