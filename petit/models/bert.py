@@ -13,8 +13,9 @@ from petit.models.decoder import Arch, Decoder, Layer, Norm
 
 KIND = "encoder"
 TYPED = "embeddings.position_embeddings.typed"     # positions + token type 0, made at load (hf_tensors)
-# checkpoint tensors the loader does not report as unused: BertModel's pooler (see above)
-UNREAD = ("pooler.dense.weight", "pooler.dense.bias")
+# checkpoint tensors the loader does not report as unused: BertModel's pooler (see above), and the buffers older
+# transformers saved (the position ids 0..n-1 and zero token types Petit computes itself)
+UNREAD = ("pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids", "embeddings.token_type_ids")
 
 
 @dataclass
