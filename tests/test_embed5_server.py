@@ -17,6 +17,7 @@ from petit.assets import default_model_path  # noqa: E402
 from petit.server import Server  # noqa: E402
 from petit.server.embeddings import EmbeddingService  # noqa: E402
 from petit.server.engine import ServerWorker  # noqa: E402
+from petit.server.ollama import _size  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BERT = os.path.join(HERE, "fixtures", "st_bert")
@@ -60,10 +61,17 @@ def test_openai_embeddings_of_a_string_and_a_list(http, service):
                         "model": "st_bert", "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}}
 
 
-def test_the_embedding_model_is_listed_after_the_chat_model(http):
+def test_the_embedding_model_is_listed_after_the_chat_model(http, service):
     models = http.get("/v1/models").json()["data"]
     assert [m["id"] for m in models] == [CHAT, "st_bert"]
     assert http.get("/v1/models/st_bert").json() == models[1]
+    tags = http.get("/api/tags").json()["models"]
+    assert [t["name"] for t in tags] == [CHAT, "st_bert"]
+    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(BERT) for n in names)
+    assert {k: v for k, v in tags[1].items() if k not in ("modified_at", "digest")} == {
+        "name": "st_bert", "model": "st_bert", "size": size,
+        "details": {"parent_model": "", "format": "safetensors", "family": "bert", "families": ["bert"],
+                    "parameter_size": _size(service.embedder.model.n_params), "quantization_level": "F32"}}
 
 
 def test_base64_dimensions_prompts_and_token_ids(http, service):

@@ -152,6 +152,7 @@ class Api:
     def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
         self.engine, self.model_id, self.created, self.max_body = engine, model_id, created, max_body
         self.embedding_id = None          # the embedding model served beside (issue 35), listed after the chat model
+        self.embeddings = None            # its EmbeddingService (petit/server/embeddings.py)
 
     def _model(self, name: str | None = None) -> dict:
         return {"id": name or self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
@@ -324,6 +325,7 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
     from petit.server.embeddings import EmbeddingRoutes
     api = Api(engine, model_id, created, max_body)
     api.embedding_id = embeddings.model_id if embeddings is not None else None
+    api.embeddings = embeddings
     emb = EmbeddingRoutes(embeddings, model_id, max_body)
     routes = []
     for prefix in ("/v1", ""):                        # some clients are configured without the /v1
