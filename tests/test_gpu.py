@@ -6,8 +6,8 @@ saying so; .ci/run sets PETIT_REQUIRE_OPENCL=1, under which they fail instead.
   in another order), bit for bit with one work-item per output (the scalar path's order), and against the CPU's
   own product (petit.native.matmul, the active SIMD path).
 - Logits with the offload equal the CPU path's on the dense fixtures (tests/fixtures/hf, hf5_dense) at q8_0 and
-  q4_0, prefill and decode, all layers and some: the same integers in both, so the bound is 1e-4 of the logit range,
-  far inside the weight types' own bounds against float32 (0.08 / 0.60); greedy tokens equal.
+  q4_0, prefill and decode, all layers and half of them: bit for bit the scalar path's with one work-item per output,
+  and within 0.03 of the logit range of the active path's as the kernels run (inside q8_0's own 0.08).
 - The flags on run / chat / serve, `petit info`'s listing, and the refusals (no device, no q8_0 / q4_0 matrix, a
   family outside the decoder).
 """
@@ -20,12 +20,14 @@ import pytest
 
 import petit
 from petit.cli import main
+from petit.gpu.kernels import GROUP
 from petit.native import matmul, quantize, Weight
 
 REQUIRED = os.environ.get("PETIT_REQUIRE_OPENCL") == "1"
 FIX = Path(__file__).parent / "fixtures"
 DENSE_DIRS = [FIX / "hf", FIX / "hf5_dense"]
-TOL = 1e-4
+TOL = 1e-4         # the CPU path and the device on the same step: the float sums in another order
+FLIP_TOL = 0.03    # a whole model: an activation one int8 code apart somewhere (see the test)
 
 
 def _device():
@@ -54,10 +56,10 @@ def _dense_folders() -> list[Path]:
     return out
 
 
-def _load(folder, weights):
+def _load(folder, weights, repack=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return petit.load(folder, weights=weights)
+        return petit.load(folder, weights=weights, repack=repack)
 
 
 def _is_dense(model) -> bool:
@@ -111,36 +113,64 @@ FOLDERS = _dense_folders()
 @pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f"{p.parent.name}/{p.name}" for p in FOLDERS])
 def test_logits_with_the_offload_equal_the_cpu_path(device, folder, weights):
+    """The kernels as they run (32 work-items per output) against the active CPU path: the same integers, the float
+    sums in another order. A sum one ulp apart can round an activation of the next layer to the neighbouring int8
+    code, which moves the logits by up to about 1 % of their range (two fixtures of sixty do); the rest agree to
+    about 1e-7. The bound: 0.03 of the range, well inside q8_0's 0.08 against float32."""
     from petit.gpu import attach, detach
     model = _load(folder, weights)
     if not _is_dense(model):
-        pytest.skip(f"{folder.name} is not a dense decoder (MoE / hybrid offload is left for later)")
+        pytest.skip(f"{folder.name} is not a dense decoder (the offload of MoE, hybrid and latent-attention families is left for later)")
     ids = np.load(folder / "reference.npz")["input_ids"]
-    cpu = model.logits(ids)
-    off = attach(model)
-    assert off.n_layers == model.n_layers and off.matrices
-    gpu = model.logits(ids)
-    span = cpu.max(axis=1) - cpu.min(axis=1)
-    err = np.abs(gpu - cpu).max(axis=1) / span
-    assert err.max() <= TOL, f"position {err.argmax()}: {err.max():.2e} of the range"
-    assert (gpu.argmax(axis=1) == cpu.argmax(axis=1)).all()
-    # decode: a prefill of the prompt, then one token a step (T = 1 products), greedy, against the CPU's
-    detach(model)
-    want = _greedy(model, ids, 5)
-    attach(model, layers=max(1, model.n_layers // 2))      # some layers on the device, the LM head on the CPU
-    assert _greedy(model, ids, 5) == want
-    detach(model)
+    cpu = _steps(model, ids)
+    for layers in (None, max(1, model.n_layers // 2)):     # all (and the LM head), then half (the head on the CPU)
+        off = attach(model, layers=layers)
+        assert off.n_layers == (model.n_layers if layers is None else layers) and off.matrices
+        assert off.head == (layers is None) or model.net.lm_head.dtype not in ("q8_0", "q4_0")
+        gpu = _steps(model, ids)
+        detach(model)
+        err = np.abs(gpu - cpu).max(axis=1) / (cpu.max(axis=1) - cpu.min(axis=1))
+        assert err.max() <= FLIP_TOL, f"layers {layers}: position {err.argmax()}: {err.max():.2e} of the range"
 
 
-def _greedy(model, ids, n):
-    cache = model.new_cache(len(ids) + n + 1)
-    logits = model.forward(ids, cache)
-    out = []
-    for _ in range(n):
-        t = int(np.argmax(logits))
-        out.append(t)
-        logits = model.forward([t], cache)
-    return out
+@pytest.fixture
+def scalar_path():
+    """The CPU's scalar path for the test, then the default again."""
+    from petit import native
+    native.configure(isa="scalar")
+    yield
+    native.configure()
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f"{p.parent.name}/{p.name}" for p in FOLDERS])
+def test_one_work_item_per_output_gives_the_scalar_paths_logits_bit_for_bit(device, scalar_path, folder, weights):
+    """With one work-item per output the kernels add in the scalar path's order: a model's logits are then the
+    scalar CPU path's bit for bit, prefill and decode, every layer on the device or half of them."""
+    from petit.gpu import attach, detach
+    model = _load(folder, weights, repack=False)
+    if not _is_dense(model):
+        pytest.skip(f"{folder.name} is not a dense decoder (the offload of MoE, hybrid and latent-attention families is left for later)")
+    ids = np.load(folder / "reference.npz")["input_ids"]
+    cpu = _steps(model, ids)
+    _, kernels = device
+    for layers in (None, max(1, model.n_layers // 2)):
+        attach(model, layers=layers)
+        kernels.group = 1
+        try:
+            gpu = _steps(model, ids)
+        finally:
+            kernels.group = GROUP
+            detach(model)
+        np.testing.assert_array_equal(gpu, cpu, err_msg=f"layers {layers}")
+
+
+def _steps(model, ids, n: int = 4) -> np.ndarray:
+    """The logits of every position of `ids`: a prefill of all but the last n tokens, then one token a step."""
+    cache = model.new_cache(len(ids) + 1)
+    rows = [model.forward(ids[:-n], cache, all_logits=True)]
+    rows += [model.forward(ids[i:i + 1], cache, all_logits=True) for i in range(len(ids) - n, len(ids))]
+    return np.concatenate(rows)
 
 
 def test_a_batch_of_sequences_runs_through_the_offload(device):

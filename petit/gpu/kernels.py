@@ -8,6 +8,8 @@ the partial sums are added in local memory. No sub-group extension, no fp16 arit
 1.0), no contraction into fma: with a work-group of one the result is the scalar path's bit for bit
 (kernels/kern_scalar.c), with more only the order of the float additions differs.
 """
+import threading
+
 import numpy as np
 
 from petit.native import quantize_act
@@ -85,6 +87,7 @@ class Kernels:
         self.kernels = {"q8_0": self.program.mm_q8_0, "q4_0": self.program.mm_q4_0}
         self.group = min(GROUP, _pow2_floor(device.max_work_group_size))
         self._bufs: dict[str, tuple[int, object]] = {}
+        self.lock = threading.Lock()    # one product at a time: the models offloaded here share the scratch buffers
 
     def upload(self, data: np.ndarray):
         """A read-only device buffer holding these bytes (a matrix's stored blocks)."""

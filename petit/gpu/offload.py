@@ -130,11 +130,12 @@ class Offload:
                     return rc
                 continue
             op = plan.ops[i]
-            if op.kind == lib.PT_OP_LOGITS:
-                if n_logits:
-                    self._logits(op, n_logits, step.logits)
-            else:
-                self._matmul(op, T)
+            with self.kernels.lock:
+                if op.kind == lib.PT_OP_LOGITS:
+                    if n_logits:
+                        self._logits(op, n_logits, step.logits)
+                else:
+                    self._matmul(op, T)
         return 0
 
     def _matmul(self, op, T: int) -> None:
@@ -161,8 +162,7 @@ class Offload:
         if op.scale != 1.0:
             out *= np.float32(op.scale)
         if op.softcap > 0.0:
-            cap = np.float32(op.softcap)
-            np.multiply(np.tanh(out / cap), cap, out=out)
+            lib.pt_softcap(ffi.cast("float *", logits), n * M.rows, op.softcap)    # the CPU's own tanhf
 
 
 def _view(ptr, rows: int, cols: int) -> np.ndarray:
@@ -170,10 +170,16 @@ def _view(ptr, rows: int, cols: int) -> np.ndarray:
     return np.frombuffer(ffi.buffer(ffi.cast("float *", ptr), rows * cols * 4), np.float32).reshape(rows, cols)
 
 
+_started: dict[tuple[int, int], tuple[Device, Kernels]] = {}
+
+
 def start(platform: int | None = None, device: int | None = None) -> tuple[Device, Kernels]:
-    """The chosen device with its kernels built and checked; GpuUnavailable saying why it cannot be used."""
+    """The chosen device with its kernels built and checked, once per process (every model offloaded to it shares
+    its context, queue and program); GpuUnavailable saying why it cannot be used."""
     cl = opencl()
     dev = choose(list_devices(), platform, device)
+    if (dev.platform, dev.index) in _started:
+        return _started[dev.platform, dev.index]
     try:
         kernels = Kernels(cl, cl.Context([dev.handle]), dev.handle)
     except Exception as e:             # a driver that cannot build the program
@@ -181,6 +187,7 @@ def start(platform: int | None = None, device: int | None = None) -> tuple[Devic
     why = self_check(kernels)
     if why:
         raise GpuUnavailable(f"{dev.describe()}: start-up check failed, not used: {why}")
+    _started[dev.platform, dev.index] = dev, kernels
     return dev, kernels
 
 
