@@ -260,3 +260,27 @@ def test_info_without_pyopencl_says_how_to_get_it(monkeypatch, capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "opencl:         none (pyopencl is not installed" in out and 'pip install "petit[gpu]"' in out
+
+
+def test_serve_runs_its_steps_through_the_offload(device):
+    """`petit serve --gpu` attaches the offload in the worker's prepare hook: completions (a batch of steps on the
+    worker thread) come back as the CPU's."""
+    import httpx
+
+    from petit.gpu import attach
+    from petit.server import Server
+    from petit.server.engine import ServerWorker
+    body = {"model": "m", "prompt": "hello there", "temperature": 0, "max_tokens": 5}
+    texts, offloads = [], []
+    for prepare in (None, lambda m: offloads.append(attach(m))):
+        server = Server(ServerWorker(str(FIX / "hf" / "llama"), weights="q8_0", max_tokens=8, prepare=prepare),
+                        port=0).start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as c:
+                r = c.post("/completions", json=body)
+                assert r.status_code == 200, r.text
+                texts.append(r.json()["choices"][0]["text"])
+        finally:
+            server.stop()
+    assert len(offloads) == 1 and offloads[0].n_layers == offloads[0].n_total
+    assert texts[0] == texts[1]

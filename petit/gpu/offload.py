@@ -43,21 +43,24 @@ class Offload:
         self.n_total = len(net.layers)
         want = self.n_total if layers is None else min(layers, self.n_total)
         budget, used = int(device.global_mem * MEMORY_SHARE), 0
+        kept: dict[str, list[int]] = {}      # why a matrix stays on the CPU -> the layers of those matrices
         for i, layer in enumerate(net.layers[:want]):
             mats = [W for W in (getattr(layer, n) for n in _MATRICES) if W is not None]
             size = sum(W.raw.nbytes for W in mats if self._fits(W))
             if used + size > budget:
                 self.skipped.append(f"layers {i}..{self.n_total - 1}: the device's memory holds {i} layer(s) "
-                                    f"({used / 2**20:.0f} MiB of {budget / 2**20:.0f} MiB)")
+                                    f"({_size(used)} of the {_size(budget)} the matrices may take)")
                 break
             for W in mats:
                 if self._fits(W):
                     self._upload(W)
                 else:
-                    self.skipped.append(f"layer {i}'s {W.dtype} matrix {W.shape}: " + self._why(W))
+                    kept.setdefault(self._why(W), []).append(i)
             used += size
             self.n_layers = i + 1
-        if self.n_layers < self.n_total and not self.skipped:
+        for why, where in kept.items():
+            self.skipped.insert(0, f"{len(where)} matrices of layers {where[0]}..{where[-1]}: {why}")
+        if self.n_layers < self.n_total and not any(s.startswith("layers ") for s in self.skipped):
             self.skipped.append(f"layers {self.n_layers}..{self.n_total - 1}: --gpu-layers {want}")
         head = net.lm_head
         self.head = self.n_layers == self.n_total and self._fits(head) and used + head.raw.nbytes <= budget
@@ -77,8 +80,8 @@ class Offload:
 
     def _why(self, W) -> str:
         if W.dtype not in BLOCK_BYTES:
-            return f"{W.dtype} stays on the CPU (the device kernels take q8_0 / q4_0)"
-        return f"{W.raw.nbytes >> 20} MiB exceeds the device's largest buffer ({self.device.max_alloc >> 20} MiB)"
+            return f"{W.dtype} (the device kernels take q8_0 / q4_0)"
+        return f"over the device's largest buffer ({_size(self.device.max_alloc)})"
 
     def _upload(self, W) -> None:
         key = _key(W.c)
@@ -92,7 +95,7 @@ class Offload:
 
     def describe(self) -> str:
         head = "and the LM head " if self.head else ""
-        return (f"{self.n_layers} of {self.n_total} layers' matrices {head}({self.nbytes / 2**20:.0f} MiB) on "
+        return (f"{self.n_layers} of {self.n_total} layers' matrices {head}({_size(self.nbytes)}) on "
                 f"{self.device.describe()}")
 
     # ---- running ----
@@ -163,6 +166,10 @@ class Offload:
             out *= np.float32(op.scale)
         if op.softcap > 0.0:
             lib.pt_softcap(ffi.cast("float *", logits), n * M.rows, op.softcap)    # the CPU's own tanhf
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def _view(ptr, rows: int, cols: int) -> np.ndarray:
