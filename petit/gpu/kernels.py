@@ -111,15 +111,23 @@ class Kernels:
         self.cl.enqueue_copy(self.queue, bd, d, is_blocking=False)
         return bq, bd, x.shape[0], x.shape[1]
 
-    def matmul(self, dtype: str, wbuf, rows: int, act: tuple, out: np.ndarray, slot: int = 0,
-               group: int | None = None) -> None:
-        """out [T, rows] = W x for the activations `act` (put_act); blocking: out holds the product on return."""
+    def launch(self, dtype: str, wbuf, rows: int, act: tuple, slot: int = 0, group: int | None = None):
+        """Queue W x for the activations `act` (put_act) into the device buffer of `slot`, returned."""
         bq, bd, T, K = act
         L = self.group if group is None else group
         by = self._scratch(f"y{slot}", T * rows * 4)
         self.kernels[dtype](self.queue, (rows * L, T), (L, 1), wbuf, np.int32(K // QK), np.int32(rows), bq, bd, by,
                             self.cl.LocalMemory(4 * L))
-        self.cl.enqueue_copy(self.queue, out, by, is_blocking=True)
+        return by
+
+    def read(self, buf, out: np.ndarray, blocking: bool = True) -> None:
+        """A product's output into `out` (in queue order: a blocking read waits for every earlier one too)."""
+        self.cl.enqueue_copy(self.queue, out, buf, is_blocking=blocking)
+
+    def matmul(self, dtype: str, wbuf, rows: int, act: tuple, out: np.ndarray, slot: int = 0,
+               group: int | None = None) -> None:
+        """out [T, rows] = W x for the activations `act` (put_act); out holds the product on return."""
+        self.read(self.launch(dtype, wbuf, rows, act, slot, group), out)
 
 
 def _pow2_floor(n: int) -> int:

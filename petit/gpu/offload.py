@@ -142,19 +142,21 @@ class Offload:
         return 0
 
     def _matmul(self, op, T: int) -> None:
+        """Up to three products of one input: queued together, read back together (the last read waits)."""
+        k = self.kernels
         first = self.matrices[_key(op.W[0])]
-        act = self.kernels.put_act(_view(op.x, T, first.cols))
-        for m in range(3):
-            if op.W[m] == ffi.NULL:
-                break
-            M = self.matrices[_key(op.W[m])]
-            y = _view(op.y[m], T, M.rows)
-            if op.mode:                     # accumulate into y (the residual stream)
-                out = np.empty_like(y)
-                self.kernels.matmul(M.dtype, M.buf, M.rows, act, out, slot=m)
-                y += out
-            else:
-                self.kernels.matmul(M.dtype, M.buf, M.rows, act, y, slot=m)
+        act = k.put_act(_view(op.x, T, first.cols))
+        n = 3 if op.W[2] != ffi.NULL else 2 if op.W[1] != ffi.NULL else 1
+        mats = [self.matrices[_key(op.W[m])] for m in range(n)]
+        bufs = [k.launch(M.dtype, M.buf, M.rows, act, slot=m) for m, M in enumerate(mats)]
+        outs = [_view(op.y[m], T, M.rows) for m, M in enumerate(mats)]
+        if op.mode:                         # accumulate into y (the residual stream; one matrix only)
+            tmp = np.empty_like(outs[0])
+            k.read(bufs[0], tmp)
+            outs[0] += tmp
+            return
+        for m in range(n):
+            k.read(bufs[m], outs[m], blocking=m == n - 1)
 
     def _logits(self, op, n: int, logits) -> None:
         M = self.matrices[_key(op.W[0])]
