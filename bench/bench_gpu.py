@@ -15,8 +15,11 @@ On a machine without a GPU the device is PoCL's CPU device (pip install pocl-bin
 and checks the plumbing, but its figures say nothing about a GPU (the kernels then compete with the CPU path for the
 same cores); the table says so.
 
+The kernel rows time one --kernel ROWS COLS matrix alone (q8_0 and q4_0, one token and 64), on the device and on
+the CPU path: what a product costs without the rest of the step.
+
 Usage: python bench/bench_gpu.py MODEL [--weights q8_0] [--prompt-tokens 512] [--decode 64] [--rounds 3]
-       [--gpu-platform N] [--gpu-device N] [--gpu-layers N] [--gguf FILE]
+       [--gpu-platform N] [--gpu-device N] [--gpu-layers N] [--gguf FILE] [--kernel ROWS COLS]
 """
 import argparse
 import os
@@ -81,6 +84,30 @@ def llama_cpp_row(path: str, n_prompt: int, n_decode: int) -> str:
     return f"llama.cpp GPU  prefill {pre:9.1f} tok/s   decode {dec:7.1f} tok/s"
 
 
+def kernel_rows(kernels, rows: int, cols: int, rounds: int) -> None:
+    """One rows x cols matrix, q8_0 and q4_0, at T = 1 (decode) and T = 64 (a prefill slice): the device's time per
+    product (input sent, output read back) and the GB/s of the matrix it reads, against the CPU path's time."""
+    from petit.native import Weight, matmul, quantize
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    for dtype in ("q8_0", "q4_0"):
+        raw = quantize(w, dtype)
+        W, buf = Weight(raw, dtype, (rows, cols)), kernels.upload(raw)
+        for T in (1, 64):
+            x = rng.standard_normal((T, cols)).astype(np.float32)
+            out = np.empty((T, rows), np.float32)
+            dev = cpu = float("inf")
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                kernels.matmul(dtype, buf, rows, kernels.put_act(x), out)
+                dev = min(dev, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                matmul(W, x)
+                cpu = min(cpu, time.perf_counter() - t0)
+            print(f"kernel {dtype} {rows}x{cols} T={T:<3d} device {dev * 1e6:9.0f} us ({raw.nbytes / dev / 1e9:6.1f} GB/s)"
+                  f"   CPU path {cpu * 1e6:9.0f} us   ({cpu / dev:.2f}x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
@@ -92,6 +119,8 @@ def main() -> int:
     ap.add_argument("--gpu-device", type=int)
     ap.add_argument("--gpu-layers", type=int)
     ap.add_argument("--gguf", help="the GGUF file llama.cpp's row runs (default: MODEL when it is one)")
+    ap.add_argument("--kernel", type=int, nargs=2, metavar=("ROWS", "COLS"), default=(4096, 4096),
+                    help="the size of the matrix of the kernel rows (default 4096 4096; 0 0: none)")
     a = ap.parse_args()
     model = petit.load(a.model, weights=a.weights)
     ids = _prompt(model, min(a.prompt_tokens, model.context_length - 1))
@@ -105,6 +134,8 @@ def main() -> int:
         print(f"--gpu: skipped ({e})")
         return 0
     print(f"device: {off.describe()}")
+    if a.kernel[0] > 0:
+        kernel_rows(off.kernels, a.kernel[0], a.kernel[1], a.rounds)
     for s in off.skipped:
         print(f"  on the CPU: {s}")
     gpu_pre, gpu_dec = prefill(model, ids, a.rounds), decode(model, a.decode, a.rounds)

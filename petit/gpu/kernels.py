@@ -2,9 +2,10 @@
 
 Each kernel multiplies a q8_0 or q4_0 matrix, uploaded in its stored blocks (docs/petit-format.md: an fp16 scale,
 then 32 int8 codes or 16 bytes of nibbles), by activations quantized as the CPU's integer kernels quantize them
-(petit.native.quantize_act: int8 codes with an fp32 scale per 32 values). A work-group computes one output y[t][r]:
-its work-items take every L-th block of the row, each block's integer dot product exactly, times the two scales, then
-the partial sums are added in local memory. No sub-group extension, no fp16 arithmetic (vload_half is core OpenCL
+(petit.native.quantize_act: int8 codes with an fp32 scale per 32 values). A work-group computes one row's outputs
+y[t][r] for a tile of up to 4 tokens (each block of the row read once for them): its work-items take every L-th
+block, its integer dot product with each token's exactly (16-wide vector loads), times the two scales, then the
+partial sums are added in local memory. No sub-group extension, no fp16 arithmetic (vload_half is core OpenCL
 1.0), no contraction into fma: with a work-group of one the result is the scalar path's bit for bit
 (kernels/kern_scalar.c), with more only the order of the float additions differs.
 """
@@ -17,14 +18,17 @@ from petit.native import quantize_act
 QK = 32
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 GROUP = 32          # work-items per output (a power of two); 1 reproduces the scalar path's order
+TILE = 4            # tokens per work-group (TT in the source)
 
 SOURCE = r"""
 #pragma OPENCL FP_CONTRACT OFF
 #define QK 32
+#define TT 4            /* tokens per work-group: a block of the matrix is read once for up to TT of them */
 
-/* the partial sums of the group's work-items into part[0]; L a power of two */
+/* the sum of the group's values v into part[0], which work-item 0 reads; L a power of two */
 static float group_sum(__local float *part, float v) {
     const int lid = get_local_id(0), L = get_local_size(0);
+    barrier(CLK_LOCAL_MEM_FENCE);              /* the previous call's part[0] has been read */
     part[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = L / 2; s > 0; s >>= 1) {
@@ -34,45 +38,55 @@ static float group_sum(__local float *part, float v) {
     return part[0];
 }
 
-/* y[t][r] (+)= sum over blocks b of d_w[r][b] d_x[t][b] (w_q[r][b] . x_q[t][b]); one group per (r, t) */
-__kernel void mm_q8_0(__global const uchar *w, const int nb, const int rows, __global const char *xq,
-                      __global const float *xd, __global float *y, __local float *part) {
-    const int r = get_group_id(0), t = get_global_id(1), lid = get_local_id(0), L = get_local_size(0);
-    __global const uchar *row = w + (size_t)r * nb * 34;
-    __global const char *aq = xq + (size_t)t * nb * QK;
-    __global const float *ad = xd + (size_t)t * nb;
-    float sum = 0.0f;
-    for (int b = lid; b < nb; b += L) {
-        __global const uchar *blk = row + (size_t)b * 34;
-        __global const char *wq = (__global const char *)(blk + 2);
-        __global const char *xb = aq + b * QK;
-        int isum = 0;
-        for (int j = 0; j < QK; j++) isum += (int)wq[j] * (int)xb[j];
-        sum += vload_half(0, (__global const half *)blk) * ad[b] * (float)isum;
-    }
-    sum = group_sum(part, sum);
-    if (lid == 0) y[(size_t)t * rows + r] = sum;
+static int hsum16(int16 p) {                  /* exact: integers */
+    int8 a = p.lo + p.hi;
+    int4 b = a.lo + a.hi;
+    int2 c = b.lo + b.hi;
+    return c.x + c.y;
 }
 
-__kernel void mm_q4_0(__global const uchar *w, const int nb, const int rows, __global const char *xq,
-                      __global const float *xd, __global float *y, __local float *part) {
-    const int r = get_group_id(0), t = get_global_id(1), lid = get_local_id(0), L = get_local_size(0);
-    __global const uchar *row = w + (size_t)r * nb * 18;
-    __global const char *aq = xq + (size_t)t * nb * QK;
-    __global const float *ad = xd + (size_t)t * nb;
-    float sum = 0.0f;
-    for (int b = lid; b < nb; b += L) {
-        __global const uchar *blk = row + (size_t)b * 18, *qs = blk + 2;
-        __global const char *xb = aq + b * QK;
-        int isum = 0;
-        for (int j = 0; j < QK / 2; j++) {
-            isum += ((int)(qs[j] & 0x0F) - 8) * (int)xb[j];
-            isum += ((int)(qs[j] >> 4) - 8) * (int)xb[j + QK / 2];
-        }
-        sum += vload_half(0, (__global const half *)blk) * ad[b] * (float)isum;
+/* y[t][r] = sum over blocks b of d_w[r][b] d_x[t][b] (w_q[r][b] . x_q[t][b]) for the tokens t of the group's tile;
+ * a group per (row r, tile of TT tokens), its work-items taking every L-th block */
+#define MM_BODY(BLOCK_BYTES, ...)                                                                   \
+    const int r = get_group_id(0), t0 = get_group_id(1) * TT, lid = get_local_id(0), L = get_local_size(0); \
+    const int nt = min(TT, T - t0);                                                                 \
+    __global const uchar *row = w + (size_t)r * nb * BLOCK_BYTES;                                   \
+    float sum[TT];                                                                                  \
+    for (int i = 0; i < TT; i++) sum[i] = 0.0f;                                                     \
+    for (int b = lid; b < nb; b += L) {                                                             \
+        __global const uchar *blk = row + (size_t)b * BLOCK_BYTES;                                  \
+        const float dw = vload_half(0, (__global const half *)blk);                                \
+        __VA_ARGS__                                                                                 \
+    }                                                                                               \
+    for (int i = 0; i < nt; i++) {                                                                  \
+        const float v = group_sum(part, sum[i]);                                                   \
+        if (lid == 0) y[(size_t)(t0 + i) * rows + r] = v;                                          \
     }
-    sum = group_sum(part, sum);
-    if (lid == 0) y[(size_t)t * rows + r] = sum;
+
+__kernel void mm_q8_0(__global const uchar *w, const int nb, const int rows, const int T, __global const char *xq,
+                      __global const float *xd, __global float *y, __local float *part) {
+    MM_BODY(34, {
+        const int16 w0 = convert_int16(vload16(0, (__global const char *)(blk + 2)));
+        const int16 w1 = convert_int16(vload16(1, (__global const char *)(blk + 2)));
+        for (int i = 0; i < nt; i++) {
+            __global const char *xb = xq + ((size_t)(t0 + i) * nb + b) * QK;
+            const int isum = hsum16(w0 * convert_int16(vload16(0, xb)) + w1 * convert_int16(vload16(1, xb)));
+            sum[i] += dw * xd[(size_t)(t0 + i) * nb + b] * (float)isum;
+        }
+    })
+}
+
+__kernel void mm_q4_0(__global const uchar *w, const int nb, const int rows, const int T, __global const char *xq,
+                      __global const float *xd, __global float *y, __local float *part) {
+    MM_BODY(18, {
+        const uchar16 q = vload16(0, blk + 2);
+        const int16 lo = convert_int16(q & (uchar16)0x0F) - 8, hi = convert_int16(q >> (uchar16)4) - 8;
+        for (int i = 0; i < nt; i++) {
+            __global const char *xb = xq + ((size_t)(t0 + i) * nb + b) * QK;
+            const int isum = hsum16(lo * convert_int16(vload16(0, xb)) + hi * convert_int16(vload16(1, xb)));
+            sum[i] += dw * xd[(size_t)(t0 + i) * nb + b] * (float)isum;
+        }
+    })
 }
 """
 
@@ -116,8 +130,8 @@ class Kernels:
         bq, bd, T, K = act
         L = self.group if group is None else group
         by = self._scratch(f"y{slot}", T * rows * 4)
-        self.kernels[dtype](self.queue, (rows * L, T), (L, 1), wbuf, np.int32(K // QK), np.int32(rows), bq, bd, by,
-                            self.cl.LocalMemory(4 * L))
+        self.kernels[dtype](self.queue, (rows * L, -(-T // TILE)), (L, 1), wbuf, np.int32(K // QK), np.int32(rows),
+                            np.int32(T), bq, bd, by, self.cl.LocalMemory(4 * L))
         return by
 
     def read(self, buf, out: np.ndarray, blocking: bool = True) -> None:
@@ -154,11 +168,11 @@ def reference(dtype: str, raw: np.ndarray, rows: int, cols: int, x: np.ndarray) 
 
 
 def self_check(k: Kernels, seed: int = 0) -> str | None:
-    """Each kernel on the device against the scalar path on small odd sizes (7 rows of 5 blocks, 3 tokens; and with
-    one work-item per output, bit for bit): None when all agree, else what failed."""
+    """Each kernel on the device against the scalar path on small odd sizes (7 rows of 5 blocks, 5 tokens: two
+    tiles; and with one work-item per output, bit for bit): None when all agree, else what failed."""
     from petit.native import quantize
     rng = np.random.default_rng(seed)
-    rows, cols, T = 7, 5 * QK, 3
+    rows, cols, T = 7, 5 * QK, 5
     x = rng.standard_normal((T, cols)).astype(np.float32)
     for dtype in ("q8_0", "q4_0"):
         raw = quantize(rng.standard_normal((rows, cols)).astype(np.float32), dtype)
