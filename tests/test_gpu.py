@@ -115,7 +115,7 @@ FOLDERS = _dense_folders()
 def test_logits_with_the_offload_equal_the_cpu_path(device, folder, weights):
     """The kernels as they run (32 work-items per output) against the active CPU path: the same integers, the float
     sums in another order. A sum one ulp apart can round an activation of the next layer to the neighbouring int8
-    code, which moves the logits by up to about 1 % of their range (two fixtures of sixty do); the rest agree to
+    code, which moves the logits by up to about 1 % of their range (three cases of 64 do); the rest agree to
     about 1e-7. The bound: 0.03 of the range, well inside q8_0's 0.08 against float32."""
     from petit.gpu import attach, detach
     model = _load(folder, weights)
