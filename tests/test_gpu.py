@@ -184,6 +184,23 @@ def test_a_batch_of_sequences_runs_through_the_offload(device):
         assert np.abs(g - c).max() <= TOL * (c.max() - c.min())
 
 
+def test_a_matrix_swapped_after_attach_runs_on_the_cpu(device):
+    """The records are matched to device copies by the address of their matrix: a matrix swapped in afterwards
+    (replace_matrices) runs on the CPU with its own values, never as the stale copy."""
+    from petit.gpu import attach, detach
+    model = _load(FIX / "hf" / "llama", "q8_0")
+    ids = np.load(FIX / "hf" / "llama" / "reference.npz")["input_ids"]
+    before = model.logits(ids)
+    attach(model)
+    old = model.net.layers[0].down
+    model.net.replace_matrices({id(old): Weight.from_float(old.dequantize() * 0.5, "q8_0")})
+    got = model.logits(ids)
+    detach(model)
+    want = model.logits(ids)
+    assert np.abs(got - want).max() <= TOL * (want.max() - want.min())
+    assert np.abs(got - before).max() > 100 * TOL * (want.max() - want.min())
+
+
 # ---- refusals ----
 def test_a_model_without_q8_0_or_q4_0_matrices_is_refused(device):
     from petit.gpu import GpuUnavailable, attach

@@ -27,8 +27,13 @@ def _key(ptr) -> int:
 
 
 class _DeviceMatrix:
-    def __init__(self, dtype: str, buf, rows: int, cols: int, nbytes: int):
-        self.dtype, self.buf, self.rows, self.cols, self.nbytes = dtype, buf, rows, cols, nbytes
+    """A matrix on the device. It holds its host Weight: while the Offload lives, no other pt_tensor can take the
+    address the plan's records are matched by (a matrix swapped out afterwards runs on the CPU, never as a stale
+    copy). Attach after any change to the weights."""
+
+    def __init__(self, W, buf):
+        self.W, self.dtype, self.buf = W, W.dtype, buf
+        self.rows, self.cols, self.nbytes = W.shape[0], W.shape[1], W.raw.nbytes
 
 
 class Offload:
@@ -86,8 +91,7 @@ class Offload:
     def _upload(self, W) -> None:
         key = _key(W.c)
         if key not in self.matrices:
-            self.matrices[key] = _DeviceMatrix(W.dtype, self.kernels.upload(W.stored()), W.shape[0], W.shape[1],
-                                               W.raw.nbytes)
+            self.matrices[key] = _DeviceMatrix(W, self.kernels.upload(W.stored()))
 
     @property
     def nbytes(self) -> int:
