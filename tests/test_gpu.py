@@ -238,6 +238,23 @@ def test_zero_layers_leaves_only_the_cpu(device):
         attach(_load(FIX / "hf" / "llama", "q8_0"), layers=0)
 
 
+def test_the_device_chosen_and_why_the_others_are_not():
+    from petit.gpu import Device, GpuUnavailable, choose, why_not
+
+    def dev(p, i, kind):
+        return Device(p, i, f"platform{p}", f"{kind.lower()}{i}", kind, 1 << 30, 1 << 28, "OpenCL 3.0")
+    cpu, igpu, dgpu = dev(0, 0, "CPU"), dev(1, 0, "GPU"), dev(1, 1, "GPU")
+    assert choose([cpu, igpu, dgpu]) is igpu                   # the first GPU, wherever the CPU device is listed
+    assert why_not(igpu, cpu) == "not a GPU" and why_not(igpu, dgpu) == "a GPU listed before it comes first"
+    assert choose([cpu]) is cpu and "no GPU here" in why_not(cpu, dev(0, 1, "ACCELERATOR"))
+    assert choose([cpu, igpu, dgpu], platform=1, device=1) is dgpu
+    assert choose([cpu, igpu, dgpu], device=0) is cpu          # platform 0 when only the device is given
+    with pytest.raises(GpuUnavailable, match=r"no OpenCL device 2 on platform 1 \(platform/device here: 0/0, 1/0, 1/1"):
+        choose([cpu, igpu, dgpu], platform=1, device=2)
+    with pytest.raises(GpuUnavailable, match="no OpenCL platform or device found"):
+        choose([])
+
+
 # ---- the command line ----
 def test_run_with_gpu_prints_what_the_cpu_prints(device, capsys):
     folder = str(FIX / "hf" / "llama")
@@ -269,6 +286,7 @@ def test_info_lists_the_devices(device, capsys):
     dev, _ = device
     assert "opencl:" in out and dev.name in out
     assert "gpu offload:    off unless --gpu" in out and "start-up check passed" in out
+    assert "[--gpu uses this one]" in out
 
 
 def test_info_without_pyopencl_says_how_to_get_it(monkeypatch, capsys):

@@ -36,7 +36,7 @@ def cmd_info(args) -> int:
 
 def _opencl() -> None:
     """The OpenCL platforms and devices, and which one `--gpu` would use (its start-up check run here)."""
-    from petit.gpu import GpuUnavailable, choose, list_devices, start
+    from petit.gpu import GpuUnavailable, choose, list_devices, start, why_not
     try:
         devices = list_devices()
         chosen = choose(devices)
@@ -45,7 +45,8 @@ def _opencl() -> None:
         return
     print("opencl:         " + "; ".join(sorted({f'platform {d.platform}: {d.platform_name}' for d in devices})))
     for d in devices:
-        print(f"  {d.describe()}")
+        mark = "--gpu uses this one" if d is chosen else f"not used by --gpu alone: {why_not(chosen, d)}"
+        print(f"  {d.describe()}   [{mark}]")
     try:
         dev, _ = start(chosen.platform, chosen.index)
         verdict = "start-up check passed"

@@ -22,7 +22,7 @@ class Device:
 
     @property
     def is_gpu(self) -> bool:
-        return "GPU" in self.kind
+        return self.kind == "GPU"
 
     def describe(self) -> str:
         return (f"platform {self.platform} device {self.index}: {self.name} ({self.kind}, "
@@ -53,8 +53,10 @@ def list_devices() -> list[Device]:
         except cl.Error:
             continue
         for i, d in enumerate(devs):
-            out.append(Device(p, i, plat.name.strip(), d.name.strip(), cl.device_type.to_string(d.type),
-                              int(d.global_mem_size), int(d.max_mem_alloc_size), d.version, d))
+            kind = next((k for k in ("GPU", "ACCELERATOR", "CPU", "CUSTOM")
+                         if d.type & getattr(cl.device_type, k, 0)), str(d.type))
+            out.append(Device(p, i, plat.name.strip(), d.name.strip(), kind, int(d.global_mem_size),
+                              int(d.max_mem_alloc_size), d.version, d))
     return out
 
 
@@ -74,3 +76,12 @@ def choose(devices: list[Device], platform: int | None = None, device: int | Non
         raise GpuUnavailable(f"no OpenCL device {d} on platform {p} (platform/device here: {have})")
     gpus = [d for d in devices if d.is_gpu]
     return gpus[0] if gpus else devices[0]
+
+
+def why_not(chosen: Device, dev: Device) -> str:
+    """Why `--gpu` alone does not use dev (chosen is what it uses): what `petit info` says beside each device."""
+    if chosen.is_gpu and not dev.is_gpu:
+        return "not a GPU"
+    if chosen.is_gpu:
+        return "a GPU listed before it comes first"
+    return "no GPU here: the first device is used"
