@@ -201,6 +201,37 @@ def test_a_matrix_swapped_after_attach_runs_on_the_cpu(device):
     assert np.abs(got - before).max() > 100 * TOL * (want.max() - want.min())
 
 
+def test_as_many_layers_as_fit_and_a_matrix_over_the_largest_buffer_stays_on_the_cpu(device):
+    """The default --gpu-layers: the layers whose matrices fit in 80 % of the device's memory, in order; a matrix
+    larger than the device's largest buffer stays on the CPU (with the products that share its input)."""
+    import dataclasses
+
+    from petit.gpu.offload import MEMORY_SHARE, Offload
+    dev, kernels = device
+    model = _load(FIX / "hf" / "llama", "q8_0")
+    ids = np.load(FIX / "hf" / "llama" / "reference.npz")["input_ids"]
+    want = model.logits(ids)
+    L0 = model.net.layers[0]
+    layer = sum(getattr(L0, n).raw.nbytes for n in ("q", "k", "v", "o", "gate", "up", "down"))
+    small = dataclasses.replace(dev, global_mem=int((layer + layer // 2) / MEMORY_SHARE))
+    off = Offload(model.net, small, kernels)
+    assert off.n_layers == 1 and not off.head
+    assert any("the device's memory holds 1 layer(s)" in s for s in off.skipped)
+    narrow = dataclasses.replace(dev, max_alloc=L0.q.raw.nbytes - 1)     # q (and k, v beside it) too big for a buffer
+    off = Offload(model.net, narrow, kernels)
+    assert off.n_layers == model.n_layers and _key_of(L0.q) not in off.matrices
+    assert any("over the device's largest buffer" in s for s in off.skipped)
+    model.net.offload = off
+    got = model.logits(ids)
+    model.net.offload = None
+    assert np.abs(got - want).max() <= FLIP_TOL * (want.max() - want.min())
+
+
+def _key_of(W) -> int:
+    from petit.gpu.offload import _key
+    return _key(W.c)
+
+
 # ---- refusals ----
 def test_a_model_without_q8_0_or_q4_0_matrices_is_refused(device):
     from petit.gpu import GpuUnavailable, attach
