@@ -350,3 +350,16 @@ def test_serve_runs_its_steps_through_the_offload(device):
             server.stop()
     assert len(offloads) == 1 and offloads[0].n_layers == offloads[0].n_total
     assert texts[0] == texts[1]
+
+
+def test_chat_with_gpu_answers_as_on_the_cpu(device):
+    """`petit chat --gpu` on the bundled model: the same replies as tests/test_cli.py's, the device named on stderr."""
+    import subprocess
+    import sys
+    asset = str(Path(__file__).parent.parent / "assets" / "default-q8_0.petit")
+    r = subprocess.run([sys.executable, "-m", "petit.cli", "chat", "-m", asset, "--gpu"],
+                       input="what is 12 plus 7?\nwhich is bigger, 2 or 16?\n", capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "19\n16\n"
+    assert "petit chat: gpu: " in r.stderr and "layers' matrices and the LM head" in r.stderr
