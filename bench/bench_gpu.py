@@ -71,7 +71,7 @@ def llama_cpp_row(path: str, n_prompt: int, n_decode: int) -> str:
     if not llama_cpp.llama_supports_gpu_offload():
         return "llama.cpp GPU: skipped (this llama-cpp-python build has no GPU backend)"
     llm = llama_cpp.Llama(path, n_gpu_layers=-1, n_ctx=n_prompt + n_decode + 8, verbose=False)
-    ids = list(_prompt(type("M", (), {"vocab_size": llm.n_vocab()})(), n_prompt))
+    ids = [int(t) for t in _prompt(type("M", (), {"vocab_size": llm.n_vocab()})(), n_prompt)]
     t0 = time.perf_counter()
     llm.eval(ids)
     pre = n_prompt / (time.perf_counter() - t0)

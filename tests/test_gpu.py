@@ -363,3 +363,19 @@ def test_chat_with_gpu_answers_as_on_the_cpu(device):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "19\n16\n"
     assert "petit chat: gpu: " in r.stderr and "layers' matrices and the LM head" in r.stderr
+
+
+def test_a_device_error_in_a_step_is_named_and_the_cache_stays(device, monkeypatch):
+    from petit.gpu import attach
+    model = _load(FIX / "hf" / "llama", "q8_0")
+    off = attach(model)
+    cache = model.new_cache(16)
+    model.forward([1, 2, 3], cache)
+    cl = off.kernels.cl
+
+    def lost(*a, **k):
+        raise cl.MemoryError("clEnqueueNDRangeKernel", cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, "out of memory")
+    monkeypatch.setattr(off.kernels, "launch", lost)
+    with pytest.raises(RuntimeError, match="the OpenCL device failed in layer 0's product .*--cpu runs without it"):
+        model.forward([4], cache)
+    assert cache.pos == 3

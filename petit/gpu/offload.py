@@ -137,12 +137,17 @@ class Offload:
                     return rc
                 continue
             op = plan.ops[i]
-            with self.kernels.lock:
-                if op.kind == lib.PT_OP_LOGITS:
-                    if n_logits:
-                        self._logits(op, n_logits, step.logits)
-                else:
-                    self._matmul(op, T)
+            try:
+                with self.kernels.lock:
+                    if op.kind == lib.PT_OP_LOGITS:
+                        if n_logits:
+                            self._logits(op, n_logits, step.logits)
+                    else:
+                        self._matmul(op, T)
+            except self.kernels.cl.Error as e:     # out of device memory, a lost device: the step fails, named
+                where = "the LM head" if op.kind == lib.PT_OP_LOGITS else f"layer {op.layer}"
+                raise RuntimeError(f"the OpenCL device failed in {where}'s product ({self.device.name}): {e}; "
+                                   "--cpu runs without it") from e
         return 0
 
     def _matmul(self, op, T: int) -> None:
