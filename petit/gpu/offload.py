@@ -53,7 +53,7 @@ class Offload:
             mats = [W for W in (getattr(layer, n) for n in _MATRICES) if W is not None]
             size = sum(W.raw.nbytes for W in mats if self._fits(W))
             if used + size > budget:
-                self.skipped.append(f"layers {i}..{self.n_total - 1}: the device's memory holds {i} layer(s) "
+                self.skipped.append(f"{_layers(i, self.n_total - 1)}: the device's memory holds {i} layer(s) "
                                     f"({_size(used)} of the {_size(budget)} the matrices may take)")
                 break
             for W in mats:
@@ -64,9 +64,9 @@ class Offload:
             used += size
             self.n_layers = i + 1
         for why, where in kept.items():
-            self.skipped.insert(0, f"{len(where)} matrices of layers {where[0]}..{where[-1]}: {why}")
-        if self.n_layers < self.n_total and not any(s.startswith("layers ") for s in self.skipped):
-            self.skipped.append(f"layers {self.n_layers}..{self.n_total - 1}: --gpu-layers {want}")
+            self.skipped.insert(0, f"{len(where)} matrices of {_layers(where[0], where[-1])}: {why}")
+        if self.n_layers < self.n_total and self.n_layers == want:
+            self.skipped.append(f"{_layers(self.n_layers, self.n_total - 1)}: --gpu-layers {want}")
         head = net.lm_head
         self.head = self.n_layers == self.n_total and self._fits(head) and used + head.raw.nbytes <= budget
         if self.head:
@@ -177,6 +177,10 @@ class Offload:
             out *= np.float32(op.scale)
         if op.softcap > 0.0:
             lib.pt_softcap(ffi.cast("float *", logits), n * M.rows, op.softcap)    # the CPU's own tanhf
+
+
+def _layers(first: int, last: int) -> str:
+    return f"layer {first}" if first == last else f"layers {first}..{last}"
 
 
 def _size(n: int) -> str:
