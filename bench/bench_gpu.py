@@ -3,7 +3,7 @@
 llama.cpp's GPU backend on the same GGUF file where llama-cpp-python is installed with one (issue 34's goals:
 prefill >= 5x the CPU path, decode at >= 70 % of the device's memory bandwidth).
 
-Method. The model loads once (a .petit or GGUF file, or a Hugging Face folder, at --weights, default q8_0); each
+Method. The model loads once (a .petit or GGUF file as stored, or a Hugging Face folder at q8_0; --weights converts); each
 mode runs --rounds times and the best round counts: prefill is one forward step over a --prompt-token prompt from a
 fresh cache, decode is --decode single-token steps after a 32-token prompt (greedy argmax, the logits of the last
 position only). The GPU mode attaches the offload (all the layers that fit, or --gpu-layers) with the device the
@@ -18,7 +18,7 @@ same cores); the table says so.
 The kernel rows time one --kernel ROWS COLS matrix alone (q8_0 and q4_0, one token and 64), on the device and on
 the CPU path: what a product costs without the rest of the step.
 
-Usage: python bench/bench_gpu.py MODEL [--weights q8_0] [--prompt-tokens 512] [--decode 64] [--rounds 3]
+Usage: python bench/bench_gpu.py MODEL [--weights TYPE] [--prompt-tokens 512] [--decode 64] [--rounds 3]
        [--gpu-platform N] [--gpu-device N] [--gpu-layers N] [--gguf FILE] [--kernel ROWS COLS]
 """
 import argparse
@@ -111,7 +111,7 @@ def kernel_rows(kernels, rows: int, cols: int, rounds: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
-    ap.add_argument("--weights", default="q8_0")
+    ap.add_argument("--weights", help="convert at load (default: as stored; a Hugging Face folder: q8_0)")
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
