@@ -6,8 +6,8 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, check_sampling_flags, check_speculation_flags, configure_threads,
-                               format_count, make_sampler, model_path)
+from petit.cli.options import (add_chat_options, apply_gpu, check_sampling_flags, check_speculation_flags,
+                               configure_threads, format_count, gpu_wanted, make_sampler, model_path)
 
 
 def _port(s: str) -> int:
@@ -67,6 +67,7 @@ def cmd_serve(args) -> int:
         raise UsageError("-n/--max-tokens must be at least 1")
     check_sampling_flags(args)
     check_speculation_flags(args)
+    gpu_wanted(args)
     configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
@@ -98,7 +99,8 @@ def cmd_serve(args) -> int:
                           kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
-                          speculation=_lookup(args) if args.lookup else None)
+                          speculation=_lookup(args) if args.lookup else None,
+                          prepare=lambda model: apply_gpu(args, model, "serve"))
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)

@@ -234,7 +234,11 @@ class Decoder:
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
+
+    `offload` (None: the CPU alone) runs the plan's matmuls on an OpenCL device (petit.gpu.attach sets it).
     """
+
+    offload = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
                  lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
@@ -287,6 +291,14 @@ class Decoder:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
         self._plan = None
+
+    def plan_kinds(self) -> set[int]:
+        """The op kinds (PT_OP_*) of this model's forward plan (described here if no step has run yet)."""
+        with self._lock:
+            if self._plan is None:
+                self._plan = self._build_plan(self.scratch(1))
+            plan = self._plan
+        return {plan.ops[i].kind for i in range(plan.n_ops)}
 
     def scratch(self, T: int) -> _Scratch:
         if self._scratch is None or self._scratch.cap < T:
@@ -406,7 +418,7 @@ class Decoder:
         runs, _, scratch = self._begin(seqs, logits_out)
         if self._plan is None or self._plan.scratch is not scratch:
             self._plan = self._build_plan(scratch)
-        rc = self._plan.run(runs, logits_out)
+        rc = self._plan.run(runs, logits_out, self.offload)
         if rc:
             kind, layer, seq = self._plan.failed()
             if kind == "embed" and rc == -1:

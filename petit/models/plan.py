@@ -213,10 +213,11 @@ class Plan:
         self._seq_cap = n
 
     # ---- running ----
-    def run(self, seqs: list, logits_out: np.ndarray | None) -> int:
+    def run(self, seqs: list, logits_out: np.ndarray | None, offload=None) -> int:
         """One step over the ids already in scratch.ids (the sequences' one after another). `seqs` holds each
         sequence's (T, pos0, cache, n_logits); logits_out [sum of n_logits, vocab] (None when that is 0). 0, or the
-        failing op's error (see `failed`)."""
+        failing op's error (see `failed`). offload: None, or what runs the step instead of one pt_plan_run call
+        (petit.gpu's Offload: the plan in slices, its matmuls on a device)."""
         if len(seqs) > self._seq_cap:
             self._grow(len(seqs))
         st = self.step
@@ -237,6 +238,8 @@ class Plan:
             rec.kv_int8, rec.k, rec.v, rec.k_scale, rec.v_scale, rec.n_ctx = (kv.int8, kv.k, kv.v, kv.ks, kv.vs,
                                                                               cache.n_ctx)
         st.logits = NULL if logits_out is None else fptr(logits_out)
+        if offload is not None:
+            return offload.run(self, st)
         return lib.pt_plan_run(self.ops, self.n_ops, st)
 
     def failed(self) -> tuple[str, int, int]:
