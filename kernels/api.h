@@ -140,6 +140,9 @@ enum {
     PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
     /* issue 30, the jetmoe group (ids 44-47): JetMoE's mixture of attention heads (kernels/moa.c) */
     PT_OP_MOA_GATE = 44,
+    /* issue 30, the dsv4 group (ids 34-39): DeepSeek-V4 (kernels/hc.c, dsv4_plan.c) */
+    PT_OP_HC_PRE = 34, PT_OP_HC_POST = 35, PT_OP_DSV4_POOL = 36, PT_OP_DSV4_ATTN = 37, PT_OP_DSV4_INDEX = 38,
+    PT_OP_HASH_ROUTE = 39,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
