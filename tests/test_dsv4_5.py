@@ -122,9 +122,16 @@ def test_a_batch_gives_each_sequence_its_own_logits(model):
     assert np.abs(out[0] - wa).max() <= 1e-5 * np.ptp(wa) and np.abs(out[1] - wb).max() <= 1e-5 * np.ptp(wb)
 
 
-def test_an_int8_cache_is_refused_by_name(model):
+def test_an_int8_cache_is_refused_by_name_and_sessions_keep_float32(model):
+    from petit.cache import KVCache
     with pytest.raises(ValueError, match=r"deepseek_v4 keeps its compressors' state .* \(float32 caches only\)"):
-        model.net.forward([3, 4], model.new_cache(8, kv_type="int8"), np.empty((1, model.vocab_size), np.float32))
+        model.new_cache(8, kv_type="int8")
+    a = model.net.arch
+    cache = KVCache(len(model.net.layers), 1, 8, a.head_dim, "int8", True)
+    with pytest.raises(ValueError, match=r"deepseek_v4 keeps its compressors' state .* \(float32 caches only\)"):
+        model.net.forward([3, 4], cache, np.empty((1, model.vocab_size), np.float32))
+    q = petit.load(FOLDER, weights="q8_0")
+    assert petit.Session(q).cache.kv_type == "f32"
 
 
 def _with_config(tmp_path, edit):

@@ -90,6 +90,7 @@ def build(cfg: DeepseekV4Config, t) -> DeepseekV4Decoder:
         L = Layer(q=None, k=None, v=None, o=None, moe=_moe(t, p + "ffn.", cfg, cfg.mlp_layer_types[i]),
                   attn_norm=norm(t, p + "attn_norm", D, "rms", eps), mlp_norm=norm(t, p + "ffn_norm", D, "rms", eps))
         L.v4 = _attention(t, p + "attn.", cfg, kind, ropes)
+        L.rope, L.q_norm, L.k_norm = L.v4.rope, L.v4.q_norm, L.v4.kv_norm      # what the step reads: the plan
         L.hc_attn, L.hc_ffn = _hc(t, p + "hc_attn_", n, D), _hc(t, p + "hc_ffn_", n, D)
         layers.append(L)
     hc_head = SimpleNamespace(fn=Vec(t.array("model.hc_head.hc_fn", (n, n * D))),

@@ -41,13 +41,22 @@ class _V4Scratch(_Scratch):
         for name, w in widths.items():
             self.arrays[name] = np.zeros((cap, w), np.float32)
             self.p[name] = fptr(self.arrays[name])
-        self.sel = np.zeros((cap, cfg.index_topk), np.int32)
-        self.n_sel = np.zeros(cap, np.int32)
-        self.sel_p = ffi.cast("int32_t *", ffi.from_buffer(self.sel))
-        self.n_sel_p = ffi.cast("int32_t *", ffi.from_buffer(self.n_sel))
+        # each CSA layer's indexer choice [T, index_topk] and its count [T], kept for last_choice
+        self.sel = {i: (np.zeros((cap, cfg.index_topk), np.int32), np.zeros(cap, np.int32))
+                    for i, kind in enumerate(cfg.layer_types) if kind == CSA}
+
+    def last_choice(self, i: int, T: int) -> np.ndarray:
+        """The compressed entries layer i's queries of the last step attended to, [T, top_k], increasing, -1 after
+        each query's count (a copy)."""
+        sel, n = self.sel[i]
+        return np.where(np.arange(sel.shape[1]) < n[:T, None], np.sort(np.where(
+            np.arange(sel.shape[1]) < n[:T, None], sel[:T], np.iinfo(np.int32).max), 1), -1)
 
 
 class DeepseekV4Decoder(Decoder):
+    int8_cache = False          # its cache slots hold raw compressor rows and entries besides the keys
+    int8_refusal = "deepseek_v4 keeps its compressors' state and entries in the cache"
+
     def __init__(self, arch, embed, layers, final_norm, lm_head, *, cfg, hc_head):
         super().__init__(arch, embed, layers, final_norm, lm_head)
         self.cfg, self.hc_head = cfg, hc_head
@@ -86,8 +95,8 @@ class DeepseekV4Decoder(Decoder):
     def _begin(self, seqs, logits_out):
         for _, cache, _ in seqs:
             if getattr(cache, "kv_type", "f32") != "f32":
-                raise ValueError(f"deepseek_v4 keeps its compressors' state and entries in the cache: kv_type "
-                                 f"{cache.kv_type!r} is not supported (float32 caches only)")
+                raise ValueError(f"{self.int8_refusal}: kv_type {cache.kv_type!r} is not supported (float32 caches "
+                                 f"only)")
         return super()._begin(seqs, logits_out)
 
     def _forward_oracle(self, seqs, logits_out) -> None:
@@ -132,14 +141,14 @@ class DeepseekV4Decoder(Decoder):
     def _attention(self, s, i, L, b, scratch) -> None:
         cfg, a = self.cfg, L.v4
         D, H, hd, rd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim
-        reg, slot = regions(cfg, a.kind), s._slot(a.rope)
+        reg, slot = regions(cfg, a.kind), s._slot(L.rope)
         s.norm(i, L.attn_norm, b["hx"], 1, D, b["normed"])
         s.matmul(i, [a.wq_a], b["normed"], [b["qa"]])
-        s.norm(i, a.q_norm, b["qa"], 1, cfg.q_lora_rank, b["qa"])
+        s.norm(i, L.q_norm, b["qa"], 1, cfg.q_lora_rank, b["qa"])
         s.matmul(i, [a.wq_b], b["qa"], [b["q4"]])
         s.norm(i, _Plain(cfg.rms_norm_eps), b["q4"], H, hd, b["q4"])
         s.matmul(i, [a.wkv], b["normed"], [b["kv"]])
-        s.norm(i, a.kv_norm, b["kv"], 1, hd, b["kv"])
+        s.norm(i, L.k_norm, b["kv"], 1, hd, b["kv"])
         sel = n_sel = ffi.NULL
         if a.comp is not None:
             _pool(s, i, a.comp, b["normed"], b["ckv"], b["cgate"], reg["raw"], reg["entries"], slot, rd, cfg)
@@ -148,7 +157,8 @@ class DeepseekV4Decoder(Decoder):
             _pool(s, i, x.comp, b["normed"], b["ikv"], b["igate"], reg["i_raw"], reg["i_entries"], slot, rd, cfg)
             s.matmul(i, [x.wq_b], b["qa"], [b["iq"]])
             s.matmul(i, [x.w_proj], b["normed"], [b["iw"]])
-            sel, n_sel = scratch.sel_p, scratch.n_sel_p
+            sel, n_sel = (ffi.cast("int32_t *", ffi.from_buffer(a)) for a in scratch.sel[i])
+            x.last_choice = lambda T, i=i, scratch=scratch: scratch.last_choice(i, T)
             s._add(lib.PT_OP_DSV4_INDEX, i, x=b["iq"], x2=b["iw"], n_heads=x.n_heads, head_dim=x.dim, rot_dim=rd,
                    window=a.m, scale=x.dim ** -0.5, alpha=x.n_heads ** -0.5, n_kv=x.top_k, y_off=reg["i_entries"],
                    sel=sel, n_sel=n_sel)
