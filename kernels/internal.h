@@ -266,18 +266,6 @@ int pt_dsa_attention_locked(const float *q, const void *cache, const float *scal
                             const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate);
-/* kernels/dsv4_plan.c (issue 30, the dsv4 group): DeepSeek-V4's per-sequence plan ops */
-int pt_dsv4_pool_step(const float *kv, const float *gate, const float *ape, const float *norm_w, float eps,
-                      int64_t T, int64_t pos0, int64_t m, int64_t d, int overlap, int64_t rd,
-                      const pt_rope_table *rope, float *raw_kv, float *raw_gate, float *entries, int64_t n_ctx);
-int pt_dsv4_attend_step(float *q, float *kv, const float *sinks, int64_t T, int64_t pos0, int64_t n_heads,
-                        int64_t hd, int64_t rd, int64_t window, float scale, int64_t m, const int32_t *sel,
-                        const int32_t *n_sel, int64_t top_k, const pt_rope_table *rope, float *keys,
-                        const float *entries, int64_t n_ctx, float *out);
-int pt_dsv4_index_step(float *q, const float *w, int64_t T, int64_t pos0, int64_t n_heads, int64_t d, int64_t rd,
-                       int64_t m, float scale, float w_scale, int64_t top_k, const pt_rope_table *rope,
-                       const float *entries, int64_t n_ctx, int32_t *sel, int32_t *n_sel);
-int pt_hash_route(const int32_t *ids, int64_t T, const int32_t *table, int64_t rows, int64_t k, int32_t *forced);
 int pt_heads_locked(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,
                     int64_t y_stride, int64_t y_off, int64_t T, float *gin, float *gout);
 int pt_attention_locked(const float *q, const void *k_cache, const float *k_scale, const void *v_cache,

@@ -17,7 +17,7 @@ _ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "facto
 
 @dataclass(kw_only=True)
 class DeepseekV4Config(DecoderConfig):
-    intermediate_size: int | None = None        # none in V4's config: moe_intermediate_size (the experts' width)
+    intermediate_size: int | None = None        # not read (reported): set to moe_intermediate_size
     num_key_value_heads: int | None = 1
     head_dim: int | None = 512
     hidden_size: int = 4096
@@ -86,6 +86,9 @@ class DeepseekV4Config(DecoderConfig):
         if kind == "yarn":
             d["compress_rope_scaling"] = {k: v for k, v in comp.items() if k in _ROPE_KEYS - {
                 "rope_theta", "partial_rotary_factor", "type"}} | {"rope_type": "yarn", "attention_factor": 1.0}
+        if "intermediate_size" in d:            # V4's class has none: its experts are moe_intermediate_size wide
+            d.pop("intermediate_size")
+            unknown.append("intermediate_size (DeepSeek-V4 reads moe_intermediate_size)")
         d.update((k, None) for k in unknown)     # reported with the top-level ones by the shared check
         cfg = super().from_dict(d)
         cfg._legacy(legacy)
@@ -119,7 +122,7 @@ class DeepseekV4Config(DecoderConfig):
         self.qk_rope_head_dim = int(self.head_dim * self.partial_rotary_factor)
 
     def _validate(self) -> None:
-        self.intermediate_size = self.intermediate_size or self.moe_intermediate_size
+        self.intermediate_size = self.moe_intermediate_size
         check_decoder(self, ("rms_norm_eps", "rope_theta", "compress_rope_theta", "routed_scaling_factor", "hc_eps"),
                       ("tie_word_embeddings", "norm_topk_prob"))
 
