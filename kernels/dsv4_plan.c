@@ -74,6 +74,26 @@ int pt_dsv4_pool_step(const float *kv, const float *gate, const float *ape, cons
     return rc;
 }
 
+/* one (token, head) of the attention per task: pt_dsv4_attention's own arithmetic for that pair, on the pool */
+typedef struct {
+    const float *q, *keys, *C, *sinks;
+    const int32_t *sel, *n_sel;
+    int64_t n_c, m, cap, pos0, H, hd, window;
+    float scale;
+    float *out;
+    volatile int rc;
+} attn_job;
+
+static void attn_task(void *ctx, int64_t i, int ith) {
+    attn_job *j = (attn_job *)ctx;
+    const int64_t t = i / j->H, h = i % j->H;
+    (void)ith;
+    const int rc = pt_dsv4_attention(j->q + i * j->hd, j->keys, j->pos0 + t + 1, j->C, j->n_c, j->m,
+                                     j->sel ? j->sel + t * j->cap : 0, j->sel ? j->n_sel + t : 0, j->cap, 1,
+                                     j->pos0 + t, 1, j->hd, j->window, j->scale, j->sinks + h, j->out + i * j->hd);
+    if (rc) j->rc = rc;
+}
+
 int pt_dsv4_attend_step(float *q, float *kv, const float *sinks, int64_t T, int64_t pos0, int64_t n_heads,
                         int64_t hd, int64_t rd, int64_t window, float scale, int64_t m, const int32_t *sel,
                         const int32_t *n_sel, int64_t top_k, const pt_rope_table *rope, float *keys,
@@ -83,9 +103,12 @@ int pt_dsv4_attend_step(float *q, float *kv, const float *sinks, int64_t T, int6
     rope_rows(q, T, n_heads, hd, rd, pos0, rope, 1.0f);
     rope_rows(kv, T, 1, hd, rd, pos0, rope, 1.0f);
     memcpy(keys + pos0 * hd, kv, (size_t)(T * hd) * sizeof(float));
-    int rc = pt_dsv4_attention(q, keys, pos0 + T, entries, m ? n_ctx : 0, m, sel, n_sel, top_k, T, pos0, n_heads,
-                               hd, window, scale, sinks, out);
-    if (rc) return rc;
+    if (!sinks || n_heads < 1 || hd < 1 || window < 1 || m < 0 || (m > 0 && !entries) || (sel && (!n_sel || top_k < 1)))
+        return -1;
+    attn_job j = {q, keys, entries, sinks, sel, n_sel, m ? n_ctx : 0, m, top_k, pos0, n_heads, hd, window, scale, out, 0};
+    const double keys_seen = (double)(window + (m ? (sel ? top_k : (pos0 + T) / m) : 0));
+    pt_run_chunks(attn_task, &j, T * n_heads, (double)T * (double)n_heads * keys_seen * (double)hd * 2.0);
+    if (j.rc) return j.rc;
     rope_rows(out, T, n_heads, hd, rd, pos0, rope, -1.0f);
     return 0;
 }

@@ -189,7 +189,7 @@ def test_unknown_keys_are_reported_and_bad_values_refused(tmp_path):
         petit.load(_with_config(tmp_path / "a", lambda c: (c.update(shiny=1),
                                                            c["rope_parameters"]["compress"].update(foo=2))))
     bad = {"layer_types": ["sliding_attention"] * 2 + ["full_attention"], "o_groups": 3,
-           "num_key_value_heads": 2, "hc_mult": 17}
+           "num_key_value_heads": 2, "hc_mult": 17, "scoring_func": "softmax"}
     for key, value in bad.items():
         with pytest.raises(ValueError, match=key.split("_")[0]):
             petit.load(_with_config(tmp_path / key, lambda c: c.update({key: value})))
@@ -647,6 +647,30 @@ def test_attend_step_equals_the_definition_with_its_ropes(T, pos0, H, hd, rd, wi
     qr = ref64.rope(q.astype(np.float64), pos, theta, rd)
     want = ref64.rope(ref64.attend(qr, allk, mask, sinks.astype(np.float64), hd ** -0.5), pos, theta, rd, sign=-1.0)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("T,H,m,csa", [(1, 4, 4, False), (9, 3, 4, True), (6, 5, 0, False)])
+def test_attend_step_runs_each_token_and_head_as_the_kernel_does(T, H, m, csa):
+    """The step hands each (token, head) to the pool: without rope (rd 0) its output is pt_dsv4_attention's over the
+    whole step, bit for bit (CSA: over each query's chosen entries)."""
+    rng = np.random.default_rng(T * 10 + H)
+    hd, pos0, window, cap = 7, 11, 6, 3
+    n_ctx = pos0 + T
+    q, kv = rng.standard_normal((T, H, hd)).astype(np.float32), rng.standard_normal((T, hd)).astype(np.float32)
+    keys = rng.standard_normal((n_ctx, hd)).astype(np.float32)
+    entries, sinks = rng.standard_normal((n_ctx, hd)).astype(np.float32), rng.standard_normal(H).astype(np.float32)
+    sel, n_sel = np.zeros((T, cap), np.int32), np.zeros(T, np.int32)
+    for t in range(T):
+        n = min(cap, (pos0 + t + 1) // 4)
+        sel[t, :n], n_sel[t] = rng.choice((pos0 + t + 1) // 4, n, replace=False), n
+    s, ns = (_i32(sel), _i32(n_sel)) if csa else (ffi.NULL, ffi.NULL)
+    t_, keep = _table(1e4, 2, n_ctx)
+    got, want = np.zeros((T, H, hd), np.float32), np.zeros((T, H, hd), np.float32)
+    assert lib.pt_dsv4_attend_step(_ptr(q.copy()), _ptr(kv), _ptr(sinks), T, pos0, H, hd, 0, window, 0.3, m, s, ns,
+                                   cap, t_, _ptr(keys), _ptr(entries) if m else ffi.NULL, n_ctx, _ptr(got)) == 0
+    assert lib.pt_dsv4_attention(_ptr(q), _ptr(keys), n_ctx, _ptr(entries) if m else ffi.NULL, n_ctx if m else 0, m,
+                                 s, ns, cap, T, pos0, H, hd, window, 0.3, _ptr(sinks), _ptr(want)) == 0
+    assert (got == want).all()
 
 
 def test_hash_route_copies_each_tokens_experts_and_refuses_an_id_outside_its_table():

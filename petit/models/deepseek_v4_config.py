@@ -95,6 +95,11 @@ class DeepseekV4Config(DecoderConfig):
         cfg._validate_v4()
         return cfg
 
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("intermediate_size")              # not V4's: from_dict would report it
+        return d
+
     def _legacy(self, legacy: dict) -> None:
         """The released checkpoint's keys folded in as transformers folds them."""
         rates = dict(self.compress_rates or {CSA: 4, HCA: 128})
@@ -148,8 +153,9 @@ class DeepseekV4Config(DecoderConfig):
             raise ValueError(f"config: o_groups {self.o_groups} does not divide the {self.num_attention_heads} heads")
         if self.num_key_value_heads != 1:
             raise ValueError(f"config: num_key_value_heads {self.num_key_value_heads}: DeepSeek-V4 has one K = V head")
-        if self.scoring_func not in ("sqrtsoftplus", "sigmoid", "softmax"):
-            raise ValueError(f"config: scoring_func {self.scoring_func!r} not in sqrtsoftplus, sigmoid, softmax")
+        if self.scoring_func not in ("sqrtsoftplus", "sigmoid"):       # each expert's score alone (ACT2FN)
+            raise ValueError(f"config: scoring_func {self.scoring_func!r} is not supported by deepseek_v4 "
+                             f"(supported: sqrtsoftplus, sigmoid)")
         if self.hidden_act not in ("silu", "swish"):
             raise ValueError(f"config: hidden_act {self.hidden_act!r} is not supported by deepseek_v4 (silu)")
         if self.attention_bias or self.mlp_bias or not self.n_shared_experts or self.n_shared_experts != 1:

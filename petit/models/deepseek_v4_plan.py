@@ -61,16 +61,26 @@ class DeepseekV4Decoder(Decoder):
         super().__init__(arch, embed, layers, final_norm, lm_head)
         self.cfg, self.hc_head = cfg, hc_head
 
-    def _weights(self):
-        """(owner, attribute) of every matrix the step multiplies by, beside the experts'."""
-        for L in self.layers:
-            a = L.v4
-            yield from ((a, n) for n in ("wq_a", "wq_b", "wkv", "wo_b"))
-            for c in (a.comp, a.index.comp if a.index else None):
+    def _weights(self, names: bool = False):
+        """(owner, attribute) of every matrix the step multiplies by, beside the experts' (names: and its tensor's
+        name)."""
+        for i, L in enumerate(self.layers):
+            a, p = L.v4, f"model.layers.{i}.attn."
+            out = [(a, n, p + n) for n in ("wq_a", "wq_b", "wkv", "wo_b")]
+            for c, q in ((a.comp, p + "compressor."), (a.index.comp if a.index else None, p + "indexer.compressor.")):
                 if c is not None:
-                    yield from ((c, "wkv"), (c, "wgate"))
+                    out += [(c, "wkv", q + "wkv"), (c, "wgate", q + "wgate")]
             if a.index is not None:
-                yield from ((a.index, "wq_b"), (a.index, "w_proj"))
+                out += [(a.index, "wq_b", p + "indexer.wq_b"), (a.index, "w_proj", p + "indexer.weights_proj")]
+            yield from ((o, n, w + ".weight") if names else (o, n) for o, n, w in out)
+
+    def named_matrices(self) -> list:
+        """(Weight, tensor name) of the attention's matrices: what `petit verify`'s matrix check multiplies beside
+        the experts' (trainer/verify.py)."""
+        out = [(getattr(o, n), name) for o, n, name in self._weights(names=True)]
+        for i, L in enumerate(self.layers):
+            out += [(W, f"model.layers.{i}.attn.wo_a.{g}.weight") for g, W in enumerate(L.v4.wo_a)]
+        return out
 
     def matrices(self) -> list:
         out = {id(getattr(o, n)): getattr(o, n) for o, n in self._weights()}
