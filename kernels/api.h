@@ -142,6 +142,9 @@ enum {
     PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
     /* issue 30, the jetmoe group (ids 44-47): JetMoE's mixture of attention heads (kernels/moa.c) */
     PT_OP_MOA_GATE = 44,
+    /* issue 30, the dsv4 group (ids 34-39): DeepSeek-V4 (kernels/hc.c, dsv4_plan.c) */
+    PT_OP_HC_PRE = 34, PT_OP_HC_POST = 35, PT_OP_DSV4_POOL = 36, PT_OP_DSV4_ATTN = 37, PT_OP_DSV4_INDEX = 38,
+    PT_OP_HASH_ROUTE = 39,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -456,6 +459,25 @@ typedef struct {
     const float *cos, *sin;
     int64_t n_pos;
 } pt_rope_table;
+/* issue 30, the dsv4 group: DeepSeek-V4's plan ops over one sequence (kernels/dsv4_plan.c; lock-free, as the plan
+ * calls them). pool_step: this step's raw compressor rows kv / gate [T][W] stored at pos0.. of raw_kv / raw_gate
+ * [n_ctx][W] (W = 2 d with overlap), then every window closing in the step pooled (pt_dsv4_pool), RMS-normed by
+ * norm_w and roped on its last rd values at its first position into entries [n_ctx / m][d]. attend_step: q [T][H][hd]
+ * and kv [T][hd] roped (the last rd values, adjacent pairs), kv stored into keys [n_ctx][hd], pt_dsv4_attention over
+ * the window and the entries (m 0: none; sel / n_sel: CSA's choice, top_k a row), the output's rope slice rotated
+ * back. index_step: q [T][H][d] roped, then each query's top_k of the entries of its closed windows (pt_dsa_index).
+ * hash_route: forced[t] = table[ids[t]] (k experts a row; -2 on an id outside its rows). */
+int pt_dsv4_pool_step(const float *kv, const float *gate, const float *ape, const float *norm_w, float eps,
+                      int64_t T, int64_t pos0, int64_t m, int64_t d, int overlap, int64_t rd,
+                      const pt_rope_table *rope, float *raw_kv, float *raw_gate, float *entries, int64_t n_ctx);
+int pt_dsv4_attend_step(float *q, float *kv, const float *sinks, int64_t T, int64_t pos0, int64_t n_heads,
+                        int64_t hd, int64_t rd, int64_t window, float scale, int64_t m, const int32_t *sel,
+                        const int32_t *n_sel, int64_t top_k, const pt_rope_table *rope, float *keys,
+                        const float *entries, int64_t n_ctx, float *out);
+int pt_dsv4_index_step(float *q, const float *w, int64_t T, int64_t pos0, int64_t n_heads, int64_t d, int64_t rd,
+                       int64_t m, float scale, float w_scale, int64_t top_k, const pt_rope_table *rope,
+                       const float *entries, int64_t n_ctx, int32_t *sel, int32_t *n_sel);
+int pt_hash_route(const int32_t *ids, int64_t T, const int32_t *table, int64_t rows, int64_t k, int32_t *forced);
 /* one sequence of a step: its own positions, RoPE tables, KV cache and logits. A step stacks its sequences' tokens:
  * sequence i owns rows off_i .. off_i + T - 1 of every buffer (off_i: the T of the sequences before it), and the
  * ops that read positions or the cache (EMBED's position table, ROPE_STORE, ATTENTION, LAST_NORM) run per sequence */

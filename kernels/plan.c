@@ -66,6 +66,19 @@
  *                cache of `layer`, sel, n_sel            [x_stride]         window (top_k)
  *   MOA_GATE     x (router logits [T][n_heads]),         y[0]               n_heads (experts), mode (top k), n_kv,
  *                y[0] (att [T][n_kv][n_heads][head_dim])                    head_dim; kernels/moa.c (jetmoe group)
+ *   DeepSeek-V4 (the dsv4 group, kernels/dsv4_plan.c; a layer's cache slot read as regions of off * n_ctx floats):
+ *   HC_PRE       x streams [T][streams][width], w fn, b  y[0] [T][width],   streams, width, window (Sinkhorn
+ *                base, x2 scale [3]                      y[1] post, y[2]     iterations), eps, alpha (norm eps),
+ *                                                        comb               mode 1: the hyper head (y[0] only)
+ *   HC_POST      x streams, x2 the block's output        y[0] new streams   streams, width; y[1] post, y[2] comb
+ *   DSV4_POOL *  x raw kv, x2 raw gate [T][Wc], b ape,   raw rows, closed   window (m), head_dim (d), mode
+ *                w the entry norm, seq rope[slot]        windows' entries   (overlap), rot_dim, eps, x_off / y_off
+ *                                                                           (raw / entry regions)
+ *   DSV4_ATTN *  x q [T][n_heads][hd], x2 kv [T][hd], w  y[0] [T][n_heads]  head_dim, rot_dim, window, scale, mode
+ *                sinks, sel / n_sel (CSA) or NULL         [hd], keys stored (m, 0: window only), n_kv (top_k), y_off
+ *   DSV4_INDEX * x iq [T][n_heads][d], x2 weights        sel, n_sel         head_dim, rot_dim, window (m), scale,
+ *                [T][n_heads], the entries at y_off                         alpha (weights' scale), n_kv (top_k)
+ *   HASH_ROUTE   step ids, sel the table [w_rows][width] n_sel [T][width]   w_rows, width (top_k)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -156,6 +169,30 @@ static int dsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                                    n_sel, op->window, rows_of(op->y[0], off, op->n_heads * op->x_stride));
 }
 
+/* DeepSeek-V4's ops over one sequence's rows and its cache slot of `layer`, read as regions (dsv4_plan.c) */
+static int dsv4(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;
+    float *base = (float *)q->k[op->layer];
+    const pt_rope_table *t = &q->rope[op->slot];
+    const int64_t n = q->n_ctx;
+    if (op->kind == PT_OP_DSV4_POOL) {
+        const int64_t W = op->mode ? 2 * op->head_dim : op->head_dim;
+        return pt_dsv4_pool_step(rows_of(op->x, off, W), rows_of(op->x2, off, W), op->b, op->w, op->eps, q->T,
+                                 q->pos0, op->window, op->head_dim, op->mode, op->rot_dim, t, base + op->x_off * n,
+                                 base + (op->x_off + W) * n, base + op->y_off * n, n);
+    }
+    if (op->kind == PT_OP_DSV4_INDEX)
+        return pt_dsv4_index_step(rows_of(op->x, off, op->n_heads * op->head_dim), rows_of(op->x2, off, op->n_heads),
+                                  q->T, q->pos0, op->n_heads, op->head_dim, op->rot_dim, op->window, op->scale,
+                                  op->alpha, op->n_kv, t, base + op->y_off * n, n, op->sel + off * op->n_kv,
+                                  op->n_sel + off);
+    return pt_dsv4_attend_step(rows_of(op->x, off, op->n_heads * op->head_dim), rows_of(op->x2, off, op->head_dim),
+                               op->w, q->T, q->pos0, op->n_heads, op->head_dim, op->rot_dim, op->window, op->scale,
+                               op->mode, op->sel ? op->sel + off * op->n_kv : 0, op->sel ? op->n_sel + off : 0,
+                               op->n_kv, t, base, op->mode ? base + op->y_off * n : 0, n,
+                               rows_of(op->y[0], off, op->n_heads * op->head_dim));
+}
+
 static int attention(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     const int L = op->layer;
     const int64_t wq = op->n_heads * op->head_dim;
@@ -187,6 +224,8 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
+               : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
+                                              ? dsv4(op, q, off)
                                               : last_norm(op, q, off, out);
         if (rc) {
             c->s->failed_seq = i;
@@ -243,6 +282,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_MAMBA:
     case PT_OP_DSA_INDEX:
     case PT_OP_DSA_ATTENTION:
+    case PT_OP_DSV4_POOL:
+    case PT_OP_DSV4_ATTN:
+    case PT_OP_DSV4_INDEX:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;
@@ -269,6 +311,14 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     /* issue 30, the jetmoe group: JetMoE's attention experts weighed (kernels/moa.c); top k in mode */
     case PT_OP_MOA_GATE:
         return pt_moa_gate(op->x, T, op->n_heads, op->mode, op->n_kv, op->head_dim, op->y[0]);
+    /* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c) and hash routing */
+    case PT_OP_HC_PRE:
+        return pt_hc_pre(op->x, op->w, op->b, op->x2, T, op->streams, op->width, op->window, op->eps, op->alpha,
+                         op->mode, op->y[0], op->y[1], op->y[2]);
+    case PT_OP_HC_POST:
+        return pt_hc_post(op->x, op->x2, op->y[1], op->y[2], T, op->streams, op->width, op->y[0]);
+    case PT_OP_HASH_ROUTE:
+        return pt_hash_route(c->s->ids, T, op->sel, op->w_rows, op->width, op->n_sel);
     default:
         return -1;
     }

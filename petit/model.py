@@ -96,6 +96,8 @@ class Model:
                                a.num_key_value_heads, n_ctx, a.head_dim, a.empty_layers)
         if a.state_shapes is not None:     # a state-space model: a float32 recurrent state (kv_type is a KV cache's)
             return StateCache(len(self.net.layers), *a.state_shapes, n_ctx)
+        if kv_type == "int8" and not getattr(self.net, "int8_cache", True):
+            raise ValueError(f"{self.net.int8_refusal}: kv_type 'int8' is not supported (float32 caches only)")
         return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type, a.values_are_keys)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:

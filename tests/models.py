@@ -79,7 +79,7 @@ class ShortRope:
 
 # transformers fixtures made ahead of their family (tests/fixtures/hf_moe_more): Petit refuses them by name
 # (tests/test_hf_parity.py checks it); the parity and verify tests leave them out until the family lands
-PENDING_FIXTURES = frozenset({"deepseek_v4"})   # issue 30: phimoe (moe_a) and jetmoe (the jetmoe group) run; dsv4 pending
+PENDING_FIXTURES = frozenset()   # issue 30: phimoe (moe_a), jetmoe and deepseek_v4 (the dsv4 group) run
 # families whose fixture is another's folder rearranged by the test that uses it: a released Qwen3.5 folder (qwen3_5)
 # is qwen3_5_text's model under text_config and model.language_model. names (tests/test_ssm.py builds it)
 DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",

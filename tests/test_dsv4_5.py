@@ -1,16 +1,16 @@
-"""The dsv4 group of issue 30 (tests/fixtures/hf5_dsv4: DeepSeek-V4, made by transformers 5.25), while the family
-is not yet run by the engine (petit/models/refusals.py says what is missing; tests/models.py PENDING_FIXTURES keeps
-the shared parity / verify / chat tests off it, and test_hf_parity checks it is refused by name).
+"""The dsv4 group of issue 30 (tests/fixtures/hf5_dsv4: DeepSeek-V4, made by transformers 5.25; the engine's family
+petit/models/deepseek_v4.py). The shared tests (test_hf_parity, test_moe, test_verify_families, the app's chat) run
+the fixture too; here:
 
-- trainer/reference/deepseek_v4_f64.py, the float64 definition the kernels are to match (hyper-connections with
-  Sinkhorn, sliding-window + compressed sparse / heavily compressed attention with sinks, the Lightning indexer,
-  hash and sqrtsoftplus routing, clamped SwiGLU experts), equals transformers at every position of the three
-  prompts and continues the prompt as transformers' greedy decoding does.
-- kernels/hc.c (the hyper-connections: pre / post / comb weights with Sinkhorn, the collapse and the mix, the
-  hyper head) and kernels/compress.c (the KV compressor's window pooling, overlapping or not, with the state a cache
-  keeps across calls) and kernels/dsv4_attn.c (attention over the sliding window plus the compressed entries, with
-  sinks) against their scalar references at odd sizes and against the float64 definition.
-- What the refusal names.
+- trainer/reference/deepseek_v4_f64.py, the float64 definition (hyper-connections with Sinkhorn, sliding-window +
+  compressed sparse / heavily compressed attention with sinks, the Lightning indexer, hash and sqrtsoftplus routing,
+  clamped SwiGLU experts, YaRN on the compress rope), equals transformers at every position of the three prompts
+  (and of reference_yarn.npz) and continues the prompt as transformers' greedy decoding does.
+- The engine equals transformers on the three prompts and the YaRN case; decode in steps of any size, a rewound
+  cache and a batch equal one pass; the release's config spelling reads as transformers folds it; unknown keys are
+  reported, bad values and an int8 cache refused by name.
+- kernels/hc.c, compress.c and dsv4_attn.c against their scalar references at odd sizes and against the float64
+  definition; the plan's per-sequence steps (kernels/dsv4_plan.c) against the definition in steps of any size.
 """
 import json
 from pathlib import Path
@@ -63,21 +63,148 @@ def test_the_fixture_exercises_every_block_kind():
     assert all(f["max_abs_logit_diff"] > 1e-3 for f in feats) and len(feats) >= 8
 
 
-def test_the_family_is_refused_naming_what_it_adds():
-    with pytest.raises(ValueError) as e:
-        petit.load(FOLDER)
-    msg = str(e.value)
-    for what in ("deepseek_v4", "compressed sparse", "heavily compressed", "hyper-connections", "hash-routed", "sqrtsoftplus"):
-        assert what in msg, (what, msg)
+@pytest.fixture(scope="module")
+def model():
+    return petit.load(FOLDER, weights="f32")
+
+
+@pytest.mark.parametrize("name", ["reference", "reference_long", "reference_chat"])
+def test_the_engine_equals_transformers_at_every_position(model, name):
+    z = np.load(FOLDER / f"{name}.npz")
+    err = rel_err(model.logits(z["input_ids"]), z["logits"])
+    assert err.max() <= 1e-4, (name, float(err.max()), int(err.argmax()))
+
+
+def _steps(model, ids, splits, cache=None):
+    """The logits of ids run as consecutive steps of the given sizes over one cache."""
+    cache = cache or model.new_cache(len(ids))
+    out, at = [], 0
+    for n in splits:
+        part = np.empty((n, model.vocab_size), np.float32)
+        model.net.forward(list(ids[at:at + n]), cache, part)
+        out.append(part)
+        at += n
+    return np.concatenate(out), cache
+
+
+@pytest.mark.parametrize("splits", [[1] * 40, [5, 1, 1, 1, 12, 1, 19], [7, 9, 24], [39, 1]])
+def test_prefill_then_decode_equals_the_whole_prompt(model, splits):
+    """The window's keys, the compressors' raw rows and the entries of the windows closed so far are in the cache:
+    steps of any sizes (across the CSA's 4 and the HCA's 8 token windows and the sliding window of 8) give the
+    logits of one pass."""
+    ids = np.load(FOLDER / "reference_long.npz")["input_ids"][:40]
+    whole, _ = _steps(model, ids, [40])
+    got, _ = _steps(model, ids, splits)
+    assert np.abs(got - whole).max() <= 1e-5 * np.ptp(whole), float(np.abs(got - whole).max())
+
+
+@pytest.mark.parametrize("back_to", [0, 13, 16, 23])
+def test_a_rewound_cache_runs_on_as_a_fresh_one(model, back_to):
+    """Sessions' prefix reuse and speculative rollback move the cache back: the entries of windows not closed at
+    that position are written again when the new tokens close them."""
+    ids = np.load(FOLDER / "reference_long.npz")["input_ids"]
+    other = ids[60:100]
+    want, _ = _steps(model, np.concatenate([ids[:back_to], other]), [back_to + 40] if back_to else [40])
+    _, cache = _steps(model, ids, [30])
+    cache.rewind(back_to)
+    got, _ = _steps(model, other, [3, 1, 36], cache)
+    assert np.abs(got - want[back_to:]).max() <= 1e-5 * np.ptp(want), float(np.abs(got - want[back_to:]).max())
+
+
+def test_speculative_decoding_rolls_back_to_the_plain_greedy_tokens(model):
+    """Drafts accepted and rejected (a prompt that repeats itself, lookup drafts): every rejection rewinds the cache
+    into the middle of a compression window, and the tokens stay the plain greedy loop's."""
+    from petit.generation.speculative import LookupDrafter, Speculation, generate_speculative
+    ids = [int(t) for t in np.load(FOLDER / "reference_long.npz")["input_ids"][:50]]
+    ids += ids[10:30]
+    kw = dict(max_tokens=24, sampler=petit.Sampler(0.0), stop_ids=[])
+    plain = [s.token for s in petit.generate_tokens(model, ids, **kw)]
+    spec = [s.token for s in generate_speculative(model, ids, Speculation(LookupDrafter(), draft_max=5), **kw)]
+    assert spec == plain
+
+
+def test_a_batch_gives_each_sequence_its_own_logits(model):
+    z = np.load(FOLDER / "reference_long.npz")["input_ids"]
+    a, b = list(z[:21]), list(z[50:83])
+    ca, cb = model.new_cache(64), model.new_cache(64)
+    out = np.empty((2, model.vocab_size), np.float32)
+    model.net.forward_batch([(a, ca, 1), (b, cb, 1)], out)
+    model.net.forward_batch([([5], ca, 1), ([9], cb, 1)], out)
+    wa, wb = model.logits(a + [5])[-1], model.logits(b + [9])[-1]
+    assert np.abs(out[0] - wa).max() <= 1e-5 * np.ptp(wa) and np.abs(out[1] - wb).max() <= 1e-5 * np.ptp(wb)
+
+
+def test_an_int8_cache_is_refused_by_name_and_sessions_keep_float32(model):
+    from petit.cache import KVCache
+    with pytest.raises(ValueError, match=r"deepseek_v4 keeps its compressors' state .* \(float32 caches only\)"):
+        model.new_cache(8, kv_type="int8")
+    a = model.net.arch
+    cache = KVCache(len(model.net.layers), 1, 8, a.head_dim, "int8", True)
+    with pytest.raises(ValueError, match=r"deepseek_v4 keeps its compressors' state .* \(float32 caches only\)"):
+        model.net.forward([3, 4], cache, np.empty((1, model.vocab_size), np.float32))
+    q = petit.load(FOLDER, weights="q8_0")
+    assert petit.Session(q).cache.kv_type == "f32"
+
+
+def _with_config(tmp_path, edit):
+    """A copy of the fixture in tmp_path (made) with its config.json edited by edit(dict)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for f in FOLDER.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((FOLDER / "config.json").read_text())
+    edit(cfg)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return tmp_path
+
+
+def test_yarn_on_the_compress_rope_equals_transformers(tmp_path):
+    """reference_yarn.npz (make_dsv4_yarn.py): transformers' logits with the released config's flat YaRN keys,
+    which its config puts on the compressed layers' rope with attention_factor 1; the engine reads that spelling."""
+    z = np.load(FOLDER / "reference_yarn.npz")
+    rp = json.loads(str(z["rope_parameters"]))
+    flat = {k: v for k, v in rp["compress"].items() if k not in ("rope_theta", "partial_rotary_factor",
+                                                                  "attention_factor")}
+    folder = _with_config(tmp_path, lambda c: c.update(rope_parameters=flat))
+    err = rel_err(petit.load(folder, weights="f32").logits(z["input_ids"]), z["logits"])
+    assert err.max() <= 1e-4, float(err.max())
+    nested = _with_config(tmp_path / "nested", lambda c: c.update(rope_parameters=rp))
+    assert rel_err(ref64.logits(nested, z["input_ids"]), z["logits"]).max() <= TOL       # measured 7.2e-7
+
+
+def test_the_released_spelling_reads_as_transformers_folds_it(tmp_path):
+    """compress_ratios per layer, compress_rate_csa / _hca, num_hash_layers, qk_rope_head_dim: the checkpoint's keys
+    transformers' config turns into layer_types, compress_rates, mlp_layer_types and the rope width."""
+    def legacy(c):
+        for k in ("layer_types", "compress_rates", "mlp_layer_types", "partial_rotary_factor"):
+            c.pop(k)
+        c["rope_parameters"] = {"rope_theta": 10000.0}
+        c.update(compress_ratios=[0, 4, 128], compress_rate_hca=8, num_hash_layers=1, qk_rope_head_dim=8)
+    m = petit.load(_with_config(tmp_path, legacy), weights="f32")
+    z = np.load(FOLDER / "reference.npz")
+    assert rel_err(m.logits(z["input_ids"]), z["logits"]).max() <= 1e-4
+
+
+def test_unknown_keys_are_reported_and_bad_values_refused(tmp_path):
+    with pytest.warns(UserWarning, match="ignoring unknown key.*rope_parameters.compress.foo.*shiny"):
+        petit.load(_with_config(tmp_path / "a", lambda c: (c.update(shiny=1),
+                                                           c["rope_parameters"]["compress"].update(foo=2))))
+    bad = {"layer_types": ["sliding_attention"] * 2 + ["full_attention"], "o_groups": 3,
+           "num_key_value_heads": 2, "hc_mult": 17, "scoring_func": "softmax"}
+    for key, value in bad.items():
+        with pytest.raises(ValueError, match=key.split("_")[0]):
+            petit.load(_with_config(tmp_path / key, lambda c: c.update({key: value})))
+    with pytest.raises(ValueError, match="rope_type 'longrope' is not supported by deepseek_v4"):
+        petit.load(_with_config(tmp_path / "r", lambda c: c["rope_parameters"]["compress"].update(
+            rope_type="longrope")))
 
 
 def test_the_reference_refuses_what_it_does_not_define(tmp_path):
     for f in FOLDER.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
     cfg = json.loads((FOLDER / "config.json").read_text())
-    cfg["rope_parameters"]["compress"].update(rope_type="yarn", factor=4.0)
+    cfg["rope_parameters"]["main"].update(rope_type="yarn", factor=4.0)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match="rope_type 'yarn' \\(compress\\) not in this reference"):
+    with pytest.raises(ValueError, match="rope_type 'yarn' \\(main\\) not in this reference"):
         ref64.load(tmp_path)
 
 
@@ -452,3 +579,104 @@ def _ffn_input(c, W, ids, layer):
                  else ref64.moe(x, W, p + "ffn.", c, c["mlp_layer_types"][i], ids))
             X = post[:, :, None] * y[:, None, :] + np.einsum("sjk,sjd->skd", comb, X)
     raise ValueError(layer)
+
+
+# ---- the plan's per-sequence steps (kernels/dsv4_plan.c), over the cache regions, in steps of any size ----
+
+def _table(theta, rd, n):
+    """A RoPE table record over float32 cos / sin [n][rd / 2] (kept alive with it)."""
+    ang = np.arange(n)[:, None] * theta ** (-np.arange(0, rd, 2) / rd)
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    t = ffi.new("pt_rope_table *")
+    t.cos, t.sin, t.n_pos = _ptr(cos), _ptr(sin), n
+    return t, (cos, sin)
+
+
+@pytest.mark.parametrize("overlap", [0, 1])
+@pytest.mark.parametrize("m,d,rd,splits", [(4, 13, 6, [1] * 9 + [6, 2]), (3, 7, 2, [5, 11, 1]), (8, 33, 8, [17])])
+def test_pool_step_in_any_steps_equals_the_definitions_entries(m, d, rd, splits, overlap):
+    """The raw rows stored per position and each window pooled when its last token comes: the entries of the
+    float64 definition (pool, kv norm, rope at the window's first position), whatever the step sizes."""
+    rng = np.random.default_rng(m * 100 + d + overlap)
+    S, W, theta = sum(splits), (2 if overlap else 1) * d, 160000.0
+    kv, gate = (rng.standard_normal((S, W)).astype(np.float32) for _ in range(2))
+    ape, norm_w = rng.standard_normal((m, W)).astype(np.float32), (1 + rng.standard_normal(d) * 0.2).astype(np.float32)
+    raw_kv, raw_gate, entries = np.zeros((S, W), np.float32), np.zeros((S, W), np.float32), np.zeros((S, d), np.float32)
+    t, keep = _table(theta, rd, S)
+    at = 0
+    for n in splits:
+        assert lib.pt_dsv4_pool_step(_ptr(kv[at:at + n].copy()), _ptr(gate[at:at + n].copy()), _ptr(ape),
+                                     _ptr(norm_w), 1e-6, n, at, m, d, overlap, rd, t, _ptr(raw_kv), _ptr(raw_gate),
+                                     _ptr(entries), S) == 0
+        at += n
+    want = ref64.pool(kv.astype(np.float64), gate.astype(np.float64), ape.astype(np.float64), m, d, overlap)
+    want = ref64.rope(ref64.rms(want, norm_w.astype(np.float64)), np.arange(len(want)) * m, theta, rd)
+    np.testing.assert_allclose(entries[:S // m], want, rtol=1e-4, atol=2e-5)
+    assert not entries[S // m:].any()                  # no entry for the window still open
+    t.n_pos = S - 1                                    # a table short of the step's last position
+    assert lib.pt_dsv4_pool_step(_ptr(kv[:1].copy()), _ptr(gate[:1].copy()), _ptr(ape), _ptr(norm_w), 1e-6, 1,
+                                 S - 1, m, d, overlap, rd, t, _ptr(raw_kv), _ptr(raw_gate), _ptr(entries), S) == -1
+
+
+@pytest.mark.parametrize("T,pos0,H,hd,rd,window,m", [(1, 0, 1, 5, 2, 1, 0), (3, 17, 3, 9, 4, 4, 4),
+                                                     (7, 6, 2, 16, 8, 5, 3), (1, 30, 5, 11, 6, 8, 8)])
+def test_attend_step_equals_the_definition_with_its_ropes(T, pos0, H, hd, rd, window, m):
+    """q and the new keys roped on their last rd values, the keys stored at their positions, attention over the
+    window and every closed window's entry with sinks, the output's rope slice rotated back at minus its
+    position: the float64 definition's attention (HCA's, or the window alone with m 0)."""
+    rng = np.random.default_rng(T * 1000 + pos0 * 10 + H)
+    n_ctx, theta = pos0 + T + 3, 10000.0
+    q, kv = rng.standard_normal((T, H, hd)).astype(np.float32), rng.standard_normal((T, hd)).astype(np.float32)
+    keys = np.zeros((n_ctx, hd), np.float32)
+    keys[:pos0] = ref64.rope(rng.standard_normal((pos0, hd)), np.arange(pos0), theta, rd)
+    entries = rng.standard_normal((n_ctx, hd)).astype(np.float32)
+    sinks, out = rng.standard_normal(H).astype(np.float32), np.zeros((T, H, hd), np.float32)
+    t, keep = _table(theta, rd, n_ctx)
+    assert lib.pt_dsv4_attend_step(_ptr(q.copy()), _ptr(kv.copy()), _ptr(sinks), T, pos0, H, hd, rd, window,
+                                   hd ** -0.5, m, ffi.NULL, ffi.NULL, 1, t, _ptr(keys), _ptr(entries) if m else
+                                   ffi.NULL, n_ctx, _ptr(out)) == 0
+    pos = pos0 + np.arange(T)
+    np.testing.assert_allclose(keys[pos0:pos0 + T], ref64.rope(kv.astype(np.float64), pos, theta, rd), rtol=1e-5,
+                               atol=1e-5)
+    allk = keys[:pos0 + T].astype(np.float64)
+    mask = (np.arange(pos0 + T)[None] <= pos[:, None]) & (pos[:, None] - np.arange(pos0 + T)[None] < window)
+    if m:
+        n_c = (pos0 + T) // m
+        allk = np.concatenate([allk, entries[:n_c]])
+        mask = np.concatenate([mask, np.arange(n_c)[None] < (pos[:, None] + 1) // m], 1)
+    qr = ref64.rope(q.astype(np.float64), pos, theta, rd)
+    want = ref64.rope(ref64.attend(qr, allk, mask, sinks.astype(np.float64), hd ** -0.5), pos, theta, rd, sign=-1.0)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("T,H,m,csa", [(1, 4, 4, False), (9, 3, 4, True), (6, 5, 0, False)])
+def test_attend_step_runs_each_token_and_head_as_the_kernel_does(T, H, m, csa):
+    """The step hands each (token, head) to the pool: without rope (rd 0) its output is pt_dsv4_attention's over the
+    whole step, bit for bit (CSA: over each query's chosen entries)."""
+    rng = np.random.default_rng(T * 10 + H)
+    hd, pos0, window, cap = 7, 11, 6, 3
+    n_ctx = pos0 + T
+    q, kv = rng.standard_normal((T, H, hd)).astype(np.float32), rng.standard_normal((T, hd)).astype(np.float32)
+    keys = rng.standard_normal((n_ctx, hd)).astype(np.float32)
+    entries, sinks = rng.standard_normal((n_ctx, hd)).astype(np.float32), rng.standard_normal(H).astype(np.float32)
+    sel, n_sel = np.zeros((T, cap), np.int32), np.zeros(T, np.int32)
+    for t in range(T):
+        n = min(cap, (pos0 + t + 1) // 4)
+        sel[t, :n], n_sel[t] = rng.choice((pos0 + t + 1) // 4, n, replace=False), n
+    s, ns = (_i32(sel), _i32(n_sel)) if csa else (ffi.NULL, ffi.NULL)
+    t_, keep = _table(1e4, 2, n_ctx)
+    got, want = np.zeros((T, H, hd), np.float32), np.zeros((T, H, hd), np.float32)
+    assert lib.pt_dsv4_attend_step(_ptr(q.copy()), _ptr(kv), _ptr(sinks), T, pos0, H, hd, 0, window, 0.3, m, s, ns,
+                                   cap, t_, _ptr(keys), _ptr(entries) if m else ffi.NULL, n_ctx, _ptr(got)) == 0
+    assert lib.pt_dsv4_attention(_ptr(q), _ptr(keys), n_ctx, _ptr(entries) if m else ffi.NULL, n_ctx if m else 0, m,
+                                 s, ns, cap, T, pos0, H, hd, window, 0.3, _ptr(sinks), _ptr(want)) == 0
+    assert (got == want).all()
+
+
+def test_hash_route_copies_each_tokens_experts_and_refuses_an_id_outside_its_table():
+    table = np.arange(12, dtype=np.int32).reshape(6, 2)
+    ids, forced = np.array([5, 0, 3], np.int32), np.zeros((3, 2), np.int32)
+    i32 = lambda a: ffi.cast("int32_t *", ffi.from_buffer(a))          # noqa: E731
+    assert lib.pt_hash_route(i32(ids), 3, i32(table), 6, 2, i32(forced)) == 0
+    assert (forced == table[ids]).all()
+    assert lib.pt_hash_route(i32(np.array([6], np.int32)), 1, i32(table), 6, 2, i32(forced)) == -2

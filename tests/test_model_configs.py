@@ -51,6 +51,8 @@ MINIMALS.update({"zamba2": dict(MINIMAL, layers_block_type=["mamba", "hybrid", "
 MINIMALS["dots1"] = dict(MINIMAL, n_routed_experts=8, num_experts_per_tok=2)     # no default expert count
 MINIMALS["rwkv7"] = MINIMAL_SSM                        # fla's config: num_heads, no num_attention_heads
 MINIMALS["rwkv"] = MINIMAL_SSM                         # RWKV-4: no heads
+# issue 30, the dsv4 group: DeepSeek-V4 reads no intermediate_size (its experts' width is moe_intermediate_size)
+MINIMALS["deepseek_v4"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 
 
 def declared(model_type: str) -> dict:

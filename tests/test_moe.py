@@ -155,6 +155,9 @@ def _selected(model, T: int) -> list:
             k = layer.moe.top_k
             sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)
             out.append(np.sort(sel, axis=1))
+        v4 = getattr(layer, "v4", None)         # DeepSeek-V4's CSA indexer (issue 30, the dsv4 group)
+        if v4 is not None and v4.index is not None:
+            out.append(v4.index.last_choice(T))
         d = layer.mla.dsa if layer.mla is not None else None
         if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
             out.append(d.last_choice(T))    # query attends to (issue 30, mla group)

@@ -304,6 +304,9 @@ def _routing(model, ref, ids, rounded: bool) -> dict | None:
         d = L.mla.dsa if L.mla is not None else None
         if d is not None and not d.shared:
             routers.append(d.last_choice)
+        v4 = getattr(L, "v4", None)             # DeepSeek-V4's CSA indexer, before its experts (issue 30, dsv4)
+        if v4 is not None and v4.index is not None:
+            routers.append(v4.index.last_choice)
         if L.moa_router is not None:           # JetMoE's attention experts, before the MLP's (issue 30, jetmoe)
             routers.append(L.moa_last_routing)
         if L.moe is not None:

@@ -109,7 +109,8 @@ class Session:
         model: a petit Model with a tokenizer.
         template: Jinja chat template for `reply` (default: the one embedded in the model file).
         n_ctx: the KV cache size (default: the model's context).
-        kv_type: "int8" or "f32" (default: int8 when the weights are q8_0 / q4_0, else f32).
+        kv_type: "int8" or "f32" (default: int8 when the weights are q8_0 / q4_0 and the family's cache can hold
+            int8 rows, else f32).
         reuse_cache: False prefills the whole prompt every call (for comparison).
         speculation: a `petit.generation.speculative.Speculation` (a drafter and its draft lengths): greedy replies
             are then decoded speculatively, token for token the same; sampled ones run the plain loop.
@@ -128,8 +129,9 @@ class Session:
         self.speculation = speculation
         self.model, self.tokenizer = model, model.tokenizer
         self.template = template or model.metadata.get("chat_template")
-        if kv_type is None:
-            kv_type = "int8" if model.weight_type in ("q8_0", "q4_0") else "f32"
+        if kv_type is None:         # a family whose cache holds more than keys and values keeps it float32 (dsv4)
+            int8 = model.weight_type in ("q8_0", "q4_0") and getattr(model.net, "int8_cache", True)
+            kv_type = "int8" if int8 else "f32"
         self.cache = model.new_cache(n_ctx, kv_type)
         self.reuse_cache = reuse_cache
         self._cached: list[int] = []     # the token ids whose keys and values the cache holds, in order

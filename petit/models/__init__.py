@@ -28,6 +28,7 @@ from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone
 from petit.models import mimo_v2_flash
 # issue 30, the longcat group
 from petit.models import longcat_flash
+from petit.models import deepseek_v4     # issue 30, the dsv4 group
 from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models.refusals import NOT_DECODERS
@@ -145,6 +146,7 @@ MODEL_TYPES = {
     "flex_olmo": flex_olmo,
     "afmoe": afmoe,
     "deepseek_v32": deepseek_v32,
+    "deepseek_v4": deepseek_v4,     # issue 30, the dsv4 group
     "glm_moe_dsa": glm_moe_dsa,
     "minicpm3": minicpm3,
     "olmo_hybrid": olmo_hybrid,
@@ -185,8 +187,6 @@ CLOSEST = {
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
-    "deepseek_v4": ("deepseek_v32", "compressed sparse / heavily compressed attention over a sliding window, hyper-"
-                                    "connections, hash-routed and sqrtsoftplus-routed experts"),
 }
 
 

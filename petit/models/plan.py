@@ -24,6 +24,9 @@ OP_NAMES.update({lib.PT_OP_ALTUP_PREDICT: "altup_predict", lib.PT_OP_ALTUP_CORRE
                  lib.PT_OP_PLE: "ple", lib.PT_OP_GEMMA_ROWS: "gemma_rows"})                            # gemma group
 OP_NAMES.update({lib.PT_OP_DSA_INDEX: "dsa_index", lib.PT_OP_DSA_ATTENTION: "dsa_attention"})   # issue 30, mla
 OP_NAMES.update({lib.PT_OP_MOA_GATE: "moa_gate"})                                     # issue 30, the jetmoe group
+OP_NAMES.update({lib.PT_OP_HC_PRE: "hc_pre", lib.PT_OP_HC_POST: "hc_post", lib.PT_OP_DSV4_POOL: "dsv4_pool",  # dsv4
+                 lib.PT_OP_DSV4_ATTN: "dsv4_attention", lib.PT_OP_DSV4_INDEX: "dsv4_index",
+                 lib.PT_OP_HASH_ROUTE: "hash_route"})
 NULL = ffi.NULL
 
 
@@ -213,11 +216,12 @@ class Plan:
         self._seq_cap = n
 
     # ---- running ----
-    def run(self, seqs: list, logits_out: np.ndarray | None, offload=None) -> int:
+    def run(self, seqs: list, logits_out: np.ndarray | None, offload=None, one_by_one: bool = False) -> int:
         """One step over the ids already in scratch.ids (the sequences' one after another). `seqs` holds each
         sequence's (T, pos0, cache, n_logits); logits_out [sum of n_logits, vocab] (None when that is 0). 0, or the
         failing op's error (see `failed`). offload: None, or what runs the step instead of one pt_plan_run call
-        (petit.gpu's Offload: the plan in slices, its matmuls on a device)."""
+        (petit.gpu's Offload: the plan in slices, its matmuls on a device). one_by_one: each op its own C call from
+        Python (a per-op path)."""
         if len(seqs) > self._seq_cap:
             self._grow(len(seqs))
         st = self.step
@@ -240,7 +244,14 @@ class Plan:
         st.logits = NULL if logits_out is None else fptr(logits_out)
         if offload is not None:
             return offload.run(self, st)
-        return lib.pt_plan_run(self.ops, self.n_ops, st)
+        if not one_by_one:
+            return lib.pt_plan_run(self.ops, self.n_ops, st)
+        for i in range(self.n_ops):
+            rc = lib.pt_plan_run(self.ops + i, 1, st)
+            if rc:
+                st.failed_op = i
+                return rc
+        return 0
 
     def failed(self) -> tuple[str, int, int]:
         """The kind and layer of the op the last failing run stopped at (("step", -1, ...) for a bad step), and the

@@ -48,17 +48,6 @@ GGUF_NOT_DECODERS = {
 # CLOSEST (petit/models/__init__.py) says it for those near a family Petit runs
 NOT_YET: dict[str, str] = {}
 
-# issue 30, the mla group: the latent-attention families not run yet, and what each adds that Petit lacks
-NOT_YET.update({
-    "deepseek_v4": "DeepSeek-V4: attention over a sliding window of keys plus compressed long-range entries "
-                   "(compressed sparse attention: overlapping learned-gate compressions of every few tokens, chosen "
-                   "by its own indexer; heavily compressed attention), a per-head attention sink, grouped low-rank "
-                   "output projections (o_groups / o_lora_rank), hyper-connections (hc_mult parallel residual "
-                   "streams mixed per layer and by a hyper head), hash-routed expert layers and sqrtsoftplus "
-                   "routing: none of these is in Petit's decoder or kernels (its DeepSeek Sparse Attention is "
-                   "V3.2's, over every cached position)",
-})
-
 # issue 30, the recur group
 NOT_YET.update({
     "gguf:arwkv7": ("RWKV-7's time mixing on Qwen2's RMS-normed SwiGLU blocks; not read because llama.cpp, the only "
@@ -68,15 +57,13 @@ NOT_YET.update({
                     "tokens), and a file without the gate and the group norm gives NaN at a prompt's last positions, "
                     "so there is nothing exact to check a reading against"),
 })
-# issue 30, the dsv4 group: DeepSeek-V4's GGUF (the HF side: CLOSEST in petit/models/__init__.py)
+# issue 30, the dsv4 group: DeepSeek-V4's GGUF (the HF family runs: petit/models/deepseek_v4.py)
 NOT_YET.update({
-    "gguf:deepseek4": ("DeepSeek-V4: hyper-connections, sliding-window attention with compressed sparse (a Lightning "
-                       "indexer's top-k) and heavily compressed entries, hash-routed and sqrtsoftplus-routed experts, "
-                       "which Petit's decoder does not run yet (tests/fixtures/hf5_dsv4 holds transformers' fixture "
-                       "and trainer/reference/deepseek_v4_f64.py the float64 definition); llama.cpp's "
-                       "convert_hf_to_gguf.py writes it only from the released checkpoint's layout (routed experts "
-                       "packed MXFP4 with their scales, compress_ratios / num_hash_layers) and its graph takes "
-                       "hc_mult 4 and compression ratios 0, 4 and 128 only"),
+    "gguf:deepseek4": ("DeepSeek-V4 runs from its Hugging Face folder (model_type deepseek_v4), not yet from a GGUF "
+                       "file: there is no tiny file to check a reading against, as llama.cpp's convert_hf_to_gguf.py "
+                       "writes it only from the released checkpoint's layout (routed experts packed MXFP4 with their "
+                       "scales, compress_ratios / num_hash_layers) and its graph takes hc_mult 4 and compression "
+                       "ratios 0, 4 and 128 only"),
 })
 # issue 30, the gemma group
 NOT_YET.update({

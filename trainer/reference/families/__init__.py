@@ -26,6 +26,7 @@ from trainer.reference.families import zamba5          # issue 30: the zamba gro
 from trainer.reference.families import mimo5           # issue 30: the mimo group
 from trainer.reference.families import longcat5        # issue 30: the longcat group
 from trainer.reference.families import ggufx5          # issue 30: the ggufx group (rwkv6qwen2)
+from trainer.reference.families import dsv4_5          # issue 30: the dsv4 group (deepseek_v4)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -43,6 +44,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **mimo5.FAMILIES,
             **longcat5.FAMILIES,
             **ggufx5.FAMILIES,
+            **dsv4_5.FAMILIES,
             }
 
 
