@@ -6,6 +6,7 @@ on an Apple Silicon Mac). Each build treats warnings as errors and refuses varia
 A missing toolchain skips its test on a developer's machine; CI installs them all and sets PETIT_REQUIRE_CROSS=1,
 which turns those skips into failures.
 """
+import ast
 import os
 import re
 import shutil
@@ -15,13 +16,19 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
-SOURCES = ["selftest.c", "cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "plan.c", "moe.c", "mla.c", "ssm.c", "deltanet.c", "ssd.c", "selscan.c", "rglru.c", "rwkv.c",
-           "altup.c",  # issue 30, the gemma group
-           "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",
-           "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]
-SOURCES += ["dsa.c"]        # issue 30, the mla group (plan.c calls it)
-SOURCES += ["moa.c"]        # issue 30, the jetmoe group (plan.c calls it)
-SOURCES += ["hc.c", "compress.c", "dsv4_attn.c"]   # issue 30, the dsv4 group
+
+
+def _build_sources() -> list[str]:
+    """kernels/build.py's SOURCES, the C files the extension compiles (read, not imported: importing it runs cffi)."""
+    tree = ast.parse(open(os.path.join(KERNELS, "build.py")).read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SOURCES" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("kernels/build.py has no SOURCES list")
+
+
+# one list with the extension's build: a C file added there is compiled here too (selftest.c is this test's main)
+SOURCES = ["selftest.c", *_build_sources()]
 FLAGS = ["-O2", "-std=gnu11", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror", "-Wvla",
          "-Wno-unused-function", "-Wno-unused-parameter"]
 REQUIRED = os.environ.get("PETIT_REQUIRE_CROSS") == "1"
