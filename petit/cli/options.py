@@ -167,3 +167,23 @@ def warn_if_sampling(speculation, sampler, command: str) -> None:
     if speculation is not None and not Speculation.exact_for(sampler):
         print(f"petit {command}: speculative decoding runs with greedy decoding only (-t 0 / --greedy); with "
               f"temperature {sampler.temperature:g} this run decodes plainly", file=sys.stderr)
+
+
+def add_lora_flags(p) -> None:
+    """--lora FILE [--lora-scale S]: a LoRA adapter (GGUF, as `petit finetune` and llama.cpp write them) applied to
+    the model at run time (issue 33)."""
+    p.add_argument("--lora", metavar="FILE", help="apply a LoRA adapter (a GGUF adapter file) at run time")
+    p.add_argument("--lora-scale", type=float, default=None, metavar="S",
+                   help="scale of the adapter's product (default 1; llama.cpp's --lora-scaled)")
+
+
+def apply_lora(args, model) -> None:
+    """Attach args.lora to the loaded model (nothing without --lora)."""
+    if args.lora_scale is not None and not args.lora:
+        raise UsageError("--lora-scale needs --lora FILE")
+    if args.lora:
+        from petit.loading.lora import attach
+        scale = 1.0 if args.lora_scale is None else args.lora_scale
+        if scale != scale or abs(scale) == float("inf"):
+            raise UsageError(f"--lora-scale must be a finite number, got {args.lora_scale}")
+        attach(model, args.lora, scale)
