@@ -10,7 +10,7 @@ from petit.cli.commands import main
 from petit.loading.lora import attach, merge, read_adapter, write_adapter
 from petit.native import Weight, matmul, matmul_t
 from trainer.lora.base import TARGETS, FrozenBase
-from trainer.lora.data import encode_chat, read_examples, split
+from trainer.lora.data import chat_examples, encode_chat, read_examples, split
 from trainer.lora.gradcheck import F32_BOUND, REL_ERR_BOUND, check
 from trainer.lora.model import init_adapters, lora_name
 from trainer.lora.train import FinetuneConfig, finetune
@@ -67,9 +67,12 @@ def test_every_lora_gradient_matches_finite_differences(family, weights):
     assert max(f32.values()) < F32_BOUND, f32
 
 
-def test_unsupported_families_are_refused():
+def test_unsupported_families_and_k_quant_bases_are_refused():
     model = petit.load(os.path.join(HF, "gemma2"), weights="f32")
     with pytest.raises(ValueError, match="not 'gemma2'"):
+        FrozenBase(model)
+    model = petit.load(os.path.join(HF, "qwen2"), weights="q4_k")       # K-quants' backward: a later slice
+    with pytest.raises(ValueError, match="bases for now, this one holds q.* matrices: load it with --weights q8_0"):
         FrozenBase(model)
 
 
@@ -91,6 +94,21 @@ def test_chat_loss_mask_covers_exactly_the_assistant_turns():
     # the prompt of each turn is tokenized as the model sees it when it answers
     first = ids[:weights.index(1.0)]
     assert first == tok.encode(text[:text.index("Hello")])
+
+
+def test_a_template_that_rewrites_old_turns_gives_one_example_per_turn():
+    model = petit.load(os.path.join(HF, "qwen3"), weights="f32")
+    model.metadata["chat_template"] = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' and not loop.last %}(earlier)"
+        "{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Farewell"}]
+    seqs = chat_examples(model, messages)
+    tok = model.tokenizer
+    assert [tok.decode([i for i, w in zip(ids, ws) if w]) for ids, ws in seqs] == ["Hello<|im_end|>\n",
+                                                                                   "Farewell<|im_end|>\n"]
+    assert "(earlier)" in tok.decode(seqs[1][0])
 
 
 def test_data_file_reads_chats_texts_and_lines(tmp_path):

@@ -12,6 +12,7 @@ import numpy as np
 from petit.native import get_rows, matmul, matmul_t, quantize_act
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+BASE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")        # the stored types whose backward is tested
 TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 # target -> the Hugging Face module name inside a layer (PEFT's and the adapter file's)
 MODULES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
@@ -47,6 +48,10 @@ def check_supported(model) -> None:
             break
     if problems:
         raise ValueError(f"this {mt} model cannot be fine-tuned: {problems[0]}")
+    other = sorted({W.dtype for L in net.layers for W in (getattr(L, t) for t in TARGETS)} - set(BASE_TYPES))
+    if other:
+        raise ValueError(f"fine-tuning runs on {', '.join(BASE_TYPES)} bases for now, this one holds "
+                         f"{', '.join(other)} matrices: load it with --weights q8_0 (or q4_0, f32)")
 
 
 def _vec(v, dtype):

@@ -5,7 +5,9 @@ A chat is rendered with the model's own chat template, and the loss counts only 
 assistant turn is the difference between the template's render of the conversation up to it with the generation
 prompt (what the model is shown when it answers) and the render that includes it (its text and end-of-turn marks).
 Each piece is tokenized on its own, so the tokens a turn is trained on are those the model generates after that
-prompt. A text trains on every token."""
+prompt. A template that renders earlier turns differently once a later one is added (Qwen 3's drops the reasoning
+of old turns) cannot be cut so: its chat becomes one example per assistant turn, the conversation up to that turn.
+A text trains on every token."""
 from __future__ import annotations
 
 import json
@@ -13,6 +15,10 @@ import json
 import numpy as np
 
 from petit.chat.template import render_template
+
+
+class RewritesHistory(ValueError):
+    """The chat template renders earlier turns differently once a later turn is added."""
 
 
 class Example:
@@ -48,8 +54,11 @@ def chat_segments(template: str, messages: list, special: dict) -> list[tuple[st
         if m.get("role") != "assistant":
             continue
         prompt, full = render(messages[:i], True), render(messages[:i + 1], False)
-        if not prompt.startswith(done) or not full.startswith(prompt):
-            raise ValueError(f"the chat template renders the conversation before assistant turn {i} differently "
+        if not full.startswith(prompt):
+            raise ValueError(f"the chat template renders assistant turn {i} after a prompt that is not the "
+                             f"conversation's render with the generation prompt, so its tokens cannot be told apart")
+        if not prompt.startswith(done):
+            raise RewritesHistory(f"the chat template renders the conversation before assistant turn {i} differently "
                              f"once the turn is added, so its tokens cannot be told apart")
         pieces += [(prompt[len(done):], False), (full[len(prompt):], True)]
         done = full
@@ -69,17 +78,45 @@ def _check_messages(messages, where: str) -> None:
             raise ValueError(f"{where}: message {j} must be an object with string \"role\" and \"content\"")
 
 
-def encode_chat(model, messages: list, template: str | None = None) -> tuple[list[int], list[float]]:
-    """(ids, weights) of one chat: weight 1 on the assistant turns' tokens."""
+def _template(model, template):
     template = template or model.metadata.get("chat_template")
     if not template:
         raise ValueError("this model has no chat template, so chats cannot be rendered (give plain texts)")
+    return template
+
+
+def _encode(model, pieces) -> tuple[list[int], list[float]]:
     tok, ids, weights = model.tokenizer, [], []
-    for j, (text, trained) in enumerate(chat_segments(template, messages, _special_tokens(model))):
+    for j, (text, trained) in enumerate(pieces):
         part = tok.encode(text) if j == 0 else tok.encode(text, add_bos=False)
         ids += part
         weights += [1.0 if trained else 0.0] * len(part)
     return ids, weights
+
+
+def encode_chat(model, messages: list, template: str | None = None) -> tuple[list[int], list[float]]:
+    """(ids, weights) of one chat: weight 1 on the assistant turns' tokens."""
+    return _encode(model, chat_segments(_template(model, template), messages, _special_tokens(model)))
+
+
+def encode_last_turn(model, messages: list, template: str | None = None) -> tuple[list[int], list[float]]:
+    """(ids, weights) of a chat ending with an assistant turn, only that turn trained."""
+    template, special = _template(model, template), _special_tokens(model)
+    prompt = render_template(template, messages[:-1], add_generation_prompt=True, **special)
+    full = render_template(template, messages, **special)
+    if not full.startswith(prompt):
+        raise ValueError(f"the chat template renders assistant turn {len(messages) - 1} after a prompt that is not "
+                         f"the conversation's render with the generation prompt, so its tokens cannot be told apart")
+    return _encode(model, [(prompt, False), (full[len(prompt):], True)])
+
+
+def chat_examples(model, messages: list) -> list[tuple[list[int], list[float]]]:
+    """[(ids, weights)]: the chat as one sequence, or, when its template rewrites earlier turns, one sequence per
+    assistant turn (the conversation up to it, that turn trained)."""
+    try:
+        return [encode_chat(model, messages)]
+    except RewritesHistory:
+        return [encode_last_turn(model, messages[:i + 1]) for i, m in enumerate(messages) if m["role"] == "assistant"]
 
 
 def encode_text(model, text: str) -> tuple[list[int], list[float]]:
@@ -108,20 +145,23 @@ def read_examples(path: str, model, ctx: int) -> list[Example]:
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
             if record is None:
-                ids, weights = encode_text(model, line)
+                seqs = [encode_text(model, line)]
+            elif not isinstance(record, dict):
+                raise ValueError(f"{where}: a JSON line must be an object")
             elif "messages" in record:
                 _check_messages(record["messages"], where)
                 try:
-                    ids, weights = encode_chat(model, record["messages"])
+                    seqs = chat_examples(model, record["messages"])
                 except ValueError as e:
                     raise ValueError(f"{where}: {e}") from None
             elif isinstance(record.get("text"), str):
-                ids, weights = encode_text(model, record["text"])
+                seqs = [encode_text(model, record["text"])]
             else:
                 raise ValueError(f"{where}: a JSON line needs \"messages\" (a chat) or \"text\"")
-            ex = Example(ids[:ctx + 1], weights[:ctx + 1], n)
-            if len(ex.ids) >= 2 and ex.n_loss:
-                out.append(ex)
+            for ids, weights in seqs:
+                ex = Example(ids[:ctx + 1], weights[:ctx + 1], n)
+                if len(ex.ids) >= 2 and ex.n_loss:
+                    out.append(ex)
     if not out:
         raise ValueError(f"{path}: no example with a token to learn")
     return out
