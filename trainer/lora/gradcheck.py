@@ -23,6 +23,7 @@ import numpy as np
 
 from trainer.lora.base import TARGETS, FrozenBase
 from trainer.lora.model import LoraModel, init_adapters
+from trainer.parallel import single_threaded_blas
 
 REL_ERR_BOUND = 1e-5
 F32_BOUND = 5e-4
@@ -85,7 +86,8 @@ def check(model, seed: int = 0, max_elements: int = MAX_ELEMENTS) -> tuple[dict,
 def run_check(model, out=None) -> bool:
     """Print the table to `out` (stdout); True when every tensor is within both bounds."""
     out = out or sys.stdout
-    fd, f32 = check(model)
+    with single_threaded_blas():
+        fd, f32 = check(model)
     width = max(map(len, fd))
     print(f"LoRA gradient check on {model.path} ({model.weight_type} base decoded to float64; rank {RANK}, every "
           f"target; central differences h={STEP:g}, up to {MAX_ELEMENTS} elements a tensor)", file=out)

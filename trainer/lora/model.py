@@ -10,6 +10,8 @@ forward again with its caches, then its backward, one layer at a time, so memory
 head runs only on the positions whose loss counts."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from trainer.layers import rmsnorm_backward, rmsnorm_forward, swiglu_backward, swiglu_forward
@@ -52,11 +54,18 @@ def _rope(x, cos, sin, dim, pairs, inverse=False):
     return out
 
 
-def _mask(T: int, G: int, window: int, dtype) -> np.ndarray:
-    """(G*T, T) additive mask: 0 where key j may be seen from query t (j <= t, within the window), -inf elsewhere."""
+@functools.lru_cache(maxsize=8)
+def _mask_of(T: int, G: int, window: int, dtype_name: str) -> np.ndarray:
     t, j = np.arange(T)[:, None], np.arange(T)[None, :]
     ok = (j <= t) & ((window <= 0) | (t - j < window))
-    return np.tile(np.where(ok, 0.0, -np.inf).astype(dtype), (G, 1))
+    mask = np.tile(np.where(ok, 0.0, -np.inf).astype(dtype_name), (G, 1))
+    mask.flags.writeable = False
+    return mask
+
+
+def _mask(T: int, G: int, window: int, dtype) -> np.ndarray:
+    """(G*T, T) additive mask: 0 where key j may be seen from query t (j <= t, within the window), -inf elsewhere."""
+    return _mask_of(T, G, window, np.dtype(dtype).name)
 
 
 def _attention(q, k, v, scale, window):
@@ -64,9 +73,10 @@ def _attention(q, k, v, scale, window):
     T, H, hd = q.shape
     KV = k.shape[1]
     G = H // KV
-    qg = q.reshape(T, KV, G, hd).transpose(1, 2, 0, 3).reshape(KV, G * T, hd)
-    kt, vt = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
-    att = qg @ kt.transpose(0, 2, 1)
+    # contiguous copies: NumPy's stacked matmul takes BLAS only on contiguous operands (else a slow loop)
+    qg = np.ascontiguousarray(q.reshape(T, KV, G, hd).transpose(1, 2, 0, 3)).reshape(KV, G * T, hd)
+    kt, vt = np.ascontiguousarray(k.transpose(1, 0, 2)), np.ascontiguousarray(v.transpose(1, 0, 2))
+    att = qg @ np.ascontiguousarray(kt.transpose(0, 2, 1))
     att *= att.dtype.type(scale)
     att += _mask(T, G, window, att.dtype)
     att -= att.max(axis=-1, keepdims=True)
@@ -82,14 +92,15 @@ def _attention_backward(dout, cache):
     KV, GT, hd = qg.shape
     T = kt.shape[1]
     G = GT // T
-    dy = dout.reshape(T, KV, G, hd).transpose(1, 2, 0, 3).reshape(KV, G * T, hd)
-    dv = att.transpose(0, 2, 1) @ dy
-    datt = dy @ vt.transpose(0, 2, 1)
+    dy = np.ascontiguousarray(dout.reshape(T, KV, G, hd).transpose(1, 2, 0, 3)).reshape(KV, G * T, hd)
+    att_t = np.ascontiguousarray(att.transpose(0, 2, 1))
+    dv = att_t @ dy
+    datt = dy @ np.ascontiguousarray(vt.transpose(0, 2, 1))
     datt -= np.sum(datt * att, axis=-1, keepdims=True)
     datt *= att
     datt *= datt.dtype.type(scale)
     dq = (datt @ kt).reshape(KV, G, T, hd).transpose(2, 0, 1, 3).reshape(T, KV * G, hd)
-    dk = (datt.transpose(0, 2, 1) @ qg).transpose(1, 0, 2)
+    dk = (np.ascontiguousarray(datt.transpose(0, 2, 1)) @ qg).transpose(1, 0, 2)
     return dq, dk, dv.transpose(1, 0, 2)
 
 

@@ -15,6 +15,7 @@ from trainer.lora.base import TARGETS, FrozenBase
 from trainer.lora.data import read_examples, split
 from trainer.lora.model import LoraModel, init_adapters
 from trainer.optim import AdamW, clip_grad_norm, get_lr
+from trainer.parallel import single_threaded_blas
 
 
 @dataclass
@@ -52,8 +53,14 @@ def mean_loss(lm: LoraModel, examples) -> float:
 
 def finetune(model, data_path: str, out_path: str, cfg: FinetuneConfig, out=None, examples=None) -> dict:
     """Train adapters on `model` from `data_path` and write them to `out_path`. Returns the stats: per epoch
-    train / held-out loss, tokens/s; the adapter parameters under "params"."""
-    out = out or sys.stdout
+    train / held-out loss, tokens/s; the adapter parameters under "params". NumPy's BLAS runs one thread meanwhile
+    (its threads spinning against the engine's pool on busy cores made each small product wait for a descheduled
+    thread: the attention's products measured 100-1000x slower on 2 shared cores)."""
+    with single_threaded_blas():
+        return _finetune(model, data_path, out_path, cfg, out or sys.stdout, examples)
+
+
+def _finetune(model, data_path, out_path, cfg, out, examples) -> dict:
     cfg.check()
     if cfg.ctx > model.context_length - 1:
         cfg.ctx = model.context_length - 1
