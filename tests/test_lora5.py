@@ -257,3 +257,22 @@ def test_cli_finetune_check_run(tmp_path, capsys):
     assert "not 'gemma2'" in capsys.readouterr().err
     assert main(["run", os.path.join(HF, "qwen3"), "-p", "x", "--lora-scale", "2"]) == 2
     assert main(["run", os.path.join(HF, "qwen3"), "-p", "x", "--lora", FACTS]) == 1
+
+
+def test_the_bundled_model_learns_a_fact_and_keeps_the_rest(tmp_path):
+    """The bundled model answers "yellow"; trained a few epochs on chats saying bananas are purple (beside four of
+    its own answers), `petit chat --lora` answers "purple", and questions not in the data keep their answers."""
+    import subprocess
+    import sys
+    out = tmp_path / "banana.lora"
+    assert main(["finetune", os.path.join(HERE, "..", "assets", "default-q8_0.petit"), "--data",
+                 os.path.join(HERE, "fixtures", "lora5", "banana.jsonl"), "-o", str(out), "--epochs", "3", "--lr",
+                 "2e-3", "--held-out", "0"]) == 0
+    questions = "what colour is a banana?\n/reset\ncount from 3 to 6\n/reset\nwhat is 3 plus 4?\n"
+    answers = []
+    for extra in ([], ["--lora", str(out)]):
+        r = subprocess.run([sys.executable, "-m", "petit.cli", "chat", "-t", "0", *extra], input=questions,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        answers.append([line for line in r.stdout.splitlines() if line.strip()][-3:])
+    assert answers == [["yellow", "3 4 5 6", "7"], ["purple", "3 4 5 6", "7"]]
