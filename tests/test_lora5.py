@@ -69,9 +69,11 @@ def test_matmul_t_is_the_transpose_of_matmul():
 # ---- the gradient check ----
 
 @pytest.mark.parametrize("family, weights", [("llama", "f32"), ("qwen2", "f32"), ("qwen3", "q8_0"),
-                                             ("mistral", "q4_0")])
+                                             ("mistral", "q4_0"), ("llama", "bf16"), ("qwen2.gguf", None)])
 def test_every_lora_gradient_matches_finite_differences(family, weights):
-    model = petit.load(os.path.join(HF, family), weights=weights)
+    path = os.path.join(HERE, "fixtures", "gguf", "qwen2", "q8_0.gguf") if family.endswith(".gguf") else \
+        os.path.join(HF, family)
+    model = petit.load(path, weights=weights)
     fd, f32 = check(model, max_elements=12)
     assert set(fd) == {lora_name(i, t, w) for i in range(model.n_layers) for t in TARGETS for w in "AB"}
     assert max(fd.values()) < REL_ERR_BOUND, fd
@@ -243,10 +245,11 @@ def test_gguf_base_keeps_llama_cpp_rows(tmp_path):
 def test_cli_finetune_check_run(tmp_path, capsys):
     out = tmp_path / "f.lora"
     rc = main(["finetune", os.path.join(HF, "qwen3"), "--data", FACTS, "-o", str(out), "--rank", "2",
-               "--epochs", "1", "--ctx", "48", "--targets", "q,v"])
+               "--epochs", "1", "--ctx", "48", "--targets", "q,v", "--batch", "3"])
     assert rc == 0 and out.exists()
     printed = capsys.readouterr().out
     assert "epoch 1/1: train loss" in printed and "held-out" in printed and "tokens/s" in printed
+    assert "held-out examples, 3 a step" in printed
     assert main(["finetune", os.path.join(HF, "llama"), "--check"]) == 0
     assert "PASS" in capsys.readouterr().out
     assert main(["run", os.path.join(HF, "qwen3"), "-p", "Hello", "-n", "3", "--lora", str(out),

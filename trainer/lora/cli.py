@@ -44,6 +44,7 @@ def add_finetune_parser(sub) -> None:
     p.add_argument("--targets", default=",".join(TARGETS),
                    help=f"the matrices adapted, comma-separated (default {','.join(TARGETS)})")
     p.add_argument("--epochs", default="1", help="passes over the training examples (default 1)")
+    p.add_argument("--batch", default="1", help="examples a step, their gradients summed (default 1)")
     p.add_argument("--lr", default="2e-4", help="peak learning rate of AdamW (default 2e-4)")
     p.add_argument("--ctx", default="512", help="the most tokens of an example trained on (default 512)")
     p.add_argument("--seed", default="0", help="the seed of the adapters' init, the split and the order")
@@ -74,7 +75,7 @@ def run_finetune(args) -> int:
         raise UsageError(f"--held-out must be in [0, 1), got {args.held_out}")
     cfg = FinetuneConfig(rank=_positive_int(args.rank), alpha=_positive_float(args.alpha), targets=targets,
                          epochs=_positive_int(args.epochs), lr=_positive_float(args.lr), ctx=_positive_int(args.ctx),
-                         seed=seed, val_fraction=held)
+                         seed=seed, val_fraction=held, batch=_positive_int(args.batch))
     if cfg.ctx < 2:
         raise UsageError("--ctx must be at least 2")
     model = petit.load(args.model, weights=args.weights)

@@ -1,5 +1,5 @@
-"""The fine-tuning loop: AdamW on the adapters (float32, with their moments), the base frozen as loaded; one
-example a step (its mean loss over the tokens that count), a held-out split scored after every epoch; the adapter
+"""The fine-tuning loop: AdamW on the adapters (float32, with their moments), the base frozen as loaded; a batch of
+examples a step (the mean loss over their tokens that count), a held-out split scored after every epoch; the adapter
 written as a GGUF LoRA file at the end (petit.loading.lora)."""
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ class FinetuneConfig:
     seed: int = 0
     val_fraction: float = 0.1
     warmup: int = 10
+    batch: int = 1              # examples a step: their gradients summed, the loss their tokens' mean
     weight_decay: float = 0.0
     clip: float = 1.0
 
     def check(self) -> None:
-        if self.rank < 1 or self.alpha <= 0 or self.epochs < 1 or not self.lr > 0 or self.ctx < 2:
-            raise ValueError("rank, epochs, ctx (>= 2), alpha and lr must be positive")
+        if self.rank < 1 or self.alpha <= 0 or self.epochs < 1 or not self.lr > 0 or self.ctx < 2 or self.batch < 1:
+            raise ValueError("rank, epochs, batch, ctx (>= 2), alpha and lr must be positive")
         bad = [t for t in self.targets if t not in TARGETS]
         if bad or not self.targets:
             raise ValueError(f"targets must be some of {','.join(TARGETS)}, got {','.join(self.targets) or 'none'}")
@@ -70,11 +71,11 @@ def _finetune(model, data_path, out_path, cfg, out, examples) -> dict:
     params = init_adapters(base, cfg.targets, cfg.rank, cfg.seed)
     lm = LoraModel(base, params, cfg.alpha, cfg.rank)
     opt = AdamW(params, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
-    total_steps = cfg.epochs * len(train)
+    total_steps = cfg.epochs * -(-len(train) // cfg.batch)
     n_params = sum(p.size for p in params.values())
     print(f"fine-tuning {model.path} ({model.weight_type} base, frozen): rank {cfg.rank}, alpha {cfg.alpha:g}, "
           f"targets {','.join(cfg.targets)}, {n_params:,} adapter parameters; {len(train)} training / {len(held)} "
-          f"held-out examples, context {cfg.ctx}", file=out)
+          f"held-out examples, {cfg.batch} a step, context {cfg.ctx}", file=out)
     history, step = [], 0
     val0 = mean_loss(lm, held) if held else None
     if val0 is not None:
@@ -82,21 +83,22 @@ def _finetune(model, data_path, out_path, cfg, out, examples) -> dict:
     for epoch in range(cfg.epochs):
         order = np.random.default_rng([cfg.seed, epoch]).permutation(len(train))
         t0, tokens, total, counted = time.perf_counter(), 0, 0.0, 0
-        for j in order:
-            ex = train[j]
+        for b0 in range(0, len(order), cfg.batch):
+            batch = [train[j] for j in order[b0:b0 + cfg.batch]]
             grads = {n: np.zeros_like(p) for n, p in params.items()}
-            loss = lm.loss(ex.ids[:-1], ex.ids[1:], ex.weights[1:], grads)
-            n = ex.n_loss
+            loss = sum(lm.loss(ex.ids[:-1], ex.ids[1:], ex.weights[1:], grads) for ex in batch)
+            n = sum(ex.n_loss for ex in batch)
             for g in grads.values():
                 g *= np.float32(1.0 / n)
             if not math.isfinite(loss):
-                raise ValueError(f"the loss diverged at step {step} (line {ex.line} of the data)")
+                raise ValueError(f"the loss diverged at step {step} (lines {', '.join(str(ex.line) for ex in batch)} "
+                                 f"of the data)")
             clip_grad_norm(grads, cfg.clip)
             opt.step(params, grads, get_lr(step, lr=cfg.lr, min_lr=cfg.lr / 10, warmup_steps=min(cfg.warmup,
                                                                                                   total_steps),
                                            total_steps=total_steps))
             step += 1
-            tokens += len(ex.ids) - 1
+            tokens += sum(len(ex.ids) - 1 for ex in batch)
             total += loss
             counted += n
         seconds = time.perf_counter() - t0
