@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from petit.cli.argtypes import UsageError
+from petit.cli.argtypes import UsageError, weight_type
 from trainer.lora.base import TARGETS
 
 
@@ -49,8 +49,8 @@ def add_finetune_parser(sub) -> None:
     p.add_argument("--ctx", default="512", help="the most tokens of an example trained on (default 512)")
     p.add_argument("--seed", default="0", help="the seed of the adapters' init, the split and the order")
     p.add_argument("--held-out", default="0.1", help="the share of examples held out and scored each epoch")
-    p.add_argument("--weights", help="convert the base's weights at load (q8_0, q4_0, f32 ...; default as stored, "
-                                     "a folder to q8_0)")
+    p.add_argument("--weights", type=weight_type, choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
+                   help="convert the base's weights at load (default: as stored, a folder to q8_0)")
     p.add_argument("--check", action="store_true", help="check every LoRA gradient against float64 finite "
                                                         "differences on MODEL (a tiny one) and exit")
     p.set_defaults(func=run_finetune)
