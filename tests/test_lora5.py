@@ -279,3 +279,19 @@ def test_the_bundled_model_learns_a_fact_and_keeps_the_rest(tmp_path):
         assert r.returncode == 0, r.stderr
         answers.append([line for line in r.stdout.splitlines() if line.strip()][-3:])
     assert answers == [["yellow", "3 4 5 6", "7"], ["purple", "3 4 5 6", "7"]]
+
+
+def test_activation_checkpointing_keeps_one_layer_of_caches(monkeypatch):
+    """The forward keeps no layer's caches; the backward runs each layer's forward again right before its backward,
+    last layer first, so at most one layer's caches are alive."""
+    from trainer.lora.model import LoraModel
+    model = petit.load(os.path.join(HF, "llama"), weights="q8_0")
+    base = FrozenBase(model)
+    lm = LoraModel(base, init_adapters(base, TARGETS, 2, 0), 4.0, 2)
+    calls, fwd, bwd = [], lm.layer_forward, lm.layer_backward
+    monkeypatch.setattr(lm, "layer_forward", lambda i, x, keep: calls.append(("f", i, keep)) or fwd(i, x, keep))
+    monkeypatch.setattr(lm, "layer_backward", lambda i, dx, c, g: calls.append(("b", i)) or bwd(i, dx, c, g))
+    ids = np.arange(1, 12)
+    grads = {n: np.zeros_like(p) for n, p in lm.params.items()}
+    lm.loss(ids[:-1], ids[1:], np.ones(10, np.float32), grads)
+    assert calls == [("f", 0, False), ("f", 1, False), ("f", 1, True), ("b", 1), ("f", 0, True), ("b", 0)]
