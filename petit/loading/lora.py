@@ -123,7 +123,10 @@ def read_adapter(path, model) -> Adapter:
             raise GGUFError(f"{where}: {stem} has only its {next(iter(h))}")
         i, t = by_name[stem]
         A, B = h["lora_a"], h["lora_b"]
-        rows, cols = getattr(model.net.layers[i], t).shape
+        W = getattr(model.net.layers[i], t)
+        if W is None:
+            raise GGUFError(f"{where}: {stem} adapts a matrix layer {i} of this model does not have")
+        rows, cols = W.shape
         if A.shape[1] != cols or B.shape[0] != rows or A.shape[0] != B.shape[1]:
             raise GGUFError(f"{where}: {stem}: lora_a {A.shape} and lora_b {B.shape} do not fit a {rows}x{cols} "
                             f"matrix")
