@@ -30,8 +30,9 @@ static int mt_args(const pt_tensor *W, const float *dy, int64_t T, float *dx) {
 #define MT_TB 4
 #define MT_CB 32
 
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(__clang__)
-/* the tile loop built for AVX-512 and AVX2 beside the baseline, chosen at load by the CPU (GCC's ifunc) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
+/* the tile loop built for AVX-512 and AVX2 beside the baseline, chosen at load by the CPU (GCC's ifunc, glibc); it
+ * follows the CPU, not a path forced by pt_init (the sums are the same but for fused multiply-adds) */
 #define MT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MT_CLONES
