@@ -11,7 +11,7 @@ from petit.loading.lora import attach, merge, read_adapter, write_adapter
 from petit.native import Weight, matmul, matmul_t
 from trainer.lora.base import TARGETS, FrozenBase
 from trainer.lora.data import chat_examples, encode_chat, read_examples, split
-from trainer.lora.gradcheck import F32_BOUND, REL_ERR_BOUND, check
+from trainer.lora.gradcheck import F32_BOUND, KERNEL_BOUND, REL_ERR_BOUND, check
 from trainer.lora.model import init_adapters, lora_name
 from trainer.lora.train import FinetuneConfig, finetune
 
@@ -74,10 +74,11 @@ def test_every_lora_gradient_matches_finite_differences(family, weights):
     path = os.path.join(HERE, "fixtures", "gguf", "qwen2", "q8_0.gguf") if family.endswith(".gguf") else \
         os.path.join(HF, family)
     model = petit.load(path, weights=weights)
-    fd, f32 = check(model, max_elements=12)
+    fd, f32, kernel = check(model, max_elements=12)
     assert set(fd) == {lora_name(i, t, w) for i in range(model.n_layers) for t in TARGETS for w in "AB"}
     assert max(fd.values()) < REL_ERR_BOUND, fd
     assert max(f32.values()) < F32_BOUND, f32
+    assert kernel < KERNEL_BOUND
 
 
 def test_unsupported_families_and_k_quant_bases_are_refused():

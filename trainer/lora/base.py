@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from petit.native import get_rows, matmul, matmul_t, quantize_act
+from petit.native import Weight, get_rows, matmul, matmul_t
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 BASE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")        # the stored types whose backward is tested
@@ -62,15 +62,15 @@ class FrozenBase:
     """The base's weights and the two products the LoRA forward / backward needs.
 
     dtype float32: the matrices as loaded, multiplied by the C kernels. dtype float64: each matrix decoded once to
-    float64 (the gradient check's reference arithmetic, on exactly the values the quantized base holds). The C
-    kernels multiply a q8_0 / q4_0 matrix by the activations rounded to q8 blocks (the engine's forward, which
-    training keeps); act_quant=True has the float64 products round their input so too (the straight-through
-    reference of the float32 path: the backward treats that rounding as the identity)."""
+    float64 (the gradient check's reference arithmetic, on exactly the values the quantized base holds).
+    as_f32: the matrices re-stored as float32 matrices of the same values (the gradient check runs the C path so:
+    the engine multiplies a q8_0 / q4_0 matrix by its input rounded to q8 blocks, which training keeps, and which
+    a float64 reference cannot follow without its roundings flipping at their boundaries)."""
 
-    def __init__(self, model, dtype=np.float32, act_quant: bool = False):
+    def __init__(self, model, dtype=np.float32, as_f32: bool = False):
         check_supported(model)
         net, a = model.net, model.net.arch
-        self.model, self.dtype, self.act_quant = model, np.dtype(dtype), act_quant
+        self.model, self.dtype = model, np.dtype(dtype)
         self.D, self.H, self.KV, self.hd = a.hidden_size, a.num_attention_heads, a.num_key_value_heads, a.head_dim
         self.vocab = a.vocab_size
         self.scale = a.attn_scale if a.attn_scale is not None else a.head_dim ** -0.5
@@ -86,6 +86,12 @@ class FrozenBase:
                 "b": {t: _vec(getattr(L, t + "_b"), dtype) for t in ("q", "k", "v", "o")},
                 "norm1": norm(L.attn_norm), "norm2": norm(L.mlp_norm), "q_norm": norm(L.q_norm),
                 "k_norm": norm(L.k_norm), "rope": L.rope, "window": int(L.window)})
+        if as_f32:
+            copies: dict = {}
+            f32 = lambda W: copies.setdefault(id(W), Weight.from_float(W.dequantize(), "f32"))   # noqa: E731
+            self.head = f32(self.head)
+            for layer in self.layers:
+                layer["W"] = {t: f32(W) for t, W in layer["W"].items()}
         self._dense = {}
         if self.dtype == np.float64:
             for W in [self.head] + [W for layer in self.layers for W in layer["W"].values()]:
@@ -99,9 +105,6 @@ class FrozenBase:
     def mm(self, W, x: np.ndarray) -> np.ndarray:
         """x [T, cols] -> x W^T [T, rows]."""
         if self.dtype == np.float64:
-            if self.act_quant and W.dtype in ("q8_0", "q4_0"):
-                q, d, _ = quantize_act(x.astype(np.float32))
-                x = (q.reshape(len(q), -1, 32) * d[..., None].astype(np.float64)).reshape(x.shape)
             return x @ self._dense[id(W)].T
         return matmul(W, np.ascontiguousarray(x, np.float32))
 
