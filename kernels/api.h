@@ -101,6 +101,8 @@ typedef struct {
                                * scaled score of key j (BLOOM, MPT, Falcon) */
     int32_t temp_at_p;        /* wrap group (issue 30): 1: the temperature's floor is floor(p / temp_floor), not
                                * floor((p + 1) / temp_floor) (Ministral 3's llama_4_scaling_beta) */
+    int32_t bidirectional;    /* issue 35: 1: every query sees every position of the call, 0..pos0+T-1 (an encoder's
+                               * attention: BERT); 0: causal */
 } pt_attn_extra;
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,

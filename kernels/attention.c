@@ -129,6 +129,7 @@ typedef struct {
     float temp_floor, temp_scale;   /* temp_floor > 0: Llama 4's temperature-tuned scores */
     int32_t temp_at_p;          /* 1: floor(p / temp_floor) (Ministral 3), 0: floor((p + 1) / temp_floor) */
     const float *alibi;         /* [n_heads] ALiBi slopes (BLOOM, MPT, Falcon), or NULL */
+    int32_t bidirectional;      /* 1: every query sees positions 0..pos0+T-1 (an encoder, issue 35) */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
     const pt_kernels *k;
@@ -141,7 +142,8 @@ typedef struct {
 
 /* the positions query t sees: [*first, *seen) */
 static void span(const attn_job *j, int64_t t, int64_t *first, int64_t *seen) {
-    *seen = j->pos0 + t + 1;
+    /* an encoder's query sees the whole call, the positions after it too */
+    *seen = j->bidirectional ? j->pos0 + j->T : j->pos0 + t + 1;
     /* a sliding window of w positions: the query and the w - 1 before it */
     *first = j->window > 0 && j->window < *seen ? *seen - j->window : 0;
     /* chunks of c positions: the query's own chunk, from its start */
@@ -215,7 +217,9 @@ static int64_t first_block(const attn_job *j, int64_t t) {
     return first / BLOCK;
 }
 
-static int64_t last_block(const attn_job *j, int64_t t) { return (j->pos0 + t) / BLOCK; }
+static int64_t last_block(const attn_job *j, int64_t t) {
+    return ((j->bidirectional ? j->pos0 + j->T - 1 : j->pos0 + t)) / BLOCK;
+}
 
 /* per-thread scratch of a tile: one block of scores, one block's result, and the state of each query */
 static int64_t tile_scratch(const attn_job *j) {
@@ -309,6 +313,7 @@ static void with_extra(attn_job *j, const pt_attn_extra *e) {
     j->temp_scale = e->temp_scale;
     j->temp_at_p = e->temp_at_p;
     j->alibi = e->alibi;
+    j->bidirectional = e->bidirectional != 0;
 }
 
 /* the caller holds the lock */

@@ -26,6 +26,20 @@ def describe(path) -> dict:
     return _describe(path)
 
 
+def embed(model_or_path, texts, *, query: bool = False, prompt_name: str | None = None, weights=None):
+    """The embeddings of `texts` (a string or a list of strings) by an embedding model, float32 [n, dimension], as
+    sentence-transformers computes them from the model's folder (pooling, normalization, prompts; issue 35).
+
+    model_or_path: a Hugging Face folder saved by sentence-transformers (loaded with `weights`, petit.load's default
+    q8_0 when None), a loaded Model of one, or an Embedder (petit.generation.embed; keep one to embed many times
+    without loading again). query: put the folder's "query" prompt before each text; prompt_name: another prompt."""
+    from petit.generation.embed import Embedder
+    emb = model_or_path if isinstance(model_or_path, Embedder) else Embedder.open(model_or_path, weights=weights)
+    if query and prompt_name is not None:
+        raise ValueError("give query=True or prompt_name, not both")
+    return emb.embed(texts, prompt_name="query" if query else prompt_name)
+
+
 def __getattr__(name):
     # the heavier modules (and the compiled kernels) are imported on first use, so `import petit` stays cheap
     if name == "Model":
@@ -34,6 +48,9 @@ def __getattr__(name):
     if name in ("Sampler", "Session", "Params", "Step", "Stats", "generate_tokens", "stream_text"):
         from petit import generation
         return getattr(generation, name)
+    if name == "Embedder":
+        from petit.generation.embed import Embedder
+        return Embedder
     if name == "Tokenizer":
         from petit.tokenizer import Tokenizer
         return Tokenizer

@@ -28,6 +28,41 @@ class Model:
         self.tensors = tensors or {}
 
     @property
+    def kind(self) -> str:
+        """"decoder" (a language model: logits, generation) or "encoder" (an embedding model's bidirectional
+        encoder, BERT: hidden states only, `hidden_states`)."""
+        from petit.models import ENCODERS
+        return getattr(ENCODERS.get(getattr(self.config, "model_type", None)), "KIND", "decoder")
+
+    def _decoder_only(self) -> None:
+        if self.kind != "decoder":
+            raise ValueError(f"{self.path}: a {self.config.model_type} model is an encoder (an embedding model): it "
+                             f"has no next-token logits; embed texts with petit.embed or `petit embed`")
+
+    def hidden_states(self, seqs) -> list[np.ndarray]:
+        """The last hidden states (after the final norm) of each token sequence of `seqs`, each run from a fresh
+        cache of its own length, all in one batched step: a list of [T, hidden_size] float32 arrays (issue 35: what
+        an embedding model pools; petit.generation.embed)."""
+        runs = []
+        for i, token_ids in enumerate(seqs):
+            where = f"sequence {i}: " if len(seqs) > 1 else ""
+            try:
+                ids = self._check_ids(token_ids)
+            except ValueError as e:
+                raise ValueError(f"{where}{e}") from None
+            if not len(ids):
+                raise ValueError(f"{where}a text needs at least one token")
+            runs.append((ids, self.new_cache(len(ids))))
+        if not runs:
+            return []
+        out = self.net.hidden_batch(runs)
+        result, at = [], 0
+        for ids, _ in runs:
+            result.append(out[at:at + len(ids)])
+            at += len(ids)
+        return result
+
+    @property
     def vocab_size(self) -> int:
         return self.net.arch.vocab_size
 
@@ -66,6 +101,7 @@ class Model:
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode
         cache of any generation in progress is not touched)."""
+        self._decoder_only()
         ids = self._check_ids(token_ids)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
@@ -79,6 +115,7 @@ class Model:
     def forward(self, token_ids, cache: KVCache, all_logits: bool = False) -> np.ndarray:
         """Append token_ids to `cache` and return the logits of the last position ([vocab]) or, with all_logits,
         of every new position ([T, vocab])."""
+        self._decoder_only()
         ids = self._check_ids(token_ids)
         if not len(ids):
             raise ValueError("forward needs at least one token")
@@ -110,6 +147,7 @@ class Model:
         are bit for bit what `forward` gives it alone. A bad sequence (token ids out of range, no tokens, a full
         context, a cache not made for this model or shared with another sequence) raises a ValueError that names
         it ("sequence 2: ..."), and no cache changes."""
+        self._decoder_only()
         if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__") or not len(seqs):
             raise ValueError("forward_batch needs a list of (token_ids, cache) pairs, at least one")
         runs, rows = [], 0

@@ -509,13 +509,15 @@ def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int, scale: float,
               softcap: float = 0.0, window: int = 0, sinks: np.ndarray | None = None, chunk: int = 0,
-              temperature: tuple[float, float] | None = None, alibi: np.ndarray | None = None) -> np.ndarray:
+              temperature: tuple[float, float] | None = None, alibi: np.ndarray | None = None,
+              bidirectional: bool = False) -> np.ndarray:
     """Causal attention of q [T, n_heads, hd] at positions pos0.. over caches [n_kv, n_ctx, hd]; softcap > 0 caps
     the scores with tanh, window > 0 lets each query see only the last `window` positions (itself included);
     sinks [n_heads]: a softmax term per head whose share is dropped (gpt-oss); chunk > 0: each query sees only its
     own chunk of `chunk` positions; temperature (floor, a): scores x (1 + a ln(1 + floor((p + 1) / floor))) (Llama
     4), (floor, a, 1): floor(p / floor) (Ministral 3); alibi [n_heads]: ALiBi slopes, slope * (j - i) added to the
-    scaled score of key j for the query at i."""
+    scaled score of key j for the query at i; bidirectional: every query sees positions 0..pos0+T-1 (an encoder's
+    attention, issue 35) instead of those up to its own."""
     q = _f32(q, "q", 3)
     k_cache, v_cache = _f32(k_cache, "k_cache", 3), _f32(v_cache, "v_cache", 3)
     T, H, hd = q.shape
@@ -528,7 +530,7 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
             raise ValueError(f"bad attention {name}: {a.shape}, one per query head ({H}) expected")
     sinks = _f32(sinks, "sinks", 1) if sinks is not None else None
     alibi = _f32(alibi, "alibi", 1) if alibi is not None else None
-    extra = attn_extra(sinks, chunk, temperature, alibi)
+    extra = attn_extra(sinks, chunk, temperature, alibi, bidirectional)
     out = np.empty_like(q)
     rc = lib.pt_attention(_ptr(q), _ptr(k_cache), _ptr(v_cache), n_ctx, T, H, n_kv, hd, pos0, scale, softcap,
                           window, extra, _ptr(out))
@@ -538,12 +540,14 @@ def attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos0: int
     return out
 
 
-def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | None = None, alibi=None):
+def attn_extra(sinks=None, chunk: int = 0, temperature: tuple[float, float] | None = None, alibi=None,
+               bidirectional: bool = False):
     """The pt_attn_extra of these settings (NULL when none is set). sinks, alibi: float32 arrays or cffi pointers,
-    which the caller keeps alive."""
-    if sinks is None and not chunk and temperature is None and alibi is None:
+    which the caller keeps alive; bidirectional: an encoder's attention (every query sees the whole call)."""
+    if sinks is None and not chunk and temperature is None and alibi is None and not bidirectional:
         return ffi.NULL
     e = ffi.new("pt_attn_extra *")
+    e.bidirectional = int(bool(bidirectional))
     if sinks is not None:
         e.sinks = _ptr(sinks) if isinstance(sinks, np.ndarray) else sinks
     if alibi is not None:

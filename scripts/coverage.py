@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from petit.loading.gguf_archs import ARCHS  # noqa: E402
-from petit.models import CLOSEST, MODEL_TYPES  # noqa: E402
+from petit.models import CLOSEST, ENCODERS, MODEL_TYPES  # noqa: E402
 from petit.models.refusals import GGUF_NOT_DECODERS, NOT_DECODERS, NOT_YET  # noqa: E402
 
 REGISTRY = os.path.join(ROOT, "tests", "fixtures", "registry", "registry.json")
@@ -37,6 +37,9 @@ def hf_rows(reg: dict) -> list[tuple[str, str, str]]:
             rows.append((t, "runs", f"`{t}`"))
         elif saved_as in MODEL_TYPES:
             rows.append((t, "runs", f"`{saved_as}` (its config.json says `{saved_as}`)"))
+        elif t in ENCODERS:       # issue 35
+            rows.append((t, "not a decoder", f"a bidirectional encoder: Petit runs `{t}` for embeddings (`petit "
+                                             f"embed`, docs/embeddings.md), not chat"))
         elif t in NOT_DECODERS:
             rows.append((t, "not a decoder", NOT_DECODERS[t]))
         elif t in CLOSEST:

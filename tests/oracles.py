@@ -111,20 +111,21 @@ def rope(x, pos, theta, interleaved):
     return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
 
 
-def attention(q, k, v, pos0, scale, softcap=0.0, window=0, alibi=None):
+def attention(q, k, v, pos0, scale, softcap=0.0, window=0, alibi=None, bidirectional=False):
     """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0; a window of w sees positions > pos - w; alibi [H]
-    slopes add slope * (j - i) to the score of key j for the query at i."""
+    slopes add slope * (j - i) to the score of key j for the query at i; bidirectional: every query sees positions
+    0..pos0+T-1 (an encoder, issue 35)."""
     T, H, hd = q.shape
     group = H // k.shape[0]
     out = np.empty((T, H, hd))
     for t in range(T):
-        n = pos0 + t + 1
+        n = pos0 + T if bidirectional else pos0 + t + 1
         first = max(0, n - window) if window else 0
         for h in range(H):
             kh, vh = k[h // group, first:n].astype(np.float64), v[h // group, first:n].astype(np.float64)
             s = kh @ q[t, h].astype(np.float64) * scale
             if alibi is not None:
-                s = s + float(alibi[h]) * (np.arange(first, n) - (n - 1))
+                s = s + float(alibi[h]) * (np.arange(first, n) - (pos0 + t))
             if softcap:
                 s = softcap * np.tanh(s / softcap)
             p = np.exp(s - s.max())

@@ -20,7 +20,7 @@ LAYERS = (
     ("formats", ("petit.formats",)),                                    # file readers and writers
     ("models", ("petit.models", "petit.testing_faults", "petit.cache",  # families, the KV cache,
                 "petit.tokenizer", "petit.hf", "petit.chat")),          # tokenizers, chat templates and formats
-    ("loading", ("petit.loading", "petit.model")),                      # petit.load, the Model object
+    ("loading", ("petit.loading", "petit.model", "petit.gpu")),         # petit.load, the Model object, the OpenCL offload
     ("generation", ("petit.generation",)),                              # sampling, stop strings, Session
     ("public API", ("petit",)),                         # petit/__init__.py only (load, Model, Sampler...), not below
     ("front ends", ("petit.server", "petit.cli", "petit.__main__")),

@@ -265,7 +265,8 @@ def test_unknown_urls_methods_and_models(client):
     r = client.get("/nope")
     assert (r.status_code, r.json()) == (404, error(
         "Unknown request URL: GET /v1/nope. This server answers /v1/chat/completions, /v1/completions, /v1/models, "
-        "/health and Ollama's /api/chat, /api/generate, /api/tags, /api/show and /api/version.", code="unknown_url"))
+        "/v1/embeddings, /health and Ollama's /api/chat, /api/generate, /api/tags, /api/show, /api/version and "
+        "/api/embed.", code="unknown_url"))
     r = client.get("/chat/completions")
     assert (r.status_code, r.json()) == (405, error("Method GET is not allowed on /v1/chat/completions.",
                                                     code="method_not_allowed"))

@@ -2,9 +2,9 @@
 the raw completion notebook; the loop itself is petit/cli/repl.py."""
 import sys
 
-from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_lora,
+from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_gpu, apply_lora,
                                check_sampling_flags, check_speculation_flags, configure_threads, format_count,
-                               make_sampler, make_speculation, model_path, warn_if_sampling)
+                               gpu_wanted, make_sampler, make_speculation, model_path, warn_if_sampling)
 
 
 def add_chat_parser(sub) -> None:
@@ -28,10 +28,12 @@ def cmd_chat(args) -> int:
     args.model = model_path(args)
     check_sampling_flags(args)
     check_speculation_flags(args)
+    gpu_wanted(args)
     from petit.chat.formats import get_format
     configure_threads(args)
     model = petit.load(args.model, weights=args.weights, mmap=args.mmap, repack=args.repack)
     apply_lora(args, model)
+    apply_gpu(args, model, "chat")
     sampler = make_sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")
     if fmt == "raw" and args.format is None:

@@ -1,6 +1,7 @@
-"""The `petit` command line: run, chat, serve, info, convert, train, finetune, export and verify (`petit --version`;
-also `python -m petit` and `python -m petit.cli`). One module per command (run.py, chat.py, serve.py, info.py,
-convert.py); train, finetune, export and verify come from the trainer package, which only this package imports.
+"""The `petit` command line: run, chat, serve, info, convert, embed, train, finetune, export and verify (`petit
+--version`; also `python -m petit` and `python -m petit.cli`). One module per command (run.py, chat.py, serve.py,
+info.py, convert.py, embed.py); train, finetune, export and verify come from the trainer package, which only this
+package imports.
 
 Exit codes, the same for every command: 0 success; 1 a runtime error (a missing, unreadable or corrupt file, a
 model that refuses the input, training that diverged); 2 a usage error (an unknown flag, a value out of range,
@@ -15,6 +16,7 @@ import warnings
 from petit.cli.argtypes import UsageError
 from petit.cli.chat import add_chat_parser
 from petit.cli.convert import add_convert_parser
+from petit.cli.embed import add_embed_parser
 from petit.cli.info import add_info_parser
 from petit.cli.run import add_run_parser
 from petit.cli.serve import add_serve_parser
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub)               # petit/server/ (needs starlette and uvicorn, imported when it runs)
     add_info_parser(sub)
     add_convert_parser(sub)
+    add_embed_parser(sub)               # issue 35: embedding models
     _add_trainer_commands(sub)
     return parser
 

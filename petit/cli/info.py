@@ -30,7 +30,31 @@ def cmd_info(args) -> int:
                                                                        "turns them off)"))
     if i["path_warning"]:
         print(f"path check:     {i['path_warning']}")
+    _opencl()
     return 0
+
+
+def _opencl() -> None:
+    """The OpenCL platforms and devices, and which one `--gpu` would use (its start-up check run here)."""
+    from petit.gpu import GpuUnavailable, choose, list_devices, start, why_not
+    try:
+        devices = list_devices()
+        chosen = choose(devices)
+    except GpuUnavailable as e:
+        print(f"opencl:         none ({e}); the matmuls run on the CPU")
+        return
+    print("opencl:         " + "; ".join(sorted({f'platform {d.platform}: {d.platform_name}' for d in devices})))
+    for d in devices:
+        mark = "--gpu uses this one" if d is chosen else f"not used by --gpu alone: {why_not(chosen, d)}"
+        print(f"  {d.describe()}   [{mark}]")
+    try:
+        dev, _ = start(chosen.platform, chosen.index)
+        verdict = "start-up check passed"
+    except GpuUnavailable as e:
+        verdict = f"not usable: {e}"
+    kind = "" if chosen.is_gpu else ", not a GPU: correct but slower than the CPU path"
+    print(f"gpu offload:    off unless --gpu; --gpu would use platform {chosen.platform} device {chosen.index} "
+          f"({verdict}{kind}); --gpu-platform N / --gpu-device N choose another")
 
 
 def _describe(path: str, as_json: bool) -> int:

@@ -106,6 +106,7 @@ def add_chat_options(p, drop_old_turns: bool = True) -> None:
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
     add_sampling_flags(p)
     add_weights_flag(p)
+    add_gpu_flags(p)
 
 
 def format_count(n: int) -> str:
@@ -167,6 +168,48 @@ def warn_if_sampling(speculation, sampler, command: str) -> None:
     if speculation is not None and not Speculation.exact_for(sampler):
         print(f"petit {command}: speculative decoding runs with greedy decoding only (-t 0 / --greedy); with "
               f"temperature {sampler.temperature:g} this run decodes plainly", file=sys.stderr)
+
+
+def add_gpu_flags(p) -> None:
+    """OpenCL offload of the matmuls (issue 34; docs/gpu.md): off unless --gpu (or a --gpu-* choice) is given."""
+    g = p.add_argument_group("OpenCL offload (pip install \"petit[gpu]\"; `petit info` lists the devices)")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("--gpu", action="store_true", default=None,
+                       help="run the q8_0 / q4_0 matmuls on an OpenCL device (the first GPU, else the first device); "
+                            "one that fails its start-up check is not used and the run says why")
+    which.add_argument("--cpu", dest="gpu", action="store_false", help="the CPU alone (the default)")
+    g.add_argument("--gpu-platform", type=non_negative_int, metavar="N", help="the OpenCL platform (implies --gpu)")
+    g.add_argument("--gpu-device", type=non_negative_int, metavar="N",
+                   help="the device on that platform (implies --gpu)")
+    g.add_argument("--gpu-layers", type=non_negative_int, metavar="N",
+                   help="offload the first N layers (default: as many as fit; the rest run on the CPU; implies --gpu)")
+
+
+def gpu_wanted(args) -> bool:
+    """--gpu, or a --gpu-* choice (which implies it); with --cpu a --gpu-* choice is a usage error."""
+    chosen = [f for f, v in (("--gpu-platform", args.gpu_platform), ("--gpu-device", args.gpu_device),
+                             ("--gpu-layers", args.gpu_layers)) if v is not None]
+    if args.gpu is False and chosen:
+        raise UsageError(f"--cpu cannot be combined with {', '.join(chosen)}")
+    return bool(args.gpu) or bool(chosen)
+
+
+def apply_gpu(args, model, command: str) -> None:
+    """Attach the offload the flags ask for; a device that cannot run it leaves the model on the CPU and says why
+    on stderr."""
+    import sys
+    if not gpu_wanted(args):
+        return
+    from petit.gpu import GpuUnavailable, attach
+    try:
+        off = attach(model, args.gpu_platform, args.gpu_device, args.gpu_layers)
+    except GpuUnavailable as e:
+        print(f"petit {command}: --gpu: {e}; running on the CPU", file=sys.stderr)
+        return
+    note = "" if off.device.is_gpu else " (not a GPU: the kernels run there correctly but slower than the CPU path)"
+    print(f"petit {command}: gpu: {off.describe()}{note}", file=sys.stderr)
+    for s in off.skipped:
+        print(f"petit {command}: gpu: on the CPU: {s}", file=sys.stderr)
 
 
 def add_lora_flags(p) -> None:

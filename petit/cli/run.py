@@ -7,9 +7,9 @@ import time
 import numpy as np
 
 from petit.cli.argtypes import UsageError, non_negative_int
-from petit.cli.options import (add_lora_flags, add_model_args, add_sampling_flags, add_speculation_flags,
-                               add_weights_flag, apply_lora, check_sampling_flags, check_speculation_flags,
-                               make_sampler, make_speculation, model_path, warn_if_sampling)
+from petit.cli.options import (add_gpu_flags, add_lora_flags, add_model_args, add_sampling_flags, add_speculation_flags,
+                               add_weights_flag, apply_gpu, apply_lora, check_sampling_flags, check_speculation_flags,
+                               gpu_wanted, make_sampler, make_speculation, model_path, warn_if_sampling)
 
 
 def add_run_parser(sub) -> None:
@@ -22,6 +22,7 @@ def add_run_parser(sub) -> None:
     p.add_argument("-n", "--tokens", type=non_negative_int, default=64, help="tokens to generate (default 64)")
     add_sampling_flags(p)
     add_weights_flag(p)
+    add_gpu_flags(p)
     p.add_argument("--dump-logits", metavar="FILE",
                    help="write the logits of every position of prompt + output as a float32 .npy [positions, vocab]")
     add_speculation_flags(p)
@@ -54,11 +55,13 @@ def cmd_run(args) -> int:
     args.model = model_path(args)
     check_sampling_flags(args)
     check_speculation_flags(args)
+    gpu_wanted(args)
     if args.dump_logits and (args.draft is not None or args.lookup):
         raise UsageError("--dump-logits cannot be combined with --draft / --lookup (speculation skips rows)")
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer, mmap=args.mmap, repack=args.repack)
     apply_lora(args, model)
+    apply_gpu(args, model, "run")
     sampler = make_sampler(args, model)
     tok = model.tokenizer
     if tok is None:

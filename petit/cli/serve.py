@@ -6,8 +6,8 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, check_sampling_flags, check_speculation_flags, configure_threads,
-                               format_count, make_sampler, model_path)
+from petit.cli.options import (add_chat_options, apply_gpu, check_sampling_flags, check_speculation_flags,
+                               configure_threads, format_count, gpu_wanted, make_sampler, model_path)
 
 
 def _port(s: str) -> int:
@@ -40,6 +40,9 @@ def add_serve_parser(sub) -> None:
                         "several times; '*' turns the DNS-rebinding check off")
     p.add_argument("--log-requests", action="store_true",
                    help="print a line per HTTP request on stderr: 'petit serve: CLIENT METHOD PATH STATUS MS ms'")
+    p.add_argument("--embedding-model", metavar="EMB",
+                   help="also serve EMB, an embedding model's folder (sentence-transformers), at /v1/embeddings and "
+                        "Ollama's /api/embed")
     g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
     g.add_argument("--lookup", action="store_true",
                    help="draft from n-grams of the prompt and the output so far (prompt lookup); the timings show "
@@ -64,6 +67,7 @@ def cmd_serve(args) -> int:
         raise UsageError("-n/--max-tokens must be at least 1")
     check_sampling_flags(args)
     check_speculation_flags(args)
+    gpu_wanted(args)
     configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
@@ -81,6 +85,11 @@ def cmd_serve(args) -> int:
         import petit
         petit.load(path)                 # raises "PATH: file not found"
 
+    embeddings = None
+    if args.embedding_model is not None:     # loaded now: a folder Petit cannot embed with fails before listening
+        from petit.server.embeddings import EmbeddingService
+        embeddings = EmbeddingService(args.embedding_model).load()
+
     def on_stats(job, stats):
         print(f"petit serve: {job.kind} {stats}", file=sys.stderr)
     engine = ServerWorker(path, weights=args.weights, sampler=lambda model: make_sampler(args, model),
@@ -90,12 +99,14 @@ def cmd_serve(args) -> int:
                           kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
-                          speculation=_lookup(args) if args.lookup else None)
+                          speculation=_lookup(args) if args.lookup else None,
+                          prepare=lambda model: apply_gpu(args, model, "serve"))
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
     server = Server(engine, host=args.host, port=args.port, api_key=args.api_key, allowed_hosts=args.allowed_host,
-                    max_body=args.max_body, request_log=log_request if args.log_requests else None)
+                    max_body=args.max_body, request_log=log_request if args.log_requests else None,
+                    embeddings=embeddings)
     from petit.generation import grammar
     if not grammar.available():
         print(f"petit serve: warning: {grammar.MISSING}; until then, requests with response_format or a forced "
@@ -112,6 +123,9 @@ def cmd_serve(args) -> int:
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
               "; Ctrl+C stops", file=sys.stderr)
+        if embeddings is not None:
+            print(f"petit serve: embeddings by {args.embedding_model} (model id {embeddings.model_id!r}, dimension "
+                  f"{embeddings.embedder.dimension}) at {server.url}/embeddings", file=sys.stderr)
     try:
         server.run(on_ready=banner)
     except KeyboardInterrupt:

@@ -33,6 +33,7 @@ class HFSource(TensorSource):
         self.ckpt = ckpt
         self.derived = family.hf_tensors(cfg, ckpt) if hasattr(family, "hf_tensors") else {}
         self.sources: set[str] = set()      # checkpoint tensors consumed by derived ones
+        self.unread = tuple(getattr(family, "UNREAD", ()))     # tensors the family leaves unread on purpose
         if getattr(cfg, "tie_word_embeddings", False):
             self.sources.add("lm_head.weight")  # pytorch_model.bin keeps the tied head (sharing the embedding)
 
@@ -120,7 +121,42 @@ class HFSource(TensorSource):
 
     def unused(self):
         return sorted(n for n in set(self.ckpt.names()) - set(self.used) - self.sources
-                      if not n.endswith(_BUFFERS) and n not in self.derived)
+                      if not n.endswith(_BUFFERS + self.unread) and n not in self.derived)
+
+
+class _BareModel:
+    """A checkpoint saved from a bare base model (`Qwen3Model`: sentence-transformers saves Qwen3-Embedding so,
+    issue 35), its tensors under the names the causal-LM class gives them, `model.<name>`: the families ask for
+    those."""
+
+    def __init__(self, ckpt):
+        self.ckpt = ckpt
+
+    @staticmethod
+    def wanted(ckpt) -> bool:
+        names = ckpt.names()
+        return "embed_tokens.weight" in ckpt and not any(n.startswith("model.") for n in names)
+
+    def names(self):
+        return sorted("model." + n for n in self.ckpt.names())
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name.startswith("model.") and name[6:] in self.ckpt
+
+    def info(self, name):
+        return self.ckpt.info(name[6:])
+
+    def raw(self, name):
+        return self.ckpt.raw(name[6:])
+
+    def f32(self, name):
+        return self.ckpt.f32(name[6:])
+
+    def release(self, name, rows=None):
+        return self.ckpt.release(name[6:], rows)
+
+    def __getattr__(self, attr):          # folder, files, format, close ...
+        return getattr(self.ckpt, attr)
 
 
 def read_config(folder: str) -> dict:
@@ -160,6 +196,8 @@ def load_folder(folder, weights: str = "q8_0", tokenizer=None, repack: bool | No
     except ValueError as e:
         raise ValueError(f"{cfg_path}: {e}") from None
     ckpt = open_checkpoint(folder)
+    if _BareModel.wanted(ckpt):
+        ckpt = _BareModel(ckpt)
     try:
         src = HFSource(ckpt, family, cfg, folder, weights, search)
         net = family.build(cfg, src)

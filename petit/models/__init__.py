@@ -29,6 +29,7 @@ from petit.models import mimo_v2_flash
 # issue 30, the longcat group
 from petit.models import longcat_flash
 from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
+from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -168,6 +169,12 @@ MODEL_TYPES = {
     "rwkv6qwen2": rwkv6qwen2,
 }
 
+# issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
+# apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
+ENCODERS = {
+    "bert": bert,
+}
+
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
@@ -201,6 +208,8 @@ def get_family(model_type):
             model_type, naming the closest supported family when there is one and listing the
             supported ones.
     """
+    if model_type in ENCODERS:
+        return ENCODERS[model_type]
     if model_type in NOT_DECODERS:
         raise ValueError(f"unsupported model_type {model_type!r}: {NOT_DECODERS[model_type]}; Petit runs decoder-only "
                          f"language models")

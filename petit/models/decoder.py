@@ -114,6 +114,8 @@ class Layer:
     # adds buf["stash"] to the residual after its own MLP
     moe_shortcut: bool = False
     add_shortcut: bool = False
+    # issue 35: an encoder's attention (BERT): every token sees every position of its sequence, not only those before
+    bidirectional: bool = False
     # issue 33: LoRA adapters applied at run time, target ("q", "k", "v", "o", "gate", "up", "down") -> (A [r, in],
     # B [out, r] times the adapter's scale), float32 Weights: the target's product gains B (A x) (petit/loading/lora.py)
     lora: dict | None = None
@@ -146,7 +148,7 @@ class Layer:
         made once."""
         if not hasattr(self, "_extra"):
             self._extra = attn_extra(self.sinks.p if self.sinks is not None else None, self.chunk, self.temperature,
-                                     self.alibi.p if self.alibi is not None else None)
+                                     self.alibi.p if self.alibi is not None else None, self.bidirectional)
         return self._extra
 
 
@@ -239,7 +241,11 @@ class Decoder:
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
+
+    `offload` (None: the CPU alone) runs the plan's matmuls on an OpenCL device (petit.gpu.attach sets it).
     """
+
+    offload = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
                  lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
@@ -293,6 +299,14 @@ class Decoder:
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
         self._plan = None
 
+    def plan_kinds(self) -> set[int]:
+        """The op kinds (PT_OP_*) of this model's forward plan (described here if no step has run yet)."""
+        with self._lock:
+            if self._plan is None:
+                self._plan = self._build_plan(self.scratch(1))
+            plan = self._plan
+        return {plan.ops[i].kind for i in range(plan.n_ops)}
+
     def scratch(self, T: int) -> _Scratch:
         if self._scratch is None or self._scratch.cap < T:
             self._scratch = _Scratch(self.arch, max(T, 16))
@@ -318,6 +332,22 @@ class Decoder:
                 self._forward_oracle(seqs, logits_out)
             else:
                 self._forward(seqs, logits_out)
+
+    def hidden_batch(self, seqs: list) -> np.ndarray:
+        """Run sequences (ids, cache) as `forward_batch` does, without the head, and return every position's last
+        hidden state after the final norm (when the model has one), the sequences' rows one after another:
+        [sum of T, hidden_size] float32 (issue 35: what an embedding model pools)."""
+        D = self.arch.hidden_size
+        with self._lock:
+            self._forward([(ids, cache, 0) for ids, cache in seqs], None)
+            T = sum(len(ids) for ids, _ in seqs)
+            resid = self._scratch.arrays["resid"][:T]
+            if self.final_norm is None:
+                return resid.copy()
+            out = np.empty((T, D), np.float32)
+            if self.final_norm(fptr(resid), T, D, fptr(out)):
+                raise RuntimeError("kernel error in the final norm")
+            return out
 
     def _begin(self, seqs, logits_out) -> tuple[list, int, _Scratch]:
         """Check each cache against the model and the room left in it; put the ids into the scratch, one sequence
@@ -395,7 +425,7 @@ class Decoder:
         runs, _, scratch = self._begin(seqs, logits_out)
         if self._plan is None or self._plan.scratch is not scratch:
             self._plan = self._build_plan(scratch)
-        rc = self._plan.run(runs, logits_out)
+        rc = self._plan.run(runs, logits_out, self.offload)
         if rc:
             kind, layer, seq = self._plan.failed()
             if kind == "embed" and rc == -1:
@@ -918,7 +948,7 @@ class Decoder:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
-                       layer.sinks, layer.chunk, layer.temperature, layer.alibi)
+                       layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)
 
     def _plan_mla(self, plan: Plan, i, layer: Layer, attn_in, buf, scratch):
         """The ops of `_mla`, in its order; returns o_proj's input."""

@@ -121,15 +121,17 @@ class Plan:
             self._ops[-1]["slot"] = slot
 
     def attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, softcap: float,
-                  window: int, out, sinks=None, chunk: int = 0, temperature=None, alibi=None) -> None:
+                  window: int, out, sinks=None, chunk: int = 0, temperature=None, alibi=None,
+                  bidirectional: bool = False) -> None:
         """sinks: a Vec of one attention-sink logit per query head (gpt-oss), or None; chunk, temperature: as
-        petit.native.attention (Llama 4); alibi: a Vec of one ALiBi slope per query head, or None."""
+        petit.native.attention (Llama 4); alibi: a Vec of one ALiBi slope per query head, or None; bidirectional:
+        an encoder's attention (issue 35)."""
         floor, a, at_p = (tuple(temperature) + (0,))[:3] if temperature else (0.0, 0.0, 0)
         self._add(lib.PT_OP_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, softcap=softcap, window=window,
                   extra={"sinks": sinks.p if sinks is not None else NULL, "chunk": chunk, "temp_floor": floor,
                          "temp_scale": a, "alibi": alibi.p if alibi is not None else NULL,
-                         "temp_at_p": at_p})
+                         "temp_at_p": at_p, "bidirectional": int(bidirectional)})
 
     def heads(self, layer: int, Ws, n_heads: int, x, x_stride: int, x_off: int, y, y_stride: int, y_off: int,
               gin, gout) -> None:
@@ -211,10 +213,11 @@ class Plan:
         self._seq_cap = n
 
     # ---- running ----
-    def run(self, seqs: list, logits_out: np.ndarray | None) -> int:
+    def run(self, seqs: list, logits_out: np.ndarray | None, offload=None) -> int:
         """One step over the ids already in scratch.ids (the sequences' one after another). `seqs` holds each
         sequence's (T, pos0, cache, n_logits); logits_out [sum of n_logits, vocab] (None when that is 0). 0, or the
-        failing op's error (see `failed`)."""
+        failing op's error (see `failed`). offload: None, or what runs the step instead of one pt_plan_run call
+        (petit.gpu's Offload: the plan in slices, its matmuls on a device)."""
         if len(seqs) > self._seq_cap:
             self._grow(len(seqs))
         st = self.step
@@ -235,6 +238,8 @@ class Plan:
             rec.kv_int8, rec.k, rec.v, rec.k_scale, rec.v_scale, rec.n_ctx = (kv.int8, kv.k, kv.v, kv.ks, kv.vs,
                                                                               cache.n_ctx)
         st.logits = NULL if logits_out is None else fptr(logits_out)
+        if offload is not None:
+            return offload.run(self, st)
         return lib.pt_plan_run(self.ops, self.n_ops, st)
 
     def failed(self) -> tuple[str, int, int]:

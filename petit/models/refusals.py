@@ -13,7 +13,7 @@ _ENCODER = ("a bidirectional encoder (a masked-language model) with a language-m
 NOT_DECODERS = {
     **{t: _SEQ2SEQ for t in ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp",
                              "pegasus", "plbart", "prophetnet")},
-    **{t: _ENCODER for t in ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie",
+    **{t: _ENCODER for t in ("bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie",
                              "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer",
                              "xlm-roberta", "xlm-roberta-xl", "xmod")},
     "xlm": "a cross-lingual masked-language model (a bidirectional encoder with a language-model head)",

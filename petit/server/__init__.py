@@ -52,11 +52,13 @@ class Server:
         model_id: the id /v1/models reports (default: the model file's name without .petit).
         request_log: called with a petit.server.app.LoggedRequest (client, method, path, status, duration_s)
             after each HTTP request, on the server's thread (see request_line for the one-line form).
+        embeddings: a petit.server.embeddings.EmbeddingService, the embedding model served beside the chat model
+            (/v1/embeddings, /api/embed), or None.
     """
 
     def __init__(self, engine, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: str | None = None,
                  allowed_hosts=(), max_body: int | None = None, model_id: str | None = None,
-                 log_level: str = "warning", request_log=None):
+                 log_level: str = "warning", request_log=None, embeddings=None):
         import uvicorn
 
         from petit.server.app import MAX_BODY, HostPolicy, create_app
@@ -65,7 +67,8 @@ class Server:
         self.model_id = model_id or os.path.basename(engine.path).removesuffix(".petit")
         created = int(os.path.getmtime(engine.path))
         self.app = create_app(engine, model_id=self.model_id, created=created, api_key=api_key,
-                              hosts=self.hosts, max_body=max_body or MAX_BODY, request_log=request_log)
+                              hosts=self.hosts, max_body=max_body or MAX_BODY, request_log=request_log,
+                              embeddings=embeddings)
         self.sock = bind(host, port)
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="off",

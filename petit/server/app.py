@@ -1,4 +1,5 @@
-"""The HTTP routes (Starlette): /v1/chat/completions, /v1/completions, /v1/models[/{id}], /health.
+"""The HTTP routes (Starlette): /v1/chat/completions, /v1/completions, /v1/models[/{id}], /health, and
+/v1/embeddings (petit/server/embeddings.py).
 
 A generation request is validated, queued on the engine, and answered only once the engine has either failed it
 (an ordinary JSON error, whatever `stream` says) or produced its first token: a pre-generation failure is never a
@@ -150,15 +151,20 @@ class RequestLog:
 class Api:
     def __init__(self, engine, model_id: str, created: int, max_body: int = MAX_BODY):
         self.engine, self.model_id, self.created, self.max_body = engine, model_id, created, max_body
+        self.embedding_id = None          # the embedding model served beside (issue 35), listed after the chat model
+        self.embeddings = None            # its EmbeddingService (petit/server/embeddings.py)
 
-    def _model(self) -> dict:
-        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
+    def _model(self, name: str | None = None) -> dict:
+        return {"id": name or self.model_id, "object": "model", "created": self.created, "owned_by": "petit"}
 
     async def models(self, request):
-        return JSONResponse({"object": "list", "data": [self._model()]})
+        extra = [self._model(self.embedding_id)] if self.embedding_id else []
+        return JSONResponse({"object": "list", "data": [self._model()] + extra})
 
     async def model(self, request):
         name = request.path_params["model_id"]
+        if self.embedding_id is not None and name == self.embedding_id:
+            return JSONResponse(self._model(name))
         if name != self.model_id:
             return error_response(ApiError(404, f"The model '{name}' does not exist.", param="model",
                                            code="model_not_found"))
@@ -296,8 +302,9 @@ class Api:
 async def _http_error(request, exc: HTTPException):
     if exc.status_code == 404:
         e = ApiError(404, f"Unknown request URL: {request.method} {request.url.path}. This server answers "
-                          "/v1/chat/completions, /v1/completions, /v1/models, /health and Ollama's /api/chat, "
-                          "/api/generate, /api/tags, /api/show and /api/version.", code="unknown_url")
+                          "/v1/chat/completions, /v1/completions, /v1/models, /v1/embeddings, /health and Ollama's "
+                          "/api/chat, /api/generate, /api/tags, /api/show, /api/version and /api/embed.",
+                     code="unknown_url")
     elif exc.status_code == 405:
         e = ApiError(405, f"Method {request.method} is not allowed on {request.url.path}.",
                      code="method_not_allowed")
@@ -311,23 +318,30 @@ async def _internal_error(request, exc: Exception):
 
 
 def create_app(engine, *, model_id: str, created: int, api_key: str | None = None, hosts: HostPolicy | None = None,
-               max_body: int = MAX_BODY, request_log=None):
+               max_body: int = MAX_BODY, request_log=None, embeddings=None):
     """The ASGI application for one engine: the routes behind the Guard, behind the RequestLog when `request_log`
-    (a callable taking a LoggedRequest) is given."""
+    (a callable taking a LoggedRequest) is given. `embeddings`: the EmbeddingService of an embedding model served
+    beside the chat model (petit/server/embeddings.py), or None (the embedding routes then answer 400)."""
+    from petit.server.embeddings import EmbeddingRoutes
     api = Api(engine, model_id, created, max_body)
+    api.embedding_id = embeddings.model_id if embeddings is not None else None
+    api.embeddings = embeddings
+    emb = EmbeddingRoutes(embeddings, model_id, max_body)
     routes = []
     for prefix in ("/v1", ""):                        # some clients are configured without the /v1
         routes += [Route(f"{prefix}/chat/completions", api.chat, methods=["POST"]),
                    Route(f"{prefix}/completions", api.completions, methods=["POST"]),
                    Route(f"{prefix}/models", api.models, methods=["GET"]),
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
-                   Route(f"{prefix}/health", api.health, methods=["GET"])]
+                   Route(f"{prefix}/health", api.health, methods=["GET"]),
+                   Route(f"{prefix}/embeddings", emb.openai, methods=["POST"])]
     ollama = Ollama(api)
     routes += [Route("/api/chat", ollama.chat, methods=["POST"]),
                Route("/api/generate", ollama.generate, methods=["POST"]),
                Route("/api/tags", ollama.tags, methods=["GET"]),
                Route("/api/show", ollama.show, methods=["POST"]),
-               Route("/api/version", ollama.version, methods=["GET"])]
+               Route("/api/version", ollama.version, methods=["GET"]),
+               Route("/api/embed", emb.ollama, methods=["POST"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     guarded = Guard(app, hosts or HostPolicy("127.0.0.1"), api_key)
     return guarded if request_log is None else RequestLog(guarded, request_log)

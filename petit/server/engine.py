@@ -130,6 +130,8 @@ class ServerWorker:
         max_batch: the most jobs that generate together (one forward step for all of them); more wait in the queue.
         max_cache_mib: the KV caches' memory budget: fewer jobs run together when it cannot hold max_batch caches.
         on_stats: called with (job, Stats) after each job (for `--stats`).
+        prepare: called with the model once it has loaded, before anything runs (`petit serve --gpu` attaches the
+            OpenCL offload there).
 
     After a run, `steps` counts the forward steps, `shared_steps` those that ran more than one job, and
     `largest_batch` is the most jobs one step ran.
@@ -140,7 +142,7 @@ class ServerWorker:
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
                  on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None,
-                 speculation: Callable | None = None):
+                 speculation: Callable | None = None, prepare: Callable | None = None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
@@ -150,6 +152,7 @@ class ServerWorker:
         self.n_ctx, self.kv_type, self.drop_old_turns, self.reuse_cache = n_ctx, kv_type, drop_old_turns, reuse_cache
         self.max_queue, self.on_stats = max_queue, on_stats
         self.speculation = speculation       # () -> a Speculation for each session (--lookup), or None
+        self._prepare = prepare
         self.max_batch, self.max_cache_mib = max_batch, max_cache_mib
         self.state = "loading"               # -> "ready" | "failed"; stopping is separate
         self.load_error: BaseException | None = None
@@ -355,6 +358,8 @@ class ServerWorker:
         import petit
         from petit.generation.session import Session
         model = self.model = petit.load(self.path, weights=self.weights, mmap=self.mmap, repack=self.repack)
+        if self._prepare is not None:
+            self._prepare(model)
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)

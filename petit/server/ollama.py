@@ -80,11 +80,13 @@ class Ollama:
         return {"modified_at": modified.isoformat().replace("+00:00", "Z"), "size": st.st_size, "digest": digest}
 
     async def tags(self, request):
+        service = getattr(self.api, "embeddings", None)
+        extra = [_embedding_tag(service)] if service is not None else []
         if self.engine.state != "ready":
-            return JSONResponse({"models": []})
+            return JSONResponse({"models": extra})
         f = self._file()
         return JSONResponse({"models": [{"name": self.api.model_id, "model": self.api.model_id, **f,
-                                         "details": self._details()}]})
+                                         "details": self._details()}] + extra})
 
     async def show(self, request):
         try:
@@ -280,6 +282,22 @@ class _Reply:
                 yield self._line(self._final(ev, ""))
                 return
             ev = await events.next()
+
+
+def _embedding_tag(service) -> dict:
+    """/api/tags' entry of the embedding model served beside (issue 35): a folder, its size the files' sum."""
+    model, path = service.embedder.model, os.path.abspath(service.path)
+    stats = [os.stat(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names]
+    mtime = max((st.st_mtime_ns for st in stats), default=0)
+    size = sum(st.st_size for st in stats)
+    digest = hashlib.sha256(f"{path}:{size}:{mtime}".encode()).hexdigest()
+    modified = datetime.datetime.fromtimestamp(mtime / 1e9, datetime.timezone.utc)
+    family = model.config.model_type
+    return {"name": service.model_id, "model": service.model_id,
+            "modified_at": modified.isoformat().replace("+00:00", "Z"), "size": size, "digest": digest,
+            "details": {"parent_model": "", "format": "safetensors", "family": family, "families": [family],
+                        "parameter_size": _size(model.n_params),
+                        "quantization_level": str(model.weight_type).upper()}}
 
 
 async def _body(request, limit: int) -> dict:
