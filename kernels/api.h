@@ -70,6 +70,12 @@ int  pt_matmul(const pt_tensor *W, const float *x, int64_t T, float *y, int accu
 int  pt_matmul3(const pt_tensor *W0, const pt_tensor *W1, const pt_tensor *W2, const float *x, int64_t T,
                 float *y0, float *y1, float *y2);
 
+/* issue 33 (kernels/lora.c): the transposed product, dx[t][c] = sum_r W[r][c] dy[t][r] (+ dx when accumulate) for
+ * t < T; dy is [T][rows], dx is [T][cols]; W in any layout pt_get_rows reads (the backward of y = W x through a
+ * frozen, quantized base). _ref: the scalar reference. 0 ok, -1 a bad argument, -3 out of memory */
+int  pt_matmul_t(const pt_tensor *W, const float *dy, int64_t T, float *dx, int accumulate);
+int  pt_matmul_t_ref(const pt_tensor *W, const float *dy, int64_t T, float *dx, int accumulate);
+
 /* ---- per-layer ops ---- */
 /* rotate the first rot_dim values of each head of q [T][n_heads][hd] in place and of k [T][n_kv][hd] (rot_dim ==
  * hd: all; rot_dim 0 or a NULL table: no rotation, for layers without RoPE), and store k, v into the cache at positions

@@ -171,6 +171,8 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* quant.c, also public */
 /* gguf_quants.c: one row of a GGUF block type (GGUF's code) as float */
 void pt_gguf_dequantize_row(int32_t type, const uint8_t *x, int64_t cols, float *out);
 /* interleave.c: row r of an interleaved matrix (dtype PT_Q8_0_X8 / PT_Q4_0_X8) of `rows` rows as float */
+/* row r of W decoded to float, any layout (quant.c); rb = pt_row_bytes(W->dtype, W->cols) (issue 33, lora) */
+void pt_tensor_row(const pt_tensor *W, int64_t rb, int64_t r, float *out);
 void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t cols, int64_t r, float *out);
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
  * a message naming the kernel into msg */

@@ -140,6 +140,11 @@ static void get_row(int32_t dtype, const void *src, int64_t rows, int64_t cols, 
     else dequantize_row(dtype, (const uint8_t *)src + r * rb, cols, out);
 }
 
+/* row r of W decoded to float (any layout get_row reads); rb = pt_row_bytes(W->dtype, W->cols) */
+void pt_tensor_row(const pt_tensor *W, int64_t rb, int64_t r, float *out) {
+    get_row(W->dtype, W->data, W->rows, W->cols, rb, r, out);
+}
+
 static void dequantize_rows(void *ctx, int64_t r0, int64_t r1) {
     const dequant_job *j = (const dequant_job *)ctx;
     for (int64_t r = r0; r < r1; r++) get_row(j->dtype, j->src, j->rows, j->cols, j->rb, r, j->dst + r * j->cols);

@@ -464,6 +464,37 @@ def matmul(W: Weight, x: np.ndarray, out: np.ndarray | None = None, accumulate: 
     return out.reshape(-1) if squeeze else out
 
 
+def matmul_t(W: Weight, dy: np.ndarray, out: np.ndarray | None = None, accumulate: bool = False,
+             reference: bool = False) -> np.ndarray:
+    """dx[t] = W^T dy[t] for dy [T, rows]: the backward of `matmul` through W as stored (any type, quantized ones
+    decoded a panel of rows at a time, never whole), for training adapters on a frozen base (issue 33). reference:
+    the scalar C reference (tests)."""
+    dy = _f32(dy, "dy", 2)
+    if dy.shape[1] != W.shape[0]:
+        raise ValueError(f"dy of shape {dy.shape} does not match a weight of shape {W.shape}")
+    T = dy.shape[0]
+    if out is None:
+        if accumulate:
+            raise ValueError("accumulate=True needs an out array")
+        out = np.empty((T, W.shape[1]), dtype=np.float32)
+    elif (out.dtype != np.float32 or not out.flags.c_contiguous or not out.flags.writeable
+          or out.size != T * W.shape[1]):
+        raise ValueError(f"out must be a writable contiguous float32 array of {T}x{W.shape[1]} values")
+    rc = (lib.pt_matmul_t_ref if reference else lib.pt_matmul_t)(W.c, _ptr(dy), T, _out(out), int(accumulate))
+    if rc != 0:
+        raise RuntimeError(f"pt_matmul_t failed ({rc})")
+    return out
+
+
+def get_rows(W: Weight, ids) -> np.ndarray:
+    """Rows `ids` of W decoded to float32 [len(ids), cols] (an embedding lookup)."""
+    ids = np.ascontiguousarray(ids, np.int32)
+    out = np.empty((len(ids), W.shape[1]), np.float32)
+    if len(ids) and lib.pt_get_rows(W.c, _ptr(ids, "int32_t *"), len(ids), _out(out)) != 0:
+        raise ValueError(f"token ids out of range for a table of {W.shape[0]} rows")
+    return out
+
+
 def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The on-the-fly activation format: int8 q [T, K], fp32 scales d [T, K/32], block sums s [T, K/32]."""
     x = _f32(x, "x", 2)

@@ -2,9 +2,9 @@
 the raw completion notebook; the loop itself is petit/cli/repl.py."""
 import sys
 
-from petit.cli.options import (add_chat_options, add_speculation_flags, apply_gpu, check_sampling_flags,
-                               check_speculation_flags, configure_threads, format_count, gpu_wanted, make_sampler,
-                               make_speculation, model_path, warn_if_sampling)
+from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_gpu, apply_lora,
+                               check_sampling_flags, check_speculation_flags, configure_threads, format_count,
+                               gpu_wanted, make_sampler, make_speculation, model_path, warn_if_sampling)
 
 
 def add_chat_parser(sub) -> None:
@@ -16,6 +16,7 @@ def add_chat_parser(sub) -> None:
                                    "are forgotten, and a line on stderr says so.")
     add_chat_options(p)
     add_speculation_flags(p)
+    add_lora_flags(p)
     p.set_defaults(func=cmd_chat)
 
 
@@ -31,6 +32,7 @@ def cmd_chat(args) -> int:
     from petit.chat.formats import get_format
     configure_threads(args)
     model = petit.load(args.model, weights=args.weights, mmap=args.mmap, repack=args.repack)
+    apply_lora(args, model)
     apply_gpu(args, model, "chat")
     sampler = make_sampler(args, model)
     fmt = args.format or ("model's template" if model.metadata.get("chat_template") else "raw")

@@ -1,6 +1,7 @@
-"""The `petit` command line: run, chat, serve, info, convert, embed, train, export and verify (`petit --version`;
-also `python -m petit` and `python -m petit.cli`). One module per command (run.py, chat.py, serve.py, info.py,
-convert.py, embed.py); train, export and verify come from the trainer package, which only this package imports.
+"""The `petit` command line: run, chat, serve, info, convert, embed, train, finetune, export and verify (`petit
+--version`; also `python -m petit` and `python -m petit.cli`). One module per command (run.py, chat.py, serve.py,
+info.py, convert.py, embed.py); train, finetune, export and verify come from the trainer package, which only this
+package imports.
 
 Exit codes, the same for every command: 0 success; 1 a runtime error (a missing, unreadable or corrupt file, a
 model that refuses the input, training that diverged); 2 a usage error (an unknown flag, a value out of range,
@@ -42,8 +43,10 @@ def _add_trainer_commands(sub) -> None:
     """train / export / verify live in the trainer package, installed beside petit."""
     from trainer.cli import add_train_parser
     from trainer.export import add_export_parser
+    from trainer.lora.cli import add_finetune_parser
     from trainer.verify import add_verify_parser
     add_train_parser(sub)
+    add_finetune_parser(sub)
     add_export_parser(sub)
     add_verify_parser(sub)
 

@@ -210,3 +210,23 @@ def apply_gpu(args, model, command: str) -> None:
     print(f"petit {command}: gpu: {off.describe()}{note}", file=sys.stderr)
     for s in off.skipped:
         print(f"petit {command}: gpu: on the CPU: {s}", file=sys.stderr)
+
+
+def add_lora_flags(p) -> None:
+    """--lora FILE [--lora-scale S]: a LoRA adapter (GGUF, as `petit finetune` and llama.cpp write them) applied to
+    the model at run time (issue 33)."""
+    p.add_argument("--lora", metavar="FILE", help="apply a LoRA adapter (a GGUF adapter file) at run time")
+    p.add_argument("--lora-scale", type=float, default=None, metavar="S",
+                   help="scale of the adapter's product (default 1; llama.cpp's --lora-scaled)")
+
+
+def apply_lora(args, model) -> None:
+    """Attach args.lora to the loaded model (nothing without --lora)."""
+    if args.lora_scale is not None and not args.lora:
+        raise UsageError("--lora-scale needs --lora FILE")
+    if args.lora:
+        from petit.loading.lora import attach
+        scale = 1.0 if args.lora_scale is None else args.lora_scale
+        if scale != scale or abs(scale) == float("inf"):
+            raise UsageError(f"--lora-scale must be a finite number, got {args.lora_scale}")
+        attach(model, args.lora, scale)

@@ -7,8 +7,8 @@ import time
 import numpy as np
 
 from petit.cli.argtypes import UsageError, non_negative_int
-from petit.cli.options import (add_gpu_flags, add_model_args, add_sampling_flags, add_speculation_flags,
-                               add_weights_flag, apply_gpu, check_sampling_flags, check_speculation_flags,
+from petit.cli.options import (add_gpu_flags, add_lora_flags, add_model_args, add_sampling_flags, add_speculation_flags,
+                               add_weights_flag, apply_gpu, apply_lora, check_sampling_flags, check_speculation_flags,
                                gpu_wanted, make_sampler, make_speculation, model_path, warn_if_sampling)
 
 
@@ -26,6 +26,7 @@ def add_run_parser(sub) -> None:
     p.add_argument("--dump-logits", metavar="FILE",
                    help="write the logits of every position of prompt + output as a float32 .npy [positions, vocab]")
     add_speculation_flags(p)
+    add_lora_flags(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -59,6 +60,7 @@ def cmd_run(args) -> int:
         raise UsageError("--dump-logits cannot be combined with --draft / --lookup (speculation skips rows)")
     tokenizer = Tokenizer.from_files(args.vocab, args.merges) if args.vocab else None
     model = petit.load(args.model, weights=args.weights, tokenizer=tokenizer, mmap=args.mmap, repack=args.repack)
+    apply_lora(args, model)
     apply_gpu(args, model, "run")
     sampler = make_sampler(args, model)
     tok = model.tokenizer

@@ -116,6 +116,9 @@ class Layer:
     add_shortcut: bool = False
     # issue 35: an encoder's attention (BERT): every token sees every position of its sequence, not only those before
     bidirectional: bool = False
+    # issue 33: LoRA adapters applied at run time, target ("q", "k", "v", "o", "gate", "up", "down") -> (A [r, in],
+    # B [out, r] times the adapter's scale), float32 Weights: the target's product gains B (A x) (petit/loading/lora.py)
+    lora: dict | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -177,6 +180,8 @@ class Arch:
                                         # adapters' rank, 0 without): the scratch gets their buffers
     shortcut: bool = False              # issue 30, the longcat group: layers hold a shortcut MoE (Layer.moe_shortcut):
                                         # the scratch gets buf["stash"] [T, D], its output until it is added
+    lora_rank: int = 0                  # issue 33: the largest rank of the layers' run-time adapters (Layer.lora):
+                                        # the scratch gets buf["lora_x"] [T, rank], A x before B multiplies it
 
 
 class _Scratch:
@@ -213,6 +218,8 @@ class _Scratch:
             widths.update(orig=D, cat=2 * D, lora=max(arch.shared_rank, 1), shared=D)     # rank, the block's output
         if arch.shortcut:                  # LongCat-Flash's shortcut MoE output, held until the next layer's end
             widths["stash"] = D
+        if arch.lora_rank:                 # issue 33: a run-time adapter's A x
+            widths["lora_x"] = arch.lora_rank
         self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items()}
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
@@ -502,7 +509,7 @@ class Decoder:
                 attn_rc, seq, att = self._mla(i, layer, attn_in, runs, T, scratch, tables, scale)
                 rc |= attn_rc
                 self._alpha(layer.resid_alpha[0], T, scratch)
-                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
+                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch, layer, "o")
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
@@ -516,7 +523,7 @@ class Decoder:
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 self._alpha(layer.resid_alpha[0], T, scratch)
-                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch)
+                rc |= self._residual(layer.o, layer.o_b, layer.post_attn_norm, att, T, scratch, layer, "o")
             if layer.resid_attn_norm is not None:
                 rc |= layer.resid_attn_norm(buf["resid"], T, D, buf["resid"])
             if layer.down is None and layer.moe is None:        # an attention block without an MLP (Nemotron-H)
@@ -541,7 +548,8 @@ class Decoder:
                 if layer.down_norm is not None:
                     rc |= layer.down_norm(buf["mlp_hidden"], T, F, buf["mlp_hidden"])
                 self._alpha(layer.resid_alpha[1], T, scratch)
-                rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch)
+                rc |= self._residual(layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], T, scratch,
+                                     layer, "down")
             if layer.add_shortcut:             # LongCat-Flash: the previous layer's shortcut MoE output
                 lib.pt_axpy(buf["resid"], 1.0, buf["stash"], T * D)
             if layer.resid_mlp_norm is not None:
@@ -590,6 +598,8 @@ class Decoder:
         arch, buf = self.arch, scratch.p
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
+        for t in ("q", "k", "v"):
+            rc |= self._lora(layer, t, attn_in, T, buf, buf[t])
         if layer.attn_gate is not None:
             rc |= lib.pt_matmul(layer.attn_gate.c, attn_in, T, buf["qgate"], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
@@ -733,6 +743,8 @@ class Decoder:
         buf, act = scratch.p, ACTIVATIONS[self.arch.act]
         if layer.gate is not None:
             rc = lib.pt_matmul3(layer.gate.c, layer.up.c, ffi.NULL, mlp_in, T, buf["gate"], buf["up"], ffi.NULL)
+            rc |= self._lora(layer, "gate", mlp_in, T, buf, buf["gate"])
+            rc |= self._lora(layer, "up", mlp_in, T, buf, buf["up"])
             if layer.gate_b is not None:
                 rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
             if layer.up_b is not None:
@@ -749,14 +761,26 @@ class Decoder:
         if alpha != 1.0:
             lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
 
-    def _residual(self, W: Weight, b: Vec | None, post: Norm | None, inp, T, scratch) -> int:
+    @staticmethod
+    def _lora(layer: Layer, target: str, x, T, buf, y) -> int:
+        """y += B (A x): the layer's run-time adapter of `target`, if it has one (issue 33)."""
+        if layer.lora is None or target not in layer.lora:
+            return 0
+        A, B = layer.lora[target]
+        return lib.pt_matmul(A.c, x, T, buf["lora_x"], 0) | lib.pt_matmul(B.c, buf["lora_x"], T, y, 1)
+
+    def _residual(self, W: Weight, b: Vec | None, post: Norm | None, inp, T, scratch, layer=None, target="") -> int:
         """resid += residual_scale * post(W inp + b): the product adds straight into resid when nothing sits
-        between, else it goes through buf["branch"]."""
+        between, else it goes through buf["branch"]. layer, target: whose run-time adapter adds to the product."""
         arch, buf, D = self.arch, scratch.p, self.arch.hidden_size
         if post is None and arch.residual_scale == 1.0:
             rc = lib.pt_matmul(W.c, inp, T, buf["resid"], 1)
+            if layer is not None:
+                rc |= self._lora(layer, target, inp, T, buf, buf["resid"])
             return rc | (lib.pt_bias_act(buf["resid"], b.p, T, D, 0) if b is not None else 0)
         rc = lib.pt_matmul(W.c, inp, T, buf["branch"], 0)
+        if layer is not None:
+            rc |= self._lora(layer, target, inp, T, buf, buf["branch"])
         if b is not None:
             rc |= lib.pt_bias_act(buf["branch"], b.p, T, D, 0)
         return rc | self._add_branch(post, T, scratch)
@@ -842,7 +866,7 @@ class Decoder:
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
-                self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf)
+                self._plan_residual(plan, i, layer.o, layer.o_b, layer.post_attn_norm, att, buf, layer, "o")
             if layer.resid_attn_norm is not None:
                 plan.norm(i, layer.resid_attn_norm, buf["resid"], 1, D, buf["resid"])
             if layer.down is None and layer.moe is None:        # an attention block without an MLP (Nemotron-H)
@@ -865,7 +889,8 @@ class Decoder:
                 if layer.down_norm is not None:
                     plan.norm(i, layer.down_norm, buf["mlp_hidden"], 1, arch.intermediate_size, buf["mlp_hidden"])
                 self._plan_alpha(plan, i, layer.resid_alpha[1], buf)
-                self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf)
+                self._plan_residual(plan, i, layer.down, layer.down_b, layer.post_mlp_norm, buf["mlp_hidden"], buf,
+                                    layer, "down")
             if layer.add_shortcut:             # LongCat-Flash: the previous layer's shortcut MoE output
                 plan.axpy(i, buf["resid"], 1.0, buf["stash"], D)
             if layer.resid_mlp_norm is not None:
@@ -904,6 +929,8 @@ class Decoder:
         arch = self.arch
         H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
+        for t in ("q", "k", "v"):
+            self._plan_lora(plan, i, layer, t, attn_in, buf, buf[t])
         if layer.attn_gate is not None:
             plan.matmul(i, [layer.attn_gate], attn_in, [buf["qgate"]])
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
@@ -966,6 +993,8 @@ class Decoder:
         F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]
         if layer.gate is not None:
             plan.matmul(i, [layer.gate, layer.up], mlp_in, [buf["gate"], buf["up"]])
+            self._plan_lora(plan, i, layer, "gate", mlp_in, buf, buf["gate"])
+            self._plan_lora(plan, i, layer, "up", mlp_in, buf, buf["up"])
             if layer.gate_b is not None:
                 plan.bias_act(i, buf["gate"], layer.gate_b, F, 0)
             if layer.up_b is not None:
@@ -983,14 +1012,27 @@ class Decoder:
         if alpha != 1.0:
             plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)
 
-    def _plan_residual(self, plan: Plan, i, W: Weight, b: Vec | None, post: Norm | None, inp, buf) -> None:
+    @staticmethod
+    def _plan_lora(plan: Plan, i, layer: Layer, target: str, x, buf, y) -> None:
+        """The ops of `_lora`."""
+        if layer.lora is not None and target in layer.lora:
+            A, B = layer.lora[target]
+            plan.matmul(i, [A], x, [buf["lora_x"]])
+            plan.matmul(i, [B], buf["lora_x"], [y], accumulate=True)
+
+    def _plan_residual(self, plan: Plan, i, W: Weight, b: Vec | None, post: Norm | None, inp, buf, layer=None,
+                       target="") -> None:
         arch, D = self.arch, self.arch.hidden_size
         if post is None and arch.residual_scale == 1.0:
             plan.matmul(i, [W], inp, [buf["resid"]], accumulate=True)
+            if layer is not None:
+                self._plan_lora(plan, i, layer, target, inp, buf, buf["resid"])
             if b is not None:
                 plan.bias_act(i, buf["resid"], b, D, 0)
             return
         plan.matmul(i, [W], inp, [buf["branch"]])
+        if layer is not None:
+            self._plan_lora(plan, i, layer, target, inp, buf, buf["branch"])
         if b is not None:
             plan.bias_act(i, buf["branch"], b, D, 0)
         self._plan_add_branch(plan, i, post, buf)

@@ -1,0 +1,129 @@
+/* issue 33 (LoRA fine-tuning): the transposed product of a frozen weight matrix, dx[t][c] = sum_r W[r][c] dy[t][r],
+ * the backward of y = W x through the base weights as they are stored (f32, f16, bf16, q8_0, q4_0, their interleaved
+ * layouts, and every GGUF block type Petit decodes): the base stays quantized while adapters train on it.
+ *
+ * Each task owns a range of the T rows of dx (so the sums are in one fixed order whatever the thread count) and walks
+ * W in panels of LORA_PANEL rows, decoded once per panel into its thread's scratch; tiles of 4 dx rows x 32 columns
+ * then take the panel's rows times their dy values in registers. pt_matmul_t_ref is the plain scalar reference the
+ * parity test holds it to (one row decoded at a time, the same order of additions; the SIMD clones may fuse a
+ * multiply-add, so the two agree to float rounding, not bit for bit). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LORA_PANEL 32
+
+typedef struct {
+    const pt_tensor *W;
+    const float *dy;
+    float *dx;
+    int64_t T, per, rb;
+    int accumulate;
+} mt_job;
+
+static int mt_args(const pt_tensor *W, const float *dy, int64_t T, float *dx) {
+    return !W || !W->data || !dy || !dx || T < 0 || W->rows < 0 || W->cols < 1 || pt_row_bytes(W->dtype, W->cols) < 0;
+}
+
+/* tiles of MT_TB rows of dx x MT_CB columns, held in registers over a panel's rows */
+#define MT_TB 4
+#define MT_CB 32
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
+/* the tile loop built for AVX-512 and AVX2 beside the baseline, chosen at load by the CPU (GCC's ifunc, glibc); it
+ * follows the CPU, not a path forced by pt_init (the sums are the same but for fused multiply-adds) */
+#define MT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MT_CLONES
+#endif
+
+MT_CLONES
+static void mt_panel(const float *panel, int64_t n, int64_t C, const float *dy, int64_t R, float *dx, int64_t t0,
+                     int64_t t1) {
+    int64_t t = t0;
+    for (; t + MT_TB <= t1; t += MT_TB) {
+        int64_t c = 0;
+        for (; c + MT_CB <= C; c += MT_CB) {
+            float acc[MT_TB][MT_CB];
+            for (int i = 0; i < MT_TB; i++)
+                for (int k = 0; k < MT_CB; k++) acc[i][k] = dx[(t + i) * C + c + k];
+            for (int64_t p = 0; p < n; p++) {
+                const float *w = panel + p * C + c;
+                for (int i = 0; i < MT_TB; i++) {
+                    const float a = dy[(t + i) * R + p];
+                    for (int k = 0; k < MT_CB; k++) acc[i][k] += a * w[k];
+                }
+            }
+            for (int i = 0; i < MT_TB; i++)
+                for (int k = 0; k < MT_CB; k++) dx[(t + i) * C + c + k] = acc[i][k];
+        }
+        for (int i = 0; i < MT_TB && c < C; i++)           /* the last columns, a row at a time */
+            for (int64_t p = 0; p < n; p++) {
+                const float a = dy[(t + i) * R + p];
+                const float *w = panel + p * C;
+                for (int64_t k = c; k < C; k++) dx[(t + i) * C + k] += a * w[k];
+            }
+    }
+    for (; t < t1; t++)                                     /* the last rows */
+        for (int64_t p = 0; p < n; p++) {
+            const float a = dy[t * R + p];
+            const float *w = panel + p * C;
+            for (int64_t k = 0; k < C; k++) dx[t * C + k] += a * w[k];
+        }
+}
+
+/* rows t0..t1-1 of dx over the whole of W */
+static void mt_rows(const mt_job *j, int64_t t0, int64_t t1, float *panel) {
+    const int64_t R = j->W->rows, C = j->W->cols;
+    if (!j->accumulate)
+        memset(j->dx + t0 * C, 0, (size_t)((t1 - t0) * C) * sizeof(float));
+    for (int64_t r0 = 0; r0 < R; r0 += LORA_PANEL) {
+        const int64_t n = R - r0 < LORA_PANEL ? R - r0 : LORA_PANEL;
+        for (int64_t p = 0; p < n; p++) pt_tensor_row(j->W, j->rb, r0 + p, panel + p * C);
+        mt_panel(panel, n, C, j->dy + r0, R, j->dx, t0, t1);
+    }
+}
+
+static void mt_task(void *ctx, int64_t chunk, int ith) {
+    const mt_job *j = (const mt_job *)ctx;
+    const int64_t t0 = chunk * j->per, t1 = t0 + j->per < j->T ? t0 + j->per : j->T;
+    if (t0 < t1) mt_rows(j, t0, t1, pt_scratch(ith, LORA_PANEL * j->W->cols));
+}
+
+int pt_matmul_t(const pt_tensor *W, const float *dy, int64_t T, float *dx, int accumulate) {
+    if (mt_args(W, dy, T, dx)) return -1;
+    if (T == 0) return 0;
+    mt_job j = {W, dy, dx, T, 0, pt_row_bytes(W->dtype, W->cols), accumulate != 0};
+    pt_lock();
+    const int threads = pt_pool_threads();
+    for (int i = 0; i < threads; i++)
+        if (!pt_scratch(i, LORA_PANEL * W->cols)) {
+            pt_unlock();
+            return -3;
+        }
+    /* a few T ranges a thread: each range decodes W once, so fewer, larger ranges read the weights less often */
+    const int64_t chunks = T < 2 * (int64_t)threads ? T : 2 * (int64_t)threads;
+    j.per = (T + chunks - 1) / chunks;
+    pt_run_chunks(mt_task, &j, (T + j.per - 1) / j.per, (double)T * (double)W->rows * (double)W->cols);
+    pt_unlock();
+    return 0;
+}
+
+int pt_matmul_t_ref(const pt_tensor *W, const float *dy, int64_t T, float *dx, int accumulate) {
+    if (mt_args(W, dy, T, dx)) return -1;
+    const int64_t R = W->rows, C = W->cols, rb = pt_row_bytes(W->dtype, W->cols);
+    float *row = (float *)malloc((size_t)C * sizeof(float));
+    if (!row) return -3;
+    if (!accumulate) memset(dx, 0, (size_t)(T * C) * sizeof(float));
+    for (int64_t r = 0; r < R; r++) {
+        pt_tensor_row(W, rb, r, row);
+        for (int64_t t = 0; t < T; t++) {
+            const float a = dy[t * R + r];
+            if (a == 0.0f) continue;
+            for (int64_t c = 0; c < C; c++) dx[t * C + c] += a * row[c];
+        }
+    }
+    free(row);
+    return 0;
+}

@@ -1,0 +1,5 @@
+"""LoRA fine-tuning on a frozen base (issue 33): `petit finetune` (cli.py) trains float32 adapters with AdamW
+(train.py) on chats or texts (data.py) through the base as it is loaded (base.py: the engine's C kernels, the
+transposed quantized product among them), with per-layer activation checkpointing (model.py); `--check`
+(gradcheck.py) holds every adapter gradient to float64 finite differences. The adapter file is
+petit/loading/lora.py's."""

@@ -1,0 +1,246 @@
+"""LoRA on a frozen base: the forward and backward of one sequence, in the base's dtype (float32 to train, float64 for
+the gradient check).
+
+Every target matrix W of a layer computes y = W x + s B (A x), s = alpha / rank, with A [rank, in] and B [out, rank]
+(PEFT's layout and names: `model.layers.{i}.self_attn.q_proj.lora_A.weight`). The base's products run through
+FrozenBase (the engine's C kernels at float32); the adapters, the norms, RoPE, attention and SwiGLU in NumPy.
+
+Activation checkpointing per layer: the forward keeps only each layer's input [T, D]; the backward runs a layer's
+forward again with its caches, then its backward, one layer at a time, so memory does not grow with depth. The LM
+head runs only on the positions whose loss counts."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from trainer.layers import rmsnorm_backward, rmsnorm_forward, swiglu_backward, swiglu_forward
+from trainer.lora.base import MODULES
+
+
+def lora_name(layer: int, target: str, which: str) -> str:
+    """PEFT's parameter name, which = "A" or "B"."""
+    return f"model.layers.{layer}.{MODULES[target]}.lora_{which}.weight"
+
+
+def init_adapters(base, targets, rank: int, seed: int) -> dict[str, np.ndarray]:
+    """PEFT's init: A uniform in +-1/sqrt(in) (kaiming_uniform with a = sqrt(5)), B zero, float32."""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for i in range(len(base.layers)):
+        for t in targets:
+            n_in, n_out = base.in_out(i, t)
+            bound = 1.0 / np.sqrt(n_in)
+            params[lora_name(i, t, "A")] = rng.uniform(-bound, bound, (rank, n_in)).astype(np.float32)
+            params[lora_name(i, t, "B")] = np.zeros((n_out, rank), np.float32)
+    return params
+
+
+# ---- pieces ----
+
+def _rope(x, cos, sin, dim, pairs, inverse=False):
+    """Rotate the first `dim` values of each head of x [T, heads, hd] (a copy); inverse: the transposed rotation
+    (the backward)."""
+    out = x.copy()
+    if pairs:
+        x1, x2 = x[..., 0:dim:2], x[..., 1:dim:2]
+        i1, i2 = (slice(0, dim, 2), slice(1, dim, 2))
+    else:
+        x1, x2 = x[..., :dim // 2], x[..., dim // 2:dim]
+        i1, i2 = (slice(0, dim // 2), slice(dim // 2, dim))
+    c, s = cos[:, None, :], (-sin if inverse else sin)[:, None, :]
+    out[..., i1] = x1 * c - x2 * s
+    out[..., i2] = x2 * c + x1 * s
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _mask_of(T: int, G: int, window: int, dtype_name: str) -> np.ndarray:
+    t, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    ok = (j <= t) & ((window <= 0) | (t - j < window))
+    mask = np.tile(np.where(ok, 0.0, -np.inf).astype(dtype_name), (G, 1))
+    mask.flags.writeable = False
+    return mask
+
+
+def _mask(T: int, G: int, window: int, dtype) -> np.ndarray:
+    """(G*T, T) additive mask: 0 where key j may be seen from query t (j <= t, within the window), -inf elsewhere."""
+    return _mask_of(T, G, window, np.dtype(dtype).name)
+
+
+def _attention(q, k, v, scale, window):
+    """q [T, H, hd], k / v [T, KV, hd] -> out [T, H*hd] and the cache of the backward."""
+    T, H, hd = q.shape
+    KV = k.shape[1]
+    G = H // KV
+    # contiguous copies: NumPy's stacked matmul takes BLAS only on contiguous operands (else a slow loop)
+    qg = np.ascontiguousarray(q.reshape(T, KV, G, hd).transpose(1, 2, 0, 3)).reshape(KV, G * T, hd)
+    kt, vt = np.ascontiguousarray(k.transpose(1, 0, 2)), np.ascontiguousarray(v.transpose(1, 0, 2))
+    att = qg @ np.ascontiguousarray(kt.transpose(0, 2, 1))
+    att *= att.dtype.type(scale)
+    att += _mask(T, G, window, att.dtype)
+    att -= att.max(axis=-1, keepdims=True)
+    np.exp(att, out=att)
+    att /= att.sum(axis=-1, keepdims=True)
+    y = att @ vt
+    out = y.reshape(KV, G, T, hd).transpose(2, 0, 1, 3).reshape(T, H * hd)
+    return out, (qg, kt, vt, att, scale)
+
+
+def _attention_backward(dout, cache):
+    qg, kt, vt, att, scale = cache
+    KV, GT, hd = qg.shape
+    T = kt.shape[1]
+    G = GT // T
+    dy = np.ascontiguousarray(dout.reshape(T, KV, G, hd).transpose(1, 2, 0, 3)).reshape(KV, G * T, hd)
+    att_t = np.ascontiguousarray(att.transpose(0, 2, 1))
+    dv = att_t @ dy
+    datt = dy @ np.ascontiguousarray(vt.transpose(0, 2, 1))
+    datt -= np.sum(datt * att, axis=-1, keepdims=True)
+    datt *= att
+    datt *= datt.dtype.type(scale)
+    dq = (datt @ kt).reshape(KV, G, T, hd).transpose(2, 0, 1, 3).reshape(T, KV * G, hd)
+    dk = (np.ascontiguousarray(datt.transpose(0, 2, 1)) @ qg).transpose(1, 0, 2)
+    return dq, dk, dv.transpose(1, 0, 2)
+
+
+class _Linear:
+    """One target (or frozen) matrix of a layer: y = W x (+ b) (+ s B A x)."""
+
+    def __init__(self, base, W, b, A, B, s):
+        self.base, self.W, self.b, self.A, self.B, self.s = base, W, b, A, B, s
+
+    def forward(self, x):
+        y = self.base.mm(self.W, x)
+        if self.b is not None:
+            y += self.b
+        u = None
+        if self.A is not None:
+            u = x @ self.A.T
+            y += (self.s * u) @ self.B.T
+        return y, (x, u)
+
+    def backward(self, dy, cache, gA, gB):
+        x, u = cache
+        dx = self.base.mmt(self.W, dy)
+        if self.A is not None:
+            dyB = dy @ self.B
+            dyB *= dyB.dtype.type(self.s)
+            gB += self.s * (dy.T @ u)
+            gA += dyB.T @ x
+            dx += dyB @ self.A
+        return dx
+
+
+class LoraModel:
+    """The base with adapters `params` (name -> array, PEFT names, in the base's dtype), scale s = alpha / rank."""
+
+    def __init__(self, base, params: dict, alpha: float, rank: int):
+        self.base, self.params, self.s = base, params, float(alpha) / float(rank)
+
+    def _lin(self, i, t):
+        L = self.base.layers[i]
+        A, B = self.params.get(lora_name(i, t, "A")), self.params.get(lora_name(i, t, "B"))
+        return _Linear(self.base, L["W"][t], L["b"].get(t), A, B, self.s)
+
+    def layer_forward(self, i, x, keep: bool):
+        base, L = self.base, self.base.layers[i]
+        T, H, KV, hd = x.shape[0], base.H, base.KV, base.hd
+        c = {}
+        h, c["n1"] = rmsnorm_forward(x, *L["norm1"])
+        q, c["q"] = self._lin(i, "q").forward(h)
+        k, c["k"] = self._lin(i, "k").forward(h)
+        v, c["v"] = self._lin(i, "v").forward(h)
+        q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
+        if L["q_norm"] is not None:
+            q, c["qn"] = self._qk_norm(q, L["q_norm"])
+            k, c["kn"] = self._qk_norm(k, L["k_norm"])
+        cos, sin, dim, pairs = base.rope_tables(i, T)
+        c["rope"] = (cos, sin, dim, pairs)
+        q, k = _rope(q, cos, sin, dim, pairs), _rope(k, cos, sin, dim, pairs)
+        a, c["att"] = _attention(q, k, v, base.scale, L["window"])
+        o, c["o"] = self._lin(i, "o").forward(a)
+        x = x + o
+        h2, c["n2"] = rmsnorm_forward(x, *L["norm2"])
+        g, c["gate"] = self._lin(i, "gate").forward(h2)
+        u, c["up"] = self._lin(i, "up").forward(h2)
+        m, c["glu"] = swiglu_forward(g, u)
+        d, c["down"] = self._lin(i, "down").forward(m)
+        return x + d, (c if keep else None)
+
+    def _qk_norm(self, x, norm):
+        if self.base.per_head_qk:
+            return rmsnorm_forward(x, *norm)
+        T = x.shape[0]
+        y, cache = rmsnorm_forward(x.reshape(T, -1), *norm)
+        return y.reshape(x.shape), cache
+
+    def _qk_norm_backward(self, dy, cache):
+        if self.base.per_head_qk:
+            return rmsnorm_backward(dy, cache)[0]
+        return rmsnorm_backward(dy.reshape(dy.shape[0], -1), cache)[0].reshape(dy.shape)
+
+    def layer_backward(self, i, dx, c, grads):
+        base, L = self.base, self.base.layers[i]
+        T, H, KV, hd = dx.shape[0], base.H, base.KV, base.hd
+
+        def back(t, dy):
+            lin = self._lin(i, t)
+            gA, gB = grads.get(lora_name(i, t, "A")), grads.get(lora_name(i, t, "B"))
+            return lin.backward(dy, c[t], gA, gB)
+
+        dm = back("down", dx)
+        dg, du = swiglu_backward(dm, c["glu"])
+        dh2 = back("gate", dg) + back("up", du)
+        dx = dx + rmsnorm_backward(dh2, c["n2"])[0]
+        da = back("o", dx)
+        dq, dk, dv = _attention_backward(da, c["att"])
+        cos, sin, dim, pairs = c["rope"]
+        dq, dk = _rope(dq, cos, sin, dim, pairs, inverse=True), _rope(dk, cos, sin, dim, pairs, inverse=True)
+        if L["q_norm"] is not None:
+            dq, dk = self._qk_norm_backward(dq, c["qn"]), self._qk_norm_backward(dk, c["kn"])
+        dh = back("q", dq.reshape(T, H * hd)) + back("k", dk.reshape(T, KV * hd)) + back("v", dv.reshape(T, KV * hd))
+        return dx + rmsnorm_backward(dh, c["n1"])[0]
+
+    def _head(self, xf):
+        logits = self.base.mm(self.base.head, xf)
+        if self.base.logit_scale != 1.0:
+            logits *= logits.dtype.type(self.base.logit_scale)
+        return logits
+
+    def loss(self, ids, targets, weights, grads: dict | None = None) -> float:
+        """sum_t weights[t] * -log p(targets[t] | ids[:t+1]) over one sequence; with `grads` (name -> array of
+        zeros, or running sums), the gradients of that sum are added into it. ids, targets, weights: [T]."""
+        base = self.base
+        x = base.embed_rows(ids)
+        inputs = []
+        for i in range(len(base.layers)):
+            inputs.append(x)
+            x, _ = self.layer_forward(i, x, keep=False)
+        xf, c_final = rmsnorm_forward(x, *base.final)
+        sel = np.flatnonzero(weights)
+        if not len(sel):
+            return 0.0
+        logits = self._head(xf[sel])
+        z = logits - logits.max(axis=-1, keepdims=True)
+        z_t = z[np.arange(len(sel)), targets[sel]]
+        np.exp(z, out=z)
+        sums = z.sum(axis=-1)
+        w = np.asarray(weights, logits.dtype)[sel]
+        loss = float(np.sum((np.log(sums) - z_t).astype(np.float64) * w))
+        if grads is None:
+            return loss
+        dlogits = z / sums[:, None]
+        dlogits[np.arange(len(sel)), targets[sel]] -= 1.0
+        dlogits *= w[:, None]
+        if base.logit_scale != 1.0:
+            dlogits *= dlogits.dtype.type(base.logit_scale)
+        dxf = np.zeros_like(xf)
+        dxf[sel] = base.mmt(base.head, dlogits)
+        del logits, z, dlogits
+        dx = rmsnorm_backward(dxf, c_final)[0]
+        for i in reversed(range(len(base.layers))):
+            _, cache = self.layer_forward(i, inputs[i], keep=True)
+            dx = self.layer_backward(i, dx, cache, grads)
+            inputs[i] = None
+        return loss
