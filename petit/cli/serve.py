@@ -6,8 +6,8 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, check_sampling_flags, check_speculation_flags, configure_threads,
-                               format_count, make_sampler, model_path)
+from petit.cli.options import (add_chat_options, add_speculation_flags, check_sampling_flags, check_speculation_flags,
+                               configure_threads, format_count, make_sampler, model_path)
 
 
 def _port(s: str) -> int:
@@ -40,22 +40,8 @@ def add_serve_parser(sub) -> None:
                         "several times; '*' turns the DNS-rebinding check off")
     p.add_argument("--log-requests", action="store_true",
                    help="print a line per HTTP request on stderr: 'petit serve: CLIENT METHOD PATH STATUS MS ms'")
-    g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
-    g.add_argument("--lookup", action="store_true",
-                   help="draft from n-grams of the prompt and the output so far (prompt lookup); the timings show "
-                        "draft_n / draft_n_accepted")
-    g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
-                   help="draft at most N tokens per step (default 8)")
-    g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",
-                   help="check drafts only when there are at least N (default 1)")
-    p.set_defaults(func=cmd_serve, draft=None)       # (a draft model per session: not in serve yet)
-
-
-def _lookup(args):
-    """A Speculation for each session: prompt lookup keeps no state, so all share one drafter."""
-    from petit.generation.speculative import LookupDrafter, Speculation
-    drafter = LookupDrafter()
-    return lambda: Speculation(drafter, draft_max=args.draft_max, draft_min=args.draft_min)
+    add_speculation_flags(p, serve=True)
+    p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args) -> int:
@@ -87,10 +73,11 @@ def cmd_serve(args) -> int:
                           system=args.system,
                           template=get_format(args.format) if args.format not in (None, "raw") else None,
                           raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
-                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
+                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, ctx_shift=args.ctx_shift,
+                          reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
-                          speculation=_lookup(args) if args.lookup else None)
+                          lookup=args.lookup, draft=args.draft, draft_max=args.draft_max, draft_min=args.draft_min)
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
