@@ -31,16 +31,19 @@ def shift_refusal(model, cache) -> str | None:
     net = getattr(model, "net", None)
     if type(cache) is not KVCache:
         return "the model keeps a recurrent state"
-    if cache.values_are_keys:
-        return "latent attention's compressed keys (MLA) hold their RoPE part inside the latent rows"
     if net is None or getattr(net, "pos_embed", None) is not None:
         return "the model adds learned absolute positions"
     layers = getattr(net, "layers", None)
     if layers is None or len(layers) != cache.layout[0]:
         return "the cache's layers are not the model's"
     for i, layer in enumerate(layers):
-        if type(layer) is not Layer or getattr(layer, "mla", None) is not None:
+        if type(layer) is not Layer:
             return f"layer {i} is a family's own attention"
+        mla = getattr(layer, "mla", None)
+        if mla is not None and mla.dsa is not None:
+            return f"layer {i}'s sparse attention indexer keeps keys of its own RoPE in the latent rows"
+        if (mla is not None) != cache.values_are_keys:
+            return f"layer {i}'s cache rows are not its keys'"
         rope = layer.rope
         if rope is None:
             continue
@@ -106,17 +109,16 @@ def shift(model, cache: KVCache, keep: int, dropped: int, kept: int) -> None:
     old = np.arange(src.start, src.stop)
     new = np.arange(dst.start, dst.stop)
     int8 = cache.kv_type == "int8"
+    key_bufs = (cache.k, cache.k_scale) if int8 else (cache.k,)
+    value_bufs = () if cache.values_are_keys else (cache.v, cache.v_scale) if int8 else (cache.v,)
     for i, layer in enumerate(model.net.layers):
-        if layer.rope is None:            # nothing to rotate: the rows move as they are
-            for buf in (cache.k, cache.v) + ((cache.k_scale, cache.v_scale) if int8 else ()):
-                buf[i][:, dst] = buf[i][:, src]
+        for buf in value_bufs + (key_bufs if layer.rope is None else ()):   # rows that only move
+            buf[i][:, dst] = buf[i][:, src]
+        if layer.rope is None:
             continue
+        keys = cache.k[i][:, src].astype(np.float32)
         if int8:
-            keys = cache.k[i][:, src].astype(np.float32) * cache.k_scale[i][:, src, None]
-            cache.v[i][:, dst], cache.v_scale[i][:, dst] = cache.v[i][:, src], cache.v_scale[i][:, src]
-        else:
-            keys = cache.k[i][:, src].copy()
-            cache.v[i][:, dst] = cache.v[i][:, src]
+            keys *= cache.k_scale[i][:, src, None]
         rerotate(keys, layer.rope, old, new, cache.n_ctx)
         if int8:
             cache.k[i][:, dst], cache.k_scale[i][:, dst] = _quantize_rows(keys)
