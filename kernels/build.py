@@ -19,6 +19,7 @@ SOURCES = ["cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "pla
            "dsa.c",          # issue 30, the mla group
            "moa.c",          # issue 30, the jetmoe group
            "hc.c", "compress.c", "dsv4_attn.c",   # issue 30, the dsv4 group
+           "kvshift.c",      # issue 32, context shift
            "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",
            "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]
 

@@ -78,7 +78,7 @@ def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     session, _, stats = converse(model, shift=True, kv=kv, template=template, max_tokens=max_tokens)
     shifted = [s for s in stats if s.dropped_messages]
     assert shifted and all(s.shifted_tokens > 0 and s.shift_refused is None for s in shifted)
-    assert all(s.reused_tokens >= s.shifted_tokens for s in shifted)
+    assert all(s.reused_tokens >= s.shifted_tokens and type(s.shifted_tokens) is int for s in shifted)
     check_against_a_fresh_prefill(model, session, tol)
 
 
@@ -152,3 +152,44 @@ def test_cli_chat_ctx_shift_prints_what_it_moved(capsys, monkeypatch):
     assert main(["chat", "-t", "0", "--ctx", "128", "--ctx-shift", "--stats", "--system", "Be brief."]) == 0
     err = capsys.readouterr().err
     assert "context shift:" in err and "tokens of kept turns moved, not prefilled" in err
+
+
+def _random_cache(layers, kv_type, values_are_keys, seed=0):
+    from petit.cache import KVCache
+    cache = KVCache(len(layers), 3, 37, 14, kv_type, values_are_keys)
+    rng = np.random.default_rng(seed)
+    if kv_type == "f32":
+        cache.k[:] = rng.standard_normal(cache.k.shape).astype(np.float32)
+        if not values_are_keys:
+            cache.v[:] = rng.standard_normal(cache.v.shape).astype(np.float32)
+    else:
+        for buf, scale in ((cache.k, cache.k_scale), (cache.v, cache.v_scale)):
+            buf[:] = rng.integers(-127, 128, buf.shape, dtype=np.int8)
+            scale[:] = rng.uniform(0.01, 0.1, scale.shape).astype(np.float32)
+    cache.pos = 35
+    return cache
+
+
+@pytest.mark.parametrize("kv_type", ["f32", "int8"])
+@pytest.mark.parametrize("values_are_keys", [False, True])
+@pytest.mark.parametrize("keep, dropped, kept", [(3, 7, 19), (2, 20, 13), (0, 1, 34), (5, 9, 0)])
+def test_the_c_kernel_equals_the_numpy_reference_at_odd_sizes(kv_type, values_are_keys, keep, dropped, kept):
+    from types import SimpleNamespace
+
+    from petit.generation.ctx_shift import shift, shift_reference
+    ropes = [Rope(10, 10000.0), Rope(14, 500.0, interleaved=True), None,
+             Rope(6, 10000.0, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}, 64)]
+    model = SimpleNamespace(net=SimpleNamespace(layers=[SimpleNamespace(rope=r) for r in ropes]))
+    got, want = (_random_cache(ropes, kv_type, values_are_keys) for _ in range(2))
+    shift(model, got, keep, dropped, kept)
+    shift_reference(model, want, keep, dropped, kept)
+    assert got.pos == want.pos == keep + kept
+    for i, rope in enumerate(ropes):
+        for which in ("k",) if values_are_keys else ("k", "v"):
+            a, b = rows(got, i, keep + kept, which), rows(want, i, keep + kept, which)
+            step = 0 if kv_type == "f32" else want.k_scale[i][:, :keep + kept, None].max() * 1.01
+            assert np.abs(a - b).max() <= 1e-6 * np.abs(b).max() + step, (i, which)
+            if rope is None or which == "v":
+                assert (a == b).all()                # rows that only move keep their bits
+    with pytest.raises(ValueError, match="cannot shift 30 positions from 10 to 3: the cache holds 35"):
+        shift(model, _random_cache(ropes, kv_type, values_are_keys), 3, 7, 30)

@@ -114,7 +114,7 @@ class GenerationWorker(QObject):
     @staticmethod
     def _params(options: dict) -> Params:
         return Params(sampler=Sampler(**options["sampler"]), max_tokens=options["max_tokens"],
-                      drop_old_turns=options["drop_old_turns"])
+                      drop_old_turns=options["drop_old_turns"], ctx_shift=options.get("ctx_shift", False))
 
     @staticmethod
     def _history(options: dict, history: list) -> list:

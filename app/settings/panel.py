@@ -34,7 +34,8 @@ def _fields():
         NumberField("n_ctx", "Context size", "Tokens the model sees at once (the conversation must fit)", 16, 16),
         CheckField("drop_old_turns", "Forget old turns when full",
                    "When the conversation outgrows the context, forget its oldest turns (never the system "
-                   "prompt); otherwise a message that does not fit is refused"),
+                   "prompt; the kept turns move inside the KV cache, so only the new message is read, where the "
+                   "model allows it exactly); otherwise a message that does not fit is refused"),
         ChoiceField("kv_type", "KV cache", "int8 takes about a quarter of the memory of f32",
                     [(None, "automatic")] + [(k, k) for k in KV_TYPES]),
         ChoiceField("weights", "Weights", "Convert the weights when loading (reloads the model)", []),

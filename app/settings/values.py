@@ -53,6 +53,7 @@ def session_options(values: dict) -> dict:
             "n_ctx": values["n_ctx"],
             "kv_type": values["kv_type"],
             "drop_old_turns": bool(values["drop_old_turns"]),
+            "ctx_shift": bool(values["drop_old_turns"]),     # forgetting turns shifts the cache where exact
             "speculation": values["speculation"] if values["speculation"] in ("lookup", "model") else None,
             "draft_model": values["draft_model"] or None}
 

@@ -66,7 +66,7 @@ def find_kept(cached, ids, keep: int) -> tuple[int, int] | None:
     for start in np.flatnonzero(c[keep + 1:] == want[keep]) + keep + 1:
         n = min(len(c) - start, len(want) - keep)
         diff = np.flatnonzero(c[start:start + n] != want[keep:keep + n])
-        run = int(diff[0]) if len(diff) else n
+        run = int(diff[0]) if len(diff) else int(n)
         if best is None or run > best[1]:
             best = (int(start - keep), run)
     return best
@@ -80,8 +80,8 @@ def _angles(rope, positions: np.ndarray, n_ctx: int) -> np.ndarray:
 
 def rerotate(keys: np.ndarray, rope, old: np.ndarray, new: np.ndarray, n_ctx: int) -> None:
     """Rotate keys [n_kv, n, head_dim] (float32, in place), stored at positions `old`, to positions `new`."""
-    delta = _angles(rope, new, n_ctx).astype(np.float64) - _angles(rope, old, n_ctx).astype(np.float64)
-    c, s = np.cos(delta).astype(np.float32)[None], np.sin(delta).astype(np.float32)[None]
+    c, s = turn_tables(rope, old, new, n_ctx)
+    c, s = c[None], s[None]
     half = rope.dim // 2
     if rope.interleaved:
         x, y = keys[..., 0:rope.dim:2].copy(), keys[..., 1:rope.dim:2].copy()
@@ -99,12 +99,53 @@ def _quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(x * inv[..., None]).astype(np.int8), scale
 
 
-def shift(model, cache: KVCache, keep: int, dropped: int, kept: int) -> None:
-    """Move the cache's positions [keep + dropped, keep + dropped + kept) to [keep, keep + kept), keys re-rotated,
-    and set its position to keep + kept (check `shift_refusal` first)."""
+def _check(cache, keep: int, dropped: int, kept: int) -> None:
     if not (0 <= keep and dropped > 0 and kept >= 0 and keep + dropped + kept <= cache.pos):
         raise ValueError(f"cannot shift {kept} positions from {keep + dropped} to {keep}: the cache holds "
                          f"{cache.pos}")
+
+
+def turn_tables(rope, old: np.ndarray, new: np.ndarray, n_ctx: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [n, dim/2] float32 of the rotation from each `old` position to its `new` one."""
+    delta = _angles(rope, new, n_ctx).astype(np.float64) - _angles(rope, old, n_ctx).astype(np.float64)
+    return np.ascontiguousarray(np.cos(delta), np.float32), np.ascontiguousarray(np.sin(delta), np.float32)
+
+
+def shift(model, cache: KVCache, keep: int, dropped: int, kept: int) -> None:
+    """Move the cache's positions [keep + dropped, keep + dropped + kept) to [keep, keep + kept), keys re-rotated,
+    and set its position to keep + kept (check `shift_refusal` first). One call into C per layer
+    (kernels/kvshift.c: pt_kv_shift, pt_kv_shift_q8), the heads in parallel."""
+    from petit.native import ffi, lib
+    _check(cache, keep, dropped, kept)
+    if kept:
+        old, new = np.arange(keep + dropped, keep + dropped + kept), np.arange(keep, keep + kept)
+        n_kv, n_ctx, hd = cache.layout[1:]
+        tables: dict[int, tuple] = {}
+        for i, layer in enumerate(model.net.layers):
+            rope = layer.rope
+            if rope is None:
+                c = s = ffi.NULL
+                rot, inter = 0, 0
+            else:
+                if id(rope) not in tables:
+                    tables[id(rope)] = turn_tables(rope, old, new, n_ctx)
+                cos, sin = tables[id(rope)]
+                c, s = ffi.cast("float *", ffi.from_buffer(cos)), ffi.cast("float *", ffi.from_buffer(sin))
+                rot, inter = rope.dim, int(rope.interleaved)
+            args = (n_kv, n_ctx, hd, keep + dropped, keep, kept, rot, c, s, inter)
+            if cache.kv_type == "int8":
+                v, vs = (ffi.NULL, ffi.NULL) if cache.values_are_keys else (cache.v_ptr[i], cache.vs_ptr[i])
+                rc = lib.pt_kv_shift_q8(cache.k_ptr[i], cache.ks_ptr[i], v, vs, *args)
+            else:
+                rc = lib.pt_kv_shift(cache.k_ptr[i], ffi.NULL if cache.values_are_keys else cache.v_ptr[i], *args)
+            if rc:
+                raise ValueError(f"layer {i}: the context shift's arguments were refused ({rc})")
+    cache.rewind(keep + kept)
+
+
+def shift_reference(model, cache: KVCache, keep: int, dropped: int, kept: int) -> None:
+    """`shift` in numpy, the reference the C kernel (kernels/kvshift.c) is checked against."""
+    _check(cache, keep, dropped, kept)
     src, dst = slice(keep + dropped, keep + dropped + kept), slice(keep, keep + kept)
     old = np.arange(src.start, src.stop)
     new = np.arange(dst.start, dst.stop)

@@ -1,4 +1,4 @@
-"""Speculative decoding in the app (issue 32): the setting (off / prompt lookup / a draft model picked from a file)
+"""Speculative decoding and context shift in the app (issue 32): the setting (off / prompt lookup / a draft model picked from a file)
 reaches the next reply, greedy replies are the ones without it, and the footer and the status bar show accepted /
 drafted tokens and tokens per target step. The file dialog is never opened: its `pick` is replaced."""
 from app.chat.message_widget import speculation_parts, stats_text
@@ -74,3 +74,16 @@ def test_a_draft_model_of_another_vocabulary_is_said(qtbot, window):
     window.chat.send(QUESTION)
     qtbot.waitUntil(lambda: not window.chat.busy, timeout=TIMEOUT_MS)
     assert "choose the draft model's file in Settings" in window.page.view.error.text()
+
+
+def test_forgetting_old_turns_shifts_the_cache(qtbot, window):
+    """"Forget old turns when full" (on by default) moves the kept turns inside the KV cache: a turn after the
+    context fills prefills only its own message."""
+    assert window.settings_panel.options()["ctx_shift"] is True
+    for q in ("what is 12 plus 7?", "which is bigger, 2 or 16?", "what comes after C?", "count from 3 to 6",
+              "reverse the word apple", "what is 9 minus 4?", "what colour is a banana?", "count from 1 to 9"):
+        send_and_wait(qtbot, window, q)
+    stats = [m.meta["stats"] for m in window.chat.messages if m.role == "assistant"]
+    shifted = [s for s in stats if s["dropped_messages"]]
+    assert shifted and all(s["shifted_tokens"] > 0 and s["shift_refused"] is None for s in shifted)
+    assert all(s["prompt_tokens"] - s["reused_tokens"] < 20 for s in shifted)
