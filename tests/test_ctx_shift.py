@@ -193,3 +193,26 @@ def test_the_c_kernel_equals_the_numpy_reference_at_odd_sizes(kv_type, values_ar
                 assert (a == b).all()                # rows that only move keep their bits
     with pytest.raises(ValueError, match="cannot shift 30 positions from 10 to 3: the cache holds 35"):
         shift(model, _random_cache(ropes, kv_type, values_are_keys), 3, 7, 30)
+
+
+def test_serve_ctx_shift_prefills_only_the_new_turn():
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from petit.server import Server
+    from petit.server.engine import ServerWorker
+    server = Server(ServerWorker(default_model_path(), max_tokens=8, drop_old_turns=True, ctx_shift=True,
+                                 system="Be brief."), port=0).start()
+    try:
+        messages, timings = [], []
+        for q in QUESTIONS:
+            messages.append({"role": "user", "content": q})
+            r = httpx.post(f"{server.url}/chat/completions", timeout=60,
+                           json={"model": "m", "messages": messages, "temperature": 0}).json()
+            messages.append(r["choices"][0]["message"])
+            timings.append(r["timings"])
+        assert server.engine.last_stats.dropped_messages > 0 and server.engine.last_stats.shifted_tokens > 0
+        late = timings[-3:]                      # the context is full by then: every turn drops old ones
+        assert all(t["prompt_n"] < 20 and t["cache_n"] > 60 for t in late)
+    finally:
+        server.stop()
