@@ -216,3 +216,40 @@ def test_serve_ctx_shift_prefills_only_the_new_turn():
         assert all(t["prompt_n"] < 20 and t["cache_n"] > 60 for t in late)
     finally:
         server.stop()
+
+
+def test_n_keep_keeps_the_first_turn_and_the_shift_works_around_it():
+    """Without a system prompt, n_keep keeps the first question and its answer (the attention sinks): the turns
+    dropped are the ones after it, and the kept turns behind them shift down as before."""
+    model = petit.load(default_model_path())
+    session = Session(model, n_ctx=128, kv_type="f32")
+    messages, all_stats = [], []
+    for q in QUESTIONS:
+        messages.append({"role": "user", "content": q})
+        steps = list(session.reply(messages, Params(max_tokens=8, drop_old_turns=True, ctx_shift=True, n_keep=4)))
+        st = steps[-1].stats
+        at, n = st.dropped_at, st.dropped_messages
+        messages = messages[:at] + messages[at + n:] + [{"role": "assistant", "content": "".join(s.text
+                                                                                                  for s in steps)}]
+        all_stats.append(st)
+    dropped = [s for s in all_stats if s.dropped_messages]
+    assert dropped and all(s.dropped_at == 2 and s.shifted_tokens > 0 for s in dropped)
+    assert messages[0]["content"] == QUESTIONS[0]                   # the first turn stayed
+    session.messages = messages
+    check_against_a_fresh_prefill(model, session, 1e-6)
+
+
+def test_the_chat_loop_with_n_keep_keeps_the_first_turn(capsys, monkeypatch):
+    """petit chat --n-keep: the loop forgets the messages the session dropped (after the kept first turn)."""
+    import io
+
+    from petit.cli.repl import ChatLoop
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{q}\n" for q in QUESTIONS)))
+    model = petit.load(default_model_path())
+    loop = ChatLoop(Session(model, n_ctx=128), Params(max_tokens=8, drop_old_turns=True, ctx_shift=True, n_keep=4),
+                    raw=False, system=None, stats=True)
+    loop.run()
+    assert "context shift:" in capsys.readouterr().err
+    assert loop.messages[0]["content"] == QUESTIONS[0] and loop.messages[-2]["content"] == QUESTIONS[-1]
+    assert len(loop.messages) < 2 * len(QUESTIONS)
+    assert [m["role"] for m in loop.messages] == ["user", "assistant"] * (len(loop.messages) // 2)

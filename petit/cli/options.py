@@ -105,6 +105,9 @@ def add_chat_options(p, drop_old_turns: bool = True) -> None:
                    help="when old turns are forgotten, shift the kept ones down inside the KV cache (their keys "
                         "re-rotated) instead of prefilling them again, where the model allows it exactly; else "
                         "they are prefilled again (--stats says which)")
+    p.add_argument("--n-keep", type=non_negative_int, default=0, metavar="N",
+                   help="when old turns are forgotten, keep the turns that start within the first N tokens too "
+                        "(the system prompt is always kept)")
     p.add_argument("--threads", type=thread_count, help="kernel threads (default: one per performance core it may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")

@@ -74,6 +74,7 @@ def cmd_serve(args) -> int:
                           template=get_format(args.format) if args.format not in (None, "raw") else None,
                           raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
                           kv_type=args.kv, drop_old_turns=args.drop_old_turns, ctx_shift=args.ctx_shift,
+                          n_keep=args.n_keep,
                           reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,

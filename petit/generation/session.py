@@ -54,6 +54,9 @@ class Params:
         tools: (reply only) function descriptions in OpenAI's shape, given to the chat template as `tools`.
         keep_special: show the special tokens the reply contains (a tool call's markers, such as Mistral's
             `[TOOL_CALLS]`, are special tokens that the parser needs to see); the end token is never shown.
+        n_keep: (with drop_old_turns) never drop the turns that start within the first n_keep tokens of the prompt
+            (the attention sinks at its start: the system prompt is always kept; this keeps e.g. the first question
+            too), whole turns only.
         ctx_shift: (with drop_old_turns) when old turns are dropped, shift the kept turns down inside the KV cache
             (petit.generation.ctx_shift) instead of prefilling them again, where the model allows it exactly; the
             reply's Stats say how many tokens were shifted, or why not.
@@ -65,6 +68,7 @@ class Params:
     tools: list | None = None
     keep_special: bool = False
     ctx_shift: bool = False
+    n_keep: int = 0
 
     def make_sampler(self):
         if self.sampler is None:
@@ -84,6 +88,7 @@ class Stats:
     finish_reason: str | None = None
     dropped_turns: int = 0          # the oldest turns forgotten to make room (drop_old_turns)
     dropped_messages: int = 0       # ... as messages: the caller drops as many after its system prompt
+    dropped_at: int = 0             # ... from this message on (after the system prompt, or the turns n_keep kept)
     context_full: bool = False      # the reply was cut because the context ran out (finish_reason "length")
     drafted_tokens: int = 0         # speculative decoding: tokens drafted, of them accepted by the target, and the
     accepted_tokens: int = 0        # target's forward passes (the prompt's included; 0 without speculation)
@@ -187,8 +192,8 @@ class Session:
         params = params or Params()
         messages = list(messages)
         tail = self.tokenizer.encode(partial, add_bos=False) if partial else []
-        ids, turns, dropped = self._fitted(messages, tail, params)
-        yield from self._generate(ids, params, self.chat_stop_ids, turns, dropped)
+        ids, turns, dropped, at = self._fitted(messages, tail, params)
+        yield from self._generate(ids, params, self.chat_stop_ids, turns, dropped, at)
 
     def complete(self, prompt, params: Params | None = None) -> Iterator[Step]:
         """Stream the continuation of `prompt`: a text (encoded with a BOS when the tokenizer adds one to plain
@@ -207,13 +212,15 @@ class Session:
         self._check_fits(ids)
         yield from self._generate(ids, params, self.text_stop_ids)
 
-    def _fitted(self, messages: list, tail, params: Params) -> tuple[list[int], int, int]:
+    def _fitted(self, messages: list, tail, params: Params) -> tuple[list[int], int, int, int]:
         """The prompt ids of `messages` (then `tail`), the user turns and the messages dropped to fit, forgetting the
         oldest turns of `messages` in place when allowed and needed; raises when they still do not fit."""
         ids = self.prompt_ids(messages, params.tools) + list(tail)
         first = 1 if messages and messages[0]["role"] == "system" else 0
         # room for the reply too, else the first turn after the context fills would be cut after a token or two
         room = max(1, min(params.max_tokens, self.cache.n_ctx // 4))
+        if params.drop_old_turns and params.n_keep > 0 and len(ids) + room > self.cache.n_ctx:
+            first = self._kept_head(messages, first, params.n_keep, params.tools)
         turns = dropped = 0
         while params.drop_old_turns and len(ids) + room > self.cache.n_ctx and len(messages) - first > 1:
             turns += int(messages[first]["role"] == "user")
@@ -224,7 +231,22 @@ class Session:
                 dropped += 1
             ids = self.prompt_ids(messages, params.tools) + list(tail)
         self._check_fits(ids)
-        return ids, turns, dropped
+        return ids, turns, dropped, first
+
+    def _kept_head(self, messages: list, first: int, n_keep: int, tools) -> int:
+        """The index of the first message that may be dropped: past every turn that starts within the first n_keep
+        tokens of the rendered conversation (never the last message)."""
+        i = first
+        while i < len(messages) - 1:
+            if i > 0:
+                text = render_template(self.template, messages[:i], add_generation_prompt=False, tools=tools,
+                                       **self._special_tokens())
+                if len(self.tokenizer.encode(text)) >= n_keep:
+                    break
+            i += 1                                   # keep message i and the rest of its turn
+            while i < len(messages) - 1 and messages[i]["role"] != "user":
+                i += 1
+        return i
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
@@ -247,7 +269,7 @@ class Session:
         return keep + kept, kept, None
 
     def _generate(self, ids, params: Params, stop_ids, dropped_turns: int = 0,
-                  dropped_messages: int = 0) -> Iterator[Step]:
+                  dropped_messages: int = 0, dropped_at: int = 0) -> Iterator[Step]:
         """Rewind the cache to the prefix it shares with `ids`, prefill the rest, stream the reply; the cache's
         token record stays consistent also when the caller stops early."""
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
@@ -263,7 +285,8 @@ class Session:
         max_tokens = min(params.max_tokens, self.cache.n_ctx - len(ids))
         generated = []
         stats = Stats(prompt_tokens=len(ids), reused_tokens=keep, dropped_turns=dropped_turns,
-                      dropped_messages=dropped_messages, shifted_tokens=shifted, shift_refused=refused)
+                      dropped_messages=dropped_messages, dropped_at=dropped_at, shifted_tokens=shifted,
+                      shift_refused=refused)
         t0 = time.perf_counter()
         t_first = t0
         self._cancel.clear()

@@ -130,7 +130,8 @@ class ServerWorker:
         system: a system prompt for chat requests that bring none. template: a chat template instead of the
             model's; raw: no chat endpoint (as `--format raw`).
         max_tokens, stop: the defaults of requests that give none.
-        n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns, ctx_shift: as for its Params.
+        n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns, ctx_shift, n_keep: as for its
+            Params.
         max_queue: jobs that may wait besides the running ones.
         max_batch: the most jobs that generate together (one forward step for all of them); more wait in the queue.
         max_cache_mib: the KV caches' memory budget: fewer jobs run together when it cannot hold max_batch caches.
@@ -151,8 +152,8 @@ class ServerWorker:
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
                  on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None,
-                 ctx_shift: bool = False, lookup: bool = False, draft: str | None = None, draft_max: int = 8,
-                 draft_min: int = 1):
+                 ctx_shift: bool = False, n_keep: int = 0, lookup: bool = False, draft: str | None = None,
+                 draft_max: int = 8, draft_min: int = 1):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
@@ -160,7 +161,7 @@ class ServerWorker:
         self.system, self.template, self.raw = system, template, raw
         self.max_tokens, self.stop = max_tokens, list(stop)
         self.n_ctx, self.kv_type, self.drop_old_turns, self.reuse_cache = n_ctx, kv_type, drop_old_turns, reuse_cache
-        self.ctx_shift = ctx_shift
+        self.ctx_shift, self.n_keep = ctx_shift, n_keep
         self.max_queue, self.on_stats = max_queue, on_stats
         if not 1 <= draft_min <= draft_max:
             raise ValueError(f"need 1 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
@@ -469,7 +470,8 @@ class ServerWorker:
         job.shaped = self._sampler(job)
         job.session.speculation = self._speculation(job)
         params = Params(sampler=job.shaped, max_tokens=job.max_tokens, stop=job.stop,
-                        drop_old_turns=self.drop_old_turns, ctx_shift=self.ctx_shift)
+                        drop_old_turns=self.drop_old_turns, ctx_shift=self.ctx_shift,
+                        n_keep=self.n_keep)
         if job.kind == "chat":
             if self._chat is None:
                 raise ApiError(400, "This model has no chat template (or the server runs with --format raw): "
