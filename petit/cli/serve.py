@@ -44,6 +44,15 @@ def add_serve_parser(sub) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+def _speculation(engine) -> str:
+    """The banner's words for the default speculative decoding (a request's "speculative" field overrides it)."""
+    if engine.default_draft == "none":
+        return ""
+    what = "prompt lookup" if engine.default_draft == "lookup" else \
+        f"draft model {engine.draft} ({engine.draft_model.weight_type})"
+    return f"; speculative decoding: {what}, {engine.draft_min}-{engine.draft_max} tokens"
+
+
 def cmd_serve(args) -> int:
     path = model_path(args)              # the command line first: a usage error is exit 2 whatever else is wrong
     if args.max_tokens == 0:
@@ -96,7 +105,7 @@ def cmd_serve(args) -> int:
         model = engine.model
         chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
         print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
-              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}", file=sys.stderr)
+              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}{_speculation(engine)}", file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
               "; Ctrl+C stops", file=sys.stderr)
