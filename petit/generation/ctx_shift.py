@@ -13,7 +13,11 @@ Where a shift cannot be exact the session re-prefills the shortened conversation
 why: a recurrent state (Mamba, hybrids), latent attention's compressed cache (MLA: decoupled RoPE keys inside the
 latent rows), learned absolute positions (GPT-2), a RoPE whose frequencies change with the length reached (dynamic
 NTK, longrope) or of a kind other than the plain table (M-RoPE and the families' own), RoPE applied before a key
-norm, and a family's own attention layer. Layers without RoPE (NoPE, ALiBi) only move.
+norm, DeepSeek's sparse attention indexer (its keys carry a RoPE of their own inside the rows) and a family's own
+attention layer. Layers without RoPE (NoPE, ALiBi: a bias on the distance, which the move keeps) only move.
+Sliding-window layers shift too: Petit's cache keeps every position (the window only limits what a query reads),
+so the moved rows sit where a fresh prefill puts them. Latent attention (MLA) shifts its rows, whose RoPE part
+(the first rope-dim values) turns and whose latent part moves.
 """
 from __future__ import annotations
 
