@@ -6,6 +6,8 @@ import os
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QSizePolicy, QStatusBar
 
+from app.chat.message_widget import speculation_parts
+
 NEARLY_FULL = 0.85
 
 
@@ -64,6 +66,7 @@ class StatusBar(QStatusBar):
             parts.append(f"{result['decode_tokens_per_s']:.1f} tok/s")
         if result.get("time_to_first_token"):
             parts.append(f"first token {1000 * result['time_to_first_token']:.0f} ms")
+        parts += speculation_parts(result)
         if parts:
             self.speed_label.setText(" · ".join(parts))
         if result.get("context_size"):

@@ -319,6 +319,15 @@ typedef struct {
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                   int accumulate);
+/* Context shift (kernels/kvshift.c, issue 32): one layer's cache rows [src, src + n) of every head moved down to
+ * [dst, dst + n), the first rot_dim values of each moved key row turned by (cos_d, sin_d)[t] ([n][rot_dim / 2]; NULL:
+ * move only), pairs (j, j + rot_dim / 2) or interleaved (2j, 2j + 1); v NULL: the values are the keys. The _q8
+ * form requantizes a turned key row as the store does. -1 on a bad argument */
+int  pt_kv_shift(float *k, float *v, int64_t n_heads, int64_t n_ctx, int64_t head_dim, int64_t src, int64_t dst,
+                 int64_t n, int64_t rot_dim, const float *cos_d, const float *sin_d, int interleaved);
+int  pt_kv_shift_q8(int8_t *k, float *k_scale, int8_t *v, float *v_scale, int64_t n_heads, int64_t n_ctx,
+                    int64_t head_dim, int64_t src, int64_t dst, int64_t n, int64_t rot_dim, const float *cos_d,
+                    const float *sin_d, int interleaved);
 /* Griffin's RG-LRU alone (kernels/rglru.c), issue 30's recur group: u, y [T][H bw] (the conv's output, the
  * recurrence's), gates wx, wa [H][bw][bw] (in x out) with biases bx, ba [H bw], c the recurrent_param [H bw]; state
  * [H bw + 1] (h, then the started flag: 0 means position 0) carried. pt_rglru is the kernel the mixer runs,

@@ -356,8 +356,7 @@ def test_serve_lookup_answers_concurrent_requests_as_plain_and_reports_the_draft
                 "max_tokens": 24}
         out[i] = httpx.post(f"{url}/chat/completions", json=body, timeout=60).json()
 
-    spec = lambda: Speculation(LookupDrafter(), draft_max=4)       # noqa: E731
-    server = Server(ServerWorker(default_model_path(), max_tokens=24, speculation=spec), port=0).start()
+    server = Server(ServerWorker(default_model_path(), max_tokens=24, lookup=True, draft_max=4), port=0).start()
     try:
         out = [None] * len(QUESTIONS)
         threads = [threading.Thread(target=ask, args=(server.url, q, out, i)) for i, q in enumerate(QUESTIONS)]

@@ -12,7 +12,8 @@ CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Co
 
 
 def stats_text(meta: dict) -> str:
-    """'12 tokens · 95.3 tok/s · first token 31 ms', plus how the reply ended when it did not end by itself."""
+    """'12 tokens · 95.3 tok/s · first token 31 ms' (with speculative decoding: '· accepted 7/9 drafted · 2.40
+    tokens/step'), plus how the reply ended when it did not end by itself."""
     stats = meta.get("stats") or {}
     parts = [f"attached: {a['name']}" for a in meta.get("attachments") or []]
     if stats.get("generated_tokens"):
@@ -21,6 +22,7 @@ def stats_text(meta: dict) -> str:
         parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
     if stats.get("time_to_first_token"):
         parts.append(f"first token {1000 * stats['time_to_first_token']:.0f} ms")
+    parts += speculation_parts(stats)
     reason = stats.get("finish_reason")
     if reason == "cancelled":
         parts.append("stopped")
@@ -31,6 +33,15 @@ def stats_text(meta: dict) -> str:
     elif reason == INTERRUPTED:
         parts.append("interrupted: the app closed before the reply ended")
     return " · ".join(parts)
+
+
+def speculation_parts(stats: dict) -> list:
+    """Speculative decoding's figures: ['accepted 14/20 drafted', '2.33 tokens/step'] (none without it)."""
+    passes = stats.get("target_passes")
+    if not passes:
+        return []
+    return [f"accepted {stats.get('accepted_tokens', 0)}/{stats.get('drafted_tokens', 0)} drafted",
+            f"{stats.get('generated_tokens', 0) / passes:.2f} tokens/step"]
 
 
 class MessageWidget(QFrame):

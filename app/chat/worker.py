@@ -33,7 +33,8 @@ class GenerationWorker(QObject):
         super().__init__()
         self.model = None
         self.session: Session | None = None
-        self._session_key = None
+        self._session_key = self._speculation_key = None
+        self._draft = None                        # the draft model speculation loaded (its own file)
         self._cancel_before = 0
         self._stream: ChatStream | None = None    # the remote reply in progress
 
@@ -55,11 +56,13 @@ class GenerationWorker(QObject):
     def set_model(self, model, info) -> None:
         """Use `model` from now on (the old one is closed: nothing else holds it)."""
         old, self.model, self.session, self._session_key = self.model, model, None, None
+        self._close_draft()
         if old is not None and old is not model:
             old.close()
         self.model_changed.emit(info)
 
     def close_model(self) -> None:
+        self._close_draft()
         if self.model is not None:
             self.model.close()
         self.model, self.session = None, None
@@ -72,13 +75,46 @@ class GenerationWorker(QObject):
         key = (options.get("template"), options.get("n_ctx"), options.get("kv_type"))
         if self.session is None or key != self._session_key:
             self.session = Session(self.model, template=key[0], n_ctx=key[1], kv_type=key[2])
-            self._session_key = key
+            self._session_key, self._speculation_key = key, None
+        self._speculate(options)
         return self.session
+
+    def _speculate(self, options: dict) -> None:
+        """Set the session's speculative decoding to the options' (None / "lookup" / "model" with `draft_model`);
+        a draft model is loaded once and kept while the option and the session stay. Raises ValueError (shown to
+        the user) when the draft cannot draft for this model."""
+        from petit.generation import LookupDrafter, Speculation, check_rollback, load_draft
+        kind = options.get("speculation")
+        key = (kind, options.get("draft_model") if kind == "model" else None)
+        if key == self._speculation_key:
+            return
+        session, self._speculation_key = self.session, None
+        session.speculation = None
+        self._close_draft()
+        if kind is None:
+            self._speculation_key = key
+            return
+        check_rollback(self.model, "model")
+        if kind == "lookup":
+            drafter = LookupDrafter()
+        else:
+            if not key[1]:
+                raise ValueError("speculative decoding with a draft model: choose the draft model's file in "
+                                 "Settings (or turn speculation off)")
+            drafter = load_draft(key[1], self.model, self.model.path, session.n_ctx)
+            self._draft = drafter.model
+        session.speculation = Speculation(drafter)
+        self._speculation_key = key
+
+    def _close_draft(self) -> None:
+        if self._draft is not None:
+            self._draft.close()
+            self._draft = None
 
     @staticmethod
     def _params(options: dict) -> Params:
         return Params(sampler=Sampler(**options["sampler"]), max_tokens=options["max_tokens"],
-                      drop_old_turns=options["drop_old_turns"])
+                      drop_old_turns=options["drop_old_turns"], ctx_shift=options.get("ctx_shift", False))
 
     @staticmethod
     def _history(options: dict, history: list) -> list:

@@ -26,6 +26,10 @@ def serve_args(model: str, host: str, port: int, options: dict | None = None, al
         args.append(f"{flag}={value}")
     if options.get("drop_old_turns"):
         args.append("--drop-old-turns")
+    if options.get("speculation") == "lookup":
+        args.append("--lookup")
+    elif options.get("speculation") == "model" and options.get("draft_model"):
+        args.append(f"--draft={options['draft_model']}")
     args.append("--stats")                       # a line per generation, for the log
     args.append("--log-requests")                # a line per HTTP request, for the log
     return args

@@ -1,6 +1,7 @@
 """The settings panel's editors, one per setting, each with the same small interface: `widget`, `get()`,
 `set(value)` and a `changed` callback. Values are the resolved settings' (None = "the default")."""
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QPlainTextEdit, QSpinBox
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLineEdit,
+                               QPlainTextEdit, QPushButton, QSpinBox, QWidget)
 
 
 class Field:
@@ -110,3 +111,41 @@ class TextField(Field):
     def set(self, value) -> None:
         if self.widget.toPlainText() != (value or ""):
             self.widget.setPlainText(value or "")
+
+
+class FileField(Field):
+    """A file path (None: none), typed or picked with Browse. `pick(parent)` opens the file dialog and returns the
+    chosen path ("" when cancelled); tests replace it, never opening a dialog."""
+
+    FILTER = "Models (*.petit *.gguf *.safetensors);;All files (*)"
+
+    def __init__(self, key, label, tip):
+        box = QWidget()
+        row = QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText("none")
+        self.edit.setAccessibleName(label)
+        self.browse = QPushButton("Browse…")
+        self.browse.setAccessibleName(f"{label}: browse")
+        row.addWidget(self.edit, 1)
+        row.addWidget(self.browse)
+        super().__init__(key, label, tip, box)
+        self.edit.editingFinished.connect(self._emit)
+        self.browse.clicked.connect(self._browse)
+
+    def pick(self, parent) -> str:
+        return QFileDialog.getOpenFileName(parent, "Draft model", "", self.FILTER)[0]
+
+    def _browse(self) -> None:
+        path = self.pick(self.widget)
+        if path:
+            self.edit.setText(path)
+            self._emit()
+
+    def get(self):
+        return self.edit.text().strip() or None
+
+    def set(self, value) -> None:
+        if self.edit.text() != (value or ""):
+            self.edit.setText(value or "")

@@ -5,8 +5,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
-from app.settings.fields import CheckField, ChoiceField, NumberField, SeedField, TextField
-from app.settings.values import (FALLBACK, FORMAT_NAMES, KV_TYPES, SAMPLING_KEYS, WEIGHT_TYPES, clean,
+from app.settings.fields import CheckField, ChoiceField, FileField, NumberField, SeedField, TextField
+from app.settings.values import (FALLBACK, FORMAT_NAMES, KV_TYPES, SAMPLING_KEYS, SPECULATION, WEIGHT_TYPES, clean,
                                  model_defaults, resolve_settings, session_options)
 
 SAVE_DELAY_MS = 400
@@ -34,10 +34,17 @@ def _fields():
         NumberField("n_ctx", "Context size", "Tokens the model sees at once (the conversation must fit)", 16, 16),
         CheckField("drop_old_turns", "Forget old turns when full",
                    "When the conversation outgrows the context, forget its oldest turns (never the system "
-                   "prompt); otherwise a message that does not fit is refused"),
+                   "prompt; the kept turns move inside the KV cache, so only the new message is read, where the "
+                   "model allows it exactly); otherwise a message that does not fit is refused"),
         ChoiceField("kv_type", "KV cache", "int8 takes about a quarter of the memory of f32",
                     [(None, "automatic")] + [(k, k) for k in KV_TYPES]),
         ChoiceField("weights", "Weights", "Convert the weights when loading (reloads the model)", []),
+        ChoiceField("speculation", "Speculative decoding",
+                    "Draft several tokens and check them in one pass: prompt lookup drafts from the conversation, "
+                    "a draft model (a small model with the same vocabulary) predicts them. Greedy replies stay "
+                    "the same, sampled ones keep their distribution", list(SPECULATION)),
+        FileField("draft_model", "Draft model", "The model that drafts (the same vocabulary as this one), e.g. "
+                                                "a q4_0 copy of it"),
     ]
 
 
@@ -130,6 +137,8 @@ class SettingsPanel(QScrollArea):
             value = None
         if key == "n_ctx" and self.info is not None and value == model_defaults(self.info)["n_ctx"]:
             value = None
+        if key == "speculation" and value == "off":
+            value = None
         weights_before = self.overrides.get("weights")
         self.overrides[key] = value
         self.overrides = clean(self.overrides)
@@ -176,6 +185,7 @@ class SettingsPanel(QScrollArea):
         greedy = values["temperature"] == 0
         for key in ("temperature", "top_k", "top_p", "min_p"):
             self.fields[key].widget.setEnabled(not greedy)
+        self.fields["draft_model"].widget.setEnabled(values["speculation"] == "model")
         for key, label in self.labels.items():
             font = label.font()
             font.setBold(key in self.overrides)

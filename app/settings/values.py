@@ -3,17 +3,19 @@ resolve to, and the options the generation worker and the server panel receive.
 
 Sampling settings resolve as the engine's CLI does (petit.generation.sample.resolve): the user's value > the model's
 generation defaults > petit's fallback. The rest default to: 256 tokens per reply, no system prompt, the model's
-own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type and the weights as stored.
+own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type, the weights as stored and no
+speculative decoding ("lookup": prompt lookup; "model": the draft model file `draft_model`).
 """
 from petit.chat.formats import FORMATS, get_format
 from petit.generation.sample import FALLBACK, resolve
 
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties
 OTHER_DEFAULTS = {"seed": None, "max_tokens": 256, "system": "", "format": None, "n_ctx": None, "kv_type": None,
-                  "weights": None, "drop_old_turns": True}
+                  "weights": None, "drop_old_turns": True, "speculation": "off", "draft_model": None}
 ALL_KEYS = SAMPLING_KEYS + tuple(OTHER_DEFAULTS)
 FORMAT_NAMES = tuple(FORMATS)              # "raw" (the completion notebook) is not a chat format
 KV_TYPES = ("int8", "f32")
+SPECULATION = (("off", "off"), ("lookup", "prompt lookup"), ("model", "draft model"))   # (value, shown as)
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 FALLBACK_FORMAT = "chatml"                 # for a model that ships no template (shown as a warning)
 CONTEXT_CAP = 4096                         # the default context of a long-context model (its KV cache stays small)
@@ -50,7 +52,10 @@ def session_options(values: dict) -> dict:
             "template": get_format(values["format"]) if values["format"] else None,
             "n_ctx": values["n_ctx"],
             "kv_type": values["kv_type"],
-            "drop_old_turns": bool(values["drop_old_turns"])}
+            "drop_old_turns": bool(values["drop_old_turns"]),
+            "ctx_shift": bool(values["drop_old_turns"]),     # forgetting turns shifts the cache where exact
+            "speculation": values["speculation"] if values["speculation"] in ("lookup", "model") else None,
+            "draft_model": values["draft_model"] or None}
 
 
 def clean(overrides: dict) -> dict:

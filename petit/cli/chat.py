@@ -44,7 +44,8 @@ def cmd_chat(args) -> int:
     warn_if_sampling(speculation, sampler, "chat")
     session = Session(model, template=template, n_ctx=args.ctx, kv_type=args.kv,
                       reuse_cache=not args.no_cache_reuse, speculation=speculation)
-    params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns)
+    params = Params(sampler=sampler, max_tokens=args.max_tokens, stop=args.stop, drop_old_turns=args.drop_old_turns,
+                    ctx_shift=args.ctx_shift, n_keep=args.n_keep)
     print(f"petit chat: {args.model} ({format_count(model.n_params)} parameters, {model.n_layers} layers, "
           f"{model.weight_type} weights, {session.cache.kv_type} KV cache, context {session.n_ctx}, format: {fmt}); "
           f"{sampler.describe()}{'; ' + speculation.describe() if speculation else ''}. /help lists the commands, "

@@ -101,6 +101,13 @@ def add_chat_options(p, drop_old_turns: bool = True) -> None:
                        help="when the context is full, refuse the message instead"
                             + (" (/reset starts over)" if drop_old_turns else " (the default)"))
     p.set_defaults(drop_old_turns=drop_old_turns)
+    p.add_argument("--ctx-shift", action="store_true",
+                   help="when old turns are forgotten, shift the kept ones down inside the KV cache (their keys "
+                        "re-rotated) instead of prefilling them again, where the model allows it exactly; else "
+                        "they are prefilled again (--stats says which)")
+    p.add_argument("--n-keep", type=non_negative_int, default=0, metavar="N",
+                   help="when old turns are forgotten, keep the turns that start within the first N tokens too "
+                        "(the system prompt is always kept)")
     p.add_argument("--threads", type=thread_count, help="kernel threads (default: one per performance core it may use)")
     p.add_argument("--stats", action="store_true", help="print each turn's timing and token counts on stderr")
     p.add_argument("--no-cache-reuse", action="store_true", help="re-prefill the whole conversation every turn")
@@ -117,16 +124,20 @@ def format_count(n: int) -> str:
     return str(n)
 
 
-def add_speculation_flags(p) -> None:
-    """Speculative decoding (`petit run`, `petit chat`): greedy output stays token for token the plain run's, sampled
-    output keeps its distribution."""
+def add_speculation_flags(p, serve: bool = False) -> None:
+    """Speculative decoding (`petit run`, `petit chat`, `petit serve`): greedy output stays token for token the plain
+    run's, sampled output keeps its distribution. In serve they are the defaults a request's `speculative` field
+    overrides."""
     g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
     how = g.add_mutually_exclusive_group()
+    also = ("; loaded once beside the model, requests draft with it unless their \"speculative\" field says "
+            "otherwise") if serve else ""
     how.add_argument("--draft", metavar="MODEL",
                      help="draft with MODEL (same vocabulary as the model), or self:TYPE for the model's own file "
-                          "at weight type TYPE (e.g. self:q4_0)")
+                          f"at weight type TYPE (e.g. self:q4_0){also}")
     how.add_argument("--lookup", action="store_true",
-                     help="draft from n-grams of the prompt and the output so far (prompt lookup; no second model)")
+                     help="draft from n-grams of the prompt and the output so far (prompt lookup; no second model)"
+                          + ("; the timings show draft_n / draft_n_accepted" if serve else ""))
     g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
                    help="draft at most N tokens per step (default 8)")
     g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",

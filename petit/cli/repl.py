@@ -177,8 +177,8 @@ class ChatLoop:
         messages = self.messages + [{"role": "user", "content": text}]
 
         def remember(tokens, reply, stats):
-            first = 1 if messages[0]["role"] == "system" else 0
             dropped = stats.dropped_messages if stats is not None else 0
+            first = stats.dropped_at if dropped else 0          # after the system prompt, or the turns --n-keep kept
             self.messages = messages[:first] + messages[first + dropped:] + [{"role": "assistant", "content": reply}]
         return session.reply(messages, self.params), remember
 

@@ -6,8 +6,9 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, apply_gpu, check_sampling_flags, check_speculation_flags,
-                               configure_threads, format_count, gpu_wanted, make_sampler, model_path)
+from petit.cli.options import (add_chat_options, add_speculation_flags, apply_gpu, check_sampling_flags,
+                               check_speculation_flags, configure_threads, format_count, gpu_wanted, make_sampler,
+                               model_path)
 
 
 def _port(s: str) -> int:
@@ -43,22 +44,17 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--embedding-model", metavar="EMB",
                    help="also serve EMB, an embedding model's folder (sentence-transformers), at /v1/embeddings and "
                         "Ollama's /api/embed")
-    g = p.add_argument_group("speculative decoding (greedy: the same tokens; sampling: the same distribution)")
-    g.add_argument("--lookup", action="store_true",
-                   help="draft from n-grams of the prompt and the output so far (prompt lookup); the timings show "
-                        "draft_n / draft_n_accepted")
-    g.add_argument("--draft-max", type=positive_int, default=8, metavar="N",
-                   help="draft at most N tokens per step (default 8)")
-    g.add_argument("--draft-min", type=positive_int, default=1, metavar="N",
-                   help="check drafts only when there are at least N (default 1)")
-    p.set_defaults(func=cmd_serve, draft=None)       # (a draft model per session: not in serve yet)
+    add_speculation_flags(p, serve=True)
+    p.set_defaults(func=cmd_serve)
 
 
-def _lookup(args):
-    """A Speculation for each session: prompt lookup keeps no state, so all share one drafter."""
-    from petit.generation.speculative import LookupDrafter, Speculation
-    drafter = LookupDrafter()
-    return lambda: Speculation(drafter, draft_max=args.draft_max, draft_min=args.draft_min)
+def _speculation(engine) -> str:
+    """The banner's words for the default speculative decoding (a request's "speculative" field overrides it)."""
+    if engine.default_draft == "none":
+        return ""
+    what = "prompt lookup" if engine.default_draft == "lookup" else \
+        f"draft model {engine.draft} ({engine.draft_model.weight_type})"
+    return f"; speculative decoding: {what}, {engine.draft_min}-{engine.draft_max} tokens"
 
 
 def cmd_serve(args) -> int:
@@ -96,10 +92,12 @@ def cmd_serve(args) -> int:
                           system=args.system,
                           template=get_format(args.format) if args.format not in (None, "raw") else None,
                           raw=args.format == "raw", max_tokens=args.max_tokens, stop=args.stop, n_ctx=args.ctx,
-                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, reuse_cache=not args.no_cache_reuse,
+                          kv_type=args.kv, drop_old_turns=args.drop_old_turns, ctx_shift=args.ctx_shift,
+                          n_keep=args.n_keep,
+                          reuse_cache=not args.no_cache_reuse,
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
-                          speculation=_lookup(args) if args.lookup else None,
+                          lookup=args.lookup, draft=args.draft, draft_max=args.draft_max, draft_min=args.draft_min,
                           prepare=lambda model: apply_gpu(args, model, "serve"))
 
     def log_request(request):
@@ -119,7 +117,7 @@ def cmd_serve(args) -> int:
         model = engine.model
         chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
         print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
-              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}", file=sys.stderr)
+              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}{_speculation(engine)}", file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
               "; Ctrl+C stops", file=sys.stderr)

@@ -11,7 +11,8 @@ names below are imported on first use.
 _WHERE = {"Step": "loop", "generate_tokens": "loop", "stream_text": "loop", "Sampler": "sample",
           "StopStrings": "stop", "END_OF_TURN": "session", "ContextFullError": "session", "Params": "session",
           "Session": "session", "Stats": "session", "Speculation": "speculative", "LookupDrafter": "speculative",
-          "DraftModel": "speculative", "generate_speculative": "speculative"}
+          "DraftModel": "speculative", "generate_speculative": "speculative", "load_draft": "speculative",
+          "check_rollback": "speculative"}
 
 __all__ = sorted(_WHERE)
 

@@ -54,6 +54,12 @@ class Params:
         tools: (reply only) function descriptions in OpenAI's shape, given to the chat template as `tools`.
         keep_special: show the special tokens the reply contains (a tool call's markers, such as Mistral's
             `[TOOL_CALLS]`, are special tokens that the parser needs to see); the end token is never shown.
+        n_keep: (with drop_old_turns) never drop the turns that start within the first n_keep tokens of the prompt
+            (the attention sinks at its start: the system prompt is always kept; this keeps e.g. the first question
+            too), whole turns only.
+        ctx_shift: (with drop_old_turns) when old turns are dropped, shift the kept turns down inside the KV cache
+            (petit.generation.ctx_shift) instead of prefilling them again, where the model allows it exactly; the
+            reply's Stats say how many tokens were shifted, or why not.
     """
     sampler: Sampler | Callable | dict | None = None
     max_tokens: int = 256
@@ -61,6 +67,8 @@ class Params:
     drop_old_turns: bool = False
     tools: list | None = None
     keep_special: bool = False
+    ctx_shift: bool = False
+    n_keep: int = 0
 
     def make_sampler(self):
         if self.sampler is None:
@@ -80,10 +88,13 @@ class Stats:
     finish_reason: str | None = None
     dropped_turns: int = 0          # the oldest turns forgotten to make room (drop_old_turns)
     dropped_messages: int = 0       # ... as messages: the caller drops as many after its system prompt
+    dropped_at: int = 0             # ... from this message on (after the system prompt, or the turns n_keep kept)
     context_full: bool = False      # the reply was cut because the context ran out (finish_reason "length")
     drafted_tokens: int = 0         # speculative decoding: tokens drafted, of them accepted by the target, and the
     accepted_tokens: int = 0        # target's forward passes (the prompt's included; 0 without speculation)
     target_passes: int = 0
+    shifted_tokens: int = 0         # context shift: kept turns' tokens moved inside the cache instead of prefilled
+    shift_refused: str | None = None    # ... or why the model cannot shift exactly (the turns were prefilled again)
 
     @property
     def tokens_per_pass(self) -> float:
@@ -93,7 +104,12 @@ class Stats:
     def __str__(self) -> str:
         return (f"[{self.prompt_tokens} prompt tokens ({self.reused_tokens} reused), {self.generated_tokens} generated;"
                 f" first token {1000 * self.time_to_first_token:.0f} ms, prefill {self.prefill_tokens_per_s:.0f} tok/s,"
-                f" decode {self.decode_tokens_per_s:.1f} tok/s{self.speculation_text()}]")
+                f" decode {self.decode_tokens_per_s:.1f} tok/s{self.speculation_text()}{self.shift_text()}]")
+
+    def shift_text(self) -> str:
+        if self.shifted_tokens:
+            return f"; context shift: {self.shifted_tokens} tokens of kept turns moved, not prefilled"
+        return f"; no context shift ({self.shift_refused}): the kept turns were prefilled" if self.shift_refused else ""
 
     def speculation_text(self) -> str:
         if not self.target_passes:
@@ -178,8 +194,8 @@ class Session:
         params = params or Params()
         messages = list(messages)
         tail = self.tokenizer.encode(partial, add_bos=False) if partial else []
-        ids, turns, dropped = self._fitted(messages, tail, params)
-        yield from self._generate(ids, params, self.chat_stop_ids, turns, dropped)
+        ids, turns, dropped, at = self._fitted(messages, tail, params)
+        yield from self._generate(ids, params, self.chat_stop_ids, turns, dropped, at)
 
     def complete(self, prompt, params: Params | None = None) -> Iterator[Step]:
         """Stream the continuation of `prompt`: a text (encoded with a BOS when the tokenizer adds one to plain
@@ -198,13 +214,15 @@ class Session:
         self._check_fits(ids)
         yield from self._generate(ids, params, self.text_stop_ids)
 
-    def _fitted(self, messages: list, tail, params: Params) -> tuple[list[int], int, int]:
+    def _fitted(self, messages: list, tail, params: Params) -> tuple[list[int], int, int, int]:
         """The prompt ids of `messages` (then `tail`), the user turns and the messages dropped to fit, forgetting the
         oldest turns of `messages` in place when allowed and needed; raises when they still do not fit."""
         ids = self.prompt_ids(messages, params.tools) + list(tail)
         first = 1 if messages and messages[0]["role"] == "system" else 0
         # room for the reply too, else the first turn after the context fills would be cut after a token or two
         room = max(1, min(params.max_tokens, self.cache.n_ctx // 4))
+        if params.drop_old_turns and params.n_keep > 0 and len(ids) + room > self.cache.n_ctx:
+            first = self._kept_head(messages, first, params.n_keep, params.tools)
         turns = dropped = 0
         while params.drop_old_turns and len(ids) + room > self.cache.n_ctx and len(messages) - first > 1:
             turns += int(messages[first]["role"] == "user")
@@ -215,19 +233,53 @@ class Session:
                 dropped += 1
             ids = self.prompt_ids(messages, params.tools) + list(tail)
         self._check_fits(ids)
-        return ids, turns, dropped
+        return ids, turns, dropped, first
+
+    def _kept_head(self, messages: list, first: int, n_keep: int, tools) -> int:
+        """The index of the first message that may be dropped: past every turn that starts within the first n_keep
+        tokens of the rendered conversation (never the last message)."""
+        i = first
+        while i < len(messages) - 1:
+            if i > 0:
+                text = render_template(self.template, messages[:i], add_generation_prompt=False, tools=tools,
+                                       **self._special_tokens())
+                if len(self.tokenizer.encode(text)) >= n_keep:
+                    break
+            i += 1                                   # keep message i and the rest of its turn
+            while i < len(messages) - 1 and messages[i]["role"] != "user":
+                i += 1
+        return i
 
     def _check_fits(self, ids) -> None:
         if len(ids) >= self.cache.n_ctx:
             raise ContextFullError(len(ids), self.cache.n_ctx)
 
+    def _shift(self, ids, keep: int) -> tuple[int, int, str | None]:
+        """Context shift: the kept turns moved down in the cache to where the shortened render has them. Returns
+        (the cache's tokens now shared with ids, tokens shifted, why not)."""
+        from petit.generation import ctx_shift
+        refused = ctx_shift.shift_refusal(self.model, self.cache)
+        if refused is not None:
+            return keep, 0, refused
+        found = ctx_shift.find_kept(self._cached[:self.cache.pos], ids, keep)
+        if found is None or found[1] == 0:
+            return keep, 0, None
+        dropped, kept = found[0], min(found[1], len(ids) - 1 - keep)     # the last prompt token is fed anew
+        self.cache.rewind(keep + dropped + kept)
+        ctx_shift.shift(self.model, self.cache, keep, dropped, kept)
+        self._cached = self._cached[:keep] + self._cached[keep + dropped:keep + dropped + kept]
+        return keep + kept, kept, None
+
     def _generate(self, ids, params: Params, stop_ids, dropped_turns: int = 0,
-                  dropped_messages: int = 0) -> Iterator[Step]:
+                  dropped_messages: int = 0, dropped_at: int = 0) -> Iterator[Step]:
         """Rewind the cache to the prefix it shares with `ids`, prefill the rest, stream the reply; the cache's
         token record stays consistent also when the caller stops early."""
         keep = min(common_prefix(self._cached, ids), self.cache.pos, len(ids) - 1) if self.reuse_cache else 0
         if hasattr(self.cache, "restorable"):      # a recurrent state goes back only to a snapshot (a turn's end)
             keep = self.cache.restorable(keep)
+        shifted, refused = 0, None
+        if params.ctx_shift and dropped_messages and self.reuse_cache:
+            keep, shifted, refused = self._shift(ids, keep)
         text = TextStream(self.tokenizer, params.stop, skip_special=not params.keep_special)
         sampler = params.make_sampler()
         self.cache.rewind(keep)
@@ -235,7 +287,8 @@ class Session:
         max_tokens = min(params.max_tokens, self.cache.n_ctx - len(ids))
         generated = []
         stats = Stats(prompt_tokens=len(ids), reused_tokens=keep, dropped_turns=dropped_turns,
-                      dropped_messages=dropped_messages)
+                      dropped_messages=dropped_messages, dropped_at=dropped_at, shifted_tokens=shifted,
+                      shift_refused=refused)
         t0 = time.perf_counter()
         t_first = t0
         self._cancel.clear()

@@ -221,14 +221,25 @@ class Speculation:
         return sampler is None or type(sampler) is Sampler
 
 
-def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs):
-    """The drafter of a --draft value: a model path (a DraftModel), or `self:TYPE` (a SelfDraft: the target's own
+def load_draft_model(spec: str, target_path: str, **load_kwargs):
+    """The model of a --draft value and whether it is a self draft: a model path, or `self:TYPE` (the target's own
     file at weight type TYPE, e.g. self:q4_0)."""
     from petit.loading import load       # the layer below generation (petit's public API is above it)
     if spec.startswith("self:"):
-        return SelfDraft(load(target_path, weights=spec[5:], **load_kwargs), target)
-    model = load(spec, **load_kwargs)
-    return DraftModel(model, target, n_ctx)
+        return load(target_path, weights=spec[5:], **load_kwargs), True
+    return load(spec, **load_kwargs), False
+
+
+def make_drafter(draft_model, is_self: bool, target, n_ctx: int | None = None):
+    """A drafter over a loaded draft model: a SelfDraft (in the target's cache) or a DraftModel (a cache of its own
+    of n_ctx positions). Raises ValueError naming what does not match the target."""
+    return SelfDraft(draft_model, target) if is_self else DraftModel(draft_model, target, n_ctx)
+
+
+def load_draft(spec: str, target, target_path: str, n_ctx: int | None = None, **load_kwargs):
+    """The drafter of a --draft value: a model path (a DraftModel), or `self:TYPE` (a SelfDraft: the target's own
+    file at weight type TYPE, e.g. self:q4_0)."""
+    return make_drafter(*load_draft_model(spec, target_path, **load_kwargs), target, n_ctx)
 
 
 def _verify_sampled(sampler: Sampler, rows, drafts, context, n_vocab: int) -> tuple[int, int]:

@@ -201,6 +201,7 @@ class Api:
         if self.engine.state != "ready":              # submit() answers 503
             return None, None
         sampler = self.engine.make_sampler(req.sampling)
+        self.engine.check_speculative(req.speculative)
         constraints.check_bias(self.engine, req.logit_bias)
         grammar = None
         if req.response_format is not None or req.tool_choice not in ("none", "auto"):
@@ -212,7 +213,7 @@ class Api:
         return Job(req.kind, emit, sampler, req.max_tokens or self.engine.max_tokens,
                    self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
                    stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
-                   logit_bias=req.logit_bias, grammar=grammar, tools=tools)
+                   logit_bias=req.logit_bias, grammar=grammar, tools=tools, speculative=req.speculative)
 
     async def _generate(self, request, parse):
         try:

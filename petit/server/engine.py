@@ -35,7 +35,10 @@ from petit.chat.template import TemplateError
 from petit.generation.logits import Shaped
 from petit.generation.sample import Sampler, resolve
 from petit.generation.session import ContextFullError, Params, Stats
+from petit.generation.speculative import (LookupDrafter, Speculation, check_rollback, load_draft_model,
+                                          make_drafter)
 from petit.server import tools as tool_formats
+from petit.server.errors import invalid_value
 from petit.server.schema import ApiError
 from petit.server.sse import TokenInfo
 
@@ -78,6 +81,7 @@ class Job:
     logit_bias: dict | None = None
     grammar: str | None = None      # a compiled grammar the reply must match (response_format, a forced tool call)
     tools: list | None = None       # for the chat template (tool_choice other than "none")
+    speculative: dict | None = None  # the request's {"draft", "draft_max", "draft_min"} (None: the server's)
     cancelled: bool = False   # a plain flag: set from any thread (even a signal handler), read between tokens
     stats: object = field(default=None, repr=False)   # the reply's Stats once the job ran
     session: object = field(default=None, repr=False)   # the generation Session it runs on, while it runs
@@ -88,10 +92,11 @@ class Job:
 
 
 class _Forward:
-    """A generation's request for a forward pass, answered by the worker's next step."""
+    """A generation's request for a forward pass (of the target or the draft model), answered by the worker's next
+    step."""
 
-    def __init__(self, ids, cache, all_logits: bool):
-        self.ids, self.cache, self.all_logits = ids, cache, all_logits
+    def __init__(self, model, ids, cache, all_logits: bool):
+        self.model, self.ids, self.cache, self.all_logits = model, ids, cache, all_logits
         self.logits = self.error = None
         self.done = False
 
@@ -107,7 +112,7 @@ class _BatchedModel:
         return getattr(self._model, name)
 
     def forward(self, token_ids, cache, all_logits: bool = False):
-        return self._worker._forward(_Forward(token_ids, cache, all_logits))
+        return self._worker._forward(_Forward(self._model, token_ids, cache, all_logits))
 
 
 def _internal(e: BaseException) -> ApiError:
@@ -125,13 +130,20 @@ class ServerWorker:
         system: a system prompt for chat requests that bring none. template: a chat template instead of the
             model's; raw: no chat endpoint (as `--format raw`).
         max_tokens, stop: the defaults of requests that give none.
-        n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns: as for its Params.
+        n_ctx, kv_type, reuse_cache: as for petit.generation.Session; drop_old_turns, ctx_shift, n_keep: as for its
+            Params.
         max_queue: jobs that may wait besides the running ones.
         max_batch: the most jobs that generate together (one forward step for all of them); more wait in the queue.
         max_cache_mib: the KV caches' memory budget: fewer jobs run together when it cannot hold max_batch caches.
         on_stats: called with (job, Stats) after each job (for `--stats`).
         prepare: called with the model once it has loaded, before anything runs (`petit serve --gpu` attaches the
             OpenCL offload there).
+        lookup: decode speculatively with prompt lookup by default (`--lookup`).
+        draft: a draft model (`--draft MODEL` or `self:TYPE`), loaded once beside the model; requests then draft
+            with it by default. Its passes run on the worker too, batched with the other requests' draft passes.
+        draft_max, draft_min: the draft lengths of requests that give none.
+        A request's `speculative` field ({"draft": "lookup" | "model" | "none", "draft_max", "draft_min"}) chooses
+        for itself; "model" needs `draft`.
 
     After a run, `steps` counts the forward steps, `shared_steps` those that ran more than one job, and
     `largest_batch` is the most jobs one step ran.
@@ -142,7 +154,8 @@ class ServerWorker:
                  n_ctx: int | None = None, kv_type: str | None = None, drop_old_turns: bool = False,
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
                  on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None,
-                 speculation: Callable | None = None, prepare: Callable | None = None):
+                 ctx_shift: bool = False, n_keep: int = 0, lookup: bool = False, draft: str | None = None,
+                 draft_max: int = 8, draft_min: int = 1, prepare: Callable | None = None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
@@ -150,9 +163,15 @@ class ServerWorker:
         self.system, self.template, self.raw = system, template, raw
         self.max_tokens, self.stop = max_tokens, list(stop)
         self.n_ctx, self.kv_type, self.drop_old_turns, self.reuse_cache = n_ctx, kv_type, drop_old_turns, reuse_cache
+        self.ctx_shift, self.n_keep = ctx_shift, n_keep
         self.max_queue, self.on_stats = max_queue, on_stats
-        self.speculation = speculation       # () -> a Speculation for each session (--lookup), or None
         self._prepare = prepare
+        if not 1 <= draft_min <= draft_max:
+            raise ValueError(f"need 1 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
+        self.draft, self.draft_max, self.draft_min = draft, draft_max, draft_min
+        self.default_draft = "model" if draft is not None else "lookup" if lookup else "none"
+        self.draft_model = self._self_draft = None
+        self._drafters: dict[int, dict] = {}   # id(session) -> {"lookup": ..., "model": ...}
         self.max_batch, self.max_cache_mib = max_batch, max_cache_mib
         self.state = "loading"               # -> "ready" | "failed"; stopping is separate
         self.load_error: BaseException | None = None
@@ -334,17 +353,11 @@ class ServerWorker:
     def _step(self, batch: list) -> None:
         """One forward step over every pending pass; a step that fails runs each pass alone, so only the one that is
         wrong gets the error."""
-        want_all = any(r.all_logits for r in batch)
-        try:
-            out = self.model.forward_batch([(r.ids, r.cache) for r in batch], all_logits=want_all)
-            for r, logits in zip(batch, out):
-                r.logits = logits if r.all_logits or not want_all else logits[-1]
-        except Exception:                    # noqa: BLE001 - each pass alone tells whose it is
-            for r in batch:
-                try:
-                    r.logits = self.model.forward(r.ids, r.cache, r.all_logits)
-                except Exception as e:       # noqa: BLE001 - raised in the job's own thread
-                    r.error = e
+        groups: dict[int, list] = {}         # the target's passes, then the draft model's: one batch each
+        for r in batch:
+            groups.setdefault(id(r.model), []).append(r)
+        for passes in groups.values():
+            self._run_passes(passes[0].model, passes)
         self.steps += 1
         self.shared_steps += len(batch) > 1
         self.largest_batch = max(self.largest_batch, len(batch))
@@ -353,6 +366,20 @@ class ServerWorker:
                 r.done = True
             self._thinking += len(batch)
             self._cond.notify_all()
+
+    @staticmethod
+    def _run_passes(model, batch: list) -> None:
+        want_all = any(r.all_logits for r in batch)
+        try:
+            out = model.forward_batch([(r.ids, r.cache) for r in batch], all_logits=want_all)
+            for r, logits in zip(batch, out):
+                r.logits = logits if r.all_logits or not want_all else logits[-1]
+        except Exception:                    # noqa: BLE001 - each pass alone tells whose it is
+            for r in batch:
+                try:
+                    r.logits = model.forward(r.ids, r.cache, r.all_logits)
+                except Exception as e:       # noqa: BLE001 - raised in the job's own thread
+                    r.error = e
 
     def _load(self) -> None:
         import petit
@@ -366,16 +393,56 @@ class ServerWorker:
         chat = not self.raw and (self.template or model.metadata.get("chat_template"))
         template = (self.template or model.metadata.get("chat_template")) if chat else None
 
+        if self.default_draft != "none":
+            check_rollback(model, "model")
+        if self.draft is not None:
+            self.draft_model, self._self_draft = load_draft_model(self.draft, self.path, mmap=self.mmap,
+                                                                  repack=self.repack)
+        lookup = LookupDrafter()             # no state: one for all sessions
+
         def new_session():                   # every session can serve both kinds of job
-            return Session(_BatchedModel(model, self), template=template, n_ctx=self.n_ctx, kv_type=self.kv_type,
-                           reuse_cache=self.reuse_cache,
-                           speculation=self.speculation() if self.speculation is not None else None)
+            session = Session(_BatchedModel(model, self), template=template, n_ctx=self.n_ctx, kv_type=self.kv_type,
+                              reuse_cache=self.reuse_cache)
+            drafters = self._drafters[id(session)] = {"lookup": lookup}
+            if self.draft_model is not None:     # its own draft cache (or none: a self draft uses the session's)
+                drafters["model"] = make_drafter(_BatchedModel(self.draft_model, self), self._self_draft,
+                                                 session.model, session.n_ctx)
+            return session
         self._new_session = new_session
         first = new_session()
         self._raw, self._chat = first, first if chat else None
         self._idle, self._n_sessions = [(None, first)], 1
         self.n_ctx_effective = first.n_ctx
-        self.slots = max(1, min(self.max_batch, (self.max_cache_mib << 20) // max(first.cache.nbytes, 1)))
+        draft_cache = getattr(self._drafters[id(first)].get("model"), "cache", None)
+        per_session = first.cache.nbytes + (draft_cache.nbytes if draft_cache is not None else 0)
+        self.slots = max(1, min(self.max_batch, (self.max_cache_mib << 20) // max(per_session, 1)))
+
+    def check_speculative(self, option: dict | None) -> None:
+        """A request's `speculative` field against this server: a 400 naming the field when it cannot be met."""
+        if not option:
+            return
+        draft = option.get("draft", self.default_draft)
+        if draft == "model" and self.draft is None:
+            raise invalid_value("speculative.draft", "this server has no draft model (start it with --draft MODEL "
+                                                     "or --draft self:TYPE), so 'model' is not available.")
+        if draft != "none":
+            try:
+                check_rollback(self.model, "model")
+            except ValueError as e:
+                raise invalid_value("speculative.draft", f"{e}: only 'none' is available.") from None
+        lo, hi = option.get("draft_min", self.draft_min), option.get("draft_max", self.draft_max)
+        if lo > hi:
+            name = "draft_min" if "draft_min" in option else "draft_max"
+            raise invalid_value(f"speculative.{name}", f"draft_min ({lo}) is above draft_max ({hi}).")
+
+    def _speculation(self, job: Job):
+        """The job's Speculation (None: plain decoding): its own choice, else the server's."""
+        option = job.speculative or {}
+        draft = option.get("draft", self.default_draft)
+        if draft == "none":
+            return None
+        return Speculation(self._drafters[id(job.session)][draft], draft_max=option.get("draft_max", self.draft_max),
+                           draft_min=option.get("draft_min", self.draft_min))
 
     def _messages(self, job: Job) -> list:
         if self.system and job.messages[0]["role"] != "system":
@@ -406,8 +473,10 @@ class ServerWorker:
         """The reply generator of a job, given the request's own conversation and parameters (nothing runs until
         the first next())."""
         job.shaped = self._sampler(job)
+        job.session.speculation = self._speculation(job)
         params = Params(sampler=job.shaped, max_tokens=job.max_tokens, stop=job.stop,
-                        drop_old_turns=self.drop_old_turns)
+                        drop_old_turns=self.drop_old_turns, ctx_shift=self.ctx_shift,
+                        n_keep=self.n_keep)
         if job.kind == "chat":
             if self._chat is None:
                 raise ApiError(400, "This model has no chat template (or the server runs with --format raw): "

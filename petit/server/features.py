@@ -178,3 +178,37 @@ def template_message(msg: dict) -> dict:
                 pass
         out.append(call)
     return {**msg, "tool_calls": out}
+
+
+SPECULATIVE_DRAFTS = ("lookup", "model", "none")
+SPECULATIVE_FIELDS = ("draft", "draft_max", "draft_min")
+MAX_DRAFT = 64
+
+
+def speculative(body: dict) -> dict | None:
+    """Petit's `speculative` extension: {"draft": "lookup" | "model" | "none", "draft_max": N, "draft_min": N},
+    every field optional (the server's launch settings fill the rest; petit.server.engine checks them against it)."""
+    value = body.get("speculative")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise invalid_type("speculative", "an object", value)
+    unknown = [k for k in value if k not in SPECULATIVE_FIELDS]
+    if unknown:
+        raise invalid_value("speculative", f"unknown field {unknown[0]!r} (the fields are "
+                                           f"{', '.join(SPECULATIVE_FIELDS)}).")
+    out = {}
+    draft = value.get("draft")
+    if draft is not None:
+        if not isinstance(draft, str):
+            raise invalid_type("speculative.draft", "a string", draft)
+        if draft not in SPECULATIVE_DRAFTS:
+            raise invalid_value("speculative.draft", f"expected one of 'lookup', 'model', 'none', got {draft!r}.")
+        out["draft"] = draft
+    for name in ("draft_max", "draft_min"):
+        if value.get(name) is not None:
+            out[name] = _int_range(f"speculative.{name}", value[name], 1, MAX_DRAFT)
+    if out.get("draft_min", 1) > out.get("draft_max", MAX_DRAFT):
+        raise invalid_value("speculative.draft_min", f"draft_min ({out['draft_min']}) is above draft_max "
+                                                     f"({out['draft_max']}).")
+    return out

@@ -33,6 +33,7 @@ class GenerationRequest:
     tools: list | None = None           # chat: OpenAI function tools
     tool_choice: str = "none"           # "none", "auto", "required", or the name of the function to call
     parallel_tool_calls: bool = True
+    speculative: dict | None = None     # Petit's extension: {"draft", "draft_max", "draft_min"}, each optional
 
 
 def _number(body, name):
@@ -94,6 +95,7 @@ def _common(body: dict, kind: str) -> GenerationRequest:
         raise invalid_type("stop", "a string or an array of strings", stop)
     req.logit_bias = features.logit_bias(body)
     req.response_format = features.response_format(body)
+    req.speculative = features.speculative(body)
     return req
 
 

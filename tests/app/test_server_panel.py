@@ -131,6 +131,11 @@ def test_the_command_line():
     assert "PETIT_API_KEY" not in env and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert environment({}, "k")["PETIT_API_KEY"] == "k"
     assert display_url("http://0.0.0.0:8080/v1") == "http://127.0.0.1:8080/v1"
+    assert not any(a.startswith(("--lookup", "--draft")) for a in args)
+    assert build_parser().parse_args(["serve", *serve_args("m", "h", 1, {"speculation": "lookup"})]).lookup
+    spec = serve_args("m", "h", 1, {"speculation": "model", "draft_model": "d.petit"})
+    assert build_parser().parse_args(["serve", *spec]).draft == "d.petit"
+    assert "--draft" not in " ".join(serve_args("m", "h", 1, {"speculation": "model", "draft_model": None}))
     named = serve_args("m.petit", "0.0.0.0", 9000, {}, ["box", "box.local"])
     assert build_parser().parse_args(["serve", *named]).allowed_host == ["box", "box.local"]
     assert environment({}, None)["PETIT_LIFELINE"] == "parent,stdin"
