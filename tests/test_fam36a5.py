@@ -90,3 +90,52 @@ def test_an_unknown_key_is_reported_and_the_released_configs_keys_are_not(tmp_pa
 def test_refuses_what_it_cannot_run(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         petit.load(_variant(tmp_path, **change))
+
+
+# XGLM (the second case of the fixture folder)
+XGLM = DIR / "xglm"
+
+
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+def test_xglm_long_and_chat_prompts_match_transformers_at_every_position(prompt):
+    ref = np.load(XGLM / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(XGLM).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
+def test_xglm_plan_equals_the_per_op_path(weights):
+    model = _load(XGLM, weights)
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, "f32", oracle=False)
+        want, c_oracle = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+
+
+def test_xglm_sinusoids_are_fairseqs_table():
+    """Position p reads row p + 2 of [sin | cos](p' * 10000^(-i / (D/2 - 1))), the pad row zeroed (computed here in
+    float64 from the formula, independently of petit/models/xglm.py)."""
+    cfg = json.loads((XGLM / "config.json").read_text())
+    D, n = cfg["d_model"], cfg["max_position_embeddings"]
+    net = _load(XGLM).net
+    ang = (np.arange(n) + 2.0)[:, None] * np.exp(-np.log(10000.0) * np.arange(D // 2) / (D // 2 - 1))[None, :]
+    want = np.concatenate([np.sin(ang), np.cos(ang)], axis=1)
+    assert net.pos_embed.shape == (n, D)
+    np.testing.assert_allclose(net.pos_embed, want, atol=2e-4)
+    assert net.arch.embed_scale == np.sqrt(D) and net.final_norm is not None
+
+
+def test_xglm_pad_row_and_refusals(tmp_path):
+    from petit.models.xglm import Config, sinusoids
+    cfg = json.loads((XGLM / "config.json").read_text())
+    table = sinusoids(Config.from_dict(dict(cfg, pad_token_id=5)))
+    assert (table[3] == 0).all() and (table[2] != 0).any()     # row 5 is position 3's
+    d = tmp_path / "xglm"
+    shutil.copytree(XGLM, d)
+    for change, message in ((dict(add_cross_attention=True), "add_cross_attention=true is not supported"),
+                            (dict(attention_heads=5), "d_model 64 is not divisible by attention_heads 5"),
+                            (dict(activation_function="gelu_fast2"), "activation_function 'gelu_fast2' is not")):
+        (d / "config.json").write_text(json.dumps(dict(cfg, **change)))
+        with pytest.raises(ValueError, match=message):
+            petit.load(d)
