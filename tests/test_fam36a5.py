@@ -139,3 +139,36 @@ def test_xglm_pad_row_and_refusals(tmp_path):
         (d / "config.json").write_text(json.dumps(dict(cfg, **change)))
         with pytest.raises(ValueError, match=message):
             petit.load(d)
+
+
+# BioGPT (the third case)
+BIOGPT = DIR / "biogpt"
+
+
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+def test_biogpt_long_and_chat_prompts_match_transformers_at_every_position(prompt):
+    ref = np.load(BIOGPT / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(BIOGPT).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+def test_biogpt_plan_equals_the_per_op_path():
+    model = _load(BIOGPT, "q8_0")
+    for chunks in (CHUNKS, FRESH):
+        got, _ = _run(model, chunks, "f32", oracle=False)
+        want, _ = _run(model, chunks, "f32", oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+
+
+def test_biogpt_reads_positions_at_plus_2_and_ignores_layer_norm_eps(tmp_path):
+    cfg = json.loads((BIOGPT / "config.json").read_text())
+    assert cfg["layer_norm_eps"] == 1e-12                    # the fixture's: read nowhere by transformers
+    net = _load(BIOGPT).net
+    assert net.pos_embed.shape == (cfg["max_position_embeddings"], cfg["hidden_size"])
+    assert net.final_norm.eps == 1e-5 and all(L.attn_norm.eps == 1e-5 for L in net.layers)
+    d = tmp_path / "biogpt"
+    shutil.copytree(BIOGPT, d)
+    (d / "config.json").write_text(json.dumps(dict(cfg, hidden_act="gelu_fast2")))
+    with pytest.raises(ValueError, match="hidden_act 'gelu_fast2' is not supported by the biogpt family"):
+        petit.load(d)

@@ -1,7 +1,8 @@
 """The families of issue 36's fam36a group: openai-gpt (GPT-1: learned positions, post-LN blocks x = ln_1(x +
 attn(x)), x = ln_2(x + mlp(x)), no final norm, tied head; its afn "gelu" is the tanh approximation) and xglm
 (embeddings times sqrt(d_model), fairseq's sinusoidal positions, stored by the engine's checkpoint reader under
-model.embed_positions.weight, pre-LN blocks with biases, a final LayerNorm). The tensor
+model.embed_positions.weight, pre-LN blocks with biases, a final LayerNorm) and biogpt (xglm's block over learned
+positions at position + 2, every LayerNorm at eps 1e-5, the head `output_projection`). The tensor
 names are those of the engine's checkpoint reader (c_attn split into q / k / v, Conv1D weights transposed)."""
 from trainer.reference.families.common import activation, get, layer, refuse
 from trainer.reference.spec import LayerSpec, ModelSpec
@@ -49,4 +50,24 @@ def xglm(cfg, names):
     return spec
 
 
-FAMILIES = {"openai-gpt": openai_gpt, "xglm": xglm}
+def biogpt(cfg, names):
+    D, H, P, eps = cfg["hidden_size"], cfg["num_attention_heads"], "biogpt.", 1e-5
+    tied = get(cfg, "tie_word_embeddings", True)
+    spec = ModelSpec("biogpt", H, H, D // H, P + "embed_tokens.weight",
+                     P + "embed_tokens.weight" if tied else "output_projection.weight",
+                     layer(P + "layer_norm", eps, names), act=activation(cfg, "hidden_act", "gelu"),
+                     pos_embed=P + "embed_positions.weight", pos_offset=2,
+                     embed_scale=D ** 0.5 if get(cfg, "scale_embedding", True) else 1.0)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"{P}layers.{i}."
+        a = p + "self_attn."
+        spec.layers.append(LayerSpec(
+            q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "out_proj.weight",
+            q_b=a + "q_proj.bias", k_b=a + "k_proj.bias", v_b=a + "v_proj.bias", o_b=a + "out_proj.bias",
+            up=p + "fc1.weight", up_b=p + "fc1.bias", down=p + "fc2.weight", down_b=p + "fc2.bias",
+            attn_norm=layer(p + "self_attn_layer_norm", eps, names),
+            mlp_norm=layer(p + "final_layer_norm", eps, names)))
+    return spec
+
+
+FAMILIES = {"openai-gpt": openai_gpt, "xglm": xglm, "biogpt": biogpt}
