@@ -36,6 +36,10 @@ MINIMALS = {"gpt2": MINIMAL_GPT2, "mamba": MINIMAL_SSM, "falcon_mamba": MINIMAL_
             "dbrx": {"vocab_size": 1000, "d_model": 2048, "n_heads": 16, "n_layers": 4},
             "opt": {"vocab_size": 1000, "hidden_size": 2048, "ffn_dim": 5632, "num_hidden_layers": 4,
                     "num_attention_heads": 32},
+            "openai-gpt": MINIMAL_GPT2,         # issue 36, the fam36a group: GPT-2's names
+            "xglm": {"vocab_size": 1000, "d_model": 2048, "ffn_dim": 5632, "num_layers": 4, "attention_heads": 32},
+            "biogpt": {k: MINIMAL[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                               "num_attention_heads")},
             "bitnet": dict(MINIMAL, hidden_size=2560, num_attention_heads=20),   # its default 5 kv heads
             "nemotron_h": dict(MINIMAL_SSM, hybrid_override_pattern="M-*M"),    # the block pattern is required
             "internlm2": dict(MINIMAL, bias=False),      # its remote config's default bias true is refused

@@ -31,6 +31,7 @@ from petit.models import longcat_flash
 from petit.models import deepseek_v4     # issue 30, the dsv4 group
 from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
+from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -91,6 +92,9 @@ MODEL_TYPES = {
     "bloom": bloom,
     "mpt": mpt,
     "opt": opt,
+    "openai-gpt": openai_gpt,
+    "xglm": xglm,
+    "biogpt": biogpt,
     "bitnet": bitnet,
     "falcon_h1": falcon_h1,
     "qwen3_next": qwen3_next,

@@ -27,6 +27,7 @@ from trainer.reference.families import mimo5           # issue 30: the mimo grou
 from trainer.reference.families import longcat5        # issue 30: the longcat group
 from trainer.reference.families import ggufx5          # issue 30: the ggufx group (rwkv6qwen2)
 from trainer.reference.families import dsv4_5          # issue 30: the dsv4 group (deepseek_v4)
+from trainer.reference.families import fam36           # issue 36: the fam36a group (openai-gpt)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -45,6 +46,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **longcat5.FAMILIES,
             **ggufx5.FAMILIES,
             **dsv4_5.FAMILIES,
+            **fam36.FAMILIES,
             }
 
 
