@@ -1,4 +1,4 @@
-"""The fam36b group of issue 36 (tests/fixtures/hf5_fam36b: GPT-NeoX-Japanese, made by transformers 5.25): what
+"""The fam36b group of issue 36 (tests/fixtures/hf5_fam36b: GPT-NeoX-Japanese and CTRL, made by transformers 5.25): what
 tests/test_hf_parity.py (35-token prompt, greedy), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and
 the app's chat test do not already hold for every hf5 fixture.
 
@@ -6,6 +6,8 @@ the app's chat test do not already hold for every hf5 fixture.
 - What the family reads: the per-head fused query_key_value split, the one output bias (last layer only), the MLP
   width hidden_size * intermediate_multiple_size, transformers 4's rotary_pct / rotary_emb_base spellings; what it
   refuses or reports by name.
+- CTRL's sinusoidal position table against its definition; its tied head (the default) reading `w` with the
+  separate lm_head.bias; its refusals.
 """
 import json
 import shutil
@@ -17,9 +19,11 @@ import pytest
 
 import petit
 from petit.formats.safetensors import SafetensorsFile
-from petit.models import gpt_neox_japanese
+from petit.models import ctrl, gpt_neox_japanese
 
-FOLDER = Path(__file__).parent / "fixtures" / "hf5_fam36b" / "gpt_neox_japanese"
+DIR = Path(__file__).parent / "fixtures" / "hf5_fam36b"
+FOLDER = DIR / "gpt_neox_japanese"
+CTRL = DIR / "ctrl"
 F32_TOL = 1e-4
 
 
@@ -33,11 +37,12 @@ def rel_err(got, ref):
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
+@pytest.mark.parametrize("folder", [FOLDER, CTRL], ids=["gpt_neox_japanese", "ctrl"])
 @pytest.mark.parametrize("prompt", ["long", "chat"])
-def test_long_and_chat_prompts_match_transformers_at_every_position(prompt):
-    ref = np.load(FOLDER / f"reference_{prompt}.npz")
+def test_long_and_chat_prompts_match_transformers_at_every_position(folder, prompt):
+    ref = np.load(folder / f"reference_{prompt}.npz")
     assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
-    err = rel_err(_load(FOLDER).logits(ref["input_ids"]), ref["logits"])
+    err = rel_err(_load(folder).logits(ref["input_ids"]), ref["logits"])
     assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
 
 
@@ -109,3 +114,40 @@ def test_unknown_keys_are_reported():
     with pytest.warns(UserWarning, match="use_flash_attn"):
         cfg = gpt_neox_japanese.Config.from_dict(_config(use_flash_attn=True))
     assert cfg.unknown_keys == ["use_flash_attn"]
+
+
+def test_ctrl_sinusoid_is_sines_of_the_even_columns_then_cosines_of_the_odd():
+    n, d = 7, 10
+    got = ctrl.positions(n, d)
+    assert got.shape == (n, d) and got.dtype == np.float32
+    for p in range(n):
+        for c in range(d // 2):
+            i_even, i_odd = 2 * c, 2 * c + 1
+            assert got[p, c] == pytest.approx(np.sin(p / 10000 ** (2 * (i_even // 2) / d)), abs=1e-7)
+            assert got[p, d // 2 + c] == pytest.approx(np.cos(p / 10000 ** (2 * (i_odd // 2) / d)), abs=1e-7)
+    model = _load(CTRL)
+    assert model.net.pos_embed.shape == (model.config.n_positions, model.config.n_embd)
+
+
+def test_ctrl_tied_head_reads_w_and_keeps_the_head_bias(tmp_path):
+    folder = tmp_path / "tied"
+    shutil.copytree(CTRL, folder)
+    d = json.loads((CTRL / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(d, tie_word_embeddings=True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # lm_head.weight is then left over (reported)
+        model = petit.load(folder, weights="f32")
+    assert model.net.lm_head is model.net.embed and model.net.lm_head_b is not None
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(n_embd=65, n_head=5), "odd"),
+    (dict(n_head=3), "not divisible"),
+    (dict(dff=0), "dff"),
+    (dict(n_layer=None), "n_layer"),
+])
+def test_ctrl_bad_configs_are_refused_by_name(changes, message):
+    d = json.loads((CTRL / "config.json").read_text())
+    d.update(changes)
+    with pytest.raises(ValueError, match=message):
+        ctrl.Config.from_dict({k: v for k, v in d.items() if v is not None})

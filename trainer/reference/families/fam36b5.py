@@ -1,8 +1,20 @@
-"""The fam36b group of issue 36: GPT-NeoX-Japanese, written from transformers 5.25's modeling_gpt_neox_japanese. Read
+"""The fam36b group of issue 36, written from transformers 5.25's modeling code.
+
+GPT-NeoX-Japanese (modeling_gpt_neox_japanese). Read
 in the layout a `.petit` file stores (the per-head fused query_key_value split into q / k / v): LayerNorms with
 bias, partial rotary (partial_rotary_factor, default 1), a sequential residual, a GELU MLP without biases of
 hidden_size * intermediate_multiple_size, no attention biases but the last layer's `attention.dense_bias` added to
-its output."""
+its output.
+
+CTRL (modeling_ctrl): embeddings times sqrt(n_embd) plus the sinusoidal table (computed here in float64: the sines of
+the even angle columns, then the cosines of the odd ones; it is no tensor of the file, so the family's own forward
+lends it to the plain path under a name of its own), pre-LN blocks with eps 1e-6, biased Wq / Wk / Wv / dense, a
+ReLU MLP with biases, final LayerNorm (layer_norm_epsilon), LM head with bias.
+"""
+import dataclasses
+
+import numpy as np
+
 from trainer.reference.families.common import activation, get, layer, rope
 from trainer.reference.spec import LayerSpec, ModelSpec
 
@@ -29,4 +41,42 @@ def gpt_neox_japanese(cfg, names):
     return spec
 
 
-FAMILIES = {"gpt_neox_japanese": gpt_neox_japanese}
+SINUSOID = "<ctrl sinusoidal positions>"
+
+
+def _sinusoid(n, d):
+    i = np.arange(d)
+    angle = np.arange(n)[:, None] / 10000.0 ** ((2 * (i // 2)) / d)
+    return np.concatenate([np.sin(angle[:, 0::2]), np.cos(angle[:, 1::2])], axis=1)
+
+
+def ctrl(cfg, names):
+    D, H, P, n = cfg["n_embd"], cfg["n_head"], "transformer.", cfg["n_layer"]
+    tied = get(cfg, "tie_word_embeddings", True)
+    spec = ModelSpec("ctrl", H, H, D // H, P + "w.weight", P + "w.weight" if tied else "lm_head.weight",
+                     layer(P + "layernorm", get(cfg, "layer_norm_epsilon", 1e-6), names), act="relu",
+                     embed_scale=float(np.sqrt(D)), head_b="lm_head.bias")
+    for i in range(n):
+        p = f"{P}h.{i}."
+        a, m = p + "multi_head_attention.", p + "ffn."
+        spec.layers.append(LayerSpec(
+            q=a + "Wq.weight", k=a + "Wk.weight", v=a + "Wv.weight", o=a + "dense.weight",
+            q_b=a + "Wq.bias", k_b=a + "Wk.bias", v_b=a + "Wv.bias", o_b=a + "dense.bias",
+            up=m + "0.weight", up_b=m + "0.bias", down=m + "2.weight", down_b=m + "2.bias",
+            attn_norm=layer(p + "layernorm1", 1e-6, names), mlp_norm=layer(p + "layernorm2", 1e-6, names)))
+    table = _sinusoid(get(cfg, "n_positions", 256), D)
+    plain = dataclasses.replace(spec, pos_embed=SINUSOID)
+
+    def forward(f, ids):
+        f._cache[SINUSOID] = table
+        outer, f.spec = f.spec, plain
+        try:
+            return f.logits(ids)
+        finally:
+            f.spec = outer
+
+    spec.forward = forward
+    return spec
+
+
+FAMILIES = {"gpt_neox_japanese": gpt_neox_japanese, "ctrl": ctrl}
