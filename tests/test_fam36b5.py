@@ -8,6 +8,8 @@ the app's chat test do not already hold for every hf5 fixture.
   refuses or reports by name.
 - CTRL's sinusoidal position table against its definition; its tied head (the default) reading `w` with the
   separate lm_head.bias; its refusals.
+- Mellum: each layer's window, RoPE theta and MLP kind as listed; both spellings of the expert count; Qwen's keys it
+  refuses; a converted `.petit` file reloads and runs the same numbers.
 """
 import json
 import shutil
@@ -19,11 +21,12 @@ import pytest
 
 import petit
 from petit.formats.safetensors import SafetensorsFile
-from petit.models import ctrl, gpt_neox_japanese
+from petit.models import ctrl, gpt_neox_japanese, mellum
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36b"
 FOLDER = DIR / "gpt_neox_japanese"
 CTRL = DIR / "ctrl"
+MELLUM = DIR / "mellum"
 F32_TOL = 1e-4
 
 
@@ -37,7 +40,7 @@ def rel_err(got, ref):
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
-@pytest.mark.parametrize("folder", [FOLDER, CTRL], ids=["gpt_neox_japanese", "ctrl"])
+@pytest.mark.parametrize("folder", [FOLDER, CTRL, MELLUM], ids=["gpt_neox_japanese", "ctrl", "mellum"])
 @pytest.mark.parametrize("prompt", ["long", "chat"])
 def test_long_and_chat_prompts_match_transformers_at_every_position(folder, prompt):
     ref = np.load(folder / f"reference_{prompt}.npz")
@@ -151,3 +154,54 @@ def test_ctrl_bad_configs_are_refused_by_name(changes, message):
     d.update(changes)
     with pytest.raises(ValueError, match=message):
         ctrl.Config.from_dict({k: v for k, v in d.items() if v is not None})
+
+
+def test_mellum_reads_each_layers_kinds():
+    model = _load(MELLUM)
+    layers = model.net.layers
+    assert [L.window for L in layers] == [8, 0, 8]
+    assert [L.moe is not None for L in layers] == [False, True, True]
+    assert layers[0].rope is layers[2].rope and layers[0].rope is not layers[1].rope
+    assert (model.config.rope_theta, model.config.rope_local_base_freq, model.config.num_experts) == (500000.0, 100.0, 6)
+
+
+def _mellum(**changes):
+    d = json.loads((MELLUM / "config.json").read_text())
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def test_mellum_takes_either_spelling_of_the_expert_count():
+    d = _mellum(num_local_experts=None, num_experts=6)
+    assert mellum.Config.from_dict(d).num_experts == 6
+    with pytest.raises(ValueError, match="num_experts 5 and num_local_experts 6 differ"):
+        mellum.Config.from_dict(_mellum(num_experts=5))
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(use_sliding_window=True), "use_sliding_window: not Mellum keys"),
+    (dict(mlp_only_layers=[0]), "mlp_only_layers: not Mellum keys"),
+    (dict(mlp_layer_types=["dense", "sparse"]), "mlp_layer_types must list 3"),
+    (dict(mlp_layer_types=["dense", "moe", "sparse"]), "mlp_layer_types must list 3"),
+    (dict(layer_types=["full_attention"] * 2), "layer_types must list 3"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+                           "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+     "sliding_attention"),
+])
+def test_mellum_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        mellum.Config.from_dict(_mellum(**changes))
+
+
+def test_mellum_mtp_keys_are_not_reported():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mellum.Config.from_dict(_mellum(num_mtp_layers=1, mtp_layer_types=["sliding_attention"]))
+
+
+def test_mellum_converted_file_runs_the_same_numbers(tmp_path):
+    from petit.cli import main
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(MELLUM), "-o", str(out), "--f32"]) == 0
+    ids = np.load(MELLUM / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(out).logits(ids), _load(MELLUM).logits(ids))

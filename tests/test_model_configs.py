@@ -55,6 +55,7 @@ MINIMALS["rwkv"] = MINIMAL_SSM                         # RWKV-4: no heads
 MINIMALS["deepseek_v4"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 # issue 36, fam36b: GPT-NeoX-Japanese derives its MLP width from intermediate_multiple_size
 MINIMALS["gpt_neox_japanese"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+MINIMALS["mellum"] = MINIMAL                             # Mellum: Qwen3-MoE's names
 MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, its MLP width dff (default 8192)
 
 

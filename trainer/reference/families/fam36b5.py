@@ -10,13 +10,17 @@ CTRL (modeling_ctrl): embeddings times sqrt(n_embd) plus the sinusoidal table (c
 the even angle columns, then the cosines of the odd ones; it is no tensor of the file, so the family's own forward
 lends it to the plain path under a name of its own), pre-LN blocks with eps 1e-6, biased Wq / Wk / Wv / dense, a
 ReLU MLP with biases, final LayerNorm (layer_norm_epsilon), LM head with bias.
+
+Mellum (modeling_mellum): Qwen3-MoE's block with each layer's attention and MLP kinds listed (see mellum below).
 """
 import dataclasses
 
 import numpy as np
 
 from trainer.reference.families.common import activation, get, layer, rope
-from trainer.reference.spec import LayerSpec, ModelSpec
+from trainer.reference.families.llama import llama_like
+from trainer.reference.families.moe import _experts
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec
 
 
 def gpt_neox_japanese(cfg, names):
@@ -80,3 +84,25 @@ def ctrl(cfg, names):
 
 
 FAMILIES = {"gpt_neox_japanese": gpt_neox_japanese, "ctrl": ctrl}
+
+
+def mellum(cfg, names):
+    """Mellum: Qwen3-MoE's block; layer_types (sliding layers: sliding_window, RoPE rope_local_base_freq unscaled;
+    full layers: rope_theta with rope_scaling) and mlp_layer_types (dense / sparse) list each layer's kinds."""
+    n = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types") or ["full_attention"] * n
+    sparse = [t == "sparse" for t in (cfg.get("mlp_layer_types") or ["sparse"] * n)]
+    E = cfg.get("num_local_experts") or cfg["num_experts"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    full = rope(cfg, hd)
+    local = rope(cfg, hd, theta=get(cfg, "rope_local_base_freq", 10000.0), scaling=None)
+    moe = lambda i, p: MoeSpec(p + "mlp.gate.weight", _experts(p, "mlp", E),  # noqa: E731
+                               cfg["num_experts_per_tok"], get(cfg, "norm_topk_prob", True)) if sparse[i] else None
+    bias = get(cfg, "attention_bias", False)
+    return llama_like(cfg, names, "mellum", eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=bias, o_bias=bias,
+                      rope_of=lambda i: local if types[i] == "sliding_attention" else full,
+                      window_of=lambda i: cfg["sliding_window"] if types[i] == "sliding_attention" else 0,
+                      qk_norm="head", moe_of=moe)
+
+
+FAMILIES["mellum"] = mellum
