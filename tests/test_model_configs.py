@@ -57,6 +57,10 @@ MINIMALS["rwkv7"] = MINIMAL_SSM                        # fla's config: num_heads
 MINIMALS["rwkv"] = MINIMAL_SSM                         # RWKV-4: no heads
 # issue 30, the dsv4 group: DeepSeek-V4 reads no intermediate_size (its experts' width is moe_intermediate_size)
 MINIMALS["deepseek_v4"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36b: GPT-NeoX-Japanese derives its MLP width from intermediate_multiple_size
+MINIMALS["gpt_neox_japanese"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+MINIMALS["mellum"] = MINIMAL                             # Mellum: Qwen3-MoE's names
+MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, its MLP width dff (default 8192)
 
 
 def declared(model_type: str) -> dict:

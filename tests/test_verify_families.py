@@ -40,7 +40,8 @@ SSM = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_ssm", "hf_hybrid")
 WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
                "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",
                "falcon_alibi", "bloom", "opt", "opt_350m",
-               "openai-gpt", "xglm", "biogpt"}        # issue 36, the fam36a group
+               "openai-gpt", "xglm", "biogpt",        # issue 36, the fam36a group
+               "ctrl"}              # issue 36, fam36b
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",
@@ -49,7 +50,8 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "kimi_linear",      # and Kimi Linear's latent attention, which rotates nothing
                 "zamba",            # issue 30, the zamba group: Zamba v1's shared attention has no RoPE
                 "rwkv6qwen2",       # issue 30, the ggufx group: QRWKV6's time mixing has no positions
-                "openai-gpt", "xglm", "biogpt"}       # issue 36, the fam36a group: learned / sinusoidal positions
+                "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
+                "ctrl"}             # issue 36, fam36b: CTRL's fixed sinusoidal table
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),

@@ -30,6 +30,7 @@ from petit.models import mimo_v2_flash
 from petit.models import longcat_flash
 from petit.models import deepseek_v4     # issue 30, the dsv4 group
 from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
+from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models.refusals import NOT_DECODERS
@@ -45,6 +46,9 @@ MODEL_TYPES = {
     "gemma3_text": gemma3_text,
     "gpt2": gpt2,
     "gpt_neox": gpt_neox,
+    "gpt_neox_japanese": gpt_neox_japanese,
+    "ctrl": ctrl,
+    "mellum": mellum,
     "phi": phi,
     "starcoder2": starcoder2,
     "stablelm": stablelm,

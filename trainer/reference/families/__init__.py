@@ -22,6 +22,7 @@ from trainer.reference.families import gemma5          # issue 30: the gemma gro
 from trainer.reference.families import moe_b           # issue 30: the moe_b group
 from trainer.reference.families import recur5          # issue 30: the recur group
 from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
+from trainer.reference.families import fam36b5         # issue 36: the fam36b group
 from trainer.reference.families import zamba5          # issue 30: the zamba group
 from trainer.reference.families import mimo5           # issue 30: the mimo group
 from trainer.reference.families import longcat5        # issue 30: the longcat group
@@ -47,6 +48,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **ggufx5.FAMILIES,
             **dsv4_5.FAMILIES,
             **fam36.FAMILIES,
+            **fam36b5.FAMILIES,
             }
 
 
