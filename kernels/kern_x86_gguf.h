@@ -389,27 +389,29 @@ static ALWAYS_INLINE void FN(b32_rows8_nt_)(int32_t type, const uint8_t *w, int6
  * tiles of 8, 8 rows' block sums per vector with no horizontal adds. Each row's terms are the reference's, in its
  * order, so the same bits. Every type takes it (Q2_K's min terms, over half-blocks, with the activations' half
  * sums computed once per call). */
-#define GT_BLOCK 320     /* bytes of one unpacked block of 8 rows: 8 x 32 values, then 2 factor vectors */
-#define GT_BLOCK4 384    /* Q2_K's: 4 factor vectors (the scale and min factors of each half-block) */
+/* GT_BLOCK (internal.h, 320): bytes of one unpacked block of 8 rows, 8 x 32 values then 2 factor vectors; GT_BLOCK4
+ * (384) Q2_K's, with 4 factor vectors (the scale and min factors of each half-block) */
 
 /* a super-block of 8 rows (v[i][j]: row i's block j; fa / fb[i]: row i's factors, lane j = block j) stored as 8
  * unpacked blocks at blk */
-static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf) {
+static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf, const int pair) {
     FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
     FN(transpose8_)(fb);
+    const int64_t bs = pair ? GT_PAIR : GT_BLOCK, vs = pair ? 64 : 32;
     for (int j = 0; j < 8; j++) {
-        uint8_t *blk = buf + j * GT_BLOCK;
+        uint8_t *blk = buf + j * bs;
         __m256i vv[8];
         for (int i = 0; i < 8; i++) vv[i] = v[i][j];
         FN(transpose8_)(vv);
-        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
-        _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
-        _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + vs * k), vv[k]);
+        _mm256_storeu_si256((__m256i *)(blk + 8 * vs), fa[j]);
+        _mm256_storeu_si256((__m256i *)(blk + 8 * vs + (pair ? 64 : 32)), fb[j]);
     }
 }
 
 /* rows r..r+7 unpacked into buf (nb blocks of GT_BLOCK bytes) */
-static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf) {
+static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf,
+                              const int q6_signed, const int pair) {
     if (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K) {
         /* the K-quants a super-block of 8 rows at a time, by the decode kernel's unpacking (gg_block, a value at a
          * time, took 6 ms for a [4864, 1024] Q6_K matrix: a 16-token prompt paid it whole) */
@@ -420,12 +422,13 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 FN(kq_unpack_)(type, w + (r + i) * rb, sb, v[i], &a0, &b0);
                 /* Q6_K as its unsigned q (0..63): the tile takes 32 x the activations' half sums off after, the
                  * same integer sums without the sign trick's two vpsignb per product */
-                if (type == GG_Q6_K)
+                if (type == GG_Q6_K && !q6_signed)
                     for (int j = 0; j < 8; j++) v[i][j] = _mm256_add_epi8(v[i][j], _mm256_set1_epi8(32));
                 fa[i] = _mm256_castps_si256(a0);
                 fb[i] = _mm256_castps_si256(b0);
             }
-            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
+            if (pair) FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_PAIR, 1);
+            else FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK, 0);
         }
         return;
     }
@@ -441,7 +444,7 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 fa[i] = _mm256_castps_si256(f[0]);
                 fb[i] = _mm256_castps_si256(f[1]);
             }
-            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK, 0);
         }
         return;
     }
@@ -488,8 +491,9 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
  * with the values stored unsigned, q + 32, and 32 xh taken off each half's integer sum (Q6_K: the same sums) */
 static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
                                          int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
-                                         const int32_t *xh) {
-    const int64_t K = a->K, nb = K / QK, bs = kind == 4 ? GT_BLOCK4 : GT_BLOCK;
+                                         const int32_t *xh, const int pair) {
+    /* pair: a group in a pair's place (AMX's layout, internal.h): its vectors 64 bytes apart, factors at +512, +576 */
+    const int64_t K = a->K, nb = K / QK, bs = pair ? GT_PAIR : kind == 4 ? GT_BLOCK4 : GT_BLOCK, vs = pair ? 64 : 32;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[GT];
     for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
@@ -498,7 +502,7 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
         __m256i lo[GT], hi[GT];
         for (int j = 0; j < n; j++) lo[j] = hi[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
-            const __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + vs * k));
             const __m256i u = sgn ? _mm256_sign_epi8(wv, wv) : wv;
             for (int j = 0; j < n; j++) {
                 const __m256i xb = FN(bcast4_)(a->q + (t0 + j) * K + b * QK + 4 * k);
@@ -507,7 +511,8 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
                 else lo[j] = DOT_ACC(lo[j], u, xs);
             }
         }
-        const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 256)), f1 = _mm256_loadu_ps((const float *)(blk + 288));
+        const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 8 * vs)),
+                     f1 = _mm256_loadu_ps((const float *)(blk + 8 * vs + (pair ? 64 : 32)));
         if (kind == 5)
             for (int j = 0; j < n; j++) {
                 const int64_t tb = (t0 + j) * nb + b;
@@ -556,12 +561,12 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
 /* tokens t..t+n-1 (n <= GT) of one unpacked group: a whole tile, or the tail with n a constant in each copy */
 static ALWAYS_INLINE void FN(gguf_tiles_part_)(const uint8_t *buf, const pt_act *a, int64_t t, int64_t n, float *y,
                                                int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
-                                               const int32_t *xh) {
+                                               const int32_t *xh, const int pair) {
     if (n == GT) {
-        FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh);
+        FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh, pair);
         return;
     }
-#define GGUF_TAIL(m) FN(gguf_tile_)(buf, a, t, m, y, ldy, r, accumulate, kind, sgn, xh)
+#define GGUF_TAIL(m) FN(gguf_tile_)(buf, a, t, m, y, ldy, r, accumulate, kind, sgn, xh, pair)
     TOKENS_LEFT(n, GGUF_TAIL)
 #undef GGUF_TAIL
 }
@@ -572,15 +577,26 @@ static ALWAYS_INLINE void FN(gguf_tiles_part_)(const uint8_t *buf, const pt_act 
  * (512 tokens x 18944 columns: 9.7 MB) are then read once per batch of groups from beyond the L2 cache, not once per
  * group. Each (group, tile) product is the same call either way, so the same bits. */
 #define GG_BATCH_BYTES (768 * 1024)
+#ifndef GGUF_AMX
+#define GGUF_AMX 0
+#endif
 static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                     const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t nb = a->K / QK;
     /* Q2_K: its larger unpacked blocks; Q2_K and Q6_K: the activations' half-block sums, once for every group */
-    const int q2 = type == GG_Q2_K, halves = q2 || type == GG_Q6_K;
+    const int q2 = type == GG_Q2_K;
+    /* AMX's tiles (kern_amx.c, the avx512 path with AMX on) take the K-quants' pairs of groups and whole tiles of 16
+     * tokens, Q6_K's values signed; the vectors below then do an odd group and the tokens after the tiles (Q6_K
+     * signed as Q3_K is: the sign trick, a term per half-block; the same integer sums) */
+    const int amx = GGUF_AMX && T >= 16 && r1 - r0 >= 16 && pt_amx_on() &&
+                    (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K);
+    const int q6s = amx && type == GG_Q6_K, halves = q2 || (type == GG_Q6_K && !q6s);
+    const int64_t T16 = amx ? T / 16 * 16 : 0;
     const size_t gbytes = (size_t)(nb * (q2 ? GT_BLOCK4 : GT_BLOCK));
     int64_t G = (int64_t)(GG_BATCH_BYTES / gbytes), ngroups = (r1 - r0) / 8;
     if (G < 1) G = 1;
     if (G > ngroups) G = ngroups > 0 ? ngroups : 1;
+    if (amx && G > 1) G &= ~(int64_t)1;     /* whole pairs in every batch but the last */
     const size_t bytes = gbytes * (size_t)G;
     uint8_t *buf = malloc(bytes + (halves ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
     if (!buf) return r0;
@@ -591,27 +607,36 @@ static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, 
         xh[i] = sum;
     }
     /* the values' signs (signed ones take the sign trick) and the terms, by type */
-    const int sgn = type == GG_Q5_0 || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS;
+    const int sgn = type == GG_Q5_0 || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS || q6s;
     const int kind = type == GG_Q4_1 || type == GG_Q5_1 ? 1 : type == GG_Q4_K || type == GG_Q5_K ? 2
-                   : type == GG_Q3_K ? 3 : q2 ? 4 : type == GG_Q6_K ? 5 : 0;
+                   : type == GG_Q3_K || q6s ? 3 : q2 ? 4 : type == GG_Q6_K ? 5 : 0;
     int64_t r = r0;
     while (r + 8 <= r1) {
         int64_t g = (r1 - r) / 8;
         if (g > G) g = G;
-        for (int64_t i = 0; i < g; i++) FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * i);
+        /* with AMX the batch's pairs of groups in pairs' places (AMX's layout; gbytes x 2 each), an odd last group
+         * in its own */
+        const int64_t paired = amx ? g / 2 * 2 : 0;
+        for (int64_t i = 0; i < g; i++) {
+            if (i < paired) FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * (i & ~1) + 32 * (i & 1), q6s, 1);
+            else FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * i, q6s, 0);
+        }
+        if (T16) pt_amx_gguf(buf, g / 2, a, T16, y, ldy, r, accumulate, q6s);
         for (int64_t t = 0; t < T; t += GT) {
             const int64_t n = T - t < GT ? T - t : GT;
-            for (int64_t i = 0; i < g; i++) {
-                const uint8_t *gb = buf + gbytes * i;
+            /* the tokens the tiles did: only the odd group's */
+            for (int64_t i = t < T16 ? paired : 0; i < g; i++) {
+                const int pr = i < paired;
+                const uint8_t *gb = pr ? buf + gbytes * (i & ~1) + 32 * (i & 1) : buf + gbytes * i;
                 const int64_t ri = r + 8 * i;
                 switch (kind * 2 + sgn) {
-                case 0: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 0, NULL); break;
-                case 1: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 1, NULL); break;
-                case 2: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 1, 0, NULL); break;
-                case 4: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 2, 0, NULL); break;
-                case 8: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 4, 0, xh); break;
-                case 10: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 5, 0, xh); break;
-                default: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 3, 1, NULL); break;
+                case 0: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 0, NULL, 0); break;
+                case 1: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 1, NULL, 0); break;
+                case 2: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 1, 0, NULL, 0); break;
+                case 4: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 2, 0, NULL, pr); break;
+                case 8: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 4, 0, xh, 0); break;
+                case 10: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 5, 0, xh, 0); break;
+                default: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 3, 1, NULL, pr); break;
                 }
             }
         }

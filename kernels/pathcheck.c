@@ -336,6 +336,57 @@ static void check_sel(report *r, const pt_kernels *k, const pt_kernels *s) {
  * on the tiles, then a group and 5 plain rows they leave), two tiles of 16 tokens, K of 3 and 17 blocks, both types,
  * accumulating or not. Called by cpu.c under a signal guard on a CPU that has AMX, and by kernels/amx_selftest.c on
  * the emulated build. */
+/* the K-quants' unpacked groups on the tiles (pt_amx_gguf) against the scalar path's rows_gguf, bit for bit: Q4_K,
+ * Q5_K and Q6_K, two pairs of groups (rows 0-31 of 35) and two tiles of 16 tokens (of 37), K of 1 and 3
+ * super-blocks, accumulating or not; the groups unpacked by the reference (pt_gguf_unpack8_ref) */
+static int amx_gguf_check(char *msg, int n, int broken) {
+    enum { GR = 35, GT_ = 37, GK = 768, NB = GK / QK };
+    static const struct { int32_t type; int bytes; int16_t halves[2]; const char *name; } types[] = {
+        {12, 144, {0, 2}, "Q4_K"}, {13, 176, {0, 2}, "Q5_K"}, {14, 210, {208, -1}, "Q6_K"}};
+    static uint8_t w[GR * GK], buf[2 * NB * GT_PAIR];
+    static float x[GT_ * GK], y[GT_ * GR], y_ref[GT_ * GR];
+    static int8_t q[GT_ * GK];
+    static float d[GT_ * NB];
+    static int32_t sums[GT_ * NB];
+    static const int64_t Ks[] = {256, GK};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        const int64_t K = Ks[ki], nb = K / QK;
+        for (int64_t i = 0; i < GT_ * K; i++) x[i] = rnd() * 3.0f;
+        for (int64_t t = 0; t < GT_; t++)
+            pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * nb, sums + t * nb);
+        const pt_act a = {q, d, sums, K};
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const int64_t rb = pt_gguf_row_bytes(types[ti].type, K);
+            for (int64_t i = 0; i < GR * rb; i++) w[i] = (uint8_t)(rnd() * 127.0f + 128.0f);
+            for (int64_t blk = 0; blk < GR * (K / 256); blk++)       /* finite scales */
+                for (int h = 0; h < 2; h++)
+                    if (types[ti].halves[h] >= 0) {
+                        const uint16_t v = pt_f2h(0.05f * rnd());
+                        memcpy(w + blk * types[ti].bytes + types[ti].halves[h], &v, 2);
+                    }
+            for (int g = 0; g < 4; g++)
+                pt_gguf_unpack8_ref(types[ti].type, w, rb, 8 * g, nb, buf + g / 2 * nb * GT_PAIR + 32 * (g % 2), 1);
+            for (int acc = 0; acc < 2; acc++) {
+                for (int64_t i = 0; i < GT_ * GR; i++) y[i] = y_ref[i] = acc ? 0.5f + (float)(i % 7) : 0.0f;
+                pt_amx_gguf(buf, 2, &a, GT_ / 16 * 16, y, GR, 0, acc, types[ti].type == 14);
+                pt_kernels_scalar.rows_gguf(types[ti].type, w, rb, 0, 32, &a, GT_ / 16 * 16, y_ref, GR, acc);
+                if (broken == 2) y[2 * GR + 17] += 1.0f;
+                for (int64_t t = 0; t < GT_; t++)
+                    for (int64_t j = 0; j < GR; j++) {
+                        const int64_t i = t * GR + j;
+                        if (memcmp(&y[i], &y_ref[i], sizeof(float)) != 0) {
+                            snprintf(msg, (size_t)n, "the AMX kernel's %s matmul disagrees with the scalar path (K "
+                                     "%lld, row %lld, token %lld: %.9g where %.9g is right)", types[ti].name,
+                                     (long long)K, (long long)j, (long long)t, y[i], y_ref[i]);
+                            return -1;
+                        }
+                    }
+            }
+        }
+    }
+    return 0;
+}
+
 int pt_amx_check(char *msg, int n) {
     enum { AR = 45, AT = 37, AK = 544 };
     static float w[AR * AK], x[AT * AK], y[AT * AR], y_ref[AT * AR];
@@ -380,7 +431,7 @@ int pt_amx_check(char *msg, int n) {
             }
         }
     }
-    return 0;
+    return amx_gguf_check(msg, n, broken ? atoi(broken) : 0);
 }
 
 int pt_path_check(const pt_kernels *k, char *msg, int n) {

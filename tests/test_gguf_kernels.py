@@ -68,11 +68,13 @@ def test_every_path_gives_the_references_bits(isa, gguf_type, threads):
 
 @pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("gguf_type", TYPES)
-@pytest.mark.parametrize("rows, supers", [(35, 100), (27, 330)])
+@pytest.mark.parametrize("rows, supers", [(35, 100), (27, 330), (163, 100)])
 def test_a_prefill_over_batches_of_unpacked_groups_gives_the_references_bits(isa, gguf_type, rows, supers):
     """kern_x86_gguf.h's prefill unpacks up to 768 KiB of groups of 8 rows and runs each tile of tokens through them
     all: rows wide enough that a batch holds 3 groups (35 rows: a batch of 3, one of 1, 3 rows left) or 1 (27 rows),
-    85 tokens (whole tiles and 5 left), on 1 and 2 threads."""
+    85 tokens (whole tiles and 5 left), on 1 and 2 threads. 163 rows: chunks of 40 rows on one thread (5 groups: with
+    AMX on, batches of 2 groups (1 pair), then an odd group the vectors do), of 16 on two (a pair), 3 rows left; AMX
+    takes the pairs' 5 tiles of 16 tokens, the vectors the 5 tokens after them."""
     W = _matrix(gguf_type, rows, supers)
     rng = np.random.default_rng(rows)
     x = rng.standard_normal((85, W.shape[1]), dtype=np.float32)
