@@ -15,7 +15,7 @@ import sys
 import time
 
 # the `petit` subcommands (petit.cli.commands.build_parser); tests/test_bundle.py checks this list against the parser
-CLI_COMMANDS = ("run", "chat", "serve", "info", "convert", "train", "export", "verify", "embed")
+CLI_COMMANDS = ("run", "chat", "serve", "info", "convert", "train", "export", "verify", "embed", "finetune")
 
 # the smoke test's questions and the answers the bundled model gives them (greedy; tests/test_assets.py too)
 SMOKE_QUESTIONS = (("what is 12 plus 7?", "19"), ("which is bigger, 2 or 16?", "16"))
