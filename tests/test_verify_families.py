@@ -197,7 +197,7 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
     # a family the engine runs but the reference has not learnt yet: an error, never a verdict
     monkeypatch.delitem(FAMILIES, "qwen2")
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "
-                                         r"(\w+, )+llama, (\w+, )+phimoe, qwen2_moe, qwen3, .*\), so it cannot "
+                                         r"([\w-]+, )+llama, ([\w-]+, )+phimoe, qwen2_moe, qwen3, .*\), so it cannot "
                                          r"verify this model"):
         verify(files["qwen2", "q8_0"][0], n=0)
     with pytest.raises(ValueError, match=f"^{HERE / 'qwen2'}: the independent reference does not model model_type"):
