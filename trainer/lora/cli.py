@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from petit.cli.argtypes import UsageError, weight_type
-from trainer.lora.base import TARGETS
+from trainer.lora import TARGETS
 
 
 def _positive_int(s: str) -> int:
