@@ -30,15 +30,9 @@ static int mt_args(const pt_tensor *W, const float *dy, int64_t T, float *dx) {
 #define MT_TB 4
 #define MT_CB 32
 
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
-/* the tile loop built for AVX-512 and AVX2 beside the baseline, chosen at load by the CPU (GCC's ifunc, glibc); it
- * follows the CPU, not a path forced by pt_init (the sums are the same but for fused multiply-adds) */
-#define MT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MT_CLONES
-#endif
-
-MT_CLONES
+/* plain loops the compiler vectorizes for the baseline: no ifunc clones (GCC's target_clones picked a path by the
+ * CPU, not the one pt_init chose and checked, and its resolver crashes ThreadSanitizer builds before they start:
+ * tests/test_kernels_portable.py's race test). A SIMD tile loop belongs in the kernel tables, beside its checks. */
 static void mt_panel(const float *panel, int64_t n, int64_t C, const float *dy, int64_t R, float *dx, int64_t t0,
                      int64_t t1) {
     int64_t t = t0;
