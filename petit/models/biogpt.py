@@ -4,13 +4,12 @@ biases, final_layer_norm, fc1 -> act -> fc2 with biases), a final LayerNorm and 
 default). Every LayerNorm is nn.LayerNorm's default eps 1e-5: transformers reads `layer_norm_eps` nowhere."""
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from petit.models.config import ConfigMixin, activation, boolean, positive_int
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models import fairseq_decoder
 
 P = "biogpt."
-OFFSET, EPS = 2, 1e-5
+OFFSET = 2      # fairseq's position offset
 
 
 @dataclass
@@ -43,29 +42,11 @@ class BioGptConfig(ConfigMixin):
 
 
 def build(cfg: BioGptConfig, t):
-    D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
-
-    def ln(name):
-        return Norm("layer", EPS, t.vec(name + ".weight", (D,)), t.vec(name + ".bias", (D,)))
-
-    E = t.weight(P + "embed_tokens.weight", (cfg.vocab_size, D))
-    pos = t.array(P + "embed_positions.weight", (cfg.max_position_embeddings + OFFSET, D))[OFFSET:]
-    layers = []
-    for i in range(cfg.num_hidden_layers):
-        p = f"{P}layers.{i}."
-        a = p + "self_attn."
-        L = Layer(q=t.weight(a + "q_proj.weight", (D, D)), k=t.weight(a + "k_proj.weight", (D, D)),
-                  v=t.weight(a + "v_proj.weight", (D, D)), o=t.weight(a + "out_proj.weight", (D, D)),
-                  up=t.weight(p + "fc1.weight", (F, D)), down=t.weight(p + "fc2.weight", (D, F)),
-                  up_b=t.vec(p + "fc1.bias", (F,)), down_b=t.vec(p + "fc2.bias", (D,)),
-                  attn_norm=ln(p + "self_attn_layer_norm"), mlp_norm=ln(p + "final_layer_norm"), rope=None)
-        L.q_b, L.k_b, L.v_b, L.o_b = (t.vec(a + f"{n}.bias", (D,)) for n in ("q_proj", "k_proj", "v_proj", "out_proj"))
-        layers.append(L)
-    head = E if cfg.tie_word_embeddings else t.weight("output_projection.weight", (cfg.vocab_size, D))
-    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
-                num_key_value_heads=H, head_dim=D // H, context_length=cfg.max_position_embeddings, act=cfg.act,
-                embed_scale=float(np.sqrt(D)) if cfg.scale_embedding else 1.0)
-    return Decoder(arch, E, layers, ln(P + "layer_norm"), head, pos_embed=pos)
+    n, D = cfg.max_position_embeddings, cfg.hidden_size
+    pos = t.array(P + "embed_positions.weight", (n + OFFSET, D))[OFFSET:]
+    return fairseq_decoder.build(t, P, D, cfg.intermediate_size, cfg.num_attention_heads, cfg.num_hidden_layers,
+                                 cfg.vocab_size, n, cfg.act, cfg.scale_embedding, pos,
+                                 None if cfg.tie_word_embeddings else "output_projection.weight")
 
 
 Config = BioGptConfig
