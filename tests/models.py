@@ -117,3 +117,16 @@ def has_experts(folder) -> bool:
         warnings.simplefilter("ignore")
         model = petit.load(folder, weights="f32")
     return any(layer.moe is not None for layer in model.net.layers)
+
+
+def load_strict(folder, weights: str = "f32"):
+    """petit.load with every warning an error: a fixture loads without any "ignoring ..." report."""
+    import petit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return petit.load(folder, weights=weights)
+
+
+def rel_err(got, ref):
+    """Each position's worst logit error as a share of that position's reference range."""
+    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))

@@ -8,7 +8,6 @@ and the app's chat test do not already hold for every hf5 fixture.
 """
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +16,11 @@ import pytest
 import petit
 
 from test_plan import CHUNKS, FRESH, _run
+from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36a"
 FOLDER = DIR / "openai-gpt"
 F32_TOL = 1e-4
-
-
-def _load(folder, weights="f32"):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
-        return petit.load(folder, weights=weights)
-
-
-def rel_err(got, ref):
-    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
 @pytest.mark.parametrize("prompt", ["long", "chat"])

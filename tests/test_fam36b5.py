@@ -22,22 +22,13 @@ import pytest
 import petit
 from petit.formats.safetensors import SafetensorsFile
 from petit.models import ctrl, gpt_neox_japanese, mellum
+from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36b"
 FOLDER = DIR / "gpt_neox_japanese"
 CTRL = DIR / "ctrl"
 MELLUM = DIR / "mellum"
 F32_TOL = 1e-4
-
-
-def _load(folder, weights="f32"):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
-        return petit.load(folder, weights=weights)
-
-
-def rel_err(got, ref):
-    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
 @pytest.mark.parametrize("folder", [FOLDER, CTRL, MELLUM], ids=["gpt_neox_japanese", "ctrl", "mellum"])

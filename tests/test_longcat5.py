@@ -12,7 +12,6 @@ hf5 fixture.
 """
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +22,10 @@ from petit.models.moe import Moe
 from petit.native import Weight, ffi
 
 from test_plan import CHUNKS, FRESH, _run
+from models import load_strict as _load, rel_err
 
 FOLDER = Path(__file__).parent / "fixtures" / "hf5_longcat" / "longcat_flash"
 F32_TOL = 1e-4
-
-
-def _load(folder, weights="f32"):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
-        return petit.load(folder, weights=weights)
-
-
-def rel_err(got, ref):
-    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
 @pytest.mark.parametrize("prompt", ["long", "chat"])

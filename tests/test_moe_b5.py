@@ -20,21 +20,12 @@ import pytest
 import petit
 
 from test_plan import CHUNKS, FRESH, _run
+from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_moe_b"
 FOLDERS = {p.name: p for p in sorted(DIR.iterdir()) if (p / "reference.npz").is_file()}
 CASES = sorted(FOLDERS)
 F32_TOL = 1e-4
-
-
-def _load(folder, weights="f32"):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
-        return petit.load(folder, weights=weights)
-
-
-def rel_err(got, ref):
-    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
 def _config(case: str) -> dict:

@@ -11,7 +11,6 @@ q8_0 / q4_0) and the app's chat test do not already hold for every hf5 fixture.
 """
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +22,10 @@ from petit.models.ssm import Mamba
 from petit.native import Weight, dequantize, ffi, quantize
 
 from test_plan import CHUNKS, FRESH, _run
+from models import load_strict as _load, rel_err
 
 FOLDER = Path(__file__).parent / "fixtures" / "hf5_zamba" / "zamba"
 F32_TOL = 1e-4
-
-
-def _load(folder, weights="f32"):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fixture loads without any "ignoring ..." report
-        return petit.load(folder, weights=weights)
-
-
-def rel_err(got, ref):
-    return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
 @pytest.mark.parametrize("scan", ["recurrent", "chunked"])
