@@ -149,3 +149,28 @@ def test_cli_serve_refuses_a_bad_draft_flag(capsys):
 def test_a_draft_of_another_vocabulary_stops_the_server_with_the_reason():
     with pytest.raises(RuntimeError, match="the draft model's vocabulary .* does not match the target's"):
         serve(draft="tests/fixtures/hf/llama")
+
+
+def root(server):
+    return server.url.removesuffix("/v1")
+
+
+def test_the_ollama_routes_take_the_speculative_field_and_count_the_drafts(plain):
+    """Ollama's /api/chat and /api/generate read Petit's `speculative` field (top level, beside `options`): the same
+    greedy text as without it, and the last line counts the drafts; a bad value is Ollama's {"error": ...} 400."""
+    ask = {"model": plain.model_id, "messages": [{"role": "user", "content": "count from 1 to 9"}], "stream": False,
+           "options": {"temperature": 0, "num_predict": 24}}
+    spec = {"draft": "lookup", "draft_max": 3, "draft_min": 1}
+    r = httpx.post(f"{root(plain)}/api/chat", json={**ask, "speculative": spec}, timeout=60)
+    assert r.status_code == 200 and r.json()["message"]["content"] == "1 2 3 4 5 6 7 8 9"
+    assert r.json()["draft_n"] > 0 and 0 <= r.json()["draft_n_accepted"] <= r.json()["draft_n"]
+    r = httpx.post(f"{root(plain)}/api/chat", json=ask, timeout=60)
+    assert r.json()["message"]["content"] == "1 2 3 4 5 6 7 8 9" and "draft_n" not in r.json()
+    r = httpx.post(f"{root(plain)}/api/generate", timeout=60,
+                   json={"model": plain.model_id, "prompt": "count from 1 to 9", "stream": False,
+                         "options": {"temperature": 0, "num_predict": 24}, "speculative": spec})
+    assert r.status_code == 200 and r.json()["response"] == "1 2 3 4 5 6 7 8 9" and r.json()["draft_n"] > 0
+    r = httpx.post(f"{root(plain)}/api/chat", json={**ask, "speculative": {"draft": "model"}}, timeout=30)
+    assert (r.status_code, r.json()) == (400, {"error": "Invalid value for 'speculative.draft': this server has no "
+                                                        "draft model (start it with --draft MODEL or --draft "
+                                                        "self:TYPE), so 'model' is not available."})

@@ -11,6 +11,10 @@ OpenAI routes would give. The model name is the served id, with or without the `
 (max tokens; -1 or -2: up to the context's end), seed, stop, repeat_penalty, presence_penalty, frequency_penalty.
 Options Petit has no use for (num_ctx, num_thread, mirostat, ...) are ignored, as Ollama ignores the ones a runner
 does not know. `format` is "json" or a JSON schema, enforced as response_format is.
+
+Petit's `speculative` field (docs/server.md: {"draft": "lookup" | "model" | "none", "draft_max", "draft_min"}) is read
+here as on the OpenAI routes, top level beside `options`; when a reply was decoded speculatively its last line adds
+`draft_n` and `draft_n_accepted` (the names of the OpenAI routes' timings).
 """
 import datetime
 import hashlib
@@ -142,6 +146,8 @@ class Ollama:
             out["max_tokens"] = predict if predict > 0 else self.engine.n_ctx_effective
         if options.get("stop") is not None:
             out["stop"] = options["stop"]
+        if body.get("speculative") is not None:
+            out["speculative"] = body["speculative"]
         fmt = body.get("format")
         if fmt == "json":
             out["response_format"] = {"type": "json_object"}
@@ -243,7 +249,8 @@ class _Reply:
         return {**self._head(text, calls), "done_reason": done.finish_reason, "done": True,
                 "total_duration": int((time.perf_counter() - self.t0) * 1e9), "load_duration": 0,
                 "prompt_eval_count": s.prompt_tokens, "prompt_eval_duration": int(s.time_to_first_token * 1e9),
-                "eval_count": s.generated_tokens, "eval_duration": int(eval_s * 1e9)}
+                "eval_count": s.generated_tokens, "eval_duration": int(eval_s * 1e9),
+                **({"draft_n": s.drafted_tokens, "draft_n_accepted": s.accepted_tokens} if s.target_passes else {})}
 
     def whole(self, done) -> dict:
         text, calls = done.text, []
