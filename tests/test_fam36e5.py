@@ -1,4 +1,4 @@
-"""The fam36e group of issue 36 (tests/fixtures/hf5_fam36e: Kolibri 1, made by transformers 5.25): what
+"""The fam36e group of issue 36 (tests/fixtures/hf5_fam36e: Kolibri 1 and Flint, made by transformers 5.25): what
 tests/test_hf_parity.py (35-token prompt, greedy), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0),
 test_moe.py and the app's chat test do not already hold for every hf5 fixture.
 
@@ -8,7 +8,9 @@ test_moe.py and the app's chat test do not already hold for every hf5 fixture.
   odd sizes, and that it is not DeepSeek-V3's choice on sigmoid + bias.
 - What the family reads (NoPE full layers, windows, the four norms, experts with a shared expert in every layer, the
   bias under either of its names), both spellings of the expert count, what it reports and refuses by name.
-- A converted `.petit` file reloads and runs the same numbers.
+- Flint: NoPE full layers, windows, the sinks under either name, dense and sparse layers, sigmoid routing with an
+  ungated shared expert; its defaults and refusals.
+- A converted `.petit` file of each reloads and runs the same numbers.
 """
 import json
 import shutil
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import kolibri1
+from petit.models import flint, kolibri1
 from petit.models.decoder import Vec
 from petit.models.moe import Moe
 from petit.native import Weight, ffi
@@ -26,8 +28,8 @@ from models import load_strict as _load, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36e"
-KOLIBRI = DIR / "kolibri1"
-FOLDERS = pytest.mark.parametrize("folder", [KOLIBRI], ids=["kolibri1"])
+KOLIBRI, FLINT = DIR / "kolibri1", DIR / "flint"
+FOLDERS = pytest.mark.parametrize("folder", [KOLIBRI, FLINT], ids=["kolibri1", "flint"])
 F32_TOL = 1e-4
 
 
@@ -203,3 +205,66 @@ def test_converted_file_runs_the_same_numbers(tmp_path, folder):
         warnings.simplefilter("error")
         np.testing.assert_array_equal(_load(out).logits(ids), _load(folder).logits(ids))
 
+
+def test_flint_reads_each_layers_kinds():
+    model = _load(FLINT)
+    layers = model.net.layers
+    assert [L.window for L in layers] == [8, 0, 8]
+    assert layers[0].rope is layers[2].rope and layers[0].rope is not None and layers[1].rope is None   # NoPE
+    assert [L.moe is not None for L in layers] == [False, True, True]       # mlp_only_layers [0]
+    for L in layers[1:]:
+        assert L.moe.scoring == "sigmoid" and not L.moe.bias_logits and L.moe.sel_bias is None and L.moe.norm_topk
+        assert L.moe.shared is not None and L.moe.shared_gate is None
+    raw = _read_safetensors(FLINT / "model.safetensors")
+    for i, L in enumerate(layers):
+        np.testing.assert_array_equal(np.asarray(L.sinks.a, np.float32),
+                                      raw[f"model.layers.{i}.self_attn.softmax_offset"])
+
+
+def test_flint_module_name_of_the_sinks_reads_the_same(tmp_path):
+    d = tmp_path / "f"
+    shutil.copytree(FLINT, d)
+    raw = _read_safetensors(FLINT / "model.safetensors")
+    _write_safetensors(d / "model.safetensors", {k.replace("softmax_offset", "sinks"): v for k, v in raw.items()})
+    ids = np.load(FLINT / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(d).logits(ids), _load(FLINT).logits(ids))
+
+
+def _flint(**changes):
+    d = json.loads((FLINT / "config.json").read_text())
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def test_flint_defaults_are_transformers():
+    d = _flint(num_hidden_layers=10)
+    for k in ("layer_types", "mlp_only_layers"):
+        del d[k]
+    cfg = flint.Config.from_dict(d)
+    assert cfg.types() == ["full_attention" if i in (0, 1, 5, 9) else "sliding_attention" for i in range(10)]
+    assert cfg.mlp_only_layers == [0, 1]
+
+
+def test_flint_reports_qwen_keys_it_does_not_have():
+    with pytest.warns(UserWarning, match="use_sliding_window"):
+        cfg = flint.Config.from_dict(_flint(use_sliding_window=True))
+    assert cfg.unknown_keys == ["use_sliding_window"]
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(hidden_act="gelu"), "hidden_act"),
+    (dict(layer_types=["full_attention"] * 2), "layer_types must list 3"),
+    (dict(num_experts_per_tok=7), "exceeds num_experts"),
+    (dict(mlp_only_layers=[True]), "mlp_only_layers"),
+    (dict(attention_bias="yes"), "attention_bias"),
+])
+def test_flint_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        flint.Config.from_dict(_flint(**changes))
+
+
+def test_flint_without_a_sliding_window_is_refused():
+    d = _flint()
+    d["sliding_window"] = None
+    with pytest.raises(ValueError, match="sliding_window null"):
+        flint.Config.from_dict(d)
