@@ -7,8 +7,9 @@ shared expert (`shared_experts`, `shared_expert_intermediate_size` wide). The ro
 logit (renormalised when `norm_topk_prob`): the bias is added in logit space, not to the sigmoid as DeepSeek-V3's
 is (Moe.bias_logits). The checkpoint names transformers saves (and reads back renamed) are read, or else its
 module names: `moe.router.expert_bias` (mlp.gate.e_score_correction_bias), `post_attn_norm`
-(post_self_attn_layernorm), `post_ffn_norm` (post_mlp_layernorm). transformers' config has no `intermediate_size` (it is reported, not read), and its model
-cannot run without a `sliding_window` (it builds the sliding mask for every model), so that is refused."""
+(post_self_attn_layernorm), `post_ffn_norm` (post_mlp_layernorm). transformers' config has no `intermediate_size`
+(it is reported, not read), and its model cannot run without a `sliding_window` (it builds the sliding mask for
+every model), so that is refused."""
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
