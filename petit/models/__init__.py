@@ -33,6 +33,7 @@ from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
+from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -177,6 +178,9 @@ MODEL_TYPES = {
     "longcat_flash": longcat_flash,
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
     "rwkv6qwen2": rwkv6qwen2,
+    # issue 36, the fam36e group
+    "kolibri1": kolibri1,
+    "flint": flint,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
@@ -195,6 +199,10 @@ CLOSEST = {
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    # issue 36, fam36e: Kolibri 1.1 keeps Kolibri 1's block but not its attention
+    "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
+                               "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
+                               "shared across layers, dense MLPs in mlp_only_layers"),
 }
 
 
