@@ -114,7 +114,8 @@ class GenerationWorker(QObject):
     @staticmethod
     def _params(options: dict) -> Params:
         return Params(sampler=Sampler(**options["sampler"]), max_tokens=options["max_tokens"],
-                      drop_old_turns=options["drop_old_turns"], ctx_shift=options.get("ctx_shift", False))
+                      drop_old_turns=options["drop_old_turns"], ctx_shift=options.get("ctx_shift", False),
+                      n_keep=options.get("n_keep", 0))
 
     @staticmethod
     def _history(options: dict, history: list) -> list:

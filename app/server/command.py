@@ -26,6 +26,8 @@ def serve_args(model: str, host: str, port: int, options: dict | None = None, al
         args.append(f"{flag}={value}")
     if options.get("drop_old_turns"):
         args.append("--drop-old-turns")
+        if options.get("n_keep"):
+            args.append(f"--n-keep={options['n_keep']}")
     if options.get("speculation") == "lookup":
         args.append("--lookup")
     elif options.get("speculation") == "model" and options.get("draft_model"):

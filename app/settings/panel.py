@@ -36,6 +36,9 @@ def _fields():
                    "When the conversation outgrows the context, forget its oldest turns (never the system "
                    "prompt; the kept turns move inside the KV cache, so only the new message is read, where the "
                    "model allows it exactly); otherwise a message that does not fit is refused"),
+        NumberField("n_keep", "Keep first tokens",
+                    "When old turns are forgotten, keep every turn that starts within the conversation's first this "
+                    "many tokens too (the attention sinks; off = only the system prompt)", 0, 32768, special="off"),
         ChoiceField("kv_type", "KV cache", "int8 takes about a quarter of the memory of f32",
                     [(None, "automatic")] + [(k, k) for k in KV_TYPES]),
         ChoiceField("weights", "Weights", "Convert the weights when loading (reloads the model)", []),

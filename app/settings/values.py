@@ -11,7 +11,8 @@ from petit.generation.sample import FALLBACK, resolve
 
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties
 OTHER_DEFAULTS = {"seed": None, "max_tokens": 256, "system": "", "format": None, "n_ctx": None, "kv_type": None,
-                  "weights": None, "drop_old_turns": True, "speculation": "off", "draft_model": None}
+                  "weights": None, "drop_old_turns": True, "n_keep": 0, "speculation": "off",
+                  "draft_model": None}
 ALL_KEYS = SAMPLING_KEYS + tuple(OTHER_DEFAULTS)
 FORMAT_NAMES = tuple(FORMATS)              # "raw" (the completion notebook) is not a chat format
 KV_TYPES = ("int8", "f32")
@@ -54,6 +55,7 @@ def session_options(values: dict) -> dict:
             "kv_type": values["kv_type"],
             "drop_old_turns": bool(values["drop_old_turns"]),
             "ctx_shift": bool(values["drop_old_turns"]),     # forgetting turns shifts the cache where exact
+            "n_keep": int(values["n_keep"] or 0),
             "speculation": values["speculation"] if values["speculation"] in ("lookup", "model") else None,
             "draft_model": values["draft_model"] or None}
 

@@ -136,6 +136,9 @@ def test_the_command_line():
     spec = serve_args("m", "h", 1, {"speculation": "model", "draft_model": "d.petit"})
     assert build_parser().parse_args(["serve", *spec]).draft == "d.petit"
     assert "--draft" not in " ".join(serve_args("m", "h", 1, {"speculation": "model", "draft_model": None}))
+    kept = build_parser().parse_args(["serve", *serve_args("m", "h", 1, {"drop_old_turns": True, "n_keep": 24})])
+    assert kept.drop_old_turns and kept.n_keep == 24
+    assert "--n-keep" not in " ".join(serve_args("m", "h", 1, {"drop_old_turns": False, "n_keep": 24}))
     named = serve_args("m.petit", "0.0.0.0", 9000, {}, ["box", "box.local"])
     assert build_parser().parse_args(["serve", *named]).allowed_host == ["box", "box.local"]
     assert environment({}, None)["PETIT_LIFELINE"] == "parent,stdin"

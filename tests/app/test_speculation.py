@@ -87,3 +87,22 @@ def test_forgetting_old_turns_shifts_the_cache(qtbot, window):
     shifted = [s for s in stats if s["dropped_messages"]]
     assert shifted and all(s["shifted_tokens"] > 0 and s["shift_refused"] is None for s in shifted)
     assert all(s["prompt_tokens"] - s["reused_tokens"] < 20 for s in shifted)
+
+
+def test_keep_first_tokens_keeps_the_first_turn_when_old_turns_are_forgotten(qtbot, window):
+    """"Keep first tokens" (n_keep, off by default): the turns that start within the conversation's first N tokens
+    are never forgotten; the ones after them go first, and the kept turns still shift inside the cache."""
+    panel = window.settings_panel
+    assert panel.options()["n_keep"] == 0
+    panel.fields["n_keep"].set(4)
+    assert panel.values()["n_keep"] == 4 and panel.labels["n_keep"].font().bold()
+    assert panel.options()["n_keep"] == 4
+    for q in ("what is 12 plus 7?", "which is bigger, 2 or 16?", "what comes after C?", "count from 3 to 6",
+              "reverse the word apple", "what is 9 minus 4?", "what colour is a banana?", "count from 1 to 9"):
+        send_and_wait(qtbot, window, q)
+    stats = [m.meta["stats"] for m in window.chat.messages if m.role == "assistant"]
+    shifted = [s for s in stats if s["dropped_messages"]]
+    assert shifted, "the context never filled"
+    # the first turn (the user's question and its answer: messages 0 and 1) starts at token 0 < 4: kept
+    assert all(s["dropped_at"] == 2 for s in shifted)
+    assert all(s["shifted_tokens"] > 0 and s["shift_refused"] is None for s in shifted)
