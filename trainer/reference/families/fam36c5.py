@@ -1,0 +1,28 @@
+"""The fam36c group of issue 36, written from transformers 5.25's definitions: its auto classes run `sarvam_moe`
+(Sarvam-30B) and `param2moe` (Param2) as Glm4MoeForCausalLM and `sarvam_mla` (Sarvam-105B) as DeepseekV3ForCausalLM,
+each under a config class of its own whose defaults differ from GLM-4.5's and DeepSeek-V3's. Each function here is
+its parent's reference (moe.glm4_moe, deepseek._deepseek) with that config class's defaults filled in for the keys
+a file leaves out. The tensors are read under GLM's and DeepSeek's names, as a `.petit` file holds them (the
+engine's hf_tensors renames Sarvam's stored ones)."""
+from trainer.reference.families.moe import glm4_moe
+
+# transformers 5.25's SarvamMoEConfig / Param2MoeConfig defaults where GLM-4.5's differ (Glm4MoeConfig)
+SARVAM_MOE = dict(num_key_value_heads=4, head_dim=64, rope_theta=8000000.0, partial_rotary_factor=1.0,
+                  rms_norm_eps=1e-6, use_qk_norm=True, moe_intermediate_size=1024, n_routed_experts=128,
+                  n_shared_experts=1, num_experts_per_tok=6, routed_scaling_factor=2.5,
+                  max_position_embeddings=131072)
+
+
+def _filled(cfg: dict, defaults: dict) -> dict:
+    return {**defaults, **{k: v for k, v in cfg.items() if v is not None or k not in defaults}}
+
+
+def _glm(family: str, defaults: dict):
+    def spec(cfg, names):
+        s = glm4_moe(_filled(cfg, defaults), names)
+        s.family = family
+        return s
+    return spec
+
+
+FAMILIES = {"sarvam_moe": _glm("sarvam_moe", SARVAM_MOE)}
