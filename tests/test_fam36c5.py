@@ -28,7 +28,7 @@ from petit.models import get_family
 from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
-CASES = ["sarvam_moe"]
+CASES = ["sarvam_moe", "param2moe"]
 F32_TOL = 1e-4
 
 
@@ -80,6 +80,15 @@ def test_sarvams_stored_names_are_read_under_glms():
     assert model.net.layers[0].moe is None and L.moe.shared is not None and L.o_b is None
 
 
+def test_param2_ties_its_head_and_has_two_shared_experts():
+    model = _load(DIR / "param2moe")
+    cfg = model.config
+    assert cfg.tie_word_embeddings and model.net.lm_head is model.net.embed
+    assert cfg.n_shared_experts == 2 and model.net.layers[1].moe.shared[0].shape == (2 * cfg.moe_intermediate_size,
+                                                                                  cfg.hidden_size)
+    assert all(L.q_b is None for L in model.net.layers)
+
+
 def _config(case, **changes):
     d = json.loads((DIR / case / "config.json").read_text())
     d.update(changes)
@@ -108,7 +117,7 @@ def _same_logits(case, config, tmp_path):
     assert err.max() <= F32_TOL
 
 
-@pytest.mark.parametrize("case", ["sarvam_moe"])
+@pytest.mark.parametrize("case", ["sarvam_moe", "param2moe"])
 def test_the_remote_config_spelling_gives_the_same_logits(case, tmp_path):
     _same_logits(case, _remote(case), tmp_path)
 
@@ -152,6 +161,13 @@ def test_sarvam_moe_keeps_transformers_defaults():
     assert (s.partial_rotary_factor, s.rotary_dim, s.rope_theta, s.use_qk_norm, s.head_dim) == (1.0, 64, 8e6, True, 64)
     assert (s.num_key_value_heads, s.n_routed_experts, s.num_experts_per_tok, s.n_shared_experts) == (4, 128, 6, 1)
     assert (s.routed_scaling_factor, s.rms_norm_eps, s.tie_word_embeddings) == (2.5, 1e-6, False)
+
+
+def test_param2moe_keeps_transformers_defaults():
+    p = _defaults("param2moe")
+    assert (p.rope_theta, p.tie_word_embeddings, p.num_key_value_heads, p.n_routed_experts) == (5e5, True, 8, 64)
+    assert (p.n_shared_experts, p.moe_intermediate_size, p.max_position_embeddings) == (2, 2048, 32768)
+    assert (p.partial_rotary_factor, p.use_qk_norm, p.routed_scaling_factor) == (1.0, True, 2.5)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -11,6 +11,8 @@ SARVAM_MOE = dict(num_key_value_heads=4, head_dim=64, rope_theta=8000000.0, part
                   rms_norm_eps=1e-6, use_qk_norm=True, moe_intermediate_size=1024, n_routed_experts=128,
                   n_shared_experts=1, num_experts_per_tok=6, routed_scaling_factor=2.5,
                   max_position_embeddings=131072)
+PARAM2 = dict(SARVAM_MOE, num_key_value_heads=8, rope_theta=500000.0, tie_word_embeddings=True,
+              moe_intermediate_size=2048, n_shared_experts=2, n_routed_experts=64, max_position_embeddings=32768)
 
 
 def _filled(cfg: dict, defaults: dict) -> dict:
@@ -25,4 +27,4 @@ def _glm(family: str, defaults: dict):
     return spec
 
 
-FAMILIES = {"sarvam_moe": _glm("sarvam_moe", SARVAM_MOE)}
+FAMILIES = {"sarvam_moe": _glm("sarvam_moe", SARVAM_MOE), "param2moe": _glm("param2moe", PARAM2)}
