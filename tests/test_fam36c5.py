@@ -28,7 +28,7 @@ from petit.models import get_family
 from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
-CASES = ["sarvam_moe", "param2moe"]
+CASES = ["sarvam_moe", "param2moe", "sarvam_mla"]
 F32_TOL = 1e-4
 
 
@@ -168,6 +168,33 @@ def test_param2moe_keeps_transformers_defaults():
     assert (p.rope_theta, p.tie_word_embeddings, p.num_key_value_heads, p.n_routed_experts) == (5e5, True, 8, 64)
     assert (p.n_shared_experts, p.moe_intermediate_size, p.max_position_embeddings) == (2, 2048, 32768)
     assert (p.partial_rotary_factor, p.use_qk_norm, p.routed_scaling_factor) == (1.0, True, 2.5)
+
+
+def test_sarvam_mla_keeps_transformers_defaults():
+    """SarvamMLAConfig's: no low-rank query, routing over all experts, DeepSeek-V3's latent sizes."""
+    m = _defaults("sarvam_mla")
+    assert (m.q_lora_rank, m.n_group, m.topk_group, m.n_routed_experts, m.first_k_dense_replace) == (None, 1, 1, 128, 1)
+    assert (m.num_key_value_heads, m.head_dim, m.kv_lora_rank, m.moe_intermediate_size) == (32, 64, 512, 2048)
+
+
+def test_sarvam_105b_remote_config_gives_the_same_logits(tmp_path):
+    d = _config("sarvam_mla")
+    rope = d.pop("rope_parameters")
+    d.update(head_dim=d["kv_lora_rank"] + d["qk_rope_head_dim"], q_head_dim=d.pop("qk_head_dim"),
+             num_experts=d.pop("n_routed_experts"), num_shared_experts=d.pop("n_shared_experts"),
+             rope_theta=rope.pop("rope_theta"), rope_scaling=dict(rope, type="deepseek_yarn"))
+    del d["rope_scaling"]["rope_type"]
+    _same_logits("sarvam_mla", d, tmp_path)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(q_head_dim=40), "q_head_dim 40 is not qk_nope_head_dim 32 \\+ qk_rope_head_dim 16"),
+    (dict(num_experts=7), "num_experts 7 and n_routed_experts 8 disagree"),
+    (dict(rope_interleave=False), "rope_interleave false"),
+])
+def test_sarvam_mla_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        get_family("sarvam_mla").Config.from_dict(_config("sarvam_mla", **changes))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -62,7 +62,7 @@ MINIMALS["gpt_neox_japanese"] = {k: v for k, v in MINIMAL.items() if k != "inter
 MINIMALS["mellum"] = MINIMAL                             # Mellum: Qwen3-MoE's names
 MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, its MLP width dff (default 8192)
 # issue 36, fam36c: GLM-4.5's and DeepSeek-V3's keys (their 32 default heads of 64 fit MINIMAL)
-MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe"), MINIMAL))
+MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
 
 
 def declared(model_type: str) -> dict:

@@ -33,7 +33,7 @@ from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
-from petit.models import param2moe, sarvam_moe   # issue 36, the fam36c group
+from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -181,6 +181,7 @@ MODEL_TYPES = {
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
     "sarvam_moe": sarvam_moe,
     "param2moe": param2moe,
+    "sarvam_mla": sarvam_mla,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
