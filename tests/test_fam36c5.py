@@ -104,7 +104,8 @@ def _remote(case):
     d.update(rope_theta=rope["rope_theta"], partial_rotary_factor=rope["partial_rotary_factor"], rope_scaling=None,
              use_bias=False, use_rmsnorm=True, moe_router_enable_expert_bias=True, score_function="sigmoid",
              embedding_dropout=0.0, output_dropout=0.0, max_window_layers=d["num_hidden_layers"],
-             attn_implementation="eager", router_dtype="fp32", mtp_loss_scaling_factor=0.0)
+             attn_implementation="eager", router_dtype="fp32", mtp_loss_scaling_factor=0.0,
+             moe_shared_expert_intermediate_size=d["num_shared_experts"] * d["moe_intermediate_size"])
     return d
 
 
@@ -132,6 +133,7 @@ def test_the_remote_config_spelling_gives_the_same_logits(case, tmp_path):
     (dict(score_function="softmax"), "score_function 'softmax'"),
     (dict(hidden_act="gelu"), "hidden_act"),
     (dict(n_group=3), "n_group 3"),
+    (dict(moe_shared_expert_intermediate_size=64), "moe_shared_expert_intermediate_size 64 is not n_shared_experts 1"),
 ])
 def test_sarvam_bad_configs_are_refused_by_name(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -183,6 +185,7 @@ def test_sarvam_105b_remote_config_gives_the_same_logits(tmp_path):
     d.update(head_dim=d["kv_lora_rank"] + d["qk_rope_head_dim"], q_head_dim=d.pop("qk_head_dim"),
              num_experts=d.pop("n_routed_experts"), num_shared_experts=d.pop("n_shared_experts"),
              rope_theta=rope.pop("rope_theta"), rope_scaling=dict(rope, type="deepseek_yarn"))
+    d["moe_shared_expert_intermediate_size"] = d["num_shared_experts"] * d["moe_intermediate_size"]
     del d["rope_scaling"]["rope_type"]
     _same_logits("sarvam_mla", d, tmp_path)
 
@@ -190,6 +193,7 @@ def test_sarvam_105b_remote_config_gives_the_same_logits(tmp_path):
 @pytest.mark.parametrize("changes, message", [
     (dict(q_head_dim=40), "q_head_dim 40 is not qk_nope_head_dim 32 \\+ qk_rope_head_dim 16"),
     (dict(num_experts=7), "num_experts 7 and n_routed_experts 8 disagree"),
+    (dict(moe_shared_expert_intermediate_size=16), "moe_shared_expert_intermediate_size 16"),
     (dict(rope_interleave=False), "rope_interleave false"),
 ])
 def test_sarvam_mla_bad_configs_are_refused_by_name(changes, message):

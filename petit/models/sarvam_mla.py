@@ -5,13 +5,16 @@ which this family reads:
 - transformers' defaults for Sarvam: no low-rank query (q_lora_rank null: one q_proj), routing over all experts at
   once (n_group 1, topk_group 1), 128 experts, the first layer dense, 4096 positions;
 - the remote-code config's names: transformers' aliases `num_experts`, `num_local_experts`, `num_shared_experts`,
-  `num_mtp_layers` (given twice they must agree); `head_dim` (transformers derives it, qk_rope_head_dim; the remote
-  files store kv_lora_rank + qk_rope_head_dim for vLLM) and `q_head_dim` (must be qk_nope + qk_rope, which
-  transformers derives) read and dropped; rope_scaling type `deepseek_yarn`, which is yarn.
+  `num_mtp_layers` (given twice they must agree); `moe_shared_expert_intermediate_size` (checked: n_shared_experts
+  x moe_intermediate_size), `head_dim` (transformers derives it, qk_rope_head_dim; the remote files store
+  kv_lora_rank + qk_rope_head_dim for vLLM) and `q_head_dim` (must be qk_nope + qk_rope, which transformers
+  derives) read and dropped; rope_scaling type `deepseek_yarn`, which is yarn.
 The multi-token-prediction layers (num_nextn_predict_layers) are not run: transformers builds none."""
 from dataclasses import dataclass
 
 from petit.models import deepseek_v3
+from petit.models.config import aliased
+from petit.models.moe_config import shared_width
 
 ALIASES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
            "num_shared_experts": "n_shared_experts", "num_mtp_layers": "num_nextn_predict_layers"}
@@ -32,13 +35,8 @@ class SarvamMlaConfig(deepseek_v3.DeepseekV3Config):
     @classmethod
     def from_dict(cls, d):
         if isinstance(d, dict):
-            d = dict(d)
-            for alias, name in ALIASES.items():
-                if alias in d:
-                    v = d.pop(alias)
-                    if d.get(name, v) != v:
-                        raise ValueError(f"config: {alias} {v!r} and {name} {d[name]!r} disagree (the same setting)")
-                    d[name] = v
+            d = aliased(d, ALIASES)
+            shared_width(cls, d)
             nope, rope = d.get("qk_nope_head_dim", cls.qk_nope_head_dim), d.get("qk_rope_head_dim",
                                                                                 cls.qk_rope_head_dim)
             if d.get("q_head_dim", nope + rope) != nope + rope:

@@ -4,7 +4,8 @@ config of its own. What differs from GLM-4.5 is the spelling and the defaults, w
 - transformers' defaults for Sarvam (whole-head RoPE: partial_rotary_factor 1; theta 8e6; q / k norms on; 64-wide
   heads, 4 kv heads; 128 experts of 1024, top 6, one shared; routed_scaling_factor 2.5; eps 1e-6);
 - the remote-code config's names, transformers' aliases of its own (`num_experts`, `num_local_experts`,
-  `num_shared_experts`, `use_qkv_bias`, `num_mtp_layers`; given twice they must agree), and the remote keys
+  `num_shared_experts`, `use_qkv_bias`, `num_mtp_layers`; given twice they must agree), the shared experts' width
+  `moe_shared_expert_intermediate_size` (checked: n_shared_experts x moe_intermediate_size), and the remote keys
   transformers reads no further, each refused away from the value every release has (`REMOTE`);
 - the checkpoints' tensor names (the remote code's, and what save_pretrained of transformers 5.25 writes back):
   `model.word_embeddings`, `attention.query_key_value` (q, k, v rows one after the other), `attention.dense`,
@@ -15,6 +16,8 @@ import re
 from dataclasses import dataclass
 
 from petit.models import glm4_moe
+from petit.models.config import aliased
+from petit.models.moe_config import shared_width
 
 ALIASES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
            "num_shared_experts": "n_shared_experts", "use_qkv_bias": "attention_bias",
@@ -52,17 +55,12 @@ class SarvamMoeConfig(glm4_moe.Glm4MoeConfig):
     def from_dict(cls, d):
         """Either spelling of each aliased key (both given must agree), the remote keys checked and dropped."""
         if isinstance(d, dict):
-            d = dict(d)
-            for alias, name in ALIASES.items():
-                if alias in d:
-                    v = d.pop(alias)
-                    if d.get(name, v) != v:
-                        raise ValueError(f"config: {alias} {v!r} and {name} {d[name]!r} disagree (the same setting)")
-                    d[name] = v
+            d = aliased(d, ALIASES)
             for key, want in REMOTE.items():
                 if (v := d.pop(key, want)) != want:
                     raise ValueError(f"config: {key} {v!r} is not supported by the {cls.model_type} family "
                                      f"(transformers ignores the key; every released checkpoint has {want!r})")
+            shared_width(cls, d)
         return super().from_dict(d)
 
 
