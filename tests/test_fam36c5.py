@@ -6,7 +6,8 @@ test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 - Parity at every position of the 140-token and the chat prompts at f32, within 1e-4 of each position's range, and
   the greedy continuation.
 - Sarvam's / Param2's stored names (as transformers 5.25 writes them back): the fused query_key_value split into q,
-  k, v (weights and biases), the q / k layernorms, the router's expert_bias; Param2's tied head.
+  k, v (weights and biases), the q / k layernorms, the router's expert_bias; the same weights under GLM's names read
+  as they are; Param2's tied head.
 - The remote-code config spelling (aliases, top-level RoPE keys, the keys transformers keeps but never reads) gives
   the same logits; aliases that disagree and remote keys away from every release's value are refused by name.
 - transformers' defaults of each config class where they differ from the parent's.
@@ -16,6 +17,7 @@ test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 """
 import json
 import shutil
+import struct
 import warnings
 from pathlib import Path
 
@@ -78,6 +80,46 @@ def test_sarvams_stored_names_are_read_under_glms():
     np.testing.assert_array_equal(np.asarray(L.moe.sel_bias.a, dtype=np.float32), raw[p + "mlp.gate.expert_bias"])
     np.testing.assert_array_equal(_f32(model.net.embed, (cfg.vocab_size, D)), raw["model.word_embeddings.weight"])
     assert model.net.layers[0].moe is None and L.moe.shared is not None and L.o_b is None
+
+
+def _write_f32_safetensors(path, tensors: dict) -> None:
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def test_a_checkpoint_under_glms_names_is_read_as_it_is(tmp_path):
+    """The same weights stored under GLM-4.5's names (transformers' in-memory names: q / k / v apart) run the same
+    numbers, bit for bit."""
+    st = SafetensorsFile(DIR / "sarvam_moe" / "model.safetensors")
+    try:
+        stored = {n: np.array(st.raw(n), dtype=np.float32) for n in st.names()}
+    finally:
+        st.close()
+    cfg = json.loads((DIR / "sarvam_moe" / "config.json").read_text())
+    q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
+    glm = {}
+    for n, a in stored.items():
+        n = n.replace("model.word_embeddings.", "model.embed_tokens.").replace(".attention.", ".self_attn.")
+        n = n.replace(".dense.", ".o_proj.").replace("query_layernorm", "q_norm").replace("key_layernorm", "k_norm")
+        n = n.replace("mlp.gate.expert_bias", "mlp.gate.e_score_correction_bias")
+        if ".query_key_value." in n:
+            for proj, part in zip(("q_proj", "k_proj", "v_proj"), np.split(a, [q, q + kv])):
+                glm[n.replace("query_key_value", proj)] = part
+        else:
+            glm[n] = a
+    assert "model.layers.1.self_attn.k_proj.bias" in glm and not any("query_key_value" in n for n in glm)
+    folder = tmp_path / "glm_names"
+    shutil.copytree(DIR / "sarvam_moe", folder)
+    _write_f32_safetensors(folder / "model.safetensors", glm)
+    ids = np.load(DIR / "sarvam_moe" / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(folder).logits(ids), _load(DIR / "sarvam_moe").logits(ids))
 
 
 def test_param2_ties_its_head_and_has_two_shared_experts():
