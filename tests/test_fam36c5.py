@@ -14,6 +14,8 @@ test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 - Sarvam-105B's remote config (head_dim = kv_lora_rank + qk_rope_head_dim, q_head_dim, rope_scaling deepseek_yarn)
   gives the same logits.
 - A converted `.petit` file (GLM's / DeepSeek's names) reloads and runs the same numbers.
+- GGUF (tests/fixtures/gguf5_fam36c): llama.cpp's bailingmoe2 conversion of Sarvam-30B's released block, read as
+  sarvam_moe: llama.cpp's exact logits, greedy tokens and tokenizer; what the reader refuses by name.
 """
 import json
 import shutil
@@ -30,7 +32,8 @@ from petit.models import get_family
 from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
-CASES = ["sarvam_moe", "param2moe", "sarvam_mla"]
+FAMILIES = ["sarvam_moe", "param2moe", "sarvam_mla"]
+CASES = FAMILIES + ["sarvam_moe_gguf"]      # and Sarvam's released block (no biases): the GGUF file's source
 F32_TOL = 1e-4
 
 
@@ -182,7 +185,7 @@ def test_sarvam_bad_configs_are_refused_by_name(changes, message):
         get_family("sarvam_moe").Config.from_dict(_config("sarvam_moe", **changes))
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", FAMILIES)
 def test_unknown_keys_are_reported(case):
     with pytest.warns(UserWarning, match="use_flash_attn"):
         cfg = get_family(case).Config.from_dict(_config(case, use_flash_attn=True))
@@ -250,3 +253,118 @@ def test_converted_file_runs_the_same_numbers(case, tmp_path):
     assert main(["convert", str(DIR / case), "-o", str(out), "--f32"]) == 0
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(_load(out).logits(ids), _load(DIR / case).logits(ids))
+
+
+# --- GGUF: llama.cpp's own conversion of Sarvam-30B (tests/fixtures/gguf5_fam36c, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_fam36c"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
+
+
+def test_gguf_cases_are_the_architectures_llama_cpp_has():
+    assert GGUF_READ == ["sarvam_moe_gguf"]         # llama.cpp 0.3.36 converts no Param2, no Sarvam-105B
+    assert GGUF_MANIFEST["sarvam_moe_gguf"]["architecture"] == "bailingmoe2"
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    got = _gguf(case, weights="f32").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case)
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+    assert all(L.moe.router.dtype == "f32" for L in model.net.layers if L.moe is not None)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
+    ref = np.load(GGUF / case / "q8_0.npz")
+    model = _gguf(case, weights="f32")
+    cache = model.new_cache()
+    logits = model.forward(ref["input_ids"], cache)
+    out = []
+    for _ in range(len(ref["exact_greedy"])):
+        out.append(int(np.argmax(logits)))
+        logits = model.forward([out[-1]], cache)
+    assert out == ref["exact_greedy"].tolist()
+    for t in GGUF_MANIFEST[case]["tokenize"]:
+        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
+
+
+def test_gguf_bailingmoe2_reads_the_folders_block():
+    """The fused attn_qkv split into the folder's q / k / v (to q8_0's step), its layers, router and shared expert;
+    the selection bias as the converter centred it (the same choice)."""
+    net, cfg = _gguf("sarvam_moe_gguf", weights="f32").net, _gguf("sarvam_moe_gguf", weights="f32").config
+    folder = _load(DIR / "sarvam_moe_gguf")
+    assert (cfg.model_type, cfg.first_k_dense_replace, cfg.n_shared_experts, cfg.partial_rotary_factor) == \
+        ("sarvam_moe", 1, 1, 1.0)
+    D = cfg.hidden_size
+    for a, b in zip(net.layers, folder.net.layers):
+        for w in ("q", "k", "v", "o"):
+            rows = getattr(b, w).shape[0]
+            want = _f32(getattr(b, w), (rows, -1))
+            np.testing.assert_allclose(_f32(getattr(a, w), (rows, -1)), want, atol=np.abs(want).max() / 127, rtol=0)
+        assert (a.moe is None) == (b.moe is None) and a.q_b is None
+    for a, b in zip(net.layers[1:], folder.net.layers[1:]):
+        assert (a.moe.scoring, a.moe.routed_scale, a.moe.norm_topk, a.moe.top_k) == ("sigmoid", 2.5, True, 2)
+        bias, want = np.asarray(a.moe.sel_bias.a), np.asarray(b.moe.sel_bias.a)
+        np.testing.assert_allclose(bias, want - want.mean(), atol=1e-6)
+        assert a.moe.shared[0].shape == (cfg.moe_intermediate_size, D)
+
+
+def _meta(**changes):
+    meta = {"bailingmoe2.expert_gating_func": 2, "bailingmoe2.expert_feed_forward_length": 32,
+            "bailingmoe2.expert_shared_count": 1, "bailingmoe2.leading_dense_block_count": 1}
+    meta.update({f"bailingmoe2.{k}": v for k, v in changes.items()})
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(expert_gating_func=1), "expert_gating_func' is 1: Petit's sarvam_moe family runs the sigmoid"),
+    (dict(expert_gating_func=None), "expert_gating_func' is missing: llama.cpp's bailingmoe2 requires it"),
+    (dict(expert_shared_feed_forward_length=64), "expert_shared_feed_forward_length' \\(64\\) differs"),
+    (dict(nextn_predict_layers=3), "nextn_predict_layers' \\(3\\) should be below"),
+])
+def test_gguf_bailingmoe2_refuses_what_the_family_does_not_run(changes, message):
+    from petit.loading.gguf_fam36c5 import _bailingmoe2
+    cfg = {"num_hidden_layers": 3, "head_dim": 16}
+    with pytest.raises(ValueError, match=message):
+        _bailingmoe2(_meta(**changes), lambda k: f"bailingmoe2.{k}", cfg, lambda n: True)
+
+
+def test_gguf_bailingmoe2_skips_the_mtp_layers_and_reads_groups():
+    from petit.loading.gguf_fam36c5 import _bailingmoe2
+    cfg = {"num_hidden_layers": 5, "head_dim": 16}
+    _bailingmoe2(_meta(nextn_predict_layers=1, expert_group_count=4, expert_group_used_count=2,
+                       expert_weights_scale=0.0), lambda k: f"bailingmoe2.{k}", cfg, lambda n: True)
+    assert (cfg["num_hidden_layers"], cfg["n_group"], cfg["topk_group"], cfg["routed_scaling_factor"]) == (4, 4, 2, 1.0)
+
+
+@pytest.mark.parametrize("case", GGUF_READ)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
