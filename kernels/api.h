@@ -238,6 +238,9 @@ typedef struct {
      * norm_topk says), or NULL; swiglu_limit > 0: every expert's gate clamped to <= it and up to [-it, it] */
     const int32_t *forced;
     float swiglu_limit;
+    /* issue 36, the fam36e group (Kolibri 1): 1 makes the choice on the raw logits plus sel_bias, not on the scores
+     * plus sel_bias; the weights are still the chosen experts' scores */
+    int32_t bias_logits;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -6,6 +6,7 @@
  *      groups when n_group > 1 (DeepSeek's group-limited routing), their scores as the weights, renormalised to sum 1
  *      with norm_topk (Mixtral, Qwen3-MoE's norm_topk_prob; over the sum + norm_eps: LFM2-MoE), times routed_scale; with scale_input the weight
  *      scales the expert's input instead of its output (Llama 4);
+ *      (issue 36, fam36e: with bias_logits the choice is made on the raw logits plus sel_bias: Kolibri 1)
  *   3. per expert, in order, the tokens that chose it gathered into one block of rows: gate|up (+ biases),
  *      act(gate) * up, down (+ bias), each one matrix product for the whole group (plain experts, Nemotron-H:
  *      act(up), down); each row added to its token's output times its weight;
@@ -67,6 +68,8 @@ static void route(const pt_moe *m, int64_t T) {
             sparsemixer(l, E, k, m->jitter_eps, m->sel + t * k, m->wt + t * k);
             continue;
         }
+        if (m->bias_logits)             /* Kolibri 1: chosen on the logits + bias, before they become scores */
+            for (int64_t e = 0; e < E; e++) choice[e] = l[e] + (m->sel_bias ? m->sel_bias[e] : 0.0f);
         if (m->scoring == 1) {
             for (int64_t e = 0; e < E; e++) l[e] = 1.0f / (1.0f + expf(-l[e]));
         } else if (m->scoring == 3) {   /* sqrt(softplus) (DeepSeek-V4), softplus linear above 20 as torch's */
@@ -81,8 +84,8 @@ static void route(const pt_moe *m, int64_t T) {
             for (int64_t e = 0; e < E; e++) l[e] /= s;
         }
         /* what the choice is made on: the scores, plus the selection bias */
-        const float *c = l;
-        if (m->sel_bias) {
+        const float *c = m->bias_logits ? choice : l;
+        if (m->sel_bias && !m->bias_logits) {
             for (int64_t e = 0; e < E; e++) choice[e] = l[e] + m->sel_bias[e];
             c = choice;
         }

@@ -70,6 +70,8 @@ def check_against_a_fresh_prefill(model, session, tol):
     (f"{HF}/gemma3_text", "f32", 1e-5),                    # sliding windows, two bases
     (f"{HF}/qwen3", "f32", 1e-5),                          # key norms before RoPE
     ("tests/fixtures/hf5_mla/minicpm3", "f32", 1e-5),      # latent attention: the rows' RoPE part rotates
+    ("tests/fixtures/hf5_fam36e/kolibri1", "f32", 1e-5),   # issue 36: windows with RoPE, NoPE full layers, experts
+    ("tests/fixtures/hf5_fam36e/flint", "f32", 1e-5),      # the same with attention sinks
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

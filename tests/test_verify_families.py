@@ -159,6 +159,9 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         # nanochat: every norm is weightless and the embeddings are normed before the first layer, so each norm's
         # input has a mean square near 1 or more and eps 1e-6 -> 1e-4 moves the logits least (measured 7.0-7.4x)
         least = 6 if case == "nanochat" and fault == "norm_eps_x100" else least
+        # kolibri1 (issue 36, fam36e): its embeddings (sd 1) and every sublayer's output RMS-normed before its add keep
+        # each norm's input at a mean square of 1 or more too (measured 8.3x at q8_0, 6.7x at q4_0)
+        least = 6 if case == "kolibri1" and fault == "norm_eps_x100" else least
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]

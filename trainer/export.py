@@ -1,6 +1,9 @@
 """Export a trainer checkpoint as a self-contained `.petit` model file, quantized or not.
 
     petit export CHECKPOINT -o MODEL.petit [--q8 | --q4 | --f32]
+    petit export BASE --merge ADAPTER.gguf -o OUT.petit|OUT.gguf [--lora-scale S] [--q8 | --q4_k_m | ...]
+
+The second form (petit.loading.lora_merge) merges a LoRA adapter `petit finetune` wrote into its base model.
 
 `export_checkpoint(ckpt_dir, out_path, weights="q8_0")` writes the file (atomically, through
 `petit.formats.petit_file.write_petit`) and returns a summary. Weight matrices are stored as q8_0 (the default), q4_0
@@ -24,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 WEIGHT_TYPES = ("q8_0", "q4_0", "f32")
+MERGE_ONLY_TYPES = ("q4_k_m", "q6_k", "q5_k", "q4_k", "q5_0", "f16")
 BLOCK = 32
 _ALIGN = 64
 
@@ -124,27 +128,50 @@ def export_petit(checkpoint_dir, out_path, *, generation: dict | None = None) ->
 def add_export_parser(subparsers):
     """Register `export` on an argparse subparsers object; its default `func` is run_export."""
     p = subparsers.add_parser(
-        "export", help="write a trained checkpoint as a .petit model file (q8_0, q4_0 or f32 weights)",
+        "export", help="write a trained checkpoint, or a base model with a LoRA adapter merged in (--merge), as one "
+                       "model file",
         description="Write a trainer checkpoint as a self-contained .petit model file: config, tokenizer, chat "
                     "template and weights. Weight matrices are quantized to q8_0 (default) or q4_0, or kept "
-                    "f32; norm weights stay f32. Check the result with `petit verify MODEL.petit`.")
-    p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory written by `petit train`")
-    p.add_argument("-o", "--output", metavar="MODEL.petit", required=True, help="the model file to write")
+                    "f32; norm weights stay f32. Check the result with `petit verify MODEL.petit`. With --merge "
+                    "ADAPTER, SOURCE is a base model (Hugging Face folder, GGUF or .petit file) and the adapter "
+                    "`petit finetune` wrote is merged into it (W + scale * alpha / rank * B A, in float32), then "
+                    "written as `petit convert` writes a model: a .petit file, or a GGUF file when the output ends "
+                    "in .gguf, each matrix in its own type unless a type is given.")
+    p.add_argument("checkpoint", metavar="SOURCE",
+                   help="checkpoint directory written by `petit train`; with --merge, the base model")
+    p.add_argument("-o", "--output", metavar="OUT", required=True,
+                   help="the model file to write (.petit; with --merge also .gguf)")
+    p.add_argument("--merge", metavar="ADAPTER", help="a LoRA adapter file (GGUF, as `petit finetune` writes) to "
+                                                      "merge into the base model SOURCE")
+    p.add_argument("--lora-scale", metavar="S",
+                   help="with --merge: the adapter's product times S (default 1.0, as `--lora-scale` at run time)")
     kind = p.add_mutually_exclusive_group()
-    kind.add_argument("--q8", dest="weights", action="store_const", const="q8_0",
-                      help="8-bit weights, q8_0 (default): about 27%% of f32, nearly lossless")
-    kind.add_argument("--q4", dest="weights", action="store_const", const="q4_0",
+    kind.add_argument("--q8", "--q8_0", dest="weights", action="store_const", const="q8_0",
+                      help="8-bit weights, q8_0 (a checkpoint's default): about 27%% of f32, nearly lossless")
+    kind.add_argument("--q4", "--q4_0", dest="weights", action="store_const", const="q4_0",
                       help="4-bit weights, q4_0: about 14%% of f32, clearly lossier on tiny models")
     kind.add_argument("--f32", "--fp32", dest="weights", action="store_const", const="f32",
                       help="float32 weights, exactly as trained (--fp32: the same)")
-    p.set_defaults(func=run_export, weights="q8_0")
+    for flag in MERGE_ONLY_TYPES:
+        kind.add_argument(f"--{flag}", dest="weights", action="store_const", const=flag,
+                          help=f"with --merge: weights as {flag}" + (" (llama.cpp's mix)" if flag == "q4_k_m" else ""))
+    p.set_defaults(func=run_export, weights=None)
     return p
 
 
 def run_export(args) -> int:
     """Run `petit export`; returns the exit code (0 written, 1 error)."""
+    if args.merge is not None:
+        return _run_merge(args)
+    if args.weights not in (None,) + WEIGHT_TYPES:
+        print(f"petit export: error: --{args.weights} applies to --merge only; a checkpoint is written as q8_0, q4_0 "
+              f"or f32", file=sys.stderr)
+        return 1
+    if args.lora_scale is not None:
+        print("petit export: error: --lora-scale applies to --merge only", file=sys.stderr)
+        return 1
     try:
-        s = export_checkpoint(args.checkpoint, args.output, args.weights)
+        s = export_checkpoint(args.checkpoint, args.output, args.weights or "q8_0")
     except (ValueError, OSError) as e:
         msg = str(e) if isinstance(e, ValueError) else f"cannot write {args.output}: {e.strerror or e}"
         print(f"petit export: error: {msg}", file=sys.stderr)
@@ -152,3 +179,24 @@ def run_export(args) -> int:
     print(f"wrote {s['path']}: {format_size(s['bytes'])} ({s['weights']}), {100 * s['ratio']:.1f}% of f32 "
           f"({format_size(s['fp32_bytes'])})")
     return 0
+
+
+def _run_merge(args) -> int:
+    from petit.loading.lora_merge import merge_to_file
+    try:
+        scale = 1.0 if args.lora_scale is None else float(args.lora_scale)
+    except ValueError:
+        scale = args.lora_scale             # merge_to_file names it in its error
+    try:
+        model = merge_to_file(args.checkpoint, args.merge, args.output, args.weights, scale)
+    except (ValueError, OSError) as e:
+        msg = str(e) if isinstance(e, ValueError) else f"cannot write {args.output}: {e.strerror or e}"
+        print(f"petit export: error: {msg}", file=sys.stderr)
+        return 1
+    types = sorted({W.dtype for W in model.net.matrices()})
+    model.close()
+    print(f"wrote {args.output}: {format_size(Path(args.output).stat().st_size)} ({', '.join(types)}), "
+          f"{args.merge} merged into {args.checkpoint} at scale {scale:g}")
+    return 0
+
+

@@ -11,7 +11,8 @@ from petit.loading.folder import load_folder
 STORED_GGUF = frozenset({"Q5_0", "Q4_K", "Q5_K", "Q6_K"})      # GGUF block types a .petit file holds as they are
 
 
-def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True, name: str | None = None):
+def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True, name: str | None = None,
+            origin: str | None = None):
     """Convert a Hugging Face folder, a GGUF file or a .petit file; returns the loaded model (its tensors are what was
     written).
 
@@ -21,6 +22,7 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
             q8_0 then. Scales are searched for the least error (petit.native.quantize).
         tokenizer: False converts a folder without tokenizer.json (refused otherwise).
         name: a GGUF file's general.name (default: the source's file or folder name).
+        origin: what a .petit file records it was converted from (default: the source's file or folder name).
 
     Raises:
         ValueError: an unreadable or unsupported model, a missing tokenizer.json, non-finite weights.
@@ -54,7 +56,7 @@ def convert(source, output, weights: str | None = "q8_0", tokenizer: bool = True
             raise
         return model
     meta = {k: v for k, v in model.metadata.items() if k not in ("source", "checksums")}
-    meta["converted_from"] = os.path.basename(os.path.abspath(source))
+    meta["converted_from"] = origin or os.path.basename(os.path.abspath(source))
     if model.tokenizer is not None:
         meta["tokenizer"] = model.tokenizer.to_dict()
     tensors = {name: (dtype, shape, raw) for name, (dtype, shape, raw) in model.tensors.items()}

@@ -33,6 +33,7 @@ from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
+from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models.refusals import NOT_DECODERS
 
@@ -178,6 +179,9 @@ MODEL_TYPES = {
     "longcat_flash": longcat_flash,
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
     "rwkv6qwen2": rwkv6qwen2,
+    # issue 36, the fam36e group
+    "kolibri1": kolibri1,
+    "flint": flint,
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
     "sarvam_moe": sarvam_moe,
     "param2moe": param2moe,
@@ -200,6 +204,10 @@ CLOSEST = {
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
+    # issue 36, fam36e: Kolibri 1.1 keeps Kolibri 1's block but not its attention
+    "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
+                               "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
+                               "shared across layers, dense MLPs in mlp_only_layers"),
 }
 
 

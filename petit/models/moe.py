@@ -43,6 +43,8 @@ class Moe:
                                         # last n_zero rows): a token choosing one adds its input times the weight
     swiglu_limit: float = 0.0           # issue 30, dsv4: > 0 clamps every expert's gate to <= it, up to [-it, it]
     tid2eid: object = None              # issue 30, dsv4: hash routing, [vocab, top_k] experts by token (route_tokens)
+    bias_logits: bool = False           # issue 36, fam36e: the choice on the logits + sel_bias (Kolibri 1), not on
+                                        # the scores + sel_bias; the weights stay the chosen scores
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -111,6 +113,7 @@ class Moe:
         m.jitter_eps = self.jitter_eps
         if self.sel_bias is not None:
             m.sel_bias = self.sel_bias.p
+        m.bias_logits = int(self.bias_logits)
         m.n_group, m.topk_group = self.n_group, self.topk_group
         m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
         m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0

@@ -377,7 +377,8 @@ class Forward:
         else:
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
-        c = p + self.w(m.sel_bias) if m.sel_bias else p                 # what the choice is made on
+        c = logits if m.bias_logits else p                              # what the choice is made on
+        c = c + self.w(m.sel_bias) if m.sel_bias else c
         if m.n_group > 1:                                               # only the best groups' experts
             g = c.reshape(len(c), m.n_group, -1)
             score = g.max(axis=2) if m.group_score == "max" else np.sort(g, axis=2)[:, :, -2:].sum(axis=2)

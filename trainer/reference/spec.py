@@ -51,6 +51,8 @@ class MoeSpec:
     plain: bool = False                  # experts (and the shared one) act(up h) -> down, no gate (Nemotron-H)
     n_zero: int = 0                      # issue 30, longcat: zero-computation experts after the real ones (the
                                          # router's last rows): a token choosing one adds h times its weight
+    bias_logits: bool = False            # issue 36, fam36e: the choice on the logits + sel_bias, not on the scores
+                                         # + sel_bias (Kolibri 1); the weights stay the chosen scores
 
 
 @dataclass
