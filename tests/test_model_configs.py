@@ -63,6 +63,8 @@ MINIMALS["mellum"] = MINIMAL                             # Mellum: Qwen3-MoE's n
 MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, its MLP width dff (default 8192)
 # issue 36, fam36e: Kolibri 1 reads no intermediate_size (every layer routes; the key would be reported)
 MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36c: GLM-4.5's and DeepSeek-V3's keys (their 32 default heads of 64 fit MINIMAL)
+MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
 
 
 def declared(model_type: str) -> dict:

@@ -85,6 +85,19 @@ class ConfigMixin:
         return d
 
 
+def aliased(d: dict, aliases: dict) -> dict:
+    """A copy of `d` with each alias key (transformers' `attribute_map`: {alias: field}) under its field's name; an
+    alias and its field both given must agree."""
+    d = dict(d)
+    for alias, name in aliases.items():
+        if alias in d:
+            v = d.pop(alias)
+            if d.get(name, v) != v:
+                raise ValueError(f"config: {alias} {v!r} and {name} {d[name]!r} disagree (the same setting)")
+            d[name] = v
+    return d
+
+
 def positive_int(cfg, *names) -> None:
     for name in names:
         v = getattr(cfg, name)

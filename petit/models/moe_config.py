@@ -26,3 +26,16 @@ def sparse_layers(cfg) -> list[bool]:
         raise ValueError(f"config: mlp_only_layers must be a list of layer indices, got {only!r}")
     return [i not in only and cfg.num_experts > 0 and (i + 1) % cfg.decoder_sparse_step == 0
             for i in range(cfg.num_hidden_layers)]
+
+
+def shared_width(cls, d: dict) -> None:
+    """Drop `moe_shared_expert_intermediate_size` from a config dict (remote-code configs write it; llama.cpp's
+    converter reads it), refusing it unless it is n_shared_experts x moe_intermediate_size, the width transformers'
+    GLM-4.5 and DeepSeek-V3 give the shared experts (`cls` gives the defaults of the keys `d` leaves out)."""
+    if "moe_shared_expert_intermediate_size" in d:
+        v = d.pop("moe_shared_expert_intermediate_size")
+        n = d.get("n_shared_experts", cls.n_shared_experts)
+        f = d.get("moe_intermediate_size", cls.moe_intermediate_size)
+        if isinstance(n, int) and isinstance(f, int) and v != n * f:
+            raise ValueError(f"config: moe_shared_expert_intermediate_size {v!r} is not n_shared_experts {n!r} x "
+                             f"moe_intermediate_size {f!r} (the shared experts' width transformers builds)")

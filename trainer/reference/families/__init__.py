@@ -23,6 +23,7 @@ from trainer.reference.families import moe_b           # issue 30: the moe_b gro
 from trainer.reference.families import recur5          # issue 30: the recur group
 from trainer.reference.families import jetmoe5         # issue 30: the jetmoe group
 from trainer.reference.families import fam36b5         # issue 36: the fam36b group
+from trainer.reference.families import fam36c5         # issue 36: the fam36c group
 from trainer.reference.families import zamba5          # issue 30: the zamba group
 from trainer.reference.families import mimo5           # issue 30: the mimo group
 from trainer.reference.families import longcat5        # issue 30: the longcat group
@@ -51,6 +52,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36.FAMILIES,
             **fam36b5.FAMILIES,
             **fam36e5.FAMILIES,
+            **fam36c5.FAMILIES,
             }
 
 
