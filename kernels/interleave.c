@@ -68,6 +68,10 @@ static void regroup_one(uint8_t *p, int64_t rb, int64_t nb, uint8_t *x, int q4, 
         }
 }
 
+void pt_x8_group(const uint8_t *rows, int64_t rb, int64_t nb, uint8_t *x, int q4) {
+    regroup_one((uint8_t *)rows, rb, nb, x, q4, 1);        /* to_x8: the rows are only read */
+}
+
 typedef struct { const uint8_t *src; uint8_t *dst; int64_t rb, nb; int q4, to_x8, failed; } regroup_job;
 
 /* groups g0..g1: each copied aside first, so that src may be dst */

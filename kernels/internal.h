@@ -174,6 +174,8 @@ void pt_gguf_dequantize_row(int32_t type, const uint8_t *x, int64_t cols, float 
 /* row r of W decoded to float, any layout (quant.c); rb = pt_row_bytes(W->dtype, W->cols) (issue 33, lora) */
 void pt_tensor_row(const pt_tensor *W, int64_t rb, int64_t r, float *out);
 void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t cols, int64_t r, float *out);
+/* 8 plain q8_0 / q4_0 rows (row bytes rb, nb blocks) as one interleaved group in x (interleave.c's layout) */
+void pt_x8_group(const uint8_t *rows, int64_t rb, int64_t nb, uint8_t *x, int q4);
 /* pathcheck.c: 0 when every kernel of table k agrees with the scalar table on small odd-sized inputs, else -1 and
  * a message naming the kernel into msg */
 int pt_path_check(const pt_kernels *k, char *msg, int n);

@@ -87,7 +87,8 @@ def test_only_q8_0_and_q4_0_are_interleaved_and_not_twice():
 @pytest.mark.parametrize("threads", [1, 2])
 def test_products_are_the_plain_scalar_kernels_bits(isa, dtype, rows, cols, threads):
     """Every token count a step meets: decode (1), a few sequences (2-7), tiles of 8 and what is left, and a prefill
-    long enough to be cut into chunks of tokens (85); accumulating into y too."""
+    long enough to be cut into chunks of tokens (85); accumulating into y too. The plain rows on the same path too:
+    from 16 tokens they are interleaved a group at a time into a buffer and run on the interleaved kernel."""
     W = _matrix(rows, cols, dtype)
     X = W.interleave(np.empty_like(W.raw))
     rng = np.random.default_rng(rows)
@@ -99,6 +100,8 @@ def test_products_are_the_plain_scalar_kernels_bits(isa, dtype, rows, cols, thre
         K.configure(isa=isa, threads=threads)
         np.testing.assert_array_equal(K.matmul(X, x), want, err_msg=f"T={T}")
         np.testing.assert_array_equal(K.matmul(X, x, out=y0.copy(), accumulate=True), want_acc, err_msg=f"T={T}")
+        np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"plain, T={T}")
+        np.testing.assert_array_equal(K.matmul(W, x, out=y0.copy(), accumulate=True), want_acc, err_msg=f"plain, T={T}")
 
 
 def _logits(model, n=40):
