@@ -34,6 +34,7 @@ from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
+from petit.models import diffllama       # issue 36, the fam36d group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -181,6 +182,8 @@ MODEL_TYPES = {
     # issue 36, the fam36e group
     "kolibri1": kolibri1,
     "flint": flint,
+    # issue 36, the fam36d group
+    "diffllama": diffllama,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

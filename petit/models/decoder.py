@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.diff_attn import DiffAttn
 from petit.models.mla import Mla
 from petit.models.moe import Moe
 from petit.models.ssm import Mamba
@@ -119,6 +120,9 @@ class Layer:
     # issue 33: LoRA adapters applied at run time, target ("q", "k", "v", "o", "gate", "up", "down") -> (A [r, in],
     # B [out, r] times the adapter's scale), float32 Weights: the target's product gains B (A x) (petit/loading/lora.py)
     lora: dict | None = None
+    # issue 36, fam36d: DiffLlama's differential attention, the heads' two terms subtracted and normed per pair before
+    # o_proj (petit/models/diff_attn.py: q / k / v hold each head twice)
+    diff: "DiffAttn | None" = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -516,6 +520,9 @@ class Decoder:
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
+                if layer.diff is not None:              # DiffLlama (fam36d): o_proj reads the pairs
+                    diff_rc, att = layer.diff.run(att, T, buf)
+                    rc |= diff_rc
                 if layer.moa_router is not None:        # JetMoE: the attention experts weighed (jetmoe group)
                     logits = layer.moa_logits(scratch.cap)
                     rc |= lib.pt_matmul(layer.moa_router.c, attn_in, T, logits, 0)
@@ -859,6 +866,8 @@ class Decoder:
                 else:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
+                    if layer.diff is not None:          # DiffLlama (fam36d): o_proj reads the pairs
+                        att = layer.diff.plan(plan, i, att, buf)
                     if layer.moa_router is not None:    # JetMoE: the attention experts weighed (jetmoe group)
                         logits = layer.moa_logits(scratch.cap)
                         plan.matmul(i, [layer.moa_router], attn_in, [logits])

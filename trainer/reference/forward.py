@@ -350,6 +350,8 @@ class Forward:
         if L.norm_after_rope:
             q, k = self.norm(q, L.q_norm), self.norm(k, L.k_norm)
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
+        if L.diff is not None:                       # DiffLlama (issue 36, fam36d)
+            return self.mm(self.diff(L.diff, q, k, v, scale, L.window), L.o, L.o_b)
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
                             L.temperature, L.alibi)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
@@ -366,6 +368,18 @@ class Forward:
             np.put_along_axis(w, top, g / g.sum(axis=1, keepdims=True), axis=1)
             out = (out.reshape(T, KV, E, hd) * w[:, None, :, None]).reshape(T, -1)
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
+
+    def diff(self, D, q, k, v, scale, window):
+        """DiffLlama's two attentions over the halves of the values, their pairs subtracted and RMS-normed."""
+        T, H, hd = q.shape
+        half = v.shape[1] // 2
+        o1, o2 = (ops.attention(q, k, np.concatenate([part, part], axis=1), scale, 0.0, window).reshape(T, H, hd)
+                  for part in (v[:, :half], v[:, half:]))
+        pairs = np.concatenate([o1, o2], axis=2)                         # [T, H, 2 hd]
+        lam = np.exp(self.w(D.q1) @ self.w(D.k1)) - np.exp(self.w(D.q2) @ self.w(D.k2)) + D.init
+        z = pairs[:, :H // 2] - lam * pairs[:, H // 2:]
+        z = z / np.sqrt((z * z).mean(axis=2, keepdims=True) + D.eps) * (1.0 - D.init)
+        return z.reshape(T, H * hd)
 
     def moe(self, L, h):
         m = L.moe
