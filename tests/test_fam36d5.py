@@ -192,3 +192,16 @@ def test_converted_file_runs_the_same_numbers(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(_load(out, "q8_0").logits(ids), petit.load(FOLDER, weights="q8_0").logits(ids))
+
+
+def test_doge_is_refused_naming_what_it_lacks(tmp_path):
+    """SmallDoge (`doge`) is not run: its dynamic mask attention (a learned per-key bias in every score, a top-k key
+    choice past keep_window_size), per-channel residual scales and CDMoE routing have no kernel here yet."""
+    folder = tmp_path / "doge"
+    shutil.copytree(FOLDER, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(cfg, model_type="doge", architectures=["DogeForCausalLM"])))
+    with pytest.raises(ValueError, match=r"'doge'; the closest family Petit runs is qwen3 \(doge differs: dynamic "
+                                         r"mask attention.*exp\(A softplus\(dt_proj v\)\).*keep_window_size.*"
+                                         r"input_residual.*CDMoE"):
+        petit.load(folder)

@@ -206,6 +206,11 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
+    # issue 36, fam36d: SmallDoge keeps qwen3's attention but adds what no kernel here computes yet
+    "doge": ("qwen3", "dynamic mask attention: every score gets its key's learned bias exp(A softplus(dt_proj v)) per "
+                      "kv head, and past keep_window_size keys each query keeps only the top ones by that bias; "
+                      "per-channel residual scales (input_residual, post_attention_residual); the CDMoE's "
+                      "product-key routing over num_experts one-neuron experts beside the dense MLP"),
 }
 
 
