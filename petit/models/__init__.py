@@ -34,7 +34,7 @@ from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
-from petit.models import diffllama       # issue 36, the fam36d group
+from petit.models import diffllama, doge     # issue 36, the fam36d group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -184,6 +184,7 @@ MODEL_TYPES = {
     "flint": flint,
     # issue 36, the fam36d group
     "diffllama": diffllama,
+    "doge": doge,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
@@ -206,11 +207,6 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
-    # issue 36, fam36d: SmallDoge keeps qwen3's attention but adds what no kernel here computes yet
-    "doge": ("qwen3", "dynamic mask attention: every score gets its key's learned bias exp(A softplus(dt_proj v)) per "
-                      "kv head, and past keep_window_size keys each query keeps only the top ones by that bias; "
-                      "per-channel residual scales (input_residual, post_attention_residual); the CDMoE's "
-                      "product-key routing over num_experts one-neuron experts beside the dense MLP"),
 }
 
 

@@ -33,12 +33,10 @@ def layout(H: int, K: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 class DiffAttn:
     """A layer's differential combination: lambda (lambda_1 - lambda_2 + lambda_init) and the norm of each pair
-    (a decoder Norm, its weight 1 - lambda_init), for H query heads, K kv heads of d (the checkpoint's counts).
-    `rows`: `layout`'s rows, which the layer's q / k / v hold of the checkpoint's (what `petit verify` compares)."""
+    (a decoder Norm, its weight 1 - lambda_init), for H query heads, K kv heads of d (the checkpoint's counts)."""
 
     def __init__(self, H: int, K: int, d: int, lam: float, norm):
         self.H, self.K, self.d, self.lam, self.norm = H, K, d, np.float32(lam), norm
-        self.rows = dict(zip("qkv", layout(H, K, d)))
         G = H // K
         # (x_off, y_off, width) of the copies into z's first term; the second's read 2 G d further
         self.copies = [(s * G * d + i * d, 2 * i * d + s * d, d) for i in range(G) for s in (0, 1)]

@@ -78,7 +78,8 @@ def build(cfg: DiffLlamaConfig, t):
             if getattr(L, name) is not None:
                 setattr(L, name, Vec(getattr(L, name).a[r]))
         norm = Norm("rms", cfg.rms_norm_eps, Vec(np.full(2 * d, 1.0 - init, np.float32)))
-        L.diff = DiffAttn(H, K, d, float(np.float32(lam) + np.float32(init)), norm)
+        L.att_out = DiffAttn(H, K, d, float(np.float32(lam) + np.float32(init)), norm)
+        L.file_rows = {role: (r, None) for role, r in zip("qkv", rows)}
     dec.arch.num_attention_heads, dec.arch.num_key_value_heads = 2 * H, 2 * K
     return dec
 

@@ -352,8 +352,13 @@ class Forward:
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
         if L.diff is not None:                       # DiffLlama (issue 36, fam36d)
             return self.mm(self.diff(L.diff, q, k, v, scale, L.window), L.o, L.o_b)
+        bias = None
+        if L.key_bias is not None:                   # SmallDoge (issue 36, fam36d): exp(A softplus(dt_proj v))
+            A, dt, dt_b = L.key_bias
+            z = self.mm(v.reshape(T, KV * hd), dt, dt_b)
+            bias = np.exp(self.w(A) * np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20))))).T
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
-                            L.temperature, L.alibi)
+                            L.temperature, L.alibi, bias)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
             out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
@@ -582,8 +587,9 @@ class Forward:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
-                x = self.norm(L.resid_alpha[0] * x + rs * self.attention(L, h), L.resid_attn_norm)
-                x = self.norm(L.resid_alpha[1] * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+                a0, a1 = (self.w(a) if isinstance(a, str) else a for a in L.resid_alpha)    # names: per channel
+                x = self.norm(a0 * x + rs * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(a1 * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
         y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)

@@ -113,6 +113,9 @@ class LayerSpec:
     moa_top_k: int = 0
     gla: "GlaSpec | None" = None         # issue 30, the ggufx group: QRWKV6's time mixing (an MLP follows)
     diff: "DiffSpec | None" = None       # issue 36, fam36d: DiffLlama's differential attention
+    # issue 36, fam36d: SmallDoge's dynamic mask, (A, dt_proj, its bias or None): key j of kv head h adds
+    # exp(A_h softplus(dt_proj v_j + b)_h) to every score; resid_alpha may then name [hidden] tensors (per channel)
+    key_bias: tuple | None = None
 
 
 @dataclass
