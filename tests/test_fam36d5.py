@@ -96,7 +96,7 @@ def test_a_batch_gives_each_sequence_its_own_logits_bit_for_bit(folder):
         np.testing.assert_array_equal(g, w)
 
 
-def test_reads_each_layers_lambda_and_doubles_the_heads():
+def test_reads_each_layers_lambda_and_the_projections_rows():
     cfg = json.loads((FOLDER / "config.json").read_text())
     raw = _read_safetensors(FOLDER / "model.safetensors")
     net = _load(FOLDER).net
@@ -108,12 +108,32 @@ def test_reads_each_layers_lambda_and_doubles_the_heads():
         init = 0.8 - 0.6 * math.exp(-0.3 * i)
         assert L.att_out.lam == pytest.approx(np.exp(q1 @ k1) - np.exp(q2 @ k2) + init, abs=1e-6)
         np.testing.assert_array_equal(L.att_out.norm.w.a, np.float32(1 - init))
-        assert L.q.shape == (2 * H * d, D) and L.k.shape == L.v.shape == (2 * K * d, D) and L.o.shape == (D, H * d)
-        for role in "qkv":        # every head twice, the values' halves each in two kv heads
-            want = raw[a + f"{role}_proj.weight"][L.file_rows[role][0]]
+        # Llama's products, rows reordered; the biases added by the expansion, not by the decoder
+        assert L.q.shape == L.o.shape[::-1] == (H * d, D) and L.k.shape == L.v.shape == (K * d, D)
+        assert L.q_b is None and L.k_b is None and L.v_b is None and L.o_b is not None
+        for role, b in zip("qkv", L.pre_store.biases):
+            r = L.file_rows[role][0]
+            assert sorted(r) == list(range(len(r)))
+            want = raw[a + f"{role}_proj.weight"][r]
             np.testing.assert_array_equal(L.__dict__[role].raw.view(np.float32).reshape(want.shape), want)
-            np.testing.assert_array_equal(L.__dict__[role + "_b"].a, raw[a + f"{role}_proj.bias"][L.file_rows[role][0]])
-            assert sorted(set(L.file_rows[role][0])) == list(range(len(raw[a + f"{role}_proj.bias"])))
+            np.testing.assert_array_equal(b.a, raw[a + f"{role}_proj.bias"][r])
+
+
+@pytest.mark.parametrize("H, K, d", [(2, 2, 3), (6, 2, 5), (8, 4, 3), (4, 4, 7)])
+def test_the_expansion_copies_build_each_head_twice(H, K, d):
+    """Expand's copies turn the products' rows (diff_attn.compact) into the doubled heads (diff_attn.layout): run on
+    buffers holding each value's source row."""
+    from petit.models.diff_attn import Expand, compact, layout
+    from petit.native import ffi
+    T = 3
+    arrays = {n: np.full((T, 2 * H * d), np.nan, np.float32) for n in ("q", "k", "v", "att", "qgate")}
+    for name, rows in zip("qkv", compact(H, K, d)):
+        arrays[name].reshape(-1)[:T * len(rows)] = np.tile(rows, T) + 1000 * np.repeat(np.arange(T), len(rows))
+    buf = {n: ffi.cast("float *", ffi.from_buffer(a)) for n, a in arrays.items()}
+    assert Expand(H, K, d, [None] * 3).run(buf, T) == 0
+    for name, want in zip("qkv", layout(H, K, d)):
+        got = arrays[name].reshape(-1)[:T * len(want)].reshape(T, -1)
+        np.testing.assert_array_equal(got, want[None, :] + 1000 * np.arange(T)[:, None])
 
 
 def _random_folder(tmp_path, H, K, d, D=24, layers=2, bias=False) -> Path:
@@ -245,7 +265,7 @@ def test_doge_reads_its_key_bias_and_residual_scales():
         p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
         np.testing.assert_array_equal(L.resid_alpha[0].a, raw[p + "input_residual"])
         np.testing.assert_array_equal(L.resid_alpha[1].a, raw[p + "post_attention_residual"])
-        m = L.dyn_mask
+        m = L.pre_store
         np.testing.assert_array_equal(m.A.a, raw[a + "A"])
         np.testing.assert_array_equal(m.dt_b.a, raw[a + "dt_proj.bias"])
         dt = m.dt_proj.raw.view(np.float32).reshape(K, K, d + 2)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
-from petit.models.diff_attn import DiffAttn
+from petit.models.diff_attn import DiffAttn, Expand
 from petit.models.dyn_mask import Compact, DynMask
 from petit.models.mla import Mla
 from petit.models.moe import Moe
@@ -104,9 +104,10 @@ class Layer:
     # then the MLP): (alpha of the first, alpha of the second); issue 36, fam36d: either may be a Vec [hidden], one
     # alpha per channel (SmallDoge's input_residual, post_attention_residual)
     resid_alpha: tuple = (1.0, 1.0)
-    # issue 36, fam36d: SmallDoge's dynamic mask, each key's learned score bias in a slot of q and k beyond head_dim's
-    # rotated values, written after the q / k norms (petit/models/dyn_mask.py)
-    dyn_mask: "DynMask | None" = None
+    # issue 36, fam36d: what a family does to q / k / v after their norms, before RoPE and the cache store
+    # (run(buf, T) -> rc; plan(plan, i, buf)): SmallDoge's key bias slots (petit/models/dyn_mask.py), DiffLlama's
+    # heads made twice (petit/models/diff_attn.py)
+    pre_store: "DynMask | Expand | None" = None
     # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
     mixer_norm: Norm | None = None
     # issue 30, the jetmoe group: JetMoE's mixture of attention heads. q holds every attention expert's query heads
@@ -639,8 +640,8 @@ class Decoder:
                     rc |= norm(buf[name], T * heads, hd, buf[name])
                 else:                        # each token's whole row
                     rc |= norm(buf[name], T, heads * hd, buf[name])
-        if layer.dyn_mask is not None:       # SmallDoge (fam36d): each key's score bias, in its own slot
-            rc |= layer.dyn_mask.run(buf, T)
+        if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
+            rc |= layer.pre_store.run(buf, T)
         failed, at = -1, 0
         for s, (n, pos0, cache, _) in enumerate(runs):
             seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale)
@@ -972,8 +973,8 @@ class Decoder:
                     plan.norm(i, norm, buf[name], heads, hd, buf[name])
                 else:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
-        if layer.dyn_mask is not None:       # SmallDoge (fam36d): each key's score bias, in its own slot
-            layer.dyn_mask.plan(plan, i, buf)
+        if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
+            layer.pre_store.plan(plan, i, buf)
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
                        layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)

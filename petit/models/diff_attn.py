@@ -8,12 +8,14 @@ h's two outputs side by side, [o1_h, o2_h] (2d wide), give pair p < H/2:
 
 and o_proj reads the H/2 pairs' out_p side by side (H d values, as Llama's o_proj does).
 
-The engine runs this as one attention of 2H query heads over 2K kv heads, each original head twice: `layout` gives
-the rows of q_proj, k_proj and v_proj that build these heads (so the projections are 2x as wide and the KV cache
-holds 2x Llama's), in blocks of G = H/K query heads reading one kv head, ordered so that chunk c < K/2 of each
-token's output is [o1 of group c, o2 of group c, o1 of group c + K/2, o2 of group c + K/2] (4 G d values). Then
-`pairs` gathers z's two terms with row copies (the chunks are uniform rows, G head-wide copies each), one axpy makes
-z, a norm of 2d-wide rows with (1 - lambda_init) as its weight makes out: no op of its own."""
+The engine runs this as one attention of 2H query heads over 2K kv heads, each original head twice (a KV cache twice
+Llama's), in blocks of G = H/K query heads reading one kv head, ordered so that chunk c < K/2 of each token's output
+is [o1 of group c, o2 of group c, o1 of group c + K/2, o2 of group c + K/2] (4 G d values; `layout` gives the
+checkpoint's rows of these heads). q / k / v are the checkpoint's projections with their rows reordered (`compact`:
+chunk c = [group c, group c + K/2] of q, [kv head c, kv head c + K/2] of k and v), and `Expand`, after their
+products, adds their biases and copies each chunk into the doubled heads. Then `DiffAttn` gathers z's two terms with
+row copies (the chunks are uniform rows, G head-wide copies each), one axpy makes z, a norm of 2d-wide rows with
+(1 - lambda_init) as its weight makes out: no op of its own."""
 import numpy as np
 
 from petit.native import lib
@@ -29,6 +31,48 @@ def layout(H: int, K: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             k.append(j * d + np.arange(d))
             v.append((s * half + c) * d + np.arange(d))
     return tuple(np.concatenate(r) for r in (q, k, v))
+
+
+def compact(H: int, K: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The checkpoint's q / k / v rows in the order the engine's products write them (chunk c < K/2: group c, then
+    group c + K/2 of q; kv head c, then kv head c + K/2 of k and v)."""
+    G, half = H // K, K // 2
+    q = [h * d + np.arange(d) for c in range(half) for j in (c, c + half) for h in range(j * G, (j + 1) * G)]
+    kv = [j * d + np.arange(d) for c in range(half) for j in (c, c + half)]
+    return np.concatenate(q), np.concatenate(kv), np.concatenate(kv)
+
+
+class Expand:
+    """After the q / k / v products (the `compact` rows, T rows of H d, K d, K d values): their biases (Vecs in the
+    `compact` order, or None), then each chunk copied into `layout`'s doubled heads, through a free buffer (att,
+    qgate: attention has not run yet, and DiffLlama has no attention gate)."""
+
+    def __init__(self, H: int, K: int, d: int, biases):
+        G = H // K
+        self.H, self.K, self.d, self.biases = H, K, d, biases
+        # per projection: (name, the temporary, values a token, chunk width, [(x_off, y_off, width)])
+        self.steps = [("q", "att", H * d, 2 * G * d, [(0, 0, G * d), (0, G * d, G * d), (G * d, 2 * G * d, G * d),
+                                                      (G * d, 3 * G * d, G * d)]),
+                      ("k", "qgate", K * d, 2 * d, [(0, 0, d), (0, d, d), (d, 2 * d, d), (d, 3 * d, d)]),
+                      ("v", "att", K * d, 2 * d, [(0, 0, 2 * d), (0, 2 * d, 2 * d)])]
+
+    def run(self, buf, T: int) -> int:
+        rc = 0
+        for (name, tmp, width, chunk, copies), b in zip(self.steps, self.biases):
+            rc |= lib.pt_copy_rows(buf[name], width, 0, buf[tmp], width, 0, T, width)
+            if b is not None:
+                rc |= lib.pt_bias_act(buf[tmp], b.p, T, width, 0)
+            for x_off, y_off, w in copies:
+                rc |= lib.pt_copy_rows(buf[tmp], chunk, x_off, buf[name], 2 * chunk, y_off, T * (self.K // 2), w)
+        return rc
+
+    def plan(self, plan, i: int, buf) -> None:
+        for (name, tmp, width, chunk, copies), b in zip(self.steps, self.biases):
+            plan.copy(i, buf[name], width, 0, buf[tmp], width, 0, 1, width)
+            if b is not None:
+                plan.bias_act(i, buf[tmp], b, width, 0)
+            for x_off, y_off, w in copies:
+                plan.copy(i, buf[tmp], chunk, x_off, buf[name], 2 * chunk, y_off, self.K // 2, w)
 
 
 class DiffAttn:

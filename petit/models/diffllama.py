@@ -4,8 +4,8 @@ layer's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambd
 0.6 exp(-0.3 layer); pair p of the heads' outputs is [o1_p, o2_p] - lambda [o1_{p+H/2}, o2_{p+H/2}] (o1 / o2: the
 head's attention over the first / last half of the kv heads' values), RMS-normed over its 2 head_dim values without
 a weight and times (1 - lambda_init) before o_proj. Petit runs it as one attention of each head twice
-(petit/models/diff_attn.py: the q / k / v projections and the KV cache are twice Llama's). num_key_value_heads must
-be even and attention_dropout 0, as transformers requires."""
+(petit/models/diff_attn.py: the q / k / v products are Llama's, rows reordered, copied into the doubled heads; the
+KV cache is twice Llama's). num_key_value_heads must be even and attention_dropout 0, as transformers requires."""
 import math
 from dataclasses import dataclass, field
 
@@ -14,7 +14,7 @@ import numpy as np
 from petit.models.common import default_rope, llama_like
 from petit.models.config import DecoderConfig, boolean, check_decoder, refuse_act
 from petit.models.decoder import Norm, Vec
-from petit.models.diff_attn import DiffAttn, layout
+from petit.models.diff_attn import DiffAttn, Expand, compact
 from petit.native import Weight
 
 LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
@@ -67,16 +67,16 @@ def build(cfg: DiffLlamaConfig, t):
     H, K, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     dec = llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
                      rope_for=lambda i: rope, context_length=rope.context_length)
-    rows = layout(H, K, d)
+    rows = compact(H, K, d)
     for i, L in enumerate(dec.layers):
         a = f"model.layers.{i}.self_attn."
         lq1, lk1, lq2, lk2 = (t.vec(a + n, (d,)).a for n in LAMBDAS)
         lam = np.exp(np.sum(lq1 * lk1, dtype=np.float32)) - np.exp(np.sum(lq2 * lk2, dtype=np.float32))
         init = lambda_init(i)
         L.q, L.k, L.v = (_rows(W, r) for W, r in zip((L.q, L.k, L.v), rows))
-        for name, r in zip(("q_b", "k_b", "v_b"), rows):
-            if getattr(L, name) is not None:
-                setattr(L, name, Vec(getattr(L, name).a[r]))
+        biases = [None if b is None else Vec(b.a[r]) for b, r in zip((L.q_b, L.k_b, L.v_b), rows)]
+        L.q_b = L.k_b = L.v_b = None                    # added by Expand, to the products before the copies
+        L.pre_store = Expand(H, K, d, biases)
         norm = Norm("rms", cfg.rms_norm_eps, Vec(np.full(2 * d, 1.0 - init, np.float32)))
         L.att_out = DiffAttn(H, K, d, float(np.float32(lam) + np.float32(init)), norm)
         L.file_rows = {role: (r, None) for role, r in zip("qkv", rows)}

@@ -92,7 +92,7 @@ def build(cfg: DogeConfig, t):
         cols = np.zeros((K, K * padded(d)), np.float32)
         cols[:, rows(K, d)] = dt.raw.view(np.float32).reshape(K, K * d)
         dt_b = t.vec(a + "dt_proj.bias", (K,)) if cfg.attention_bias else None
-        L.dyn_mask = DynMask(Weight(cols.view(np.uint8), "f32", cols.shape), dt_b, t.vec(a + "A", (K,)), H, K, d,
+        L.pre_store = DynMask(Weight(cols.view(np.uint8), "f32", cols.shape), dt_b, t.vec(a + "A", (K,)), H, K, d,
                              d ** -0.5)
         L.att_out = Compact(H, d)
         L.resid_alpha = (t.vec(p + "input_residual", (D,)), t.vec(p + "post_attention_residual", (D,)))
