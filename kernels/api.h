@@ -151,6 +151,8 @@ enum {
     /* issue 30, the dsv4 group (ids 34-39): DeepSeek-V4 (kernels/hc.c, dsv4_plan.c) */
     PT_OP_HC_PRE = 34, PT_OP_HC_POST = 35, PT_OP_DSV4_POOL = 36, PT_OP_DSV4_ATTN = 37, PT_OP_DSV4_INDEX = 38,
     PT_OP_HASH_ROUTE = 39,
+    /* issue 36, the fam36d group (ids 45-47): SmallDoge's dynamic mask and residual scales (kernels/doge.c) */
+    PT_OP_DOGE_DT = 45, PT_OP_SCALE_COLS = 46,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -413,6 +415,12 @@ int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales
  * -1 on a bad argument. _ref: the plain scalar reference */
 int  pt_moa_gate(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
 int  pt_moa_gate_ref(const float *logits, int64_t T, int64_t E, int64_t k, int64_t n_kv, int64_t hd, float *att);
+/* issue 36, the fam36d group: SmallDoge (kernels/doge.c). pt_doge_dt: each key's slot `slot` of k [T][n_kv][hd] =
+ * exp(A[j] softplus(z [T][n_kv])), each query's slot of q [T][n_heads][hd] = q_value; pt_scale_cols: y [rows][width]
+ * *= w [width]. -1 on a bad argument */
+int  pt_doge_dt(const float *z, const float *A, int64_t T, int64_t n_heads, int64_t n_kv, int64_t hd, int64_t slot,
+                float q_value, float *q, float *k);
+int  pt_scale_cols(float *y, const float *w, int64_t rows, int64_t width);
 /* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c). pt_hc_pre: the streams X [T][n][D]
  * collapsed into x_out [T][D] by the pre weights, with post [T][n] and the Sinkhorn-projected comb [T][n][n]
  * (head 1: the hyper head, pre weights only, post / comb unused); pt_hc_post: X_out [T][n][D] = post y + comb^T X

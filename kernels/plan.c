@@ -79,6 +79,11 @@
  *   DSV4_INDEX * x iq [T][n_heads][d], x2 weights        sel, n_sel         head_dim, rot_dim, window (m), scale,
  *                [T][n_heads], the entries at y_off                         alpha (weights' scale), n_kv (top_k)
  *   HASH_ROUTE   step ids, sel the table [w_rows][width] n_sel [T][width]   w_rows, width (top_k)
+ *   SmallDoge (issue 36, fam36d; kernels/doge.c):
+ *   DOGE_DT      x dt_proj's z [T][n_kv], w A [n_kv]      y[1] k's slot x_off n_heads, n_kv, head_dim, x_off (the
+ *                                                        exp(A softplus z),   slot), alpha (q's value)
+ *                                                        y[0] q's slot alpha
+ *   SCALE_COLS   y[0] [T][width], w [width]              y[0] *= w          width
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -319,6 +324,12 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return pt_hc_post(op->x, op->x2, op->y[1], op->y[2], T, op->streams, op->width, op->y[0]);
     case PT_OP_HASH_ROUTE:
         return pt_hash_route(c->s->ids, T, op->sel, op->w_rows, op->width, op->n_sel);
+    /* issue 36, the fam36d group: SmallDoge's key bias slot and residual scales (kernels/doge.c) */
+    case PT_OP_DOGE_DT:
+        return pt_doge_dt(op->x, op->w, T, op->n_heads, op->n_kv, op->head_dim, op->x_off, op->alpha, op->y[0],
+                          op->y[1]);
+    case PT_OP_SCALE_COLS:
+        return pt_scale_cols(op->y[0], op->w, T, op->width);
     default:
         return -1;
     }

@@ -378,7 +378,9 @@ def check_matrices(model, ref) -> dict:
 
     net, spec = model.net, ref.spec
     pairs = [(net.embed, spec.embed), (net.lm_head, spec.head)]
+    rows = {}       # issue 36, fam36d: q / k / v rearranged from the file (Layer.file_rows: rows, cols; zeros past it)
     for L, S in zip(net.layers, spec.layers):
+        rows.update({getattr(S, role): rc for role, rc in (getattr(L, "file_rows", None) or {}).items()})
         pairs += [(getattr(L, role), getattr(S, role)) for role in ("q", "k", "v", "o", "gate", "up", "down",
                                                                      "attn_gate")]
         pairs.append((L.moa_router, S.moa_router))       # issue 30, the jetmoe group: JetMoE's attention router
@@ -416,6 +418,9 @@ def check_matrices(model, ref) -> dict:
                 bad.append(name or "?")
             continue
         w = ref.decoded(name)
+        for axis, idx in enumerate(rows.get(name, ())):
+            if idx is not None:             # an index past the last: a zero row / column
+                w = np.take(np.concatenate([w, np.zeros_like(np.take(w, [0], axis=axis))], axis=axis), idx, axis=axis)
         checked += 1
         if tuple(W.shape) != w.shape:
             bad.append(name)

@@ -35,6 +35,7 @@ from petit.models import bert            # issue 35: embedding models' encoders 
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
+from petit.models import diffllama, doge     # issue 36, the fam36d group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -186,6 +187,9 @@ MODEL_TYPES = {
     "sarvam_moe": sarvam_moe,
     "param2moe": param2moe,
     "sarvam_mla": sarvam_mla,
+    # issue 36, the fam36d group
+    "diffllama": diffllama,
+    "doge": doge,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

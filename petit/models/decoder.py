@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.diff_attn import DiffAttn, Expand
+from petit.models.dyn_mask import Compact, DynMask
 from petit.models.mla import Mla
 from petit.models.moe import Moe
 from petit.models.ssm import Mamba
@@ -99,8 +101,13 @@ class Layer:
     # stream beside the original embeddings; its output (through the use's own linear) is added to the mixer's input
     shared: SharedUse | None = None
     # issue 30, the hybrid group: MiniMax's DeepNorm, resid = alpha resid + the sublayer's output (attention or mixer,
-    # then the MLP): (alpha of the first, alpha of the second)
+    # then the MLP): (alpha of the first, alpha of the second); issue 36, fam36d: either may be a Vec [hidden], one
+    # alpha per channel (SmallDoge's input_residual, post_attention_residual)
     resid_alpha: tuple = (1.0, 1.0)
+    # issue 36, fam36d: what a family does to q / k / v after their norms, before RoPE and the cache store
+    # (run(buf, T) -> rc; plan(plan, i, buf)): SmallDoge's key bias slots (petit/models/dyn_mask.py), DiffLlama's
+    # heads made twice (petit/models/diff_attn.py)
+    pre_store: "DynMask | Expand | None" = None
     # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
     mixer_norm: Norm | None = None
     # issue 30, the jetmoe group: JetMoE's mixture of attention heads. q holds every attention expert's query heads
@@ -119,6 +126,13 @@ class Layer:
     # issue 33: LoRA adapters applied at run time, target ("q", "k", "v", "o", "gate", "up", "down") -> (A [r, in],
     # B [out, r] times the adapter's scale), float32 Weights: the target's product gains B (A x) (petit/loading/lora.py)
     lora: dict | None = None
+    # issue 36, fam36d: what turns the attention's output into o_proj's input (run(att, T, buf) -> (rc, o's input);
+    # plan(plan, i, att, buf) -> o's input): DiffLlama's pairs (petit/models/diff_attn.py), SmallDoge's heads without
+    # their extra values (petit/models/dyn_mask.py)
+    att_out: "DiffAttn | Compact | None" = None
+    # issue 36, fam36d: {role: (rows, cols)} of the checkpoint's matrix this layer's q / k / v hold (None: all; an index
+    # past the last: a zero row), when the family rearranged them (what `petit verify` compares)
+    file_rows: dict | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -516,6 +530,9 @@ class Decoder:
             else:
                 (attn_rc, seq), att = self._attention(i, layer, attn_in, runs, T, scratch, tables, scale), buf["att"]
                 rc |= attn_rc
+                if layer.att_out is not None:           # DiffLlama, SmallDoge (fam36d): o_proj's input
+                    out_rc, att = layer.att_out.run(att, T, buf)
+                    rc |= out_rc
                 if layer.moa_router is not None:        # JetMoE: the attention experts weighed (jetmoe group)
                     logits = layer.moa_logits(scratch.cap)
                     rc |= lib.pt_matmul(layer.moa_router.c, attn_in, T, logits, 0)
@@ -623,6 +640,8 @@ class Decoder:
                     rc |= norm(buf[name], T * heads, hd, buf[name])
                 else:                        # each token's whole row
                     rc |= norm(buf[name], T, heads * hd, buf[name])
+        if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
+            rc |= layer.pre_store.run(buf, T)
         failed, at = -1, 0
         for s, (n, pos0, cache, _) in enumerate(runs):
             seq_rc = self._attention_of(i, layer, n, pos0, cache, at, s, scratch, tables, scale)
@@ -760,8 +779,11 @@ class Decoder:
         return rc | lib.pt_bias_act(buf["mlp_hidden"], layer.up_b.p if layer.up_b else ffi.NULL, T, F, act)
 
     def _alpha(self, alpha: float, T, scratch) -> None:
-        """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1)."""
-        if alpha != 1.0:
+        """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1; a Vec: per channel,
+        SmallDoge)."""
+        if isinstance(alpha, Vec):
+            lib.pt_scale_cols(scratch.p["resid"], alpha.p, T, self.arch.hidden_size)
+        elif alpha != 1.0:
             lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
 
     @staticmethod
@@ -859,6 +881,8 @@ class Decoder:
                 else:
                     self._plan_attention(plan, i, layer, attn_in, buf)
                     att = buf["att"]
+                    if layer.att_out is not None:       # DiffLlama, SmallDoge (fam36d): o_proj's input
+                        att = layer.att_out.plan(plan, i, att, buf)
                     if layer.moa_router is not None:    # JetMoE: the attention experts weighed (jetmoe group)
                         logits = layer.moa_logits(scratch.cap)
                         plan.matmul(i, [layer.moa_router], attn_in, [logits])
@@ -949,6 +973,8 @@ class Decoder:
                     plan.norm(i, norm, buf[name], heads, hd, buf[name])
                 else:
                     plan.norm(i, norm, buf[name], 1, heads * hd, buf[name])
+        if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
+            layer.pre_store.plan(plan, i, buf)
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
                        layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)
@@ -1012,7 +1038,9 @@ class Decoder:
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
 
     def _plan_alpha(self, plan: Plan, i, alpha: float, buf) -> None:
-        if alpha != 1.0:
+        if isinstance(alpha, Vec):
+            plan.scale_cols(i, buf["resid"], alpha, self.arch.hidden_size)
+        elif alpha != 1.0:
             plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)
 
     @staticmethod

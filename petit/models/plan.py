@@ -27,6 +27,7 @@ OP_NAMES.update({lib.PT_OP_MOA_GATE: "moa_gate"})                               
 OP_NAMES.update({lib.PT_OP_HC_PRE: "hc_pre", lib.PT_OP_HC_POST: "hc_post", lib.PT_OP_DSV4_POOL: "dsv4_pool",  # dsv4
                  lib.PT_OP_DSV4_ATTN: "dsv4_attention", lib.PT_OP_DSV4_INDEX: "dsv4_index",
                  lib.PT_OP_HASH_ROUTE: "hash_route"})
+OP_NAMES.update({lib.PT_OP_DOGE_DT: "doge_dt", lib.PT_OP_SCALE_COLS: "scale_cols"})  # issue 36, fam36d
 NULL = ffi.NULL
 
 
@@ -174,6 +175,16 @@ class Plan:
         each token's top_k router logits [T][experts], 0 for the experts not chosen (issue 30, the jetmoe group)."""
         self._add(lib.PT_OP_MOA_GATE, layer, x=logits, y=[att, NULL, NULL], n_heads=experts, mode=top_k, n_kv=n_kv,
                   head_dim=hd)
+
+    def doge_dt(self, layer: int, z, A, q, k, n_heads: int, n_kv: int, head_dim: int, slot: int,
+                q_value: float) -> None:
+        """SmallDoge's key bias (kernels/doge.c): k's slot = exp(A softplus(z)) per kv head, q's slot = q_value."""
+        self._add(lib.PT_OP_DOGE_DT, layer, x=z, w=A.p, y=[q, k, NULL], n_heads=n_heads, n_kv=n_kv,
+                  head_dim=head_dim, x_off=slot, alpha=q_value)
+
+    def scale_cols(self, layer: int, y, w, width: int) -> None:
+        """y [T][width] *= w [width] (a Vec), in place."""
+        self._add(lib.PT_OP_SCALE_COLS, layer, y=[y, NULL, NULL], w=w.p, width=width)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

@@ -350,8 +350,15 @@ class Forward:
         if L.norm_after_rope:
             q, k = self.norm(q, L.q_norm), self.norm(k, L.k_norm)
         scale = s.attn_scale if s.attn_scale is not None else hd ** -0.5
+        if L.diff is not None:                       # DiffLlama (issue 36, fam36d)
+            return self.mm(self.diff(L.diff, q, k, v, scale, L.window), L.o, L.o_b)
+        bias = None
+        if L.key_bias is not None:                   # SmallDoge (issue 36, fam36d): exp(A softplus(dt_proj v))
+            A, dt, dt_b = L.key_bias
+            z = self.mm(v.reshape(T, KV * hd), dt, dt_b)
+            bias = np.exp(self.w(A) * np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20))))).T
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
-                            L.temperature, L.alibi)
+                            L.temperature, L.alibi, bias)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
             out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
@@ -366,6 +373,18 @@ class Forward:
             np.put_along_axis(w, top, g / g.sum(axis=1, keepdims=True), axis=1)
             out = (out.reshape(T, KV, E, hd) * w[:, None, :, None]).reshape(T, -1)
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
+
+    def diff(self, D, q, k, v, scale, window):
+        """DiffLlama's two attentions over the halves of the values, their pairs subtracted and RMS-normed."""
+        T, H, hd = q.shape
+        half = v.shape[1] // 2
+        o1, o2 = (ops.attention(q, k, np.concatenate([part, part], axis=1), scale, 0.0, window).reshape(T, H, hd)
+                  for part in (v[:, :half], v[:, half:]))
+        pairs = np.concatenate([o1, o2], axis=2)                         # [T, H, 2 hd]
+        lam = np.exp(self.w(D.q1) @ self.w(D.k1)) - np.exp(self.w(D.q2) @ self.w(D.k2)) + D.init
+        z = pairs[:, :H // 2] - lam * pairs[:, H // 2:]
+        z = z / np.sqrt((z * z).mean(axis=2, keepdims=True) + D.eps) * (1.0 - D.init)
+        return z.reshape(T, H * hd)
 
     def moe(self, L, h):
         m = L.moe
@@ -568,8 +587,9 @@ class Forward:
                 m_in = self.norm(x, L.mlp_norm) if L.mlp_norm is not None else h
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
-                x = self.norm(L.resid_alpha[0] * x + rs * self.attention(L, h), L.resid_attn_norm)
-                x = self.norm(L.resid_alpha[1] * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+                a0, a1 = (self.w(a) if isinstance(a, str) else a for a in L.resid_alpha)    # names: per channel
+                x = self.norm(a0 * x + rs * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(a1 * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
         y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)

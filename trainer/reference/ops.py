@@ -87,13 +87,14 @@ def attention_values(q, k, v, scale: float) -> np.ndarray:
 
 
 def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, chunk: int = 0,
-              temperature=None, alibi=None) -> np.ndarray:
+              temperature=None, alibi=None, key_bias=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
     softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
     sinks [H]: one more logit per head in the softmax, whose share is dropped; chunk > 0: query i sees keys of its
     chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)))
     ((f, a, 1): floor(i / f));
-    alibi [H]: slope_h * (j - i) added to the scores (BLOOM, MPT, Falcon)."""
+    alibi [H]: slope_h * (j - i) added to the scores (BLOOM, MPT, Falcon); key_bias [KV, T]: key j's bias added to
+    its scores in every query head reading kv head h (SmallDoge)."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
@@ -103,6 +104,8 @@ def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, ch
         s = s * (1.0 + a * np.log(np.floor((np.arange(T) + (0.0 if at_p else 1.0)) / f) + 1.0))[None, :, None]
     if alibi is not None:
         s = s + np.asarray(alibi, np.float64)[:, None, None] * (np.arange(T)[None, :] - np.arange(T)[:, None])
+    if key_bias is not None:
+        s = s + np.asarray(key_bias, np.float64)[kv_of][:, None, :]
     if softcap:
         s = softcap * np.tanh(s / softcap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]

@@ -112,6 +112,24 @@ class LayerSpec:
     moa_router: str | None = None
     moa_top_k: int = 0
     gla: "GlaSpec | None" = None         # issue 30, the ggufx group: QRWKV6's time mixing (an MLP follows)
+    diff: "DiffSpec | None" = None       # issue 36, fam36d: DiffLlama's differential attention
+    # issue 36, fam36d: SmallDoge's dynamic mask, (A, dt_proj, its bias or None): key j of kv head h adds
+    # exp(A_h softplus(dt_proj v_j + b)_h) to every score; resid_alpha may then name [hidden] tensors (per channel)
+    key_bias: tuple | None = None
+
+
+@dataclass
+class DiffSpec:
+    """DiffLlama's attention: o1 / o2 = each head's softmax attention over the first / last half of the kv heads'
+    values (each half repeated to every kv head); pair p < H/2 of [o1_h, o2_h] (2 hd values) is z = pair p - lambda
+    pair p + H/2, lambda = exp(q1 . k1) - exp(q2 . k2) + init (the four [hd] vectors named), then z / rms(z) (eps,
+    no weight) times 1 - init; o reads the pairs side by side."""
+    q1: str
+    k1: str
+    q2: str
+    k2: str
+    init: float
+    eps: float
 
 
 @dataclass

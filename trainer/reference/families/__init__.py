@@ -31,6 +31,7 @@ from trainer.reference.families import ggufx5          # issue 30: the ggufx gro
 from trainer.reference.families import dsv4_5          # issue 30: the dsv4 group (deepseek_v4)
 from trainer.reference.families import fam36           # issue 36: the fam36a group (openai-gpt)
 from trainer.reference.families import fam36e5         # issue 36: the fam36e group (kolibri1)
+from trainer.reference.families import fam36d5         # issue 36: the fam36d group (diffllama)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -53,6 +54,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36b5.FAMILIES,
             **fam36e5.FAMILIES,
             **fam36c5.FAMILIES,
+            **fam36d5.FAMILIES,
             }
 
 
