@@ -159,26 +159,6 @@ def test_the_default_repacks_where_the_path_prefers_it(monkeypatch):
     assert all(W.interleaved == fast for W in petit.load(default_model_path()).net.matrices())
 
 
-@pytest.mark.parametrize("path", [default_model_path(), str(Path(__file__).parent / "fixtures" / "gguf" / "qwen2"
-                                                              / "q8_0.gguf")])
-def test_a_mapped_file_past_the_copy_limit_runs_as_stored_with_the_same_logits(monkeypatch, path):
-    """A default load copies a mapped file's q8_0 / q4_0 matrices to interleave them only up to REPACK_COPY_MAX bytes
-    (a 7B q8_0 file opens in ~1.6 s as stored against ~14 s repacked); past it they run as stored, the same bits."""
-    from petit.loading import interleave
-    assert interleave.should_repack(None, interleave.REPACK_COPY_MAX) == K.prefers_interleaved()
-    assert not interleave.should_repack(None, interleave.REPACK_COPY_MAX + 1)
-    assert interleave.should_repack(True, 1 << 40) and not interleave.should_repack(False, 0)
-    ids = np.random.default_rng(5).integers(0, 300, 40)
-    want = petit.load(path, repack=False).logits(ids)
-    monkeypatch.setattr(interleave, "REPACK_COPY_MAX", 1000)
-    model = petit.load(path)
-    assert not any(W.interleaved for W in model.net.matrices())
-    np.testing.assert_array_equal(model.logits(ids), want)
-    if path.endswith(".petit"):          # read into private memory, a .petit file's matrices are interleaved in place
-        assert all(W.interleaved == K.prefers_interleaved() for W in petit.load(path, mmap=False).net.matrices()
-                   if W.dtype in ("q8_0", "q4_0") and W.shape[0] >= 8)
-
-
 def test_a_model_repacked_for_a_simd_path_runs_on_the_scalar_one(tmp_path):
     models.write_model(tmp_path / "m.petit", dtype="q8_0", cfg=dict(models.TINY, vocab_size=301))
     plain = petit.load(tmp_path / "m.petit", repack=False)

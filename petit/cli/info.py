@@ -24,8 +24,7 @@ def cmd_info(args) -> int:
     print(f"chosen path:    {i['isa']}   (force one with PETIT_ISA={'|'.join(ISAS)})")
     print(f"threads:        {i['threads']}   (default: {i['default_threads']}, one per performance core; "
           "set PETIT_THREADS=N)")
-    print("matrices:       " + ("q8_0 / q4_0 rows interleaved 8 at a time at load, as this path multiplies fastest "
-                                "(a mapped file's up to 2 GiB of them; more run as stored)"
+    print("matrices:       " + ("q8_0 / q4_0 rows interleaved 8 at a time at load, as this path multiplies fastest"
                                 if prefers_interleaved() else "q8_0 / q4_0 rows as stored"))
     print(f"amx:            {i['amx']}" + ("" if i["amx"] == "on" else "   (Intel AMX tiles for prefill; PETIT_AMX=0 "
                                                                        "turns them off)"))

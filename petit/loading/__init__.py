@@ -33,9 +33,8 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
         repack: True rewrites the q8_0 / q4_0 matrices with their rows interleaved in groups of 8, the layout the
             x86 kernels (AVX2, AVX-512) multiply fastest (decode 1.1-2.5x on an AVX2 CPU, the same logits bit for
             bit); a mapped file's matrices are then copied into memory on huge pages (its file pages leave the
-            resident set). None (the default) repacks where the active kernel path prefers it, a mapped file's
-            matrices only when they come to at most 2 GiB (interleave.REPACK_COPY_MAX: past it the copy costs
-            more open time than it saves, decode being bound by the memory); False runs the matrices as stored.
+            resident set). None (the default) repacks where the active kernel path prefers it; False runs the
+            matrices as stored.
         gguf_stored: for a GGUF file (and a .petit file's GGUF block types), which block types other than q8_0 /
             q4_0 run as stored (the others are decoded to q8_0 at load). None: those the active path runs fastest
             so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too:

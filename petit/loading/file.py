@@ -13,7 +13,7 @@ from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
-from petit.native import INTERLEAVED, dequantize, gguf_decode_reason, gguf_fast_types, gguf_simd_types, gguf_to_q8_0
+from petit.native import dequantize, gguf_decode_reason, gguf_fast_types, gguf_simd_types, gguf_to_q8_0
 
 GGUF_BLOCKS = ("q5_0", "q4_k", "q5_k", "q6_k")    # GGUF's layouts a .petit file may hold too
 
@@ -73,10 +73,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
     f = PetitFile(path, map_file=mmap)
     try:
         notes = []
-        # what a repack would copy: the file's q8_0 / q4_0 matrices kept as stored (mapped; with mmap=False, or
-        # converted to another type, they are private memory, interleaved in place)
-        repack = should_repack(repack, sum(t.nbytes for t in f.tensors.values() if mmap and len(t.shape) == 2
-                                           and t.dtype in INTERLEAVED and weights in (None, t.dtype)))
+        repack = should_repack(repack)
         if verify_checksums:
             note = f.check_checksums(release=repack)
             if note:

@@ -18,7 +18,7 @@ from petit.formats.gguf import GGUFFile
 from petit.loading.gguf_archs import config_from_gguf, expert_names, hf_name, split_names, tensor_fix
 from petit.loading.gguf_phimoe import ASSUMED as PHIMOE_ASSUMED, mscales as phimoe_mscales
 from petit.loading.gguf_names import ONE_ROW
-from petit.loading.interleave import mapped_bytes, repack_matrices, should_repack
+from petit.loading.interleave import repack_matrices, should_repack
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
@@ -299,7 +299,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
             notes.append(f"{path}: {PHIMOE_ASSUMED}")
         for note in notes:
             warnings.warn(note, stacklevel=3)
-        if should_repack(repack, mapped_bytes(net)):
+        if should_repack(repack):
             repack_matrices(net, src.used, release=lambda name, rows=None: None if name in src.joined  # a copy
                             else src._release(*_parts(src, name), rows))
         check_tokenizer(path, tok, net.arch.vocab_size)

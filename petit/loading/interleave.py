@@ -13,30 +13,9 @@ from petit.native import INTERLEAVED, anonymous_map, prefers_interleaved
 ALIGN = 64
 
 
-# The most bytes of a mapped file's q8_0 / q4_0 matrices a default load copies to interleave them. Past it (a 7B q8_0
-# GGUF is 7.5 GB) the copy costs more than it gives: on the AVX2 Zen 3 it took 13.6-14.1 s of a 7B Q8_0 file's open
-# against 1.5-1.8 s mapped as stored, for a decode that is bound by the memory either way (2.4-2.6 tok/s repacked,
-# 1.9-2.3 as stored, 2 threads, a shared machine) and the same prefill (stored groups are interleaved as the
-# prefill runs). A folder's matrices are quantized into private memory and interleaved in place, at no such cost.
-REPACK_COPY_MAX = 2 << 30
-
-
-def should_repack(repack: bool | None, copied_bytes: int = 0) -> bool:
-    """repack None: when the active kernel path prefers the interleaved layout and the matrices to copy out of a
-    mapped file (`copied_bytes`) come to at most REPACK_COPY_MAX; True / False: as asked."""
-    if repack is not None:
-        return bool(repack)
-    return prefers_interleaved() and copied_bytes <= REPACK_COPY_MAX
-
-
-def mapped_bytes(net) -> int:
-    """The bytes of Decoder `net`'s q8_0 / q4_0 matrices that are read-only views (of a mapped file): what a repack
-    would copy."""
-    seen = {}
-    for W in net.matrices():
-        if W.dtype in INTERLEAVED and not W.interleaved and not W.raw.flags.writeable:
-            seen[_address(W.raw)] = W.raw.nbytes
-    return sum(seen.values())
+def should_repack(repack: bool | None) -> bool:
+    """repack None: when the active kernel path prefers the interleaved layout."""
+    return prefers_interleaved() if repack is None else bool(repack)
 
 
 def repack_matrices(net, tensors: dict, release=None) -> None:
