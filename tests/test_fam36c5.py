@@ -3,8 +3,8 @@
 tests/test_hf_parity.py (35-token prompt), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and
 test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 
-- Parity at every position of the 140-token and the chat prompts at f32, within 1e-4 of each position's range, and
-  the greedy continuation.
+- (Parity at every position of the 140-token and chat prompts: tests/test_hf_parity.py, over every fixture.)
+- The greedy continuation equals transformers'.
 - Sarvam's / Param2's stored names (as transformers 5.25 writes them back): the fused query_key_value split into q,
   k, v (weights and biases), the q / k layernorms, the router's expert_bias; the same weights under GLM's names read
   as they are; Param2's tied head.
@@ -35,15 +35,6 @@ DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
 FAMILIES = ["sarvam_moe", "param2moe", "sarvam_mla"]
 CASES = FAMILIES + ["sarvam_moe_gguf"]      # and Sarvam's released block (no biases): the GGUF file's source
 F32_TOL = 1e-4
-
-
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("prompt", ["long", "chat"])
-def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt):
-    ref = np.load(DIR / case / f"reference_{prompt}.npz")
-    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
-    err = rel_err(_load(DIR / case).logits(ref["input_ids"]), ref["logits"])
-    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -2,8 +2,8 @@
 what tests/test_hf_parity.py (35-token prompt, greedy), test_verify_families.py (`petit verify` at f32 / q8_0 /
 q4_0) and the app's chat test do not already hold for every hf5 fixture.
 
-- Parity at every position of the 140-token and the chat prompts at f32, within 1e-4 of each position's range, and
-  the greedy continuation equal to transformers'.
+- (Parity at every position of the 140-token and chat prompts: tests/test_hf_parity.py, over every fixture.)
+- The greedy continuation equals transformers'.
 - The forward plan equals the per-op path bit for bit (chunked prefill and decode, float32 and int8 caches); a batch
   gives each sequence its own logits bit for bit; decoding with the cache equals the whole sequence.
 - Other head layouts than the fixtures' (one and three query heads a kv head, four kv heads; Doge with a sliding
@@ -33,16 +33,6 @@ from test_plan import CHUNKS, FRESH, _run
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36d"
 FOLDER, DOGE = DIR / "diffllama", DIR / "doge"
 FOLDERS = pytest.mark.parametrize("folder", [FOLDER, DOGE], ids=["diffllama", "doge"])
-F32_TOL = 1e-4
-
-
-@FOLDERS
-@pytest.mark.parametrize("prompt", ["long", "chat"])
-def test_long_and_chat_prompts_match_transformers_at_every_position(folder, prompt):
-    ref = np.load(folder / f"reference_{prompt}.npz")
-    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
-    err = rel_err(_load(folder).logits(ref["input_ids"]), ref["logits"])
-    assert err.max() <= F32_TOL, f"{prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
 
 
 @FOLDERS

@@ -101,6 +101,23 @@ def test_f32_logits_match_transformers_at_every_position(case):
     assert err.max() <= F32_TOL, f"{case}: worst position {err.argmax()} off by {err.max():.2e} of the logit range"
 
 
+# transformers 5's fixtures (issues 30 and 36) carry a >= 100-token prompt and a multi-turn chat prompt beside the
+# 35-token one (reference_long.npz, reference_chat.npz); the hybrid and recurrent groups run them in their own files
+# (test_hybrid5.py: each scan form; test_recur5.py: the argmax too), as do DeepSeek-V4 and the GGUF-only group
+LONG_OWN = ("hf5_hybrid", "hf5_recur", "hf5_dsv4", "hf5_ggufx")
+LONG_CASES = sorted(c for c, p in HF5_FOLDERS.items()
+                    if (p / "reference_long.npz").is_file() and p.parent.name not in LONG_OWN)
+
+
+@pytest.mark.parametrize("case", LONG_CASES)
+@pytest.mark.parametrize("prompt", ["long", "chat"])
+def test_long_and_chat_prompts_match_transformers_at_every_position(case, prompt):
+    ref = np.load(FOLDERS[case] / f"reference_{prompt}.npz")
+    assert len(ref["input_ids"]) >= (100 if prompt == "long" else 60)
+    err = rel_err(_load(case, "f32").logits(ref["input_ids"]), ref["logits"])
+    assert err.max() <= F32_TOL, f"{case} {prompt}: position {err.argmax()} off by {err.max():.2e} of the range"
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_greedy_continuation_matches_transformers(case):
     ref = _ref(case)
