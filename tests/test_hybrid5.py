@@ -197,13 +197,6 @@ def _scaled(got, exact):
 
 
 @pytest.mark.parametrize("case", GGUF_READ)
-def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(case):
-    ref = np.load(GGUF / case / "q8_0.npz")
-    got = _gguf(case, weights="f32").logits(ref["input_ids"])
-    assert _scaled(got, ref["exact_logits"]) <= 1e-5 and np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
-
-
-@pytest.mark.parametrize("case", GGUF_READ)
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     ref = np.load(GGUF / case / "q8_0.npz")
     model = _gguf(case)
@@ -211,21 +204,6 @@ def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
                                                                                          ref["exact_logits"])
     assert err <= 1.5 * theirs, (err, theirs)
-
-
-@pytest.mark.parametrize("case", GGUF_READ)
-def test_gguf_greedy_tokens_and_tokenizer_are_llama_cpps(case):
-    ref = np.load(GGUF / case / "q8_0.npz")
-    model = _gguf(case, weights="f32")
-    cache = model.new_cache()
-    logits = model.forward(ref["input_ids"], cache)
-    out = []
-    for _ in range(len(ref["exact_greedy"])):
-        out.append(int(np.argmax(logits)))
-        logits = model.forward([out[-1]], cache)
-    assert out == ref["exact_greedy"].tolist()
-    for t in GGUF_MANIFEST[case]["tokenize"]:
-        assert model.tokenizer.encode(t["text"]) == t["llama_cpp"], t["text"]
 
 
 def test_gguf_bamba_is_read_as_the_file_says():
