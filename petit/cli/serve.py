@@ -6,9 +6,9 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, add_speculation_flags, apply_gpu, check_sampling_flags,
-                               check_speculation_flags, configure_threads, format_count, gpu_wanted, make_sampler,
-                               model_path)
+from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_gpu, apply_lora,
+                               check_sampling_flags, check_speculation_flags, configure_threads, format_count,
+                               gpu_wanted, make_sampler, model_path)
 
 
 def _port(s: str) -> int:
@@ -45,6 +45,7 @@ def add_serve_parser(sub) -> None:
                    help="also serve EMB, an embedding model's folder (sentence-transformers), at /v1/embeddings and "
                         "Ollama's /api/embed")
     add_speculation_flags(p, serve=True)
+    add_lora_flags(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -57,12 +58,23 @@ def _speculation(engine) -> str:
     return f"; speculative decoding: {what}, {engine.draft_min}-{engine.draft_max} tokens"
 
 
+def prepare_model(args):
+    """What the worker does to the model once loaded, as `petit chat` does: the LoRA adapter (--lora), then the GPU
+    offload (--gpu)."""
+    def prepare(model):
+        apply_lora(args, model)
+        apply_gpu(args, model, "serve")
+    return prepare
+
+
 def cmd_serve(args) -> int:
     path = model_path(args)              # the command line first: a usage error is exit 2 whatever else is wrong
     if args.max_tokens == 0:
         raise UsageError("-n/--max-tokens must be at least 1")
     check_sampling_flags(args)
     check_speculation_flags(args)
+    if args.lora_scale is not None and not args.lora:
+        raise UsageError("--lora-scale needs --lora FILE")
     gpu_wanted(args)
     configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
@@ -80,6 +92,8 @@ def cmd_serve(args) -> int:
     if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
         import petit
         petit.load(path)                 # raises "PATH: file not found"
+    if args.lora and not os.path.isfile(args.lora):
+        raise ValueError(f"{args.lora}: file not found (--lora: a LoRA adapter file, GGUF)")
 
     embeddings = None
     if args.embedding_model is not None:     # loaded now: a folder Petit cannot embed with fails before listening
@@ -98,7 +112,7 @@ def cmd_serve(args) -> int:
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
                           lookup=args.lookup, draft=args.draft, draft_max=args.draft_max, draft_min=args.draft_min,
-                          prepare=lambda model: apply_gpu(args, model, "serve"))
+                          prepare=prepare_model(args))
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
@@ -117,7 +131,9 @@ def cmd_serve(args) -> int:
         model = engine.model
         chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
         print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
-              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}{_speculation(engine)}", file=sys.stderr)
+              f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}{_speculation(engine)}"
+              + (f"; LoRA adapter {args.lora} at scale {1.0 if args.lora_scale is None else args.lora_scale:g}"
+                 if args.lora else ""), file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
               "; Ctrl+C stops", file=sys.stderr)
