@@ -25,11 +25,11 @@ CROSS_DEFAULT = [3, 8, 13, 18, 23, 28, 33, 38]
 
 @dataclass(kw_only=True)
 class MllamaConfig(llama.LlamaConfig):
+    cross_attention_layers: list | None = None      # None: CROSS_DEFAULT
     num_key_value_heads: int | None = 8
     max_position_embeddings: int = 131072
     rms_norm_eps: float = 1e-5
     rope_theta: float = 500000.0
-    cross_attention_layers: list | None = None
     model_type: str = "mllama"
     _IGNORED = frozenset({"dropout"})
 

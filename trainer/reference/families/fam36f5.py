@@ -5,6 +5,7 @@ for keys a file leaves out: emu3 (Llama's block under Emu3TextConfig's defaults)
 under transformers 5.25's PersimmonConfig, RoPE base 10000), mllama (Llama's self-attention layers alone: a text-only
 prompt skips the cross-attention layers, and the file holds the others as model.layers.0 ... K-1, with head_dim
 hidden / heads), phi4_multimodal (Phi-3's, the image and audio embedders not in the file)."""
+from trainer.reference.families.common import under
 from trainer.reference.families.llama import llama, phi3, qwen2
 from trainer.reference.families.llama_variants import persimmon
 
@@ -15,24 +16,12 @@ MLLAMA = dict(num_key_value_heads=8, max_position_embeddings=131072, rms_norm_ep
 PHI4 = dict(num_key_value_heads=8, max_position_embeddings=131072)
 
 
-def _filled(cfg: dict, defaults: dict) -> dict:
-    return {**defaults, **{k: v for k, v in cfg.items() if v is not None or k not in defaults}}
-
-
-def _as(family: str, text_family, defaults: dict):
-    def spec(cfg, names):
-        s = text_family(_filled(cfg, defaults), names)
-        s.family = family
-        return s
-    return spec
-
-
 def _mllama_text(cfg, names):
     cross = set(cfg["cross_attention_layers"])
     n = sum(i not in cross for i in range(cfg["num_hidden_layers"]))
     return llama(dict(cfg, num_hidden_layers=n, head_dim=cfg["hidden_size"] // cfg["num_attention_heads"]), names)
 
 
-FAMILIES = {"emu3": _as("emu3", llama, EMU3), "got_ocr2": _as("got_ocr2", qwen2, {}),
-            "fuyu": _as("fuyu", persimmon, FUYU), "mllama": _as("mllama", _mllama_text, MLLAMA),
-            "phi4_multimodal": _as("phi4_multimodal", phi3, PHI4)}
+FAMILIES = {"emu3": under("emu3", llama, EMU3), "got_ocr2": under("got_ocr2", qwen2, {}),
+            "fuyu": under("fuyu", persimmon, FUYU), "mllama": under("mllama", _mllama_text, MLLAMA),
+            "phi4_multimodal": under("phi4_multimodal", phi3, PHI4)}
