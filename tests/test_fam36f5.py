@@ -4,6 +4,7 @@ prompts, greedy, q8_0 / q4_0 bounds), test_verify_families.py and the app's chat
 
 - Each checkpoint says once, in its own words, that its tower is not run, and nothing else; a tensor outside its
   tower and text model, or a top-level key it does not know, is reported.
+- The one-call forward plan equals the per-op path bit for bit (f32 and q8_0 weights, f32 and int8 caches).
 - Both spellings of a wrapper's names (as save_pretrained writes them and as transformers 5's modules name them).
 - A converted `.petit` is a file of the text model (no tower tensor, no warning) with the same logits.
 - Llama 3.2 Vision runs its self-attention layers alone, the j-th as layer j (its cross-attention layers never read),
@@ -23,6 +24,7 @@ from petit.loading.convert import convert
 from petit.models import get_family
 from models import TOWER_NOT_RUN, load_strict, rel_err
 from test_moe_a5 import _read_safetensors
+from test_plan import _assert_same
 from test_wrap5 import _other_spelling, _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36f"
@@ -82,6 +84,12 @@ def test_a_top_level_key_it_does_not_know_is_reported(tmp_path, case):
     d = _rewrite(DIR / case, tmp_path / "m", config=_config(case, speech_config={"x": 1}))
     with pytest.warns(UserWarning, match="config: ignoring unknown key.s. speech_config"):
         petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "int8")])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights, kv):
+    _assert_same(_load(DIR / case, weights), kv)
 
 
 def _emu3_spelling(k: str) -> str:
