@@ -76,6 +76,7 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36d/doge", "f32", 1e-5),       # and the keys' bias slot, past the rotated values, moves
     ("tests/fixtures/hf5_fam36f/fuyu", "f32", 1e-5),       # issue 36: keys LayerNormed per head, then half rotated
     ("tests/fixtures/hf5_fam36f/mllama", "f32", 1e-5),     # the self-attention layers of 5 (cross ones skipped)
+    ("tests/fixtures/hf5_fam36j/modernbert-decoder", "f32", 1e-5),   # issue 36: two bases, windows, biased keys
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

@@ -54,6 +54,19 @@ class Norm:
 
 
 @dataclass
+class HeadDense:
+    """issue 36, fam36j: what the final-normed states go through before the LM head, norm(act(W x + b)) (ModernBERT's
+    prediction head: dense, GELU, LayerNorm). It runs over every position of a step (the per-position rows of the
+    plan's ops), then the LM head reads its rows as it reads the final norm's. `name`: W's tensor in the file (what
+    `petit verify` pairs it with)."""
+    W: Weight
+    b: "Vec | None"
+    act: str
+    norm: Norm
+    name: str = ""
+
+
+@dataclass
 class Layer:
     """One block. Norms left None are absent (e.g. OLMo 2 has no pre-norms, only post-norms)."""
     q: Weight | None                    # None only with mla
@@ -255,6 +268,7 @@ class Decoder:
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
         embed_norm: a norm of the embeddings (with the positions) before the first block (BLOOM), or None.
+        head_dense: a transform between the final norm and the LM head (HeadDense: ModernBERT's), or None.
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
@@ -265,9 +279,10 @@ class Decoder:
     offload = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
-                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
+                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None,
+                 head_dense: HeadDense | None = None):
         self.arch, self.embed, self.layers, self.final_norm = arch, embed, layers, final_norm
-        self.embed_norm = embed_norm
+        self.embed_norm, self.head_dense = embed_norm, head_dense
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
         self._plan = None                 # the forward plan over the current scratch, built at first use
@@ -292,6 +307,8 @@ class Decoder:
         out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
         out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
         out.update((id(W), W) for L in self.layers if L.shared for W in L.shared.matrices())
+        if self.head_dense is not None:
+            out[id(self.head_dense.W)] = self.head_dense.W
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -314,6 +331,8 @@ class Decoder:
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
+        if self.head_dense is not None:
+            self.head_dense.W = new.get(id(self.head_dense.W), self.head_dense.W)
         self._plan = None
 
     def plan_kinds(self) -> set[int]:
@@ -818,14 +837,22 @@ class Decoder:
         return rc
 
     def _head(self, buf, runs, D, logits_out) -> None:
-        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all."""
+        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all
+        (with head_dense: the final norm, W, the activation over every position first, then its norm packs them)."""
         arch = self.arch
         rc, at, out = 0, 0, 0
+        x, last = buf["resid"], self.final_norm
+        if self.head_dense is not None:
+            hd, T = self.head_dense, sum(r[0] for r in runs)
+            rc |= self.final_norm(x, T, D, buf["normed"])
+            rc |= lib.pt_matmul(hd.W.c, buf["normed"], T, buf["branch"], 0)
+            rc |= lib.pt_bias_act(buf["branch"], hd.b.p if hd.b is not None else ffi.NULL, T, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
         for T, _, _, n in runs:
-            if n and self.final_norm is None:
-                ffi.memmove(buf["normed"] + out * D, buf["resid"] + (at + T - n) * D, n * D * 4)
+            if n and last is None:
+                ffi.memmove(buf["normed"] + out * D, x + (at + T - n) * D, n * D * 4)
             elif n:
-                rc |= self.final_norm(buf["resid"] + (at + T - n) * D, n, D, buf["normed"] + out * D)
+                rc |= last(x + (at + T - n) * D, n, D, buf["normed"] + out * D)
             at += T
             out += n
         if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], out, fptr(logits_out), 0):
@@ -922,8 +949,15 @@ class Decoder:
                 plan.axpy(i, buf["resid"], 1.0, buf["stash"], D)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
-        plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
-                  arch.logit_scale, arch.logit_softcap)
+        x, last, hd = buf["resid"], self.final_norm, self.head_dense
+        if hd is not None:                     # issue 36, fam36j: ModernBERT's prediction head before the LM head
+            L = len(self.layers)
+            plan.norm(L, self.final_norm, x, 1, D, buf["normed"])
+            plan.matmul(L, [hd.W], buf["normed"], [buf["branch"]])
+            plan.bias_act(L, buf["branch"], hd.b, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
+        plan.head(len(self.layers), last, x, D, buf["normed"], self.lm_head, self.lm_head_b, arch.logit_scale,
+                  arch.logit_softcap)
         return plan.finish()
 
     def _plan_shared(self, plan: Plan, i, layer: Layer, buf) -> None:

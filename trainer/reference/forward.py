@@ -590,7 +590,11 @@ class Forward:
                 a0, a1 = (self.w(a) if isinstance(a, str) else a for a in L.resid_alpha)    # names: per channel
                 x = self.norm(a0 * x + rs * self.attention(L, h), L.resid_attn_norm)
                 x = self.norm(a1 * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
-        y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
+        x = self.norm(x, s.final_norm)                # final_norm None: none
+        if s.head_dense is not None:                  # issue 36, fam36j: ModernBERT's prediction head
+            W, b, act, n = s.head_dense
+            x = self.norm(ops.act(act, self.mm(x, W, b)), n)
+        y = self.mm(x, s.head, s.head_b) * s.logit_scale
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)
         return y

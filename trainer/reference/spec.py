@@ -211,6 +211,9 @@ class ModelSpec:
     logit_softcap: float = 0.0
     embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
     pos_offset: int = 0                  # position p reads row p + pos_offset of pos_embed (OPT: 2)
+    # issue 36, fam36j: (W, its bias or None, activation, NormSpec): the final norm's output goes through
+    # norm(act(x W^T + b)) before the head (ModernBERT's prediction head)
+    head_dense: tuple | None = None
     # issue 30, the gemma group: a family's own forward(Forward, ids) -> logits when its blocks do not fit LayerSpec
     # (Gemma 3n's streams), and the tensor names it reads
     forward: object = None
