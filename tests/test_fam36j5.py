@@ -8,7 +8,10 @@ q8_0 / q4_0) and the app's chat test do not already hold.
   bases, Wi's halves, the prediction head between the final norm and the tied decoder), transformers 4's keys
   (global_attn_every_n_layers, global / local_rope_theta, the window from local_attention) and the saved
   sliding_window read over local_attention as transformers does, an untied decoder, its refusals by name.
-- A converted `.petit` file of each reloads and runs the same numbers.
+- GIT: its folder says once, in its words, that the image tower is not run (and reports a tensor outside the tower
+  and the decoder); BERT's post-LN blocks under a causal mask, learned positions, no final norm, the head's bias;
+  the head tied by tie_word_embeddings; its refusals by name.
+- A converted `.petit` file of each reloads and runs the same numbers (GIT's: a file of the decoder, no tower).
 """
 import json
 import shutil
@@ -20,15 +23,25 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from models import load_strict, rel_err
+from models import TOWER_NOT_RUN, load_strict, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36j"
-MBD = DIR / "modernbert-decoder"
-CASES = [MBD]
+MBD, GIT = DIR / "modernbert-decoder", DIR / "git"
+CASES = [MBD, GIT]
 FOLDERS = pytest.mark.parametrize("folder", CASES, ids=[p.name for p in CASES])
 F32_TOL = 1e-4
+GIT_SAID = ("config: git: the image tower (vision_config: CLIP's vision model and its visual_projection) is not run; "
+            "Petit runs the text decoder alone, so images cannot be given")
+
+
+def _load(folder, weights="f32"):
+    """petit.load with every warning an error but the tower's (GIT's folder says once that it is not run)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        return petit.load(folder, weights=weights)
 
 
 def _err(model, folder, prompt="reference"):
@@ -53,7 +66,7 @@ def _config(folder: Path, **changes) -> dict:
 @FOLDERS
 def test_greedy_continuation_equals_transformers(folder):
     ref = np.load(folder / "reference.npz")
-    model = load_strict(folder)
+    model = _load(folder)
     ids = list(ref["input_ids"])
     for want in ref["greedy"]:
         got = int(np.argmax(model.logits(np.array(ids))[-1]))
@@ -64,12 +77,12 @@ def test_greedy_continuation_equals_transformers(folder):
 @FOLDERS
 @pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "int8")])
 def test_the_plan_equals_the_per_op_path(folder, weights, kv):
-    _assert_same(load_strict(folder, weights), kv)
+    _assert_same(_load(folder, weights), kv)
 
 
 @FOLDERS
 def test_decoding_with_the_cache_equals_the_whole_sequence(folder):
-    model = load_strict(folder)
+    model = _load(folder)
     ids = np.load(folder / "reference_long.npz")["input_ids"]
     whole = model.logits(ids)
     cache = model.new_cache(len(ids))
@@ -80,9 +93,13 @@ def test_decoding_with_the_cache_equals_the_whole_sequence(folder):
 @FOLDERS
 def test_a_converted_file_runs_the_same_numbers(tmp_path, folder):
     out = tmp_path / "m.petit"
-    convert(folder, out, "f32").close()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        convert(folder, out, "f32").close()
+    m = load_strict(out)                    # GIT's file has no tower: nothing to say
+    assert not any("image_encoder" in n or "visual_projection" in n for n in m.tensors)
     ids = np.load(folder / "reference.npz")["input_ids"]
-    np.testing.assert_array_equal(load_strict(out).logits(ids), load_strict(folder).logits(ids))
+    np.testing.assert_array_equal(m.logits(ids), _load(folder).logits(ids))
 
 
 # --- ModernBERT's decoder ---
@@ -151,3 +168,59 @@ def test_modernbert_decoder_reads_an_untied_decoder(tmp_path):
 def test_modernbert_decoder_refuses_by_name(changes, message):
     with pytest.raises(ValueError, match=message):
         petit.models.get_family("modernbert-decoder").Config.from_dict(_config(MBD, **changes))
+
+
+# --- GIT ---
+
+def test_git_says_once_that_its_image_tower_is_not_run():
+    with pytest.warns(UserWarning) as caught:
+        petit.load(GIT, weights="f32")
+    assert [str(w.message) for w in caught] == [GIT_SAID]
+
+
+def test_git_runs_bert_blocks_under_a_causal_mask():
+    net = _load(GIT).net
+    assert all(not L.bidirectional and L.rope is None and L.resid_attn_norm and L.resid_mlp_norm for L in net.layers)
+    assert net.final_norm is None and net.embed_norm is not None and net.pos_embed.shape == (256, 64)
+    assert net.lm_head is not net.embed and net.lm_head_b is not None and net.arch.act == "gelu"
+
+
+def test_git_reports_a_tensor_outside_its_tower_and_decoder(tmp_path):
+    raw = _read_safetensors(GIT / "model.safetensors")
+    raw["git.extra.weight"] = np.zeros(4, np.float32)
+    d = _copy(GIT, tmp_path / "m", tensors=raw)
+    with pytest.warns(UserWarning) as caught:
+        petit.load(d, weights="f32")
+    assert [str(w.message) for w in caught][0] == GIT_SAID
+    assert any("git.extra.weight" in str(w.message) for w in caught[1:])
+
+
+def test_git_ties_its_head_by_tie_word_embeddings(tmp_path):
+    """Tied (no output.weight in the file): the word embeddings are the head, as an untied file whose output.weight
+    is a copy of them."""
+    raw = _read_safetensors(GIT / "model.safetensors")
+    del raw["output.weight"]
+    tied = _load(_copy(GIT, tmp_path / "tied", _config(GIT, tie_word_embeddings=True), raw))
+    raw["output.weight"] = raw["git.embeddings.word_embeddings.weight"].copy()
+    untied = _load(_copy(GIT, tmp_path / "untied", None, raw))
+    assert tied.net.lm_head is tied.net.embed and untied.net.lm_head is not untied.net.embed
+    ids = np.load(GIT / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(tied.logits(ids), untied.logits(ids))
+
+
+def test_git_without_a_vision_config_says_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = petit.models.get_family("git").Config.from_dict(
+            {k: v for k, v in _config(GIT).items() if k != "vision_config"})
+    assert cfg.hidden_size == 64 and cfg.layer_norm_eps == 1e-12
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(hidden_act="quick_gelu"), "hidden_act 'quick_gelu' is not supported by the git family"),
+    (dict(num_attention_heads=5), "hidden_size 64 is not divisible by num_attention_heads 5"),
+])
+def test_git_refuses_by_name(changes, message):
+    with pytest.raises(ValueError, match=message), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        petit.models.get_family("git").Config.from_dict(_config(GIT, **changes))

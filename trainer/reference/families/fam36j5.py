@@ -5,8 +5,12 @@ attention norm) of q / k / v / Wo over heads of hidden / heads, RoPE of base rop
 rope_local_base_freq on the sliding ones (which see the last sliding_window positions), GeGLU act(input) * gate of
 Wi's two halves (the engine's reader stores them as mlp.Wi.input / mlp.Wi.gate), then the final LayerNorm, the
 prediction head LayerNorm(act(dense x + b)) and the decoder (tied to the embedding by default) with its bias. Every
-LayerNorm has a bias only with norm_bias."""
-from trainer.reference.families.common import ACTS, get, layer, layer_types, refuse, rope
+LayerNorm has a bias only with norm_bias.
+
+GIT (modeling_git), its text decoder as a text-only prompt runs it: word embeddings plus learned positions from 0,
+LayerNorm-ed, BERT's post-LN blocks x = LN(x + dense attn(x) + b), x = LN(x + dense act(dense x + b) + b) (q / k / v
+biases) under a causal mask, no final norm, the head `output` with its bias (the word embeddings when tied)."""
+from trainer.reference.families.common import ACTS, activation, get, layer, layer_types, refuse, rope
 from trainer.reference.spec import LayerSpec, ModelSpec
 
 
@@ -50,4 +54,23 @@ def modernbert_decoder(cfg, names):
     return spec
 
 
-FAMILIES = {"modernbert-decoder": modernbert_decoder}
+def git(cfg, names):
+    D, H = get(cfg, "hidden_size", 768), get(cfg, "num_attention_heads", 12)
+    eps, P = get(cfg, "layer_norm_eps", 1e-12), "git."
+    E = P + "embeddings.word_embeddings.weight"
+    spec = ModelSpec("git", H, H, D // H, E, E if get(cfg, "tie_word_embeddings", False) else "output.weight", None,
+                     act=activation(cfg, "hidden_act", "gelu"), pos_embed=P + "embeddings.position_embeddings.weight",
+                     embed_norm=layer(P + "embeddings.LayerNorm", eps, names), head_b="output.bias")
+    for i in range(get(cfg, "num_hidden_layers", 6)):
+        p = f"{P}encoder.layer.{i}."
+        a = p + "attention.self."
+        spec.layers.append(LayerSpec(
+            q=a + "query.weight", k=a + "key.weight", v=a + "value.weight", o=p + "attention.output.dense.weight",
+            q_b=a + "query.bias", k_b=a + "key.bias", v_b=a + "value.bias", o_b=p + "attention.output.dense.bias",
+            up=p + "intermediate.dense.weight", up_b=p + "intermediate.dense.bias", down=p + "output.dense.weight",
+            down_b=p + "output.dense.bias", resid_attn_norm=layer(p + "attention.output.LayerNorm", eps, names),
+            resid_mlp_norm=layer(p + "output.LayerNorm", eps, names)))
+    return spec
+
+
+FAMILIES = {"modernbert-decoder": modernbert_decoder, "git": git}
