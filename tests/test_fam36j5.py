@@ -12,6 +12,7 @@ q8_0 / q4_0) and the app's chat test do not already hold.
   and the decoder); BERT's post-LN blocks under a causal mask, learned positions, no final norm, the head's bias;
   the head tied by tie_word_embeddings; its refusals by name.
 - A converted `.petit` file of each reloads and runs the same numbers (GIT's: a file of the decoder, no tower).
+- CPM-Ant is refused naming what it is (a prefix language model) and the nearest family.
 """
 import json
 import shutil
@@ -224,3 +225,16 @@ def test_git_refuses_by_name(changes, message):
     with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         petit.models.get_family("git").Config.from_dict(_config(GIT, **changes))
+
+
+# --- CPM-Ant ---
+
+def test_cpmant_is_refused_naming_what_it_is():
+    """transformers' CpmAntForCausalLM is a prefix language model (measured on a tiny one, cases.json's
+    cpmant_refused: a position's logits move by 0.27 of their range when ten more tokens follow it in the call, a
+    cached decode step is 0.037 of the range off a whole forward), with bucketed relative-position biases: refused,
+    naming the nearest family."""
+    with pytest.raises(ValueError, match=r"unsupported model_type 'cpmant'; the closest family Petit runs is llama "
+                                         r"\(cpmant differs: a prefix language model as transformers runs it: 32 "
+                                         r"learned prompt tokens"):
+        petit.models.get_family("cpmant")

@@ -223,6 +223,12 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
+    # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
+    "cpmant": ("llama", "a prefix language model as transformers runs it: 32 learned prompt tokens before the text and "
+                        "every position of a call attending to every other (its context mask is all ones), so a "
+                        "position's logits depend on the tokens after it and a cached decode step differs from a "
+                        "whole forward; T5-style bucketed relative-position and segment-pair biases in each "
+                        "attention in place of RoPE; segment embeddings, and id 0 taken for left padding"),
 }
 
 
