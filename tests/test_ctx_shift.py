@@ -75,6 +75,8 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36d/diffllama", "f32", 1e-5),  # issue 36: each head's keys held twice, both re-rotated
     ("tests/fixtures/hf5_fam36d/doge", "f32", 1e-5),       # and the keys' bias slot, past the rotated values, moves
     ("tests/fixtures/hf5_fam36h/hy_v3", "f32", 1e-5),      # issue 36: key norms before RoPE, a dense layer, experts
+    ("tests/fixtures/hf5_fam36h/dory", "f32", 1e-5),       # keys L2-normed after RoPE (a rotation passes through),
+                                                            # each loop's pass its own layers' rows
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

@@ -7,11 +7,16 @@ sigmoids / (their sum + 1e-20) x router_scaling_factor, plus an ungated shared e
 num_shared_experts (intermediate_size when that is 0). The names transformers saves (mlp.router.gate, mlp.expert_bias,
 mlp.shared_mlp) are read when the file has them, else its modules' (mlp.gate, mlp.e_score_correction_bias,
 mlp.shared_experts).
+
+Dory (modeling_dory): see dory below.
 """
-from trainer.reference.families.common import get, heads, rope
+import numpy as np
+
+from trainer.reference import ops
+from trainer.reference.families.common import activation, get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.moe import _experts
-from trainer.reference.spec import MoeSpec
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec
 
 
 def _either(names, saved, module):
@@ -40,3 +45,85 @@ def hy_v3(cfg, names):
 
 
 FAMILIES = {"hy_v3": hy_v3}
+
+
+def _dory_names(names, i):
+    """Layer i's (attention, MLP) prefixes and lambda_1 / lambda_2 / output gate names in the released two-block
+    layout (backbone.layers.{2i}.mixer, .{2i+1}.mixer), save_pretrained's (backbone.layers.{i}, g_proj) or the
+    modules' (model.layers.{i})."""
+    root = "backbone." if "backbone.embeddings.weight" in names else "model."
+    a, m = f"{root}layers.{2 * i}.", f"{root}layers.{2 * i + 1}."
+    if a + "mixer.q_proj.weight" in names:
+        return a + "mixer.", m + "mixer.", a + "attn_alpha", m + "mlp_alpha", a + "mixer.g_proj.weight"
+    p = f"{root}layers.{i}."
+    g = _either(names, p + "self_attn.g_proj.weight", p + "self_attn.gate_proj.weight")
+    return p + "self_attn.", p + "mlp.", p + "lambda_1", p + "lambda_2", g
+
+
+def dory(cfg, names):
+    """Dory: the looped nGPT, computed as transformers writes it. unit(x) = x / sqrt(sum x^2 + 1e-6); per layer
+    x = unit(h); q, k = unit per head, RoPE (per layer type), q x (sqk sqrt(hd) / init)^2; the heads' output times
+    sigmoid(gate x (s_gate D^(1/4) / init)^2), unit, o; h = x + |lambda_1 alpha / init| (unit(o) - x); y = unit(h);
+    m = down unit(silu(gate y suv_gate sqrt(D)) up y suv_up sqrt(D)); h = y + |lambda_2 alpha / init| (unit(m) - y).
+    Layers: the input section once, the recurrent one n_recurrent_loops times (each pass from unit(h) + unit(the
+    input section's output)), the output section; logits = lm_head unit(h) x logit_scale / init."""
+    H, KV, hd = heads(cfg)
+    D, n, init = cfg["hidden_size"], cfg["num_hidden_layers"], get(cfg, "initializer_range", 0.0177)
+    a_in, a_out, loops = get(cfg, "n_input_layers", 8), get(cfg, "n_output_layers", 8), get(cfg, "n_recurrent_loops", 2)
+    rec = get(cfg, "n_recurrent_layers", n - a_in - a_out)
+    types = layer_types(cfg, lambda i: "full_attention" if (i + 1) % 4 == 0 else "sliding_attention")
+    ropes = {"full_attention": rope(cfg, hd, theta=get(cfg, "rope_theta", 1e7)),
+             "sliding_attention": rope(cfg, hd, theta=get(cfg, "rope_local_base_freq", 1e4), scaling=None)}
+    rate, w, act = get(cfg, "ngpt_alpha_init", 0.05) / init, get(cfg, "sliding_window", 1024), \
+        activation(cfg, "hidden_act", "silu")
+    bias = lambda name, on: name if on else None             # noqa: E731
+    qb, mb = get(cfg, "attention_bias", False), get(cfg, "mlp_bias", False)
+    unit = lambda x: x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6)       # noqa: E731
+    embed = _either(names, "backbone.embeddings.weight", "model.embed_tokens.weight")
+    head = embed if get(cfg, "tie_word_embeddings", False) else "lm_head.weight"
+    spec = ModelSpec("dory", H, KV, hd, embed, head, None, act=act, extra_names=("lm_head.logit_scale",))
+
+    def layer(f, i, h):
+        a, m, l1, l2, g = _dory_names(names, i)
+        T, mm = h.shape[0], f.mm
+        x = unit(h)
+        q, k = (unit(mm(x, a + f"{c}_proj.weight", bias(a + f"{c}_proj.bias", qb)).reshape(T, -1, hd)) for c in "qk")
+        v = mm(x, a + "v_proj.weight", bias(a + "v_proj.bias", qb)).reshape(T, KV, hd)
+        r = ropes[types[i]]
+        inv, factor = r.freqs(T)
+        q, k = (ops.rotate(z, hd, inv, factor, False) for z in (q, k))
+        q = q * ((f.w(a + "sqk") * np.sqrt(hd) / init) ** 2).reshape(H, hd)
+        out = ops.attention(q, k, v, hd ** -0.5, 0.0, w if types[i] == "sliding_attention" else 0)
+        out = out / (1.0 + np.exp(-mm(x, g) * (f.w(a + "s_gate") * D ** 0.25 / init) ** 2))
+        o = mm(unit(out), a + "o_proj.weight", bias(a + "o_proj.bias", qb))
+        h = x + np.abs(f.w(l1) * rate) * (unit(o) - x)
+        y = unit(h)
+        gt, up = (mm(y, m + f"{c}_proj.weight", bias(m + f"{c}_proj.bias", mb)) * f.w(m + f"suv_{c}") * np.sqrt(D)
+                  for c in ("gate", "up"))
+        mo = mm(unit(ops.act(act, gt) * up), m + "down_proj.weight", bias(m + "down_proj.bias", mb))
+        return y + np.abs(f.w(l2) * rate) * (unit(mo) - y)
+
+    def forward(f, ids):
+        h = f.w(embed)[ids]
+        for i in range(a_in):
+            h = layer(f, i, h)
+        first = unit(h)
+        for _ in range(loops):
+            h = unit(h) + first
+            for i in range(a_in, a_in + rec):
+                h = layer(f, i, h)
+        for i in range(a_in + rec, n):
+            h = layer(f, i, h)
+        return f.mm(unit(h), head) * f.w("lm_head.logit_scale") / init
+
+    spec.forward = forward
+    # the unrolled layers' matrices by role (verify's depth and its matrix check); the forward above computes
+    order = list(range(a_in)) + list(range(a_in, a_in + rec)) * loops + list(range(a_in + rec, n))
+    for i in order:
+        a, m, _, _, g = _dory_names(names, i)
+        spec.layers.append(LayerSpec(**{c: a + f"{c}_proj.weight" for c in "qkvo"}, attn_gate=g,
+                                     **{c: m + f"{c}_proj.weight" for c in ("gate", "up", "down")}))
+    return spec
+
+
+FAMILIES["dory"] = dory
