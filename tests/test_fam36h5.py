@@ -1,4 +1,5 @@
-"""The fam36h group of issue 36 (tests/fixtures/hf5_fam36h, made by transformers 5.25): Hy3 (hy_v3) and Dory. What
+"""The fam36h group of issue 36 (tests/fixtures/hf5_fam36h, made by transformers 5.25): Hy3 (hy_v3), Dory and Ergo.
+What
 tests/test_hf_parity.py (every position of the 35 / 140-token and chat prompts), test_moe.py (routing-aware quantized
 bounds, plan = per-op), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and test_ctx_shift.py do not
 already hold:
@@ -11,9 +12,13 @@ already hold:
   the per-op path bit for bit, the three tensor layouts transformers reads (released two-block, what its
   save_pretrained writes, its modules') and both config layouts giving the same model, other section layouts (no
   input section, no recurrent layer, three passes) within 1e-5 of the float64 reference, the refusals by name.
+- Ergo: kernels/moe.c's per-expert output norms (pt_moe.post_norm, sh_post_norm) against a float64 reference at odd
+  sizes; what the family reads (gated residuals, NoPE full layers scaled by global_attention_scale, plain relu^2
+  experts), the released names and its modules' read the same, the config's aliases, reports and refusals.
 - A converted `.petit` file of each reloads and runs the same numbers.
 """
 import json
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -21,14 +26,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import dory, hy_v3
+from petit.models import dory, ergo, hy_v3
+from petit.models.decoder import Vec
+from petit.models.ergo_names import RENAMES, TRANSPOSED
+from petit.models.moe import Moe
+from petit.native import Weight, ffi
 from models import load_strict as _load
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36h"
-HY, DORY = DIR / "hy_v3", DIR / "dory"
-FOLDERS = pytest.mark.parametrize("folder", [HY, DORY], ids=["hy_v3", "dory"])
+HY, DORY, ERGO = DIR / "hy_v3", DIR / "dory", DIR / "ergo"
+FOLDERS = pytest.mark.parametrize("folder", [HY, DORY, ERGO], ids=["hy_v3", "dory", "ergo"])
 
 
 @FOLDERS
@@ -258,3 +267,140 @@ def test_dory_bad_configs_are_refused_by_name(changes, message):
 def test_dory_two_block_layer_types_must_alternate():
     with pytest.raises(ValueError, match="must alternate an attention type and 'mlp'"):
         dory.Config.from_dict(_dory(layer_types=["sliding_attention", "mlp", "mlp", "full_attention"] * 2))
+
+
+# ---- Ergo ----
+
+def _f32(rng, rows, cols, scale):
+    a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    return a, Weight(a.view(np.uint8).reshape(-1), "f32", (rows, cols))
+
+
+def _ergo64(x, router, bias, experts, shared, norms, sh_norm, k, scale, eps, plain):
+    """Ergo's MoE in float64: the top k of sigmoid(logits) + bias (ties: the lower expert), weighed by the sigmoids /
+    (sum + 1e-20) x scale; each expert's relu^2 (plain) or SwiGLU output RMS-normed with its row of `norms`, summed;
+    then the shared expert's, normed with sh_norm."""
+    x = x.astype(np.float64)
+    s = 1 / (1 + np.exp(-(x @ router.T.astype(np.float64))))
+    top = np.argsort(-(s + bias), axis=1, kind="stable")[:, :k]
+    w = np.take_along_axis(s, top, axis=1)
+    w = w / (w.sum(axis=1, keepdims=True) + 1e-20) * scale
+    rmsn = lambda v, g: v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * g          # noqa: E731
+
+    def run(v, g, u, d):
+        if plain:
+            return (np.maximum(v @ u.T, 0) ** 2) @ d.T
+        return ((v @ g.T) / (1 + np.exp(-(v @ g.T))) * (v @ u.T)) @ d.T
+    out = np.stack([sum(w[t, j] * rmsn(run(x[t], *experts[top[t, j]]), norms[top[t, j]]) for j in range(k))
+                    for t in range(len(x))])
+    return out + rmsn(run(x, *shared), sh_norm), top
+
+
+@pytest.mark.parametrize("T, E, k, D, F, plain", [(1, 3, 1, 17, 5, True), (11, 5, 2, 37, 13, True),
+                                                  (7, 6, 3, 33, 9, False), (13, 7, 2, 19, 7, True)])
+def test_expert_output_norms_equal_a_float64_reference_at_odd_sizes(T, E, k, D, F, plain):
+    rng = np.random.default_rng(T * 1000 + E * 10 + k)
+    router, rw = _f32(rng, E, D, 1.0 / np.sqrt(D))
+    mats = [(_f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, D, F, 1 / np.sqrt(F)))
+            for _ in range(E + 1)]
+    bias = (rng.standard_normal(E) * 0.5).astype(np.float32)
+    norms = (1 + 0.2 * rng.standard_normal((E, D))).astype(np.float32)
+    sh_norm = (1 + 0.2 * rng.standard_normal(D)).astype(np.float32)
+    experts, sh = mats[:E], mats[E]
+    moe = Moe(rw, None if plain else [g[1] for g, _, _ in experts], [u[1] for _, u, _ in experts],
+              [d[1] for _, _, d in experts], k, True, act="relu2" if plain else "silu", plain=plain,
+              shared=(None if plain else sh[0][1], sh[1][1], sh[2][1]), scoring="sigmoid", sel_bias=Vec(bias),
+              norm_eps=1e-20, routed_scale=2.5, post_norm=Vec(norms), sh_post_norm=Vec(sh_norm), post_norm_eps=1e-6)
+    x = rng.standard_normal((T, D)).astype(np.float32)
+    y = np.zeros((T, D), np.float32)
+    assert moe.run(ffi.cast("float *", ffi.from_buffer(x)), T, ffi.cast("float *", ffi.from_buffer(y))) == 0
+    want, top = _ergo64(x, router, bias.astype(np.float64), [tuple(m[0] for m in e) for e in experts],
+                        tuple(m[0] for m in sh), norms, sh_norm, k, 2.5, 1e-6, plain)
+    assert np.array_equal(moe.last_routing(T), np.sort(top, axis=1))
+    np.testing.assert_allclose(y, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+def test_ergo_reads_each_layers_kinds():
+    model = _load(ERGO)
+    layers = model.net.layers
+    assert [L.window for L in layers] == [8, 0, 8, 0]
+    assert layers[0].rope is layers[2].rope and layers[0].rope.interleaved and layers[1].rope is None   # NoPE
+    assert [L.moe is not None for L in layers] == [False, True, True, True] and layers[0].gate is None
+    assert model.net.arch.act == "relu2" and model.net.lm_head is not model.net.embed
+    raw = _read_safetensors(ERGO / "model.safetensors")
+    for i, L in enumerate(layers):
+        p = f"layers.{i}."
+        q = raw[p + "attention.q_norm.weight"] * (np.float32(1.5 ** 0.5) if i % 2 else 1)    # global_attention_scale
+        np.testing.assert_allclose(L.q_norm.w.a, q, rtol=1e-6)
+        g = raw[p + "post_attention_residual.scale"].astype(np.float64)
+        b = 1 / (1 + np.exp(-g))
+        np.testing.assert_allclose(L.post_attn_norm.w.a, raw[p + "post_attention_norm.weight"] * b, rtol=1e-6)
+        np.testing.assert_allclose(L.resid_alpha[0].a, np.sqrt(1 + b) / np.sqrt(1 + np.exp(g)), rtol=1e-6)
+        if L.moe is not None:
+            m = L.moe
+            assert m.plain and m.act == "relu2" and m.gate is None and m.scoring == "sigmoid" and m.norm_topk
+            assert m.routed_scale == pytest.approx(8 ** 0.5) and m.post_norm.a.shape == (6, 64)
+            np.testing.assert_array_equal(m.router.raw.view(np.float32).reshape(6, 64),
+                                          raw[p + "feed_forward.gate_kernel"].T)
+
+
+def _modules(k: str) -> str:
+    for pat, rep in RENAMES:
+        k = re.sub(pat, rep, k)
+    return k
+
+
+def test_ergo_module_names_read_the_same(tmp_path):
+    """A checkpoint under transformers' module names (the router and the shared expert [out, in], the experts still
+    3-D): the same logits, nothing left unused."""
+    d = tmp_path / "e"
+    shutil.copytree(ERGO, d)
+    raw = _read_safetensors(ERGO / "model.safetensors")
+    renamed = {_modules(k): np.ascontiguousarray(v.T) if k.endswith(TRANSPOSED) else v for k, v in raw.items()}
+    assert len(renamed) == len(raw) and all(k.startswith(("model.", "lm_head.")) for k in renamed)
+    assert renamed["model.layers.1.mlp.experts.up_proj"].ndim == 3
+    _write_safetensors(d / "model.safetensors", renamed)
+    ids = np.load(ERGO / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(d).logits(ids), _load(ERGO).logits(ids))
+
+
+def _ergo(**changes):
+    d = json.loads((ERGO / "config.json").read_text())
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def test_ergo_defaults_and_aliases_are_transformers():
+    d = _ergo(num_hidden_layers=8)
+    for k in ("layer_types", "mlp_layer_types", "global_attention_every_n_layers"):
+        del d[k]
+    cfg = ergo.Config.from_dict(d)
+    assert cfg.types() == ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + \
+        ["full_attention"]
+    assert cfg.sparse() == [False] + [True] * 7 and cfg.head_dim == 16 and cfg.intermediate_size == 96
+    d = _ergo(local_attention_window=16)
+    del d["sliding_window"]
+    assert ergo.Config.from_dict(d).sliding_window == 16
+    assert ergo.Config.from_dict(_ergo(head_dim=16)).head_dim == 16        # hidden / heads: the same, not reported
+
+
+@pytest.mark.parametrize("key, value", [("tie_word_embeddings", True), ("intermediate_size", 4096),
+                                        ("hidden_act", "silu")])
+def test_ergo_keys_it_does_not_read_are_reported(key, value):
+    with pytest.warns(UserWarning, match=f"{key} \\(not read by Ergo"):
+        cfg = ergo.Config.from_dict(_ergo(**{key: value}))
+    assert not cfg.tie_word_embeddings and cfg.intermediate_size == 96 and key not in cfg.to_dict()
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(head_dim=32), "head_dim 32: transformers' Ergo uses hidden_size / num_attention_heads"),
+    (dict(num_experts_per_tok=7), "exceeds num_experts"),
+    (dict(mlp_layer_types=["dense"] * 3), "mlp_layer_types must list 4"),
+    (dict(global_attention_scale=0), "global_attention_scale must be a positive number"),
+    (dict(global_attention_every_n_layers=0), "global_attention_every_n_layers must be a positive integer"),
+    (dict(local_attention_window=16), "local_attention_window 16 and sliding_window 8 disagree"),
+    (dict(shared_intermediate_size=0), "shared_intermediate_size must be a positive integer"),
+])
+def test_ergo_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        ergo.Config.from_dict(_ergo(**changes))

@@ -67,6 +67,8 @@ MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_s
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
 # issue 36, fam36h: Dory's default 8 input and 8 output layers need more than 4 layers
 MINIMALS["dory"] = dict(MINIMAL, n_input_layers=1, n_output_layers=1)
+# Ergo's dense MLPs read first_dense_intermediate_size (intermediate_size would be reported)
+MINIMALS["ergo"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 
 
 def declared(model_type: str) -> dict:

@@ -36,7 +36,7 @@ from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a grou
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models import diffllama, doge     # issue 36, the fam36d group
-from petit.models import dory, hy_v3     # issue 36, the fam36h group
+from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -194,6 +194,7 @@ MODEL_TYPES = {
     # issue 36, the fam36h group
     "hy_v3": hy_v3,
     "dory": dory,
+    "ergo": ergo,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

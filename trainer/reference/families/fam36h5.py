@@ -8,12 +8,12 @@ num_shared_experts (intermediate_size when that is 0). The names transformers sa
 mlp.shared_mlp) are read when the file has them, else its modules' (mlp.gate, mlp.e_score_correction_bias,
 mlp.shared_experts).
 
-Dory (modeling_dory): see dory below.
+Dory (modeling_dory), Ergo (modeling_ergo): see dory and ergo below.
 """
 import numpy as np
 
 from trainer.reference import ops
-from trainer.reference.families.common import activation, get, heads, layer_types, rope
+from trainer.reference.families.common import activation, get, heads, layer_types, rms, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.moe import _experts
 from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec
@@ -127,3 +127,71 @@ def dory(cfg, names):
 
 
 FAMILIES["dory"] = dory
+
+
+def ergo(cfg, names):
+    """Ergo: Gemma 2's four RMSNorms a layer (eps 1e-12) with gated residual adds, h = sigmoid(g) post(branch) +
+    sqrt(1 + sigmoid(g)) exp(-softplus(g) / 2) h per channel; q / k RMS-normed per head, RoPE on adjacent pairs in
+    the sliding layers, none in the full ones (q and k times sqrt(global_attention_scale) there when set); dense
+    layers down(relu(up x)^2); sparse ones the top k of sigmoid(router) + e_score_correction_bias weighed by the
+    sigmoids / (sum + 1e-20) x moe_routed_scaling_factor, each expert down(relu(up x)^2) RMS-normed with its own
+    row of post_expert_norm, plus a shared one RMS-normed likewise; an untied head. Read under the modules' names,
+    which the engine writes into its files (q / k / v split from qkv_proj, the experts one by one)."""
+    H, KV, hd = heads(cfg)
+    n, eps = cfg["num_hidden_layers"], get(cfg, "rms_norm_eps", 1e-12)
+    every, nd = get(cfg, "global_attention_every_n_layers", 4), get(cfg, "num_dense_blocks", 1)
+    types = layer_types(cfg, lambda i: "sliding_attention" if (i + 1) % every else "full_attention")
+    kinds = get(cfg, "mlp_layer_types", ["dense" if i < nd else "sparse" for i in range(n)])
+    E, w, gs = get(cfg, "num_experts", 256), get(cfg, "sliding_window", 512), cfg.get("global_attention_scale")
+    r = rope(cfg, hd, theta=get(cfg, "rope_theta", 1e6), interleaved=True)
+    spec = ModelSpec("ergo", H, KV, hd, "model.embed_tokens.weight", "lm_head.weight", rms("model.norm", eps),
+                     act="relu2")
+    for i in range(n):
+        p = f"model.layers.{i}."
+        L = LayerSpec(**{c: f"{p}self_attn.{c}_proj.weight" for c in "qkvo"})
+        if kinds[i] == "sparse":
+            x = p + "mlp.experts."
+            L.moe = MoeSpec(p + "mlp.gate.linear.weight", [(None, f"{x}{e}.up_proj.weight", f"{x}{e}.down_proj.weight")
+                                                           for e in range(E)], cfg["num_experts_per_tok"], True,
+                            shared=(None, p + "mlp.shared_experts.up_proj.weight",
+                                    p + "mlp.shared_experts.down_proj.weight"), act="relu2", scoring="sigmoid",
+                            sel_bias=p + "mlp.gate.e_score_correction_bias", norm_eps=1e-20, plain=True,
+                            routed_scale=get(cfg, "moe_routed_scaling_factor", 8 ** 0.5),
+                            post_norm=x + "post_expert_norm.weight", sh_post_norm=p + "mlp.shared_experts.norm.weight",
+                            post_norm_eps=eps)
+        else:
+            L.up, L.down = p + "mlp.up_proj.weight", p + "mlp.down_proj.weight"
+        spec.layers.append(L)
+
+    def gated(f, name, branch, h):
+        g = f.w(name)
+        b = 1.0 / (1.0 + np.exp(-g))
+        return b * branch + np.sqrt(1.0 + b) * np.exp(-0.5 * np.logaddexp(0.0, g)) * h
+
+    def forward(f, ids):
+        h, T = f.w(spec.embed)[ids], len(ids)
+        for i, L in enumerate(spec.layers):
+            p = f"model.layers.{i}."
+            x = f.norm(h, rms(p + "input_layernorm", eps))
+            q, k = (f.norm(f.mm(x, getattr(L, c)).reshape(T, -1, hd), rms(f"{p}self_attn.{c}_norm", eps))
+                    for c in "qk")
+            v = f.mm(x, L.v).reshape(T, KV, hd)
+            if types[i] == "sliding_attention":
+                inv, factor = r.freqs(T)
+                q, k = (ops.rotate(z, hd, inv, factor, True) for z in (q, k))
+            elif gs is not None:
+                q, k = q * np.sqrt(gs), k * np.sqrt(gs)
+            out = ops.attention(q, k, v, hd ** -0.5, 0.0, w if types[i] == "sliding_attention" else 0)
+            a = f.norm(f.mm(out, L.o), rms(p + "post_attention_layernorm", eps))
+            h = gated(f, p + "attention_residual_gate.weight", a, h)
+            x = f.norm(h, rms(p + "pre_feedforward_layernorm", eps))
+            m = f.moe(L, x) if L.moe else f.mm(ops.act("relu2", f.mm(x, L.up)), L.down)
+            h = gated(f, p + "feedforward_residual_gate.weight", f.norm(m, rms(p + "post_feedforward_layernorm", eps)),
+                      h)
+        return f.mm(f.norm(h, spec.final_norm), spec.head)
+
+    spec.forward = forward
+    return spec
+
+
+FAMILIES["ergo"] = ergo
