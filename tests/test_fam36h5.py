@@ -1,21 +1,20 @@
 """The fam36h group of issue 36 (tests/fixtures/hf5_fam36h, made by transformers 5.25): Hy3 (hy_v3), Dory and Ergo.
-What
-tests/test_hf_parity.py (every position of the 35 / 140-token and chat prompts), test_moe.py (routing-aware quantized
-bounds, plan = per-op), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and test_ctx_shift.py do not
-already hold:
+What tests/test_hf_parity.py (every position of the 35 / 140-token and chat prompts, the greedy continuation),
+test_moe.py (routing-aware quantized bounds), test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and
+test_ctx_shift.py do not already hold:
 
-- The greedy continuation equals transformers'.
+- The one-call plan equals the per-op path bit for bit (f32 and q8_0 weights, float32 and int8 caches).
 - Hy3: what the family reads (per-head q / k norms, biases, the dense first layer, sigmoid + bias routing x
   router_scaling_factor over the sum + 1e-20, the ungated shared expert), the names transformers saves and its
   modules' read the same, its defaults (mlp_layer_types, num_local_experts, the shared width) and refusals by name.
-- Dory: the loops unrolled into layers sharing weights (each pass its own cache rows), the one-call plan equal to
-  the per-op path bit for bit, the three tensor layouts transformers reads (released two-block, what its
-  save_pretrained writes, its modules') and both config layouts giving the same model, other section layouts (no
-  input section, no recurrent layer, three passes) within 1e-5 of the float64 reference, the refusals by name.
+- Dory: the loops unrolled into layers sharing weights (each pass its own cache rows), the three tensor layouts
+  transformers reads (released two-block, what its save_pretrained writes, its modules') and both config layouts
+  giving the same model, other section layouts (no input section, no recurrent layer, three passes) within 1e-5 of
+  the float64 reference, the refusals by name.
 - Ergo: kernels/moe.c's per-expert output norms (pt_moe.post_norm, sh_post_norm) against a float64 reference at odd
   sizes; what the family reads (gated residuals, NoPE full layers scaled by global_attention_scale, plain relu^2
   experts), the released names and its modules' read the same, the config's aliases, reports and refusals.
-- A converted `.petit` file of each reloads and runs the same numbers.
+- A converted `.petit` file of each (f32, q8_0) reloads and runs the same numbers.
 """
 import json
 import re
@@ -30,8 +29,9 @@ from petit.models import dory, ergo, hy_v3
 from petit.models.decoder import Vec
 from petit.models.ergo_names import RENAMES, TRANSPOSED
 from petit.models.moe import Moe
-from petit.native import Weight, ffi
+from petit.native import ffi
 from models import load_strict as _load
+from test_fam36e5 import _f32
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import _assert_same
 
@@ -40,26 +40,31 @@ HY, DORY, ERGO = DIR / "hy_v3", DIR / "dory", DIR / "ergo"
 FOLDERS = pytest.mark.parametrize("folder", [HY, DORY, ERGO], ids=["hy_v3", "dory", "ergo"])
 
 
+@pytest.mark.parametrize("weights", ["f32", "q8_0"])
 @FOLDERS
-def test_greedy_continuation_equals_transformers(folder):
-    ref = np.load(folder / "reference.npz")
-    model = _load(folder)
-    ids = list(ref["input_ids"])
-    for want in ref["greedy"]:
-        got = int(np.argmax(model.logits(np.array(ids))[-1]))
-        assert got == want
-        ids.append(got)
+def test_a_converted_file_is_the_model_it_was_converted_from(tmp_path, folder, weights):
+    """`petit convert` writes what the loaded model runs on (the families' own readings of the released names, the
+    split experts, Dory's unrolled layers' one copy of each tensor): loaded back, every logit the same."""
+    from petit.loading.convert import convert
+    convert(folder, tmp_path / "m.petit", weights).close()
+    ids = np.load(folder / "reference_chat.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(tmp_path / "m.petit", weights).logits(ids), _load(folder, weights).logits(ids))
 
 
-@FOLDERS
-def test_converted_file_runs_the_same_numbers(tmp_path, folder):
-    from petit.cli import main
-    out = tmp_path / "m.petit"
-    assert main(["convert", str(folder), "-o", str(out), "--f32"]) == 0
-    ids = np.load(folder / "reference.npz")["input_ids"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        np.testing.assert_array_equal(_load(out).logits(ids), _load(folder).logits(ids))
+def _renamed(tmp_path, folder, rename) -> Path:
+    """A copy of `folder` whose tensors are rename(name, array) -> (name, array): every one renamed or moved."""
+    d = tmp_path / folder.name
+    shutil.copytree(folder, d)
+    raw = _read_safetensors(folder / "model.safetensors")
+    renamed = dict(rename(k, v) for k, v in raw.items())
+    assert len(renamed) == len(raw) and renamed.keys() != raw.keys()
+    _write_safetensors(d / "model.safetensors", renamed)
+    return d
+
+
+def _same_logits(a, b):
+    ids = np.load(b / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(a).logits(ids), _load(b).logits(ids))
 
 
 @pytest.mark.parametrize("kv_type", ["f32", "int8"])
@@ -95,24 +100,21 @@ MODULE_NAMES = {"mlp.router.gate.": "mlp.gate.", "mlp.expert_bias": "mlp.e_score
 def test_hy_v3_module_names_read_the_same(tmp_path):
     """A checkpoint under transformers' module names (which it renames the saved ones to at load): the same logits,
     nothing left unused."""
-    d = tmp_path / "h"
-    shutil.copytree(HY, d)
-    raw = _read_safetensors(HY / "model.safetensors")
-    renamed = {}
-    for k, v in raw.items():
+    def rename(k, v):
         for saved, module in MODULE_NAMES.items():
             k = k.replace(saved, module)
-        renamed[k] = v
-    assert len(renamed) == len(raw) and not any(s in k for k in renamed for s in MODULE_NAMES)
-    _write_safetensors(d / "model.safetensors", renamed)
-    ids = np.load(HY / "reference.npz")["input_ids"]
-    np.testing.assert_array_equal(_load(d).logits(ids), _load(HY).logits(ids))
+        return k, v
+    _same_logits(_renamed(tmp_path, HY, rename), HY)
+
+
+def _config(folder, **changes):
+    """The fixture's config.json with `changes` (a None drops the key)."""
+    d = dict(json.loads((folder / "config.json").read_text()), **changes)
+    return {k: v for k, v in d.items() if v is not None}
 
 
 def _hy(**changes):
-    d = json.loads((HY / "config.json").read_text())
-    d.update(changes)
-    return {k: v for k, v in d.items() if v is not None}
+    return _config(HY, **changes)
 
 
 def test_hy_v3_defaults_are_transformers():
@@ -188,20 +190,11 @@ def _released(k):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_dory_reads_each_layout_transformers_reads(tmp_path, layout):
-    d = tmp_path / "d"
-    shutil.copytree(DORY, d)
-    raw = _read_safetensors(DORY / "model.safetensors")
-    renamed = {LAYOUTS[layout](k): v for k, v in raw.items()}
-    assert len(renamed) == len(raw) and renamed.keys() != raw.keys()
-    _write_safetensors(d / "model.safetensors", renamed)
-    ids = np.load(DORY / "reference.npz")["input_ids"]
-    np.testing.assert_array_equal(_load(d).logits(ids), _load(DORY).logits(ids))
+    _same_logits(_renamed(tmp_path, DORY, lambda k, v: (LAYOUTS[layout](k), v)), DORY)
 
 
 def _dory(**changes):
-    d = json.loads((DORY / "config.json").read_text())
-    d.update(changes)
-    return {k: v for k, v in d.items() if v is not None}
+    return _config(DORY, **changes)
 
 
 def _modules_config():
@@ -271,11 +264,6 @@ def test_dory_two_block_layer_types_must_alternate():
 
 # ---- Ergo ----
 
-def _f32(rng, rows, cols, scale):
-    a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-    return a, Weight(a.view(np.uint8).reshape(-1), "f32", (rows, cols))
-
-
 def _ergo64(x, router, bias, experts, shared, norms, sh_norm, k, scale, eps, plain):
     """Ergo's MoE in float64: the top k of sigmoid(logits) + bias (ties: the lower expert), weighed by the sigmoids /
     (sum + 1e-20) x scale; each expert's relu^2 (plain) or SwiGLU output RMS-normed with its row of `norms`, summed;
@@ -301,12 +289,10 @@ def _ergo64(x, router, bias, experts, shared, norms, sh_norm, k, scale, eps, pla
 def test_expert_output_norms_equal_a_float64_reference_at_odd_sizes(T, E, k, D, F, plain):
     rng = np.random.default_rng(T * 1000 + E * 10 + k)
     router, rw = _f32(rng, E, D, 1.0 / np.sqrt(D))
-    mats = [(_f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, D, F, 1 / np.sqrt(F)))
-            for _ in range(E + 1)]
+    *experts, sh = ([_f32(rng, *shape, 1 / np.sqrt(shape[1])) for shape in ((F, D), (F, D), (D, F))]
+                    for _ in range(E + 1))
     bias = (rng.standard_normal(E) * 0.5).astype(np.float32)
-    norms = (1 + 0.2 * rng.standard_normal((E, D))).astype(np.float32)
-    sh_norm = (1 + 0.2 * rng.standard_normal(D)).astype(np.float32)
-    experts, sh = mats[:E], mats[E]
+    norms, sh_norm = ((1 + 0.2 * rng.standard_normal(shape)).astype(np.float32) for shape in ((E, D), D))
     moe = Moe(rw, None if plain else [g[1] for g, _, _ in experts], [u[1] for _, u, _ in experts],
               [d[1] for _, _, d in experts], k, True, act="relu2" if plain else "silu", plain=plain,
               shared=(None if plain else sh[0][1], sh[1][1], sh[2][1]), scoring="sigmoid", sel_bias=Vec(bias),
@@ -353,21 +339,14 @@ def _modules(k: str) -> str:
 def test_ergo_module_names_read_the_same(tmp_path):
     """A checkpoint under transformers' module names (the router and the shared expert [out, in], the experts still
     3-D): the same logits, nothing left unused."""
-    d = tmp_path / "e"
-    shutil.copytree(ERGO, d)
-    raw = _read_safetensors(ERGO / "model.safetensors")
-    renamed = {_modules(k): np.ascontiguousarray(v.T) if k.endswith(TRANSPOSED) else v for k, v in raw.items()}
-    assert len(renamed) == len(raw) and all(k.startswith(("model.", "lm_head.")) for k in renamed)
-    assert renamed["model.layers.1.mlp.experts.up_proj"].ndim == 3
-    _write_safetensors(d / "model.safetensors", renamed)
-    ids = np.load(ERGO / "reference.npz")["input_ids"]
-    np.testing.assert_array_equal(_load(d).logits(ids), _load(ERGO).logits(ids))
+    d = _renamed(tmp_path, ERGO, lambda k, v: (_modules(k), np.ascontiguousarray(v.T) if k.endswith(TRANSPOSED) else v))
+    raw = _read_safetensors(d / "model.safetensors")
+    assert all(k.startswith(("model.", "lm_head.")) for k in raw) and raw["model.layers.1.mlp.experts.up_proj"].ndim == 3
+    _same_logits(d, ERGO)
 
 
 def _ergo(**changes):
-    d = json.loads((ERGO / "config.json").read_text())
-    d.update(changes)
-    return {k: v for k, v in d.items() if v is not None}
+    return _config(ERGO, **changes)
 
 
 def test_ergo_defaults_and_aliases_are_transformers():
