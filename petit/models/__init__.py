@@ -36,6 +36,7 @@ from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a grou
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models import diffllama, doge     # issue 36, the fam36d group
+from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models.refusals import NOT_DECODERS
 
@@ -191,6 +192,12 @@ MODEL_TYPES = {
     # issue 36, the fam36d group
     "diffllama": diffllama,
     "doge": doge,
+    # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
+    "emu3": emu3,
+    "got_ocr2": got_ocr2,
+    "fuyu": fuyu,
+    "mllama": mllama,
+    "phi4_multimodal": phi4_multimodal,
     # issue 36, the fam36h group
     "hy_v3": hy_v3,
     "dory": dory,

@@ -4,7 +4,7 @@ block-type matrix is first rounded to int8 blocks, as the engine's integer kerne
 import numpy as np
 
 from trainer.reference import ops
-from trainer.reference.petit_reader import BLOCKS, round_per_token, round_to_int8_blocks
+from trainer.reference.petit_reader import BLOCKS, KQ8, round_per_token, round_to_int8_blocks
 
 
 class Forward:
@@ -23,7 +23,7 @@ class Forward:
         if self.r.tensors[name][0] == "tq2":       # BitNet's own activation rounding: part of the model
             h = round_per_token(h)
         elif self.round_activations and self.r.tensors[name][0] in BLOCKS:
-            h = round_to_int8_blocks(h)
+            h = round_to_int8_blocks(h, 256 if self.r.tensors[name][0] in KQ8 else 32)
         y = h @ self.w(name).T
         return y + self.w(bias) if bias else y
 
