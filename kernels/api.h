@@ -243,6 +243,11 @@ typedef struct {
     /* issue 36, the fam36e group (Kolibri 1): 1 makes the choice on the raw logits plus sel_bias, not on the scores
      * plus sel_bias; the weights are still the chosen experts' scores */
     int32_t bias_logits;
+    /* issue 36, the fam36h group (Ergo): each chosen expert's output RMS-normed (eps post_norm_eps) with its row of
+     * post_norm [n_experts][hidden] before its weight scales it, the shared expert's with sh_post_norm [hidden]
+     * before it is added; NULL: not normed */
+    const float *post_norm, *sh_post_norm;
+    float post_norm_eps;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

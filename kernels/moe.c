@@ -14,7 +14,9 @@
  *      times the sum of the weights it gave them, added after the real experts (transformers' identity_output);
  *      (issue 30, dsv4: scoring 3 sqrt(softplus); `forced` experts given per token, hash routing; the experts'
  *      gate <= swiglu_limit and |up| <= swiglu_limit before the activation, shared expert included)
- *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
+ *      (issue 36, fam36h: with post_norm each row RMS-normed with its expert's weight row first: Ergo)
+ *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after
+ *      (RMS-normed with sh_post_norm first when given: Ergo);
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
  * follows the active parameters (`matrices_used` counts the expert matrices multiplied, for tests). The sums are
@@ -224,6 +226,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                     m->up_b ? m->up_b[e] : 0, m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
+        if (m->post_norm)           /* Ergo: each route's output normed with its expert's weights */
+            pt_active()->norm(0, m->yo, m->post_norm + e * D, 0, m->post_norm_eps, n, D, 1, m->yo);
         for (int64_t i = 0; i < n; i++) {
             float *o = m->out + m->rows[i] * D;
             const float *v = m->yo + i * D, w = m->rw[i];
@@ -235,6 +239,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
         rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
+        if (m->sh_post_norm)
+            pt_active()->norm(0, m->yo, m->sh_post_norm, 0, m->post_norm_eps, T, D, 1, m->yo);
         if (m->sh_router) {
             const pt_tensor *S[1] = {m->sh_router};
             float *sg[1] = {m->logits};                 /* [T][1]: the routing is done with */

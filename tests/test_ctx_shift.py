@@ -77,6 +77,10 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36f/fuyu", "f32", 1e-5),       # issue 36: keys LayerNormed per head, then half rotated
     ("tests/fixtures/hf5_fam36f/mllama", "f32", 1e-5),     # the self-attention layers of 5 (cross ones skipped)
     ("tests/fixtures/hf5_fam36j/modernbert-decoder", "f32", 1e-5),   # issue 36: two bases, windows, biased keys
+    ("tests/fixtures/hf5_fam36h/hy_v3", "f32", 1e-5),      # issue 36: key norms before RoPE, a dense layer, experts
+    ("tests/fixtures/hf5_fam36h/dory", "f32", 1e-5),       # keys L2-normed after RoPE (a rotation passes through),
+                                                            # each loop's pass its own layers' rows
+    ("tests/fixtures/hf5_fam36h/ergo", "f32", 1e-5),       # adjacent-pair RoPE in the sliding layers, NoPE full ones
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

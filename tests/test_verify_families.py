@@ -73,7 +73,8 @@ def faults_for(case: str, weights: str) -> list[str]:
     # q8_0 / q4_0 moves the logits by 0.03 of their scale, within what the quantized head's rounding allows (0.16;
     # at f32, where only its ternary rows are quantized, the fault is 2,700 times the float limit)
     # GIT's (issue 36, fam36j) is BERT's 1e-12: 100 times that is as far below every mean square
-    out = [] if case in ("helium", "git") or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
+    # (issue 36, fam36h: ergo's rms_norm_eps is 1e-12, the same: x 100 is 1e-10, no logit moves)
+    out = [] if case in ("helium", "git", "ergo") or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
     out += [] if case in WITHOUT_ROPE else ["rope_wrong_half"]
     out += ["drop_bias"] if case in WITH_BIASES else []
     # a ternary model (BitNet) runs its tq2 rows at every weight type: their scale is the block scale
@@ -167,6 +168,9 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         # kolibri1 (issue 36, fam36e): its embeddings (sd 1) and every sublayer's output RMS-normed before its add keep
         # each norm's input at a mean square of 1 or more too (measured 8.3x at q8_0, 6.7x at q4_0)
         least = 6 if case == "kolibri1" and fault == "norm_eps_x100" else least
+        # dory (issue 36, fam36h): nGPT's L2 norms read vectors of length near 1 everywhere (a sum of squares ~1
+        # against eps 1e-6), so eps x 100 moves the logits by ~1e-4 of their scale (measured 6.8-6.9x at each type)
+        least = 6 if case == "dory" and fault == "norm_eps_x100" else least
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]

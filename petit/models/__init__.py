@@ -38,6 +38,7 @@ from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam
 from petit.models import diffllama, doge     # issue 36, the fam36d group
 from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
+from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -201,6 +202,10 @@ MODEL_TYPES = {
     # issue 36, the fam36j group
     "modernbert-decoder": modernbert_decoder,
     "git": git,             # GIT's text decoder (its image tower not run)
+    # issue 36, the fam36h group
+    "hy_v3": hy_v3,
+    "dory": dory,
+    "ergo": ergo,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

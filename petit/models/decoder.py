@@ -146,6 +146,12 @@ class Layer:
     # issue 36, fam36d: {role: (rows, cols)} of the checkpoint's matrix this layer's q / k / v hold (None: all; an index
     # past the last: a zero row), when the family rearranged them (what `petit verify` compares)
     file_rows: dict | None = None
+    # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
+    # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
+    pre_block: "object | None" = None
+    # issue 36, fam36h: (gate, up) Vecs [intermediate]: the gated MLP's two products times these per column, after
+    # their biases, before the activation (Dory's suv_gate / suv_up)
+    glu_scales: tuple | None = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -277,6 +283,9 @@ class Decoder:
     """
 
     offload = None
+    # issue 36, fam36h: each vocabulary column's logit times this [vocab] Vec, after the head's bias, scale and
+    # soft-cap (Dory's logit_scale); None: none
+    logit_cols = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
                  lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None,
@@ -474,6 +483,8 @@ class Decoder:
             raise RuntimeError(f"kernel error {rc} in {where} ({self._positions(runs, seq)})")
         for T, pos0, cache, _ in runs:
             cache.pos = pos0 + T
+        if self.logit_cols is not None and logits_out is not None:
+            logits_out *= self.logit_cols.a
 
     def _attn_scale(self) -> float:
         a = self.arch
@@ -504,6 +515,8 @@ class Decoder:
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                rc |= layer.pre_block.run(buf, T)
             # attention input: the pre-norm (or the residual itself when the layer has none)
             attn_in = buf["resid"]
             if layer.shared is not None:       # Zamba: the mixer reads norm(resid + the shared block's output)
@@ -790,6 +803,8 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
             if layer.up_b is not None:
                 rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                rc |= lib.pt_scale_cols(buf[name], cols.p, T, F)
             return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
         rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
         if layer.mlp_act is not None:
@@ -863,6 +878,8 @@ class Decoder:
             logits_out *= np.float32(arch.logit_scale)
         if arch.logit_softcap:               # in C, as the plan's: NumPy's own tanh may differ in the last bit
             lib.pt_softcap(fptr(logits_out), logits_out.size, arch.logit_softcap)
+        if self.logit_cols is not None:      # as _forward does after the plan
+            logits_out *= self.logit_cols.a
 
     # ---- the plan: the same calls as the oracle above, described once for kernels/plan.c ----
     def _build_plan(self, scratch: _Scratch) -> Plan:
@@ -875,6 +892,8 @@ class Decoder:
         if arch.shared_rank >= 0:
             plan.copy(-1, buf["resid"], D, 0, buf["orig"], D, 0, 1, D)
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                layer.pre_block.plan(plan, i, buf)
             attn_in = buf["resid"]
             if layer.shared is not None:
                 self._plan_shared(plan, i, layer, buf)
@@ -1062,6 +1081,8 @@ class Decoder:
                 plan.bias_act(i, buf["gate"], layer.gate_b, F, 0)
             if layer.up_b is not None:
                 plan.bias_act(i, buf["up"], layer.up_b, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                plan.scale_cols(i, buf[name], cols, F)
             plan.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
             return
         plan.matmul(i, [layer.up], mlp_in, [buf["mlp_hidden"]])

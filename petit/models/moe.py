@@ -45,6 +45,9 @@ class Moe:
     tid2eid: object = None              # issue 30, dsv4: hash routing, [vocab, top_k] experts by token (route_tokens)
     bias_logits: bool = False           # issue 36, fam36e: the choice on the logits + sel_bias (Kolibri 1), not on
                                         # the scores + sel_bias; the weights stay the chosen scores
+    post_norm: object = None            # issue 36, fam36h: a Vec [E, D]: each chosen expert's output RMS-normed with
+    sh_post_norm: object = None         # its row before its weight (Ergo), a Vec [D]: the shared expert's likewise
+    post_norm_eps: float = 0.0
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -114,6 +117,11 @@ class Moe:
         if self.sel_bias is not None:
             m.sel_bias = self.sel_bias.p
         m.bias_logits = int(self.bias_logits)
+        if self.post_norm is not None:
+            m.post_norm = self.post_norm.p
+        if self.sh_post_norm is not None:
+            m.sh_post_norm = self.sh_post_norm.p
+        m.post_norm_eps = self.post_norm_eps
         m.n_group, m.topk_group = self.n_group, self.topk_group
         m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
         m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0

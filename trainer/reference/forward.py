@@ -424,6 +424,8 @@ class Forward:
                     y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
                 else:
                     y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                if m.post_norm:                                         # Ergo: each route normed (fam36h)
+                    y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.post_norm)[e], None)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.n_zero:                                  # zero-computation experts: h times their weight (longcat)
             out = out + h * np.where(top >= len(m.experts), w, 0.0).sum(axis=1)[:, None]
@@ -436,6 +438,8 @@ class Forward:
                 y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
+            if m.sh_post_norm:
+                y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.sh_post_norm), None)
             out = out + y
         return self.norm(out, L.post_mlp_norm)
 

@@ -53,6 +53,9 @@ class MoeSpec:
                                          # router's last rows): a token choosing one adds h times its weight
     bias_logits: bool = False            # issue 36, fam36e: the choice on the logits + sel_bias, not on the scores
                                          # + sel_bias (Kolibri 1); the weights stay the chosen scores
+    post_norm: str | None = None         # issue 36, fam36h: [experts, hidden]: each chosen expert's output RMS-normed
+    sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
+    post_norm_eps: float = 0.0
 
 
 @dataclass

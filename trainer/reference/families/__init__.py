@@ -34,6 +34,7 @@ from trainer.reference.families import fam36e5         # issue 36: the fam36e gr
 from trainer.reference.families import fam36d5         # issue 36: the fam36d group (diffllama)
 from trainer.reference.families import fam36f5         # issue 36: the fam36f group (multimodal checkpoints)
 from trainer.reference.families import fam36j5         # issue 36: the fam36j group (modernbert-decoder)
+from trainer.reference.families import fam36h5         # issue 36: the fam36h group (hy_v3)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -59,6 +60,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36d5.FAMILIES,
             **fam36f5.FAMILIES,
             **fam36j5.FAMILIES,
+            **fam36h5.FAMILIES,
             }
 
 
