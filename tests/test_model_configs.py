@@ -65,6 +65,10 @@ MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, i
 MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 # issue 36, fam36c: GLM-4.5's and DeepSeek-V3's keys (their 32 default heads of 64 fit MINIMAL)
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
+# issue 36, fam36g: A.X-K1's default 64 kv heads (unused by its latent attention) must divide the 32 heads
+MINIMALS["axk1"] = dict(MINIMAL, num_key_value_heads=32)
+MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's keys and its own
+MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
 
 
 def declared(model_type: str) -> dict:
