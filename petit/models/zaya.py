@@ -73,8 +73,6 @@ class ZayaConfig(NoDenseMlp, RopeByType, DecoderConfig):
         self.intermediate_size = self.moe_intermediate_size        # the scratch's MLP width (no dense MLP)
         check_decoder(self, ("rms_norm_eps",), ("tie_word_embeddings", "attention_bias", "lm_head_bias"),
                       window=True)
-        if (self.num_key_value_heads * self.head_dim) % 2:
-            raise ValueError("config: num_key_value_heads x head_dim must be even (half the values are delayed)")
         if "hybrid_sliding" in self.types() and self.sliding_window is None:
             raise ValueError("config: layer_types has hybrid_sliding layers but sliding_window is null")
         self.ropes()
