@@ -1,6 +1,8 @@
 /* Routed experts (mixture of experts): the MLP of an MoE block, for a step of T tokens, in one call.
  *
  *   1. router logits [T][E] = x W_router^T (+ its bias) (a float matrix: the router stays in float);
+ *      (issue 36, fam36g: or the caller's, ext_logits: ZAYA's router MLP; soft-capped first with logit_softcap:
+ *      Laguna; a zero-computation expert adding nothing with zero_skip: ZAYA's skip expert)
  *   2. per token: softmax over the E logits (or each one's sigmoid: Llama 4, DeepSeek-V3), the top_k largest (ties:
  *      the lower expert first) of those scores plus sel_bias (DeepSeek-V3), among the experts of the topk_group best
  *      groups when n_group > 1 (DeepSeek's group-limited routing), their scores as the weights, renormalised to sum 1
@@ -66,6 +68,8 @@ static void route(const pt_moe *m, int64_t T) {
     unsigned char allow[MAX_EXPERTS];
     for (int64_t t = 0; t < T; t++) {
         float *l = m->logits + t * E;
+        if (m->logit_softcap > 0.0f)    /* issue 36, fam36g: Laguna's router soft-capping */
+            for (int64_t e = 0; e < E; e++) l[e] = tanhf(l[e] / m->logit_softcap) * m->logit_softcap;
         if (m->scoring == 2) {
             sparsemixer(l, E, k, m->jitter_eps, m->sel + t * k, m->wt + t * k);
             continue;
@@ -180,6 +184,7 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
  * order chosen: the identity experts of LongCat-Flash, exact (no matrix) */
 static void zero_experts(pt_moe *m, const float *x, int64_t T) {
     const int64_t E = m->n_experts, k = m->top_k, D = m->hidden;
+    if (m->zero_skip) return;           /* issue 36, fam36g: ZAYA's skip expert adds nothing */
     for (int64_t t = 0; t < T; t++) {
         float w = 0.0f;
         for (int64_t j = 0; j < k; j++)
@@ -200,11 +205,14 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     if (m->forced)
         for (int64_t i = 0; i < T * k; i++)
             if (m->forced[i] < 0 || m->forced[i] >= E) return -1;
-    const pt_tensor *R[1] = {m->router};
-    float *lr[1] = {m->logits};
-    int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
-    if (rc) return rc;
-    add_bias(m->logits, m->router_b, T, E);
+    int rc = 0;
+    if (!m->ext_logits) {               /* else the caller wrote them (issue 36, fam36g: ZAYA's router MLP) */
+        const pt_tensor *R[1] = {m->router};
+        float *lr[1] = {m->logits};
+        rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
+        if (rc) return rc;
+        add_bias(m->logits, m->router_b, T, E);
+    }
     route(m, T);
     memset(m->out, 0, (size_t)(T * D) * sizeof(float));
     for (int64_t e = 0; e < E - m->n_zero; e++) {

@@ -81,6 +81,8 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36h/dory", "f32", 1e-5),       # keys L2-normed after RoPE (a rotation passes through),
                                                             # each loop's pass its own layers' rows
     ("tests/fixtures/hf5_fam36h/ergo", "f32", 1e-5),       # adjacent-pair RoPE in the sliding layers, NoPE full ones
+    ("tests/fixtures/hf5_fam36g/laguna", "f32", 1e-5),     # issue 36: per-layer heads, yarn on part of the head
+    ("tests/fixtures/hf5_fam36g/axk1", "f32", 1e-5),       # latent attention in A.X-K1's layers
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())
@@ -111,6 +113,7 @@ def test_only_the_new_turn_is_prefilled():
     (f"{HF}/llama_dynamic", "layer 0's RoPE (Rope, dynamic) depends on more than the position"),
     (f"{HF}/phi3", "layer 0's RoPE (Rope, longrope) depends on more than the position"),
     ("tests/fixtures/hf5_hybrid/bamba", "the model keeps a recurrent state"),
+    ("tests/fixtures/hf5_fam36g/zaya", "the model keeps a recurrent state"),     # issue 36: ZAYA's CCA state
     ("tests/fixtures/hf5_mla/glm_moe_dsa", "sparse attention indexer keeps keys of its own RoPE"),
     ("tests/fixtures/hf5_gemma/gemma3n_text", "layer 0 is a family's own attention"),
 ])

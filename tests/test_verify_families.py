@@ -44,7 +44,8 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "ctrl",              # issue 36, fam36b
                "diffllama", "doge",     # issue 36, fam36d
                "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
-               "modernbert-decoder", "git"}     # issue 36, fam36j
+               "modernbert-decoder", "git",     # issue 36, fam36j
+               "laguna", "zaya"}        # issue 36, fam36g: q / k / v / o biases
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",
@@ -143,6 +144,11 @@ def test_a_correct_engine_passes(files, case, weights):
     # (1.6e-8 of the range), and the unrounded reference within 0.132 of the 0.223 limit (0.59): five multi-head
     # Mamba-1 layers in series, each rounding u to int8 before x_proj, whose dt goes through softplus and exp
     margin = 0.7 if (case, weights) == ("zamba", "q8_0") else margin
+    # Laguna at q4_0 (issue 36, fam36g): the engine equals the reference with its activation rounding (0.0), and the
+    # unrounded reference within 0.182 of the 0.203 limit (0.90) where both route alike (29 of 30 positions): the
+    # positions just after the one whose routing flips read it through attention (0.11-0.18 there, 0.07 or less
+    # elsewhere); three routed layers, their chosen experts' sum x 2
+    margin = 0.95 if (case, weights) == ("laguna", "q4_0") else margin
     assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
     if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
         # (deepseek_v2_lite: 26 layers of rounding before its two MoE layers, measured 22 of 30 at q8_0)

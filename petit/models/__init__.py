@@ -39,6 +39,7 @@ from petit.models import diffllama, doge     # issue 36, the fam36d group
 from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
+from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -206,6 +207,10 @@ MODEL_TYPES = {
     "hy_v3": hy_v3,
     "dory": dory,
     "ergo": ergo,
+    # issue 36, the fam36g group
+    "axk1": axk1,
+    "laguna": laguna,
+    "zaya": zaya,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -29,6 +29,9 @@ from petit.models.shared_block import SharedUse
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
+GATE_ACTS = {"sigmoid": 0, "softplus": 1}      # pt_head_gate's (issue 36, fam36g)
+
+
 class Vec:
     """A float32 vector (or [rows, n] per-head block) the C calls read: a norm weight or a bias. Always a copy of
     its few KB: read from a mapped file at every step, it would keep the file's pages around it resident too (a
@@ -152,6 +155,19 @@ class Layer:
     # issue 36, fam36h: (gate, up) Vecs [intermediate]: the gated MLP's two products times these per column, after
     # their biases, before the activation (Dory's suv_gate / suv_up)
     glu_scales: tuple | None = None
+    # issue 36, fam36g: this layer's query heads when not arch.num_attention_heads (Laguna's per-layer head counts; the
+    # arch holds the most, which the scratch is sized for)
+    heads: int = 0
+    # issue 36, fam36g: attn_gate's activation and the values each gate scales: sigmoid of each value (Qwen3-Next,
+    # the default), or softplus of one a head (attn_gate_width head_dim) or of each value (Laguna)
+    attn_gate_act: str = "sigmoid"
+    attn_gate_width: int = 1
+    # issue 36, fam36g: what a family does to the raw q / k / v (after their biases, before the norms), per sequence
+    # with a state in its cache (run(i, buf, runs, T) -> rc; plan(plan, i, buf)): ZAYA's CCA (petit/models/cca.py)
+    mix_qkv: object = None
+    # issue 36, fam36g: what writes the experts' router logits before `moe` runs on them (Moe.ext_logits; run(x, T,
+    # buf, cap) -> rc; plan(plan, i, x, buf)): ZAYA's router MLP (petit/models/cca.py)
+    pre_moe: object = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -571,7 +587,7 @@ class Decoder:
                     rc |= lib.pt_moa_gate(logits, T, layer.moa_router.shape[0], layer.moa_top_k,
                                           arch.num_key_value_heads, arch.head_dim, att)
                 if layer.attn_gate is not None:
-                    rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+                    rc |= self._gate(layer, att, T, buf)
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 self._alpha(layer.resid_alpha[0], T, scratch)
@@ -589,6 +605,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 rc |= layer.moe.run(mlp_in, T, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                rc |= layer.pre_moe.run(mlp_in, T, buf, scratch.cap)
             if layer.moe is not None and not layer.moe_shortcut:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -648,7 +666,7 @@ class Decoder:
         """q|k|v of attn_in, their biases and norms over every sequence's rows; then per sequence RoPE and the store
         into its cache, and attention into its rows of buf["att"]: (rc, the first sequence that failed or -1)."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
         for t in ("q", "k", "v"):
             rc |= self._lora(layer, t, attn_in, T, buf, buf[t])
@@ -659,6 +677,8 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
             if layer.clip:
                 rc |= lib.pt_param_act(0, buf[name], T * width, layer.param_ptr("clip"))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g): per sequence, its state in the cache
+            rc |= layer.mix_qkv.run(i, buf, runs, T)
         if layer.norm_after_rope:            # rotate q and k in place first; the store below then only copies
             at = 0
             for s, (n, pos0, _, _) in enumerate(runs):
@@ -772,7 +792,7 @@ class Decoder:
     def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, values="v") -> int:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
@@ -791,6 +811,14 @@ class Decoder:
                                v_cache, cache.n_ctx)
         return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
                                      layer.window, extra, att)
+
+    @staticmethod
+    def _gate(layer: Layer, att, T, buf) -> int:
+        """The heads' outputs times their gates: sigmoid of each value (Qwen3-Next), or Laguna's softplus (fam36g)."""
+        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+            return lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+        return lib.pt_head_gate(GATE_ACTS[layer.attn_gate_act], buf["qgate"], att, T, layer.attn_gate.shape[0],
+                                layer.attn_gate_width)
 
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
@@ -814,8 +842,10 @@ class Decoder:
 
     def _alpha(self, alpha: float, T, scratch) -> None:
         """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1; a Vec: per channel,
-        SmallDoge)."""
-        if isinstance(alpha, Vec):
+        SmallDoge; a Norm: resid = norm(resid), ZAYA's (resid + b) * w)."""
+        if isinstance(alpha, Norm):
+            alpha(scratch.p["resid"], T, self.arch.hidden_size, scratch.p["resid"])
+        elif isinstance(alpha, Vec):
             lib.pt_scale_cols(scratch.p["resid"], alpha.p, T, self.arch.hidden_size)
         elif alpha != 1.0:
             lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
@@ -935,7 +965,11 @@ class Decoder:
                         plan.moa_gate(i, logits, layer.moa_router.shape[0], layer.moa_top_k,
                                       arch.num_key_value_heads, arch.head_dim, att)
                     if layer.attn_gate is not None:
-                        plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+                            plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        else:                   # Laguna (fam36g): softplus, per head or per value
+                            plan.head_gate(i, GATE_ACTS[layer.attn_gate_act], buf["qgate"], att,
+                                           layer.attn_gate.shape[0], layer.attn_gate_width)
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
@@ -951,6 +985,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                layer.pre_moe.plan(plan, i, mlp_in, buf)
             if layer.moe is not None and not layer.moe_shortcut:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -1007,7 +1043,7 @@ class Decoder:
 
     def _plan_attention(self, plan: Plan, i, layer: Layer, attn_in, buf) -> None:
         arch = self.arch
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
         for t in ("q", "k", "v"):
             self._plan_lora(plan, i, layer, t, attn_in, buf, buf[t])
@@ -1018,6 +1054,8 @@ class Decoder:
                 plan.bias_act(i, buf[name], bias, width, 0)
             if layer.clip:
                 plan.param_act(i, 0, buf[name], width, (-layer.clip, layer.clip))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g)
+            layer.mix_qkv.plan(plan, i, buf)
         if layer.norm_after_rope:
             plan.rope(i, layer.rope, buf["q"], buf["k"], H, KV, hd)
         for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
@@ -1093,7 +1131,9 @@ class Decoder:
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
 
     def _plan_alpha(self, plan: Plan, i, alpha: float, buf) -> None:
-        if isinstance(alpha, Vec):
+        if isinstance(alpha, Norm):
+            plan.norm(i, alpha, buf["resid"], 1, self.arch.hidden_size, buf["resid"])
+        elif isinstance(alpha, Vec):
             plan.scale_cols(i, buf["resid"], alpha, self.arch.hidden_size)
         elif alpha != 1.0:
             plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)

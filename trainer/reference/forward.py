@@ -334,7 +334,7 @@ class Forward:
         if L.mla is not None:
             return self.mla(L, h)
         s, T = self.spec, h.shape[0]
-        H, KV, hd = s.heads, s.kv_heads, s.head_dim
+        H, KV, hd = L.heads or s.heads, s.kv_heads, s.head_dim
         q, k, v = self.mm(h, L.q, L.q_b), self.mm(h, L.k, L.k_b), self.mm(h, L.v, L.v_b)
         if L.clip:
             q, k, v = (np.clip(a, -L.clip, L.clip) for a in (q, k, v))
@@ -361,7 +361,8 @@ class Forward:
                             L.temperature, L.alibi, bias)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
-            out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
+            g = np.logaddexp(0.0, g) if L.attn_gate_softplus else 0.5 + 0.5 * np.tanh(0.5 * g)
+            out = out * np.repeat(g, L.attn_gate_width, axis=1)    # Laguna (fam36g): softplus, one a head or value
         if L.moa_router is not None:                 # JetMoE: each expert's heads times its gate (jetmoe group)
             logits = self.mm(h, L.moa_router)
             E = logits.shape[1]
@@ -389,6 +390,8 @@ class Forward:
     def moe(self, L, h):
         m = L.moe
         logits = self.mm(h, m.router, m.router_b)
+        if m.logit_softcap:                          # Laguna (issue 36, fam36g)
+            logits = m.logit_softcap * np.tanh(logits / m.logit_softcap)
         if m.scoring == "sparsemixer":
             return self.norm(self._sparsemixer(m, h, logits), L.post_mlp_norm)
         if m.scoring == "sigmoid":

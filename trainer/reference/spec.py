@@ -56,6 +56,7 @@ class MoeSpec:
     post_norm: str | None = None         # issue 36, fam36h: [experts, hidden]: each chosen expert's output RMS-normed
     sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
     post_norm_eps: float = 0.0
+    logit_softcap: float = 0.0           # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
 
 
 @dataclass
@@ -119,6 +120,11 @@ class LayerSpec:
     # issue 36, fam36d: SmallDoge's dynamic mask, (A, dt_proj, its bias or None): key j of kv head h adds
     # exp(A_h softplus(dt_proj v_j + b)_h) to every score; resid_alpha may then name [hidden] tensors (per channel)
     key_bias: tuple | None = None
+    # issue 36, fam36g: the layer's query heads when not the model's (Laguna); attn_gate's activation softplus, not
+    # sigmoid, and the values each gate scales (1, or head_dim: one gate a head)
+    heads: int = 0
+    attn_gate_softplus: bool = False
+    attn_gate_width: int = 1
 
 
 @dataclass
