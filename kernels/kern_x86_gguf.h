@@ -146,12 +146,125 @@ static ALWAYS_INLINE void FN(kq8_row_)(int32_t type, const uint8_t *row, const p
     for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
+/* block j's sub-scale as vpmaddwd takes it after vpmaddubsw over block j's 32 values in order: Q4_K / Q5_K the
+ * scale in every 16-bit lane (scl: the 8 scales as 16-bit lanes in both 128-bit halves); Q6_K its first half's
+ * scale in the low 128 bits, its second half's in the high (scl: the 16 scales; j < 4 from the low 8, else the high) */
+static ALWAYS_INLINE __m256i FN(kq8_scale_)(const int q6, __m256i scl, const int j) {
+    if (q6) {
+        const char a = (char)(4 * (j % 4)), b = (char)(4 * (j % 4) + 2);
+        return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                         a, a + 1, a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
+                                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+    }
+    const char a = (char)(2 * j);
+    return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
+                                                     a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                     a, a + 1, a, a + 1, a, a + 1));
+}
+
+/* kq8_row_ for one token (a decode step): each pair of blocks unpacked from its 32 bytes (Q6_K: its 64 + 32) just
+ * before its products, so few registers are live and the loads overlap the arithmetic; the same integer sums and
+ * float steps, so the same bits */
+static ALWAYS_INLINE float FN(kq8_row1_)(const int32_t type, const uint8_t *row, const pt_act *a, int64_t t) {
+    const int64_t K = a->K, nb = K / QK, nh = K / 16;
+    const int q6 = type == GG_Q6_K, q5 = type == GG_Q5_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int8_t *xq0 = a->q + t * K;
+    const int16_t *hx0 = a->h + t * nh;
+    float sum = 0.0f;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const int8_t *xq = xq0 + sb * 256;
+        __m256i acc = _mm256_setzero_si256(), m16, scl0, scl1;
+        float d, dmin = 0.0f;
+        if (q6) {
+            const uint8_t *x = row + sb * 210;
+            const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+            m16 = all;
+            scl0 = _mm256_permute4x64_epi64(all, 0x44);
+            scl1 = _mm256_permute4x64_epi64(all, 0xEE);
+            d = FN(h2f_)(x + 208);
+            const __m256i m2 = _mm256_set1_epi8(3);
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+                const __m256i scl = h ? scl1 : scl0;
+                const __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                const __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                const __m256i vv[4] = {v0, v1, v2, v3};
+                for (int p = 0; p < 4; p++) {
+                    const __m256i pr = _mm256_maddubs_epi16(vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(kq8_scale_)(1, scl, 4 * h + p)));
+                }
+            }
+        } else {
+            const uint8_t *x = row + sb * (q5 ? 176 : 144);
+            uint32_t u0, u1, u2;
+            memcpy(&u0, x + 4, 4);
+            memcpy(&u1, x + 8, 4);
+            memcpy(&u2, x + 12, 4);
+            const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+            /* gg_scale_min_k4's bits by word shifts: scales in bytes 0-7, mins in 8-15 (built in registers: a
+             * vector load of words just stored stalls on the store forwarding) */
+            const __m128i sc = _mm_set_epi32((int)(((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)), (int)(u1 & k1),
+                                             (int)((u2 & k2) | (((u0 >> 6) & k3) << 4)), (int)(u0 & k1));
+            scl0 = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
+            m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                                            14, 14, 15, 15)));
+            d = FN(h2f_)(x);
+            dmin = FN(h2f_)(x + 2);
+            const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+            const __m256i one = _mm256_set1_epi8(1);
+            for (int p = 0; p < 4; p++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+                __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+                if (q5) {
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+                }
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
+                acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, FN(kq8_scale_)(0, scl0, 2 * p)),
+                                                             _mm256_madd_epi16(phi, FN(kq8_scale_)(0, scl0, 2 * p + 1))));
+            }
+        }
+        (void)scl1;
+        const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)(hx0 + sb * 16)));
+        int32_t isum, msum;
+        if (q6) acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5));
+        FN(hsum2_)(acc, mv, &isum, &msum);
+        const float dx = a->d[t * nb + sb * 8];
+        float dd = d * dx;
+        GG_ROUNDED(dd);
+        float p = dd * (float)isum;
+        GG_ROUNDED(p);
+        sum += p;
+        if (!q6) {
+            float dm = dmin * dx;
+            GG_ROUNDED(dm);
+            float pm = dm * (float)msum;
+            GG_ROUNDED(pm);
+            sum -= pm;
+        }
+    }
+    return sum;
+}
+
 /* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy */
 static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                           const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
+        if (T == 1) {
+            store_y(y + r, FN(kq8_row1_)(type, row, a, 0), accumulate);
+            continue;
+        }
         for (int64_t t = 0; t < T; t += 4) {
             float o[4];
             const int64_t nt = T - t < 4 ? T - t : 4;
