@@ -212,3 +212,29 @@ def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_
                   "down_b": [t.vec(f"{p}{experts}.{e}.{dn}.bias", (D,)) for e in range(n_experts)]}
     return Moe(t.float_weight(f"{p}{router}.weight", (n_experts, D)), gate, up, down, top_k, norm_topk, act, sh, sg,
                **biases)
+
+
+def split_experts(ckpt, x: str, fused: str, down: str, E: int, F: int, D: int, transposed: bool = False,
+                  held: dict | None = None) -> dict:
+    """hf_tensors entries `{x}{e}.gate_proj.weight` / `up_proj` ([F, D]) and `down_proj` ([D, F]) of E experts held
+    as two 3-D tensors: `fused` [E, 2F, D] (each expert's gate rows, then its up rows) and `down` [E, D, F], or with
+    `transposed` [E, D, 2F] and [E, F, D] (laid out [in, out]: Aria's). Each 3-D tensor is read once, and kept in
+    `held` (one dict for every layer's call: only the last tensor read stays) while its experts are handed out."""
+    held = {} if held is None else held
+
+    def part(name, e, lo=0, hi=None):
+        def make():
+            if name not in held:
+                held.clear()
+                held[name] = ckpt.f32(name)
+            a = held[name][e]
+            a = a.T if transposed else a
+            return np.ascontiguousarray(a[lo:hi])
+        return make
+
+    out = {}
+    for e in range(E):
+        out[f"{x}{e}.gate_proj.weight"] = ((F, D), part(fused, e, 0, F), [fused])
+        out[f"{x}{e}.up_proj.weight"] = ((F, D), part(fused, e, F, 2 * F), [fused])
+        out[f"{x}{e}.down_proj.weight"] = ((D, F), part(down, e), [down])
+    return out
