@@ -6,6 +6,9 @@ already hold for every hf5 fixture.
 - aria_text: the experts read from either spelling of the 3-D tensors (Aria's fc1 / fc2, transformers' gate_up_proj /
   down_proj) give the same numbers; what the family reads (every layer routed, softmax over the chosen logits,
   the shared experts' width and biases); its refusals by name.
+- cohere_compass_text: RoPE rotate-half in the layer types rope_parameters gives one (NoPE where null), windows in
+  the sliding layers, the parallel block, logit_scale; rope_parameters read as transformers reads it (dangling
+  top-level entries dropped, the M-RoPE keys left) and refused where transformers builds no model.
 - A converted `.petit` file of each reloads and runs the same numbers.
 """
 import json
@@ -15,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import aria_text
+from petit.models import aria_text, cohere_compass_text
 from models import converted_runs_the_same, load_strict as _load
 from test_moe_a5 import _read_safetensors, _write_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36i"
-ARIA = DIR / "aria_text"
-ALL = [ARIA]
+ARIA, COMPASS = DIR / "aria_text", DIR / "cohere_compass_text"
+ALL = [ARIA, COMPASS]
 FOLDERS = pytest.mark.parametrize("folder", ALL, ids=[p.name for p in ALL])
 
 
@@ -81,3 +84,55 @@ def test_aria_reports_unknown_keys():
 def test_aria_bad_configs_are_refused_by_name(changes, message):
     with pytest.raises(ValueError, match=message):
         aria_text.Config.from_dict(_config(ARIA, **changes))
+
+
+# ---- cohere_compass_text ----
+
+def test_compass_reads_each_layers_kinds():
+    net = _load(COMPASS).net
+    assert [L.window for L in net.layers] == [8, 0, 8]
+    r = net.layers[0].rope
+    assert r is net.layers[2].rope and net.layers[1].rope is None and not r.interleaved and r.dim == 16
+    assert net.arch.parallel and net.arch.logit_scale == 0.25 and net.lm_head is net.embed
+    assert all(L.mlp_norm is None and L.attn_norm.kind == "layer" and L.attn_norm.b is None for L in net.layers)
+
+
+def test_compass_drops_dangling_rope_keys_as_transformers_does(tmp_path):
+    """The released config's rope_parameters beside its per-layer-type entries (transformers pops them)."""
+    d = tmp_path / "c"
+    shutil.copytree(COMPASS, d)
+    cfg = json.loads((COMPASS / "config.json").read_text())
+    cfg["rope_parameters"].update(rope_theta=1.0, rope_type="default")
+    (d / "config.json").write_text(json.dumps(cfg))
+    ids = np.load(COMPASS / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(d).logits(ids), _load(COMPASS).logits(ids))
+
+
+def _compass(**changes):
+    return _config(COMPASS, **changes)
+
+
+def test_compass_defaults_are_transformers():
+    d = _compass(logit_scale=None, num_hidden_layers=4, rope_parameters={"full_attention": {"rope_theta": 1e4}})
+    del d["layer_types"]
+    cfg = cohere_compass_text.Config.from_dict(d)
+    assert cfg.types() == ["full_attention"] * 4 and cfg.logit_scale == 1.0 and cfg.rope_layer_types == [
+        "full_attention"] and cfg.rope_theta == 1e4
+    assert cohere_compass_text.Config.from_dict(cfg.to_dict()) == cfg       # a converted file's config
+
+
+ROPE = {"rope_type": "default", "rope_theta": 5e4}
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(rope_parameters=ROPE), "rope_parameters must be keyed by layer type"),
+    (dict(rope_parameters=None), r"rope_parameters \(keyed by layer type\) is missing"),
+    (dict(rope_parameters={"sliding_attention": ROPE}), "no entry for the layer type.s. full_attention"),
+    (dict(rope_parameters={"sliding_attention": ROPE, "full_attention": dict(ROPE, rope_theta=1e6)}),
+     "different RoPEs; the cohere_compass_text family uses one RoPE for all its layers"),
+    (dict(head_dim=32), r"head_dim 32 is not hidden_size // num_attention_heads \(16\)"),
+    (dict(sliding_window=0), "sliding layers need a positive sliding_window"),
+])
+def test_compass_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        cohere_compass_text.Config.from_dict(_compass(**changes))

@@ -5,8 +5,15 @@ attention_bias); in every layer the top moe_topk of moe_num_experts SiLU-gated e
 weighed by the softmax of the chosen logits (a softmax over all, renormalised), plus the moe_num_shared_experts
 shared experts as one gated MLP of that many times intermediate_size (biases with mlp_bias), unweighted. The experts
 are read per expert, as a `.petit` file holds them (the engine's hf_tensors splits the checkpoint's 3-D fc1 / fc2).
+
+Cohere Compass's language model (modeling_cohere_compass, CohereCompassForCausalLM): Cohere 2's parallel block
+(trainer/reference/families/cohere.py) with rotate-half RoPE (Qwen3-VL's M-RoPE, whose axes all hold the token's
+position on text) in the layer types that have a RoPE (`rope_layer_types`, read from rope_parameters by the engine:
+a null entry is a type without one), a sliding window in the sliding layers, layer_types by default all full,
+logits x logit_scale (default 1).
 """
-from trainer.reference.families.common import get, heads, rope
+from trainer.reference.families.cohere import _cohere
+from trainer.reference.families.common import get, heads, layer_types, rope
 from trainer.reference.families.llama import llama_like
 from trainer.reference.families.moe import _experts
 from trainer.reference.spec import MoeSpec
@@ -29,3 +36,15 @@ def aria_text(cfg, names):
 
 
 FAMILIES = {"aria_text": aria_text}
+
+
+def cohere_compass_text(cfg, names):
+    r = rope(cfg, heads(cfg)[2])
+    types = layer_types(cfg, lambda i: "full_attention")
+    rotates, w = set(cfg["rope_layer_types"]), cfg.get("sliding_window") or 0
+    slides = [t == "sliding_attention" for t in types]
+    return _cohere(dict(cfg, logit_scale=get(cfg, "logit_scale", 1.0)), names, "cohere_compass_text",
+                   lambda i: r if types[i] in rotates else None, lambda i: w if slides[i] else 0, False)
+
+
+FAMILIES["cohere_compass_text"] = cohere_compass_text
