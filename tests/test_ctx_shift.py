@@ -75,6 +75,7 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36d/diffllama", "f32", 1e-5),  # issue 36: each head's keys held twice, both re-rotated
     ("tests/fixtures/hf5_fam36d/doge", "f32", 1e-5),       # and the keys' bias slot, past the rotated values, moves
     ("tests/fixtures/hf5_fam36i/cohere_compass_text", "f32", 1e-5),  # issue 36: a parallel block, windows, NoPE
+    ("tests/fixtures/hf5_fam36i/beam", "f32", 1e-5),       # windows, NoPE layers whose query scale reads the position
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

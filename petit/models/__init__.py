@@ -36,7 +36,7 @@ from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a grou
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models import diffllama, doge     # issue 36, the fam36d group
-from petit.models import aria_text, cohere_compass_text      # issue 36, the fam36i group
+from petit.models import aria_text, beam, cohere_compass_text, minimax_m3_vl_text     # issue 36, the fam36i group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -194,6 +194,8 @@ MODEL_TYPES = {
     # issue 36, fam36i
     "aria_text": aria_text,
     "cohere_compass_text": cohere_compass_text,
+    "minimax_m3_vl_text": minimax_m3_vl_text,
+    "beam": beam,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

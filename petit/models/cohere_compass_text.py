@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from petit.models import cohere, cohere2
 from petit.models.common import default_rope, layer_types, window_of
-from petit.models.rope_config import LAYER_TYPES
+from petit.models.rope_config import LAYER_TYPES, per_layer_type
 
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")    # Qwen3-VL's axes: no effect on text positions
 
@@ -32,7 +32,8 @@ class CohereCompassTextConfig(cohere2.Cohere2Config):
     @classmethod
     def from_dict(cls, d: dict):
         if isinstance(d, dict) and "rope_parameters" in d:
-            d = dict(d, **_per_layer_type(d))
+            used = d.get("layer_types") or ["full_attention"] * d.get("num_hidden_layers", 0)
+            d = dict(d, **per_layer_type(d["rope_parameters"], used, "cohere_compass_text", drop=MROPE_KEYS))
         return super().from_dict(d)
 
     def _validate(self):
@@ -56,26 +57,6 @@ class CohereCompassTextConfig(cohere2.Cohere2Config):
     def types(self):
         """Each layer's kind: `layer_types`, by default every layer full (sliding_window_pattern is not read)."""
         return layer_types(self, lambda i: "full_attention")
-
-
-def _per_layer_type(d: dict) -> dict:
-    """rope_parameters as the family reads it: keyed by layer type (dangling top-level rope_theta / rope_type
-    dropped, as transformers does), the M-RoPE keys taken out, and the types whose entry is not null as
-    rope_layer_types."""
-    rp = d["rope_parameters"]
-    if not isinstance(rp, dict) or not set(rp) & set(LAYER_TYPES):
-        raise ValueError(f"config: rope_parameters must be keyed by layer type (full_attention / "
-                         f"sliding_attention, null for no position encoding): transformers 5.25 builds no "
-                         f"cohere_compass_text model from {rp!r}")
-    rp = {k: v for k, v in rp.items() if k not in ("rope_theta", "rope_type")}
-    used = d.get("layer_types") or ["full_attention"] * d.get("num_hidden_layers", 0)
-    missing = sorted({t for t in used if t in LAYER_TYPES} - set(rp))
-    if missing:
-        raise ValueError(f"config: rope_parameters has no entry for the layer type(s) {', '.join(missing)} "
-                         f"(transformers 5.25 builds no model without one; null: no position encoding)")
-    rp = {k: {n: x for n, x in v.items() if n not in MROPE_KEYS} if isinstance(v, dict) else v
-          for k, v in rp.items()}
-    return {"rope_parameters": rp, "rope_layer_types": [t for t in LAYER_TYPES if rp.get(t) is not None]}
 
 
 def build(cfg: CohereCompassTextConfig, t):
