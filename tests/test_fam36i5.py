@@ -402,3 +402,12 @@ def test_beam_defaults_are_transformers():
 def test_beam_bad_configs_are_refused_by_name(changes, message):
     with pytest.raises(ValueError, match=message):
         beam.Config.from_dict(_beam(**changes))
+
+
+@pytest.mark.parametrize("wrapper, text", [("aria", "aria_text"), ("cohere_compass", "cohere_compass_text"),
+                                           ("minimax_m3_vl", "minimax_m3_vl_text")])
+def test_the_multimodal_checkpoints_are_refused_naming_their_text_model(wrapper, text):
+    from petit.models import get_family
+    with pytest.raises(ValueError, match=f"unsupported model_type '{wrapper}'; the closest family Petit runs is {text} "
+                                         f"\\({wrapper} differs: the multimodal checkpoint"):
+        get_family(wrapper)

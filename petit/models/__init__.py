@@ -218,6 +218,14 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
+    # issue 36, fam36i: the multimodal checkpoints around this group's text models (their wrappers not written yet)
+    "aria": ("aria_text", "the multimodal checkpoint: an Idefics3 vision tower and its projector around the text "
+                          "model, under language_model.*; not read yet"),
+    "cohere_compass": ("cohere_compass_text", "the multimodal checkpoint: Qwen3-VL's vision tower (DeepStack) around "
+                                              "the text model, under model.language_model.*; not read yet"),
+    "minimax_m3_vl": ("minimax_m3_vl_text", "the multimodal checkpoint: a vision tower and patch-merging projector "
+                                            "around the text model, its release's names (block_sparse_moe, w1 / w2 / "
+                                            "w3, index_q_proj ...); not read yet"),
 }
 
 

@@ -83,7 +83,8 @@ class Layer:
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries;
-    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group)
+    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group); (floor, a, 2): Beam's
+    # scalable softmax, x (1 + (p + 1) / floor) ** a (issue 36, fam36i)
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
     attn_gate: Weight | None = None     # the heads' outputs times sigmoid(attn_gate x) before o_proj (Qwen3-Next)
