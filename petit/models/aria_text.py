@@ -16,8 +16,6 @@ from petit.models.llama import LlamaConfig
 from petit.models.moe import moe_weights, split_experts
 from petit.models.moe_config import MOE_TRAINING_ONLY
 
-FF = "mlp."
-
 
 @dataclass(kw_only=True)
 class AriaTextConfig(LlamaConfig):
@@ -42,7 +40,7 @@ def hf_tensors(cfg: AriaTextConfig, ckpt) -> dict:
     """Each expert's gate / up / down matrix [out, in], from whichever spelling of the 3-D tensors the file has."""
     out, held = {}, {}
     for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}.{FF}"
+        p = f"model.layers.{i}.mlp."
         fc1 = p + "experts.fc1.weight"
         fused, down = (fc1, p + "experts.fc2.weight") if fc1 in ckpt else (p + "experts.gate_up_proj",
                                                                           p + "experts.down_proj")
@@ -58,9 +56,9 @@ def build(cfg: AriaTextConfig, t):
 
     def moe_for(i, p):
         m = moe_weights(t, p, cfg, n_experts=cfg.moe_num_experts, top_k=cfg.moe_topk, inter=F, norm_topk=True,
-                        router=FF + "router", experts=FF + "experts", shared=FF + "shared_experts", shared_inter=S)
+                        router="mlp.router", experts="mlp.experts", shared="mlp.shared_experts", shared_inter=S)
         if cfg.mlp_bias:
-            m.shared_b = tuple(t.vec(f"{p}{FF}shared_experts.{n}_proj.bias", (w,))
+            m.shared_b = tuple(t.vec(f"{p}mlp.shared_experts.{n}_proj.bias", (w,))
                                for n, w in (("gate", S), ("up", S), ("down", D)))
         return m
 
