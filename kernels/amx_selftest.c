@@ -25,7 +25,7 @@ static int one_case(int64_t rows, int64_t K, int64_t T, int64_t r0, int64_t ldy,
     for (int64_t i = 0; i < rows * K; i++) w[i] = rnd() * (i % 11 == 0 ? 8.0f : 1.0f);
     for (int64_t i = 0; i < T * K; i++) x[i] = rnd() * 3.0f;
     for (int64_t t = 0; t < T; t++) pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * nb, s + t * nb);
-    const pt_act a = {q, d, s, K};
+    const pt_act a = {q, d, s, K, NULL};
     pt_quantize(dt, w, rows, K, wq);
     pt_interleave(dt, wq, wx, rows, K);
     for (int64_t i = 0; i < T * ldy; i++) y[i] = y_ref[i] = acc ? rnd() : -7.0f;
@@ -45,45 +45,6 @@ static int one_case(int64_t rows, int64_t K, int64_t T, int64_t r0, int64_t ldy,
     return bad < 0;
 }
 
-/* GGUF's Q4_K / Q5_K / Q6_K (pt_amx_gguf): `rows` rows of `supers` super-blocks unpacked by the reference into
- * groups; the pairs of groups from row r0 against the whole tiles of T tokens, against the scalar path's rows_gguf */
-static int one_gguf_case(int32_t type, int64_t rows, int64_t supers, int64_t T, int64_t r0, int64_t ldy, int acc) {
-    const int64_t K = supers * 256, nb = K / QK, rb = pt_gguf_row_bytes(type, K), T16 = T / 16 * 16;
-    const int64_t pairs = (rows / 8 * 8 - r0) / 16, r1 = r0 + 16 * pairs, bytes = type == 14 ? 210 : type == 13 ? 176 : 144;
-    const int64_t scale_at = type == 14 ? 208 : 0;
-    uint8_t *w = malloc((size_t)(rows * rb)), *buf = malloc((size_t)(pairs * nb * GT_PAIR) + 1);
-    float *x = malloc((size_t)(T * K) * sizeof(float));
-    int8_t *q = malloc((size_t)(T * K));
-    float *d = malloc((size_t)(T * nb) * sizeof(float));
-    int32_t *s = malloc((size_t)(T * nb) * sizeof(int32_t));
-    float *y = malloc((size_t)(T * ldy) * sizeof(float)), *y_ref = malloc((size_t)(T * ldy) * sizeof(float));
-    for (int64_t i = 0; i < rows * rb; i++) w[i] = (uint8_t)(rnd() * 127.0f + 128.0f);
-    for (int64_t b = 0; b < rows * supers; b++) {     /* finite scales of any sign and size */
-        const uint16_t h = pt_f2h(rnd() * (b % 5 == 0 ? 4.0f : 0.05f));
-        memcpy(w + b * bytes + scale_at, &h, 2);
-        if (type != 14) memcpy(w + b * bytes + 2, &h, 2);
-    }
-    for (int64_t i = 0; i < T * K; i++) x[i] = rnd() * 3.0f;
-    for (int64_t t = 0; t < T; t++) pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * nb, s + t * nb);
-    const pt_act a = {q, d, s, K};
-    for (int64_t g = 0; g < 2 * pairs; g++)
-        pt_gguf_unpack8_ref(type, w, rb, r0 + 8 * g, nb, buf + g / 2 * nb * GT_PAIR + 32 * (g % 2), 1);
-    for (int64_t i = 0; i < T * ldy; i++) y[i] = y_ref[i] = acc ? rnd() : -7.0f;
-    pt_amx_gguf(buf, pairs, &a, T16, y, ldy, r0, acc, type == 14);
-    pt_kernels_scalar.rows_gguf(type, w, rb, r0, r1, &a, T16, y_ref, ldy, acc);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < T * ldy && bad < 0; i++)
-        if (memcmp(&y[i], &y_ref[i], sizeof(float)) != 0) bad = i;
-    printf("%s %s rows %lld K %lld tokens %lld (tiles: rows %lld-%lld, tokens 0-%lld) ldy %lld%s", bad < 0 ? "ok  " : "FAIL",
-           type == 14 ? "Q6_K" : type == 13 ? "Q5_K" : "Q4_K", (long long)rows, (long long)K, (long long)T,
-           (long long)r0, (long long)r1 - 1, (long long)T16 - 1, (long long)ldy, acc ? " accumulate" : "");
-    if (bad >= 0) printf(": token %lld row %lld %.9g where %.9g", (long long)(bad / ldy), (long long)(bad % ldy),
-                         y[bad], y_ref[bad]);
-    printf("\n");
-    free(w); free(buf); free(x); free(q); free(d); free(s); free(y); free(y_ref);
-    return bad < 0;
-}
-
 int main(void) {
     int passed = 0, failed = 0;
     char msg[320];
@@ -98,16 +59,6 @@ int main(void) {
         for (int q4 = 0; q4 < 2; q4++)
             for (int acc = 0; acc < 2; acc++) {
                 const int ok = one_case(cases[c].rows, cases[c].K, cases[c].T, cases[c].r0, cases[c].ldy, q4, acc);
-                ok ? passed++ : failed++;
-            }
-    static const struct { int64_t rows, supers, T, r0, ldy; } gcases[] = {
-        {16, 1, 16, 0, 16}, {45, 3, 37, 0, 45}, {61, 2, 53, 16, 70}, {40, 5, 17, 8, 41},
-    };
-    for (size_t c = 0; c < sizeof gcases / sizeof gcases[0]; c++)
-        for (int32_t type = 12; type <= 14; type++)
-            for (int acc = 0; acc < 2; acc++) {
-                const int ok = one_gguf_case(type, gcases[c].rows, gcases[c].supers, gcases[c].T, gcases[c].r0,
-                                             gcases[c].ldy, acc);
                 ok ? passed++ : failed++;
             }
     printf("%d passed, %d failed\n", passed, failed);

@@ -97,7 +97,15 @@ typedef struct {
     const float *d;      /* [T][K/32] scale per block */
     const int32_t *s;    /* [T][K/32] sum of the block's 32 quants */
     int64_t K;
+    const int16_t *h;    /* [T][K/16] sum of each 16 quants: PT_KQ8's activations only (pt_quant_act_k), else NULL */
 } pt_act;
+
+/* GGUF's Q4_K, Q5_K and Q6_K take their activations as llama.cpp's Q8_K does: one scale per super-block of 256
+ * values (pt_quant_act_k: d[] then holds the super-block's scale for each of its 8 blocks, and h[] the quants' sums
+ * of 16), so a super-block's sub-scales multiply its integer sums as integers and the row's sum takes one or two
+ * float steps per 256 values (kern_gguf.h, rows_kq8_g) */
+#define PT_KQ8(type) ((type) == 12 || (type) == 13 || (type) == 14)
+void pt_quant_act_k(const float *x, int64_t K, int8_t *q, float *d, int32_t *s, int16_t *h);
 
 /* ---- per-ISA kernels ---- */
 typedef struct {
@@ -186,21 +194,12 @@ void pt_amx_rows(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int6
                  int accumulate, int q4);
 int pt_amx_on(void);
 int pt_amx_check(char *msg, int n);
-/* GGUF's K-quants in a prefill (kern_x86_gguf.h): groups of 8 rows unpacked into GT_BLOCK bytes per 32-value block
- * (8 vectors of 32 bytes, lane i of vector k = values 4k..4k+3 of row i, then each of the 8 rows' float factors as
- * two vectors of 8; GT_BLOCK4 with 4 factor vectors: Q2_K), or for AMX two groups as a pair, GT_PAIR bytes per
- * block: 8 rows of 64 bytes (vector k of the first group, then of the second: a B tile of 16 weight rows), then the
- * 16 rows' first factors and their second (the second group's own layout, at +32 from the pair: its vectors 64
- * bytes apart, its factors at +512 and +576). pt_amx_gguf runs `pairs` pairs (nb GT_PAIR bytes apart, rows r.. of y)
- * against tokens 0..T16-1 on the tiles: Q4_K / Q5_K (halves 0, unsigned values) or Q6_K (halves 1, signed q - 32).
- * pt_gguf_unpack8_ref (kern_scalar.c) unpacks a group by the reference's gg_block (Q6_K signed), pair 1: into a
- * pair's place (buf: the pair, or the pair + 32 for its second group) */
+/* GGUF's block types in a prefill (kern_x86_gguf.h): groups of 8 rows unpacked into GT_BLOCK bytes per 32-value
+ * block (8 vectors of 32 bytes, lane i of vector k = values 4k..4k+3 of row i, then each of the 8 rows' float
+ * factors as two vectors of 8), GT_BLOCK4 with 4 vectors after the values (Q2_K's factors; the PT_KQ8 types'
+ * sub-scales and super-block factors, gguf_unpack8_) */
 #define GT_BLOCK 320
 #define GT_BLOCK4 384
-#define GT_PAIR 640
-void pt_amx_gguf(const uint8_t *buf, int64_t pairs, const pt_act *a, int64_t T16, float *y, int64_t ldy, int64_t r,
-                 int accumulate, int halves);
-void pt_gguf_unpack8_ref(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf, int pair);
 
 /* deltanet.c: the delta rule of a Gated DeltaNet mixer's value heads (kernels/ssm.c ran in_proj and the conv into
  * m->xz, rows of `row`, and m->u, rows of cw); the lock held. 0, or -3 out of memory */

@@ -58,18 +58,6 @@ static void amx_fill_config(amx_config *c) {
     }
 }
 
-/* GGUF's K-quants, a pair of unpacked groups (16 rows) per tile: tile 0 = A (16 tokens x 32 bytes; 16 for Q6_K's
- * half-blocks), 1 = B (8 x 64 bytes; 4 for the half-blocks), 2 (and 3: the second half-blocks) = C (16 x 16 int32) */
-static void amx_fill_config_gguf(amx_config *c, int halves) {
-    memset(c, 0, sizeof *c);
-    c->palette = 1;
-    const uint8_t rows[4] = {16, halves ? 4 : 8, 16, 16}, colsb[4] = {halves ? 16 : 32, 64, 64, 64};
-    for (int t = 0; t < 3 + halves; t++) {
-        c->rows[t] = rows[t];
-        c->colsb[t] = colsb[t];
-    }
-}
-
 #ifdef PT_AMX_EMULATE
 /* ---- the tile instructions in C, after the SDM's pseudocode ---- */
 static struct { uint8_t rows[8]; uint16_t colsb[8]; uint8_t data[8][16][64]; int configured; } emu;
@@ -242,83 +230,6 @@ void pt_amx_rows(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int6
     TILE_RELEASE();
 }
 
-/* ---- GGUF's Q4_K, Q5_K and Q6_K, unpacked by kern_x86_gguf.h (or pt_gguf_unpack8_ref) in pairs of groups of 8
- * rows (internal.h): per 32-value block 8 rows of 64 bytes, row k = vector k of the first group then of the second
- * (a B tile of 16 weight rows), then the 16 rows' two float factors. Q4_K / Q5_K (halves 0): unsigned values, one
- * tdpbsud per block, then the reference's terms + (fa dx) isum, - (fb dx) sum(x); Q6_K (halves 1): signed q - 32
- * and a term per half-block, two tdpbssd of K = 16 per block, + (fa dx) isum0, + (fb dx) isum1. The same operations
- * in the same order as the vector kernel's gguf_tile_ (kinds 2 and 3), 16 rows per register instead of 8: the
- * same bits. */
-
-/* block b's integer sums on the tiles into isum[half][token][row] */
-static inline void amx_gguf_block(const uint8_t *pb, const int8_t *x, int64_t K, int halves, int32_t (*isum)[16][16]) {
-    TILE_LOAD(0, x, K);
-    TILE_LOAD(1, pb, 64);
-    TILE_ZERO(2);
-    if (halves) {
-        TILE_DPBSSD(2, 0, 1);
-        TILE_LOAD(0, x + 16, K);
-        TILE_LOAD(1, pb + 256, 64);
-        TILE_ZERO(3);
-        TILE_DPBSSD(3, 0, 1);
-        TILE_STORE(3, &isum[1][0][0], 64);
-    } else {
-        TILE_DPBSUD(2, 0, 1);
-    }
-    TILE_STORE(2, &isum[0][0][0], 64);
-}
-
-/* a pair of groups (rows r..r+15) against tokens t0..t0+15. The next block's tile products are issued before this
- * block's float step, into the other half of isum, so the tile unit's latency overlaps the vector work (Q4_K: 162
- * -> 224 GOPS a core) */
-static void amx_gguf_tile(const uint8_t *pair, const pt_act *a, int64_t t0, float *y, int64_t ldy, int64_t r,
-                          int accumulate, int halves) {
-    const int64_t K = a->K, nb = K / QK;
-    _Alignas(64) int32_t isum[2][2][16][16];    /* [block parity][half][token][row] */
-    v16 acc[16];
-    for (int j = 0; j < 16; j++) acc[j] = v16_zero();
-    const int8_t *x = a->q + t0 * K;
-    amx_gguf_block(pair, x, K, halves, isum[0]);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *pb = pair + b * GT_PAIR;
-        if (b + 1 < nb) amx_gguf_block(pb + GT_PAIR, x + (b + 1) * QK, K, halves, isum[(b + 1) & 1]);
-        int32_t (*is)[16][16] = isum[b & 1];
-        const v16 fa = v16_floats((const float *)(pb + 512), (const float *)(pb + 544));
-        const v16 fb = v16_floats((const float *)(pb + 576), (const float *)(pb + 608));
-        for (int j = 0; j < 16; j++) {
-            const int64_t tb = (t0 + j) * nb + b;
-            const float dx = a->d[tb];
-            v16 p0 = v16_mul(v16_mul1(fa, dx), v16_isum(is[0][j], 0));
-            V16_NO_FUSE(p0);
-            acc[j] = v16_add(acc[j], p0);
-            if (halves) {
-                v16 p1 = v16_mul(v16_mul1(fb, dx), v16_isum(is[1][j], 0));
-                V16_NO_FUSE(p1);
-                acc[j] = v16_add(acc[j], p1);
-            } else {
-                v16 p1 = v16_mul(v16_mul1(fb, dx), v16_set1((float)a->s[tb]));
-                V16_NO_FUSE(p1);
-                acc[j] = v16_sub(acc[j], p1);
-            }
-        }
-    }
-    for (int j = 0; j < 16; j++) v16_store(y + (t0 + j) * ldy + r, acc[j], accumulate);
-}
-
-void pt_amx_gguf(const uint8_t *buf, int64_t pairs, const pt_act *a, int64_t T16, float *y, int64_t ldy, int64_t r,
-                 int accumulate, int halves) {
-    const int64_t pbytes = a->K / QK * GT_PAIR;
-    amx_config cfg;
-    amx_fill_config_gguf(&cfg, halves);
-    TILE_CONFIG(&cfg);
-    /* every tile of 16 tokens through all the pairs before the next: the groups stay in L2, a tile's activations
-     * in L1 */
-    for (int64_t t = 0; t + 16 <= T16; t += 16)
-        for (int64_t p = 0; p < pairs; p++)
-            amx_gguf_tile(buf + p * pbytes, a, t, y, ldy, r + 16 * p, accumulate, halves);
-    TILE_RELEASE();
-}
-
 #ifdef __clang__
 #pragma clang attribute pop
 #endif
@@ -326,10 +237,5 @@ void pt_amx_gguf(const uint8_t *buf, int64_t pairs, const pt_act *a, int64_t T16
 void pt_amx_rows(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *a, int64_t T16, float *y, int64_t ldy,
                  int accumulate, int q4) {
     (void)w; (void)r0; (void)r1; (void)a; (void)T16; (void)y; (void)ldy; (void)accumulate; (void)q4;
-}
-void pt_amx_gguf(const uint8_t *buf, int64_t pairs, const pt_act *a, int64_t T16, float *y, int64_t ldy, int64_t r,
-                 int accumulate, int halves) {
-    (void)buf; (void)pairs; (void)a; (void)T16; (void)y; (void)ldy; (void)r; (void)accumulate;
-    (void)halves;
 }
 #endif

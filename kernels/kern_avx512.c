@@ -11,7 +11,6 @@
 #endif
 #include "kern_generic.h"
 #define SUFFIX avx512
-#define GGUF_AMX 1          /* kern_x86_gguf.h: the K-quants' prefill on AMX when cpu.c turned it on */
 #define DOT_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_ACC16 0
 #define X8_KERNEL(t) FN(rows_##t##x16_)

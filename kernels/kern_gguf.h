@@ -11,8 +11,8 @@
  * multiplies and adds never fused. The terms of a block, in order:
  *     Q4_1, Q5_1      (d, sum q x), then + (m, sum x)      [the min adds: value = d q + m]
  *     Q5_0            (d, sum (q - 16) x)
- *     Q4_K, Q5_K      (d sc_j, sum q x), then - (dmin m_j, sum x)     j = the block's sub-block (b mod 8)
- *     Q6_K            (d sc, sum (q - 32) x) for each half of 16 values, with its own scale
+ *     Q4_K, Q5_K, Q6_K: not block by block but a super-block at a time, against Q8_K-style activations (one
+ *                     scale per 256 values): gg_kq8_super below
  *     Q3_K            (d (sc - 32), sum q x) for each half of 16 (q in -4..3)
  *     Q2_K            for each half of 16: (d sc, sum q x), then - (dmin m, sum x over the half)
  *     IQ4_NL          (d, sum v x), v = the table value of each nibble
@@ -170,9 +170,69 @@ static void gg_block(int32_t type, const uint8_t *row, int64_t b, int8_t *v, gg_
     }
 }
 
+/* Q4_K, Q5_K and Q6_K (PT_KQ8) against activations in Q8_K's super-blocks (a->d the same for a super-block's 8
+ * blocks, pt_quant_act_k), one super-block sb of one row against one token: the exact integer sums
+ *     Q4_K, Q5_K  isum = sum_j sc_j (sum q x over block j),   msum = sum_j m_j (sum x over block j)
+ *     Q6_K        isum = sum_k sc_k (sum (q - 32) x over half-block k)
+ * and the float steps, multiplies and adds never fused:
+ *     sum += (d dx) isum;   Q4_K, Q5_K: then sum -= (dmin dx) msum */
+static inline float gg_kq8_super(int32_t type, const uint8_t *row, int64_t sb, const int8_t *xq, const int32_t *xs,
+                                 float dx, float sum) {
+    const int q6 = type == GG_Q6_K;
+    const uint8_t *x = row + sb * (q6 ? 210 : type == GG_Q5_K ? 176 : 144);
+    int8_t v[QK];
+    gg_terms terms;
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; j++) {
+        gg_block(type, row, sb * 8 + j, v, &terms);
+        const int8_t *xb = xq + (sb * 8 + j) * QK;
+        int32_t s0 = 0, s1 = 0;
+        for (int l = 0; l < 16; l++) s0 += (int32_t)v[l] * xb[l];
+        for (int l = 16; l < 32; l++) s1 += (int32_t)v[l] * xb[l];
+        if (q6) {
+            const int8_t *sc = (const int8_t *)(x + 192);
+            isum += sc[2 * j] * s0 + sc[2 * j + 1] * s1;
+        } else {
+            int sc, m;
+            gg_scale_min_k4(j, x + 4, &sc, &m);
+            isum += sc * (s0 + s1);
+            msum += m * xs[sb * 8 + j];
+        }
+    }
+    float dd = gg_h(q6 ? x + 208 : x) * dx;
+    GG_ROUNDED(dd);
+    float p = dd * (float)isum;
+    GG_ROUNDED(p);
+    sum += p;
+    if (!q6) {
+        float dm = gg_h(x + 2) * dx;
+        GG_ROUNDED(dm);
+        float pm = dm * (float)msum;
+        GG_ROUNDED(pm);
+        sum -= pm;
+    }
+    return sum;
+}
+
+static void rows_kq8_g(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                       int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t nb = a->K / QK;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t t = 0; t < T; t++) {
+            float sum = 0.0f;
+            for (int64_t sb = 0; sb < nb / 8; sb++)
+                sum = gg_kq8_super(type, w + r * rb, sb, a->q + t * a->K, a->s + t * nb, a->d[t * nb + sb * 8], sum);
+            y[t * ldy + r] = accumulate ? y[t * ldy + r] + sum : sum;
+        }
+}
+
 /* y[t][r] = row r . token t for rows r0..r1, the reference arithmetic above */
 static void rows_gguf_g(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
                         int64_t T, float *y, int64_t ldy, int accumulate) {
+    if (PT_KQ8(type)) {
+        rows_kq8_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
+        return;
+    }
     const int64_t nb = a->K / QK;
     int8_t v[QK];
     gg_terms terms;

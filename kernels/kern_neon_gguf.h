@@ -18,10 +18,9 @@
 #define NG_INLINE static inline __attribute__((always_inline))
 #define NG_NO_FUSE(v) __asm__("" : "+w"(v))      /* v is rounded as it is: never fused into the add after it */
 
-/* how a type's terms go (kern_gguf.h): 0 (d, sum v x); 1 that, then + (m, sum x); 2 that, then - (m, sum x); 3 a
- * scale term per half (+ lo, + hi); 4 Q2_K's per half: + (d sc, sum v x), - (dmin m, sum x) */
-#define NG_KIND(type) ((type) == GG_Q4_1 || (type) == GG_Q5_1 ? 1 : (type) == GG_Q4_K || (type) == GG_Q5_K ? 2 \
-                       : (type) == GG_Q6_K || (type) == GG_Q3_K ? 3 : (type) == GG_Q2_K ? 4 : 0)
+/* how a type's terms go (kern_gguf.h): 0 (d, sum v x); 1 that, then + (m, sum x); 3 a scale term per half (+ lo,
+ * + hi); 4 Q2_K's per half: + (d sc, sum v x), - (dmin m, sum x). (The PT_KQ8 types: ng_kq8_row.) */
+#define NG_KIND(type) ((type) == GG_Q4_1 || (type) == GG_Q5_1 ? 1 : (type) == GG_Q3_K ? 3 : (type) == GG_Q2_K ? 4 : 0)
 
 /* bit k of the 16 bits lo | hi << 8 as 0x10 in byte k (Q5_0 / Q5_1's fifth bits) */
 static inline uint8x16_t ng_bits_0x10(uint8_t lo, uint8_t hi) {
@@ -137,27 +136,6 @@ NG_INLINE void ng_factors(const int32_t type, const uint8_t *row, int64_t c, flo
         for (int j = 0; j < 8; j++) {
             const int ls = ((x[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((hb >> (2 * j)) & 3) << 4);
             f[4 * j] = d * (float)(ls - 32);
-        }
-        return;
-    }
-    case GG_Q4_K: case GG_Q5_K: {
-        const uint8_t *x = row + c * (type == GG_Q5_K ? 176 : 144);
-        const float d = gg_h(x), dmin = gg_h(x + 2);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            gg_scale_min_k4(j, x + 4, &sc, &m);
-            f[4 * j] = d * (float)sc;
-            f[4 * (8 + j)] = dmin * (float)m;
-        }
-        return;
-    }
-    case GG_Q6_K: {         /* block j's halves: scales 2 j and 2 j + 1 (8 per 128 values, 2 per 32) */
-        const uint8_t *x = row + c * 210;
-        const int8_t *sc = (const int8_t *)(x + 192);
-        const float d = gg_h(x + 208);
-        for (int j = 0; j < 8; j++) {
-            f[4 * j] = d * (float)sc[2 * j];
-            f[4 * (8 + j)] = d * (float)sc[2 * j + 1];
         }
         return;
     }
@@ -355,12 +333,88 @@ NG_TYPE(Q5_0)
 NG_TYPE(Q5_1)
 NG_TYPE(Q2_K)
 NG_TYPE(Q3_K)
-NG_TYPE(Q4_K)
-NG_TYPE(Q5_K)
-NG_TYPE(Q6_K)
 NG_TYPE(IQ4_NL)
 NG_TYPE(IQ4_XS)
 #undef NG_TYPE
+
+/* PT_KQ8 (Q4_K, Q5_K, Q6_K; kern_gguf.h's gg_kq8_super, the same bits): one row at a time, a super-block's 8 blocks
+ * unpacked once for up to 4 tokens; each half-block's integer sum times its sub-scale in lanes (vmlaq_n_s32), one
+ * add across the lanes per super-block; the mins' sum from the activations' block sums; then the float steps */
+NG_INLINE void ng_kq8_row(const int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
+                          float *out) {
+    const int64_t K = a->K, nb = K / QK;
+    const int q6 = type == GG_Q6_K;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        int8x16_t v[8][2];
+        for (int j = 0; j < 8; j++) ng_values(type, row, sb * 8 + j, &v[j][0], &v[j][1]);
+        const uint8_t *x = row + sb * (q6 ? 210 : type == GG_Q5_K ? 176 : 144);
+        int32_t sc[16], mn[8] = {0};
+        float d, dmin = 0.0f;
+        if (q6) {
+            for (int k = 0; k < 16; k++) sc[k] = ((const int8_t *)(x + 192))[k];
+            d = gg_h(x + 208);
+        } else {
+            for (int j = 0; j < 8; j++) {
+                int s, m;
+                gg_scale_min_k4(j, x + 4, &s, &m);
+                sc[2 * j] = sc[2 * j + 1] = s;
+                mn[j] = m;
+            }
+            d = gg_h(x);
+            dmin = gg_h(x + 2);
+        }
+        for (int tj = 0; tj < nt; tj++) {
+            const int64_t t = t0 + tj;
+            const int8_t *xq = a->q + t * K + sb * 256;
+            int32x4_t acc = vdupq_n_s32(0);
+            for (int j = 0; j < 8; j++) {
+                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), v[j][0], vld1q_s8(xq + 32 * j)), sc[2 * j]);
+                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), v[j][1], vld1q_s8(xq + 32 * j + 16)), sc[2 * j + 1]);
+            }
+            const int32_t isum = vaddvq_s32(acc);
+            const float dx = a->d[t * nb + sb * 8];
+            float dd = d * dx;
+            GG_ROUNDED(dd);
+            float p = dd * (float)isum;
+            GG_ROUNDED(p);
+            sum[tj] += p;
+            if (!q6) {
+                int32_t msum = 0;
+                for (int j = 0; j < 8; j++) msum += mn[j] * a->s[t * nb + sb * 8 + j];
+                float dm = dmin * dx;
+                GG_ROUNDED(dm);
+                float pm = dm * (float)msum;
+                GG_ROUNDED(pm);
+                sum[tj] -= pm;
+            }
+        }
+    }
+    for (int j = 0; j < nt; j++) out[j] = sum[j];
+}
+
+#define NG_KQ8(TY) \
+    static void ng_kq8_rows_##TY(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a, int64_t T, \
+                                 float *y, int64_t ldy, int accumulate) { \
+        for (int64_t r = r0; r < r1; r++) \
+            for (int64_t t = 0; t < T; t += 4) { \
+                float o[4]; \
+                const int64_t nt = T - t < 4 ? T - t : 4; \
+                switch (nt) { \
+                case 1: ng_kq8_row(GG_##TY, w + r * rb, a, t, 1, o); break; \
+                case 2: ng_kq8_row(GG_##TY, w + r * rb, a, t, 2, o); break; \
+                case 3: ng_kq8_row(GG_##TY, w + r * rb, a, t, 3, o); break; \
+                default: ng_kq8_row(GG_##TY, w + r * rb, a, t, 4, o); break; \
+                } \
+                for (int j = 0; j < nt; j++) { \
+                    store_y(y + (t + j) * ldy + r, o[j], accumulate); \
+                } \
+            } \
+    }
+NG_KQ8(Q4_K)
+NG_KQ8(Q5_K)
+NG_KQ8(Q6_K)
+#undef NG_KQ8
 
 #define NEON_GGUF_SIMD ((1u << GG_Q4_1) | (1u << GG_Q5_0) | (1u << GG_Q5_1) | (1u << GG_Q2_K) | (1u << GG_Q3_K) | \
                         (1u << GG_Q4_K) | (1u << GG_Q5_K) | (1u << GG_Q6_K) | (1u << GG_IQ4_NL) | (1u << GG_IQ4_XS))
@@ -373,9 +427,9 @@ static void rows_gguf_neon(int32_t type, const uint8_t *w, int64_t rb, int64_t r
     case GG_Q5_1: ng_rows_Q5_1(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
     case GG_Q2_K: ng_rows_Q2_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
     case GG_Q3_K: ng_rows_Q3_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
-    case GG_Q4_K: ng_rows_Q4_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
-    case GG_Q5_K: ng_rows_Q5_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
-    case GG_Q6_K: ng_rows_Q6_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q4_K: ng_kq8_rows_Q4_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q5_K: ng_kq8_rows_Q5_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
+    case GG_Q6_K: ng_kq8_rows_Q6_K(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
     case GG_IQ4_NL: ng_rows_IQ4_NL(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
     case GG_IQ4_XS: ng_rows_IQ4_XS(w, rb, r0, r1, a, T, y, ldy, accumulate); break;
     default: rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate); break;

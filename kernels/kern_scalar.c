@@ -90,23 +90,3 @@ const pt_kernels pt_kernels_scalar = {
     .bias_act = bias_act_g,
     .glu = glu_g,
 };
-
-/* rows r..r+7 of a GGUF K-quant in the unpacked layout of a prefill (internal.h: GT_BLOCK per 32-value block, or
- * with pair a group's place in a pair, GT_PAIR), by the reference's gg_block: the values as gg_block gives them
- * (Q4_K / Q5_K unsigned q, Q6_K q - 32), the factors of its two terms. The AMX kernel's checks (pathcheck.c,
- * amx_selftest.c) take it as their input. */
-void pt_gguf_unpack8_ref(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf, int pair) {
-    const int64_t bs = pair ? GT_PAIR : GT_BLOCK, vs = pair ? 64 : 32, fa = pair ? 512 : 256, fb = pair ? 576 : 288;
-    int8_t v[QK];
-    gg_terms t;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = buf + b * bs;
-        for (int i = 0; i < 8; i++) {
-            gg_block(type, w + (r + i) * rb, b, v, &t);
-            for (int k = 0; k < 8; k++) memcpy(blk + vs * k + 4 * i, v + 4 * k, 4);
-            const float f[2] = {t.f[0], t.n > 1 ? t.f[1] : 0.0f};
-            memcpy(blk + fa + 4 * i, &f[0], 4);
-            memcpy(blk + fb + 4 * i, &f[1], 4);
-        }
-    }
-}

@@ -26,18 +26,16 @@ static inline void FN(hsum_halves_)(__m256i v, int32_t *lo, int32_t *hi) {
 
 #include "kern_x86_kq2.h"      /* Q2_K, Q3_K, IQ4_XS: kq2_rows_any_ */
 
-/* One row's super-block sb of Q4_K / Q5_K / Q6_K unpacked: v[j] = block j's 32 values in order (Q4_K / Q5_K the
- * unsigned q; Q6_K q - 32), fa / fb = the float factors of the 8 blocks (Q4_K / Q5_K: d sc_j and dmin m_j; Q6_K: the
- * scales of each block's first and second half, times d), computed as the reference's gg_block computes them. */
-static ALWAYS_INLINE void FN(kq_unpack_)(int32_t type, const uint8_t *row, int64_t sb, __m256i *v, __m256 *fa,
-                                         __m256 *fb) {
+/* One row's super-block sb of Q4_K / Q5_K / Q6_K unpacked: v[j] = block j's 32 values in order, unsigned (Q6_K its
+ * q, 0..63: the offset 32 comes off through the activations' sums of 16), *sc the integer sub-scales (Q4_K / Q5_K:
+ * bytes 0-7 the 8 scales, 8-15 the 8 mins, gg_scale_min_k4's bits; Q6_K: its 16 signed scales), *d / *dmin the
+ * super-block's float factors (Q6_K: d only) */
+static ALWAYS_INLINE void FN(kq_unpack_)(int32_t type, const uint8_t *row, int64_t sb, __m256i *v, __m128i *sc,
+                                         float *d, float *dmin) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 fv = _mm256_setzero_ps(), fmv = _mm256_setzero_ps(), f0 = fv, f1 = fv;
     if (type == GG_Q6_K) {
         const uint8_t *x = row + sb * 210;
-        const int8_t *sc = (const int8_t *)(x + 192);
-        const float d = FN(h2f_)(x + 208);
-        const __m256i m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+        const __m256i m2 = _mm256_set1_epi8(3);
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
@@ -48,175 +46,244 @@ static ALWAYS_INLINE void FN(kq_unpack_)(int32_t type, const uint8_t *row, int64
             const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
                                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
-            for (int p = 0; p < 4; p++)
-                v[4 * h + p] = _mm256_sub_epi8(_mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4)), off);
+            for (int p = 0; p < 4; p++) v[4 * h + p] = _mm256_or_si256(lo[p], _mm256_slli_epi16(hb[p], 4));
         }
-        /* the 16 scales times d, the even ones (each block's first half) and the odd ones apart */
-        const __m128i s16 = _mm_loadu_si128((const __m128i *)sc);
-        const __m128i ev = _mm_shuffle_epi8(s16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
-        const __m128i od = _mm_shuffle_epi8(s16, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
-        f0 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
-        f1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od)));
-    } else {
-        const int q5 = type == GG_Q5_K;
-        const uint8_t *x = row + sb * (q5 ? 176 : 144);
-        const float d = FN(h2f_)(x), dmin = FN(h2f_)(x + 2);
-        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
-        for (int p = 0; p < 4; p++) {
-            const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
-            v[2 * p] = _mm256_and_si256(l, m4);
-            v[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-            if (q5) {
-                const __m256i one = _mm256_set1_epi8(1);
-                v[2 * p] = _mm256_or_si256(v[2 * p], _mm256_slli_epi16(
-                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-                v[2 * p + 1] = _mm256_or_si256(v[2 * p + 1], _mm256_slli_epi16(
-                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
-            }
-        }
-        /* the 8 6-bit scales and mins (gg_scale_min_k4's bits) by word shifts: scales in bytes 0-7 of u, mins
-         * in bytes 8-15, then times d and dmin 8 at a time */
-        uint32_t u[4];
-        memcpy(u, x + 4, 12);
-        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-        u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-        const uint32_t mins_lo = u[1] & k1;
-        u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-        u[2] = mins_lo;
-        u[0] &= k1;
-        const __m128i sm = _mm_loadu_si128((const __m128i *)u);
-        fv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-        fmv = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+        *sc = _mm_loadu_si128((const __m128i *)(x + 192));
+        *d = FN(h2f_)(x + 208);
+        *dmin = 0.0f;
+        return;
     }
-    *fa = type == GG_Q6_K ? f0 : fv;
-    *fb = type == GG_Q6_K ? f1 : fmv;
-}
-
-/* One row's super-block sb against tokens t0..t0+nt-1: the reference's float terms of its 8 blocks, 8 at a time, in
- * ta[tj] and tb[tj]: Q4_K / Q5_K ta = the scale terms, tb = the min terms (the row's sum takes + ta[j], then - tb[j],
- * block by block); Q6_K ta / tb = the terms of each block's first / second half (+ ta[j], then + tb[j]). */
-static ALWAYS_INLINE void FN(kq_terms_)(int32_t type, const uint8_t *row, int64_t sb, const pt_act *a, int64_t t0,
-                                        const int nt, __m256 *ta, __m256 *tb) {
-    const int64_t K = a->K, nb = K / QK;
-    const __m256i ones = _mm256_set1_epi16(1);
-    {
-        __m256i v[8];
-        __m256 fa, fb;
-        FN(kq_unpack_)(type, row, sb, v, &fa, &fb);
-        __m256i av[8];
-        if (type == GG_Q6_K)
-            for (int j = 0; j < 8; j++) av[j] = _mm256_sign_epi8(v[j], v[j]);
-        for (int tj = 0; tj < nt; tj++) {
-            const int64_t t = t0 + tj, b0 = sb * 8;
-            const int8_t *xq = a->q + t * K + b0 * QK;
-            __m256i p[8];
-            for (int j = 0; j < 8; j++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * QK));
-                p[j] = type == GG_Q6_K ? DOT_ACC(_mm256_setzero_si256(), av[j], _mm256_sign_epi8(xv, v[j]))
-                                       : DOT_ACC(_mm256_setzero_si256(), v[j], xv);
-            }
-            /* the 8 blocks' integer sums (Q6_K: their halves' sums) by one add tree, then the float steps of the
-             * reference for 8 terms at once, added to the row's sum in the reference's order */
-            const __m256i e = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-            const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-            const __m256 dx = _mm256_loadu_ps(a->d + t * nb + b0);
-            if (type == GG_Q6_K) {
-                /* e: lanes 0-3 the first halves of blocks 0-3, lanes 4-7 their second halves; g: blocks 4-7 */
-                const __m256i h0 = _mm256_permute2x128_si256(e, g, 0x20), h1 = _mm256_permute2x128_si256(e, g, 0x31);
-                __m256 t0v = _mm256_mul_ps(_mm256_mul_ps(fa, dx), _mm256_cvtepi32_ps(h0));
-                __m256 t1v = _mm256_mul_ps(_mm256_mul_ps(fb, dx), _mm256_cvtepi32_ps(h1));
-                NO_FUSE(t0v);
-                NO_FUSE(t1v);
-                ta[tj] = t0v;
-                tb[tj] = t1v;
-            } else {
-                const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(e, g, 0x20),
-                                                      _mm256_permute2x128_si256(e, g, 0x31));
-                __m256 tv = _mm256_mul_ps(_mm256_mul_ps(fa, dx), _mm256_cvtepi32_ps(isum));
-                __m256 mv = _mm256_mul_ps(_mm256_mul_ps(fb, dx),
-                                          _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->s + t * nb + b0))));
-                NO_FUSE(tv);
-                NO_FUSE(mv);
-                ta[tj] = tv;
-                tb[tj] = mv;
-            }
+    const int q5 = type == GG_Q5_K;
+    const uint8_t *x = row + sb * (q5 ? 176 : 144);
+    const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+        v[2 * p] = _mm256_and_si256(l, m4);
+        v[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+        if (q5) {
+            const __m256i one = _mm256_set1_epi8(1);
+            v[2 * p] = _mm256_or_si256(v[2 * p], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+            v[2 * p + 1] = _mm256_or_si256(v[2 * p + 1], _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
         }
     }
-    (void)ones;
+    /* the 8 6-bit scales and mins (gg_scale_min_k4's bits) by word shifts: scales in bytes 0-7, mins in 8-15 */
+    uint32_t u[4];
+    memcpy(u, x + 4, 12);
+    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    const uint32_t mins_lo = u[1] & k1;
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    u[2] = mins_lo;
+    u[0] &= k1;
+    *sc = _mm_loadu_si128((const __m128i *)u);
+    *d = FN(h2f_)(x);
+    *dmin = FN(h2f_)(x + 2);
 }
 
-/* one row against nt <= 4 tokens: the terms added to the row's sum one by one, in the reference's order */
-static ALWAYS_INLINE void FN(kq_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
-                                      float *out) {
+/* the sums of a's 8 lanes and of b's */
+static inline void FN(hsum2_)(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    const __m256i t = _mm256_hadd_epi32(a, b);
+    __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    u = _mm_hadd_epi32(u, u);
+    *sa = _mm_cvtsi128_si32(u);
+    *sb = _mm_extract_epi32(u, 1);
+}
+
+/* One row against nt <= 4 tokens (kern_gguf.h's gg_kq8_super, the same bits): each super-block unpacked once for
+ * the tokens; a block's 32 values by vpmaddubsw, its sub-scale by vpmaddwd (Q6_K: one scale a 128-bit half), the
+ * super-block's 8 blocks one integer sum; the mins (Q6_K: its offset 32) from the activations' sums of 16 by one
+ * vpmaddwd; then the reference's float steps */
+static ALWAYS_INLINE void FN(kq8_row_)(int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
+                                       float *out) {
+    const int64_t K = a->K, nb = K / QK, nh = K / 16;
+    const int q6 = type == GG_Q6_K;
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const float sign = type == GG_Q6_K ? 1.0f : -1.0f;
-    for (int64_t sb = 0; sb < a->K / QK / 8; sb++) {
-        __m256 ta[4], tb[4];
-        FN(kq_terms_)(type, row, sb, a, t0, nt, ta, tb);
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        __m256i v[8], s16[8], m16;
+        __m128i sc;
+        float d, dmin;
+        FN(kq_unpack_)(type, row, sb, v, &sc, &d, &dmin);
+        if (q6) {
+            int8_t b[16];
+            _mm_storeu_si128((__m128i *)b, sc);
+            for (int j = 0; j < 8; j++) s16[j] = _mm256_set_m128i(_mm_set1_epi16(b[2 * j + 1]), _mm_set1_epi16(b[2 * j]));
+            m16 = _mm256_cvtepi8_epi16(sc);
+        } else {
+            uint8_t b[16];
+            _mm_storeu_si128((__m128i *)b, sc);
+            for (int j = 0; j < 8; j++) s16[j] = _mm256_set1_epi16(b[j]);
+            m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                                            14, 14, 15, 15)));
+        }
         for (int tj = 0; tj < nt; tj++) {
-            float tr[8], mr[8];
-            _mm256_storeu_ps(tr, ta[tj]);
-            _mm256_storeu_ps(mr, tb[tj]);
+            const int64_t t = t0 + tj;
+            const int8_t *xq = a->q + t * K + sb * 256;
+            __m256i acc = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
-                sum[tj] += tr[j];
-                sum[tj] = sign > 0 ? sum[tj] + mr[j] : sum[tj] - mr[j];
+                const __m256i p = _mm256_maddubs_epi16(v[j], _mm256_loadu_si256((const __m256i *)(xq + 32 * j)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s16[j]));
+            }
+            const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)(a->h + t * nh + sb * 16)));
+            int32_t isum, msum;
+            if (q6) acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5));
+            FN(hsum2_)(acc, mv, &isum, &msum);
+            const float dx = a->d[t * nb + sb * 8];
+            float dd = d * dx;
+            GG_ROUNDED(dd);
+            float p = dd * (float)isum;
+            GG_ROUNDED(p);
+            sum[tj] += p;
+            if (!q6) {
+                float dm = dmin * dx;
+                GG_ROUNDED(dm);
+                float pm = dm * (float)msum;
+                GG_ROUNDED(pm);
+                sum[tj] -= pm;
             }
         }
     }
     for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
-static inline __m256 FN(cast_ps_)(__m256i v) { return _mm256_castsi256_ps(v); }
+/* block j's sub-scale as vpmaddwd takes it after vpmaddubsw over block j's 32 values in order: Q4_K / Q5_K the
+ * scale in every 16-bit lane (scl: the 8 scales as 16-bit lanes in both 128-bit halves); Q6_K its first half's
+ * scale in the low 128 bits, its second half's in the high (scl: the 16 scales; j < 4 from the low 8, else the high) */
+static ALWAYS_INLINE __m256i FN(kq8_scale_)(const int q6, __m256i scl, const int j) {
+    if (q6) {
+        const char a = (char)(4 * (j % 4)), b = (char)(4 * (j % 4) + 2);
+        return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                         a, a + 1, a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
+                                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+    }
+    const char a = (char)(2 * j);
+    return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
+                                                     a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                     a, a + 1, a, a + 1, a, a + 1));
+}
 
-/* 8 rows against nt <= 4 tokens, each row's sum in a lane: a row alone waits on its 16 dependent float adds per
- * super-block (the reference's order), 8 rows side by side do them 8 at a time. The terms of the 8 rows are
- * transposed (lane i = row i) and added in the same order, so the same bits as a row alone. */
-static ALWAYS_INLINE void FN(kq_rows8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, const pt_act *a,
-                                        int64_t t0, const int nt, float *y, int64_t ldy, int accumulate) {
-    __m256 acc[4];
-    const int64_t sbytes = type == GG_Q6_K ? 210 : type == GG_Q5_K ? 176 : 144;
-    for (int tj = 0; tj < nt; tj++) acc[tj] = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < a->K / QK / 8; sb++) {
-        __m256i ta[4][8], tb[4][8];
-        for (int i = 0; i < 8; i++) {
-            const uint8_t *row = w + (r + i) * rb;
-            /* 8 rows side by side are 8 streams, which the hardware prefetcher loses: each row asked for
-             * PREFETCH_AHEAD bytes ahead of its super-block (past its end, the same row of the next group) */
-            const uint8_t *pf = row + sb * sbytes + PREFETCH_AHEAD;
-            if (pf >= row + rb) pf += 7 * rb;
-            for (int c = 0; c < 4; c++) _mm_prefetch((const char *)(pf + 64 * c), _MM_HINT_T0);
-            __m256 xa[4], xb[4];
-            FN(kq_terms_)(type, row, sb, a, t0, nt, xa, xb);
-            for (int tj = 0; tj < nt; tj++) {
-                ta[tj][i] = _mm256_castps_si256(xa[tj]);
-                tb[tj][i] = _mm256_castps_si256(xb[tj]);
+/* kq8_row_ for one token (a decode step): each pair of blocks unpacked from its 32 bytes (Q6_K: its 64 + 32) just
+ * before its products, so few registers are live and the loads overlap the arithmetic; the same integer sums and
+ * float steps, so the same bits */
+static ALWAYS_INLINE float FN(kq8_row1_)(const int32_t type, const uint8_t *row, const pt_act *a, int64_t t) {
+    const int64_t K = a->K, nb = K / QK, nh = K / 16;
+    const int q6 = type == GG_Q6_K, q5 = type == GG_Q5_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int8_t *xq0 = a->q + t * K;
+    const int16_t *hx0 = a->h + t * nh;
+    float sum = 0.0f;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const int8_t *xq = xq0 + sb * 256;
+        __m256i acc = _mm256_setzero_si256(), m16, scl0, scl1;
+        float d, dmin = 0.0f;
+        if (q6) {
+            const uint8_t *x = row + sb * 210;
+            const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+            m16 = all;
+            scl0 = _mm256_permute4x64_epi64(all, 0x44);
+            scl1 = _mm256_permute4x64_epi64(all, 0xEE);
+            d = FN(h2f_)(x + 208);
+            const __m256i m2 = _mm256_set1_epi8(3);
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+                const __m256i scl = h ? scl1 : scl0;
+                const __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                const __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                const __m256i vv[4] = {v0, v1, v2, v3};
+                for (int p = 0; p < 4; p++) {
+                    const __m256i pr = _mm256_maddubs_epi16(vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(kq8_scale_)(1, scl, 4 * h + p)));
+                }
+            }
+        } else {
+            const uint8_t *x = row + sb * (q5 ? 176 : 144);
+            uint32_t u0, u1, u2;
+            memcpy(&u0, x + 4, 4);
+            memcpy(&u1, x + 8, 4);
+            memcpy(&u2, x + 12, 4);
+            const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+            /* gg_scale_min_k4's bits by word shifts: scales in bytes 0-7, mins in 8-15 (built in registers: a
+             * vector load of words just stored stalls on the store forwarding) */
+            const __m128i sc = _mm_set_epi32((int)(((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)), (int)(u1 & k1),
+                                             (int)((u2 & k2) | (((u0 >> 6) & k3) << 4)), (int)(u0 & k1));
+            scl0 = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
+            m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                                            14, 14, 15, 15)));
+            d = FN(h2f_)(x);
+            dmin = FN(h2f_)(x + 2);
+            const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+            const __m256i one = _mm256_set1_epi8(1);
+            for (int p = 0; p < 4; p++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+                __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+                if (q5) {
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+                }
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
+                acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, FN(kq8_scale_)(0, scl0, 2 * p)),
+                                                             _mm256_madd_epi16(phi, FN(kq8_scale_)(0, scl0, 2 * p + 1))));
             }
         }
-        for (int tj = 0; tj < nt; tj++) {
-            FN(transpose8_)(ta[tj]);
-            FN(transpose8_)(tb[tj]);
-            for (int j = 0; j < 8; j++) {
-                acc[tj] = _mm256_add_ps(acc[tj], FN(cast_ps_)(ta[tj][j]));
-                acc[tj] = type == GG_Q6_K ? _mm256_add_ps(acc[tj], FN(cast_ps_)(tb[tj][j]))
-                                          : _mm256_sub_ps(acc[tj], FN(cast_ps_)(tb[tj][j]));
-            }
+        (void)scl1;
+        const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)(hx0 + sb * 16)));
+        int32_t isum, msum;
+        if (q6) acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5));
+        FN(hsum2_)(acc, mv, &isum, &msum);
+        const float dx = a->d[t * nb + sb * 8];
+        float dd = d * dx;
+        GG_ROUNDED(dd);
+        float p = dd * (float)isum;
+        GG_ROUNDED(p);
+        sum += p;
+        if (!q6) {
+            float dm = dmin * dx;
+            GG_ROUNDED(dm);
+            float pm = dm * (float)msum;
+            GG_ROUNDED(pm);
+            sum -= pm;
         }
     }
-    for (int tj = 0; tj < nt; tj++) {
-        float *out = y + (t0 + tj) * ldy + r;
-        _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[tj]) : acc[tj]);
+    return sum;
+}
+
+/* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy */
+static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
+                                          const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + r * rb;
+        _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
+        if (T == 1) {
+            store_y(y + r, FN(kq8_row1_)(type, row, a, 0), accumulate);
+            continue;
+        }
+        for (int64_t t = 0; t < T; t += 4) {
+            float o[4];
+            const int64_t nt = T - t < 4 ? T - t : 4;
+            switch (nt) {
+            case 1: FN(kq8_row_)(type, row, a, t, 1, o); break;
+            case 2: FN(kq8_row_)(type, row, a, t, 2, o); break;
+            case 3: FN(kq8_row_)(type, row, a, t, 3, o); break;
+            default: FN(kq8_row_)(type, row, a, t, 4, o); break;
+            }
+            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
+        }
     }
 }
 
-/* kq_rows8_ with nt a constant in each copy */
-static ALWAYS_INLINE void FN(kq_rows8_nt_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, const pt_act *a,
-                                           int64_t t0, int64_t nt, float *y, int64_t ldy, int accumulate) {
-    switch (nt) {
-    case 1: FN(kq_rows8_)(type, w, rb, r, a, t0, 1, y, ldy, accumulate); break;
-    case 2: FN(kq_rows8_)(type, w, rb, r, a, t0, 2, y, ldy, accumulate); break;
-    case 3: FN(kq_rows8_)(type, w, rb, r, a, t0, 3, y, ldy, accumulate); break;
-    default: FN(kq_rows8_)(type, w, rb, r, a, t0, 4, y, ldy, accumulate); break;
-    }
+static void FN(kq8_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,
+                          int64_t T, float *y, int64_t ldy, int accumulate) {
+    if (type == GG_Q4_K) FN(kq8_rows_t_)(GG_Q4_K, w, rb, r0, r1, a, T, y, ldy, accumulate);
+    else if (type == GG_Q5_K) FN(kq8_rows_t_)(GG_Q5_K, w, rb, r0, r1, a, T, y, ldy, accumulate);
+    else FN(kq8_rows_t_)(GG_Q6_K, w, rb, r0, r1, a, T, y, ldy, accumulate);
 }
 
 /* ---- GGUF's 32-value block types with SIMD kernels: Q4_1, Q5_0, Q5_1, IQ4_NL (kern_gguf.h's arithmetic) ----
@@ -394,41 +461,63 @@ static ALWAYS_INLINE void FN(b32_rows8_nt_)(int32_t type, const uint8_t *w, int6
 
 /* a super-block of 8 rows (v[i][j]: row i's block j; fa / fb[i]: row i's factors, lane j = block j) stored as 8
  * unpacked blocks at blk */
-static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf, const int pair) {
+static ALWAYS_INLINE void FN(gguf_store8_)(__m256i v[8][8], __m256i *fa, __m256i *fb, uint8_t *buf) {
     FN(transpose8_)(fa);        /* lane i = row i: fa[j] the 8 rows' factors of block j */
     FN(transpose8_)(fb);
-    const int64_t bs = pair ? GT_PAIR : GT_BLOCK, vs = pair ? 64 : 32;
     for (int j = 0; j < 8; j++) {
-        uint8_t *blk = buf + j * bs;
+        uint8_t *blk = buf + j * GT_BLOCK;
         __m256i vv[8];
         for (int i = 0; i < 8; i++) vv[i] = v[i][j];
         FN(transpose8_)(vv);
-        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + vs * k), vv[k]);
-        _mm256_storeu_si256((__m256i *)(blk + 8 * vs), fa[j]);
-        _mm256_storeu_si256((__m256i *)(blk + 8 * vs + (pair ? 64 : 32)), fb[j]);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
+        _mm256_storeu_si256((__m256i *)(blk + 256), fa[j]);
+        _mm256_storeu_si256((__m256i *)(blk + 288), fb[j]);
     }
 }
 
 /* rows r..r+7 unpacked into buf (nb blocks of GT_BLOCK bytes) */
-static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf,
-                              const int q6_signed, const int pair) {
-    if (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K) {
-        /* the K-quants a super-block of 8 rows at a time, by the decode kernel's unpacking (gg_block, a value at a
-         * time, took 6 ms for a [4864, 1024] Q6_K matrix: a 16-token prompt paid it whole) */
+static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r, int64_t nb, uint8_t *buf) {
+    if (PT_KQ8(type)) {
+        /* a super-block of 8 rows at a time by the decode kernel's unpacking, into GT_BLOCK4 blocks: the values,
+         * then the sub-scales as vpmaddwd takes them after vpmaddubsw (16-bit pairs, row i's at 2i and 2i + 1):
+         * +256 each block's scales (Q6_K: its first halves'), +288 Q4_K / Q5_K the mins as 32-bit lanes, Q6_K the
+         * second halves' scales, +320 Q6_K the two halves' scales side by side (against the activations' two sums
+         * of 16); +352 the 8 rows' d in the super-block's first block, dmin in its second */
         for (int64_t sb = 0; sb < nb / 8; sb++) {
-            __m256i v[8][8], fa[8], fb[8];
+            __m256i v[8][8];
+            int8_t sc[8][16];
+            float fd[8], fm[8];
             for (int i = 0; i < 8; i++) {
-                __m256 a0, b0;
-                FN(kq_unpack_)(type, w + (r + i) * rb, sb, v[i], &a0, &b0);
-                /* Q6_K as its unsigned q (0..63): the tile takes 32 x the activations' half sums off after, the
-                 * same integer sums without the sign trick's two vpsignb per product */
-                if (type == GG_Q6_K && !q6_signed)
-                    for (int j = 0; j < 8; j++) v[i][j] = _mm256_add_epi8(v[i][j], _mm256_set1_epi8(32));
-                fa[i] = _mm256_castps_si256(a0);
-                fb[i] = _mm256_castps_si256(b0);
+                __m128i s;
+                FN(kq_unpack_)(type, w + (r + i) * rb, sb, v[i], &s, &fd[i], &fm[i]);
+                _mm_storeu_si128((__m128i *)sc[i], s);
             }
-            if (pair) FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_PAIR, 1);
-            else FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK, 0);
+            for (int j = 0; j < 8; j++) {
+                uint8_t *blk = buf + (sb * 8 + j) * GT_BLOCK4;
+                __m256i vv[8];
+                for (int i = 0; i < 8; i++) vv[i] = v[i][j];
+                FN(transpose8_)(vv);
+                for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
+                int16_t s0[16], s1[16], s01[16];
+                int32_t m[8];
+                for (int i = 0; i < 8; i++) {
+                    if (type == GG_Q6_K) {
+                        s0[2 * i] = s0[2 * i + 1] = s01[2 * i] = sc[i][2 * j];
+                        s1[2 * i] = s1[2 * i + 1] = s01[2 * i + 1] = sc[i][2 * j + 1];
+                    } else {
+                        s0[2 * i] = s0[2 * i + 1] = (uint8_t)sc[i][j];
+                        m[i] = (uint8_t)sc[i][8 + j];
+                    }
+                }
+                memcpy(blk + 256, s0, 32);
+                if (type == GG_Q6_K) {
+                    memcpy(blk + 288, s1, 32);
+                    memcpy(blk + 320, s01, 32);
+                } else {
+                    memcpy(blk + 288, m, 32);
+                }
+                if (j < 2) memcpy(blk + 352, j == 0 ? fd : fm, 32);
+            }
         }
         return;
     }
@@ -444,7 +533,7 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 fa[i] = _mm256_castps_si256(f[0]);
                 fb[i] = _mm256_castps_si256(f[1]);
             }
-            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK, 0);
+            FN(gguf_store8_)(v, fa, fb, buf + sb * 8 * GT_BLOCK);
         }
         return;
     }
@@ -486,14 +575,12 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
 }
 
 /* the 8 unpacked rows against tokens t0..t0+n-1: kind 0 one term (d, sum v x); 1 two whole-block terms, the second
- * (m, sum x) added (Q4_1, Q5_1); 2 the same subtracted (Q4_K, Q5_K); 3 a term per half-block (Q3_K); 4 per
- * half-block a scale term and a min term subtracted, xh[2 (t nb + b) + h] the activations' half sums (Q2_K); 5 as 3
- * with the values stored unsigned, q + 32, and 32 xh taken off each half's integer sum (Q6_K: the same sums) */
+ * (m, sum x) added (Q4_1, Q5_1); 3 a term per half-block (Q3_K); 4 per half-block a scale term and a min term
+ * subtracted, xh[2 (t nb + b) + h] the activations' half sums (Q2_K). (The PT_KQ8 types: kq8_tile_ below.) */
 static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
                                          int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
-                                         const int32_t *xh, const int pair) {
-    /* pair: a group in a pair's place (AMX's layout, internal.h): its vectors 64 bytes apart, factors at +512, +576 */
-    const int64_t K = a->K, nb = K / QK, bs = pair ? GT_PAIR : kind == 4 ? GT_BLOCK4 : GT_BLOCK, vs = pair ? 64 : 32;
+                                         const int32_t *xh) {
+    const int64_t K = a->K, nb = K / QK, bs = kind == 4 ? GT_BLOCK4 : GT_BLOCK;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[GT];
     for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
@@ -502,7 +589,7 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
         __m256i lo[GT], hi[GT];
         for (int j = 0; j < n; j++) lo[j] = hi[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
-            const __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + vs * k));
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
             const __m256i u = sgn ? _mm256_sign_epi8(wv, wv) : wv;
             for (int j = 0; j < n; j++) {
                 const __m256i xb = FN(bcast4_)(a->q + (t0 + j) * K + b * QK + 4 * k);
@@ -511,14 +598,7 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
                 else lo[j] = DOT_ACC(lo[j], u, xs);
             }
         }
-        const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 8 * vs)),
-                     f1 = _mm256_loadu_ps((const float *)(blk + 8 * vs + (pair ? 64 : 32)));
-        if (kind == 5)
-            for (int j = 0; j < n; j++) {
-                const int64_t tb = (t0 + j) * nb + b;
-                lo[j] = _mm256_sub_epi32(lo[j], _mm256_set1_epi32(32 * xh[2 * tb]));
-                hi[j] = _mm256_sub_epi32(hi[j], _mm256_set1_epi32(32 * xh[2 * tb + 1]));
-            }
+        const __m256 f0 = _mm256_loadu_ps((const float *)(blk + 256)), f1 = _mm256_loadu_ps((const float *)(blk + 288));
         if (kind == 4) {        /* the reference's order: + scale, - min of the first half, then of the second */
             const __m256 f2 = _mm256_loadu_ps((const float *)(blk + 320)), f3 = _mm256_loadu_ps((const float *)(blk + 352));
             for (int j = 0; j < n; j++) {
@@ -547,7 +627,7 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
                 __m256 p1 = _mm256_mul_ps(_mm256_mul_ps(f1, dx), _mm256_cvtepi32_ps(
                     kind >= 3 ? hi[j] : _mm256_set1_epi32(a->s[tb])));
                 NO_FUSE(p1);
-                acc[j] = kind == 2 ? _mm256_sub_ps(acc[j], p1) : _mm256_add_ps(acc[j], p1);
+                acc[j] = _mm256_add_ps(acc[j], p1);
             }
         }
     }
@@ -558,15 +638,104 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
     }
 }
 
+/* the 8 unpacked rows of a PT_KQ8 type (gguf_unpack8_'s GT_BLOCK4 layout) against tokens t0..t0+n-1, the same
+ * bits as gg_kq8_super: per block and token the 8 rows' sums of 4 values in 16-bit lanes by vpmaddubsw (added in
+ * 16 bits while they cannot overflow: Q4_K 8 of them, Q5_K 4, Q6_K 2), times the rows' sub-scales by vpmaddwd into
+ * the super-block's integer sums, the mins' (Q6_K the offset's) sums from the activations' block sums (sums of 16),
+ * then the reference's float steps for the 8 rows at once */
+static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
+                                        int64_t ldy, int64_t r, int accumulate, const int32_t type) {
+    const int64_t K = a->K, nb = K / QK, nh = K / 16;
+    const int q6 = type == GG_Q6_K, run = type == GG_Q4_K ? 8 : type == GG_Q5_K ? 4 : 2;
+    __m256 acc[GT];
+    for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        __m256i is[GT], ms[GT];
+        for (int j = 0; j < n; j++) is[j] = ms[j] = _mm256_setzero_si256();
+        for (int jb = 0; jb < 8; jb++) {
+            const int64_t b = sb * 8 + jb;
+            const uint8_t *blk = buf + b * GT_BLOCK4;
+            const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
+            const __m256i S1 = q6 ? _mm256_loadu_si256((const __m256i *)(blk + 288)) : S0;
+            __m256i wv[8];
+            for (int k = 0; k < 8; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
+            for (int j = 0; j < n; j++) {
+                const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+                for (int k0 = 0; k0 < 8; k0 += run) {
+                    __m256i p = _mm256_maddubs_epi16(wv[k0], FN(bcast4_)(xq + 4 * k0));
+                    for (int k = k0 + 1; k < k0 + run; k++)
+                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
+                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, k0 < 4 ? S0 : S1));
+                }
+            }
+            if (q6) {
+                const __m256i S01 = _mm256_loadu_si256((const __m256i *)(blk + 320));
+                for (int j = 0; j < n; j++) {
+                    const int16_t *hx = a->h + (t0 + j) * nh + 2 * b;
+                    const uint32_t x2 = (uint32_t)(uint16_t)hx[0] | (uint32_t)(uint16_t)hx[1] << 16;
+                    ms[j] = _mm256_add_epi32(ms[j], _mm256_madd_epi16(S01, _mm256_set1_epi32((int32_t)x2)));
+                }
+            } else {
+                const __m256i M = _mm256_loadu_si256((const __m256i *)(blk + 288));
+                for (int j = 0; j < n; j++)
+                    ms[j] = _mm256_add_epi32(ms[j], _mm256_madd_epi16(
+                        M, _mm256_set1_epi32((int32_t)(uint16_t)a->s[(t0 + j) * nb + b])));
+            }
+        }
+        const uint8_t *b0 = buf + sb * 8 * GT_BLOCK4;
+        const __m256 D = _mm256_loadu_ps((const float *)(b0 + 352));
+        const __m256 Dm = q6 ? D : _mm256_loadu_ps((const float *)(b0 + GT_BLOCK4 + 352));
+        for (int j = 0; j < n; j++) {
+            const __m256 dx = _mm256_set1_ps(a->d[(t0 + j) * nb + sb * 8]);
+            const __m256i isum = q6 ? _mm256_sub_epi32(is[j], _mm256_slli_epi32(ms[j], 5)) : is[j];
+            __m256 dd = _mm256_mul_ps(D, dx);
+            NO_FUSE(dd);
+            __m256 p = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
+            NO_FUSE(p);
+            acc[j] = _mm256_add_ps(acc[j], p);
+            if (!q6) {
+                __m256 dm = _mm256_mul_ps(Dm, dx);
+                NO_FUSE(dm);
+                __m256 pm = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(ms[j]));
+                NO_FUSE(pm);
+                acc[j] = _mm256_sub_ps(acc[j], pm);
+            }
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        float *out = y + (t0 + j) * ldy + r;
+        _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[j]) : acc[j]);
+    }
+}
+
+/* kq8_tile_ over tokens t..t+n-1 (n <= GT), the type and the count constants in each copy */
+static ALWAYS_INLINE void FN(kq8_tiles_t_)(const uint8_t *buf, const pt_act *a, int64_t t, int64_t n, float *y,
+                                           int64_t ldy, int64_t r, int accumulate, const int32_t type) {
+    if (n == GT) {
+        FN(kq8_tile_)(buf, a, t, GT, y, ldy, r, accumulate, type);
+        return;
+    }
+#define KQ8_TAIL(m) FN(kq8_tile_)(buf, a, t, m, y, ldy, r, accumulate, type)
+    TOKENS_LEFT(n, KQ8_TAIL)
+#undef KQ8_TAIL
+}
+
+static void FN(kq8_tiles_)(const uint8_t *buf, const pt_act *a, int64_t t, int64_t n, float *y, int64_t ldy,
+                           int64_t r, int accumulate, int32_t type) {
+    if (type == GG_Q4_K) FN(kq8_tiles_t_)(buf, a, t, n, y, ldy, r, accumulate, GG_Q4_K);
+    else if (type == GG_Q5_K) FN(kq8_tiles_t_)(buf, a, t, n, y, ldy, r, accumulate, GG_Q5_K);
+    else FN(kq8_tiles_t_)(buf, a, t, n, y, ldy, r, accumulate, GG_Q6_K);
+}
+
 /* tokens t..t+n-1 (n <= GT) of one unpacked group: a whole tile, or the tail with n a constant in each copy */
 static ALWAYS_INLINE void FN(gguf_tiles_part_)(const uint8_t *buf, const pt_act *a, int64_t t, int64_t n, float *y,
                                                int64_t ldy, int64_t r, int accumulate, const int kind, const int sgn,
-                                               const int32_t *xh, const int pair) {
+                                               const int32_t *xh) {
     if (n == GT) {
-        FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh, pair);
+        FN(gguf_tile_)(buf, a, t, GT, y, ldy, r, accumulate, kind, sgn, xh);
         return;
     }
-#define GGUF_TAIL(m) FN(gguf_tile_)(buf, a, t, m, y, ldy, r, accumulate, kind, sgn, xh, pair)
+#define GGUF_TAIL(m) FN(gguf_tile_)(buf, a, t, m, y, ldy, r, accumulate, kind, sgn, xh)
     TOKENS_LEFT(n, GGUF_TAIL)
 #undef GGUF_TAIL
 }
@@ -577,67 +746,44 @@ static ALWAYS_INLINE void FN(gguf_tiles_part_)(const uint8_t *buf, const pt_act 
  * (512 tokens x 18944 columns: 9.7 MB) are then read once per batch of groups from beyond the L2 cache, not once per
  * group. Each (group, tile) product is the same call either way, so the same bits. */
 #define GG_BATCH_BYTES (768 * 1024)
-#ifndef GGUF_AMX
-#define GGUF_AMX 0
-#endif
 static int64_t FN(gguf_tiled_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                     const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     const int64_t nb = a->K / QK;
-    /* Q2_K: its larger unpacked blocks; Q2_K and Q6_K: the activations' half-block sums, once for every group */
-    const int q2 = type == GG_Q2_K;
-    /* AMX's tiles (kern_amx.c, the avx512 path with AMX on) take the K-quants' pairs of groups and whole tiles of 16
-     * tokens, Q6_K's values signed; the vectors below then do an odd group and the tokens after the tiles (Q6_K
-     * signed as Q3_K is: the sign trick, a term per half-block; the same integer sums) */
-    const int amx = GGUF_AMX && T >= 16 && r1 - r0 >= 16 && pt_amx_on() &&
-                    (type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K);
-    const int q6s = amx && type == GG_Q6_K, halves = q2 || (type == GG_Q6_K && !q6s);
-    const int64_t T16 = amx ? T / 16 * 16 : 0;
-    const size_t gbytes = (size_t)(nb * (q2 ? GT_BLOCK4 : GT_BLOCK));
+    /* Q2_K and the PT_KQ8 types: larger unpacked blocks; Q2_K: the activations' half-block sums, once for every
+     * group */
+    const int q2 = type == GG_Q2_K, kq8 = PT_KQ8(type);
+    const size_t gbytes = (size_t)(nb * (q2 || kq8 ? GT_BLOCK4 : GT_BLOCK));
     int64_t G = (int64_t)(GG_BATCH_BYTES / gbytes), ngroups = (r1 - r0) / 8;
     if (G < 1) G = 1;
     if (G > ngroups) G = ngroups > 0 ? ngroups : 1;
-    if (amx && G > 1) G &= ~(int64_t)1;     /* whole pairs in every batch but the last */
     const size_t bytes = gbytes * (size_t)G;
-    uint8_t *buf = malloc(bytes + (halves ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
+    uint8_t *buf = malloc(bytes + (q2 ? (size_t)(T * nb * 2) * sizeof(int32_t) : 0));
     if (!buf) return r0;
-    int32_t *xh = halves ? (int32_t *)(buf + bytes) : NULL;
-    for (int64_t i = 0; halves && i < T * nb * 2; i++) {
+    int32_t *xh = q2 ? (int32_t *)(buf + bytes) : NULL;
+    for (int64_t i = 0; q2 && i < T * nb * 2; i++) {
         int32_t sum = 0;
         for (int l = 0; l < 16; l++) sum += a->q[16 * i + l];
         xh[i] = sum;
     }
     /* the values' signs (signed ones take the sign trick) and the terms, by type */
-    const int sgn = type == GG_Q5_0 || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS || q6s;
-    const int kind = type == GG_Q4_1 || type == GG_Q5_1 ? 1 : type == GG_Q4_K || type == GG_Q5_K ? 2
-                   : type == GG_Q3_K || q6s ? 3 : q2 ? 4 : type == GG_Q6_K ? 5 : 0;
+    const int sgn = type == GG_Q5_0 || type == GG_Q3_K || type == GG_IQ4_NL || type == GG_IQ4_XS;
+    const int kind = type == GG_Q4_1 || type == GG_Q5_1 ? 1 : type == GG_Q3_K ? 3 : q2 ? 4 : 0;
     int64_t r = r0;
     while (r + 8 <= r1) {
         int64_t g = (r1 - r) / 8;
         if (g > G) g = G;
-        /* with AMX the batch's pairs of groups in pairs' places (AMX's layout; gbytes x 2 each), an odd last group
-         * in its own */
-        const int64_t paired = amx ? g / 2 * 2 : 0;
-        for (int64_t i = 0; i < g; i++) {
-            if (i < paired) FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * (i & ~1) + 32 * (i & 1), q6s, 1);
-            else FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * i, q6s, 0);
-        }
-        if (T16) pt_amx_gguf(buf, g / 2, a, T16, y, ldy, r, accumulate, q6s);
+        for (int64_t i = 0; i < g; i++) FN(gguf_unpack8_)(type, w, rb, r + 8 * i, nb, buf + gbytes * i);
         for (int64_t t = 0; t < T; t += GT) {
             const int64_t n = T - t < GT ? T - t : GT;
-            /* the tokens the tiles did: only the odd group's */
-            for (int64_t i = t < T16 ? paired : 0; i < g; i++) {
-                const int pr = i < paired;
-                const uint8_t *gb = pr ? buf + gbytes * (i & ~1) + 32 * (i & 1) : buf + gbytes * i;
+            for (int64_t i = 0; i < g; i++) {
+                const uint8_t *gb = buf + gbytes * i;
                 const int64_t ri = r + 8 * i;
-                switch (kind * 2 + sgn) {
-                case 0: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 0, NULL, 0); break;
-                case 1: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 1, NULL, 0); break;
-                case 2: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 1, 0, NULL, 0); break;
-                case 4: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 2, 0, NULL, pr); break;
-                case 8: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 4, 0, xh, 0); break;
-                case 10: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 5, 0, xh, 0); break;
-                default: FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 3, 1, NULL, pr); break;
-                }
+                if (kq8) FN(kq8_tiles_)(gb, a, t, n, y, ldy, ri, accumulate, type);
+                else if (kind == 1) FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 1, 0, NULL);
+                else if (kind == 3) FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 3, 1, NULL);
+                else if (kind == 4) FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 4, 0, xh);
+                else if (sgn) FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 1, NULL);
+                else FN(gguf_tiles_part_)(gb, a, t, n, y, ldy, ri, accumulate, 0, 0, NULL);
             }
         }
         r += 8 * g;
@@ -656,20 +802,15 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
         FN(kq2_rows_any_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         return;
     }
-    const int k_type = type == GG_Q4_K || type == GG_Q5_K || type == GG_Q6_K;
-    if (!k_type && type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {
+    if (PT_KQ8(type)) {
+        FN(kq8_rows_)(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
+        return;
+    }
+    if (type != GG_Q4_1 && type != GG_Q5_0 && type != GG_Q5_1 && type != GG_IQ4_NL) {
         rows_gguf_g(type, w, rb, r0, r1, a, T, y, ldy, accumulate);
         return;
     }
-    if (k_type) {       /* groups of 8 rows, their sums side by side; the type a constant in each copy */
-        for (; r0 + 8 <= r1; r0 += 8)
-            for (int64_t t = 0; t < T; t += 4) {
-                const int64_t nt = T - t < 4 ? T - t : 4;
-                if (type == GG_Q4_K) FN(kq_rows8_nt_)(GG_Q4_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
-                else if (type == GG_Q5_K) FN(kq_rows8_nt_)(GG_Q5_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
-                else FN(kq_rows8_nt_)(GG_Q6_K, w, rb, r0, a, t, nt, y, ldy, accumulate);
-            }
-    } else {            /* the 32-value types likewise */
+    {                   /* the 32-value types: groups of 8 rows, their sums side by side */
         for (; r0 + 8 <= r1; r0 += 8)
             for (int64_t t = 0; t < T; t += 4) {
                 const int64_t nt = T - t < 4 ? T - t : 4;
@@ -685,20 +826,11 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
         for (int64_t t = 0; t < T; t += 4) {
             float o[4];
             const int64_t nt = T - t < 4 ? T - t : 4;
-            if (k_type) {
-                switch (nt) {
-                case 1: FN(kq_row_)(type, row, a, t, 1, o); break;
-                case 2: FN(kq_row_)(type, row, a, t, 2, o); break;
-                case 3: FN(kq_row_)(type, row, a, t, 3, o); break;
-                default: FN(kq_row_)(type, row, a, t, 4, o); break;
-                }
-            } else {
-                switch (nt) {
-                case 1: FN(b32_row_)(type, row, a, t, 1, o); break;
-                case 2: FN(b32_row_)(type, row, a, t, 2, o); break;
-                case 3: FN(b32_row_)(type, row, a, t, 3, o); break;
-                default: FN(b32_row_)(type, row, a, t, 4, o); break;
-                }
+            switch (nt) {
+            case 1: FN(b32_row_)(type, row, a, t, 1, o); break;
+            case 2: FN(b32_row_)(type, row, a, t, 2, o); break;
+            case 3: FN(b32_row_)(type, row, a, t, 3, o); break;
+            default: FN(b32_row_)(type, row, a, t, 4, o); break;
             }
             for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
         }

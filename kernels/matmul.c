@@ -4,16 +4,49 @@
 #include <stdlib.h>
 
 /* ---- activation scratch, grown on demand (guarded by the lock) ---- */
-static struct { int8_t *q; float *d; int32_t *s; int64_t cap; } act;
+typedef struct { int8_t *q; float *d; int32_t *s; int16_t *h; int64_t cap; } act_buf;
+static act_buf act, actk;      /* quant_act's blocks; pt_quant_act_k's super-blocks (the K-quants') */
 
-static int act_reserve(int64_t n) {
-    if (act.cap >= n) return 0;
-    free(act.q); free(act.d); free(act.s);
-    act.q = (int8_t *)malloc((size_t)n);
-    act.d = (float *)malloc((size_t)(n / QK + 1) * sizeof(float));
-    act.s = (int32_t *)malloc((size_t)(n / QK + 1) * sizeof(int32_t));
-    act.cap = act.q && act.d && act.s ? n : 0;
-    return act.cap ? 0 : -1;
+static int buf_reserve(act_buf *b, int64_t n) {
+    if (b->cap >= n) return 0;
+    free(b->q); free(b->d); free(b->s); free(b->h);
+    b->q = (int8_t *)malloc((size_t)n);
+    b->d = (float *)malloc((size_t)(n / QK + 1) * sizeof(float));
+    b->s = (int32_t *)malloc((size_t)(n / QK + 1) * sizeof(int32_t));
+    b->h = (int16_t *)malloc((size_t)(n / 16 + 1) * sizeof(int16_t));
+    b->cap = b->q && b->d && b->s && b->h ? n : 0;
+    return b->cap ? 0 : -1;
+}
+static int act_reserve(int64_t n) { return buf_reserve(&act, n); }
+
+/* Q8_K's rule for the K-quants' activations (PT_KQ8): quant_act's (scale max|x| / 127, round half to even, |q| <=
+ * 127, NaN in gives NaN out) over each super-block of 256 values, d[] the super-block's scale for each of its 8
+ * blocks, s[] the blocks' sums, h[] the sums of 16. Plain C on every path: a token's quantization is a small part
+ * of a product with it, and one copy gives every path the same activations. */
+void pt_quant_act_k(const float *x, int64_t K, int8_t *q, float *d, int32_t *s, int16_t *h) {
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        const float *xs = x + sb * 256;
+        float amax = 0.0f;
+        int nan = 0;
+        for (int j = 0; j < 256; j++) { amax = fmaxf(amax, fabsf(xs[j])); nan |= isnan(xs[j]); }
+        float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        if (!isfinite(id)) { db = 0.0f; id = 0.0f; }
+        if (nan) { db = NAN; id = 0.0f; }
+        for (int k = 0; k < 16; k++) {
+            int32_t sum = 0;
+            for (int j = 16 * k; j < 16 * k + 16; j++) {
+                long v = lrintf(xs[j] * id);
+                v = v > 127 ? 127 : (v < -127 ? -127 : v);
+                q[sb * 256 + j] = (int8_t)v;
+                sum += (int32_t)v;
+            }
+            h[sb * 16 + k] = (int16_t)sum;
+        }
+        for (int b = 0; b < 8; b++) {
+            d[sb * 8 + b] = db;
+            s[sb * 8 + b] = h[sb * 16 + 2 * b] + h[sb * 16 + 2 * b + 1];
+        }
+    }
 }
 
 void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s) {
@@ -50,6 +83,13 @@ static void quant_task(void *ctx, int64_t t, int ith) {
     j->k->quant_act(j->x + t * j->K, j->K, act.q + t * j->K, act.d + t * (j->K / QK), act.s + t * (j->K / QK));
 }
 
+static void quant_k_task(void *ctx, int64_t t, int ith) {
+    (void)ith;
+    const quant_job *j = (const quant_job *)ctx;
+    const int64_t K = j->K;
+    pt_quant_act_k(j->x + t * K, K, actk.q + t * K, actk.d + t * (K / QK), actk.s + t * (K / QK), actk.h + t * (K / 16));
+}
+
 /* ---- matmul ---- */
 #define MAX_MATS 3
 #define PREFILL_TOKENS 40          /* tokens per chunk of a prefill: 5 of the x86 kernels' 8-token tiles */
@@ -63,7 +103,7 @@ typedef struct {
     int64_t rows_per_chunk;
     int64_t tokens_per_chunk, token_chunks;   /* a prefill splits its tokens too (token_chunks per row range) */
     const float *x;
-    pt_act a;
+    pt_act a, ak;               /* the activations as quant_act makes them; as pt_quant_act_k (PT_KQ8's) */
     int64_t T;
     int accumulate;
     const pt_kernels *k;        /* the path, read once for the whole call */
@@ -85,12 +125,15 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     const int64_t K = W->cols, nb = K / QK, rb = pt_row_bytes(W->dtype, K);
     float *y = j->y[m] + t0 * W->rows;
     const uint8_t *data = (const uint8_t *)W->data;
-    const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K};
+    const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K, NULL};
     if (W->dtype == PT_TQ2) {                   /* per-token activations: one scale and one sum a token */
-        const pt_act at = {j->a.q + t0 * K, j->a.d + t0, j->a.s + t0, K};
+        const pt_act at = {j->a.q + t0 * K, j->a.d + t0, j->a.s + t0, K, NULL};
         j->k->rows_tq2(data, rb, r0, r1, &at, T, y, W->rows, j->accumulate);
     } else if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
+    } else if (W->dtype >= PT_GGUF && PT_KQ8(W->dtype - PT_GGUF)) {
+        const pt_act ak = {j->ak.q + t0 * K, j->ak.d + t0 * nb, j->ak.s + t0 * nb, K, j->ak.h + t0 * (K / 16)};
+        j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &ak, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF) {
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
     } else if (W->dtype == PT_Q8_0_X8 || W->dtype == PT_Q4_0_X8) {
@@ -108,13 +151,16 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
 /* the product itself; the caller holds the lock (pt_plan_run holds it for a whole forward step) */
 int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
     if (T <= 0) return 0;
-    int quantized = 0;
+    int quantized = 0, blocks = 0, supers = 0;
     for (int m = 0; m < n; m++) {
         if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
         if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
         /* ternary matrices take per-token activations: they share a call only with each other */
         if ((W[m]->dtype == PT_TQ2) != (W[0]->dtype == PT_TQ2)) return -1;
         quantized |= W[m]->dtype >= PT_Q8_0;     /* q8_0, q4_0, plain or interleaved */
+        const int kq8 = W[m]->dtype >= PT_GGUF && PT_KQ8(W[m]->dtype - PT_GGUF);
+        supers |= kq8;
+        blocks |= W[m]->dtype >= PT_Q8_0 && !kq8;
     }
     const int64_t K = W[0]->cols;
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
@@ -122,12 +168,19 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         if (act_reserve(T * K) < 0) return -3;      /* its d and s hold more than T entries (K >= 32) */
         quant_job qj = {x, K, j.k};
         pt_run_chunks(quant_token_task, &qj, T, (double)T * (double)K);
-        j.a = (pt_act){act.q, act.d, act.s, K};
+        j.a = (pt_act){act.q, act.d, act.s, K, NULL};
     } else if (quantized) {
-        if (act_reserve(T * K) < 0) return -3;
         quant_job qj = {x, K, j.k};
-        pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
-        j.a = (pt_act){act.q, act.d, act.s, K};
+        if (blocks) {
+            if (act_reserve(T * K) < 0) return -3;
+            pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
+            j.a = (pt_act){act.q, act.d, act.s, K, NULL};
+        }
+        if (supers) {
+            if (buf_reserve(&actk, T * K) < 0) return -3;
+            pt_run_chunks(quant_k_task, &qj, T, (double)T * (double)K);
+            j.ak = (pt_act){actk.q, actk.d, actk.s, K, actk.h};
+        }
     }
     /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least; a job the
      * caller runs alone (one thread, or the pool measured slower on a busy machine) in chunks of up to 256 rows */

@@ -92,6 +92,12 @@
  *   MM3_ATTENTION * x q [T][n_heads][head_dim], the      y[0] [T][n_heads]  n_heads, n_kv, head_dim, scale, mode
  *                cache of `layer`, sel, n_sel            [head_dim]         (indexer heads), x_stride (block),
  *                                                                           window (top_k)
+ *   Laguna, ZAYA (issue 36, fam36g; kernels/fam36g.c):
+ *   HEAD_GATE    x gates [T][n_heads], y[0] [T][n_heads]  y[0] *= act(x)     mode (0 sigmoid, 1 softplus), n_heads,
+ *                [width]                                                    width (values a gate)
+ *   CCA *        y[0] q, y[1] k, y[2] v (raw), cca, the   the three in place cca (n_heads, n_kv, head_dim),
+ *                sequence's state in cache slot                             cache_slot
+ *                `cache_slot` (k: q | k rows, v: values)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -246,6 +252,15 @@ static int last_norm(const pt_plan_op *op, const pt_seq *q, int64_t off, int64_t
                    q->n_logits, op->width, op->w_rows, rows_of(op->y[0], out, op->width));
 }
 
+/* ZAYA's CCA projection over one sequence's rows, its state in the cache slot `cache_slot` (issue 36, fam36g) */
+static int cca(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    const int L = op->cache_slot;
+    const int64_t wq = op->cca->n_heads * op->cca->head_dim, wkv = op->cca->n_kv * op->cca->head_dim;
+    return pt_cca_step(op->cca, rows_of(op->y[0], off, wq), rows_of(op->y[1], off, wkv), rows_of(op->y[2], off, wkv),
+                       q->T, q->pos0, (float *)q->k[L], (float *)q->v[L]);
+}
+
 /* the ops that read positions or a cache run once per sequence, over its rows; failed_seq names the one that failed */
 static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
     int64_t off = 0, out = 0;
@@ -255,6 +270,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_ATTENTION  ? attention(op, q, off)
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
+               : op->kind == PT_OP_CCA        ? cca(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
                : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
@@ -320,6 +336,7 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_DSV4_INDEX:
     case PT_OP_MM3_INDEX:
     case PT_OP_MM3_ATTENTION:
+    case PT_OP_CCA:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;
@@ -360,6 +377,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
                           op->y[1]);
     case PT_OP_SCALE_COLS:
         return pt_scale_cols(op->y[0], op->w, T, op->width);
+    /* issue 36, the fam36g group: Laguna's attention output gate (kernels/fam36g.c) */
+    case PT_OP_HEAD_GATE:
+        return pt_head_gate(op->mode, op->x, op->y[0], T, op->n_heads, op->width);
     default:
         return -1;
     }

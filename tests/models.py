@@ -139,3 +139,19 @@ def converted_runs_the_same(folder, tmp_path, ids) -> None:
 def rel_err(got, ref):
     """Each position's worst logit error as a share of that position's reference range."""
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
+    """A 40-token prefill beside a decode step (after 30 tokens) in one forward_batch: each sequence's logits are
+    bit for bit those it gets alone (issue 36's families whose ops run over the step's stacked rows)."""
+    alone = []
+    for part in (ids[:40], ids[40:41]):
+        cache = model.new_cache(64)
+        if len(part) == 1:
+            model.forward(ids[:30], cache)
+        alone.append(model.forward(part, cache, all_logits=True))
+    a, b = model.new_cache(64), model.new_cache(64)
+    model.forward(ids[:30], b)
+    got = model.forward_batch([(ids[:40], a), (ids[40:41], b)], all_logits=True)
+    for g, w in zip(got, alone):
+        np.testing.assert_array_equal(g, w)

@@ -69,6 +69,18 @@ def quantize_act(x: np.ndarray):
     return q.reshape(T, K), d, q.astype(np.int32).sum(axis=2)
 
 
+def quantize_act_k(x: np.ndarray):
+    """The K-quants' activations (Q8_K's rule, kernels/matmul.c pt_quant_act_k): quantize_act's over super-blocks of
+    256 values; d is the super-block's scale for each of its 8 blocks of 32."""
+    T, K = x.shape
+    b = x.reshape(T, K // 256, 256).astype(np.float32)
+    d = (np.abs(b).max(axis=2) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint((b * inv[..., None]).astype(np.float32)), -127, 127).astype(np.int8).reshape(T, K)
+    return q, np.repeat(d, 8, axis=1), q.reshape(T, K // QK, QK).astype(np.int32).sum(axis=2)
+
+
 def matmul(raw: np.ndarray, dtype: str, shape, x: np.ndarray) -> np.ndarray:
     """What pt_matmul computes, in float64: float weights use x as is; q8_0 / q4_0 use the quantized activations
     and exact integer dot products per block, scaled by both block scales."""

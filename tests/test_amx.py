@@ -51,11 +51,7 @@ def test_the_amx_kernel_gives_the_scalar_paths_bits_in_the_emulated_build(emulat
     cases = re.findall(r"^ok   (q8_0|q4_0) rows (\d+) K (\d+) tokens (\d+)", p.stdout, re.M)
     assert len(cases) == 28 and {c[0] for c in cases} == {"q8_0", "q4_0"}
     assert {int(c[2]) for c in cases} >= {32, 96, 160, 544, 1056}
-    # GGUF's Q4_K, Q5_K and Q6_K on the tiles (pairs of groups unpacked by the reference): 1-5 super-blocks, a first
-    # pair past row 0, tokens after the tiles, a wide output stride, accumulating or not
-    gcases = re.findall(r"^ok   (Q4_K|Q5_K|Q6_K) rows (\d+) K (\d+) tokens (\d+)", p.stdout, re.M)
-    assert len(gcases) == 24 and {c[0] for c in gcases} == {"Q4_K", "Q5_K", "Q6_K"}
-    assert p.stdout.rstrip().endswith("53 passed, 0 failed")
+    assert p.stdout.rstrip().endswith("29 passed, 0 failed")
 
 
 def test_the_start_up_check_catches_a_wrong_amx_result(emulated):

@@ -56,6 +56,10 @@ WORST_BOUND[("olmo_hybrid", "q4_0")] = 0.70
 # five multi-head Mamba-1 layers in series behind 32-wide rows (one 4-bit block a row); q8_0 keeps the shared bound
 # (0.075, argmax 0.94)
 WORST_BOUND[("zamba", "q4_0")] = 0.80
+# issue 36, the fam36f group: Phi-4-multimodal's text model at q8_0 0.081 at one position of 35 (the next 0.054,
+# argmax 0.91; 0.045 and 0.063 on the long and chat prompts): its head is the tied embedding (rows N(0, 0.3)), whose
+# q8_0 rounding the head's products carry; q4_0 keeps the shared bound (0.48)
+WORST_BOUND[("phi4_multimodal", "q8_0")] = 0.10
 
 
 def _ref(case):

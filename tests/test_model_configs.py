@@ -67,6 +67,14 @@ MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_s
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
 # issue 36, fam36i: Cohere Compass's RoPE is keyed by layer type (transformers builds no model without it)
 MINIMALS["cohere_compass_text"] = dict(MINIMAL, rope_parameters={"full_attention": None})
+# issue 36, fam36h: Dory's default 8 input and 8 output layers need more than 4 layers
+MINIMALS["dory"] = dict(MINIMAL, n_input_layers=1, n_output_layers=1)
+# Ergo's dense MLPs read first_dense_intermediate_size (intermediate_size would be reported)
+MINIMALS["ergo"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36g: A.X-K1's default 64 kv heads (unused by its latent attention) must divide the 32 heads
+MINIMALS["axk1"] = dict(MINIMAL, num_key_value_heads=32)
+MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's keys and its own
+MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
 
 
 def declared(model_type: str) -> dict:

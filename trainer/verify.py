@@ -412,6 +412,9 @@ def check_matrices(model, ref) -> dict:
         if getattr(L, "shared", None) is not None or getattr(S, "shared", None) is not None:
             pairs += _shared_pairs(L.shared, S.shared)          # issue 30: Zamba's shared blocks, per use
     pairs += getattr(net, "named_matrices", list)()     # issue 30, the gemma group: Gemma 3n's other matrices
+    hd, sd = getattr(net, "head_dense", None), spec.head_dense      # issue 36, fam36j: ModernBERT's head dense
+    if hd is not None or sd is not None:
+        pairs.append((hd and hd.W, sd and sd[0]))
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:
@@ -431,12 +434,12 @@ def check_matrices(model, ref) -> dict:
         if K % 32:                          # not a q8 block layout: a float matrix, any probe is exact input
             x = rng.standard_normal((4, K)).astype(np.float32)
         else:
-            q = rng.integers(-127, 128, (4, K // 32, 32)).astype(np.float32)
+            # one power of two per block of the activations as the kernel rounds them, so the probe is exact input:
+            # 32 values (q8_0 blocks), 256 for the K-quants (Q8_K's), the row for a ternary matrix (BitNet's rule)
+            size = K if W.dtype == "tq2" else 256 if W.dtype in ("q4_k", "q5_k", "q6_k") else 32
+            q = rng.integers(-127, 128, (4, K // size, size)).astype(np.float32)
             q[:, :, 0] = 127
-            # one power of two per block; a ternary matrix's kernel rounds its input per token (BitNet's rule), so
-            # there one per row
-            per = (4, 1, 1) if W.dtype == "tq2" else (4, K // 32, 1)
-            x = (q * np.exp2(rng.integers(-4, 3, per)).astype(np.float32)).reshape(4, K)
+            x = (q * np.exp2(rng.integers(-4, 3, (4, K // size, 1))).astype(np.float32)).reshape(4, K)
         got = matmul(W, x).astype(np.float64)
         want = x.astype(np.float64) @ w.T
         # float32 rounding of a row's sum is at most ~K u sum|w_i x_i| <= K u |w| |x| (Cauchy-Schwarz)

@@ -40,12 +40,11 @@ def hf_tensors(cfg: AriaTextConfig, ckpt) -> dict:
     """Each expert's gate / up / down matrix [out, in], from whichever spelling of the 3-D tensors the file has."""
     out, held = {}, {}
     for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}.mlp."
-        fc1 = p + "experts.fc1.weight"
-        fused, down = (fc1, p + "experts.fc2.weight") if fc1 in ckpt else (p + "experts.gate_up_proj",
-                                                                          p + "experts.down_proj")
-        out |= split_experts(ckpt, p + "experts.", fused, down, cfg.moe_num_experts, cfg.intermediate_size,
-                             cfg.hidden_size, transposed=True, held=held)
+        p = f"model.layers.{i}."
+        fc1 = p + "mlp.experts.fc1.weight"
+        names = {"fused": fc1, "down": p + "mlp.experts.fc2.weight"} if fc1 in ckpt else {}
+        out |= split_experts(ckpt, p, cfg.moe_num_experts, cfg.intermediate_size, cfg.hidden_size, transposed=True,
+                             held=held, **names)
     return out
 
 

@@ -30,6 +30,9 @@ from petit.models.shared_block import SharedUse
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
+GATE_ACTS = {"sigmoid": 0, "softplus": 1}      # pt_head_gate's (issue 36, fam36g)
+
+
 class Vec:
     """A float32 vector (or [rows, n] per-head block) the C calls read: a norm weight or a bias. Always a copy of
     its few KB: read from a mapped file at every step, it would keep the file's pages around it resident too (a
@@ -52,6 +55,19 @@ class Norm:
     def __call__(self, x, rows: int, D: int, y) -> int:
         return lib.pt_norm(NORM_KINDS[self.kind], x, self.w.p if self.w else ffi.NULL, self.b.p if self.b else ffi.NULL,
                            self.eps, rows, D, self.w.rows if self.w else 1, y)
+
+
+@dataclass
+class HeadDense:
+    """issue 36, fam36j: what the final-normed states go through before the LM head, norm(act(W x + b)) (ModernBERT's
+    prediction head: dense, GELU, LayerNorm). It runs over every position of a step (the per-position rows of the
+    plan's ops), then the LM head reads its rows as it reads the final norm's. `name`: W's tensor in the file (what
+    `petit verify` pairs it with)."""
+    W: Weight
+    b: "Vec | None"
+    act: str
+    norm: Norm
+    name: str = ""
 
 
 @dataclass
@@ -139,6 +155,25 @@ class Layer:
     # issue 36, fam36i: MiniMax-M3's block-sparse attention in place of the layer's attention kernel, after its
     # rope_store (petit/models/block_sparse.py; its projections run as the layer's pre_store)
     sparse: "BlockSparse | None" = None
+    # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
+    # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
+    pre_block: "object | None" = None
+    # issue 36, fam36h: (gate, up) Vecs [intermediate]: the gated MLP's two products times these per column, after
+    # their biases, before the activation (Dory's suv_gate / suv_up)
+    glu_scales: tuple | None = None
+    # issue 36, fam36g: this layer's query heads when not arch.num_attention_heads (Laguna's per-layer head counts; the
+    # arch holds the most, which the scratch is sized for)
+    heads: int = 0
+    # issue 36, fam36g: attn_gate's activation and the values each gate scales: sigmoid of each value (Qwen3-Next,
+    # the default), or softplus of one a head (attn_gate_width head_dim) or of each value (Laguna)
+    attn_gate_act: str = "sigmoid"
+    attn_gate_width: int = 1
+    # issue 36, fam36g: what a family does to the raw q / k / v (after their biases, before the norms), per sequence
+    # with a state in its cache (run(i, buf, runs, T) -> rc; plan(plan, i, buf)): ZAYA's CCA (petit/models/cca.py)
+    mix_qkv: object = None
+    # issue 36, fam36g: what writes the experts' router logits before `moe` runs on them (Moe.ext_logits; run(x, T,
+    # buf, cap) -> rc; plan(plan, i, x, buf)): ZAYA's router MLP (petit/models/cca.py)
+    pre_moe: object = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -263,6 +298,7 @@ class Decoder:
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
         embed_norm: a norm of the embeddings (with the positions) before the first block (BLOOM), or None.
+        head_dense: a transform between the final norm and the LM head (HeadDense: ModernBERT's), or None.
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
@@ -271,11 +307,15 @@ class Decoder:
     """
 
     offload = None
+    # issue 36, fam36h: each vocabulary column's logit times this [vocab] Vec, after the head's bias, scale and
+    # soft-cap (Dory's logit_scale); None: none
+    logit_cols = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
-                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
+                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None,
+                 head_dense: HeadDense | None = None):
         self.arch, self.embed, self.layers, self.final_norm = arch, embed, layers, final_norm
-        self.embed_norm = embed_norm
+        self.embed_norm, self.head_dense = embed_norm, head_dense
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
         self._plan = None                 # the forward plan over the current scratch, built at first use
@@ -301,6 +341,8 @@ class Decoder:
         out.update((id(W), W) for L in self.layers if L.sparse for W in L.sparse.matrices())
         out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
         out.update((id(W), W) for L in self.layers if L.shared for W in L.shared.matrices())
+        if self.head_dense is not None:
+            out[id(self.head_dense.W)] = self.head_dense.W
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -325,6 +367,8 @@ class Decoder:
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
+        if self.head_dense is not None:
+            self.head_dense.W = new.get(id(self.head_dense.W), self.head_dense.W)
         self._plan = None
 
     def plan_kinds(self) -> set[int]:
@@ -466,6 +510,8 @@ class Decoder:
             raise RuntimeError(f"kernel error {rc} in {where} ({self._positions(runs, seq)})")
         for T, pos0, cache, _ in runs:
             cache.pos = pos0 + T
+        if self.logit_cols is not None and logits_out is not None:
+            logits_out *= self.logit_cols.a
 
     def _attn_scale(self) -> float:
         a = self.arch
@@ -496,6 +542,8 @@ class Decoder:
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                rc |= layer.pre_block.run(buf, T)
             # attention input: the pre-norm (or the residual itself when the layer has none)
             attn_in = buf["resid"]
             if layer.shared is not None:       # Zamba: the mixer reads norm(resid + the shared block's output)
@@ -550,7 +598,7 @@ class Decoder:
                     rc |= lib.pt_moa_gate(logits, T, layer.moa_router.shape[0], layer.moa_top_k,
                                           arch.num_key_value_heads, arch.head_dim, att)
                 if layer.attn_gate is not None:
-                    rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+                    rc |= self._gate(layer, att, T, buf)
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 self._alpha(layer.resid_alpha[0], T, scratch)
@@ -568,6 +616,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 rc |= layer.moe.run(mlp_in, T, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                rc |= layer.pre_moe.run(mlp_in, T, buf, scratch.cap)
             if layer.moe is not None and not layer.moe_shortcut:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -627,7 +677,7 @@ class Decoder:
         """q|k|v of attn_in, their biases and norms over every sequence's rows; then per sequence RoPE and the store
         into its cache, and attention into its rows of buf["att"]: (rc, the first sequence that failed or -1)."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
         for t in ("q", "k", "v"):
             rc |= self._lora(layer, t, attn_in, T, buf, buf[t])
@@ -640,6 +690,8 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
             if layer.clip:
                 rc |= lib.pt_param_act(0, buf[name], T * width, layer.param_ptr("clip"))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g): per sequence, its state in the cache
+            rc |= layer.mix_qkv.run(i, buf, runs, T)
         if layer.norm_after_rope:            # rotate q and k in place first; the store below then only copies
             at = 0
             for s, (n, pos0, _, _) in enumerate(runs):
@@ -753,7 +805,7 @@ class Decoder:
     def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, values="v") -> int:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
@@ -779,6 +831,14 @@ class Decoder:
         return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
                                      layer.window, extra, att)
 
+    @staticmethod
+    def _gate(layer: Layer, att, T, buf) -> int:
+        """The heads' outputs times their gates: sigmoid of each value (Qwen3-Next), or Laguna's softplus (fam36g)."""
+        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+            return lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+        return lib.pt_head_gate(GATE_ACTS[layer.attn_gate_act], buf["qgate"], att, T, layer.attn_gate.shape[0],
+                                layer.attn_gate_width)
+
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
         buf, act = scratch.p, ACTIVATIONS.get(self.arch.act)
@@ -791,6 +851,8 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
             if layer.up_b is not None:
                 rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                rc |= lib.pt_scale_cols(buf[name], cols.p, T, F)
             return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
         rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
         if layer.mlp_act is not None:
@@ -800,8 +862,10 @@ class Decoder:
 
     def _alpha(self, alpha: float, T, scratch) -> None:
         """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1; a Vec: per channel,
-        SmallDoge)."""
-        if isinstance(alpha, Vec):
+        SmallDoge; a Norm: resid = norm(resid), ZAYA's (resid + b) * w)."""
+        if isinstance(alpha, Norm):
+            alpha(scratch.p["resid"], T, self.arch.hidden_size, scratch.p["resid"])
+        elif isinstance(alpha, Vec):
             lib.pt_scale_cols(scratch.p["resid"], alpha.p, T, self.arch.hidden_size)
         elif alpha != 1.0:
             lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
@@ -838,14 +902,22 @@ class Decoder:
         return rc
 
     def _head(self, buf, runs, D, logits_out) -> None:
-        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all."""
+        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all
+        (with head_dense: the final norm, W, the activation over every position first, then its norm packs them)."""
         arch = self.arch
         rc, at, out = 0, 0, 0
+        x, last = buf["resid"], self.final_norm
+        if self.head_dense is not None:
+            hd, T = self.head_dense, sum(r[0] for r in runs)
+            rc |= self.final_norm(x, T, D, buf["normed"])
+            rc |= lib.pt_matmul(hd.W.c, buf["normed"], T, buf["branch"], 0)
+            rc |= lib.pt_bias_act(buf["branch"], hd.b.p if hd.b is not None else ffi.NULL, T, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
         for T, _, _, n in runs:
-            if n and self.final_norm is None:
-                ffi.memmove(buf["normed"] + out * D, buf["resid"] + (at + T - n) * D, n * D * 4)
+            if n and last is None:
+                ffi.memmove(buf["normed"] + out * D, x + (at + T - n) * D, n * D * 4)
             elif n:
-                rc |= self.final_norm(buf["resid"] + (at + T - n) * D, n, D, buf["normed"] + out * D)
+                rc |= last(x + (at + T - n) * D, n, D, buf["normed"] + out * D)
             at += T
             out += n
         if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], out, fptr(logits_out), 0):
@@ -856,6 +928,8 @@ class Decoder:
             logits_out *= np.float32(arch.logit_scale)
         if arch.logit_softcap:               # in C, as the plan's: NumPy's own tanh may differ in the last bit
             lib.pt_softcap(fptr(logits_out), logits_out.size, arch.logit_softcap)
+        if self.logit_cols is not None:      # as _forward does after the plan
+            logits_out *= self.logit_cols.a
 
     # ---- the plan: the same calls as the oracle above, described once for kernels/plan.c ----
     def _build_plan(self, scratch: _Scratch) -> Plan:
@@ -868,6 +942,8 @@ class Decoder:
         if arch.shared_rank >= 0:
             plan.copy(-1, buf["resid"], D, 0, buf["orig"], D, 0, 1, D)
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                layer.pre_block.plan(plan, i, buf)
             attn_in = buf["resid"]
             if layer.shared is not None:
                 self._plan_shared(plan, i, layer, buf)
@@ -909,7 +985,11 @@ class Decoder:
                         plan.moa_gate(i, logits, layer.moa_router.shape[0], layer.moa_top_k,
                                       arch.num_key_value_heads, arch.head_dim, att)
                     if layer.attn_gate is not None:
-                        plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+                            plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        else:                   # Laguna (fam36g): softplus, per head or per value
+                            plan.head_gate(i, GATE_ACTS[layer.attn_gate_act], buf["qgate"], att,
+                                           layer.attn_gate.shape[0], layer.attn_gate_width)
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
@@ -925,6 +1005,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                layer.pre_moe.plan(plan, i, mlp_in, buf)
             if layer.moe is not None and not layer.moe_shortcut:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -942,8 +1024,15 @@ class Decoder:
                 plan.axpy(i, buf["resid"], 1.0, buf["stash"], D)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
-        plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
-                  arch.logit_scale, arch.logit_softcap)
+        x, last, hd = buf["resid"], self.final_norm, self.head_dense
+        if hd is not None:                     # issue 36, fam36j: ModernBERT's prediction head before the LM head
+            L = len(self.layers)
+            plan.norm(L, self.final_norm, x, 1, D, buf["normed"])
+            plan.matmul(L, [hd.W], buf["normed"], [buf["branch"]])
+            plan.bias_act(L, buf["branch"], hd.b, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
+        plan.head(len(self.layers), last, x, D, buf["normed"], self.lm_head, self.lm_head_b, arch.logit_scale,
+                  arch.logit_softcap)
         return plan.finish()
 
     def _plan_shared(self, plan: Plan, i, layer: Layer, buf) -> None:
@@ -974,7 +1063,7 @@ class Decoder:
 
     def _plan_attention(self, plan: Plan, i, layer: Layer, attn_in, buf) -> None:
         arch = self.arch
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
         for t in ("q", "k", "v"):
             self._plan_lora(plan, i, layer, t, attn_in, buf, buf[t])
@@ -987,6 +1076,8 @@ class Decoder:
                 plan.bias_act(i, buf[name], bias, width, 0)
             if layer.clip:
                 plan.param_act(i, 0, buf[name], width, (-layer.clip, layer.clip))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g)
+            layer.mix_qkv.plan(plan, i, buf)
         if layer.norm_after_rope:
             plan.rope(i, layer.rope, buf["q"], buf["k"], H, KV, hd)
         for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
@@ -1054,6 +1145,8 @@ class Decoder:
                 plan.bias_act(i, buf["gate"], layer.gate_b, F, 0)
             if layer.up_b is not None:
                 plan.bias_act(i, buf["up"], layer.up_b, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                plan.scale_cols(i, buf[name], cols, F)
             plan.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
             return
         plan.matmul(i, [layer.up], mlp_in, [buf["mlp_hidden"]])
@@ -1064,7 +1157,9 @@ class Decoder:
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
 
     def _plan_alpha(self, plan: Plan, i, alpha: float, buf) -> None:
-        if isinstance(alpha, Vec):
+        if isinstance(alpha, Norm):
+            plan.norm(i, alpha, buf["resid"], 1, self.arch.hidden_size, buf["resid"])
+        elif isinstance(alpha, Vec):
             plan.scale_cols(i, buf["resid"], alpha, self.arch.hidden_size)
         elif alpha != 1.0:
             plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)

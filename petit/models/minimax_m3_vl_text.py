@@ -108,8 +108,7 @@ def hf_tensors(cfg: MiniMaxM3VLTextConfig, ckpt) -> dict:
         for name, r0 in (("gate_proj", 0), ("up_proj", F)):
             out[m + name + ".weight"] = ((F, D), lambda g=gu, a=r0, f=F: ckpt.f32(g)[a:a + f], (gu,))
         if kind == "sparse":
-            out |= split_experts(ckpt, p + "experts.", p + "experts.gate_up_proj", p + "experts.down_proj", E,
-                                 cfg.intermediate_size, D, held=held)
+            out |= split_experts(ckpt, f"model.layers.{i}.", E, cfg.intermediate_size, D, held=held)
     return out
 
 

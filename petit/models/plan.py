@@ -13,7 +13,7 @@ import numpy as np
 
 from petit.native import ffi, lib
 
-NORM_KINDS = {"rms": 0, "layer": 1}
+NORM_KINDS = {"rms": 0, "layer": 1, "affine": 2}    # affine: (x + b) * w, no norm (fam36g)
 OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: "matmul",
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
@@ -29,6 +29,7 @@ OP_NAMES.update({lib.PT_OP_HC_PRE: "hc_pre", lib.PT_OP_HC_POST: "hc_post", lib.P
                  lib.PT_OP_HASH_ROUTE: "hash_route"})
 OP_NAMES.update({lib.PT_OP_DOGE_DT: "doge_dt", lib.PT_OP_SCALE_COLS: "scale_cols"})  # issue 36, fam36d
 OP_NAMES.update({lib.PT_OP_MM3_INDEX: "mm3_index", lib.PT_OP_MM3_ATTENTION: "mm3_attention"})  # issue 36, fam36i
+OP_NAMES.update({lib.PT_OP_HEAD_GATE: "head_gate", lib.PT_OP_CCA: "cca"})          # issue 36, fam36g
 NULL = ffi.NULL
 
 
@@ -212,6 +213,14 @@ class Plan:
         `layer` (kernels/mm3.c)."""
         self._add(lib.PT_OP_MM3_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
                   head_dim=head_dim, scale=scale, mode=n_idx, x_stride=block, window=top_k, sel=sel, n_sel=n_sel)
+    def head_gate(self, layer: int, act: int, g, y, n: int, width: int) -> None:
+        """y [T][n][width] *= act(g [T][n]) (kernels/fam36g.c: 0 sigmoid, 1 softplus), in place."""
+        self._add(lib.PT_OP_HEAD_GATE, layer, x=g, y=[y, NULL, NULL], mode=act, n_heads=n, width=width)
+
+    def cca(self, layer: int, record, q, k, v, slot: int) -> None:
+        """ZAYA's CCA projection of the raw q, k, v in place, per sequence, its state in cache slot `slot` (a pt_cca
+        record, petit/models/cca.py)."""
+        self._add(lib.PT_OP_CCA, layer, y=[q, k, v], cca=record, cache_slot=slot)
 
     def moe(self, layer: int, record, x, out) -> None:
         """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""

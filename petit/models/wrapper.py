@@ -41,9 +41,7 @@ def flatten(d: dict, model_type: str, own_keys, towers=("vision_config",), tie=N
                          f"a text model of {' / '.join(repr(t) for t in text_types)}")
     present = [k for k in towers if d.get(k)]
     if present:
-        warnings.warn(f"config: {model_type}: the {' and '.join(k.split('_')[0] for k in present)} tower "
-                      f"({', '.join(present)}) is not run; Petit runs the text model (text_config) alone, so "
-                      f"{what} cannot be given", stacklevel=4)
+        not_run(model_type, f"{' and '.join(k.split('_')[0] for k in present)} tower ({', '.join(present)})", what)
     known = set(own_keys) | set(towers) | {"text_config", "tie_word_embeddings"} | COMMON_IGNORED
     unknown = sorted(k for k in d if k not in known)
     if unknown:
@@ -57,14 +55,20 @@ def flatten(d: dict, model_type: str, own_keys, towers=("vision_config",), tie=N
     return flat
 
 
+def not_run(model_type: str, tower: str, what: str, text: str = "the text model (text_config)") -> None:
+    """The one warning a wrapper's folder gives: its tower (described) is not run."""
+    warnings.warn(f"config: {model_type}: the {tower} is not run; Petit runs {text} alone, so {what} cannot be "
+                  f"given", stacklevel=5)
+
+
 class TextView:
     """The checkpoint seen from the text model: `model.X` is the stored `language_model.model.X` (or
     `model.language_model.X`), `lm_head.weight` the stored head under either spelling."""
 
-    def __init__(self, ckpt, prefix: str):
+    def __init__(self, ckpt, prefix: str, heads=HEADS):
         self.ckpt, self.prefix = ckpt, prefix
         names = set(ckpt.names())
-        self.head = next((h for h in HEADS if h in names), "lm_head.weight")
+        self.head = next((h for h in heads if h in names), "lm_head.weight")
 
     def name(self, n: str) -> str:
         if n == "lm_head.weight":
@@ -91,21 +95,21 @@ class TextView:
         return self.ckpt.release(self.name(n), *a)
 
 
-def hf_tensors(cfg, ckpt, tower_prefixes, text_tensors=None) -> dict:
+def hf_tensors(cfg, ckpt, tower_prefixes, text_tensors=None, prefixes=TEXT_PREFIXES, heads=HEADS) -> dict:
     """The text model's tensors under its own names (`text_tensors(cfg, view)`: the text family's own derived
     tensors, read through the view), and the tower's tensors accounted for (never read). A checkpoint already under
-    the text model's names (a text-only or converted one) is left to `text_tensors` alone."""
+    the text model's names (a text-only or converted one, or a wrapper keeping its text model at the top: Phi-4's) is
+    left to `text_tensors` alone beside its tower. prefixes / heads: where the wrapper keeps its text model and head
+    (default: language_model, as save_pretrained writes most wrappers, or transformers 5's model.language_model)."""
     names = list(ckpt.names())
-    prefix = next((p for p in TEXT_PREFIXES if any(n.startswith(p) for n in names)), None)
+    out = {n: (ckpt.info(n)[1], _never(n), (n,)) for n in names if n.startswith(tuple(tower_prefixes))}
+    prefix = next((p for p in prefixes if any(n.startswith(p) for n in names)), None)
     if prefix is None:
-        return text_tensors(cfg, ckpt) if text_tensors else {}
-    view = TextView(ckpt, prefix)
-    out = {}
+        return out | (text_tensors(cfg, ckpt) if text_tensors else {})
+    view = TextView(ckpt, prefix, heads)
     for n in names:
-        if n.startswith(prefix) or n == view.head:
+        if n not in out and (n.startswith(prefix) or n == view.head):
             out[_text_name(view, n)] = (ckpt.info(n)[1], lambda n=n: ckpt.f32(n), (n,))
-        elif n.startswith(tuple(tower_prefixes)):
-            out[n] = (ckpt.info(n)[1], _never(n), (n,))
     if getattr(cfg, "tie_word_embeddings", False) and view.head in names:
         # transformers' from_pretrained ties a head the checkpoint stores only when it equals the embeddings (else it
         # warns and keeps both): the stored head gives its logits either way

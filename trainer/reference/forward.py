@@ -4,7 +4,7 @@ block-type matrix is first rounded to int8 blocks, as the engine's integer kerne
 import numpy as np
 
 from trainer.reference import ops
-from trainer.reference.petit_reader import BLOCKS, round_per_token, round_to_int8_blocks
+from trainer.reference.petit_reader import BLOCKS, KQ8, round_per_token, round_to_int8_blocks
 
 
 class Forward:
@@ -23,7 +23,7 @@ class Forward:
         if self.r.tensors[name][0] == "tq2":       # BitNet's own activation rounding: part of the model
             h = round_per_token(h)
         elif self.round_activations and self.r.tensors[name][0] in BLOCKS:
-            h = round_to_int8_blocks(h)
+            h = round_to_int8_blocks(h, 256 if self.r.tensors[name][0] in KQ8 else 32)
         y = h @ self.w(name).T
         return y + self.w(bias) if bias else y
 
@@ -334,7 +334,7 @@ class Forward:
         if L.mla is not None:
             return self.mla(L, h)
         s, T = self.spec, h.shape[0]
-        H, KV, hd = s.heads, s.kv_heads, s.head_dim
+        H, KV, hd = L.heads or s.heads, s.kv_heads, s.head_dim
         q, k, v = self.mm(h, L.q, L.q_b), self.mm(h, L.k, L.k_b), self.mm(h, L.v, L.v_b)
         if L.clip:
             q, k, v = (np.clip(a, -L.clip, L.clip) for a in (q, k, v))
@@ -364,7 +364,8 @@ class Forward:
             g = self.mm(h, L.attn_gate)
             if L.attn_gate_b is not None:            # Beam (issue 36, fam36i): one bias a head
                 g = g + np.repeat(self.w(L.attn_gate_b), hd)
-            out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
+            g = np.logaddexp(0.0, g) if L.attn_gate_softplus else 0.5 + 0.5 * np.tanh(0.5 * g)
+            out = out * np.repeat(g, L.attn_gate_width, axis=1)    # Laguna (fam36g): softplus, one a head or value
         if L.moa_router is not None:                 # JetMoE: each expert's heads times its gate (jetmoe group)
             logits = self.mm(h, L.moa_router)
             E = logits.shape[1]
@@ -417,6 +418,8 @@ class Forward:
     def moe(self, L, h):
         m = L.moe
         logits = self.mm(h, m.router, m.router_b)
+        if m.logit_softcap:                          # Laguna (issue 36, fam36g)
+            logits = m.logit_softcap * np.tanh(logits / m.logit_softcap)
         if m.scoring == "sparsemixer":
             return self.norm(self._sparsemixer(m, h, logits), L.post_mlp_norm)
         if m.scoring == "sigmoid":
@@ -452,6 +455,8 @@ class Forward:
                     y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
                 else:
                     y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                if m.post_norm:                                         # Ergo: each route normed (fam36h)
+                    y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.post_norm)[e], None)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.n_zero:                                  # zero-computation experts: h times their weight (longcat)
             out = out + h * np.where(top >= len(m.experts), w, 0.0).sum(axis=1)[:, None]
@@ -464,6 +469,8 @@ class Forward:
                 y = self.mm(ops.glu(self.spec.act, self.mm(h, gate, gb), self.mm(h, up, ub)), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
+            if m.sh_post_norm:
+                y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.sh_post_norm), None)
             out = out + y
         return self.norm(out, L.post_mlp_norm)
 
@@ -619,7 +626,11 @@ class Forward:
                 b0, b1 = L.branch_scale
                 x = self.norm(a0 * x + rs * b0 * self.attention(L, h), L.resid_attn_norm)
                 x = self.norm(a1 * x + rs * b1 * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
-        y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
+        x = self.norm(x, s.final_norm)                # final_norm None: none
+        if s.head_dense is not None:                  # issue 36, fam36j: ModernBERT's prediction head
+            W, b, act, n = s.head_dense
+            x = self.norm(ops.act(act, self.mm(x, W, b)), n)
+        y = self.mm(x, s.head, s.head_b) * s.logit_scale
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)
         return y

@@ -10,6 +10,7 @@ import numpy as np
 
 MAGIC = b"PETIT\0\0\0"
 DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "q8_0", 4: "q4_0", 5: "q5_0", 6: "q4_k", 7: "q5_k", 8: "q6_k", 9: "tq2"}
+KQ8 = {"q4_k", "q5_k", "q6_k"}      # the engine rounds their products' inputs per 256 values (kernels/internal.h)
 BLOCKS = {"q8_0": (32, 34), "q4_0": (32, 18), "q5_0": (32, 22), "q4_k": (256, 144), "q5_k": (256, 176),
           "q6_k": (256, 210)}                    # values and bytes per block
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -103,10 +104,11 @@ def round_per_token(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x * s), -128, 127).astype(np.float64) / s.astype(np.float64)
 
 
-def round_to_int8_blocks(x: np.ndarray) -> np.ndarray:
-    """x rounded as a q8 activation block: per 32 values d = max|x| / 127 (float32), q = round-half-even(x * (1/d));
-    a block whose 1/d overflows (all zero or tiny) becomes zero."""
-    b = x.astype(np.float32).reshape(*x.shape[:-1], -1, 32)
+def round_to_int8_blocks(x: np.ndarray, size: int = 32) -> np.ndarray:
+    """x rounded as a q8 activation block: per `size` values (32; 256 for the K-quants, KQ8, as llama.cpp's Q8_K)
+    d = max|x| / 127 (float32), q = round-half-even(x * (1/d)); a block whose 1/d overflows (all zero or tiny)
+    becomes zero."""
+    b = x.astype(np.float32).reshape(*x.shape[:-1], -1, size)
     d = np.abs(b).max(axis=-1, keepdims=True) / np.float32(127)
     with np.errstate(divide="ignore", over="ignore"):
         inv = np.float32(1) / d

@@ -53,6 +53,10 @@ class MoeSpec:
                                          # router's last rows): a token choosing one adds h times its weight
     bias_logits: bool = False            # issue 36, fam36e: the choice on the logits + sel_bias, not on the scores
                                          # + sel_bias (Kolibri 1); the weights stay the chosen scores
+    post_norm: str | None = None         # issue 36, fam36h: [experts, hidden]: each chosen expert's output RMS-normed
+    sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
+    post_norm_eps: float = 0.0
+    logit_softcap: float = 0.0           # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
 
 
 @dataclass
@@ -123,6 +127,11 @@ class LayerSpec:
     # its add (resid_alpha the stream's factor): h / sqrt(i) + r sqrt((i - 1) / i)
     attn_gate_b: str | None = None
     branch_scale: tuple = (1.0, 1.0)
+    # issue 36, fam36g: the layer's query heads when not the model's (Laguna); attn_gate's activation softplus, not
+    # sigmoid, and the values each gate scales (1, or head_dim: one gate a head)
+    heads: int = 0
+    attn_gate_softplus: bool = False
+    attn_gate_width: int = 1
 
 
 @dataclass
@@ -235,6 +244,9 @@ class ModelSpec:
     logit_softcap: float = 0.0
     embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
     pos_offset: int = 0                  # position p reads row p + pos_offset of pos_embed (OPT: 2)
+    # issue 36, fam36j: (W, its bias or None, activation, NormSpec): the final norm's output goes through
+    # norm(act(x W^T + b)) before the head (ModernBERT's prediction head)
+    head_dense: tuple | None = None
     # issue 30, the gemma group: a family's own forward(Forward, ids) -> logits when its blocks do not fit LayerSpec
     # (Gemma 3n's streams), and the tensor names it reads
     forward: object = None

@@ -33,6 +33,10 @@ from trainer.reference.families import fam36           # issue 36: the fam36a gr
 from trainer.reference.families import fam36e5         # issue 36: the fam36e group (kolibri1)
 from trainer.reference.families import fam36d5         # issue 36: the fam36d group (diffllama)
 from trainer.reference.families import fam36i5         # issue 36: the fam36i group (aria_text)
+from trainer.reference.families import fam36f5         # issue 36: the fam36f group (multimodal checkpoints)
+from trainer.reference.families import fam36j5         # issue 36: the fam36j group (modernbert-decoder)
+from trainer.reference.families import fam36h5         # issue 36: the fam36h group (hy_v3)
+from trainer.reference.families import fam36g5         # issue 36: the fam36g group (axk1, laguna, zaya)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -57,6 +61,10 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36c5.FAMILIES,
             **fam36d5.FAMILIES,
             **fam36i5.FAMILIES,
+            **fam36f5.FAMILIES,
+            **fam36j5.FAMILIES,
+            **fam36h5.FAMILIES,
+            **fam36g5.FAMILIES,
             }
 
 

@@ -1,5 +1,6 @@
 """Config reading shared by the family modules: transformers' defaults for the head counts and head size, the
-activation names, and a refusal for switches the reference does not model."""
+activation names, a family that is another's model under a config class of its own (`under`), and a refusal for
+switches the reference does not model."""
 from trainer.reference.rope import rope_freqs
 from trainer.reference.spec import NormSpec, RopeSpec
 
@@ -18,6 +19,21 @@ def activation(cfg: dict, key: str, default: str) -> str:
     if name not in ACTS:
         raise ValueError(f"the reference does not model the activation {key}={name!r} of {cfg.get('model_type')}")
     return ACTS[name]
+
+
+def filled(cfg: dict, defaults: dict) -> dict:
+    """cfg with `defaults` for the keys it leaves out or sets to null (a config class's own defaults)."""
+    return {**defaults, **{k: v for k, v in cfg.items() if v is not None or k not in defaults}}
+
+
+def under(family: str, parent, defaults: dict):
+    """The spec function of a family that is `parent`'s model under a config class of its own: parent's spec with
+    that class's `defaults` filled in, named `family`."""
+    def spec(cfg, names):
+        s = parent(filled(cfg, defaults), names)
+        s.family = family
+        return s
+    return spec
 
 
 def refuse(cfg: dict, **unsupported) -> None:

@@ -4,6 +4,7 @@ each under a config class of its own whose defaults differ from GLM-4.5's and De
 its parent's reference (moe.glm4_moe, deepseek._deepseek) with that config class's defaults filled in for the keys
 a file leaves out. The tensors are read under GLM's and DeepSeek's names, as a `.petit` file holds them (the
 engine's hf_tensors renames Sarvam's stored ones)."""
+from trainer.reference.families.common import filled, under
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.moe import glm4_moe
 
@@ -20,21 +21,9 @@ SARVAM_MLA = dict(q_lora_rank=None, n_group=1, topk_group=1, first_k_dense_repla
                   norm_topk_prob=True, rms_norm_eps=1e-6, max_position_embeddings=4096)
 
 
-def _filled(cfg: dict, defaults: dict) -> dict:
-    return {**defaults, **{k: v for k, v in cfg.items() if v is not None or k not in defaults}}
-
-
-def _glm(family: str, defaults: dict):
-    def spec(cfg, names):
-        s = glm4_moe(_filled(cfg, defaults), names)
-        s.family = family
-        return s
-    return spec
-
-
 def sarvam_mla(cfg, names):
-    return _deepseek(_filled(cfg, SARVAM_MLA), names, "sarvam_mla", v3=True)
+    return _deepseek(filled(cfg, SARVAM_MLA), names, "sarvam_mla", v3=True)
 
 
-FAMILIES = {"sarvam_moe": _glm("sarvam_moe", SARVAM_MOE), "param2moe": _glm("param2moe", PARAM2),
-            "sarvam_mla": sarvam_mla}
+FAMILIES = {"sarvam_moe": under("sarvam_moe", glm4_moe, SARVAM_MOE),
+            "param2moe": under("param2moe", glm4_moe, PARAM2), "sarvam_mla": sarvam_mla}
