@@ -43,6 +43,7 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "openai-gpt", "xglm", "biogpt",        # issue 36, the fam36a group
                "ctrl",              # issue 36, fam36b
                "diffllama", "doge",     # issue 36, fam36d
+               "aria_text", "beam",     # issue 36, fam36i
                "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
                "modernbert-decoder", "git",     # issue 36, fam36j
                "laguna", "zaya"}        # issue 36, fam36g: q / k / v / o biases
