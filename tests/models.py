@@ -127,6 +127,15 @@ def load_strict(folder, weights: str = "f32"):
         return petit.load(folder, weights=weights)
 
 
+def converted_runs_the_same(folder, out) -> None:
+    """`petit convert --f32` of a fixture folder into `out`: the file loads without a warning and gives the folder's
+    logits on its 35-token prompt, bit for bit."""
+    from petit.cli import main
+    assert main(["convert", str(folder), "-o", str(out), "--f32"]) == 0
+    ids = np.load(Path(folder) / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(load_strict(out).logits(ids), load_strict(folder).logits(ids))
+
+
 def rel_err(got, ref):
     """Each position's worst logit error as a share of that position's reference range."""
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))

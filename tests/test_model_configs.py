@@ -65,6 +65,8 @@ MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, i
 MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 # issue 36, fam36c: GLM-4.5's and DeepSeek-V3's keys (their 32 default heads of 64 fit MINIMAL)
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
+# issue 36, fam36k: Lara 4 Mini reads no intermediate_size (every layer routes; the key would be reported)
+MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 
 
 def declared(model_type: str) -> dict:

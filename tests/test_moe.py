@@ -142,6 +142,11 @@ ANY_DEPARTS["mimo_v2_flash"] = {"q8_0": (0.40, 0.85)}
 # biases) at q8_0: 34/35 positions route as float32 (0.075 of the range there), 0.490 at the one that flips (position
 # 12), argmax 0.97; the engine equals the float64 reference of the same q8_0 file (tests/test_verify_families.py)
 ANY_DEPARTS["sarvam_moe"] = {"q8_0": (0.55, 0.80)}
+# issue 36, the fam36k group: Lara 4 Mini's fixture (Gated DeltaNet and attention, 4 experts routed in each of its 5
+# layers) at q8_0 routes 31 of the 35-token prompt's positions as float32 (124/140, 113/126 on the long and chat
+# prompts), 0.053 of the range where it agrees, 0.113 at worst, argmax 0.91; a flip reaches every later position
+# through the DeltaNet's state and attention (before the first flip 0.052 / 0.101 / 0.033 on the three prompts)
+ROUTED_DEPARTS["lara_mini"] = 0.85
 
 
 def _ref(case):

@@ -43,7 +43,8 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "openai-gpt", "xglm", "biogpt",        # issue 36, the fam36a group
                "ctrl",              # issue 36, fam36b
                "diffllama", "doge",     # issue 36, fam36d
-               "got_ocr2", "fuyu"}      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
+               "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
+               "lara_mini"}             # issue 36, fam36k: Qwen3's attention with attention_bias
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",

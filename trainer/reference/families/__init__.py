@@ -33,6 +33,7 @@ from trainer.reference.families import fam36           # issue 36: the fam36a gr
 from trainer.reference.families import fam36e5         # issue 36: the fam36e group (kolibri1)
 from trainer.reference.families import fam36d5         # issue 36: the fam36d group (diffllama)
 from trainer.reference.families import fam36f5         # issue 36: the fam36f group (multimodal checkpoints)
+from trainer.reference.families import fam36k5         # issue 36: the fam36k group
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -57,6 +58,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36c5.FAMILIES,
             **fam36d5.FAMILIES,
             **fam36f5.FAMILIES,
+            **fam36k5.FAMILIES,
             }
 
 
