@@ -67,6 +67,8 @@ MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_s
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
 # issue 36, fam36k: Lara 4 Mini reads no intermediate_size (every layer routes; the key would be reported)
 MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36k: Dots 3's latent attention wants as many kv heads as heads (its default 128 kv heads)
+MINIMALS.update(dict.fromkeys(("dots3_note_text", "dots3_note"), dict(MINIMAL, num_key_value_heads=32)))
 
 
 def declared(model_type: str) -> dict:

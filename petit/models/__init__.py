@@ -37,7 +37,7 @@ from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models import diffllama, doge     # issue 36, the fam36d group
 from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
-from petit.models import lara_mini          # issue 36, the fam36k group
+from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -200,6 +200,8 @@ MODEL_TYPES = {
     "phi4_multimodal": phi4_multimodal,
     # issue 36, the fam36k group
     "lara_mini": lara_mini,
+    "dots3_note_text": dots3_note_text,
+    "dots3_note": dots3_note,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
