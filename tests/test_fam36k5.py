@@ -272,3 +272,15 @@ def test_a_converted_dots3_note_file_is_a_file_of_the_language_model(tmp_path):
     assert not any(part in n for n in m.tensors for part in ("vision", "audio"))
     ids = np.load(DOTS / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _quiet(DOTS).logits(ids))
+
+
+def test_dots3_layers_of_narrower_rows_are_not_context_shifted():
+    """A shift moves each layer's rows as the cache's width: layers whose latent rows are narrower (Dots 3's full
+    layers beside its sliding ones) re-prefill instead, saying why (the indexed ones already do)."""
+    from petit.generation.ctx_shift import shift_refusal
+    m = _quiet(DOTS_TEXT)
+    assert "sparse attention indexer" in shift_refusal(m, m.new_cache(64))
+    for L in m.net.layers[:2]:
+        L.mla.dsa = None                    # as full layers: rows of 16 + 32 in a cache of the sliding ones' 80
+    assert shift_refusal(m, m.new_cache(64)) == "layer 0's latent rows are narrower than the cache's (its layers' " \
+                                                "rows differ)"
