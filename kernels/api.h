@@ -100,7 +100,9 @@ typedef struct {
     const float *alibi;       /* NULL, or [n_heads] ALiBi slopes: a query at position i adds slope * (j - i) to its
                                * scaled score of key j (BLOOM, MPT, Falcon) */
     int32_t temp_at_p;        /* wrap group (issue 30): 1: the temperature's floor is floor(p / temp_floor), not
-                               * floor((p + 1) / temp_floor) (Ministral 3's llama_4_scaling_beta) */
+                               * floor((p + 1) / temp_floor) (Ministral 3's llama_4_scaling_beta); issue 36,
+                               * fam36i: 2: the scores x exp(temp_scale ln(1 + (p + 1) / temp_floor)), no floor
+                               * (Beam's scalable softmax of its NoPE layers, (1 + (p + 1) / 2048) ** 0.1) */
     int32_t bidirectional;    /* issue 35: 1: every query sees every position of the call, 0..pos0+T-1 (an encoder's
                                * attention: BERT); 0: causal */
 } pt_attn_extra;
@@ -122,7 +124,8 @@ int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale
                      int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
                      const pt_attn_extra *extra, float *out);
 /* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
- * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm. -1 on a bad argument */
+ * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm; kind 2 (issue 36, fam36g: ZAYA's residual scales) no
+ * norm, y[r] = (x[r] + b[r % w_rows]) * w[r % w_rows], eps unused. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
              int64_t w_rows, float *y);
 /* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu, 6 relu2 (squared relu) */
@@ -144,8 +147,10 @@ enum {
     PT_OP_HEADS = 11, PT_OP_COPY = 12, PT_OP_MAMBA = 13, PT_OP_PARAM_ACT = 14, PT_OP_ROPE = 15,
     /* issue 30, the gemma group (Gemma 3n, kernels/altup.c) */
     PT_OP_ALTUP_PREDICT = 16, PT_OP_ALTUP_CORRECT = 17, PT_OP_PLE = 18, PT_OP_GEMMA_ROWS = 19,
-    /* issue 30, the mla group (ids 20-23): DeepSeek Sparse Attention (kernels/dsa.c) */
+    /* issue 30, the mla group (ids 20-21): DeepSeek Sparse Attention (kernels/dsa.c) */
     PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
+    /* issue 36, the fam36g group (ids 22-25): Laguna's attention output gate, ZAYA's CCA (kernels/fam36g.c) */
+    PT_OP_HEAD_GATE = 22, PT_OP_CCA = 23,
     /* issue 30, the jetmoe group (ids 44-47): JetMoE's mixture of attention heads (kernels/moa.c) */
     PT_OP_MOA_GATE = 44,
     /* issue 30, the dsv4 group (ids 34-39): DeepSeek-V4 (kernels/hc.c, dsv4_plan.c) */
@@ -153,6 +158,8 @@ enum {
     PT_OP_HASH_ROUTE = 39,
     /* issue 36, the fam36d group (ids 45-47): SmallDoge's dynamic mask and residual scales (kernels/doge.c) */
     PT_OP_DOGE_DT = 45, PT_OP_SCALE_COLS = 46,
+    /* issue 36, the fam36i group (ids 30-33): MiniMax-M3's block-sparse attention (kernels/mm3.c) */
+    PT_OP_MM3_INDEX = 30, PT_OP_MM3_ATTENTION = 31,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -243,6 +250,17 @@ typedef struct {
     /* issue 36, the fam36e group (Kolibri 1): 1 makes the choice on the raw logits plus sel_bias, not on the scores
      * plus sel_bias; the weights are still the chosen experts' scores */
     int32_t bias_logits;
+    /* issue 36, the fam36h group (Ergo): each chosen expert's output RMS-normed (eps post_norm_eps) with its row of
+     * post_norm [n_experts][hidden] before its weight scales it, the shared expert's with sh_post_norm [hidden]
+     * before it is added; NULL: not normed */
+    const float *post_norm, *sh_post_norm;
+    float post_norm_eps;
+    /* issue 36, the fam36g group. logit_softcap > 0: the logits soft-capped, cap tanh(l / cap), before the scores
+     * (Laguna); ext_logits 1: the logits [T][n_experts] are the caller's, written into `logits` before the call (the
+     * router is not run: ZAYA's router MLP); zero_skip 1: a zero-computation expert adds nothing (ZAYA's skip
+     * expert) instead of its token's input times its weight */
+    float logit_softcap;
+    int32_t ext_logits, zero_skip;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
@@ -410,6 +428,28 @@ int  pt_dsa_attention(const float *q, const void *cache, const float *scales, in
 int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                           int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
                           const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+/* issue 36, the fam36i group: MiniMax-M3's block-sparse attention (kernels/mm3.c). pt_mm3_index stores the step's
+ * indexer keys ik [T][dim] into the index slot (rows [n_ctx][dim], float or int8 with iscale [n_ctx]), then for the
+ * query at p = pos0 + t and indexer head h scores each visible block of `block` positions by its largest
+ * iq[t][h] . ik_s (s <= p), the `local` blocks up to p / block +inf, and writes the top_k blocks (all when fewer),
+ * increasing, to sel [T][n_idx][top_k] and their count to n_sel [T][n_idx]. pt_mm3_attention: q [T][n_heads][hd]
+ * over the KV cache ([n_kv][n_ctx][hd], int8 with scales [n_kv][n_ctx]), query head h reading the positions s <= p
+ * of its indexer head's (h / (n_heads / n_idx)) selected blocks; out [T][n_heads][hd]. *_ref: the plain scalar
+ * reference. -1 on a bad argument, -3 out of memory */
+int  pt_mm3_index(const float *iq, const float *ik, void *icache, float *iscale, int kv_int8, int64_t n_ctx,
+                  int64_t T, int64_t pos0, int64_t n_idx, int64_t dim, int64_t block, int64_t top_k, int64_t local,
+                  int32_t *sel, int32_t *n_sel);
+int  pt_mm3_index_ref(const float *iq, const float *ik, void *icache, float *iscale, int kv_int8, int64_t n_ctx,
+                      int64_t T, int64_t pos0, int64_t n_idx, int64_t dim, int64_t block, int64_t top_k,
+                      int64_t local, int32_t *sel, int32_t *n_sel);
+int  pt_mm3_attention(const float *q, const void *kc, const float *ks, const void *vc, const float *vs, int kv_int8,
+                      int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale,
+                      int64_t n_idx, int64_t block, int64_t top_k, const int32_t *sel, const int32_t *n_sel,
+                      float *out);
+int  pt_mm3_attention_ref(const float *q, const void *kc, const float *ks, const void *vc, const float *vs,
+                          int kv_int8, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,
+                          int64_t hd, float scale, int64_t n_idx, int64_t block, int64_t top_k, const int32_t *sel,
+                          const int32_t *n_sel, float *out);
 /* issue 30, the jetmoe group: JetMoE's mixture of attention heads (kernels/moa.c). att [T][n_kv][E][hd] in place:
  * expert e's heads times its weight, the softmax over each token's top k router logits [T][E] (0 when not chosen);
  * -1 on a bad argument. _ref: the plain scalar reference */
@@ -421,6 +461,22 @@ int  pt_moa_gate_ref(const float *logits, int64_t T, int64_t E, int64_t k, int64
 int  pt_doge_dt(const float *z, const float *A, int64_t T, int64_t n_heads, int64_t n_kv, int64_t hd, int64_t slot,
                 float q_value, float *q, float *k);
 int  pt_scale_cols(float *y, const float *w, int64_t rows, int64_t width);
+/* issue 36, the fam36g group (kernels/fam36g.c). pt_head_gate: y [T][n][width] *= act(g [T][n]), act 0 sigmoid,
+ * 1 softplus (Laguna's attention output gate: per head, width head_dim; per value, width 1). pt_cca_step: ZAYA's CCA
+ * projection of one sequence's raw q [T][n_heads][hd], k, v [T][n_kv][hd], in place: q and k through the causal
+ * depthwise and grouped convs plus their residual paths, v's second half one position later; the state qk_state
+ * [2][(n_heads + n_kv) hd] (the last two raw q | k rows), v_state [n_kv hd / 2] read (unless pos0 is 0) and
+ * updated. -1 on a bad argument */
+typedef struct {
+    int64_t n_heads, n_kv, head_dim;
+    const float *dw, *db;     /* depthwise conv over q | k's C channels: [C][2] (taps t - 1, t), [C] */
+    const float *gw, *gb;     /* grouped conv, one group a head: [C][head_dim][2], [C] */
+    const float *v0;          /* [n_kv hd / 2] the delayed values before a sequence's first token, or NULL: zeros */
+    float *tmp;               /* scratch [5 C + n_kv hd / 2] */
+} pt_cca;
+int  pt_head_gate(int act, const float *g, float *y, int64_t T, int64_t n, int64_t width);
+int  pt_cca_step(const pt_cca *c, float *q, float *k, float *v, int64_t T, int64_t pos0, float *qk_state,
+                 float *v_state);
 /* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c). pt_hc_pre: the streams X [T][n][D]
  * collapsed into x_out [T][D] by the pre weights, with post [T][n] and the Sinkhorn-projected comb [T][n][n]
  * (head 1: the hyper head, pre weights only, post / comb unused); pt_hc_post: X_out [T][n][D] = post y + comb^T X
@@ -479,6 +535,8 @@ typedef struct {
     /* the mla group (issue 30): DSA_INDEX writes, DSA_ATTENTION reads each token's selected positions [T][top_k]
      * (top_k in `window`) and their count [T] */
     int32_t *sel, *n_sel;
+    /* issue 36, the fam36g group: CCA's projection (ZAYA), its state in cache slot `cache_slot` */
+    const pt_cca *cca;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -6,7 +6,17 @@
 
 int pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
             int64_t w_rows, float *y) {
-    if ((kind != 0 && kind != 1) || D <= 0 || w_rows <= 0) return -1;
+    if (kind < 0 || kind > 2 || D <= 0 || w_rows <= 0) return -1;
+    if (kind == 2) {            /* issue 36, fam36g: no norm, (x + b) * w (ZAYA's residual scales), plain C */
+        for (int64_t r = 0; r < rows; r++) {
+            const float *wr = w ? w + (r % w_rows) * D : 0, *br = b ? b + (r % w_rows) * D : 0;
+            for (int64_t i = 0; i < D; i++) {
+                const float v = br ? x[r * D + i] + br[i] : x[r * D + i];
+                y[r * D + i] = wr ? v * wr[i] : v;
+            }
+        }
+        return 0;
+    }
     pt_active()->norm(kind, x, w, b, eps, rows, D, w_rows, y);
     return 0;
 }

@@ -1,6 +1,8 @@
 /* Routed experts (mixture of experts): the MLP of an MoE block, for a step of T tokens, in one call.
  *
  *   1. router logits [T][E] = x W_router^T (+ its bias) (a float matrix: the router stays in float);
+ *      (issue 36, fam36g: or the caller's, ext_logits: ZAYA's router MLP; soft-capped first with logit_softcap:
+ *      Laguna; a zero-computation expert adding nothing with zero_skip: ZAYA's skip expert)
  *   2. per token: softmax over the E logits (or each one's sigmoid: Llama 4, DeepSeek-V3), the top_k largest (ties:
  *      the lower expert first) of those scores plus sel_bias (DeepSeek-V3), among the experts of the topk_group best
  *      groups when n_group > 1 (DeepSeek's group-limited routing), their scores as the weights, renormalised to sum 1
@@ -14,7 +16,9 @@
  *      times the sum of the weights it gave them, added after the real experts (transformers' identity_output);
  *      (issue 30, dsv4: scoring 3 sqrt(softplus); `forced` experts given per token, hash routing; the experts'
  *      gate <= swiglu_limit and |up| <= swiglu_limit before the activation, shared expert included)
- *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after;
+ *      (issue 36, fam36h: with post_norm each row RMS-normed with its expert's weight row first: Ergo)
+ *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after
+ *      (RMS-normed with sh_post_norm first when given: Ergo);
  *   5. y = the sum (or y += it, with accumulate).
  * An expert no token chose is not read: a decode step touches top_k experts' matrices, so memory read per token
  * follows the active parameters (`matrices_used` counts the expert matrices multiplied, for tests). The sums are
@@ -64,6 +68,8 @@ static void route(const pt_moe *m, int64_t T) {
     unsigned char allow[MAX_EXPERTS];
     for (int64_t t = 0; t < T; t++) {
         float *l = m->logits + t * E;
+        if (m->logit_softcap > 0.0f)    /* issue 36, fam36g: Laguna's router soft-capping */
+            for (int64_t e = 0; e < E; e++) l[e] = tanhf(l[e] / m->logit_softcap) * m->logit_softcap;
         if (m->scoring == 2) {
             sparsemixer(l, E, k, m->jitter_eps, m->sel + t * k, m->wt + t * k);
             continue;
@@ -178,6 +184,7 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
  * order chosen: the identity experts of LongCat-Flash, exact (no matrix) */
 static void zero_experts(pt_moe *m, const float *x, int64_t T) {
     const int64_t E = m->n_experts, k = m->top_k, D = m->hidden;
+    if (m->zero_skip) return;           /* issue 36, fam36g: ZAYA's skip expert adds nothing */
     for (int64_t t = 0; t < T; t++) {
         float w = 0.0f;
         for (int64_t j = 0; j < k; j++)
@@ -198,11 +205,14 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     if (m->forced)
         for (int64_t i = 0; i < T * k; i++)
             if (m->forced[i] < 0 || m->forced[i] >= E) return -1;
-    const pt_tensor *R[1] = {m->router};
-    float *lr[1] = {m->logits};
-    int rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
-    if (rc) return rc;
-    add_bias(m->logits, m->router_b, T, E);
+    int rc = 0;
+    if (!m->ext_logits) {               /* else the caller wrote them (issue 36, fam36g: ZAYA's router MLP) */
+        const pt_tensor *R[1] = {m->router};
+        float *lr[1] = {m->logits};
+        rc = pt_matmul_n_locked(R, lr, 1, x, T, 0);
+        if (rc) return rc;
+        add_bias(m->logits, m->router_b, T, E);
+    }
     route(m, T);
     memset(m->out, 0, (size_t)(T * D) * sizeof(float));
     for (int64_t e = 0; e < E - m->n_zero; e++) {
@@ -224,6 +234,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                     m->up_b ? m->up_b[e] : 0, m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
+        if (m->post_norm)           /* Ergo: each route's output normed with its expert's weights */
+            pt_active()->norm(0, m->yo, m->post_norm + e * D, 0, m->post_norm_eps, n, D, 1, m->yo);
         for (int64_t i = 0; i < n; i++) {
             float *o = m->out + m->rows[i] * D;
             const float *v = m->yo + i * D, w = m->rw[i];
@@ -235,6 +247,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
         rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
+        if (m->sh_post_norm)
+            pt_active()->norm(0, m->yo, m->sh_post_norm, 0, m->post_norm_eps, T, D, 1, m->yo);
         if (m->sh_router) {
             const pt_tensor *S[1] = {m->sh_router};
             float *sg[1] = {m->logits};                 /* [T][1]: the routing is done with */

@@ -84,6 +84,20 @@
  *                                                        exp(A softplus z),   slot), alpha (q's value)
  *                                                        y[0] q's slot alpha
  *   SCALE_COLS   y[0] [T][width], w [width]              y[0] *= w          width
+ *   MiniMax-M3 (issue 36, fam36i; kernels/mm3.c):
+ *   MM3_INDEX *  x iq [T][n_heads][head_dim], x2 ik      the index slot's   cache_slot (the index slot), n_heads
+ *                [T][head_dim]                           rows, sel [T]      (indexer heads), head_dim, x_stride
+ *                                                        [n_heads][window], (block), x_off (local blocks), window
+ *                                                        n_sel [T][n_heads] (top_k)
+ *   MM3_ATTENTION * x q [T][n_heads][head_dim], the      y[0] [T][n_heads]  n_heads, n_kv, head_dim, scale, mode
+ *                cache of `layer`, sel, n_sel            [head_dim]         (indexer heads), x_stride (block),
+ *                                                                           window (top_k)
+ *   Laguna, ZAYA (issue 36, fam36g; kernels/fam36g.c):
+ *   HEAD_GATE    x gates [T][n_heads], y[0] [T][n_heads]  y[0] *= act(x)     mode (0 sigmoid, 1 softplus), n_heads,
+ *                [width]                                                    width (values a gate)
+ *   CCA *        y[0] q, y[1] k, y[2] v (raw), cca, the   the three in place cca (n_heads, n_kv, head_dim),
+ *                sequence's state in cache slot                             cache_slot
+ *                `cache_slot` (k: q | k rows, v: values)
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -174,6 +188,25 @@ static int dsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                                    n_sel, op->window, rows_of(op->y[0], off, op->n_heads * op->x_stride));
 }
 
+/* MiniMax-M3's two ops (kernels/mm3.c) over one sequence's rows: its indexer's keys in cache slot `cache_slot`, its
+ * attention over the cache of `layer` (issue 36, fam36i) */
+static int mm3(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    const int64_t n_idx = op->kind == PT_OP_MM3_INDEX ? op->n_heads : op->mode;
+    int32_t *sel = op->sel + off * n_idx * op->window, *n_sel = op->n_sel + off * n_idx;
+    if (op->kind == PT_OP_MM3_INDEX) {
+        const int S = op->cache_slot;
+        return pt_mm3_index_locked(rows_of(op->x, off, n_idx * op->head_dim), rows_of(op->x2, off, op->head_dim),
+                                   q->k[S], q->kv_int8 ? q->k_scale[S] : 0, q->kv_int8, q->n_ctx, q->T, q->pos0,
+                                   n_idx, op->head_dim, op->x_stride, op->window, op->x_off, sel, n_sel);
+    }
+    const int L = op->layer;
+    const int64_t wq = op->n_heads * op->head_dim;
+    return pt_mm3_attention_locked(rows_of(op->x, off, wq), q->k[L], q->kv_int8 ? q->k_scale[L] : 0, q->v[L],
+                                   q->kv_int8 ? q->v_scale[L] : 0, q->kv_int8, q->n_ctx, q->T, q->pos0, op->n_heads,
+                                   op->n_kv, op->head_dim, op->scale, n_idx, op->x_stride, op->window, sel, n_sel,
+                                   rows_of(op->y[0], off, wq));
+}
+
 /* DeepSeek-V4's ops over one sequence's rows and its cache slot of `layer`, read as regions (dsv4_plan.c) */
 static int dsv4(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     if (q->kv_int8) return -1;
@@ -219,6 +252,15 @@ static int last_norm(const pt_plan_op *op, const pt_seq *q, int64_t off, int64_t
                    q->n_logits, op->width, op->w_rows, rows_of(op->y[0], out, op->width));
 }
 
+/* ZAYA's CCA projection over one sequence's rows, its state in the cache slot `cache_slot` (issue 36, fam36g) */
+static int cca(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    const int L = op->cache_slot;
+    const int64_t wq = op->cca->n_heads * op->cca->head_dim, wkv = op->cca->n_kv * op->cca->head_dim;
+    return pt_cca_step(op->cca, rows_of(op->y[0], off, wq), rows_of(op->y[1], off, wkv), rows_of(op->y[2], off, wkv),
+                       q->T, q->pos0, (float *)q->k[L], (float *)q->v[L]);
+}
+
 /* the ops that read positions or a cache run once per sequence, over its rows; failed_seq names the one that failed */
 static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
     int64_t off = 0, out = 0;
@@ -228,7 +270,9 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_ATTENTION  ? attention(op, q, off)
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
+               : op->kind == PT_OP_CCA        ? cca(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
+               : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
                                               ? dsv4(op, q, off)
                                               : last_norm(op, q, off, out);
@@ -290,6 +334,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_DSV4_POOL:
     case PT_OP_DSV4_ATTN:
     case PT_OP_DSV4_INDEX:
+    case PT_OP_MM3_INDEX:
+    case PT_OP_MM3_ATTENTION:
+    case PT_OP_CCA:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;
@@ -330,6 +377,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
                           op->y[1]);
     case PT_OP_SCALE_COLS:
         return pt_scale_cols(op->y[0], op->w, T, op->width);
+    /* issue 36, the fam36g group: Laguna's attention output gate (kernels/fam36g.c) */
+    case PT_OP_HEAD_GATE:
+        return pt_head_gate(op->mode, op->x, op->y[0], T, op->n_heads, op->width);
     default:
         return -1;
     }

@@ -64,7 +64,8 @@ def apply(net) -> None:
             raise ValueError("PETIT_TEST_FAULT=rope_wrong_half: this model has no RoPE")
     elif name == "norm_eps_x100":
         layers = layers + [L.shared.block.attn for L in layers if getattr(L, "shared", None) is not None]
-        norms = [net.final_norm, net.embed_norm] + [
+        head = getattr(net, "head_dense", None)     # issue 36, fam36j: ModernBERT's prediction head norm
+        norms = [net.final_norm, net.embed_norm, head and head.norm] + [
             n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm, L.post_mlp_norm, L.q_norm,
                                         L.k_norm, L.o_norm, L.down_norm, L.resid_attn_norm, L.resid_mlp_norm)]
         for n in {id(n): n for n in norms if n is not None}.values():

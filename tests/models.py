@@ -127,15 +127,31 @@ def load_strict(folder, weights: str = "f32"):
         return petit.load(folder, weights=weights)
 
 
-def converted_runs_the_same(folder, out) -> None:
-    """`petit convert --f32` of a fixture folder into `out`: the file loads without a warning and gives the folder's
-    logits on its 35-token prompt, bit for bit."""
+def converted_runs_the_same(folder, tmp_path, ids) -> None:
+    """`petit convert --f32` of a fixture folder writes a file that loads without a warning and gives the folder's
+    logits for `ids` bit for bit (issue 36: one check the group test files share)."""
     from petit.cli import main
+    out = Path(tmp_path) / "converted.petit"
     assert main(["convert", str(folder), "-o", str(out), "--f32"]) == 0
-    ids = np.load(Path(folder) / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(load_strict(out).logits(ids), load_strict(folder).logits(ids))
 
 
 def rel_err(got, ref):
     """Each position's worst logit error as a share of that position's reference range."""
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
+
+
+def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
+    """A 40-token prefill beside a decode step (after 30 tokens) in one forward_batch: each sequence's logits are
+    bit for bit those it gets alone (issue 36's families whose ops run over the step's stacked rows)."""
+    alone = []
+    for part in (ids[:40], ids[40:41]):
+        cache = model.new_cache(64)
+        if len(part) == 1:
+            model.forward(ids[:30], cache)
+        alone.append(model.forward(part, cache, all_logits=True))
+    a, b = model.new_cache(64), model.new_cache(64)
+    model.forward(ids[:30], b)
+    got = model.forward_batch([(ids[:40], a), (ids[40:41], b)], all_logits=True)
+    for g, w in zip(got, alone):
+        np.testing.assert_array_equal(g, w)

@@ -74,8 +74,17 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36e/flint", "f32", 1e-5),      # the same with attention sinks
     ("tests/fixtures/hf5_fam36d/diffllama", "f32", 1e-5),  # issue 36: each head's keys held twice, both re-rotated
     ("tests/fixtures/hf5_fam36d/doge", "f32", 1e-5),       # and the keys' bias slot, past the rotated values, moves
+    ("tests/fixtures/hf5_fam36i/cohere_compass_text", "f32", 1e-5),  # issue 36: a parallel block, windows, NoPE
+    ("tests/fixtures/hf5_fam36i/beam", "f32", 1e-5),       # windows, NoPE layers whose query scale reads the position
     ("tests/fixtures/hf5_fam36f/fuyu", "f32", 1e-5),       # issue 36: keys LayerNormed per head, then half rotated
     ("tests/fixtures/hf5_fam36f/mllama", "f32", 1e-5),     # the self-attention layers of 5 (cross ones skipped)
+    ("tests/fixtures/hf5_fam36j/modernbert-decoder", "f32", 1e-5),   # issue 36: two bases, windows, biased keys
+    ("tests/fixtures/hf5_fam36h/hy_v3", "f32", 1e-5),      # issue 36: key norms before RoPE, a dense layer, experts
+    ("tests/fixtures/hf5_fam36h/dory", "f32", 1e-5),       # keys L2-normed after RoPE (a rotation passes through),
+                                                            # each loop's pass its own layers' rows
+    ("tests/fixtures/hf5_fam36h/ergo", "f32", 1e-5),       # adjacent-pair RoPE in the sliding layers, NoPE full ones
+    ("tests/fixtures/hf5_fam36g/laguna", "f32", 1e-5),     # issue 36: per-layer heads, yarn on part of the head
+    ("tests/fixtures/hf5_fam36g/axk1", "f32", 1e-5),       # latent attention in A.X-K1's layers
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())
@@ -106,6 +115,7 @@ def test_only_the_new_turn_is_prefilled():
     (f"{HF}/llama_dynamic", "layer 0's RoPE (Rope, dynamic) depends on more than the position"),
     (f"{HF}/phi3", "layer 0's RoPE (Rope, longrope) depends on more than the position"),
     ("tests/fixtures/hf5_hybrid/bamba", "the model keeps a recurrent state"),
+    ("tests/fixtures/hf5_fam36g/zaya", "the model keeps a recurrent state"),     # issue 36: ZAYA's CCA state
     ("tests/fixtures/hf5_mla/glm_moe_dsa", "sparse attention indexer keeps keys of its own RoPE"),
     ("tests/fixtures/hf5_gemma/gemma3n_text", "layer 0 is a family's own attention"),
 ])

@@ -26,7 +26,7 @@ from petit.loading.convert import convert
 from petit.models import diffllama, doge
 from trainer.reference import Reference
 
-from models import load_strict as _load, rel_err
+from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import CHUNKS, FRESH, _run
 
@@ -72,18 +72,7 @@ def test_a_batch_gives_each_sequence_its_own_logits_bit_for_bit(folder):
     """The pair copies, axpy and norm (DiffLlama), the key bias slots, residual scales and copies (Doge) run over
     the step's stacked rows: a prefill beside a decode step."""
     model = _load(folder)
-    ids = np.load(folder / "reference_chat.npz")["input_ids"]
-    alone = []
-    for part in (ids[:40], ids[40:41]):
-        cache = model.new_cache(64)
-        if len(part) == 1:
-            model.forward(ids[:30], cache)
-        alone.append(model.forward(part, cache, all_logits=True))
-    a, b = model.new_cache(64), model.new_cache(64)
-    model.forward(ids[:30], b)
-    got = model.forward_batch([(ids[:40], a), (ids[40:41], b)], all_logits=True)
-    for g, w in zip(got, alone):
-        np.testing.assert_array_equal(g, w)
+    assert_a_batch_gives_each_sequence_its_own_logits(model, np.load(folder / "reference_chat.npz")["input_ids"])
 
 
 def test_reads_each_layers_lambda_and_the_projections_rows():

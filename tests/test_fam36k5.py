@@ -40,7 +40,7 @@ def test_the_plan_gives_the_oracles_bits_and_decode_the_prefills(folder, weights
 
 @pytest.mark.parametrize("folder", [LARA, DIR / "dots3_note_text"], ids=["lara_mini", "dots3_note_text"])
 def test_converted_file_runs_the_same_numbers(tmp_path, folder):
-    converted_runs_the_same(folder, tmp_path / "m.petit")
+    converted_runs_the_same(folder, tmp_path, np.load(folder / "reference.npz")["input_ids"])
 
 
 # --- Lara 4 Mini ---

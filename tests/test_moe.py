@@ -142,6 +142,28 @@ ANY_DEPARTS["mimo_v2_flash"] = {"q8_0": (0.40, 0.85)}
 # biases) at q8_0: 34/35 positions route as float32 (0.075 of the range there), 0.490 at the one that flips (position
 # 12), argmax 0.97; the engine equals the float64 reference of the same q8_0 file (tests/test_verify_families.py)
 ANY_DEPARTS["sarvam_moe"] = {"q8_0": (0.55, 0.80)}
+# issue 36, the fam36i group: MiniMax-M3's fixture, whose two sparse layers' indexers choose 3 blocks of 4 positions
+# (their choice counts in routing_agrees, beside the experts'): at q8_0 29/35 positions choose blocks and experts as
+# float32 (104/140, 84/126 on the long and chat prompts), 0.039 of the range there (0.040, 0.073), 0.413 at worst
+# (0.461, 0.760: a block choice that moves changes which keys every head of its group reads), argmax 0.83
+ROUTED_DEPARTS["minimax_m3_vl_text"] = 0.8
+ANY_DEPARTS["minimax_m3_vl_text"] = {"q8_0": (0.45, 0.80)}
+# issue 36, the fam36g group: A.X-K1's fixture (DeepSeek-V3's choice within the best 2 of 4 groups, x 2.5, then
+# post_mlp_layernorm re-normalising the experts' sum) at q8_0: 30/35 positions route as float32 (135/140 and 118/126
+# on the long and chat prompts), 0.083 where they agree (position 33, which the flips at 27 and 28 reach through
+# attention; 0.011-0.013 before the first flip), 0.242 at worst, argmax 0.80; q4_0 within the shared bounds. The
+# engine equals the float64 reference of the same q8_0 file (tests/test_verify_families.py)
+DEPARTS[("axk1", "q8_0")] = 0.10
+ROUTED_DEPARTS["axk1"] = 0.8
+ANY_DEPARTS["axk1"] = {"q8_0": (0.30, 0.75)}
+# Laguna's fixture (three routed layers, top 2 of 8 on soft-capped sigmoids + bias, their sum x 2; 4 to 6 query heads)
+# at q8_0: 30/35 positions route as float32 (135/140, 112/126), 0.114 where they agree (position 19, which the flips
+# at 12, 14 and 17 reach through attention; 0.05 or less before the first), 0.446 at a flipped one, argmax 0.83.
+# ZAYA's (top 1 of 4 experts and a skip expert: a flip swaps the token's whole MLP, as Llama 4's) at q8_0: 33/35
+# agreeing, 0.080 there, 0.289 at a flipped one, argmax 0.86
+DEPARTS[("laguna", "q8_0")] = 0.13
+ROUTED_DEPARTS["laguna"] = 0.8
+ANY_DEPARTS.update({"laguna": {"q8_0": (0.50, 0.80)}, "zaya": {"q8_0": (0.35, 0.80)}})
 # issue 36, the fam36k group: Lara 4 Mini's fixture (Gated DeltaNet and attention, 4 experts routed in each of its 5
 # layers) at q8_0 routes 31 of the 35-token prompt's positions as float32 (124/140, 113/126 on the long and chat
 # prompts), 0.053 of the range where it agrees, 0.113 at worst, argmax 0.91; a flip reaches every later position
@@ -171,6 +193,8 @@ def _selected(model, T: int) -> list:
     for layer in model.net.layers:
         if layer.moa_router is not None:    # JetMoE's attention experts route too (issue 30, the jetmoe group)
             out.append(layer.moa_last_routing(T))
+        if layer.sparse is not None:        # MiniMax-M3's indexer chooses key blocks (issue 36, fam36i)
+            out.append(layer.sparse.last_choice(T))
         if layer.moe is not None:
             k = layer.moe.top_k
             sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)

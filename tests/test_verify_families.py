@@ -43,7 +43,10 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "openai-gpt", "xglm", "biogpt",        # issue 36, the fam36a group
                "ctrl",              # issue 36, fam36b
                "diffllama", "doge",     # issue 36, fam36d
+               "aria_text", "beam",     # issue 36, fam36i
                "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
+               "modernbert-decoder", "git",     # issue 36, fam36j
+               "laguna", "zaya",        # issue 36, fam36g: q / k / v / o biases
                "lara_mini"}             # issue 36, fam36k: Qwen3's attention with attention_bias
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
@@ -54,7 +57,8 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "zamba",            # issue 30, the zamba group: Zamba v1's shared attention has no RoPE
                 "rwkv6qwen2",       # issue 30, the ggufx group: QRWKV6's time mixing has no positions
                 "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
-                "ctrl"}             # issue 36, fam36b: CTRL's fixed sinusoidal table
+                "ctrl",             # issue 36, fam36b: CTRL's fixed sinusoidal table
+                "git"}              # issue 36, fam36j: GIT's learned positions
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -71,7 +75,9 @@ def faults_for(case: str, weights: str) -> list[str]:
     # helium's rms_norm_eps is 1e-8: 100 times that is still far below mean(x^2) and changes no logit; BitNet's at
     # q8_0 / q4_0 moves the logits by 0.03 of their scale, within what the quantized head's rounding allows (0.16;
     # at f32, where only its ternary rows are quantized, the fault is 2,700 times the float limit)
-    out = [] if case == "helium" or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
+    # GIT's (issue 36, fam36j) is BERT's 1e-12: 100 times that is as far below every mean square
+    # (issue 36, fam36h: ergo's rms_norm_eps is 1e-12, the same: x 100 is 1e-10, no logit moves)
+    out = [] if case in ("helium", "git", "ergo") or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
     out += [] if case in WITHOUT_ROPE else ["rope_wrong_half"]
     out += ["drop_bias"] if case in WITH_BIASES else []
     # a ternary model (BitNet) runs its tq2 rows at every weight type: their scale is the block scale
@@ -140,6 +146,11 @@ def test_a_correct_engine_passes(files, case, weights):
     # (1.6e-8 of the range), and the unrounded reference within 0.132 of the 0.223 limit (0.59): five multi-head
     # Mamba-1 layers in series, each rounding u to int8 before x_proj, whose dt goes through softplus and exp
     margin = 0.7 if (case, weights) == ("zamba", "q8_0") else margin
+    # Laguna at q4_0 (issue 36, fam36g): the engine equals the reference with its activation rounding (0.0), and the
+    # unrounded reference within 0.182 of the 0.203 limit (0.90) where both route alike (29 of 30 positions): the
+    # positions just after the one whose routing flips read it through attention (0.11-0.18 there, 0.07 or less
+    # elsewhere); three routed layers, their chosen experts' sum x 2
+    margin = 0.95 if (case, weights) == ("laguna", "q4_0") else margin
     assert worst_share(r) <= margin, {f: (r[f], r["thresholds"][k]) for f, k in FIGURES if r.get(f) is not None}
     if case in MOE and weights != "f32":     # most positions route alike, and those are what the figures cover
         # (deepseek_v2_lite: 26 layers of rounding before its two MoE layers, measured 22 of 30 at q8_0)
@@ -165,6 +176,9 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         # kolibri1 (issue 36, fam36e): its embeddings (sd 1) and every sublayer's output RMS-normed before its add keep
         # each norm's input at a mean square of 1 or more too (measured 8.3x at q8_0, 6.7x at q4_0)
         least = 6 if case == "kolibri1" and fault == "norm_eps_x100" else least
+        # dory (issue 36, fam36h): nGPT's L2 norms read vectors of length near 1 everywhere (a sum of squares ~1
+        # against eps 1e-6), so eps x 100 moves the logits by ~1e-4 of their scale (measured 6.8-6.9x at each type)
+        least = 6 if case == "dory" and fault == "norm_eps_x100" else least
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]

@@ -309,6 +309,8 @@ def _routing(model, ref, ids, rounded: bool) -> dict | None:
             routers.append(v4.index.last_choice)
         if L.moa_router is not None:           # JetMoE's attention experts, before the MLP's (issue 30, jetmoe)
             routers.append(L.moa_last_routing)
+        if L.sparse is not None:               # MiniMax-M3's indexer: the key blocks (issue 36, fam36i)
+            routers.append(L.sparse.last_choice)
         if L.moe is not None:
             routers.append(L.moe.last_routing)
     if not routers or not rounded:
@@ -410,6 +412,9 @@ def check_matrices(model, ref) -> dict:
         if getattr(L, "shared", None) is not None or getattr(S, "shared", None) is not None:
             pairs += _shared_pairs(L.shared, S.shared)          # issue 30: Zamba's shared blocks, per use
     pairs += getattr(net, "named_matrices", list)()     # issue 30, the gemma group: Gemma 3n's other matrices
+    hd, sd = getattr(net, "head_dense", None), spec.head_dense      # issue 36, fam36j: ModernBERT's head dense
+    if hd is not None or sd is not None:
+        pairs.append((hd and hd.W, sd and sd[0]))
     rng = np.random.default_rng(0)
     worst, bad, checked = 0.0, [], 0
     for W, name in pairs:

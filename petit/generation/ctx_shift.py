@@ -13,10 +13,11 @@ Where a shift cannot be exact the session re-prefills the shortened conversation
 why: a recurrent state (Mamba, hybrids), latent attention's compressed cache (MLA: decoupled RoPE keys inside the
 latent rows), learned absolute positions (GPT-2), a RoPE whose frequencies change with the length reached (dynamic
 NTK, longrope) or of a kind other than the plain table (M-RoPE and the families' own), RoPE applied before a key
-norm, DeepSeek's sparse attention indexer (its keys carry a RoPE of their own inside the rows) and a family's own
-attention layer. Layers without RoPE (NoPE, ALiBi: a bias on the distance, which the move keeps) only move.
-Sliding-window layers shift too: Petit's cache keeps every position (the window only limits what a query reads),
-so the moved rows sit where a fresh prefill puts them. Latent attention (MLA) shifts its rows, whose RoPE part
+norm that a rotation does not pass through (one with a weight per value: Hunyuan), DeepSeek's sparse attention
+indexer (its keys carry a RoPE of their own inside the rows) and a family's own attention layer. Layers without
+RoPE (NoPE, ALiBi: a bias on the distance, which the move keeps) only move. Sliding-window layers shift too:
+Petit's cache keeps every position (the window only limits what a query reads), so the moved rows sit where a
+fresh prefill puts them. Latent attention (MLA) shifts its rows, whose RoPE part
 (the first rope-dim values) turns and whose latent part moves.
 """
 from __future__ import annotations
@@ -55,9 +56,19 @@ def shift_refusal(model, cache) -> str | None:
             continue
         if type(rope) not in (Rope, ProportionalRope) or rope.kind not in SHIFTABLE_SCALINGS:
             return f"layer {i}'s RoPE ({type(rope).__name__}, {rope.kind}) depends on more than the position"
-        if layer.norm_after_rope:
+        if layer.norm_after_rope and not _turns_with_rope(layer.k_norm, net.arch.qk_norm_per_head):
             return f"layer {i} normalizes its keys after RoPE"
     return None
+
+
+def _turns_with_rope(norm, per_head: bool) -> bool:
+    """A key norm after RoPE that a rotation passes through (issue 36, fam36h): an RMS norm of each whole head, no
+    bias, one weight for every value (a weightless norm, Dory's L2 norm), so the stored key turned is the
+    key of the new position."""
+    if norm is None:
+        return True
+    w = None if norm.w is None else norm.w.a
+    return per_head and norm.kind == "rms" and norm.b is None and (w is None or bool(np.all(w == w.flat[0])))
 
 
 def find_kept(cached, ids, keep: int) -> tuple[int, int] | None:

@@ -71,16 +71,14 @@ def hf_tensors(cfg: BertConfig, ckpt) -> dict:
                                                  lambda: ckpt.f32(pos) + ckpt.f32(types)[0], (pos, types))}
 
 
-def build(cfg: BertConfig, t):
-    D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
-    P = _prefix(t.names())
-    eps = cfg.layer_norm_eps
+def layer_norm(t, name: str, D: int, eps: float) -> Norm:
+    return Norm("layer", eps, t.vec(name + ".weight", (D,)), t.vec(name + ".bias", (D,)))
 
-    def ln(name):
-        return Norm("layer", eps, t.vec(name + ".weight", (D,)), t.vec(name + ".bias", (D,)))
 
-    E = t.weight(P + "embeddings.word_embeddings.weight", (cfg.vocab_size, D))
-    pos = t.array(P + TYPED, (cfg.max_position_embeddings, D))
+def blocks(t, P: str, cfg, bidirectional: bool = True) -> list:
+    """BERT's post-LN blocks under `P` + encoder.layer.N. (biases everywhere); bidirectional False: the same blocks
+    under a causal mask (issue 36: GIT's text decoder)."""
+    D, F, eps = cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_eps
     layers = []
     for i in range(cfg.num_hidden_layers):
         p = f"{P}encoder.layer.{i}."
@@ -88,16 +86,27 @@ def build(cfg: BertConfig, t):
         L = Layer(q=t.weight(a + "query.weight", (D, D)), k=t.weight(a + "key.weight", (D, D)),
                   v=t.weight(a + "value.weight", (D, D)), o=t.weight(p + "attention.output.dense.weight", (D, D)),
                   up=t.weight(p + "intermediate.dense.weight", (F, D)),
-                  down=t.weight(p + "output.dense.weight", (D, F)), rope=None, bidirectional=True)
+                  down=t.weight(p + "output.dense.weight", (D, F)), rope=None, bidirectional=bidirectional)
         L.q_b, L.k_b, L.v_b = (t.vec(a + n + ".bias", (D,)) for n in ("query", "key", "value"))
         L.o_b = t.vec(p + "attention.output.dense.bias", (D,))
         L.up_b, L.down_b = t.vec(p + "intermediate.dense.bias", (F,)), t.vec(p + "output.dense.bias", (D,))
-        L.resid_attn_norm, L.resid_mlp_norm = ln(p + "attention.output.LayerNorm"), ln(p + "output.LayerNorm")
+        L.resid_attn_norm = layer_norm(t, p + "attention.output.LayerNorm", D, eps)
+        L.resid_mlp_norm = layer_norm(t, p + "output.LayerNorm", D, eps)
         layers.append(L)
+    return layers
+
+
+def build(cfg: BertConfig, t):
+    D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
+    P = _prefix(t.names())
+    E = t.weight(P + "embeddings.word_embeddings.weight", (cfg.vocab_size, D))
+    pos = t.array(P + TYPED, (cfg.max_position_embeddings, D))
+    layers = blocks(t, P, cfg)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
                 num_key_value_heads=H, head_dim=D // H, context_length=cfg.max_position_embeddings, act=cfg.act)
     # no LM head: the word embedding stands in the Decoder's head slot, never run (an encoder's Model refuses logits)
-    return Decoder(arch, E, layers, None, E, pos_embed=pos, embed_norm=ln(P + "embeddings.LayerNorm"))
+    return Decoder(arch, E, layers, None, E, pos_embed=pos,
+                   embed_norm=layer_norm(t, P + "embeddings.LayerNorm", D, cfg.layer_norm_eps))
 
 
 Config = BertConfig

@@ -9,10 +9,11 @@ def norm(t, name: str, D: int, kind: str, eps: float, bias: bool = False, add: f
     return Norm(kind, eps, t.vec(name + ".weight", (D,), add=add), t.vec(name + ".bias", (D,)) if bias else None)
 
 
-def attention_weights(t, p: str, cfg, *, qkv_bias=False, o_bias=False, prefix="self_attn.") -> dict:
-    """q, k, v, o projections (and biases) under `p + prefix`."""
+def attention_weights(t, p: str, cfg, *, qkv_bias=False, o_bias=False, prefix="self_attn.", heads=None) -> dict:
+    """q, k, v, o projections (and biases) under `p + prefix`; `heads`: the layer's query heads when not the
+    config's (issue 36, fam36g: Laguna's per-layer counts)."""
     D, hd = cfg.hidden_size, cfg.head_dim
-    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    q, kv = (heads or cfg.num_attention_heads) * hd, cfg.num_key_value_heads * hd
     a = p + prefix
     w = {"q": t.weight(a + "q_proj.weight", (q, D)), "k": t.weight(a + "k_proj.weight", (kv, D)),
          "v": t.weight(a + "v_proj.weight", (kv, D)), "o": t.weight(a + "o_proj.weight", (D, q))}
@@ -64,7 +65,8 @@ def arch(cfg, **kw) -> Arch:
 def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=False, mlp_bias=False,
                norm_add: float = 0.0, rope_for=None, window_for=None, qk_norm: str | None = None,
                sandwich=False, post_only=False, moe_for=None, mlp_for=None, norm_weights=True, norm_bias=False,
-               attn_norm_name="input_layernorm", mlp_norm_name="post_attention_layernorm", **arch_kw) -> Decoder:
+               attn_norm_name="input_layernorm", mlp_norm_name="post_attention_layernorm", heads_for=None,
+               **arch_kw) -> Decoder:
     """A Llama-named decoder.
 
     Args:
@@ -78,6 +80,8 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
         moe_for(i, prefix) -> Moe | None: routed experts in place of layer i's MLP (None: a dense MLP).
         mlp_for(i, prefix) -> dict: a dense layer's MLP weights (default: gated_mlp_weights of the config's width).
         attn_norm_name, mlp_norm_name: the pre-norms' tensor names (VaultGemma's MLP norm is pre_feedforward_layernorm).
+        heads_for(i) -> int: layer i's query heads (issue 36, fam36g: Laguna's per-layer counts; the arch then holds
+            the most, and a layer with fewer its own in Layer.heads).
         norm_bias: the block and final norms have biases too (Nemotron's LayerNorm1P).
         norm_weights: False for norms without weight or bias (OLMo's LayerNorm), read from no tensor.
         arch_kw: Arch switches (attn_scale, attn_softcap, embed_scale, logit_scale, ...).
@@ -91,7 +95,8 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
     layers = []
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        attn = attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias)    # asked for first: file order
+        H = heads_for(i) if heads_for is not None else cfg.num_attention_heads
+        attn = attention_weights(t, p, cfg, qkv_bias=qkv_bias, o_bias=o_bias, heads=H)   # asked for first: file order
         moe = moe_for(i, p) if moe_for is not None else None
         mlp = {"moe": moe} if moe is not None else mlp_for(i, p) if mlp_for is not None else \
             gated_mlp_weights(t, p, cfg, bias=mlp_bias)
@@ -106,13 +111,16 @@ def llama_like(t, cfg, *, eps: float, kind: str = "rms", qkv_bias=False, o_bias=
             L.attn_norm, L.mlp_norm = n(attn_norm_name), n(mlp_norm_name)
         if qk_norm:
             width = hd if qk_norm == "head" else None
-            L.q_norm = norm(t, p + "self_attn.q_norm", width or cfg.num_attention_heads * hd, kind, eps,
-                            add=norm_add)
+            L.q_norm = norm(t, p + "self_attn.q_norm", width or H * hd, kind, eps, add=norm_add)
             L.k_norm = norm(t, p + "self_attn.k_norm", width or cfg.num_key_value_heads * hd, kind, eps,
                             add=norm_add)
+        L.heads = H
         layers.append(L)
     final = norm(t, "model.norm", D, kind, eps, norm_bias, norm_add) if norm_weights else Norm(kind, eps)
     a = arch(cfg, qk_norm_per_head=qk_norm != "full", **arch_kw)
+    a.num_attention_heads = max(L.heads for L in layers)
+    for L in layers:
+        L.heads = L.heads if L.heads != a.num_attention_heads else 0
     return Decoder(a, E, layers, final, head)
 
 

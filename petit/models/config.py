@@ -85,6 +85,26 @@ class ConfigMixin:
         return d
 
 
+class NoDenseMlp:
+    """For a family whose every MLP routes (Kolibri 1, ZAYA): transformers' config has no intermediate_size, so a
+    given one is reported as an unknown key and not read, and to_dict leaves the field out (the family sets it to the
+    experts' width, the scratch's). `_DENSE_NAME` names the model in the report."""
+
+    _DENSE_NAME = ""
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict) and d.get("intermediate_size") is not None:
+            d = {k: v for k, v in d.items() if k != "intermediate_size"}
+            d[f"intermediate_size ({cls._DENSE_NAME} has no dense MLP: not read)"] = None  # reported as unknown
+        return super().from_dict(d)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("intermediate_size")
+        return d
+
+
 def aliased(d: dict, aliases: dict) -> dict:
     """A copy of `d` with each alias key (transformers' `attribute_map`: {alias: field}) under its field's name; an
     alias and its field both given must agree."""

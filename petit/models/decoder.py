@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.block_sparse import BlockSparse
 from petit.models.diff_attn import DiffAttn, Expand
 from petit.models.dyn_mask import Compact, DynMask
 from petit.models.mla import Mla
@@ -27,6 +28,9 @@ from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
 from petit.models.shared_block import SharedUse
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
+
+
+GATE_ACTS = {"sigmoid": 0, "softplus": 1}      # pt_head_gate's (issue 36, fam36g)
 
 
 class Vec:
@@ -51,6 +55,19 @@ class Norm:
     def __call__(self, x, rows: int, D: int, y) -> int:
         return lib.pt_norm(NORM_KINDS[self.kind], x, self.w.p if self.w else ffi.NULL, self.b.p if self.b else ffi.NULL,
                            self.eps, rows, D, self.w.rows if self.w else 1, y)
+
+
+@dataclass
+class HeadDense:
+    """issue 36, fam36j: what the final-normed states go through before the LM head, norm(act(W x + b)) (ModernBERT's
+    prediction head: dense, GELU, LayerNorm). It runs over every position of a step (the per-position rows of the
+    plan's ops), then the LM head reads its rows as it reads the final norm's. `name`: W's tensor in the file (what
+    `petit verify` pairs it with)."""
+    W: Weight
+    b: "Vec | None"
+    act: str
+    norm: Norm
+    name: str = ""
 
 
 @dataclass
@@ -82,10 +99,12 @@ class Layer:
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries;
-    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group)
+    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group); (floor, a, 2): Beam's
+    # scalable softmax, x (1 + (p + 1) / floor) ** a (issue 36, fam36i)
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
     attn_gate: Weight | None = None     # the heads' outputs times sigmoid(attn_gate x) before o_proj (Qwen3-Next)
+    attn_gate_b: Vec | None = None      # issue 36, fam36i: a bias of attn_gate x (Beam's gate_bias, one a head)
     o_norm: Norm | None = None          # a norm of o_proj's input, the heads' outputs (BitNet's attn_sub_norm)
     down_norm: Norm | None = None       # a norm of down_proj's input (BitNet's ffn_sub_norm)
     clip: float = 0.0                   # > 0: q, k and v clamped to [-clip, clip] after their biases (OLMo's clip_qkv)
@@ -133,6 +152,28 @@ class Layer:
     # issue 36, fam36d: {role: (rows, cols)} of the checkpoint's matrix this layer's q / k / v hold (None: all; an index
     # past the last: a zero row), when the family rearranged them (what `petit verify` compares)
     file_rows: dict | None = None
+    # issue 36, fam36i: MiniMax-M3's block-sparse attention in place of the layer's attention kernel, after its
+    # rope_store (petit/models/block_sparse.py; its projections run as the layer's pre_store)
+    sparse: "BlockSparse | None" = None
+    # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
+    # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
+    pre_block: "object | None" = None
+    # issue 36, fam36h: (gate, up) Vecs [intermediate]: the gated MLP's two products times these per column, after
+    # their biases, before the activation (Dory's suv_gate / suv_up)
+    glu_scales: tuple | None = None
+    # issue 36, fam36g: this layer's query heads when not arch.num_attention_heads (Laguna's per-layer head counts; the
+    # arch holds the most, which the scratch is sized for)
+    heads: int = 0
+    # issue 36, fam36g: attn_gate's activation and the values each gate scales: sigmoid of each value (Qwen3-Next,
+    # the default), or softplus of one a head (attn_gate_width head_dim) or of each value (Laguna)
+    attn_gate_act: str = "sigmoid"
+    attn_gate_width: int = 1
+    # issue 36, fam36g: what a family does to the raw q / k / v (after their biases, before the norms), per sequence
+    # with a state in its cache (run(i, buf, runs, T) -> rc; plan(plan, i, buf)): ZAYA's CCA (petit/models/cca.py)
+    mix_qkv: object = None
+    # issue 36, fam36g: what writes the experts' router logits before `moe` runs on them (Moe.ext_logits; run(x, T,
+    # buf, cap) -> rc; plan(plan, i, x, buf)): ZAYA's router MLP (petit/models/cca.py)
+    pre_moe: object = None
 
     def param_ptr(self, what: str):
         """The float[4] parameters of the clamp (`clip`) or of mlp_act, made once."""
@@ -189,7 +230,9 @@ class Arch:
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
     state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
     empty_layers: tuple = ()            # a hybrid's blocks with neither state nor KV rows (Nemotron-H's MLP blocks)
-    cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
+    cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states
+                                        # n..); issue 36, fam36i: a KV cache's (MiniMax-M3's indexer keys after the
+                                        # layers')
     shared_rank: int = -1               # issue 30, the hybrid group: >= 0 when layers use Zamba's shared blocks (the
                                         # adapters' rank, 0 without): the scratch gets their buffers
     shortcut: bool = False              # issue 30, the longcat group: layers hold a shortcut MoE (Layer.moe_shortcut):
@@ -255,6 +298,7 @@ class Decoder:
         lm_head: the output matrix (the embedding when tied); lm_head_b an optional bias.
         pos_embed: learned absolute positions [n_pos, hidden] (GPT-2), float32, or None.
         embed_norm: a norm of the embeddings (with the positions) before the first block (BLOOM), or None.
+        head_dense: a transform between the final norm and the LM head (HeadDense: ModernBERT's), or None.
 
     The plan is built from these at the first forward and keeps pointers into them: code that swaps a layer's
     pieces afterwards sets `_plan = None` so the next step describes the model again.
@@ -263,11 +307,15 @@ class Decoder:
     """
 
     offload = None
+    # issue 36, fam36h: each vocabulary column's logit times this [vocab] Vec, after the head's bias, scale and
+    # soft-cap (Dory's logit_scale); None: none
+    logit_cols = None
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
-                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None):
+                 lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None,
+                 head_dense: HeadDense | None = None):
         self.arch, self.embed, self.layers, self.final_norm = arch, embed, layers, final_norm
-        self.embed_norm = embed_norm
+        self.embed_norm, self.head_dense = embed_norm, head_dense
         self.lm_head, self.lm_head_b, self.pos_embed = lm_head, lm_head_b, pos_embed
         self._scratch = None
         self._plan = None                 # the forward plan over the current scratch, built at first use
@@ -290,8 +338,11 @@ class Decoder:
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
         out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
+        out.update((id(W), W) for L in self.layers if L.sparse for W in L.sparse.matrices())
         out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
         out.update((id(W), W) for L in self.layers if L.shared for W in L.shared.matrices())
+        if self.head_dense is not None:
+            out[id(self.head_dense.W)] = self.head_dense.W
         out[id(self.lm_head)] = self.lm_head
         return list(out.values())
 
@@ -307,6 +358,8 @@ class Decoder:
                 L.moe.replace(new)
             if L.mla is not None:
                 L.mla.replace(new)
+            if L.sparse is not None:
+                L.sparse.replace(new)
             if L.mamba is not None:
                 L.mamba.replace(new)
             if L.shared is not None:
@@ -314,6 +367,8 @@ class Decoder:
         if id(self.embed) in new:
             self.embed = new[id(self.embed)]
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
+        if self.head_dense is not None:
+            self.head_dense.W = new.get(id(self.head_dense.W), self.head_dense.W)
         self._plan = None
 
     def plan_kinds(self) -> set[int]:
@@ -387,7 +442,7 @@ class Decoder:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs the "
                                      f"recurrent state {layout}): use model.new_cache()")
             else:
-                layout = (len(self.layers), KV, cache.n_ctx, hd)
+                layout = (arch.cache_slots or len(self.layers), KV, cache.n_ctx, hd)
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this KV cache {cache.layout} was not made for this model (needs "
                                      f"{layout[:2]} + (n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
@@ -455,6 +510,8 @@ class Decoder:
             raise RuntimeError(f"kernel error {rc} in {where} ({self._positions(runs, seq)})")
         for T, pos0, cache, _ in runs:
             cache.pos = pos0 + T
+        if self.logit_cols is not None and logits_out is not None:
+            logits_out *= self.logit_cols.a
 
     def _attn_scale(self) -> float:
         a = self.arch
@@ -485,6 +542,8 @@ class Decoder:
         scale = self._attn_scale()
         rc = 0                               # the C calls return 0, or < 0 on a bad argument; checked once per layer
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                rc |= layer.pre_block.run(buf, T)
             # attention input: the pre-norm (or the residual itself when the layer has none)
             attn_in = buf["resid"]
             if layer.shared is not None:       # Zamba: the mixer reads norm(resid + the shared block's output)
@@ -539,7 +598,7 @@ class Decoder:
                     rc |= lib.pt_moa_gate(logits, T, layer.moa_router.shape[0], layer.moa_top_k,
                                           arch.num_key_value_heads, arch.head_dim, att)
                 if layer.attn_gate is not None:
-                    rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+                    rc |= self._gate(layer, att, T, buf)
                 if layer.o_norm is not None:
                     rc |= layer.o_norm(att, T, layer.o.shape[1], att)
                 self._alpha(layer.resid_alpha[0], T, scratch)
@@ -557,6 +616,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 rc |= layer.moe.run(mlp_in, T, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                rc |= layer.pre_moe.run(mlp_in, T, buf, scratch.cap)
             if layer.moe is not None and not layer.moe_shortcut:
                 rc |= layer.moe.run(mlp_in, T, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -616,17 +677,21 @@ class Decoder:
         """q|k|v of attn_in, their biases and norms over every sequence's rows; then per sequence RoPE and the store
         into its cache, and attention into its rows of buf["att"]: (rc, the first sequence that failed or -1)."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         rc = lib.pt_matmul3(layer.q.c, layer.k.c, layer.v.c, attn_in, T, buf["q"], buf["k"], buf["v"])
         for t in ("q", "k", "v"):
             rc |= self._lora(layer, t, attn_in, T, buf, buf[t])
         if layer.attn_gate is not None:
             rc |= lib.pt_matmul(layer.attn_gate.c, attn_in, T, buf["qgate"], 0)
+            if layer.attn_gate_b is not None:
+                rc |= lib.pt_bias_act(buf["qgate"], layer.attn_gate_b.p, T, layer.attn_gate.shape[0], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
             if layer.clip:
                 rc |= lib.pt_param_act(0, buf[name], T * width, layer.param_ptr("clip"))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g): per sequence, its state in the cache
+            rc |= layer.mix_qkv.run(i, buf, runs, T)
         if layer.norm_after_rope:            # rotate q and k in place first; the store below then only copies
             at = 0
             for s, (n, pos0, _, _) in enumerate(runs):
@@ -747,7 +812,7 @@ class Decoder:
     def _attention_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, values="v") -> int:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         if layer.mla is not None:            # latent attention: one kv head, the layer's own heads and rows
             H, KV, hd = layer.mla.heads, 1, layer.mla.row
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
@@ -758,21 +823,36 @@ class Decoder:
         else:
             cos_p, sin_p, n_pos, rot_dim, interleaved = ffi.NULL, ffi.NULL, 0, 0, 0
         k_cache, v_cache = cache.k_ptr[i], cache.v_ptr[i]
-        if cache.kv_type == "int8":
+        int8 = cache.kv_type == "int8"
+        if int8:
             k_scales, v_scales = cache.ks_ptr[i], cache.vs_ptr[i]
             rc = lib.pt_rope_store_q8(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
                                       k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
+        else:
+            rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
+                                   v_cache, cache.n_ctx)
+        if layer.sparse is not None:        # MiniMax-M3 (fam36i): the indexer's choice, attention over it
+            table = (cos_p, sin_p, n_pos, rot_dim, interleaved) if rot_dim else None
+            return rc | layer.sparse.attend(i, T, pos0, cache, at, q, att, H, KV, hd, scale, table)
+        if int8:
             return rc | lib.pt_attention_q8(q, k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
                                             pos0, scale, arch.attn_softcap, layer.window, extra, att)
-        rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
-                               v_cache, cache.n_ctx)
         return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
                                      layer.window, extra, att)
 
+    @staticmethod
+    def _gate(layer: Layer, att, T, buf) -> int:
+        """The heads' outputs times their gates: sigmoid of each value (Qwen3-Next), or Laguna's softplus (fam36g)."""
+        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+            return lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, T * layer.o.shape[1], att)
+        return lib.pt_head_gate(GATE_ACTS[layer.attn_gate_act], buf["qgate"], att, T, layer.attn_gate.shape[0],
+                                layer.attn_gate_width)
+
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
-        buf, act = scratch.p, ACTIVATIONS[self.arch.act]
-        if layer.gate is not None:
+        buf, act = scratch.p, ACTIVATIONS.get(self.arch.act)
+        if layer.gate is not None:      # a gated MLP: GLU_ACTIVATIONS (gpt-oss's clamped SwiGLU too: MiniMax-M3)
+            act = GLU_ACTIVATIONS[self.arch.act]
             rc = lib.pt_matmul3(layer.gate.c, layer.up.c, ffi.NULL, mlp_in, T, buf["gate"], buf["up"], ffi.NULL)
             rc |= self._lora(layer, "gate", mlp_in, T, buf, buf["gate"])
             rc |= self._lora(layer, "up", mlp_in, T, buf, buf["up"])
@@ -780,6 +860,8 @@ class Decoder:
                 rc |= lib.pt_bias_act(buf["gate"], layer.gate_b.p, T, F, 0)
             if layer.up_b is not None:
                 rc |= lib.pt_bias_act(buf["up"], layer.up_b.p, T, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                rc |= lib.pt_scale_cols(buf[name], cols.p, T, F)
             return rc | lib.pt_glu(act, buf["gate"], buf["up"], T * F, buf["mlp_hidden"])
         rc = lib.pt_matmul(layer.up.c, mlp_in, T, buf["mlp_hidden"], 0)
         if layer.mlp_act is not None:
@@ -789,8 +871,10 @@ class Decoder:
 
     def _alpha(self, alpha: float, T, scratch) -> None:
         """resid *= alpha before a sublayer's add (MiniMax's DeepNorm; nothing when alpha is 1; a Vec: per channel,
-        SmallDoge)."""
-        if isinstance(alpha, Vec):
+        SmallDoge; a Norm: resid = norm(resid), ZAYA's (resid + b) * w)."""
+        if isinstance(alpha, Norm):
+            alpha(scratch.p["resid"], T, self.arch.hidden_size, scratch.p["resid"])
+        elif isinstance(alpha, Vec):
             lib.pt_scale_cols(scratch.p["resid"], alpha.p, T, self.arch.hidden_size)
         elif alpha != 1.0:
             lib.pt_axpy(scratch.p["resid"], alpha - 1.0, scratch.p["resid"], T * self.arch.hidden_size)
@@ -827,14 +911,22 @@ class Decoder:
         return rc
 
     def _head(self, buf, runs, D, logits_out) -> None:
-        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all."""
+        """The final norm of each sequence's last n_logits positions, packed in order, then the LM head over all
+        (with head_dense: the final norm, W, the activation over every position first, then its norm packs them)."""
         arch = self.arch
         rc, at, out = 0, 0, 0
+        x, last = buf["resid"], self.final_norm
+        if self.head_dense is not None:
+            hd, T = self.head_dense, sum(r[0] for r in runs)
+            rc |= self.final_norm(x, T, D, buf["normed"])
+            rc |= lib.pt_matmul(hd.W.c, buf["normed"], T, buf["branch"], 0)
+            rc |= lib.pt_bias_act(buf["branch"], hd.b.p if hd.b is not None else ffi.NULL, T, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
         for T, _, _, n in runs:
-            if n and self.final_norm is None:
-                ffi.memmove(buf["normed"] + out * D, buf["resid"] + (at + T - n) * D, n * D * 4)
+            if n and last is None:
+                ffi.memmove(buf["normed"] + out * D, x + (at + T - n) * D, n * D * 4)
             elif n:
-                rc |= self.final_norm(buf["resid"] + (at + T - n) * D, n, D, buf["normed"] + out * D)
+                rc |= last(x + (at + T - n) * D, n, D, buf["normed"] + out * D)
             at += T
             out += n
         if rc or lib.pt_matmul(self.lm_head.c, buf["normed"], out, fptr(logits_out), 0):
@@ -845,6 +937,8 @@ class Decoder:
             logits_out *= np.float32(arch.logit_scale)
         if arch.logit_softcap:               # in C, as the plan's: NumPy's own tanh may differ in the last bit
             lib.pt_softcap(fptr(logits_out), logits_out.size, arch.logit_softcap)
+        if self.logit_cols is not None:      # as _forward does after the plan
+            logits_out *= self.logit_cols.a
 
     # ---- the plan: the same calls as the oracle above, described once for kernels/plan.c ----
     def _build_plan(self, scratch: _Scratch) -> Plan:
@@ -857,6 +951,8 @@ class Decoder:
         if arch.shared_rank >= 0:
             plan.copy(-1, buf["resid"], D, 0, buf["orig"], D, 0, 1, D)
         for i, layer in enumerate(self.layers):
+            if layer.pre_block is not None:    # Dory (fam36h): the stream normed in place, a loop's entry
+                layer.pre_block.plan(plan, i, buf)
             attn_in = buf["resid"]
             if layer.shared is not None:
                 self._plan_shared(plan, i, layer, buf)
@@ -898,7 +994,11 @@ class Decoder:
                         plan.moa_gate(i, logits, layer.moa_router.shape[0], layer.moa_top_k,
                                       arch.num_key_value_heads, arch.head_dim, att)
                     if layer.attn_gate is not None:
-                        plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        if layer.attn_gate_act == "sigmoid" and layer.attn_gate_width == 1:
+                            plan.glu(i, GLU_ACTIVATIONS["sigmoid"], buf["qgate"], att, layer.o.shape[1], att)
+                        else:                   # Laguna (fam36g): softplus, per head or per value
+                            plan.head_gate(i, GATE_ACTS[layer.attn_gate_act], buf["qgate"], att,
+                                           layer.attn_gate.shape[0], layer.attn_gate_width)
                     if layer.o_norm is not None:
                         plan.norm(i, layer.o_norm, att, 1, layer.o.shape[1], att)
                 self._plan_alpha(plan, i, layer.resid_alpha[0], buf)
@@ -914,6 +1014,8 @@ class Decoder:
                     mlp_in = buf["normed"]
             if layer.moe_shortcut:             # LongCat-Flash: the MoE beside the dense MLP, held (longcat group)
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["stash"])
+            if layer.pre_moe is not None:      # ZAYA's router MLP (fam36g): the experts' logits
+                layer.pre_moe.plan(plan, i, mlp_in, buf)
             if layer.moe is not None and not layer.moe_shortcut:
                 plan.moe(i, layer.moe.c(scratch.cap), mlp_in, buf["branch"])
                 if layer.down_b is not None:            # an output bias after the experts (JetMoE, jetmoe group)
@@ -931,8 +1033,15 @@ class Decoder:
                 plan.axpy(i, buf["resid"], 1.0, buf["stash"], D)
             if layer.resid_mlp_norm is not None:
                 plan.norm(i, layer.resid_mlp_norm, buf["resid"], 1, D, buf["resid"])
-        plan.head(len(self.layers), self.final_norm, buf["resid"], D, buf["normed"], self.lm_head, self.lm_head_b,
-                  arch.logit_scale, arch.logit_softcap)
+        x, last, hd = buf["resid"], self.final_norm, self.head_dense
+        if hd is not None:                     # issue 36, fam36j: ModernBERT's prediction head before the LM head
+            L = len(self.layers)
+            plan.norm(L, self.final_norm, x, 1, D, buf["normed"])
+            plan.matmul(L, [hd.W], buf["normed"], [buf["branch"]])
+            plan.bias_act(L, buf["branch"], hd.b, D, ACTIVATIONS[hd.act])
+            x, last = buf["branch"], hd.norm
+        plan.head(len(self.layers), last, x, D, buf["normed"], self.lm_head, self.lm_head_b, arch.logit_scale,
+                  arch.logit_softcap)
         return plan.finish()
 
     def _plan_shared(self, plan: Plan, i, layer: Layer, buf) -> None:
@@ -963,17 +1072,21 @@ class Decoder:
 
     def _plan_attention(self, plan: Plan, i, layer: Layer, attn_in, buf) -> None:
         arch = self.arch
-        H, KV, hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         plan.matmul(i, [layer.q, layer.k, layer.v], attn_in, [buf["q"], buf["k"], buf["v"]])
         for t in ("q", "k", "v"):
             self._plan_lora(plan, i, layer, t, attn_in, buf, buf[t])
         if layer.attn_gate is not None:
             plan.matmul(i, [layer.attn_gate], attn_in, [buf["qgate"]])
+            if layer.attn_gate_b is not None:
+                plan.bias_act(i, buf["qgate"], layer.attn_gate_b, layer.attn_gate.shape[0], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 plan.bias_act(i, buf[name], bias, width, 0)
             if layer.clip:
                 plan.param_act(i, 0, buf[name], width, (-layer.clip, layer.clip))
+        if layer.mix_qkv is not None:        # ZAYA's CCA (fam36g)
+            layer.mix_qkv.plan(plan, i, buf)
         if layer.norm_after_rope:
             plan.rope(i, layer.rope, buf["q"], buf["k"], H, KV, hd)
         for norm, name, heads in ((layer.q_norm, "q", H), (layer.k_norm, "k", KV)):
@@ -985,6 +1098,9 @@ class Decoder:
         if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
             layer.pre_store.plan(plan, i, buf)
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
+        if layer.sparse is not None:        # MiniMax-M3 (fam36i): the indexer's choice, attention over it
+            layer.sparse.plan_attend(plan, i, buf["q"], buf["att"], H, KV, hd, self._attn_scale())
+            return
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
                        layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)
 
@@ -1033,8 +1149,9 @@ class Decoder:
         return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:
-        F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]
-        if layer.gate is not None:
+        F, act = self.arch.intermediate_size, ACTIVATIONS.get(self.arch.act)
+        if layer.gate is not None:      # a gated MLP: GLU_ACTIVATIONS (gpt-oss's clamped SwiGLU too: MiniMax-M3)
+            act = GLU_ACTIVATIONS[self.arch.act]
             plan.matmul(i, [layer.gate, layer.up], mlp_in, [buf["gate"], buf["up"]])
             self._plan_lora(plan, i, layer, "gate", mlp_in, buf, buf["gate"])
             self._plan_lora(plan, i, layer, "up", mlp_in, buf, buf["up"])
@@ -1042,6 +1159,8 @@ class Decoder:
                 plan.bias_act(i, buf["gate"], layer.gate_b, F, 0)
             if layer.up_b is not None:
                 plan.bias_act(i, buf["up"], layer.up_b, F, 0)
+            for name, cols in zip(("gate", "up"), layer.glu_scales or ()):     # Dory's suv (fam36h)
+                plan.scale_cols(i, buf[name], cols, F)
             plan.glu(i, act, buf["gate"], buf["up"], F, buf["mlp_hidden"])
             return
         plan.matmul(i, [layer.up], mlp_in, [buf["mlp_hidden"]])
@@ -1052,7 +1171,9 @@ class Decoder:
         plan.bias_act(i, buf["mlp_hidden"], layer.up_b, F, act)
 
     def _plan_alpha(self, plan: Plan, i, alpha: float, buf) -> None:
-        if isinstance(alpha, Vec):
+        if isinstance(alpha, Norm):
+            plan.norm(i, alpha, buf["resid"], 1, self.arch.hidden_size, buf["resid"])
+        elif isinstance(alpha, Vec):
             plan.scale_cols(i, buf["resid"], alpha, self.arch.hidden_size)
         elif alpha != 1.0:
             plan.axpy(i, buf["resid"], alpha - 1.0, buf["resid"], self.arch.hidden_size)

@@ -13,13 +13,13 @@ every model), so that is refused."""
 from dataclasses import dataclass, field
 
 from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
 from petit.models.moe import moe_weights
 from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)
-class Kolibri1Config(DecoderConfig):
+class Kolibri1Config(NoDenseMlp, DecoderConfig):
     intermediate_size: int | None = None        # not Kolibri's (no dense MLP): reported when given, never read
     vocab_size: int = 128000
     hidden_size: int = 2560
@@ -42,18 +42,7 @@ class Kolibri1Config(DecoderConfig):
 
     _REQUIRED = ()
     _IGNORED = MOE_TRAINING_ONLY
-
-    @classmethod
-    def from_dict(cls, d: dict):
-        if isinstance(d, dict) and d.get("intermediate_size") is not None:
-            d = {k: v for k, v in d.items() if k != "intermediate_size"}
-            d["intermediate_size (Kolibri 1 has no dense MLP: not read)"] = None     # reported by the shared check
-        return super().from_dict(d)
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d.pop("intermediate_size")
-        return d
+    _DENSE_NAME = "Kolibri 1"
 
     @classmethod
     def _refuse(cls, d):

@@ -45,6 +45,13 @@ class Moe:
     tid2eid: object = None              # issue 30, dsv4: hash routing, [vocab, top_k] experts by token (route_tokens)
     bias_logits: bool = False           # issue 36, fam36e: the choice on the logits + sel_bias (Kolibri 1), not on
                                         # the scores + sel_bias; the weights stay the chosen scores
+    post_norm: object = None            # issue 36, fam36h: a Vec [E, D]: each chosen expert's output RMS-normed with
+    sh_post_norm: object = None         # its row before its weight (Ergo), a Vec [D]: the shared expert's likewise
+    post_norm_eps: float = 0.0
+    logit_softcap: float = 0.0          # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
+    ext_logits: bool = False            # issue 36, fam36g: the logits are written by the layer's pre_moe (ZAYA's
+                                        # router MLP), not made by `router` (then its output matrix, for the record)
+    zero_skip: bool = False             # issue 36, fam36g: a zero-computation expert adds nothing (ZAYA's skip)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -81,7 +88,7 @@ class Moe:
         if self._c is not None and self._cap >= cap:
             return self._c
         self._release()
-        E, D = len(self.up) + self.n_zero, self.router.shape[1]
+        E, D = len(self.up) + self.n_zero, (self.up[0] if self.ext_logits else self.router).shape[1]
         widths = [self.up[0].shape[0]] + ([self.shared[1].shape[0]] if self.shared is not None else [])
         F = max(widths)
         m = ffi.new("pt_moe *")
@@ -99,7 +106,7 @@ class Moe:
 
         m.n_experts, m.top_k, m.hidden = E, self.top_k, D
         m.norm_topk, m.act = int(self.norm_topk), (ACTIVATIONS if self.plain else GLU_ACTIVATIONS)[self.act]
-        m.router = self.router.c
+        m.router = ffi.NULL if self.ext_logits else self.router.c
         m.gate = ffi.NULL if self.plain else tensors(self.gate)
         m.up, m.down = tensors(self.up), tensors(self.down)
         m.plain = int(self.plain)
@@ -114,11 +121,17 @@ class Moe:
         if self.sel_bias is not None:
             m.sel_bias = self.sel_bias.p
         m.bias_logits = int(self.bias_logits)
+        if self.post_norm is not None:
+            m.post_norm = self.post_norm.p
+        if self.sh_post_norm is not None:
+            m.sh_post_norm = self.sh_post_norm.p
+        m.post_norm_eps = self.post_norm_eps
         m.n_group, m.topk_group = self.n_group, self.topk_group
         m.group_score = {"max": 0, "top2_sum": 1}[self.group_score]
         m.routed_scale = self.routed_scale if self.routed_scale != 1.0 else 0.0
         m.norm_eps = self.norm_eps
         m.n_zero = self.n_zero
+        m.logit_softcap, m.ext_logits, m.zero_skip = self.logit_softcap, int(self.ext_logits), int(self.zero_skip)
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])
@@ -212,3 +225,33 @@ def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_
                   "down_b": [t.vec(f"{p}{experts}.{e}.{dn}.bias", (D,)) for e in range(n_experts)]}
     return Moe(t.float_weight(f"{p}{router}.weight", (n_experts, D)), gate, up, down, top_k, norm_topk, act, sh, sg,
                **biases)
+
+
+def split_experts(ckpt, p: str, n_experts: int, inter: int, hidden: int, experts: str = "mlp.experts",
+                  fused: str | None = None, down: str | None = None, transposed: bool = False,
+                  held: dict | None = None) -> dict:
+    """hf_tensors entries of each expert's gate / up / down matrix under `p + experts + ".{e}."`, read from
+    transformers 5's 3-D `gate_up_proj` [E, 2 inter, hidden] ([gate; up] rows) and `down_proj` [E, hidden, inter]
+    (the layout it saves a model's experts in when its conversion mapping does not split them: ZAYA, MiniMax-M3), or
+    from the 3-D tensors named `fused` / `down`; with `transposed` laid out [in, out]: [E, hidden, 2 inter] (gate
+    columns, then up) and [E, inter, hidden] (Aria's). Each 3-D tensor is read once and kept in `held` (one dict for
+    every layer's call: only the last tensor read stays) while its experts are handed out."""
+    fused, down = fused or f"{p}{experts}.gate_up_proj", down or f"{p}{experts}.down_proj"
+    held = {} if held is None else held
+
+    def part(src, e, lo=0, hi=None):
+        def make():
+            if src not in held:
+                held.clear()
+                held[src] = ckpt.f32(src)
+            a = held[src][e]
+            return np.ascontiguousarray((a.T if transposed else a)[lo:hi])
+        return make
+
+    out = {}
+    for e in range(n_experts):
+        x = f"{p}{experts}.{e}."
+        out[x + "gate_proj.weight"] = ((inter, hidden), part(fused, e, 0, inter), [fused])
+        out[x + "up_proj.weight"] = ((inter, hidden), part(fused, e, inter, 2 * inter), [fused])
+        out[x + "down_proj.weight"] = ((hidden, inter), part(down, e), [down])
+    return out

@@ -39,3 +39,14 @@ def shared_width(cls, d: dict) -> None:
         if isinstance(n, int) and isinstance(f, int) and v != n * f:
             raise ValueError(f"config: moe_shared_expert_intermediate_size {v!r} is not n_shared_experts {n!r} x "
                              f"moe_intermediate_size {f!r} (the shared experts' width transformers builds)")
+
+
+def mlp_kinds(cfg, dense) -> list[bool]:
+    """Which layers route to experts, from the config's `mlp_layer_types` ("dense" / "sparse" each, checked) when
+    it has one, else a layer is dense where `dense(i)` (transformers' default of the family)."""
+    n, given = cfg.num_hidden_layers, getattr(cfg, "mlp_layer_types", None)
+    if given is None:
+        return [not dense(i) for i in range(n)]
+    if not isinstance(given, list) or len(given) != n or any(k not in ("dense", "sparse") for k in given):
+        raise ValueError(f"config: mlp_layer_types must list {n} values of dense / sparse, got {given!r}")
+    return [k == "sparse" for k in given]

@@ -16,7 +16,7 @@ attention rotates whole heads (transformers 5 cannot run those either).
 """
 import dataclasses
 
-from petit.models.rope import scaling_type
+from petit.models.rope import Rope, scaling_type
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 _CANONICAL = ("rope_theta", "rope_scaling", "partial_rotary_factor", "rope_local_base_freq")
@@ -150,3 +150,65 @@ def _same(name: str, a, b) -> bool:
         return not a and not b
     kind = lambda s: s.get("rope_type", s.get("type"))          # noqa: E731
     return kind(a) == kind(b) and all(a[k] == b[k] for k in set(a) & set(b) - {"rope_type", "type"})
+
+
+def per_layer_type(rp, used: list, family: str, drop=()) -> dict:
+    """Issue 36, fam36i: a `rope_parameters` keyed by layer type, each entry a RoPE or null (no position encoding:
+    Cohere Compass's and Beam's NoPE full layers), as read_rope reads it: {"rope_parameters": the entries (keys beside
+    them dropped, as transformers drops or never reads them; each entry's `drop` keys taken out), "rope_layer_types":
+    the types whose entry is not null}. `used`: the config's layer types, each of which needs an entry.
+
+    Raises:
+        ValueError: rope_parameters not keyed by layer type, or a used type without an entry (transformers 5.25
+            builds no model from either).
+    """
+    if not isinstance(rp, dict) or not set(rp) & set(LAYER_TYPES):
+        raise ValueError(f"config: rope_parameters must be keyed by layer type (full_attention / sliding_attention, "
+                         f"null for no position encoding): transformers 5.25 builds no {family} model from {rp!r}")
+    missing = sorted({t for t in used if t in LAYER_TYPES} - set(rp))
+    if missing:
+        raise ValueError(f"config: rope_parameters has no entry for the layer type(s) {', '.join(missing)} "
+                         f"(transformers 5.25 builds no {family} model without one; null: no position encoding)")
+    rp = {k: {n: x for n, x in v.items() if n not in drop} if isinstance(v, dict) else v
+          for k, v in rp.items() if k in LAYER_TYPES}
+    return {"rope_parameters": rp, "rope_layer_types": [t for t in LAYER_TYPES if rp.get(t) is not None]}
+class RopeByType:
+    """transformers 5's `rope_parameters` keyed by layer type, each its own theta, scaling and partial rotary factor,
+    kept as given in the dataclass field `rope_types` (Petit's key; Laguna, ZAYA); the top-level rope_theta /
+    rope_scaling / partial_rotary_factor, which those families' transformers configs ignore, are reported and not
+    read. `_ROPE_DEFAULT` is transformers' default for a config without rope_parameters (replaced whole)."""
+
+    _ROPE_DEFAULT: dict = {}
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict):
+            d = dict(d)
+            if d.get("rope_parameters") is not None:
+                if d.get("rope_types") is not None:
+                    raise ValueError("config: rope_parameters and rope_types both given (the same settings)")
+                # ZAYA's released config has a top-level rope_type beside the layer types: transformers drops it
+                d["rope_types"] = {k: v for k, v in d.pop("rope_parameters").items() if k != "rope_type"}
+            for k in ("rope_theta", "rope_scaling", "partial_rotary_factor"):
+                if k in d:
+                    d[f"{k} ({cls.model_type} reads rope_parameters per layer type)"] = d.pop(k)
+        return super().from_dict(d)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        del d["rope_theta"], d["rope_scaling"]
+        return d
+
+    def ropes(self) -> dict:
+        """{layer type: Rope} of the types the layers use."""
+        rp = self._ROPE_DEFAULT if self.rope_types is None else self.rope_types
+        out = {}
+        for kind in sorted(set(self.types())):
+            e = rp.get(kind) if isinstance(rp, dict) else None
+            if not isinstance(e, dict) or e.get("rope_theta") is None:
+                raise ValueError(f"config: rope_parameters has no rope_theta for the {kind} layers ({rp!r})")
+            scaling = {k: v for k, v in e.items() if k not in ("rope_theta", "partial_rotary_factor")}
+            scaling = None if scaling_type(scaling, f"rope_parameters.{kind}") == "default" else scaling
+            dim = int(self.head_dim * e.get("partial_rotary_factor", 1.0))
+            out[kind] = Rope(dim, e["rope_theta"], scaling, self.max_position_embeddings)
+        return out

@@ -339,7 +339,7 @@ class Forward:
         if L.mla is not None:
             return self.mla(L, h)
         s, T = self.spec, h.shape[0]
-        H, KV, hd = s.heads, s.kv_heads, s.head_dim
+        H, KV, hd = L.heads or s.heads, s.kv_heads, s.head_dim
         q, k, v = self.mm(h, L.q, L.q_b), self.mm(h, L.k, L.k_b), self.mm(h, L.v, L.v_b)
         if L.clip:
             q, k, v = (np.clip(a, -L.clip, L.clip) for a in (q, k, v))
@@ -362,11 +362,15 @@ class Forward:
             A, dt, dt_b = L.key_bias
             z = self.mm(v.reshape(T, KV * hd), dt, dt_b)
             bias = np.exp(self.w(A) * np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20))))).T
+        keep = self.block_keep(L, h, H) if L.block_sparse is not None else None     # MiniMax-M3 (fam36i)
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
-                            L.temperature, L.alibi, bias)
+                            L.temperature, L.alibi, bias, keep)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
-            out = out * (0.5 + 0.5 * np.tanh(0.5 * g))
+            if L.attn_gate_b is not None:            # Beam (issue 36, fam36i): one bias a head
+                g = g + np.repeat(self.w(L.attn_gate_b), hd)
+            g = np.logaddexp(0.0, g) if L.attn_gate_softplus else 0.5 + 0.5 * np.tanh(0.5 * g)
+            out = out * np.repeat(g, L.attn_gate_width, axis=1)    # Laguna (fam36g): softplus, one a head or value
         if L.moa_router is not None:                 # JetMoE: each expert's heads times its gate (jetmoe group)
             logits = self.mm(h, L.moa_router)
             E = logits.shape[1]
@@ -378,6 +382,31 @@ class Forward:
             np.put_along_axis(w, top, g / g.sum(axis=1, keepdims=True), axis=1)
             out = (out.reshape(T, KV, E, hd) * w[:, None, :, None]).reshape(T, -1)
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
+
+    def block_keep(self, L, h, H):
+        """[H, T, T] bool: the positions each query head may see in a MiniMax-M3 sparse layer (issue 36, fam36i)."""
+        b, T = L.block_sparse, h.shape[0]
+        iq = self.norm(self.mm(h, b.wq).reshape(T, b.heads, b.dim), b.q_norm)
+        ik = self.norm(self.mm(h, b.wk), b.k_norm)[:, None, :]
+        if L.rope is not None:
+            inv, factor = L.rope.freqs(T)
+            iq = ops.rotate(iq, L.rope.dim, inv, factor, L.rope.interleaved)
+            ik = ops.rotate(ik, L.rope.dim, inv, factor, L.rope.interleaved)
+        score = np.einsum("thd,sd->hts", iq, ik[:, 0])
+        keep = np.zeros((b.heads, T, T), bool)
+        choice = np.full((T, b.heads, b.top_k), -1)
+        for t in range(T):
+            qb = t // b.block
+            local = sorted({max(qb - j, 0) for j in range(b.local)})
+            for hh in range(b.heads):
+                best = np.array([score[hh, t, c * b.block:min((c + 1) * b.block, t + 1)].max() for c in range(qb + 1)])
+                best[local] = np.inf
+                chosen = np.sort(np.argsort(-best, kind="stable")[:b.top_k])
+                choice[t, hh, :len(chosen)] = chosen
+                for c in chosen:
+                    keep[hh, t, c * b.block:(c + 1) * b.block] = True
+        self.routing.append(choice.reshape(T, -1))
+        return np.repeat(keep, H // b.heads, axis=0)
 
     def diff(self, D, q, k, v, scale, window):
         """DiffLlama's two attentions over the halves of the values, their pairs subtracted and RMS-normed."""
@@ -394,6 +423,8 @@ class Forward:
     def moe(self, L, h):
         m = L.moe
         logits = self.mm(h, m.router, m.router_b)
+        if m.logit_softcap:                          # Laguna (issue 36, fam36g)
+            logits = m.logit_softcap * np.tanh(logits / m.logit_softcap)
         if m.scoring == "sparsemixer":
             return self.norm(self._sparsemixer(m, h, logits), L.post_mlp_norm)
         if m.scoring == "sigmoid":
@@ -429,6 +460,8 @@ class Forward:
                     y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
                 else:
                     y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                if m.post_norm:                                         # Ergo: each route normed (fam36h)
+                    y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.post_norm)[e], None)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
         if m.n_zero:                                  # zero-computation experts: h times their weight (longcat)
             out = out + h * np.where(top >= len(m.experts), w, 0.0).sum(axis=1)[:, None]
@@ -438,9 +471,11 @@ class Forward:
             if m.plain:
                 y = self.mm(ops.act(act, self.mm(h, up, ub)), down, db)
             else:
-                y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
+                y = self.mm(ops.glu(self.spec.act, self.mm(h, gate, gb), self.mm(h, up, ub)), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
+            if m.sh_post_norm:
+                y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.sh_post_norm), None)
             out = out + y
         return self.norm(out, L.post_mlp_norm)
 
@@ -515,7 +550,7 @@ class Forward:
             return self.moe(L, h) + self.w(L.down_b) if L.down_b else self.moe(L, h)
         if L.gate is not None:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
-            a = ops.act(self.spec.act, g) * u
+            a = ops.glu(self.spec.act, g, u)            # gpt-oss's clamped SwiGLU too (MiniMax-M3)
         elif L.xielu is not None:
             a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu),
                           bf16=L.xielu_bf16)
@@ -593,9 +628,14 @@ class Forward:
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
                 a0, a1 = (self.w(a) if isinstance(a, str) else a for a in L.resid_alpha)    # names: per channel
-                x = self.norm(a0 * x + rs * self.attention(L, h), L.resid_attn_norm)
-                x = self.norm(a1 * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
-        y = self.mm(self.norm(x, s.final_norm), s.head, s.head_b) * s.logit_scale     # final_norm None: none
+                b0, b1 = L.branch_scale
+                x = self.norm(a0 * x + rs * b0 * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(a1 * x + rs * b1 * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+        x = self.norm(x, s.final_norm)                # final_norm None: none
+        if s.head_dense is not None:                  # issue 36, fam36j: ModernBERT's prediction head
+            W, b, act, n = s.head_dense
+            x = self.norm(ops.act(act, self.mm(x, W, b)), n)
+        y = self.mm(x, s.head, s.head_b) * s.logit_scale
         if s.logit_softcap:
             y = s.logit_softcap * np.tanh(y / s.logit_softcap)
         return y

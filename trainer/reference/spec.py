@@ -53,6 +53,10 @@ class MoeSpec:
                                          # router's last rows): a token choosing one adds h times its weight
     bias_logits: bool = False            # issue 36, fam36e: the choice on the logits + sel_bias, not on the scores
                                          # + sel_bias (Kolibri 1); the weights stay the chosen scores
+    post_norm: str | None = None         # issue 36, fam36h: [experts, hidden]: each chosen expert's output RMS-normed
+    sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
+    post_norm_eps: float = 0.0
+    logit_softcap: float = 0.0           # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
 
 
 @dataclass
@@ -83,7 +87,8 @@ class LayerSpec:
     window: int = 0                      # 0: full causal attention; W: a query sees itself and the W - 1 before
     sinks: str | None = None             # [heads] attention sinks (gpt-oss): a softmax term whose share is dropped
     chunk: int = 0                       # > 0: a query sees only the keys of its own chunk (Llama 4)
-    temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
+    temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)));
+                                         # (f, a, 2): x exp(a ln(1 + (p + 1) / f)) (Beam, issue 36 fam36i)
     mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
     mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
     mamba2: "Mamba2Spec | None" = None   # a Mamba-2 mixer in place of attention and MLP
@@ -116,6 +121,17 @@ class LayerSpec:
     # issue 36, fam36d: SmallDoge's dynamic mask, (A, dt_proj, its bias or None): key j of kv head h adds
     # exp(A_h softplus(dt_proj v_j + b)_h) to every score; resid_alpha may then name [hidden] tensors (per channel)
     key_bias: tuple | None = None
+    # issue 36, fam36i: MiniMax-M3's block-sparse attention: the indexer choosing each query's key blocks
+    block_sparse: "BlockSparseSpec | None" = None
+    # issue 36, fam36i: Beam: a [heads] bias of attn_gate x, one a head; each sublayer's output times these before
+    # its add (resid_alpha the stream's factor): h / sqrt(i) + r sqrt((i - 1) / i)
+    attn_gate_b: str | None = None
+    branch_scale: tuple = (1.0, 1.0)
+    # issue 36, fam36g: the layer's query heads when not the model's (Laguna); attn_gate's activation softplus, not
+    # sigmoid, and the values each gate scales (1, or head_dim: one gate a head)
+    heads: int = 0
+    attn_gate_softplus: bool = False
+    attn_gate_width: int = 1
 
 
 @dataclass
@@ -130,6 +146,23 @@ class DiffSpec:
     k2: str
     init: float
     eps: float
+
+
+@dataclass
+class BlockSparseSpec:
+    """MiniMax-M3's lightning indexer (issue 36, fam36i): iq = q_norm(wq x) [heads, dim], ik = k_norm(wk x) [dim]
+    (norms over each head), both rotated by the layer's RoPE; block b (positions b * block ..) of the query at p
+    scores max over its positions s <= p of iq_h . ik_s; the query's block and the local - 1 before it are always
+    chosen, then the best others up to top_k; query head g reads indexer head g // (H / heads)'s blocks only."""
+    wq: str
+    wk: str
+    q_norm: NormSpec
+    k_norm: NormSpec
+    heads: int
+    dim: int
+    block: int
+    top_k: int
+    local: int
 
 
 @dataclass
@@ -216,6 +249,9 @@ class ModelSpec:
     logit_softcap: float = 0.0
     embed_norm: NormSpec | None = None   # a norm of the embeddings before the first block (BLOOM)
     pos_offset: int = 0                  # position p reads row p + pos_offset of pos_embed (OPT: 2)
+    # issue 36, fam36j: (W, its bias or None, activation, NormSpec): the final norm's output goes through
+    # norm(act(x W^T + b)) before the head (ModernBERT's prediction head)
+    head_dense: tuple | None = None
     # issue 30, the gemma group: a family's own forward(Forward, ids) -> logits when its blocks do not fit LayerSpec
     # (Gemma 3n's streams), and the tensor names it reads
     forward: object = None

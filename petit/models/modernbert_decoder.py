@@ -1,0 +1,143 @@
+"""ModernBERT's decoder (`modernbert-decoder`, ModernBertDecoderForCausalLM: the Ettin decoders): ModernBERT's blocks
+under a causal mask.
+
+- The token embedding (`model.embeddings.tok_embeddings`) LayerNorm-ed (`embeddings.norm`) before the first block;
+  every LayerNorm has a bias only with `norm_bias`.
+- Pre-norm blocks, the first without an attention norm (transformers' nn.Identity): h += Wo·attn(attn_norm(h)),
+  h += mlp(mlp_norm(h)). q / k / v / Wo of hidden_size (heads of hidden / heads, no grouping), biases with
+  `attention_bias`.
+- Layers alternate: `layer_types` (default every `global_attn_every_n_layers`-th full, the others sliding). A full
+  layer's RoPE has base rope_theta (160000), a sliding one's its own (10000) and a window of `sliding_window`
+  positions: transformers derives it as local_attention // 2 (half of ModernBERT's bidirectional window) and saves
+  it, and a saved value is what it reads (its config sets the file's keys after deriving).
+- GeGLU: [input; gate] = Wi·x, Wo(act(input) * gate), biases with `mlp_bias`. Wi is split when read: its first
+  intermediate_size rows (`mlp.Wi.input`) are the activated half, Petit's gate; the others (`mlp.Wi.gate`) its up.
+- Its own head: the final LayerNorm (`model.final_norm`), then the prediction head norm(act(dense·x + b))
+  (`lm_head.dense` with `classifier_bias`, `classifier_activation`, `lm_head.norm`), then `decoder` (tied to the
+  embedding by default) with its bias (`decoder_bias`)."""
+from dataclasses import dataclass, field
+
+from petit.models.common import layer_types, window_of
+from petit.models.config import ACT_NAMES, ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.decoder import Arch, Decoder, HeadDense, Layer, Norm
+from petit.models.rope import Rope
+
+TRAINING_ONLY = {"initializer_cutoff_factor", "cls_token_id", "sep_token_id", "classifier_dropout", "mlp_dropout",
+                 "embedding_dropout", "attention_dropout", "deterministic_flash_attn", "reference_compile",
+                 "repad_logits_with_grad", "sparse_prediction", "sparse_pred_ignore_index", "classifier_pooling"}
+
+
+@dataclass(kw_only=True)
+class ModernBertDecoderConfig(ConfigMixin):
+    vocab_size: int = 50368
+    hidden_size: int = 768
+    intermediate_size: int = 1152
+    num_hidden_layers: int = 22
+    num_attention_heads: int = 12
+    hidden_activation: str = "gelu"
+    max_position_embeddings: int = 8192
+    norm_eps: float = 1e-5
+    norm_bias: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    decoder_bias: bool = True
+    classifier_bias: bool = False
+    classifier_activation: str = "gelu"
+    local_attention: int | None = 128
+    sliding_window: int | None = None           # None: local_attention // 2
+    global_attn_every_n_layers: int = 3         # transformers 4's key: the layer types when layer_types is absent
+    layer_types: list | None = None
+    rope_theta: float = 160000.0                # transformers 5: rope_parameters["full_attention"]["rope_theta"]
+    rope_local_base_freq: float = 10000.0       # transformers 5: rope_parameters["sliding_attention"]["rope_theta"]
+    rope_scaling: dict | None = None
+    tie_word_embeddings: bool = True
+    model_type: str = "modernbert-decoder"
+    unknown_keys: list = field(default_factory=list, repr=False)
+
+    _ROPE_LOCAL_THETA = True
+    _ROPE_ALIASES = {"global_rope_theta": "rope_theta", "local_rope_theta": "rope_local_base_freq"}
+    _IGNORED = frozenset(TRAINING_ONLY)
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "max_position_embeddings", "global_attn_every_n_layers")
+        positive_number(self, "norm_eps", "rope_theta", "rope_local_base_freq")
+        boolean(self, "norm_bias", "attention_bias", "mlp_bias", "decoder_bias", "classifier_bias",
+                "tie_word_embeddings")
+        H = self.num_attention_heads
+        if self.hidden_size % H or (self.hidden_size // H) % 2:
+            raise ValueError(f"config: hidden_size {self.hidden_size} must be num_attention_heads {H} heads of an "
+                             f"even size (RoPE)")
+        if self.rope_scaling:
+            raise ValueError("config: rope_scaling is not supported by the modernbert-decoder family (transformers "
+                             "scales both layer types' RoPE with it; no released checkpoint has one)")
+        self.act = activation(self, "hidden_activation", "modernbert-decoder")
+        if self.classifier_activation not in ACT_NAMES:
+            activation(self, "classifier_activation", "modernbert-decoder")
+        local = self.local_attention
+        if self.sliding_window is None and isinstance(local, int) and not isinstance(local, bool) and local > 1:
+            self.sliding_window = local // 2
+        if "sliding_attention" in self.types() and self.sliding_window is None:
+            raise ValueError(f"config: sliding layers need a window: local_attention >= 2 (half of it) or "
+                             f"sliding_window, got local_attention {local!r}")
+
+    def types(self) -> list[str]:
+        n = self.global_attn_every_n_layers
+        return layer_types(self, lambda i: "sliding_attention" if i % n else "full_attention")
+
+
+def hf_tensors(cfg: ModernBertDecoderConfig, ckpt) -> dict:
+    """Each Wi (and its bias) as its two halves: rows 0..F-1 the activated `input`, F..2F-1 the `gate`."""
+    D, F = cfg.hidden_size, cfg.intermediate_size
+    out = {}
+    for i in range(cfg.num_hidden_layers):
+        for kind, shape in (("weight", (F, D)), ("bias", (F,))):
+            src = f"model.layers.{i}.mlp.Wi.{kind}"
+            if src in ckpt:
+                for half, (a, b) in (("input", (0, F)), ("gate", (F, 2 * F))):
+                    out[f"model.layers.{i}.mlp.Wi.{half}.{kind}"] = (shape, lambda s=src, a=a, b=b: ckpt.f32(s)[a:b],
+                                                                     (src,))
+    return out
+
+
+def build(cfg: ModernBertDecoderConfig, t):
+    D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
+    hd, types = D // H, cfg.types()
+    window = window_of(cfg, types)
+
+    def ln(name):
+        return Norm("layer", cfg.norm_eps, t.vec(name + ".weight", (D,)),
+                    t.vec(name + ".bias", (D,)) if cfg.norm_bias else None)
+
+    full = Rope(hd, cfg.rope_theta, None, cfg.max_position_embeddings)
+    local = Rope(hd, cfg.rope_local_base_freq, None, cfg.max_position_embeddings)
+    E = t.weight("model.embeddings.tok_embeddings.weight", (cfg.vocab_size, D))
+    embed_norm = ln("model.embeddings.norm")
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        a, m = p + "attn.", p + "mlp."
+        L = Layer(q=t.weight(a + "q_proj.weight", (D, D)), k=t.weight(a + "k_proj.weight", (D, D)),
+                  v=t.weight(a + "v_proj.weight", (D, D)), o=t.weight(a + "Wo.weight", (D, D)),
+                  gate=t.weight(m + "Wi.input.weight", (F, D)), up=t.weight(m + "Wi.gate.weight", (F, D)),
+                  down=t.weight(m + "Wo.weight", (D, F)),
+                  rope=local if types[i] == "sliding_attention" else full, window=window(i),
+                  attn_norm=ln(p + "attn_norm") if i else None, mlp_norm=ln(p + "mlp_norm"))
+        if cfg.attention_bias:
+            L.q_b, L.k_b, L.v_b, L.o_b = (t.vec(a + n + ".bias", (D,)) for n in ("q_proj", "k_proj", "v_proj", "Wo"))
+        if cfg.mlp_bias:
+            L.gate_b, L.up_b = t.vec(m + "Wi.input.bias", (F,)), t.vec(m + "Wi.gate.bias", (F,))
+            L.down_b = t.vec(m + "Wo.bias", (D,))
+        layers.append(L)
+    final = ln("model.final_norm")
+    dense = HeadDense(t.weight("lm_head.dense.weight", (D, D)),
+                      t.vec("lm_head.dense.bias", (D,)) if cfg.classifier_bias else None,
+                      ACT_NAMES[cfg.classifier_activation], ln("lm_head.norm"), "lm_head.dense.weight")
+    head = E if cfg.tie_word_embeddings else t.weight("decoder.weight", (cfg.vocab_size, D))
+    head_b = t.vec("decoder.bias", (cfg.vocab_size,)) if cfg.decoder_bias else None
+    arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
+                num_key_value_heads=H, head_dim=hd, context_length=full.context_length, act=cfg.act)
+    return Decoder(arch, E, layers, final, head, lm_head_b=head_b, embed_norm=embed_norm, head_dense=dense)
+
+
+Config = ModernBertDecoderConfig
