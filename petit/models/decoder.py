@@ -769,10 +769,9 @@ class Decoder:
             rc |= seq_rc
             at += n
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
-        if m.gate is not None:              # Dots 3 (fam36k): each head times sigmoid(its gate), spread by ones
+        if m.gate is not None:              # Dots 3 (fam36k): each head times sigmoid(its gate)
             rc |= lib.pt_matmul(m.gate.c, attn_in, T, b["g"], 0)
-            rc |= lib.pt_heads(m.tensors("ones"), H, b["g"], 1, 0, b["g_wide"], dv, 0, T, b["gin"], b["gout"])
-            rc |= lib.pt_glu(GLU_ACTIVATIONS["sigmoid"], b["g_wide"], b["o_in"], T * H * dv, b["o_in"])
+            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["g"], b["o_in"], T, H, dv)
         return rc, failed, b["o_in"]
 
     def _dsa_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, ib) -> int:
@@ -1144,8 +1143,7 @@ class Decoder:
         plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
         if m.gate is not None:
             plan.matmul(i, [m.gate], attn_in, [b["g"]])
-            plan.heads(i, m.tensors("ones"), H, b["g"], 1, 0, b["g_wide"], dv, 0, b["gin"], b["gout"])
-            plan.glu(i, GLU_ACTIVATIONS["sigmoid"], b["g_wide"], b["o_in"], H * dv, b["o_in"])
+            plan.head_gate(i, GATE_ACTS["sigmoid"], b["g"], b["o_in"], H, dv)
         return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:

@@ -80,8 +80,8 @@ class Mla:
         widths = {"q_a": self.q_a.shape[0] if self.q_a is not None else 1, "q_nope": H * self.nope,
                   "q_pe": H * self.rope, "c": self.rank, "k_pe": self.rope, "o_in": H * self.v_dim,
                   "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
-        if self.gate is not None:       # the gates, then each spread over its head's v_dim values
-            widths.update(g=H, g_wide=H * self.v_dim)
+        if self.gate is not None:       # the heads' gates
+            widths["g"] = H
         self._bufs = {}
         for name, w in widths.items():
             a = np.zeros((cap, w), np.float32)
@@ -90,15 +90,10 @@ class Mla:
         return self._bufs
 
     def tensors(self, which: str):
-        """The cffi array of the per-head matrices ("k" or "v"; "ones": [v_dim, 1] matrices of ones, which spread
-        each head's gate over its values), made once."""
+        """The cffi array of the per-head matrices ("k" or "v"), made once."""
         t = getattr(self, "_tables", None) or {}
         if which not in t:
-            if which == "ones":
-                t["_ones"] = Weight.from_float(np.ones((self.v_dim, 1), np.float32), "f32")
-                ws = [t["_ones"]] * self.heads
-            else:
-                ws = self.k_absorb if which == "k" else self.v_absorb
-            t[which] = ffi.new("const pt_tensor *[]", [w.c for w in ws])
+            t[which] = ffi.new("const pt_tensor *[]", [w.c for w in (self.k_absorb if which == "k"
+                                                                     else self.v_absorb)])
             self._tables = t
         return t[which]
