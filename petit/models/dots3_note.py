@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from petit.models import deepseek_common as dc
 from petit.models import dots3_note_text, wrapper
 
+OWN_KEYS = ("image_token_id", "video_token_id", "audio_token_id")
 TOWERS = ("vision_config", "audio_config")
 TOWER = tuple(f"{p}{t}." for p in ("", "model.") for t in ("vision_encoder", "audio_encoder", "audio_adapter",
                                                           "vision_tower", "audio_tower"))
-OWN_KEYS = ("image_token_id", "video_token_id", "audio_token_id")
 
 
 @dataclass(kw_only=True)
@@ -24,8 +24,8 @@ class Dots3NoteConfig(dots3_note_text.Dots3NoteTextConfig):
 
     @classmethod
     def from_dict(cls, d):
-        if isinstance(d, dict) and not isinstance(d.get("text_config"), dict) and any(d.get(k) for k in TOWERS):
-            present = [k for k in TOWERS if d.get(k)]      # the released layout: the language model's keys on top
+        present = [k for k in TOWERS if isinstance(d, dict) and d.get(k)]
+        if present and not isinstance(d.get("text_config"), dict):     # the released layout: the text keys on top
             wrapper.not_run("dots3_note", f"{' and '.join(k.split('_')[0] for k in present)} tower "
                             f"({', '.join(present)})", "images and audio", "the language model")
             d = {k: v for k, v in d.items() if k not in TOWERS + OWN_KEYS}
