@@ -75,6 +75,10 @@ MINIMALS["ergo"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"
 MINIMALS["axk1"] = dict(MINIMAL, num_key_value_heads=32)
 MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's keys and its own
 MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
+# issue 36, fam36k: Lara 4 Mini reads no intermediate_size (every layer routes; the key would be reported)
+MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36k: Dots 3's latent attention wants as many kv heads as heads (its default 128 kv heads)
+MINIMALS.update(dict.fromkeys(("dots3_note_text", "dots3_note"), dict(MINIMAL, num_key_value_heads=32)))
 
 
 def declared(model_type: str) -> dict:

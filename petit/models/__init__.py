@@ -41,6 +41,7 @@ from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
+from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -217,6 +218,10 @@ MODEL_TYPES = {
     "axk1": axk1,
     "laguna": laguna,
     "zaya": zaya,
+    # issue 36, the fam36k group
+    "lara_mini": lara_mini,
+    "dots3_note_text": dots3_note_text,
+    "dots3_note": dots3_note,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
@@ -228,6 +233,13 @@ ENCODERS = {
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
+_QWEN4_EXP = ("hc_count residual streams (hyper-connections: every attention, linear-attention and MoE block reads "
+              "a mix of the RMS-normed streams weighed per token and value, and adds its output to each stream "
+              "times a per-token gate; a last mix replaces the final norm), hashed n-gram Per-Layer Embeddings "
+              "(ple_layer_ids: per token an embedding of its preceding 2..ngram_size tokens' hashes, up to ~45 "
+              "billion rows, gated by each stream and added through a dilated causal conv of its own state) and the "
+              "QSA indexer in every attention layer (each query attends to the indexer_budget tokens of its best "
+              "compressed key blocks)")
 CLOSEST = {
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
@@ -253,6 +265,9 @@ CLOSEST = {
                         "position's logits depend on the tokens after it and a cached decode step differs from a "
                         "whole forward; T5-style bucketed relative-position and segment-pair biases in each "
                         "attention in place of RoPE; segment embeddings, and id 0 taken for left padding"),
+    # issue 36, fam36k: Qwen4-Exp keeps Qwen3.5-MoE's mixers, experts and norms, but not its residual stream
+    "qwen4_exp_text": ("qwen3_5_moe_text", _QWEN4_EXP),
+    "qwen4_exp": ("qwen3_5_moe", "the multimodal checkpoint around qwen4_exp_text, whose " + _QWEN4_EXP),
 }
 
 

@@ -722,7 +722,8 @@ class Decoder:
         m, buf = layer.mla, scratch.p
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = self.arch.head_dim             # a cache row: dr + r, and DSA's indexer key behind them
+        hd = m.row                          # a cache row: dr + r, and DSA's indexer key behind them
+        scale = scale if m.scale is None else m.scale
         rc, q_in = 0, attn_in
         if m.q_a is not None:
             rc |= lib.pt_matmul(m.q_a.c, attn_in, T, b["q_a"], 0)
@@ -731,6 +732,8 @@ class Decoder:
         rc |= lib.pt_matmul3(m.q.c, m.q_pe.c, ffi.NULL, q_in, T, b["q_nope"], b["q_pe"], ffi.NULL)
         rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, ffi.NULL, attn_in, T, b["c"], b["k_pe"], ffi.NULL)
         rc |= m.kv_norm(b["c"], T, r, b["c"])
+        if m.k_pe_norm is not None:         # Dots 3 (fam36k): k_pe RMS-normed before RoPE
+            rc |= m.k_pe_norm(b["k_pe"], T, dr, b["k_pe"])
         d = m.dsa
         if d is not None:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
@@ -766,13 +769,16 @@ class Decoder:
             rc |= seq_rc
             at += n
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
+        if m.gate is not None:              # Dots 3 (fam36k): each head times sigmoid(its gate)
+            rc |= lib.pt_matmul(m.gate.c, attn_in, T, b["g"], 0)
+            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["g"], b["o_in"], T, H, dv)
         return rc, failed, b["o_in"]
 
     def _dsa_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, ib) -> int:
         """DeepSeek Sparse Attention of one sequence's T rows from row `at`: RoPE and the store of each row
         ([k_pe ; latent ; indexer key]), the indexer's choice (a full layer), attention over the chosen rows."""
         m, d, buf = layer.mla, layer.mla.dsa, scratch.p
-        H, hd, w = m.heads, self.arch.head_dim, m.rope + m.rank
+        H, hd, w = m.heads, m.row, m.rope + m.rank
         q, k, att = buf["q"] + at * H * hd, buf["k"] + at * hd, buf["att"] + at * H * hd
         cos_p, sin_p, n_pos, rot_dim, interleaved = self._rope_table(layer, s, pos0 + T, tables)
         int8 = cache.kv_type == "int8"
@@ -806,6 +812,8 @@ class Decoder:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
         H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        if layer.mla is not None:            # latent attention: one kv head, the layer's own heads and rows
+            H, KV, hd = layer.mla.heads, 1, layer.mla.row
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
@@ -1100,7 +1108,7 @@ class Decoder:
         m = layer.mla
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = self.arch.head_dim
+        hd, scale = m.row, self._attn_scale() if m.scale is None else m.scale
         q_in = attn_in
         if m.q_a is not None:
             plan.matmul(i, [m.q_a], attn_in, [b["q_a"]])
@@ -1109,6 +1117,8 @@ class Decoder:
         plan.matmul(i, [m.q, m.q_pe], q_in, [b["q_nope"], b["q_pe"]])
         plan.matmul(i, [m.c, m.k_pe], attn_in, [b["c"], b["k_pe"]])
         plan.norm(i, m.kv_norm, b["c"], 1, r, b["c"])
+        if m.k_pe_norm is not None:
+            plan.norm(i, m.k_pe_norm, b["k_pe"], 1, dr, b["k_pe"])
         d = m.dsa
         if d is not None:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
@@ -1124,14 +1134,16 @@ class Decoder:
         plan.copy(i, b["c"], r, 0, buf["k"], hd, dr, 1, r)
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["k"], H, 1, hd)
         if d is None:
-            plan.attention(i, buf["q"], H, 1, hd, self._attn_scale(), 0.0, layer.window, buf["att"])
+            plan.attention(i, buf["q"], H, 1, hd, scale, 0.0, layer.window, buf["att"])
         else:
             if not d.shared:
                 plan.dsa_index(i, ib["iq"], ib["iw"], d.n_heads, d.dim, hd, dr + r, d.dim ** -0.5,
                                d.n_heads ** -0.5, d.top_k, ib["sel"], ib["n_sel"])
-            plan.dsa_attention(i, buf["q"], H, hd, dr + r, self._attn_scale(), d.top_k, ib["sel"], ib["n_sel"],
-                               buf["att"])
+            plan.dsa_attention(i, buf["q"], H, hd, dr + r, scale, d.top_k, ib["sel"], ib["n_sel"], buf["att"])
         plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
+        if m.gate is not None:
+            plan.matmul(i, [m.gate], attn_in, [b["g"]])
+            plan.head_gate(i, GATE_ACTS["sigmoid"], b["g"], b["o_in"], H, dv)
         return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:

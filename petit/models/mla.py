@@ -39,6 +39,12 @@ class Mla:
     q_a: Weight | None = None
     q_a_norm: object = None
     dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
+    # issue 36, fam36k (Dots 3, whose sliding layers' latent attention has other sizes than its indexed layers'):
+    # this layer's softmax scale (None: the model's), a norm of k_pe before RoPE (k_rope_only_layernorm), and
+    # per-head output gates [H, D]: each head's output times sigmoid(gate_h . x) before o_proj (g_proj)
+    scale: float | None = None
+    k_pe_norm: object = None
+    gate: Weight | None = None
     _bufs: dict = field(default_factory=dict, repr=False)
     _cap: int = field(default=0, repr=False)
 
@@ -46,12 +52,17 @@ class Mla:
     def heads(self) -> int:
         return len(self.k_absorb)
 
+    @property
+    def row(self) -> int:
+        """The width of this layer's attention rows (q, the cache): [k_pe ; latent], and DSA's indexer key behind."""
+        return self.rope + self.rank + (self.dsa.dim if self.dsa is not None else 0)
+
     def matrices(self) -> list:
-        return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe) if m is not None] + \
+        return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe, self.gate) if m is not None] + \
             list(self.k_absorb) + list(self.v_absorb) + (self.dsa.matrices() if self.dsa is not None else [])
 
     def replace(self, new: dict) -> None:
-        for name in ("q_a", "q", "q_pe", "c", "k_pe"):
+        for name in ("q_a", "q", "q_pe", "c", "k_pe", "gate"):
             w = getattr(self, name)
             if w is not None:
                 setattr(self, name, new.get(id(w), w))
@@ -69,6 +80,8 @@ class Mla:
         widths = {"q_a": self.q_a.shape[0] if self.q_a is not None else 1, "q_nope": H * self.nope,
                   "q_pe": H * self.rope, "c": self.rank, "k_pe": self.rope, "o_in": H * self.v_dim,
                   "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
+        if self.gate is not None:       # the heads' gates
+            widths["g"] = H
         self._bufs = {}
         for name, w in widths.items():
             a = np.zeros((cap, w), np.float32)

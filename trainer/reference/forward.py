@@ -277,12 +277,14 @@ class Forward:
 
     def mla(self, L, h):
         s, m, T = self.spec, L.mla, h.shape[0]
-        H = s.heads
-        x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
+        H = len(m.k_absorb)                          # the layer's own heads (Dots 3's sliding layers: fewer)
+        # LongCat-Flash's and Dots 3's latent rescaling (longcat group; issue 36, fam36k): the normed query latent,
+        # which Dots 3's indexer reads too, times q_scale, the normed kv latent times kv_scale
+        x = (self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h) * m.q_scale
         q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
-        c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
-        if m.q_scale != 1.0 or m.kv_scale != 1.0:     # LongCat-Flash's latent rescaling (longcat group)
-            q_nope, q_pe, c = q_nope * m.q_scale, q_pe * m.q_scale, c * m.kv_scale
+        c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm) * m.kv_scale, self.mm(h, m.kv_pe)[:, None, :]
+        if m.k_pe_norm is not None:                   # Dots 3's k_rope_only_layernorm (issue 36, fam36k)
+            k_pe = self.norm(k_pe, m.k_pe_norm)
         if L.rope is not None:                        # Kimi Linear's latent attention: no rotation at all
             inv, factor = L.rope.freqs(T)
             q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
@@ -291,16 +293,19 @@ class Forward:
         v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
         q = np.concatenate([q_nope, q_pe], axis=2)
         k = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, H, k_pe.shape[2]))], axis=2)
+        scale = s.attn_scale if m.scale is None else m.scale
         if m.dsa is not None:                   # DeepSeek Sparse Attention: each query's chosen positions only
             keep = self.dsa_keep(m.dsa, h, x, L.rope)
-            sc = np.einsum("thd,shd->hts", q, k) * s.attn_scale
+            sc = np.einsum("thd,shd->hts", q, k) * scale
             sc[:, ~keep] = -np.inf
             p = np.exp(sc - sc.max(axis=-1, keepdims=True))
             p /= p.sum(axis=-1, keepdims=True)
             out = np.einsum("hts,shd->thd", p, v).reshape(T, -1)
-            return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
-        # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
-        out = ops.attention_values(q, k, v, s.attn_scale)
+        else:       # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
+            out = ops.attention_values(q, k, v, scale, L.window)
+        if m.gate is not None:                  # Dots 3's g_proj: each head's output times sigmoid(its gate)
+            g = self.mm(h, m.gate)
+            out = (out.reshape(T, H, -1) * (0.5 + 0.5 * np.tanh(0.5 * g))[:, :, None]).reshape(T, -1)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def dsa_keep(self, d, h, q_resid, rope):

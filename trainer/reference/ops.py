@@ -76,11 +76,13 @@ def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interle
     return out
 
 
-def attention_values(q, k, v, scale: float) -> np.ndarray:
-    """Causal attention with one key and one value per head (q, k [T, H, dk], v [T, H, dv]): [T, H * dv]."""
+def attention_values(q, k, v, scale: float, window: int = 0) -> np.ndarray:
+    """Causal attention with one key and one value per head (q, k [T, H, dk], v [T, H, dv]): [T, H * dv]; window > 0:
+    query i sees keys i - window < j <= i."""
     T, H, _ = q.shape
     s = np.einsum("thd,shd->hts", q, k) * scale
-    s[:, np.triu(np.ones((T, T), bool), 1)] = -np.inf
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    s[:, (j > i) | ((i - j >= window) if window else False)] = -np.inf
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return np.einsum("hts,shd->thd", p, v).reshape(T, -1)

@@ -203,6 +203,11 @@ class MlaSpec:
     dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
     q_scale: float = 1.0                 # issue 30, longcat: the query times q_scale (LongCat-Flash's
     kv_scale: float = 1.0                # sqrt(hidden / q_lora_rank)), the normed latent times kv_scale
+    # issue 36, fam36k (Dots 3): the layer's softmax scale (None: the model's), a norm of k_pe before RoPE, and
+    # per-head output gates [H, hidden] (each head's output times sigmoid(gate_h . x) before o_proj)
+    scale: float | None = None
+    k_pe_norm: NormSpec | None = None
+    gate: str | None = None
 
 
 @dataclass
