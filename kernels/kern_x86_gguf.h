@@ -278,17 +278,9 @@ static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, 
             r++;
             continue;
         }
-        for (int64_t t = 0; t < T; t += 4) {
-            float o[4];
-            const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(kq8_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(kq8_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(kq8_row_)(type, row, a, t, 3, o); break;
-            default: FN(kq8_row_)(type, row, a, t, 4, o); break;
-            }
-            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
-        }
+#define KQ8_ROW(t, n, o) FN(kq8_row_)(type, row, a, t, n, o)
+        ROW_TOKENS4(KQ8_ROW)
+#undef KQ8_ROW
     }
 }
 
@@ -836,17 +828,9 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
-        for (int64_t t = 0; t < T; t += 4) {
-            float o[4];
-            const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(b32_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(b32_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(b32_row_)(type, row, a, t, 3, o); break;
-            default: FN(b32_row_)(type, row, a, t, 4, o); break;
-            }
-            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
-        }
+#define B32_ROW(t, n, o) FN(b32_row_)(type, row, a, t, n, o)
+        ROW_TOKENS4(B32_ROW)
+#undef B32_ROW
     }
 }
 
