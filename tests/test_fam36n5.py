@@ -98,6 +98,17 @@ def test_converted_file_runs_the_same_numbers(tmp_path):
     converted_runs_the_same(XLSTM, tmp_path, np.load(XLSTM / "reference.npz")["input_ids"])
 
 
+def test_the_head_is_never_tied(tmp_path):
+    """transformers 5.25's xLSTMForCausalLM declares no tied weights: lm_head.weight is saved and read even with
+    tie_word_embeddings true, and so Petit reads it."""
+    import shutil
+    d = tmp_path / "x"
+    shutil.copytree(XLSTM, d)
+    (d / "config.json").write_text(json.dumps(_cfg(tie_word_embeddings=True)))
+    ids = np.load(XLSTM / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(_load(d).logits(ids), _load(XLSTM).logits(ids))
+
+
 def _cfg(**changes):
     d = json.loads((XLSTM / "config.json").read_text())
     d.update(changes)

@@ -9,7 +9,8 @@ h = q C / (max(|q . n|, exp(-m')) + eps) with q / sqrt(dk); then a LayerNorm per
 sigmoid(o), and out_proj. transformers runs a prompt chunkwise (whole `chunk_size` chunks, the rest a token at a
 time): the same function as this recurrence up to rounding, so chunk_size, mode and the kernel names are not read.
 Layer dims are int(hidden_size x qk_dim_factor) and int(hidden_size x v_dim_factor) as transformers' layer takes them.
-transformers 5.25 applies `out_norm` whatever `add_out_norm` says (read, and not acted on, as transformers does).
+transformers 5.25 applies `out_norm` whatever `add_out_norm` says, and never ties the head (xLSTMForCausalLM declares
+no tied weights: lm_head.weight is saved and read whatever `tie_word_embeddings` says); both read, not acted on.
 `weight_mode` "fused" is refused: transformers 5.25 cannot build such a model (no reference to check against)."""
 from dataclasses import dataclass, field
 
@@ -116,7 +117,7 @@ def build(cfg: XlstmConfig, t) -> Decoder:
     D, Dk, Dv, H, F, eps = (cfg.hidden_size, cfg.qk_dim, cfg.v_dim, cfg.num_heads, cfg.intermediate_size,
                             cfg.norm_eps)
     E = t.weight("backbone.embeddings.weight", (cfg.vocab_size, D))
-    head = E if cfg.tie_word_embeddings else t.weight("lm_head.weight", (cfg.vocab_size, D))
+    head = t.weight("lm_head.weight", (cfg.vocab_size, D))     # never tied: see the module's note
     row, zero = 2 * Dk + 2 * Dv + 2 * H, np.zeros(1, np.float32)
     layers = []
     for i in range(cfg.num_hidden_layers):
