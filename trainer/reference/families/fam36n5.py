@@ -4,8 +4,9 @@ xLSTM (xLSTMForCausalLM): blocks of an RMSNorm (norm_mlstm), the mLSTM layer (Ml
 qk_dim_factor), v and the output gate of int(hidden x v_dim_factor), an input and a forget gate a head, soft-capped at
 gate_soft_cap; the exponential input gate, the matrix memory and its normalizer; a LayerNorm per head; out_proj),
 an RMSNorm (norm_ffn) and a SwiGLU (proj_up_gate, proj_up, proj_down); backbone.out_norm (always: transformers 5.25
-does not read add_out_norm), lm_head (never tied: the class declares no tied weights), the logits soft-capped at output_logit_soft_cap. The file holds the
-mixer's input rows as one in_proj (q | k | v | o | i | f) and in_proj.bias (zeros, then the gates' biases)."""
+does not read add_out_norm), lm_head (never tied: the class declares no tied weights), the logits soft-capped at
+output_logit_soft_cap. The file holds the mixer's input rows as one in_proj (q | k | v | o | i | f) and in_proj.bias
+(zeros, then the gates' biases)."""
 from trainer.reference.families.common import get, rms
 from trainer.reference.spec import LayerSpec, MlstmSpec, ModelSpec
 
