@@ -42,6 +42,7 @@ from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
 from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
+from petit.models import xlstm           # issue 36, the fam36n group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -222,6 +223,8 @@ MODEL_TYPES = {
     "lara_mini": lara_mini,
     "dots3_note_text": dots3_note_text,
     "dots3_note": dots3_note,
+    # issue 36, fam36n
+    "xlstm": xlstm,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
