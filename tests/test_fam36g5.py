@@ -238,7 +238,7 @@ def test_the_affine_norm_kind_is_x_plus_b_times_w_per_row():
     assert lib.pt_norm(2, p(x), p(w), p(b), 0.0, 6, 11, 2, p(y)) == 0
     np.testing.assert_array_equal(y, (x + np.tile(b, (3, 1))) * np.tile(w, (3, 1)))
     assert lib.pt_norm(2, p(x), ffi.NULL, ffi.NULL, 0.0, 6, 11, 1, p(y)) == 0 and np.array_equal(y, x)
-    assert lib.pt_norm(3, p(x), p(w), p(b), 0.0, 6, 11, 2, p(y)) == -1
+    assert lib.pt_norm(4, p(x), p(w), p(b), 0.0, 6, 11, 2, p(y)) == -1     # 3: fam36l's l2clip
 
 
 # ---- A.X-K1 ----

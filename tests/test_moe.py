@@ -4,6 +4,7 @@
 decoding token by token gives the prefill's logits, and quantized weights stay within the dense families' bounds
 wherever the routing is the f32 model's (a token whose top-k choice flips under quantization noise takes other
 experts: its logits move more, as they would in llama.cpp or transformers with the same weights)."""
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,20 @@ def routing_agrees(folder, ids, weights):
     return got, same
 
 
+@functools.cache
+def _reach(folder) -> int:
+    return getattr(petit.load(folder, weights="f32").net, "routing_reach", 0)
+
+
+def reached(folder, same):
+    """`same` without the positions a flipped one reaches through its experts' output convolution (issue 36,
+    fam36l: Inkling's mlp_sconv, the model's routing_reach positions after it)."""
+    out, reach = same.copy(), _reach(folder)
+    for t in np.flatnonzero(~same):
+        out[t:t + 1 + reach] = False
+    return out
+
+
 @pytest.mark.parametrize("weights", list(ANY_BOUNDS))
 @pytest.mark.parametrize("case", CASES + list(HYBRIDS))
 def test_quantized_logits_stay_within_the_dense_bound_where_the_routing_agrees(case, weights, record_property):
@@ -207,8 +222,9 @@ def test_quantized_logits_stay_within_the_dense_bound_where_the_routing_agrees(c
     record_property("routing_agrees", float(same.mean()))       # the share docs/hf-models.md reports
     err = np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)
     bound = DEPARTS.get((case, weights), WHERE_SAME[weights])
-    if same.any():
-        assert err[same].max() <= bound, f"{case}: {err[same].max():.3f} where the routing agrees"
+    near = reached(folder, same)
+    if near.any():
+        assert err[near].max() <= bound, f"{case}: {err[near].max():.3f} where the routing agrees"
     if weights == "q8_0":
         assert same.mean() >= ROUTED_DEPARTS.get(case, ROUTED), f"{case}: routing differs at {np.flatnonzero(~same)}"
     worst, agree = ANY_DEPARTS.get(case, {}).get(weights, ANY_BOUNDS[weights])

@@ -158,6 +158,8 @@ class InklingDecoder(Decoder):
 
     MATRICES = ("q", "k", "v", "o", "gate", "up", "down", "attn_gate", "r")
     extra: dict = {}
+    routing_reach = 0       # the positions after one whose experts flip that read its expert output directly (the
+                            # MLP output convolution's kernel - 1: trainer/verify.py leaves them out with it)
 
     def __init__(self, *a, names: dict, **kw):
         super().__init__(*a, **kw)

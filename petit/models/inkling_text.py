@@ -18,130 +18,14 @@ computes it: no position embedding and no RoPE; positions come from short convol
   that is smaller (the embedding's too: the padded rows are no token's).
 The multi-token-prediction layers (num_mtp_layers) are not run, as transformers' causal LM has none.
 """
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from petit.models.config import ACT_NAMES, ConfigMixin, aliased, boolean, positive_int, positive_number
+from petit.models.config import ACT_NAMES
 from petit.models.decoder import Arch, Norm, Vec
 from petit.models.inkling_block import BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps, expert_slices
+from petit.models.inkling_config import InklingTextConfig
 from petit.models.moe import Moe, split_experts
-from petit.models.moe_config import MOE_TRAINING_ONLY
 from petit.native import ACTIVATIONS
-
-TYPES = ("hybrid", "hybrid_sliding")
-ALIASES = {"embedding_multiplier": "logits_mup_width_multiplier", "sliding_window": "sliding_window_size",
-           "num_local_experts": "n_routed_experts", "sconv_kernel_size": "conv_kernel_size",
-           "model_max_length": "max_position_embeddings"}
-
-
-@dataclass(kw_only=True)
-class InklingTextConfig(ConfigMixin):
-    vocab_size: int = 201024
-    unpadded_vocab_size: int | None = None
-    hidden_size: int = 6144
-    num_hidden_layers: int = 66
-    num_attention_heads: int = 64
-    num_key_value_heads: int = 8
-    head_dim: int = 128
-    swa_num_attention_heads: int = 64
-    swa_num_key_value_heads: int = 16
-    swa_head_dim: int = 128
-    sliding_window_size: int = 512
-    d_rel: int = 16
-    rel_extent: int = 1024
-    log_scaling_n_floor: int | None = None
-    log_scaling_alpha: float = 0.1
-    local_layer_ids: list | None = None
-    layer_types: list | None = None
-    max_position_embeddings: int = 131072
-    rms_norm_eps: float = 1e-6
-    conv_kernel_size: int = 4
-    mlp_layer_types: list | None = None
-    intermediate_size: int = 24576
-    hidden_act: str = "silu"
-    moe_intermediate_size: int = 3072
-    n_routed_experts: int = 256
-    num_experts_per_tok: int = 6
-    n_shared_experts: int = 2
-    route_scale: float = 8.0
-    logits_mup_width_multiplier: float = 24.0
-    tie_word_embeddings: bool = False
-    model_type: str = "inkling_text"
-    unknown_keys: list = field(default_factory=list, repr=False)
-    # transformers 5.25 reads none of these for the text model's logits (its router always scores the shared
-    # experts beside the routed ones; the MTP layers are not run)
-    _IGNORED = MOE_TRAINING_ONLY | {"shared_expert_sink", "rms_norm_eps_moe_gate", "num_mtp_layers",
-                                    "chain_hidden_post_norm", "mtp_hidden_states_first", "mtp_local_layer_ids",
-                                    "number_of_conv_states", "base_config_key"}
-
-    @classmethod
-    def from_dict(cls, d):
-        if isinstance(d, dict):
-            d = aliased(d, ALIASES)
-            if d.get("dense_intermediate_size") is not None:      # transformers' rule: intermediate_size is then
-                d = dict(d, moe_intermediate_size=d.get("intermediate_size", 24576),     # the experts' width
-                         intermediate_size=d["dense_intermediate_size"])
-            d = {k: v for k, v in d.items() if k != "dense_intermediate_size"}
-            n = d.get("num_hidden_layers", 66)
-            if d.get("mlp_layer_types") is None and "dense_mlp_idx" in d:
-                d["mlp_layer_types"] = ["dense" if i < d["dense_mlp_idx"] else "sparse" for i in range(n)]
-            d = {k: v for k, v in d.items() if k != "dense_mlp_idx"}
-        return super().from_dict(d)
-
-    @classmethod
-    def _refuse(cls, d):
-        if d.get("hidden_act", "silu") not in ACT_NAMES:
-            raise ValueError(f"config: hidden_act {d['hidden_act']!r} is not supported by the inkling_text family "
-                             f"(supported: {', '.join(sorted(ACT_NAMES))})")
-        if d.get("tie_word_embeddings"):
-            raise ValueError("config: tie_word_embeddings true is not supported (transformers' Inkling never ties "
-                             "its LM head to the embedding)")
-
-    def _validate(self):
-        positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "head_dim", "swa_num_attention_heads", "swa_num_key_value_heads",
-                     "swa_head_dim", "sliding_window_size", "d_rel", "rel_extent", "conv_kernel_size",
-                     "intermediate_size", "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok",
-                     "n_shared_experts", "max_position_embeddings")
-        positive_number(self, "rms_norm_eps", "route_scale", "logits_mup_width_multiplier")
-        boolean(self, "tie_word_embeddings")
-        for h, kv in ((self.num_attention_heads, self.num_key_value_heads),
-                      (self.swa_num_attention_heads, self.swa_num_key_value_heads)):
-            if h % kv:
-                raise ValueError(f"config: {h} query heads are not a multiple of {kv} key-value heads")
-        if self.num_experts_per_tok > self.n_routed_experts:
-            raise ValueError(f"config: num_experts_per_tok ({self.num_experts_per_tok}) exceeds n_routed_experts "
-                             f"({self.n_routed_experts})")
-        if self.unpadded_vocab_size is not None:
-            positive_int(self, "unpadded_vocab_size")
-        if self.log_scaling_n_floor is not None:
-            positive_int(self, "log_scaling_n_floor")
-        n = self.num_hidden_layers
-        if self.layer_types is None:
-            local = set(self.local_layer_ids) if self.local_layer_ids is not None else {i for i in range(n) if (i + 1) % 6}
-            self.layer_types = ["hybrid_sliding" if i in local else "hybrid" for i in range(n)]
-        if not isinstance(self.layer_types, list) or len(self.layer_types) != n or \
-                any(t not in TYPES for t in self.layer_types):
-            raise ValueError(f"config: layer_types must list {n} values of {' / '.join(TYPES)}, got "
-                             f"{self.layer_types!r}")
-        if self.mlp_layer_types is None:
-            self.mlp_layer_types = ["sparse"] * n
-        if not isinstance(self.mlp_layer_types, list) or len(self.mlp_layer_types) != n or \
-                any(t not in ("dense", "sparse") for t in self.mlp_layer_types):
-            raise ValueError(f"config: mlp_layer_types must list {n} values of dense / sparse, got "
-                             f"{self.mlp_layer_types!r}")
-
-    def rows(self) -> int:
-        """The logits' width: the head's rows (unpadded_vocab_size when it is smaller)."""
-        u = self.unpadded_vocab_size
-        return u if u is not None and u < self.vocab_size else self.vocab_size
-
-    def shape(self, i: int) -> tuple:
-        """(heads, kv heads, head_dim) of layer i."""
-        if self.layer_types[i] == "hybrid_sliding":
-            return self.swa_num_attention_heads, self.swa_num_key_value_heads, self.swa_head_dim
-        return self.num_attention_heads, self.num_key_value_heads, self.head_dim
 
 
 def hf_tensors(cfg: InklingTextConfig, ckpt) -> dict:
@@ -246,9 +130,9 @@ def build(cfg: InklingTextConfig, t):
                 logit_scale=float(np.float32(1.0 / cfg.logits_mup_width_multiplier)),
                 state_shapes=((max(K - 1, 1), 2 * kv_row), (max(K - 1, 1), 2 * D)),
                 state_layers=tuple(range(n, 2 * n)), cache_slots=2 * n)
-    dec = InklingTextDecoder(arch, emb, layers, rms("model.norm"), head, embed_norm=rms("model.embed_tokens.embed_norm"),
-                             names=names)
-    dec.extra = {"rel": arch.num_attention_heads * cfg.d_rel}
+    dec = InklingTextDecoder(arch, emb, layers, rms("model.norm"), head, names=names,
+                             embed_norm=rms("model.embed_tokens.embed_norm"))
+    dec.extra, dec.routing_reach = {"rel": arch.num_attention_heads * cfg.d_rel}, K - 1
     return dec
 
 

@@ -1,0 +1,148 @@
+"""The fam36l group of issue 36 (Thinking Machines' Inkling), written from transformers 5.25's modeling_inkling.py,
+each family a forward of its own in float64 (ModelSpec.forward): its blocks do not fit LayerSpec (convolutions
+around every projection and sublayer, a relative bias made from each query's states, no RoPE).
+
+inkling_text: x = RMSNorm(embed[ids]); per layer h = RMSNorm(x); q = q_proj h, k = conv(k_proj h) + k_proj h, v
+likewise (short causal depthwise convs, zeros before the first position); q, k RMS-normed per head; scores q.k /
+head_dim + r_h . proj[:, i - j] (r = r_proj h, 0 at distances >= the bank's extent: rel_extent in the full layers,
+the window in the sliding ones), x tau(i) = 1 + alpha ln(max((i + 1) / floor, 1)) in the full layers when
+log_scaling_n_floor is set; softmax over the window (sliding) or every earlier position; o = o_proj; x = x + o +
+conv(o); h = RMSNorm(x); m = SwiGLU x global_scale (dense) or the experts: one router over the routed and shared
+experts, the top k routed of sigmoid + e_score_correction_bias, every chosen and shared expert weighed by its sigmoid
+over their sum, x route_scale x the router's global_scale; x = x + m + conv(m); logits = head(RMSNorm(x)) /
+logits_mup_width_multiplier.
+"""
+import numpy as np
+
+from trainer.reference import ops
+from trainer.reference.families.common import activation, get
+from trainer.reference.spec import LayerSpec, ModelSpec, MoeSpec, NormSpec
+
+
+def _sigmoid(x):
+    return 0.5 + 0.5 * np.tanh(0.5 * x)
+
+
+def conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x [T, C] through a causal depthwise conv with taps w [C, K] (the last the current token), plus x."""
+    T, K = len(x), w.shape[1]
+    padded = np.concatenate([np.zeros((K - 1, x.shape[1])), x])
+    return sum(padded[k:k + T] * w[:, k] for k in range(K)) + x
+
+
+def rel_attention(q, k, v, r, proj, scale: float, window: int, tau=None, sinks=None) -> np.ndarray:
+    """q [T, H, hd] over k, v [T, KV, hd] with each query's relative bias r [T, H, d_rel] . proj[:, i - j] (0 at
+    distances >= proj's extent), the scores times tau [T] when given, per-token sinks [T, H] joining each softmax."""
+    T, H, hd = q.shape
+    kv_of = np.arange(H) // (H // k.shape[1])
+    s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale
+    dist = np.arange(T)[:, None] - np.arange(T)[None, :]
+    bank = np.einsum("thr,re->hte", r, proj)                                      # [H, T, extent]
+    ext = proj.shape[1]
+    s = s + np.where(dist < ext, np.take_along_axis(bank, np.clip(dist, 0, ext - 1)[None].repeat(H, 0), 2), 0.0)
+    if tau is not None:
+        s = s * tau[None, :, None]
+    s[:, (dist < 0) | ((dist >= window) if window else False)] = -np.inf
+    m = s.max(axis=-1, keepdims=True)
+    if sinks is not None:
+        m = np.maximum(m, sinks.T[:, :, None])
+    p = np.exp(s - m)
+    total = p.sum(axis=-1, keepdims=True) + (np.exp(sinks.T[:, :, None] - m) if sinks is not None else 0.0)
+    return np.einsum("hts,shd->thd", p / total, v[:, kv_of]).reshape(T, H * hd)
+
+
+def log_tau(T: int, floor, alpha: float):
+    if not floor:
+        return None
+    return 1.0 + alpha * np.log(np.maximum((np.arange(T) + 1.0) / floor, 1.0))
+
+
+def inkling_experts(fwd, m, h, S: int, scale: float):
+    """One sigmoid router over the routed and S shared experts; the top_k routed of sigmoid + the selection bias
+    (m.sel_bias, over the routed ones), each chosen and shared expert weighed by its sigmoid over their sum x scale;
+    the routing record holds both (the engine runs the shared experts as always chosen)."""
+    logits = fwd.mm(h, m.router)
+    E = logits.shape[1] - S
+    sig = _sigmoid(logits)
+    top = np.argsort(-(sig[:, :E] + fwd.w(m.sel_bias)), axis=1, kind="stable")[:, :m.top_k - S]
+    chosen = np.concatenate([top, np.broadcast_to(np.arange(E, E + S), (len(h), S))], axis=1)
+    fwd.routing.append(np.sort(chosen, axis=1))
+    wt = np.take_along_axis(sig, chosen, axis=1)
+    wt = wt / wt.sum(axis=1, keepdims=True) * scale
+    out = np.zeros_like(h)
+    for e, (gate, up, down) in enumerate(m.experts):
+        rows, slot = np.nonzero(chosen == e)
+        if rows.size:
+            y = fwd.mm(ops.glu(fwd.spec.act, fwd.mm(h[rows], gate), fwd.mm(h[rows], up)), down)
+            out[rows] += y * wt[rows, slot][:, None]
+    return out
+
+
+def inkling_text(cfg, names):
+    n, eps = cfg["num_hidden_layers"], get(cfg, "rms_norm_eps", 1e-6)
+    types = cfg["layer_types"]
+    mlp_types = cfg.get("mlp_layer_types") or ["sparse"] * n
+    E, S, k = get(cfg, "n_routed_experts", 256), get(cfg, "n_shared_experts", 2), get(cfg, "num_experts_per_tok", 6)
+    d_rel, floor, alpha = get(cfg, "d_rel", 16), cfg.get("log_scaling_n_floor"), get(cfg, "log_scaling_alpha", 0.1)
+    window = get(cfg, "sliding_window_size", 512)
+
+    def shape(i):
+        if types[i] == "hybrid_sliding":
+            return cfg["swa_num_attention_heads"], cfg["swa_num_key_value_heads"], cfg["swa_head_dim"]
+        return cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+
+    rms = lambda name: NormSpec("rms", eps, name + ".weight")        # noqa: E731
+    spec = ModelSpec("inkling_text", *shape(0), "model.embed_tokens.weight", "lm_head.weight", rms("model.norm"),
+                     act=activation(cfg, "hidden_act", "silu"), embed_norm=rms("model.embed_tokens.embed_norm"),
+                     logit_scale=1.0 / get(cfg, "logits_mup_width_multiplier", 24.0))
+    extra = []
+    for i in range(n):
+        p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
+        L = LayerSpec(q=a + "q_proj.weight", k=a + "k_proj.weight", v=a + "v_proj.weight", o=a + "o_proj.weight",
+                      attn_norm=rms(p + "input_layernorm"), mlp_norm=rms(p + "post_attention_layernorm"),
+                      q_norm=rms(a + "q_norm"), k_norm=rms(a + "k_norm"))
+        if mlp_types[i] == "sparse":
+            x = [f"{p}mlp.experts.{e}." for e in range(E)] + [f"{p}mlp.shared_experts.{e}." for e in range(S)]
+            L.moe = MoeSpec(p + "mlp.gate.weight", [tuple(g + t + ".weight" for t in ("gate_proj", "up_proj",
+                                                                                     "down_proj")) for g in x],
+                            k + S, True, scoring="sigmoid", sel_bias=p + "mlp.gate.e_score_correction_bias")
+            extra.append(p + "mlp.gate.global_scale")
+        else:
+            L.gate, L.up, L.down = (p + f"mlp.{t}.weight" for t in ("gate_proj", "up_proj", "down_proj"))
+            extra.append(p + "mlp.global_scale")
+        extra += [a + "r_proj.weight", a + "rel_logits_proj.proj", a + "k_sconv.conv1d.weight",
+                  a + "v_sconv.conv1d.weight", p + "attn_sconv.conv1d.weight", p + "mlp_sconv.conv1d.weight"]
+        spec.layers.append(L)
+    spec.extra_names = tuple(extra)
+
+    def forward(fwd, ids):
+        T = len(ids)
+        x = fwd.norm(fwd.w(spec.embed)[ids], spec.embed_norm)
+        taps = lambda name: fwd.w(name).reshape(fwd.w(name).shape[0], -1)        # noqa: E731  [C, K]
+        for i, L in enumerate(spec.layers):
+            p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
+            H, KV, hd = shape(i)
+            sliding = types[i] == "hybrid_sliding"
+            h = fwd.norm(x, L.attn_norm)
+            q = fwd.norm(fwd.mm(h, L.q).reshape(T, H, hd), L.q_norm)
+            k = fwd.norm(conv(fwd.mm(h, L.k), taps(a + "k_sconv.conv1d.weight")).reshape(T, KV, hd), L.k_norm)
+            v = conv(fwd.mm(h, L.v), taps(a + "v_sconv.conv1d.weight")).reshape(T, KV, hd)
+            r = fwd.mm(h, a + "r_proj.weight").reshape(T, H, d_rel)
+            att = rel_attention(q, k, v, r, fwd.w(a + "rel_logits_proj.proj"), 1.0 / hd, window if sliding else 0,
+                                None if sliding else log_tau(T, floor, alpha))
+            x = x + conv(fwd.mm(att, L.o), taps(p + "attn_sconv.conv1d.weight"))
+            h = fwd.norm(x, L.mlp_norm)
+            if L.moe is not None:
+                scale = get(cfg, "route_scale", 8.0) * float(fwd.w(p + "mlp.gate.global_scale").reshape(-1)[0])
+                m = inkling_experts(fwd, L.moe, h, S, scale)
+            else:
+                m = fwd.mm(ops.glu(spec.act, fwd.mm(h, L.gate), fwd.mm(h, L.up)), L.down)
+                m = m * float(fwd.w(p + "mlp.global_scale").reshape(-1)[0])
+            x = x + conv(m, taps(p + "mlp_sconv.conv1d.weight"))
+        return fwd.mm(fwd.norm(x, spec.final_norm), spec.head) * spec.logit_scale
+
+    spec.forward = forward
+    return spec
+
+
+FAMILIES = {"inkling_text": inkling_text}
