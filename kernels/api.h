@@ -261,6 +261,10 @@ typedef struct {
      * expert) instead of its token's input times its weight */
     float logit_softcap;
     int32_t ext_logits, zero_skip;
+    /* issue 36, the fam36l group. gate_softcap > 0: each expert's activation is gate_softcap tanh(g / gate_softcap)
+     * sigmoid(g) times up_softcap tanh(u / up_softcap) (up as it is when up_softcap is 0) in place of act (Inkling 2's
+     * soft-capped SwiGLU), the shared expert's too */
+    float gate_softcap, up_softcap;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);

@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import inkling_text
+from petit.models import inkling2_text, inkling_text
 from petit.models.inkling_block import RelAttn, SConv
 from petit.native import ffi, lib
 from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
 from test_plan import CHUNKS, FRESH, _run
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36l"
-CASES = ["inkling_text"]
+CASES = ["inkling_text", "inkling2_text"]
 EACH = pytest.mark.parametrize("case", CASES)
 
 
@@ -252,3 +252,75 @@ def test_inkling_reads_a_head_at_the_vocabulary_when_unpadded_is_not_smaller(tmp
     ids = np.load(d / "reference.npz")["input_ids"]
     assert model.vocab_size == 320
     np.testing.assert_array_equal(model.logits(ids)[:, :310], _load(DIR / "inkling_text").logits(ids))
+
+
+# ---- Inkling 2 ----
+
+def test_inkling2_reads_the_released_layout():
+    """The fixture as save_pretrained writes it (transformers' conversion mapping reversed: model.llm.*, w13_weight
+    with gate and up rows interleaved, attn_res.attn_queries.{i - 1} for layer i, the unembedding padded to 320)."""
+    model = _load(DIR / "inkling2_text")
+    net = model.net
+    assert [L.ink_heads for L in net.layers] == [(8, 4, 8), (4, 2, 16), (4, 2, 16), (8, 4, 8)]
+    assert [L.attn_q is None or L.attn_q.rows for L in net.layers] == [True, 3, 3, 1]
+    assert [L.in_norms != () for L in net.layers] == [False, True, True, False]
+    assert [L.k_conv.c.heads for L in net.layers] == [0, 2, 2, 0]         # the full layers' dynamic taps
+    assert [L.rel.c.log_floor for L in net.layers] == [0, 8, 8, 0]
+    assert model.vocab_size == 310 and net.lm_head.shape == (310, 64) and net.arch.logit_softcap == 20.0
+    assert [net.cfg.blocks_before(i) for i in range(5)] == [0, 1, 1, 2, 2]
+    m = net.layers[0].moe
+    assert (m.top_k, m.norm_eps, m.routed_scale, m.gate_softcap, m.up_softcap) == (2, 1e-20, 2.5, 4.0, 2.0)
+
+
+def test_inkling2_reads_transformers_aliases():
+    cfg = inkling2_text.Config.from_dict(_config("inkling2_text", moe_intermediate_size=None, intermediate_size=32,
+                                                 route_scale=None, routed_scaling_factor=2.5))
+    assert (cfg.moe_intermediate_size, cfg.route_scale) == (32, 2.5)
+    d = {k: v for k, v in _config("inkling2_text").items() if k != "layer_types"}
+    cfg = inkling2_text.Config.from_dict(dict(d, num_hidden_layers=7))
+    assert cfg.layer_types == ["hybrid_sliding"] * 5 + ["hybrid", "hybrid_sliding"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"scoring_func": "softmax"}, "scoring_func 'softmax' is not supported"),
+    ({"tie_word_embeddings": True}, "tie_word_embeddings true is not supported"),
+    ({"n_layers_per_attn_res_block": 0}, "n_layers_per_attn_res_block must be a positive integer"),
+    ({"final_logit_softcapping": 0.0}, "final_logit_softcapping must be a positive number"),
+    ({"hidden_act": "relu6"}, "hidden_act 'relu6' is not supported by the inkling2_text family")])
+def test_inkling2_refuses_by_name(change, message):
+    with pytest.raises(ValueError, match=message):
+        inkling2_text.Config.from_dict(_config("inkling2_text", **change))
+
+
+def test_the_soft_capped_experts_equal_a_float64_reference():
+    """Inkling 2's experts: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu), the chosen sigmoids over their sum."""
+    from petit.models.decoder import Vec
+    from petit.models.moe import Moe
+    from petit.native import Weight
+    rng = np.random.default_rng(3)
+    T, E, k, D, F = 7, 5, 2, 33, 9
+
+    def f32(rows, cols, scale):
+        a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+        return a, Weight(a.view(np.uint8).reshape(-1), "f32", (rows, cols))
+    router, rw = f32(E, D, 1.0 / np.sqrt(D))
+    mats = [tuple(f32(*s, 3 / np.sqrt(s[1])) for s in ((F, D), (F, D), (D, F))) for _ in range(E)]
+    bias = (rng.standard_normal(E) * 0.3).astype(np.float32)
+    moe = Moe(rw, [m[0][1] for m in mats], [m[1][1] for m in mats], [m[2][1] for m in mats], k, True,
+              scoring="sigmoid", sel_bias=Vec(bias), routed_scale=1.5, norm_eps=1e-20, gate_softcap=2.0,
+              up_softcap=3.0)
+    x = rng.standard_normal((T, D)).astype(np.float32)
+    y = np.zeros((T, D), np.float32)
+    assert moe.run(p(x), T, p(y)) == 0
+    x64 = x.astype(np.float64)
+    s = 1 / (1 + np.exp(-x64 @ router.T))
+    top = np.argsort(-(s + bias), axis=1, kind="stable")[:, :k]
+    w = np.take_along_axis(s, top, axis=1)
+    w = w / w.sum(axis=1, keepdims=True) * 1.5
+
+    def expert(v, g, u, d):
+        g, u = v @ g.T, v @ u.T
+        return (2 * np.tanh(g / 2) / (1 + np.exp(-g)) * 3 * np.tanh(u / 3)) @ d.T
+    want = np.stack([sum(w[t, j] * expert(x64[t], *(m[0] for m in mats[top[t, j]])) for j in range(k))
+                     for t in range(T)])
+    np.testing.assert_allclose(y, want, rtol=0, atol=2e-5 * np.abs(want).max())

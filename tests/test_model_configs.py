@@ -74,6 +74,7 @@ MINIMALS["axk1"] = dict(MINIMAL, num_key_value_heads=32)
 MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's keys and its own
 MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
 MINIMALS["inkling_text"] = MINIMAL       # issue 36, fam36l: Inkling's keys (its 8 kv heads and swa 64 / 16 fit MINIMAL)
+MINIMALS["inkling2_text"] = MINIMAL      # Inkling 2 reads intermediate_size as its experts' width (transformers' alias)
 
 
 def declared(model_type: str) -> dict:

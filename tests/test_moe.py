@@ -159,6 +159,15 @@ ANY_DEPARTS["axk1"] = {"q8_0": (0.30, 0.75)}
 DEPARTS[("laguna", "q8_0")] = 0.13
 ROUTED_DEPARTS["laguna"] = 0.8
 ANY_DEPARTS.update({"laguna": {"q8_0": (0.50, 0.80)}, "zaya": {"q8_0": (0.35, 0.80)}})
+# issue 36, fam36l: a flip's expert output reaches the next kernel - 1 positions through Inkling's mlp_sconv directly,
+# so those are left out with it (`reached`). Inkling (3 routed layers of top 2 of 8 and 2 shared experts): at q8_0
+# 33/35 positions route as float32 (131/140, 113/126), 0.029 where they agree, 0.221 at a flipped one. Inkling 2
+# (every one of its 4 layers routed, top 2 of 8 on sigmoid + bias x 2.5, the attention residuals carrying each layer's
+# output to every later layer of the position): 30/35 (108/140, 108/126), 0.106 where they agree (position 33, which
+# reads the flips at 24-29 through attention; 0.027 before the first flip), 0.245 at a flipped one, argmax 0.86
+DEPARTS[("inkling2_text", "q8_0")] = 0.13
+ROUTED_DEPARTS["inkling2_text"] = 0.8
+ANY_DEPARTS["inkling2_text"] = {"q8_0": (0.30, 0.80)}
 
 
 def _ref(case):

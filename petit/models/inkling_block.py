@@ -48,14 +48,23 @@ def conv_taps(t, name: str, C: int, K: int) -> np.ndarray:
     return t.array(name, (C, 1, K)).reshape(C, K)
 
 
-def expert_slices(ckpt, p: str, n: int, inter: int, hidden: int, src: str, dst: str) -> dict:
-    """hf_tensors entries of n experts' gate / up / down under p + dst + ".{e}.", from 3-D [n, inter, hidden]
-    gate_proj / up_proj and [n, hidden, inter] down_proj under p + src (Inkling's shared experts)."""
+def part_f32(ckpt, name: str, *index) -> np.ndarray:
+    """The part `index` of a checkpoint tensor (an expert's rows of a 3-D tensor) as float32, converting only that
+    part: a released model's experts are tens of GB a layer."""
+    raw = ckpt.raw(name)[index]
+    if ckpt.info(name)[0] == "bf16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32)
+
+
+def expert_parts(ckpt, n: int, parts: dict) -> dict:
+    """hf_tensors entries of n experts' matrices: parts {name with "{e}" for the expert: (shape, 3-D source, the
+    source's rows of an expert (a slice) or None: all)}."""
     out = {}
-    for part, shape in (("gate_proj", (inter, hidden)), ("up_proj", (inter, hidden)), ("down_proj", (hidden, inter))):
-        name = f"{p}{src}.{part}"
-        for e in range(n):
-            out[f"{p}{dst}.{e}.{part}.weight"] = (shape, lambda name=name, e=e: ckpt.f32(name)[e], [name])
+    for e in range(n):
+        for name, (shape, src, rows) in parts.items():
+            index = (e,) if rows is None else (e, rows)
+            out[name.format(e=e)] = (shape, lambda src=src, index=index: part_f32(ckpt, src, *index), [src])
     return out
 
 

@@ -143,3 +143,52 @@ class InklingTextConfig(InklingShared):
             return super().default_types()
         local = set(self.local_layer_ids)
         return ["hybrid_sliding" if i in local else "hybrid" for i in range(self.num_hidden_layers)]
+
+
+@dataclass(kw_only=True)
+class Inkling2TextConfig(InklingShared):
+    """Inkling 2 (modeling_inkling2.py): every MLP routed (no shared experts), the L2 clips, the attention residuals
+    over blocks of n_layers_per_attn_res_block layers, soft caps on the experts' activation and on the logits."""
+    unpadded_vocab_size: int | None = 200058
+    hidden_size: int = 4608
+    num_hidden_layers: int = 48
+    num_attention_heads: int = 48
+    swa_num_attention_heads: int = 48
+    swa_num_key_value_heads: int = 8
+    sliding_window_size: int = 1024
+    log_scaling_n_floor: int | None = 128000
+    max_position_embeddings: int = 1048576
+    moe_intermediate_size: int = 2304
+    n_routed_experts: int = 384
+    num_experts_per_tok: int = 8
+    qk_l2_clip_threshold: float = 22.627416997969522
+    rel_l2_clip_threshold: float = 8.0
+    n_layers_per_attn_res_block: int = 6
+    mlp_gate_softcap: float = 4.0
+    mlp_up_softcap: float = 25.0
+    final_logit_softcapping: float = 30.0
+    scoring_func: str = "sigmoid"
+    model_type: str = "inkling2_text"
+    _IGNORED = MOE_TRAINING_ONLY | {"number_of_conv_states"}
+    _ALIASES = dict(ALIASES, intermediate_size="moe_intermediate_size", routed_scaling_factor="route_scale")
+
+    @classmethod
+    def _refuse(cls, d):
+        super()._refuse(d)
+        if d.get("scoring_func", "sigmoid") != "sigmoid":
+            raise ValueError(f"config: scoring_func {d['scoring_func']!r} is not supported (Petit runs Inkling 2's "
+                             f"sigmoid router)")
+
+    def _validate(self):
+        super()._validate()
+        positive_number(self, "qk_l2_clip_threshold", "rel_l2_clip_threshold", "mlp_gate_softcap", "mlp_up_softcap",
+                        "final_logit_softcapping")
+        positive_int(self, "n_layers_per_attn_res_block")
+
+    def boundary(self, i: int) -> bool:
+        """Whether layer i starts a block of the attention residuals."""
+        return i % self.n_layers_per_attn_res_block == 0
+
+    def blocks_before(self, i: int) -> int:
+        """The block states layer i's inputs read (each block's input, from layer 0's: the embeddings)."""
+        return sum(self.boundary(j) for j in range(i))

@@ -22,9 +22,9 @@ import numpy as np
 
 from petit.models.config import ACT_NAMES
 from petit.models.decoder import Arch, Norm, Vec
-from petit.models.inkling_block import BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps, expert_slices
+from petit.models.inkling_block import BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps, expert_parts
 from petit.models.inkling_config import InklingTextConfig
-from petit.models.moe import Moe, split_experts
+from petit.models.moe import Moe
 from petit.native import ACTIVATIONS
 
 
@@ -34,9 +34,14 @@ def hf_tensors(cfg: InklingTextConfig, ckpt) -> dict:
     out, D, I = {}, cfg.hidden_size, cfg.moe_intermediate_size
     for i in range(cfg.num_hidden_layers):
         if cfg.mlp_layer_types[i] == "sparse":
-            p = f"model.layers.{i}."
-            out |= split_experts(ckpt, p, cfg.n_routed_experts, I, D)
-            out |= expert_slices(ckpt, p, cfg.n_shared_experts, I, D, "mlp.shared_experts", "mlp.shared_experts")
+            x, sh = f"model.layers.{i}.mlp.experts", f"model.layers.{i}.mlp.shared_experts"
+            out |= expert_parts(ckpt, cfg.n_routed_experts, {
+                x + ".{e}.gate_proj.weight": ((I, D), x + ".gate_up_proj", slice(0, I)),
+                x + ".{e}.up_proj.weight": ((I, D), x + ".gate_up_proj", slice(I, 2 * I)),
+                x + ".{e}.down_proj.weight": ((D, I), x + ".down_proj", None)})
+            out |= expert_parts(ckpt, cfg.n_shared_experts, {
+                f"{sh}.{{e}}.{m}.weight": (shape, f"{sh}.{m}", None) for m, shape in
+                (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I)))})
     V = cfg.rows()
     if V < cfg.vocab_size:
         for name in ("model.embed_tokens.weight", "lm_head.weight"):

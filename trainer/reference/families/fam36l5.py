@@ -146,3 +146,133 @@ def inkling_text(cfg, names):
 
 
 FAMILIES = {"inkling_text": inkling_text}
+
+
+def _l2clip(x, thr: float, scale=None):
+    """x (times scale) scaled down to an L2 norm of at most thr over its last axis (Inkling 2's clips)."""
+    x = x * scale if scale is not None else x
+    return x * np.minimum(thr / (np.sqrt((x * x).sum(-1, keepdims=True)) + 1e-6), 1.0)
+
+
+def depth_attention(sources: list, queries: np.ndarray) -> list:
+    """Inkling 2's attention residuals: each query's softmax over the unweighted-RMS-normed sources [T, D] of
+    q . normed / sqrt(D), and its weighted sum of them; one [T, D] output a query."""
+    x = np.stack(sources)                                                           # [n, T, D]
+    x = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    s = np.einsum("qd,ntd->tqn", np.atleast_2d(queries), x) / np.sqrt(x.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return list(np.einsum("tqn,ntd->qtd", w, x))
+
+
+def dyn_conv(x, static, taps, heads: int) -> np.ndarray:
+    """Inkling 2's dynamic convolution: x [T, C], each token's taps (lag order) static [K, C] plus taps [T, heads, K]
+    per head; (x + the convolution) / sqrt(2 K + 1)."""
+    T, C = x.shape
+    K = static.shape[0]
+    pad = np.concatenate([np.zeros((K - 1, C)), x])
+    w = static.T[None] + np.repeat(taps, C // heads, axis=1)                       # [T, C, K] in lag order
+    y = sum(pad[K - 1 - lag:K - 1 - lag + T] * w[:, :, lag] for lag in range(K))
+    return (y + x) / np.sqrt(2 * K + 1)
+
+
+def inkling2_text(cfg, names):
+    """Inkling 2 in the released layout (model.llm.*): see petit/models/inkling2_text.py's docstring, written again
+    from modeling_inkling2.py."""
+    n, eps, K = cfg["num_hidden_layers"], get(cfg, "rms_norm_eps", 1e-6), get(cfg, "conv_kernel_size", 4)
+    types, block = cfg["layer_types"], get(cfg, "n_layers_per_attn_res_block", 6)
+    E, k, d_rel = get(cfg, "n_routed_experts", 384), get(cfg, "num_experts_per_tok", 8), get(cfg, "d_rel", 16)
+    floor, alpha = cfg.get("log_scaling_n_floor"), get(cfg, "log_scaling_alpha", 0.1)
+    window, thr, rthr = get(cfg, "sliding_window_size", 1024), cfg["qk_l2_clip_threshold"], cfg["rel_l2_clip_threshold"]
+    cg, cu = cfg["mlp_gate_softcap"], cfg["mlp_up_softcap"]
+    M = "model.llm."
+
+    def shape(i):
+        if types[i] == "hybrid_sliding":
+            return cfg["swa_num_attention_heads"], cfg["swa_num_key_value_heads"], cfg["swa_head_dim"]
+        return cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+
+    rms = lambda name: NormSpec("rms", eps, name + ".weight")        # noqa: E731
+    spec = ModelSpec("inkling2_text", *shape(0), M + "embed.weight", M + "unembed.weight", rms(M + "norm"),
+                     embed_norm=rms(M + "embed_norm"), logit_softcap=cfg["final_logit_softcapping"])
+    extra = [M + "attn_res.output_query"]
+    for i in range(n):
+        p, a = f"{M}layers.{i}.", f"{M}layers.{i}.attn."
+        full = types[i] == "hybrid"
+        x = [f"{p}mlp.experts.{e}." for e in range(E)]
+        L = LayerSpec(q=a + "wq_du.weight", k=a + "wk_dv.weight", v=a + "wv_dv.weight", o=a + "wo_ud.weight",
+                      attn_gate=a + "gate_attn.weight", mlp_norm=rms(p + "mlp_norm"),
+                      attn_norm=None if full else rms(p + "attn_norm"),
+                      moe=MoeSpec(p + "mlp.gate.weight", [tuple(g + t + ".weight" for t in ("gate_proj", "up_proj",
+                                                                                          "down_proj")) for g in x],
+                                  k, True, scoring="sigmoid", sel_bias=p + "mlp.gate.bias"))
+        extra += [a + n_ for n_ in ("wr_du.weight", "attn_sink_proj.weight", "q_l2_clip.scale", "rel_l2_clip.scale",
+                                    "rel_logits_proj.proj")]
+        extra += [p + "attn_sconv.weight", p + "mlp_sconv.weight", f"{M}attn_res.mlp_queries.{i}"]
+        extra += [f"{M}attn_res.attn_queries.{i - 1}"] if i else []
+        extra += [f"{a}{c}_sconv.{w}" for c in "kv" for w in (("static_w", "weight_proj") if full else ("weight",))]
+        extra += [f"{p}{c}_input_norm.weight" for c in "qkv"] if full else []
+        spec.layers.append(L)
+    spec.extra_names = tuple(extra)
+
+    def experts(fwd, m, h):
+        logits = fwd.mm(h, m.router)
+        sig = _sigmoid(logits)
+        top = np.argsort(-(sig + fwd.w(m.sel_bias)), axis=1, kind="stable")[:, :k]
+        fwd.routing.append(np.sort(top, axis=1))
+        wt = np.take_along_axis(sig, top, axis=1)
+        wt = wt / (wt.sum(axis=1, keepdims=True) + 1e-20) * get(cfg, "route_scale", 8.0)
+        out = np.zeros_like(h)
+        for e, (gate, up, down) in enumerate(m.experts):
+            rows, slot = np.nonzero(top == e)
+            if rows.size:
+                g, u = fwd.mm(h[rows], gate), fwd.mm(h[rows], up)
+                y = fwd.mm(cg * np.tanh(g / cg) * _sigmoid(g) * cu * np.tanh(u / cu), down)
+                out[rows] += y * wt[rows, slot][:, None]
+        return out
+
+    def forward(fwd, ids):
+        T = len(ids)
+        x = fwd.norm(fwd.w(spec.embed)[ids], spec.embed_norm)
+        taps = lambda name: fwd.w(name).reshape(fwd.w(name).shape[0], -1)        # noqa: E731  [C, K]
+        blocks = []
+        for i, L in enumerate(spec.layers):
+            p, a = f"{M}layers.{i}.", f"{M}layers.{i}.attn."
+            H, KV, hd = shape(i)
+            full = types[i] == "hybrid"
+            ins = depth_attention(blocks + [x], fwd.w(f"{M}attn_res.attn_queries.{i - 1}")) if i else [x] * 3
+            if full:
+                hq, hk, hv = (fwd.norm(z, rms(f"{p}{c}_input_norm")) for z, c in zip(ins, "qkv"))
+            else:
+                hq = hk = hv = fwd.norm(ins[0], L.attn_norm)
+            q = _l2clip(fwd.mm(hq, L.q).reshape(T, H, hd), thr, fwd.w(a + "q_l2_clip.scale"))
+            kv = []
+            for W, c, hx in ((L.k, "k", hk), (L.v, "v", hv)):
+                z = fwd.mm(hx, W)
+                if full:
+                    z = dyn_conv(z, fwd.w(f"{a}{c}_sconv.static_w"),
+                                 fwd.mm(hx, f"{a}{c}_sconv.weight_proj").reshape(T, KV, K), KV)
+                else:
+                    z = conv(z, taps(f"{a}{c}_sconv.weight")) / np.sqrt(K + 1)
+                kv.append(z.reshape(T, KV, hd))
+            k_, v = _l2clip(kv[0], thr), kv[1] / np.sqrt((kv[1] ** 2).mean(-1, keepdims=True) + eps)
+            r = _l2clip(fwd.mm(hq, a + "wr_du.weight").reshape(T, H, d_rel), rthr, fwd.w(a + "rel_l2_clip.scale"))
+            att = rel_attention(q, k_, v, r, fwd.w(a + "rel_logits_proj.proj"), hd ** -0.5, 0 if full else window,
+                                log_tau(T, floor, alpha) if full else None, fwd.mm(hq, a + "attn_sink_proj.weight"))
+            o = fwd.mm(att * _sigmoid(fwd.mm(hq, L.attn_gate)), L.o)
+            o = conv(o, taps(p + "attn_sconv.weight")) / np.sqrt(K + 1)
+            if i % block == 0:                      # a block's first layer: its input kept, the sum restarted
+                blocks, x = blocks + [x], o
+            else:
+                x = x + o
+            h = fwd.norm(depth_attention(blocks + [x], fwd.w(f"{M}attn_res.mlp_queries.{i}"))[0], L.mlp_norm)
+            x = x + conv(experts(fwd, L.moe, h), taps(p + "mlp_sconv.weight")) / np.sqrt(K + 1)
+        x = depth_attention(blocks + [x], fwd.w(M + "attn_res.output_query"))[0]
+        y = fwd.mm(fwd.norm(x, spec.final_norm), spec.head)
+        return spec.logit_softcap * np.tanh(y / spec.logit_softcap)
+
+    spec.forward = forward
+    return spec
+
+
+FAMILIES["inkling2_text"] = inkling2_text
