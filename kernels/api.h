@@ -134,7 +134,7 @@ int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      
 int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out);
 /* y = act(y) in place for activations with parameters p[4]: kind 0 clamp to [p0, p1]; kind 1 xIELU with alpha_p p0,
  * alpha_n p1 (both after softplus), beta p2, eps p3: x > 0 ? alpha_p x^2 + beta x : (expm1(min(x, eps)) - x) alpha_n
- * + beta x. -1 on an unknown kind */
+ * + beta x; kind 2 tanh (issue 36, fam36l), p unused. -1 on an unknown kind */
 int  pt_param_act(int kind, float *y, int64_t n, const float *p);
 void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */
 

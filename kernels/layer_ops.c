@@ -60,6 +60,9 @@ int pt_param_act(int kind, float *y, int64_t n, const float *p) {
             y[i] = x > 0.0f ? p[0] * x * x + p[2] * x : (expm1f(x < p[3] ? x : p[3]) - x) * p[1] + p[2] * x;
         }
         return 0;
+    case 2:     /* issue 36, fam36l: tanh (Inkling 2's loop message gates) */
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(y[i]);
+        return 0;
     default:
         return -1;
     }

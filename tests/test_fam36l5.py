@@ -19,14 +19,15 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import inkling2_text, inkling_text
+from petit.models import inkling2_loop_text, inkling2_text, inkling_text
 from petit.models.inkling_block import RelAttn, SConv
 from petit.native import ffi, lib
 from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
+from test_moe_a5 import _read_safetensors
 from test_plan import CHUNKS, FRESH, _run
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36l"
-CASES = ["inkling_text", "inkling2_text"]
+CASES = ["inkling_text", "inkling2_text", "inkling2_loop_text"]
 EACH = pytest.mark.parametrize("case", CASES)
 
 
@@ -324,3 +325,48 @@ def test_the_soft_capped_experts_equal_a_float64_reference():
     want = np.stack([sum(w[t, j] * expert(x64[t], *(m[0] for m in mats[top[t, j]])) for j in range(k))
                      for t in range(T)])
     np.testing.assert_allclose(y, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+# ---- Inkling 2 with looped layers ----
+
+def test_the_loop_runs_its_layers_each_pass_with_its_own_cache_and_routing_record():
+    model = _load(DIR / "inkling2_loop_text")
+    net = model.net
+    assert net.cfg.runs() == [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1)]
+    assert [L.ink_heads for L in net.layers] == [(8, 4, 8), (4, 2, 16), (8, 4, 8), (4, 2, 16), (8, 4, 8)]
+    assert net.layers[1].q is net.layers[3].q and net.layers[1].moe is not net.layers[3].moe   # weights shared
+    assert net.layers[1].moe.up is net.layers[3].moe.up
+    cache = model.new_cache(8)
+    assert len(cache.k) == 10 and cache.layout[2] == tuple(range(5, 10))     # 5 runs: KV slots, then states
+    assert [q.rows for q in net.msg_q] == [4, 4] and set(net.gates) == {1, 2}
+
+
+def test_the_loop_reads_the_message_queries_as_transformers_merges_them():
+    """middle_cycle_cross_pass_queries holds q, mlp and _kv_queries k, v of each loop layer: message_input.query
+    [j] is [q, k, v, mlp]."""
+    from petit.loading.folder import read_config
+    net = _load(DIR / "inkling2_loop_text").net
+    raw = _read_safetensors(DIR / "inkling2_loop_text" / "model.safetensors")
+    qm, kv = raw["model.llm.middle_cycle_cross_pass_queries"], raw["model.llm.middle_cycle_cross_pass_kv_queries"]
+    for j in range(2):
+        np.testing.assert_array_equal(net.msg_q[j].a, np.stack([qm[2 * j], kv[2 * j], kv[2 * j + 1], qm[2 * j + 1]]))
+    assert read_config(str(DIR / "inkling2_loop_text"))["loop_num_passes"] == 2
+
+
+def test_the_loop_reads_transformers_loop_config():
+    d = {k: v for k, v in _config("inkling2_loop_text").items() if not k.startswith("loop_")}
+    cfg = inkling2_loop_text.Config.from_dict(dict(d, loop_config={"core_start": 1, "core_end": 2, "num_passes": 4,
+                                                                   "gate_rank": 8}))
+    assert (cfg.loop_layer_index_start, cfg.loop_layer_index_end, cfg.loop_num_passes, cfg.loop_gate_rank) == \
+        (1, 2, 4, 8)
+    assert cfg.runs() == [(0, 0)] + [(1, p) for p in range(4)] + [(2, 0)]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"n_layers_per_attn_res_block": 2}, r"loop_layer_index_start 1 and loop_layer_index_end 3 must be multiples of "
+                                         r"n_layers_per_attn_res_block 2"),
+    ({"loop_layer_index_end": 4}, r"the looped layers 1..3 must be a run of the 3 layers"),
+    ({"loop_num_passes": 0}, "loop_num_passes must be a positive integer")])
+def test_the_loop_refuses_by_name(change, message):
+    with pytest.raises(ValueError, match=message):
+        inkling2_loop_text.Config.from_dict(_config("inkling2_loop_text", **change))

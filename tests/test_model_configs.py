@@ -75,6 +75,7 @@ MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's ke
 MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
 MINIMALS["inkling_text"] = MINIMAL       # issue 36, fam36l: Inkling's keys (its 8 kv heads and swa 64 / 16 fit MINIMAL)
 MINIMALS["inkling2_text"] = MINIMAL      # Inkling 2 reads intermediate_size as its experts' width (transformers' alias)
+MINIMALS["inkling2_loop_text"] = dict(MINIMAL, num_hidden_layers=24)    # its default loop: layers 6-17
 
 
 def declared(model_type: str) -> dict:

@@ -168,6 +168,13 @@ ANY_DEPARTS.update({"laguna": {"q8_0": (0.50, 0.80)}, "zaya": {"q8_0": (0.35, 0.
 DEPARTS[("inkling2_text", "q8_0")] = 0.13
 ROUTED_DEPARTS["inkling2_text"] = 0.8
 ANY_DEPARTS["inkling2_text"] = {"q8_0": (0.30, 0.80)}
+# Inkling 2 with looped layers: its fixture's tokens take every expert (its case holds the loop, inkling2_text's the
+# choice), so its routing always agrees; the loop runs 5 layers of Inkling 2's ops in series, whose int8 roundings add
+# up to 0.115 of the range at q8_0 (position 18; 0.02 or less before 10; argmax 0.83) and 0.615 at q4_0 (position 15;
+# argmax 0.29), where `petit verify`, the engine against the float64 reference on the same weights, holds (0.38 /
+# 0.36 of its limits)
+EVERY_EXPERT = {"inkling2_loop_text"}
+DEPARTS.update({("inkling2_loop_text", "q8_0"): 0.13, ("inkling2_loop_text", "q4_0"): 0.70})
 
 
 def _ref(case):
@@ -265,7 +272,7 @@ def test_a_decode_step_multiplies_only_the_chosen_experts(case):
     # (up and down only for plain experts: Nemotron-H's)
     n = [2 if x.plain else 3 for x in moes]
     assert per_layer == [k * x.top_k + (k if x.shared is not None else 0) for k, x in zip(n, moes)]
-    assert all(len(x.up) > x.top_k for x in moes)
+    assert all(len(x.up) > x.top_k for x in moes) or case in EVERY_EXPERT
 
 
 @pytest.mark.parametrize("case", CASES)

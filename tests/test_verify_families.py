@@ -57,7 +57,7 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
                 "ctrl",             # issue 36, fam36b: CTRL's fixed sinusoidal table
                 "git",              # issue 36, fam36j: GIT's learned positions
-                "inkling_text", "inkling2_text"}    # issue 36, fam36l: Inkling's positions: convolutions, relative bias
+                "inkling_text", "inkling2_text", "inkling2_loop_text"}  # issue 36, fam36l: Inkling's convs, relative bias
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),

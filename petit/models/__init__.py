@@ -40,7 +40,7 @@ from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
-from petit.models import inkling2_text, inkling_text     # issue 36, the fam36l group
+from petit.models import inkling2_loop_text, inkling2_text, inkling_text     # issue 36, the fam36l group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -215,6 +215,7 @@ MODEL_TYPES = {
     # issue 36, the fam36l group
     "inkling_text": inkling_text,
     "inkling2_text": inkling2_text,
+    "inkling2_loop_text": inkling2_loop_text,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

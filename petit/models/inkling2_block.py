@@ -3,7 +3,8 @@ a layer under the released names (`read_layer`), its description for the plan an
 (`Inkling2Decoder.describe_layer`: the attention residuals over depth, the clipped attention with its sinks and
 output gate, the dynamic convolutions of the full layers, the soft-capped experts), and the decoder (`build_decoder`).
 petit/models/inkling2_text.py says what each piece computes."""
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 
 from petit.models.decoder import Arch, Norm, Vec
 from petit.models.inkling_block import InklingDecoder, InkLayer, RelAttn, SConv, conv_taps
@@ -56,8 +57,9 @@ class Inkling2Decoder(InklingDecoder):
             xin = [buf["xin"] + j * cap * D if full else buf["xin"] for j in range(3)]
         if gates is not None:
             xin = [gates(s, role, x) for role, x in zip("qkv", xin)]
-        ins = [buf["normed"], buf["nk"], buf["nv"]] if full else [buf["normed"]] * 3
-        for norm, x, y in zip(L.in_norms or (L.attn_norm,), xin, ins):
+        apart = full or gates is not None           # q, k, v from inputs of their own (a gated sliding layer too)
+        ins = [buf["normed"], buf["nk"], buf["nv"]] if apart else [buf["normed"]] * 3
+        for norm, x, y in zip(L.in_norms or (L.attn_norm,) * (3 if apart else 1), xin, ins):
             s.norm(kv, norm, x, 1, D, y)
         s.matmul(kv, [L.q, L.r, L.sink], ins[0], [buf["q"], buf["rel"], buf["sink"]])
         s.matmul(kv, [L.attn_gate], ins[0], [buf["qgate"]])
@@ -136,12 +138,17 @@ def read_layer(cfg, t, i: int, kv_row: int) -> Ink2Layer:
     return L
 
 
-def build_decoder(cfg, t, decoder=Inkling2Decoder, **kw):
+def build_decoder(cfg, t, decoder=Inkling2Decoder, runs=None, **kw):
+    """The decoder of cfg's layers, or of the layers in the order `runs` lists them ((layer, pass): a layer run again
+    is a copy with routing records of its own, the weights shared)."""
     n, D, K, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.conv_kernel_size, cfg.rows()
     shapes = [cfg.shape(i) for i in range(n)]
     kv_row = max(kv * hd for _, kv, hd in shapes)
     emb = t.weight(M + "embed.weight", (V, D))
-    layers = [read_layer(cfg, t, i, kv_row) for i in range(n)]
+    model_layers = [read_layer(cfg, t, i, kv_row) for i in range(n)]
+    layers = model_layers if runs is None else [model_layers[i] if p == 0 else
+                                                replace(model_layers[i], moe=copy.copy(model_layers[i].moe))
+                                                for i, p in runs]
     names = {(i, attr): f"{M}layers.{i}.attn.{name}" for i in range(n) for attr, name in
              (("r", "wr_du.weight"), ("sink", "attn_sink_proj.weight"), ("attn_gate", "gate_attn.weight"))}
     names.update({(i, f"{x}_dyn"): f"{M}layers.{i}.attn.{x}_sconv.weight_proj" for i in range(n) for x in "kv"
@@ -157,6 +164,7 @@ def build_decoder(cfg, t, decoder=Inkling2Decoder, **kw):
     dec = decoder(arch, emb, layers, Norm("rms", cfg.rms_norm_eps, t.vec(M + "norm.weight", (D,))), head, names=names,
                   embed_norm=Norm("rms", cfg.rms_norm_eps, t.vec(M + "embed_norm.weight", (D,))), cfg=cfg,
                   final_q=final_q, **kw)
+    dec.model_layers = model_layers
     blocks = sum(cfg.boundary(i) for i in range(n))
     dec.extra = {"rel": H * cfg.d_rel, "sink": H, "xin": 3 * D, "nk": D, "nv": D, "dyn": KVm * K,
                  "blocks": blocks * D}

@@ -183,7 +183,8 @@ class InklingDecoder(Decoder):
         return list(out.values())
 
     def named_matrices(self) -> list:
-        return [(getattr(self.layers[i], attr), name) for (i, attr), name in self.names.items()]
+        layers = getattr(self, "model_layers", self.layers)        # a looped family's: the model's, not its runs
+        return [(getattr(layers[i], attr), name) for (i, attr), name in self.names.items()]
 
     def replace_matrices(self, new: dict) -> None:
         for L in self.layers:

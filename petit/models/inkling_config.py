@@ -192,3 +192,49 @@ class Inkling2TextConfig(InklingShared):
     def blocks_before(self, i: int) -> int:
         """The block states layer i's inputs read (each block's input, from layer 0's: the embeddings)."""
         return sum(self.boundary(j) for j in range(i))
+
+
+@dataclass(kw_only=True)
+class Inkling2LoopTextConfig(Inkling2TextConfig):
+    """Inkling 2 with looped layers (modeling_inkling2_loop.py): layers loop_layer_index_start ..
+    loop_layer_index_end - 1 run loop_num_passes times, the passes after the first mixing messages from the one
+    before into their inputs (gates of rank loop_gate_rank); transformers' `loop_config` (core_start, core_end,
+    num_passes, gate_rank) is read too."""
+    hidden_size: int = 2304
+    num_hidden_layers: int = 24
+    num_attention_heads: int = 24
+    swa_num_attention_heads: int = 24
+    log_scaling_n_floor: int | None = 8192
+    moe_intermediate_size: int = 1152
+    n_routed_experts: int = 128
+    loop_layer_index_start: int = 6
+    loop_layer_index_end: int = 18
+    loop_num_passes: int = 3
+    loop_gate_rank: int = 64
+    model_type: str = "inkling2_loop_text"
+    _LOOP = {"core_start": "loop_layer_index_start", "core_end": "loop_layer_index_end",
+             "num_passes": "loop_num_passes", "gate_rank": "loop_gate_rank"}
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict) and isinstance(d.get("loop_config"), dict):
+            d = dict(d, **{cls._LOOP[k]: v for k, v in d["loop_config"].items() if k in cls._LOOP})
+            d.pop("loop_config")
+        return super().from_dict(d)
+
+    def _validate(self):
+        super()._validate()
+        positive_int(self, "loop_layer_index_start", "loop_layer_index_end", "loop_num_passes", "loop_gate_rank")
+        s, e, b = self.loop_layer_index_start, self.loop_layer_index_end, self.n_layers_per_attn_res_block
+        if s % b or e % b:
+            raise ValueError(f"config: loop_layer_index_start {s} and loop_layer_index_end {e} must be multiples of "
+                             f"n_layers_per_attn_res_block {b} (transformers refuses them too)")
+        if not s < e <= self.num_hidden_layers:
+            raise ValueError(f"config: the looped layers {s}..{e - 1} must be a run of the {self.num_hidden_layers} "
+                             f"layers")
+
+    def runs(self) -> list:
+        """The layers in the order they run: (layer, pass), the looped ones once a pass."""
+        s, e = self.loop_layer_index_start, self.loop_layer_index_end
+        return [(i, 0) for i in range(s)] + [(i, p) for p in range(self.loop_num_passes) for i in range(s, e)] + \
+            [(i, 0) for i in range(e, self.num_hidden_layers)]

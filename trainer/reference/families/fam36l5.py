@@ -231,48 +231,113 @@ def inkling2_text(cfg, names):
                 out[rows] += y * wt[rows, slot][:, None]
         return out
 
-    def forward(fwd, ids):
-        T = len(ids)
-        x = fwd.norm(fwd.w(spec.embed)[ids], spec.embed_norm)
+    def layer(fwd, i, L, x, blocks, gate=None):
+        """Layer i on the residual x and the block states: (x, blocks) after it; gate(fwd, role, x): the loop's
+        message gates (q, k, v, mlp), or None."""
+        T = len(x)
         taps = lambda name: fwd.w(name).reshape(fwd.w(name).shape[0], -1)        # noqa: E731  [C, K]
-        blocks = []
-        for i, L in enumerate(spec.layers):
-            p, a = f"{M}layers.{i}.", f"{M}layers.{i}.attn."
-            H, KV, hd = shape(i)
-            full = types[i] == "hybrid"
-            ins = depth_attention(blocks + [x], fwd.w(f"{M}attn_res.attn_queries.{i - 1}")) if i else [x] * 3
+        p, a = f"{M}layers.{i}.", f"{M}layers.{i}.attn."
+        H, KV, hd = shape(i)
+        full = types[i] == "hybrid"
+        ins = depth_attention(blocks + [x], fwd.w(f"{M}attn_res.attn_queries.{i - 1}")) if i else [x] * 3
+        ins = [gate(fwd, role, z) for role, z in zip("qkv", ins * (3 // len(ins)))] if gate else ins
+        if full:
+            hq, hk, hv = (fwd.norm(z, rms(f"{p}{c}_input_norm")) for z, c in zip(ins, "qkv"))
+        else:
+            hq, hk, hv = (fwd.norm(z, L.attn_norm) for z in (ins if gate else ins[:1] * 3))
+        q = _l2clip(fwd.mm(hq, L.q).reshape(T, H, hd), thr, fwd.w(a + "q_l2_clip.scale"))
+        kv = []
+        for W, c, hx in ((L.k, "k", hk), (L.v, "v", hv)):
+            z = fwd.mm(hx, W)
             if full:
-                hq, hk, hv = (fwd.norm(z, rms(f"{p}{c}_input_norm")) for z, c in zip(ins, "qkv"))
+                z = dyn_conv(z, fwd.w(f"{a}{c}_sconv.static_w"),
+                             fwd.mm(hx, f"{a}{c}_sconv.weight_proj").reshape(T, KV, K), KV)
             else:
-                hq = hk = hv = fwd.norm(ins[0], L.attn_norm)
-            q = _l2clip(fwd.mm(hq, L.q).reshape(T, H, hd), thr, fwd.w(a + "q_l2_clip.scale"))
-            kv = []
-            for W, c, hx in ((L.k, "k", hk), (L.v, "v", hv)):
-                z = fwd.mm(hx, W)
-                if full:
-                    z = dyn_conv(z, fwd.w(f"{a}{c}_sconv.static_w"),
-                                 fwd.mm(hx, f"{a}{c}_sconv.weight_proj").reshape(T, KV, K), KV)
-                else:
-                    z = conv(z, taps(f"{a}{c}_sconv.weight")) / np.sqrt(K + 1)
-                kv.append(z.reshape(T, KV, hd))
-            k_, v = _l2clip(kv[0], thr), kv[1] / np.sqrt((kv[1] ** 2).mean(-1, keepdims=True) + eps)
-            r = _l2clip(fwd.mm(hq, a + "wr_du.weight").reshape(T, H, d_rel), rthr, fwd.w(a + "rel_l2_clip.scale"))
-            att = rel_attention(q, k_, v, r, fwd.w(a + "rel_logits_proj.proj"), hd ** -0.5, 0 if full else window,
-                                log_tau(T, floor, alpha) if full else None, fwd.mm(hq, a + "attn_sink_proj.weight"))
-            o = fwd.mm(att * _sigmoid(fwd.mm(hq, L.attn_gate)), L.o)
-            o = conv(o, taps(p + "attn_sconv.weight")) / np.sqrt(K + 1)
-            if i % block == 0:                      # a block's first layer: its input kept, the sum restarted
-                blocks, x = blocks + [x], o
-            else:
-                x = x + o
-            h = fwd.norm(depth_attention(blocks + [x], fwd.w(f"{M}attn_res.mlp_queries.{i}"))[0], L.mlp_norm)
-            x = x + conv(experts(fwd, L.moe, h), taps(p + "mlp_sconv.weight")) / np.sqrt(K + 1)
+                z = conv(z, taps(f"{a}{c}_sconv.weight")) / np.sqrt(K + 1)
+            kv.append(z.reshape(T, KV, hd))
+        k_, v = _l2clip(kv[0], thr), kv[1] / np.sqrt((kv[1] ** 2).mean(-1, keepdims=True) + eps)
+        r = _l2clip(fwd.mm(hq, a + "wr_du.weight").reshape(T, H, d_rel), rthr, fwd.w(a + "rel_l2_clip.scale"))
+        att = rel_attention(q, k_, v, r, fwd.w(a + "rel_logits_proj.proj"), hd ** -0.5, 0 if full else window,
+                            log_tau(T, floor, alpha) if full else None, fwd.mm(hq, a + "attn_sink_proj.weight"))
+        o = fwd.mm(att * _sigmoid(fwd.mm(hq, L.attn_gate)), L.o)
+        o = conv(o, taps(p + "attn_sconv.weight")) / np.sqrt(K + 1)
+        if i % block == 0:                      # a block's first layer: its input kept, the sum restarted
+            blocks, x = blocks + [x], o
+        else:
+            x = x + o
+        h = depth_attention(blocks + [x], fwd.w(f"{M}attn_res.mlp_queries.{i}"))[0]
+        h = fwd.norm(gate(fwd, "mlp", h) if gate else h, L.mlp_norm)
+        return x + conv(experts(fwd, L.moe, h), taps(p + "mlp_sconv.weight")) / np.sqrt(K + 1), blocks
+
+    def head(fwd, x, blocks):
         x = depth_attention(blocks + [x], fwd.w(M + "attn_res.output_query"))[0]
         y = fwd.mm(fwd.norm(x, spec.final_norm), spec.head)
         return spec.logit_softcap * np.tanh(y / spec.logit_softcap)
+
+    def forward(fwd, ids):
+        x, blocks = fwd.norm(fwd.w(spec.embed)[ids], spec.embed_norm), []
+        for i, L in enumerate(spec.layers):
+            x, blocks = layer(fwd, i, L, x, blocks)
+        return head(fwd, x, blocks)
+
+    spec.forward, spec.layer, spec.finish = forward, layer, head
+    return spec
+
+
+FAMILIES["inkling2_text"] = inkling2_text
+
+
+def inkling2_loop_text(cfg, names):
+    """Inkling 2 with looped layers (modeling_inkling2_loop.py): the layers loop_layer_index_start .. _end - 1 run
+    loop_num_passes times, each pass from the loop's input (the residual and the block states before it); in the
+    passes after the first, loop layer j's attention inputs (q, k, v) and MLP input are gated with messages: its four
+    queries' (the checkpoint's middle_cycle_cross_pass_queries: q, mlp; _kv_queries: k, v) depth attention over the
+    previous pass's block states after its first and its output, each mixed as (1 - tanh(forget g)) x + tanh(gain g)
+    m, g = down [RMS(x), RMS(m)]. The spec's layers are the runs in order (a looped layer once a pass)."""
+    s0, e0, P = cfg["loop_layer_index_start"], cfg["loop_layer_index_end"], cfg["loop_num_passes"]
+    n, M, eps, block = cfg["num_hidden_layers"], "model.llm.", get(cfg, "rms_norm_eps", 1e-6), \
+        get(cfg, "n_layers_per_attn_res_block", 6)
+    spec = inkling2_text(cfg, names)
+    spec.family = "inkling2_loop_text"
+    runs = [(i, 0) for i in range(s0)] + [(i, p) for p in range(P) for i in range(s0, e0)] + \
+        [(i, 0) for i in range(e0, n)]
+    model_layers = spec.layers
+    spec.layers = [model_layers[i] for i, _ in runs]
+    c = {"q": "attn", "k": "k", "v": "v", "mlp": "mlp"}
+    spec.extra_names += tuple(f"{M}layers.{i}.controllers.{c[r]}.{w}_weight" for i in range(s0, e0) for r in c
+                              for w in ("down", "forget", "gain"))
+    spec.extra_names += (M + "middle_cycle_cross_pass_queries", M + "middle_cycle_cross_pass_kv_queries")
+    layer, head = spec.layer, spec.finish
+
+    def unweighted(x):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+
+    def forward(fwd, ids):
+        x, blocks = fwd.norm(fwd.w(spec.embed)[ids], spec.embed_norm), []
+        qm, kvq = fwd.w(M + "middle_cycle_cross_pass_queries"), fwd.w(M + "middle_cycle_cross_pass_kv_queries")
+        first = sum(1 for j in range(s0) if j % block == 0)
+        for i, p in runs:
+            if (i, p) == (s0, 0):
+                start = (x, blocks)
+            elif i == s0:                           # the previous pass's states; the loop's input again
+                prev, (x, blocks) = (blocks[first + 1:], x), start
+            gate = None
+            if p > 0:
+                j = i - s0
+                msg = depth_attention(prev[0] + [prev[1]], np.stack([qm[2 * j], kvq[2 * j], kvq[2 * j + 1],
+                                                                      qm[2 * j + 1]]))
+                msgs = dict(zip(("q", "k", "v", "mlp"), msg))
+
+                def gate(fwd, role, h, i=i, msgs=msgs):
+                    g = f"{M}layers.{i}.controllers.{c[role]}."
+                    m = msgs[role]
+                    z = fwd.mm(np.concatenate([unweighted(h), unweighted(m)], axis=1), g + "down_weight")
+                    return (1 - np.tanh(fwd.mm(z, g + "forget_weight"))) * h + np.tanh(fwd.mm(z, g + "gain_weight")) * m
+            x, blocks = layer(fwd, i, model_layers[i], x, blocks, gate)
+        return head(fwd, x, blocks)
 
     spec.forward = forward
     return spec
 
 
-FAMILIES["inkling2_text"] = inkling2_text
+FAMILIES["inkling2_loop_text"] = inkling2_loop_text
