@@ -12,74 +12,44 @@
 """
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import petit
 from petit.models import inkling2_loop_text, inkling2_text, inkling_text
 from petit.models.inkling_block import RelAttn, SConv
 from petit.native import ffi, lib
-from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
+from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
+                    assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,
+                    load_strict as _load)
+from test_fam36g5 import p
 from test_moe_a5 import _read_safetensors
-from test_plan import CHUNKS, FRESH, _run
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36l"
 CASES = ["inkling_text", "inkling2_text", "inkling2_loop_text"]
 EACH = pytest.mark.parametrize("case", CASES)
 
 
-def p(a):
-    return ffi.cast("float *", ffi.from_buffer(a))
-
-
 def _config(case, **changes):
-    d = json.loads((DIR / case / "config.json").read_text())
-    d.update(changes)
+    """The case's config.json with `changes` (None: the key left out)."""
+    d = {**json.loads((DIR / case / "config.json").read_text()), **changes}
     return {k: v for k, v in d.items() if v is not None}
 
 
 @EACH
-def test_decoding_and_a_chunked_prefill_equal_the_whole_sequence(case):
-    model = _load(DIR / case)
-    ids = np.load(DIR / case / "reference_long.npz")["input_ids"]
-    whole = model.logits(ids)
-    assert rel_err(model.logits(ids, chunk=13), whole).max() <= 1e-5
-    cache = model.new_cache(len(ids))
-    steps = [model.forward(ids[:90], cache)] + [model.forward(ids[i:i + 1], cache) for i in range(90, len(ids))]
-    assert rel_err(np.stack(steps), whole[89:]).max() <= 1e-5
-
-
-@EACH
-@pytest.mark.parametrize("weights", ["f32", "q8_0"])
-def test_the_plan_equals_the_per_op_path(case, weights):
-    model = _load(DIR / case, weights)
-    for chunks in (CHUNKS, FRESH):
-        got, c_plan = _run(model, chunks, "f32", oracle=False)
-        want, c_oracle = _run(model, chunks, "f32", oracle=True)
-        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
-        assert all(np.array_equal(x, y) for x, y in zip(list(c_plan.k) + list(c_plan.v),
-                                                        list(c_oracle.k) + list(c_oracle.v)))
-
-
-@EACH
-def test_a_batch_gives_each_sequence_its_own_logits_bit_for_bit(case):
-    """A prefill beside a decode step: the convolutions' states and the relative bias per sequence."""
-    model = _load(DIR / case)
-    assert_a_batch_gives_each_sequence_its_own_logits(model, np.load(DIR / case / "reference_chat.npz")["input_ids"])
-
-
-@EACH
-def test_converted_file_runs_the_same_numbers(tmp_path, case):
-    from petit.cli import main
-    out = tmp_path / "m.petit"
-    assert main(["convert", str(DIR / case), "-o", str(out), "--q8"]) == 0
-    ids = np.load(DIR / case / "reference.npz")["input_ids"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        np.testing.assert_array_equal(_load(out, "q8_0").logits(ids), petit.load(DIR / case, weights="q8_0").logits(ids))
+def test_decode_chunks_the_plan_a_batch_and_a_converted_file_hold(case, tmp_path):
+    """Decoding and a chunked prefill equal the whole sequence; the plan equals the per-op path bit for bit (f32 and
+    q8_0 weights; the hybrid cache with the convolutions' states); a prefill beside a decode step in one batch gives
+    each sequence its own logits (the states and the relative bias per sequence); a converted file the same
+    numbers."""
+    folder = DIR / case
+    model = _load(folder)
+    assert_decoding_and_a_chunked_prefill_equal_the_whole(model, np.load(folder / "reference_long.npz")["input_ids"])
+    for weights in ("f32", "q8_0"):
+        assert_the_plan_equals_the_per_op_path(_load(folder, weights))
+    assert_a_batch_gives_each_sequence_its_own_logits(model, np.load(folder / "reference_chat.npz")["input_ids"])
+    assert_a_converted_file_runs_the_same_numbers(folder, tmp_path)
 
 
 # ---- kernels ----

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models.decoder import Decoder, Layer, Vec, _Scratch
-from petit.models.gemma3n_text import _Oracle
+from petit.models.gemma3n_text import Gemma3nDecoder, _Oracle, _plan_ops as _g3n_plan_ops
 from petit.models.plan import Plan, fptr
 from petit.native import Weight, ffi, lib
 
@@ -136,7 +136,8 @@ class _InkOracle(_Oracle):
 
 
 def _plan_ops(plan: Plan) -> Plan:
-    """The plan's emitters for Inkling's ops (the others are Plan's own)."""
+    """The plan's emitters for Inkling's ops (the others are Plan's own and Gemma 3n's)."""
+    plan = _g3n_plan_ops(plan)
 
     def store(layer, q, k, v, n_heads, n_kv, head_dim):
         plan.rope_store(layer, None, q, k, v, n_heads, n_kv, head_dim)
@@ -203,21 +204,7 @@ class InklingDecoder(Decoder):
             self._scratch = _InkScratch(self.arch, max(T, 16), self.extra)
         return self._scratch
 
-    def _build_plan(self, scratch) -> Plan:
-        plan = _plan_ops(Plan(scratch))
-        self._describe(plan, scratch)
-        plan.head(len(self.layers), self.final_norm, scratch.p["resid"], self.arch.hidden_size, scratch.p["normed"],
-                  self.lm_head, None, self.arch.logit_scale, self.arch.logit_softcap)
-        return plan.finish()
-
-    def _forward_oracle(self, seqs, logits_out) -> None:
-        runs, T, scratch = self._begin(seqs, logits_out)
-        self._seqs = seqs
-        o = _InkOracle(self, runs, T, scratch)
-        self._describe(o, scratch)
-        if o.rc:
-            raise RuntimeError(f"kernel error {o.rc} in layer {o.where} ({self._positions(runs, -1)})")
-        for n, pos0, cache, _ in runs:
-            cache.pos = pos0 + n
-        if logits_out is not None:
-            self._head(scratch.p, runs, self.arch.hidden_size, logits_out)
+    # the step is described once (_describe) for both the plan and the per-op path, as Gemma 3n's is
+    _build_plan = Gemma3nDecoder._build_plan
+    _forward_oracle = Gemma3nDecoder._forward_oracle
+    plan_ops, oracle = staticmethod(_plan_ops), _InkOracle
