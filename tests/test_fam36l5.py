@@ -24,7 +24,7 @@ from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,
                     load_strict as _load)
 from test_fam36g5 import p
-from test_moe_a5 import _read_safetensors
+from test_moe_a5 import _read_safetensors, _write_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36l"
 CASES = ["inkling_text", "inkling2_text", "inkling2_loop_text"]
@@ -340,3 +340,15 @@ def test_the_loop_reads_transformers_loop_config():
 def test_the_loop_refuses_by_name(change, message):
     with pytest.raises(ValueError, match=message):
         inkling2_loop_text.Config.from_dict(_config("inkling2_loop_text", **change))
+
+
+def test_quantized_experts_are_refused_by_name(tmp_path):
+    """A released checkpoint's NVFP4 experts (packed values, half the columns, beside their scales) are refused."""
+    d = tmp_path / "m"
+    shutil.copytree(DIR / "inkling2_text", d)
+    raw = _read_safetensors(DIR / "inkling2_text" / "model.safetensors")
+    name = "model.llm.layers.0.mlp.experts.w13_weight"
+    raw[name] = np.zeros((8, 64, 32), np.uint8)
+    _write_safetensors(d / "model.safetensors", raw)
+    with pytest.raises(ValueError, match=rf"tensor '{name}' is \w+ \(8, 64, 32\), expected a float .*experts stored quantized"):
+        _load(d)

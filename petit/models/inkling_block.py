@@ -59,7 +59,16 @@ def part_f32(ckpt, name: str, *index) -> np.ndarray:
 
 def expert_parts(ckpt, n: int, parts: dict) -> dict:
     """hf_tensors entries of n experts' matrices: parts {name with "{e}" for the expert: (shape, 3-D source, the
-    source's rows of an expert (a slice) or None: all)}."""
+    source's rows of an expert (a slice) or None: all)}. A source not stored as float [n, rows, cols] (the released
+    NVFP4 / MXFP8 experts with their scales) is refused by name."""
+    for shape, src, _ in parts.values():
+        if src not in ckpt:
+            continue                         # the builder's own missing-tensor error names it
+        dtype, got = ckpt.info(src)
+        if dtype not in ("f32", "f16", "bf16") or len(got) != 3 or got[0] != n or got[2] != shape[1]:
+            raise ValueError(f"tensor {src!r} is {dtype} {tuple(got)}, expected a float [{n}, rows, {shape[1]}] "
+                             f"tensor: experts stored quantized (NVFP4 / MXFP8 with their scales) are not read; use "
+                             f"a bf16 / f16 / f32 checkpoint")
     out = {}
     for e in range(n):
         for name, (shape, src, rows) in parts.items():
