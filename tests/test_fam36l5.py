@@ -174,6 +174,32 @@ def test_the_l2_clip_norm_kind_scales_rows_down_to_the_threshold():
 
 # ---- Inkling ----
 
+REFUSALS = {"inkling_text": [
+    ({"tie_word_embeddings": True}, "tie_word_embeddings true is not supported"),
+    ({"hidden_act": "tanh"}, "hidden_act 'tanh' is not supported by the inkling_text family"),
+    ({"layer_types": ["hybrid"] * 3}, "layer_types must list 4 values of hybrid / hybrid_sliding"),
+    ({"mlp_layer_types": ["moe"] * 4}, "mlp_layer_types must list 4 values of dense / sparse"),
+    ({"num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds n_routed_experts \(8\)"),
+    ({"swa_num_key_value_heads": 3}, "8 query heads are not a multiple of 3 key-value heads"),
+    ({"sliding_window": 4}, "sliding_window 4 and sliding_window_size 8 disagree")], "inkling2_text": [
+    ({"scoring_func": "softmax"}, "scoring_func 'softmax' is not supported"),
+    ({"n_layers_per_attn_res_block": 0}, "n_layers_per_attn_res_block must be a positive integer"),
+    ({"final_logit_softcapping": 0.0}, "final_logit_softcapping must be a positive number"),
+    ({"hidden_act": "relu6"}, "hidden_act 'relu6' is not supported by the inkling2_text family")],
+    "inkling2_loop_text": [
+    ({"n_layers_per_attn_res_block": 2}, r"loop_layer_index_start 1 and loop_layer_index_end 3 must be multiples of "
+                                         r"n_layers_per_attn_res_block 2"),
+    ({"loop_layer_index_end": 4}, r"the looped layers 1..3 must be a run of the 3 layers"),
+    ({"loop_num_passes": 0}, "loop_num_passes must be a positive integer")]}
+
+
+@pytest.mark.parametrize("case, change, message", [(c, *r) for c, rs in REFUSALS.items() for r in rs])
+def test_each_family_refuses_by_name(case, change, message):
+    from petit.models import MODEL_TYPES
+    with pytest.raises(ValueError, match=message):
+        MODEL_TYPES[case].Config.from_dict(_config(case, **change))
+
+
 def test_inkling_reads_its_layers_shapes_and_cut_vocabulary():
     model = _load(DIR / "inkling_text")
     net = model.net
@@ -200,19 +226,6 @@ def test_inkling_reads_transformers_aliases_and_rules():
     assert cfg.layer_types == ["hybrid", "hybrid_sliding", "hybrid_sliding", "hybrid"]
     with pytest.warns(UserWarning, match="ignoring unknown key.*bogus"):
         inkling_text.Config.from_dict(dict(d, bogus=1))
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"tie_word_embeddings": True}, "tie_word_embeddings true is not supported"),
-    ({"hidden_act": "tanh"}, "hidden_act 'tanh' is not supported by the inkling_text family"),
-    ({"layer_types": ["hybrid"] * 3}, "layer_types must list 4 values of hybrid / hybrid_sliding"),
-    ({"mlp_layer_types": ["moe"] * 4}, "mlp_layer_types must list 4 values of dense / sparse"),
-    ({"num_experts_per_tok": 9}, r"num_experts_per_tok \(9\) exceeds n_routed_experts \(8\)"),
-    ({"swa_num_key_value_heads": 3}, "8 query heads are not a multiple of 3 key-value heads"),
-    ({"sliding_window": 4}, "sliding_window 4 and sliding_window_size 8 disagree")])
-def test_inkling_refuses_by_name(change, message):
-    with pytest.raises(ValueError, match=message):
-        inkling_text.Config.from_dict(_config("inkling_text", **change))
 
 
 def test_inkling_reads_a_head_at_the_vocabulary_when_unpadded_is_not_smaller(tmp_path):
@@ -250,17 +263,6 @@ def test_inkling2_reads_transformers_aliases():
     d = {k: v for k, v in _config("inkling2_text").items() if k != "layer_types"}
     cfg = inkling2_text.Config.from_dict(dict(d, num_hidden_layers=7))
     assert cfg.layer_types == ["hybrid_sliding"] * 5 + ["hybrid", "hybrid_sliding"]
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"scoring_func": "softmax"}, "scoring_func 'softmax' is not supported"),
-    ({"tie_word_embeddings": True}, "tie_word_embeddings true is not supported"),
-    ({"n_layers_per_attn_res_block": 0}, "n_layers_per_attn_res_block must be a positive integer"),
-    ({"final_logit_softcapping": 0.0}, "final_logit_softcapping must be a positive number"),
-    ({"hidden_act": "relu6"}, "hidden_act 'relu6' is not supported by the inkling2_text family")])
-def test_inkling2_refuses_by_name(change, message):
-    with pytest.raises(ValueError, match=message):
-        inkling2_text.Config.from_dict(_config("inkling2_text", **change))
 
 
 def test_the_soft_capped_experts_equal_a_float64_reference():
@@ -330,16 +332,6 @@ def test_the_loop_reads_transformers_loop_config():
     assert (cfg.loop_layer_index_start, cfg.loop_layer_index_end, cfg.loop_num_passes, cfg.loop_gate_rank) == \
         (1, 2, 4, 8)
     assert cfg.runs() == [(0, 0)] + [(1, p) for p in range(4)] + [(2, 0)]
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"n_layers_per_attn_res_block": 2}, r"loop_layer_index_start 1 and loop_layer_index_end 3 must be multiples of "
-                                         r"n_layers_per_attn_res_block 2"),
-    ({"loop_layer_index_end": 4}, r"the looped layers 1..3 must be a run of the 3 layers"),
-    ({"loop_num_passes": 0}, "loop_num_passes must be a positive integer")])
-def test_the_loop_refuses_by_name(change, message):
-    with pytest.raises(ValueError, match=message):
-        inkling2_loop_text.Config.from_dict(_config("inkling2_loop_text", **change))
 
 
 def test_quantized_experts_are_refused_by_name(tmp_path):
