@@ -125,7 +125,8 @@ int  pt_attention_q8(const float *q, const int8_t *k_cache, const float *k_scale
                      const pt_attn_extra *extra, float *out);
 /* y[r] = norm(x[r]) * w[r % w_rows] + b[r % w_rows] over rows of D values (w_rows > 1: per-head weights); w, b may
  * be NULL; in place allowed. kind 0 RMSNorm, 1 LayerNorm; kind 2 (issue 36, fam36g: ZAYA's residual scales) no
- * norm, y[r] = (x[r] + b[r % w_rows]) * w[r % w_rows], eps unused. -1 on a bad argument */
+ * norm, y[r] = (x[r] + b[r % w_rows]) * w[r % w_rows], eps unused; kind 3 (issue 36, fam36l: Inkling 2's L2 clips)
+ * y[r] = x[r] * w[r % w_rows] times min(1, eps / (its L2 norm + 1e-6)), b unused. -1 on a bad argument */
 int  pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
              int64_t w_rows, float *y);
 /* activations: 0 none, 1 silu, 2 gelu (tanh approximation), 3 gelu (erf), 4 relu, 6 relu2 (squared relu) */
@@ -135,7 +136,7 @@ int  pt_bias_act(float *y, const float *b, int64_t T, int64_t N, int act);      
 int  pt_glu(int act, const float *gate, const float *up, int64_t n, float *out);
 /* y = act(y) in place for activations with parameters p[4]: kind 0 clamp to [p0, p1]; kind 1 xIELU with alpha_p p0,
  * alpha_n p1 (both after softplus), beta p2, eps p3: x > 0 ? alpha_p x^2 + beta x : (expm1(min(x, eps)) - x) alpha_n
- * + beta x. -1 on an unknown kind */
+ * + beta x; kind 2 tanh (issue 36, fam36l), p unused. -1 on an unknown kind */
 int  pt_param_act(int kind, float *y, int64_t n, const float *p);
 void pt_axpy(float *y, float a, const float *x, int64_t n);                       /* y += a * x */
 
@@ -151,6 +152,9 @@ enum {
     PT_OP_DSA_INDEX = 20, PT_OP_DSA_ATTENTION = 21,
     /* issue 36, the fam36g group (ids 22-25): Laguna's attention output gate, ZAYA's CCA (kernels/fam36g.c) */
     PT_OP_HEAD_GATE = 22, PT_OP_CCA = 23,
+    /* issue 36, the fam36l group (ids 24-26): Inkling's attention, short convolutions and depth attention
+     * (kernels/fam36l.c) */
+    PT_OP_REL_ATTN = 24, PT_OP_SCONV = 25, PT_OP_BLOCK_RES = 26,
     /* issue 30, the jetmoe group (ids 44-47): JetMoE's mixture of attention heads (kernels/moa.c) */
     PT_OP_MOA_GATE = 44,
     /* issue 30, the dsv4 group (ids 34-39): DeepSeek-V4 (kernels/hc.c, dsv4_plan.c) */
@@ -261,6 +265,10 @@ typedef struct {
      * expert) instead of its token's input times its weight */
     float logit_softcap;
     int32_t ext_logits, zero_skip;
+    /* issue 36, the fam36l group. gate_softcap > 0: each expert's activation is gate_softcap tanh(g / gate_softcap)
+     * sigmoid(g) times up_softcap tanh(u / up_softcap) (up as it is when up_softcap is 0) in place of act (Inkling 2's
+     * soft-capped SwiGLU), the shared expert's too */
+    float gate_softcap, up_softcap;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
@@ -480,6 +488,36 @@ typedef struct {
 int  pt_head_gate(int act, const float *g, float *y, int64_t T, int64_t n, int64_t width);
 int  pt_cca_step(const pt_cca *c, float *q, float *k, float *v, int64_t T, int64_t pos0, float *qk_state,
                  float *v_state);
+/* issue 36, the fam36l group (kernels/fam36l.c; the formulas at its top). pt_rel_attention: Inkling's causal attention
+ * over the float cache [n_kv][n_ctx][head_dim] with a relative position bias from each query's states r
+ * [T][n_heads][d_rel] times proj [d_rel][extent], the scores x tau(position) with log_floor > 0, per-token sinks
+ * [T][n_heads] or NULL. pt_sconv_step: a short causal depthwise convolution with its residual, times out_scale, over
+ * one sequence's rows x [T][channels] in place, its state [kernel - 1][channels] read (unless pos0 is 0) and updated;
+ * dyn [T][heads][kernel] per-token taps added per head (heads > 0) or NULL. pt_block_res: per token, the softmax over
+ * the RMS-normed n_src sources and the current vector of each of n_q queries' dot products / sqrt(D), and the weighted
+ * sum of the normed vectors into out + i out_stride. -1 on a bad argument, -3 out of memory */
+typedef struct {
+    int64_t n_heads, n_kv, head_dim;
+    int64_t d_rel, extent;    /* the relative states' width a head, the distances the bias covers */
+    int64_t window;           /* > 0: a query sees itself and the window - 1 positions before it */
+    float scale;              /* q.k x scale */
+    int64_t log_floor;        /* > 0: scores x (1 + log_alpha ln(max((p + 1) / log_floor, 1))) */
+    float log_alpha;
+    const float *proj;        /* [d_rel][extent] */
+} pt_relattn;
+typedef struct {
+    int64_t channels, kernel;
+    const float *w;           /* [channels][kernel] (torch's Conv1d weight: the last tap the current token) */
+    float out_scale;          /* y = (x + conv(x)) x out_scale */
+    int64_t heads;            /* > 0: per-token taps dyn [T][heads][kernel] (lag order) added, a set a head */
+    int32_t in_v;             /* the state in the cache slot's v buffer (1) or k buffer (0), */
+    int64_t off;              /* at this offset (floats) */
+} pt_sconv;
+int  pt_rel_attention(const pt_relattn *a, const float *q, const float *r, const float *sinks, const float *k_cache,
+                      const float *v_cache, int64_t n_ctx, int64_t T, int64_t pos0, float *out);
+int  pt_sconv_step(const pt_sconv *c, float *x, const float *dyn, int64_t T, int64_t pos0, float *state);
+int  pt_block_res(const float *src, int64_t n_src, int64_t src_stride, const float *cur, const float *queries,
+                  int64_t n_q, int64_t T, int64_t D, float eps, float *out, int64_t out_stride);
 /* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c). pt_hc_pre: the streams X [T][n][D]
  * collapsed into x_out [T][D] by the pre weights, with post [T][n] and the Sinkhorn-projected comb [T][n][n]
  * (head 1: the hyper head, pre weights only, post / comb unused); pt_hc_post: X_out [T][n][D] = post y + comb^T X
@@ -540,6 +578,10 @@ typedef struct {
     int32_t *sel, *n_sel;
     /* issue 36, the fam36g group: CCA's projection (ZAYA), its state in cache slot `cache_slot` */
     const pt_cca *cca;
+    /* issue 36, the fam36l group: REL_ATTN's attention (its cache `layer`), SCONV's convolution (its state in cache
+     * slot `cache_slot`) */
+    const pt_relattn *rel;
+    const pt_sconv *sconv;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -313,5 +313,9 @@ int pt_attention_locked(const float *q, const void *k_cache, const float *k_scal
                         const float *v_scale, int kv_int8, int64_t n_ctx, int64_t T, int64_t n_heads, int64_t n_kv,
                         int64_t head_dim, int64_t pos0, float scale, float softcap, int64_t window,
                         const pt_attn_extra *extra, float *out);
+/* kernels/fam36l.c (issue 36, the fam36l group) */
+int pt_rel_attention_locked(const pt_relattn *a, const float *q, const float *r, const float *sinks,
+                            const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T, int64_t pos0,
+                            float *out);
 
 #endif

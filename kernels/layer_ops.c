@@ -6,7 +6,22 @@
 
 int pt_norm(int kind, const float *x, const float *w, const float *b, float eps, int64_t rows, int64_t D,
             int64_t w_rows, float *y) {
-    if (kind < 0 || kind > 2 || D <= 0 || w_rows <= 0) return -1;
+    if (kind < 0 || kind > 3 || D <= 0 || w_rows <= 0) return -1;
+    if (kind == 3) {            /* issue 36, fam36l: x w scaled down to an L2 norm of at most eps (Inkling 2's clips) */
+        for (int64_t r = 0; r < rows; r++) {
+            const float *wr = w ? w + (r % w_rows) * D : 0;
+            float ss = 0.0f;
+            for (int64_t i = 0; i < D; i++) {
+                const float v = wr ? x[r * D + i] * wr[i] : x[r * D + i];
+                y[r * D + i] = v;
+                ss += v * v;
+            }
+            const float c = eps / (sqrtf(ss) + 1e-6f);
+            if (c < 1.0f)
+                for (int64_t i = 0; i < D; i++) y[r * D + i] *= c;
+        }
+        return 0;
+    }
     if (kind == 2) {            /* issue 36, fam36g: no norm, (x + b) * w (ZAYA's residual scales), plain C */
         for (int64_t r = 0; r < rows; r++) {
             const float *wr = w ? w + (r % w_rows) * D : 0, *br = b ? b + (r % w_rows) * D : 0;
@@ -44,6 +59,9 @@ int pt_param_act(int kind, float *y, int64_t n, const float *p) {
             const float x = y[i];
             y[i] = x > 0.0f ? p[0] * x * x + p[2] * x : (expm1f(x < p[3] ? x : p[3]) - x) * p[1] + p[2] * x;
         }
+        return 0;
+    case 2:     /* issue 36, fam36l: tanh (Inkling 2's loop message gates) */
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(y[i]);
         return 0;
     default:
         return -1;

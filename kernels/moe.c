@@ -17,6 +17,7 @@
  *      (issue 30, dsv4: scoring 3 sqrt(softplus); `forced` experts given per token, hash routing; the experts'
  *      gate <= swiglu_limit and |up| <= swiglu_limit before the activation, shared expert included)
  *      (issue 36, fam36h: with post_norm each row RMS-normed with its expert's weight row first: Ergo)
+ *      (issue 36, fam36l: with gate_softcap the activation is Inkling 2's soft-capped SwiGLU)
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after
  *      (RMS-normed with sh_post_norm first when given: Ergo);
  *   5. y = the sum (or y += it, with accumulate).
@@ -172,7 +173,15 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
             m->u[i] = m->u[i] < -lim ? -lim : m->u[i] > lim ? lim : m->u[i];
         }
     }
-    pt_glu(act, m->g, m->u, n * gate->rows, m->g);
+    if (m->gate_softcap > 0.0f) {               /* Inkling 2: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu) */
+        const float cg = m->gate_softcap, cu = m->up_softcap;
+        for (int64_t i = 0; i < n * gate->rows; i++) {
+            const float g = m->g[i], u = m->u[i];
+            m->g[i] = cg * tanhf(g / cg) / (1.0f + expf(-g)) * (cu > 0.0f ? cu * tanhf(u / cu) : u);
+        }
+    } else {
+        pt_glu(act, m->g, m->u, n * gate->rows, m->g);
+    }
     const pt_tensor *D[1] = {down};
     float *yo[1] = {m->yo};
     rc = pt_matmul_n_locked(D, yo, 1, m->g, n, 0);

@@ -98,6 +98,17 @@
  *   CCA *        y[0] q, y[1] k, y[2] v (raw), cca, the   the three in place cca (n_heads, n_kv, head_dim),
  *                sequence's state in cache slot                             cache_slot
  *                `cache_slot` (k: q | k rows, v: values)
+ *   Inkling (issue 36, fam36l; kernels/fam36l.c):
+ *   REL_ATTN *   x q [T][n_heads][hd], x2 relative states    y[0] [T][n_heads]  rel (the heads, window, scale, the
+ *                [T][n_heads][d_rel] (NULL: none), w sinks   [hd]               bias bank, the log scaling)
+ *                [T][n_heads] (NULL: none), the cache of
+ *                `layer`
+ *   SCONV *      y[0] [T][channels], x2 per-token taps       y[0] in place      sconv (its taps, out_scale, heads,
+ *                [T][heads][kernel] or NULL, the state in                       where its state is), cache_slot
+ *                cache slot `cache_slot`
+ *   BLOCK_RES    x sources (streams of them, x_stride        y[0] + i y_stride  streams, x_stride, n_heads (queries),
+ *                apart) [T][width], x2 [T][width], w         [T][width]         width, eps, y_stride
+ *                queries [n_heads][width]
  *
  * A new block kind (routed experts, a state-space scan, linear attention) is a new PT_OP_ value in api.h, a case
  * below that calls its driver (written lock-free, as pt_matmul_n_locked), a row in this table, and the lines in
@@ -261,6 +272,24 @@ static int cca(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                        q->T, q->pos0, (float *)q->k[L], (float *)q->v[L]);
 }
 
+/* Inkling's attention and short convolutions over one sequence's rows (issue 36, fam36l) */
+static int fam36l(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    if (op->kind == PT_OP_SCONV) {
+        const pt_sconv *c = op->sconv;
+        const int L = op->cache_slot;
+        float *state = (float *)(c->in_v ? q->v[L] : q->k[L]) + c->off;
+        return pt_sconv_step(c, rows_of(op->y[0], off, c->channels), op->x2 ? op->x2 + off * c->heads * c->kernel : 0,
+                             q->T, q->pos0, state);
+    }
+    const pt_relattn *a = op->rel;
+    const int L = op->layer;
+    const int64_t wq = a->n_heads * a->head_dim;
+    return pt_rel_attention_locked(a, rows_of(op->x, off, wq), op->x2 ? op->x2 + off * a->n_heads * a->d_rel : 0,
+                                   op->w ? op->w + off * a->n_heads : 0, (const float *)q->k[L],
+                                   (const float *)q->v[L], q->n_ctx, q->T, q->pos0, rows_of(op->y[0], off, wq));
+}
+
 /* the ops that read positions or a cache run once per sequence, over its rows; failed_seq names the one that failed */
 static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
     int64_t off = 0, out = 0;
@@ -271,6 +300,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_MAMBA      ? mamba(op, q, off)
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
                : op->kind == PT_OP_CCA        ? cca(op, q, off)
+               : op->kind == PT_OP_REL_ATTN || op->kind == PT_OP_SCONV ? fam36l(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
                : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
@@ -337,6 +367,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_MM3_INDEX:
     case PT_OP_MM3_ATTENTION:
     case PT_OP_CCA:
+    case PT_OP_REL_ATTN:
+    case PT_OP_SCONV:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:
         return c->n_logits ? per_sequence(op, c) : 0;
@@ -380,6 +412,10 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     /* issue 36, the fam36g group: Laguna's attention output gate (kernels/fam36g.c) */
     case PT_OP_HEAD_GATE:
         return pt_head_gate(op->mode, op->x, op->y[0], T, op->n_heads, op->width);
+    /* issue 36, the fam36l group: Inkling 2's attention residuals (kernels/fam36l.c) */
+    case PT_OP_BLOCK_RES:
+        return pt_block_res(op->x, op->streams, op->x_stride, op->x2, op->w, op->n_heads, T, op->width, op->eps,
+                            op->y[0], op->y_stride);
     default:
         return -1;
     }

@@ -155,3 +155,34 @@ def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
     got = model.forward_batch([(ids[:40], a), (ids[40:41], b)], all_logits=True)
     for g, w in zip(got, alone):
         np.testing.assert_array_equal(g, w)
+
+
+def assert_decoding_and_a_chunked_prefill_equal_the_whole(model, ids) -> None:
+    """The logits of `ids` in chunks of 13, and of a 90-token prefill then one token at a time, within 1e-5 of the
+    whole sequence's (issue 36's families with a state or a cache of their own)."""
+    whole = model.logits(ids)
+    assert rel_err(model.logits(ids, chunk=13), whole).max() <= 1e-5
+    cache = model.new_cache(len(ids))
+    steps = [model.forward(ids[:90], cache)] + [model.forward(ids[i:i + 1], cache) for i in range(90, len(ids))]
+    assert rel_err(np.stack(steps), whole[89:]).max() <= 1e-5
+
+
+def assert_the_plan_equals_the_per_op_path(model, kv: str = "f32") -> None:
+    """test_plan.py's chunked and fresh runs: the one-call plan's logits and cache (a HybridCache's list of KV and
+    state arrays too) bit for bit the per-op path's."""
+    from test_plan import CHUNKS, FRESH, _run
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, kv, oracle=False)
+        want, c_oracle = _run(model, chunks, kv, oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        assert all(np.array_equal(x, y) for x, y in zip(*(list(c.k) + list(c.v) for c in (c_plan, c_oracle))))
+
+
+def assert_a_converted_file_runs_the_same_numbers(folder, tmp_path) -> None:
+    """`petit convert --q8` of the folder reloads without a warning and gives the folder's q8_0 logits bit for bit."""
+    import petit
+    from petit.cli import main
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(folder), "-o", str(out), "--q8"]) == 0
+    ids = np.load(folder / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(load_strict(out, "q8_0").logits(ids), petit.load(folder, weights="q8_0").logits(ids))

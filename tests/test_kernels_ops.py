@@ -123,7 +123,7 @@ def test_activations_with_parameters_match_float64():
     want = np.where(x64 > 0, ap * x64 * x64 + beta * x64, (np.expm1(np.minimum(x64, eps)) - x64) * an + beta * x64)
     np.testing.assert_allclose(K.param_act(x, "xielu", (ap, an, beta, eps)), want, rtol=2e-6, atol=1e-7)
     p = np.zeros(4, np.float32)
-    assert lib.pt_param_act(2, K._ptr(x.copy()), x.size, K._ptr(p)) == -1      # an unknown kind is refused
+    assert lib.pt_param_act(3, K._ptr(x.copy()), x.size, K._ptr(p)) == -1      # an unknown kind is refused (2: tanh)
 
 
 @pytest.mark.parametrize("isa", PATHS)

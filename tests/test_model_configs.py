@@ -81,6 +81,9 @@ MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_
 MINIMALS.update(dict.fromkeys(("dots3_note_text", "dots3_note"), dict(MINIMAL, num_key_value_heads=32)))
 # issue 36, fam36n: xLSTM reads no attention heads or intermediate_size (its own num_heads, ffn_proj_factor)
 MINIMALS["xlstm"] = MINIMAL_SSM
+MINIMALS["inkling_text"] = MINIMAL       # issue 36, fam36l: Inkling's keys (its 8 kv heads and swa 64 / 16 fit MINIMAL)
+MINIMALS["inkling2_text"] = MINIMAL      # Inkling 2 reads intermediate_size as its experts' width (transformers' alias)
+MINIMALS["inkling2_loop_text"] = dict(MINIMAL, num_hidden_layers=24)    # its default loop: layers 6-17
 
 
 def declared(model_type: str) -> dict:

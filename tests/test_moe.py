@@ -4,6 +4,7 @@
 decoding token by token gives the prefill's logits, and quantized weights stay within the dense families' bounds
 wherever the routing is the f32 model's (a token whose top-k choice flips under quantization noise takes other
 experts: its logits move more, as they would in llama.cpp or transformers with the same weights)."""
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,22 @@ DEPARTS.update({("dots3_note_text", "q8_0"): 0.10, ("dots3_note", "q8_0"): 0.10}
 ROUTED_DEPARTS.update({"dots3_note_text": 0.8, "dots3_note": 0.7})
 ANY_DEPARTS.update({"dots3_note_text": {"q8_0": (0.45, 0.85), "q4_0": (0.90, 0.20)},
                     "dots3_note": {"q8_0": (0.70, 0.80), "q4_0": (0.90, 0.15)}})
+# issue 36, fam36l: a flip's expert output reaches the next kernel - 1 positions through Inkling's mlp_sconv directly,
+# so those are left out with it (`reached`). Inkling (3 routed layers of top 2 of 8 and 2 shared experts): at q8_0
+# 33/35 positions route as float32 (131/140, 113/126), 0.029 where they agree, 0.221 at a flipped one. Inkling 2
+# (every one of its 4 layers routed, top 2 of 8 on sigmoid + bias x 2.5, the attention residuals carrying each layer's
+# output to every later layer of the position): 30/35 (108/140, 108/126), 0.106 where they agree (position 33, which
+# reads the flips at 24-29 through attention; 0.027 before the first flip), 0.245 at a flipped one, argmax 0.86
+DEPARTS[("inkling2_text", "q8_0")] = 0.13
+ROUTED_DEPARTS["inkling2_text"] = 0.8
+ANY_DEPARTS["inkling2_text"] = {"q8_0": (0.30, 0.80)}
+# Inkling 2 with looped layers: its fixture's tokens take every expert (its case holds the loop, inkling2_text's the
+# choice), so its routing always agrees; the loop runs 5 layers of Inkling 2's ops in series, whose int8 roundings add
+# up to 0.115 of the range at q8_0 (position 18; 0.02 or less before 10; argmax 0.83) and 0.615 at q4_0 (position 15;
+# argmax 0.29), where `petit verify`, the engine against the float64 reference on the same weights, holds (0.38 /
+# 0.36 of its limits)
+EVERY_EXPERT = {"inkling2_loop_text"}
+DEPARTS.update({("inkling2_loop_text", "q8_0"): 0.13, ("inkling2_loop_text", "q4_0"): 0.70})
 
 
 def _ref(case):
@@ -221,6 +238,20 @@ def routing_agrees(folder, ids, weights):
     return got, same
 
 
+@functools.cache
+def _reach(folder) -> int:
+    return getattr(petit.load(folder, weights="f32").net, "routing_reach", 0)
+
+
+def reached(folder, same):
+    """`same` without the positions a flipped one reaches through its experts' output convolution (issue 36,
+    fam36l: Inkling's mlp_sconv, the model's routing_reach positions after it)."""
+    out, reach = same.copy(), _reach(folder)
+    for t in np.flatnonzero(~same):
+        out[t:t + 1 + reach] = False
+    return out
+
+
 @pytest.mark.parametrize("weights", list(ANY_BOUNDS))
 @pytest.mark.parametrize("case", CASES + list(HYBRIDS))
 def test_quantized_logits_stay_within_the_dense_bound_where_the_routing_agrees(case, weights, record_property):
@@ -231,8 +262,9 @@ def test_quantized_logits_stay_within_the_dense_bound_where_the_routing_agrees(c
     record_property("routing_agrees", float(same.mean()))       # the share docs/hf-models.md reports
     err = np.abs(got - ref).max(axis=1) / np.ptp(ref, axis=1)
     bound = DEPARTS.get((case, weights), WHERE_SAME[weights])
-    if same.any():
-        assert err[same].max() <= bound, f"{case}: {err[same].max():.3f} where the routing agrees"
+    near = reached(folder, same)
+    if near.any():
+        assert err[near].max() <= bound, f"{case}: {err[near].max():.3f} where the routing agrees"
     if weights == "q8_0":
         assert same.mean() >= ROUTED_DEPARTS.get(case, ROUTED), f"{case}: routing differs at {np.flatnonzero(~same)}"
     worst, agree = ANY_DEPARTS.get(case, {}).get(weights, ANY_BOUNDS[weights])
@@ -264,7 +296,7 @@ def test_a_decode_step_multiplies_only_the_chosen_experts(case):
     # (up and down only for plain experts: Nemotron-H's)
     n = [2 if x.plain else 3 for x in moes]
     assert per_layer == [k * x.top_k + (k if x.shared is not None else 0) for k, x in zip(n, moes)]
-    assert all(len(x.up) > x.top_k for x in moes)
+    assert all(len(x.up) > x.top_k for x in moes) or case in EVERY_EXPERT
 
 
 @pytest.mark.parametrize("case", CASES)

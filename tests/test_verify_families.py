@@ -59,7 +59,8 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
                 "ctrl",             # issue 36, fam36b: CTRL's fixed sinusoidal table
                 "git",              # issue 36, fam36j: GIT's learned positions
-                "xlstm"}            # issue 36, fam36n: xLSTM's recurrence has no positions
+                "xlstm",             # issue 36, fam36n: xLSTM's recurrence has no positions
+                "inkling_text", "inkling2_text", "inkling2_loop_text"}  # issue 36, fam36l: Inkling's convs, relative bias
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -186,6 +187,10 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         # dory (issue 36, fam36h): nGPT's L2 norms read vectors of length near 1 everywhere (a sum of squares ~1
         # against eps 1e-6), so eps x 100 moves the logits by ~1e-4 of their scale (measured 6.8-6.9x at each type)
         least = 6 if case == "dory" and fault == "norm_eps_x100" else least
+        # inkling_text (issue 36, fam36l): its embeddings are RMS-normed before the first layer and every layer's q and k
+        # per head, so each norm's input has a mean square near 1 or more: eps x 100 moves the logits least (measured
+        # 6.2x at f32 and q8_0, 7.8x at q4_0)
+        least = 6 if case == "inkling_text" and fault == "norm_eps_x100" else least
         assert worst_share(r) >= least, (fault, worst_share(r), r["failures"])
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]

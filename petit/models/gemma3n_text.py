@@ -373,18 +373,21 @@ class Gemma3nDecoder(Decoder):
                                         self.laurel_rank)
         return self._scratch
 
+    # issue 36, fam36l: a decoder describing its step with more ops (Inkling's) names its own emitters and oracle
+    plan_ops, oracle = staticmethod(_plan_ops), _Oracle
+
     def _build_plan(self, scratch) -> Plan:
-        plan = _plan_ops(Plan(scratch))
+        plan = self.plan_ops(Plan(scratch))
         self._describe(plan, scratch)
         D = self.arch.hidden_size
         plan.head(len(self.layers), self.final_norm, scratch.p["resid"], D, scratch.p["normed"], self.lm_head, None,
-                  1.0, self.arch.logit_softcap)
+                  self.arch.logit_scale, self.arch.logit_softcap)
         return plan.finish()
 
     def _forward_oracle(self, seqs, logits_out) -> None:
         runs, T, scratch = self._begin(seqs, logits_out)
         self._seqs = seqs
-        o = _Oracle(self, runs, T, scratch)
+        o = self.oracle(self, runs, T, scratch)
         self._describe(o, scratch)
         if o.rc:
             raise RuntimeError(f"kernel error {o.rc} in layer {o.where} ({self._positions(runs, -1)})")

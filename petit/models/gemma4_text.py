@@ -323,6 +323,7 @@ class Gemma4Decoder(Decoder):
     # the step is described once (_describe) for both the plan and the per-op oracle, as Gemma 3n's is
     _build_plan = Gemma3nDecoder._build_plan
     _forward_oracle = Gemma3nDecoder._forward_oracle
+    plan_ops, oracle = staticmethod(Gemma3nDecoder.plan_ops), Gemma3nDecoder.oracle
 
     def _describe(self, s, scratch) -> None:
         arch, buf, cap = self.arch, scratch.p, scratch.cap

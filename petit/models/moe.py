@@ -52,6 +52,8 @@ class Moe:
     ext_logits: bool = False            # issue 36, fam36g: the logits are written by the layer's pre_moe (ZAYA's
                                         # router MLP), not made by `router` (then its output matrix, for the record)
     zero_skip: bool = False             # issue 36, fam36g: a zero-computation expert adds nothing (ZAYA's skip)
+    gate_softcap: float = 0.0           # issue 36, fam36l: > 0: the experts' activation cg tanh(g / cg) sigmoid(g) x
+    up_softcap: float = 0.0             # cu tanh(u / cu) (u when up_softcap is 0): Inkling 2's soft-capped SwiGLU
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -132,6 +134,7 @@ class Moe:
         m.norm_eps = self.norm_eps
         m.n_zero = self.n_zero
         m.logit_softcap, m.ext_logits, m.zero_skip = self.logit_softcap, int(self.ext_logits), int(self.zero_skip)
+        m.gate_softcap, m.up_softcap = self.gate_softcap, self.up_softcap
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])

@@ -13,7 +13,8 @@ import numpy as np
 
 from petit.native import ffi, lib
 
-NORM_KINDS = {"rms": 0, "layer": 1, "affine": 2}    # affine: (x + b) * w, no norm (fam36g)
+NORM_KINDS = {"rms": 0, "layer": 1, "affine": 2, "l2clip": 3}    # affine: (x + b) * w, no norm (fam36g); l2clip:
+# x w scaled down to an L2 norm of at most eps (fam36l)
 OP_NAMES = {lib.PT_OP_EMBED: "embed", lib.PT_OP_NORM: "norm", lib.PT_OP_MATMUL: "matmul",
             lib.PT_OP_BIAS_ACT: "bias_act", lib.PT_OP_GLU: "glu", lib.PT_OP_AXPY: "axpy",
             lib.PT_OP_ROPE_STORE: "rope_store", lib.PT_OP_ATTENTION: "attention", lib.PT_OP_LAST_NORM: "last_norm",
@@ -30,6 +31,8 @@ OP_NAMES.update({lib.PT_OP_HC_PRE: "hc_pre", lib.PT_OP_HC_POST: "hc_post", lib.P
 OP_NAMES.update({lib.PT_OP_DOGE_DT: "doge_dt", lib.PT_OP_SCALE_COLS: "scale_cols"})  # issue 36, fam36d
 OP_NAMES.update({lib.PT_OP_MM3_INDEX: "mm3_index", lib.PT_OP_MM3_ATTENTION: "mm3_attention"})  # issue 36, fam36i
 OP_NAMES.update({lib.PT_OP_HEAD_GATE: "head_gate", lib.PT_OP_CCA: "cca"})          # issue 36, fam36g
+OP_NAMES.update({lib.PT_OP_REL_ATTN: "rel_attention", lib.PT_OP_SCONV: "sconv",       # issue 36, fam36l
+                 lib.PT_OP_BLOCK_RES: "block_res"})
 NULL = ffi.NULL
 
 

@@ -39,6 +39,7 @@ from trainer.reference.families import fam36h5         # issue 36: the fam36h gr
 from trainer.reference.families import fam36g5         # issue 36: the fam36g group (axk1, laguna, zaya)
 from trainer.reference.families import fam36k5         # issue 36: the fam36k group
 from trainer.reference.families import fam36n5         # issue 36: the fam36n group (xlstm)
+from trainer.reference.families import fam36l5         # issue 36: the fam36l group (Inkling)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -69,6 +70,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36g5.FAMILIES,
             **fam36k5.FAMILIES,
             **fam36n5.FAMILIES,
+            **fam36l5.FAMILIES,
             }
 
 

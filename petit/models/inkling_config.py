@@ -1,0 +1,240 @@
+"""The configs of the Inkling families (issue 36, fam36l), with transformers 5.25's field names and defaults:
+`InklingShared` holds what Inkling and Inkling 2 have alike (the two attention shapes, the window, the relative bias,
+the convolutions, the routed experts), each family's class its own fields, defaults and rules."""
+from dataclasses import dataclass, field
+
+from petit.models.config import ACT_NAMES, ConfigMixin, aliased, boolean, positive_int, positive_number
+from petit.models.moe_config import MOE_TRAINING_ONLY
+
+TYPES = ("hybrid", "hybrid_sliding")
+ALIASES = {"sliding_window": "sliding_window_size", "num_local_experts": "n_routed_experts",
+           "sconv_kernel_size": "conv_kernel_size", "model_max_length": "max_position_embeddings"}
+
+
+@dataclass(kw_only=True)
+class InklingShared(ConfigMixin):
+    vocab_size: int = 201024
+    unpadded_vocab_size: int | None = None
+    hidden_size: int = 6144
+    num_hidden_layers: int = 66
+    num_attention_heads: int = 64
+    num_key_value_heads: int = 8
+    head_dim: int = 128
+    swa_num_attention_heads: int = 64
+    swa_num_key_value_heads: int = 16
+    swa_head_dim: int = 128
+    sliding_window_size: int = 512
+    d_rel: int = 16
+    rel_extent: int = 1024
+    log_scaling_n_floor: int | None = None
+    log_scaling_alpha: float = 0.1
+    layer_types: list | None = None
+    max_position_embeddings: int = 131072
+    rms_norm_eps: float = 1e-6
+    conv_kernel_size: int = 4
+    hidden_act: str = "silu"
+    moe_intermediate_size: int = 3072
+    n_routed_experts: int = 256
+    num_experts_per_tok: int = 6
+    route_scale: float = 8.0
+    tie_word_embeddings: bool = False
+    model_type: str = "inkling_text"
+    unknown_keys: list = field(default_factory=list, repr=False)
+    _ALIASES = ALIASES
+
+    @classmethod
+    def from_dict(cls, d):
+        return super().from_dict(aliased(d, cls._ALIASES) if isinstance(d, dict) else d)
+
+    @classmethod
+    def _refuse(cls, d):
+        if d.get("hidden_act", "silu") not in ACT_NAMES:
+            raise ValueError(f"config: hidden_act {d['hidden_act']!r} is not supported by the {cls.model_type} "
+                             f"family (supported: {', '.join(sorted(ACT_NAMES))})")
+        if d.get("tie_word_embeddings"):
+            raise ValueError("config: tie_word_embeddings true is not supported (transformers' Inkling models never "
+                             "tie the LM head to the embedding)")
+
+    def _validate(self):
+        positive_int(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "num_key_value_heads", "head_dim", "swa_num_attention_heads", "swa_num_key_value_heads",
+                     "swa_head_dim", "sliding_window_size", "d_rel", "rel_extent", "conv_kernel_size",
+                     "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "max_position_embeddings")
+        positive_number(self, "rms_norm_eps", "route_scale")
+        boolean(self, "tie_word_embeddings")
+        for h, kv in ((self.num_attention_heads, self.num_key_value_heads),
+                      (self.swa_num_attention_heads, self.swa_num_key_value_heads)):
+            if h % kv:
+                raise ValueError(f"config: {h} query heads are not a multiple of {kv} key-value heads")
+        if self.num_experts_per_tok > self.n_routed_experts:
+            raise ValueError(f"config: num_experts_per_tok ({self.num_experts_per_tok}) exceeds n_routed_experts "
+                             f"({self.n_routed_experts})")
+        for name in ("unpadded_vocab_size", "log_scaling_n_floor"):
+            if getattr(self, name) is not None:
+                positive_int(self, name)
+        n = self.num_hidden_layers
+        if self.layer_types is None:
+            self.layer_types = self.default_types()
+        if not isinstance(self.layer_types, list) or len(self.layer_types) != n or \
+                any(t not in TYPES for t in self.layer_types):
+            raise ValueError(f"config: layer_types must list {n} values of {' / '.join(TYPES)}, got "
+                             f"{self.layer_types!r}")
+
+    def default_types(self) -> list:
+        """transformers' rule: every sixth layer full (the 6th, 12th, ...), the others sliding."""
+        return ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(self.num_hidden_layers)]
+
+    def rows(self) -> int:
+        """The logits' width: the head's rows (unpadded_vocab_size when it is smaller)."""
+        u = self.unpadded_vocab_size
+        return u if u is not None and u < self.vocab_size else self.vocab_size
+
+    def shape(self, i: int) -> tuple:
+        """(heads, kv heads, head_dim) of layer i."""
+        if self.layer_types[i] == "hybrid_sliding":
+            return self.swa_num_attention_heads, self.swa_num_key_value_heads, self.swa_head_dim
+        return self.num_attention_heads, self.num_key_value_heads, self.head_dim
+
+
+@dataclass(kw_only=True)
+class InklingTextConfig(InklingShared):
+    """Inkling (modeling_inkling.py): dense or sparse MLPs (mlp_layer_types, or transformers' dense_mlp_idx), shared
+    experts beside the routed ones, the hidden states / logits_mup_width_multiplier before the head."""
+    local_layer_ids: list | None = None
+    mlp_layer_types: list | None = None
+    intermediate_size: int = 24576
+    n_shared_experts: int = 2
+    logits_mup_width_multiplier: float = 24.0
+    # transformers 5.25 reads none of these for the text model's logits (its router always scores the shared
+    # experts beside the routed ones; the multi-token-prediction layers are not run)
+    _IGNORED = MOE_TRAINING_ONLY | {"shared_expert_sink", "rms_norm_eps_moe_gate", "num_mtp_layers",
+                                    "chain_hidden_post_norm", "mtp_hidden_states_first", "mtp_local_layer_ids",
+                                    "number_of_conv_states"}
+    _ALIASES = dict(ALIASES, embedding_multiplier="logits_mup_width_multiplier")
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict):
+            d = dict(d)
+            if d.get("dense_intermediate_size") is not None:   # transformers: intermediate_size is then the experts'
+                d["moe_intermediate_size"] = d.get("intermediate_size", 24576)
+                d["intermediate_size"] = d["dense_intermediate_size"]
+            d.pop("dense_intermediate_size", None)
+            idx, n = d.pop("dense_mlp_idx", None), d.get("num_hidden_layers", 66)
+            if d.get("mlp_layer_types") is None and idx is not None:
+                d["mlp_layer_types"] = ["dense" if i < idx else "sparse" for i in range(n)]
+        return super().from_dict(d)
+
+    def _validate(self):
+        super()._validate()
+        positive_int(self, "intermediate_size", "n_shared_experts")
+        positive_number(self, "logits_mup_width_multiplier")
+        n = self.num_hidden_layers
+        if self.mlp_layer_types is None:
+            self.mlp_layer_types = ["sparse"] * n
+        if not isinstance(self.mlp_layer_types, list) or len(self.mlp_layer_types) != n or \
+                any(t not in ("dense", "sparse") for t in self.mlp_layer_types):
+            raise ValueError(f"config: mlp_layer_types must list {n} values of dense / sparse, got "
+                             f"{self.mlp_layer_types!r}")
+
+    def default_types(self) -> list:
+        """transformers' rule: local_layer_ids sliding (default: every layer but the 6th, 12th, ...)."""
+        if self.local_layer_ids is None:
+            return super().default_types()
+        local = set(self.local_layer_ids)
+        return ["hybrid_sliding" if i in local else "hybrid" for i in range(self.num_hidden_layers)]
+
+
+@dataclass(kw_only=True)
+class Inkling2TextConfig(InklingShared):
+    """Inkling 2 (modeling_inkling2.py): every MLP routed (no shared experts), the L2 clips, the attention residuals
+    over blocks of n_layers_per_attn_res_block layers, soft caps on the experts' activation and on the logits."""
+    unpadded_vocab_size: int | None = 200058
+    hidden_size: int = 4608
+    num_hidden_layers: int = 48
+    num_attention_heads: int = 48
+    swa_num_attention_heads: int = 48
+    swa_num_key_value_heads: int = 8
+    sliding_window_size: int = 1024
+    log_scaling_n_floor: int | None = 128000
+    max_position_embeddings: int = 1048576
+    moe_intermediate_size: int = 2304
+    n_routed_experts: int = 384
+    num_experts_per_tok: int = 8
+    qk_l2_clip_threshold: float = 22.627416997969522
+    rel_l2_clip_threshold: float = 8.0
+    n_layers_per_attn_res_block: int = 6
+    mlp_gate_softcap: float = 4.0
+    mlp_up_softcap: float = 25.0
+    final_logit_softcapping: float = 30.0
+    scoring_func: str = "sigmoid"
+    model_type: str = "inkling2_text"
+    _IGNORED = MOE_TRAINING_ONLY | {"number_of_conv_states"}
+    _ALIASES = dict(ALIASES, intermediate_size="moe_intermediate_size", routed_scaling_factor="route_scale")
+
+    @classmethod
+    def _refuse(cls, d):
+        super()._refuse(d)
+        if d.get("scoring_func", "sigmoid") != "sigmoid":
+            raise ValueError(f"config: scoring_func {d['scoring_func']!r} is not supported (Petit runs Inkling 2's "
+                             f"sigmoid router)")
+
+    def _validate(self):
+        super()._validate()
+        positive_number(self, "qk_l2_clip_threshold", "rel_l2_clip_threshold", "mlp_gate_softcap", "mlp_up_softcap",
+                        "final_logit_softcapping")
+        positive_int(self, "n_layers_per_attn_res_block")
+
+    def boundary(self, i: int) -> bool:
+        """Whether layer i starts a block of the attention residuals."""
+        return i % self.n_layers_per_attn_res_block == 0
+
+    def blocks_before(self, i: int) -> int:
+        """The block states layer i's inputs read (each block's input, from layer 0's: the embeddings)."""
+        return sum(self.boundary(j) for j in range(i))
+
+
+@dataclass(kw_only=True)
+class Inkling2LoopTextConfig(Inkling2TextConfig):
+    """Inkling 2 with looped layers (modeling_inkling2_loop.py): layers loop_layer_index_start ..
+    loop_layer_index_end - 1 run loop_num_passes times, the passes after the first mixing messages from the one
+    before into their inputs (gates of rank loop_gate_rank); transformers' `loop_config` (core_start, core_end,
+    num_passes, gate_rank) is read too."""
+    hidden_size: int = 2304
+    num_hidden_layers: int = 24
+    num_attention_heads: int = 24
+    swa_num_attention_heads: int = 24
+    log_scaling_n_floor: int | None = 8192
+    moe_intermediate_size: int = 1152
+    n_routed_experts: int = 128
+    loop_layer_index_start: int = 6
+    loop_layer_index_end: int = 18
+    loop_num_passes: int = 3
+    loop_gate_rank: int = 64
+    model_type: str = "inkling2_loop_text"
+    _LOOP = {"core_start": "loop_layer_index_start", "core_end": "loop_layer_index_end",
+             "num_passes": "loop_num_passes", "gate_rank": "loop_gate_rank"}
+
+    @classmethod
+    def from_dict(cls, d):
+        if isinstance(d, dict) and isinstance(d.get("loop_config"), dict):
+            d = dict(d, **{cls._LOOP[k]: v for k, v in d["loop_config"].items() if k in cls._LOOP})
+            d.pop("loop_config")
+        return super().from_dict(d)
+
+    def _validate(self):
+        super()._validate()
+        positive_int(self, "loop_layer_index_start", "loop_layer_index_end", "loop_num_passes", "loop_gate_rank")
+        s, e, b = self.loop_layer_index_start, self.loop_layer_index_end, self.n_layers_per_attn_res_block
+        if s % b or e % b:
+            raise ValueError(f"config: loop_layer_index_start {s} and loop_layer_index_end {e} must be multiples of "
+                             f"n_layers_per_attn_res_block {b} (transformers refuses them too)")
+        if not s < e <= self.num_hidden_layers:
+            raise ValueError(f"config: the looped layers {s}..{e - 1} must be a run of the {self.num_hidden_layers} "
+                             f"layers")
+
+    def runs(self) -> list:
+        """The layers in the order they run: (layer, pass), the looped ones once a pass."""
+        s, e = self.loop_layer_index_start, self.loop_layer_index_end
+        return [(i, 0) for i in range(s)] + [(i, p) for p in range(self.loop_num_passes) for i in range(s, e)] + \
+            [(i, 0) for i in range(e, self.num_hidden_layers)]
