@@ -281,7 +281,8 @@ int pt_dsa_index_locked(const float *q, const float *w, const void *cache, const
                         int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
 int pt_dsa_attention_locked(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                             int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks,
+                            float *out);
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate);
 int pt_heads_locked(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,

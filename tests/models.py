@@ -146,3 +146,47 @@ def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
     got = model.forward_batch([(ids[:40], a), (ids[40:41], b)], all_logits=True)
     for g, w in zip(got, alone):
         np.testing.assert_array_equal(g, w)
+
+
+def assert_decoding_and_a_chunked_prefill_equal_the_whole_sequence(model, ids) -> None:
+    """The whole sequence's logits again in chunks of 13, and as a 90-token prefill then one token at a time (issue
+    36's families), within 1e-5 of each position's range."""
+    whole = model.logits(ids)
+    assert rel_err(model.logits(ids, chunk=13), whole).max() <= 1e-5
+    cache = model.new_cache(len(ids))
+    steps = [model.forward(ids[:90], cache)] + [model.forward(ids[i:i + 1], cache) for i in range(90, len(ids))]
+    assert rel_err(np.stack(steps), whole[89:]).max() <= 1e-5
+
+
+def assert_the_plan_equals_the_per_op_path(model, kv: str) -> None:
+    """tests/test_plan.py's chunked and fresh runs: the one-call plan's logits and cache (KV rows and recurrent
+    states: a HybridCache holds a list of them) equal the per-op path's bit for bit."""
+    from test_plan import CHUNKS, FRESH, _run
+    for chunks in (CHUNKS, FRESH):
+        got, c_plan = _run(model, chunks, kv, oracle=False)
+        want, c_oracle = _run(model, chunks, kv, oracle=True)
+        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
+        assert all(np.array_equal(x, y) for x, y in zip(*(list(c.k) + list(c.v) for c in (c_plan, c_oracle))))
+
+
+def assert_a_converted_file_runs_the_same_numbers(folder, tmp_path) -> None:
+    """`petit convert --q8` of a folder, reloaded with every warning an error: the folder's q8_0 logits bit for bit."""
+    import petit
+    from petit.cli import main
+    out = tmp_path / "m.petit"
+    assert main(["convert", str(folder), "-o", str(out), "--q8"]) == 0
+    ids = np.load(Path(folder) / "reference.npz")["input_ids"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(load_strict(out, "q8_0").logits(ids), petit.load(folder, weights="q8_0").logits(ids))
+
+
+def renamed_copy(folder, dest, rename=lambda k: k, change=lambda k, a: a, drop=()) -> Path:
+    """A copy of a fixture folder in `dest`, its tensors renamed / changed / dropped."""
+    import shutil
+    from test_moe_a5 import _read_safetensors, _write_safetensors
+    d = Path(dest) / Path(folder).name
+    shutil.copytree(folder, d)
+    raw = _read_safetensors(Path(folder) / "model.safetensors")
+    _write_safetensors(d / "model.safetensors", {rename(k): change(k, a) for k, a in raw.items() if k not in drop})
+    return d

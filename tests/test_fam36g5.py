@@ -13,7 +13,6 @@ hold for every hf5 fixture.
   reloads and runs the same numbers.
 """
 import json
-import shutil
 import warnings
 from pathlib import Path
 
@@ -25,9 +24,10 @@ from petit.models import axk1, laguna, zaya
 from petit.models.decoder import Vec
 from petit.models.moe import Moe
 from petit.native import Weight, ffi, lib
-from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
+from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
+                    assert_decoding_and_a_chunked_prefill_equal_the_whole_sequence,
+                    assert_the_plan_equals_the_per_op_path, load_strict as _load, renamed_copy)
 from test_moe_a5 import _read_safetensors, _write_safetensors
-from test_plan import CHUNKS, FRESH, _run
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36g"
 CASES = ["axk1", "laguna", "laguna_per_element", "zaya"]
@@ -53,29 +53,14 @@ def test_greedy_continuation_with_the_cache_equals_transformers(case):
 
 @EACH
 def test_decoding_and_a_chunked_prefill_equal_the_whole_sequence(case):
-    model = _load(DIR / case)
-    ids = np.load(DIR / case / "reference_long.npz")["input_ids"]
-    whole = model.logits(ids)
-    assert rel_err(model.logits(ids, chunk=13), whole).max() <= 1e-5
-    cache = model.new_cache(len(ids))
-    steps = [model.forward(ids[:90], cache)] + [model.forward(ids[i:i + 1], cache) for i in range(90, len(ids))]
-    assert rel_err(np.stack(steps), whole[89:]).max() <= 1e-5
-
-
-def _same_cache(a, b) -> bool:
-    """KV and state arrays equal (a HybridCache holds a list of them)."""
-    return all(np.array_equal(x, y) for x, y in zip(*(list(c.k) + list(c.v) for c in (a, b))))
+    assert_decoding_and_a_chunked_prefill_equal_the_whole_sequence(
+        _load(DIR / case), np.load(DIR / case / "reference_long.npz")["input_ids"])
 
 
 @EACH
 @pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "f32"), ("f32", "int8")])
 def test_the_plan_equals_the_per_op_path(case, weights, kv):
-    model = _load(DIR / case, weights)
-    for chunks in (CHUNKS, FRESH):
-        got, c_plan = _run(model, chunks, kv, oracle=False)
-        want, c_oracle = _run(model, chunks, kv, oracle=True)
-        assert np.isfinite(want).all() and np.array_equal(got, want), chunks
-        assert _same_cache(c_plan, c_oracle)
+    assert_the_plan_equals_the_per_op_path(_load(DIR / case, weights), kv)
 
 
 @EACH
@@ -87,21 +72,11 @@ def test_a_batch_gives_each_sequence_its_own_logits_bit_for_bit(case):
 
 @EACH
 def test_converted_file_runs_the_same_numbers(tmp_path, case):
-    from petit.cli import main
-    out = tmp_path / "m.petit"
-    assert main(["convert", str(DIR / case), "-o", str(out), "--q8"]) == 0
-    ids = np.load(DIR / case / "reference.npz")["input_ids"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        np.testing.assert_array_equal(_load(out, "q8_0").logits(ids), petit.load(DIR / case, weights="q8_0").logits(ids))
+    assert_a_converted_file_runs_the_same_numbers(DIR / case, tmp_path)
 
 
 def _renamed(tmp_path, case, rename=lambda k: k, change=lambda k, a: a, drop=()):
-    d = tmp_path / case
-    shutil.copytree(DIR / case, d)
-    raw = _read_safetensors(DIR / case / "model.safetensors")
-    _write_safetensors(d / "model.safetensors", {rename(k): change(k, a) for k, a in raw.items() if k not in drop})
-    return d
+    return renamed_copy(DIR / case, tmp_path, rename, change, drop)
 
 
 def _same_logits(folder, case):

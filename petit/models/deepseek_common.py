@@ -128,10 +128,33 @@ def attention_scale(cfg, yarn_mscale: bool) -> float:
     return float(scale)
 
 
+def legacy_mlp_types(cfg) -> None:
+    """cfg.mlp_layer_types derived, when absent, from the legacy `first_k_dense_replace` (default 1) and
+    `moe_layer_freq` (default 1) as transformers' A.X-K1 / A.X-K2 configs do: sparse where i >= first_k_dense_replace
+    and i % moe_layer_freq == 0; given both, they must agree. The legacy keys are read then (None / 1)."""
+    k = 1 if cfg.first_k_dense_replace is None else cfg.first_k_dense_replace
+    positive_int(cfg, "moe_layer_freq")
+    derived = ["sparse" if i >= k and i % cfg.moe_layer_freq == 0 else "dense" for i in range(cfg.num_hidden_layers)]
+    if cfg.mlp_layer_types is None:
+        cfg.mlp_layer_types = derived
+    elif (cfg.first_k_dense_replace is not None or cfg.moe_layer_freq != 1) and cfg.mlp_layer_types != derived:
+        raise ValueError(f"config: first_k_dense_replace {k} / moe_layer_freq {cfg.moe_layer_freq} contradict "
+                         f"mlp_layer_types {cfg.mlp_layer_types} (transformers runs mlp_layer_types)")
+    cfg.first_k_dense_replace, cfg.moe_layer_freq = None, 1      # read: mlp_layer_types says it all
+
+
+def plain_norms(t, p: str, D: int, eps: float) -> tuple:
+    """A layer's (input_layernorm, post_attention_layernorm) RMSNorms under prefix p."""
+    return norm(t, p + "input_layernorm", D, "rms", eps), norm(t, p + "post_attention_layernorm", D, "rms", eps)
+
+
 def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: bool, yarn_mscale: bool,
-          n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True) -> Decoder:
+          n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True, q_cat: bool = False,
+          norms=None) -> Decoder:
     """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
-    petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5); its keys widen each cache row by index_head_dim."""
+    petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5); its keys widen each cache row by index_head_dim. q_cat: the
+    query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2, issue 36 fam36m). norms(t, p, i) -> the layer's two
+    norms, when not plain_norms (A.X-K2's gated ones)."""
     H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                         cfg.kv_lora_rank)
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
@@ -146,15 +169,15 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         q_a = q_a_norm = None
         q_in = D
         if cfg.q_lora_rank:
-            q_in = cfg.q_lora_rank
-            q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-            q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
+            q_in = cfg.q_lora_rank * (2 if q_cat else 1)
+            q_a = t.weight(a + "q_a_proj.weight", (cfg.q_lora_rank, D))
+            q_a_norm = norm(t, a + "q_a_layernorm", cfg.q_lora_rank, "rms", latent_eps)
         mla = Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
                   c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
                   kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
                   k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
                   v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
-                  nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
+                  nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm, q_cat=q_cat)
         if dsa is not None:
             mla.dsa = dsa(i, a, rope, next((L.mla.dsa for L in reversed(layers)), None))
         o = t.weight(a + "o_proj.weight", (D, H * dv))
@@ -171,8 +194,7 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         else:
             mlp = gated_mlp_weights(t, p, cfg)
         L = Layer(q=None, k=None, v=None, o=o, **mlp, rope=rope, mla=mla)
-        L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
-        L.mlp_norm = norm(t, p + "post_attention_layernorm", D, "rms", eps)
+        L.attn_norm, L.mlp_norm = (norms or (lambda t, p, i: plain_norms(t, p, D, eps)))(t, p, i)
         layers.append(L)
     final = norm(t, "model.norm", D, "rms", eps)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.intermediate_size,

@@ -39,6 +39,14 @@ class Mla:
     q_a: Weight | None = None
     q_a_norm: object = None
     dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
+    # issue 36, fam36m: q / q_pe (and a query-side gate) read [q_a_norm(q_a x) ; q_a x], 2 x rank_q wide (A.X-K2's
+    # q_gate_proj); DSA's indexer still reads the normed half
+    q_cat: bool = False
+    # issue 36, fam36m: the heads' outputs times sigmoid(gate . in) before o_proj, one gate a value (gate_width 1) or
+    # one a head (gate_width v_dim); `in` the query's input (A.X-K2's q_gate_proj rows), or x with gate_x (Ling 3)
+    gate: Weight | None = None
+    gate_width: int = 1
+    gate_x: bool = False
     _bufs: dict = field(default_factory=dict, repr=False)
     _cap: int = field(default=0, repr=False)
 
@@ -47,11 +55,11 @@ class Mla:
         return len(self.k_absorb)
 
     def matrices(self) -> list:
-        return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe) if m is not None] + \
+        return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe, self.gate) if m is not None] + \
             list(self.k_absorb) + list(self.v_absorb) + (self.dsa.matrices() if self.dsa is not None else [])
 
     def replace(self, new: dict) -> None:
-        for name in ("q_a", "q", "q_pe", "c", "k_pe"):
+        for name in ("q_a", "q", "q_pe", "c", "k_pe", "gate"):
             w = getattr(self, name)
             if w is not None:
                 setattr(self, name, new.get(id(w), w))
@@ -66,9 +74,14 @@ class Mla:
         if self._cap >= cap:
             return self._bufs
         H = self.heads
-        widths = {"q_a": self.q_a.shape[0] if self.q_a is not None else 1, "q_nope": H * self.nope,
+        rq = self.q_a.shape[0] if self.q_a is not None else 1
+        widths = {"q_a": rq, "q_nope": H * self.nope,
                   "q_pe": H * self.rope, "c": self.rank, "k_pe": self.rope, "o_in": H * self.v_dim,
                   "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
+        if self.q_cat:
+            widths.update(q_n=rq, q_cat=2 * rq)
+        if self.gate is not None:
+            widths["gate"] = self.gate.shape[0]
         self._bufs = {}
         for name, w in widths.items():
             a = np.zeros((cap, w), np.float32)

@@ -80,6 +80,8 @@ class Plan:
     def norm(self, layer: int, norm, x, rows: int, width: int, y) -> None:
         """`norm` (a decoder Norm) over T * rows rows of `width` values."""
         self._add(lib.PT_OP_NORM, layer, x=x, y=[y, NULL, NULL], rows=rows, width=width, **self._norm_fields(norm))
+        if getattr(norm, "gate", None) is not None:         # issue 36, fam36m: A.X-K2's gated norm
+            norm.gate.plan(self, layer, y, width)
 
     def matmul(self, layer: int, Ws: list, x, ys: list, accumulate: bool = False) -> None:
         """ys[m] = Ws[m] x (+= with accumulate, one matrix only) for up to three matrices sharing x."""
@@ -165,11 +167,13 @@ class Plan:
                   scale=scale, alpha=w_scale, window=top_k, sel=sel, n_sel=n_sel)
 
     def dsa_attention(self, layer: int, q, n_heads: int, stride: int, width: int, scale: float, top_k: int, sel,
-                      n_sel, out) -> None:
+                      n_sel, out, sinks=None) -> None:
         """Latent attention over each token's chosen positions (sel, n_sel) of the cache of `layer`: the first
-        `width` values of each row (`stride` values) as keys and values."""
+        `width` values of each row (`stride` values) as keys and values; sinks: a Vec of one attention-sink logit a
+        head (HY-V4, issue 36 fam36m), or None."""
         self._add(lib.PT_OP_DSA_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, head_dim=width,
-                  x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel)
+                  x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel,
+                  w=sinks.p if sinks is not None else NULL)
 
     def moa_gate(self, layer: int, logits, experts: int, top_k: int, n_kv: int, hd: int, att) -> None:
         """JetMoE's attention experts weighed in place (kernels/moa.c): att [T][n_kv][experts][hd] by the softmax of

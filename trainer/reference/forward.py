@@ -31,7 +31,10 @@ class Forward:
         if n is None:
             return x
         w = self.w(n.weight) + n.add if n.weight else None
-        return ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
+        y = ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
+        if n.gate is not None:                       # A.X-K2's gated norm (issue 36, fam36m)
+            y = y * ops.act("sigmoid", self.mm(ops.act("silu", self.mm(y, n.gate[0])), n.gate[1]))
+        return y
 
     def mamba(self, L, h):
         m, T = L.mamba, h.shape[0]
@@ -279,7 +282,8 @@ class Forward:
         s, m, T = self.spec, L.mla, h.shape[0]
         H = s.heads
         x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
-        q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
+        q_in = np.concatenate([x, self.mm(h, m.q_a)], axis=1) if m.q_cat else x     # A.X-K2 (fam36m)
+        q_nope, q_pe = self.mm(q_in, m.q_nope).reshape(T, H, -1), self.mm(q_in, m.q_pe).reshape(T, H, -1)
         c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
         if m.q_scale != 1.0 or m.kv_scale != 1.0:     # LongCat-Flash's latent rescaling (longcat group)
             q_nope, q_pe, c = q_nope * m.q_scale, q_pe * m.q_scale, c * m.kv_scale
@@ -295,12 +299,17 @@ class Forward:
             keep = self.dsa_keep(m.dsa, h, x, L.rope)
             sc = np.einsum("thd,shd->hts", q, k) * s.attn_scale
             sc[:, ~keep] = -np.inf
-            p = np.exp(sc - sc.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
+            mx = sc.max(axis=-1, keepdims=True)
+            sk = self.w(L.sinks)[:, None, None] if L.sinks else None        # HY-V4's sinks (fam36m)
+            mx = np.maximum(mx, sk) if sk is not None else mx
+            p = np.exp(sc - mx)
+            p /= p.sum(axis=-1, keepdims=True) + (np.exp(sk - mx) if sk is not None else 0.0)
             out = np.einsum("hts,shd->thd", p, v).reshape(T, -1)
-            return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
-        # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
-        out = ops.attention_values(q, k, v, s.attn_scale)
+        else:       # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
+            out = ops.attention_values(q, k, v, s.attn_scale)
+        if m.gate is not None:                  # A.X-K2, Ling 3, HY-V4 (fam36m): sigmoid gates before o_proj
+            g = ops.act("sigmoid", self.mm(h if m.gate_x else q_in, m.gate))
+            out = out * np.repeat(g, m.gate_width, axis=1)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def dsa_keep(self, d, h, q_resid, rope):
@@ -407,7 +416,7 @@ class Forward:
             keep = np.argsort(-score, axis=1, kind="stable")[:, :m.topk_group]
             mask = np.zeros_like(score, bool)
             np.put_along_axis(mask, keep, True, axis=1)
-            c = np.where(np.repeat(mask, g.shape[2], axis=1), c, -np.inf)
+            c = np.where(np.repeat(mask, g.shape[2], axis=1), c, 0.0 if m.group_fill_zero else -np.inf)
         top = np.argsort(-c, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
         self.routing.append(np.sort(top, axis=1))
         w = np.take_along_axis(p, top, axis=1)
@@ -426,7 +435,8 @@ class Forward:
                 if m.plain:                                             # no gate (Nemotron-H)
                     y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
                 else:
-                    y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                    y = self.mm(ops.glu_clamped(act, self.mm(x, gate, gb), self.mm(x, up, ub), m.swiglu_limit,
+                                                m.limit_after_act), down, db)
                 if m.post_norm:                                         # Ergo: each route normed (fam36h)
                     y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.post_norm)[e], None)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
@@ -438,7 +448,8 @@ class Forward:
             if m.plain:
                 y = self.mm(ops.act(act, self.mm(h, up, ub)), down, db)
             else:
-                y = self.mm(ops.act(self.spec.act, self.mm(h, gate, gb)) * self.mm(h, up, ub), down, db)
+                y = self.mm(ops.glu_clamped(self.spec.act, self.mm(h, gate, gb), self.mm(h, up, ub),
+                                            m.sh_swiglu_limit, m.limit_after_act), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
             if m.sh_post_norm:

@@ -13,6 +13,7 @@ class NormSpec:
     weight: str | None
     bias: str | None = None
     add: float = 0.0
+    gate: tuple | None = None            # issue 36, fam36m: (down, up): y * sigmoid(up silu(down y)) after (A.X-K2)
 
 
 @dataclass
@@ -57,6 +58,10 @@ class MoeSpec:
     sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
     post_norm_eps: float = 0.0
     logit_softcap: float = 0.0           # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
+    group_fill_zero: bool = False        # issue 36, fam36m: the other groups' experts score 0, not out (A.X-K2)
+    swiglu_limit: float = 0.0            # issue 36, fam36m: > 0: the experts' gate <= it and up in [-it, it] before
+    limit_after_act: bool = False        # the activation, or act(gate) <= it after it (Ling 3)
+    sh_swiglu_limit: float = 0.0         # the shared expert's own (0: none)
 
 
 @dataclass
@@ -179,6 +184,13 @@ class MlaSpec:
     dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
     q_scale: float = 1.0                 # issue 30, longcat: the query times q_scale (LongCat-Flash's
     kv_scale: float = 1.0                # sqrt(hidden / q_lora_rank)), the normed latent times kv_scale
+    # issue 36, fam36m: q_cat: the query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2); gate: the heads' outputs
+    # times sigmoid(gate . in) before o_proj, in the query's input or x with gate_x (Ling 3, HY-V4), one gate a value
+    # (gate_width 1) or a head (gate_width v)
+    q_cat: bool = False
+    gate: str | None = None
+    gate_width: int = 1
+    gate_x: bool = False
 
 
 @dataclass
