@@ -1,4 +1,4 @@
-"""The fam36m group of issue 36 (tests/fixtures/hf5_fam36m, made by transformers 5.25): A.X-K2, what
+"""The fam36m group of issue 36 (tests/fixtures/hf5_fam36m, made by transformers 5.25): A.X-K2 and Ling 3, what
 tests/test_hf_parity.py (every position of the three prompts, greedy), test_verify_families.py (`petit verify` at f32
 / q8_0 / q4_0) and test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 
@@ -8,7 +8,7 @@ tests/test_hf_parity.py (every position of the three prompts, greedy), test_veri
 - The kernels' new modes against float64 at odd sizes: A.X-K2's gated norm (petit/models/norm_gate.py), its routing
   that scores the other groups' experts 0 (Moe.group_fill_zero), the experts' SwiGLU clamps after the activation and
   the shared expert's own (Moe.limit_after_act, sh_swiglu_limit), DSA's attention with sinks, HY-V4's
-  hyper-connection (pt_hc_ind_pre).
+  hyper-connection (pt_hc_ind_pre); KDA's bounded forget gate is tests/test_hybrid5.py's KDA test.
 - What each family reads (the released names and the modules'), its defaults, its refusals by message.
 """
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import axk2
+from petit.models import axk2, bailing_hybrid
 from petit.models.decoder import Norm, Vec
 from petit.models.moe import Moe
 from petit.models.norm_gate import NormGate
@@ -26,10 +26,11 @@ from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_
                     assert_decoding_and_a_chunked_prefill_equal_the_whole_sequence,
                     assert_the_plan_equals_the_per_op_path, load_strict as _load, renamed_copy)
 from test_fam36g5 import _f32, p
+from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_mla5 import _dsa_attention, _dsa_index
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36m"
-CASES = ["axk2"]
+CASES = ["axk2", "bailing_hybrid"]
 EACH = pytest.mark.parametrize("case", CASES)
 
 
@@ -274,3 +275,66 @@ def test_axk2_bad_configs_are_refused_by_name(changes, message):
         d[key] = v
     with pytest.raises(ValueError, match=message):
         axk2.Config.from_dict(d)
+
+
+# ---- Ling 3 ----
+
+def test_bailing_hybrid_reads_its_layers():
+    net = _load(DIR / "bailing_hybrid").net
+    L = net.layers
+    assert [x.mamba is not None for x in L] == [True, False, True, False]
+    assert all(x.mamba.kda == 1 and x.mamba.kda_lower_bound == -5.0 for x in L[::2])
+    assert all(x.mla.gate.shape == (4, 64) and x.mla.gate_x and x.mla.gate_width == 48 for x in L[1::2])
+    assert all(x.rope is not None and x.rope.interleaved and x.rope.dim == 16 for x in L[1::2])
+    assert L[0].moe is None and all((x.moe.n_group, x.moe.topk_group, x.moe.limit_after_act) == (4, 2, True)
+                                    for x in L[1:])
+    assert [(x.moe.swiglu_limit, x.moe.sh_swiglu_limit) for x in L[1:]] == [(1.0, 0.0), (0.0, 0.0), (0.8, 0.9)]
+    assert net.arch.state_layers == (0, 2)
+
+
+def test_bailing_hybrid_module_names_read_the_same(tmp_path):
+    """transformers' module names (the conversion mapping applied: embed_tokens, self_attn, o_proj, the forget gate's
+    module, one conv1d, e_score_correction_bias) for the released ones."""
+    raw = _read_safetensors(DIR / "bailing_hybrid" / "model.safetensors")
+    out = {}
+    for k, a in raw.items():
+        k = bailing_hybrid.module_name(k)
+        for n in ("f_proj.", "dt_bias", "A_log"):
+            k = k.replace(".self_attn." + n, ".self_attn.forget_gate." + n)
+        out[k] = a
+    for i in (0, 2):
+        a = f"model.layers.{i}.self_attn."
+        out[a + "conv1d.weight"] = np.concatenate([out.pop(a + f"{n}_conv1d.weight") for n in "qkv"])
+    d = renamed_copy(DIR / "bailing_hybrid", tmp_path)
+    _write_safetensors(d / "model.safetensors", out)
+    _same_logits(d, "bailing_hybrid")
+
+
+def test_bailing_hybrid_defaults_are_transformers():
+    cfg = bailing_hybrid.Config.from_dict({})
+    assert cfg.layer_types == (["linear_attention"] * 5 + ["full_attention"]) * 7
+    assert cfg.mlp_layer_types == ["dense"] * 2 + ["sparse"] * 40
+    assert (cfg.linear_head_dim, cfg.linear_num_heads, cfg.linear_conv_kernel_dim) == (128, 32, 4)
+    assert (cfg.num_experts, cfg.num_experts_per_token, cfg.num_expert_group, cfg.topk_group, cfg.rope_theta,
+            cfg.kda_safe_gate, cfg.kda_lower_bound) == (512, 8, 8, 4, 6e6, True, -5.0)
+    assert cfg.expert_swiglu_limit_list == [0.0] * 42 and cfg.q_lora_rank is None
+    d = _config("bailing_hybrid", swiglu_limits=[0, 2, 0, 0], n_group=1)
+    d.pop("expert_swiglu_limit_list")
+    d.pop("num_expert_group")
+    cfg = bailing_hybrid.Config.from_dict(d)
+    assert cfg.expert_swiglu_limit_list == [0, 2, 0, 0] and cfg.num_expert_group == 1
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(linear_head_dim=32), "linear_head_dim 32 but head_dim 16: transformers 5.25 takes linear_head_dim from"),
+    (dict(expert_swiglu_limit_list=[0, 1]), "expert_swiglu_limit_list must list 4 limits"),
+    (dict(share_expert_swiglu_limit_list=[0, -1, 0, 0]), "share_expert_swiglu_limit_list must list 4 limits >= 0"),
+    (dict(kda_lower_bound=1.0), "kda_lower_bound must be a negative number"),
+    (dict(topk_group=5), "num_experts 8 in num_expert_group 4 groups, topk_group 5 of them"),
+    (dict(layer_types=["linear_attention"] * 3), "layer_types must list 4 values"),
+    (dict(attention_bias=True), "attention_bias true is not supported by the bailing_hybrid family"),
+    (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported by the bailing_hybrid family"),
+])
+def test_bailing_hybrid_bad_configs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        bailing_hybrid.Config.from_dict(_config("bailing_hybrid", **changes))

@@ -164,6 +164,15 @@ ANY_DEPARTS.update({"laguna": {"q8_0": (0.50, 0.80)}, "zaya": {"q8_0": (0.35, 0.
 # within the shared bounds (12/35 agreeing, 0.185 there, 0.407 at worst). The engine equals the float64 reference of
 # the same quantized files (tests/test_verify_families.py)
 ROUTED_DEPARTS["axk2"] = 0.8
+# Ling 3's fixture (KDA and latent attention, 3 routed layers within the best 2 of 4 groups x 2.5, Step3p7's clamps)
+# at q8_0: 30/35 positions route as float32; a flip (the first at position 7) reaches every later position through
+# the KDA layers' recurrent state besides attention, as kimi_linear's: 0.056 before it (0.040 / 0.025 on the long and
+# chat prompts), 0.148 at worst where a position's own routing agrees, 0.482 at a flipped one, argmax 0.74; q4_0 14/35
+# agreeing, argmax 0.23. The engine equals the float64 reference of the same quantized files
+# (tests/test_verify_families.py)
+DEPARTS[("bailing_hybrid", "q8_0")] = 0.17
+ROUTED_DEPARTS["bailing_hybrid"] = 0.8
+ANY_DEPARTS["bailing_hybrid"] = {"q8_0": (0.55, 0.70), "q4_0": (0.90, 0.20)}
 
 
 def _ref(case):

@@ -86,7 +86,10 @@ class Forward:
         of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
         q, k = q[:, of], k[:, of]
         beta = (0.5 + 0.5 * np.tanh(0.5 * b)) * m.beta_scale
-        if m.kda:                                     # Kimi: a log decay per head and key channel
+        if m.kda and m.kda_lower_bound < 0:          # Ling 3's bounded gate (issue 36, fam36m)
+            g = m.kda_lower_bound * ops.act("sigmoid", np.exp(self.w(m.A_log).reshape(m.n_v, 1))
+                                            * (a + self.w(m.dt_bias)).reshape(T, m.n_v, m.dk))
+        elif m.kda:                                   # Kimi: a log decay per head and key channel
             g = (-np.exp(self.w(m.A_log).reshape(m.n_v, 1))
                  * np.logaddexp(0.0, a + self.w(m.dt_bias)).reshape(T, m.n_v, m.dk))
         else:

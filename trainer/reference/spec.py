@@ -283,6 +283,7 @@ class DeltaNetSpec:
     beta_scale: float = 1.0              # issue 30, the hybrid group: OLMo Hybrid's allow_neg_eigval: beta x 2
     kda: bool = False                    # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel
                                          # from a [nv * dk] gate f in place of a, dt_bias [nv * dk]; a sigmoid gate)
+    kda_lower_bound: float = 0.0         # issue 36, fam36m: < 0: g = it sigmoid(exp(A_log) (f + dt_bias)) (Ling 3)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The fam36m group of issue 36, written from transformers 5.25's modeling code.
+"""The fam36m group of issue 36, written from transformers 5.25's modeling code (Ling 3: bailing_hybrid below).
 
 A.X-K2 (modeling_axk2): DeepSeek-V3.2's latent attention with DSA's indexer (rotating by halves) and its routing,
 with the query read from [RMSNorm(q_a x) ; q_a x] by one fused q_gate_proj whose gate rows scale each head's output
@@ -7,9 +7,10 @@ input_layernorm everywhere and post_attention_layernorm in the routed layers; gr
 scoring the other groups' experts 0, not -inf. The tensors are the engine's derived ones (q_nope / q_pe / q_gate from
 q_gate_proj), as a .petit file holds them.
 """
-from trainer.reference.families.common import rms
-from trainer.reference.families.deepseek import _deepseek
+from trainer.reference.families.common import get, rms, rope
+from trainer.reference.families.deepseek import _deepseek, _mscale
 from trainer.reference.families.fam36g5 import _either, axk_config
+from trainer.reference.families.hybrid5 import kimi_linear
 from trainer.reference.families.mla5 import _dsa
 
 
@@ -34,4 +35,28 @@ def axk2(cfg, names):
     return spec
 
 
-FAMILIES = {"axk2": axk2}
+def bailing_hybrid(cfg, names):
+    """Ling 3: kimi_linear's model with KDA's bounded forget gate (kda_safe_gate), the latent attention rotating its
+    rope part on adjacent pairs (yarn's mscale in the scale) and each head's output times sigmoid(g_proj x), group-
+    limited routing and Step3p7's clamp after the activation, per layer for the experts and the shared expert."""
+    spec = kimi_linear(cfg, names, "bailing_hybrid", ("mlp", ("gate_proj", "up_proj", "down_proj")))
+    dr = cfg["qk_rope_head_dim"]
+    s = cfg.get("rope_scaling") or {}
+    if s.get("rope_type", s.get("type")) == "yarn" and s.get("mscale_all_dim"):
+        spec.attn_scale *= _mscale(float(s["factor"]), float(s["mscale_all_dim"])) ** 2
+    r = rope(cfg, dr, interleaved=True)
+    for i, L in enumerate(spec.layers):
+        a = f"model.layers.{i}.self_attn."
+        if L.deltanet is not None and get(cfg, "kda_safe_gate", True):
+            L.deltanet.kda_lower_bound = float(get(cfg, "kda_lower_bound", -5.0))
+        if L.mla is not None:
+            L.rope = r
+            L.mla.gate, L.mla.gate_x, L.mla.gate_width = a + "g_proj.weight", True, cfg["v_head_dim"]
+        if L.moe is not None:
+            L.moe.n_group, L.moe.topk_group = get(cfg, "num_expert_group", 1), get(cfg, "topk_group", 1)
+            L.moe.swiglu_limit, L.moe.limit_after_act = float(cfg["expert_swiglu_limit_list"][i]), True
+            L.moe.sh_swiglu_limit = float(cfg["share_expert_swiglu_limit_list"][i])
+    return spec
+
+
+FAMILIES = {"axk2": axk2, "bailing_hybrid": bailing_hybrid}
