@@ -1,4 +1,4 @@
-"""The fam36m group of issue 36 (tests/fixtures/hf5_fam36m, made by transformers 5.25): A.X-K2 and Ling 3, what
+"""The fam36m group of issue 36 (tests/fixtures/hf5_fam36m, made by transformers 5.25): A.X-K2, Ling 3 and HY-V4, what
 tests/test_hf_parity.py (every position of the three prompts, greedy), test_verify_families.py (`petit verify` at f32
 / q8_0 / q4_0) and test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import axk2, bailing_hybrid
+from petit.models import axk2, bailing_hybrid, hy_v4
 from petit.models.decoder import Norm, Vec
 from petit.models.moe import Moe
 from petit.models.norm_gate import NormGate
@@ -30,7 +30,7 @@ from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_mla5 import _dsa_attention, _dsa_index
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36m"
-CASES = ["axk2", "bailing_hybrid"]
+CASES = ["axk2", "bailing_hybrid", "hy_v4"]
 EACH = pytest.mark.parametrize("case", CASES)
 
 
@@ -260,7 +260,7 @@ def test_axk2_defaults_are_transformers():
     assert axk2.Config.from_dict(dict(_config("axk2"), num_local_experts=8)).n_routed_experts == 8
 
 
-@pytest.mark.parametrize("changes, message", [
+AXK2_REFUSALS = [
     (dict(n_group=None), "n_group None and topk_group 2 must be set together"),
     (dict(q_lora_rank=None), "q_lora_rank must be set for axk2"),
     (dict(first_k_dense_replace=0), r"first_k_dense_replace 0 / moe_layer_freq 1 contradict mlp_layer_types"),
@@ -268,13 +268,7 @@ def test_axk2_defaults_are_transformers():
     (dict(layer_types=["full_attention"] * 2), "layer_types must list 2 values, each indexed_attention"),
     (dict(attention_bias=True), "attention_bias / mlp_bias are not supported"),
     (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported"),
-])
-def test_axk2_bad_configs_are_refused_by_name(changes, message):
-    d = _config("axk2", **changes)
-    for key, v in changes.items():
-        d[key] = v
-    with pytest.raises(ValueError, match=message):
-        axk2.Config.from_dict(d)
+]
 
 
 # ---- Ling 3 ----
@@ -325,7 +319,7 @@ def test_bailing_hybrid_defaults_are_transformers():
     assert cfg.expert_swiglu_limit_list == [0, 2, 0, 0] and cfg.num_expert_group == 1
 
 
-@pytest.mark.parametrize("changes, message", [
+BAILING_REFUSALS = [
     (dict(linear_head_dim=32), "linear_head_dim 32 but head_dim 16: transformers 5.25 takes linear_head_dim from"),
     (dict(expert_swiglu_limit_list=[0, 1]), "expert_swiglu_limit_list must list 4 limits"),
     (dict(share_expert_swiglu_limit_list=[0, -1, 0, 0]), "share_expert_swiglu_limit_list must list 4 limits >= 0"),
@@ -334,7 +328,51 @@ def test_bailing_hybrid_defaults_are_transformers():
     (dict(layer_types=["linear_attention"] * 3), "layer_types must list 4 values"),
     (dict(attention_bias=True), "attention_bias true is not supported by the bailing_hybrid family"),
     (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported by the bailing_hybrid family"),
-])
-def test_bailing_hybrid_bad_configs_are_refused_by_name(changes, message):
+]
+
+
+# ---- HY-V4 ----
+
+def test_hy_v4_reads_its_streams_sinks_gates_and_shared_indexer():
+    net = _load(DIR / "hy_v4").net
+    L = net.layers
+    assert net.n == 3 and net.magnitude == 1.7 and len(net.hc) == 3 and net.hc[0][0].fn.a.shape == (6, 192)
+    assert net.hc_head.fn.a.shape == (3, 192) and net.hc_head.scale.a.shape == (1,)
+    assert all(x.sinks.a.shape == (4,) and x.mla.gate.shape == (192, 64) and x.mla.gate_x for x in L)
+    assert [x.mla.dsa.shared for x in L] == [False, False, True] and L[2].mla.dsa.source is L[1].mla.dsa
+    assert L[0].mla.dsa.k_norm.eps == 1e-5 and L[0].mla.dsa.rope.interleaved
+    assert L[0].moe is None and all((x.moe.swiglu_limit, x.moe.sh_swiglu_limit) == (1.0, 0.0) for x in L[1:])
+
+
+def test_hy_v4_module_names_read_the_same(tmp_path):
+    """transformers' module names (attn_hc.fn, hc_head.hc_fn, sinks, gate_proj) for the released ones."""
+    _same_logits(renamed_copy(DIR / "hy_v4", tmp_path, hy_v4.module_name), "hy_v4")
+
+
+def test_hy_v4_defaults_are_transformers():
+    cfg = hy_v4.Config.from_dict({})
+    assert cfg.indexer_types[:6] == ["full", "full", "shared", "shared", "shared", "full"]
+    assert cfg.mlp_layer_types == ["dense"] + ["sparse"] * 33 and cfg.num_key_value_heads == 32
+    assert (cfg.hc_mult, cfg.hc_magnitude, cfg.hc_eps, cfg.swiglu_limit, cfg.routed_scaling_factor, cfg.n_group,
+            cfg.index_topk, cfg.index_n_heads, cfg.rms_norm_eps) == (4, 2.0, 1e-6, 10.0, 2.827, 1, 2048, 16, 1e-5)
+    assert (cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim) == \
+        (1536, 512, 192, 64, 256)
+
+
+HY_V4_REFUSALS = [
+    (dict(indexer_types=["shared", "full", "full"]), "indexer_types must list 3 values, each 'full' or 'shared'"),
+    (dict(hc_mult=17), "hc_mult 17 is above the 16 streams"),
+    (dict(swiglu_limit=0.0), "swiglu_limit must be a positive number"),
+    (dict(hc_eps=-1.0), "hc_eps must be a number >= 0"),
+    (dict(q_lora_rank=None), "q_lora_rank must be set for hy_v4"),
+    (dict(layer_types=["full_attention"] * 3), "layer_types must list 3 values, each indexed_attention"),
+]
+
+
+@pytest.mark.parametrize("case, changes, message", [("axk2", *r) for r in AXK2_REFUSALS] +
+                         [("bailing_hybrid", *r) for r in BAILING_REFUSALS] + [("hy_v4", *r) for r in HY_V4_REFUSALS])
+def test_bad_configs_are_refused_by_name(case, changes, message):
+    d = _config(case, **changes)
+    d.update(changes)               # a null one too
     with pytest.raises(ValueError, match=message):
-        bailing_hybrid.Config.from_dict(_config("bailing_hybrid", **changes))
+        {"axk2": axk2, "bailing_hybrid": bailing_hybrid, "hy_v4": hy_v4}[case].Config.from_dict(d)

@@ -173,6 +173,12 @@ ROUTED_DEPARTS["axk2"] = 0.8
 DEPARTS[("bailing_hybrid", "q8_0")] = 0.17
 ROUTED_DEPARTS["bailing_hybrid"] = 0.8
 ANY_DEPARTS["bailing_hybrid"] = {"q8_0": (0.55, 0.70), "q4_0": (0.90, 0.20)}
+# HY-V4's fixture (hyper-connections of 3 streams, the indexer choosing 12 positions in two layers and shared by the
+# third, sigmoid routing over 8 experts x 2.827) at q8_0: 28/35 positions choose experts and attended positions as
+# float32, 0.032 of the range there, 0.332 at a flipped one, argmax 0.94; q4_0 within the shared bounds (9/35
+# agreeing). The engine equals the float64 reference of the same quantized files (tests/test_verify_families.py)
+ROUTED_DEPARTS["hy_v4"] = 0.75
+ANY_DEPARTS["hy_v4"] = {"q8_0": (0.40, 0.80)}
 
 
 def _ref(case):

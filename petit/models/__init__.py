@@ -40,7 +40,7 @@ from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
-from petit.models import axk2, bailing_hybrid     # issue 36, the fam36m group
+from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -215,6 +215,7 @@ MODEL_TYPES = {
     # issue 36, the fam36m group
     "axk2": axk2,
     "bailing_hybrid": bailing_hybrid,
+    "hy_v4": hy_v4,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models import deepseek_common as dc, kimi_linear
-from petit.models.common import default_rope
+from petit.models.common import Renamed, default_rope
 from petit.models.kimi_linear import KimiLinearConfig, _kda_dims
 
 # the released names -> transformers' module names (its conversion mapping, which save_pretrained undoes)
@@ -103,25 +103,12 @@ def module_name(name: str) -> str:
     return name
 
 
-class _ModuleNames:
-    """A checkpoint under transformers' module names, whichever it stores."""
-
-    def __init__(self, ckpt):
-        self.ckpt, self.stored = ckpt, {module_name(n): n for n in ckpt.names()}
-
-    def __contains__(self, name):
-        return name in self.stored
-
-    def f32(self, name):
-        return self.ckpt.f32(self.stored[name])
-
-
 def hf_tensors(cfg: BailingHybridConfig, ckpt) -> dict:
     """kimi_linear's derived tensors (the latent attention's, KDA's joined conv) over the module names; KDA's in_proj
     joined from the full-rank q | k | v | g | b | f rows, A_log as kimi_linear reads it; every other tensor under its
     module name."""
-    v = _ModuleNames(ckpt)
-    out = {k: (e[0], e[1], [v.stored.get(s, s) for s in e[2]]) for k, e in kimi_linear.hf_tensors(cfg, v).items()}
+    v = Renamed(ckpt, module_name)
+    out = v.entries(kimi_linear.hf_tensors(cfg, v))
     H, _, w = _kda_dims(cfg)
     for i, kind in enumerate(cfg.layer_types):
         a = f"model.layers.{i}.self_attn."
@@ -133,10 +120,7 @@ def hf_tensors(cfg: BailingHybridConfig, ckpt) -> dict:
         out[a + "in_proj.weight"] = ((4 * w + H + w, cfg.hidden_size), lambda ps=parts: np.concatenate(
             [v.f32(x) for x in ps]), [v.stored[x] for x in parts])
         out[a + "A_log"] = ((1, 1, H, 1), lambda n=a + "A_log": v.f32(n).reshape(1, 1, H, 1), [v.stored[a + "A_log"]])
-    for name, stored in v.stored.items():
-        if name != stored and name not in out:
-            out[name] = (tuple(ckpt.info(stored)[1]), lambda s=stored: ckpt.f32(s), [stored])
-    return out
+    return v.aliases(out)
 
 
 def build(cfg: BailingHybridConfig, t):

@@ -150,11 +150,11 @@ def plain_norms(t, p: str, D: int, eps: float) -> tuple:
 
 def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: bool, yarn_mscale: bool,
           n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True, q_cat: bool = False,
-          norms=None) -> Decoder:
+          norms=None, decoder=Decoder) -> Decoder:
     """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
     petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5); its keys widen each cache row by index_head_dim. q_cat: the
     query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2, issue 36 fam36m). norms(t, p, i) -> the layer's two
-    norms, when not plain_norms (A.X-K2's gated ones)."""
+    norms, when not plain_norms (A.X-K2's gated ones); decoder: what makes the Decoder of the pieces (HY-V4's)."""
     H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                         cfg.kv_lora_rank)
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
@@ -201,4 +201,4 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
                 num_attention_heads=H, num_key_value_heads=1,
                 head_dim=dr + r + (cfg.index_head_dim if dsa is not None else 0), context_length=rope.context_length,
                 attn_scale=attention_scale(cfg, yarn_mscale), values_are_keys=True)
-    return Decoder(arch, E, layers, final, head)
+    return decoder(arch, E, layers, final, head)

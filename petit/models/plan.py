@@ -285,3 +285,18 @@ class Plan:
         if i < 0:
             return "step", -1, seq
         return OP_NAMES[self.ops[i].kind], self.ops[i].layer, seq
+
+
+class PlanOracle:
+    """For a Decoder whose step is only described as plan ops (DeepSeek-V4, HY-V4: no op-by-op Python of its own):
+    the per-op path (`oracle=True`) runs the plan's records one C call each from Python."""
+
+    def _forward_oracle(self, seqs, logits_out) -> None:
+        runs, _, scratch = self._begin(seqs, logits_out)
+        plan = self._build_plan(scratch)
+        rc = plan.run(runs, logits_out, one_by_one=True)
+        if rc:
+            kind, layer, seq = plan.failed()
+            raise RuntimeError(f"kernel error {rc} in layer {layer} ({kind}, {self._positions(runs, seq)})")
+        for T, pos0, cache, _ in runs:
+            cache.pos = pos0 + T
