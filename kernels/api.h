@@ -100,7 +100,9 @@ typedef struct {
     const float *alibi;       /* NULL, or [n_heads] ALiBi slopes: a query at position i adds slope * (j - i) to its
                                * scaled score of key j (BLOOM, MPT, Falcon) */
     int32_t temp_at_p;        /* wrap group (issue 30): 1: the temperature's floor is floor(p / temp_floor), not
-                               * floor((p + 1) / temp_floor) (Ministral 3's llama_4_scaling_beta) */
+                               * floor((p + 1) / temp_floor) (Ministral 3's llama_4_scaling_beta); issue 36,
+                               * fam36i: 2: the scores x exp(temp_scale ln(1 + (p + 1) / temp_floor)), no floor
+                               * (Beam's scalable softmax of its NoPE layers, (1 + (p + 1) / 2048) ** 0.1) */
     int32_t bidirectional;    /* issue 35: 1: every query sees every position of the call, 0..pos0+T-1 (an encoder's
                                * attention: BERT); 0: causal */
 } pt_attn_extra;
@@ -156,6 +158,8 @@ enum {
     PT_OP_HASH_ROUTE = 39,
     /* issue 36, the fam36d group (ids 45-47): SmallDoge's dynamic mask and residual scales (kernels/doge.c) */
     PT_OP_DOGE_DT = 45, PT_OP_SCALE_COLS = 46,
+    /* issue 36, the fam36i group (ids 30-33): MiniMax-M3's block-sparse attention (kernels/mm3.c) */
+    PT_OP_MM3_INDEX = 30, PT_OP_MM3_ATTENTION = 31,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -437,6 +441,28 @@ int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales
                           int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
                           const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks,
                           float *out);
+/* issue 36, the fam36i group: MiniMax-M3's block-sparse attention (kernels/mm3.c). pt_mm3_index stores the step's
+ * indexer keys ik [T][dim] into the index slot (rows [n_ctx][dim], float or int8 with iscale [n_ctx]), then for the
+ * query at p = pos0 + t and indexer head h scores each visible block of `block` positions by its largest
+ * iq[t][h] . ik_s (s <= p), the `local` blocks up to p / block +inf, and writes the top_k blocks (all when fewer),
+ * increasing, to sel [T][n_idx][top_k] and their count to n_sel [T][n_idx]. pt_mm3_attention: q [T][n_heads][hd]
+ * over the KV cache ([n_kv][n_ctx][hd], int8 with scales [n_kv][n_ctx]), query head h reading the positions s <= p
+ * of its indexer head's (h / (n_heads / n_idx)) selected blocks; out [T][n_heads][hd]. *_ref: the plain scalar
+ * reference. -1 on a bad argument, -3 out of memory */
+int  pt_mm3_index(const float *iq, const float *ik, void *icache, float *iscale, int kv_int8, int64_t n_ctx,
+                  int64_t T, int64_t pos0, int64_t n_idx, int64_t dim, int64_t block, int64_t top_k, int64_t local,
+                  int32_t *sel, int32_t *n_sel);
+int  pt_mm3_index_ref(const float *iq, const float *ik, void *icache, float *iscale, int kv_int8, int64_t n_ctx,
+                      int64_t T, int64_t pos0, int64_t n_idx, int64_t dim, int64_t block, int64_t top_k,
+                      int64_t local, int32_t *sel, int32_t *n_sel);
+int  pt_mm3_attention(const float *q, const void *kc, const float *ks, const void *vc, const float *vs, int kv_int8,
+                      int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale,
+                      int64_t n_idx, int64_t block, int64_t top_k, const int32_t *sel, const int32_t *n_sel,
+                      float *out);
+int  pt_mm3_attention_ref(const float *q, const void *kc, const float *ks, const void *vc, const float *vs,
+                          int kv_int8, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,
+                          int64_t hd, float scale, int64_t n_idx, int64_t block, int64_t top_k, const int32_t *sel,
+                          const int32_t *n_sel, float *out);
 /* issue 30, the jetmoe group: JetMoE's mixture of attention heads (kernels/moa.c). att [T][n_kv][E][hd] in place:
  * expert e's heads times its weight, the softmax over each token's top k router logits [T][E] (0 when not chosen);
  * -1 on a bad argument. _ref: the plain scalar reference */

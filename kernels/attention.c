@@ -177,8 +177,10 @@ static void block(const attn_job *j, int64_t t, int64_t h, int64_t b, kv_rows r,
     const int64_t p0 = b * BLOCK > first ? b * BLOCK : first, p1 = (b + 1) * BLOCK < seen ? (b + 1) * BLOCK : seen;
     const int64_t off = (p0 - r.p0) * j->hd;
     float scale = j->scale;
-    if (j->temp_floor > 0.0f)     /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale;
-                                   * Ministral 3: floor(p / f) */
+    if (j->temp_floor > 0.0f && j->temp_at_p == 2)    /* Beam: q x exp(a ln(1 + (p + 1) / f)) (issue 36, fam36i) */
+        scale *= expf(j->temp_scale * log1pf((float)(j->pos0 + t + 1) / j->temp_floor));
+    else if (j->temp_floor > 0.0f)  /* q x (1 + a ln(1 + floor((p + 1) / f))), folded into the score's scale;
+                                     * Ministral 3: floor(p / f) */
         scale *= 1.0f + j->temp_scale * logf(floorf((float)(j->pos0 + t + (j->temp_at_p ? 0 : 1)) / j->temp_floor)
                                              + 1.0f);
     const float slope = j->alibi ? j->alibi[h] : 0.0f;

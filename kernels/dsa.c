@@ -45,7 +45,7 @@ static int index_args_ok(int64_t stride, int64_t k_off, int64_t n_ctx, int64_t T
 }
 
 /* ---- the indexer ---- */
-typedef struct { float v; int32_t s; } scored;
+typedef pt_scored scored;
 
 /* larger score first; equal scores: the earlier position first */
 static int by_score(const void *a, const void *b) {
@@ -59,8 +59,8 @@ static int by_pos(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* sel = the top_k of n scored positions, increasing (the scored array is reordered) */
-static int64_t choose(scored *sc, int64_t n, int64_t top_k, int32_t *sel) {
+/* sel = the top_k of n scored positions, increasing (the scored array is reordered): internal.h's contract */
+int64_t pt_top_k_increasing(scored *sc, int64_t n, int64_t top_k, int32_t *sel) {
     if (n <= top_k) {
         for (int64_t i = 0; i < n; i++) sel[i] = (int32_t)i;
         return n;
@@ -106,7 +106,7 @@ static void index_task(void *ctx, int64_t t, int ith) {
     const int64_t p = j->pos0 + t, n = p + 1, H = j->n_heads, D = j->dim;
     int32_t *sel = j->sel + t * j->top_k;
     if (n <= j->top_k) {            /* every position: nothing to score */
-        j->n_sel[t] = (int32_t)choose(0, n, j->top_k, sel);
+        j->n_sel[t] = (int32_t)pt_top_k_increasing(0, n, j->top_k, sel);
         return;
     }
     float *key = pt_scratch(ith, D + 2 * H + 2 * n + 2);
@@ -126,7 +126,7 @@ static void index_task(void *ctx, int64_t t, int ith) {
         sc[s].v = acc;
         sc[s].s = (int32_t)s;
     }
-    j->n_sel[t] = (int32_t)choose(sc, n, j->top_k, sel);
+    j->n_sel[t] = (int32_t)pt_top_k_increasing(sc, n, j->top_k, sel);
 }
 
 int pt_dsa_index_locked(const float *q, const float *w, const void *cache, const float *scales, int kv_int8,

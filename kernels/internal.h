@@ -283,6 +283,27 @@ int pt_dsa_attention_locked(const float *q, const void *cache, const float *scal
                             int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
                             const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks,
                             float *out);
+/* the top_k of n scored items (score v, index s; n <= top_k: every item, in order) into sel, increasing by index:
+ * the larger score first, equal scores the lower index (kernels/dsa.c's indexer; issue 36, fam36i: MiniMax-M3's
+ * blocks); the array is reordered. Returns the count */
+typedef struct { float v; int32_t s; } pt_scored;
+int64_t pt_top_k_increasing(pt_scored *sc, int64_t n, int64_t top_k, int32_t *sel);
+/* online softmax: a query's running (max, sum) ml and output o fold in a block's (bml, bo) */
+static inline void pt_fold(float *ml, float *o, const float *bml, const float *bo, int64_t hd) {
+    const float m = ml[0] > bml[0] ? ml[0] : bml[0];
+    const float a = expf(ml[0] - m), c = expf(bml[0] - m);
+    ml[0] = m;
+    ml[1] = ml[1] * a + bml[1] * c;
+    for (int64_t i = 0; i < hd; i++) o[i] = o[i] * a + bo[i] * c;
+}
+/* issue 36, the fam36i group: MiniMax-M3's block-sparse attention (kernels/mm3.c) */
+int pt_mm3_index_locked(const float *iq, const float *ik, void *icache, float *iscale, int kv_int8, int64_t n_ctx,
+                        int64_t T, int64_t pos0, int64_t n_idx, int64_t dim, int64_t block, int64_t top_k,
+                        int64_t local, int32_t *sel, int32_t *n_sel);
+int pt_mm3_attention_locked(const float *q, const void *kc, const float *ks, const void *vc, const float *vs,
+                            int kv_int8, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,
+                            int64_t hd, float scale, int64_t n_idx, int64_t block, int64_t top_k, const int32_t *sel,
+                            const int32_t *n_sel, float *out);
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate);
 int pt_heads_locked(const pt_tensor **W, int64_t H, const float *x, int64_t x_stride, int64_t x_off, float *y,

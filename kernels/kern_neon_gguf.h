@@ -338,13 +338,16 @@ NG_TYPE(IQ4_XS)
 #undef NG_TYPE
 
 /* PT_KQ8 (Q4_K, Q5_K, Q6_K; kern_gguf.h's gg_kq8_super, the same bits): one row at a time, a super-block's 8 blocks
- * unpacked once for up to 4 tokens; each half-block's integer sum times its sub-scale in lanes (vmlaq_n_s32), one
+ * unpacked once for up to NG_KQ8_T tokens (a prompt's tokens share the unpacking; each token's sum still takes the
+ * super-blocks in order); each half-block's integer sum times its sub-scale in lanes (vmlaq_n_s32), one
  * add across the lanes per super-block; the mins' sum from the activations' block sums; then the float steps */
+#define NG_KQ8_T 64
 NG_INLINE void ng_kq8_row(const int32_t type, const uint8_t *row, const pt_act *a, int64_t t0, const int nt,
                           float *out) {
     const int64_t K = a->K, nb = K / QK;
     const int q6 = type == GG_Q6_K;
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float sum[NG_KQ8_T];
+    for (int j = 0; j < nt; j++) sum[j] = 0.0f;
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         int8x16_t v[8][2];
         for (int j = 0; j < 8; j++) ng_values(type, row, sb * 8 + j, &v[j][0], &v[j][1]);
@@ -397,15 +400,11 @@ NG_INLINE void ng_kq8_row(const int32_t type, const uint8_t *row, const pt_act *
     static void ng_kq8_rows_##TY(const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a, int64_t T, \
                                  float *y, int64_t ldy, int accumulate) { \
         for (int64_t r = r0; r < r1; r++) \
-            for (int64_t t = 0; t < T; t += 4) { \
-                float o[4]; \
-                const int64_t nt = T - t < 4 ? T - t : 4; \
-                switch (nt) { \
-                case 1: ng_kq8_row(GG_##TY, w + r * rb, a, t, 1, o); break; \
-                case 2: ng_kq8_row(GG_##TY, w + r * rb, a, t, 2, o); break; \
-                case 3: ng_kq8_row(GG_##TY, w + r * rb, a, t, 3, o); break; \
-                default: ng_kq8_row(GG_##TY, w + r * rb, a, t, 4, o); break; \
-                } \
+            for (int64_t t = 0; t < T; t += NG_KQ8_T) { \
+                float o[NG_KQ8_T]; \
+                const int64_t nt = T - t < NG_KQ8_T ? T - t : NG_KQ8_T; \
+                if (nt == 1) ng_kq8_row(GG_##TY, w + r * rb, a, t, 1, o); \
+                else ng_kq8_row(GG_##TY, w + r * rb, a, t, (int)nt, o); \
                 for (int j = 0; j < nt; j++) { \
                     store_y(y + (t + j) * ldy + r, o[j], accumulate); \
                 } \

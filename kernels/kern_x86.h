@@ -85,6 +85,19 @@ static inline __m256i FN(q4_unpack_)(const uint8_t *qs) {
     case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: break; \
     }
 
+/* row r against all T tokens, 4 at a time: ROW(t, n, o) fills o[0..n) for tokens t..t+n-1 (n a constant in each
+ * copy), then stored into (or added onto) column r of y */
+#define ROW_TOKENS4(ROW) \
+    for (int64_t t = 0; t < T; t += 4) { \
+        float o[4]; \
+        const int64_t nt = T - t < 4 ? T - t : 4; \
+        switch (nt) { \
+        case 1: ROW(t, 1, o); break; case 2: ROW(t, 2, o); break; case 3: ROW(t, 3, o); break; \
+        default: ROW(t, 4, o); break; \
+        } \
+        for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate); \
+    }
+
 /* keeps the compiler from fusing a multiply and the add after it into an FMA (another rounding than the scalar's) */
 #if defined(__GNUC__) || defined(__clang__)
 #define NO_FUSE(v) __asm__("" : "+x"(v))

@@ -146,23 +146,141 @@ static ALWAYS_INLINE void FN(kq8_row_)(int32_t type, const uint8_t *row, const p
     for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
+/* block j's sub-scale as vpmaddwd takes it after vpmaddubsw over block j's 32 values in order: Q4_K / Q5_K the
+ * scale in every 16-bit lane (scl: the 8 scales as 16-bit lanes in both 128-bit halves); Q6_K its first half's
+ * scale in the low 128 bits, its second half's in the high (scl: the 16 scales; j < 4 from the low 8, else the high) */
+static ALWAYS_INLINE __m256i FN(kq8_scale_)(const int q6, __m256i scl, const int j) {
+    if (q6) {
+        const char a = (char)(4 * (j % 4)), b = (char)(4 * (j % 4) + 2);
+        return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                         a, a + 1, a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
+                                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+    }
+    const char a = (char)(2 * j);
+    return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
+                                                     a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                     a, a + 1, a, a + 1, a, a + 1));
+}
+
+/* One row's super-block sb against one token (xq its 256 quants, hx their sums of 16), for a decode step: each pair
+ * of blocks unpacked from its bytes (Q6_K: its 64 + 32) just before its products, so few registers are live and the
+ * loads overlap the arithmetic. *acc the integer sum's lanes (Q6_K: less 32 x the offset's sum), *mv the mins' (the
+ * activations' sums of 16 times them), *dbits the fp16 factors as read (Q4_K / Q5_K: d | dmin << 16; Q6_K: d) */
+static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, int64_t sb, const int8_t *xq,
+                                      const int16_t *hx, __m256i *acc_out, __m256i *mv_out, uint32_t *dbits) {
+    const int q6 = type == GG_Q6_K, q5 = type == GG_Q5_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256(), m16;
+    if (q6) {
+        const uint8_t *x = row + sb * 210;
+        const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+        m16 = all;
+        *dbits = pt_load_u16(x + 208);
+        const __m256i m2 = _mm256_set1_epi8(3);
+        const __m256i scls[2] = {_mm256_permute4x64_epi64(all, 0x44), _mm256_permute4x64_epi64(all, 0xEE)};
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
+            const __m256i scl = scls[h];
+            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            const __m256i vv[4] = {v0, v1, v2, v3};
+            for (int p = 0; p < 4; p++) {
+                const __m256i pr = _mm256_maddubs_epi16(vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(kq8_scale_)(1, scl, 4 * h + p)));
+            }
+        }
+    } else {
+        const uint8_t *x = row + sb * (q5 ? 176 : 144);
+        uint32_t u0, u1, u2;
+        memcpy(dbits, x, 4);
+        memcpy(&u0, x + 4, 4);
+        memcpy(&u1, x + 8, 4);
+        memcpy(&u2, x + 12, 4);
+        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+        /* gg_scale_min_k4's bits by word shifts: scales in bytes 0-7, mins in 8-15 (built in registers: a vector
+         * load of words just stored stalls on the store forwarding) */
+        const __m128i sc = _mm_set_epi32((int)(((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)), (int)(u1 & k1),
+                                         (int)((u2 & k2) | (((u0 >> 6) & k3) << 4)), (int)(u0 & k1));
+        const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
+        m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14,
+                                                                        14, 15, 15)));
+        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int p = 0; p < 4; p++) {
+            const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+            __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+            }
+            const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
+            const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, FN(kq8_scale_)(0, scl, 2 * p)),
+                                                         _mm256_madd_epi16(phi, FN(kq8_scale_)(0, scl, 2 * p + 1))));
+        }
+    }
+    const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)hx));
+    *acc_out = q6 ? _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5)) : acc;
+    *mv_out = mv;
+}
+
+/* two rows against one token (a decode step), kq8_sb_ for each: their four integer sums by one add tree, their four
+ * float products (d dx) isum, (dmin dx) msum at once (the reference's roundings, lane by lane), then added to each
+ * row's sum in the reference's order. A last odd row: kq8_row_ */
+static ALWAYS_INLINE void FN(kq8_rows2_)(const int32_t type, const uint8_t *row0, const uint8_t *row1,
+                                         const pt_act *a, float *o0, float *o1) {
+    const int64_t K = a->K, nb = K / QK;
+    const int q6 = type == GG_Q6_K;
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        __m256i a0, m0, a1, m1;
+        uint32_t d0, d1;
+        FN(kq8_sb_)(type, row0, sb, a->q + sb * 256, a->h + sb * 16, &a0, &m0, &d0);
+        FN(kq8_sb_)(type, row1, sb, a->q + sb * 256, a->h + sb * 16, &a1, &m1, &d1);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, m0), _mm256_hadd_epi32(a1, m1));
+        const __m128i is = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        /* [d0, dmin0, d1, dmin1] (Q6_K: [d0, 0, d1, 0]) times dx, then times [isum0, msum0, isum1, msum1] */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi32(0, 0, (int)d1, (int)d0)), _mm_set1_ps(a->d[sb * 8]));
+        NO_FUSE(dd);
+        __m128 p = _mm_mul_ps(dd, _mm_cvtepi32_ps(is));
+        NO_FUSE(p);
+        float pv[4];
+        _mm_storeu_ps(pv, p);
+        s0 += pv[0];
+        s1 += pv[2];
+        if (!q6) {
+            s0 -= pv[1];
+            s1 -= pv[3];
+        }
+    }
+    *o0 = s0;
+    *o1 = s1;
+}
+
 /* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy */
 static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                           const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
-        for (int64_t t = 0; t < T; t += 4) {
-            float o[4];
-            const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(kq8_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(kq8_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(kq8_row_)(type, row, a, t, 3, o); break;
-            default: FN(kq8_row_)(type, row, a, t, 4, o); break;
-            }
-            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
+        if (T == 1 && r + 1 < r1) {
+            float o0, o1;
+            FN(kq8_rows2_)(type, row, row + rb, a, &o0, &o1);
+            store_y(y + r, o0, accumulate);
+            store_y(y + r + 1, o1, accumulate);
+            r++;
+            continue;
         }
+#define KQ8_ROW(t, n, o) FN(kq8_row_)(type, row, a, t, n, o)
+        ROW_TOKENS4(KQ8_ROW)
+#undef KQ8_ROW
     }
 }
 
@@ -710,17 +828,9 @@ static void FN(rows_gguf_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
-        for (int64_t t = 0; t < T; t += 4) {
-            float o[4];
-            const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(b32_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(b32_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(b32_row_)(type, row, a, t, 3, o); break;
-            default: FN(b32_row_)(type, row, a, t, 4, o); break;
-            }
-            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
-        }
+#define B32_ROW(t, n, o) FN(b32_row_)(type, row, a, t, n, o)
+        ROW_TOKENS4(B32_ROW)
+#undef B32_ROW
     }
 }
 

@@ -265,17 +265,9 @@ static ALWAYS_INLINE void FN(kq2_rows_)(const int32_t type, const uint8_t *w, in
         }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
-        for (int64_t t = 0; t < T; t += 4) {
-            float o[4];
-            const int64_t nt = T - t < 4 ? T - t : 4;
-            switch (nt) {
-            case 1: FN(kq2_row_)(type, row, a, t, 1, o); break;
-            case 2: FN(kq2_row_)(type, row, a, t, 2, o); break;
-            case 3: FN(kq2_row_)(type, row, a, t, 3, o); break;
-            default: FN(kq2_row_)(type, row, a, t, 4, o); break;
-            }
-            for (int j = 0; j < nt; j++) store_y(y + (t + j) * ldy + r, o[j], accumulate);
-        }
+#define KQ2_ROW(t, n, o) FN(kq2_row_)(type, row, a, t, n, o)
+        ROW_TOKENS4(KQ2_ROW)
+#undef KQ2_ROW
     }
 }
 

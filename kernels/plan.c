@@ -87,6 +87,14 @@
  *                                                        exp(A softplus z),   slot), alpha (q's value)
  *                                                        y[0] q's slot alpha
  *   SCALE_COLS   y[0] [T][width], w [width]              y[0] *= w          width
+ *   MiniMax-M3 (issue 36, fam36i; kernels/mm3.c):
+ *   MM3_INDEX *  x iq [T][n_heads][head_dim], x2 ik      the index slot's   cache_slot (the index slot), n_heads
+ *                [T][head_dim]                           rows, sel [T]      (indexer heads), head_dim, x_stride
+ *                                                        [n_heads][window], (block), x_off (local blocks), window
+ *                                                        n_sel [T][n_heads] (top_k)
+ *   MM3_ATTENTION * x q [T][n_heads][head_dim], the      y[0] [T][n_heads]  n_heads, n_kv, head_dim, scale, mode
+ *                cache of `layer`, sel, n_sel            [head_dim]         (indexer heads), x_stride (block),
+ *                                                                           window (top_k)
  *   Laguna, ZAYA (issue 36, fam36g; kernels/fam36g.c):
  *   HEAD_GATE    x gates [T][n_heads], y[0] [T][n_heads]  y[0] *= act(x)     mode (0 sigmoid, 1 softplus), n_heads,
  *                [width]                                                    width (values a gate)
@@ -183,6 +191,25 @@ static int dsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                                    n_sel, op->window, op->w, rows_of(op->y[0], off, op->n_heads * op->x_stride));
 }
 
+/* MiniMax-M3's two ops (kernels/mm3.c) over one sequence's rows: its indexer's keys in cache slot `cache_slot`, its
+ * attention over the cache of `layer` (issue 36, fam36i) */
+static int mm3(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    const int64_t n_idx = op->kind == PT_OP_MM3_INDEX ? op->n_heads : op->mode;
+    int32_t *sel = op->sel + off * n_idx * op->window, *n_sel = op->n_sel + off * n_idx;
+    if (op->kind == PT_OP_MM3_INDEX) {
+        const int S = op->cache_slot;
+        return pt_mm3_index_locked(rows_of(op->x, off, n_idx * op->head_dim), rows_of(op->x2, off, op->head_dim),
+                                   q->k[S], q->kv_int8 ? q->k_scale[S] : 0, q->kv_int8, q->n_ctx, q->T, q->pos0,
+                                   n_idx, op->head_dim, op->x_stride, op->window, op->x_off, sel, n_sel);
+    }
+    const int L = op->layer;
+    const int64_t wq = op->n_heads * op->head_dim;
+    return pt_mm3_attention_locked(rows_of(op->x, off, wq), q->k[L], q->kv_int8 ? q->k_scale[L] : 0, q->v[L],
+                                   q->kv_int8 ? q->v_scale[L] : 0, q->kv_int8, q->n_ctx, q->T, q->pos0, op->n_heads,
+                                   op->n_kv, op->head_dim, op->scale, n_idx, op->x_stride, op->window, sel, n_sel,
+                                   rows_of(op->y[0], off, wq));
+}
+
 /* DeepSeek-V4's ops over one sequence's rows and its cache slot of `layer`, read as regions (dsv4_plan.c) */
 static int dsv4(const pt_plan_op *op, const pt_seq *q, int64_t off) {
     if (q->kv_int8) return -1;
@@ -248,6 +275,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_ROPE       ? rope_only(op, q, off)
                : op->kind == PT_OP_CCA        ? cca(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
+               : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
                                               ? dsv4(op, q, off)
                                               : last_norm(op, q, off, out);
@@ -309,6 +337,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_DSV4_POOL:
     case PT_OP_DSV4_ATTN:
     case PT_OP_DSV4_INDEX:
+    case PT_OP_MM3_INDEX:
+    case PT_OP_MM3_ATTENTION:
     case PT_OP_CCA:
         return per_sequence(op, c);
     case PT_OP_LAST_NORM:

@@ -98,7 +98,8 @@ class Model:
             return StateCache(len(self.net.layers), *a.state_shapes, n_ctx)
         if kv_type == "int8" and not getattr(self.net, "int8_cache", True):
             raise ValueError(f"{self.net.int8_refusal}: kv_type 'int8' is not supported (float32 caches only)")
-        return KVCache(len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type, a.values_are_keys)
+        return KVCache(a.cache_slots or len(self.net.layers), a.num_key_value_heads, n_ctx, a.head_dim, kv_type,
+                       a.values_are_keys)       # cache_slots: MiniMax-M3's indexer keys past the layers (fam36i)
 
     def logits(self, token_ids, chunk: int = 256) -> np.ndarray:
         """The float32 logits [len(token_ids), vocab_size] of every position, from a fresh cache (the decode

@@ -48,7 +48,8 @@ def apply(net) -> None:
         return
     layers = net.layers
     if name == "drop_bias":
-        kind = next((b for b in _BIASES if getattr(layers[0], b) is not None), None)
+        # the first kind of bias a layer has (Lara's first layer is linear attention, without one)
+        kind = next((b for L in layers for b in _BIASES if getattr(L, b) is not None), None)
         if kind is None:
             raise ValueError("PETIT_TEST_FAULT=drop_bias: this model has no bias to drop")
         for L in layers:

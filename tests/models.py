@@ -127,6 +127,15 @@ def load_strict(folder, weights: str = "f32"):
         return petit.load(folder, weights=weights)
 
 
+def converted_runs_the_same(folder, tmp_path, ids) -> None:
+    """`petit convert --f32` of a fixture folder writes a file that loads without a warning and gives the folder's
+    logits for `ids` bit for bit (issue 36: one check the group test files share)."""
+    from petit.cli import main
+    out = Path(tmp_path) / "converted.petit"
+    assert main(["convert", str(folder), "-o", str(out), "--f32"]) == 0
+    np.testing.assert_array_equal(load_strict(out).logits(ids), load_strict(folder).logits(ids))
+
+
 def rel_err(got, ref):
     """Each position's worst logit error as a share of that position's reference range."""
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))

@@ -74,6 +74,8 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36e/flint", "f32", 1e-5),      # the same with attention sinks
     ("tests/fixtures/hf5_fam36d/diffllama", "f32", 1e-5),  # issue 36: each head's keys held twice, both re-rotated
     ("tests/fixtures/hf5_fam36d/doge", "f32", 1e-5),       # and the keys' bias slot, past the rotated values, moves
+    ("tests/fixtures/hf5_fam36i/cohere_compass_text", "f32", 1e-5),  # issue 36: a parallel block, windows, NoPE
+    ("tests/fixtures/hf5_fam36i/beam", "f32", 1e-5),       # windows, NoPE layers whose query scale reads the position
     ("tests/fixtures/hf5_fam36f/fuyu", "f32", 1e-5),       # issue 36: keys LayerNormed per head, then half rotated
     ("tests/fixtures/hf5_fam36f/mllama", "f32", 1e-5),     # the self-attention layers of 5 (cross ones skipped)
     ("tests/fixtures/hf5_fam36j/modernbert-decoder", "f32", 1e-5),   # issue 36: two bases, windows, biased keys

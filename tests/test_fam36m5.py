@@ -278,7 +278,7 @@ def test_bailing_hybrid_reads_its_layers():
     L = net.layers
     assert [x.mamba is not None for x in L] == [True, False, True, False]
     assert all(x.mamba.kda == 1 and x.mamba.kda_lower_bound == -5.0 for x in L[::2])
-    assert all(x.mla.gate.shape == (4, 64) and x.mla.gate_x and x.mla.gate_width == 48 for x in L[1::2])
+    assert all(x.mla.gate.shape == (4, 64) and x.mla.gate_x and x.mla.gate_width == 0 for x in L[1::2])
     assert all(x.rope is not None and x.rope.interleaved and x.rope.dim == 16 for x in L[1::2])
     assert L[0].moe is None and all((x.moe.n_group, x.moe.topk_group, x.moe.limit_after_act) == (4, 2, True)
                                     for x in L[1:])

@@ -65,6 +65,8 @@ MINIMALS["ctrl"] = MINIMAL_GPT2                         # CTRL: GPT-2's names, i
 MINIMALS["kolibri1"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 # issue 36, fam36c: GLM-4.5's and DeepSeek-V3's keys (their 32 default heads of 64 fit MINIMAL)
 MINIMALS.update(dict.fromkeys(("sarvam_moe", "param2moe", "sarvam_mla"), MINIMAL))
+# issue 36, fam36i: Cohere Compass's RoPE is keyed by layer type (transformers builds no model without it)
+MINIMALS["cohere_compass_text"] = dict(MINIMAL, rope_parameters={"full_attention": None})
 # issue 36, fam36h: Dory's default 8 input and 8 output layers need more than 4 layers
 MINIMALS["dory"] = dict(MINIMAL, n_input_layers=1, n_output_layers=1)
 # Ergo's dense MLPs read first_dense_intermediate_size (intermediate_size would be reported)
@@ -73,6 +75,10 @@ MINIMALS["ergo"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"
 MINIMALS["axk1"] = dict(MINIMAL, num_key_value_heads=32)
 MINIMALS["laguna"] = MINIMAL                            # Laguna: Qwen2-MoE's keys and its own
 MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}    # no dense MLP: it would be reported
+# issue 36, fam36k: Lara 4 Mini reads no intermediate_size (every layer routes; the key would be reported)
+MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
+# issue 36, fam36k: Dots 3's latent attention wants as many kv heads as heads (its default 128 kv heads)
+MINIMALS.update(dict.fromkeys(("dots3_note_text", "dots3_note"), dict(MINIMAL, num_key_value_heads=32)))
 
 
 def declared(model_type: str) -> dict:

@@ -142,6 +142,12 @@ ANY_DEPARTS["mimo_v2_flash"] = {"q8_0": (0.40, 0.85)}
 # biases) at q8_0: 34/35 positions route as float32 (0.075 of the range there), 0.490 at the one that flips (position
 # 12), argmax 0.97; the engine equals the float64 reference of the same q8_0 file (tests/test_verify_families.py)
 ANY_DEPARTS["sarvam_moe"] = {"q8_0": (0.55, 0.80)}
+# issue 36, the fam36i group: MiniMax-M3's fixture, whose two sparse layers' indexers choose 3 blocks of 4 positions
+# (their choice counts in routing_agrees, beside the experts'): at q8_0 29/35 positions choose blocks and experts as
+# float32 (104/140, 84/126 on the long and chat prompts), 0.039 of the range there (0.040, 0.073), 0.413 at worst
+# (0.461, 0.760: a block choice that moves changes which keys every head of its group reads), argmax 0.83
+ROUTED_DEPARTS["minimax_m3_vl_text"] = 0.8
+ANY_DEPARTS["minimax_m3_vl_text"] = {"q8_0": (0.45, 0.80)}
 # issue 36, the fam36g group: A.X-K1's fixture (DeepSeek-V3's choice within the best 2 of 4 groups, x 2.5, then
 # post_mlp_layernorm re-normalising the experts' sum) at q8_0: 30/35 positions route as float32 (135/140 and 118/126
 # on the long and chat prompts), 0.083 where they agree (position 33, which the flips at 27 and 28 reach through
@@ -158,6 +164,22 @@ ANY_DEPARTS["axk1"] = {"q8_0": (0.30, 0.75)}
 DEPARTS[("laguna", "q8_0")] = 0.13
 ROUTED_DEPARTS["laguna"] = 0.8
 ANY_DEPARTS.update({"laguna": {"q8_0": (0.50, 0.80)}, "zaya": {"q8_0": (0.35, 0.80)}})
+# issue 36, the fam36k group: Lara 4 Mini's fixture (Gated DeltaNet and attention, 4 experts routed in each of its 5
+# layers) at q8_0 routes 31 of the 35-token prompt's positions as float32 (124/140, 113/126 on the long and chat
+# prompts), 0.053 of the range where it agrees, 0.113 at worst, argmax 0.91; a flip reaches every later position
+# through the DeltaNet's state and attention (before the first flip 0.052 / 0.101 / 0.033 on the three prompts)
+ROUTED_DEPARTS["lara_mini"] = 0.85
+# Dots 3 Note Preview's fixtures (the language model alone, and inside its released class with other weights): the
+# routing compared includes DeepSeek Sparse Attention's choice of 12 positions per query in the two indexed layers,
+# which the q8_0 rounding moves at 1-3 of the 35 positions (the second layer's at 64 of the long prompt's 140); the
+# experts route as float32 at 33-34 of 35. dots3_note_text q8_0 29/35 agreeing, 0.088 of the range there, 0.417 at
+# worst, argmax 0.91; q4_0 argmax 0.26. dots3_note q8_0 25/35, 0.091 there, 0.669 at worst, argmax 0.83; q4_0 argmax
+# 0.17. Before the first flip the dense bound holds (q8_0 0.063 / 0.072); `petit verify` (the engine against the float64
+# reference of the same quantized file) holds as for every family
+DEPARTS.update({("dots3_note_text", "q8_0"): 0.10, ("dots3_note", "q8_0"): 0.10})
+ROUTED_DEPARTS.update({"dots3_note_text": 0.8, "dots3_note": 0.7})
+ANY_DEPARTS.update({"dots3_note_text": {"q8_0": (0.45, 0.85), "q4_0": (0.90, 0.20)},
+                    "dots3_note": {"q8_0": (0.70, 0.80), "q4_0": (0.90, 0.15)}})
 # issue 36, the fam36m group: A.X-K2's fixture (DeepSeek-V3.2's indexer choosing 12 positions, its routing within the
 # best 2 of 4 groups x 2.5) at q8_0: 30/35 positions choose experts and attended positions as float32 (the 5 others,
 # from position 16 on, the indexer's choice), 0.023 of the range where they agree, 0.189 at worst, argmax 0.97; q4_0
@@ -192,6 +214,8 @@ def _selected(model, T: int) -> list:
     for layer in model.net.layers:
         if layer.moa_router is not None:    # JetMoE's attention experts route too (issue 30, the jetmoe group)
             out.append(layer.moa_last_routing(T))
+        if layer.sparse is not None:        # MiniMax-M3's indexer chooses key blocks (issue 36, fam36i)
+            out.append(layer.sparse.last_choice(T))
         if layer.moe is not None:
             k = layer.moe.top_k
             sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)

@@ -157,8 +157,13 @@ def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case, weights, 
     state continues in decode. Not q8_0 with a chunked prefill: its last-bit differences from the recurrence flip
     int8 roundings of out_proj's activations, which moved qwen3_next_dense's logits by 1.4e-2 of their range."""
     monkeypatch.setenv("PETIT_SCAN", scan)
-    ids, _ = _ref(case)
-    m = petit.load(_folder(case), weights=weights)
+    decode_and_plan(_folder(case), weights)
+
+
+def decode_and_plan(folder, weights: str) -> None:
+    """The check above on a fixture folder's 35-token prompt (PETIT_SCAN set by the caller)."""
+    ids = np.load(folder / "reference.npz")["input_ids"]
+    m = petit.load(folder, weights=weights)
     a, b = (np.empty((len(ids), m.vocab_size), np.float32) for _ in range(2))
     m.net.forward(ids.tolist(), m.new_cache(64), a)
     m.net.forward(ids.tolist(), m.new_cache(64), b, oracle=True)

@@ -43,9 +43,11 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "openai-gpt", "xglm", "biogpt",        # issue 36, the fam36a group
                "ctrl",              # issue 36, fam36b
                "diffllama", "doge",     # issue 36, fam36d
+               "aria_text", "beam",     # issue 36, fam36i
                "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
                "modernbert-decoder", "git",     # issue 36, fam36j
-               "laguna", "zaya"}        # issue 36, fam36g: q / k / v / o biases
+               "laguna", "zaya",        # issue 36, fam36g: q / k / v / o biases
+               "lara_mini"}             # issue 36, fam36k: Qwen3's attention with attention_bias
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",
@@ -144,6 +146,11 @@ def test_a_correct_engine_passes(files, case, weights):
     # (1.6e-8 of the range), and the unrounded reference within 0.132 of the 0.223 limit (0.59): five multi-head
     # Mamba-1 layers in series, each rounding u to int8 before x_proj, whose dt goes through softplus and exp
     margin = 0.7 if (case, weights) == ("zamba", "q8_0") else margin
+    # Dots 3 Note Preview's released class at q8_0 (issue 36, fam36k): 0.80 of the 0.20 limit (max_rel_err 0.162)
+    # where its routing agrees (27 of 30 positions: the experts and the indexers' choice of 12 positions, which
+    # near-ties move between the engine's int8 activations and the unrounded reference), the flips at earlier
+    # positions reaching it through attention; its mean and rounded figures 0.52 / 0.55 of theirs
+    margin = 0.9 if (case, weights) == ("dots3_note", "q8_0") else margin
     # Laguna at q4_0 (issue 36, fam36g): the engine equals the reference with its activation rounding (0.0), and the
     # unrounded reference within 0.182 of the 0.203 limit (0.90) where both route alike (29 of 30 positions): the
     # positions just after the one whose routing flips read it through attention (0.11-0.18 there, 0.07 or less

@@ -309,6 +309,8 @@ def _routing(model, ref, ids, rounded: bool) -> dict | None:
             routers.append(v4.index.last_choice)
         if L.moa_router is not None:           # JetMoE's attention experts, before the MLP's (issue 30, jetmoe)
             routers.append(L.moa_last_routing)
+        if L.sparse is not None:               # MiniMax-M3's indexer: the key blocks (issue 36, fam36i)
+            routers.append(L.sparse.last_choice)
         if L.moe is not None:
             routers.append(L.moe.last_routing)
     if not routers or not rounded:

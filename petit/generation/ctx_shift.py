@@ -49,6 +49,8 @@ def shift_refusal(model, cache) -> str | None:
             return f"layer {i}'s sparse attention indexer keeps keys of its own RoPE in the latent rows"
         if (mla is not None) != cache.values_are_keys:
             return f"layer {i}'s cache rows are not its keys'"
+        if mla is not None and mla.row != cache.layout[3]:     # Dots 3 (issue 36, fam36k): rows of other widths
+            return f"layer {i}'s latent rows are narrower than the cache's (its layers' rows differ)"
         rope = layer.rope
         if rope is None:
             continue

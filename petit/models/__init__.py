@@ -36,10 +36,12 @@ from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a grou
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
 from petit.models import diffllama, doge     # issue 36, the fam36d group
+from petit.models import aria_text, beam, cohere_compass_text, minimax_m3_vl_text     # issue 36, the fam36i group
 from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
 from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
+from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
 from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
 from petit.models.refusals import NOT_DECODERS
 
@@ -195,6 +197,11 @@ MODEL_TYPES = {
     # issue 36, the fam36d group
     "diffllama": diffllama,
     "doge": doge,
+    # issue 36, fam36i
+    "aria_text": aria_text,
+    "cohere_compass_text": cohere_compass_text,
+    "minimax_m3_vl_text": minimax_m3_vl_text,
+    "beam": beam,
     # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
     "emu3": emu3,
     "got_ocr2": got_ocr2,
@@ -212,6 +219,10 @@ MODEL_TYPES = {
     "axk1": axk1,
     "laguna": laguna,
     "zaya": zaya,
+    # issue 36, the fam36k group
+    "lara_mini": lara_mini,
+    "dots3_note_text": dots3_note_text,
+    "dots3_note": dots3_note,
     # issue 36, the fam36m group
     "axk2": axk2,
     "bailing_hybrid": bailing_hybrid,
@@ -227,6 +238,13 @@ ENCODERS = {
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
+_QWEN4_EXP = ("hc_count residual streams (hyper-connections: every attention, linear-attention and MoE block reads "
+              "a mix of the RMS-normed streams weighed per token and value, and adds its output to each stream "
+              "times a per-token gate; a last mix replaces the final norm), hashed n-gram Per-Layer Embeddings "
+              "(ple_layer_ids: per token an embedding of its preceding 2..ngram_size tokens' hashes, up to ~45 "
+              "billion rows, gated by each stream and added through a dilated causal conv of its own state) and the "
+              "QSA indexer in every attention layer (each query attends to the indexer_budget tokens of its best "
+              "compressed key blocks)")
 CLOSEST = {
     "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
@@ -238,12 +256,23 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
+    # issue 36, fam36i: the multimodal checkpoints around this group's text models (their wrappers not written yet)
+    "aria": ("aria_text", "the multimodal checkpoint: an Idefics3 vision tower and its projector around the text "
+                          "model, under language_model.*; not read yet"),
+    "cohere_compass": ("cohere_compass_text", "the multimodal checkpoint: Qwen3-VL's vision tower (DeepStack) around "
+                                              "the text model, under model.language_model.*; not read yet"),
+    "minimax_m3_vl": ("minimax_m3_vl_text", "the multimodal checkpoint: a vision tower and patch-merging projector "
+                                            "around the text model, its release's names (block_sparse_moe, w1 / w2 / "
+                                            "w3, index_q_proj ...); not read yet"),
     # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
     "cpmant": ("llama", "a prefix language model as transformers runs it: 32 learned prompt tokens before the text and "
                         "every position of a call attending to every other (its context mask is all ones), so a "
                         "position's logits depend on the tokens after it and a cached decode step differs from a "
                         "whole forward; T5-style bucketed relative-position and segment-pair biases in each "
                         "attention in place of RoPE; segment embeddings, and id 0 taken for left padding"),
+    # issue 36, fam36k: Qwen4-Exp keeps Qwen3.5-MoE's mixers, experts and norms, but not its residual stream
+    "qwen4_exp_text": ("qwen3_5_moe_text", _QWEN4_EXP),
+    "qwen4_exp": ("qwen3_5_moe", "the multimodal checkpoint around qwen4_exp_text, whose " + _QWEN4_EXP),
 }
 
 

@@ -100,7 +100,8 @@ def build(cfg: AXK2Config, t):
     dec = build_v32(cfg, t, q_cat=True, norms=_norms(cfg))
     H, dv = cfg.num_attention_heads, cfg.v_head_dim
     for i, L in enumerate(dec.layers):
-        L.mla.gate = t.weight(f"model.layers.{i}.self_attn.q_gate.weight", (H * dv, 2 * cfg.q_lora_rank))
+        L.mla.gate, L.mla.gate_x, L.mla.gate_width = t.weight(f"model.layers.{i}.self_attn.q_gate.weight",
+                                                              (H * dv, 2 * cfg.q_lora_rank)), False, 1
         if L.moe is not None and cfg.n_group:
             L.moe.group_fill_zero = True
     return dec

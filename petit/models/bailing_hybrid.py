@@ -125,13 +125,12 @@ def hf_tensors(cfg: BailingHybridConfig, ckpt) -> dict:
 
 def build(cfg: BailingHybridConfig, t):
     dec = kimi_linear.build(cfg, t)
-    H, D, dv = cfg.num_attention_heads, cfg.hidden_size, cfg.v_head_dim
+    H, D = cfg.num_attention_heads, cfg.hidden_size
     for i, L in enumerate(dec.layers):
         if L.mamba is not None:
             L.mamba.kda_lower_bound = float(cfg.kda_lower_bound) if cfg.kda_safe_gate else 0.0
         else:
-            L.mla.gate, L.mla.gate_x, L.mla.gate_width = t.weight(f"model.layers.{i}.self_attn.g_proj.weight",
-                                                                  (H, D)), True, dv
+            L.mla.gate = t.weight(f"model.layers.{i}.self_attn.g_proj.weight", (H, D))     # one a head
         if L.moe is not None:
             m = L.moe
             if (cfg.num_expert_group or 1) > 1:

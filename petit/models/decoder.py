@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
+from petit.models.block_sparse import BlockSparse
 from petit.models.diff_attn import DiffAttn, Expand
 from petit.models.dyn_mask import Compact, DynMask
 from petit.models.mla import Mla
@@ -101,10 +102,12 @@ class Layer:
     sinks: Vec | None = None            # [n_heads] attention-sink logits (gpt-oss), None: none
     chunk: int = 0                      # > 0: chunked attention, a query sees its own chunk only (Llama 4)
     temperature: tuple | None = None    # (floor_scale, attn_scale): Llama 4's temperature-tuned NoPE queries;
-    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group)
+    # (floor, scale, 1): Ministral 3's llama_4_scaling_beta, floor(p / floor) (the wrap group); (floor, a, 2): Beam's
+    # scalable softmax, x (1 + (p + 1) / floor) ** a (issue 36, fam36i)
     alibi: Vec | None = None            # [n_heads] ALiBi slopes (BLOOM, MPT, Falcon): linear position biases
     norm_after_rope: bool = False       # q/k norms applied to the rotated q and k (Hunyuan), not before RoPE
     attn_gate: Weight | None = None     # the heads' outputs times sigmoid(attn_gate x) before o_proj (Qwen3-Next)
+    attn_gate_b: Vec | None = None      # issue 36, fam36i: a bias of attn_gate x (Beam's gate_bias, one a head)
     o_norm: Norm | None = None          # a norm of o_proj's input, the heads' outputs (BitNet's attn_sub_norm)
     down_norm: Norm | None = None       # a norm of down_proj's input (BitNet's ffn_sub_norm)
     clip: float = 0.0                   # > 0: q, k and v clamped to [-clip, clip] after their biases (OLMo's clip_qkv)
@@ -152,6 +155,9 @@ class Layer:
     # issue 36, fam36d: {role: (rows, cols)} of the checkpoint's matrix this layer's q / k / v hold (None: all; an index
     # past the last: a zero row), when the family rearranged them (what `petit verify` compares)
     file_rows: dict | None = None
+    # issue 36, fam36i: MiniMax-M3's block-sparse attention in place of the layer's attention kernel, after its
+    # rope_store (petit/models/block_sparse.py; its projections run as the layer's pre_store)
+    sparse: "BlockSparse | None" = None
     # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
     # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
     pre_block: "object | None" = None
@@ -227,7 +233,9 @@ class Arch:
     state_shapes: tuple | None = None   # (conv, ssm) state shapes of a state-space model's layers: a StateCache
     state_layers: tuple | None = None   # a hybrid's layers with a recurrent state (the others attention): HybridCache
     empty_layers: tuple = ()            # a hybrid's blocks with neither state nor KV rows (Nemotron-H's MLP blocks)
-    cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states n..)
+    cache_slots: int | None = None      # a HybridCache's slots, when not one a layer (Falcon-H1: KV 0..n-1, states
+                                        # n..); issue 36, fam36i: a KV cache's (MiniMax-M3's indexer keys after the
+                                        # layers')
     shared_rank: int = -1               # issue 30, the hybrid group: >= 0 when layers use Zamba's shared blocks (the
                                         # adapters' rank, 0 without): the scratch gets their buffers
     shortcut: bool = False              # issue 30, the longcat group: layers hold a shortcut MoE (Layer.moe_shortcut):
@@ -333,6 +341,7 @@ class Decoder:
         out = {id(W): W for L in self.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
         out.update((id(W), W) for L in self.layers if L.moe for W in L.moe.matrices())
         out.update((id(W), W) for L in self.layers if L.mla for W in L.mla.matrices())
+        out.update((id(W), W) for L in self.layers if L.sparse for W in L.sparse.matrices())
         out.update((id(W), W) for L in self.layers if L.mamba for W in L.mamba.matrices())
         out.update((id(W), W) for L in self.layers if L.shared for W in L.shared.matrices())
         if self.head_dense is not None:
@@ -352,6 +361,8 @@ class Decoder:
                 L.moe.replace(new)
             if L.mla is not None:
                 L.mla.replace(new)
+            if L.sparse is not None:
+                L.sparse.replace(new)
             if L.mamba is not None:
                 L.mamba.replace(new)
             if L.shared is not None:
@@ -434,7 +445,7 @@ class Decoder:
                     raise ValueError(f"{where}this cache {cache.layout} was not made for this model (needs the "
                                      f"recurrent state {layout}): use model.new_cache()")
             else:
-                layout = (len(self.layers), KV, cache.n_ctx, hd)
+                layout = (arch.cache_slots or len(self.layers), KV, cache.n_ctx, hd)
                 if cache.layout != layout or cache.n_ctx > arch.context_length:
                     raise ValueError(f"{where}this KV cache {cache.layout} was not made for this model (needs "
                                      f"{layout[:2]} + (n_ctx <= {arch.context_length}, {hd})): use model.new_cache()")
@@ -675,6 +686,8 @@ class Decoder:
             rc |= self._lora(layer, t, attn_in, T, buf, buf[t])
         if layer.attn_gate is not None:
             rc |= lib.pt_matmul(layer.attn_gate.c, attn_in, T, buf["qgate"], 0)
+            if layer.attn_gate_b is not None:
+                rc |= lib.pt_bias_act(buf["qgate"], layer.attn_gate_b.p, T, layer.attn_gate.shape[0], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 rc |= lib.pt_bias_act(buf[name], bias.p, T, width, 0)
@@ -712,7 +725,8 @@ class Decoder:
         m, buf = layer.mla, scratch.p
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = self.arch.head_dim             # a cache row: dr + r, and DSA's indexer key behind them
+        hd = m.row                          # a cache row: dr + r, and DSA's indexer key behind them
+        scale = scale if m.scale is None else m.scale
         rc, q_in = 0, attn_in
         if m.q_a is not None:
             rq = m.q_a.shape[0]
@@ -731,6 +745,8 @@ class Decoder:
         rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, xg.c if xg else ffi.NULL, attn_in, T, b["c"], b["k_pe"],
                              b["gate"] if xg else ffi.NULL)
         rc |= m.kv_norm(b["c"], T, r, b["c"])
+        if m.k_pe_norm is not None:         # Dots 3 (fam36k): k_pe RMS-normed before RoPE
+            rc |= m.k_pe_norm(b["k_pe"], T, dr, b["k_pe"])
         d = m.dsa
         if d is not None:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
@@ -766,15 +782,15 @@ class Decoder:
             rc |= seq_rc
             at += n
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
-        if m.gate is not None:              # A.X-K2, Ling 3 (fam36m): sigmoid gates, one a value or one a head
-            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["gate"], b["o_in"], T, m.gate.shape[0], m.gate_width)
+        if m.gate is not None:              # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4)
+            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["gate"], b["o_in"], T, m.gate.shape[0], m.gate_width or dv)
         return rc, failed, b["o_in"]
 
     def _dsa_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, ib) -> int:
         """DeepSeek Sparse Attention of one sequence's T rows from row `at`: RoPE and the store of each row
         ([k_pe ; latent ; indexer key]), the indexer's choice (a full layer), attention over the chosen rows."""
         m, d, buf = layer.mla, layer.mla.dsa, scratch.p
-        H, hd, w = m.heads, self.arch.head_dim, m.rope + m.rank
+        H, hd, w = m.heads, m.row, m.rope + m.rank
         q, k, att = buf["q"] + at * H * hd, buf["k"] + at * hd, buf["att"] + at * H * hd
         cos_p, sin_p, n_pos, rot_dim, interleaved = self._rope_table(layer, s, pos0 + T, tables)
         int8 = cache.kv_type == "int8"
@@ -808,6 +824,8 @@ class Decoder:
         """RoPE + the cache store, then attention, of one sequence's T rows starting at row `at`."""
         arch, buf = self.arch, scratch.p
         H, KV, hd = layer.heads or arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+        if layer.mla is not None:            # latent attention: one kv head, the layer's own heads and rows
+            H, KV, hd = layer.mla.heads, 1, layer.mla.row
         q, att = buf["q"] + at * H * hd, buf["att"] + at * H * hd
         extra = layer.attn_extra()
         k, v = buf["k"] + at * KV * hd, buf[values] + at * KV * hd
@@ -816,14 +834,20 @@ class Decoder:
         else:
             cos_p, sin_p, n_pos, rot_dim, interleaved = ffi.NULL, ffi.NULL, 0, 0, 0
         k_cache, v_cache = cache.k_ptr[i], cache.v_ptr[i]
-        if cache.kv_type == "int8":
+        int8 = cache.kv_type == "int8"
+        if int8:
             k_scales, v_scales = cache.ks_ptr[i], cache.vs_ptr[i]
             rc = lib.pt_rope_store_q8(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved,
                                       k_cache, k_scales, v_cache, v_scales, cache.n_ctx)
+        else:
+            rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
+                                   v_cache, cache.n_ctx)
+        if layer.sparse is not None:        # MiniMax-M3 (fam36i): the indexer's choice, attention over it
+            table = (cos_p, sin_p, n_pos, rot_dim, interleaved) if rot_dim else None
+            return rc | layer.sparse.attend(i, T, pos0, cache, at, q, att, H, KV, hd, scale, table)
+        if int8:
             return rc | lib.pt_attention_q8(q, k_cache, k_scales, v_cache, v_scales, cache.n_ctx, T, H, KV, hd,
                                             pos0, scale, arch.attn_softcap, layer.window, extra, att)
-        rc = lib.pt_rope_store(q, k, v, T, H, KV, hd, rot_dim, pos0, cos_p, sin_p, n_pos, interleaved, k_cache,
-                               v_cache, cache.n_ctx)
         return rc | lib.pt_attention(q, k_cache, v_cache, cache.n_ctx, T, H, KV, hd, pos0, scale, arch.attn_softcap,
                                      layer.window, extra, att)
 
@@ -837,8 +861,9 @@ class Decoder:
 
     def _mlp(self, layer: Layer, mlp_in, T, F, scratch) -> int:
         """buf["mlp_hidden"] = act(gate) * up (gated) or act(up + bias) (plain) of mlp_in."""
-        buf, act = scratch.p, ACTIVATIONS[self.arch.act]
-        if layer.gate is not None:
+        buf, act = scratch.p, ACTIVATIONS.get(self.arch.act)
+        if layer.gate is not None:      # a gated MLP: GLU_ACTIVATIONS (gpt-oss's clamped SwiGLU too: MiniMax-M3)
+            act = GLU_ACTIVATIONS[self.arch.act]
             rc = lib.pt_matmul3(layer.gate.c, layer.up.c, ffi.NULL, mlp_in, T, buf["gate"], buf["up"], ffi.NULL)
             rc |= self._lora(layer, "gate", mlp_in, T, buf, buf["gate"])
             rc |= self._lora(layer, "up", mlp_in, T, buf, buf["up"])
@@ -1064,6 +1089,8 @@ class Decoder:
             self._plan_lora(plan, i, layer, t, attn_in, buf, buf[t])
         if layer.attn_gate is not None:
             plan.matmul(i, [layer.attn_gate], attn_in, [buf["qgate"]])
+            if layer.attn_gate_b is not None:
+                plan.bias_act(i, buf["qgate"], layer.attn_gate_b, layer.attn_gate.shape[0], 0)
         for bias, name, width in ((layer.q_b, "q", H * hd), (layer.k_b, "k", KV * hd), (layer.v_b, "v", KV * hd)):
             if bias is not None:
                 plan.bias_act(i, buf[name], bias, width, 0)
@@ -1082,6 +1109,9 @@ class Decoder:
         if layer.pre_store is not None:      # SmallDoge, DiffLlama (fam36d): the key bias slots, the heads twice
             layer.pre_store.plan(plan, i, buf)
         plan.rope_store(i, None if layer.norm_after_rope else layer.rope, buf["q"], buf["k"], buf["v"], H, KV, hd)
+        if layer.sparse is not None:        # MiniMax-M3 (fam36i): the indexer's choice, attention over it
+            layer.sparse.plan_attend(plan, i, buf["q"], buf["att"], H, KV, hd, self._attn_scale())
+            return
         plan.attention(i, buf["q"], H, KV, hd, self._attn_scale(), arch.attn_softcap, layer.window, buf["att"],
                        layer.sinks, layer.chunk, layer.temperature, layer.alibi, layer.bidirectional)
 
@@ -1090,7 +1120,7 @@ class Decoder:
         m = layer.mla
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}
         H, dn, dr, r, dv = m.heads, m.nope, m.rope, m.rank, m.v_dim
-        hd = self.arch.head_dim
+        hd, scale = m.row, self._attn_scale() if m.scale is None else m.scale
         q_in = attn_in
         if m.q_a is not None:
             rq = m.q_a.shape[0]
@@ -1109,6 +1139,8 @@ class Decoder:
         plan.matmul(i, [m.c, m.k_pe] + (g if m.gate_x else []), attn_in,
                     [b["c"], b["k_pe"]] + ([b["gate"]] if g and m.gate_x else []))
         plan.norm(i, m.kv_norm, b["c"], 1, r, b["c"])
+        if m.k_pe_norm is not None:
+            plan.norm(i, m.k_pe_norm, b["k_pe"], 1, dr, b["k_pe"])
         d = m.dsa
         if d is not None:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
@@ -1124,21 +1156,22 @@ class Decoder:
         plan.copy(i, b["c"], r, 0, buf["k"], hd, dr, 1, r)
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["k"], H, 1, hd)
         if d is None:
-            plan.attention(i, buf["q"], H, 1, hd, self._attn_scale(), 0.0, layer.window, buf["att"])
+            plan.attention(i, buf["q"], H, 1, hd, scale, 0.0, layer.window, buf["att"])
         else:
             if not d.shared:
                 plan.dsa_index(i, ib["iq"], ib["iw"], d.n_heads, d.dim, hd, dr + r, d.dim ** -0.5,
                                d.n_heads ** -0.5, d.top_k, ib["sel"], ib["n_sel"])
-            plan.dsa_attention(i, buf["q"], H, hd, dr + r, self._attn_scale(), d.top_k, ib["sel"], ib["n_sel"],
-                               buf["att"], layer.sinks)
+            plan.dsa_attention(i, buf["q"], H, hd, dr + r, scale, d.top_k, ib["sel"], ib["n_sel"], buf["att"],
+                               layer.sinks)
         plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
-        if m.gate is not None:                  # A.X-K2, Ling 3 (fam36m): sigmoid gates, one a value or one a head
-            plan.head_gate(i, GATE_ACTS["sigmoid"], b["gate"], b["o_in"], m.gate.shape[0], m.gate_width)
+        if m.gate is not None:                  # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4)
+            plan.head_gate(i, GATE_ACTS["sigmoid"], b["gate"], b["o_in"], m.gate.shape[0], m.gate_width or dv)
         return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:
-        F, act = self.arch.intermediate_size, ACTIVATIONS[self.arch.act]
-        if layer.gate is not None:
+        F, act = self.arch.intermediate_size, ACTIVATIONS.get(self.arch.act)
+        if layer.gate is not None:      # a gated MLP: GLU_ACTIVATIONS (gpt-oss's clamped SwiGLU too: MiniMax-M3)
+            act = GLU_ACTIVATIONS[self.arch.act]
             plan.matmul(i, [layer.gate, layer.up], mlp_in, [buf["gate"], buf["up"]])
             self._plan_lora(plan, i, layer, "gate", mlp_in, buf, buf["gate"])
             self._plan_lora(plan, i, layer, "up", mlp_in, buf, buf["up"])

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.native import Weight, ffi
+from petit.models.plan import scratch_arrays
+from petit.native import Weight
 
 
 @dataclass
@@ -51,13 +52,8 @@ class Dsa:
             return self.source.buffers(cap)
         if self._cap >= cap:
             return self._bufs
-        self._bufs = {}
-        for name, w in (("iq", self.n_heads * self.dim), ("ik", self.dim), ("iw", self.n_heads)):
-            a = np.zeros((cap, w), np.float32)
-            self._bufs[name] = (a, ffi.cast("float *", ffi.from_buffer(a)))
-        for name, w in (("sel", self.top_k), ("n_sel", 1)):
-            a = np.zeros((cap, w), np.int32)
-            self._bufs[name] = (a, ffi.cast("int32_t *", ffi.from_buffer(a)))
+        self._bufs = scratch_arrays(cap, {"iq": self.n_heads * self.dim, "ik": self.dim, "iw": self.n_heads},
+                                    {"sel": self.top_k, "n_sel": 1})
         self._cap = cap
         return self._bufs
 

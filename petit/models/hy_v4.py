@@ -131,7 +131,7 @@ def build(cfg: HYV4Config, t):
     for i, L in enumerate(dec.layers):
         a = f"model.layers.{i}.self_attn."
         L.sinks = t.vec(a + "sinks", (H,))
-        L.mla.gate, L.mla.gate_x = t.weight(a + "gate_proj.weight", (H * cfg.v_head_dim, D)), True
+        L.mla.gate, L.mla.gate_width = t.weight(a + "gate_proj.weight", (H * cfg.v_head_dim, D)), 1
         if L.moe is not None:
             L.moe.swiglu_limit, L.moe.sh_swiglu_limit = float(cfg.swiglu_limit), 0.0
     return dec

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from petit.models import deepseek_common as dc
 from petit.models.common import embed_and_head, norm
 from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
 from petit.models.decoder import Arch, Decoder, Layer
@@ -203,22 +204,8 @@ def _kda(cfg: KimiLinearConfig, t, a: str) -> Mamba:
 
 
 def _mla(cfg: KimiLinearConfig, t, a: str) -> Mla:
-    H, dn, dr, dv, r = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
-                        cfg.kv_lora_rank)
-    D = cfg.hidden_size
-    q_a = q_a_norm = None
-    q_in = D
     latent_eps = cfg.latent_norm_eps or 1e-6        # KimiRMSNorm's default; llama.cpp's files: the file's RMS eps
-    if cfg.q_lora_rank:
-        q_in = cfg.q_lora_rank
-        q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-        q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
-    return Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
-               c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
-               kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
-               k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
-               v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
-               nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
+    return dc.mla_weights(t, a, dc.dims(cfg, 0), cfg.hidden_size, latent_eps)
 
 
 def build(cfg: KimiLinearConfig, t) -> Decoder:

@@ -39,20 +39,30 @@ class Mla:
     q_a: Weight | None = None
     q_a_norm: object = None
     dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
+    # issue 36, fam36k (Dots 3, whose sliding layers' latent attention has other sizes than its indexed layers'):
+    # this layer's softmax scale (None: the model's), a norm of k_pe before RoPE (k_rope_only_layernorm)
+    scale: float | None = None
+    k_pe_norm: object = None
     # issue 36, fam36m: q / q_pe (and a query-side gate) read [q_a_norm(q_a x) ; q_a x], 2 x rank_q wide (A.X-K2's
     # q_gate_proj); DSA's indexer still reads the normed half
     q_cat: bool = False
-    # issue 36, fam36m: the heads' outputs times sigmoid(gate . in) before o_proj, one gate a value (gate_width 1) or
-    # one a head (gate_width v_dim); `in` the query's input (A.X-K2's q_gate_proj rows), or x with gate_x (Ling 3)
+    # the heads' outputs times sigmoid(gate . in) before o_proj (issue 36: fam36k's Dots 3, fam36m's): in = x (gate_x,
+    # the default: Dots 3's and Ling 3's g_proj, HY-V4's gate_proj) or the query's input (A.X-K2's q_gate_proj rows);
+    # one gate a head's v_dim values (gate_width 0) or gate_width values (1: each value, A.X-K2, HY-V4)
     gate: Weight | None = None
-    gate_width: int = 1
-    gate_x: bool = False
+    gate_width: int = 0
+    gate_x: bool = True
     _bufs: dict = field(default_factory=dict, repr=False)
     _cap: int = field(default=0, repr=False)
 
     @property
     def heads(self) -> int:
         return len(self.k_absorb)
+
+    @property
+    def row(self) -> int:
+        """The width of this layer's attention rows (q, the cache): [k_pe ; latent], and DSA's indexer key behind."""
+        return self.rope + self.rank + (self.dsa.dim if self.dsa is not None else 0)
 
     def matrices(self) -> list:
         return [m for m in (self.q_a, self.q, self.q_pe, self.c, self.k_pe, self.gate) if m is not None] + \
@@ -80,7 +90,7 @@ class Mla:
                   "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
         if self.q_cat:
             widths.update(q_n=rq, q_cat=2 * rq)
-        if self.gate is not None:
+        if self.gate is not None:       # the gates
             widths["gate"] = self.gate.shape[0]
         self._bufs = {}
         for name, w in widths.items():

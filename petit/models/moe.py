@@ -234,18 +234,25 @@ def moe_weights(t, p: str, cfg, *, n_experts: int, top_k: int, inter: int, norm_
                **biases)
 
 
-def split_experts(ckpt, p: str, n_experts: int, inter: int, hidden: int, experts: str = "mlp.experts") -> dict:
+def split_experts(ckpt, p: str, n_experts: int, inter: int, hidden: int, experts: str = "mlp.experts",
+                  fused: str | None = None, down: str | None = None, transposed: bool = False,
+                  held: dict | None = None) -> dict:
     """hf_tensors entries of each expert's gate / up / down matrix under `p + experts + ".{e}."`, read from
     transformers 5's 3-D `gate_up_proj` [E, 2 inter, hidden] ([gate; up] rows) and `down_proj` [E, hidden, inter]
-    (the layout it saves a model's experts in when its conversion mapping does not split them: ZAYA)."""
-    fused, down, held = f"{p}{experts}.gate_up_proj", f"{p}{experts}.down_proj", {}
+    (the layout it saves a model's experts in when its conversion mapping does not split them: ZAYA, MiniMax-M3), or
+    from the 3-D tensors named `fused` / `down`; with `transposed` laid out [in, out]: [E, hidden, 2 inter] (gate
+    columns, then up) and [E, inter, hidden] (Aria's). Each 3-D tensor is read once and kept in `held` (one dict for
+    every layer's call: only the last tensor read stays) while its experts are handed out."""
+    fused, down = fused or f"{p}{experts}.gate_up_proj", down or f"{p}{experts}.down_proj"
+    held = {} if held is None else held
 
     def part(src, e, lo=0, hi=None):
         def make():
             if src not in held:
                 held.clear()
                 held[src] = ckpt.f32(src)
-            return held[src][e, lo:hi]
+            a = held[src][e]
+            return np.ascontiguousarray((a.T if transposed else a)[lo:hi])
         return make
 
     out = {}

@@ -28,12 +28,24 @@ OP_NAMES.update({lib.PT_OP_HC_PRE: "hc_pre", lib.PT_OP_HC_POST: "hc_post", lib.P
                  lib.PT_OP_DSV4_ATTN: "dsv4_attention", lib.PT_OP_DSV4_INDEX: "dsv4_index",
                  lib.PT_OP_HASH_ROUTE: "hash_route"})
 OP_NAMES.update({lib.PT_OP_DOGE_DT: "doge_dt", lib.PT_OP_SCALE_COLS: "scale_cols"})  # issue 36, fam36d
+OP_NAMES.update({lib.PT_OP_MM3_INDEX: "mm3_index", lib.PT_OP_MM3_ATTENTION: "mm3_attention"})  # issue 36, fam36i
 OP_NAMES.update({lib.PT_OP_HEAD_GATE: "head_gate", lib.PT_OP_CCA: "cca"})          # issue 36, fam36g
 NULL = ffi.NULL
 
 
 def fptr(a: np.ndarray):
     return ffi.cast("float *", ffi.from_buffer(a))
+
+
+def scratch_arrays(cap: int, floats: dict, ints: dict = None) -> dict:
+    """{name: (array [cap, width], its C pointer)}: float32 arrays of `floats` {name: width}, int32 ones of `ints`
+    (a block's own scratch beside the decoder's: DSA's and MiniMax-M3's indexers)."""
+    out = {}
+    for names, dtype, ctype in ((floats, np.float32, "float *"), (ints or {}, np.int32, "int32_t *")):
+        for name, w in names.items():
+            a = np.zeros((cap, w), dtype)
+            out[name] = (a, ffi.cast(ctype, ffi.from_buffer(a)))
+    return out
 
 
 class _CachePointers:
@@ -191,6 +203,20 @@ class Plan:
         """y [T][width] *= w [width] (a Vec), in place."""
         self._add(lib.PT_OP_SCALE_COLS, layer, y=[y, NULL, NULL], w=w.p, width=width)
 
+    def mm3_index(self, layer: int, iq, ik, slot: int, n_idx: int, dim: int, block: int, top_k: int, local: int, sel,
+                  n_sel) -> None:
+        """MiniMax-M3's indexer (kernels/mm3.c) per sequence: its keys ik stored in cache slot `slot`, each token's
+        top_k blocks per indexer head into sel [T][n_idx][top_k], their count into n_sel [T][n_idx] (issue 36,
+        fam36i)."""
+        self._add(lib.PT_OP_MM3_INDEX, layer, x=iq, x2=ik, cache_slot=slot, n_heads=n_idx, head_dim=dim,
+                  x_stride=block, x_off=local, window=top_k, sel=sel, n_sel=n_sel)
+
+    def mm3_attention(self, layer: int, q, n_heads: int, n_kv: int, head_dim: int, scale: float, n_idx: int,
+                      block: int, top_k: int, sel, n_sel, out) -> None:
+        """Grouped-query attention over the positions of each token's chosen blocks (sel, n_sel) of the cache of
+        `layer` (kernels/mm3.c)."""
+        self._add(lib.PT_OP_MM3_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, n_kv=n_kv,
+                  head_dim=head_dim, scale=scale, mode=n_idx, x_stride=block, window=top_k, sel=sel, n_sel=n_sel)
     def head_gate(self, layer: int, act: int, g, y, n: int, width: int) -> None:
         """y [T][n][width] *= act(g [T][n]) (kernels/fam36g.c: 0 sigmoid, 1 softplus), in place."""
         self._add(lib.PT_OP_HEAD_GATE, layer, x=g, y=[y, NULL, NULL], mode=act, n_heads=n, width=width)

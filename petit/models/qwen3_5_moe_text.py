@@ -12,7 +12,6 @@ The router (`mlp.gate.weight`) and the shared-expert gate stay float at every we
 
 The class reads no `intermediate_size`, `mlp_only_layers`, `decoder_sparse_step` or `norm_topk_prob` (Qwen3-Next's
 keys): such a key in config.json changes nothing in transformers, so Petit reports it as unknown and ignores it."""
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,18 +33,8 @@ class Qwen35MoeTextConfig(qwen3_5_text.Qwen35TextConfig):
     shared_expert_intermediate_size: int = 512
     model_type: str = "qwen3_5_moe_text"
     _REQUIRED = tuple(n for n in qwen3_5_text.Qwen35TextConfig._REQUIRED if n != "intermediate_size")
-
-    @classmethod
-    def from_dict(cls, d):
-        if isinstance(d, dict) and any(k in d for k in NOT_READ):
-            extra = sorted(k for k in NOT_READ if k in d)
-            warnings.warn(f"config: ignoring unknown key(s) {', '.join(extra)} (Qwen3.5-MoE's class does not read "
-                          f"them: every layer routes, the top-k weights always renormalised)", stacklevel=3)
-            d = {k: v for k, v in d.items() if k not in NOT_READ}
-            cfg = super().from_dict(d)
-            cfg.unknown_keys = sorted(cfg.unknown_keys + extra)
-            return cfg
-        return super().from_dict(d)
+    _NOT_READ = NOT_READ
+    _NOT_READ_WHY = "Qwen3.5-MoE's class does not read them: every layer routes, the top-k weights always renormalised"
 
     def _validate(self):
         self.intermediate_size = self.moe_intermediate_size
@@ -55,12 +44,6 @@ class Qwen35MoeTextConfig(qwen3_5_text.Qwen35TextConfig):
     def _sparse(self) -> list:
         check_routing(self)
         return [True] * self.num_hidden_layers
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        for k in NOT_READ:
-            d.pop(k, None)
-        return d
 
 
 def expert_tensors(cfg, ckpt, p: str, E: int, F: int, D: int) -> dict:

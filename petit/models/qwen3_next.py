@@ -12,6 +12,7 @@ shared expert behind a sigmoid gate (Qwen2-MoE's block; a SwiGLU MLP in `mlp_onl
   the queries stay `self_attn.q_proj`), and the heads' outputs are multiplied by sigmoid(gate) before o_proj; q / k
   norms per head before a partial rotary (`partial_rotary_factor` of head_dim, rotate-half).
 The recurrent state (conv and [dk, dv] per value head) lives in a HybridCache beside the attention layers' KV rows."""
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,25 @@ class Qwen3NextConfig(DecoderConfig):
     norm_topk_prob: bool = True
     model_type: str = "qwen3_next"
     _IGNORED = MOE_TRAINING_ONLY
+    _KINDS = KINDS
+    _NOT_READ = ()                  # Qwen3-Next's keys a family built on it does not read: reported, then dropped
+    _NOT_READ_WHY = ""
+
+    @classmethod
+    def from_dict(cls, d):
+        extra = sorted(k for k in cls._NOT_READ if k in d) if isinstance(d, dict) else []
+        if not extra:
+            return super().from_dict(d)
+        warnings.warn(f"config: ignoring unknown key(s) {', '.join(extra)} ({cls._NOT_READ_WHY})", stacklevel=3)
+        cfg = super().from_dict({k: v for k, v in d.items() if k not in cls._NOT_READ})
+        cfg.unknown_keys = sorted(cfg.unknown_keys + extra)
+        return cfg
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        for k in self._NOT_READ:
+            d.pop(k, None)
+        return d
 
     @classmethod
     def _refuse(cls, d):
@@ -64,13 +84,15 @@ class Qwen3NextConfig(DecoderConfig):
         if self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError(f"config: linear_num_value_heads {self.linear_num_value_heads} is not a multiple of "
                              f"linear_num_key_heads {self.linear_num_key_heads}")
-        n = self.num_hidden_layers
-        self.types = self.layer_types or ["full_attention" if (i + 1) % self.full_attention_interval == 0
-                                          else "linear_attention" for i in range(n)]
-        if len(self.types) != n or any(k not in KINDS for k in self.types):
-            raise ValueError(f"config: layer_types must list {n} values of {' / '.join(KINDS)}, got {self.types!r}")
+        n, kinds = self.num_hidden_layers, self._KINDS
+        self.types = self.layer_types or [self._default_type(i) for i in range(n)]
+        if len(self.types) != n or any(k not in kinds for k in self.types):
+            raise ValueError(f"config: layer_types must list {n} values of {' / '.join(kinds)}, got {self.types!r}")
         self.rotary_dim = int(self.head_dim * self.partial_rotary_factor)
         self.sparse = self._sparse()
+
+    def _default_type(self, i: int) -> str:
+        return "full_attention" if (i + 1) % self.full_attention_interval == 0 else "linear_attention"
 
     def _sparse(self) -> list:
         check_routing(self)
@@ -132,12 +154,21 @@ def _deltanet(cfg, t, a: str) -> Mamba:
                  version=4, n_heads=Hv, n_groups=Hk, norm_w=t.array(a + "norm.weight", (dv,)))
 
 
-def build(cfg: Qwen3NextConfig, t) -> Decoder:
+def gated_attention(cfg, t, p: str, kind: str, rope) -> dict:
+    """A full-attention layer's Layer fields: q / k / v / o, the output gates (`self_attn.q_gate`) and the RoPE."""
+    return dict(attention_weights(t, p, cfg), rope=rope, attn_gate=t.weight(
+        p + "self_attn.q_gate.weight", (cfg.num_attention_heads * cfg.head_dim, cfg.hidden_size)))
+
+
+def build(cfg: Qwen3NextConfig, t, *, add: float = 1.0, attention=gated_attention,
+          shared_gate: str | None = "mlp.shared_expert_gate") -> Decoder:
+    """The decoder; `add` 1.0 for the zero-centred norms (0.0: plain x * w), `attention(cfg, t, p, kind, rope)` an
+    attention layer's Layer fields, `shared_gate` the shared expert's sigmoid gate (None: ungated)."""
     D, hd, eps = cfg.hidden_size, cfg.head_dim, cfg.rms_norm_eps
     E = t.weight("model.embed_tokens.weight", (cfg.vocab_size, D))
     head = E if cfg.tie_word_embeddings else t.weight("lm_head.weight", (cfg.vocab_size, D))
     rope = default_rope(cfg, dim=cfg.rotary_dim)
-    n1 = lambda name, width: norm(t, name, width, "rms", eps, add=1.0)      # noqa: E731   zero-centred
+    n1 = lambda name, width: norm(t, name, width, "rms", eps, add=add)      # noqa: E731
     layers, state_layers = [], []
     for i, kind in enumerate(cfg.types):
         p = f"model.layers.{i}."
@@ -145,19 +176,17 @@ def build(cfg: Qwen3NextConfig, t) -> Decoder:
             mix = {"mamba": _deltanet(cfg, t, p + "linear_attn."), "q": None, "k": None, "v": None, "o": None}
             state_layers.append(i)
         else:
-            mix = attention_weights(t, p, cfg)
-            mix["attn_gate"] = t.weight(p + "self_attn.q_gate.weight", (cfg.num_attention_heads * hd, D))
+            mix = attention(cfg, t, p, kind, rope)
         if cfg.sparse[i]:
             mlp = {"moe": moe_weights(t, p, cfg, n_experts=cfg.num_experts, top_k=cfg.num_experts_per_tok,
                                       inter=cfg.moe_intermediate_size, norm_topk=cfg.norm_topk_prob, router="mlp.gate",
                                       experts="mlp.experts", shared="mlp.shared_expert",
-                                      shared_inter=cfg.shared_expert_intermediate_size,
-                                      shared_gate="mlp.shared_expert_gate")}
+                                      shared_inter=cfg.shared_expert_intermediate_size, shared_gate=shared_gate)}
         else:
             mlp = gated_mlp_weights(t, p, cfg)
-        L = Layer(**mix, **mlp, rope=rope if kind == "full_attention" else None)
+        L = Layer(**mix, **mlp)
         L.attn_norm, L.mlp_norm = n1(p + "input_layernorm", D), n1(p + "post_attention_layernorm", D)
-        if kind == "full_attention":
+        if kind != "linear_attention":
             L.q_norm, L.k_norm = n1(p + "self_attn.q_norm", hd), n1(p + "self_attn.k_norm", hd)
         layers.append(L)
     widest = max([cfg.intermediate_size if not s else cfg.moe_intermediate_size for s in cfg.sparse]

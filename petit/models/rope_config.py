@@ -152,6 +152,26 @@ def _same(name: str, a, b) -> bool:
     return kind(a) == kind(b) and all(a[k] == b[k] for k in set(a) & set(b) - {"rope_type", "type"})
 
 
+def per_layer_type(rp, used: list, family: str, drop=()) -> dict:
+    """Issue 36, fam36i: a `rope_parameters` keyed by layer type, each entry a RoPE or null (no position encoding:
+    Cohere Compass's and Beam's NoPE full layers), as read_rope reads it: {"rope_parameters": the entries (keys beside
+    them dropped, as transformers drops or never reads them; each entry's `drop` keys taken out), "rope_layer_types":
+    the types whose entry is not null}. `used`: the config's layer types, each of which needs an entry.
+
+    Raises:
+        ValueError: rope_parameters not keyed by layer type, or a used type without an entry (transformers 5.25
+            builds no model from either).
+    """
+    if not isinstance(rp, dict) or not set(rp) & set(LAYER_TYPES):
+        raise ValueError(f"config: rope_parameters must be keyed by layer type (full_attention / sliding_attention, "
+                         f"null for no position encoding): transformers 5.25 builds no {family} model from {rp!r}")
+    missing = sorted({t for t in used if t in LAYER_TYPES} - set(rp))
+    if missing:
+        raise ValueError(f"config: rope_parameters has no entry for the layer type(s) {', '.join(missing)} "
+                         f"(transformers 5.25 builds no {family} model without one; null: no position encoding)")
+    rp = {k: {n: x for n, x in v.items() if n not in drop} if isinstance(v, dict) else v
+          for k, v in rp.items() if k in LAYER_TYPES}
+    return {"rope_parameters": rp, "rope_layer_types": [t for t in LAYER_TYPES if rp.get(t) is not None]}
 class RopeByType:
     """transformers 5's `rope_parameters` keyed by layer type, each its own theta, scaling and partial rotary factor,
     kept as given in the dataclass field `rope_types` (Petit's key; Laguna, ZAYA); the top-level rope_theta /

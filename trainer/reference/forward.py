@@ -283,13 +283,15 @@ class Forward:
 
     def mla(self, L, h):
         s, m, T = self.spec, L.mla, h.shape[0]
-        H = s.heads
-        x = self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h
-        q_in = np.concatenate([x, self.mm(h, m.q_a)], axis=1) if m.q_cat else x     # A.X-K2 (fam36m)
+        H = len(m.k_absorb)                          # the layer's own heads (Dots 3's sliding layers: fewer)
+        # LongCat-Flash's and Dots 3's latent rescaling (longcat group; issue 36, fam36k): the normed query latent,
+        # which Dots 3's indexer reads too, times q_scale, the normed kv latent times kv_scale
+        x = (self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h) * m.q_scale
+        q_in = np.concatenate([x, self.mm(h, m.q_a)], axis=1) if m.q_cat else x     # A.X-K2 (issue 36, fam36m)
         q_nope, q_pe = self.mm(q_in, m.q_nope).reshape(T, H, -1), self.mm(q_in, m.q_pe).reshape(T, H, -1)
-        c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm), self.mm(h, m.kv_pe)[:, None, :]
-        if m.q_scale != 1.0 or m.kv_scale != 1.0:     # LongCat-Flash's latent rescaling (longcat group)
-            q_nope, q_pe, c = q_nope * m.q_scale, q_pe * m.q_scale, c * m.kv_scale
+        c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm) * m.kv_scale, self.mm(h, m.kv_pe)[:, None, :]
+        if m.k_pe_norm is not None:                   # Dots 3's k_rope_only_layernorm (issue 36, fam36k)
+            k_pe = self.norm(k_pe, m.k_pe_norm)
         if L.rope is not None:                        # Kimi Linear's latent attention: no rotation at all
             inv, factor = L.rope.freqs(T)
             q_pe = ops.rotate(q_pe, L.rope.dim, inv, factor, L.rope.interleaved)
@@ -298,9 +300,10 @@ class Forward:
         v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
         q = np.concatenate([q_nope, q_pe], axis=2)
         k = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, H, k_pe.shape[2]))], axis=2)
+        scale = s.attn_scale if m.scale is None else m.scale
         if m.dsa is not None:                   # DeepSeek Sparse Attention: each query's chosen positions only
             keep = self.dsa_keep(m.dsa, h, x, L.rope)
-            sc = np.einsum("thd,shd->hts", q, k) * s.attn_scale
+            sc = np.einsum("thd,shd->hts", q, k) * scale
             sc[:, ~keep] = -np.inf
             mx = sc.max(axis=-1, keepdims=True)
             sk = self.w(L.sinks)[:, None, None] if L.sinks else None        # HY-V4's sinks (fam36m)
@@ -309,10 +312,10 @@ class Forward:
             p /= p.sum(axis=-1, keepdims=True) + (np.exp(sk - mx) if sk is not None else 0.0)
             out = np.einsum("hts,shd->thd", p, v).reshape(T, -1)
         else:       # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
-            out = ops.attention_values(q, k, v, s.attn_scale)
-        if m.gate is not None:                  # A.X-K2, Ling 3, HY-V4 (fam36m): sigmoid gates before o_proj
+            out = ops.attention_values(q, k, v, scale, L.window)
+        if m.gate is not None:      # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4); issue 36
             g = ops.act("sigmoid", self.mm(h if m.gate_x else q_in, m.gate))
-            out = out * np.repeat(g, m.gate_width, axis=1)
+            out = (out.reshape(T, g.shape[1], -1) * g[:, :, None]).reshape(T, -1)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def dsa_keep(self, d, h, q_resid, rope):
@@ -369,10 +372,13 @@ class Forward:
             A, dt, dt_b = L.key_bias
             z = self.mm(v.reshape(T, KV * hd), dt, dt_b)
             bias = np.exp(self.w(A) * np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20))))).T
+        keep = self.block_keep(L, h, H) if L.block_sparse is not None else None     # MiniMax-M3 (fam36i)
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
-                            L.temperature, L.alibi, bias)
+                            L.temperature, L.alibi, bias, keep)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate
             g = self.mm(h, L.attn_gate)
+            if L.attn_gate_b is not None:            # Beam (issue 36, fam36i): one bias a head
+                g = g + np.repeat(self.w(L.attn_gate_b), hd)
             g = np.logaddexp(0.0, g) if L.attn_gate_softplus else 0.5 + 0.5 * np.tanh(0.5 * g)
             out = out * np.repeat(g, L.attn_gate_width, axis=1)    # Laguna (fam36g): softplus, one a head or value
         if L.moa_router is not None:                 # JetMoE: each expert's heads times its gate (jetmoe group)
@@ -386,6 +392,31 @@ class Forward:
             np.put_along_axis(w, top, g / g.sum(axis=1, keepdims=True), axis=1)
             out = (out.reshape(T, KV, E, hd) * w[:, None, :, None]).reshape(T, -1)
         return self.norm(self.mm(self.norm(out, L.o_norm), L.o, L.o_b), L.post_attn_norm)
+
+    def block_keep(self, L, h, H):
+        """[H, T, T] bool: the positions each query head may see in a MiniMax-M3 sparse layer (issue 36, fam36i)."""
+        b, T = L.block_sparse, h.shape[0]
+        iq = self.norm(self.mm(h, b.wq).reshape(T, b.heads, b.dim), b.q_norm)
+        ik = self.norm(self.mm(h, b.wk), b.k_norm)[:, None, :]
+        if L.rope is not None:
+            inv, factor = L.rope.freqs(T)
+            iq = ops.rotate(iq, L.rope.dim, inv, factor, L.rope.interleaved)
+            ik = ops.rotate(ik, L.rope.dim, inv, factor, L.rope.interleaved)
+        score = np.einsum("thd,sd->hts", iq, ik[:, 0])
+        keep = np.zeros((b.heads, T, T), bool)
+        choice = np.full((T, b.heads, b.top_k), -1)
+        for t in range(T):
+            qb = t // b.block
+            local = sorted({max(qb - j, 0) for j in range(b.local)})
+            for hh in range(b.heads):
+                best = np.array([score[hh, t, c * b.block:min((c + 1) * b.block, t + 1)].max() for c in range(qb + 1)])
+                best[local] = np.inf
+                chosen = np.sort(np.argsort(-best, kind="stable")[:b.top_k])
+                choice[t, hh, :len(chosen)] = chosen
+                for c in chosen:
+                    keep[hh, t, c * b.block:(c + 1) * b.block] = True
+        self.routing.append(choice.reshape(T, -1))
+        return np.repeat(keep, H // b.heads, axis=0)
 
     def diff(self, D, q, k, v, scale, window):
         """DiffLlama's two attentions over the halves of the values, their pairs subtracted and RMS-normed."""
@@ -531,7 +562,7 @@ class Forward:
             return self.moe(L, h) + self.w(L.down_b) if L.down_b else self.moe(L, h)
         if L.gate is not None:
             g, u = self.mm(h, L.gate, L.gate_b), self.mm(h, L.up, L.up_b)
-            a = ops.act(self.spec.act, g) * u
+            a = ops.glu(self.spec.act, g, u)            # gpt-oss's clamped SwiGLU too (MiniMax-M3)
         elif L.xielu is not None:
             a = ops.xielu(self.mm(h, L.up, L.up_b), *(float(self.w(n).reshape(-1)[0]) for n in L.xielu),
                           bf16=L.xielu_bf16)
@@ -609,8 +640,9 @@ class Forward:
                 x = x + rs * self.attention(L, h) + rs * self.mlp(L, m_in)
             else:
                 a0, a1 = (self.w(a) if isinstance(a, str) else a for a in L.resid_alpha)    # names: per channel
-                x = self.norm(a0 * x + rs * self.attention(L, h), L.resid_attn_norm)
-                x = self.norm(a1 * x + rs * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
+                b0, b1 = L.branch_scale
+                x = self.norm(a0 * x + rs * b0 * self.attention(L, h), L.resid_attn_norm)
+                x = self.norm(a1 * x + rs * b1 * self.mlp(L, self.norm(x, L.mlp_norm)), L.resid_mlp_norm)
         x = self.norm(x, s.final_norm)                # final_norm None: none
         if s.head_dense is not None:                  # issue 36, fam36j: ModernBERT's prediction head
             W, b, act, n = s.head_dense

@@ -87,32 +87,38 @@ def rotate(x: np.ndarray, dim: int, inv_freq: np.ndarray, factor: float, interle
     return out
 
 
-def attention_values(q, k, v, scale: float) -> np.ndarray:
-    """Causal attention with one key and one value per head (q, k [T, H, dk], v [T, H, dv]): [T, H * dv]."""
+def attention_values(q, k, v, scale: float, window: int = 0) -> np.ndarray:
+    """Causal attention with one key and one value per head (q, k [T, H, dk], v [T, H, dv]): [T, H * dv]; window > 0:
+    query i sees keys i - window < j <= i."""
     T, H, _ = q.shape
     s = np.einsum("thd,shd->hts", q, k) * scale
-    s[:, np.triu(np.ones((T, T), bool), 1)] = -np.inf
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    s[:, (j > i) | ((i - j >= window) if window else False)] = -np.inf
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return np.einsum("hts,shd->thd", p, v).reshape(T, -1)
 
 
 def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, chunk: int = 0,
-              temperature=None, alibi=None, key_bias=None) -> np.ndarray:
+              temperature=None, alibi=None, key_bias=None, keep=None) -> np.ndarray:
     """Causal softmax attention of q [T, H, hd] over k, v [T, KV, hd]; query head h reads kv head h // (H / KV).
     softcap > 0: scores -> softcap * tanh(scores / softcap); window > 0: query i sees keys i - window < j <= i;
     sinks [H]: one more logit per head in the softmax, whose share is dropped; chunk > 0: query i sees keys of its
     chunk only (j // chunk == i // chunk); temperature (f, a): query i's scores x (1 + a ln(1 + floor((i + 1) / f)))
     ((f, a, 1): floor(i / f));
     alibi [H]: slope_h * (j - i) added to the scores (BLOOM, MPT, Falcon); key_bias [KV, T]: key j's bias added to
-    its scores in every query head reading kv head h (SmallDoge)."""
+    its scores in every query head reading kv head h (SmallDoge); keep [H, T, T] bool: the keys each query head may
+    see besides the causal mask (MiniMax-M3's chosen blocks)."""
     T, H, hd = q.shape
     kv_of = np.arange(H) // (H // k.shape[1])
     s = np.einsum("thd,shd->hts", q, k[:, kv_of]) * scale                        # [H, T, T]
-    if temperature is not None:         # (f, a) or (f, a, at_p): at_p 1 floors i / f (Ministral 3)
+    if temperature is not None:         # (f, a) or (f, a, at_p): at_p 1 floors i / f (Ministral 3), 2: a power
         f, a = temperature[:2]
-        at_p = len(temperature) > 2 and temperature[2]
-        s = s * (1.0 + a * np.log(np.floor((np.arange(T) + (0.0 if at_p else 1.0)) / f) + 1.0))[None, :, None]
+        at_p = temperature[2] if len(temperature) > 2 else 0
+        if at_p == 2:                   # Beam's scalable softmax: (1 + (i + 1) / f) ** a (issue 36, fam36i)
+            s = s * ((1.0 + (np.arange(T) + 1.0) / f) ** a)[None, :, None]
+        else:
+            s = s * (1.0 + a * np.log(np.floor((np.arange(T) + (0.0 if at_p else 1.0)) / f) + 1.0))[None, :, None]
     if alibi is not None:
         s = s + np.asarray(alibi, np.float64)[:, None, None] * (np.arange(T)[None, :] - np.arange(T)[:, None])
     if key_bias is not None:
@@ -122,6 +128,8 @@ def attention(q, k, v, scale: float, softcap: float, window: int, sinks=None, ch
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     hidden = (j > i) | ((i - j >= window) if window else False) | ((j // chunk != i // chunk) if chunk else False)
     s[:, hidden] = -np.inf
+    if keep is not None:
+        s[~keep] = -np.inf
     m = s.max(axis=-1, keepdims=True)
     if sinks is not None:
         m = np.maximum(m, np.asarray(sinks, np.float64)[:, None, None])

@@ -92,7 +92,8 @@ class LayerSpec:
     window: int = 0                      # 0: full causal attention; W: a query sees itself and the W - 1 before
     sinks: str | None = None             # [heads] attention sinks (gpt-oss): a softmax term whose share is dropped
     chunk: int = 0                       # > 0: a query sees only the keys of its own chunk (Llama 4)
-    temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)))
+    temperature: tuple | None = None     # (floor, a): query p's scores x (1 + a ln(1 + floor((p + 1) / floor)));
+                                         # (f, a, 2): x exp(a ln(1 + (p + 1) / f)) (Beam, issue 36 fam36i)
     mla: "MlaSpec | None" = None         # multi-head latent attention in place of q / k / v (DeepSeek)
     mamba: "MambaSpec | None" = None     # a Mamba mixer in place of attention and MLP
     mamba2: "Mamba2Spec | None" = None   # a Mamba-2 mixer in place of attention and MLP
@@ -125,6 +126,12 @@ class LayerSpec:
     # issue 36, fam36d: SmallDoge's dynamic mask, (A, dt_proj, its bias or None): key j of kv head h adds
     # exp(A_h softplus(dt_proj v_j + b)_h) to every score; resid_alpha may then name [hidden] tensors (per channel)
     key_bias: tuple | None = None
+    # issue 36, fam36i: MiniMax-M3's block-sparse attention: the indexer choosing each query's key blocks
+    block_sparse: "BlockSparseSpec | None" = None
+    # issue 36, fam36i: Beam: a [heads] bias of attn_gate x, one a head; each sublayer's output times these before
+    # its add (resid_alpha the stream's factor): h / sqrt(i) + r sqrt((i - 1) / i)
+    attn_gate_b: str | None = None
+    branch_scale: tuple = (1.0, 1.0)
     # issue 36, fam36g: the layer's query heads when not the model's (Laguna); attn_gate's activation softplus, not
     # sigmoid, and the values each gate scales (1, or head_dim: one gate a head)
     heads: int = 0
@@ -144,6 +151,23 @@ class DiffSpec:
     k2: str
     init: float
     eps: float
+
+
+@dataclass
+class BlockSparseSpec:
+    """MiniMax-M3's lightning indexer (issue 36, fam36i): iq = q_norm(wq x) [heads, dim], ik = k_norm(wk x) [dim]
+    (norms over each head), both rotated by the layer's RoPE; block b (positions b * block ..) of the query at p
+    scores max over its positions s <= p of iq_h . ik_s; the query's block and the local - 1 before it are always
+    chosen, then the best others up to top_k; query head g reads indexer head g // (H / heads)'s blocks only."""
+    wq: str
+    wk: str
+    q_norm: NormSpec
+    k_norm: NormSpec
+    heads: int
+    dim: int
+    block: int
+    top_k: int
+    local: int
 
 
 @dataclass
@@ -184,13 +208,15 @@ class MlaSpec:
     dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
     q_scale: float = 1.0                 # issue 30, longcat: the query times q_scale (LongCat-Flash's
     kv_scale: float = 1.0                # sqrt(hidden / q_lora_rank)), the normed latent times kv_scale
-    # issue 36, fam36m: q_cat: the query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2); gate: the heads' outputs
-    # times sigmoid(gate . in) before o_proj, in the query's input or x with gate_x (Ling 3, HY-V4), one gate a value
-    # (gate_width 1) or a head (gate_width v)
+    # issue 36, fam36k (Dots 3): the layer's softmax scale (None: the model's), a norm of k_pe before RoPE
+    scale: float | None = None
+    k_pe_norm: NormSpec | None = None
+    # issue 36, fam36m: q_cat: the query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2); gate (fam36k, fam36m):
+    # the heads' outputs times sigmoid(gate . in) before o_proj, in = x (gate_x) or the query's input (A.X-K2), one
+    # gate a head (its rows: the heads) or a value (its rows: every value)
     q_cat: bool = False
     gate: str | None = None
-    gate_width: int = 1
-    gate_x: bool = False
+    gate_x: bool = True
 
 
 @dataclass

@@ -32,10 +32,12 @@ from trainer.reference.families import dsv4_5          # issue 30: the dsv4 grou
 from trainer.reference.families import fam36           # issue 36: the fam36a group (openai-gpt)
 from trainer.reference.families import fam36e5         # issue 36: the fam36e group (kolibri1)
 from trainer.reference.families import fam36d5         # issue 36: the fam36d group (diffllama)
+from trainer.reference.families import fam36i5         # issue 36: the fam36i group (aria_text)
 from trainer.reference.families import fam36f5         # issue 36: the fam36f group (multimodal checkpoints)
 from trainer.reference.families import fam36j5         # issue 36: the fam36j group (modernbert-decoder)
 from trainer.reference.families import fam36h5         # issue 36: the fam36h group (hy_v3)
 from trainer.reference.families import fam36g5         # issue 36: the fam36g group (axk1, laguna, zaya)
+from trainer.reference.families import fam36k5         # issue 36: the fam36k group
 from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
@@ -60,10 +62,12 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36e5.FAMILIES,
             **fam36c5.FAMILIES,
             **fam36d5.FAMILIES,
+            **fam36i5.FAMILIES,
             **fam36f5.FAMILIES,
             **fam36j5.FAMILIES,
             **fam36h5.FAMILIES,
             **fam36g5.FAMILIES,
+            **fam36k5.FAMILIES,
             **fam36m5.FAMILIES,
             }
 

@@ -31,7 +31,7 @@ def axk2(cfg, names):
         return s
     for i, L in enumerate(spec.layers):
         p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
-        L.mla.q_cat, L.mla.gate = True, a + "q_gate.weight"
+        L.mla.q_cat, L.mla.gate, L.mla.gate_x = True, a + "q_gate.weight", False
         L.attn_norm = gated(p + "input_layernorm")
         if L.moe is not None:
             L.mlp_norm = gated(p + "post_attention_layernorm")
@@ -55,7 +55,7 @@ def bailing_hybrid(cfg, names):
             L.deltanet.kda_lower_bound = float(get(cfg, "kda_lower_bound", -5.0))
         if L.mla is not None:
             L.rope = r
-            L.mla.gate, L.mla.gate_x, L.mla.gate_width = a + "g_proj.weight", True, cfg["v_head_dim"]
+            L.mla.gate = a + "g_proj.weight"
         if L.moe is not None:
             L.moe.n_group, L.moe.topk_group = get(cfg, "num_expert_group", 1), get(cfg, "topk_group", 1)
             L.moe.swiglu_limit, L.moe.limit_after_act = float(cfg["expert_swiglu_limit_list"][i]), True
@@ -83,7 +83,7 @@ def hy_v4(cfg, names):
     magnitude = float(get(cfg, "hc_magnitude", 2.0))
     for i, L in enumerate(spec.layers):
         a = f"model.layers.{i}.self_attn."
-        L.sinks, L.mla.gate, L.mla.gate_x = a + "sinks", a + "gate_proj.weight", True
+        L.sinks, L.mla.gate = a + "sinks", a + "gate_proj.weight"
         if L.mla.dsa.k_norm is not None:
             L.mla.dsa.k_norm.eps = eps
         if L.moe is not None:

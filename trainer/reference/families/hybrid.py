@@ -11,7 +11,9 @@ from trainer.reference.families.moe import _experts
 from trainer.reference.spec import DeltaNetSpec, LayerSpec, Mamba2Spec, ModelSpec, MoeSpec
 
 
-def qwen3_next(cfg, names, family="qwen3_next"):
+def qwen3_next(cfg, names, family="qwen3_next", *, add=1.0, attention=None, shared_gate=True):
+    """`add` 1.0 for the zero-centred norms (0.0: plain x * w, Lara), `attention(kind, prefix)` an attention layer's
+    LayerSpec fields (default: the gated full attention), `shared_gate` the shared expert's sigmoid gate."""
     H, KV, hd = heads(cfg)
     eps = get(cfg, "rms_norm_eps", 1e-6)
     n = cfg["num_hidden_layers"]
@@ -19,8 +21,11 @@ def qwen3_next(cfg, names, family="qwen3_next"):
                                        else "linear_attention" for i in range(n)]
     spec = ModelSpec(family, H, KV, hd, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
-                     rms("model.norm", eps, 1.0))
+                     rms("model.norm", eps, add))
     r = rope(cfg, int(hd * get(cfg, "partial_rotary_factor", 0.25)))
+    if attention is None:
+        attention = lambda kind, a: dict({x: f"{a}{x}_proj.weight" for x in "qkvo"}, rope=r,  # noqa: E731
+                                         attn_gate=a + "q_gate.weight")
     experts = get(cfg, "num_experts", 512 if family == "qwen3_next" else 0)       # Qwen3.5's dense models: none
     step, only = get(cfg, "decoder_sparse_step", 1), get(cfg, "mlp_only_layers", [])
     for i, kind in enumerate(types):
@@ -30,7 +35,7 @@ def qwen3_next(cfg, names, family="qwen3_next"):
                                   get(cfg, "norm_topk_prob", True),
                                   tuple(f"{p}mlp.shared_expert.{x}.weight" for x in ("gate_proj", "up_proj",
                                                                                       "down_proj")),
-                                  p + "mlp.shared_expert_gate.weight")}
+                                  p + "mlp.shared_expert_gate.weight" if shared_gate else None)}
         else:
             mlp = {x: f"{p}mlp.{x}_proj.weight" for x in ("gate", "up", "down")}
         if kind == "linear_attention":
@@ -41,9 +46,9 @@ def qwen3_next(cfg, names, family="qwen3_next"):
                 get(cfg, "linear_key_head_dim", 128), get(cfg, "linear_value_head_dim", 128), eps))
         else:
             a = p + "self_attn."
-            L = LayerSpec(**{x: f"{a}{x}_proj.weight" for x in "qkvo"}, **mlp, rope=r, attn_gate=a + "q_gate.weight",
-                          q_norm=rms(a + "q_norm", eps, 1.0), k_norm=rms(a + "k_norm", eps, 1.0))
-        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps, 1.0), rms(p + "post_attention_layernorm", eps, 1.0)
+            L = LayerSpec(**attention(kind, a), **mlp, q_norm=rms(a + "q_norm", eps, add),
+                          k_norm=rms(a + "k_norm", eps, add))
+        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps, add), rms(p + "post_attention_layernorm", eps, add)
         spec.layers.append(L)
     return spec
 

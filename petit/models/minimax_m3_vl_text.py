@@ -1,0 +1,150 @@
+"""MiniMax-M3's language model (transformers' `minimax_m3_vl_text`, MiniMaxM3VLForCausalLM): MiniMax-M2's attention in
+Mixtral's pre-norm block, with Gemma's norms and gpt-oss's clamped SwiGLU:
+
+- every RMSNorm computes x (1 + w) (the block's two, the final one, q and k normed over each head); RoPE rotate-half on
+  head_dim x `partial_rotary_factor` values (transformers 5.25 does not read `rotary_dim`: a disagreeing one is
+  reported);
+- `layer_types`: full attention, or `minimax_m3_sparse`: a lightning indexer chooses each query's key blocks
+  (petit/models/block_sparse.py, kernels/mm3.c);
+- `mlp_layer_types`: a dense MLP of `dense_intermediate_size`, or experts on sigmoid(router) +
+  `e_score_correction_bias`, the chosen sigmoids renormalised x `routed_scaling_factor`, plus one unweighted shared
+  expert; every MLP (clamp(up, -7, 7) + 1) g sigmoid(1.702 g), g = min(gate, 7) (other swiglu_alpha / limit refused).
+
+transformers 5.25 saves its module names: the dense and shared MLPs' fused `gate_up_proj` ([gate; up] rows), the
+experts as 3-D tensors, `self_attn.indexer.*`, split when read. The legacy `sparse_attention_config` and
+`moe_layer_freq` are read as transformers reads them; `hidden_act` is not read (transformers sets it to silu)."""
+import warnings
+from dataclasses import dataclass
+
+from petit.models.block_sparse import BlockSparse, check_indexer
+from petit.models.common import default_rope, llama_like, norm
+from petit.models.config import DecoderConfig, aliased, check_decoder, positive_int
+from petit.models.moe import moe_weights, split_experts
+from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+
+LEGACY = {"sparse_num_index_heads": "index_n_heads", "sparse_index_dim": "index_head_dim",
+          "sparse_block_size": "index_block_size", "sparse_topk_blocks": "index_topk_blocks",
+          "sparse_local_block": "index_local_blocks"}
+ATTN, MLP = ("full_attention", "minimax_m3_sparse"), ("dense", "sparse")
+
+
+@dataclass(kw_only=True)
+class MiniMaxM3VLTextConfig(DecoderConfig):
+    num_key_value_heads: int | None = 4
+    head_dim: int | None = 128
+    max_position_embeddings: int = 524288
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 5000000.0
+    partial_rotary_factor: float = 1.0
+    rotary_dim: int | None = None              # transformers 5.25 does not read it
+    num_local_experts: int = 128
+    num_experts_per_tok: int = 4
+    dense_intermediate_size: int = 12288
+    shared_intermediate_size: int = 3072
+    routed_scaling_factor: float = 2.0
+    swiglu_alpha: float = 1.702
+    swiglu_limit: float = 7.0
+    layer_types: list | None = None
+    mlp_layer_types: list | None = None
+    index_n_heads: int = 4
+    index_head_dim: int = 128
+    index_block_size: int = 128
+    index_topk_blocks: int = 16
+    index_local_blocks: int = 1
+    model_type: str = "minimax_m3_vl_text"
+    _IGNORED = MOE_TRAINING_ONLY
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        if isinstance(d, dict):
+            d = aliased(d, {"num_experts": "num_local_experts"})
+            sparse = d.pop("sparse_attention_config", None) or {}
+            for legacy, flat in LEGACY.items():         # transformers: the legacy value wins
+                if legacy in sparse:
+                    d[flat] = sparse[legacy]
+            if d.get("layer_types") is None and "sparse_attention_freq" in sparse:
+                d["layer_types"] = [ATTN[bool(f)] for f in sparse["sparse_attention_freq"]]
+            d.update({f"sparse_attention_config.{k}": v for k, v in sparse.items()
+                      if k not in LEGACY and k != "sparse_attention_freq"})      # reported as unknown
+            freq = d.pop("moe_layer_freq", None)
+            if d.get("mlp_layer_types") is None and freq is not None:
+                d["mlp_layer_types"] = [MLP[bool(f)] for f in freq]
+        return super().from_dict(d)
+
+    def _validate(self):
+        check_decoder(self, ("rms_norm_eps", "rope_theta", "partial_rotary_factor", "routed_scaling_factor"),
+                      ("tie_word_embeddings",))
+        check_routing(self, "num_local_experts")
+        positive_int(self, "dense_intermediate_size", "shared_intermediate_size", "index_n_heads", "index_head_dim",
+                     "index_block_size", "index_topk_blocks")
+        n, hd = self.num_hidden_layers, self.head_dim
+        for key, kinds in (("layer_types", ATTN), ("mlp_layer_types", MLP)):
+            got = getattr(self, key) or [kinds[key == "mlp_layer_types"]] * n
+            if not isinstance(got, list) or len(got) != n or any(k not in kinds for k in got):
+                raise ValueError(f"config: {key} must list {n} values of {' / '.join(kinds)}, got {got!r}")
+            setattr(self, key, got)
+        self.rot = int(hd * self.partial_rotary_factor)
+        if not 0 < self.rot <= hd or self.rot % 2:
+            raise ValueError(f"config: partial_rotary_factor {self.partial_rotary_factor!r} gives {self.rot} rotated "
+                             f"values of a {hd}-wide head (an even number, at least 2, is needed)")
+        if self.rotary_dim is not None and self.rotary_dim != self.rot:
+            warnings.warn(f"config: rotary_dim {self.rotary_dim} is not read: transformers 5.25 rotates head_dim x "
+                          f"partial_rotary_factor = {self.rot} values of each head, and so does Petit", stacklevel=4)
+        if (self.swiglu_alpha, self.swiglu_limit) != (1.702, 7.0):
+            raise ValueError(f"config: swiglu_alpha {self.swiglu_alpha!r} / swiglu_limit {self.swiglu_limit!r}: the "
+                             f"clamped SwiGLU runs with 1.702 / 7.0 only (gpt-oss's and MiniMax-M3's)")
+        if "minimax_m3_sparse" in self.layer_types:
+            check_indexer(self)
+
+
+def hf_tensors(cfg: MiniMaxM3VLTextConfig, ckpt) -> dict:
+    """The fused gate_up_proj of the dense and shared MLPs as gate / up (row halves), the experts one by one."""
+    D, E, out, held = cfg.hidden_size, cfg.num_local_experts, {}, {}
+    for i, kind in enumerate(cfg.mlp_layer_types):
+        p = f"model.layers.{i}.mlp."
+        m, F = (p, cfg.dense_intermediate_size) if kind == "dense" else (p + "shared_experts.",
+                                                                         cfg.shared_intermediate_size)
+        gu = m + "gate_up_proj.weight"
+        for name, r0 in (("gate_proj", 0), ("up_proj", F)):
+            out[m + name + ".weight"] = ((F, D), lambda g=gu, a=r0, f=F: ckpt.f32(g)[a:a + f], (gu,))
+        if kind == "sparse":
+            out |= split_experts(ckpt, f"model.layers.{i}.", E, cfg.intermediate_size, D, held=held)
+    return out
+
+
+def build(cfg: MiniMaxM3VLTextConfig, t):
+    D, eps, n = cfg.hidden_size, cfg.rms_norm_eps, cfg.num_hidden_layers
+    rope = default_rope(cfg, dim=cfg.rot)
+
+    def moe_for(i, p):
+        if cfg.mlp_layer_types[i] == "dense":
+            return None
+        S = cfg.shared_intermediate_size
+        m = moe_weights(t, p, cfg, n_experts=cfg.num_local_experts, top_k=cfg.num_experts_per_tok,
+                        inter=cfg.intermediate_size, norm_topk=True, router="mlp.gate", experts="mlp.experts",
+                        shared="mlp.shared_experts", shared_inter=S, act="swiglu_oai")
+        m.scoring, m.routed_scale = "sigmoid", float(cfg.routed_scaling_factor)
+        m.sel_bias = t.vec(p + "mlp.gate.e_score_correction_bias", (cfg.num_local_experts,))
+        return m
+
+    def dense(i, p):
+        F = cfg.dense_intermediate_size
+        return {"gate": t.weight(p + "mlp.gate_proj.weight", (F, D)), "up": t.weight(p + "mlp.up_proj.weight", (F, D)),
+                "down": t.weight(p + "mlp.down_proj.weight", (D, F))}
+
+    sparse = [i for i, k in enumerate(cfg.layer_types) if k == "minimax_m3_sparse"]
+    net = llama_like(t, cfg, eps=eps, norm_add=1.0, qk_norm="head", rope_for=lambda i: rope, moe_for=moe_for,
+                     mlp_for=dense, context_length=rope.context_length, act="swiglu_oai",
+                     intermediate_size=cfg.dense_intermediate_size, cache_slots=n + len(sparse) if sparse else None)
+    Hi, Di = cfg.index_n_heads, cfg.index_head_dim
+    for slot, i in enumerate(sparse, start=n):
+        a = f"model.layers.{i}.self_attn.indexer."
+        L = net.layers[i]
+        L.sparse = L.pre_store = BlockSparse(
+            t.weight(a + "q_proj.weight", (Hi * Di, D)), t.weight(a + "k_proj.weight", (Di, D)),
+            norm(t, a + "q_norm", Di, "rms", eps, add=1.0), norm(t, a + "k_norm", Di, "rms", eps, add=1.0), Hi, Di,
+            cfg.index_block_size, cfg.index_topk_blocks, cfg.index_local_blocks, slot, rope)
+    return net
+
+
+Config = MiniMaxM3VLTextConfig
