@@ -349,6 +349,9 @@ typedef struct {
      * decays per key channel by exp(kda_lower_bound sigmoid(-A[h] (f[h][i] + dt_bias[h][i]))) (A = -exp(A_log)), not
      * by exp(A[h] softplus(...)); 0: Kimi's */
     float kda_lower_bound;
+    /* issue 36, the fam36n group: xLSTM's mLSTM layer (version 9, kernels/mlstm.c): in_proj gives q, k [n_heads]
+     * [d_state], v, o [n_heads][head_dim], i, f [n_heads], plus in_b; the gates soft-capped at dt_max (0: none);
+     * the per-head LayerNorm's weight norm_w (eps), the mLSTM's eps gn_eps; ssm state [H][dk dv + dk + 1] */
 } pt_mamba;
 /* out = the mixer of x [T][hidden] (out += it with accumulate), the state updated; -1 on a bad argument */
 int  pt_mamba_run(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,

@@ -23,6 +23,7 @@ SOURCES = ["cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "pla
            "kvshift.c",      # issue 32, context shift
            "doge.c",         # issue 36, the fam36d group: SmallDoge
            "mm3.c",          # issue 36, the fam36i group: MiniMax-M3's block-sparse attention
+           "mlstm.c",        # issue 36, the fam36n group: xLSTM's mLSTM layer
            "fam36g.c",       # issue 36, the fam36g group: Laguna, ZAYA
            "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",
            "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]

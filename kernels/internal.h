@@ -218,6 +218,8 @@ int pt_rglru_mixer_locked(const pt_mamba *m, const float *x, int64_t T, float *c
                           float *out, int accumulate);
 int pt_rwkv6_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
                           int accumulate);
+/* issue 36, the fam36n group: xLSTM's mLSTM layer (pt_mamba version 9, kernels/mlstm.c) */
+int pt_mlstm_locked(const pt_mamba *m, const float *x, int64_t T, float *ssm_state, float *out, int accumulate);
 int pt_rwkv4_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,
                           int accumulate);
 int pt_rwkv7_block_locked(const pt_mamba *m, const float *x, int64_t T, float *shift, float *S, float *out,

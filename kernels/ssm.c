@@ -214,6 +214,7 @@ static int deltanet_locked(const pt_mamba *m, const float *x, int64_t T, float *
 
 int pt_mamba_locked(const pt_mamba *m, const float *x, int64_t T, float *conv_state, float *ssm_state, float *out,
                     int accumulate) {
+    if (m->version == 9) return pt_mlstm_locked(m, x, T, ssm_state, out, accumulate);     /* xLSTM (mlstm.c) */
     if (m->version == 8) return pt_rwkv4_block_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 7) return pt_rwkv7_block_locked(m, x, T, conv_state, ssm_state, out, accumulate);
     if (m->version == 6) return pt_rwkv6_block_locked(m, x, T, conv_state, ssm_state, out, accumulate);

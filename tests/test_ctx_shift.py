@@ -116,6 +116,7 @@ def test_only_the_new_turn_is_prefilled():
     (f"{HF}/phi3", "layer 0's RoPE (Rope, longrope) depends on more than the position"),
     ("tests/fixtures/hf5_hybrid/bamba", "the model keeps a recurrent state"),
     ("tests/fixtures/hf5_fam36g/zaya", "the model keeps a recurrent state"),     # issue 36: ZAYA's CCA state
+    ("tests/fixtures/hf5_fam36n/xlstm", "the model keeps a recurrent state"),    # issue 36: xLSTM's mLSTM memory
     ("tests/fixtures/hf5_mla/glm_moe_dsa", "sparse attention indexer keeps keys of its own RoPE"),
     ("tests/fixtures/hf5_gemma/gemma3n_text", "layer 0 is a family's own attention"),
 ])

@@ -60,6 +60,11 @@ WORST_BOUND[("zamba", "q4_0")] = 0.80
 # argmax 0.91; 0.045 and 0.063 on the long and chat prompts): its head is the tied embedding (rows N(0, 0.3)), whose
 # q8_0 rounding the head's products carry; q4_0 keeps the shared bound (0.48)
 WORST_BOUND[("phi4_multimodal", "q8_0")] = 0.10
+# issue 36, the fam36n group: xLSTM at q4_0 agrees on 10 of 35 positions (0.29; 0.46 and 0.44 on the long and chat
+# prompts), worst 0.33 within the shared bound: the 4-bit input and forget gate rows reach the logits through exp()
+# (the exponential input gate) and a per-head LayerNorm of the memory's read-out; q8_0 keeps the shared bounds (0.039,
+# argmax 0.97)
+AGREEMENT_FLOOR[("xlstm", "q4_0")] = 0.25
 
 
 def _ref(case):

@@ -79,6 +79,8 @@ MINIMALS["zaya"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"
 MINIMALS["lara_mini"] = {k: v for k, v in MINIMAL.items() if k != "intermediate_size"}
 # issue 36, fam36k: Dots 3's latent attention wants as many kv heads as heads (its default 128 kv heads)
 MINIMALS.update(dict.fromkeys(("dots3_note_text", "dots3_note"), dict(MINIMAL, num_key_value_heads=32)))
+# issue 36, fam36n: xLSTM reads no attention heads or intermediate_size (its own num_heads, ffn_proj_factor)
+MINIMALS["xlstm"] = MINIMAL_SSM
 
 
 def declared(model_type: str) -> dict:

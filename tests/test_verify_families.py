@@ -58,7 +58,8 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "rwkv6qwen2",       # issue 30, the ggufx group: QRWKV6's time mixing has no positions
                 "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
                 "ctrl",             # issue 36, fam36b: CTRL's fixed sinusoidal table
-                "git"}              # issue 36, fam36j: GIT's learned positions
+                "git",              # issue 36, fam36j: GIT's learned positions
+                "xlstm"}            # issue 36, fam36n: xLSTM's recurrence has no positions
 # the figures held to a limit: (figure, its limit's key)
 FIGURES = (("max_rel_err", "max_rel_err"), ("mean_rel_err", "mean_rel_err"),
            ("rounded_mean_rel_err", "rounded_mean_rel_err"), ("dequantized_max_rel_err", "dequantized_max_rel_err"),
@@ -126,7 +127,8 @@ def test_a_correct_engine_passes(files, case, weights):
     # a Mamba mixer: in_proj, x_proj, dt_proj, out_proj; Mamba-2's: in_proj, out_proj
     per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5, "bamba": 5, "zamba2": 2,
                  "olmo_hybrid": 5, "rwkv6": 2, "rwkv7": 2, "rwkv": 2,
-                 "rwkv6qwen2": 5}.get(case, 4 if case in SSM else 6)   # LFM2, Bamba: a mixer's 2 and an MLP
+                 "rwkv6qwen2": 5,
+                 "xlstm": 5}.get(case, 4 if case in SSM else 6)   # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
     assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
@@ -188,7 +190,7 @@ def test_each_engine_fault_fails(files, monkeypatch, case, weights):
         if fault == "q_block_scale_x8":          # layer 0's down matrix (an MoE layer's: its first expert's)
             L = ref.spec.layers[0]
             mixer = L.mamba or L.mamba2 or L.short_conv or L.deltanet or L.rglru or L.rwkv6 or L.rwkv7 or L.rwkv4 \
-                or L.gla
+                or L.gla or L.mlstm
             down = mixer.out_proj if mixer else L.down if L.moe is None else L.moe.experts[0][2]
             assert r["bad_matrices"] == [n for n in ref.tensors if n == down]
 

@@ -404,7 +404,7 @@ def check_matrices(model, ref) -> dict:
             if a is not None and b is not None:
                 pairs += list(zip(a.k_absorb, b.k_absorb)) + list(zip(a.v_absorb, b.v_absorb))
         mixer = S.mamba or S.mamba2 or S.short_conv or S.deltanet or S.rglru or S.lightning or S.rwkv6 or S.rwkv7 or \
-            S.rwkv4 or S.gla                                # issue 30: Griffin, MiniMax, RWKV, QRWKV6
+            S.rwkv4 or S.gla or S.mlstm                     # issue 30: Griffin, MiniMax, RWKV, QRWKV6; 36: xLSTM
         if L.mamba is not None or mixer is not None:
             a, b = L.mamba, mixer
             pairs += [(a and getattr(a, n), b and getattr(b, n, None)) for n in ("in_proj", "x_proj", "dt_proj",

@@ -42,6 +42,7 @@ from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
 from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
 from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
+from petit.models import xlstm           # issue 36, the fam36n group
 from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
 from petit.models.refusals import NOT_DECODERS
 
@@ -223,6 +224,8 @@ MODEL_TYPES = {
     "lara_mini": lara_mini,
     "dots3_note_text": dots3_note_text,
     "dots3_note": dots3_note,
+    # issue 36, fam36n
+    "xlstm": xlstm,
     # issue 36, the fam36m group
     "axk2": axk2,
     "bailing_hybrid": bailing_hybrid,

@@ -72,6 +72,9 @@ class Mamba:
     rwkv: dict | None = None
     kda: int = 0                        # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel)
     kda_lower_bound: float = 0.0        # issue 36, fam36m: < 0: KDA's bounded forget gate (Ling 3's kda_safe_gate)
+    # issue 36, fam36n: xLSTM's mLSTM (version 9, kernels/mlstm.c): in_proj [2 H dk + 2 Dv + 2 H, D] (q, k, v, o, i,
+    # f) and in_b, d_state dk, norm_w the heads' LayerNorm weight (eps), dt_max the gates' soft cap, this its eps
+    mlstm_eps: float = 0.0
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -82,6 +85,8 @@ class Mamba:
 
     @property
     def state_shapes(self) -> tuple[tuple, tuple]:
+        if self.version == 9:                # xLSTM's mLSTM: no conv; C [dk, dv], n [dk] and m a head
+            return (1, 1), (self.n_heads, self.d_state * (self.d_inner // self.n_heads) + self.d_state + 1)
         if self.version == 8:                # RWKV-4: the two token shifts, num / den / max a channel
             return (2, self.in_proj.shape[1]), (3, self.in_proj.shape[1])
         if self.version in (6, 7):           # RWKV-6 / 7: the two token shifts, a [N, N] state a head
@@ -202,6 +207,10 @@ class Mamba:
                 setattr(m, "r7_" + name, vec(r[name]) if r.get(name) is not None else ffi.NULL)
             m.r7_rank = list(r["ranks"])
             m.gn_eps, m.rwkv_f, m.rwkv_first, m.head_dim = r["gn_eps"], F, int(r["first"]), self.d_state
+        elif self.version == 9:
+            m.xz, m.y = scratch(self.in_proj.shape[0], "xz9"), scratch(di, "y")
+            m.u = m.dbc = m.dt = m.g = ffi.NULL
+            m.in_b, m.gn_eps = vec(self.in_b), self.mlstm_eps
         elif self.version == 4:
             conv = self.state_shapes[0][0]
             m.xz, m.u, m.dbc = scratch(self.in_proj.shape[0], "xz4"), scratch(conv, "u4"), scratch(1, "dbc")

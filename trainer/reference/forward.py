@@ -251,6 +251,29 @@ class Forward:
         x = x + m.scale * (1.0 / (1.0 + np.exp(-self.mm(h * cr + prev * (1 - cr), m.cr)))) * self.mm(kk, m.cv)
         return x / 2 if m.halve else x
 
+    def mlstm(self, L, h):
+        """issue 36, fam36n: xLSTM's mLSTM layer in the parallel (quadratic) form, not the engine's recurrence."""
+        m, T = L.mlstm, h.shape[0]
+        H, dk, dv = m.heads, m.dk, m.dv
+        z = self.mm(h, m.in_proj) + self.w(m.in_b)
+        Dk, Dv = H * dk, H * dv
+        q, k = z[:, :Dk].reshape(T, H, dk), z[:, Dk:2 * Dk].reshape(T, H, dk)
+        v, o = z[:, 2 * Dk:2 * Dk + Dv].reshape(T, H, dv), z[:, 2 * Dk + Dv:2 * Dk + 2 * Dv]
+        ig, fg = z[:, 2 * Dk + 2 * Dv:2 * Dk + 2 * Dv + H], z[:, 2 * Dk + 2 * Dv + H:]
+        if m.cap:
+            ig, fg = m.cap * np.tanh(ig / m.cap), m.cap * np.tanh(fg / m.cap)
+        B = np.cumsum(-np.logaddexp(0.0, -fg), axis=0)                    # [T, H]
+        causal = np.tril(np.ones((T, T), bool))
+        y = np.empty((T, H, dv))
+        for j in range(H):
+            logD = np.where(causal, B[:, None, j] - B[None, :, j] + ig[None, :, j], -np.inf)
+            mt = np.maximum(B[:, j], logD.max(axis=1))
+            S = (q[:, j] @ k[:, j].T) / np.sqrt(dk) * np.exp(logD - mt[:, None])
+            y[:, j] = S @ v[:, j] / (np.maximum(np.abs(S.sum(axis=1)), np.exp(-mt)) + m.eps)[:, None]
+        y = (y - y.mean(axis=2, keepdims=True)) / np.sqrt(y.var(axis=2, keepdims=True) + m.norm_eps)
+        y = y.reshape(T, Dv) * self.w(m.norm_w).reshape(Dv) / (1.0 + np.exp(-o))
+        return self.mm(y, m.out_proj)
+
     def mamba2(self, L, h):
         m, T = L.mamba2, h.shape[0]
         zxbcdt = self.mm(h, m.in_proj)
@@ -606,6 +629,10 @@ class Forward:
                 continue
             if L.short_conv is not None:              # LFM2: the conv in place of attention, then the MLP
                 x = x + rs * self.norm(self.short_conv(L, h), L.post_attn_norm)     # LFM3's post-norm
+                x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
+                continue
+            if L.mlstm is not None:                   # issue 36, fam36n: xLSTM's mLSTM layer, then the MLP
+                x = x + rs * self.mlstm(L, h)
                 x = x + rs * self.mlp(L, self.norm(x, L.mlp_norm))
                 continue
             if L.rwkv4 is not None:                   # a whole RWKV-4 block

@@ -113,6 +113,7 @@ class LayerSpec:
     rwkv6: "Rwkv6Spec | None" = None     # issue 30, recur: a whole RWKV-6 block (time and channel mixing)
     rwkv7: "Rwkv7Spec | None" = None     # issue 30, recur: a whole RWKV-7 block
     rwkv4: "Rwkv4Spec | None" = None     # issue 30, recur: a whole RWKV-4 block
+    mlstm: "MlstmSpec | None" = None     # issue 36, fam36n: xLSTM's mLSTM layer in place of attention (an MLP follows)
     rglru: "RglruSpec | None" = None     # issue 30, recur: Griffin's recurrent block (an MLP follows)
     resid_alpha: tuple = (1.0, 1.0)     # issue 30, the hybrid group: MiniMax's x = alpha x + sublayer (attn, mlp)
     lightning: "LightningSpec | None" = None   # issue 30, the hybrid group: MiniMax's lightning attention
@@ -463,6 +464,25 @@ class Rwkv4Spec:
     first: str
     scale: float
     halve: bool
+
+
+@dataclass
+class MlstmSpec:
+    """Issue 36, the fam36n group: xLSTM's mLSTM layer (transformers' xLSTMLayer) in its parallel form: q, k [H, dk],
+    v, o [H, dv], i, f [H] = in_proj h + in_b (rows in that order); i, f soft-capped at cap (0: none); per head with
+    B_t = sum_{s <= t} logsigmoid(f_s), logD_tj = B_t - B_j + i_j (j <= t), m_t = max(B_t, max_j logD_tj) (the
+    stabilizer from a zero start), D = exp(logD - m), S = (q k^T / sqrt(dk)) D; y_t = S_t v / (max(|sum_j S_tj|,
+    exp(-m_t)) + eps); a LayerNorm of each head's y (weight norm_w, norm_eps), times sigmoid(o); out_proj."""
+    in_proj: str
+    in_b: str
+    norm_w: str
+    out_proj: str
+    heads: int
+    dk: int
+    dv: int
+    cap: float
+    eps: float
+    norm_eps: float
 
 
 @dataclass

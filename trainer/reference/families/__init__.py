@@ -38,6 +38,7 @@ from trainer.reference.families import fam36j5         # issue 36: the fam36j gr
 from trainer.reference.families import fam36h5         # issue 36: the fam36h group (hy_v3)
 from trainer.reference.families import fam36g5         # issue 36: the fam36g group (axk1, laguna, zaya)
 from trainer.reference.families import fam36k5         # issue 36: the fam36k group
+from trainer.reference.families import fam36n5         # issue 36: the fam36n group (xlstm)
 from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
@@ -68,6 +69,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36h5.FAMILIES,
             **fam36g5.FAMILIES,
             **fam36k5.FAMILIES,
+            **fam36n5.FAMILIES,
             **fam36m5.FAMILIES,
             }
 
