@@ -269,6 +269,13 @@ typedef struct {
      * sigmoid(g) times up_softcap tanh(u / up_softcap) (up as it is when up_softcap is 0) in place of act (Inkling 2's
      * soft-capped SwiGLU), the shared expert's too */
     float gate_softcap, up_softcap;
+    /* issue 36, the fam36m group. group_fill_zero 1: with n_group > 1, the experts outside the chosen groups score
+     * 0 for the choice instead of being left out (A.X-K2's router fills them with 0, DeepSeek-V3's with -inf);
+     * limit_after_act 1: swiglu_limit clamps act(gate) (<= it) and up ([-it, it]) after the activation (Ling 3's
+     * Step3p7 experts), 0: the gate before it (DeepSeek-V4); sh_limit_own 1: the shared expert clamps with
+     * sh_swiglu_limit instead (0: not at all; HY-V4, Ling 3), 0: with swiglu_limit as the routed experts */
+    int32_t group_fill_zero, limit_after_act, sh_limit_own;
+    float sh_swiglu_limit;
 } pt_moe;
 /* y = the MoE block of x [T][hidden] (y += it with accumulate); -1 on a bad argument (T above cap) */
 int  pt_moe_run(pt_moe *m, const float *x, int64_t T, float *y, int accumulate);
@@ -346,6 +353,10 @@ typedef struct {
     int32_t rwkv_mix_only, rwkv_gla;
     int64_t rwkv_kv_heads;
     const float *rwkv_rb, *rwkv_kb, *rwkv_vb;
+    /* issue 36, the fam36m group: Kimi Delta Attention's bounded forget gate (Ling 3's kda_safe_gate): < 0, the state
+     * decays per key channel by exp(kda_lower_bound sigmoid(-A[h] (f[h][i] + dt_bias[h][i]))) (A = -exp(A_log)), not
+     * by exp(A[h] softplus(...)); 0: Kimi's */
+    float kda_lower_bound;
     /* issue 36, the fam36n group: xLSTM's mLSTM layer (version 9, kernels/mlstm.c): in_proj gives q, k [n_heads]
      * [d_state], v, o [n_heads][head_dim], i, f [n_heads], plus in_b; the gates soft-capped at dt_max (0: none);
      * the per-head LayerNorm's weight norm_w (eps), the mLSTM's eps gn_eps; ssm state [H][dk dv + dk + 1] */
@@ -433,12 +444,14 @@ int  pt_dsa_index(const float *q, const float *w, const void *cache, const float
 int  pt_dsa_index_ref(const float *q, const float *w, const void *cache, const float *scales, int kv_int8,
                       int64_t stride, int64_t k_off, int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads,
                       int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
+/* sinks (issue 36, fam36m: HY-V4): [n_heads] attention-sink logits in each softmax, their share dropped; NULL: none */
 int  pt_dsa_attention(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                       int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                      const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+                      const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks, float *out);
 int  pt_dsa_attention_ref(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                           int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                          const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+                          const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks,
+                          float *out);
 /* issue 36, the fam36i group: MiniMax-M3's block-sparse attention (kernels/mm3.c). pt_mm3_index stores the step's
  * indexer keys ik [T][dim] into the index slot (rows [n_ctx][dim], float or int8 with iscale [n_ctx]), then for the
  * query at p = pos0 + t and indexer head h scores each visible block of `block` positions by its largest
@@ -527,6 +540,12 @@ int  pt_hc_pre(const float *X, const float *fn, const float *base, const float *
 int  pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
                    int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
                    float *comb);
+/* issue 36, the fam36m group: HY-V4's hyper-connection (pt_hc_pre without the Sinkhorn mix): fn [2 n][n D], scale
+ * [2]; post = magnitude sigmoid(..) + eps; comb [T][n][n] written as the identity */
+int  pt_hc_ind_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                   int64_t D, float eps, float norm_eps, float magnitude, float *x_out, float *post, float *comb);
+int  pt_hc_ind_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                       int64_t D, float eps, float norm_eps, float magnitude, float *x_out, float *post, float *comb);
 int  pt_hc_post(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
                 int64_t D, float *X_out);
 int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,

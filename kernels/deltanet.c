@@ -65,7 +65,8 @@ static void delta_out(const delta_job *j, int64_t t, int64_t h, const float *o, 
 }
 
 /* issue 30, the hybrid group: Kimi Delta Attention's value head h through all T tokens, a token at a time, in plain
- * scalar C: the state decays per key channel i by exp(A[h] softplus(f[h][i] + dt_bias[h][i])), then the delta rule */
+ * scalar C: the state decays per key channel i by exp(A[h] softplus(f[h][i] + dt_bias[h][i])) (issue 36, fam36m:
+ * or Ling 3's bounded exp(lower_bound sigmoid(-A[h] (f + dt_bias)))), then the delta rule */
 static void kda_head(void *ctx, int64_t h, int ith) {
     (void)ith;
     const delta_job *j = (const delta_job *)ctx;
@@ -77,7 +78,11 @@ static void kda_head(void *ctx, int64_t h, int ith) {
         delta_prep(j, t, h, q, k, &beta, &g0);
         const float *f = m->xz + t * j->row + 2 * kd + 2 * vd + Hv + h * dk;
         const float *v = m->u + t * j->cw + 2 * kd + h * dv;
-        for (int64_t i = 0; i < dk; i++) d[i] = expf(m->A[h] * softplus_f(f[i] + m->dt_bias[h * dk + i]));
+        if (m->kda_lower_bound < 0.0f)      /* Ling 3 (fam36m): lower_bound sigmoid(exp(A_log) (f + dt_bias)) */
+            for (int64_t i = 0; i < dk; i++)
+                d[i] = expf(m->kda_lower_bound / (1.0f + expf(m->A[h] * (f[i] + m->dt_bias[h * dk + i]))));
+        else
+            for (int64_t i = 0; i < dk; i++) d[i] = expf(m->A[h] * softplus_f(f[i] + m->dt_bias[h * dk + i]));
         for (int64_t c = 0; c < dv; c++) kv[c] = 0.0f;
         for (int64_t i = 0; i < dk; i++)
             for (int64_t c = 0; c < dv; c++) {

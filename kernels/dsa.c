@@ -196,6 +196,7 @@ typedef struct {
     const int32_t *sel, *n_sel;
     float *out;
     const pt_kernels *k;
+    const float *sinks;         /* issue 36, fam36m: [n_heads] attention-sink logits (HY-V4), or NULL */
 } attn_job;
 
 #define BLOCK PT_ATTN_BLOCK
@@ -242,7 +243,11 @@ static void attn_task(void *ctx, int64_t unit, int ith) {
     for (int64_t h = h0; h < h1; h++) {
         const float *st = state + (h - h0) * (hd + 2);
         float *o = j->out + (t * H + h) * j->stride;
-        const float inv = 1.0f / st[1];
+        float inv = 1.0f / st[1];
+        if (j->sinks) {             /* a sink's share of the softmax, dropped (as kernels/attention.c's finish) */
+            const float sk = j->sinks[h], m = st[0];
+            inv = sk > m ? expf(m - sk) / (st[1] * expf(m - sk) + 1.0f) : 1.0f / (st[1] + expf(sk - m));
+        }
         for (int64_t i = 0; i < hd; i++) o[i] = st[2 + i] * inv;
     }
 }
@@ -258,7 +263,7 @@ static int sel_ok(const int32_t *sel, const int32_t *n_sel, int64_t T, int64_t p
 
 int pt_dsa_attention_locked(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                             int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out) {
+                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks, float *out) {
     if (!attn_args_ok(stride, n_ctx, T, pos0, n_heads, hd, top_k) || (kv_int8 && !scales) ||
         !sel_ok(sel, n_sel, T, pos0, top_k))
         return -1;
@@ -268,7 +273,7 @@ int pt_dsa_attention_locked(const float *q, const void *cache, const float *scal
     int64_t groups = T >= 2 * threads ? 1 : (2 * threads + T - 1) / T;
     if (groups > n_heads) groups = n_heads;
     attn_job j = {q, cache, scales, kv_int8, stride, T, n_heads, hd, top_k, groups, scale, sel, n_sel, out,
-                  pt_active()};
+                  pt_active(), sinks};
     const int64_t per = (n_heads + groups - 1) / groups;
     for (int i = 0; i < threads; i++)
         if (!pt_scratch(i, BLOCK * hd + BLOCK + (hd + 2) * (per + 1))) return -3;
@@ -280,10 +285,10 @@ int pt_dsa_attention_locked(const float *q, const void *cache, const float *scal
 
 int pt_dsa_attention(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                      int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                     const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out) {
+                     const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks, float *out) {
     pt_lock();
     int rc = pt_dsa_attention_locked(q, cache, scales, kv_int8, stride, n_ctx, T, pos0, n_heads, hd, scale, sel,
-                                     n_sel, top_k, out);
+                                     n_sel, top_k, sinks, out);
     pt_unlock();
     return rc;
 }
@@ -291,7 +296,7 @@ int pt_dsa_attention(const float *q, const void *cache, const float *scales, int
 /* the plain reference: two passes (the largest score, then the weights) over each query's selected rows */
 int pt_dsa_attention_ref(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                          int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                         const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out) {
+                         const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks, float *out) {
     if (!attn_args_ok(stride, n_ctx, T, pos0, n_heads, hd, top_k) || (kv_int8 && !scales) ||
         !sel_ok(sel, n_sel, T, pos0, top_k))
         return -1;
@@ -309,10 +314,12 @@ int pt_dsa_attention_ref(const float *q, const void *cache, const float *scales,
                 s[i] = d * scale;
                 if (s[i] > m) m = s[i];
             }
+            if (sinks && sinks[h] > m) m = sinks[h];        /* HY-V4 (fam36m): a sink term in the softmax */
             for (int64_t i = 0; i < n; i++) {
                 s[i] = expf(s[i] - m);
                 l += s[i];
             }
+            if (sinks) l += expf(sinks[h] - m);
             float *o = out + (t * n_heads + h) * stride;
             for (int64_t c = 0; c < hd; c++) {
                 float acc = 0.0f;

@@ -10,6 +10,9 @@
  * and the block's input is x_t = sum_j pre_j X_t,j (pt_hc_pre). After the block's output y_t the streams become
  *     X'_t,k = post_k y_t + sum_j comb[j][k] X_t,j                                          (pt_hc_post)
  * The hyper head before the final norm is pt_hc_pre with head = 1: fn [n][n D], only the pre weights (scale[0]).
+ * Issue 36, fam36m: HY-V4's independent hyper-connection (pt_hc_ind_pre) is the same without the stream mix: fn
+ * [2n][n D], scale [2], post = magnitude sigmoid(m[n:2n] * scale[1] + base[n:2n]) + eps, comb the identity (so
+ * pt_hc_post gives X + post y).
  *
  * fn: [(2 + n) n][n D] (head: [n][n D]); base, scale: as above; x_out [T][D]; post [T][n] and comb [T][n][n] may be
  * NULL with head = 1. -1 on a bad argument. The _ref functions are the plain scalar references the parity tests
@@ -20,18 +23,24 @@
 
 #define HC_MAX 16
 
+/* mode: 0 a DeepSeek-V4 layer, 1 the hyper head, 2 an HY-V4 layer (issue 36, fam36m: pt_hc_ind_pre) */
 static int hc_args(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
-                   int64_t D, int64_t iters, int head, const float *x_out, const float *post, const float *comb) {
+                   int64_t D, int64_t iters, int mode, const float *x_out, const float *post, const float *comb) {
     return !X || !fn || !base || !scale || !x_out || T < 0 || n < 1 || n > HC_MAX || D < 1 || iters < 1 ||
-           (!head && (!post || !comb));
+           mode < 0 || mode > 2 || (mode != 1 && (!post || !comb));
 }
+
+/* the mixes' rows: n (the head), 2 n (HY-V4: pre, post), (2 + n) n (DeepSeek-V4: pre, post, comb) */
+static int64_t hc_rows(int mode, int64_t n) { return mode == 1 ? n : mode == 2 ? 2 * n : (2 + n) * n; }
 
 static float hc_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
-int pt_hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
-              int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post, float *comb) {
-    if (hc_args(X, fn, base, scale, T, n, D, iters, head, x_out, post, comb)) return -1;
-    const int64_t M = head ? n : (2 + n) * n, W = n * D;
+static int hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                  int64_t D, int64_t iters, float eps, float norm_eps, int mode, float magnitude, float *x_out,
+                  float *post, float *comb) {
+    if (hc_args(X, fn, base, scale, T, n, D, iters, mode, x_out, post, comb)) return -1;
+    const int head = mode == 1;
+    const int64_t M = hc_rows(mode, n), W = n * D;
     float m[(2 + HC_MAX) * HC_MAX], pre[HC_MAX], c[HC_MAX * HC_MAX];
     for (int64_t t = 0; t < T; t++) {
         const float *xt = X + t * W;
@@ -45,7 +54,11 @@ int pt_hc_pre(const float *X, const float *fn, const float *base, const float *s
             m[r] = s * inv;
         }
         for (int64_t j = 0; j < n; j++) pre[j] = hc_sigmoid(m[j] * scale[0] + base[j]) + eps;
-        if (!head) {
+        if (mode == 2) {                            /* HY-V4: post magnitude sigmoid + eps, no stream mix */
+            for (int64_t j = 0; j < n; j++)
+                post[t * n + j] = magnitude * hc_sigmoid(m[n + j] * scale[1] + base[n + j]) + eps;
+            for (int64_t i = 0; i < n * n; i++) comb[t * n * n + i] = i % (n + 1) == 0 ? 1.0f : 0.0f;
+        } else if (!head) {
             for (int64_t j = 0; j < n; j++) post[t * n + j] = 2.0f * hc_sigmoid(m[n + j] * scale[1] + base[n + j]);
             for (int64_t r = 0; r < n; r++) {       /* softmax of each row, + eps */
                 float *row = c + r * n, mx = -INFINITY, s = 0.0f;
@@ -80,6 +93,16 @@ int pt_hc_pre(const float *X, const float *fn, const float *base, const float *s
     return 0;
 }
 
+int pt_hc_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+              int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post, float *comb) {
+    return hc_pre(X, fn, base, scale, T, n, D, iters, eps, norm_eps, head ? 1 : 0, 0.0f, x_out, post, comb);
+}
+
+int pt_hc_ind_pre(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                  int64_t D, float eps, float norm_eps, float magnitude, float *x_out, float *post, float *comb) {
+    return hc_pre(X, fn, base, scale, T, n, D, 1, eps, norm_eps, 2, magnitude, x_out, post, comb);
+}
+
 int pt_hc_post(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
                int64_t D, float *X_out) {
     if (!X || !y || !post || !comb || !X_out || X_out == X || T < 0 || n < 1 || n > HC_MAX || D < 1) return -1;
@@ -100,11 +123,11 @@ int pt_hc_post(const float *X, const float *y, const float *post, const float *c
 
 static double hc_sigmoid_d(double v) { return 1.0 / (1.0 + exp(-v)); }
 
-int pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
-                  int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
-                  float *comb) {
-    if (hc_args(X, fn, base, scale, T, n, D, iters, head, x_out, post, comb)) return -1;
-    const int64_t M = head ? n : (2 + n) * n, W = n * D;
+static int hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                      int64_t D, int64_t iters, float eps, float norm_eps, int mode, float magnitude, float *x_out,
+                      float *post, float *comb) {
+    const int64_t W = n * D, M = hc_rows(mode, n);
+    if (hc_args(X, fn, base, scale, T, n, D, iters, mode, x_out, post, comb)) return -1;
     double m[(2 + HC_MAX) * HC_MAX], c[HC_MAX * HC_MAX];
     for (int64_t t = 0; t < T; t++) {
         const float *xt = X + t * W;
@@ -122,7 +145,14 @@ int pt_hc_pre_ref(const float *X, const float *fn, const float *base, const floa
                 acc += (hc_sigmoid_d(m[j] * scale[0] + base[j]) + eps) * xt[j * D + d];
             x_out[t * D + d] = (float)acc;
         }
-        if (head) continue;
+        if (mode == 1) continue;
+        if (mode == 2) {
+            for (int64_t j = 0; j < n; j++)
+                post[t * n + j] = (float)(magnitude * hc_sigmoid_d(m[n + j] * scale[1] + base[n + j]) + eps);
+            for (int64_t a = 0; a < n; a++)
+                for (int64_t b = 0; b < n; b++) comb[(t * n + a) * n + b] = a == b ? 1.0f : 0.0f;
+            continue;
+        }
         for (int64_t j = 0; j < n; j++) post[t * n + j] = (float)(2.0 * hc_sigmoid_d(m[n + j] * scale[1] + base[n + j]));
         for (int64_t a = 0; a < n; a++) {
             double mx = -INFINITY, s = 0.0;
@@ -149,6 +179,17 @@ int pt_hc_pre_ref(const float *X, const float *fn, const float *base, const floa
         for (int64_t i = 0; i < n * n; i++) comb[t * n * n + i] = (float)c[i];
     }
     return 0;
+}
+
+int pt_hc_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                  int64_t D, int64_t iters, float eps, float norm_eps, int head, float *x_out, float *post,
+                  float *comb) {
+    return hc_pre_ref(X, fn, base, scale, T, n, D, iters, eps, norm_eps, head ? 1 : 0, 0.0f, x_out, post, comb);
+}
+
+int pt_hc_ind_pre_ref(const float *X, const float *fn, const float *base, const float *scale, int64_t T, int64_t n,
+                      int64_t D, float eps, float norm_eps, float magnitude, float *x_out, float *post, float *comb) {
+    return hc_pre_ref(X, fn, base, scale, T, n, D, 1, eps, norm_eps, 2, magnitude, x_out, post, comb);
 }
 
 int pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,

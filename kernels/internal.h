@@ -283,7 +283,8 @@ int pt_dsa_index_locked(const float *q, const float *w, const void *cache, const
                         int64_t dim, float scale, float w_scale, int64_t top_k, int32_t *sel, int32_t *n_sel);
 int pt_dsa_attention_locked(const float *q, const void *cache, const float *scales, int kv_int8, int64_t stride,
                             int64_t n_ctx, int64_t T, int64_t pos0, int64_t n_heads, int64_t hd, float scale,
-                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, float *out);
+                            const int32_t *sel, const int32_t *n_sel, int64_t top_k, const float *sinks,
+                            float *out);
 /* the top_k of n scored items (score v, index s; n <= top_k: every item, in order) into sel, increasing by index:
  * the larger score first, equal scores the lower index (kernels/dsa.c's indexer; issue 36, fam36i: MiniMax-M3's
  * blocks); the array is reordered. Returns the count */

@@ -18,6 +18,9 @@
  *      gate <= swiglu_limit and |up| <= swiglu_limit before the activation, shared expert included)
  *      (issue 36, fam36h: with post_norm each row RMS-normed with its expert's weight row first: Ergo)
  *      (issue 36, fam36l: with gate_softcap the activation is Inkling 2's soft-capped SwiGLU)
+ *      (issue 36, fam36m: with limit_after_act the clamp acts on act(gate) and up after the activation: Ling 3; the
+ *      shared expert's clamp its own with sh_limit_own: HY-V4, Ling 3; group_fill_zero: the other groups' experts
+ *      score 0 for the choice, not left out: A.X-K2)
  *   4. a shared expert (Qwen2-MoE), when given, over every token, times sigmoid(x w_shared_gate), added after
  *      (RMS-normed with sh_post_norm first when given: Ergo);
  *   5. y = the sum (or y += it, with accumulate).
@@ -116,6 +119,13 @@ static void route(const pt_moe *m, int64_t T) {
                 memset(allow + gsel[i] * per, 1, (size_t)per);
             }
             ok = allow;
+            if (m->group_fill_zero) {   /* A.X-K2 (fam36m): the other groups' experts score 0, still candidates */
+                if (c != choice) memcpy(choice, c, (size_t)E * sizeof(float));
+                for (int64_t e = 0; e < E; e++)
+                    if (!allow[e]) choice[e] = 0.0f;
+                c = choice;
+                ok = 0;
+            }
         }
         int32_t *sel = m->sel + t * k;
         float *wt = m->wt + t * k, ws = 0.0f;
@@ -147,7 +157,7 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t width) {
 /* act(gate x + bg) * (up x + bu), then down (+ bd): n rows of xs into yo; the biases may be NULL. A plain expert
  * (m->plain: Nemotron-H) has no gate: act(up x + bu), then down (+ bd) */
 static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *down, const float *bg, const float *bu,
-                  const float *bd, const float *xs, int64_t n, int act, const pt_moe *m) {
+                  const float *bd, const float *xs, int64_t n, int act, const pt_moe *m, const float lim) {
     if (m->plain) {
         const pt_tensor *U[1] = {up};
         float *yu[1] = {m->u};
@@ -166,21 +176,28 @@ static int expert(const pt_tensor *gate, const pt_tensor *up, const pt_tensor *d
     if (rc) return rc;
     add_bias(m->g, bg, n, gate->rows);
     add_bias(m->u, bu, n, up->rows);
-    if (m->swiglu_limit > 0.0f) {               /* DeepSeek-V4: gate <= limit, |up| <= limit */
-        const float lim = m->swiglu_limit;
+    if (lim > 0.0f && m->limit_after_act) {     /* Ling 3 (fam36m): act(gate) <= limit, |up| <= limit */
+        pt_active()->bias_act(m->g, 0, n, gate->rows, act);
         for (int64_t i = 0; i < n * gate->rows; i++) {
-            m->g[i] = m->g[i] < lim ? m->g[i] : lim;
-            m->u[i] = m->u[i] < -lim ? -lim : m->u[i] > lim ? lim : m->u[i];
-        }
-    }
-    if (m->gate_softcap > 0.0f) {               /* Inkling 2: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu) */
-        const float cg = m->gate_softcap, cu = m->up_softcap;
-        for (int64_t i = 0; i < n * gate->rows; i++) {
-            const float g = m->g[i], u = m->u[i];
-            m->g[i] = cg * tanhf(g / cg) / (1.0f + expf(-g)) * (cu > 0.0f ? cu * tanhf(u / cu) : u);
+            const float g = m->g[i] < lim ? m->g[i] : lim;
+            m->g[i] = g * (m->u[i] < -lim ? -lim : m->u[i] > lim ? lim : m->u[i]);
         }
     } else {
-        pt_glu(act, m->g, m->u, n * gate->rows, m->g);
+        if (lim > 0.0f) {                       /* DeepSeek-V4: gate <= limit, |up| <= limit */
+            for (int64_t i = 0; i < n * gate->rows; i++) {
+                m->g[i] = m->g[i] < lim ? m->g[i] : lim;
+                m->u[i] = m->u[i] < -lim ? -lim : m->u[i] > lim ? lim : m->u[i];
+            }
+        }
+        if (m->gate_softcap > 0.0f) {           /* Inkling 2: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu) */
+            const float cg = m->gate_softcap, cu = m->up_softcap;
+            for (int64_t i = 0; i < n * gate->rows; i++) {
+                const float g = m->g[i], u = m->u[i];
+                m->g[i] = cg * tanhf(g / cg) / (1.0f + expf(-g)) * (cu > 0.0f ? cu * tanhf(u / cu) : u);
+            }
+        } else {
+            pt_glu(act, m->g, m->u, n * gate->rows, m->g);
+        }
     }
     const pt_tensor *D[1] = {down};
     float *yo[1] = {m->yo};
@@ -240,7 +257,7 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
                 }
         if (!n) continue;
         rc = expert(m->plain ? 0 : m->gate[e], m->up[e], m->down[e], m->gate_b ? m->gate_b[e] : 0,
-                    m->up_b ? m->up_b[e] : 0, m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m);
+                    m->up_b ? m->up_b[e] : 0, m->down_b ? m->down_b[e] : 0, m->xg, n, m->act, m, m->swiglu_limit);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
         if (m->post_norm)           /* Ergo: each route's output normed with its expert's weights */
@@ -253,7 +270,8 @@ int pt_moe_locked(pt_moe *m, const float *x, int64_t T, float *y, int accumulate
     }
     if (m->n_zero) zero_experts(m, x, T);
     if (m->sh_up) {
-        rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m);
+        rc = expert(m->sh_gate, m->sh_up, m->sh_down, m->sh_gate_b, m->sh_up_b, m->sh_down_b, x, T, m->act, m,
+                    m->sh_limit_own ? m->sh_swiglu_limit : m->swiglu_limit);
         if (rc) return rc;
         m->matrices_used += m->plain ? 2 : 3;
         if (m->sh_post_norm)

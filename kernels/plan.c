@@ -63,13 +63,16 @@
  *                x2 (head weights [T][n_heads]), the     n_sel [T]          in it), scale, alpha (the weights'
  *                cache of `layer`                                           scale), window (top_k); kernels/dsa.c
  *   DSA_ATTENTION * x (q [T][n_heads][x_stride]), the    y[0] [T][n_heads]  head_dim (attended width), scale,
- *                cache of `layer`, sel, n_sel            [x_stride]         window (top_k)
+ *                cache of `layer`, sel, n_sel, w sinks   [x_stride]         window (top_k)
+ *                (NULL; HY-V4's, issue 36 fam36m)
  *   MOA_GATE     x (router logits [T][n_heads]),         y[0]               n_heads (experts), mode (top k), n_kv,
  *                y[0] (att [T][n_kv][n_heads][head_dim])                    head_dim; kernels/moa.c (jetmoe group)
  *   DeepSeek-V4 (the dsv4 group, kernels/dsv4_plan.c; a layer's cache slot read as regions of off * n_ctx floats):
  *   HC_PRE       x streams [T][streams][width], w fn, b  y[0] [T][width],   streams, width, window (Sinkhorn
  *                base, x2 scale [3]                      y[1] post, y[2]     iterations), eps, alpha (norm eps),
- *                                                        comb               mode 1: the hyper head (y[0] only)
+ *                                                        comb               mode 1: the hyper head (y[0] only);
+ *                                                                           mode 2: HY-V4's (fam36m), scale
+ *                                                                           the post magnitude
  *   HC_POST      x streams, x2 the block's output        y[0] new streams   streams, width; y[1] post, y[2] comb
  *   DSV4_POOL *  x raw kv, x2 raw gate [T][Wc], b ape,   raw rows, closed   window (m), head_dim (d), mode
  *                w the entry norm, seq rope[slot]        windows' entries   (overlap), rot_dim, eps, x_off / y_off
@@ -196,7 +199,7 @@ static int dsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                                    op->n_heads, op->head_dim, op->scale, op->alpha, op->window, sel, n_sel);
     return pt_dsa_attention_locked(rows_of(op->x, off, op->n_heads * op->x_stride), q->k[L], scales, q->kv_int8,
                                    op->x_stride, q->n_ctx, q->T, q->pos0, op->n_heads, op->head_dim, op->scale, sel,
-                                   n_sel, op->window, rows_of(op->y[0], off, op->n_heads * op->x_stride));
+                                   n_sel, op->window, op->w, rows_of(op->y[0], off, op->n_heads * op->x_stride));
 }
 
 /* MiniMax-M3's two ops (kernels/mm3.c) over one sequence's rows: its indexer's keys in cache slot `cache_slot`, its
@@ -397,6 +400,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
         return pt_moa_gate(op->x, T, op->n_heads, op->mode, op->n_kv, op->head_dim, op->y[0]);
     /* issue 30, the dsv4 group: DeepSeek-V4's hyper-connections (kernels/hc.c) and hash routing */
     case PT_OP_HC_PRE:
+        if (op->mode == 2)          /* issue 36, fam36m: HY-V4's, post x `scale` (hc_magnitude), no stream mix */
+            return pt_hc_ind_pre(op->x, op->w, op->b, op->x2, T, op->streams, op->width, op->eps, op->alpha,
+                                 op->scale, op->y[0], op->y[1], op->y[2]);
         return pt_hc_pre(op->x, op->w, op->b, op->x2, T, op->streams, op->width, op->window, op->eps, op->alpha,
                          op->mode, op->y[0], op->y[1], op->y[2]);
     case PT_OP_HC_POST:

@@ -179,10 +179,23 @@ def assert_the_plan_equals_the_per_op_path(model, kv: str = "f32") -> None:
 
 
 def assert_a_converted_file_runs_the_same_numbers(folder, tmp_path) -> None:
-    """`petit convert --q8` of the folder reloads without a warning and gives the folder's q8_0 logits bit for bit."""
+    """`petit convert --q8` of a folder, reloaded with every warning an error: the folder's q8_0 logits bit for bit."""
     import petit
     from petit.cli import main
     out = tmp_path / "m.petit"
     assert main(["convert", str(folder), "-o", str(out), "--q8"]) == 0
-    ids = np.load(folder / "reference.npz")["input_ids"]
-    np.testing.assert_array_equal(load_strict(out, "q8_0").logits(ids), petit.load(folder, weights="q8_0").logits(ids))
+    ids = np.load(Path(folder) / "reference.npz")["input_ids"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(load_strict(out, "q8_0").logits(ids), petit.load(folder, weights="q8_0").logits(ids))
+
+
+def renamed_copy(folder, dest, rename=lambda k: k, change=lambda k, a: a, drop=()) -> Path:
+    """A copy of a fixture folder in `dest`, its tensors renamed / changed / dropped."""
+    import shutil
+    from test_moe_a5 import _read_safetensors, _write_safetensors
+    d = Path(dest) / Path(folder).name
+    shutil.copytree(folder, d)
+    raw = _read_safetensors(Path(folder) / "model.safetensors")
+    _write_safetensors(d / "model.safetensors", {rename(k): change(k, a) for k, a in raw.items() if k not in drop})
+    return d

@@ -13,7 +13,6 @@ hold for every hf5 fixture.
   reloads and runs the same numbers.
 """
 import json
-import shutil
 import warnings
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from petit.models.moe import Moe
 from petit.native import Weight, ffi, lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,
-                    load_strict as _load)
+                    load_strict as _load, renamed_copy)
 from test_moe_a5 import _read_safetensors, _write_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36g"
@@ -77,11 +76,7 @@ def test_converted_file_runs_the_same_numbers(tmp_path, case):
 
 
 def _renamed(tmp_path, case, rename=lambda k: k, change=lambda k, a: a, drop=()):
-    d = tmp_path / case
-    shutil.copytree(DIR / case, d)
-    raw = _read_safetensors(DIR / case / "model.safetensors")
-    _write_safetensors(d / "model.safetensors", {rename(k): change(k, a) for k, a in raw.items() if k not in drop})
-    return d
+    return renamed_copy(DIR / case, tmp_path, rename, change, drop)
 
 
 def _same_logits(folder, case):

@@ -385,9 +385,10 @@ def test_minimax_refuses_what_it_cannot_run(tmp_path, change, message):
         petit.load(d, weights="f32")
 
 
-def _kda_f64(p, x, conv, S, H, dk, eps):
+def _kda_f64(p, x, conv, S, H, dk, eps, lower_bound=0.0):
     """Kimi Delta Attention in float64 (transformers' recurrent_kimi_delta_attention with its conv, l2norm, forget
-    gate and sigmoid-gated norm) from a state (conv [3 H dk, K-1], S [H, dk, dk]); in_proj rows q | k | v | g | b | f."""
+    gate and sigmoid-gated norm) from a state (conv [3 H dk, K-1], S [H, dk, dk]); in_proj rows q | k | v | g | b | f.
+    lower_bound < 0: Ling 3's bounded forget gate lower_bound sigmoid(exp(A_log) (f + dt_bias)) (issue 36, fam36m)."""
     T, w = len(x), H * dk
     zx = x @ p["in_proj"].T
     qkv, g_out, b, f = zx[:, :3 * w], zx[:, 3 * w:4 * w], zx[:, 4 * w:4 * w + H], zx[:, 4 * w + H:]
@@ -400,6 +401,8 @@ def _kda_f64(p, x, conv, S, H, dk, eps):
     k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
     beta = 1 / (1 + np.exp(-b))
     g = p["A"][:, None] * np.logaddexp(0, f + p["dt_bias"]).reshape(T, H, dk)
+    if lower_bound < 0:
+        g = lower_bound / (1 + np.exp(p["A"][:, None] * (f + p["dt_bias"]).reshape(T, H, dk)))
     o = np.empty((T, H, dk))
     for t in range(T):
         S = S * np.exp(g[t])[:, :, None]
@@ -411,9 +414,10 @@ def _kda_f64(p, x, conv, S, H, dk, eps):
     return o @ p["out_proj"].T, hist[-(K - 1):].T, S
 
 
-@pytest.mark.parametrize("T", [1, 7, 19])
-def test_kimi_delta_attention_against_float64(T):
-    """kernels/deltanet.c's kda_head (pt_mamba.kda) at odd sizes, carried across two calls, against float64."""
+@pytest.mark.parametrize("T, lower_bound", [(1, 0.0), (7, 0.0), (19, 0.0), (5, -5.0), (13, -2.0)])
+def test_kimi_delta_attention_against_float64(T, lower_bound):
+    """kernels/deltanet.c's kda_head (pt_mamba.kda) at odd sizes, carried across two calls, against float64; and with
+    Ling 3's bounded forget gate (pt_mamba.kda_lower_bound, issue 36 fam36m)."""
     from petit.native import Weight
     rng = np.random.default_rng(T + 100)
     D, H, dk, K = 22, 3, 5, 3
@@ -427,7 +431,7 @@ def test_kimi_delta_attention_against_float64(T):
         return Weight(a.view(np.uint8).reshape(a.shape[0], -1), "f32", a.shape)
     m = Mamba(f32(p["in_proj"]), p["conv_w"].astype(np.float32), None, None, None, p["dt_bias"].astype(np.float32),
               p["A"].astype(np.float32), np.zeros(H, np.float32), f32(p["out_proj"]), dk, K, 1, eps=1e-5, version=4,
-              n_heads=H, n_groups=H, norm_w=p["norm_w"].astype(np.float32), kda=1)
+              n_heads=H, n_groups=H, norm_w=p["norm_w"].astype(np.float32), kda=1, kda_lower_bound=lower_bound)
     conv, S = np.zeros(m.state_shapes[0], np.float32), np.zeros(m.state_shapes[1], np.float32)
     c64, S64 = conv.astype(np.float64), S.astype(np.float64)
     x = rng.normal(0, 1, (2 * T, D))
@@ -436,7 +440,7 @@ def test_kimi_delta_attention_against_float64(T):
         xs = np.ascontiguousarray(part, np.float32)
         assert m.run(ffi.cast("float *", ffi.from_buffer(xs)), T, ffi.cast("float *", ffi.from_buffer(conv)),
                      ffi.cast("float *", ffi.from_buffer(S)), ffi.cast("float *", ffi.from_buffer(y))) == 0
-        want, c64, S64 = _kda_f64(p, part, c64, S64, H, dk, 1e-5)
+        want, c64, S64 = _kda_f64(p, part, c64, S64, H, dk, 1e-5, lower_bound)
         np.testing.assert_allclose(y, want, rtol=0, atol=2e-4 * np.abs(want).max())
         np.testing.assert_allclose(S, S64, rtol=0, atol=2e-4 * np.abs(S64).max())
 

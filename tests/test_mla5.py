@@ -122,12 +122,12 @@ def _dsa_index(fn, q, w, cache, scales, stride, k_off, pos0, T, top_k):
     return sel, n_sel
 
 
-def _dsa_attention(fn, q, cache, scales, pos0, hd, sel, n_sel, top_k):
+def _dsa_attention(fn, q, cache, scales, pos0, hd, sel, n_sel, top_k, sinks=None):
     T, H, stride = q.shape
     out = np.zeros_like(q)
     rc = fn(_f(q), ffi.cast("void *", ffi.from_buffer(cache)), ffi.NULL if scales is None else _f(scales),
             int(scales is not None), stride, cache.shape[0], T, pos0, H, hd, 0.3, _i32(sel), _i32(n_sel), top_k,
-            _f(out))
+            ffi.NULL if sinks is None else _f(sinks), _f(out))
     assert rc == 0
     return out
 
@@ -185,7 +185,7 @@ def test_dsa_kernels_refuse_bad_arguments():
     qa = np.zeros((2, 1, 10), np.float32)
     for fn in (lib.pt_dsa_attention, lib.pt_dsa_attention_ref):      # position 5 is after query 0 (position 1)
         assert fn(_f(qa), ffi.cast("void *", ffi.from_buffer(rows)), ffi.NULL, 0, 10, 8, 2, 0, 1, 6, 1.0, _i32(sel),
-                  _i32(n_sel), 3, _f(qa)) == -1
+                  _i32(n_sel), 3, ffi.NULL, _f(qa)) == -1
 
 
 @pytest.mark.parametrize("kv_type", ["f32", "int8"])

@@ -197,6 +197,27 @@ ANY_DEPARTS["inkling2_text"] = {"q8_0": (0.30, 0.80)}
 # 0.36 of its limits)
 EVERY_EXPERT = {"inkling2_loop_text"}
 DEPARTS.update({("inkling2_loop_text", "q8_0"): 0.13, ("inkling2_loop_text", "q4_0"): 0.70})
+# issue 36, the fam36m group: A.X-K2's fixture (DeepSeek-V3.2's indexer choosing 12 positions, its routing within the
+# best 2 of 4 groups x 2.5) at q8_0: 30/35 positions choose experts and attended positions as float32 (the 5 others,
+# from position 16 on, the indexer's choice), 0.023 of the range where they agree, 0.189 at worst, argmax 0.97; q4_0
+# within the shared bounds (12/35 agreeing, 0.185 there, 0.407 at worst). The engine equals the float64 reference of
+# the same quantized files (tests/test_verify_families.py)
+ROUTED_DEPARTS["axk2"] = 0.8
+# Ling 3's fixture (KDA and latent attention, 3 routed layers within the best 2 of 4 groups x 2.5, Step3p7's clamps)
+# at q8_0: 30/35 positions route as float32; a flip (the first at position 7) reaches every later position through
+# the KDA layers' recurrent state besides attention, as kimi_linear's: 0.056 before it (0.040 / 0.025 on the long and
+# chat prompts), 0.148 at worst where a position's own routing agrees, 0.482 at a flipped one, argmax 0.74; q4_0 14/35
+# agreeing, argmax 0.23. The engine equals the float64 reference of the same quantized files
+# (tests/test_verify_families.py)
+DEPARTS[("bailing_hybrid", "q8_0")] = 0.17
+ROUTED_DEPARTS["bailing_hybrid"] = 0.8
+ANY_DEPARTS["bailing_hybrid"] = {"q8_0": (0.55, 0.70), "q4_0": (0.90, 0.20)}
+# HY-V4's fixture (hyper-connections of 3 streams, the indexer choosing 12 positions in two layers and shared by the
+# third, sigmoid routing over 8 experts x 2.827) at q8_0: 28/35 positions choose experts and attended positions as
+# float32, 0.032 of the range there, 0.332 at a flipped one, argmax 0.94; q4_0 within the shared bounds (9/35
+# agreeing). The engine equals the float64 reference of the same quantized files (tests/test_verify_families.py)
+ROUTED_DEPARTS["hy_v4"] = 0.75
+ANY_DEPARTS["hy_v4"] = {"q8_0": (0.40, 0.80)}
 
 
 def _ref(case):

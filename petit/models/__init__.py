@@ -44,6 +44,7 @@ from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
 from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
 from petit.models import xlstm           # issue 36, the fam36n group
 from petit.models import inkling2_loop_text, inkling2_text, inkling_text     # issue 36, the fam36l group
+from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
 from petit.models.refusals import NOT_DECODERS
 
 MODEL_TYPES = {
@@ -230,6 +231,10 @@ MODEL_TYPES = {
     "inkling_text": inkling_text,
     "inkling2_text": inkling2_text,
     "inkling2_loop_text": inkling2_loop_text,
+    # issue 36, the fam36m group
+    "axk2": axk2,
+    "bailing_hybrid": bailing_hybrid,
+    "hy_v4": hy_v4,
 }
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

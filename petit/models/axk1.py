@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from petit.models import deepseek_common as dc
 from petit.models.common import norm
-from petit.models.config import aliased, positive_int
+from petit.models.config import aliased
 from petit.models.glm4_moe_lite import Glm4MoeLiteConfig
 
 UNREAD = ("post_mlp_layernorm.weight",)     # a dense layer's, stored by the released files and never used
@@ -57,16 +57,7 @@ class AXK1Config(Glm4MoeLiteConfig):
         if self.q_lora_rank is None:
             raise ValueError("config: q_lora_rank null: A.X-K1's attention always has the low-rank query (transformers "
                              "builds q_a_proj of q_lora_rank whatever the config says)")
-        k = 1 if self.first_k_dense_replace is None else self.first_k_dense_replace
-        positive_int(self, "moe_layer_freq")
-        derived = ["sparse" if i >= k and i % self.moe_layer_freq == 0 else "dense"
-                   for i in range(self.num_hidden_layers)]
-        if self.mlp_layer_types is None:
-            self.mlp_layer_types = derived
-        elif (self.first_k_dense_replace is not None or self.moe_layer_freq != 1) and self.mlp_layer_types != derived:
-            raise ValueError(f"config: first_k_dense_replace {k} / moe_layer_freq {self.moe_layer_freq} contradict "
-                             f"mlp_layer_types {self.mlp_layer_types} (transformers runs mlp_layer_types)")
-        self.first_k_dense_replace, self.moe_layer_freq = None, 1      # read: mlp_layer_types says it all
+        dc.legacy_mlp_types(self)
         super()._validate()
 
 

@@ -145,3 +145,28 @@ def window_of(cfg, types: list[str]):
     if any(t == "sliding_attention" for t in types) and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
         raise ValueError(f"config: sliding layers need a positive sliding_window, got {w!r}")
     return lambda i: w if types[i] == "sliding_attention" else 0
+
+
+class Renamed:
+    """A checkpoint seen under other names, `rename(stored name) -> name` (a conversion mapping transformers applies
+    at load and undoes at save: issue 36, fam36m's Ling 3 and HY-V4), for a family's hf_tensors: f32 and `in` by the
+    new names; `entries(derived)` maps derived entries' sources back to the stored names; `aliases(out)` adds an entry
+    for each renamed tensor `out` does not derive."""
+
+    def __init__(self, ckpt, rename):
+        self.ckpt, self.stored = ckpt, {rename(n): n for n in ckpt.names()}
+
+    def __contains__(self, name):
+        return name in self.stored
+
+    def f32(self, name):
+        return self.ckpt.f32(self.stored[name])
+
+    def entries(self, derived: dict) -> dict:
+        return {k: (e[0], e[1], [self.stored.get(s, s) for s in e[2]], *e[3:]) for k, e in derived.items()}
+
+    def aliases(self, out: dict) -> dict:
+        for name, stored in self.stored.items():
+            if name != stored and name not in out:
+                out[name] = (tuple(self.ckpt.info(stored)[1]), lambda s=stored: self.ckpt.f32(s), [stored])
+        return out

@@ -23,6 +23,7 @@ from petit.models.diff_attn import DiffAttn, Expand
 from petit.models.dyn_mask import Compact, DynMask
 from petit.models.mla import Mla
 from petit.models.moe import Moe
+from petit.models.norm_gate import NormGate
 from petit.models.ssm import Mamba
 from petit.models.plan import NORM_KINDS, Plan, fptr
 from petit.models.rope import Rope
@@ -51,10 +52,12 @@ class Norm:
     eps: float
     w: Vec | None = None
     b: Vec | None = None
+    gate: "NormGate | None" = None      # issue 36, fam36m: y *= sigmoid(up silu(down y)) after (A.X-K2's gated norm)
 
     def __call__(self, x, rows: int, D: int, y) -> int:
-        return lib.pt_norm(NORM_KINDS[self.kind], x, self.w.p if self.w else ffi.NULL, self.b.p if self.b else ffi.NULL,
-                           self.eps, rows, D, self.w.rows if self.w else 1, y)
+        rc = lib.pt_norm(NORM_KINDS[self.kind], x, self.w.p if self.w else ffi.NULL, self.b.p if self.b else ffi.NULL,
+                         self.eps, rows, D, self.w.rows if self.w else 1, y)
+        return rc | self.gate.run(y, rows, D) if self.gate is not None else rc
 
 
 @dataclass
@@ -726,11 +729,21 @@ class Decoder:
         scale = scale if m.scale is None else m.scale
         rc, q_in = 0, attn_in
         if m.q_a is not None:
+            rq = m.q_a.shape[0]
             rc |= lib.pt_matmul(m.q_a.c, attn_in, T, b["q_a"], 0)
-            rc |= m.q_a_norm(b["q_a"], T, m.q_a.shape[0], b["q_a"])
+            if m.q_cat:                     # A.X-K2 (fam36m): the query reads [normed ; raw]
+                rc |= m.q_a_norm(b["q_a"], T, rq, b["q_n"])
+                rc |= lib.pt_copy_rows(b["q_n"], rq, 0, b["q_cat"], 2 * rq, 0, T, rq)
+                rc |= lib.pt_copy_rows(b["q_a"], rq, 0, b["q_cat"], 2 * rq, rq, T, rq)
+            else:
+                rc |= m.q_a_norm(b["q_a"], T, rq, b["q_a"])
             q_in = b["q_a"]
-        rc |= lib.pt_matmul3(m.q.c, m.q_pe.c, ffi.NULL, q_in, T, b["q_nope"], b["q_pe"], ffi.NULL)
-        rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, ffi.NULL, attn_in, T, b["c"], b["k_pe"], ffi.NULL)
+        q_resid, q_in = (b["q_n"], b["q_cat"]) if m.q_cat else (q_in, q_in)
+        qg, xg = (m.gate, None) if not m.gate_x else (None, m.gate)
+        rc |= lib.pt_matmul3(m.q.c, m.q_pe.c, qg.c if qg else ffi.NULL, q_in, T, b["q_nope"], b["q_pe"],
+                             b["gate"] if qg else ffi.NULL)
+        rc |= lib.pt_matmul3(m.c.c, m.k_pe.c, xg.c if xg else ffi.NULL, attn_in, T, b["c"], b["k_pe"],
+                             b["gate"] if xg else ffi.NULL)
         rc |= m.kv_norm(b["c"], T, r, b["c"])
         if m.k_pe_norm is not None:         # Dots 3 (fam36k): k_pe RMS-normed before RoPE
             rc |= m.k_pe_norm(b["k_pe"], T, dr, b["k_pe"])
@@ -739,7 +752,7 @@ class Decoder:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
             if not d.shared:                # the indexer's query, key and head weights; its key into the row
                 Hi, Di = d.n_heads, d.dim
-                rc |= lib.pt_matmul(d.wq_b.c, q_in, T, ib["iq"], 0)
+                rc |= lib.pt_matmul(d.wq_b.c, q_resid, T, ib["iq"], 0)
                 rc |= lib.pt_matmul3(d.wk.c, d.w_proj.c, ffi.NULL, attn_in, T, ib["ik"], ib["iw"], ffi.NULL)
                 rc |= d.k_norm(ib["ik"], T, Di, ib["ik"])
                 at = 0
@@ -769,9 +782,8 @@ class Decoder:
             rc |= seq_rc
             at += n
         rc |= lib.pt_heads(m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, T, b["gin"], b["gout"])
-        if m.gate is not None:              # Dots 3 (fam36k): each head times sigmoid(its gate)
-            rc |= lib.pt_matmul(m.gate.c, attn_in, T, b["g"], 0)
-            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["g"], b["o_in"], T, H, dv)
+        if m.gate is not None:              # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4)
+            rc |= lib.pt_head_gate(GATE_ACTS["sigmoid"], b["gate"], b["o_in"], T, m.gate.shape[0], m.gate_width or dv)
         return rc, failed, b["o_in"]
 
     def _dsa_of(self, i, layer: Layer, T, pos0, cache, at, s, scratch, tables, scale, ib) -> int:
@@ -796,7 +808,7 @@ class Decoder:
                                    scales, int(int8), hd, w, cache.n_ctx, T, pos0, d.n_heads, d.dim, d.dim ** -0.5,
                                    d.n_heads ** -0.5, d.top_k, sel, n_sel)
         return rc | lib.pt_dsa_attention(q, cache.k_ptr[i], scales, int(int8), hd, cache.n_ctx, T, pos0, H, w, scale,
-                                         sel, n_sel, d.top_k, att)
+                                         sel, n_sel, d.top_k, layer.sinks.p if layer.sinks else ffi.NULL, att)
 
     @staticmethod
     def _rope_table(layer: Layer, s: int, n: int, tables: dict) -> tuple:
@@ -1111,11 +1123,21 @@ class Decoder:
         hd, scale = m.row, self._attn_scale() if m.scale is None else m.scale
         q_in = attn_in
         if m.q_a is not None:
+            rq = m.q_a.shape[0]
             plan.matmul(i, [m.q_a], attn_in, [b["q_a"]])
-            plan.norm(i, m.q_a_norm, b["q_a"], 1, m.q_a.shape[0], b["q_a"])
+            if m.q_cat:                         # A.X-K2 (fam36m): the query reads [normed ; raw]
+                plan.norm(i, m.q_a_norm, b["q_a"], 1, rq, b["q_n"])
+                plan.copy(i, b["q_n"], rq, 0, b["q_cat"], 2 * rq, 0, 1, rq)
+                plan.copy(i, b["q_a"], rq, 0, b["q_cat"], 2 * rq, rq, 1, rq)
+            else:
+                plan.norm(i, m.q_a_norm, b["q_a"], 1, rq, b["q_a"])
             q_in = b["q_a"]
-        plan.matmul(i, [m.q, m.q_pe], q_in, [b["q_nope"], b["q_pe"]])
-        plan.matmul(i, [m.c, m.k_pe], attn_in, [b["c"], b["k_pe"]])
+        q_resid, q_in = (b["q_n"], b["q_cat"]) if m.q_cat else (q_in, q_in)
+        g = [m.gate] if m.gate is not None else []
+        plan.matmul(i, [m.q, m.q_pe] + (g if not m.gate_x else []), q_in,
+                    [b["q_nope"], b["q_pe"]] + ([b["gate"]] if g and not m.gate_x else []))
+        plan.matmul(i, [m.c, m.k_pe] + (g if m.gate_x else []), attn_in,
+                    [b["c"], b["k_pe"]] + ([b["gate"]] if g and m.gate_x else []))
         plan.norm(i, m.kv_norm, b["c"], 1, r, b["c"])
         if m.k_pe_norm is not None:
             plan.norm(i, m.k_pe_norm, b["k_pe"], 1, dr, b["k_pe"])
@@ -1123,7 +1145,7 @@ class Decoder:
         if d is not None:
             ib = {name: ptr for name, (_, ptr) in d.buffers(scratch.cap).items()}
             if not d.shared:
-                plan.matmul(i, [d.wq_b], q_in, [ib["iq"]])
+                plan.matmul(i, [d.wq_b], q_resid, [ib["iq"]])
                 plan.matmul(i, [d.wk, d.w_proj], attn_in, [ib["ik"], ib["iw"]])
                 plan.norm(i, d.k_norm, ib["ik"], 1, d.dim, ib["ik"])
                 plan.rope(i, d.rope, ib["iq"], ib["ik"], d.n_heads, 1, d.dim)
@@ -1139,11 +1161,11 @@ class Decoder:
             if not d.shared:
                 plan.dsa_index(i, ib["iq"], ib["iw"], d.n_heads, d.dim, hd, dr + r, d.dim ** -0.5,
                                d.n_heads ** -0.5, d.top_k, ib["sel"], ib["n_sel"])
-            plan.dsa_attention(i, buf["q"], H, hd, dr + r, scale, d.top_k, ib["sel"], ib["n_sel"], buf["att"])
+            plan.dsa_attention(i, buf["q"], H, hd, dr + r, scale, d.top_k, ib["sel"], ib["n_sel"], buf["att"],
+                               layer.sinks)
         plan.heads(i, m.tensors("v"), H, buf["att"], hd, dr, b["o_in"], dv, 0, b["gin"], b["gout"])
-        if m.gate is not None:
-            plan.matmul(i, [m.gate], attn_in, [b["g"]])
-            plan.head_gate(i, GATE_ACTS["sigmoid"], b["g"], b["o_in"], H, dv)
+        if m.gate is not None:                  # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4)
+            plan.head_gate(i, GATE_ACTS["sigmoid"], b["gate"], b["o_in"], m.gate.shape[0], m.gate_width or dv)
         return b["o_in"]
 
     def _plan_mlp(self, plan: Plan, i, layer: Layer, mlp_in, buf) -> None:

@@ -136,32 +136,56 @@ def attention_scale(cfg, yarn_mscale: bool) -> float:
     return float(scale)
 
 
-def mla_weights(t, a: str, dims: tuple, D: int, latent_eps: float) -> Mla:
+def legacy_mlp_types(cfg) -> None:
+    """cfg.mlp_layer_types derived, when absent, from the legacy `first_k_dense_replace` (default 1) and
+    `moe_layer_freq` (default 1) as transformers' A.X-K1 / A.X-K2 configs do: sparse where i >= first_k_dense_replace
+    and i % moe_layer_freq == 0; given both, they must agree. The legacy keys are read then (None / 1)."""
+    k = 1 if cfg.first_k_dense_replace is None else cfg.first_k_dense_replace
+    positive_int(cfg, "moe_layer_freq")
+    derived = ["sparse" if i >= k and i % cfg.moe_layer_freq == 0 else "dense" for i in range(cfg.num_hidden_layers)]
+    if cfg.mlp_layer_types is None:
+        cfg.mlp_layer_types = derived
+    elif (cfg.first_k_dense_replace is not None or cfg.moe_layer_freq != 1) and cfg.mlp_layer_types != derived:
+        raise ValueError(f"config: first_k_dense_replace {k} / moe_layer_freq {cfg.moe_layer_freq} contradict "
+                         f"mlp_layer_types {cfg.mlp_layer_types} (transformers runs mlp_layer_types)")
+    cfg.first_k_dense_replace, cfg.moe_layer_freq = None, 1      # read: mlp_layer_types says it all
+
+
+def plain_norms(t, p: str, D: int, eps: float) -> tuple:
+    """A layer's (input_layernorm, post_attention_layernorm) RMSNorms under prefix p."""
+    return norm(t, p + "input_layernorm", D, "rms", eps), norm(t, p + "post_attention_layernorm", D, "rms", eps)
+
+
+def mla_weights(t, a: str, dims: tuple, D: int, latent_eps: float, q_cat: bool = False) -> Mla:
     """The latent attention under `a` (its self_attn. prefix) of sizes `dims` (see `dims`), from the tensors
-    hf_tensors derives; latent_eps: the q_a / kv_a norms' eps."""
+    hf_tensors derives; latent_eps: the q_a / kv_a norms' eps; q_cat: the query's matrices read [q_a_norm(q_a x) ;
+    q_a x] (A.X-K2, issue 36 fam36m)."""
     H, dn, dr, dv, r, q_rank = dims
     q_a = q_a_norm = None
     q_in = D
     if q_rank:
-        q_in = q_rank
-        q_a = t.weight(a + "q_a_proj.weight", (q_in, D))
-        q_a_norm = norm(t, a + "q_a_layernorm", q_in, "rms", latent_eps)
+        q_in = q_rank * (2 if q_cat else 1)
+        q_a = t.weight(a + "q_a_proj.weight", (q_rank, D))
+        q_a_norm = norm(t, a + "q_a_layernorm", q_rank, "rms", latent_eps)
     return Mla(q=t.weight(a + "q_nope.weight", (H * dn, q_in)), q_pe=t.weight(a + "q_pe.weight", (H * dr, q_in)),
                c=t.weight(a + "kv_c.weight", (r, D)), k_pe=t.weight(a + "kv_pe.weight", (dr, D)),
                kv_norm=norm(t, a + "kv_a_layernorm", r, "rms", latent_eps),
                k_absorb=[t.weight(f"{a}k_absorb.{h}.weight", (r, dn)) for h in range(H)],
                v_absorb=[t.weight(f"{a}v_absorb.{h}.weight", (dv, r)) for h in range(H)],
-               nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm)
+               nope=dn, rope=dr, rank=r, v_dim=dv, q_a=q_a, q_a_norm=q_a_norm, q_cat=q_cat)
 
 
 def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: bool, yarn_mscale: bool,
           n_group: int, topk_group: int, dsa=None, rope_interleaved: bool = True, rope_for=None,
-          shared_inter: int | None = None, layer_hook=None) -> Decoder:
+          shared_inter: int | None = None, layer_hook=None, q_cat: bool = False, norms=None,
+          decoder=Decoder) -> Decoder:
     """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
     petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5), or None for a layer without; its keys widen that layer's cache
     rows by index_head_dim. issue 36, fam36k (Dots 3): rope_for(i) each layer's RoPE (default: one of
     qk_rope_head_dim), shared_inter the shared experts' width (default n_shared_experts x moe_intermediate_size),
-    layer_hook(i, layer, self_attn prefix) what a family adds to a layer; each layer's attention sizes are `dims`."""
+    layer_hook(i, layer, self_attn prefix) what a family adds to a layer; each layer's attention sizes are `dims`.
+    issue 36, fam36m: q_cat (mla_weights'), norms(t, p, i) -> a layer's two norms when not plain_norms (A.X-K2's gated
+    ones), decoder: what makes the Decoder of the pieces (HY-V4's)."""
     D, eps = cfg.hidden_size, cfg.rms_norm_eps
     if rope_for is None:
         rope = default_rope(cfg, dim=cfg.qk_rope_head_dim, interleaved=rope_interleaved)      # MiniCPM3: by halves
@@ -176,7 +200,7 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         p = f"model.layers.{i}."
         a = p + "self_attn."
         d = dims(cfg, i)
-        mla = mla_weights(t, a, d, D, latent_eps)
+        mla = mla_weights(t, a, d, D, latent_eps, q_cat)
         if dsa is not None:
             mla.dsa = dsa(i, a, rope_for(i), next((L.mla.dsa for L in reversed(layers) if L.mla.dsa), None))
         o = t.weight(a + "o_proj.weight", (D, d[0] * d[3]))
@@ -193,8 +217,7 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
         else:
             mlp = gated_mlp_weights(t, p, cfg)
         L = Layer(q=None, k=None, v=None, o=o, **mlp, rope=rope_for(i), mla=mla)
-        L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
-        L.mlp_norm = norm(t, p + "post_attention_layernorm", D, "rms", eps)
+        L.attn_norm, L.mlp_norm = (norms or (lambda t, p, i: plain_norms(t, p, D, eps)))(t, p, i)
         if layer_hook is not None:
             layer_hook(i, L, a)
         layers.append(L)
@@ -203,4 +226,4 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
                 num_attention_heads=max(L.mla.heads for L in layers), num_key_value_heads=1,
                 head_dim=max(L.mla.row for L in layers), context_length=rope_for(0).context_length,
                 attn_scale=attention_scale(cfg, yarn_mscale), values_are_keys=True)
-    return Decoder(arch, E, layers, final, head)
+    return decoder(arch, E, layers, final, head)

@@ -66,7 +66,8 @@ class DeepseekV32Config(DeepseekV3Config):
         return False
 
 
-def build(cfg: DeepseekV32Config, t):
+def build(cfg: DeepseekV32Config, t, **kw):
+    """kw: what else dc.build takes (A.X-K2's q_cat and gated norms, issue 36 fam36m)."""
     interleaved = cfg._INDEXER_INTERLEAVED
 
     def dsa(i, a, rope, previous):
@@ -79,7 +80,7 @@ def build(cfg: DeepseekV32Config, t):
         return dsa_weights(t, a, cfg, rope, interleaved, source)
     return dc.build(cfg, t, scoring="sigmoid", norm_topk=cfg.norm_topk_prob, group_score="top2_sum",
                     sel_bias=True, yarn_mscale=True, n_group=cfg.n_group or 0, topk_group=cfg.topk_group or 0,
-                    dsa=dsa)
+                    dsa=dsa, **kw)
 
 
 hf_tensors = dc.hf_tensors

@@ -71,10 +71,11 @@ def _attention(t, p, cfg, kind, ropes) -> SimpleNamespace:
     return a
 
 
-def _hc(t, p, n, D, head=False) -> SimpleNamespace:
-    rows = n if head else (2 + n) * n
-    return SimpleNamespace(fn=Vec(t.array(p + "fn", (rows, n * D))), base=Vec(t.array(p + "base", (rows,))),
-                           scale=Vec(t.array(p + "scale", (1 if head else 3,))))
+def hc_weights(t, p, rows: int, width: int, scales: int) -> SimpleNamespace:
+    """A hyper-connection's fn [rows, width], base [rows] and scale [scales] under the prefix p (issue 36, fam36m:
+    HY-V4's too)."""
+    return SimpleNamespace(fn=Vec(t.array(p + "fn", (rows, width))), base=Vec(t.array(p + "base", (rows,))),
+                           scale=Vec(t.array(p + "scale", (scales,))))
 
 
 def build(cfg: DeepseekV4Config, t) -> DeepseekV4Decoder:
@@ -91,11 +92,9 @@ def build(cfg: DeepseekV4Config, t) -> DeepseekV4Decoder:
                   attn_norm=norm(t, p + "attn_norm", D, "rms", eps), mlp_norm=norm(t, p + "ffn_norm", D, "rms", eps))
         L.v4 = _attention(t, p + "attn.", cfg, kind, ropes)
         L.rope, L.q_norm, L.k_norm = L.v4.rope, L.v4.q_norm, L.v4.kv_norm      # what the step reads: the plan
-        L.hc_attn, L.hc_ffn = _hc(t, p + "hc_attn_", n, D), _hc(t, p + "hc_ffn_", n, D)
+        L.hc_attn, L.hc_ffn = (hc_weights(t, p + f"hc_{w}_", (2 + n) * n, n * D, 3) for w in ("attn", "ffn"))
         layers.append(L)
-    hc_head = SimpleNamespace(fn=Vec(t.array("model.hc_head.hc_fn", (n, n * D))),
-                              base=Vec(t.array("model.hc_head.hc_base", (n,))),
-                              scale=Vec(t.array("model.hc_head.hc_scale", (1,))))
+    hc_head = hc_weights(t, "model.hc_head.hc_", n, n * D, 1)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=cfg.moe_intermediate_size,
                 num_attention_heads=cfg.num_attention_heads, num_key_value_heads=1,
                 head_dim=cache_width(cfg), context_length=ropes[False].context_length, values_are_keys=True)

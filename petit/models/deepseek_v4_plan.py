@@ -9,7 +9,7 @@ import numpy as np
 
 from petit.models.decoder import Decoder, _Scratch
 from petit.models.deepseek_v4_config import CSA, SWA
-from petit.models.plan import Plan, fptr
+from petit.models.plan import Plan, PlanOracle, fptr
 from petit.native import ffi, lib
 
 
@@ -53,7 +53,7 @@ class _V4Scratch(_Scratch):
             np.arange(sel.shape[1]) < n[:T, None], sel[:T], np.iinfo(np.int32).max), 1), -1)
 
 
-class DeepseekV4Decoder(Decoder):
+class DeepseekV4Decoder(PlanOracle, Decoder):
     int8_cache = False          # its cache slots hold raw compressor rows and entries besides the keys
     int8_refusal = "deepseek_v4 keeps its compressors' state and entries in the cache"
 
@@ -108,17 +108,6 @@ class DeepseekV4Decoder(Decoder):
                 raise ValueError(f"{self.int8_refusal}: kv_type {cache.kv_type!r} is not supported (float32 caches "
                                  f"only)")
         return super()._begin(seqs, logits_out)
-
-    def _forward_oracle(self, seqs, logits_out) -> None:
-        """The plan's records run one C call each from Python (the per-op path)."""
-        runs, _, scratch = self._begin(seqs, logits_out)
-        plan = self._build_plan(scratch)
-        rc = plan.run(runs, logits_out, one_by_one=True)
-        if rc:
-            kind, layer, seq = plan.failed()
-            raise RuntimeError(f"kernel error {rc} in layer {layer} ({kind}, {self._positions(runs, seq)})")
-        for T, pos0, cache, _ in runs:
-            cache.pos = pos0 + T
 
     def _build_plan(self, scratch) -> Plan:
         cfg, b, s = self.cfg, scratch.p, Plan(scratch)

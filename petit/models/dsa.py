@@ -84,6 +84,6 @@ def dsa_weights(t, a: str, cfg, rope, interleaved: bool, source: "Dsa | None") -
         return Dsa(None, None, None, None, Hi, Di, cfg.index_topk, source=source)
     i = a + "indexer."
     return Dsa(wq_b=t.weight(i + "wq_b.weight", (Hi * Di, cfg.q_lora_rank)), wk=t.weight(i + "wk.weight", (Di, D)),
-               k_norm=norm(t, i + "k_norm", Di, "layer", 1e-6, bias=True),
+               k_norm=norm(t, i + "k_norm", Di, "layer", getattr(cfg, "index_norm_eps", 1e-6), bias=True),
                w_proj=t.float_weight(i + "weights_proj.weight", (Hi, D)), n_heads=Hi, dim=Di, top_k=cfg.index_topk,
                rope=indexer_rope(rope, interleaved))

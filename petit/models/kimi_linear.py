@@ -66,6 +66,8 @@ class KimiLinearConfig(DecoderConfig):
     model_type: str = "kimi_linear"
     _REQUIRED = ()
     _IGNORED = MOE_TRAINING_ONLY | {"pretraining_tp", "qk_head_dim", "head_dim"}
+    _GROUPED = False            # group-limited routing refused (issue 36, fam36m: Ling 3's runs it)
+    _MOE = (MLP, ("w1", "w3", "w2"))    # the experts' prefix and gate / up / down names (Ling 3: mlp, *_proj)
 
     # the other names KimiLinearConfig answers to (its attribute_map): the Hub's config.json may use either
     ALIASES = {"max_position_embeddings": "model_max_length", "norm_topk_prob": "moe_renormalize",
@@ -110,10 +112,10 @@ class KimiLinearConfig(DecoderConfig):
         check_decoder(self, ("rms_norm_eps", "routed_scaling_factor"), ("tie_word_embeddings", "moe_renormalize",
                                                                          "attention_bias"))
         if self.hidden_act not in ("silu", "swish"):
-            raise ValueError(f"config: hidden_act {self.hidden_act!r} is not supported by the kimi_linear family "
-                             f"(supported: silu)")
+            raise ValueError(f"config: hidden_act {self.hidden_act!r} is not supported by the {self.model_type} "
+                             f"family (supported: silu)")
         if self.attention_bias:
-            raise ValueError("config: attention_bias true is not supported by the kimi_linear family")
+            raise ValueError(f"config: attention_bias true is not supported by the {self.model_type} family")
         positive_int(self, "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                      "moe_intermediate_size", "num_experts", "num_experts_per_token", "linear_head_dim",
                      "linear_num_heads", "linear_conv_kernel_dim")
@@ -122,12 +124,12 @@ class KimiLinearConfig(DecoderConfig):
             positive_number(self, "latent_norm_eps")
         if self.q_lora_rank is not None:
             positive_int(self, "q_lora_rank")
-        if (self.num_expert_group or 1) > 1:
+        if not self._GROUPED and (self.num_expert_group or 1) > 1:
             raise ValueError(f"config: num_expert_group {self.num_expert_group} (group-limited routing) is not "
                              f"supported by the kimi_linear family (the releases have 1)")
         n = self.num_hidden_layers
         if self.layer_types is None:
-            self.layer_types = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)]
+            self.layer_types = self._default_layer_types()
         if self.mlp_layer_types is None:
             self.mlp_layer_types = ["dense" if i < self.first_k_dense_replace else "sparse" for i in range(n)]
         for key, kinds in (("layer_types", KINDS), ("mlp_layer_types", ("dense", "sparse"))):
@@ -135,6 +137,13 @@ class KimiLinearConfig(DecoderConfig):
             if not isinstance(v, list) or len(v) != n or any(t not in kinds for t in v):
                 raise ValueError(f"config: {key} must list {n} values of {' / '.join(kinds)}, got {v!r}")
         boolean(self, "moe_renormalize")
+
+    def _mla_rope(self):
+        """The latent attention's Rope: none here (issue 36, fam36m: Ling 3's rotates)."""
+        return None
+
+    def _default_layer_types(self) -> list:
+        return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
 
 
 def _kda_dims(cfg):
@@ -203,17 +212,19 @@ def build(cfg: KimiLinearConfig, t) -> Decoder:
     D, eps, H = cfg.hidden_size, cfg.rms_norm_eps, cfg.num_attention_heads
     E, head = embed_and_head(t, cfg)
     layers, state_layers = [], []
+    moe, names = cfg._MOE
+    rope = cfg._mla_rope()
     for i, kind in enumerate(cfg.layer_types):
         p = f"model.layers.{i}."
         a = p + "self_attn."
         if cfg.mlp_layer_types[i] == "sparse":
             m = moe_weights(t, p, cfg, n_experts=cfg.num_experts, top_k=cfg.num_experts_per_token,
-                            inter=cfg.moe_intermediate_size, norm_topk=cfg.moe_renormalize, router=MLP + ".gate",
-                            experts=MLP + ".experts", names=("w1", "w3", "w2"),
-                            shared=MLP + ".shared_experts" if cfg.num_shared_experts else None,
+                            inter=cfg.moe_intermediate_size, norm_topk=cfg.moe_renormalize, router=moe + ".gate",
+                            experts=moe + ".experts", names=names,
+                            shared=moe + ".shared_experts" if cfg.num_shared_experts else None,
                             shared_inter=cfg.num_shared_experts * cfg.moe_intermediate_size)
             m.scoring, m.group_score, m.routed_scale = "sigmoid", "top2_sum", float(cfg.routed_scaling_factor)
-            m.sel_bias = t.vec(p + MLP + ".gate.e_score_correction_bias", (cfg.num_experts,))
+            m.sel_bias = t.vec(p + moe + ".gate.e_score_correction_bias", (cfg.num_experts,))
             mlp = {"moe": m}
         else:                # the Hub's dense MLP is `mlp`; transformers 5.25 writes it back under block_sparse_moe
             pre = "mlp" if t.has(p + "mlp.gate_proj.weight") else MLP
@@ -225,7 +236,7 @@ def build(cfg: KimiLinearConfig, t) -> Decoder:
             state_layers.append(i)
         else:
             L = Layer(q=None, k=None, v=None, o=t.weight(a + "o_proj.weight", (D, H * cfg.v_head_dim)), **mlp,
-                      rope=None, mla=_mla(cfg, t, a))
+                      rope=rope, mla=_mla(cfg, t, a))
         L.attn_norm = norm(t, p + "input_layernorm", D, "rms", eps)
         L.mlp_norm = norm(t, p + "post_attention_layernorm", D, "rms", eps)
         layers.append(L)

@@ -40,11 +40,18 @@ class Mla:
     q_a_norm: object = None
     dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
     # issue 36, fam36k (Dots 3, whose sliding layers' latent attention has other sizes than its indexed layers'):
-    # this layer's softmax scale (None: the model's), a norm of k_pe before RoPE (k_rope_only_layernorm), and
-    # per-head output gates [H, D]: each head's output times sigmoid(gate_h . x) before o_proj (g_proj)
+    # this layer's softmax scale (None: the model's), a norm of k_pe before RoPE (k_rope_only_layernorm)
     scale: float | None = None
     k_pe_norm: object = None
+    # issue 36, fam36m: q / q_pe (and a query-side gate) read [q_a_norm(q_a x) ; q_a x], 2 x rank_q wide (A.X-K2's
+    # q_gate_proj); DSA's indexer still reads the normed half
+    q_cat: bool = False
+    # the heads' outputs times sigmoid(gate . in) before o_proj (issue 36: fam36k's Dots 3, fam36m's): in = x (gate_x,
+    # the default: Dots 3's and Ling 3's g_proj, HY-V4's gate_proj) or the query's input (A.X-K2's q_gate_proj rows);
+    # one gate a head's v_dim values (gate_width 0) or gate_width values (1: each value, A.X-K2, HY-V4)
     gate: Weight | None = None
+    gate_width: int = 0
+    gate_x: bool = True
     _bufs: dict = field(default_factory=dict, repr=False)
     _cap: int = field(default=0, repr=False)
 
@@ -77,11 +84,14 @@ class Mla:
         if self._cap >= cap:
             return self._bufs
         H = self.heads
-        widths = {"q_a": self.q_a.shape[0] if self.q_a is not None else 1, "q_nope": H * self.nope,
+        rq = self.q_a.shape[0] if self.q_a is not None else 1
+        widths = {"q_a": rq, "q_nope": H * self.nope,
                   "q_pe": H * self.rope, "c": self.rank, "k_pe": self.rope, "o_in": H * self.v_dim,
                   "gin": max(self.nope, self.rank), "gout": max(self.rank, self.v_dim)}
-        if self.gate is not None:       # the heads' gates
-            widths["g"] = H
+        if self.q_cat:
+            widths.update(q_n=rq, q_cat=2 * rq)
+        if self.gate is not None:       # the gates
+            widths["gate"] = self.gate.shape[0]
         self._bufs = {}
         for name, w in widths.items():
             a = np.zeros((cap, w), np.float32)

@@ -54,6 +54,11 @@ class Moe:
     zero_skip: bool = False             # issue 36, fam36g: a zero-computation expert adds nothing (ZAYA's skip)
     gate_softcap: float = 0.0           # issue 36, fam36l: > 0: the experts' activation cg tanh(g / cg) sigmoid(g) x
     up_softcap: float = 0.0             # cu tanh(u / cu) (u when up_softcap is 0): Inkling 2's soft-capped SwiGLU
+    group_fill_zero: bool = False       # issue 36, fam36m: the other groups' experts score 0, not out (A.X-K2)
+    limit_after_act: bool = False       # issue 36, fam36m: swiglu_limit clamps act(gate) and up after the
+                                        # activation (Ling 3's Step3p7 experts), not the gate before it
+    sh_swiglu_limit: float | None = None    # issue 36, fam36m: the shared expert's own clamp (0: none; None: the
+                                            # routed experts' swiglu_limit, DeepSeek-V4's)
     _c: object = field(default=None, repr=False)
     _cap: int = field(default=0, repr=False)
     _keep: list = field(default_factory=list, repr=False)
@@ -135,6 +140,8 @@ class Moe:
         m.n_zero = self.n_zero
         m.logit_softcap, m.ext_logits, m.zero_skip = self.logit_softcap, int(self.ext_logits), int(self.zero_skip)
         m.gate_softcap, m.up_softcap = self.gate_softcap, self.up_softcap
+        m.group_fill_zero, m.limit_after_act = int(self.group_fill_zero), int(self.limit_after_act)
+        m.sh_limit_own, m.sh_swiglu_limit = int(self.sh_swiglu_limit is not None), self.sh_swiglu_limit or 0.0
 
         def vecs(vs):
             p = ffi.new("const float *[]", [v.p for v in vs])

@@ -95,6 +95,8 @@ class Plan:
     def norm(self, layer: int, norm, x, rows: int, width: int, y) -> None:
         """`norm` (a decoder Norm) over T * rows rows of `width` values."""
         self._add(lib.PT_OP_NORM, layer, x=x, y=[y, NULL, NULL], rows=rows, width=width, **self._norm_fields(norm))
+        if getattr(norm, "gate", None) is not None:         # issue 36, fam36m: A.X-K2's gated norm
+            norm.gate.plan(self, layer, y, width)
 
     def matmul(self, layer: int, Ws: list, x, ys: list, accumulate: bool = False) -> None:
         """ys[m] = Ws[m] x (+= with accumulate, one matrix only) for up to three matrices sharing x."""
@@ -180,11 +182,13 @@ class Plan:
                   scale=scale, alpha=w_scale, window=top_k, sel=sel, n_sel=n_sel)
 
     def dsa_attention(self, layer: int, q, n_heads: int, stride: int, width: int, scale: float, top_k: int, sel,
-                      n_sel, out) -> None:
+                      n_sel, out, sinks=None) -> None:
         """Latent attention over each token's chosen positions (sel, n_sel) of the cache of `layer`: the first
-        `width` values of each row (`stride` values) as keys and values."""
+        `width` values of each row (`stride` values) as keys and values; sinks: a Vec of one attention-sink logit a
+        head (HY-V4, issue 36 fam36m), or None."""
         self._add(lib.PT_OP_DSA_ATTENTION, layer, x=q, y=[out, NULL, NULL], n_heads=n_heads, head_dim=width,
-                  x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel)
+                  x_stride=stride, scale=scale, window=top_k, sel=sel, n_sel=n_sel,
+                  w=sinks.p if sinks is not None else NULL)
 
     def moa_gate(self, layer: int, logits, experts: int, top_k: int, n_kv: int, hd: int, att) -> None:
         """JetMoE's attention experts weighed in place (kernels/moa.c): att [T][n_kv][experts][hd] by the softmax of
@@ -310,3 +314,18 @@ class Plan:
         if i < 0:
             return "step", -1, seq
         return OP_NAMES[self.ops[i].kind], self.ops[i].layer, seq
+
+
+class PlanOracle:
+    """For a Decoder whose step is only described as plan ops (DeepSeek-V4, HY-V4: no op-by-op Python of its own):
+    the per-op path (`oracle=True`) runs the plan's records one C call each from Python."""
+
+    def _forward_oracle(self, seqs, logits_out) -> None:
+        runs, _, scratch = self._begin(seqs, logits_out)
+        plan = self._build_plan(scratch)
+        rc = plan.run(runs, logits_out, one_by_one=True)
+        if rc:
+            kind, layer, seq = plan.failed()
+            raise RuntimeError(f"kernel error {rc} in layer {layer} ({kind}, {self._positions(runs, seq)})")
+        for T, pos0, cache, _ in runs:
+            cache.pos = pos0 + T

@@ -71,6 +71,7 @@ class Mamba:
     # d_state the head size N; in_proj / out_proj are w[0] / w[4]
     rwkv: dict | None = None
     kda: int = 0                        # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel)
+    kda_lower_bound: float = 0.0        # issue 36, fam36m: < 0: KDA's bounded forget gate (Ling 3's kda_safe_gate)
     # issue 36, fam36n: xLSTM's mLSTM (version 9, kernels/mlstm.c): in_proj [2 H dk + 2 Dv + 2 H, D] (q, k, v, o, i,
     # f) and in_b, d_state dk, norm_w the heads' LayerNorm weight (eps), dt_max the gates' soft cap, this its eps
     mlstm_eps: float = 0.0
@@ -154,7 +155,7 @@ class Mamba:
         m.norm_groups, m.norm_mode = self.norm_groups, self.norm_mode
         m.scan = scan_mode(self.scan)
         m.beta_scale = self.beta_scale
-        m.kda = self.kda
+        m.kda, m.kda_lower_bound = self.kda, self.kda_lower_bound
         m.conv_w = vec(self.conv_w)
         m.conv_b = vec(self.conv_b) if self.conv_b is not None else ffi.NULL
         m.dt_bias = vec(self.dt_bias) if self.dt_bias is not None else ffi.NULL

@@ -31,7 +31,10 @@ class Forward:
         if n is None:
             return x
         w = self.w(n.weight) + n.add if n.weight else None
-        return ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
+        y = ops.norm(x, n.kind, n.eps, w, self.w(n.bias) if n.bias else None)
+        if n.gate is not None:                       # A.X-K2's gated norm (issue 36, fam36m)
+            y = y * ops.act("sigmoid", self.mm(ops.act("silu", self.mm(y, n.gate[0])), n.gate[1]))
+        return y
 
     def mamba(self, L, h):
         m, T = L.mamba, h.shape[0]
@@ -83,7 +86,10 @@ class Forward:
         of = np.arange(m.n_v) // (m.n_v // m.n_k)                                # the key head of each value head
         q, k = q[:, of], k[:, of]
         beta = (0.5 + 0.5 * np.tanh(0.5 * b)) * m.beta_scale
-        if m.kda:                                     # Kimi: a log decay per head and key channel
+        if m.kda and m.kda_lower_bound < 0:          # Ling 3's bounded gate (issue 36, fam36m)
+            g = m.kda_lower_bound * ops.act("sigmoid", np.exp(self.w(m.A_log).reshape(m.n_v, 1))
+                                            * (a + self.w(m.dt_bias)).reshape(T, m.n_v, m.dk))
+        elif m.kda:                                   # Kimi: a log decay per head and key channel
             g = (-np.exp(self.w(m.A_log).reshape(m.n_v, 1))
                  * np.logaddexp(0.0, a + self.w(m.dt_bias)).reshape(T, m.n_v, m.dk))
         else:
@@ -304,7 +310,8 @@ class Forward:
         # LongCat-Flash's and Dots 3's latent rescaling (longcat group; issue 36, fam36k): the normed query latent,
         # which Dots 3's indexer reads too, times q_scale, the normed kv latent times kv_scale
         x = (self.norm(self.mm(h, m.q_a), m.q_a_norm) if m.q_a else h) * m.q_scale
-        q_nope, q_pe = self.mm(x, m.q_nope).reshape(T, H, -1), self.mm(x, m.q_pe).reshape(T, H, -1)
+        q_in = np.concatenate([x, self.mm(h, m.q_a)], axis=1) if m.q_cat else x     # A.X-K2 (issue 36, fam36m)
+        q_nope, q_pe = self.mm(q_in, m.q_nope).reshape(T, H, -1), self.mm(q_in, m.q_pe).reshape(T, H, -1)
         c, k_pe = self.norm(self.mm(h, m.kv_c), m.kv_norm) * m.kv_scale, self.mm(h, m.kv_pe)[:, None, :]
         if m.k_pe_norm is not None:                   # Dots 3's k_rope_only_layernorm (issue 36, fam36k)
             k_pe = self.norm(k_pe, m.k_pe_norm)
@@ -321,14 +328,17 @@ class Forward:
             keep = self.dsa_keep(m.dsa, h, x, L.rope)
             sc = np.einsum("thd,shd->hts", q, k) * scale
             sc[:, ~keep] = -np.inf
-            p = np.exp(sc - sc.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
+            mx = sc.max(axis=-1, keepdims=True)
+            sk = self.w(L.sinks)[:, None, None] if L.sinks else None        # HY-V4's sinks (fam36m)
+            mx = np.maximum(mx, sk) if sk is not None else mx
+            p = np.exp(sc - mx)
+            p /= p.sum(axis=-1, keepdims=True) + (np.exp(sk - mx) if sk is not None else 0.0)
             out = np.einsum("hts,shd->thd", p, v).reshape(T, -1)
         else:       # the same weights over values of another width: attention over [T, H, nope + rope] scores, then v
             out = ops.attention_values(q, k, v, scale, L.window)
-        if m.gate is not None:                  # Dots 3's g_proj: each head's output times sigmoid(its gate)
-            g = self.mm(h, m.gate)
-            out = (out.reshape(T, H, -1) * (0.5 + 0.5 * np.tanh(0.5 * g))[:, :, None]).reshape(T, -1)
+        if m.gate is not None:      # sigmoid gates: one a head (Dots 3, Ling 3) or a value (A.X-K2, HY-V4); issue 36
+            g = ops.act("sigmoid", self.mm(h if m.gate_x else q_in, m.gate))
+            out = (out.reshape(T, g.shape[1], -1) * g[:, :, None]).reshape(T, -1)
         return self.norm(self.mm(out, L.o, L.o_b), L.post_attn_norm)
 
     def dsa_keep(self, d, h, q_resid, rope):
@@ -463,7 +473,7 @@ class Forward:
             keep = np.argsort(-score, axis=1, kind="stable")[:, :m.topk_group]
             mask = np.zeros_like(score, bool)
             np.put_along_axis(mask, keep, True, axis=1)
-            c = np.where(np.repeat(mask, g.shape[2], axis=1), c, -np.inf)
+            c = np.where(np.repeat(mask, g.shape[2], axis=1), c, 0.0 if m.group_fill_zero else -np.inf)
         top = np.argsort(-c, axis=1, kind="stable")[:, :m.top_k]       # ties: the lower expert first
         self.routing.append(np.sort(top, axis=1))
         w = np.take_along_axis(p, top, axis=1)
@@ -482,7 +492,8 @@ class Forward:
                 if m.plain:                                             # no gate (Nemotron-H)
                     y = self.mm(ops.act(act, self.mm(x, up, ub)), down, db)
                 else:
-                    y = self.mm(ops.glu(act, self.mm(x, gate, gb), self.mm(x, up, ub)), down, db)
+                    y = self.mm(ops.glu_clamped(act, self.mm(x, gate, gb), self.mm(x, up, ub), m.swiglu_limit,
+                                                m.limit_after_act), down, db)
                 if m.post_norm:                                         # Ergo: each route normed (fam36h)
                     y = ops.norm(y, "rms", m.post_norm_eps, self.w(m.post_norm)[e], None)
                 np.add.at(out, rows, y if m.scale_input else y * w[rows, slot][:, None])
@@ -494,7 +505,8 @@ class Forward:
             if m.plain:
                 y = self.mm(ops.act(act, self.mm(h, up, ub)), down, db)
             else:
-                y = self.mm(ops.glu(self.spec.act, self.mm(h, gate, gb), self.mm(h, up, ub)), down, db)
+                y = self.mm(ops.glu_clamped(self.spec.act, self.mm(h, gate, gb), self.mm(h, up, ub),
+                                            m.sh_swiglu_limit, m.limit_after_act), down, db)
             if m.shared_gate is not None:
                 y = y / (1.0 + np.exp(-self.mm(h, m.shared_gate)))
             if m.sh_post_norm:

@@ -15,6 +15,15 @@ def glu(name: str, g: np.ndarray, u: np.ndarray) -> np.ndarray:
     return act(name, g) * u
 
 
+def glu_clamped(name: str, g: np.ndarray, u: np.ndarray, limit: float, after: bool) -> np.ndarray:
+    """act(gate) * up with SwiGLU's clamp (issue 36, fam36m): limit > 0 takes up to [-limit, limit] and the gate to
+    <= limit before the activation (DeepSeek-V4, HY-V4), or act(gate) to <= limit after it (`after`: Ling 3)."""
+    if limit <= 0:
+        return glu(name, g, u)
+    u = np.clip(u, -limit, limit)
+    return np.minimum(act(name, g), limit) * u if after else act(name, np.minimum(g, limit)) * u
+
+
 def act(name: str, x: np.ndarray) -> np.ndarray:
     if name == "silu":
         return x * (0.5 + 0.5 * np.tanh(0.5 * x))                     # x * sigmoid(x), no overflow
@@ -26,6 +35,8 @@ def act(name: str, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, 0.0)
     if name == "relu2":
         return np.maximum(x, 0.0) ** 2
+    if name == "sigmoid":
+        return 0.5 + 0.5 * np.tanh(0.5 * x)
     raise ValueError(f"activation {name!r} is not modelled by the reference")
 
 

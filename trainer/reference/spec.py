@@ -13,6 +13,7 @@ class NormSpec:
     weight: str | None
     bias: str | None = None
     add: float = 0.0
+    gate: tuple | None = None            # issue 36, fam36m: (down, up): y * sigmoid(up silu(down y)) after (A.X-K2)
 
 
 @dataclass
@@ -57,6 +58,10 @@ class MoeSpec:
     sh_post_norm: str | None = None      # with its row before its weight (Ergo); [hidden]: the shared expert's
     post_norm_eps: float = 0.0
     logit_softcap: float = 0.0           # issue 36, fam36g: > 0: the logits cap tanh(l / cap) first (Laguna)
+    group_fill_zero: bool = False        # issue 36, fam36m: the other groups' experts score 0, not out (A.X-K2)
+    swiglu_limit: float = 0.0            # issue 36, fam36m: > 0: the experts' gate <= it and up in [-it, it] before
+    limit_after_act: bool = False        # the activation, or act(gate) <= it after it (Ling 3)
+    sh_swiglu_limit: float = 0.0         # the shared expert's own (0: none)
 
 
 @dataclass
@@ -204,11 +209,15 @@ class MlaSpec:
     dsa: "DsaSpec | None" = None         # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5), or None
     q_scale: float = 1.0                 # issue 30, longcat: the query times q_scale (LongCat-Flash's
     kv_scale: float = 1.0                # sqrt(hidden / q_lora_rank)), the normed latent times kv_scale
-    # issue 36, fam36k (Dots 3): the layer's softmax scale (None: the model's), a norm of k_pe before RoPE, and
-    # per-head output gates [H, hidden] (each head's output times sigmoid(gate_h . x) before o_proj)
+    # issue 36, fam36k (Dots 3): the layer's softmax scale (None: the model's), a norm of k_pe before RoPE
     scale: float | None = None
     k_pe_norm: NormSpec | None = None
+    # issue 36, fam36m: q_cat: the query's matrices read [q_a_norm(q_a x) ; q_a x] (A.X-K2); gate (fam36k, fam36m):
+    # the heads' outputs times sigmoid(gate . in) before o_proj, in = x (gate_x) or the query's input (A.X-K2), one
+    # gate a head (its rows: the heads) or a value (its rows: every value)
+    q_cat: bool = False
     gate: str | None = None
+    gate_x: bool = True
 
 
 @dataclass
@@ -301,6 +310,7 @@ class DeltaNetSpec:
     beta_scale: float = 1.0              # issue 30, the hybrid group: OLMo Hybrid's allow_neg_eigval: beta x 2
     kda: bool = False                    # issue 30, the hybrid group: Kimi Delta Attention (a decay per key channel
                                          # from a [nv * dk] gate f in place of a, dt_bias [nv * dk]; a sigmoid gate)
+    kda_lower_bound: float = 0.0         # issue 36, fam36m: < 0: g = it sigmoid(exp(A_log) (f + dt_bias)) (Ling 3)
 
 
 @dataclass

@@ -40,6 +40,7 @@ from trainer.reference.families import fam36g5         # issue 36: the fam36g gr
 from trainer.reference.families import fam36k5         # issue 36: the fam36k group
 from trainer.reference.families import fam36n5         # issue 36: the fam36n group (xlstm)
 from trainer.reference.families import fam36l5         # issue 36: the fam36l group (Inkling)
+from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -71,6 +72,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36k5.FAMILIES,
             **fam36n5.FAMILIES,
             **fam36l5.FAMILIES,
+            **fam36m5.FAMILIES,
             }
 
 

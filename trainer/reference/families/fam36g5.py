@@ -23,14 +23,20 @@ def _either(names, saved, module):
     return saved if saved in names else module
 
 
-def axk1(cfg, names):
+def axk_config(cfg, experts: int, **defaults) -> dict:
+    """A.X-K1's or A.X-K2's config as transformers resolves it: mlp_layer_types, else from the legacy
+    first_k_dense_replace / moe_layer_freq (1 / 1); num_local_experts for n_routed_experts (default `experts`); the
+    class's other `defaults` where the config leaves them out or null."""
     n = cfg["num_hidden_layers"]
     k, freq = cfg.get("first_k_dense_replace") or 1, get(cfg, "moe_layer_freq", 1)
     types = cfg.get("mlp_layer_types") or ["sparse" if i >= k and i % freq == 0 else "dense" for i in range(n)]
-    c = dict(cfg, mlp_layer_types=types, n_group=get(cfg, "n_group", 8), topk_group=get(cfg, "topk_group", 4),
-             routed_scaling_factor=get(cfg, "routed_scaling_factor", 2.5), rms_norm_eps=get(cfg, "rms_norm_eps", 1e-6),
-             n_routed_experts=cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 192,
-             num_experts_per_tok=get(cfg, "num_experts_per_tok", 8), n_shared_experts=get(cfg, "n_shared_experts", 1))
+    return dict(cfg, mlp_layer_types=types, **{key: get(cfg, key, v) for key, v in defaults.items()},
+                n_routed_experts=cfg.get("n_routed_experts") or cfg.get("num_local_experts") or experts)
+
+
+def axk1(cfg, names):
+    c = axk_config(cfg, 192, n_group=8, topk_group=4, routed_scaling_factor=2.5, rms_norm_eps=1e-6,
+                   num_experts_per_tok=8, n_shared_experts=1)
     spec = _deepseek(c, names, "axk1", v3=True)
     for i, L in enumerate(spec.layers):
         if L.moe is None:

@@ -165,12 +165,13 @@ def minimax(cfg, names):
     return spec
 
 
-def kimi_linear(cfg, names):
+def kimi_linear(cfg, names, family="kimi_linear", moe=("block_sparse_moe", ("w1", "w3", "w2"))):
+    """moe: the experts' prefix and gate / up / down names (issue 36, fam36m: Ling 3's mlp, *_proj)."""
     from trainer.reference.spec import MlaSpec, NormSpec
     H = cfg["num_attention_heads"]
     dn, dr = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
     eps = get(cfg, "rms_norm_eps", 1e-5)
-    spec = ModelSpec("kimi_linear", H, 1, dr, "model.embed_tokens.weight",
+    spec = ModelSpec(family, H, 1, dr, "model.embed_tokens.weight",
                      "model.embed_tokens.weight" if get(cfg, "tie_word_embeddings", False) else "lm_head.weight",
                      rms("model.norm", eps), attn_scale=(dn + dr) ** -0.5)
     Hl, dl = cfg["linear_num_heads"], cfg["linear_head_dim"]
@@ -179,9 +180,9 @@ def kimi_linear(cfg, names):
     latent_eps = get(cfg, "latent_norm_eps", None) or 1e-6      # kimi_gguf: a llama.cpp file's RMS eps
     for i, kind in enumerate(cfg["layer_types"]):
         p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
-        m = p + "block_sparse_moe."
+        m = p + moe[0] + "."
         if cfg["mlp_layer_types"][i] == "sparse":
-            mlp = {"moe": MoeSpec(m + "gate.weight", [tuple(f"{m}experts.{e}.{x}.weight" for x in ("w1", "w3", "w2"))
+            mlp = {"moe": MoeSpec(m + "gate.weight", [tuple(f"{m}experts.{e}.{x}.weight" for x in moe[1])
                                                      for e in range(E)], k, get(cfg, "moe_renormalize", True),
                                   tuple(f"{m}shared_experts.{x}_proj.weight" for x in ("gate", "up", "down"))
                                   if get(cfg, "num_shared_experts", 1) else None,
