@@ -242,6 +242,12 @@ static ALWAYS_INLINE void FN(kq8_rows2_)(const int32_t type, const uint8_t *row0
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         __m256i a0, m0, a1, m1;
         uint32_t d0, d1;
+        /* two streams from memory: asked for PREFETCH_AHEAD bytes ahead (a decode reads each row once) */
+        const int64_t sbytes = q6 ? 210 : type == GG_Q5_K ? 176 : 144;
+        _mm_prefetch((const char *)(row0 + sb * sbytes + PREFETCH_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(row0 + sb * sbytes + PREFETCH_AHEAD + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(row1 + sb * sbytes + PREFETCH_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(row1 + sb * sbytes + PREFETCH_AHEAD + 64), _MM_HINT_T0);
         FN(kq8_sb_)(type, row0, sb, a->q + sb * 256, a->h + sb * 16, &a0, &m0, &d0);
         FN(kq8_sb_)(type, row1, sb, a->q + sb * 256, a->h + sb * 16, &a1, &m1, &d1);
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, m0), _mm256_hadd_epi32(a1, m1));
