@@ -141,6 +141,17 @@ def rel_err(got, ref):
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
+def assert_greedy_equals_transformers(model, folder) -> None:
+    """Every step of reference.npz's greedy continuation, each token the argmax of the prompt so far (strict: no
+    near-tie allowance, unlike tests/test_hf_parity.py's)."""
+    ref = np.load(Path(folder) / "reference.npz")
+    ids = list(ref["input_ids"])
+    for want in ref["greedy"]:
+        got = int(np.argmax(model.logits(np.array(ids))[-1]))
+        assert got == want
+        ids.append(got)
+
+
 def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
     """A 40-token prefill beside a decode step (after 30 tokens) in one forward_batch: each sequence's logits are
     bit for bit those it gets alone (issue 36's families whose ops run over the step's stacked rows)."""

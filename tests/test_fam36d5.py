@@ -26,7 +26,7 @@ from petit.loading.convert import convert
 from petit.models import diffllama, doge
 from trainer.reference import Reference
 
-from models import assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
+from models import assert_greedy_equals_transformers, assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import CHUNKS, FRESH, _run
 
@@ -37,13 +37,7 @@ FOLDERS = pytest.mark.parametrize("folder", [FOLDER, DOGE], ids=["diffllama", "d
 
 @FOLDERS
 def test_greedy_continuation_equals_transformers(folder):
-    ref = np.load(folder / "reference.npz")
-    model = _load(folder)
-    ids = list(ref["input_ids"])
-    for want in ref["greedy"]:
-        got = int(np.argmax(model.logits(np.array(ids))[-1]))
-        assert got == want
-        ids.append(got)
+    assert_greedy_equals_transformers(_load(folder), folder)
 
 
 @FOLDERS

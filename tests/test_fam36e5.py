@@ -24,7 +24,7 @@ from petit.models import flint, kolibri1
 from petit.models.decoder import Vec
 from petit.models.moe import Moe
 from petit.native import Weight, ffi
-from models import load_strict as _load
+from models import assert_greedy_equals_transformers, load_strict as _load
 from test_moe_a5 import _read_safetensors, _write_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36e"
@@ -34,13 +34,7 @@ FOLDERS = pytest.mark.parametrize("folder", [KOLIBRI, FLINT], ids=["kolibri1", "
 
 @FOLDERS
 def test_greedy_continuation_equals_transformers(folder):
-    ref = np.load(folder / "reference.npz")
-    model = _load(folder)
-    ids = list(ref["input_ids"])
-    for want in ref["greedy"]:
-        got = int(np.argmax(model.logits(np.array(ids))[-1]))
-        assert got == want
-        ids.append(got)
+    assert_greedy_equals_transformers(_load(folder), folder)
 
 
 def _f32(rng, rows, cols, scale):

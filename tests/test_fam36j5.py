@@ -24,7 +24,7 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from models import TOWER_NOT_RUN, load_strict, rel_err
+from models import assert_greedy_equals_transformers, TOWER_NOT_RUN, load_strict, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
 from test_plan import _assert_same
 
@@ -66,13 +66,7 @@ def _config(folder: Path, **changes) -> dict:
 
 @FOLDERS
 def test_greedy_continuation_equals_transformers(folder):
-    ref = np.load(folder / "reference.npz")
-    model = _load(folder)
-    ids = list(ref["input_ids"])
-    for want in ref["greedy"]:
-        got = int(np.argmax(model.logits(np.array(ids))[-1]))
-        assert got == want
-        ids.append(got)
+    assert_greedy_equals_transformers(_load(folder), folder)
 
 
 @FOLDERS
