@@ -64,11 +64,11 @@ class HrmTextConfig(DecoderConfig):
     def _validate(self):
         self.act = activation(self, "hidden_act", "hrm_text")
         if self.embedding_scale is None:
-            positive_int(self, "hidden_size")
-            if not isinstance(self.initializer_range, (int, float)) or not self.initializer_range > 0:
+            r = self.initializer_range
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0:
                 raise ValueError(f"config: initializer_range must be a positive number when embedding_scale is not "
-                                 f"given (the scale is its inverse), got {self.initializer_range!r}")
-            self.embedding_scale = 1.0 / self.initializer_range
+                                 f"given (the scale is its inverse), got {r!r}")
+            self.embedding_scale = 1.0 / r
         if self.num_layers_per_stack is None:           # transformers' first construction: the stack's count given
             positive_int(self, "num_hidden_layers", "H_cycles", "L_cycles")
             self.num_layers_per_stack = self.num_hidden_layers
