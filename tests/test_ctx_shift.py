@@ -85,6 +85,7 @@ def check_against_a_fresh_prefill(model, session, tol):
     ("tests/fixtures/hf5_fam36h/ergo", "f32", 1e-5),       # adjacent-pair RoPE in the sliding layers, NoPE full ones
     ("tests/fixtures/hf5_fam36g/laguna", "f32", 1e-5),     # issue 36: per-layer heads, yarn on part of the head
     ("tests/fixtures/hf5_fam36g/axk1", "f32", 1e-5),       # latent attention in A.X-K1's layers
+    ("tests/fixtures/hf5_fam36o/hrm_text", "f32", 1e-5),   # issue 36: each H / L cycle's pass its own layers' rows
 ])
 def test_a_shift_leaves_the_cache_a_fresh_render_would_make(path, kv, tol):
     model = petit.load(path or default_model_path())

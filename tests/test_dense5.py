@@ -146,13 +146,6 @@ def test_remote_code_families_refuse_what_no_reference_runs(tmp_path, case, chan
         petit.load(d, weights="f32")
 
 
-def test_hrm_text_is_refused_naming_what_it_adds():
-    from petit.models import get_family
-    with pytest.raises(ValueError, match=r"unsupported model_type 'hrm_text'; the closest family Petit runs is llama "
-                                         r"\(hrm_text differs: recurrent H / L cycles"):
-        get_family("hrm_text")
-
-
 # --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_dense, its README says how) ---
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_dense"

@@ -84,6 +84,7 @@ MINIMALS["xlstm"] = MINIMAL_SSM
 MINIMALS["inkling_text"] = MINIMAL       # issue 36, fam36l: Inkling's keys (its 8 kv heads and swa 64 / 16 fit MINIMAL)
 MINIMALS["inkling2_text"] = MINIMAL      # Inkling 2 reads intermediate_size as its experts' width (transformers' alias)
 MINIMALS["inkling2_loop_text"] = dict(MINIMAL, num_hidden_layers=24)    # its default loop: layers 6-17
+MINIMALS["hrm_text"] = MINIMAL           # issue 36, fam36o: num_hidden_layers the stack's (4), rewritten to the passes'
 
 
 def declared(model_type: str) -> dict:

@@ -47,7 +47,8 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "got_ocr2", "fuyu",      # issue 36, fam36f: qwen2's q / k / v biases, persimmon's
                "modernbert-decoder", "git",     # issue 36, fam36j
                "laguna", "zaya",        # issue 36, fam36g: q / k / v / o biases
-               "lara_mini"}             # issue 36, fam36k: Qwen3's attention with attention_bias
+               "lara_mini",             # issue 36, fam36k: Qwen3's attention with attention_bias
+               "hrm_text"}              # issue 36, fam36o: q / k / v / o and output gate biases
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",

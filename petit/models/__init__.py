@@ -43,6 +43,7 @@ from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
 from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
 from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
 from petit.models import xlstm           # issue 36, the fam36n group
+from petit.models import hrm_text        # issue 36, the fam36o group
 from petit.models import inkling2_loop_text, inkling2_text, inkling_text     # issue 36, the fam36l group
 from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
 from petit.models.refusals import NOT_DECODERS
@@ -227,6 +228,7 @@ MODEL_TYPES = {
     "dots3_note": dots3_note,
     # issue 36, fam36n
     "xlstm": xlstm,
+    "hrm_text": hrm_text,
     # issue 36, the fam36l group
     "inkling_text": inkling_text,
     "inkling2_text": inkling2_text,
@@ -254,7 +256,6 @@ _QWEN4_EXP = ("hc_count residual streams (hyper-connections: every attention, li
               "QSA indexer in every attention layer (each query attends to the indexer_budget tokens of its best "
               "compressed key blocks)")
 CLOSEST = {
-    "hrm_text": ("llama", "recurrent H / L cycles over two layer stacks, a prefix-LM mask"),
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
     "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),

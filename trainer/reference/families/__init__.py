@@ -41,6 +41,7 @@ from trainer.reference.families import fam36k5         # issue 36: the fam36k gr
 from trainer.reference.families import fam36n5         # issue 36: the fam36n group (xlstm)
 from trainer.reference.families import fam36l5         # issue 36: the fam36l group (Inkling)
 from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
+from trainer.reference.families import fam36o5         # issue 36: the fam36o group (hrm_text)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -73,6 +74,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36n5.FAMILIES,
             **fam36l5.FAMILIES,
             **fam36m5.FAMILIES,
+            **fam36o5.FAMILIES,
             }
 
 
