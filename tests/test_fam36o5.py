@@ -26,7 +26,8 @@ import petit
 from petit.models import hrm_text
 from models import (assert_a_batch_gives_each_sequence_its_own_logits,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_greedy_equals_transformers,
-                    assert_the_plan_equals_the_per_op_path, converted_runs_the_same, load_strict as _load)
+                    assert_the_plan_equals_the_per_op_path, converted_runs_the_same, load_strict as _load,
+                    range_err)
 
 HRM = Path(__file__).parent / "fixtures" / "hf5_fam36o" / "hrm_text"
 
@@ -222,14 +223,11 @@ GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file(
 GGUF_FILE = GGUF / "hrm_text_gguf" / "q8_0.gguf"
 
 
-def _gguf(case, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # read without any "ignoring ..." report
-        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+def _gguf(case, weights=None):
+    return _load(GGUF / case / "q8_0.gguf", weights=weights)      # as stored unless asked, without any warning
 
 
-def _scaled(got, exact):
-    return np.abs(got - exact).max() / (exact.max() - exact.min())
+_scaled = range_err
 
 
 def test_gguf_case_is_llama_cpps_hrm_text():
