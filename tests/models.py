@@ -141,6 +141,12 @@ def rel_err(got, ref):
     return np.abs(got - ref).max(axis=1) / (ref.max(axis=1) - ref.min(axis=1))
 
 
+def range_err(got, exact) -> float:
+    """The worst logit error over every position as a share of the reference's whole range (the GGUF groups'
+    measure against llama.cpp's exact logits)."""
+    return float(np.abs(got - exact).max() / (exact.max() - exact.min()))
+
+
 def assert_greedy_equals_transformers(model, folder) -> None:
     """Every step of reference.npz's greedy continuation, each token the argmax of the prompt so far (strict: no
     near-tie allowance, unlike tests/test_hf_parity.py's)."""

@@ -8,19 +8,26 @@ tests/test_hf_parity.py (every position of the three prompts, the quantized boun
 - What the family reads, its defaults (transformers'), transformers' two config forms (num_hidden_layers the
   stack's count, or the passes' with num_layers_per_stack), the keys it accepts without reading, its refusals.
 - A converted `.petit` file reloads and runs the same numbers.
+- GGUF (tests/fixtures/gguf5_fam36o): llama.cpp's hrm_text conversion of the block without biases (hrm_text_gguf),
+  read as this family: as stored as close to llama.cpp's exact run as llama.cpp's own q8_0 run, the stacks and
+  passes the folder's, its refusals, `petit convert` and `petit verify` on it (test_gguf5_exact.py: decoded to f32,
+  llama.cpp's exact logits, greedy tokens and tokenizer ids).
 """
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import petit
 from petit.models import hrm_text
 from models import (assert_a_batch_gives_each_sequence_its_own_logits,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_greedy_equals_transformers,
-                    assert_the_plan_equals_the_per_op_path, converted_runs_the_same, load_strict as _load)
+                    assert_the_plan_equals_the_per_op_path, converted_runs_the_same, load_strict as _load,
+                    range_err)
 
 HRM = Path(__file__).parent / "fixtures" / "hf5_fam36o" / "hrm_text"
 
@@ -206,3 +213,99 @@ def test_without_attention_biases_no_bias_is_read(tmp_path):
     ref = np.load(HRM / "reference.npz")
     got = np.abs(model.logits(ref["input_ids"]) - ref["logits"]).max()
     assert abs(got - _feature_check("all biases zeroed")) <= 2e-4
+
+
+# --- GGUF: llama.cpp's own conversion of HRM-Text (tests/fixtures/gguf5_fam36o, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_fam36o"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+GGUF_FILE = GGUF / "hrm_text_gguf" / "q8_0.gguf"
+
+
+def _gguf(case, weights=None):
+    return _load(GGUF / case / "q8_0.gguf", weights=weights)      # as stored unless asked, without any warning
+
+
+_scaled = range_err
+
+
+def test_gguf_case_is_llama_cpps_hrm_text():
+    assert GGUF_READ == ["hrm_text_gguf"]
+    assert GGUF_MANIFEST["hrm_text_gguf"]["architecture"] == "hrm_text"
+
+
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run():
+    """q8_0 as stored, against llama.cpp's exact run (its f32 compute on the same weights): measured 0.0099 of the
+    range, llama.cpp's own q8_0 run 0.0084."""
+    ref = np.load(GGUF_FILE.with_suffix(".npz"))
+    model = _gguf("hrm_text_gguf")
+    assert model.weight_type == "q8_0"
+    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
+                                                                                         ref["exact_logits"])
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_reads_the_folders_stacks_and_passes():
+    """Blocks 0..1 are L_module's layers, 2..3 H_module's (to q8_0's step of the folder's matrices), run in the
+    folder's 12 passes' layers, with z_L_init, the embedding scale and the cycle counts from the metadata."""
+    model, folder = _gguf("hrm_text_gguf", weights="f32"), _load(HRM.parent / "hrm_text_gguf")
+    cfg = model.config
+    assert (cfg.num_layers_per_stack, cfg.H_cycles, cfg.L_cycles, cfg.num_hidden_layers, cfg.embedding_scale,
+            cfg.attention_bias, cfg.prefix_lm) == (2, 2, 2, 12, 2.0, False, True)
+    assert len(model.net.layers) == len(folder.net.layers) == 12
+    for a, b in zip(model.net.layers, folder.net.layers):
+        assert (a.pre_block is None) == (b.pre_block is None)
+        if a.pre_block is not None:
+            assert a.pre_block.kind == b.pre_block.kind
+            np.testing.assert_array_equal(np.asarray(a.pre_block.z0.a), np.asarray(b.pre_block.z0.a))
+        for w in ("q", "k", "v", "o", "attn_gate", "gate", "up", "down"):
+            rows = getattr(b, w).shape[0]
+            want = np.asarray(getattr(b, w).dequantize(), np.float32).reshape(rows, -1)
+            got = np.asarray(getattr(a, w).dequantize(), np.float32).reshape(rows, -1)
+            np.testing.assert_allclose(got, want, atol=np.abs(want).max() / 127, rtol=0)
+    assert model.net.layers[0].q is model.net.layers[2].q and model.net.layers[4].q is model.net.layers[10].q
+
+
+def _meta(**changes):
+    meta = {"hrm_text.hrm.layers_per_stack": 2, "hrm_text.hrm.h_cycles": 2, "hrm_text.hrm.l_cycles": 2}
+    meta.update({f"hrm_text.{k}": v for k, v in changes.items()})
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+@pytest.mark.parametrize("changes, kv, bias, message", [
+    ({}, 2, False, "'hrm_text.attention.head_count_kv' \\(2\\) differs from 'hrm_text.attention.head_count' \\(4\\)"),
+    ({}, 4, True, "q / k / v biases without the output gate's and o_proj's \\(llama.cpp's hrm_text loads none\\)"),
+    (dict(**{"hrm.h_cycles": None}), 4, False, "'hrm_text.hrm.h_cycles' is missing: llama.cpp's hrm_text requires"),
+])
+def test_gguf_hrm_text_refuses_what_the_family_does_not_run(changes, kv, bias, message):
+    from petit.loading.gguf_fam36o5 import _hrm_text
+    cfg = {"num_attention_heads": 4, "num_key_value_heads": kv}
+    with pytest.raises(ValueError, match=message):
+        _hrm_text(_meta(**changes), lambda k: f"hrm_text.{k}", cfg, lambda n: bias)
+
+
+def test_gguf_without_an_embedding_scale_runs_unscaled_as_llama_cpp():
+    from petit.loading.gguf_fam36o5 import _hrm_text
+    cfg = {"num_attention_heads": 4, "num_key_value_heads": 4}
+    _hrm_text(_meta(), lambda k: f"hrm_text.{k}", cfg, lambda n: False)
+    assert (cfg["embedding_scale"], cfg["prefix_lm"], "num_key_value_heads" in cfg) == (1.0, False, False)
+
+
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
+    from petit.cli import main
+    ref = np.load(GGUF_FILE.with_suffix(".npz"))
+    assert main(["convert", str(GGUF_FILE), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert _scaled(got, ref["exact_logits"]) <= 1e-5
+
+
+@pytest.mark.parametrize("weights", [None, "f32", "q4_0"])
+def test_petit_verify_passes_on_the_gguf_file(capsys, weights):
+    """The engine on the file's weights (as stored q8_0, decoded to f32, requantized to q4_0) equals the float64
+    reference (trainer/reference/families/fam36o5.py) on the same weights."""
+    from petit.cli import main
+    args = ["verify", str(GGUF_FILE), "-n", "4"] + (["--weights", weights] if weights else [])
+    assert main(args) == 0, capsys.readouterr().out

@@ -42,11 +42,12 @@ class GGUFSource(TensorSource):
         self.one_row: set[str] = set()                           # vectors handed out as [1, n] matrices
         self.fixes: dict = {}                                    # HF name -> its Fix (GGUFArch.fixes)
         more = arch.cfg_fixes(cfg) if arch.cfg_fixes is not None else None     # fixes that need the config
+        own = arch.config_names(f.tensors, cfg) if arch.config_names is not None else {}
         for name, t in f.tensors.items():
             parts = expert_names(name, arch, t.shape) or split_names(name, arch, cfg, t.shape[0])
             if parts is not None:                                # a fused matrix or an expert: row ranges, no copy
                 self.map.update((hf, (name, rows)) for hf, rows in parts)
-            elif (hf := hf_name(name, arch)) is not None:
+            elif (hf := own.get(name) or hf_name(name, arch)) is not None:
                 self.map[hf] = (name, None)
                 if name.split(".")[-2] in ONE_ROW and len(t.shape) == 1:
                     self.one_row.add(hf)

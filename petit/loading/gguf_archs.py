@@ -26,6 +26,7 @@ from petit.loading.gguf_moe_b5 import MOE_B5_ARCHS         # issue 30: the moe_b
 from petit.loading.gguf_phimoe import PHIMOE_ARCHS         # issue 30: the ggufx group (phimoe)
 from petit.loading.gguf_ggufx5 import GGUFX5_ARCHS         # issue 30: the ggufx group (rwkv6qwen2, arwkv7)
 from petit.loading.gguf_fam36c5 import FAM36C5_ARCHS       # issue 36: the fam36c group (bailingmoe2)
+from petit.loading.gguf_fam36o5 import FAM36O5_ARCHS       # issue 36: the fam36o group (hrm_text)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -490,3 +491,4 @@ ARCHS.update(GEMMA5_ARCHS)          # issue 30's gemma group: gemma4 (gguf_gemma
 ARCHS.update(KIMI5_ARCHS)           # issue 30's kimi_gguf follow-up: kimi-linear (gguf_kimi5.py)
 ARCHS.update(MIMO5_ARCHS)           # issue 30's mimo group: mimo2 (gguf_mimo5.py)
 ARCHS.update(FAM36C5_ARCHS)         # issue 36's fam36c group: bailingmoe2, Sarvam-30B (gguf_fam36c5.py)
+ARCHS.update(FAM36O5_ARCHS)         # issue 36's fam36o group: hrm_text, HRM-Text (gguf_fam36o5.py)

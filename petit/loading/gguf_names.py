@@ -75,6 +75,9 @@ class GGUFArch:
     # issue 30, the mla group: derived(tensors, cfg) -> {HF name: (shape, make, [GGUF names])}, matrices computed
     # from stored rows (make(rows) with rows(GGUF name, r0, r1) -> float32): MiniCPM3's per-head W_uk^T of attn_kv_b
     derived: object = None
+    # issue 36, fam36o: config_names(tensors, cfg) -> {GGUF name: HF name} of tensors whose names need the config,
+    # read before the tables (HRM-Text's blocks 0..2n-1 are its two stacks' layers, n from the metadata)
+    config_names: object = None
 
 
 def _biases(meta, key, cfg, has):

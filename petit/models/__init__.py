@@ -282,6 +282,29 @@ CLOSEST = {
     # issue 36, fam36k: Qwen4-Exp keeps Qwen3.5-MoE's mixers, experts and norms, but not its residual stream
     "qwen4_exp_text": ("qwen3_5_moe_text", _QWEN4_EXP),
     "qwen4_exp": ("qwen3_5_moe", "the multimodal checkpoint around qwen4_exp_text, whose " + _QWEN4_EXP),
+    # issue 36, fam36p: two causal LMs whose blocks are near a family but whose sequence handling is not
+    "blt": ("llama", "Meta's Byte Latent Transformer, a model of bytes (vocabulary 260) that runs three sequence "
+                     "lengths: each byte's embedding plus hashed n-gram embeddings (rolling polynomial hashes of its "
+                     "preceding 3..8 bytes, encoder_hash_byte_group_vocab rows each); patches of variable length cut "
+                     "where a separate entropy model (the patcher, a causal byte transformer with its own head) puts "
+                     "its next-byte entropy above patching_threshold; a local encoder of causal byte layers whose "
+                     "patch states (each patch's bytes max-pooled, cross_attn_k queries a patch) cross-attend to "
+                     "their bytes, a global transformer causal over the patches (run whole at every step, with no "
+                     "cache), and a local decoder whose bytes cross-attend to the global transformer's patch states "
+                     "before its causal byte layers. Its blocks are Llama's (RMSNorm, SwiGLU, RoPE on adjacent "
+                     "pairs); the patching, the pooling and the cross-attention between bytes and patches are not"),
+    "reformer": ("gpt2", "Google's Reformer: LSH attention layers (one shared query-key projection, the keys "
+                         "length-normalised; in a sequence longer than lsh_attn_chunk_length each position is "
+                         "hashed to one of num_buckets buckets by random rotations that torch.randn draws anew at "
+                         "every forward unless hash_seed is set, so its logits are not a function of the weights "
+                         "alone, and attends only within its sorted bucket's chunk and the chunk before, num_hashes "
+                         "rounds merged by their logsumexp; a position sees itself only at -1e5) alternating with "
+                         "local attention over fixed chunks (a query sees its own chunk of local_attn_chunk_length "
+                         "and, by default, the one before: a window that depends on where in its chunk it stands); "
+                         "reversible residual layers over two half streams (y1 = x1 + attention(x2), y2 = x2 + "
+                         "MLP(y1), the head reading a LayerNorm of [y1; y2], twice the hidden size); axial position "
+                         "embeddings (learned factor tables concatenated). Its pre-LayerNorm blocks and ReLU MLP are "
+                         "GPT-2's; the hashing, the chunk windows, the two streams and the axial positions are not"),
 }
 
 

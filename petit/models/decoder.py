@@ -265,10 +265,11 @@ class _Scratch:
                                      same memory as `up` (the activation is elementwise, written over it: a 7B
                                      prefill of 512 tokens holds 37 MiB less)
 
-    plus `ids` [cap] int32, the token ids being embedded.
+    plus `ids` [cap] int32, the token ids being embedded, and `extra` {name: width}: buffers [cap, width] a family's
+    own ops use (Decoder.extra: Inkling's relative states, HRM-Text's two states).
     """
 
-    def __init__(self, arch: Arch, cap: int):
+    def __init__(self, arch: Arch, cap: int, extra: dict | None = None):
         D, F = arch.hidden_size, arch.intermediate_size
         q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
         self.cap = cap
@@ -284,6 +285,7 @@ class _Scratch:
             widths["lora_x"] = arch.lora_rank
         self.arrays = {name: np.zeros((cap, w), np.float32) for name, w in widths.items() if name != "mlp_hidden"}
         self.arrays["mlp_hidden"] = self.arrays["up"]
+        self.arrays.update((name, np.zeros((cap, max(w, 1)), np.float32)) for name, w in (extra or {}).items())
         self.p = {name: fptr(buf) for name, buf in self.arrays.items()}
 
 
@@ -313,6 +315,8 @@ class Decoder:
     # issue 36, fam36h: each vocabulary column's logit times this [vocab] Vec, after the head's bias, scale and
     # soft-cap (Dory's logit_scale); None: none
     logit_cols = None
+    # {name: width} of scratch buffers beyond _Scratch's that a family's own ops read and write (set on the instance)
+    extra: dict = {}
 
     def __init__(self, arch: Arch, embed: Weight, layers: list[Layer], final_norm: Norm, lm_head: Weight,
                  lm_head_b: Vec | None = None, pos_embed: np.ndarray | None = None, embed_norm: Norm | None = None,
@@ -384,7 +388,7 @@ class Decoder:
 
     def scratch(self, T: int) -> _Scratch:
         if self._scratch is None or self._scratch.cap < T:
-            self._scratch = _Scratch(self.arch, max(T, 16))
+            self._scratch = _Scratch(self.arch, max(T, 16), self.extra)
         return self._scratch
 
     def forward(self, ids, cache, logits_out: np.ndarray | None = None, oracle: bool = False) -> None:

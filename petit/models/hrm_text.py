@@ -9,9 +9,8 @@ a weightless RMSNorm, run in cycles over two states per token:
 
 Every stack pass has keys and values of its own (transformers' cache slot (h (L_cycles + 1) + l) x layers + layer):
 the passes are unrolled here into H_cycles x (L_cycles + 1) x num_layers_per_stack layers sharing their stack's
-weights, as inkling2_loop_text unrolls its loop. The states ride the residual stream: at each pass's first layer its
-`Cycle` entry ends the previous pass (its stack's norm) and sets the stream to the pass's input, z_L and z_H kept in
-scratch buffers of their own; the last H pass's norm is the decoder's final norm.
+weights, as inkling2_loop_text unrolls its loop, each pass's first layer entered by a `Cycle` (hrm_cycle.py: the
+states ride the residual stream); the last H pass's norm is the decoder's final norm.
 
 The prefix-LM mask (`prefix_lm`: tokens with token_type_ids 1 attend both ways) is built only when a caller passes
 token_type_ids; a plain call (what Petit runs: token ids) is causal in every pass, so a cached decode step is the
@@ -22,8 +21,7 @@ from dataclasses import dataclass, replace
 from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights
 from petit.models.config import DecoderConfig, activation, check_decoder, positive_int
 from petit.models.decoder import Decoder, Layer, Norm, Vec
-from petit.models.inkling_block import _InkScratch
-from petit.native import lib
+from petit.models.hrm_cycle import Cycle
 
 
 @dataclass(kw_only=True)
@@ -91,57 +89,6 @@ class HrmTextConfig(DecoderConfig):
         return out
 
 
-class Cycle:
-    """A pass's first layer's pre_block: the stream [T, D] (the previous pass's unnormed output) becomes this pass's
-    input. first: z_H = stream (the scaled embeddings), stream = z_L_init + z_H. low (after an L pass): z_L =
-    norm(stream), stream = z_L + z_H. low_after_high: z_H = norm(stream), stream = z_L + z_H. high: z_L =
-    norm(stream), stream = z_H + z_L. z_H in buf["z_h"], z_L in buf["z_l"]."""
-
-    KINDS = ("first", "low", "low_after_high", "high")
-
-    def __init__(self, kind: str, norm: Norm, D: int, z0: Vec):
-        self.kind, self.norm, self.D, self.z0 = kind, norm, D, z0
-
-    def run(self, buf, T: int) -> int:
-        x, D = buf["resid"], self.D
-        if self.kind == "first":
-            rc = lib.pt_copy_rows(x, D, 0, buf["z_h"], D, 0, T, D)
-            return rc | lib.pt_bias_act(x, self.z0.p, T, D, 0)
-        if self.kind == "low":
-            rc = self.norm(x, T, D, x)
-            lib.pt_axpy(x, 1.0, buf["z_h"], T * D)
-            return rc
-        new, other = ("z_h", "z_l") if self.kind == "low_after_high" else ("z_l", "z_h")
-        rc = self.norm(x, T, D, buf[new])
-        rc |= lib.pt_copy_rows(buf[other], D, 0, x, D, 0, T, D)
-        lib.pt_axpy(x, 1.0, buf[new], T * D)
-        return rc
-
-    def plan(self, plan, i: int, buf) -> None:
-        x, D = buf["resid"], self.D
-        if self.kind == "first":
-            plan.copy(i, x, D, 0, buf["z_h"], D, 0, 1, D)
-            plan.bias_act(i, x, self.z0, D, 0)
-        elif self.kind == "low":
-            plan.norm(i, self.norm, x, 1, D, x)
-            plan.axpy(i, x, 1.0, buf["z_h"], D)
-        else:
-            new, other = ("z_h", "z_l") if self.kind == "low_after_high" else ("z_l", "z_h")
-            plan.norm(i, self.norm, x, 1, D, buf[new])
-            plan.copy(i, buf[other], D, 0, x, D, 0, 1, D)
-            plan.axpy(i, x, 1.0, buf[new], D)
-
-
-class HrmTextDecoder(Decoder):
-    """The decoder with the two states' buffers in its scratch."""
-
-    def scratch(self, T: int):
-        if self._scratch is None or self._scratch.cap < T:
-            D = self.arch.hidden_size
-            self._scratch = _InkScratch(self.arch, max(T, 16), {"z_h": D, "z_l": D})
-        return self._scratch
-
-
 def stack_layer(t, cfg, p: str, rope, norm: Norm) -> Layer:
     """One block of a stack under prefix `p` (model.{L,H}_module.layers.{j}.)."""
     width = cfg.num_attention_heads * cfg.head_dim
@@ -164,7 +111,9 @@ def build(cfg: HrmTextConfig, t):
         layers += [replace(L, pre_block=Cycle(kind, norm, D, z0) if j == 0 else None)
                    for j, L in enumerate(stacks[stack])]
     a = arch(cfg, act=cfg.act, embed_scale=cfg.embedding_scale, context_length=rope.context_length)
-    return HrmTextDecoder(a, E, layers, norm, head)
+    dec = Decoder(a, E, layers, norm, head)
+    dec.extra = {"z_h": D, "z_l": D}            # the two states (Cycle)
+    return dec
 
 
 def hf_tensors(cfg: HrmTextConfig, ckpt) -> dict:

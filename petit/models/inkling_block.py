@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.decoder import Decoder, Layer, Vec, _Scratch
+from petit.models.decoder import Decoder, Layer, Vec
 from petit.models.gemma3n_text import Gemma3nDecoder, _Oracle, _plan_ops as _g3n_plan_ops
 from petit.models.plan import Plan, fptr
 from petit.native import Weight, ffi, lib
@@ -91,16 +91,6 @@ class InkLayer(Layer):
     mlp_scale: Vec | None = None
 
 
-class _InkScratch(_Scratch):
-    """_Scratch plus `extra` {name: width} buffers of cap rows (the relative states, sinks, depth sources...)."""
-
-    def __init__(self, arch, cap, extra: dict):
-        super().__init__(arch, cap)
-        for name, width in extra.items():
-            self.arrays[name] = np.zeros((cap, max(width, 1)), np.float32)
-            self.p[name] = fptr(self.arrays[name])
-
-
 class _InkOracle(_Oracle):
     """The per-op path of the description: _Oracle's calls and Inkling's (one C call each)."""
 
@@ -176,7 +166,6 @@ class InklingDecoder(Decoder):
     gate, up, down (what `petit verify` pairs by name: `named`)."""
 
     MATRICES = ("q", "k", "v", "o", "gate", "up", "down", "attn_gate", "r")
-    extra: dict = {}
     routing_reach = 0       # the positions after one whose experts flip that read its expert output directly (the
                             # MLP output convolution's kernel - 1: trainer/verify.py leaves them out with it)
 
@@ -207,11 +196,6 @@ class InklingDecoder(Decoder):
         self.embed = new.get(id(self.embed), self.embed)
         self.lm_head = new.get(id(self.lm_head), self.lm_head)
         self._plan = None
-
-    def scratch(self, T: int):
-        if self._scratch is None or self._scratch.cap < T:
-            self._scratch = _InkScratch(self.arch, max(T, 16), self.extra)
-        return self._scratch
 
     # the step is described once (_describe) for both the plan and the per-op path, as Gemma 3n's is
     _build_plan = Gemma3nDecoder._build_plan
