@@ -1,7 +1,12 @@
-"""Embedding encoders of issue 35 beyond BERT (the emb35 group): XLM-RoBERTa / RoBERTa (bge-m3, multilingual-e5),
-equal to sentence-transformers on the tiny random folder tests/fixtures/st_xlm_roberta/ (made by
-tests/fixtures/make_st_fixtures.py: CLS pooling + Normalize, e5's prompts, a French and a Japanese text, references
-encoded as one padded batch); its positions read from row pad_token_id + 1 on; its config's checks."""
+"""Embedding encoders of issue 35 beyond BERT (the emb35 group), equal to sentence-transformers on tiny random
+folders made by tests/fixtures/make_st_fixtures.py (references encoded as one right-padded batch):
+- XLM-RoBERTa / RoBERTa (bge-m3, multilingual-e5) on tests/fixtures/st_xlm_roberta/ (CLS pooling + Normalize, e5's
+  prompts, a French and a Japanese text); its positions read from row pad_token_id + 1 on; its config's checks.
+- ModernBERT (gte-modernbert, modernbert-embed) on tests/fixtures/st_modernbert/ (mean pooling + Normalize, nomic's
+  prompts; sliding layers of local_attention 8, which the longer texts reach past); the kernel's bidirectional
+  sliding window against float64.
+- NomicBERT (nomic-embed-text v1 / v1.5) on tests/fixtures/st_nomic_bert/ (mean pooling + Normalize, nomic's
+  prompts; the released tensor names, which transformers 5.25 saves)."""
 import json
 import os
 import warnings
@@ -10,19 +15,24 @@ import numpy as np
 import pytest
 
 import petit
+from petit import native as K
 from petit.generation.embed import Embedder
+from tests import oracles
 from tests.test_embed5 import cosines
+from tests.test_kernels import PATHS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XLMR = os.path.join(HERE, "fixtures", "st_xlm_roberta")
+MB = os.path.join(HERE, "fixtures", "st_modernbert")
+NB = os.path.join(HERE, "fixtures", "st_nomic_bert")
 
 
-def reference():
-    return np.load(os.path.join(XLMR, "reference.npz"))
+def reference(folder=XLMR):
+    return np.load(os.path.join(folder, "reference.npz"))
 
 
-def texts():
-    with open(os.path.join(XLMR, "cases.json")) as f:
+def texts(folder=XLMR):
+    with open(os.path.join(folder, "cases.json")) as f:
         return json.load(f)["texts"]
 
 
@@ -136,3 +146,133 @@ def test_the_server_embeds_with_xlm_roberta():
                         "model": "st_xlm_roberta", "usage": {"prompt_tokens": sum(n), "total_tokens": sum(n)}}
     assert n == [8, 10, 3]
     assert cosines(want, reference()["plain"][4:]).min() >= 0.99999
+
+
+# ---- ModernBERT ----
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("T,pos0,H,KV,hd,window", [(1, 0, 3, 3, 12, 2), (7, 0, 6, 2, 20, 3), (37, 0, 5, 1, 36, 9),
+                                                   (5, 4, 4, 2, 8, 2), (150, 0, 2, 2, 16, 65), (300, 0, 2, 1, 16, 129),
+                                                   (40, 0, 2, 2, 8, 100)])
+def test_a_bidirectional_window_sees_w_minus_1_either_side(isa, T, pos0, H, KV, hd, window):
+    """Under the bidirectional flag a window of w is the positions within w - 1 of the query on either side (those
+    past the call never): against float64 at odd sizes, across attention blocks (ModernBERT's 65 of local_attention
+    128 on 150 and 300 tokens), a window wider than the call (the whole call)."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(T + 7 * window)
+    n_ctx = pos0 + T + 3
+    q = rng.standard_normal((T, H, hd)).astype(np.float32)
+    kc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    vc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
+    kc[:, pos0 + T:] = 1e4
+    scale = hd ** -0.5
+    want = oracles.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
+    got = K.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-5)
+    if T > window:                                    # not the whole call's answer
+        assert np.abs(K.attention(q, kc, vc, pos0, scale, bidirectional=True) - want).max() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def mb32():
+    return Embedder.open(MB, weights="f32")
+
+
+def test_modernbert_states_and_embeddings_equal_sentence_transformers(mb32):
+    """Token ids ([CLS] ... [SEP]), every token's final state (after final_norm) within 1e-4 of the states' range
+    (measured: 4.3e-7) at cosine >= 0.99999; the batch's embeddings, plain and with "search_query: ", mean-pooled
+    and normalized: cosine >= 0.99999, every component within 1e-5 (measured: 1 - 2e-13, 1.9e-7)."""
+    ref = reference(MB)
+    ids = [mb32.tokenize(t) for t in texts(MB)]
+    assert ids == [ref[f"ids_{i}"].tolist() for i in range(len(ids))]
+    assert max(map(len, ids)) > 4 * 5                 # the long text reaches far past the sliding layers' 4
+    for i, states in enumerate(mb32.model.hidden_states(ids)):
+        want = ref[f"tokens_{i}"]
+        assert cosines(states, want).min() >= 0.99999
+        assert np.abs(states - want).max() <= 1e-4 * np.ptp(want)
+    plain, query = mb32.embed(texts(MB)), mb32.embed(texts(MB), prompt_name="query")
+    for got, want in ((plain, ref["plain"]), (query, ref["query"])):
+        assert got.shape == want.shape == (5, 64)
+        assert cosines(got, want).min() >= 0.99999 and np.abs(got - want).max() <= 1e-5
+
+
+def test_modernbert_at_q8_0_and_converted():
+    """q8_0: cosine >= 0.999 (measured: 0.99962); a converted .petit file gives the folder's states bit for bit."""
+    from petit.loading.convert import convert
+    emb = Embedder.open(MB, weights="q8_0")
+    assert cosines(emb.embed(texts(MB)), reference(MB)["plain"]).min() >= 0.999
+    import tempfile
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(MB, os.path.join(d, "m.petit"), "q8_0").close()
+        ids = [reference(MB)[f"ids_{i}"] for i in range(4)]
+        b = petit.load(os.path.join(d, "m.petit"))
+        assert b.kind == "encoder"
+        assert all(np.array_equal(x, y) for x, y in zip(emb.model.hidden_states(ids), b.hidden_states(ids)))
+
+
+def test_modernbert_layers_window_and_refusals(mb32, tmp_path):
+    """Layers full, sliding, sliding, full; a sliding layer's window is local_attention // 2 + 1 = 5 in Petit's terms
+    (|i - j| <= 4); every tensor read, no key ignored; the same folder with local_attention 1000 gives states far from
+    sentence-transformers' (the window is what the reference holds)."""
+    layers = mb32.model.net.layers
+    assert [L.window for L in layers] == [0, 5, 5, 0] and all(L.bidirectional for L in layers)
+    assert [L.rope.base for L in layers] == [160000.0, 10000.0, 10000.0, 160000.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        petit.load(MB, weights="f32")
+    import shutil
+    folder = tmp_path / "mb"
+    shutil.copytree(MB, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(cfg, local_attention=1000)))
+    ref = reference(MB)
+    wide = petit.load(folder, weights="f32").hidden_states([ref["ids_3"]])[0]
+    assert np.abs(wide - ref["tokens_3"]).max() > 0.1 * np.ptp(ref["tokens_3"])
+    family = petit.models.get_family("modernbert")
+    with pytest.raises(ValueError, match=r"config: sliding_window 9 is not local_attention // 2 \(8 // 2\)"):
+        family.Config.from_dict(dict(cfg, sliding_window=9))
+    scaled = {t: dict(p, rope_type="linear", factor=2.0) for t, p in cfg["rope_parameters"].items()}
+    with pytest.raises(ValueError, match="scaling of the sliding layers. RoPE is not supported by the modernbert family"):
+        family.Config.from_dict(dict(cfg, rope_parameters=scaled))
+
+
+# ---- NomicBERT ----
+@pytest.mark.parametrize("weights,bound", [("f32", 0.99999), ("q8_0", 0.999)])
+def test_nomic_bert_equals_sentence_transformers(weights, bound):
+    """Token ids, every token's final state within 1e-4 of the range (measured: 2.7e-7) in f32, and the batch's
+    embeddings plain and with "search_query: ": cosine >= 0.99999 and every component within 1e-5 in f32 (measured:
+    1 - 3e-14, 7.5e-8), >= 0.999 at q8_0 (measured: 0.99989)."""
+    emb = Embedder.open(NB, weights=weights)
+    ref = reference(NB)
+    ids = [emb.tokenize(t) for t in texts(NB)]
+    assert ids == [ref[f"ids_{i}"].tolist() for i in range(len(ids))]
+    if weights == "f32":
+        for i, states in enumerate(emb.model.hidden_states(ids)):
+            want = ref[f"tokens_{i}"]
+            assert cosines(states, want).min() >= 0.99999
+            assert np.abs(states - want).max() <= 1e-4 * np.ptp(want)
+    for got, want in ((emb.embed(texts(NB)), ref["plain"]), (emb.embed(texts(NB), prompt_name="query"), ref["query"])):
+        assert got.shape == want.shape == (5, 64)
+        assert cosines(got, want).min() >= bound
+        if weights == "f32":
+            assert np.abs(got - want).max() <= 1e-5
+
+
+def test_nomic_bert_reads_every_released_tensor_and_refuses_scaling(tmp_path):
+    """Wqkv split, fc11 / fc12 / fc2, norm1 / norm2, emb_ln: every tensor read, no key ignored; the word embedding is
+    word + token type 0; rope_scaling refused."""
+    from pathlib import Path
+    from tests.test_moe_a5 import _read_safetensors
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = petit.load(NB, weights="f32")
+    assert model.kind == "encoder" and model.context_length == 128
+    w = _read_safetensors(Path(NB) / "model.safetensors")
+    assert "encoder.layers.0.attn.Wqkv.weight" in w and "emb_ln.weight" in w
+    np.testing.assert_array_equal(
+        model.net.embed.dequantize(),
+        w["embeddings.word_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0])
+    cfg = json.load(open(os.path.join(NB, "config.json")))
+    with pytest.raises(ValueError, match="rope_scaling .* is not supported by the nomic_bert family"):
+        petit.models.get_family("nomic_bert").Config.from_dict(
+            dict(cfg, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0}))
