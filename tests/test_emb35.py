@@ -3,8 +3,8 @@ folders made by tests/fixtures/make_st_fixtures.py (references encoded as one ri
 - XLM-RoBERTa / RoBERTa (bge-m3, multilingual-e5) on tests/fixtures/st_xlm_roberta/ (CLS pooling + Normalize, e5's
   prompts, a French and a Japanese text); its positions read from row pad_token_id + 1 on; its config's checks.
 - ModernBERT (gte-modernbert, modernbert-embed) on tests/fixtures/st_modernbert/ (mean pooling + Normalize, nomic's
-  prompts; sliding layers of local_attention 8, which the longer texts reach past); the kernel's bidirectional
-  sliding window against float64.
+  prompts; sliding layers of local_attention 8, which the longer texts reach past). The kernel's bidirectional
+  sliding window is checked against float64 in tests/test_embed5.py.
 - NomicBERT (nomic-embed-text v1 / v1.5) on tests/fixtures/st_nomic_bert/ (mean pooling + Normalize, nomic's
   prompts; the released tensor names, which transformers 5.25 saves)."""
 import json
@@ -15,11 +15,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit import native as K
 from petit.generation.embed import Embedder
-from tests import oracles
 from tests.test_embed5 import cosines
-from tests.test_kernels import PATHS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XLMR = os.path.join(HERE, "fixtures", "st_xlm_roberta")
@@ -149,29 +146,6 @@ def test_the_server_embeds_with_xlm_roberta():
 
 
 # ---- ModernBERT ----
-@pytest.mark.parametrize("isa", PATHS)
-@pytest.mark.parametrize("T,pos0,H,KV,hd,window", [(1, 0, 3, 3, 12, 2), (7, 0, 6, 2, 20, 3), (37, 0, 5, 1, 36, 9),
-                                                   (5, 4, 4, 2, 8, 2), (150, 0, 2, 2, 16, 65), (300, 0, 2, 1, 16, 129),
-                                                   (40, 0, 2, 2, 8, 100)])
-def test_a_bidirectional_window_sees_w_minus_1_either_side(isa, T, pos0, H, KV, hd, window):
-    """Under the bidirectional flag a window of w is the positions within w - 1 of the query on either side (those
-    past the call never): against float64 at odd sizes, across attention blocks (ModernBERT's 65 of local_attention
-    128 on 150 and 300 tokens), a window wider than the call (the whole call)."""
-    K.configure(isa=isa)
-    rng = np.random.default_rng(T + 7 * window)
-    n_ctx = pos0 + T + 3
-    q = rng.standard_normal((T, H, hd)).astype(np.float32)
-    kc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
-    vc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
-    kc[:, pos0 + T:] = 1e4
-    scale = hd ** -0.5
-    want = oracles.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
-    got = K.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
-    np.testing.assert_allclose(got, want, rtol=0, atol=5e-5)
-    if T > window:                                    # not the whole call's answer
-        assert np.abs(K.attention(q, kc, vc, pos0, scale, bidirectional=True) - want).max() > 1e-3
-
-
 @pytest.fixture(scope="module")
 def mb32():
     return Embedder.open(MB, weights="f32")
