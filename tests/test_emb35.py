@@ -250,3 +250,25 @@ def test_nomic_bert_reads_every_released_tensor_and_refuses_scaling(tmp_path):
     with pytest.raises(ValueError, match="rope_scaling .* is not supported by the nomic_bert family"):
         petit.models.get_family("nomic_bert").Config.from_dict(
             dict(cfg, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0}))
+
+
+@pytest.mark.parametrize("folder,prefix,extra", [
+    (XLMR, "roberta.", {"lm_head.dense.weight": (64, 64)}),
+    (MB, "model.", {"head.dense.weight": (64, 64), "head.norm.weight": (64,), "decoder.bias": (180,)}),
+])
+def test_a_task_models_checkpoint_reads_the_same(tmp_path, folder, prefix, extra):
+    """A checkpoint saved from the masked-LM class (XLMRobertaForMaskedLM's `roberta.`, ModernBertForMaskedLM's
+    `model.`) gives the base model's states bit for bit; ModernBERT's head is left unread without a word, RoBERTa's
+    LM head reported unused."""
+    from tests.models import renamed_copy
+    from tests.test_moe_a5 import _read_safetensors, _write_safetensors
+    copy = renamed_copy(folder, tmp_path, rename=lambda k: prefix + k)
+    raw = _read_safetensors(copy / "model.safetensors")
+    _write_safetensors(copy / "model.safetensors", {**raw, **{k: np.ones(s, np.float32) for k, s in extra.items()}})
+    ids = [reference(folder)[f"ids_{i}"] for i in range(4)]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = petit.load(copy, weights="f32").hidden_states(ids)
+    assert all(np.array_equal(x, y) for x, y in zip(got, petit.load(folder, weights="f32").hidden_states(ids)))
+    said = " ".join(str(m.message) for m in w)
+    assert ("lm_head.dense.weight" in said) == (prefix == "roberta.") and "head.norm" not in said
