@@ -104,7 +104,8 @@ typedef struct {
                                * fam36i: 2: the scores x exp(temp_scale ln(1 + (p + 1) / temp_floor)), no floor
                                * (Beam's scalable softmax of its NoPE layers, (1 + (p + 1) / 2048) ** 0.1) */
     int32_t bidirectional;    /* issue 35: 1: every query sees every position of the call, 0..pos0+T-1 (an encoder's
-                               * attention: BERT); 0: causal */
+                               * attention: BERT), and under a window w only those within w - 1 of it either side
+                               * (ModernBERT's local layers); 0: causal */
 } pt_attn_extra;
 int  pt_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_ctx, int64_t T,
                   int64_t n_heads, int64_t n_kv, int64_t head_dim, int64_t pos0, float scale, float softcap,

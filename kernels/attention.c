@@ -103,7 +103,8 @@ int pt_rope_store_q8(float *q, const float *k, const float *v, int64_t T, int64_
 }
 
 /* ---- the attention driver ----
- * A query at position pos sees the positions [first, pos] (first > 0 under a sliding window). They are cut into
+ * A query at position pos sees the positions [first, pos] (first > 0 under a sliding window; an encoder's, issue 35,
+ * [first, seen) past pos). They are cut into
  * blocks of PT_ATTN_BLOCK aligned to absolute positions; the active path's kernel turns one query head and one block
  * into the block's largest score, its sum of exponentials and its weighted sum of values (online softmax), and
  * fold() merges a query's blocks in position order. Which blocks a query has depends only on its position and the
@@ -129,7 +130,8 @@ typedef struct {
     float temp_floor, temp_scale;   /* temp_floor > 0: Llama 4's temperature-tuned scores */
     int32_t temp_at_p;          /* 1: floor(p / temp_floor) (Ministral 3), 0: floor((p + 1) / temp_floor) */
     const float *alibi;         /* [n_heads] ALiBi slopes (BLOOM, MPT, Falcon), or NULL */
-    int32_t bidirectional;      /* 1: every query sees positions 0..pos0+T-1 (an encoder, issue 35) */
+    int32_t bidirectional;      /* 1: every query sees positions 0..pos0+T-1 (an encoder, issue 35); with a window
+                                 * w, those within w - 1 of it either side */
     const int8_t *kq, *vq;      /* the int8 cache, when kc / vc are NULL */
     const float *ks, *vs;
     const pt_kernels *k;
@@ -142,10 +144,13 @@ typedef struct {
 
 /* the positions query t sees: [*first, *seen) */
 static void span(const attn_job *j, int64_t t, int64_t *first, int64_t *seen) {
+    const int64_t p = j->pos0 + t;
     /* an encoder's query sees the whole call, the positions after it too */
-    *seen = j->bidirectional ? j->pos0 + j->T : j->pos0 + t + 1;
-    /* a sliding window of w positions: the query and the w - 1 before it */
-    *first = j->window > 0 && j->window < *seen ? *seen - j->window : 0;
+    *seen = j->bidirectional ? j->pos0 + j->T : p + 1;
+    /* a sliding window of w positions: the query and the w - 1 before it; an encoder's also the w - 1 after it
+     * (ModernBERT's local layers, issue 35) */
+    *first = j->window > 0 && j->window <= p ? p + 1 - j->window : 0;
+    if (j->bidirectional && j->window > 0 && p + j->window < *seen) *seen = p + j->window;
     /* chunks of c positions: the query's own chunk, from its start */
     if (j->chunk > 0 && (*seen - 1) / j->chunk * j->chunk > *first) *first = (*seen - 1) / j->chunk * j->chunk;
 }
@@ -220,7 +225,9 @@ static int64_t first_block(const attn_job *j, int64_t t) {
 }
 
 static int64_t last_block(const attn_job *j, int64_t t) {
-    return ((j->bidirectional ? j->pos0 + j->T - 1 : j->pos0 + t)) / BLOCK;
+    int64_t first, seen;
+    span(j, t, &first, &seen);
+    return (seen - 1) / BLOCK;
 }
 
 /* per-thread scratch of a tile: one block of scores, one block's result, and the state of each query */

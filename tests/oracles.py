@@ -126,13 +126,15 @@ def rope(x, pos, theta, interleaved):
 def attention(q, k, v, pos0, scale, softcap=0.0, window=0, alibi=None, bidirectional=False):
     """q [T, H, hd]; k, v [n_kv, n_ctx, hd]; causal from pos0; a window of w sees positions > pos - w; alibi [H]
     slopes add slope * (j - i) to the score of key j for the query at i; bidirectional: every query sees positions
-    0..pos0+T-1 (an encoder, issue 35)."""
+    0..pos0+T-1 (an encoder, issue 35), under a window w those within w - 1 of it either side."""
     T, H, hd = q.shape
     group = H // k.shape[0]
     out = np.empty((T, H, hd))
     for t in range(T):
         n = pos0 + T if bidirectional else pos0 + t + 1
-        first = max(0, n - window) if window else 0
+        first = max(0, pos0 + t + 1 - window) if window else 0
+        if bidirectional and window:
+            n = min(n, pos0 + t + window)
         for h in range(H):
             kh, vh = k[h // group, first:n].astype(np.float64), v[h // group, first:n].astype(np.float64)
             s = kh @ q[t, h].astype(np.float64) * scale

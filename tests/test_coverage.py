@@ -36,7 +36,7 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])
 
 
-@pytest.mark.parametrize("model_type,what", [("bart", "an encoder-decoder"), ("roberta", "a bidirectional encoder"),
+@pytest.mark.parametrize("model_type,what", [("bart", "an encoder-decoder"), ("electra", "a bidirectional encoder"),
                                              ("whisper", "a speech recognizer")])
 def test_a_folder_of_a_model_that_is_not_a_decoder_is_refused_saying_what_it_is(tmp_path, model_type, what):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "vocab_size": 10}))

@@ -45,23 +45,31 @@ def cosines(a, b):
 
 # ---- the kernel: bidirectional attention ----
 @pytest.mark.parametrize("isa", PATHS)
-@pytest.mark.parametrize("T,pos0,H,KV,hd", [(1, 0, 3, 3, 12), (7, 0, 6, 2, 20), (37, 0, 5, 1, 36), (5, 4, 4, 2, 8),
-                                            (70, 0, 2, 2, 80), (300, 0, 2, 1, 16)])
-def test_bidirectional_attention_sees_the_whole_call(isa, T, pos0, H, KV, hd):
-    """Every query reads every position 0..pos0+T-1 (those after it too), none past them; against float64, at odd
+@pytest.mark.parametrize("T,pos0,H,KV,hd,window", [
+    (1, 0, 3, 3, 12, 0), (7, 0, 6, 2, 20, 0), (37, 0, 5, 1, 36, 0), (5, 4, 4, 2, 8, 0), (70, 0, 2, 2, 80, 0),
+    (300, 0, 2, 1, 16, 0),
+    # issue 35, emb35: a window (ModernBERT's local layers): 65 is local_attention 128's, across attention blocks
+    (1, 0, 3, 3, 12, 2), (7, 0, 6, 2, 20, 3), (37, 0, 5, 1, 36, 9), (5, 4, 4, 2, 8, 2), (150, 0, 2, 2, 16, 65),
+    (300, 0, 2, 1, 16, 129), (40, 0, 2, 2, 8, 100)])
+def test_bidirectional_attention_sees_the_whole_call(isa, T, pos0, H, KV, hd, window):
+    """Every query reads every position 0..pos0+T-1 (those after it too), none past them; under a window of w only
+    those within w - 1 of it on either side (a window wider than the call: the whole call); against float64, at odd
     head sizes and lengths across attention blocks (300 > two blocks), float and int8 caches."""
     K.configure(isa=isa)
-    rng = np.random.default_rng(T + 31 * hd)
+    rng = np.random.default_rng(T + 31 * hd + 7 * window)
     n_ctx = pos0 + T + 3
     q = rng.standard_normal((T, H, hd)).astype(np.float32)
     kc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
     vc = rng.standard_normal((KV, n_ctx, hd)).astype(np.float32)
     kc[:, pos0 + T:] = 1e4                            # positions past the call must not be read
     scale = hd ** -0.5
-    want = oracles.attention(q, kc, vc, pos0, scale, bidirectional=True)
-    np.testing.assert_allclose(K.attention(q, kc, vc, pos0, scale, bidirectional=True), want, rtol=0, atol=5e-5)
+    want = oracles.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
+    got = K.attention(q, kc, vc, pos0, scale, window=window, bidirectional=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-5)
     if T > 1:                                         # not the causal answer
-        assert np.abs(K.attention(q, kc, vc, pos0, scale) - want).max() > 1e-3
+        assert np.abs(K.attention(q, kc, vc, pos0, scale, window=window) - want).max() > 1e-3
+    if T > window > 0:                                # nor the whole call's
+        assert np.abs(K.attention(q, kc, vc, pos0, scale, bidirectional=True) - want).max() > 1e-3
     k8 = np.clip(np.round(kc[:, :pos0 + T] * 40), -127, 127).astype(np.int8)
     v8 = np.clip(np.round(vc[:, :pos0 + T] * 40), -127, 127).astype(np.int8)
     k8 = np.concatenate([k8, np.full((KV, 3, hd), 127, np.int8)], 1)
@@ -71,9 +79,9 @@ def test_bidirectional_attention_sees_the_whole_call(isa, T, pos0, H, KV, hd):
     out = np.empty_like(q)
     P = lambda a, t="float *": K.ffi.cast(t, K.ffi.from_buffer(a))     # noqa: E731
     assert lib.pt_attention_q8(P(q), P(k8, "int8_t *"), P(ks), P(v8, "int8_t *"), P(vs), n_ctx, T, H, KV, hd,
-                               pos0, scale, 0.0, 0, K.attn_extra(bidirectional=True), P(out)) == 0
+                               pos0, scale, 0.0, window, K.attn_extra(bidirectional=True), P(out)) == 0
     want8 = oracles.attention(q, k8.astype(np.float32) * ks[..., None], v8.astype(np.float32) * vs[..., None],
-                              pos0, scale, bidirectional=True)
+                              pos0, scale, window=window, bidirectional=True)
     np.testing.assert_allclose(out, want8, rtol=0, atol=5e-5)
 
 

@@ -32,6 +32,7 @@ from petit.models import deepseek_v4     # issue 30, the dsv4 group
 from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
 from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
 from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
+from petit.models import modernbert, nomic_bert, xlm_roberta     # issue 35, the emb35 group
 from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
 from petit.models import flint, kolibri1     # issue 36, the fam36e group
 from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
@@ -243,6 +244,10 @@ MODEL_TYPES = {
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
 ENCODERS = {
     "bert": bert,
+    "xlm-roberta": xlm_roberta,
+    "roberta": xlm_roberta,
+    "modernbert": modernbert,
+    "nomic_bert": nomic_bert,
 }
 
 

@@ -58,17 +58,19 @@ class BertConfig(ConfigMixin):
         self.act = activation(self, "hidden_act", "bert")
 
 
-def _prefix(names) -> str:
-    return "bert." if "bert.embeddings.word_embeddings.weight" in names else ""
+def _prefix(names, stem: str = "bert.") -> str:
+    return stem if stem + "embeddings.word_embeddings.weight" in names else ""
 
 
-def hf_tensors(cfg: BertConfig, ckpt) -> dict:
-    p = _prefix(set(ckpt.names())) + "embeddings."
-    pos, types = p + "position_embeddings.weight", p + "token_type_embeddings.weight"
+def hf_tensors(cfg: BertConfig, ckpt, stem: str = "bert.", first: int = 0) -> dict:
+    """The position table from its row `first` on (RoBERTa's positions start past its padding id), token type 0's
+    row added to every row."""
+    P = _prefix(set(ckpt.names()), stem)
+    pos, types = P + "embeddings.position_embeddings.weight", P + "embeddings.token_type_embeddings.weight"
     if pos not in ckpt or types not in ckpt:
         return {}                          # reported as missing by build
-    return {_prefix(set(ckpt.names())) + TYPED: ((cfg.max_position_embeddings, cfg.hidden_size),
-                                                 lambda: ckpt.f32(pos) + ckpt.f32(types)[0], (pos, types))}
+    return {P + TYPED: ((cfg.max_position_embeddings - first, cfg.hidden_size),
+                        lambda: ckpt.f32(pos)[first:] + ckpt.f32(types)[0], (pos, types))}
 
 
 def layer_norm(t, name: str, D: int, eps: float) -> Norm:
@@ -96,14 +98,14 @@ def blocks(t, P: str, cfg, bidirectional: bool = True) -> list:
     return layers
 
 
-def build(cfg: BertConfig, t):
+def build(cfg: BertConfig, t, stem: str = "bert.", first: int = 0):
     D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
-    P = _prefix(t.names())
+    P, n_pos = _prefix(t.names(), stem), cfg.max_position_embeddings - first
     E = t.weight(P + "embeddings.word_embeddings.weight", (cfg.vocab_size, D))
-    pos = t.array(P + TYPED, (cfg.max_position_embeddings, D))
+    pos = t.array(P + TYPED, (n_pos, D))
     layers = blocks(t, P, cfg)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
-                num_key_value_heads=H, head_dim=D // H, context_length=cfg.max_position_embeddings, act=cfg.act)
+                num_key_value_heads=H, head_dim=D // H, context_length=n_pos, act=cfg.act)
     # no LM head: the word embedding stands in the Decoder's head slot, never run (an encoder's Model refuses logits)
     return Decoder(arch, E, layers, None, E, pos_embed=pos,
                    embed_norm=layer_norm(t, P + "embeddings.LayerNorm", D, cfg.layer_norm_eps))

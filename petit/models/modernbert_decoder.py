@@ -69,11 +69,11 @@ class ModernBertDecoderConfig(ConfigMixin):
             raise ValueError(f"config: hidden_size {self.hidden_size} must be num_attention_heads {H} heads of an "
                              f"even size (RoPE)")
         if self.rope_scaling:
-            raise ValueError("config: rope_scaling is not supported by the modernbert-decoder family (transformers "
-                             "scales both layer types' RoPE with it; no released checkpoint has one)")
-        self.act = activation(self, "hidden_activation", "modernbert-decoder")
+            raise ValueError(f"config: rope_scaling is not supported by the {self.model_type} family (transformers "
+                             f"scales both layer types' RoPE with it; no released checkpoint has one)")
+        self.act = activation(self, "hidden_activation", self.model_type)
         if self.classifier_activation not in ACT_NAMES:
-            activation(self, "classifier_activation", "modernbert-decoder")
+            activation(self, "classifier_activation", self.model_type)
         local = self.local_attention
         if self.sliding_window is None and isinstance(local, int) and not isinstance(local, bool) and local > 1:
             self.sliding_window = local // 2
@@ -86,57 +86,70 @@ class ModernBertDecoderConfig(ConfigMixin):
         return layer_types(self, lambda i: "sliding_attention" if i % n else "full_attention")
 
 
-def hf_tensors(cfg: ModernBertDecoderConfig, ckpt) -> dict:
-    """Each Wi (and its bias) as its two halves: rows 0..F-1 the activated `input`, F..2F-1 the `gate`."""
+def split_wi(cfg: ModernBertDecoderConfig, ckpt, P: str = "model.") -> dict:
+    """Each Wi (and its bias) under `P` as its two halves: rows 0..F-1 the activated `input`, F..2F-1 the `gate`."""
     D, F = cfg.hidden_size, cfg.intermediate_size
     out = {}
     for i in range(cfg.num_hidden_layers):
         for kind, shape in (("weight", (F, D)), ("bias", (F,))):
-            src = f"model.layers.{i}.mlp.Wi.{kind}"
+            src = f"{P}layers.{i}.mlp.Wi.{kind}"
             if src in ckpt:
                 for half, (a, b) in (("input", (0, F)), ("gate", (F, 2 * F))):
-                    out[f"model.layers.{i}.mlp.Wi.{half}.{kind}"] = (shape, lambda s=src, a=a, b=b: ckpt.f32(s)[a:b],
-                                                                     (src,))
+                    out[f"{P}layers.{i}.mlp.Wi.{half}.{kind}"] = (shape, lambda s=src, a=a, b=b: ckpt.f32(s)[a:b],
+                                                                  (src,))
     return out
 
 
-def build(cfg: ModernBertDecoderConfig, t):
+hf_tensors = split_wi
+
+
+def layer_norm(cfg: ModernBertDecoderConfig, t, name: str) -> Norm:
+    D = cfg.hidden_size
+    return Norm("layer", cfg.norm_eps, t.vec(name + ".weight", (D,)),
+                t.vec(name + ".bias", (D,)) if cfg.norm_bias else None)
+
+
+def blocks(cfg: ModernBertDecoderConfig, t, P: str, window, bidirectional: bool = False) -> list:
+    """The blocks under `P` + layers.N. (q / k / v as q_proj / k_proj / v_proj, Wi split by split_wi); window(i):
+    layer i's window in Petit's terms; bidirectional: ModernBERT's encoder (issue 35)."""
     D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
-    hd, types = D // H, cfg.types()
-    window = window_of(cfg, types)
-
-    def ln(name):
-        return Norm("layer", cfg.norm_eps, t.vec(name + ".weight", (D,)),
-                    t.vec(name + ".bias", (D,)) if cfg.norm_bias else None)
-
-    full = Rope(hd, cfg.rope_theta, None, cfg.max_position_embeddings)
-    local = Rope(hd, cfg.rope_local_base_freq, None, cfg.max_position_embeddings)
-    E = t.weight("model.embeddings.tok_embeddings.weight", (cfg.vocab_size, D))
-    embed_norm = ln("model.embeddings.norm")
+    types = cfg.types()
+    full = Rope(D // H, cfg.rope_theta, None, cfg.max_position_embeddings)
+    local = Rope(D // H, cfg.rope_local_base_freq, None, cfg.max_position_embeddings)
     layers = []
     for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}."
+        p = f"{P}layers.{i}."
         a, m = p + "attn.", p + "mlp."
         L = Layer(q=t.weight(a + "q_proj.weight", (D, D)), k=t.weight(a + "k_proj.weight", (D, D)),
                   v=t.weight(a + "v_proj.weight", (D, D)), o=t.weight(a + "Wo.weight", (D, D)),
                   gate=t.weight(m + "Wi.input.weight", (F, D)), up=t.weight(m + "Wi.gate.weight", (F, D)),
                   down=t.weight(m + "Wo.weight", (D, F)),
                   rope=local if types[i] == "sliding_attention" else full, window=window(i),
-                  attn_norm=ln(p + "attn_norm") if i else None, mlp_norm=ln(p + "mlp_norm"))
+                  attn_norm=layer_norm(cfg, t, p + "attn_norm") if i else None,
+                  mlp_norm=layer_norm(cfg, t, p + "mlp_norm"), bidirectional=bidirectional)
         if cfg.attention_bias:
             L.q_b, L.k_b, L.v_b, L.o_b = (t.vec(a + n + ".bias", (D,)) for n in ("q_proj", "k_proj", "v_proj", "Wo"))
         if cfg.mlp_bias:
             L.gate_b, L.up_b = t.vec(m + "Wi.input.bias", (F,)), t.vec(m + "Wi.gate.bias", (F,))
             L.down_b = t.vec(m + "Wo.bias", (D,))
         layers.append(L)
-    final = ln("model.final_norm")
+    return layers
+
+
+def build(cfg: ModernBertDecoderConfig, t):
+    D, F, H = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
+    E = t.weight("model.embeddings.tok_embeddings.weight", (cfg.vocab_size, D))
+    embed_norm = layer_norm(cfg, t, "model.embeddings.norm")
+    layers = blocks(cfg, t, "model.", window_of(cfg, cfg.types()))
+    final = layer_norm(cfg, t, "model.final_norm")
     dense = HeadDense(t.weight("lm_head.dense.weight", (D, D)),
                       t.vec("lm_head.dense.bias", (D,)) if cfg.classifier_bias else None,
-                      ACT_NAMES[cfg.classifier_activation], ln("lm_head.norm"), "lm_head.dense.weight")
+                      ACT_NAMES[cfg.classifier_activation], layer_norm(cfg, t, "lm_head.norm"),
+                      "lm_head.dense.weight")
     head = E if cfg.tie_word_embeddings else t.weight("decoder.weight", (cfg.vocab_size, D))
     head_b = t.vec("decoder.bias", (cfg.vocab_size,)) if cfg.decoder_bias else None
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D, intermediate_size=F, num_attention_heads=H,
-                num_key_value_heads=H, head_dim=hd, context_length=full.context_length, act=cfg.act)
+                num_key_value_heads=H, head_dim=D // H, context_length=cfg.max_position_embeddings, act=cfg.act)
     return Decoder(arch, E, layers, final, head, lm_head_b=head_b, embed_norm=embed_norm, head_dense=dense)
 
 
