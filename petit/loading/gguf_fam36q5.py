@@ -1,0 +1,56 @@
+"""llama.cpp's hy_v3 files (issue 36, the fam36q group), read as the hy_v3 family (Hy3, petit/models/hy_v3.py).
+
+What its converter (conversion/hunyuan.py HYV3Model) writes and its graph (src/models/hy-v3.cpp) computes, the family's
+block: per-head q / k RMSNorms before RoPE on halves (q / k not permuted), a dense SwiGLU MLP in the layers without
+a router (`ffn_gate_inp`) and, in the others, the top `expert_used_count` of `expert_count` experts chosen on
+sigmoid(router x) + `exp_probs_b`, weighed by their sigmoids renormalised (`expert_weights_norm`) times
+`expert_weights_scale` (router_scaling_factor), plus an ungated shared expert of `expert_shared_feed_forward_length`
+(num_shared_experts x moe_intermediate_size). llama.cpp loads no bias: the file has none (attention_bias and
+mlp_bias false). A router other than the sigmoid or without the renormalisation is refused (the family has neither);
+the multi-token-prediction block the converter may append (`nextn_predict_layers`) is not run, as in llama.cpp's
+decoder and transformers."""
+import numpy as np
+
+from petit.loading.gguf_moe import _number
+from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, _sigmoid_only
+from petit.loading.gguf_names import QWEN_EXPERTS, GGUFArch
+
+HY_V3 = "hy_v3"
+BIAS = "mlp.e_score_correction_bias"
+
+
+def _hy_v3(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, HY_V3)
+
+    _sigmoid_only(meta, key, HY_V3, HY_V3)
+    if not meta.get(key("expert_weights_norm"), False):
+        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: the hy_v3 family always "
+                         f"renormalises the chosen experts' weights")
+    if cfg.pop("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's hy_v3 rotates "
+                         f"whole heads")
+    n = cfg["num_hidden_layers"] - get("nextn_predict_layers", 0)
+    moe_ff = get("expert_feed_forward_length")
+    shared_ff = get("expert_shared_feed_forward_length", moe_ff)
+    if shared_ff % moe_ff:
+        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared_ff}) is not a multiple "
+                         f"of {key('expert_feed_forward_length')!r} ({moe_ff}): the hy_v3 family's shared expert "
+                         f"is num_shared_experts x moe_intermediate_size wide")
+    cfg.update(num_hidden_layers=n, moe_intermediate_size=moe_ff, num_shared_experts=shared_ff // moe_ff,
+               router_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0,
+               mlp_layer_types=["sparse" if has(f"blk.{i}.ffn_gate_inp.weight") else "dense" for i in range(n)],
+               attention_bias=False, mlp_bias=False)
+
+
+def _zero_bias(meta, cfg, has) -> dict:
+    """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's hy_v3 loads it when
+    present and otherwise chooses on the sigmoids alone)."""
+    return {f"model.layers.{i}.{BIAS}": np.zeros(cfg["num_experts"], np.float32)
+            for i, kind in enumerate(cfg["mlp_layer_types"]) if kind == "sparse" and not has(f"blk.{i}.exp_probs_b")}
+
+
+FAM36Q5_ARCHS = {
+    HY_V3: GGUFArch(HY_V3, EXAONE_MOE_LAYER, whole_names={"exp_probs_b": BIAS}, experts=QWEN_EXPERTS, extra=_hy_v3,
+                    meta_tensors=_zero_bias),
+}
