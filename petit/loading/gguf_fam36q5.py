@@ -1,19 +1,25 @@
-"""llama.cpp's hy_v3 files (issue 36, the fam36q group), read as the hy_v3 family (Hy3, petit/models/hy_v3.py).
+"""llama.cpp files of issue 36's fam36q group, each read as the Petit family whose blocks it holds:
 
-What its converter (conversion/hunyuan.py HYV3Model) writes and its graph (src/models/hy-v3.cpp) computes, the family's
-block: per-head q / k RMSNorms before RoPE on halves (q / k not permuted), a dense SwiGLU MLP in the layers without
-a router (`ffn_gate_inp`) and, in the others, the top `expert_used_count` of `expert_count` experts chosen on
-sigmoid(router x) + `exp_probs_b`, weighed by their sigmoids renormalised (`expert_weights_norm`) times
-`expert_weights_scale` (router_scaling_factor), plus an ungated shared expert of `expert_shared_feed_forward_length`
-(num_shared_experts x moe_intermediate_size). llama.cpp loads no bias: the file has none (attention_bias and
-mlp_bias false). A router other than the sigmoid or without the renormalisation is refused (the family has neither);
-the multi-token-prediction block the converter may append (`nextn_predict_layers`) is not run, as in llama.cpp's
-decoder and transformers."""
+- codeshell (CodeShell, remote code): StarCoder2's block (src/models/codeshell.cpp: LayerNorms with biases, RoPE on
+  halves, a tanh-GELU MLP with biases) under one fused `attn_qkv` with its bias, split by rows into q / k / v;
+  read as the starcoder2 family (llama.cpp runs no sliding window).
+- baichuan (Baichuan, remote code): Llama's block (W_pack split into q / k / v, permuted for adjacent-pair RoPE by
+  the converter, as llama's); llama.cpp rotates q / k only in a 32-layer file (Baichuan-7B), runs ALiBi at 40 (13B)
+  and no position at all at any other count (src/models/baichuan.cpp), so only 32 layers are read, as llama.
+- hy_v3 (Hy3, petit/models/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its graph
+  (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
+  permuted), a dense SwiGLU MLP in the layers without a router (`ffn_gate_inp`) and, in the others, the top
+  `expert_used_count` of `expert_count` experts chosen on sigmoid(router x) + `exp_probs_b`, weighed by their
+  sigmoids renormalised (`expert_weights_norm`) times `expert_weights_scale` (router_scaling_factor), plus an
+  ungated shared expert of `expert_shared_feed_forward_length` (num_shared_experts x moe_intermediate_size).
+  llama.cpp loads no bias: the file has none (attention_bias and mlp_bias false). A router other than the sigmoid or
+  without the renormalisation is refused (the family has neither); the multi-token-prediction block the converter
+  may append (`nextn_predict_layers`) is not run, as in llama.cpp's decoder and transformers."""
 import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, _sigmoid_only
-from petit.loading.gguf_names import QWEN_EXPERTS, GGUFArch
+from petit.loading.gguf_names import LLAMA_LAYER, QKV, QWEN_EXPERTS, STARCODER2_LAYER, GGUFArch
 
 HY_V3 = "hy_v3"
 BIAS = "mlp.e_score_correction_bias"
@@ -43,6 +49,25 @@ def _hy_v3(meta, key, cfg, has):
                attention_bias=False, mlp_bias=False)
 
 
+def _codeshell(meta, key, cfg, has):
+    from petit.loading.gguf_archs import _starcoder2      # gguf_archs imports this module: read at call time
+    _starcoder2(meta, key, cfg, has)
+    cfg["use_bias"] = has("blk.0.attn_qkv.bias")
+
+
+BAICHUAN_ROPE_LAYERS = 32         # llama.cpp's baichuan: RoPE at this layer count only
+
+
+def _baichuan(meta, key, cfg, has):
+    n = cfg["num_hidden_layers"]
+    if n != BAICHUAN_ROPE_LAYERS:
+        how = "ALiBi (Baichuan-13B's)" if n == 40 else "no position encoding at all"
+        raise ValueError(f"metadata {key('block_count')!r} is {n}: llama.cpp's baichuan then runs {how}, which "
+                         f"the llama family does not; it rotates q / k (Baichuan-7B, read as llama) at "
+                         f"{BAICHUAN_ROPE_LAYERS} layers only")
+    cfg.update(attention_bias=False, mlp_bias=False)
+
+
 def _zero_bias(meta, cfg, has) -> dict:
     """A zero selection bias for each expert layer whose file has no `exp_probs_b` (llama.cpp's hy_v3 loads it when
     present and otherwise chooses on the sigmoids alone)."""
@@ -51,6 +76,8 @@ def _zero_bias(meta, cfg, has) -> dict:
 
 
 FAM36Q5_ARCHS = {
+    "codeshell": GGUFArch("starcoder2", STARCODER2_LAYER, splits={"attn_qkv": QKV}, extra=_codeshell),
+    "baichuan": GGUFArch("llama", LLAMA_LAYER, rope_pairs=True, extra=_baichuan),
     HY_V3: GGUFArch(HY_V3, EXAONE_MOE_LAYER, whole_names={"exp_probs_b": BIAS}, experts=QWEN_EXPERTS, extra=_hy_v3,
                     meta_tensors=_zero_bias),
 }
