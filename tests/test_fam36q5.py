@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import petit
-from models import load_strict as _load, range_err
+from models import assert_as_close_as_llama_cpps_own_run, load_strict as _load, range_err
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_fam36q"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
@@ -48,12 +48,9 @@ def test_gguf_cases_are_llama_cpps_architectures():
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     """q8_0 as stored, against llama.cpp's exact run (its f32 compute on the same weights): hy_v3 measured 0.0235 of
     the range (llama.cpp's own q8_0 run 0.0214), codeshell 0.0065 (0.0063), baichuan 0.038 (0.042)."""
-    ref = np.load(GGUF / case / "q8_0.npz")
     model = _gguf(case)
     assert model.weight_type == "q8_0"
-    err, theirs = _scaled(model.logits(ref["input_ids"]), ref["exact_logits"]), _scaled(ref["logits"],
-                                                                                         ref["exact_logits"])
-    assert err <= 1.5 * theirs + (1e-3 if case in GELU_TABLE else 0.0), (err, theirs)
+    assert_as_close_as_llama_cpps_own_run(model, np.load(GGUF / case / "q8_0.npz"), case in GELU_TABLE)
 
 
 @pytest.mark.parametrize("case", sorted(SOURCE))
@@ -108,9 +105,9 @@ def _meta(**changes):
     return {f"hy_v3.{k}": v for k, v in meta.items() if v is not None}
 
 
-def _hy(meta, has=lambda n: n.startswith("blk.1.")):
+def _hy(meta, has=lambda n: n.startswith("blk.1."), **cfg):
     from petit.loading.gguf_fam36q5 import _hy_v3
-    cfg = {"num_hidden_layers": 3}
+    cfg = dict(cfg, num_hidden_layers=3)
     _hy_v3(meta, lambda k: f"hy_v3.{k}", cfg, has)
     return cfg
 
@@ -125,13 +122,15 @@ def test_gguf_hy_v3_config_from_the_metadata():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(expert_gating_func=1), "'hy_v3.expert_gating_func' is 1: Petit's hy_v3 family routes on the sigmoid"),
-    (dict(expert_weights_norm=False), "'hy_v3.expert_weights_norm' is absent or false: the hy_v3 family always"),
+    (dict(expert_weights_norm=False), "'hy_v3.expert_weights_norm' is absent or false: llama.cpp then does not "
+                                      "renormalise the chosen experts' weights, which the hy_v3 family always does"),
+    (dict(), "'hy_v3.rope.dimension_count' is not the head size: llama.cpp's hy_v3 rotates whole heads"),
     (dict(expert_shared_feed_forward_length=48), "\\(48\\) is not a multiple of 'hy_v3.expert_feed_forward_length'"),
     (dict(expert_feed_forward_length=None), "'hy_v3.expert_feed_forward_length' is missing: llama.cpp's hy_v3"),
 ])
 def test_gguf_hy_v3_refuses_what_the_family_does_not_run(changes, message):
     with pytest.raises(ValueError, match=message):
-        _hy(_meta(**changes))
+        _hy(_meta(**changes), **({} if changes else {"partial_rotary_factor": 0.5}))
 
 
 def test_gguf_hy_v3_without_a_selection_bias_chooses_on_the_sigmoids():

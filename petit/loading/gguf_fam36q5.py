@@ -18,7 +18,7 @@
 import numpy as np
 
 from petit.loading.gguf_moe import _number
-from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, _sigmoid_only
+from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, shared_experts, sigmoid_renormalised_whole_heads
 from petit.loading.gguf_names import LLAMA_LAYER, QKV, QWEN_EXPERTS, STARCODER2_LAYER, GGUFArch
 
 HY_V3 = "hy_v3"
@@ -29,21 +29,10 @@ def _hy_v3(meta, key, cfg, has):
     def get(k, default=None, kind=int):
         return _number(meta, key, k, default, kind, HY_V3)
 
-    _sigmoid_only(meta, key, HY_V3, HY_V3)
-    if not meta.get(key("expert_weights_norm"), False):
-        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: the hy_v3 family always "
-                         f"renormalises the chosen experts' weights")
-    if cfg.pop("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's hy_v3 rotates "
-                         f"whole heads")
+    sigmoid_renormalised_whole_heads(meta, key, cfg, HY_V3, HY_V3)
     n = cfg["num_hidden_layers"] - get("nextn_predict_layers", 0)
-    moe_ff = get("expert_feed_forward_length")
-    shared_ff = get("expert_shared_feed_forward_length", moe_ff)
-    if shared_ff % moe_ff:
-        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared_ff}) is not a multiple "
-                         f"of {key('expert_feed_forward_length')!r} ({moe_ff}): the hy_v3 family's shared expert "
-                         f"is num_shared_experts x moe_intermediate_size wide")
-    cfg.update(num_hidden_layers=n, moe_intermediate_size=moe_ff, num_shared_experts=shared_ff // moe_ff,
+    moe_ff, n_shared = shared_experts(meta, key, HY_V3, HY_V3)
+    cfg.update(num_hidden_layers=n, moe_intermediate_size=moe_ff, num_shared_experts=n_shared,
                router_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0,
                mlp_layer_types=["sparse" if has(f"blk.{i}.ffn_gate_inp.weight") else "dense" for i in range(n)],
                attention_bias=False, mlp_bias=False)
