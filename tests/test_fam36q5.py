@@ -27,6 +27,7 @@ GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
 GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
 HY_FILE = GGUF / "hy_v3_gguf" / "q8_0.gguf"
 HY_FOLDER = Path(__file__).parent / "fixtures" / "hf5_fam36h" / "hy_v3_gguf"
+HY4_FOLDER = Path(__file__).parent / "fixtures" / "hf5_fam36m" / "hy_v4"
 HF5 = Path(__file__).parent / "fixtures" / "hf5_fam36q"
 SOURCE = {"codeshell": HF5 / "starcoder2_codeshell", "baichuan": HF5 / "llama_baichuan"}
 # llama.cpp's GELU reads a table of f16 values (test_wrap5.GELU_TABLE): within 1e-3 of the range there
@@ -39,15 +40,16 @@ def _gguf(case, weights=None):
 
 
 def test_gguf_cases_are_llama_cpps_architectures():
-    assert GGUF_READ == ["baichuan", "codeshell", "hy_v3_gguf"]
+    assert GGUF_READ == ["baichuan", "codeshell", "hy_v3_gguf", "hy_v4"]
     assert {c: GGUF_MANIFEST[c]["architecture"] for c in GGUF_READ} == {
-        "baichuan": "baichuan", "codeshell": "codeshell", "hy_v3_gguf": "hy_v3"}
+        "baichuan": "baichuan", "codeshell": "codeshell", "hy_v3_gguf": "hy_v3", "hy_v4": "hy_v4"}
 
 
 @pytest.mark.parametrize("case", GGUF_READ)
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     """q8_0 as stored, against llama.cpp's exact run (its f32 compute on the same weights): hy_v3 measured 0.0235 of
-    the range (llama.cpp's own q8_0 run 0.0214), codeshell 0.0065 (0.0063), baichuan 0.038 (0.042)."""
+    the range (llama.cpp's own q8_0 run 0.0214), codeshell 0.0065 (0.0063), baichuan 0.038 (0.042), hy_v4 0.227
+    (0.227: routing and the indexer's choice flip under q8_0 in both)."""
     model = _gguf(case)
     assert model.weight_type == "q8_0"
     assert_as_close_as_llama_cpps_own_run(model, np.load(GGUF / case / "q8_0.npz"), case in GELU_TABLE)
@@ -96,6 +98,24 @@ def test_gguf_hy_v3_is_the_folders_model():
             np.testing.assert_array_equal(np.asarray(a.moe.sel_bias.a), np.asarray(b.moe.sel_bias.a))
             assert a.moe.scoring == b.moe.scoring == "sigmoid"
             assert np.float32(a.moe.routed_scale) == np.float32(b.moe.routed_scale)
+
+
+def test_gguf_hy_v4_is_the_folders_model():
+    """The hyper-connections, clamp, router and indexer from the file's metadata: the folder's config (the logits,
+    llama.cpp's within 4.8e-7 of the range, hold the tensors: test_gguf5_exact.py)."""
+    model, folder = _gguf("hy_v4", weights="f32"), _load(HY4_FOLDER)
+    for k in ("hc_mult", "hc_magnitude", "hc_eps", "swiglu_limit", "indexer_types", "index_topk", "index_n_heads",
+              "index_head_dim", "routed_scaling_factor", "n_routed_experts", "kv_lora_rank", "q_lora_rank",
+              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "first_k_dense_replace", "scoring_func"):
+        want = getattr(folder.config, k)
+        got = getattr(model.config, k)
+        assert (np.float32(got) == np.float32(want)) if isinstance(want, float) else got == want, (k, got, want)
+
+
+def test_gguf_hy_v4_refuses_a_clamp_per_layer():
+    from petit.loading.gguf_fam36q5 import _hy_v4
+    with pytest.raises(ValueError, match="'hy_v4.swiglu_clamp_exp' is \\[1.0, 2.0\\]: the hy_v4 family clamps every"):
+        _hy_v4({"hy_v4.swiglu_clamp_exp": [1.0, 2.0]}, lambda k: f"hy_v4.{k}", {}, lambda n: False)
 
 
 def _meta(**changes):
@@ -165,7 +185,7 @@ def test_petit_verify_passes_on_the_gguf_file(capsys, case, weights):
 
 @pytest.mark.parametrize("arch", ["arctic", "bailingmoe", "bailingmoe3", "chameleon", "cogvlm", "deci", "deepseek",
                                   "deepseek2-ocr", "dots3note", "glm5-next", "gptj", "graniteswitch", "grok",
-                                  "grovemoe", "hunyuan_vl", "hy_v4"])
+                                  "grovemoe", "hunyuan_vl"])
 def test_the_groups_other_architectures_are_refused_with_their_reason(arch):
     from petit.loading.gguf_archs import ARCHS, unsupported
     from petit.models.refusals import NOT_YET

@@ -6,6 +6,13 @@
 - baichuan (Baichuan, remote code): Llama's block (W_pack split into q / k / v, permuted for adjacent-pair RoPE by
   the converter, as llama's); llama.cpp rotates q / k only in a 32-layer file (Baichuan-7B), runs ALiBi at 40 (13B)
   and no position at all at any other count (src/models/baichuan.cpp), so only 32 layers are read, as llama.
+- hy_v4 (HY-V4, petit/models/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
+  indexer, DeepSeek-V3's router) with the hyper-connections (`hc_attn_*`, `hc_ffn_*`, `output_hc_*`; counts and
+  magnitude as `hyper_connection.*`), a sink logit a head (`attn_sinks`), the heads' output gate (`attn_gate`), the
+  experts' SwiGLU clamp (`swiglu_clamp_exp`, one value for every layer; the shared expert unclamped, as llama.cpp)
+  and `attention.indexer.types`; the indexer's rows as stored rotate their last values (llama.cpp's hy_v4 ropes
+  them there), put first per head when read as the family does its checkpoint's. The layer norms' eps is the
+  indexer's too (as both llama.cpp and transformers).
 - hy_v3 (Hy3, petit/models/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its graph
   (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
   permuted), a dense SwiGLU MLP in the layers without a router (`ffn_gate_inp`) and, in the others, the top
@@ -17,9 +24,12 @@
   may append (`nextn_predict_layers`) is not run, as in llama.cpp's decoder and transformers."""
 import numpy as np
 
+from petit.loading.gguf_mla5 import _deepseek32, _dsa_arch, indexer_types
 from petit.loading.gguf_moe import _number
+from petit.loading.gguf_ssm import Fix
 from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, shared_experts, sigmoid_renormalised_whole_heads
 from petit.loading.gguf_names import LLAMA_LAYER, QKV, QWEN_EXPERTS, STARCODER2_LAYER, GGUFArch
+from petit.models.hy_v4 import rope_first
 
 HY_V3 = "hy_v3"
 BIAS = "mlp.e_score_correction_bias"
@@ -64,7 +74,54 @@ def _zero_bias(meta, cfg, has) -> dict:
             for i, kind in enumerate(cfg["mlp_layer_types"]) if kind == "sparse" and not has(f"blk.{i}.exp_probs_b")}
 
 
+HY_V4 = "hy_v4"
+HC = {"hc_attn_": "attn_hc.", "hc_ffn_": "ffn_hc."}
+
+
+def _hy_v4(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, HY_V4)
+
+    limits = np.asarray(meta.get(key("swiglu_clamp_exp"), [0.0]), np.float32).reshape(-1)
+    if not (limits == limits[0]).all() or limits[0] <= 0:
+        raise ValueError(f"metadata {key('swiglu_clamp_exp')!r} is {limits.tolist()[:8]}: the hy_v4 family clamps "
+                         f"every layer's experts at one positive limit")
+    _deepseek32(meta, key, cfg, has)
+    cfg.update(model_type=HY_V4, hc_mult=get("hyper_connection.count"), hc_eps=get("hyper_connection.epsilon",
+                                                                                   kind=float),
+               hc_magnitude=get("hyper_connection.magnitude", kind=float), swiglu_limit=float(limits[0]),
+               indexer_types=indexer_types(meta, key, cfg["num_hidden_layers"], HY_V4))
+
+
+def _hc_names(tensors, cfg) -> dict:
+    """{GGUF name: HF name} of the hyper-connections' tensors (the family reads them without `.weight`)."""
+    out = {f"output_hc_{w}.weight": f"model.hc_head.hc_{w}" for w in ("fn", "base", "scale")}
+    for i in range(cfg["num_hidden_layers"]):
+        out.update({f"blk.{i}.{g}{w}.weight": f"model.layers.{i}.{h}{w}" for g, h in HC.items()
+                    for w in ("fn", "base", "scale")})
+    return {k: v for k, v in out.items() if k in tensors}
+
+
+def _indexer_rope_first(cfg) -> dict:
+    """Each indexer head's rows (and the key norm's values) with the rotated last ones first, as the family reads."""
+    perm = rope_first(cfg["index_head_dim"], cfg["qk_rope_head_dim"])
+
+    def fix(heads):
+        return Fix(values=lambda w: np.ascontiguousarray(w.reshape(heads, len(perm), -1)[:, perm].reshape(w.shape)),
+                   shift=False)
+
+    return {"indexer.attn_q_b.weight": fix(cfg["index_n_heads"]), "indexer.attn_k.weight": fix(1),
+            "indexer.k_norm.weight": fix(1), "indexer.k_norm.bias": fix(1)}
+
+
+_DSA = _dsa_arch(HY_V4, _hy_v4)
+
 FAM36Q5_ARCHS = {
+    HY_V4: GGUFArch(HY_V4, dict(_DSA.layer_names, attn_gate="self_attn.gate_proj"),
+                    whole_names=dict(_DSA.whole_names, **{"attn_sinks.weight": "self_attn.sinks"}),
+                    experts=_DSA.experts, expert_key=_DSA.expert_key, joins=_DSA.joins, extra=_hy_v4,
+                    own_head_sizes=True, meta_tensors=_DSA.meta_tensors, config_names=_hc_names,
+                    cfg_fixes=_indexer_rope_first),
     "codeshell": GGUFArch("starcoder2", STARCODER2_LAYER, splits={"attn_qkv": QKV}, extra=_codeshell),
     "baichuan": GGUFArch("llama", LLAMA_LAYER, rope_pairs=True, extra=_baichuan),
     HY_V3: GGUFArch(HY_V3, EXAONE_MOE_LAYER, whole_names={"exp_probs_b": BIAS}, experts=QWEN_EXPERTS, extra=_hy_v3,

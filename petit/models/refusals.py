@@ -84,11 +84,6 @@ NOT_YET.update({
     "gguf:gptj": ("GPT-J runs from its Hugging Face folder (model_type gptj), not from a GGUF file: llama.cpp 0.3.36 "
                   "keeps the name but builds no graph for it (no hyperparameter or tensor loader: its files do not "
                   "load) and its converter has no GPTJForCausalLM class, so there is no llama.cpp file to read"),
-    "gguf:hy_v4": ("HY-V4 runs from its Hugging Face folder (model_type hy_v4), not yet from a GGUF file: " +
-                   _NO_FILE.format(what="the hyper-connections as `model.hc_head.*` and "
-                                        "`layers.N.hc_attn_layer.hc_pre.*` where transformers 5.25 saves "
-                                        "`model.hc_pre.hc_head.*` and `layers.N.hc_pre.hc_attn_layer.*` (a "
-                                        "transformers-made folder stops at 'Can not map tensor')")),
     "gguf:dots3note": ("Dots 3 Note runs from its Hugging Face folder (model_type dots3_note / dots3_note_text), not "
                        "yet from a GGUF file: " +
                        _NO_FILE.format(what="its config's `swa_qk_nope_head_dim` / `swa_head_dim`, `scoring_func` "
