@@ -40,16 +40,17 @@ def _gguf(case, weights=None):
 
 
 def test_gguf_cases_are_llama_cpps_architectures():
-    assert GGUF_READ == ["baichuan", "codeshell", "hy_v3_gguf", "hy_v4"]
+    assert GGUF_READ == ["baichuan", "bailing_hybrid", "codeshell", "hy_v3_gguf", "hy_v4"]
     assert {c: GGUF_MANIFEST[c]["architecture"] for c in GGUF_READ} == {
-        "baichuan": "baichuan", "codeshell": "codeshell", "hy_v3_gguf": "hy_v3", "hy_v4": "hy_v4"}
+        "baichuan": "baichuan", "bailing_hybrid": "bailingmoe3", "codeshell": "codeshell", "hy_v3_gguf": "hy_v3",
+        "hy_v4": "hy_v4"}
 
 
 @pytest.mark.parametrize("case", GGUF_READ)
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     """q8_0 as stored, against llama.cpp's exact run (its f32 compute on the same weights): hy_v3 measured 0.0235 of
     the range (llama.cpp's own q8_0 run 0.0214), codeshell 0.0065 (0.0063), baichuan 0.038 (0.042), hy_v4 0.227
-    (0.227: routing and the indexer's choice flip under q8_0 in both)."""
+    (0.227: routing and the indexer's choice flip under q8_0 in both), bailing_hybrid 0.367 (0.359: routing)."""
     model = _gguf(case)
     assert model.weight_type == "q8_0"
     assert_as_close_as_llama_cpps_own_run(model, np.load(GGUF / case / "q8_0.npz"), case in GELU_TABLE)
@@ -110,6 +111,24 @@ def test_gguf_hy_v4_is_the_folders_model():
         want = getattr(folder.config, k)
         got = getattr(model.config, k)
         assert (np.float32(got) == np.float32(want)) if isinstance(want, float) else got == want, (k, got, want)
+
+
+def test_gguf_bailingmoe3_is_the_folders_ling3():
+    """Ling 3 as llama.cpp writes it: the layer kinds from the key / value head counts, KDA's full-rank gates, the
+    bounded forget gate, the grouped router and each layer's clamps, the folder's config."""
+    model, folder = _gguf("bailing_hybrid", weights="f32"), _load(HF5.parent / "hf5_fam36m" / "bailing_hybrid")
+    for k in ("layer_types", "mlp_layer_types", "num_expert_group", "topk_group", "num_experts", "num_shared_experts",
+              "moe_intermediate_size", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+              "kda_safe_gate", "kda_lower_bound", "head_dim", "short_conv_kernel_size", "moe_renormalize"):
+        assert getattr(model.config, k) == getattr(folder.config, k), k
+    for k in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list", "routed_scaling_factor"):
+        np.testing.assert_array_equal(np.float32(getattr(model.config, k)), np.float32(getattr(folder.config, k)))
+
+
+def test_gguf_bailingmoe3_refuses_the_unbounded_forget_gate():
+    from petit.loading.gguf_fam36q5 import _bailingmoe3
+    with pytest.raises(ValueError, match="'bailingmoe3.kda.safe_gate' is absent or false: llama.cpp's bailingmoe3"):
+        _bailingmoe3({}, lambda k: f"bailingmoe3.{k}", {"num_hidden_layers": 2}, lambda n: False)
 
 
 def test_gguf_hy_v4_refuses_a_clamp_per_layer():
@@ -183,7 +202,7 @@ def test_petit_verify_passes_on_the_gguf_file(capsys, case, weights):
     assert main(args) == 0, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("arch", ["arctic", "bailingmoe", "bailingmoe3", "chameleon", "cogvlm", "deci", "deepseek",
+@pytest.mark.parametrize("arch", ["arctic", "bailingmoe", "chameleon", "cogvlm", "deci", "deepseek",
                                   "deepseek2-ocr", "dots3note", "glm5-next", "gptj", "graniteswitch", "grok",
                                   "grovemoe", "hunyuan_vl"])
 def test_the_groups_other_architectures_are_refused_with_their_reason(arch):

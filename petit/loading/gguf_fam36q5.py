@@ -6,6 +6,12 @@
 - baichuan (Baichuan, remote code): Llama's block (W_pack split into q / k / v, permuted for adjacent-pair RoPE by
   the converter, as llama's); llama.cpp rotates q / k only in a 32-layer file (Baichuan-7B), runs ALiBi at 40 (13B)
   and no position at all at any other count (src/models/baichuan.cpp), so only 32 layers are read, as llama.
+- bailingmoe3 (Ling 3, petit/models/bailing_hybrid.py): kimi-linear's file (gguf_kimi5.py: the layer kinds by
+  `attention.head_count_kv`, KDA's tensors, the absorbed latent attention) with KDA's gates full rank (`ssm_g_a`,
+  `ssm_f_a` alone), A stored as exp(A_log) (Kimi's: -exp), the bounded forget gate (`kda.safe_gate`, required;
+  `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the router's
+  groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
+  `swiglu_clamp_shexp`, 0: none).
 - hy_v4 (HY-V4, petit/models/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
   indexer, DeepSeek-V3's router) with the hyper-connections (`hc_attn_*`, `hc_ffn_*`, `output_hc_*`; counts and
   magnitude as `hyper_connection.*`), a sink logit a head (`attn_sinks`), the heads' output gate (`attn_gate`), the
@@ -24,6 +30,7 @@
   may append (`nextn_predict_layers`) is not run, as in llama.cpp's decoder and transformers."""
 import numpy as np
 
+from petit.loading.gguf_kimi5 import KIMI_LAYER, KIMI_WHOLE, _kda_derived, _kimi, _mla_joins
 from petit.loading.gguf_mla5 import _deepseek32, _dsa_arch, indexer_types
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_ssm import Fix
@@ -74,6 +81,39 @@ def _zero_bias(meta, cfg, has) -> dict:
             for i, kind in enumerate(cfg["mlp_layer_types"]) if kind == "sparse" and not has(f"blk.{i}.exp_probs_b")}
 
 
+LING3 = "bailingmoe3"
+
+
+def _bailingmoe3(meta, key, cfg, has):
+    def get(k, default=None, kind=int):
+        return _number(meta, key, k, default, kind, LING3)
+
+    n = cfg["num_hidden_layers"]
+    limits = {}
+    for k, field in (("swiglu_clamp_exp", "expert_swiglu_limit_list"),
+                     ("swiglu_clamp_shexp", "share_expert_swiglu_limit_list")):
+        v = np.asarray(meta.get(key(k), [0.0] * n), np.float64).reshape(-1)
+        if v.size != n:
+            raise ValueError(f"metadata {key(k)!r} has {v.size} values for {n} layers")
+        limits[field] = [float(np.float32(x)) for x in v]
+    if not meta.get(key("kda.safe_gate"), False):
+        raise ValueError(f"metadata {key('kda.safe_gate')!r} is absent or false: llama.cpp's bailingmoe3 converter "
+                         f"writes only the bounded (safe) forget gate")
+    _kimi(meta, key, cfg, has)
+    groups = cfg["num_expert_group"]
+    cfg.update(model_type="bailing_hybrid", head_dim=cfg["linear_head_dim"],
+               short_conv_kernel_size=cfg["linear_conv_kernel_dim"], kda_safe_gate=True,
+               kda_lower_bound=get("kda.gate_lower_bound", kind=float), moe_renormalize=bool(meta.get(
+                   key("expert_weights_norm"), False)),
+               topk_group=get("expert_group_used_count", 1) if groups > 1 else 1, **limits)
+
+
+LING3_LAYER = dict(KIMI_LAYER, attn_output="self_attn.o_proj", attn_gate="self_attn.g_proj",
+                   ffn_gate_inp="mlp.gate", ffn_gate_shexp="mlp.shared_experts.gate_proj",
+                   ffn_up_shexp="mlp.shared_experts.up_proj", ffn_down_shexp="mlp.shared_experts.down_proj")
+# A stored as exp(A_log) [heads, 1] (the converter's; Kimi's is -exp): A_log in the family's shape
+LING3_FIXES = {"ssm_a": Fix(shape=lambda s: (1, 1, int(np.prod(s)), 1), values=np.log, shift=False)}
+
 HY_V4 = "hy_v4"
 HC = {"hc_attn_": "attn_hc.", "hc_ffn_": "ffn_hc."}
 
@@ -117,6 +157,11 @@ def _indexer_rope_first(cfg) -> dict:
 _DSA = _dsa_arch(HY_V4, _hy_v4)
 
 FAM36Q5_ARCHS = {
+    LING3: GGUFArch("bailing_hybrid", LING3_LAYER,
+                    whole_names=dict(KIMI_WHOLE, **{"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}),
+                    experts=dict(QWEN_EXPERTS, attn_k_b="self_attn.k_absorb.{}", attn_v_b="self_attn.v_absorb.{}"),
+                    fixes=LING3_FIXES, joins=_mla_joins, derived=_kda_derived, extra=_bailingmoe3,
+                    own_head_sizes=True, layer_arrays=("attention.head_count_kv",)),
     HY_V4: GGUFArch(HY_V4, dict(_DSA.layer_names, attn_gate="self_attn.gate_proj"),
                     whole_names=dict(_DSA.whole_names, **{"attn_sinks.weight": "self_attn.sinks"}),
                     experts=_DSA.experts, expert_key=_DSA.expert_key, joins=_DSA.joins, extra=_hy_v4,

@@ -89,11 +89,6 @@ NOT_YET.update({
                        _NO_FILE.format(what="its config's `swa_qk_nope_head_dim` / `swa_head_dim`, `scoring_func` "
                                             "sigmoid and ungrouped routing, where transformers 5.25's config holds "
                                             "the sliding layers' sizes in `per_layer_config` and no scoring_func")),
-    "gguf:bailingmoe3": ("Ling 3.0 as its remote code writes it (BailingMoeV3ForCausalLM): Petit runs the model as "
-                         "transformers' bailing_hybrid (BailingHybridForCausalLM), not yet from a GGUF file: " +
-                         _NO_FILE.format(what="the remote class with `layer_group_size`, `no_kda_lora` and "
-                                              "`gated_attention_proj_granularity_type`, which transformers 5.25's "
-                                              "bailing_hybrid config does not carry")),
     "gguf:deepseek": ("DeepSeek-MoE (remote code DeepseekForCausalLM, no transformers class): Llama's attention with "
                       "softmax-routed experts whose top-k weights are not renormalised plus ungated shared experts "
                       "after `leading_dense_block_count` dense layers; Petit's deepseek_v2 / deepseek_v3 families "
