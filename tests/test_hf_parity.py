@@ -65,6 +65,10 @@ WORST_BOUND[("phi4_multimodal", "q8_0")] = 0.10
 # (the exponential input gate) and a per-head LayerNorm of the memory's read-out; q8_0 keeps the shared bounds (0.039,
 # argmax 0.97)
 AGREEMENT_FLOOR[("xlstm", "q4_0")] = 0.25
+# issue 36, the fam36q group: llama_baichuan (the source of the baichuan GGUF file: 32 layers, as llama.cpp's baichuan
+# rotates at 32 only) at q8_0 0.092 at one position of 35 (the next 0.050, argmax 0.91): 32 layers of 32-wide rows,
+# one q8_0 block a row, in series; q4_0 keeps the shared bounds
+WORST_BOUND[("llama_baichuan", "q8_0")] = 0.10
 
 
 def _ref(case):

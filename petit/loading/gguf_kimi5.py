@@ -45,6 +45,7 @@ KIMI_EXPERTS = {"ffn_gate_exps": MLP + "experts.{}.w1", "ffn_up_exps": MLP + "ex
 KIMI_FIXES = {"ssm_a": Fix(shape=lambda s: (1, 1, int(np.prod(s)), 1), values=_a_log)}
 WIDTH = {"F32": 3, "F16": 2, "BF16": 2}
 KDA_PARTS = ("attn_q", "attn_k", "attn_v", "ssm_g_b", "ssm_g_a", "ssm_beta", "ssm_f_b", "ssm_f_a")
+FULL_RANK_PARTS = ("attn_q", "attn_k", "attn_v", "ssm_g_a", "ssm_beta", "ssm_f_a")
 
 
 def _kimi(meta, key, cfg, has):
@@ -89,7 +90,8 @@ def _mla_joins(tensors, cfg) -> dict:
 
 
 def _kda_derived(tensors, cfg) -> dict:
-    """Each KDA layer's in_proj (q | k | v | g_b g_a | b | f_b f_a, the low-rank gates multiplied out in float64)
+    """Each KDA layer's in_proj (q | k | v | g_b g_a | b | f_b f_a, the low-rank gates multiplied out in float64;
+    q | k | v | g | b | f where the gates are full rank, Ling 3's)
     and conv1d (q | k | v, [3 x channels, 1, kernel])."""
     D, K = cfg["hidden_size"], cfg["linear_conv_kernel_dim"]
     H, w = cfg["linear_num_heads"], cfg["linear_num_heads"] * cfg["linear_head_dim"]
@@ -102,11 +104,14 @@ def _kda_derived(tensors, cfg) -> dict:
         if kind != "linear_attention":
             continue
         a, b = f"model.layers.{i}.self_attn.", f"blk.{i}."
-        names = [f"{b}{p}.weight" for p in KDA_PARTS]
+        low_rank = f"{b}ssm_g_b.weight" in tensors        # Kimi's; Ling 3's gates are full rank (bailingmoe3)
+        names = [f"{b}{p}.weight" for p in (KDA_PARTS if low_rank else FULL_RANK_PARTS)]
         if not all(g in tensors for g in names):
             continue                            # the load names the missing tensor
 
         def in_proj(rows, g=tuple(names)):
+            if len(g) == len(FULL_RANK_PARTS):
+                return np.concatenate([whole(rows, x) for x in g]).astype(np.float32)
             q, k, v, gb, ga, beta, fb, fa = (whole(rows, x) for x in g)
             return np.concatenate([q, k, v, gb @ ga, beta, fb @ fa]).astype(np.float32)
         # the load stores a derived matrix in its first source's type: the widest of the parts' (in a q8_0 file the

@@ -57,18 +57,22 @@ def _glm_dsa(meta, key, cfg, has):
         meta = dict(meta, **{key("expert_gating_func"): 2})         # glm-dsa's default: the sigmoid
     _deepseek2(meta, key, cfg, has)
     _indexer(meta, key, cfg, "glm-dsa")
-    n = cfg["num_hidden_layers"]
+    if meta.get(key("attention.indexer.types")) is None and cfg.get("max_position_embeddings", 0) >= 1048576:
+        raise ValueError(f"metadata {key('attention.indexer.types')!r} is missing and the training context is "
+                         f"1048576 or more: llama.cpp then takes GLM-5.2's own table of shared layers, which "
+                         f"Petit does not guess")
+    cfg.update(model_type="glm_moe_dsa", indexer_types=indexer_types(meta, key, cfg["num_hidden_layers"], "glm-dsa"))
+
+
+def indexer_types(meta, key, n: int, arch: str) -> list[str]:
+    """`attention.indexer.types` (one bool a layer; absent: every layer runs its indexer) as the family's
+    indexer_types, "full" or "shared" (the previous full layer's choice reused); glm-dsa and hy_v4."""
     types = meta.get(key("attention.indexer.types"))
-    if types is None:
-        if cfg.get("max_position_embeddings", 0) >= 1048576:
-            raise ValueError(f"metadata {key('attention.indexer.types')!r} is missing and the training context is "
-                             f"1048576 or more: llama.cpp then takes GLM-5.2's own table of shared layers, which "
-                             f"Petit does not guess")
-        types = [True] * n
-    types = [bool(x) for x in np.asarray(types).reshape(-1).tolist()]
+    types = [True] * n if types is None else [bool(x) for x in np.asarray(types).reshape(-1).tolist()]
     if len(types) != n:
-        raise ValueError(f"metadata {key('attention.indexer.types')!r} has {len(types)} values for {n} layers")
-    cfg.update(model_type="glm_moe_dsa", indexer_types=["full" if t else "shared" for t in types])
+        raise ValueError(f"metadata {key('attention.indexer.types')!r} has {len(types)} values for {n} layers "
+                         f"(llama.cpp's {arch})")
+    return ["full" if t else "shared" for t in types]
 
 
 _DS2 = MOE_ARCHS["deepseek2"]

@@ -56,6 +56,30 @@ def _sigmoid_only(meta, key, arch: str, family: str) -> None:
                          f"sigmoid (2) only")
 
 
+def sigmoid_renormalised_whole_heads(meta, key, cfg, arch: str, family: str) -> None:
+    """What a family routing on renormalised sigmoids over RoPE on whole heads needs of llama.cpp's file (afmoe,
+    hy_v3): `expert_gating_func` 2, `expert_weights_norm` true, `rope.dimension_count` the head size."""
+    _sigmoid_only(meta, key, arch, family)
+    if not meta.get(key("expert_weights_norm"), False):
+        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: llama.cpp then does not "
+                         f"renormalise the chosen experts' weights, which the {family} family always does")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's {arch} rotates "
+                         f"whole heads")
+
+
+def shared_experts(meta, key, arch: str, family: str) -> tuple[int, int]:
+    """(moe_intermediate_size, num_shared_experts) of a family whose shared expert is num_shared_experts experts
+    wide (exaone_moe, hy_v3): `expert_feed_forward_length` and `expert_shared_feed_forward_length` (absent: one)."""
+    moe_ff = _number(meta, key, "expert_feed_forward_length", None, int, arch)
+    shared_ff = _number(meta, key, "expert_shared_feed_forward_length", moe_ff, int, arch)
+    if shared_ff % moe_ff:
+        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared_ff}) is not a multiple "
+                         f"of {key('expert_feed_forward_length')!r} ({moe_ff}): the {family} family's shared "
+                         f"expert is num_shared_experts x moe_intermediate_size wide")
+    return moe_ff, shared_ff // moe_ff
+
+
 def _lfm2moe(meta, key, cfg, has):
     _lfm2(meta, key, cfg, has)
     cfg.pop("block_auto_adjust_ff_dim", None)           # LFM2's; LFM2-MoE's dense MLP is feed_forward_length wide
@@ -85,17 +109,12 @@ def _exaone_moe(meta, key, cfg, has):
         raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's exaone-moe "
                          f"rotates whole heads")
     _sliding_layers(meta, key, cfg, 4)
-    moe_ff = get("expert_feed_forward_length")
-    shared_ff = get("expert_shared_feed_forward_length", moe_ff)
-    if shared_ff % moe_ff:
-        raise ValueError(f"metadata {key('expert_shared_feed_forward_length')!r} ({shared_ff}) is not a multiple "
-                         f"of {key('expert_feed_forward_length')!r} ({moe_ff}): the exaone_moe family's shared "
-                         f"expert is num_shared_experts x moe_intermediate_size wide")
+    moe_ff, n_shared = shared_experts(meta, key, "exaone-moe", "exaone_moe")
     groups = get("expert_group_count", 0) or 1
     n = n_all - nextn
     cfg.update(model_type="exaone_moe", num_hidden_layers=n, layer_types=cfg["layer_types"][:n],
                sliding_window=get("attention.sliding_window", 128), sliding_window_pattern=4,
-               moe_intermediate_size=moe_ff, num_shared_experts=shared_ff // moe_ff,
+               moe_intermediate_size=moe_ff, num_shared_experts=n_shared,
                first_k_dense_replace=get("leading_dense_block_count", 0), mlp_layer_types=None,
                norm_topk_prob=bool(meta.get(key("expert_weights_norm"), False)),
                routed_scaling_factor=get("expert_weights_scale", 0.0, float) or 1.0,
@@ -142,13 +161,7 @@ def _afmoe(meta, key, cfg, has):
     def get(k, default=None, kind=int):
         return _number(meta, key, k, default, kind, "afmoe")
 
-    _sigmoid_only(meta, key, "afmoe", "afmoe")
-    if not meta.get(key("expert_weights_norm"), False):
-        raise ValueError(f"metadata {key('expert_weights_norm')!r} is absent or false: llama.cpp then does not "
-                         f"renormalise the chosen experts' weights, which the afmoe family always does")
-    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError(f"metadata {key('rope.dimension_count')!r} is not the head size: llama.cpp's afmoe rotates "
-                         f"whole heads")
+    sigmoid_renormalised_whole_heads(meta, key, cfg, "afmoe", "afmoe")
     window = get("attention.sliding_window", 0)
     if window:
         _sliding_layers(meta, key, cfg, 4)

@@ -98,13 +98,18 @@ class HYV4Config(DeepseekV32Config):
         return self.indexer_types[i] == "shared"
 
 
+def rope_first(head: int, rope: int) -> np.ndarray:
+    """The order of an indexer head's values with its rotated last `rope` ones first (as Petit's indexer reads them)."""
+    return np.r_[head - rope:head, 0:head - rope]
+
+
 def hf_tensors(cfg: HYV4Config, ckpt) -> dict:
     """The latent attention's derived matrices, the 3-D experts split, the indexer's rows permuted per head (the
     rotated last qk_rope_head_dim values first); every other renamed tensor under its module name."""
     v = Renamed(ckpt, module_name)
     out = v.entries(dc.hf_tensors(cfg, v))
-    Hi, Di, R, D = cfg.index_n_heads, cfg.index_head_dim, cfg.qk_rope_head_dim, cfg.hidden_size
-    perm = np.r_[Di - R:Di, 0:Di - R]
+    Hi, Di, D = cfg.index_n_heads, cfg.index_head_dim, cfg.hidden_size
+    perm = rope_first(Di, cfg.qk_rope_head_dim)
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
         if p + "mlp.experts.gate_up_proj" in v:

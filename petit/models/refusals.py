@@ -76,3 +76,61 @@ NOT_YET.update({
     "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
                              "cache, which Petit's cache does not hand from one model to another",
 })
+# issue 36, the fam36q group: llama.cpp architectures not read, each with what it computes that Petit does not run
+# (or why no file can be checked); hy_v3 is read (petit/loading/gguf_fam36q5.py)
+_NO_FILE = ("llama.cpp's converter (0.3.36) reads only the released checkpoint's layout, {what}, so there is no "
+            "tiny converted file to check a reading against")
+NOT_YET.update({
+    "gguf:gptj": ("GPT-J runs from its Hugging Face folder (model_type gptj), not from a GGUF file: llama.cpp 0.3.36 "
+                  "keeps the name but builds no graph for it (no hyperparameter or tensor loader: its files do not "
+                  "load) and its converter has no GPTJForCausalLM class, so there is no llama.cpp file to read"),
+    "gguf:dots3note": ("Dots 3 Note runs from its Hugging Face folder (model_type dots3_note / dots3_note_text), not "
+                       "yet from a GGUF file: " +
+                       _NO_FILE.format(what="its config's `swa_qk_nope_head_dim` / `swa_head_dim`, `scoring_func` "
+                                            "sigmoid and ungrouped routing, where transformers 5.25's config holds "
+                                            "the sliding layers' sizes in `per_layer_config` and no scoring_func")),
+    "gguf:deepseek": ("DeepSeek-MoE (remote code DeepseekForCausalLM, no transformers class): Llama's attention with "
+                      "softmax-routed experts whose top-k weights are not renormalised plus ungated shared experts "
+                      "after `leading_dense_block_count` dense layers; Petit's deepseek_v2 / deepseek_v3 families "
+                      "have latent attention only, and no family runs this router beside plain attention"),
+    "gguf:deepseek2-ocr": ("DeepSeek-OCR's language model: DeepSeek-V2's experts behind plain multi-head attention "
+                           "(no latent attention), fed by SAM and CLIP image encoders; Petit's deepseek_v2 family "
+                           "runs latent attention only, and reads no image"),
+    "gguf:chameleon": ("Chameleon (ChameleonForConditionalGeneration, not in transformers' causal-LM registry): "
+                       "LayerNorms with biases on q and k, Swin-style norms after attention and MLP (`swin_norm`), "
+                       "and the logits of the 8192 image tokens (ids 4..8195) set to -FLT_MAX by llama.cpp's graph; "
+                       "no family Petit runs"),
+    "gguf:grok": ("Grok (remote code GrokForCausalLM, no transformers class): attention logits soft-capped at 30 "
+                  "and outputs scaled (`attention.output_scale`), router logits soft-capped, GELU experts (Grok-2: "
+                  "a dense GELU MLP beside them, the two summed times 1/sqrt(2)), norms after attention and MLP, "
+                  "embedding and logit multipliers; no family Petit runs has these"),
+    "gguf:arctic": ("Snowflake Arctic (remote code ArcticForCausalLM, no transformers class): each block adds to its "
+                    "dense residual SwiGLU MLP a softmax-routed MoE computed from the block's input (before "
+                    "attention) under its own norm (`ffn_norm_exps`); no family Petit runs has that parallel "
+                    "residual MoE branch"),
+    "gguf:bailingmoe": ("Ling 1 (remote code BailingMoeForCausalLM, no transformers class): fused q / k / v, "
+                        "softmax-routed experts (renormalised with `expert_weights_norm`) plus ungated shared "
+                        "experts; Petit's Ling families (sarvam_moe for bailingmoe2, bailing_hybrid) route on the "
+                        "sigmoid"),
+    "gguf:grovemoe": ("GroveMoE (remote code GroveMoeForCausalLM, no transformers class): besides the softmax-routed "
+                      "experts, adjugate experts shared by groups of experts (`ffn_*_chexps`) run on the same choice "
+                      "and added times `expert_group_scale`; no family Petit runs"),
+    "gguf:cogvlm": ("CogVLM (remote code CogVLMForCausalLM): a vision-language model whose layers hold a second set "
+                    "of attention and MLP weights (the visual expert) for image tokens, fed by an image encoder; "
+                    "Petit reads no image"),
+    "gguf:deci": ("DeciLM / Nemotron-NAS (remote code DeciLMForCausalLM, no transformers class): Llama's blocks with "
+                  "a head count and MLP width of their own in each layer, some attention or MLP replaced by a linear "
+                  "map or left out (`block_configs`); Petit's llama family has one shape for every layer"),
+    "gguf:hunyuan_vl": ("HunyuanOCR's language model (HunYuanVLForConditionalGeneration): Hunyuan's dense block with "
+                        "XD-RoPE (`rope.dimension_sections`: rotary sections over position, height, width and time "
+                        "from the image's layout) behind an image encoder; Petit reads no image and runs no "
+                        "sectioned RoPE for it"),
+    "gguf:glm5-next": ("GLM-5.3-Flash (Glm5NextForConditionalGeneration, no transformers class): Kimi Delta Attention "
+                       "layers beside latent attention without RoPE, a DeepSeek Sparse Attention indexer over pooled "
+                       "keys, hyper-connection residual streams and DeepSeek's experts; no family Petit runs "
+                       "combines them"),
+    "gguf:graniteswitch": ("Granite Switch (remote code GraniteSwitchForCausalLM): dense Granite with N LoRA adapters "
+                           "embedded in every layer, one chosen per token by a control token the model reads, "
+                           "which reserves a cache slot (a weightless switch layer); Petit runs no per-token adapter "
+                           "choice"),
+})
