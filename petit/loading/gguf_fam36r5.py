@@ -1,0 +1,43 @@
+"""llama.cpp's Qwen2-VL / Qwen3-VL language-model files (issue 36, the fam36r group), read as the text families they
+are for text: qwen2vl as qwen2, qwen3vl as qwen3, qwen3vlmoe as qwen3_moe. Their converters (conversion/qwenvl.py,
+conversion/qwen3vl.py) write the language model alone (the vision tower goes to a separate mmproj file), under the
+text families' tensor names; the graphs (src/models/qwen2vl.cpp, qwen3vl.cpp, qwen3vlmoe.cpp) are the text families'
+with M-RoPE:
+
+- `rope.dimension_sections` (required, as llama.cpp requires it) splits the rotary pairs among the temporal / height
+  / width positions of an image token; a text token has one position, which llama.cpp's batch gives every section
+  (src/llama-batch.cpp), so each pair rotates by the token's position at the usual frequency: the families'
+  rotate-half RoPE, whatever the sections;
+- `n_deepstack_layers` (Qwen3-VL) adds image features to the first layers' outputs; a text token's are zeros (its
+  embedding is padded), so they add nothing.
+
+Petit reads text: image inputs (the mmproj file) are not read.
+
+XVERSE's files (remote code, no transformers class; conversion/xverse.py, src/models/xverse.cpp) are llama's block
+under another name: q / k rows permuted for adjacent-pair RoPE, RMSNorms, SwiGLU, an untied output; read as llama."""
+from dataclasses import replace
+
+from petit.loading.gguf_moe import _number
+
+
+def _sections(base_extra, arch):
+    def extra(meta, key, cfg, has):
+        sections = meta.get(key("rope.dimension_sections"))
+        if sections is None:
+            raise ValueError(f"metadata {key('rope.dimension_sections')!r} is missing: llama.cpp's {arch} requires "
+                             f"it (the M-RoPE sections)")
+        if len(sections) != 4 or any(int(s) < 0 for s in sections):
+            raise ValueError(f"metadata {key('rope.dimension_sections')!r} is {list(sections)!r}: llama.cpp's "
+                             f"{arch} reads four section sizes")
+        _number(meta, key, "n_deepstack_layers", 0, int, arch)   # a number when present; nothing for text
+        if base_extra:
+            base_extra(meta, key, cfg, has)
+    return extra
+
+
+def fam36r_archs(archs: dict) -> dict:
+    """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
+    metadata checked, xverse as llama."""
+    vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
+          for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
+    return {**vl, "xverse": archs["llama"]}
