@@ -78,7 +78,7 @@ NOT_YET.update({
 })
 # issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones and xverse are
 # read: petit/loading/gguf_fam36r5.py)
-_REMOTE = "remote code: no transformers class, so no family Petit runs from a folder and no reference but llama.cpp"
+_REMOTE = "remote code, no transformers class"
 _NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
                 "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
                 "from transformers' in {}")
@@ -101,8 +101,8 @@ NOT_YET.update({
                                            "blocks), which llama.cpp runs only with flash attention's f16 mask"),
     "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
                      "attention temperature scaling), a family Petit does not run yet from its folder either",
-    "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): sliding / "
-                         "global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a logit scale "
+    "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
+                         "sliding / global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a logit scale "
                          "and final soft-capping; no Petit family runs it yet",
     "gguf:nanbeige": f"Nanbeige 4.2 ({_REMOTE}): llama's blocks run num_loops times over (a looped depth), with an "
                      "optional final norm per loop",
