@@ -102,8 +102,8 @@ NOT_YET.update({
     "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
                      "attention temperature scaling), a family Petit does not run yet from its folder either",
     "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
-                         "sliding / global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a logit scale "
-                         "and final soft-capping; no Petit family runs it yet",
+                         "sliding / global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a "
+                         "logit scale and final soft-capping; no Petit family runs it yet",
     "gguf:nanbeige": f"Nanbeige 4.2 ({_REMOTE}): llama's blocks run num_loops times over (a looped depth), with an "
                      "optional final norm per loop",
     "gguf:openelm": f"OpenELM ({_REMOTE}): per-layer head counts and MLP widths (layer-wise scaling), q / k norms",
