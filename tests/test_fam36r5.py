@@ -5,6 +5,8 @@
   llama.cpp's separate mmproj file), read as qwen2 / qwen3 / qwen3_moe: for text M-RoPE is the families' RoPE. The
   sources are ../hf/qwen2, ../hf/qwen3 and ../hf_moe/qwen3_moe under transformers' VL configs.
 - xverse: XVERSE (remote code) is llama's block; its source is ../hf/llama under XVERSE's class name.
+- orion: Orion (remote code) is a LayerNorm llama, read as stablelm; its source is ../hf5_fam36r/orion (transformers'
+  StableLm with Orion's options) under Orion's class name.
 
 test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logits (1e-5 of the range), its greedy
 tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's own q8_0 run, the config read
@@ -25,7 +27,8 @@ GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
 GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
 # case -> (the family it is read as, its source folder)
 FAMILY = {"qwen2vl": ("qwen2", "hf/qwen2"), "qwen3vl": ("qwen3", "hf/qwen3"),
-          "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama")}
+          "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
+          "orion": ("stablelm", "hf5_fam36r/orion")}
 MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe")
 
 
@@ -89,7 +92,8 @@ def test_gguf_reads_the_text_familys_config(case):
     assert got.rope_theta == pytest.approx(theta)
     assert bool(got.tie_word_embeddings) == bool(full.get("tie_word_embeddings", False))
     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
-              "vocab_size", "rms_norm_eps", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+              "vocab_size", "rms_norm_eps", "layer_norm_eps", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm",
+              "use_parallel_residual", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
         if k in want and (k != "intermediate_size" or family != "qwen3_moe"):   # no dense MLP in the MoE file
             assert getattr(got, k) == pytest.approx(want[k]), k
 

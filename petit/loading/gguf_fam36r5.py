@@ -14,7 +14,10 @@ with M-RoPE:
 Petit reads text: image inputs (the mmproj file) are not read.
 
 XVERSE's files (remote code, no transformers class; conversion/xverse.py, src/models/xverse.cpp) are llama's block
-under another name: q / k rows permuted for adjacent-pair RoPE, RMSNorms, SwiGLU, an untied output; read as llama."""
+under another name: q / k rows permuted for adjacent-pair RoPE, RMSNorms, SwiGLU, an untied output; read as llama.
+Orion's (remote code; conversion/orion.py, src/models/orion.cpp) are a LayerNorm llama: LayerNorms with weight and
+bias, RoPE on halves over the whole head (its converter writes no rope.dimension_count: llama.cpp rotates head_dim),
+SwiGLU, no attention bias, sequential residuals, an untied output: the stablelm family with those options."""
 from dataclasses import replace
 
 from petit.loading.gguf_moe import _number
@@ -35,9 +38,17 @@ def _sections(base_extra, arch):
     return extra
 
 
+def _full_rotary(base_extra):
+    def extra(meta, key, cfg, has):
+        base_extra(meta, key, cfg, has)
+        cfg.setdefault("partial_rotary_factor", 1.0)       # no rope.dimension_count: llama.cpp rotates head_dim
+    return extra
+
+
 def fam36r_archs(archs: dict) -> dict:
     """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
-    metadata checked, xverse as llama."""
+    metadata checked, xverse as llama, orion as stablelm rotating whole heads."""
     vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
           for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
-    return {**vl, "xverse": archs["llama"]}
+    return {**vl, "xverse": archs["llama"],
+            "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra))}
