@@ -7,6 +7,8 @@
 - xverse: XVERSE (remote code) is llama's block; its source is ../hf/llama under XVERSE's class name.
 - orion: Orion (remote code) is a LayerNorm llama, read as stablelm; its source is ../hf5_fam36r/orion (transformers'
   StableLm with Orion's options) under Orion's class name.
+- pangu-embedded: openPangu-Embedded (remote code) is llama's block with attention biases, read as llama; its source
+  is ../hf5_fam36r/pangu (transformers' Llama with attention_bias) under openPangu's class name.
 
 test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logits (1e-5 of the range), its greedy
 tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's own q8_0 run, the config read
@@ -28,7 +30,7 @@ GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file(
 # case -> (the family it is read as, its source folder)
 FAMILY = {"qwen2vl": ("qwen2", "hf/qwen2"), "qwen3vl": ("qwen3", "hf/qwen3"),
           "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
-          "orion": ("stablelm", "hf5_fam36r/orion")}
+          "orion": ("stablelm", "hf5_fam36r/orion"), "pangu-embedded": ("llama", "hf5_fam36r/pangu")}
 MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe")
 
 
@@ -93,7 +95,7 @@ def test_gguf_reads_the_text_familys_config(case):
     assert bool(got.tie_word_embeddings) == bool(full.get("tie_word_embeddings", False))
     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
               "vocab_size", "rms_norm_eps", "layer_norm_eps", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm",
-              "use_parallel_residual", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+              "use_parallel_residual", "attention_bias", "mlp_bias", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
         if k in want and (k != "intermediate_size" or family != "qwen3_moe"):   # no dense MLP in the MoE file
             assert getattr(got, k) == pytest.approx(want[k]), k
 
@@ -126,6 +128,14 @@ def test_gguf_vl_sections_do_not_change_text():
         ARCHS["qwen3vl"].extra(_meta("qwen3vl", sections), lambda k: f"qwen3vl.{k}", cfg, lambda n: False)
         cfgs.append(cfg)
     assert cfgs[0] == cfgs[1] == {"attention_bias": False}
+
+
+def test_gguf_pangu_refuses_an_o_proj_bias_alone():
+    """llama.cpp's pangu-embedded needs the o_proj bias and takes q / k / v biases when stored; the llama family's
+    attention_bias is all four."""
+    from petit.loading.gguf_archs import ARCHS
+    with pytest.raises(ValueError, match="an o_proj bias without q / k / v biases: the llama family's attention_bias"):
+        ARCHS["pangu-embedded"].extra({}, lambda k: f"pangu-embedded.{k}", {}, lambda n: n != "blk.0.attn_q.bias")
 
 
 def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):

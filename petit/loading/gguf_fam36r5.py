@@ -17,10 +17,14 @@ XVERSE's files (remote code, no transformers class; conversion/xverse.py, src/mo
 under another name: q / k rows permuted for adjacent-pair RoPE, RMSNorms, SwiGLU, an untied output; read as llama.
 Orion's (remote code; conversion/orion.py, src/models/orion.cpp) are a LayerNorm llama: LayerNorms with weight and
 bias, RoPE on halves over the whole head (its converter writes no rope.dimension_count: llama.cpp rotates head_dim),
-SwiGLU, no attention bias, sequential residuals, an untied output: the stablelm family with those options."""
+SwiGLU, no attention bias, sequential residuals, an untied output: the stablelm family with those options.
+openPangu-Embedded's (remote code; conversion/pangu.py, src/models/pangu-embed.cpp) are llama's block with attention
+biases, q / k not permuted (RoPE on halves): the llama family with attention_bias; its graph requires the o_proj bias
+and takes q / k / v biases when stored, so a file without them (o_proj's alone) is refused."""
 from dataclasses import replace
 
 from petit.loading.gguf_moe import _number
+from petit.loading.gguf_names import LLAMA_LAYER, GGUFArch
 
 
 def _sections(base_extra, arch):
@@ -45,10 +49,17 @@ def _full_rotary(base_extra):
     return extra
 
 
+def _pangu(meta, key, cfg, has):
+    if not has("blk.0.attn_q.bias"):
+        raise ValueError("an o_proj bias without q / k / v biases: the llama family's attention_bias has all four")
+    cfg.update(attention_bias=True, mlp_bias=False)
+
+
 def fam36r_archs(archs: dict) -> dict:
     """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
-    metadata checked, xverse as llama, orion as stablelm rotating whole heads."""
+    metadata checked, xverse as llama, orion as stablelm rotating whole heads, pangu-embedded as llama unpermuted."""
     vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
           for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
     return {**vl, "xverse": archs["llama"],
-            "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra))}
+            "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra)),
+            "pangu-embedded": GGUFArch("llama", LLAMA_LAYER, extra=_pangu)}

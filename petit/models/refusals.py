@@ -76,8 +76,8 @@ NOT_YET.update({
     "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
                              "cache, which Petit's cache does not hand from one model to another",
 })
-# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse and orion
-# are read: petit/loading/gguf_fam36r5.py)
+# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse, orion and
+# pangu-embedded are read: petit/loading/gguf_fam36r5.py)
 _REMOTE = "remote code, no transformers class"
 _NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
                 "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
@@ -109,8 +109,6 @@ NOT_YET.update({
     "gguf:openelm": f"OpenELM ({_REMOTE}): per-layer head counts and MLP widths (layer-wise scaling), q / k norms",
     "gguf:paddleocr": "PaddleOCR-VL's language model (ERNIE-4.5 with M-RoPE; transformers paddleocr_vl has no "
                       "causal-LM class); not read yet: no tiny file checked",
-    "gguf:pangu-embedded": f"openPangu-Embedded ({_REMOTE}): llama's block with attention and MLP biases (o_proj's "
-                                   "required)",
     "gguf:plamo": f"PLaMo ({_REMOTE}): parallel attention and MLP on one norm, 5 shared key / value heads",
     "gguf:plamo2": f"PLaMo 2 ({_REMOTE}): a Mamba / attention hybrid with its own SSM layout",
     "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
