@@ -9,6 +9,8 @@
   StableLm with Orion's options) under Orion's class name.
 - pangu-embedded: openPangu-Embedded (remote code) is llama's block with attention biases, read as llama; its source
   is ../hf5_fam36r/pangu (transformers' Llama with attention_bias) under openPangu's class name.
+- qwen: the first Qwen (remote code) is Qwen2's block with a key / value head per query head, read as qwen2; its
+  source is ../hf5_fam36r/qwen (transformers' Qwen2) in Qwen's own layout.
 
 test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logits (1e-5 of the range), its greedy
 tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's own q8_0 run, the config read
@@ -30,7 +32,8 @@ GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file(
 # case -> (the family it is read as, its source folder)
 FAMILY = {"qwen2vl": ("qwen2", "hf/qwen2"), "qwen3vl": ("qwen3", "hf/qwen3"),
           "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
-          "orion": ("stablelm", "hf5_fam36r/orion"), "pangu-embedded": ("llama", "hf5_fam36r/pangu")}
+          "orion": ("stablelm", "hf5_fam36r/orion"), "pangu-embedded": ("llama", "hf5_fam36r/pangu"),
+          "qwen": ("qwen2", "hf5_fam36r/qwen")}
 MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe")
 
 
@@ -136,6 +139,17 @@ def test_gguf_pangu_refuses_an_o_proj_bias_alone():
     from petit.loading.gguf_archs import ARCHS
     with pytest.raises(ValueError, match="an o_proj bias without q / k / v biases: the llama family's attention_bias"):
         ARCHS["pangu-embedded"].extra({}, lambda k: f"pangu-embedded.{k}", {}, lambda n: n != "blk.0.attn_q.bias")
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 192},
+     r"'qwen.attention.head_count_kv' \(2\) differs from 'qwen.attention.head_count' \(4\)"),
+    ({"num_attention_heads": 4, "intermediate_size": 191}, r"'qwen.feed_forward_length' \(191\) is odd"),
+])
+def test_gguf_qwen_refuses_what_llama_cpps_qwen_does_not_run(cfg, message):
+    from petit.loading.gguf_archs import ARCHS
+    with pytest.raises(ValueError, match=message):
+        ARCHS["qwen"].extra({}, lambda k: f"qwen.{k}", cfg, lambda n: True)
 
 
 def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):

@@ -20,11 +20,14 @@ bias, RoPE on halves over the whole head (its converter writes no rope.dimension
 SwiGLU, no attention bias, sequential residuals, an untied output: the stablelm family with those options.
 openPangu-Embedded's (remote code; conversion/pangu.py, src/models/pangu-embed.cpp) are llama's block with attention
 biases, q / k not permuted (RoPE on halves): the llama family with attention_bias; its graph requires the o_proj bias
-and takes q / k / v biases when stored, so a file without them (o_proj's alone) is refused."""
+and takes q / k / v biases when stored, so a file without them (o_proj's alone) is refused.
+The first Qwen's (QWenLMHeadModel, remote code; conversion/qwen.py, src/models/qwen.cpp) are Qwen2's block with a key /
+value head per query head: the fused attn_qkv (and its bias) split into q / k / v, RoPE on halves, and an MLP
+feed_forward_length / 2 wide (Qwen's config counts both of w1 and w2; llama.cpp's graph halves it)."""
 from dataclasses import replace
 
 from petit.loading.gguf_moe import _number
-from petit.loading.gguf_names import LLAMA_LAYER, GGUFArch
+from petit.loading.gguf_names import LLAMA_LAYER, QKV, GGUFArch
 
 
 def _sections(base_extra, arch):
@@ -55,11 +58,25 @@ def _pangu(meta, key, cfg, has):
     cfg.update(attention_bias=True, mlp_bias=False)
 
 
+def _qwen(meta, key, cfg, has):
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    if kv != heads:
+        raise ValueError(f"metadata {key('attention.head_count_kv')!r} ({kv}) differs from "
+                         f"{key('attention.head_count')!r} ({heads}): llama.cpp's qwen has a key / value head per "
+                         f"query head")
+    if cfg["intermediate_size"] % 2:
+        raise ValueError(f"metadata {key('feed_forward_length')!r} ({cfg['intermediate_size']}) is odd: llama.cpp's "
+                         f"qwen runs an MLP half as wide")
+    cfg["intermediate_size"] //= 2
+
+
 def fam36r_archs(archs: dict) -> dict:
     """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
-    metadata checked, xverse as llama, orion as stablelm rotating whole heads, pangu-embedded as llama unpermuted."""
+    metadata checked, xverse as llama, orion as stablelm rotating whole heads, pangu-embedded as llama unpermuted, qwen
+    as qwen2."""
     vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
           for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
     return {**vl, "xverse": archs["llama"],
             "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra)),
-            "pangu-embedded": GGUFArch("llama", LLAMA_LAYER, extra=_pangu)}
+            "pangu-embedded": GGUFArch("llama", LLAMA_LAYER, extra=_pangu),
+            "qwen": GGUFArch("qwen2", LLAMA_LAYER, splits={"attn_qkv": QKV}, extra=_qwen)}

@@ -76,8 +76,8 @@ NOT_YET.update({
     "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
                              "cache, which Petit's cache does not hand from one model to another",
 })
-# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse, orion and
-# pangu-embedded are read: petit/loading/gguf_fam36r5.py)
+# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse, orion,
+# pangu-embedded and qwen are read: petit/loading/gguf_fam36r5.py)
 _REMOTE = "remote code, no transformers class"
 _NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
                 "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
@@ -114,8 +114,6 @@ NOT_YET.update({
     "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
                   "post-attention / post-MLP norms",
     "gguf:plm": f"PLM ({_REMOTE}): MLA attention (kv_lora_rank) with a relu² MLP",
-    "gguf:qwen": f"Qwen (the first version, QWenLMHeadModel; {_REMOTE}): llama's block with a fused c_attn and its "
-                 "bias, under its own tensor names",
     "gguf:qwen4exp": "Qwen4-Exp, which Petit refuses from its Hugging Face folder too (docs/hf-models.md: "
                      "hyper-connection residual streams, hashed n-gram per-layer embeddings, the QSA indexer)",
     "gguf:refact": f"Refact ({_REMOTE}): ALiBi attention with one key / value head, RMSNorms and SwiGLU",
