@@ -11,6 +11,8 @@
   is ../hf5_fam36r/pangu (transformers' Llama with attention_bias) under openPangu's class name.
 - qwen: the first Qwen (remote code) is Qwen2's block with a key / value head per query head, read as qwen2; its
   source is ../hf5_fam36r/qwen (transformers' Qwen2) in Qwen's own layout.
+- mellum, mellum_theta: Mellum (a family Petit runs from its folder) with every layer sparse, made by transformers;
+  mellum_theta's sliding layers have their own RoPE base, which llama.cpp 0.3.36 converts but does not use.
 
 test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logits (1e-5 of the range), its greedy
 tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's own q8_0 run, the config read
@@ -28,12 +30,15 @@ from models import range_err
 FIXTURES = Path(__file__).parent / "fixtures"
 GGUF = FIXTURES / "gguf5_fam36r"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
-GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+# mellum_theta: llama.cpp 0.3.36 does not run its own file as transformers (its sliding layers' RoPE base); Petit
+# does, so it is held to transformers (below), not to llama.cpp's logits (test_gguf5_exact.py takes GGUF_READ)
+NOT_LLAMA_CPPS = ("mellum_theta",)
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file() and c not in NOT_LLAMA_CPPS)
 # case -> (the family it is read as, its source folder)
 FAMILY = {"qwen2vl": ("qwen2", "hf/qwen2"), "qwen3vl": ("qwen3", "hf/qwen3"),
           "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
           "orion": ("stablelm", "hf5_fam36r/orion"), "pangu-embedded": ("llama", "hf5_fam36r/pangu"),
-          "qwen": ("qwen2", "hf5_fam36r/qwen")}
+          "qwen": ("qwen2", "hf5_fam36r/qwen"), "mellum": ("mellum", "hf5_fam36r/mellum")}
 MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe")
 
 
@@ -92,15 +97,18 @@ def test_gguf_reads_the_text_familys_config(case):
     got = _gguf(case, weights="f32").config
     full = json.loads((FIXTURES / src / "config.json").read_text())
     want = {**full, **full.get("text_config", {})}
-    theta = want.get("rope_theta") or want["rope_parameters"]["rope_theta"]
+    rope = want.get("rope_parameters") or {}
+    theta = want.get("rope_theta") or rope.get("full_attention", rope)["rope_theta"]
     assert got.model_type == family
     assert got.rope_theta == pytest.approx(theta)
     assert bool(got.tie_word_embeddings) == bool(full.get("tie_word_embeddings", False))
     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
               "vocab_size", "rms_norm_eps", "layer_norm_eps", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm",
               "use_parallel_residual", "attention_bias", "mlp_bias", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
-        if k in want and (k != "intermediate_size" or family != "qwen3_moe"):   # no dense MLP in the MoE file
+        if k in want and (k != "intermediate_size" or family not in ("qwen3_moe", "mellum")):   # MoE: no dense MLP
             assert getattr(got, k) == pytest.approx(want[k]), k
+    if family == "mellum":     # the only sources whose windows are on (Qwen2's use_sliding_window is false)
+        assert (got.layer_types, got.sliding_window) == (want["layer_types"], want["sliding_window"])
 
 
 def _meta(arch, sections):
@@ -150,6 +158,41 @@ def test_gguf_qwen_refuses_what_llama_cpps_qwen_does_not_run(cfg, message):
     from petit.loading.gguf_archs import ARCHS
     with pytest.raises(ValueError, match=message):
         ARCHS["qwen"].extra({}, lambda k: f"qwen.{k}", cfg, lambda n: True)
+
+
+def test_gguf_mellum_reads_each_layers_kind_and_rope_base():
+    cfg = _gguf("mellum_theta", weights="f32").config
+    assert (cfg.layer_types, cfg.mlp_layer_types, cfg.sliding_window, cfg.rope_theta, cfg.rope_local_base_freq) == (
+        ["sliding_attention", "full_attention", "sliding_attention"], ["sparse"] * 3, 8, 500000.0, 100.0)
+
+
+def test_gguf_mellum_sliding_base_is_transformers_where_llama_cpp_uses_the_full_one(monkeypatch):
+    """mellum_theta (sliding layers' base 100, full 5e5): llama.cpp's exact run is 0.63 of the range from
+    transformers' logits; Petit, reading rope.freq_base_swa as transformers' sliding base, is 0.14 (the q8_0 weights'
+    own error: 0.08 on mellum, whose bases agree) and, made to rotate sliding layers with rope.freq_base as llama.cpp
+    does, gives llama.cpp's exact logits: the base is the one difference."""
+    from dataclasses import replace
+
+    from petit.loading.gguf_archs import ARCHS
+    ref = np.load(GGUF / "mellum_theta" / "q8_0.npz")
+    hf = np.load(FIXTURES / "hf5_fam36r" / "mellum_theta" / "reference.npz")["logits"]
+    got = _gguf("mellum_theta", weights="f32").logits(ref["input_ids"])
+    assert _scaled(ref["exact_logits"], hf) >= 0.5 and _scaled(got, hf) <= 0.2
+    arch = ARCHS["mellum"]
+
+    def as_llama_cpp(meta, key, cfg, has):
+        arch.extra(meta, key, cfg, has)
+        cfg["rope_local_base_freq"] = cfg["rope_theta"]
+    monkeypatch.setitem(ARCHS, "mellum", replace(arch, extra=as_llama_cpp))
+    assert _scaled(_gguf("mellum_theta", weights="f32").logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+
+
+def test_gguf_mellum_refuses_a_window_without_its_pattern():
+    from petit.loading.gguf_archs import ARCHS
+    cfg = {"num_hidden_layers": 3, "num_experts_per_tok": 2, "intermediate_size": 96, "rope_theta": 1e4}
+    with pytest.raises(ValueError, match="'mellum.attention.sliding_window_pattern' should hold a value for each of "
+                                         "the 3 layers"):
+        ARCHS["mellum"].extra({"mellum.attention.sliding_window": 8}, lambda k: f"mellum.{k}", cfg, lambda n: False)
 
 
 def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):

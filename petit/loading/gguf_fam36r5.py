@@ -23,8 +23,15 @@ biases, q / k not permuted (RoPE on halves): the llama family with attention_bia
 and takes q / k / v biases when stored, so a file without them (o_proj's alone) is refused.
 The first Qwen's (QWenLMHeadModel, remote code; conversion/qwen.py, src/models/qwen.cpp) are Qwen2's block with a key /
 value head per query head: the fused attn_qkv (and its bias) split into q / k / v, RoPE on halves, and an MLP
-feed_forward_length / 2 wide (Qwen's config counts both of w1 and w2; llama.cpp's graph halves it)."""
+feed_forward_length / 2 wide (Qwen's config counts both of w1 and w2; llama.cpp's graph halves it).
+Mellum's (transformers' mellum, conversion/mellum.py, src/models/mellum.cpp) are qwen3_moe's names with every layer
+sparse, `attention.sliding_window` and its per-layer `sliding_window_pattern`, and `rope.freq_base_swa` the sliding
+layers' base (absent: rope.freq_base), as transformers' rope_parameters["sliding_attention"]. llama.cpp 0.3.36's
+graph loads that base but rotates sliding layers with rope.freq_base: where the two differ (the release's 10000 and
+500000) its logits are not transformers'; Petit reads the file as transformers runs the model."""
 from dataclasses import replace
+
+import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import LLAMA_LAYER, QKV, GGUFArch
@@ -70,13 +77,28 @@ def _qwen(meta, key, cfg, has):
     cfg["intermediate_size"] //= 2
 
 
+def _mellum(base_extra):
+    def extra(meta, key, cfg, has):
+        base_extra(meta, key, cfg, has)
+        n, window = cfg["num_hidden_layers"], _number(meta, key, "attention.sliding_window", 0, int, "mellum")
+        pattern = np.asarray(meta.get(key("attention.sliding_window_pattern"), [])).reshape(-1).tolist()
+        if window and len(pattern) != n:
+            raise ValueError(f"metadata {key('attention.sliding_window_pattern')!r} should hold a value for each of "
+                             f"the {n} layers (sliding or not) when {key('attention.sliding_window')!r} is set")
+        cfg.update(sliding_window=window or None, mlp_layer_types=["sparse"] * n,
+                   layer_types=["sliding_attention" if window and p else "full_attention" for p in pattern or [0] * n],
+                   rope_local_base_freq=_number(meta, key, "rope.freq_base_swa", cfg["rope_theta"], float, "mellum"))
+    return extra
+
+
 def fam36r_archs(archs: dict) -> dict:
     """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
     metadata checked, xverse as llama, orion as stablelm rotating whole heads, pangu-embedded as llama unpermuted, qwen
-    as qwen2."""
+    as qwen2, mellum with qwen3moe's names."""
     vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
           for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
     return {**vl, "xverse": archs["llama"],
             "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra)),
             "pangu-embedded": GGUFArch("llama", LLAMA_LAYER, extra=_pangu),
-            "qwen": GGUFArch("qwen2", LLAMA_LAYER, splits={"attn_qkv": QKV}, extra=_qwen)}
+            "qwen": GGUFArch("qwen2", LLAMA_LAYER, splits={"attn_qkv": QKV}, extra=_qwen),
+            "mellum": replace(archs["qwen3moe"], model_type="mellum", extra=_mellum(archs["qwen3moe"].extra))}

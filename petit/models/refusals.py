@@ -77,7 +77,7 @@ NOT_YET.update({
                              "cache, which Petit's cache does not hand from one model to another",
 })
 # issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse, orion,
-# pangu-embedded and qwen are read: petit/loading/gguf_fam36r5.py)
+# pangu-embedded, qwen and mellum are read: petit/loading/gguf_fam36r5.py)
 _REMOTE = "remote code, no transformers class"
 _NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
                 "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
@@ -92,8 +92,6 @@ NOT_YET.update({
                                        "and an attention gate read per head or per element from its tensor's width"),
     "gguf:maincoder": f"Maincoder ({_REMOTE}): llama's block with q / k RMSNorms applied after RoPE",
     "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
-    "gguf:mellum": _NOT_CHECKED.format("mellum", "running every layer as MoE (no dense layers of mlp_layer_types) "
-                                       "and the sliding layers' RoPE unscaled"),
     "gguf:minimax-01": _NOT_CHECKED.format("minimax", "its lightning attention (run in blocks with "
                                            "per-head decays, the linear layers listed by attention.recurrent_layers "
                                            "or full_attention_interval)"),
