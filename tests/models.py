@@ -147,6 +147,13 @@ def range_err(got, exact) -> float:
     return float(np.abs(got - exact).max() / (exact.max() - exact.min()))
 
 
+def q8_0_errors(model, ref) -> tuple[float, float]:
+    """A GGUF group's q8_0 file as stored (`model`, its weights q8_0) against llama.cpp's exact logits in `ref` (its
+    q8_0.npz), and llama.cpp's own q8_0 run against the same: (Petit's range error, llama.cpp's)."""
+    assert model.weight_type == "q8_0"
+    return range_err(model.logits(ref["input_ids"]), ref["exact_logits"]), range_err(ref["logits"], ref["exact_logits"])
+
+
 def assert_greedy_equals_transformers(model, folder) -> None:
     """Every step of reference.npz's greedy continuation, each token the argmax of the prompt so far (strict: no
     near-tie allowance, unlike tests/test_hf_parity.py's)."""
