@@ -5,12 +5,12 @@
   llama.cpp's separate mmproj file), read as qwen2 / qwen3 / qwen3_moe: for text M-RoPE is the families' RoPE. The
   sources are ../hf/qwen2, ../hf/qwen3 and ../hf_moe/qwen3_moe under transformers' VL configs.
 - xverse: XVERSE (remote code) is llama's block; its source is ../hf/llama under XVERSE's class name.
-- orion: Orion (remote code) is a LayerNorm llama, read as stablelm; its source is ../hf5_fam36r/orion (transformers'
+- orion: Orion (remote code) is a LayerNorm llama, read as stablelm; its source is ../src_fam36r/orion (transformers'
   StableLm with Orion's options) under Orion's class name.
 - pangu-embedded: openPangu-Embedded (remote code) is llama's block with attention biases, read as llama; its source
-  is ../hf5_fam36r/pangu (transformers' Llama with attention_bias) under openPangu's class name.
+  is ../src_fam36r/pangu (transformers' Llama with attention_bias) under openPangu's class name.
 - qwen: the first Qwen (remote code) is Qwen2's block with a key / value head per query head, read as qwen2; its
-  source is ../hf5_fam36r/qwen (transformers' Qwen2) in Qwen's own layout.
+  source is ../src_fam36r/qwen (transformers' Qwen2) in Qwen's own layout.
 - mellum, mellum_theta: Mellum (a family Petit runs from its folder) with every layer sparse, made by transformers;
   mellum_theta's sliding layers have their own RoPE base, which llama.cpp 0.3.36 converts but does not use.
 
@@ -36,9 +36,9 @@ NOT_LLAMA_CPPS = ("mellum_theta",)
 GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file() and c not in NOT_LLAMA_CPPS)
 # case -> (the family it is read as, its source folder)
 FAMILY = {"qwen2vl": ("qwen2", "hf/qwen2"), "qwen3vl": ("qwen3", "hf/qwen3"),
-          "qwen3vlmoe": ("qwen3_moe", "hf5_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
-          "orion": ("stablelm", "hf5_fam36r/orion"), "pangu-embedded": ("llama", "hf5_fam36r/pangu"),
-          "qwen": ("qwen2", "hf5_fam36r/qwen"), "mellum": ("mellum", "hf5_fam36r/mellum")}
+          "qwen3vlmoe": ("qwen3_moe", "src_fam36r/qwen3vlmoe"), "xverse": ("llama", "hf/llama"),
+          "orion": ("stablelm", "src_fam36r/orion"), "pangu-embedded": ("llama", "src_fam36r/pangu"),
+          "qwen": ("qwen2", "src_fam36r/qwen"), "mellum": ("mellum", "src_fam36r/mellum")}
 MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe")
 
 
@@ -100,7 +100,8 @@ def test_gguf_reads_the_text_familys_config(case):
     assert bool(got.tie_word_embeddings) == bool(full.get("tie_word_embeddings", False))
     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
               "vocab_size", "rms_norm_eps", "layer_norm_eps", "partial_rotary_factor", "use_qkv_bias", "qk_layernorm",
-              "use_parallel_residual", "attention_bias", "mlp_bias", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+              "use_parallel_residual", "attention_bias", "mlp_bias", "num_experts", "num_experts_per_tok",
+              "moe_intermediate_size"):
         if k in want and (k != "intermediate_size" or family not in ("qwen3_moe", "mellum")):   # MoE: no dense MLP
             assert getattr(got, k) == pytest.approx(want[k]), k
     if family == "mellum":     # the only sources whose windows are on (Qwen2's use_sliding_window is false)
@@ -171,7 +172,7 @@ def test_gguf_mellum_sliding_base_is_transformers_where_llama_cpp_uses_the_full_
 
     from petit.loading.gguf_archs import ARCHS
     ref = np.load(GGUF / "mellum_theta" / "q8_0.npz")
-    hf = np.load(FIXTURES / "hf5_fam36r" / "mellum_theta" / "reference.npz")["logits"]
+    hf = np.load(FIXTURES / "src_fam36r" / "mellum_theta" / "reference.npz")["logits"]
     got = _gguf("mellum_theta", weights="f32").logits(ref["input_ids"])
     assert _scaled(ref["exact_logits"], hf) >= 0.5 and _scaled(got, hf) <= 0.2
     arch = ARCHS["mellum"]
