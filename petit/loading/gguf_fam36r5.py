@@ -11,7 +11,9 @@ with M-RoPE:
 - `n_deepstack_layers` (Qwen3-VL) adds image features to the first layers' outputs; a text token's are zeros (its
   embedding is padded), so they add nothing.
 
-Petit reads text: image inputs (the mmproj file) are not read.
+Petit reads text: image inputs (the mmproj file) are not read. PaddleOCR-VL's language model (`paddleocr`;
+conversion/ernie.py PaddleOCRModel, src/models/paddleocr.cpp) is llama's block under M-RoPE on halves, its q / k
+unpermuted: read as llama, its biases as the file holds them (use_bias: all of q / k / v / o and the MLP's).
 
 XVERSE's files (remote code, no transformers class; conversion/xverse.py, src/models/xverse.cpp) are llama's block
 under another name: q / k rows permuted for adjacent-pair RoPE, RMSNorms, SwiGLU, an untied output; read as llama.
@@ -94,11 +96,12 @@ def _mellum(base_extra):
 def fam36r_archs(archs: dict) -> dict:
     """The group's architectures from the ones in `archs` (gguf_archs.ARCHS) they are: the VL ones with the M-RoPE
     metadata checked, xverse as llama, orion as stablelm rotating whole heads, pangu-embedded as llama unpermuted, qwen
-    as qwen2, mellum with qwen3moe's names."""
+    as qwen2, mellum with qwen3moe's names, paddleocr as llama unpermuted."""
     vl = {name: replace(archs[text], extra=_sections(archs[text].extra, name))
           for name, text in (("qwen2vl", "qwen2"), ("qwen3vl", "qwen3"), ("qwen3vlmoe", "qwen3moe"))}
     return {**vl, "xverse": archs["llama"],
             "orion": replace(archs["stablelm"], extra=_full_rotary(archs["stablelm"].extra)),
             "pangu-embedded": GGUFArch("llama", LLAMA_LAYER, extra=_pangu),
             "qwen": GGUFArch("qwen2", LLAMA_LAYER, splits={"attn_qkv": QKV}, extra=_qwen),
-            "mellum": replace(archs["qwen3moe"], model_type="mellum", extra=_mellum(archs["qwen3moe"].extra))}
+            "mellum": replace(archs["qwen3moe"], model_type="mellum", extra=_mellum(archs["qwen3moe"].extra)),
+            "paddleocr": replace(archs["llama"], rope_pairs=False)}

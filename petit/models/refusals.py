@@ -76,8 +76,8 @@ NOT_YET.update({
     "gguf:gemma4-assistant": "Gemma 4's assistant, a speculative-decoding draft model reading its target model's KV "
                              "cache, which Petit's cache does not hand from one model to another",
 })
-# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, xverse, orion,
-# pangu-embedded, qwen and mellum are read: petit/loading/gguf_fam36r5.py)
+# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, paddleocr, xverse,
+# orion, pangu-embedded, qwen and mellum are read: petit/loading/gguf_fam36r5.py)
 _REMOTE = "remote code, no transformers class"
 _NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
                 "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
@@ -105,8 +105,6 @@ NOT_YET.update({
     "gguf:nanbeige": f"Nanbeige 4.2 ({_REMOTE}): llama's blocks run num_loops times over (a looped depth), with an "
                      "optional final norm per loop",
     "gguf:openelm": f"OpenELM ({_REMOTE}): per-layer head counts and MLP widths (layer-wise scaling), q / k norms",
-    "gguf:paddleocr": "PaddleOCR-VL's language model (ERNIE-4.5 with M-RoPE; transformers paddleocr_vl has no "
-                      "causal-LM class); not read yet: no tiny file checked",
     "gguf:plamo": f"PLaMo ({_REMOTE}): parallel attention and MLP on one norm, 5 shared key / value heads",
     "gguf:plamo2": f"PLaMo 2 ({_REMOTE}): a Mamba / attention hybrid with its own SSM layout",
     "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
