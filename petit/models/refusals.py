@@ -122,3 +122,7 @@ NOT_YET.update({
     "gguf:talkie": f"Talkie ({_REMOTE}): weightless RMSNorms with learned attention / MLP / head gains and a logit "
                    "scale, the inverse RoPE absorbed into q / k",
 })
+# the remote-code blocks above that no family Petit runs has (the others say so themselves)
+for _name in ("maincoder", "maple", "nanbeige", "openelm", "plamo", "plamo2", "plamo3", "plm", "refact", "smallthinker",
+              "spark2_5", "talkie"):
+    NOT_YET["gguf:" + _name] += "; no family Petit runs has that block"
