@@ -90,7 +90,9 @@ NOT_YET.update({
                     "Petit's kimi_linear family runs; its converter reads the release's MXFP4-packed experts",
     "gguf:laguna": _NOT_CHECKED.format("laguna", "per-layer-type RoPE (YaRN on full layers, plain on sliding ones) "
                                        "and an attention gate read per head or per element from its tensor's width"),
-    "gguf:maincoder": f"Maincoder ({_REMOTE}): llama's block with q / k RMSNorms applied after RoPE",
+    "gguf:maincoder": f"Maincoder ({_REMOTE}): llama's block with q / k RMSNorms applied after RoPE, which llama.cpp "
+                      "runs on adjacent pairs of unpermuted q / k rows; Petit's hunyuan_v1_dense norms after RoPE too, "
+                      "but on halves, and with no reference but llama.cpp the pairing is not checked",
     "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
     "gguf:minimax-01": _NOT_CHECKED.format("minimax", "its lightning attention (run in blocks with "
                                            "per-head decays, the linear layers listed by attention.recurrent_layers "
@@ -123,6 +125,6 @@ NOT_YET.update({
                    "scale, the inverse RoPE absorbed into q / k",
 })
 # the remote-code blocks above that no family Petit runs has (the others say so themselves)
-for _name in ("maincoder", "maple", "nanbeige", "openelm", "plamo", "plamo2", "plamo3", "plm", "refact", "smallthinker",
+for _name in ("maple", "nanbeige", "openelm", "plamo", "plamo2", "plamo3", "plm", "refact", "smallthinker",
               "spark2_5", "talkie"):
     NOT_YET["gguf:" + _name] += "; no family Petit runs has that block"
