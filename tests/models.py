@@ -147,11 +147,23 @@ def range_err(got, exact) -> float:
     return float(np.abs(got - exact).max() / (exact.max() - exact.min()))
 
 
+def q8_0_errors(model, ref) -> tuple[float, float]:
+    """A GGUF group's q8_0 file as stored (`model`, its weights q8_0) against llama.cpp's exact logits in `ref` (its
+    q8_0.npz), and llama.cpp's own q8_0 run against the same: (Petit's range error, llama.cpp's)."""
+    assert model.weight_type == "q8_0"
+    return stored_errors(model, ref)
+
+
+def stored_errors(model, ref) -> tuple[float, float]:
+    """A GGUF file as stored, run by Petit, and llama.cpp's own run of it (`ref`: its q8_0.npz), both against
+    llama.cpp's exact run on the same weights: (Petit's range error, llama.cpp's)."""
+    return range_err(model.logits(ref["input_ids"]), ref["exact_logits"]), range_err(ref["logits"], ref["exact_logits"])
+
+
 def assert_as_close_as_llama_cpps_own_run(model, ref, gelu_table: bool = False) -> None:
-    """A GGUF file as stored, run by Petit, within 1.5x of llama.cpp's own run of it (`ref`: its q8_0.npz), both
-    against llama.cpp's exact run on the same weights; 1e-3 more where llama.cpp's GELU reads a table of f16 values."""
-    err, theirs = range_err(model.logits(ref["input_ids"]), ref["exact_logits"]), range_err(ref["logits"],
-                                                                                            ref["exact_logits"])
+    """stored_errors within 1.5x of llama.cpp's own run; 1e-3 more where llama.cpp's GELU reads a table of f16
+    values."""
+    err, theirs = stored_errors(model, ref)
     assert err <= 1.5 * theirs + (1e-3 if gelu_table else 0.0), (err, theirs)
 
 

@@ -134,3 +134,55 @@ NOT_YET.update({
                            "which reserves a cache slot (a weightless switch layer); Petit runs no per-token adapter "
                            "choice"),
 })
+# issue 36, the fam36r group: llama.cpp architectures Petit does not read, and why (the qwen*vl ones, paddleocr, xverse,
+# orion, pangu-embedded, qwen and mellum are read: petit/loading/gguf_fam36r5.py)
+_REMOTE = "remote code, no transformers class"
+_NOT_CHECKED = ("Petit runs the family from its Hugging Face folder (model_type {}); its GGUF file is not read yet: no "
+                "tiny file converted by llama.cpp has been checked against its logits, and llama.cpp's graph differs "
+                "from transformers' in {}")
+NOT_YET.update({
+    "gguf:jais": f"JAIS ({_REMOTE}): GPT-2's LayerNorm blocks with ALiBi, a SwiGLU MLP and muP embedding / logit "
+                 "scales, a block no Petit family has (jais2 is another design: RoPE, a relu² MLP)",
+    "gguf:kimi-k3": "Kimi-K3's language model: kimi-linear's KDA + MLA hybrid with cross-layer residual attention, a "
+                    "latent MoE, the situ activation, an MLA output gate and a full-rank KDA gate, none of which "
+                    "Petit's kimi_linear family runs; its converter reads the release's MXFP4-packed experts",
+    "gguf:laguna": _NOT_CHECKED.format("laguna", "per-layer-type RoPE (YaRN on full layers, plain on sliding ones) "
+                                       "and an attention gate read per head or per element from its tensor's width"),
+    "gguf:maincoder": f"Maincoder ({_REMOTE}): llama's block with q / k RMSNorms applied after RoPE, which llama.cpp "
+                      "runs on adjacent pairs of unpermuted q / k rows; Petit's hunyuan_v1_dense norms after RoPE too, "
+                      "but on halves, and with no reference but llama.cpp the pairing is not checked",
+    "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
+    "gguf:minimax-01": _NOT_CHECKED.format("minimax", "its lightning attention (run in blocks with "
+                                           "per-head decays, the linear layers listed by attention.recurrent_layers "
+                                           "or full_attention_interval)"),
+    "gguf:minimax-m3": _NOT_CHECKED.format("minimax_m3_vl_text", "its sparse attention (the indexer's top-k key "
+                                           "blocks), which llama.cpp runs only with flash attention's f16 mask"),
+    "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
+                     "attention temperature scaling), a family Petit does not run yet from its folder either",
+    "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
+                         "sliding / global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a "
+                         "logit scale and final soft-capping; no Petit family runs it yet",
+    "gguf:nanbeige": f"Nanbeige 4.2 ({_REMOTE}): llama's blocks run num_loops times over (a looped depth), with an "
+                     "optional final norm per loop",
+    "gguf:openelm": f"OpenELM ({_REMOTE}): per-layer head counts and MLP widths (layer-wise scaling), q / k norms",
+    "gguf:plamo": f"PLaMo ({_REMOTE}): parallel attention and MLP on one norm, 5 shared key / value heads",
+    "gguf:plamo2": f"PLaMo 2 ({_REMOTE}): a Mamba / attention hybrid with its own SSM layout",
+    "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
+                  "post-attention / post-MLP norms",
+    "gguf:plm": f"PLM ({_REMOTE}): MLA attention (kv_lora_rank) with a relu² MLP",
+    "gguf:qwen4exp": "Qwen4-Exp, which Petit refuses from its Hugging Face folder too (docs/hf-models.md: "
+                     "hyper-connection residual streams, hashed n-gram per-layer embeddings, the QSA indexer)",
+    "gguf:refact": f"Refact ({_REMOTE}): ALiBi attention with one key / value head, RMSNorms and SwiGLU",
+    "gguf:smallthinker": f"SmallThinker ({_REMOTE}): an MoE whose experts are routed before the attention "
+                         "(sigmoid or softmax primary router) with a sliding / global pattern",
+    "gguf:spark2_5": f"Spark-X2.5 ({_REMOTE}): sliding / global attention with head-wise sigmoid output gates, "
+                     "partial RoPE per layer type and a GELU MLP",
+    "gguf:step35": "Step 3.5 (Step3p5ForCausalLM, remote code; transformers step3p7 is the multimodal checkpoint): a "
+                   "sliding / global MoE with half-RoPE full layers and clamped SwiGLU; no Petit family runs it yet",
+    "gguf:talkie": f"Talkie ({_REMOTE}): weightless RMSNorms with learned attention / MLP / head gains and a logit "
+                   "scale, the inverse RoPE absorbed into q / k",
+})
+# the remote-code blocks above that no family Petit runs has (the others say so themselves)
+for _name in ("maple", "nanbeige", "openelm", "plamo", "plamo2", "plamo3", "plm", "refact", "smallthinker",
+              "spark2_5", "talkie"):
+    NOT_YET["gguf:" + _name] += "; no family Petit runs has that block"
