@@ -27,7 +27,7 @@ from petit.loading.gguf_phimoe import PHIMOE_ARCHS         # issue 30: the ggufx
 from petit.loading.gguf_ggufx5 import GGUFX5_ARCHS         # issue 30: the ggufx group (rwkv6qwen2, arwkv7)
 from petit.loading.gguf_fam36c5 import FAM36C5_ARCHS       # issue 36: the fam36c group (bailingmoe2)
 from petit.loading.gguf_fam36o5 import FAM36O5_ARCHS       # issue 36: the fam36o group (hrm_text)
-from petit.loading.gguf_fam36q5 import FAM36Q5_ARCHS       # issue 36: the fam36q group (hy_v3)
+from petit.loading.gguf_fam36q5 import fam36q_archs        # issue 36: the fam36q group (hy_v3, codeshell)
 from petit.loading.gguf_fam36r5 import fam36r_archs        # issue 36: the fam36r group (qwen*vl*, xverse, orion)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
@@ -494,5 +494,5 @@ ARCHS.update(KIMI5_ARCHS)           # issue 30's kimi_gguf follow-up: kimi-linea
 ARCHS.update(MIMO5_ARCHS)           # issue 30's mimo group: mimo2 (gguf_mimo5.py)
 ARCHS.update(FAM36C5_ARCHS)         # issue 36's fam36c group: bailingmoe2, Sarvam-30B (gguf_fam36c5.py)
 ARCHS.update(FAM36O5_ARCHS)         # issue 36's fam36o group: hrm_text, HRM-Text (gguf_fam36o5.py)
-ARCHS.update(FAM36Q5_ARCHS)         # issue 36's fam36q group: hy_v3, Hy3 (gguf_fam36q5.py)
+ARCHS.update(fam36q_archs(ARCHS))   # issue 36's fam36q group: hy_v3, Hy3, codeshell (gguf_fam36q5.py)
 ARCHS.update(fam36r_archs(ARCHS))   # issue 36's fam36r group: qwen*vl*, xverse, orion (gguf_fam36r5.py)

@@ -55,10 +55,13 @@ def _hy_v3(meta, key, cfg, has):
                attention_bias=False, mlp_bias=False)
 
 
-def _codeshell(meta, key, cfg, has):
-    from petit.loading.gguf_archs import _starcoder2      # gguf_archs imports this module: read at call time
-    _starcoder2(meta, key, cfg, has)
-    cfg["use_bias"] = has("blk.0.attn_qkv.bias")
+def _codeshell(starcoder2):
+    """StarCoder2's reading (`starcoder2`: gguf_archs' own, handed in: gguf_archs imports this module), the biases
+    told by the fused attn_qkv's"""
+    def extra(meta, key, cfg, has):
+        starcoder2(meta, key, cfg, has)
+        cfg["use_bias"] = has("blk.0.attn_qkv.bias")
+    return extra
 
 
 BAICHUAN_ROPE_LAYERS = 32         # llama.cpp's baichuan: RoPE at this layer count only
@@ -167,8 +170,13 @@ FAM36Q5_ARCHS = {
                     experts=_DSA.experts, expert_key=_DSA.expert_key, joins=_DSA.joins, extra=_hy_v4,
                     own_head_sizes=True, meta_tensors=_DSA.meta_tensors, config_names=_hc_names,
                     cfg_fixes=_indexer_rope_first),
-    "codeshell": GGUFArch("starcoder2", STARCODER2_LAYER, splits={"attn_qkv": QKV}, extra=_codeshell),
     "baichuan": GGUFArch("llama", LLAMA_LAYER, rope_pairs=True, extra=_baichuan),
     HY_V3: GGUFArch(HY_V3, EXAONE_MOE_LAYER, whole_names={"exp_probs_b": BIAS}, experts=QWEN_EXPERTS, extra=_hy_v3,
                     meta_tensors=_zero_bias),
 }
+
+
+def fam36q_archs(archs: dict) -> dict:
+    """The group's architectures; codeshell from StarCoder2's reading in `archs` (gguf_archs.ARCHS)."""
+    return {**FAM36Q5_ARCHS, "codeshell": GGUFArch("starcoder2", STARCODER2_LAYER, splits={"attn_qkv": QKV},
+                                                   extra=_codeshell(archs["starcoder2"].extra))}
