@@ -42,10 +42,10 @@ def _edit_config(folder, **changes):
 
 
 def test_unknown_model_type_lists_the_supported_ones(folder):
-    _edit_config(folder, model_type="reformer")
+    _edit_config(folder, model_type="frobnicator")
     with pytest.raises(ValueError) as e:
         petit.load(folder)
-    assert str(e.value) == (f"{folder / 'config.json'}: unsupported model_type 'reformer': supported model types are "
+    assert str(e.value) == (f"{folder / 'config.json'}: unsupported model_type 'frobnicator': supported model types are "
                             f"{', '.join(sorted(MODEL_TYPES))}")
 
 

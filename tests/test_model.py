@@ -149,8 +149,8 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda m, t: m["config"].update(model_type="reformer"),
-     r"unsupported model_type 'reformer': supported model types are afmoe, apertus, (\w+, )+bloom, (\w+, )+llama, "),
+    (lambda m, t: m["config"].update(model_type="frobnicator"),
+     r"unsupported model_type 'frobnicator': supported model types are afmoe, apertus, (\w+, )+bloom, (\w+, )+llama, "),
     (lambda m, t: m["config"].update(model_type="qwen3_vl"),
      r"unsupported model_type 'qwen3_vl'; the closest family Petit runs is qwen3 \(qwen3_vl differs: a vision "
      r"tower and M-RoPE\): supported model types are afmoe, apertus, "),

@@ -215,10 +215,10 @@ def test_a_fault_that_does_not_apply_is_an_error(files, monkeypatch):
 
 def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_path, monkeypatch):
     with read_petit(files["llama", "f32"][0]) as f:
-        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="reformer"))
+        meta = dict(f.metadata, config=dict(f.metadata["config"], model_type="frobnicator"))
         write_petit(tmp_path / "m.petit", meta, {n: (i.dtype, i.shape, np.array(f.raw(n))) for n, i in
                                                  f.tensors.items()})
-    with pytest.raises(ValueError, match="does not model model_type 'reformer'"):
+    with pytest.raises(ValueError, match="does not model model_type 'frobnicator'"):
         Reference(tmp_path / "m.petit")
     with read_petit(files["llama", "f32"][0]) as f:   # a config style it does not read: refused, not guessed at
         meta = dict(f.metadata, config=dict(f.metadata["config"], rope_parameters={"rope_type": "linear",
