@@ -54,6 +54,10 @@ int  pt_deinterleave(int32_t dtype, const void *src, void *dst, int64_t rows, in
 int  pt_prefers_interleaved(void);   /* 1 when the active path's interleaved kernels are its fast ones */
 uint32_t pt_gguf_fast(void);         /* bit t set: the active path runs GGUF type t fastest as stored (SIMD kernels) */
 uint32_t pt_gguf_simd(void);         /* bit t set: the active path has SIMD kernels for GGUF type t */
+/* ---- length-prefixed strings (GGUF's string arrays) ---- */
+/* n strings from byte pos of buf (size bytes), each a u64 little-endian length then its bytes: starts[i] = where
+ * string i's bytes begin; returns the position after the last, or -1 - i when string i does not fit */
+int64_t pt_prefixed_starts(const void *buf, int64_t size, int64_t pos, int64_t n, int64_t *starts);
 /* ---- checksums ---- */
 /* the "pt64" checksum of n bytes (docs/petit-format.md), split across the pool: the same value for any thread
  * count and any path */

@@ -288,6 +288,18 @@ def checksum(data) -> int:
     return int(lib.pt_checksum(ffi.from_buffer(data), memoryview(data).nbytes))
 
 
+def prefixed_starts(buf, pos: int, n: int) -> tuple[np.ndarray, int]:
+    """Where each of n length-prefixed strings (a u64 little-endian length, then the bytes; GGUF's string arrays)
+    starts in `buf` from byte `pos`, and the position after the last. Raises IndexError(i) when string i does not
+    fit in buf."""
+    starts = np.empty(n, np.int64)
+    end = int(lib.pt_prefixed_starts(ffi.from_buffer(buf), memoryview(buf).nbytes, pos, n,
+                                     ffi.cast("int64_t *", starts.ctypes.data)))
+    if end < 0:
+        raise IndexError(-1 - end)
+    return starts, end
+
+
 def checksum_ref(data) -> int:
     """The same checksum by the plain one-word-at-a-time reference (for tests)."""
     return int(lib.pt_checksum_ref(ffi.from_buffer(data), memoryview(data).nbytes))

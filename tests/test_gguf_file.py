@@ -146,3 +146,46 @@ def test_the_writer_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(GGUFError, match="metadata 'k': cannot store a value of type dict"):
         write_gguf(tmp_path / "x.gguf", {"k": {}}, {})
     assert not list(tmp_path.iterdir())                 # nothing half-written
+
+
+def _string_array(tmp_path, strings: list) -> bytes:
+    return _write(tmp_path / "s.gguf", {"v": strings}, {}).read_bytes()
+
+
+def test_string_arrays_read_at_once_equal_string_by_string(tmp_path):
+    # a vocabulary's texts are one UTF-8 decode of the bytes between lengths walked in C
+    # (native.prefixed_starts); the string-by-string reading is the reference
+    from petit.formats.gguf import _Cursor
+    rng = np.random.default_rng(5)
+    pool = ["a", "", "é", "日本", "🙂x", "Ġthe", " ", "\u2581b", "\x00"]
+    for n in (0, 1, 2, 7, 63, 300):
+        strings = ["".join(rng.choice(pool, rng.integers(0, 4))) for _ in range(n)]
+        data = _string_array(tmp_path, strings)
+        with GGUFFile(tmp_path / "s.gguf") as f:
+            assert f.metadata["v"] == strings
+        at = data.index(b"v") + 1 + 4 + 4            # the array's length: after the key, value and element types
+        fast, ref = _Cursor(data, "f"), _Cursor(data, "f")
+        fast.pos = ref.pos = at + 8
+        assert fast._strings(n, "v") == ref._strings_one_by_one(n, "v") == strings and fast.pos == ref.pos
+
+
+def test_a_damaged_string_array_names_the_string(tmp_path):
+    data = _string_array(tmp_path, ["xy", "zzz"])
+    first = data.index(b"v") + 1 + 4 + 4 + 8 + 8      # the first string's bytes: after the types and two lengths
+    second = first + 2 + 8
+
+    def error(patch) -> str:
+        d = bytearray(data)
+        patch(d)
+        (tmp_path / "bad.gguf").write_bytes(bytes(d))
+        return _open_error(tmp_path / "bad.gguf").split(": ", 1)[1]
+
+    # "é" cut between two strings: the bytes decode together, but neither string alone
+    assert error(lambda d: (d.__setitem__(slice(first, first + 2), b"a\xc3"),
+                            d.__setitem__(slice(second, second + 3), b"\xa9bc"))) == (
+        "metadata 'v'[0]: not valid UTF-8 (unexpected end of data at byte 1)")
+    assert error(lambda d: d.__setitem__(second, 0xFF)) == (
+        "metadata 'v'[1]: not valid UTF-8 (invalid start byte at byte 0)")
+    assert error(lambda d: d.__setitem__(slice(second - 8, second), struct.pack("<Q", 1 << 20))) == (
+        f"metadata 'v'[1]: a string of {1 << 20} bytes is longer than the {len(data) - second} bytes left in the "
+        f"file")

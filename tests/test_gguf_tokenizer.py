@@ -266,3 +266,13 @@ def test_token_types_llama_cpp_overrides_by_text():
     assert tok.encode("<|end|>", allow_special=False) == [ids["<|end|>"]]             # user-defined: still a token
     assert tok.config["extra_special_tokens"] == ["<|im_end|>"] and tok.eos_token is None    # eos: default 11 is plain
     assert tok.decode(tok.encode("x<|return|> é")) == "x<|return|> é"
+
+
+def test_merges_of_tokens_the_vocabulary_lacks_are_left_out():
+    # llama.cpp cannot make a token from such a merge either; Hugging Face's BPE would refuse the whole vocabulary.
+    # The vocabulary goes to tokenizers' BPE directly (not as JSON), refused merges and all, then without them.
+    meta = tiny_gpt2_metadata(["ab", "abc"])
+    meta["tokenizer.ggml.merges"] = ["a b", "ab c", "b c", "ab x"]       # "bc" and "x" are not tokens
+    tok = tokenizer_from_gguf(meta, "tiny.gguf")
+    assert tok.encode("abc") == [257] and tok.encode("bc") == [ord("b"), ord("c")]
+    assert json.loads(tok._tk.to_str())["model"]["merges"] == [["a", "b"], ["ab", "c"]]

@@ -87,7 +87,43 @@ class _Cursor:
             raise self.fail(where, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
     def _strings(self, n: int, where: str) -> list:
-        """n strings in a row (a vocabulary: 150,000 tokens and as many merges), without a message per string."""
+        """n strings in a row (a vocabulary: 150,000 tokens and as many merges), without a message per string.
+
+        The lengths are walked in C (a Python loop over 300,000 of them takes 0.3-0.6 s); the texts are one UTF-8
+        decode of the bytes between them, cut where they start. That equals decoding each string alone when no
+        string starts inside a character (checked): a string ending inside one would make the next start with a
+        continuation byte. Anything wrong is read again string by string, for the message."""
+        from petit import native
+        first = self.pos
+        try:
+            at, pos = native.prefixed_starts(self.buf, first, n)
+        except IndexError:
+            return self._strings_one_by_one(n, where)
+        if n == 0:
+            return []
+        at -= first                                          # where each text starts, from the first length
+        region = np.frombuffer(self.buf, np.uint8, pos - first, first)
+        keep = np.ones(len(region), bool)
+        keep[(at[:, None] - 8 + np.arange(8)).ravel()] = False
+        data = region[keep]
+        sizes = np.diff(np.append(at, pos - first + 8)) - 8
+        begin = np.concatenate(([0], np.cumsum(sizes)[:-1]))  # where each text starts in data
+        try:
+            text = data.tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return self._strings_one_by_one(n, where)
+        if len(text) != len(data):                           # not all ASCII: bytes to characters
+            lead = (data & 0xC0) != 0x80
+            if not lead[begin[sizes > 0]].all():
+                return self._strings_one_by_one(n, where)
+            chars = np.concatenate(([0], np.cumsum(lead)))
+            begin, stop = chars[begin], chars[begin + sizes]
+        else:
+            stop = begin + sizes
+        self.pos = pos
+        return [text[a:b] for a, b in zip(begin.tolist(), stop.tolist())]
+
+    def _strings_one_by_one(self, n: int, where: str) -> list:
         buf, pos, end, out = self.buf, self.pos, self.end, []
         unpack, append = struct.Struct("<Q").unpack_from, out.append
         start = pos

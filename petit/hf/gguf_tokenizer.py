@@ -24,7 +24,7 @@ import json
 
 import numpy as np
 
-from petit.hf.tokenizer import HFTokenizer
+from petit.hf.tokenizer import HFTokenizer, import_tokenizers
 
 __all__ = ["tokenizer_from_gguf", "PRE_TOKENIZERS", "MODELS"]
 
@@ -236,16 +236,20 @@ def _added_tokens(metadata: dict, tokens: list, types: list) -> list:
     return added
 
 
-def _bpe_merges(metadata: dict, vocab: dict, where: str) -> list:
-    merges = []
-    for i, merge in enumerate(_strings(metadata, "tokenizer.ggml.merges", where)):
-        k = merge.find(" ", 1)
-        if k < 0:
-            raise _fail(where, f"tokenizer.ggml.merges[{i}] {merge!r:.60} is not two tokens separated by a space")
-        a, b = merge[:k], merge[k + 1:]
-        if a in vocab and b in vocab and a + b in vocab:     # else llama.cpp's merge could not make a token either
-            merges.append([a, b])
-    return merges
+def _bpe_merges(metadata: dict, where: str) -> list:
+    """tokenizer.ggml.merges as (left, right) pairs: split at the first space after the first character."""
+    merges = _strings(metadata, "tokenizer.ggml.merges", where)
+    cuts = [m.find(" ", 1) for m in merges]
+    if -1 in cuts:
+        bad = cuts.index(-1)
+        raise _fail(where, f"tokenizer.ggml.merges[{bad}] {merges[bad]!r:.60} is not two tokens separated by a space")
+    return [(m[:k], m[k + 1:]) for m, k in zip(merges, cuts)]
+
+
+def _made(merges: list, vocab: dict) -> list:
+    """The merges whose two tokens and their join are all in the vocabulary: llama.cpp's merge could not make a
+    token from the others either (Hugging Face's BPE refuses them)."""
+    return [(a, b) for a, b in merges if a in vocab and b in vocab and a + b in vocab]
 
 
 def _spm_merges(tokens: list, scores, vocab: dict) -> list:
@@ -257,7 +261,7 @@ def _spm_merges(tokens: list, scores, vocab: dict) -> list:
         local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
         merges.extend((score, len(a), len(b), a, b) for a, b in local)
     merges.sort(key=lambda m: m[:3], reverse=True)      # stable: equal keys keep the order above
-    return [[a, b] for _, _, _, a, b in merges]
+    return [(a, b) for _, _, _, a, b in merges]
 
 
 def _post_processor(bos, eos, tokens: list) -> dict:
@@ -333,7 +337,7 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
         parts = {"normalizer": None, "pre_tokenizer": {"type": "Sequence", "pretokenizers": split + [byte_level]},
                  "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
                              "use_regex": False}}
-        bpe = {"merges": _bpe_merges(metadata, vocab, where), "unk_token": None, "fuse_unk": False,
+        bpe = {"merges": _bpe_merges(metadata, where), "unk_token": None, "fuse_unk": False,
                "byte_fallback": False, "ignore_merges": pre["ignore_merges"]}
     else:
         prefix = _flag(metadata, "tokenizer.ggml.add_space_prefix", True, where)
@@ -350,11 +354,23 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
                "unk_token": None if unk is None else tokens[unk], "fuse_unk": True, "byte_fallback": True,
                "ignore_merges": False}
     added = _added_tokens(metadata, tokens, types)
+    # The vocabulary and merges go to tokenizers' BPE directly: through JSON (as tokenizer.json holds them) they
+    # cost 1 s more for a 150,000-token vocabulary (issue 31). The JSON describes the rest, with a model holding
+    # only the added tokens, so that they get their ids.
+    merges = bpe.pop("merges")
+    flags = {"dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None, **bpe}
+    known = {t["content"]: t["id"] for t in added}
+    if bpe["unk_token"] is not None:
+        known[bpe["unk_token"]] = vocab[bpe["unk_token"]]
     doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, **parts,
            "post_processor": _post_processor(ids["bos"] if add_bos else None, ids["eos"] if add_eos else None, tokens),
-           "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                     **bpe, "vocab": vocab}}
-    doc["model"]["merges"] = doc["model"].pop("merges")     # after the vocab, as tokenizers writes it
+           "model": {"type": "BPE", **flags, "vocab": known, "merges": []}}
+    tokenizers = import_tokenizers()
+    given = {k: v for k, v in flags.items() if v is not None}      # the constructor's None is its default, not null
+    try:
+        bpe_model = tokenizers.models.BPE(vocab=vocab, merges=merges, **given)
+    except Exception:       # a merge of tokens the vocabulary lacks (the library raises plain Exception)
+        bpe_model = tokenizers.models.BPE(vocab=vocab, merges=_made(merges, vocab), **given)
 
     # the names transformers knows, for the ids that are added tokens (a plain token stays plain text)
     is_added = {t["id"] for t in added}
@@ -363,4 +379,5 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
              if ids[name] in is_added}
     extra = [tokens[ids[k]] for k in ("eot", "eom") if ids[k] in is_added and tokens[ids[k]] not in named.values()]
     config = {"special_tokens": named, "extra_special_tokens": list(dict.fromkeys(extra))}
-    return HFTokenizer(json.dumps(doc, ensure_ascii=False), config, source=where, config_source=where)
+    return HFTokenizer(json.dumps(doc, ensure_ascii=False), config, source=where, config_source=where,
+                       model=bpe_model)

@@ -30,7 +30,8 @@ _CONFIG_KEYS = ("special_tokens", "extra_special_tokens", "added_tokens_decoder"
 _FLAGS = ("special", "lstrip", "rstrip", "normalized", "single_word")
 
 
-def _import_tokenizers():
+def import_tokenizers():
+    """The `tokenizers` package, or a ValueError saying how to install it."""
     try:
         import tokenizers
     except ImportError:
@@ -84,6 +85,8 @@ class HFTokenizer:
             ``added_tokens_decoder`` are added with their flags (and must get the id the config gives them), and
             named or extra special tokens missing from the tokenizer are added as special tokens.
         source, config_source: names for the two in error messages.
+        model: a built `tokenizers.models` model replacing the JSON's, whose vocabulary then needs to hold only the
+            added tokens (to give them their ids): a GGUF's vocabulary is handed over directly, not as JSON.
 
     Attributes:
         bos_token, eos_token, unk_token, pad_token (text or None) and bos_id, eos_id, unk_id, pad_id.
@@ -102,8 +105,8 @@ class HFTokenizer:
     add_bos = False
 
     def __init__(self, tokenizer_json: str, config: dict | None = None, *, source: str = "tokenizer_json",
-                 config_source: str = "config"):
-        tokenizers = _import_tokenizers()
+                 config_source: str = "config", model=None):
+        tokenizers = import_tokenizers()
         if not isinstance(tokenizer_json, str):
             raise ValueError(f"{source} must be the text of a tokenizer.json, got {type(tokenizer_json).__name__}")
         self.config = _check_config({} if config is None else config, config_source)
@@ -112,6 +115,8 @@ class HFTokenizer:
         except Exception as e:      # the library raises plain Exception
             raise ValueError(_parse_error(tokenizer_json, e, source)) from None
         tk.no_truncation(), tk.no_padding()          # never cut or pad a prompt silently
+        if model is not None:
+            tk.model = model
         self._tk, self._lock = tk, threading.Lock()
         self._add_config_tokens(tokenizers.AddedToken, config_source)
 

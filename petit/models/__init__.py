@@ -1,254 +1,239 @@
 """The model families Petit can run, one module per Hugging Face `model_type`.
 
-The registry is an explicit dict, not an import built from a config string: it is the allowlist of what a model
-file may ask for, and a frozen app (PyInstaller) can see every module.
+The registry is an explicit table, not an import built from a config string: it is the allowlist of what a model
+file may ask for (packaging/hooks/hook-petit.py hands every module to a frozen app). A family's module is imported
+when its model_type is first looked up, so opening a file imports its own family, not all 160 (0.5-1 s of the open
+time of a 7B GGUF, issue 31).
 
 A family module has `Config` (a dataclass with Hugging Face's field names and `from_dict` / `to_dict`), `build(cfg,
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
 tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 """
-from petit.models import (apertus, arcee, bitnet, bloom, codegen, cohere, cohere2, dbrx, deepseek_v2, deepseek_v3,
-                          ernie4_5, ernie4_5_moe, exaone4, falcon, falcon_h1, falcon_mamba, gemma, gemma2, gemma3_text,
-                          glm, glm4, glm4_moe, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granitemoe,
-                          granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, internlm3,
-                          jamba, lfm2, llama, llama4_text, mamba, mamba2, ministral, mistral, mixtral, mpt, nemotron,
-                          nemotron_h, olmo, olmo2, olmo3, olmoe, opt, persimmon, phi, phi3, qwen2, qwen2_moe, qwen3,
-                          qwen3_5, qwen3_5_text, qwen3_moe, qwen3_next, seed_oss, smollm3, stablelm, starcoder2,
-                          vaultgemma)
-# issue 30: the dense group of transformers 5's families
-from petit.models import (apertus1p5_text, cwm, granite_swa, granitemoe_swa, hyperclovax, internlm2, iquestcoder,
-                          jais2, minicpm, nanochat, youtu)
-# issue 30: the groups of transformers 5's families (wrap, moe_a, mla, hybrid, gemma, moe_b, recur)
-from petit.models import (afmoe, bamba, cohere2_moe, deepseek_v32, dots1, exaone, exaone_moe, flex_olmo, gemma3,
-                          gemma3n, gemma3n_text, gemma4, gemma4_text, gemma4_unified, gemma4_unified_text,
-                          glm4_moe_lite, glm_moe_dsa, jetmoe, kimi_linear, lfm2_moe, lfm3, llama4, minicpm3,
-                          minicpm5_moe, minimax, minimax_m2, ministral3, mistral3, olmo_hybrid, phimoe, qwen3_5_moe,
-                          qwen3_5_moe_text, recurrent_gemma, rwkv, rwkv6, rwkv7, solar_open, zamba, zamba2)
-# issue 30, the mimo group
-from petit.models import mimo_v2_flash
-# issue 30, the longcat group
-from petit.models import longcat_flash
-from petit.models import deepseek_v4     # issue 30, the dsv4 group
-from petit.models import rwkv6qwen2      # issue 30: the ggufx group (GGUF only)
-from petit.models import ctrl, gpt_neox_japanese, mellum  # issue 36, the fam36b group
-from petit.models import bert            # issue 35: embedding models' encoders (family kind "encoder")
-from petit.models import modernbert, nomic_bert, xlm_roberta     # issue 35, the emb35 group
-from petit.models import biogpt, openai_gpt, xglm    # issue 36, the fam36a group
-from petit.models import flint, kolibri1     # issue 36, the fam36e group
-from petit.models import param2moe, sarvam_mla, sarvam_moe   # issue 36, the fam36c group
-from petit.models import diffllama, doge     # issue 36, the fam36d group
-from petit.models import aria_text, beam, cohere_compass_text, minimax_m3_vl_text     # issue 36, the fam36i group
-from petit.models import emu3, fuyu, got_ocr2, mllama, phi4_multimodal   # issue 36, the fam36f group
-from petit.models import git, modernbert_decoder   # issue 36, the fam36j group
-from petit.models import dory, ergo, hy_v3     # issue 36, the fam36h group
-from petit.models import axk1, laguna, zaya     # issue 36, the fam36g group
-from petit.models import dots3_note, dots3_note_text, lara_mini     # issue 36, the fam36k group
-from petit.models import xlstm           # issue 36, the fam36n group
-from petit.models import hrm_text        # issue 36, the fam36o group
-from petit.models import inkling2_loop_text, inkling2_text, inkling_text     # issue 36, the fam36l group
-from petit.models import axk2, bailing_hybrid, hy_v4     # issue 36, the fam36m group
+import importlib
+from collections.abc import Mapping
+
 from petit.models.refusals import NOT_DECODERS
 
-MODEL_TYPES = {
-    "llama": llama,
-    "mistral": mistral,
-    "qwen2": qwen2,
-    "qwen3": qwen3,
-    "phi3": phi3,
-    "gemma": gemma,
-    "gemma2": gemma2,
-    "gemma3_text": gemma3_text,
-    "gpt2": gpt2,
-    "gpt_neox": gpt_neox,
-    "gpt_neox_japanese": gpt_neox_japanese,
-    "ctrl": ctrl,
-    "mellum": mellum,
-    "phi": phi,
-    "starcoder2": starcoder2,
-    "stablelm": stablelm,
-    "olmo2": olmo2,
-    "granite": granite,
-    "smollm3": smollm3,
-    "cohere": cohere,
-    "cohere2": cohere2,
-    "qwen3_moe": qwen3_moe,
-    "qwen2_moe": qwen2_moe,
-    "olmoe": olmoe,
-    "mixtral": mixtral,
-    "granitemoe": granitemoe,
-    "granitemoeshared": granitemoeshared,
-    "gpt_oss": gpt_oss,
-    "llama4_text": llama4_text,
-    "deepseek_v2": deepseek_v2,
-    "deepseek_v3": deepseek_v3,
-    "mamba": mamba,
-    "falcon_mamba": falcon_mamba,
-    "mamba2": mamba2,
-    "lfm2": lfm2,
-    "granitemoehybrid": granitemoehybrid,
-    "jamba": jamba,
-    "helium": helium,
-    "seed_oss": seed_oss,
-    "ernie4_5": ernie4_5,
-    "ministral": ministral,
-    "arcee": arcee,
-    "olmo": olmo,
-    "olmo3": olmo3,
-    "glm": glm,
-    "glm4": glm4,
-    "exaone4": exaone4,
-    "vaultgemma": vaultgemma,
-    "apertus": apertus,
-    "nemotron": nemotron,
-    "hunyuan_v1_dense": hunyuan_v1_dense,
-    "persimmon": persimmon,
-    "gptj": gptj,
-    "codegen": codegen,
-    "gpt_neo": gpt_neo,
-    "gpt_bigcode": gpt_bigcode,
-    "falcon": falcon,
-    "bloom": bloom,
-    "mpt": mpt,
-    "opt": opt,
-    "openai-gpt": openai_gpt,
-    "xglm": xglm,
-    "biogpt": biogpt,
-    "bitnet": bitnet,
-    "falcon_h1": falcon_h1,
-    "qwen3_next": qwen3_next,
-    "qwen3_5_text": qwen3_5_text,
-    "qwen3_5": qwen3_5,
-    "nemotron_h": nemotron_h,
-    "glm4_moe": glm4_moe,
-    "ernie4_5_moe": ernie4_5_moe,
-    "hunyuan_v1_moe": hunyuan_v1_moe,
-    "dbrx": dbrx,
-    "internlm3": internlm3,
+
+class Registry(Mapping):
+    """model_type -> its family module (petit.models.<name>), imported on first look-up."""
+
+    def __init__(self, names: dict):
+        self.names = names
+
+    def __getitem__(self, model_type):
+        return importlib.import_module(f"petit.models.{self.names[model_type]}")
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __contains__(self, model_type):
+        return model_type in self.names
+
+
+MODEL_TYPES = Registry({
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "phi3": "phi3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
+    "gemma3_text": "gemma3_text",
+    "gpt2": "gpt2",
+    "gpt_neox": "gpt_neox",
+    "gpt_neox_japanese": "gpt_neox_japanese",
+    "ctrl": "ctrl",
+    "mellum": "mellum",
+    "phi": "phi",
+    "starcoder2": "starcoder2",
+    "stablelm": "stablelm",
+    "olmo2": "olmo2",
+    "granite": "granite",
+    "smollm3": "smollm3",
+    "cohere": "cohere",
+    "cohere2": "cohere2",
+    "qwen3_moe": "qwen3_moe",
+    "qwen2_moe": "qwen2_moe",
+    "olmoe": "olmoe",
+    "mixtral": "mixtral",
+    "granitemoe": "granitemoe",
+    "granitemoeshared": "granitemoeshared",
+    "gpt_oss": "gpt_oss",
+    "llama4_text": "llama4_text",
+    "deepseek_v2": "deepseek_v2",
+    "deepseek_v3": "deepseek_v3",
+    "mamba": "mamba",
+    "falcon_mamba": "falcon_mamba",
+    "mamba2": "mamba2",
+    "lfm2": "lfm2",
+    "granitemoehybrid": "granitemoehybrid",
+    "jamba": "jamba",
+    "helium": "helium",
+    "seed_oss": "seed_oss",
+    "ernie4_5": "ernie4_5",
+    "ministral": "ministral",
+    "arcee": "arcee",
+    "olmo": "olmo",
+    "olmo3": "olmo3",
+    "glm": "glm",
+    "glm4": "glm4",
+    "exaone4": "exaone4",
+    "vaultgemma": "vaultgemma",
+    "apertus": "apertus",
+    "nemotron": "nemotron",
+    "hunyuan_v1_dense": "hunyuan_v1_dense",
+    "persimmon": "persimmon",
+    "gptj": "gptj",
+    "codegen": "codegen",
+    "gpt_neo": "gpt_neo",
+    "gpt_bigcode": "gpt_bigcode",
+    "falcon": "falcon",
+    "bloom": "bloom",
+    "mpt": "mpt",
+    "opt": "opt",
+    "openai-gpt": "openai_gpt",
+    "xglm": "xglm",
+    "biogpt": "biogpt",
+    "bitnet": "bitnet",
+    "falcon_h1": "falcon_h1",
+    "qwen3_next": "qwen3_next",
+    "qwen3_5_text": "qwen3_5_text",
+    "qwen3_5": "qwen3_5",
+    "nemotron_h": "nemotron_h",
+    "glm4_moe": "glm4_moe",
+    "ernie4_5_moe": "ernie4_5_moe",
+    "hunyuan_v1_moe": "hunyuan_v1_moe",
+    "dbrx": "dbrx",
+    "internlm3": "internlm3",
     # issue 30, the dense group
-    "granite_swa": granite_swa,
-    "granitemoe_swa": granitemoe_swa,
-    "nanochat": nanochat,
-    "apertus1p5_text": apertus1p5_text,
-    "cwm": cwm,
-    "youtu": youtu,
-    "iquestcoder": iquestcoder,
-    "hyperclovax": hyperclovax,
-    "jais2": jais2,
-    "minicpm": minicpm,
-    "internlm2": internlm2,
+    "granite_swa": "granite_swa",
+    "granitemoe_swa": "granitemoe_swa",
+    "nanochat": "nanochat",
+    "apertus1p5_text": "apertus1p5_text",
+    "cwm": "cwm",
+    "youtu": "youtu",
+    "iquestcoder": "iquestcoder",
+    "hyperclovax": "hyperclovax",
+    "jais2": "jais2",
+    "minicpm": "minicpm",
+    "internlm2": "internlm2",
     # issue 30, the wrap group
-    "gemma3": gemma3,
-    "ministral3": ministral3,
-    "mistral3": mistral3,
+    "gemma3": "gemma3",
+    "ministral3": "ministral3",
+    "mistral3": "mistral3",
     # issue 30, the moe_a group
-    "qwen3_5_moe_text": qwen3_5_moe_text,
-    "qwen3_5_moe": qwen3_5_moe,
+    "qwen3_5_moe_text": "qwen3_5_moe_text",
+    "qwen3_5_moe": "qwen3_5_moe",
     # issue 30, the mla group
-    "glm4_moe_lite": glm4_moe_lite,
+    "glm4_moe_lite": "glm4_moe_lite",
     # issue 30, the hybrid group
-    "bamba": bamba,
-    "zamba2": zamba2,
+    "bamba": "bamba",
+    "zamba2": "zamba2",
     # issue 30, the zamba group
-    "zamba": zamba,
+    "zamba": "zamba",
     # issue 30, the gemma group
-    "gemma3n_text": gemma3n_text,
-    "gemma3n": gemma3n,
+    "gemma3n_text": "gemma3n_text",
+    "gemma3n": "gemma3n",
     # issue 30, the moe_b group
-    "lfm2_moe": lfm2_moe,
-    "exaone_moe": exaone_moe,
-    "minimax_m2": minimax_m2,
+    "lfm2_moe": "lfm2_moe",
+    "exaone_moe": "exaone_moe",
+    "minimax_m2": "minimax_m2",
     # issue 30, the recur group
-    "recurrent_gemma": recurrent_gemma,
-    "llama4": llama4,
-    "exaone": exaone,
-    "solar_open": solar_open,
-    "phimoe": phimoe,
-    "dots1": dots1,
-    "cohere2_moe": cohere2_moe,
-    "flex_olmo": flex_olmo,
-    "afmoe": afmoe,
-    "deepseek_v32": deepseek_v32,
-    "deepseek_v4": deepseek_v4,     # issue 30, the dsv4 group
-    "glm_moe_dsa": glm_moe_dsa,
-    "minicpm3": minicpm3,
-    "olmo_hybrid": olmo_hybrid,
-    "minimax": minimax,
-    "rwkv6": rwkv6,
-    "rwkv7": rwkv7,
-    "gemma4_text": gemma4_text,
-    "gemma4": gemma4,
-    "gemma4_unified_text": gemma4_unified_text,
-    "gemma4_unified": gemma4_unified,
-    "minicpm5_moe": minicpm5_moe,
-    "lfm3": lfm3,
-    "kimi_linear": kimi_linear,
-    "rwkv": rwkv,
+    "recurrent_gemma": "recurrent_gemma",
+    "llama4": "llama4",
+    "exaone": "exaone",
+    "solar_open": "solar_open",
+    "phimoe": "phimoe",
+    "dots1": "dots1",
+    "cohere2_moe": "cohere2_moe",
+    "flex_olmo": "flex_olmo",
+    "afmoe": "afmoe",
+    "deepseek_v32": "deepseek_v32",
+    "deepseek_v4": "deepseek_v4",     # issue 30, the dsv4 group
+    "glm_moe_dsa": "glm_moe_dsa",
+    "minicpm3": "minicpm3",
+    "olmo_hybrid": "olmo_hybrid",
+    "minimax": "minimax",
+    "rwkv6": "rwkv6",
+    "rwkv7": "rwkv7",
+    "gemma4_text": "gemma4_text",
+    "gemma4": "gemma4",
+    "gemma4_unified_text": "gemma4_unified_text",
+    "gemma4_unified": "gemma4_unified",
+    "minicpm5_moe": "minicpm5_moe",
+    "lfm3": "lfm3",
+    "kimi_linear": "kimi_linear",
+    "rwkv": "rwkv",
     # issue 30, the jetmoe group
-    "jetmoe": jetmoe,
+    "jetmoe": "jetmoe",
     # issue 30, the mimo group
-    "mimo_v2_flash": mimo_v2_flash,
+    "mimo_v2_flash": "mimo_v2_flash",
     # issue 30, the longcat group
-    "longcat_flash": longcat_flash,
+    "longcat_flash": "longcat_flash",
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
-    "rwkv6qwen2": rwkv6qwen2,
+    "rwkv6qwen2": "rwkv6qwen2",
     # issue 36, the fam36e group
-    "kolibri1": kolibri1,
-    "flint": flint,
+    "kolibri1": "kolibri1",
+    "flint": "flint",
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
-    "sarvam_moe": sarvam_moe,
-    "param2moe": param2moe,
-    "sarvam_mla": sarvam_mla,
+    "sarvam_moe": "sarvam_moe",
+    "param2moe": "param2moe",
+    "sarvam_mla": "sarvam_mla",
     # issue 36, the fam36d group
-    "diffllama": diffllama,
-    "doge": doge,
+    "diffllama": "diffllama",
+    "doge": "doge",
     # issue 36, fam36i
-    "aria_text": aria_text,
-    "cohere_compass_text": cohere_compass_text,
-    "minimax_m3_vl_text": minimax_m3_vl_text,
-    "beam": beam,
+    "aria_text": "aria_text",
+    "cohere_compass_text": "cohere_compass_text",
+    "minimax_m3_vl_text": "minimax_m3_vl_text",
+    "beam": "beam",
     # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
-    "emu3": emu3,
-    "got_ocr2": got_ocr2,
-    "fuyu": fuyu,
-    "mllama": mllama,
-    "phi4_multimodal": phi4_multimodal,
+    "emu3": "emu3",
+    "got_ocr2": "got_ocr2",
+    "fuyu": "fuyu",
+    "mllama": "mllama",
+    "phi4_multimodal": "phi4_multimodal",
     # issue 36, the fam36j group
-    "modernbert-decoder": modernbert_decoder,
-    "git": git,             # GIT's text decoder (its image tower not run)
+    "modernbert-decoder": "modernbert_decoder",
+    "git": "git",             # GIT's text decoder (its image tower not run)
     # issue 36, the fam36h group
-    "hy_v3": hy_v3,
-    "dory": dory,
-    "ergo": ergo,
+    "hy_v3": "hy_v3",
+    "dory": "dory",
+    "ergo": "ergo",
     # issue 36, the fam36g group
-    "axk1": axk1,
-    "laguna": laguna,
-    "zaya": zaya,
+    "axk1": "axk1",
+    "laguna": "laguna",
+    "zaya": "zaya",
     # issue 36, the fam36k group
-    "lara_mini": lara_mini,
-    "dots3_note_text": dots3_note_text,
-    "dots3_note": dots3_note,
+    "lara_mini": "lara_mini",
+    "dots3_note_text": "dots3_note_text",
+    "dots3_note": "dots3_note",
     # issue 36, fam36n
-    "xlstm": xlstm,
-    "hrm_text": hrm_text,
+    "xlstm": "xlstm",
+    "hrm_text": "hrm_text",
     # issue 36, the fam36l group
-    "inkling_text": inkling_text,
-    "inkling2_text": inkling2_text,
-    "inkling2_loop_text": inkling2_loop_text,
+    "inkling_text": "inkling_text",
+    "inkling2_text": "inkling2_text",
+    "inkling2_loop_text": "inkling2_loop_text",
     # issue 36, the fam36m group
-    "axk2": axk2,
-    "bailing_hybrid": bailing_hybrid,
-    "hy_v4": hy_v4,
-}
+    "axk2": "axk2",
+    "bailing_hybrid": "bailing_hybrid",
+    "hy_v4": "hy_v4",
+})
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
-ENCODERS = {
-    "bert": bert,
-    "xlm-roberta": xlm_roberta,
-    "roberta": xlm_roberta,
-    "modernbert": modernbert,
-    "nomic_bert": nomic_bert,
-}
+ENCODERS = Registry({
+    "bert": "bert",
+    "xlm-roberta": "xlm_roberta",
+    "roberta": "xlm_roberta",
+    "modernbert": "modernbert",
+    "nomic_bert": "nomic_bert",
+})
 
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
