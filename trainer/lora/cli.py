@@ -51,6 +51,10 @@ def add_finetune_parser(sub) -> None:
     p.add_argument("--held-out", default="0.1", help="the share of examples held out and scored each epoch")
     p.add_argument("--weights", type=weight_type, choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
                    help="convert the base's weights at load (default: as stored, a folder to q8_0)")
+    p.add_argument("--checkpoint", metavar="DIR", help="save the run to DIR every 50 steps, after every epoch and when "
+                                                        "stopped (Ctrl+C), so that --resume can continue it")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint DIR (the same "
+                                                         "model, data and settings; --epochs may be more)")
     p.add_argument("--check", action="store_true", help="check every LoRA gradient against float64 finite "
                                                         "differences on MODEL (a tiny one) and exit")
     p.set_defaults(func=run_finetune)
@@ -62,6 +66,8 @@ def run_finetune(args) -> int:
 
     if not args.check and (not args.data or not args.output):
         raise UsageError("--data FILE and -o OUT are needed (or --check)")
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint DIR, the run to continue")
     targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
     bad = [t for t in targets if t not in TARGETS]
     if bad or not targets:
@@ -84,5 +90,6 @@ def run_finetune(args) -> int:
         return 0 if run_check(model) else 1
     from trainer.lora.base import check_supported
     check_supported(model)
-    finetune(model, args.data, args.output, cfg, out=sys.stdout)
-    return 0
+    result = finetune(model, args.data, args.output, cfg, out=sys.stdout, checkpoint=args.checkpoint,
+                      resume=args.resume)
+    return 130 if result["interrupted"] else 0
