@@ -12,14 +12,12 @@ test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logi
 below for minimax-01), its greedy tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's
 own q8_0 run, the config read against the source folder's, the eps difference, the refusals, `petit verify`."""
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import petit
-from models import q8_0_errors, range_err
+from models import load_strict, q8_0_errors, range_err
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GGUF = FIXTURES / "gguf5_gg36s"
@@ -38,9 +36,7 @@ _scaled = range_err
 
 
 def _gguf(case, weights=None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # read without any "ignoring ..." report
-        return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
+    return load_strict(GGUF / case / "q8_0.gguf", weights=weights)      # as stored unless asked, without a warning
 
 
 def test_gguf_cases_are_llama_cpps_architectures():
