@@ -10,7 +10,8 @@ petit/loading/gguf_gg36s5.py).
 
 test_gguf5_exact.py holds each file decoded to float32 to llama.cpp's exact logits (1e-5 of the range; EXACT_BOUND
 below for minimax-01), its greedy tokens and tokenizer ids. Here: the cases, the file as stored against llama.cpp's
-own q8_0 run, the config read against the source folder's, the eps difference, the refusals, `petit verify`."""
+own q8_0 run, the config read against the source folder's, the eps difference, the refusals, `petit convert` and
+`petit verify`."""
 import json
 from pathlib import Path
 
@@ -187,3 +188,20 @@ def test_petit_verify_passes_on_the_gguf_file(capsys, case):
     from float64 on it (this tiny model's conditioning, EXACT_BOUND), over verify's limits."""
     from petit.cli import main
     assert main(["verify", str(GGUF / case / "q8_0.gguf"), "-n", "4"]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["laguna", "minimax-01"])
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    """`petit convert --f32` of the file (Laguna's per-layer heads and gates, MiniMax's in_proj derived from
+    attn_qkv / attn_gate) writes a file that gives the GGUF reading's logits."""
+    import warnings
+
+    import petit
+    from petit.cli import main
+    f = GGUF / case / "q8_0.gguf"
+    ref = np.load(f.with_suffix(".npz"))
+    assert main(["convert", str(f), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert np.abs(got - _gguf(case, weights="f32").logits(ref["input_ids"])).max() <= 1e-5
