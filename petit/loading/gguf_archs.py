@@ -29,6 +29,7 @@ from petit.loading.gguf_fam36c5 import FAM36C5_ARCHS       # issue 36: the fam36
 from petit.loading.gguf_fam36o5 import FAM36O5_ARCHS       # issue 36: the fam36o group (hrm_text)
 from petit.loading.gguf_fam36q5 import fam36q_archs        # issue 36: the fam36q group (hy_v3, codeshell)
 from petit.loading.gguf_fam36r5 import fam36r_archs        # issue 36: the fam36r group (qwen*vl*, xverse, orion)
+from petit.loading.gguf_gg36s5 import gg36s_archs          # issue 36: the gg36s group (laguna, minimax-01)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -451,6 +452,8 @@ def config_from_gguf(meta: dict, where: str, n_vocab: int, tensors) -> tuple[GGU
     if arch.extra is not None:
         try:
             arch.extra(meta, key, cfg, lambda n: n in tensors)
+            if arch.shape_extra is not None:
+                arch.shape_extra(meta, key, cfg, lambda n: tuple(tensors[n].shape) if n in tensors else None)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
     return arch, cfg
@@ -496,3 +499,4 @@ ARCHS.update(FAM36C5_ARCHS)         # issue 36's fam36c group: bailingmoe2, Sarv
 ARCHS.update(FAM36O5_ARCHS)         # issue 36's fam36o group: hrm_text, HRM-Text (gguf_fam36o5.py)
 ARCHS.update(fam36q_archs(ARCHS))   # issue 36's fam36q group: hy_v3, Hy3, codeshell (gguf_fam36q5.py)
 ARCHS.update(fam36r_archs(ARCHS))   # issue 36's fam36r group: qwen*vl*, xverse, orion (gguf_fam36r5.py)
+ARCHS.update(gg36s_archs())         # issue 36's gg36s group: laguna, minimax-01 (gguf_gg36s5.py)

@@ -78,6 +78,9 @@ class GGUFArch:
     # issue 36, fam36o: config_names(tensors, cfg) -> {GGUF name: HF name} of tensors whose names need the config,
     # read before the tables (HRM-Text's blocks 0..2n-1 are its two stacks' layers, n from the metadata)
     config_names: object = None
+    # issue 36, gg36s: shape_extra(meta, key, cfg, shape) sets config keys a tensor's shape tells (shape(GGUF name) ->
+    # its stored shape, torch order, or None), after `extra` (Laguna's attention gate: a value a head or a value)
+    shape_extra: object = None
 
 
 def _biases(meta, key, cfg, has):

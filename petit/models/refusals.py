@@ -146,15 +146,10 @@ NOT_YET.update({
     "gguf:kimi-k3": "Kimi-K3's language model: kimi-linear's KDA + MLA hybrid with cross-layer residual attention, a "
                     "latent MoE, the situ activation, an MLA output gate and a full-rank KDA gate, none of which "
                     "Petit's kimi_linear family runs; its converter reads the release's MXFP4-packed experts",
-    "gguf:laguna": _NOT_CHECKED.format("laguna", "per-layer-type RoPE (YaRN on full layers, plain on sliding ones) "
-                                       "and an attention gate read per head or per element from its tensor's width"),
     "gguf:maincoder": f"Maincoder ({_REMOTE}): llama's block with q / k RMSNorms applied after RoPE, which llama.cpp "
                       "runs on adjacent pairs of unpermuted q / k rows; Petit's hunyuan_v1_dense norms after RoPE too, "
                       "but on halves, and with no reference but llama.cpp the pairing is not checked",
     "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
-    "gguf:minimax-01": _NOT_CHECKED.format("minimax", "its lightning attention (run in blocks with "
-                                           "per-head decays, the linear layers listed by attention.recurrent_layers "
-                                           "or full_attention_interval)"),
     "gguf:minimax-m3": _NOT_CHECKED.format("minimax_m3_vl_text", "its sparse attention (the indexer's top-k key "
                                            "blocks), which llama.cpp runs only with flash attention's f16 mask"),
     "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
