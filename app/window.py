@@ -30,14 +30,15 @@ from app.settings.store import SettingsStore
 from app.status import StatusBar
 from app.style import STATUS_STYLE
 from app.theme import CHOICES, Theme
-from app.training import ExportPanel, TrainPanel, VerifyPanel
+from app.training import ExportPanel, FinetunePanel, TrainPanel, VerifyPanel
 
 LAST_MODEL = "last_model"
 GEOMETRY = "window_geometry"         # the window's and the chat splitter's, restored at start
 # the tabs after Chat: (title, panel class); window.panels holds them by title. A panel may have
 # `chat_with_model = Signal(str)` (the window loads that model into the chat) and `shutdown()` (called as the window
 # closes: it stops and joins its threads); the Server panel's set_model(path, options) hears of every model loaded.
-PANELS = (("Train", TrainPanel), ("Export", ExportPanel), ("Verify", VerifyPanel), ("Server", ServerPanel))
+PANELS = (("Train", TrainPanel), ("Fine-tune", FinetunePanel), ("Export", ExportPanel), ("Verify", VerifyPanel),
+          ("Server", ServerPanel))
 
 
 def is_bundled_model(path: str) -> bool:
