@@ -155,8 +155,6 @@ NOT_YET.update({
     "gguf:minimax-01": _NOT_CHECKED.format("minimax", "its lightning attention (run in blocks with "
                                            "per-head decays, the linear layers listed by attention.recurrent_layers "
                                            "or full_attention_interval)"),
-    "gguf:minimax-m3": _NOT_CHECKED.format("minimax_m3_vl_text", "its sparse attention (the indexer's top-k key "
-                                           "blocks), which llama.cpp runs only with flash attention's f16 mask"),
     "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
                      "attention temperature scaling), a family Petit does not run yet from its folder either",
     "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
