@@ -9,7 +9,6 @@ Petit runs attention in float32, as transformers does, so it is held to llama.cp
 (EXACT_BOUND, test_gguf5_exact.py), chooses the blocks llama.cpp chooses (the same argmax everywhere, and far from
 the dense run), and on the transformers weights gives transformers' logits (1e-4 of the range)."""
 import json
-import struct
 import warnings
 from pathlib import Path
 
@@ -17,7 +16,8 @@ import numpy as np
 import pytest
 
 import petit
-from models import q8_0_errors, range_err
+from models import converted_runs_the_same, load_strict, q8_0_errors, range_err, write_f32_safetensors
+from petit.formats.safetensors import SafetensorsFile
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GGUF = FIXTURES / "gguf5_gg36t"
@@ -31,9 +31,7 @@ _scaled = range_err
 
 
 def _gguf(case, weights=None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # read without any "ignoring ..." report
-        return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
+    return load_strict(GGUF / case / "q8_0.gguf", weights)     # without any "ignoring ..." report
 
 
 def test_gguf_cases_are_llama_cpps_architectures():
@@ -73,24 +71,11 @@ def test_gguf_is_llama_cpps_sparse_run_within_its_flash_attention_rounding():
 
 
 def _read_f32(path: Path) -> dict:
-    raw = path.read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
-    assert {v["dtype"] for v in head.values()} == {"F32"}
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4").reshape(v["shape"])
-            for k, v in head.items()}
-
-
-def _write_f32(path: Path, tensors: dict) -> None:
-    header, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        b = np.ascontiguousarray(a, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    st = SafetensorsFile(path)
+    try:
+        return {n: np.array(st.raw(n), dtype=np.float32) for n in st.entries}
+    finally:
+        st.close()
 
 
 def _module_layout(folder: Path, into: Path) -> Path:
@@ -117,7 +102,7 @@ def _module_layout(folder: Path, into: Path) -> Path:
                                                             for e in range(E)])
             out[p + "mlp.experts.down_proj"] = np.stack([w[x.format(e, "w2")] for e in range(E)])
     into.mkdir()
-    _write_f32(into / "model.safetensors", out)
+    write_f32_safetensors(into / "model.safetensors", out)
     keep = {k: v for k, v in cfg.items() if k not in ("scoring_func", "n_shared_experts", "architectures")}
     (into / "config.json").write_text(json.dumps(dict(keep, architectures=["MiniMaxM3VLForCausalLM"])))
     return into
@@ -167,14 +152,8 @@ def test_gguf_refuses_what_llama_cpps_minimax_m3_does_not_run(meta, message):
 
 
 def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
-    from petit.cli import main
     f = GGUF / "minimax-m3" / "q8_0.gguf"
-    ref = np.load(f.with_suffix(".npz"))
-    assert main(["convert", str(f), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
-    assert np.abs(got - _gguf("minimax-m3", weights="f32").logits(ref["input_ids"])).max() <= 1e-5
+    converted_runs_the_same(f, tmp_path, np.load(f.with_suffix(".npz"))["input_ids"])
 
 
 def test_petit_verify_passes_on_the_gguf_file(capsys):
