@@ -7,7 +7,10 @@ its CPU flash attention rounds to f16 inside, which puts its exact run (F32 KV c
 logit range from transformers' logits, at every position (the first too, where attention returns the value).
 Petit runs attention in float32, as transformers does, so it is held to llama.cpp's exact run within 1.5x that gap
 (EXACT_BOUND, test_gguf5_exact.py), chooses the blocks llama.cpp chooses (the same argmax everywhere, and far from
-the dense run), and on the transformers weights gives transformers' logits (1e-4 of the range)."""
+the dense run), and on the transformers weights gives transformers' logits (1e-4 of the range).
+
+`dots3note` (Dots 3 Note's language model, ../src_gg36t/dots3note) is converted and run by llama.cpp too, and refused:
+its graph rotates the indexer by halves where transformers rotates adjacent pairs (the measurements below)."""
 import json
 import warnings
 from pathlib import Path
@@ -23,7 +26,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 GGUF = FIXTURES / "gguf5_gg36t"
 SRC = FIXTURES / "src_gg36t" / "minimax_m3"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
-GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+# dots3note: llama.cpp's file and logits, kept to show why Petit does not read it (its indexer's RoPE)
+NOT_READ = ("dots3note",)
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file() and c not in NOT_READ)
 # llama.cpp's flash attention gap: its exact run of the f32 file against transformers (manifest), x 1.5
 FLASH_GAP = GGUF_MANIFEST["minimax-m3"]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"]
 EXACT_BOUND = {"minimax-m3": 1.5 * FLASH_GAP}
@@ -160,3 +165,22 @@ def test_petit_verify_passes_on_the_gguf_file(capsys):
     """The engine on the file's weights as stored equals the float64 reference of minimax_m3_vl_text."""
     from petit.cli import main
     assert main(["verify", str(GGUF / "minimax-m3" / "q8_0.gguf"), "-n", "4"]) == 0, capsys.readouterr().out
+
+
+def test_dots3note_file_is_refused_with_its_measured_reason():
+    from petit.models.refusals import NOT_YET
+    with pytest.raises(ValueError) as e:
+        petit.load(GGUF / "dots3note" / "q8_0.gguf")
+    assert NOT_YET["gguf:dots3note"] in str(e.value)
+
+
+def test_dots3note_llama_cpp_differs_from_transformers_only_in_its_indexers_rope():
+    """llama.cpp's exact run of the f32 file (manifest: worst error per position over the logit range) is
+    transformers' until the indexer chooses (index_topk 12: from position 12 on), far after; the same file with the
+    indexer's rotary rows permuted from adjacent pairs to halves is transformers' at every position."""
+    e = GGUF_MANIFEST["dots3note"]
+    assert json.loads((SRC.parent / "dots3note" / "config.json").read_text())["index_topk"] == 12
+    as_converted, halves = (np.array(e["indexer_rope"][k]) for k in ("as_converted", "indexer_halves"))
+    assert as_converted[:12].max() <= 2e-6 and as_converted[12:].min() >= 0.05 and as_converted.max() >= 0.6
+    assert halves.max() <= 2.5e-6
+    assert e["files"]["f32.gguf"]["exact_vs_transformers"]["rel"] >= 0.6
