@@ -127,6 +127,21 @@ def load_strict(folder, weights: str = "f32"):
         return petit.load(folder, weights=weights)
 
 
+def write_f32_safetensors(path, tensors: dict) -> None:
+    """A float32 safetensors file of `tensors` (name -> array), written without the safetensors package."""
+    import json
+    import struct
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    Path(path).write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
 def converted_runs_the_same(folder, tmp_path, ids) -> None:
     """`petit convert --f32` of a fixture folder writes a file that loads without a warning and gives the folder's
     logits for `ids` bit for bit (issue 36: one check the group test files share)."""

@@ -19,7 +19,6 @@ test_moe.py (quantized routing) do not already hold for every hf5 fixture.
 """
 import json
 import shutil
-import struct
 import warnings
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import pytest
 import petit
 from petit.formats.safetensors import SafetensorsFile
 from petit.models import get_family
-from models import load_strict as _load, rel_err
+from models import load_strict as _load, rel_err, write_f32_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36c"
 FAMILIES = ["sarvam_moe", "param2moe", "sarvam_mla"]
@@ -76,18 +75,6 @@ def test_sarvams_stored_names_are_read_under_glms():
     assert model.net.layers[0].moe is None and L.moe.shared is not None and L.o_b is None
 
 
-def _write_f32_safetensors(path, tensors: dict) -> None:
-    header, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        b = np.ascontiguousarray(a, "<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
-
-
 def test_a_checkpoint_under_glms_names_is_read_as_it_is(tmp_path):
     """The same weights stored under GLM-4.5's names (transformers' in-memory names: q / k / v apart) run the same
     numbers, bit for bit."""
@@ -111,7 +98,7 @@ def test_a_checkpoint_under_glms_names_is_read_as_it_is(tmp_path):
     assert "model.layers.1.self_attn.k_proj.bias" in glm and not any("query_key_value" in n for n in glm)
     folder = tmp_path / "glm_names"
     shutil.copytree(DIR / "sarvam_moe", folder)
-    _write_f32_safetensors(folder / "model.safetensors", glm)
+    write_f32_safetensors(folder / "model.safetensors", glm)
     ids = np.load(DIR / "sarvam_moe" / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(_load(folder).logits(ids), _load(DIR / "sarvam_moe").logits(ids))
 

@@ -12,6 +12,7 @@ import test_fam36o5
 import test_fam36q5
 import test_fam36r5
 import test_gg36s5
+import test_gg36t5
 import test_hybrid5
 import test_mla5
 import test_moe_a5
@@ -19,8 +20,8 @@ import test_moe_b5
 import test_recur5
 import test_wrap5
 
-GROUPS = (test_dense5, test_fam36c5, test_fam36o5, test_fam36q5, test_fam36r5, test_gg36s5, test_hybrid5, test_mla5,
-          test_moe_a5, test_moe_b5, test_recur5, test_wrap5)
+GROUPS = (test_dense5, test_fam36c5, test_fam36o5, test_fam36q5, test_fam36r5, test_gg36s5, test_gg36t5, test_hybrid5,
+          test_mla5, test_moe_a5, test_moe_b5, test_recur5, test_wrap5)
 DECODED = [pytest.param(g, c, id=f"{g.GGUF.name}/{c}") for g in GROUPS for c in g.GGUF_READ]
 # the groups whose manifest lists llama.cpp's greedy tokens and tokenizations (gguf5_mla's has no manifest)
 GREEDY = [p for p in DECODED if p.values[0] is not test_mla5]
@@ -31,7 +32,7 @@ def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(group, case):
     ref = np.load(group.GGUF / case / "q8_0.npz")
     got = group._gguf(case, weights="f32").logits(ref["input_ids"])
     # llama.cpp's GELU reads a table of f16 values (test_wrap5.GELU_TABLE): within 1e-3 of the range there; a group's
-    # EXACT_BOUND names its other cases' bounds (test_fam36r5: llama.cpp's M-RoPE runs)
+    # EXACT_BOUND names its other cases' bounds (test_fam36r5: llama.cpp's M-RoPE runs; test_gg36t5: its flash attention)
     bound = getattr(group, "EXACT_BOUND", {}).get(case, 1e-3 if case in getattr(group, "GELU_TABLE", ()) else 1e-5)
     assert group._scaled(got, ref["exact_logits"]) <= bound
     assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))

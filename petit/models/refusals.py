@@ -78,17 +78,18 @@ NOT_YET.update({
 })
 # issue 36, the fam36q group: llama.cpp architectures not read, each with what it computes that Petit does not run
 # (or why no file can be checked); hy_v3 is read (petit/loading/gguf_fam36q5.py)
-_NO_FILE = ("llama.cpp's converter (0.3.36) reads only the released checkpoint's layout, {what}, so there is no "
-            "tiny converted file to check a reading against")
 NOT_YET.update({
     "gguf:gptj": ("GPT-J runs from its Hugging Face folder (model_type gptj), not from a GGUF file: llama.cpp 0.3.36 "
                   "keeps the name but builds no graph for it (no hyperparameter or tensor loader: its files do not "
                   "load) and its converter has no GPTJForCausalLM class, so there is no llama.cpp file to read"),
     "gguf:dots3note": ("Dots 3 Note runs from its Hugging Face folder (model_type dots3_note / dots3_note_text), not "
-                       "yet from a GGUF file: " +
-                       _NO_FILE.format(what="its config's `swa_qk_nope_head_dim` / `swa_head_dim`, `scoring_func` "
-                                            "sigmoid and ungrouped routing, where transformers 5.25's config holds "
-                                            "the sliding layers' sizes in `per_layer_config` and no scoring_func")),
+                       "from a GGUF file: llama.cpp 0.3.36's graph rotates the indexer's q / k by halves (NEOX) where "
+                       "transformers' Dots3NoteTextIndexer rotates adjacent pairs, and its converter does not permute "
+                       "the indexer for it. On a tiny converted file (tests/fixtures/gguf5_gg36t) llama.cpp's exact "
+                       "logits are transformers' within 2e-6 of the range until the indexer chooses (position 12 of "
+                       "35, index_topk 12), then up to 0.68 of the range away; with the indexer's rows permuted to "
+                       "halves, within 2.2e-6 at every position. A reading of its two-sized latent attention "
+                       "(per-layer head counts, the sliding layers' own kv_lora_rank) is not written yet"),
     "gguf:deepseek": ("DeepSeek-MoE (remote code DeepseekForCausalLM, no transformers class): Llama's attention with "
                       "softmax-routed experts whose top-k weights are not renormalised plus ungated shared experts "
                       "after `leading_dense_block_count` dense layers; Petit's deepseek_v2 / deepseek_v3 families "
@@ -150,8 +151,6 @@ NOT_YET.update({
                       "runs on adjacent pairs of unpermuted q / k rows; Petit's hunyuan_v1_dense norms after RoPE too, "
                       "but on halves, and with no reference but llama.cpp the pairing is not checked",
     "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
-    "gguf:minimax-m3": _NOT_CHECKED.format("minimax_m3_vl_text", "its sparse attention (the indexer's top-k key "
-                                           "blocks), which llama.cpp runs only with flash attention's f16 mask"),
     "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
                      "attention temperature scaling), a family Petit does not run yet from its folder either",
     "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
