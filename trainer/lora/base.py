@@ -13,7 +13,7 @@ from petit.native import Weight, get_rows, matmul, matmul_t
 from trainer.lora import TARGETS
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-BASE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k")    # the stored types whose backward is tested
+BASE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k")    # whose backward is tested
 # target -> the Hugging Face module name inside a layer (PEFT's and the adapter file's)
 MODULES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
            "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
