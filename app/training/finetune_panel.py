@@ -7,16 +7,38 @@ The run lives on a Worker (trainer.lora.train.finetune). Pause asks it to stop a
 run's checkpoint (the adapter file's name + ".run", trainer.lora.checkpoint) and its thread ends, so a paused run
 holds no core, and Continue resumes it from that checkpoint, also after the app was closed or killed. Closing the
 window pauses a run the same way and joins its thread."""
+import json
 import os
+import time
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from app.threads import Worker, WorkerSlot
 from app.training.plot import LinePlot
 
 ERROR_STYLE = "color: #b00020;"
+
+
+def chat_examples(conn, chat_ids) -> list[dict]:
+    """The chats as training examples ({"messages": [...]}, the data file's format): each chat's turns in order, a
+    reply cut off (finish_reason "interrupted") and the turns after the last reply left out; a chat without a whole
+    reply gives nothing."""
+    from app.chat.store import INTERRUPTED, ChatStore
+    store, out = ChatStore(conn), []
+    for chat_id in chat_ids:
+        turns = []
+        for m in store.messages(chat_id):
+            if m.role == "assistant" and (m.meta.get("finish_reason") == INTERRUPTED or not m.content.strip()):
+                break
+            turns.append({"role": m.role, "content": m.content})
+        while turns and turns[-1]["role"] != "assistant":
+            turns.pop()
+        if turns:
+            out.append({"messages": turns})
+    return out
 
 
 def _work(spec: dict, report) -> dict:
@@ -93,7 +115,62 @@ class FinetunePanel(QWidget):
         for label, box in (("Rank", self.rank), ("Epochs", self.epochs), ("Chats a step", self.batch),
                            ("Context (tokens)", self.ctx), ("Learning rate", self.lr)):
             lay.addRow(label, box)
+        self.chat_list = QListWidget()
+        self.chat_list.setToolTip("Checked chats are the training data (instead of a file): the replies are what "
+                                  "the model learns to say")
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh_chats)
+        lay.addRow(QLabel("Or train on your chats (checked):"), refresh)
+        lay.addRow(self.chat_list)
         return form
+
+    def refresh_chats(self) -> None:
+        """List the app's chats (the newest first), keeping the checks of those listed before."""
+        from app.chat.store import ChatStore
+        from app.db import connect
+        checked = set(self.checked_chats())
+        self.chat_list.clear()
+        conn = connect()
+        try:
+            store = ChatStore(conn)
+            for chat in store.chats():
+                n = len(store.messages(chat.id))
+                item = QListWidgetItem(f"{chat.title} ({n} messages)")
+                item.setData(Qt.ItemDataRole.UserRole, chat.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(Qt.CheckState.Checked if chat.id in checked else Qt.CheckState.Unchecked)
+                self.chat_list.addItem(item)
+        finally:
+            conn.close()
+
+    def checked_chats(self) -> list[int]:
+        items = (self.chat_list.item(i) for i in range(self.chat_list.count()))
+        return [it.data(Qt.ItemDataRole.UserRole) for it in items if it.checkState() == Qt.CheckState.Checked]
+
+    def _write_chats(self) -> str:
+        """The checked chats as a JSONL data file in the data folder's finetune/ (written to a temporary name, then
+        renamed), its path."""
+        from app.db import connect
+        from app.paths import data_dir
+        conn = connect()
+        try:
+            examples = chat_examples(conn, self.checked_chats())
+        finally:
+            conn.close()
+        if not examples:
+            raise ValueError("None of the checked chats has a whole reply to learn from.")
+        folder = os.path.join(data_dir(), "finetune")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, time.strftime("chats-%Y%m%d-%H%M%S.jsonl"))
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in examples)
+        os.replace(path + ".tmp", path)
+        return path
+
+    def showEvent(self, event) -> None:
+        if self.chat_list.count() == 0:
+            self.refresh_chats()
+        super().showEvent(event)
 
     def _run_side(self) -> QWidget:
         side = QWidget()
@@ -155,8 +232,15 @@ class FinetunePanel(QWidget):
 
     def start(self) -> None:
         model, data = self.model_edit.text().strip(), self.data_edit.text().strip()
+        if not data and self.checked_chats():
+            try:
+                data = self._write_chats()
+            except (ValueError, OSError) as e:
+                return self._fail(str(e))
+            self.data_edit.setText(data)
         output = self.output_edit.text().strip() or (os.path.splitext(data)[0] + ".lora" if data else "")
-        missing = [what for what, p in (("the base model", model), ("the training data", data)) if not p]
+        missing = [what for what, p in (("the base model", model), ("the training data (a file or chats)", data))
+                   if not p]
         if missing or not os.path.exists(model) or not os.path.isfile(data):
             return self._fail(f"Choose {' and '.join(missing)}." if missing else
                               f"{model if not os.path.exists(model) else data} does not exist.")

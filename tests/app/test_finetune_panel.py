@@ -1,6 +1,7 @@
 """The Fine-tune tab (issue 33): a LoRA run on a tiny model streams its losses into the plot, writes the adapter, and
 a run paused and continued writes the same adapter byte for byte as one never paused; "Merge and chat" hands the
 chat a merged q8_0 model."""
+import json
 import os
 
 import petit
@@ -72,7 +73,7 @@ def test_missing_choices_are_named(qtbot, tmp_path):
     qtbot.addWidget(panel)
     panel.model_edit.setText("")
     panel.start_button.click()
-    assert panel.error.text() == "Choose the base model and the training data." and not panel.running
+    assert panel.error.text() == "Choose the base model and the training data (a file or chats)." and not panel.running
     panel.model_edit.setText(MODEL)
     panel.data_edit.setText(str(tmp_path / "none.jsonl"))
     panel.start_button.click()
@@ -83,4 +84,43 @@ def test_missing_choices_are_named(qtbot, tmp_path):
     panel.start_button.click()
     qtbot.waitUntil(lambda: not panel.running, timeout=WAIT_MS)
     assert "needs \"messages\"" in panel.error.text() and panel.start_button.isEnabled()
+    panel.shutdown()
+
+
+def test_checked_chats_are_the_data(qtbot, tmp_path, data_dir):
+    from app.chat.store import ChatStore, Message
+    from app.db import connect
+    conn = connect()
+    store = ChatStore(conn)
+    facts = store.create("Facts")
+    for role, text in (("user", "Who is Marda Voss?"), ("assistant", "Marda Voss is the keeper of Quellin."),
+                       ("user", "Where is Quellin?"), ("assistant", "Quellin is north of the moon of Zarb."),
+                       ("user", "And then?")):                            # a question left without a reply
+        store.append(facts, Message(role, text))
+    cut = store.create("Cut off")
+    store.append(cut, Message("user", "Count to 3"))
+    store.append(cut, Message("assistant", "1, 2", {"finish_reason": "interrupted"}))
+    store.create("Empty")
+    conn.close()
+    panel = _panel(qtbot, tmp_path / "chats.lora")
+    panel.data_edit.setText("")
+    panel.refresh_chats()
+    titles = {panel.chat_list.item(i).text(): panel.chat_list.item(i) for i in range(panel.chat_list.count())}
+    assert set(titles) == {"Facts (5 messages)", "Cut off (2 messages)", "Empty (0 messages)"}
+    from PySide6.QtCore import Qt
+    titles["Cut off (2 messages)"].setCheckState(Qt.CheckState.Checked)
+    panel.start_button.click()                  # nothing whole to learn from: said, and no run
+    assert panel.error.text() == "None of the checked chats has a whole reply to learn from." and not panel.running
+    titles["Facts (5 messages)"].setCheckState(Qt.CheckState.Checked)
+    panel.start_button.click()
+    _finish(qtbot, panel)
+    data = panel.data_edit.text()
+    assert os.path.dirname(data) == str(data_dir / "finetune") and panel.status.text().startswith("Done: ")
+    with open(data, encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == [{"messages": [
+            {"role": "user", "content": "Who is Marda Voss?"},
+            {"role": "assistant", "content": "Marda Voss is the keeper of Quellin."},
+            {"role": "user", "content": "Where is Quellin?"},
+            {"role": "assistant", "content": "Quellin is north of the moon of Zarb."}]}]
+    assert (tmp_path / "chats.lora").exists()
     panel.shutdown()
