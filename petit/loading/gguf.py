@@ -26,6 +26,8 @@ from petit.native import (EXACT_Q8, dequantize, dequantize_gguf, gguf_decode_rea
                           gguf_simd_types, gguf_to_q8_0)
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+# integer tensors, handed out as float32 (issue 30, dsv4g: deepseek4's hash-routing table, int32 expert ids)
+INTEGER = {"I8": np.int8, "I16": np.int16, "I32": np.int32}
 
 
 class GGUFSource(TensorSource):
@@ -114,6 +116,8 @@ class GGUFSource(TensorSource):
             gname, _, t, shape = self._tensor(name)
         if t.type in NATIVE:
             return NATIVE[t.type], shape
+        if t.type in INTEGER:
+            return "f32", shape
         if t.type in self.native and len(shape) == 2:
             return t.type.lower(), shape
         if gguf_decodes(t.type):
@@ -213,6 +217,8 @@ class GGUFSource(TensorSource):
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         if t.type == "F32":
             out = raw.view(np.float32).reshape(shape)
+        elif t.type in INTEGER:
+            out = raw.view(INTEGER[t.type]).astype(np.float32).reshape(shape)
         elif t.type in NATIVE:
             out = dequantize(raw, NATIVE[t.type], (rows, shape[-1])).reshape(shape)
         else:

@@ -29,6 +29,7 @@ from petit.loading.gguf_fam36c5 import FAM36C5_ARCHS       # issue 36: the fam36
 from petit.loading.gguf_fam36o5 import FAM36O5_ARCHS       # issue 36: the fam36o group (hrm_text)
 from petit.loading.gguf_fam36q5 import fam36q_archs        # issue 36: the fam36q group (hy_v3, codeshell)
 from petit.loading.gguf_fam36r5 import fam36r_archs        # issue 36: the fam36r group (qwen*vl*, xverse, orion)
+from petit.loading.gguf_dsv4g5 import DSV4G5_ARCHS         # issue 30: the dsv4g group (deepseek4)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -496,3 +497,4 @@ ARCHS.update(FAM36C5_ARCHS)         # issue 36's fam36c group: bailingmoe2, Sarv
 ARCHS.update(FAM36O5_ARCHS)         # issue 36's fam36o group: hrm_text, HRM-Text (gguf_fam36o5.py)
 ARCHS.update(fam36q_archs(ARCHS))   # issue 36's fam36q group: hy_v3, Hy3, codeshell (gguf_fam36q5.py)
 ARCHS.update(fam36r_archs(ARCHS))   # issue 36's fam36r group: qwen*vl*, xverse, orion (gguf_fam36r5.py)
+ARCHS.update(DSV4G5_ARCHS)          # issue 30's dsv4g group: deepseek4 (gguf_dsv4g5.py)

@@ -1,0 +1,127 @@
+"""The dsv4g group of issue 30: llama.cpp's `deepseek4` (DeepSeek-V4) files, read as the deepseek_v4 family
+(petit/loading/gguf_dsv4g5.py), checked on tests/fixtures/gguf5_dsv4g/deepseek4: a file written by its generator with
+gguf-py as llama.cpp's converter would from float weights (the converter reads only the release's MXFP4 / FP8
+layout), from tests/fixtures/src_dsv4g/deepseek4 (a transformers-made DeepSeek-V4 with what llama.cpp's graph takes:
+hc_mult 4, compression ratios 0 / 4 / 128, indexer heads of 64), quantized to q8_0 and run by llama.cpp 0.3.36.
+
+- llama.cpp's run of the f32 file is transformers' (within 1e-6 of the range on the 35- and 140-token prompts, the
+  latter closing a 128-token HCA window; its greedy tokens): no deliberate difference to follow.
+- Petit on the q8_0 file decoded to float32 is llama.cpp's exact run of the same weights; as stored, as close as
+  llama.cpp's own q8_0 run.
+- The config read is the source's; what llama.cpp's deepseek4 does not take is refused."""
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from models import range_err, stored_errors
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CASE = FIXTURES / "gguf5_dsv4g" / "deepseek4"
+SRC = FIXTURES / "src_dsv4g" / "deepseek4"
+
+
+def _gguf(weights=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(CASE / "q8_0.gguf", weights=weights)
+
+
+@pytest.mark.parametrize("run, ref", [("f32.npz", "reference.npz"), ("f32_long.npz", "reference_long.npz")])
+def test_llama_cpps_deepseek4_is_transformers(run, ref):
+    """llama.cpp's exact run of the f32 file (not committed: its logits are) against transformers' on the same
+    weights: measured 4e-7 / 8e-7 of the range, so Petit follows both."""
+    got, want = np.load(CASE / run), np.load(SRC / ref)
+    assert np.array_equal(got["input_ids"], want["input_ids"])
+    assert range_err(got["logits"], want["logits"]) <= 2e-6
+    if "greedy" in want:
+        assert got["greedy"].tolist() == want["greedy"].tolist()
+
+
+@pytest.mark.parametrize("npz", ["q8_0.npz", "q8_0_long.npz"])
+def test_gguf_decoded_is_llama_cpps_exact_run(npz):
+    ref = np.load(CASE / npz)
+    model = _gguf(weights="f32")
+    assert range_err(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
+    if "exact_greedy" in ref:
+        ids = list(ref["input_ids"])
+        for want in ref["exact_greedy"]:
+            ids.append(int(np.argmax(model.logits(np.array(ids))[-1])))
+            assert ids[-1] == want
+
+
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run():
+    model = _gguf()
+    assert model.weight_type == "q8_0"
+    err, theirs = stored_errors(model, np.load(CASE / "q8_0.npz"))
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_reads_the_source_config_and_hash_table():
+    model = _gguf(weights="f32")
+    got, want = model.config, json.loads((SRC / "config.json").read_text())
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "q_lora_rank", "o_groups", "o_lora_rank", "moe_intermediate_size", "n_routed_experts",
+              "num_experts_per_tok", "n_shared_experts", "routed_scaling_factor", "norm_topk_prob", "swiglu_limit",
+              "sliding_window", "index_n_heads", "index_head_dim", "index_topk", "hc_mult", "hc_sinkhorn_iters",
+              "hc_eps", "layer_types", "mlp_layer_types", "compress_rates", "compress_rope_theta", "rope_theta",
+              "scoring_func", "partial_rotary_factor", "vocab_size"):
+        assert getattr(got, k) == pytest.approx(want[k]), k
+    table = petit.load(SRC, weights="f32").net.layers[0].moe.tid2eid      # the folder's int64 table
+    assert np.array_equal(model.net.layers[0].moe.tid2eid, table)        # the file's int32 one, read exactly
+
+
+def _extra(**meta):
+    from petit.loading.gguf_archs import ARCHS
+    meta = {("attention." if k == "compress_ratios" else "") + k: v for k, v in meta.items()}
+    base = {"attention.compress_ratios": [0, 4, 128], "expert_gating_func": 4, "hash_layer_count": 1,
+            "swiglu_clamp_exp": [2.0] * 3, "swiglu_clamp_shexp": [2.0] * 3}
+    full = {f"deepseek4.{k}": v for k, v in {**base, **meta}.items() if v is not None}
+    for k in ("attention.q_lora_rank", "attention.sliding_window", "expert_feed_forward_length", "expert_shared_count",
+              "attention.indexer.head_count", "attention.indexer.key_length", "attention.indexer.top_k",
+              "attention.output_group_count", "attention.output_lora_rank", "hyper_connection.count",
+              "hyper_connection.sinkhorn_iterations"):
+        full.setdefault(f"deepseek4.{k}", 4)
+    for k in ("expert_weights_scale", "attention.compress_rope_freq_base", "hyper_connection.epsilon"):
+        full.setdefault(f"deepseek4.{k}", 1.0)
+    cfg = {"num_hidden_layers": 3, "intermediate_size": 32}
+    ARCHS["deepseek4"].extra(full, lambda k: f"deepseek4.{k}", cfg, lambda n: True)
+    return cfg
+
+
+def test_gguf_layer_kinds_from_compress_ratios():
+    cfg = _extra()
+    assert cfg["layer_types"] == ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
+    assert cfg["mlp_layer_types"] == ["hash_moe", "moe", "moe"] and "intermediate_size" not in cfg
+
+
+@pytest.mark.parametrize("meta, message", [
+    ({"compress_ratios": [0, 8, 128]}, r"'deepseek4.attention.compress_ratios' is \[0, 8, 128\]: llama.cpp's "
+                                        r"deepseek4 takes one of 0 / 4 / 128 for each of the 3 layers"),
+    ({"compress_ratios": [0, 4]}, r"compress_ratios' is \[0, 4\]"),
+    ({"expert_gating_func": 2}, r"'deepseek4.expert_gating_func' is 2: llama.cpp's deepseek4 takes sqrtsoftplus"),
+    ({"swiglu_clamp_exp": [2.0, 3.0, 2.0]}, "clamps every layer's experts and shared expert at one positive limit"),
+    ({"swiglu_clamp_shexp": [0.0] * 3}, "clamps every layer's experts and shared expert at one positive limit"),
+])
+def test_gguf_refuses_what_the_family_does_not_run(meta, message):
+    with pytest.raises(ValueError, match=message):
+        _extra(**meta)
+
+
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
+    from petit.cli import main
+    ref = np.load(CASE / "q8_0.npz")
+    assert main(["convert", str(CASE / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    assert np.abs(got - _gguf(weights="f32").logits(ref["input_ids"])).max() <= 1e-5
+
+
+def test_petit_verify_passes_on_the_gguf_file(capsys):
+    """The engine on the file's weights as stored equals the family's float64 reference."""
+    from petit.cli import main
+    assert main(["verify", str(CASE / "q8_0.gguf"), "-n", "4"]) == 0, capsys.readouterr().out
