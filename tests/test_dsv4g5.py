@@ -7,7 +7,8 @@ hc_mult 4, compression ratios 0 / 4 / 128, indexer heads of 64), quantized to q8
 - llama.cpp's run of the f32 file is transformers' (within 1e-6 of the range on the 35- and 140-token prompts, the
   latter closing a 128-token HCA window; its greedy tokens): no deliberate difference to follow.
 - Petit on the q8_0 file decoded to float32 is llama.cpp's exact run of the same weights; as stored, as close as
-  llama.cpp's own q8_0 run.
+  llama.cpp's own q8_0 run. The same with YaRN keys (deepseek4_yarn: the compressed layers' rope, as transformers
+  reads the release's flat keys).
 - The config read is the source's; what llama.cpp's deepseek4 does not take is refused."""
 import json
 import warnings
@@ -21,13 +22,14 @@ from models import range_err, stored_errors
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASE = FIXTURES / "gguf5_dsv4g" / "deepseek4"
+YARN = FIXTURES / "gguf5_dsv4g" / "deepseek4_yarn"        # the same weights, YaRN keys (the release's rope)
 SRC = FIXTURES / "src_dsv4g" / "deepseek4"
 
 
-def _gguf(weights=None):
+def _gguf(weights=None, case=CASE):
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # read without any "ignoring ..." report
-        return petit.load(CASE / "q8_0.gguf", weights=weights)
+        return petit.load(case / "q8_0.gguf", weights=weights)
 
 
 @pytest.mark.parametrize("run, ref", [("f32.npz", "reference.npz"), ("f32_long.npz", "reference_long.npz")])
@@ -41,10 +43,19 @@ def test_llama_cpps_deepseek4_is_transformers(run, ref):
         assert got["greedy"].tolist() == want["greedy"].tolist()
 
 
-@pytest.mark.parametrize("npz", ["q8_0.npz", "q8_0_long.npz"])
-def test_gguf_decoded_is_llama_cpps_exact_run(npz):
-    ref = np.load(CASE / npz)
-    model = _gguf(weights="f32")
+def test_llama_cpps_yarn_is_transformers():
+    """rope.scaling.* (YaRN, factor 4 over 64 positions) on the 140-token prompt: llama.cpp ropes the compressed
+    layers with it (attention factor 1), as transformers does the release's flat keys: 9e-7 of the range apart, where
+    YaRN moves transformers' logits by 0.29."""
+    got = np.load(YARN / "f32_long.npz")
+    assert range_err(got["logits"], got["hf_logits"]) <= 2e-6
+    assert range_err(got["hf_logits"], np.load(SRC / "reference_long.npz")["logits"]) >= 0.1
+
+
+@pytest.mark.parametrize("case, npz", [(CASE, "q8_0.npz"), (CASE, "q8_0_long.npz"), (YARN, "q8_0_long.npz")])
+def test_gguf_decoded_is_llama_cpps_exact_run(case, npz):
+    ref = np.load(case / npz)
+    model = _gguf(weights="f32", case=case)
     assert range_err(model.logits(ref["input_ids"]), ref["exact_logits"]) <= 1e-5
     if "exact_greedy" in ref:
         ids = list(ref["input_ids"])
@@ -72,6 +83,14 @@ def test_gguf_reads_the_source_config_and_hash_table():
         assert getattr(got, k) == pytest.approx(want[k]), k
     table = petit.load(SRC, weights="f32").net.layers[0].moe.tid2eid      # the folder's int64 table
     assert np.array_equal(model.net.layers[0].moe.tid2eid, table)        # the file's int32 one, read exactly
+
+
+def test_gguf_yarn_is_the_compressed_layers_rope():
+    assert _gguf(weights="f32").config.compress_rope_scaling is None
+    cfg = _gguf(weights="f32", case=YARN).config
+    assert (cfg.rope_theta, cfg.compress_rope_theta) == (10000.0, 160000.0)
+    assert cfg.compress_rope_scaling == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                         "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": 1.0}
 
 
 def _extra(**meta):
