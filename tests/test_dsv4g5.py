@@ -98,8 +98,8 @@ def test_gguf_mxfp4_blocks_become_q8_0_blocks_exactly():
     try:
         arch, cfg = config_from_gguf(f.metadata, "x", 320, f.tensors)
         src = GGUFSource(f, arch, cfg, None, set())
-        for name in ("model.layers.1.ffn.experts.5.w2.weight", "model.layers.2.attn.wq_b.weight"):
-            assert f.tensors[src.map[name][0]].type == "MXFP4"
+        for name in ("model.layers.1.ffn.experts.5.w2.weight", "model.layers.2.attn.wq_b.weight",
+                     "model.layers.1.attn.wo_a.1.weight"):          # an expert, a matrix, a group's rows
             shape = src.info(name)[1]
             q8 = src.exact_q8(name)
             assert np.array_equal(dequantize(q8, "q8_0", shape), src.f32(name))
@@ -108,17 +108,17 @@ def test_gguf_mxfp4_blocks_become_q8_0_blocks_exactly():
 
 
 def test_gguf_mxfp4_as_stored():
-    """Run as q8_0 (the same values): at the median position within 1.5x llama.cpp's own MXFP4 run (measured 0.011 /
-    0.0084 of the range); two positions of 35 flip a routing / indexer choice that llama.cpp's keeps (0.12, 0.18),
-    Petit's router, compressor gates and hyper-connection mixes reading float activations where llama.cpp rounds
-    them to q8_0."""
+    """Run as q8_0 (the same values): at the median position within 1.5x llama.cpp's own MXFP4 run (measured 0.0087 /
+    0.0084 of the range); one position of 35 flips a routing / indexer choice that llama.cpp's keeps (0.19), Petit's
+    router, compressor gates and hyper-connection mixes reading float activations where llama.cpp rounds them to
+    q8_0."""
     ref = np.load(CASE / "mxfp4.npz")
     model = _mxfp4()
     assert model.weight_type == "q8_0"
     ex, scale = ref["exact_logits"], np.ptp(ref["exact_logits"])
     ours = np.abs(model.logits(ref["input_ids"]) - ex).max(-1) / scale
     theirs = np.abs(ref["logits"] - ex).max(-1) / scale
-    assert np.median(ours) <= 1.5 * np.median(theirs) and (ours > 0.05).sum() <= 2 and ours.max() <= 0.25
+    assert np.median(ours) <= 1.5 * np.median(theirs) and (ours > 0.05).sum() <= 1 and ours.max() <= 0.25
 
 
 def test_gguf_reads_the_source_config_and_hash_table():
@@ -190,7 +190,9 @@ def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
     assert np.abs(got - _gguf(weights="f32").logits(ref["input_ids"])).max() <= 1e-5
 
 
-def test_petit_verify_passes_on_the_gguf_file(capsys):
+@pytest.mark.parametrize("path", [CASE / "q8_0.gguf", CASE / "mxfp4.gguf", YARN / "q8_0.gguf"],
+                         ids=["q8_0", "mxfp4", "yarn"])
+def test_petit_verify_passes_on_the_gguf_file(capsys, path):
     """The engine on the file's weights as stored equals the family's float64 reference."""
     from petit.cli import main
-    assert main(["verify", str(CASE / "q8_0.gguf"), "-n", "4"]) == 0, capsys.readouterr().out
+    assert main(["verify", str(path), "-n", "4"]) == 0, capsys.readouterr().out

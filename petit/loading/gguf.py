@@ -163,7 +163,16 @@ class GGUFSource(TensorSource):
         return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
-        if name in self.joined or name in self.meta or name in self.derived:
+        if name in self.joined:                 # rows of MXFP4 tensors (a deepseek4 file's attn_output_a) exactly
+            parts, t, shape = self._join(name)
+            if t.type != "MXFP4":
+                return None
+            raw = np.concatenate([self._rows(g, r0, r1) for g, (r0, r1) in parts])
+            out = mxfp4_q8_0(*_ggml_mxfp4(raw, shape))
+            if out is not None:
+                self.decoded[name] = t.type
+            return out
+        if name in self.meta or name in self.derived:
             return None
         if name in self.fixes and self.fixes[name].values is not None:
             return None                                          # its values change: f32() gives them
