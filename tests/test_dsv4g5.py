@@ -143,6 +143,15 @@ def test_gguf_yarn_is_the_compressed_layers_rope():
                                          "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": 1.0}
 
 
+def test_gguf_tokenizer_is_the_sources():
+    """The vocabulary the generator copied (llama.cpp's conversion of the same tokenizer) encodes the source's
+    prompts to its ids."""
+    tok = _gguf(weights="f32").tokenizer
+    cases = json.loads((SRC.parent / "cases.json").read_text())
+    assert tok.encode(cases["prompt_text"]) == cases["input_ids"]
+    assert tok.encode(cases["chat_text"]) == cases["chat_input_ids"]
+
+
 def _extra(**meta):
     from petit.loading.gguf_archs import ARCHS
     meta = {("attention." if k == "compress_ratios" else "") + k: v for k, v in meta.items()}
