@@ -9,6 +9,7 @@ hc_mult 4, compression ratios 0 / 4 / 128, indexer heads of 64), quantized to q8
 - Petit on the q8_0 file decoded to float32 is llama.cpp's exact run of the same weights; as stored, as close as
   llama.cpp's own q8_0 run. The same with YaRN keys (deepseek4_yarn: the compressed layers' rope, as transformers
   reads the release's flat keys).
+- The same file quantized to MXFP4 (the converter's type for the release's experts) read with the same values.
 - The config read is the source's; what llama.cpp's deepseek4 does not take is refused."""
 import json
 import warnings

@@ -1,6 +1,6 @@
 """llama.cpp's DeepSeek-V4 files (`deepseek4`; issue 30, the dsv4g group), read as the deepseek_v4 family
 (petit/models/deepseek_v4.py), whose block llama.cpp 0.3.36's graph (src/models/deepseek4.cpp) computes: checked on
-tests/fixtures/gguf5_dsv4g, where llama.cpp's logits are transformers' within 8e-7 of the range.
+tests/fixtures/gguf5_dsv4g, where llama.cpp's logits are transformers' within 9e-7 of the range.
 
 - the config: the family's fields from the keys of llama.cpp's converter (conversion/deepseek.py DeepseekV4Model);
   `attention.compress_ratios` gives each layer's kind (0 sliding, 4 CSA, 128 HCA: the only ratios llama.cpp's loader
@@ -10,7 +10,8 @@ tests/fixtures/gguf5_dsv4g, where llama.cpp's logits are transformers' within 8e
   compressed layers' (llama.cpp's sliding layers rotate unscaled, as transformers').
 - the tensors: the release's names (converter's _map_dsv4_tensor_name) back to the family's; the grouped output's
   `attn_output_a` [o_groups x o_lora_rank, heads x head_dim / o_groups] read as one matrix per group (its rows);
-  the experts stacked [experts, rows, columns]. llama.cpp rotates the indexer's queries and keys (and, with a
+  the experts stacked [experts, rows, columns] (the converter's MXFP4: q8_0 blocks of the same values, gguf.py).
+  llama.cpp rotates the indexer's queries and keys (and, with a
   quantized cache, the attention's) by one Hadamard matrix: scores unchanged, so nothing to undo.
 
 The multi-token-prediction block the converter may append (`nextn_predict_layers`) is not run, as in llama.cpp's
