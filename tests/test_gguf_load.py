@@ -109,7 +109,7 @@ def test_a_type_petit_cannot_read_is_refused_by_name():
         petit.load(ROOT / "gpt2" / "tq1_0.gguf")
     assert str(e.value) == (
         f"{ROOT / 'gpt2' / 'tq1_0.gguf'}: tensor 'blk.0.ffn_down.weight' is TQ1_0, a type Petit cannot read (it reads "
-        f"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS)")
+        f"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4)")
 
 
 def _relabelled(tmp_path, arch):

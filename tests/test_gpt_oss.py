@@ -12,7 +12,7 @@ import pytest
 import petit
 from petit import native
 from petit.loading.convert import convert
-from petit.models.gpt_oss import _mxfp4_f32
+from petit.models.gpt_oss import mxfp4_f32
 from trainer.reference import Reference, ops
 
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"
@@ -60,7 +60,7 @@ def test_the_mxfp4_experts_become_q8_0_blocks_with_exactly_their_values():
     blocks = np.asarray(ck.raw("model.layers.2.mlp.experts.gate_up_proj_blocks"))
     scales = np.asarray(ck.raw("model.layers.2.mlp.experts.gate_up_proj_scales"))
     for e in (0, 5):
-        stored = _mxfp4_f32(blocks[e], scales[e])                 # [2F, D]: gate rows even, up rows odd
+        stored = mxfp4_f32(blocks[e], scales[e])                 # [2F, D]: gate rows even, up rows odd
         for name, rows in (("gate_proj", stored[0::2]), ("up_proj", stored[1::2])):
             dtype, shape, raw = m.tensors[f"model.layers.2.mlp.experts.{e}.{name}.weight"]
             assert dtype == "q8_0"

@@ -19,6 +19,7 @@ from petit.loading.gguf_archs import config_from_gguf, expert_names, hf_name, sp
 from petit.loading.gguf_phimoe import ASSUMED as PHIMOE_ASSUMED, mscales as phimoe_mscales
 from petit.loading.gguf_names import ONE_ROW
 from petit.loading.interleave import repack_matrices, should_repack
+from petit.models.gpt_oss import mxfp4_f32, mxfp4_q8_0
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource
@@ -26,6 +27,8 @@ from petit.native import (EXACT_Q8, dequantize, dequantize_gguf, gguf_decode_rea
                           gguf_simd_types, gguf_to_q8_0)
 
 NATIVE = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+# integer tensors, handed out as float32 (issue 30, dsv4g: deepseek4's hash-routing table, int32 expert ids)
+INTEGER = {"I8": np.int8, "I16": np.int16, "I32": np.int32}
 
 
 class GGUFSource(TensorSource):
@@ -114,12 +117,16 @@ class GGUFSource(TensorSource):
             gname, _, t, shape = self._tensor(name)
         if t.type in NATIVE:
             return NATIVE[t.type], shape
+        if t.type in INTEGER:
+            return "f32", shape
+        if t.type == "MXFP4":                    # as q8_0 exactly (a block's scale out of f16's range: rounded)
+            return (self.weights or "q8_0") if len(shape) == 2 else "f32", shape
         if t.type in self.native and len(shape) == 2:
             return t.type.lower(), shape
         if gguf_decodes(t.type):
             return (self.weights or "q8_0") if len(shape) == 2 else "f32", shape
         raise ValueError(f"{self.where}: tensor {gname!r} is {t.type}, a type Petit cannot read (it reads F32, F16, "
-                         f"BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS)")
+                         f"BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4)")
 
     def _raw(self, name) -> np.ndarray:
         gname, rows, t, shape = self._tensor(name)
@@ -156,11 +163,26 @@ class GGUFSource(TensorSource):
         return np.ascontiguousarray(r.transpose(0, 2, 1, 3)).reshape(rows.shape)
 
     def exact_q8(self, name):
-        if name in self.joined or name in self.meta or name in self.derived:
+        if name in self.joined:                 # rows of MXFP4 tensors (a deepseek4 file's attn_output_a) exactly
+            parts, t, shape = self._join(name)
+            if t.type != "MXFP4":
+                return None
+            raw = np.concatenate([self._rows(g, r0, r1) for g, (r0, r1) in parts])
+            out = mxfp4_q8_0(*_ggml_mxfp4(raw, shape))
+            if out is not None:
+                self.decoded[name] = t.type
+            return out
+        if name in self.meta or name in self.derived:
             return None
         if name in self.fixes and self.fixes[name].values is not None:
             return None                                          # its values change: f32() gives them
         gname, part, t, shape = self._tensor(name)
+        if t.type == "MXFP4" and len(shape) == 2:
+            out = mxfp4_q8_0(*_ggml_mxfp4(self._raw(name), shape))
+            if out is not None:
+                self.decoded[name] = t.type
+                self._release(gname, part, shape, t)
+            return out
         if t.type not in EXACT_Q8 or len(shape) != 2:
             return None
         self.decoded[name] = t.type
@@ -180,26 +202,13 @@ class GGUFSource(TensorSource):
     def _f32_rows(self, g, r0, r1) -> np.ndarray:
         """Rows [r0, r1) of the GGUF tensor g ([rows, columns] view) as float32."""
         t = self.f.tensors[g]
-        raw, n = self._rows(g, r0, r1), (r1 - r0, t.shape[-1])
-        if t.type == "F32":
-            return raw.view(np.float32).reshape(n)
-        if t.type in NATIVE:
-            return dequantize(raw, NATIVE[t.type], n)
-        return dequantize_gguf(raw, t.type, n)
+        return _decode(self._rows(g, r0, r1), t.type, (r1 - r0, t.shape[-1]))
 
     def _joined_f32(self, name):
         parts, t, shape = self._join(name)
-        out = []
-        for g, (r0, r1) in parts:
-            raw, n = self._rows(g, r0, r1), (r1 - r0, shape[1])
-            if t.type == "F32":
-                out.append(raw.view(np.float32).reshape(n))
-            elif t.type in NATIVE:
-                out.append(dequantize(raw, NATIVE[t.type], n))
-            else:
-                self.decoded[name] = t.type
-                out.append(dequantize_gguf(raw, t.type, n))
-        return np.concatenate(out)
+        if t.type not in ("F32", *NATIVE, *INTEGER):
+            self.decoded[name] = t.type
+        return np.concatenate([_decode(self._rows(g, r0, r1), t.type, (r1 - r0, shape[1])) for g, (r0, r1) in parts])
 
     def f32(self, name):
         if name in self.meta:
@@ -211,13 +220,9 @@ class GGUFSource(TensorSource):
         gname, part, t, shape = self._tensor(name)
         raw = self._raw(name)
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-        if t.type == "F32":
-            out = raw.view(np.float32).reshape(shape)
-        elif t.type in NATIVE:
-            out = dequantize(raw, NATIVE[t.type], (rows, shape[-1])).reshape(shape)
-        else:
+        if t.type not in ("F32", *NATIVE, *INTEGER):
             self.decoded[name] = t.type
-            out = dequantize_gguf(raw, t.type, (rows, shape[-1])).reshape(shape)
+        out = _decode(raw, t.type, (rows, shape[-1])).reshape(shape)
         if t.type != "F32":
             # decoded: the stored bytes are not read again, so their file pages leave the resident set (a Q4_K_M
             # file whose matrices are mostly Q5_0 kept 185 MiB of them beside their q8_0 copies)
@@ -317,6 +322,30 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
 def _parts(src: GGUFSource, name: str) -> tuple:
     gname, part, t, shape = src._tensor(name)
     return gname, part, shape, t
+
+
+def _decode(raw: np.ndarray, kind: str, n: tuple) -> np.ndarray:
+    """Stored values of GGUF type `kind` as float32 [rows, columns] `n`."""
+    if kind == "F32":
+        return raw.view(np.float32).reshape(n)
+    if kind in INTEGER:
+        return raw.view(INTEGER[kind]).astype(np.float32).reshape(n)
+    if kind == "MXFP4":
+        return mxfp4_f32(*_ggml_mxfp4(raw, n))
+    if kind in NATIVE:
+        return dequantize(raw, NATIVE[kind], n)
+    return dequantize_gguf(raw, kind, n)
+
+
+def _ggml_mxfp4(raw: np.ndarray, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's MXFP4 rows [rows, cols] (blocks of 32: an E8M0 exponent, then 16 bytes whose low nibbles are values 0-15
+    and high nibbles 16-31, each 2 x FP4 times 2^(e - 128)) as the codes and exponents of Hugging Face's MXFP4 (byte k
+    holds values 2k, 2k + 1; FP4 times 2^(e - 127): the same numbers), which gpt_oss's converters read (issue 30,
+    dsv4g: llama.cpp's deepseek4 experts)."""
+    rows, nb = int(shape[0]), int(shape[1]) // 32
+    b = np.ascontiguousarray(raw).view(np.uint8).reshape(rows, nb, 17)
+    codes = np.concatenate([b[..., 1:] & 15, b[..., 1:] >> 4], axis=-1)          # value order
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8), b[..., 0]
 
 
 def _outer_rows(shape: tuple) -> int:

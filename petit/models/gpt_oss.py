@@ -61,7 +61,7 @@ class GptOssConfig(DecoderConfig):
         return layer_types(self, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
 
 
-def _mxfp4_f32(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def mxfp4_f32(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """[rows, nb, 16] codes and [rows, nb] exponents -> float32 [rows, nb * 32] (exactly the stored values)."""
     v = np.empty(blocks.shape[:-1] + (32,), np.float32)
     v[..., 0::2], v[..., 1::2] = FP4[blocks & 15], FP4[blocks >> 4]
@@ -69,7 +69,7 @@ def _mxfp4_f32(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return v.reshape(blocks.shape[0], -1)
 
 
-def _mxfp4_q8_0(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
+def mxfp4_q8_0(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
     """The same values as q8_0 blocks (an f16 scale 2^(s - 128), int8 codes 2 x FP4), or None when a scale is out of
     f16's range."""
     e = scales.astype(np.int32) - 128
@@ -107,7 +107,7 @@ def hf_tensors(cfg: GptOssConfig, ckpt) -> dict:
                 if p + stem + "_blocks" in ckpt:
                     b = np.asarray(read(p + stem + "_blocks")[e])[rows]
                     s = np.asarray(read(p + stem + "_scales")[e])[rows]
-                    return (_mxfp4_q8_0 if exact else _mxfp4_f32)(b, s)
+                    return (mxfp4_q8_0 if exact else mxfp4_f32)(b, s)
                 return np.ascontiguousarray(read(p + stem)[e].T[rows])
             return make
 

@@ -57,14 +57,6 @@ NOT_YET.update({
                     "tokens), and a file without the gate and the group norm gives NaN at a prompt's last positions, "
                     "so there is nothing exact to check a reading against"),
 })
-# issue 30, the dsv4 group: DeepSeek-V4's GGUF (the HF family runs: petit/models/deepseek_v4.py)
-NOT_YET.update({
-    "gguf:deepseek4": ("DeepSeek-V4 runs from its Hugging Face folder (model_type deepseek_v4), not yet from a GGUF "
-                       "file: there is no tiny file to check a reading against, as llama.cpp's convert_hf_to_gguf.py "
-                       "writes it only from the released checkpoint's layout (routed experts packed MXFP4 with their "
-                       "scales, compress_ratios / num_hash_layers) and its graph takes hc_mult 4 and compression "
-                       "ratios 0, 4 and 128 only"),
-})
 # issue 30, the gemma group
 NOT_YET.update({
     "gemma4_assistant": "Gemma 4's assistant, a speculative-decoding draft model: every layer attends over the keys "
