@@ -268,3 +268,19 @@ def test_the_checks_find_a_circle_an_upward_import_and_a_family_in_formats(tmp_p
     up = [(m, i.target) for m, found in imports.items() for i in found
           if i.target in modules and layer_of(i.target) > layer_of(m)]
     assert sorted(up) == [("petit.formats.reader", "petit.models.llama"), ("petit.native", "petit.loading")]
+
+
+def test_opening_a_model_imports_its_own_family_only():
+    # the registry imports a family when its model_type is looked up (issue 31: importing all 160 took 0.5-1 s of a
+    # 7B GGUF's open); a llama folder brings llama's module and what it builds on, not the others
+    import subprocess
+    import sys
+    code = ("import sys, petit; petit.load(sys.argv[1]); "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('petit.models.'))))")
+    out = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "tests", "fixtures", "hf", "llama")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert "petit.models.llama" in loaded and not loaded & {"petit.models.gemma4", "petit.models.deepseek_v4",
+                                                              "petit.models.qwen3_next", "petit.models.mamba"}
+    assert len(loaded) < 25, sorted(loaded)
