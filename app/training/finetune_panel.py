@@ -9,6 +9,7 @@ holds no core, and Continue resumes it from that checkpoint, also after the app 
 window pauses a run the same way and joins its thread."""
 import json
 import os
+import shutil
 import time
 
 from PySide6.QtCore import Qt, Signal
@@ -245,9 +246,12 @@ class FinetunePanel(QWidget):
             return self._fail(f"Choose {' and '.join(missing)}." if missing else
                               f"{model if not os.path.exists(model) else data} does not exist.")
         self.output_edit.setText(output)
-        self.spec = {"model": model, "data": data, "output": output, "checkpoint": output + ".run",
+        checkpoint = output + ".run"
+        # a run paused (or cut off) before the app was last closed is where it stopped: Start continues it
+        self.spec = {"model": model, "data": data, "output": output, "checkpoint": checkpoint,
                      "rank": self.rank.value(), "epochs": self.epochs.value(), "batch": self.batch.value(),
-                     "ctx": self.ctx.value(), "lr": self.lr.value(), "resume": False}
+                     "ctx": self.ctx.value(), "lr": self.lr.value(),
+                     "resume": os.path.isfile(os.path.join(checkpoint, "config.json"))}
         self.plot.clear()
         self._launch()
 
@@ -294,12 +298,16 @@ class FinetunePanel(QWidget):
                                 f"Continue resumes it.")
             return
         self.adapter = self.spec["output"]
+        shutil.rmtree(self.spec["checkpoint"], ignore_errors=True)     # the run is done: the adapter is what it made
         last = r["history"][-1] if r["history"] else None
         held = "" if last is None or last["val_loss"] is None else \
             f", held-out loss {r['val_before']:.4f} → {last['val_loss']:.4f}"
         self.status.setText(f"Done: {self.adapter} written{held}.")
 
     def _fail(self, message: str) -> None:
+        if self.spec is not None and self.spec.get("resume") and message.startswith("checkpoint "):
+            message += (f". It is an unfinished run of {os.path.basename(self.spec['output'])}: set its settings back "
+                        f"to continue it, or choose another adapter file to start afresh.")
         self.error.setText(message)
         self._sync()
 

@@ -56,6 +56,26 @@ def test_a_run_plots_its_losses_and_writes_the_adapter_and_a_paused_one_the_same
     _finish(qtbot, paused)
     assert paused.status.text().startswith("Done: ") and paused.error.text() == ""
     assert (tmp_path / "paused.lora").read_bytes() == straight
+    assert not (tmp_path / "paused.lora.run").exists()          # a finished run's checkpoint is let go
+
+    # paused, then the app closed: a new window's Start continues the run where it stopped
+    first = _panel(qtbot, tmp_path / "restarted.lora")
+    first.start_button.click()
+    qtbot.waitUntil(lambda: len(first.train_series.points) >= 2, timeout=WAIT_MS)
+    first.shutdown()                                              # closing the window pauses the run
+    assert (tmp_path / "restarted.lora.run" / "config.json").exists()
+    again = _panel(qtbot, tmp_path / "restarted.lora")
+    again.rank.setValue(3)
+    again.start_button.click()
+    _finish(qtbot, again)
+    assert again.error.text() == (f"checkpoint {tmp_path / 'restarted.lora.run'} was made with other settings: rank 2 "
+                                  f"(now 3), alpha 4.0 (now 6.0). It is an unfinished run of restarted.lora: set its "
+                                  f"settings back to continue it, or choose another adapter file to start afresh.")
+    again.rank.setValue(2)
+    again.start_button.click()
+    _finish(qtbot, again)
+    assert again.status.text().startswith("Done: ") and (tmp_path / "restarted.lora").read_bytes() == straight
+    again.shutdown()
 
     with qtbot.waitSignal(paused.chat_with_model, timeout=WAIT_MS) as merged:
         paused.chat_button.click()
