@@ -223,12 +223,19 @@ def apply_gpu(args, model, command: str) -> None:
         print(f"petit {command}: gpu: on the CPU: {s}", file=sys.stderr)
 
 
-def add_lora_flags(p) -> None:
+def add_lora_flags(p, several: bool = False) -> None:
     """--lora FILE [--lora-scale S]: a LoRA adapter (GGUF, as `petit finetune` and llama.cpp write them) applied to
-    the model at run time (issue 33)."""
-    p.add_argument("--lora", metavar="FILE", help="apply a LoRA adapter (a GGUF adapter file) at run time")
+    the model at run time (issue 33). several: --lora may be given more than once (`petit serve`: a request
+    chooses among them; the first runs by default)."""
+    if several:
+        p.add_argument("--lora", metavar="FILE", action="append",
+                       help="load a LoRA adapter (a GGUF adapter file); may be given several times: the first runs "
+                            "by default and a request's \"lora\": [{\"id\": N, \"scale\": S}] chooses one by its "
+                            "place (GET /lora-adapters lists them) or none")
+    else:
+        p.add_argument("--lora", metavar="FILE", help="apply a LoRA adapter (a GGUF adapter file) at run time")
     p.add_argument("--lora-scale", type=float, default=None, metavar="S",
-                   help="scale of the adapter's product (default 1; llama.cpp's --lora-scaled)")
+                   help="scale of the (first) adapter's product (default 1; llama.cpp's --lora-scaled)")
 
 
 def apply_lora(args, model) -> None:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from petit.cli.argtypes import UsageError, non_negative_int, positive_int
-from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_gpu, apply_lora,
+from petit.cli.options import (add_chat_options, add_lora_flags, add_speculation_flags, apply_gpu,
                                check_sampling_flags, check_speculation_flags, configure_threads, format_count,
                                gpu_wanted, make_sampler, model_path)
 
@@ -45,7 +45,7 @@ def add_serve_parser(sub) -> None:
                    help="also serve EMB, an embedding model's folder (sentence-transformers), at /v1/embeddings and "
                         "Ollama's /api/embed")
     add_speculation_flags(p, serve=True)
-    add_lora_flags(p)
+    add_lora_flags(p, several=True)
     p.set_defaults(func=cmd_serve)
 
 
@@ -59,12 +59,22 @@ def _speculation(engine) -> str:
 
 
 def prepare_model(args):
-    """What the worker does to the model once loaded, as `petit chat` does: the LoRA adapter (--lora), then the GPU
-    offload (--gpu)."""
+    """What the worker does to the model once loaded: the GPU offload (--gpu). (The --lora adapters are the worker's
+    own: it attaches the one each request asks for.)"""
     def prepare(model):
-        apply_lora(args, model)
         apply_gpu(args, model, "serve")
     return prepare
+
+
+def adapters(args) -> list:
+    """--lora FILE ... as the worker's [(path, scale)]: the first at --lora-scale (default 1), the others 1."""
+    files = args.lora or []
+    if args.lora_scale is not None and not files:
+        raise UsageError("--lora-scale needs --lora FILE")
+    scale = 1.0 if args.lora_scale is None else args.lora_scale
+    if scale != scale or abs(scale) == float("inf"):
+        raise UsageError(f"--lora-scale must be a finite number, got {args.lora_scale}")
+    return [(path, scale if i == 0 else 1.0) for i, path in enumerate(files)]
 
 
 def cmd_serve(args) -> int:
@@ -73,8 +83,7 @@ def cmd_serve(args) -> int:
         raise UsageError("-n/--max-tokens must be at least 1")
     check_sampling_flags(args)
     check_speculation_flags(args)
-    if args.lora_scale is not None and not args.lora:
-        raise UsageError("--lora-scale needs --lora FILE")
+    lora = adapters(args)
     gpu_wanted(args)
     configure_threads(args)
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
@@ -92,8 +101,9 @@ def cmd_serve(args) -> int:
     if not os.path.exists(path):         # the model loads once the server listens: say now what `petit run` says
         import petit
         petit.load(path)                 # raises "PATH: file not found"
-    if args.lora and not os.path.isfile(args.lora):
-        raise ValueError(f"{args.lora}: file not found (--lora: a LoRA adapter file, GGUF)")
+    for path, _ in lora:
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: file not found (--lora: a LoRA adapter file, GGUF)")
 
     embeddings = None
     if args.embedding_model is not None:     # loaded now: a folder Petit cannot embed with fails before listening
@@ -112,7 +122,7 @@ def cmd_serve(args) -> int:
                           max_queue=args.max_queue, max_batch=args.max_batch,
                           on_stats=on_stats if args.stats else None, mmap=args.mmap, repack=args.repack,
                           lookup=args.lookup, draft=args.draft, draft_max=args.draft_max, draft_min=args.draft_min,
-                          prepare=prepare_model(args))
+                          prepare=prepare_model(args), adapters=lora)
 
     def log_request(request):
         print(f"petit serve: {request_line(request)}", file=sys.stderr, flush=True)
@@ -132,8 +142,9 @@ def cmd_serve(args) -> int:
         chat = "chat + completions" if engine.has_chat else "completions only (no chat template)"
         print(f"petit serve: {path} ({format_count(model.n_params)} parameters, {model.weight_type} weights, context "
               f"{engine.n_ctx_effective}, {chat}); {engine.sampler.describe()}{_speculation(engine)}"
-              + (f"; LoRA adapter {args.lora} at scale {1.0 if args.lora_scale is None else args.lora_scale:g}"
-                 if args.lora else ""), file=sys.stderr)
+              + (f"; LoRA adapter {lora[0][0]} at scale {lora[0][1]:g}" if lora else "")
+              + (f" (and {len(lora) - 1} more a request may choose: GET /lora-adapters)" if len(lora) > 1 else ""),
+              file=sys.stderr)
         print(f"petit serve: listening on {server.url} (model id {server.model_id!r}"
               f"{', API key required' if args.api_key else ''}; Ollama's API at {server.url.removesuffix('/v1')}/api)"
               "; Ctrl+C stops", file=sys.stderr)

@@ -162,6 +162,11 @@ class Session:
     def n_ctx(self) -> int:
         return self.cache.n_ctx
 
+    def forget(self) -> None:
+        """Prefill the next prompt from its start: the cache's keys and values no longer match what the model computes
+        (another run-time adapter), so no prefix of them is reused."""
+        self._cached = []
+
     def cancel(self) -> None:
         """Stop the reply in progress after the current token; safe to call from any thread."""
         self._cancel.set()

@@ -158,6 +158,14 @@ def attach(model, adapter: Adapter | str, scale: float = 1.0) -> Adapter:
     return adapter
 
 
+def detach(model) -> None:
+    """The model's own weights again, no run-time adapter (the plan is described again, without its scratch)."""
+    for L in model.net.layers:
+        L.lora = None
+    model.net.arch.lora_rank = 0
+    model.net._plan, model.net._scratch = None, None
+
+
 def merge(model, adapter: Adapter | str, scale: float = 1.0) -> None:
     """W + scale * alpha / rank * B A into each adapted matrix, computed in float32 and stored back in the matrix's
     own type (exact for an f32 model). The reference the run-time adapter is held to."""

@@ -170,6 +170,13 @@ class Api:
                                            code="model_not_found"))
         return JSONResponse(self._model())
 
+    async def lora_adapters(self, request):
+        """llama.cpp's GET /lora-adapters: the adapters `--lora` loaded, by id, with the scale each runs at when a
+        request says nothing (the first one's; the others 0)."""
+        default = self.engine.default_adapter
+        return JSONResponse([{"id": i, "path": path, "scale": default[1] if default and default[0] == i else 0.0}
+                             for i, (path, _) in enumerate(self.engine.adapter_files)])
+
     async def health(self, request):
         engine = self.engine
         if engine.state == "loading":
@@ -202,6 +209,7 @@ class Api:
             return None, None
         sampler = self.engine.make_sampler(req.sampling)
         self.engine.check_speculative(req.speculative)
+        self.engine.check_lora(req.lora)
         constraints.check_bias(self.engine, req.logit_bias)
         grammar = None
         if req.response_format is not None or req.tool_choice not in ("none", "auto"):
@@ -213,7 +221,8 @@ class Api:
         return Job(req.kind, emit, sampler, req.max_tokens or self.engine.max_tokens,
                    self.engine.stop if req.stop is None else req.stop, messages=req.messages, prompt=req.prompt,
                    stream=req.stream, logprobs=req.logprobs, top_logprobs=req.top_logprobs,
-                   logit_bias=req.logit_bias, grammar=grammar, tools=tools, speculative=req.speculative)
+                   logit_bias=req.logit_bias, grammar=grammar, tools=tools, speculative=req.speculative,
+                   lora=req.lora)
 
     async def _generate(self, request, parse):
         try:
@@ -336,6 +345,7 @@ def create_app(engine, *, model_id: str, created: int, api_key: str | None = Non
                    Route(f"{prefix}/models/{{model_id:path}}", api.model, methods=["GET"]),
                    Route(f"{prefix}/health", api.health, methods=["GET"]),
                    Route(f"{prefix}/embeddings", emb.openai, methods=["POST"])]
+    routes.append(Route("/lora-adapters", api.lora_adapters, methods=["GET"]))    # llama.cpp's server's
     ollama = Ollama(api)
     routes += [Route("/api/chat", ollama.chat, methods=["POST"]),
                Route("/api/generate", ollama.generate, methods=["POST"]),

@@ -82,6 +82,7 @@ class Job:
     grammar: str | None = None      # a compiled grammar the reply must match (response_format, a forced tool call)
     tools: list | None = None       # for the chat template (tool_choice other than "none")
     speculative: dict | None = None  # the request's {"draft", "draft_max", "draft_min"} (None: the server's)
+    lora: list | None = None  # the request's [{"id", "scale"}, ...] (None: the server's default adapter)
     cancelled: bool = False   # a plain flag: set from any thread (even a signal handler), read between tokens
     stats: object = field(default=None, repr=False)   # the reply's Stats once the job ran
     session: object = field(default=None, repr=False)   # the generation Session it runs on, while it runs
@@ -95,8 +96,9 @@ class _Forward:
     """A generation's request for a forward pass (of the target or the draft model), answered by the worker's next
     step."""
 
-    def __init__(self, model, ids, cache, all_logits: bool):
+    def __init__(self, model, ids, cache, all_logits: bool, adapter=None):
         self.model, self.ids, self.cache, self.all_logits = model, ids, cache, all_logits
+        self.adapter = adapter               # (index, scale) of the run-time adapter the pass runs with, or None
         self.logits = self.error = None
         self.done = False
 
@@ -107,12 +109,13 @@ class _BatchedModel:
 
     def __init__(self, model, worker: "ServerWorker"):
         self._model, self._worker = model, worker
+        self.adapter = None                  # the adapter of the job its session runs (ServerWorker._begin)
 
     def __getattr__(self, name):
         return getattr(self._model, name)
 
     def forward(self, token_ids, cache, all_logits: bool = False):
-        return self._worker._forward(_Forward(self._model, token_ids, cache, all_logits))
+        return self._worker._forward(_Forward(self._model, token_ids, cache, all_logits, self.adapter))
 
 
 def _internal(e: BaseException) -> ApiError:
@@ -144,6 +147,10 @@ class ServerWorker:
         draft_max, draft_min: the draft lengths of requests that give none.
         A request's `speculative` field ({"draft": "lookup" | "model" | "none", "draft_max", "draft_min"}) chooses
         for itself; "model" needs `draft`.
+        adapters: LoRA adapter files [(path, scale)] (`--lora`, issue 33), read once at load; the first runs by default
+            at its scale, and a request's `lora` field ([{"id": i, "scale": s}], llama.cpp's server's) chooses one
+            of them or none. A step runs each adapter's passes together; a session whose cache was computed with
+            another adapter prefills its next prompt from the start.
 
     After a run, `steps` counts the forward steps, `shared_steps` those that ran more than one job, and
     `largest_batch` is the most jobs one step ran.
@@ -155,7 +162,7 @@ class ServerWorker:
                  reuse_cache: bool = True, max_queue: int = 16, max_batch: int = 8, max_cache_mib: int = 2048,
                  on_stats: Callable | None = None, mmap: bool = True, repack: bool | None = None,
                  ctx_shift: bool = False, n_keep: int = 0, lookup: bool = False, draft: str | None = None,
-                 draft_max: int = 8, draft_min: int = 1, prepare: Callable | None = None):
+                 draft_max: int = 8, draft_min: int = 1, prepare: Callable | None = None, adapters=()):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.path, self.weights, self.mmap, self.repack = str(path), weights, mmap, repack
@@ -173,6 +180,9 @@ class ServerWorker:
         self.draft_model = self._self_draft = None
         self._drafters: dict[int, dict] = {}   # id(session) -> {"lookup": ..., "model": ...}
         self.max_batch, self.max_cache_mib = max_batch, max_cache_mib
+        self.adapter_files = [(str(p), float(scale)) for p, scale in adapters]
+        self._adapters: list = []            # read at load
+        self._adapter_now = None             # the (index, scale) attached to the model, or None
         self.state = "loading"               # -> "ready" | "failed"; stopping is separate
         self.load_error: BaseException | None = None
         self.model = self.sampler = self.n_ctx_effective = None
@@ -353,10 +363,12 @@ class ServerWorker:
     def _step(self, batch: list) -> None:
         """One forward step over every pending pass; a step that fails runs each pass alone, so only the one that is
         wrong gets the error."""
-        groups: dict[int, list] = {}         # the target's passes, then the draft model's: one batch each
+        groups: dict[tuple, list] = {}       # the target's passes by adapter, the draft model's: one batch each
         for r in batch:
-            groups.setdefault(id(r.model), []).append(r)
-        for passes in groups.values():
+            groups.setdefault((id(r.model), r.adapter), []).append(r)
+        for (_, adapter), passes in groups.items():
+            if passes[0].model is self.model:
+                self._use_adapter(adapter)
             self._run_passes(passes[0].model, passes)
         self.steps += 1
         self.shared_steps += len(batch) > 1
@@ -387,6 +399,9 @@ class ServerWorker:
         model = self.model = petit.load(self.path, weights=self.weights, mmap=self.mmap, repack=self.repack)
         if self._prepare is not None:
             self._prepare(model)
+        if self.adapter_files:
+            from petit.loading.lora import read_adapter
+            self._adapters = [read_adapter(path, model) for path, _ in self.adapter_files]
         if model.tokenizer is None:
             raise ValueError(f"{self.path}: the file has no tokenizer, so it cannot be served")
         self.sampler = self._make_sampler(model)
@@ -435,6 +450,41 @@ class ServerWorker:
             name = "draft_min" if "draft_min" in option else "draft_max"
             raise invalid_value(f"speculative.{name}", f"draft_min ({lo}) is above draft_max ({hi}).")
 
+    @property
+    def default_adapter(self):
+        """(0, its scale) when the server has adapters (the first runs by default), else None."""
+        return (0, self.adapter_files[0][1]) if self.adapter_files and self.adapter_files[0][1] != 0 else None
+
+    def check_lora(self, option: list | None) -> None:
+        """A request's `lora` field against this server's adapters: a 400 naming the entry when it cannot be met."""
+        if option is None:
+            return
+        for i, entry in enumerate(option):
+            if not 0 <= entry["id"] < len(self.adapter_files):
+                have = (f"ids 0 to {len(self.adapter_files) - 1}" if self.adapter_files else
+                        "none (start it with --lora FILE)")
+                raise invalid_value(f"lora[{i}].id", f"this server has no adapter {entry['id']}: its adapters are "
+                                                     f"{have}.")
+        if sum(e["scale"] != 0 for e in option) > 1:
+            raise invalid_value("lora", "Petit runs one adapter per request: give one entry a scale other than 0.")
+
+    def _adapter(self, job: Job):
+        """The (index, scale) a job runs with, or None."""
+        if job.lora is None:
+            return self.default_adapter
+        return next(((e["id"], float(e["scale"])) for e in job.lora if e["scale"] != 0), None)
+
+    def _use_adapter(self, adapter) -> None:
+        """Attach `adapter` ((index, scale) or None) to the model unless it is attached already (on the worker)."""
+        if adapter == self._adapter_now:
+            return
+        from petit.loading.lora import attach, detach
+        if adapter is None:
+            detach(self.model)
+        else:
+            attach(self.model, self._adapters[adapter[0]], adapter[1])
+        self._adapter_now = adapter
+
     def _speculation(self, job: Job):
         """The job's Speculation (None: plain decoding): its own choice, else the server's."""
         option = job.speculative or {}
@@ -474,6 +524,10 @@ class ServerWorker:
         the first next())."""
         job.shaped = self._sampler(job)
         job.session.speculation = self._speculation(job)
+        adapter, batched = self._adapter(job), job.session.model
+        if adapter != batched.adapter:       # its cache holds what another adapter computed
+            job.session.forget()
+            batched.adapter = adapter
         params = Params(sampler=job.shaped, max_tokens=job.max_tokens, stop=job.stop,
                         drop_old_turns=self.drop_old_turns, ctx_shift=self.ctx_shift,
                         n_keep=self.n_keep)

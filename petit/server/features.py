@@ -1,7 +1,8 @@
 """Validation of the request fields that shape a reply beyond sampling: `logprobs` / `top_logprobs`, `logit_bias`,
-`response_format`, `tools` / `tool_choice` / `parallel_tool_calls`. Each bad value is a 400 naming the field, in
-OpenAI's words where OpenAI's are known."""
+`response_format`, `tools` / `tool_choice` / `parallel_tool_calls`, `speculative`, `lora`. Each bad value is a 400
+naming the field, in OpenAI's words where OpenAI's are known."""
 import json
+import math
 import re
 
 from petit.server.errors import ApiError, invalid_type, invalid_value
@@ -211,4 +212,29 @@ def speculative(body: dict) -> dict | None:
     if out.get("draft_min", 1) > out.get("draft_max", MAX_DRAFT):
         raise invalid_value("speculative.draft_min", f"draft_min ({out['draft_min']}) is above draft_max "
                                                      f"({out['draft_max']}).")
+    return out
+
+
+def lora(body: dict) -> list | None:
+    """llama.cpp's per-request `lora` field: [{"id": N, "scale": S}, ...], the server's adapters by their index
+    (GET /lora-adapters lists them) and the scale each runs at; adapters not listed do not run. None when absent
+    (the server's default). petit.server.engine checks the ids against the server."""
+    value = body.get("lora")
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise invalid_type("lora", "an array of {\"id\", \"scale\"} objects", value)
+    out = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise invalid_type(f"lora[{i}]", "an object", entry)
+        unknown = [k for k in entry if k not in ("id", "scale")]
+        if unknown:
+            raise invalid_value(f"lora[{i}]", f"unknown field {unknown[0]!r} (the fields are id, scale).")
+        if "id" not in entry:
+            raise _missing(f"lora[{i}].id")
+        scale = entry.get("scale", 1.0)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+            raise invalid_type(f"lora[{i}].scale", "a finite number", scale)
+        out.append({"id": _int_range(f"lora[{i}].id", entry["id"], 0, 1 << 30), "scale": float(scale)})
     return out

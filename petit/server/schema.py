@@ -34,6 +34,7 @@ class GenerationRequest:
     tool_choice: str = "none"           # "none", "auto", "required", or the name of the function to call
     parallel_tool_calls: bool = True
     speculative: dict | None = None     # Petit's extension: {"draft", "draft_max", "draft_min"}, each optional
+    lora: list | None = None            # llama.cpp's: [{"id", "scale"}], the server's adapters to run (None: default)
 
 
 def _number(body, name):
@@ -96,6 +97,7 @@ def _common(body: dict, kind: str) -> GenerationRequest:
     req.logit_bias = features.logit_bias(body)
     req.response_format = features.response_format(body)
     req.speculative = features.speculative(body)
+    req.lora = features.lora(body)
     return req
 
 
