@@ -165,6 +165,9 @@ enum {
     PT_OP_DOGE_DT = 45, PT_OP_SCALE_COLS = 46,
     /* issue 36, the fam36i group (ids 30-33): MiniMax-M3's block-sparse attention (kernels/mm3.c) */
     PT_OP_MM3_INDEX = 30, PT_OP_MM3_ATTENTION = 31,
+    /* issue 36, the q4exp group (ids 33, 42, 43, 47): Qwen4-Exp's gated residual (kernels/hc.c),
+     * its QSA indexer (kernels/qsa.c) */
+    PT_OP_Q4X_MIX = 33, PT_OP_QSA_INDEX = 42,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -551,6 +554,25 @@ int  pt_hc_post(const float *X, const float *y, const float *post, const float *
                 int64_t D, float *X_out);
 int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
                     int64_t D, float *X_out);
+/* issue 36, the q4exp group: Qwen4-Exp's gated residual: x_out [T][D] = the mean over the n streams of sigmoid(g) hn
+ * (hn, g [T][n][D]: the normed streams and their gates), post [T][n] = 2 sigmoid(post) in place (NULL: the last mix);
+ * -1 on a bad argument. _ref: the plain scalar reference */
+int  pt_q4x_mix(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post);
+int  pt_q4x_mix_ref(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post);
+/* issue 36, the q4exp group: Qwen4-Exp's QSA indexer (kernels/qsa.c): the step's raw index keys ik [T][dim] stored
+ * at pos0 .. of icache [n_ctx][dim]; for each query its blocks of `block` positions (the top_k of the complete ones
+ * by sum_h relu(iq[t][h] . k_b) / sqrt(dim), k_b the block's mean key RMS-normed x (1 + norm_w) and rotated half by
+ * half on its first rot_dim values at the block's first position; every one when at most top_k; then the
+ * incomplete last one) into sel [T][top_k + 1], increasing, and their count n_sel [T]. -1 on a bad argument, -3
+ * without memory. _ref: the plain double reference */
+int  pt_qsa_index(const float *iq, const float *ik, float *icache, const float *norm_w, float eps, int64_t n_ctx,
+                  int64_t T, int64_t pos0, int64_t n_heads, int64_t dim, int64_t block, int64_t top_k,
+                  int64_t rot_dim, const float *cos_tab, const float *sin_tab, int64_t n_pos, int32_t *sel,
+                  int32_t *n_sel);
+int  pt_qsa_index_ref(const float *iq, const float *ik, float *icache, const float *norm_w, float eps, int64_t n_ctx,
+                      int64_t T, int64_t pos0, int64_t n_heads, int64_t dim, int64_t block, int64_t top_k,
+                      int64_t rot_dim, const float *cos_tab, const float *sin_tab, int64_t n_pos, int32_t *sel,
+                      int32_t *n_sel);
 /* issue 30, the dsv4 group: DeepSeek-V4's KV compressor pooling (kernels/compress.c): out [n_win][d], each window of
  * m tokens' softmax(gate + ape)-weighted sum of kv per channel; overlap 1 (CSA): kv / gate 2 d wide, 2 m slots (the
  * previous window's first d channels, prev_kv / prev_gate [m][d] for window 0 or NULL), -1 on a bad argument */
