@@ -29,13 +29,14 @@ class Qwen35MoeConfig(qwen3_5_moe_text.Qwen35MoeTextConfig):
         return super().from_dict(d)
 
 
-def hf_tensors(cfg: Qwen35MoeConfig, ckpt) -> dict:
+def hf_tensors(cfg: Qwen35MoeConfig, ckpt, text=qwen3_5_moe_text.hf_tensors) -> dict:
+    """`text`: the text model's hf_tensors (issue 36, the q4exp group: Qwen4-Exp's)."""
     if not any(n.startswith(P) for n in ckpt.names()):
-        return qwen3_5_moe_text.hf_tensors(cfg, ckpt)   # the text model's names already (a converted file)
+        return text(cfg, ckpt)                          # the text model's names already (a converted file)
     view = qwen3_5._Text(ckpt)
     out = {"model." + n[len(P):]: (ckpt.info(n)[1], lambda n=n: ckpt.f32(n), (n,)) for n in ckpt.names()
            if n.startswith(P)}
-    for name, (shape, make, sources, *rest) in qwen3_5_moe_text.hf_tensors(cfg, view).items():
+    for name, (shape, make, sources, *rest) in text(cfg, view).items():
         out[name] = (shape, make, tuple(view.name(s) for s in sources), *rest)
     return out
 
