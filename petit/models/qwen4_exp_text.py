@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from petit.models import qwen3_5_moe_text, qwen3_next
+from petit.models.block_sparse import BlockSparse
 from petit.models.common import default_rope, embed_and_head, norm
 from petit.models.config import positive_int
 from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
 from petit.models.moe import moe_weights
+from petit.models.hy_v4_plan import plan_streams
 from petit.models.plan import Plan, PlanOracle, scratch_arrays
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, ffi, lib
 
@@ -118,30 +120,14 @@ class GatedResidual:
 
 
 @dataclass
-class Qsa:
-    """An attention layer's QSA indexer: iq = q_layernorm(index_q x) [n_idx][dim] rotated as the layer's heads (their
-    first rotary values, by halves), raw keys ik = index_k x [dim] kept in cache slot `slot`; kernels/qsa.c chooses
-    each query's blocks (the complete ones' mean key normed by k_norm and rotated at the block's start), then
-    kernels/mm3.c's MM3_ATTENTION attends over them. The layer's pre_store (the projections) and sparse (the rest)."""
-    wq: object                          # [n_idx * dim, hidden]
-    wk: object                          # [dim, hidden]
-    q_norm: Norm
-    k_norm: Vec                         # (1 + w) - 1: the kernel adds the 1
-    n_idx: int
-    dim: int
-    block: int
-    top_k: int                          # complete blocks chosen (the incomplete last one besides)
-    slot: int
-    rope: object
-    eps: float
-    _bufs: dict = field(default_factory=dict, repr=False)
-    _cap: int = field(default=0, repr=False)
-
-    def matrices(self) -> list:
-        return [self.wq, self.wk]
-
-    def replace(self, new: dict) -> None:
-        self.wq, self.wk = new.get(id(self.wq), self.wq), new.get(id(self.wk), self.wk)
+class Qsa(BlockSparse):
+    """An attention layer's QSA indexer, on MiniMax-M3's frame (its weights, norms, slot and the attention over the
+    chosen blocks): iq = q_norm(wq x) [n_idx][dim] rotated as the layer's heads (their first rotary values, by
+    halves), raw keys ik = wk x [dim] kept in cache slot `slot`; kernels/qsa.c chooses each query's top_k complete
+    blocks (their mean key normed by k_norm, (1 + w) - 1 as the kernel adds the 1, and rotated at the block's start)
+    and the incomplete last one, then MM3_ATTENTION attends over them. The layer's pre_store (the projections) and
+    sparse (the rest); `local` unused (0)."""
+    eps: float = 1e-6
 
     def buffers(self, cap: int) -> dict:
         if self._cap < cap:             # the arrays kept with their pointers
@@ -150,9 +136,17 @@ class Qsa:
             self._cap = cap
         return {k: p for k, (_, p) in self._bufs.items()}
 
+    def last_choice(self, T: int) -> np.ndarray:
+        """The blocks the last step's T queries read, [T, top_k + 1], increasing, -1 after each one's count (a
+        copy)."""
+        if self._cap < T:
+            raise ValueError(f"no choice of {T} tokens recorded")
+        sel, n = self._bufs["sel"][0][:T], self._bufs["n_sel"][0][:T]
+        return np.where(np.arange(self.top_k + 1) < n, sel, -1)
+
     def plan(self, plan, i: int, buf) -> None:
         b = self.buffers(plan.scratch.cap)
-        plan.matmul(i, [self.wq, self.wk], buf["xin"], [b["iq"], b["ik"]])
+        plan.matmul(i, [self.wq, self.wk], buf["hx"], [b["iq"], b["ik"]])
         plan.norm(i, self.q_norm, b["iq"], self.n_idx, self.dim, b["iq"])
 
     def plan_attend(self, plan, i: int, q, att, H: int, KV: int, hd: int, scale: float) -> None:
@@ -166,15 +160,15 @@ class Qsa:
 
 
 class Qwen4ExpDecoder(PlanOracle, Decoder):
-    """The Decoder's attention, DeltaNet and MoE ops inside the streams: X0 / X1 [T][n D] in turn, hn the normed
-    streams, lo / g / z the gates' low rank, gates and injection logits (then weights), comb the identity, xin the
-    block's input, y its output."""
+    """The Decoder's attention, DeltaNet and MoE ops inside the streams (HY-V4's frame: hy_v4_plan.plan_streams):
+    X0 / X1 [T][n D] in turn, hn the normed streams, lo / g / post the gates' low rank, gates and injection logits
+    (then weights), comb the identity, hx the block's input, y its output."""
 
     def __init__(self, arch, embed, layers, lm_head, *, n, hc, mixer):
+        self.n, self.hc, self.mixer = n, hc, mixer      # before the Decoder's init (a test fault reads own_norms)
         super().__init__(arch, embed, layers, None, lm_head)
-        self.n, self.hc, self.mixer = n, hc, mixer
         D, r = arch.hidden_size, mixer.down.shape[0]
-        self.extra = {"X0": n * D, "X1": n * D, "hn": n * D, "g": n * D, "lo": r, "z": n, "comb": n * n, "xin": D,
+        self.extra = {"X0": n * D, "X1": n * D, "hn": n * D, "g": n * D, "lo": r, "post": n, "comb": n * n, "hx": D,
                       "y": D}
 
     def _residuals(self) -> list:
@@ -182,6 +176,10 @@ class Qwen4ExpDecoder(PlanOracle, Decoder):
 
     def matrices(self) -> list:
         return super().matrices() + [w for g in self._residuals() for w in g.matrices()]
+
+    def own_norms(self) -> list:
+        """The norms the Decoder's layers do not hold: the streams' and the QSA indexers' query norms."""
+        return [g.norm for g in self._residuals()] + [L.sparse.q_norm for L in self.layers if L.sparse is not None]
 
     def replace_matrices(self, new: dict) -> None:
         super().replace_matrices(new)
@@ -199,50 +197,40 @@ class Qwen4ExpDecoder(PlanOracle, Decoder):
         n, D = self.n, self.arch.hidden_size
         s.norm(i, g.norm, X, n, D, b["hn"])
         s.matmul(i, [g.down] + ([g.inject] if g.inject is not None else []), b["hn"],
-                 [b["lo"]] + ([b["z"]] if g.inject is not None else []))
+                 [b["lo"]] + ([b["post"]] if g.inject is not None else []))
         s.scale_cols(i, b["lo"], g.inv_r, g.down.shape[0])
         s.bias_act(i, b["lo"], None, g.down.shape[0], ACTIVATIONS["silu"])
         s.matmul(i, [g.up], b["lo"], [b["g"]])
         if g.inject is not None:
-            s.scale_cols(i, b["z"], g.inv_n, n)
-        s._add(lib.PT_OP_Q4X_MIX, i, x=b["hn"], x2=b["g"], y=[out, b["z"] if g.inject is not None else ffi.NULL,
+            s.scale_cols(i, b["post"], g.inv_n, n)
+        s._add(lib.PT_OP_Q4X_MIX, i, x=b["hn"], x2=b["g"], y=[out, b["post"] if g.inject is not None else ffi.NULL,
                                                                   ffi.NULL], streams=n, width=D)
 
     def _build_plan(self, scratch) -> Plan:
-        b, s, D, n = scratch.p, Plan(scratch), self.arch.hidden_size, self.n
-        s.embed(self.embed, b["resid"], D, 1.0, None)
-        for j in range(n):                              # every stream starts as the embedding
-            s.copy(-1, b["resid"], D, 0, b["X0"], n * D, j * D, 1, D)
-        cur = ["X0", "X1"]
-        for i, L in enumerate(self.layers):
-            for g, block in zip(self.hc[i], (self._mixer_block, self._moe_block)):
-                self._mix(s, i, g, b[cur[0]], b["xin"], b)
-                block(s, i, L, b, scratch)
-                s._add(lib.PT_OP_HC_POST, i, x=b[cur[0]], x2=b["y"], y=[b[cur[1]], b["z"], b["comb"]], streams=n,
-                       width=D)
-                cur.reverse()
-        L = len(self.layers)
-        self._mix(s, L, self.mixer, b[cur[0]], b["resid"], b)
-        s.head(L, None, b["resid"], D, b["normed"], self.lm_head, None, 1.0, 0.0)
+        b, s, L = scratch.p, Plan(scratch), len(self.layers)
+        last = plan_streams(self, s, scratch, lambda s, i, g, X: self._mix(s, i, g, X, b["hx"], b),
+                            (self._mixer_block, self._moe_block))
+        self._mix(s, L, self.mixer, b[last], b["resid"], b)
+        s.head(L, None, b["resid"], self.arch.hidden_size, b["normed"], self.lm_head, None, 1.0, 0.0)
         return s.finish()
 
     def _mixer_block(self, s, i, L, b, scratch) -> None:
         if L.mamba is not None:
-            s.mamba(i, L.mamba.c(scratch.cap), b["xin"], b["y"], slot=L.state_slot)
+            s.mamba(i, L.mamba.c(scratch.cap), b["hx"], b["y"], slot=L.state_slot)
             return
-        self._plan_attention(s, i, L, b["xin"], b)
+        self._plan_attention(s, i, L, b["hx"], b)
         s.glu(i, GLU_ACTIVATIONS["sigmoid"], b["qgate"], b["att"], L.o.shape[1], b["att"])
         s.matmul(i, [L.o], b["att"], [b["y"]])
 
     def _moe_block(self, s, i, L, b, scratch) -> None:
-        s.moe(i, L.moe.c(scratch.cap), b["xin"], b["y"])
+        s.moe(i, L.moe.c(scratch.cap), b["hx"], b["y"])
 
 
 def _qsa(cfg, t, p: str, slot: int, rope) -> Qsa:
     n, d, D, eps = cfg.indexer_n_heads, cfg.indexer_head_dim, cfg.hidden_size, cfg.rms_norm_eps
     return Qsa(t.weight(p + "index_q.weight", (n * d, D)), t.weight(p + "index_k.weight", (d, D)),
                norm(t, p + "q_layernorm", d, "rms", eps, add=1.0), Vec(t.array(p + "k_layernorm.weight", (d,))), n,
-               d, cfg.indexer_compress_ratio, cfg.indexer_budget // cfg.indexer_compress_ratio, slot, rope, eps)
+               d, cfg.indexer_compress_ratio, cfg.indexer_budget // cfg.indexer_compress_ratio, 0, slot, rope, eps)
 
 
 def hf_tensors(cfg: Qwen4ExpTextConfig, ckpt) -> dict:

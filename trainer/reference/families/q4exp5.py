@@ -37,17 +37,19 @@ def _qsa_keep(cfg, p: str):
         kb = _rms(raw[:nb_all * c].reshape(nb_all, c, d).mean(1), f.w(p + "k_layernorm.weight"), eps)
         kb = ops.rotate(np.repeat(kb[:, None, :], c, axis=0), L.rope.dim, inv[:], factor, False)[::c, 0] \
             if nb_all else kb                       # each block's key rotated at its first position
-        out = np.zeros((T, T), bool)
+        out, choice = np.zeros((T, T), bool), np.full((T, top + 1), -1)
         for t in range(T):
             n = t + 1
             nb = n // c
             chosen = list(range(nb))
             if nb > top:
                 sc = np.maximum(iq[t] @ kb[:nb].T, 0.0).sum(0) / np.sqrt(d)
-                chosen = np.argsort(-sc, kind="stable")[:top]
+                chosen = sorted(np.argsort(-sc, kind="stable")[:top].tolist())
+            chosen += [nb] if n % c else []         # the incomplete last block
+            choice[t, :len(chosen)] = chosen
             for b in chosen:
-                out[t, b * c:(b + 1) * c] = True
-            out[t, nb * c:n] = True                 # the incomplete last block
+                out[t, b * c:min((b + 1) * c, n)] = True
+        f.routing.append(choice)                    # the blocks read, as the engine's Qsa.last_choice
         return np.repeat(out[None], heads, axis=0)
     return keep
 
