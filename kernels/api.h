@@ -166,8 +166,8 @@ enum {
     /* issue 36, the fam36i group (ids 30-33): MiniMax-M3's block-sparse attention (kernels/mm3.c) */
     PT_OP_MM3_INDEX = 30, PT_OP_MM3_ATTENTION = 31,
     /* issue 36, the q4exp group (ids 33, 42, 43, 47): Qwen4-Exp's gated residual (kernels/hc.c),
-     * its QSA indexer (kernels/qsa.c) */
-    PT_OP_Q4X_MIX = 33, PT_OP_QSA_INDEX = 42,
+     * its QSA indexer (kernels/qsa.c), its n-gram PLE (kernels/q4x_ple.c) */
+    PT_OP_Q4X_MIX = 33, PT_OP_QSA_INDEX = 42, PT_OP_PLE_NGRAM = 43, PT_OP_PLE_MIX = 47,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -573,6 +573,35 @@ int  pt_qsa_index_ref(const float *iq, const float *ik, float *icache, const flo
                       int64_t T, int64_t pos0, int64_t n_heads, int64_t dim, int64_t block, int64_t top_k,
                       int64_t rot_dim, const float *cos_tab, const float *sin_tab, int64_t n_pos, int32_t *sel,
                       int32_t *n_sel);
+/* issue 36, the q4exp group: Qwen4-Exp's hashed n-gram Per-Layer Embeddings (kernels/q4x_ple.c). pt_ngram: the n-gram
+ * orders 2..n (n <= PT_NGRAM_MAX), `heads` hashed heads an order of `dim` values, their multipliers mult [n], the
+ * heads' vocab [(n - 1) heads] and first rows offset [(n - 1) heads] in the table, whose rows are cut in n_shards
+ * shards (shard i: rows start[i] .. start[i + 1] - 1; start [n_shards + 1]). pt_ngram_ids: each token's rows
+ * [T][(n - 1) heads]; pt_ngram_embed: those rows side by side, out [T][(n - 1) heads dim]; ctx [n - 1] the sequence's
+ * last ids, read (pos0 > 0) and written. pt_ple_mix: the streams X [T][n][D] += each stream's gated value and the
+ * silu of the dilated causal conv of its normed form, state [(K - 1) dil][n D] (zeros at pos0 0). -1 on a bad
+ * argument, -2 a bad row, -3 without memory; _ref: the plain double reference */
+#define PT_NGRAM_MAX 16
+typedef struct {
+    int64_t n, heads, dim;
+    int64_t eos;
+    const int64_t *mult, *vocab, *offset;
+    const pt_tensor **shards;
+    int64_t n_shards;
+    const int64_t *start;
+} pt_ngram;
+typedef struct {
+    int64_t n, D, K, dil;
+    float eps;
+    const float *norm_w;      /* [n][D]: 1 + norm_conv's weight */
+    const float *conv_w;      /* [n D][K] */
+} pt_plemix;
+int  pt_ngram_ids(const pt_ngram *g, const int32_t *ids, int64_t T, float *ctx, int64_t pos0, int64_t *out);
+int  pt_ngram_embed(const pt_ngram *g, const int32_t *ids, int64_t T, float *ctx, int64_t pos0, float *out);
+int  pt_ple_mix(const pt_plemix *p, const float *kn, const float *v, const float *qn, int64_t T, int64_t pos0,
+                float *state, float *X);
+int  pt_ple_mix_ref(const pt_plemix *p, const float *kn, const float *v, const float *qn, int64_t T, int64_t pos0,
+                    float *state, float *X);
 /* issue 30, the dsv4 group: DeepSeek-V4's KV compressor pooling (kernels/compress.c): out [n_win][d], each window of
  * m tokens' softmax(gate + ape)-weighted sum of kv per channel; overlap 1 (CSA): kv / gate 2 d wide, 2 m slots (the
  * previous window's first d channels, prev_kv / prev_gate [m][d] for window 0 or NULL), -1 on a bad argument */
@@ -624,6 +653,10 @@ typedef struct {
      * slot `cache_slot`) */
     const pt_relattn *rel;
     const pt_sconv *sconv;
+    /* issue 36, the q4exp group: PLE_NGRAM's n-gram table, PLE_MIX's gate and conv (their state in cache slot
+     * `cache_slot`) */
+    const pt_ngram *ngram;
+    const pt_plemix *ple;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -86,6 +86,10 @@
  *   Q4X_MIX      x normed streams hn [T][streams][width], y[0] [T][width]    streams, width
  *                x2 gates g (same), y[1] the injection  mean sigmoid(g) hn,
  *                logits [T][streams] or NULL            y[1] = 2 sigmoid(y[1])
+ *   PLE_NGRAM *  step ids, ngram (the table's shards)    y[0] [T][(n - 1)   cache_slot (the k region: the last
+ *                                                        heads dim]         ids)
+ *   PLE_MIX *    x normed keys [T][n][D], x2 values      y[0] += gated      cache_slot (the v region: the conv
+ *                [T][D], y[1] normed streams, ple        values + silu conv state)
  *   QSA_INDEX *  x iq [T][n_heads][head_dim] (normed,    the index slot's   cache_slot (the index slot), n_heads,
  *                roped), x2 raw keys [T][head_dim], w     rows, sel [T]      head_dim, x_stride (block), window
  *                the key norm, seq rope[slot]           [window + 1],      (top_k blocks), rot_dim, eps
@@ -312,6 +316,22 @@ static int qsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                         op->sel + off * k, op->n_sel + off);
 }
 
+/* Qwen4-Exp's n-gram PLE over one sequence's rows (issue 36, the q4exp group): its last ids in the k region of
+ * cache slot `cache_slot`, its conv state in the v region */
+static int ple(const pt_plan_op *op, const run_ctx *c, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    const int S = op->cache_slot;
+    if (op->kind == PT_OP_PLE_NGRAM) {
+        const pt_ngram *g = op->ngram;
+        return pt_ngram_embed(g, c->s->ids + off, q->T, (float *)q->k[S], q->pos0,
+                              rows_of(op->y[0], off, (g->n - 1) * g->heads * g->dim));
+    }
+    const pt_plemix *p = op->ple;
+    const int64_t W = p->n * p->D;
+    return pt_ple_mix(p, rows_of(op->x, off, W), rows_of(op->x2, off, p->D), rows_of(op->y[1], off, W), q->T,
+                      q->pos0, (float *)q->v[S], rows_of(op->y[0], off, W));
+}
+
 /* the ops that read positions or a cache run once per sequence, over its rows; failed_seq names the one that failed */
 static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
     int64_t off = 0, out = 0;
@@ -326,6 +346,7 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
                : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
                : op->kind == PT_OP_QSA_INDEX  ? qsa(op, q, off)
+               : op->kind == PT_OP_PLE_NGRAM || op->kind == PT_OP_PLE_MIX ? ple(op, c, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
                                               ? dsv4(op, q, off)
                                               : last_norm(op, q, off, out);
@@ -390,6 +411,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_MM3_INDEX:
     case PT_OP_MM3_ATTENTION:
     case PT_OP_QSA_INDEX:
+    case PT_OP_PLE_NGRAM:
+    case PT_OP_PLE_MIX:
     case PT_OP_CCA:
     case PT_OP_REL_ATTN:
     case PT_OP_SCONV:

@@ -55,6 +55,9 @@ class _Text:
     def info(self, n):
         return self.ckpt.info(self.name(n))
 
+    def raw(self, n):
+        return self.ckpt.raw(self.name(n))
+
 
 def hf_tensors(cfg: Qwen35Config, ckpt) -> dict:
     if not any(n.startswith(P) for n in ckpt.names()):

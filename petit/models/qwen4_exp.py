@@ -23,4 +23,5 @@ def hf_tensors(cfg: Qwen4ExpConfig, ckpt) -> dict:
 
 
 build = qwen4_exp_text.build
+UNREAD = qwen4_exp_text.UNREAD
 Config = Qwen4ExpConfig

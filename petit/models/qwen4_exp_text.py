@@ -17,17 +17,21 @@ input / post-attention / final norms:
   while a query sees fewer than budget + ratio). Qsa below: kernels/qsa.c's QSA_INDEX, then kernels/mm3.c's
   MM3_ATTENTION over the chosen blocks; the raw keys live in a cache slot of their own after the layers'.
 
-Refused: PLE (`ple_layer_ids`: hashed n-gram Per-Layer Embeddings, not run yet), `output_gate_type` sigmoid (the
-DeltaNet's gated norm is silu here), hc_count outside 2..16, attention layers without the indexer's fields."""
+- the PLE layers (`ple_layer_ids`): hashed n-gram embeddings gating each stream, through a dilated causal conv, added
+  before the layer's first gated residual (petit/models/qwen4_exp_ple.py).
+
+Refused: `output_gate_type` sigmoid (the DeltaNet's gated norm is silu here), hc_count outside 2..16, attention
+layers without the indexer's fields."""
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from petit.models import qwen3_5_moe_text, qwen3_next
+from petit.models import qwen4_exp_ple as ple
 from petit.models.block_sparse import BlockSparse
 from petit.models.common import default_rope, embed_and_head, norm
 from petit.models.config import positive_int
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.decoder import Arch, Decoder, Layer, Vec
 from petit.models.moe import moe_weights
 from petit.models.hy_v4_plan import plan_streams
 from petit.models.plan import Plan, PlanOracle, scratch_arrays
@@ -59,6 +63,7 @@ class Qwen4ExpTextConfig(qwen3_5_moe_text.Qwen35MoeTextConfig):
     indexer_budget: int | None = None
     indexer_compress_ratio: int | None = None
     output_gate_type: str | None = None
+    eos_token_id: int | list | None = None          # PLE: the token an n-gram does not reach past
     model_type: str = "qwen4_exp_text"
     # transformers' derived count of conv states a layer's cache keeps (3 with PLE): nothing to read
     _IGNORED = qwen3_5_moe_text.Qwen35MoeTextConfig._IGNORED | {"number_of_conv_states"}
@@ -73,10 +78,12 @@ class Qwen4ExpTextConfig(qwen3_5_moe_text.Qwen35MoeTextConfig):
         if not isinstance(self.hc_count, int) or not 2 <= self.hc_count <= HC_MAX:
             raise ValueError(f"config: hc_count must be an integer in 2..{HC_MAX}, got {self.hc_count!r}")
         positive_int(self, "hc_lowrank")
+        self.ple_layer_ids = sorted(set(self.ple_layer_ids or []))
+        self.ple_embed_dim = self.ple_embed_dim or self.hidden_size
+        eos = self.eos_token_id
+        self.ple_eos = eos[0] if isinstance(eos, list) and eos else None if isinstance(eos, list) else eos
         if self.ple_layer_ids:
-            raise ValueError(f"config: qwen4_exp_text: ple_layer_ids {self.ple_layer_ids} are not supported yet (the "
-                             "hashed n-gram Per-Layer Embeddings gated by each stream through a dilated causal conv); "
-                             "a config with no PLE layers runs")
+            ple.check(self)
         if (self.output_gate_type or self.hidden_act) != "silu":
             raise ValueError(f"config: qwen4_exp_text: output_gate_type {self.output_gate_type!r} is not supported "
                              "(the linear attention's gated norm is silu here)")
@@ -104,7 +111,8 @@ class GatedResidual:
 
     def __init__(self, t, p: str, cfg, inject: bool):
         n, D, r = cfg.hc_count, cfg.hidden_size, cfg.hc_lowrank
-        self.norm = Norm("rms", cfg.rms_norm_eps, Vec(1.0 + t.array(p + "hc_norm.weight", (n * D,)).reshape(n, D)))
+        self.norm = ple.grouped(t, p + "hc_norm", n, D, cfg.rms_norm_eps)
+        self.ple = None                 # the layer's PLE, added to the streams before this mix (attention side)
         self.down = t.weight(p + "input_mix_weight_down.weight", (r, n * D))
         self.up = t.weight(p + "input_mix_weight_up.weight", (n * D, r))
         self.inject = t.weight(p + "block_inject_weight.weight", (n, n * D)) if inject else None
@@ -170,20 +178,26 @@ class Qwen4ExpDecoder(PlanOracle, Decoder):
         D, r = arch.hidden_size, mixer.down.shape[0]
         self.extra = {"X0": n * D, "X1": n * D, "hn": n * D, "g": n * D, "lo": r, "post": n, "comb": n * n, "hx": D,
                       "y": D}
+        if self._ples():                        # PLE's embedding, keys, value and normed streams
+            self.extra.update(ple_e=self._ples()[0].width, ple_k=n * D, ple_v=D, ple_q=n * D)
 
     def _residuals(self) -> list:
         return [g for pair in self.hc for g in pair] + [self.mixer]
 
+    def _ples(self) -> list:
+        return [g.ple for g in self._residuals() if g.ple is not None]
+
     def matrices(self) -> list:
-        return super().matrices() + [w for g in self._residuals() for w in g.matrices()]
+        return super().matrices() + [w for g in self._residuals() + self._ples() for w in g.matrices()]
 
     def own_norms(self) -> list:
-        """The norms the Decoder's layers do not hold: the streams' and the QSA indexers' query norms."""
-        return [g.norm for g in self._residuals()] + [L.sparse.q_norm for L in self.layers if L.sparse is not None]
+        """The norms the Decoder's layers do not hold: the streams', the QSA indexers' query norms, PLE's."""
+        return [g.norm for g in self._residuals()] + [L.sparse.q_norm for L in self.layers if L.sparse is not None] + \
+            [m for p in self._ples() for m in p.norms()]
 
     def replace_matrices(self, new: dict) -> None:
         super().replace_matrices(new)
-        for g in self._residuals():
+        for g in self._residuals() + self._ples():
             g.replace(new)
 
     def scratch(self, T: int):
@@ -195,6 +209,8 @@ class Qwen4ExpDecoder(PlanOracle, Decoder):
 
     def _mix(self, s: Plan, i, g: GatedResidual, X, out, b) -> None:
         n, D = self.n, self.arch.hidden_size
+        if g.ple is not None:                   # PLE into the streams first
+            g.ple.plan(s, i, X, b)
         s.norm(i, g.norm, X, n, D, b["hn"])
         s.matmul(i, [g.down] + ([g.inject] if g.inject is not None else []), b["hn"],
                  [b["lo"]] + ([b["post"]] if g.inject is not None else []))
@@ -236,6 +252,7 @@ def _qsa(cfg, t, p: str, slot: int, rope) -> Qsa:
 def hf_tensors(cfg: Qwen4ExpTextConfig, ckpt) -> dict:
     """Qwen3.5-MoE's, and each indexer's index_qk_proj [(n_idx + 1) dim, hidden] as its query rows (`index_q`) and
     key rows (`index_k`)."""
+    ple.check_buffers(cfg, ckpt)
     out = qwen3_5_moe_text.hf_tensors(cfg, ckpt)
     nd, d, D = (cfg.indexer_n_heads or 0) * (cfg.indexer_head_dim or 0), cfg.indexer_head_dim, cfg.hidden_size
     for i in range(cfg.num_hidden_layers):
@@ -271,15 +288,19 @@ def build(cfg: Qwen4ExpTextConfig, t) -> Qwen4ExpDecoder:
             slots.append(i)
         layers.append(L)
         hc.append([GatedResidual(t, p + f"{w}_hyper_connection.", cfg, True) for w in ("attn", "mlp")])
+    for j, i in enumerate(cfg.ple_layer_ids):   # PLE's state slots after the indexers'
+        hc[i - 1][0].ple = ple.Ple(cfg, t, f"model.layers.{i - 1}.", j, n_layers + len(slots) + j)
+        state_layers.append(n_layers + len(slots) + j)
     mamba = next((L.mamba for L in layers if L.mamba is not None), None)
     arch = Arch(vocab_size=cfg.vocab_size, hidden_size=D,
                 intermediate_size=max(cfg.moe_intermediate_size, cfg.shared_expert_intermediate_size),
                 num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
                 head_dim=hd, context_length=rope.context_length,
                 state_shapes=mamba.state_shapes if mamba else None, state_layers=tuple(state_layers),
-                cache_slots=n_layers + len(slots) if slots else None)
+                cache_slots=n_layers + len(slots) + len(cfg.ple_layer_ids) if slots or cfg.ple_layer_ids else None)
     return Qwen4ExpDecoder(arch, E, layers, head, n=cfg.hc_count, hc=hc,
                            mixer=GatedResidual(t, "model.hyper_connection_mixer.", cfg, False))
 
 
 Config = Qwen4ExpTextConfig
+UNREAD = ple.UNREAD

@@ -170,8 +170,8 @@ NOT_YET.update({
     "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
                   "post-attention / post-MLP norms",
     "gguf:plm": f"PLM ({_REMOTE}): MLA attention (kv_lora_rank) with a relu² MLP",
-    "gguf:qwen4exp": "Qwen4-Exp, which Petit runs from its Hugging Face folder (qwen4_exp_text, without PLE "
-                     "layers; docs/hf-models.md), not from llama.cpp's file: its GGUF's names and keys for the "
+    "gguf:qwen4exp": "Qwen4-Exp, which Petit runs from its Hugging Face folder (qwen4_exp_text; "
+                     "docs/hf-models.md), not from llama.cpp's file: its GGUF's names and keys for the "
                      "hyper-connections, the QSA indexer (a top_k, not budget and ratio) and one PLE layer are not "
                      "mapped, and llama.cpp 0.3.36 marks its own qwen4exp graph as pending a complete "
                      "reimplementation, no reference to check a reading against",

@@ -9,7 +9,7 @@ qwen3_next spec, norm_topk_prob read) without their norms, inside hyper-connecti
   indexer_compress_ratio complete blocks (by sum_h relu(q_h . k_b) / sqrt(dim); q = q_layernorm(index_q h) roped as
   the heads, k_b = k_layernorm(the block's mean raw key, index_k h) roped at the block's first position; all of them
   when no more) and of the incomplete last block.
-PLE layers are not modelled (Petit refuses them)."""
+- the PLE layers' hashed n-gram embeddings gating each stream, through a dilated causal conv (_ple)."""
 import numpy as np
 
 from trainer.reference import ops
@@ -64,9 +64,54 @@ def _mix(f, X, p, n, eps, inject=True):
     return (x, 2.0 * ops.act("sigmoid", f.mm(flat, p + "block_inject_weight.weight") / n)) if inject else x
 
 
+def _ngram_rows(cfg, ids, index):
+    """Each token's table rows [T, (n - 1) heads] (transformers' Qwen4ExpTextNGramEmbedding, a fresh sequence): the
+    tokens 0..n-1 places back, eos past the start or past an eos before the token, hashed per order by XOR of their
+    products with the layer's multipliers (64-bit, wrapping), each head's floor modulo its prime plus its offset. The
+    multipliers and primes: petit/models/qwen4_exp_ple.py's (tests/test_q4exp5.py holds them to the checkpoint's
+    buffers)."""
+    from petit.models import qwen4_exp_ple as q
+    n, H, eos = cfg.ngram_size, cfg.heads_per_ngram, cfg.ple_eos
+    mult, (sizes, offsets, _) = q.multipliers(cfg, index), q.vocabularies(cfg, index)
+    rows = np.zeros((len(ids), (n - 1) * H), np.int64)
+    for t in range(len(ids)):
+        ctx = []
+        for s in range(n):
+            before = [int(ids[t - j]) if t - j >= 0 else eos for j in range(1, s + 1)]
+            ctx.append(eos if s and eos in before else int(ids[t]) if s == 0 else int(ids[t - s]))
+        h = 0
+        for o in range(n):
+            h ^= (ctx[o] * mult[o]) % (1 << 64)
+            if o:
+                signed = h - (1 << 64) if h >> 63 else h
+                for k in range((o - 1) * H, o * H):
+                    rows[t, k] = offsets[k] + signed % sizes[k]
+    return rows
+
+
+def _ple(f, X, cfg, p, index, ids, names):
+    """Qwen4ExpTextPLELayer's output added to the streams X [T, n D]."""
+    n, D, eps, N, K = cfg.hc_count, cfg.hidden_size, cfg.rms_norm_eps, cfg.ngram_size, cfg.ple_conv_kernel_size
+    T = X.shape[0]
+    t = p + "ple.ple_embedding.ngram_embedding."
+    parts = [t + f"shard_{k}.weight" for k in range(cfg.split_ngram_parts)]
+    shards = [t + "weight"] if t + "weight" in names else parts
+    table = np.concatenate([f.w(m) for m in shards])
+    emb = table[_ngram_rows(cfg, ids, index)].reshape(T, -1)
+    grouped = lambda x, name: _rms(x.reshape(T, n, D), f.w(p + f"ple.{name}.weight").reshape(n, D), eps)  # noqa: E731
+    kn, v = grouped(f.mm(emb, p + "ple.key_proj.weight"), "norm_key"), f.mm(emb, p + "ple.value_proj.weight")
+    g = (kn * grouped(X, "norm_query")).sum(-1) / np.sqrt(D)
+    g = np.sign(g) * np.sqrt(np.maximum(np.abs(g), 1e-6))
+    u = ops.act("sigmoid", g)[:, :, None] * v[:, None, :]                                    # [T, n, D]
+    w = np.concatenate([np.zeros(((K - 1) * N, n * D)), grouped(u, "norm_conv").reshape(T, n * D)])
+    cw = f.w(p + "ple.conv1d.weight").reshape(n * D, K)
+    conv = sum(cw[:, k] * w[k * N:k * N + T] for k in range(K))
+    return X + u.reshape(T, n * D) + ops.act("silu", conv)
+
+
 def qwen4_exp_text(cfg, names, family="qwen4_exp_text"):
-    if cfg.get("ple_layer_ids"):
-        raise ValueError("the reference does not model Qwen4-Exp's PLE layers")
+    from petit.models import qwen4_exp_text as q4
+    c = q4.Config.from_dict(cfg)
     fixed = {k: v for k, v in cfg.items() if k not in ("mlp_only_layers", "decoder_sparse_step")}
     fixed.update(decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=get(cfg, "norm_topk_prob", True),
                  num_experts=get(cfg, "num_experts", 512), num_experts_per_tok=get(cfg, "num_experts_per_tok", 10))
@@ -82,6 +127,8 @@ def qwen4_exp_text(cfg, names, family="qwen4_exp_text"):
         X = np.tile(f.w(spec.embed)[ids], (1, n))
         for i, L in enumerate(spec.layers):
             p = f"model.layers.{i}."
+            if i + 1 in c.ple_layer_ids:
+                X = _ple(f, X, c, p, c.ple_layer_ids.index(i + 1), ids, names)
             for w, block in (("attn", f.deltanet if L.deltanet is not None else f.attention), ("mlp", f.mlp)):
                 x, post = _mix(f, X, f"{p}{w}_hyper_connection.", n, eps)
                 X = X + np.repeat(post, X.shape[1] // n, axis=1) * np.tile(block(L, x), (1, n))
