@@ -113,6 +113,9 @@ class Ple:
         whole = p + TABLE + "weight"
         names = [whole] if t.has(whole) else [p + TABLE + f"shard_{k}.weight" for k in range(cfg.split_ngram_parts)]
         shapes = [tuple(t.info(m)[1]) if t.has(m) else (0, E // heads) for m in names]
+        if max(s[0] for s in shapes) >= 1 << 31:      # the kernel's row in a shard is an int32
+            raise ValueError(f"{p}{TABLE}: a shard of 2^31 rows or more (the table's {rows} rows in {len(names)}); "
+                             "split_ngram_parts shards of fewer rows are read")
         if sum(s[0] for s in shapes) != rows:
             raise ValueError(f"{p}{TABLE}: {sum(s[0] for s in shapes)} rows in {len(names)} shard(s), expected {rows}")
         self.shards = [t.weight(m, s) for m, s in zip(names, shapes)]
