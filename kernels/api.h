@@ -169,6 +169,9 @@ enum {
     PT_OP_DOGE_DT = 45, PT_OP_SCALE_COLS = 46,
     /* issue 36, the fam36i group (ids 30-33): MiniMax-M3's block-sparse attention (kernels/mm3.c) */
     PT_OP_MM3_INDEX = 30, PT_OP_MM3_ATTENTION = 31,
+    /* issue 36, the q4exp group (ids 33, 42, 43, 47): Qwen4-Exp's gated residual (kernels/hc.c),
+     * its QSA indexer (kernels/qsa.c), its n-gram PLE (kernels/q4x_ple.c) */
+    PT_OP_Q4X_MIX = 33, PT_OP_QSA_INDEX = 42, PT_OP_PLE_NGRAM = 43, PT_OP_PLE_MIX = 47,
     PT_OP_COUNT = 48
 };
 /* Gemma 3n's AltUp (kernels/altup.c): n streams of `hidden` values a token, stream-major, `stride` floats apart
@@ -555,6 +558,54 @@ int  pt_hc_post(const float *X, const float *y, const float *post, const float *
                 int64_t D, float *X_out);
 int  pt_hc_post_ref(const float *X, const float *y, const float *post, const float *comb, int64_t T, int64_t n,
                     int64_t D, float *X_out);
+/* issue 36, the q4exp group: Qwen4-Exp's gated residual: x_out [T][D] = the mean over the n streams of sigmoid(g) hn
+ * (hn, g [T][n][D]: the normed streams and their gates), post [T][n] = 2 sigmoid(post) in place (NULL: the last mix);
+ * -1 on a bad argument. _ref: the plain scalar reference */
+int  pt_q4x_mix(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post);
+int  pt_q4x_mix_ref(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post);
+/* issue 36, the q4exp group: Qwen4-Exp's QSA indexer (kernels/qsa.c): the step's raw index keys ik [T][dim] stored
+ * at pos0 .. of icache [n_ctx][dim]; for each query its blocks of `block` positions (the top_k of the complete ones
+ * by sum_h relu(iq[t][h] . k_b) / sqrt(dim), k_b the block's mean key RMS-normed x (1 + norm_w) and rotated half by
+ * half on its first rot_dim values at the block's first position; every one when at most top_k; then the
+ * incomplete last one) into sel [T][top_k + 1], increasing, and their count n_sel [T]. -1 on a bad argument, -3
+ * without memory. _ref: the plain double reference */
+int  pt_qsa_index(const float *iq, const float *ik, float *icache, const float *norm_w, float eps, int64_t n_ctx,
+                  int64_t T, int64_t pos0, int64_t n_heads, int64_t dim, int64_t block, int64_t top_k,
+                  int64_t rot_dim, const float *cos_tab, const float *sin_tab, int64_t n_pos, int32_t *sel,
+                  int32_t *n_sel);
+int  pt_qsa_index_ref(const float *iq, const float *ik, float *icache, const float *norm_w, float eps, int64_t n_ctx,
+                      int64_t T, int64_t pos0, int64_t n_heads, int64_t dim, int64_t block, int64_t top_k,
+                      int64_t rot_dim, const float *cos_tab, const float *sin_tab, int64_t n_pos, int32_t *sel,
+                      int32_t *n_sel);
+/* issue 36, the q4exp group: Qwen4-Exp's hashed n-gram Per-Layer Embeddings (kernels/q4x_ple.c). pt_ngram: the n-gram
+ * orders 2..n (n <= PT_NGRAM_MAX), `heads` hashed heads an order of `dim` values, their multipliers mult [n], the
+ * heads' vocab [(n - 1) heads] and first rows offset [(n - 1) heads] in the table, whose rows are cut in n_shards
+ * shards (shard i: rows start[i] .. start[i + 1] - 1; start [n_shards + 1]). pt_ngram_ids: each token's rows
+ * [T][(n - 1) heads]; pt_ngram_embed: those rows side by side, out [T][(n - 1) heads dim]; ctx [n - 1] the sequence's
+ * last ids, read (pos0 > 0) and written. pt_ple_mix: the streams X [T][n][D] += each stream's gated value and the
+ * silu of the dilated causal conv of its normed form, state [(K - 1) dil][n D] (zeros at pos0 0). -1 on a bad
+ * argument, -2 a bad row, -3 without memory; _ref: the plain double reference */
+#define PT_NGRAM_MAX 16
+typedef struct {
+    int64_t n, heads, dim;
+    int64_t eos;
+    const int64_t *mult, *vocab, *offset;
+    const pt_tensor **shards;
+    int64_t n_shards;
+    const int64_t *start;
+} pt_ngram;
+typedef struct {
+    int64_t n, D, K, dil;
+    float eps;
+    const float *norm_w;      /* [n][D]: 1 + norm_conv's weight */
+    const float *conv_w;      /* [n D][K] */
+} pt_plemix;
+int  pt_ngram_ids(const pt_ngram *g, const int32_t *ids, int64_t T, float *ctx, int64_t pos0, int64_t *out);
+int  pt_ngram_embed(const pt_ngram *g, const int32_t *ids, int64_t T, float *ctx, int64_t pos0, float *out);
+int  pt_ple_mix(const pt_plemix *p, const float *kn, const float *v, const float *qn, int64_t T, int64_t pos0,
+                float *state, float *X);
+int  pt_ple_mix_ref(const pt_plemix *p, const float *kn, const float *v, const float *qn, int64_t T, int64_t pos0,
+                    float *state, float *X);
 /* issue 30, the dsv4 group: DeepSeek-V4's KV compressor pooling (kernels/compress.c): out [n_win][d], each window of
  * m tokens' softmax(gate + ape)-weighted sum of kv per channel; overlap 1 (CSA): kv / gate 2 d wide, 2 m slots (the
  * previous window's first d channels, prev_kv / prev_gate [m][d] for window 0 or NULL), -1 on a bad argument */
@@ -606,6 +657,10 @@ typedef struct {
      * slot `cache_slot`) */
     const pt_relattn *rel;
     const pt_sconv *sconv;
+    /* issue 36, the q4exp group: PLE_NGRAM's n-gram table, PLE_MIX's gate and conv (their state in cache slot
+     * `cache_slot`) */
+    const pt_ngram *ngram;
+    const pt_plemix *ple;
 } pt_plan_op;
 /* a RoPE table the step reads: cos, sin [n_pos][rot_dim / 2] */
 typedef struct {

@@ -204,3 +204,45 @@ int pt_hc_post_ref(const float *X, const float *y, const float *post, const floa
             }
     return 0;
 }
+
+/* Issue 36, the q4exp group: Qwen4-Exp's gated residual (plan op Q4X_MIX). The plan computes, per token, the RMS-normed
+ * streams hn [n][D] (a norm per stream, (1 + w)), the gates g [n][D] = up silu(down hn / n) and the injection logits
+ * z [n] = inject hn / n with its matmuls; this op reads them:
+ *     x_out[d] = (1 / n) sum_j sigmoid(g[j][d]) hn[j][d]          (the block's input)
+ *     post[j]  = 2 sigmoid(z[j])                                  (in place: the block's output weight per stream)
+ * post may be NULL (the model's last mix, before the LM head). The stream mix stays the identity (comb held by the
+ * plan), so pt_hc_post gives X + post y. -1 on a bad argument. */
+static int q4x_args(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, const float *x_out) {
+    return !hn || !g || !x_out || T < 0 || n < 1 || n > HC_MAX || D < 1;
+}
+
+int pt_q4x_mix(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post) {
+    if (q4x_args(hn, g, T, n, D, x_out)) return -1;
+    const float inv = 1.0f / (float)n;
+    for (int64_t t = 0; t < T; t++) {
+        const float *h = hn + t * n * D, *gt = g + t * n * D;
+        float *o = x_out + t * D;
+        for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t d = 0; d < D; d++) o[d] += hc_sigmoid(gt[j * D + d]) * h[j * D + d];
+        for (int64_t d = 0; d < D; d++) o[d] *= inv;
+        if (post)
+            for (int64_t j = 0; j < n; j++) post[t * n + j] = 2.0f * hc_sigmoid(post[t * n + j]);
+    }
+    return 0;
+}
+
+int pt_q4x_mix_ref(const float *hn, const float *g, int64_t T, int64_t n, int64_t D, float *x_out, float *post) {
+    if (q4x_args(hn, g, T, n, D, x_out)) return -1;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < n; j++)
+                acc += hc_sigmoid_d(g[(t * n + j) * D + d]) * hn[(t * n + j) * D + d];
+            x_out[t * D + d] = (float)(acc / (double)n);
+        }
+        if (post)
+            for (int64_t j = 0; j < n; j++) post[t * n + j] = (float)(2.0 * hc_sigmoid_d(post[t * n + j]));
+    }
+    return 0;
+}

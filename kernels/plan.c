@@ -82,6 +82,18 @@
  *   DSV4_INDEX * x iq [T][n_heads][d], x2 weights        sel, n_sel         head_dim, rot_dim, window (m), scale,
  *                [T][n_heads], the entries at y_off                         alpha (weights' scale), n_kv (top_k)
  *   HASH_ROUTE   step ids, sel the table [w_rows][width] n_sel [T][width]   w_rows, width (top_k)
+ *   Qwen4-Exp (issue 36, the q4exp group; kernels/hc.c):
+ *   Q4X_MIX      x normed streams hn [T][streams][width], y[0] [T][width]    streams, width
+ *                x2 gates g (same), y[1] the injection  mean sigmoid(g) hn,
+ *                logits [T][streams] or NULL            y[1] = 2 sigmoid(y[1])
+ *   PLE_NGRAM *  step ids, ngram (the table's shards)    y[0] [T][(n - 1)   cache_slot (the k region: the last
+ *                                                        heads dim]         ids)
+ *   PLE_MIX *    x normed keys [T][n][D], x2 values      y[0] += gated      cache_slot (the v region: the conv
+ *                [T][D], y[1] normed streams, ple        values + silu conv state)
+ *   QSA_INDEX *  x iq [T][n_heads][head_dim] (normed,    the index slot's   cache_slot (the index slot), n_heads,
+ *                roped), x2 raw keys [T][head_dim], w     rows, sel [T]      head_dim, x_stride (block), window
+ *                the key norm, seq rope[slot]           [window + 1],      (top_k blocks), rot_dim, eps
+ *                                                       n_sel [T]
  *   SmallDoge (issue 36, fam36d; kernels/doge.c):
  *   DOGE_DT      x dt_proj's z [T][n_kv], w A [n_kv]      y[1] k's slot x_off n_heads, n_kv, head_dim, x_off (the
  *                                                        exp(A softplus z),   slot), alpha (q's value)
@@ -293,6 +305,33 @@ static int fam36l(const pt_plan_op *op, const pt_seq *q, int64_t off) {
                                    (const float *)q->v[L], q->n_ctx, q->T, q->pos0, rows_of(op->y[0], off, wq));
 }
 
+/* Qwen4-Exp's QSA indexer over one sequence's rows (issue 36, the q4exp group): its keys in the index slot */
+static int qsa(const pt_plan_op *op, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    const pt_rope_table *t = &q->rope[op->slot];
+    const int64_t k = op->window + 1;
+    return pt_qsa_index(rows_of(op->x, off, op->n_heads * op->head_dim), rows_of(op->x2, off, op->head_dim),
+                        (float *)q->k[op->cache_slot], op->w, op->eps, q->n_ctx, q->T, q->pos0, op->n_heads,
+                        op->head_dim, op->x_stride, op->window, op->rot_dim, t->cos, t->sin, t->n_pos,
+                        op->sel + off * k, op->n_sel + off);
+}
+
+/* Qwen4-Exp's n-gram PLE over one sequence's rows (issue 36, the q4exp group): its last ids in the k region of
+ * cache slot `cache_slot`, its conv state in the v region */
+static int ple(const pt_plan_op *op, const run_ctx *c, const pt_seq *q, int64_t off) {
+    if (q->kv_int8) return -1;          /* a hybrid's cache: float32 */
+    const int S = op->cache_slot;
+    if (op->kind == PT_OP_PLE_NGRAM) {
+        const pt_ngram *g = op->ngram;
+        return pt_ngram_embed(g, c->s->ids + off, q->T, (float *)q->k[S], q->pos0,
+                              rows_of(op->y[0], off, (g->n - 1) * g->heads * g->dim));
+    }
+    const pt_plemix *p = op->ple;
+    const int64_t W = p->n * p->D;
+    return pt_ple_mix(p, rows_of(op->x, off, W), rows_of(op->x2, off, p->D), rows_of(op->y[1], off, W), q->T,
+                      q->pos0, (float *)q->v[S], rows_of(op->y[0], off, W));
+}
+
 /* the ops that read positions or a cache run once per sequence, over its rows; failed_seq names the one that failed */
 static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
     int64_t off = 0, out = 0;
@@ -306,6 +345,8 @@ static int per_sequence(const pt_plan_op *op, const run_ctx *c) {
                : op->kind == PT_OP_REL_ATTN || op->kind == PT_OP_SCONV ? fam36l(op, q, off)
                : op->kind == PT_OP_DSA_INDEX || op->kind == PT_OP_DSA_ATTENTION ? dsa(op, q, off)
                : op->kind == PT_OP_MM3_INDEX || op->kind == PT_OP_MM3_ATTENTION ? mm3(op, q, off)
+               : op->kind == PT_OP_QSA_INDEX  ? qsa(op, q, off)
+               : op->kind == PT_OP_PLE_NGRAM || op->kind == PT_OP_PLE_MIX ? ple(op, c, q, off)
                : op->kind == PT_OP_DSV4_POOL || op->kind == PT_OP_DSV4_ATTN || op->kind == PT_OP_DSV4_INDEX
                                               ? dsv4(op, q, off)
                                               : last_norm(op, q, off, out);
@@ -369,6 +410,9 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
     case PT_OP_DSV4_INDEX:
     case PT_OP_MM3_INDEX:
     case PT_OP_MM3_ATTENTION:
+    case PT_OP_QSA_INDEX:
+    case PT_OP_PLE_NGRAM:
+    case PT_OP_PLE_MIX:
     case PT_OP_CCA:
     case PT_OP_REL_ATTN:
     case PT_OP_SCONV:
@@ -407,6 +451,8 @@ static int run_op(const pt_plan_op *op, const run_ctx *c) {
                          op->mode, op->y[0], op->y[1], op->y[2]);
     case PT_OP_HC_POST:
         return pt_hc_post(op->x, op->x2, op->y[1], op->y[2], T, op->streams, op->width, op->y[0]);
+    case PT_OP_Q4X_MIX:         /* issue 36, the q4exp group: Qwen4-Exp's gated residual */
+        return pt_q4x_mix(op->x, op->x2, T, op->streams, op->width, op->y[0], op->y[1]);
     case PT_OP_HASH_ROUTE:
         return pt_hash_route(c->s->ids, T, op->sel, op->w_rows, op->width, op->n_sel);
     /* issue 36, the fam36d group: SmallDoge's key bias slot and residual scales (kernels/doge.c) */

@@ -68,6 +68,7 @@ def apply(net) -> None:
         norms = [net.final_norm, net.embed_norm, head and head.norm] + [
             n for L in layers for n in (L.attn_norm, L.mlp_norm, L.post_attn_norm, L.post_mlp_norm, L.q_norm,
                                         L.k_norm, L.o_norm, L.down_norm, L.resid_attn_norm, L.resid_mlp_norm)]
+        norms += getattr(net, "own_norms", list)()      # issue 36, the q4exp group: a decoder's norms of its own
         for n in {id(n): n for n in norms if n is not None}.values():
             n.eps *= 100
     else:

@@ -193,6 +193,26 @@ def assert_greedy_equals_transformers(model, folder) -> None:
         ids.append(got)
 
 
+def load_wrapper_saying_the_tower_is_not_run(folder, model_type: str, tol: float = 1e-4):
+    """A released multimodal folder whose text model Petit runs (Qwen3.5-MoE's, Qwen4-Exp's): its load says once
+    that the vision tower is not run and lists the tower's tensors as unused, and its logits are transformers' whole
+    class's (reference_wrapper.npz) on the three prompts within `tol` of the range. Returns the model."""
+    import pytest
+
+    import petit
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(folder, weights="f32")
+    said = [str(w.message) for w in caught]
+    assert sum("vision tower (vision_config) is not run" in s for s in said) == 1, said
+    assert any(f"ignoring checkpoint tensor(s) the {model_type} family does not use: model.visual." in s for s in said)
+    assert m.config.model_type == model_type
+    ref = np.load(Path(folder) / "reference_wrapper.npz")
+    for p in ("", "long_", "chat_"):
+        err = rel_err(m.logits(ref[p + "input_ids"]), ref[p + "logits"])
+        assert err.max() <= tol, (p, err.max())
+    return m
+
+
 def assert_a_batch_gives_each_sequence_its_own_logits(model, ids) -> None:
     """A 40-token prefill beside a decode step (after 30 tokens) in one forward_batch: each sequence's logits are
     bit for bit those it gets alone (issue 36's families whose ops run over the step's stacked rows)."""

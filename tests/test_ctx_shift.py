@@ -123,6 +123,7 @@ def test_only_the_new_turn_is_prefilled():
     ("tests/fixtures/hf5_fam36l/inkling2_loop_text", "the model keeps a recurrent state"),
     ("tests/fixtures/hf5_mla/glm_moe_dsa", "sparse attention indexer keeps keys of its own RoPE"),
     ("tests/fixtures/hf5_fam36m/hy_v4", "sparse attention indexer keeps keys of its own RoPE"),   # in HC streams
+    ("tests/fixtures/hf5_q4exp/qwen4_exp_text", "the model keeps a recurrent state"),   # issue 36: Qwen4-Exp
     ("tests/fixtures/hf5_gemma/gemma3n_text", "layer 0 is a family's own attention"),
 ])
 def test_where_a_shift_cannot_be_exact_the_turns_are_prefilled_again(path, reason):

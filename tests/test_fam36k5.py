@@ -284,14 +284,3 @@ def test_dots3_layers_of_narrower_rows_are_not_context_shifted():
         L.mla.dsa = None                    # as full layers: rows of 16 + 32 in a cache of the sliding ones' 80
     assert shift_refusal(m, m.new_cache(64)) == "layer 0's latent rows are narrower than the cache's (its layers' " \
                                                 "rows differ)"
-
-
-# --- Qwen4-Exp: refused ---
-
-@pytest.mark.parametrize("model_type, near", [("qwen4_exp_text", "qwen3_5_moe_text"), ("qwen4_exp", "qwen3_5_moe")])
-def test_qwen4_exp_is_refused_naming_what_it_adds(model_type, near):
-    from petit.models import get_family
-    with pytest.raises(ValueError, match=f"unsupported model_type '{model_type}'; the closest family Petit runs is "
-                                         f"{near} \\({model_type} differs: .*hyper-connections.*Per-Layer Embeddings"
-                                         f".*QSA indexer"):
-        get_family(model_type)

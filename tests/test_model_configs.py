@@ -85,6 +85,11 @@ MINIMALS["inkling_text"] = MINIMAL       # issue 36, fam36l: Inkling's keys (its
 MINIMALS["inkling2_text"] = MINIMAL      # Inkling 2 reads intermediate_size as its experts' width (transformers' alias)
 MINIMALS["inkling2_loop_text"] = dict(MINIMAL, num_hidden_layers=24)    # its default loop: layers 6-17
 MINIMALS["hrm_text"] = MINIMAL           # issue 36, fam36o: num_hidden_layers the stack's (4), rewritten to the passes'
+# issue 36, the q4exp group: Qwen4-Exp reads no intermediate_size (every layer routes), and its attention layer (the
+# 4th by default) needs the QSA indexer's fields
+MINIMALS.update({t: dict({k: v for k, v in MINIMAL.items() if k != "intermediate_size"}, indexer_n_heads=4,
+                         indexer_kv_heads=1, indexer_head_dim=128, indexer_budget=2048, indexer_compress_ratio=4)
+                 for t in ("qwen4_exp_text", "qwen4_exp")})
 
 
 def declared(model_type: str) -> dict:

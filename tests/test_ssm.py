@@ -160,15 +160,16 @@ def test_decode_gives_the_prefills_and_the_plan_the_oracles_bits(case, weights, 
     decode_and_plan(_folder(case), weights)
 
 
-def decode_and_plan(folder, weights: str) -> None:
-    """The check above on a fixture folder's 35-token prompt (PETIT_SCAN set by the caller)."""
-    ids = np.load(folder / "reference.npz")["input_ids"]
+def decode_and_plan(folder, weights: str, prompt: str = "reference.npz", n_ctx: int = 64) -> None:
+    """The check above on a fixture folder's 35-token prompt (PETIT_SCAN set by the caller), or another of its
+    prompts in a cache of n_ctx positions."""
+    ids = np.load(folder / prompt)["input_ids"]
     m = petit.load(folder, weights=weights)
     a, b = (np.empty((len(ids), m.vocab_size), np.float32) for _ in range(2))
-    m.net.forward(ids.tolist(), m.new_cache(64), a)
-    m.net.forward(ids.tolist(), m.new_cache(64), b, oracle=True)
+    m.net.forward(ids.tolist(), m.new_cache(n_ctx), a)
+    m.net.forward(ids.tolist(), m.new_cache(n_ctx), b, oracle=True)
     np.testing.assert_array_equal(a, b)
-    cache = m.new_cache(64)
+    cache = m.new_cache(n_ctx)
     steps = np.stack([m.forward([int(t)], cache) for t in ids])
     np.testing.assert_allclose(steps, a, rtol=0, atol=1e-5 * float(np.ptp(a)))
 

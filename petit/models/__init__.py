@@ -223,6 +223,9 @@ MODEL_TYPES = Registry({
     "axk2": "axk2",
     "bailing_hybrid": "bailing_hybrid",
     "hy_v4": "hy_v4",
+    # issue 36, the q4exp group
+    "qwen4_exp_text": "qwen4_exp_text",
+    "qwen4_exp": "qwen4_exp",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
@@ -238,13 +241,6 @@ ENCODERS = Registry({
 
 # model_types Petit does not run, with the family each was derived from (its architecture differs in what the note
 # says): named in the refusal, so a user knows what is near and what is missing
-_QWEN4_EXP = ("hc_count residual streams (hyper-connections: every attention, linear-attention and MoE block reads "
-              "a mix of the RMS-normed streams weighed per token and value, and adds its output to each stream "
-              "times a per-token gate; a last mix replaces the final norm), hashed n-gram Per-Layer Embeddings "
-              "(ple_layer_ids: per token an embedding of its preceding 2..ngram_size tokens' hashes, up to ~45 "
-              "billion rows, gated by each stream and added through a dilated causal conv of its own state) and the "
-              "QSA indexer in every attention layer (each query attends to the indexer_budget tokens of its best "
-              "compressed key blocks)")
 CLOSEST = {
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
     "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
@@ -270,8 +266,6 @@ CLOSEST = {
                         "whole forward; T5-style bucketed relative-position and segment-pair biases in each "
                         "attention in place of RoPE; segment embeddings, and id 0 taken for left padding"),
     # issue 36, fam36k: Qwen4-Exp keeps Qwen3.5-MoE's mixers, experts and norms, but not its residual stream
-    "qwen4_exp_text": ("qwen3_5_moe_text", _QWEN4_EXP),
-    "qwen4_exp": ("qwen3_5_moe", "the multimodal checkpoint around qwen4_exp_text, whose " + _QWEN4_EXP),
     # issue 36, fam36p: two causal LMs whose blocks are near a family but whose sequence handling is not
     "blt": ("llama", "Meta's Byte Latent Transformer, a model of bytes (vocabulary 260) that runs three sequence "
                      "lengths: each byte's embedding plus hashed n-gram embeddings (rolling polynomial hashes of its "

@@ -13,6 +13,26 @@ from petit.models.plan import Plan, PlanOracle, fptr
 from petit.native import ffi, lib
 
 
+def plan_streams(dec, s: Plan, scratch, pre, blocks) -> str:
+    """The embedding into each of dec.n streams, then per layer and per block of `blocks` (functions of s, i, L, b,
+    scratch writing b["y"] from b["hx"]): pre(s, i, dec.hc[i][k], X) writes the block's input to hx and its post
+    weights (and stream mix) to post / comb, then HC_POST. The streams alternate between X0 and X1: returns the last
+    one's name (issue 36, the q4exp group: Qwen4-Exp's decoder runs the same frame)."""
+    b, D, n = scratch.p, dec.arch.hidden_size, dec.n
+    s.embed(dec.embed, b["resid"], D, 1.0, None)
+    for j in range(n):                              # every stream starts as the embedding
+        s.copy(-1, b["resid"], D, 0, b["X0"], n * D, j * D, 1, D)
+    cur = ["X0", "X1"]
+    for i, L in enumerate(dec.layers):
+        for hc, block in zip(dec.hc[i], blocks):
+            pre(s, i, hc, b[cur[0]])
+            block(s, i, L, b, scratch)
+            s._add(lib.PT_OP_HC_POST, i, x=b[cur[0]], x2=b["y"], y=[b[cur[1]], b["post"], b["comb"]], streams=n,
+                   width=D)
+            cur.reverse()
+    return cur[0]
+
+
 class _HcScratch(_Scratch):
     def __init__(self, arch, cap, n):
         super().__init__(arch, cap)
@@ -42,19 +62,10 @@ class HyV4Decoder(PlanOracle, Decoder):
                scale=self.magnitude, y=[out, ffi.NULL if head else b["post"], ffi.NULL if head else b["comb"]])
 
     def _build_plan(self, scratch) -> Plan:
-        b, s, D, n = scratch.p, Plan(scratch), self.arch.hidden_size, self.n
-        s.embed(self.embed, b["resid"], D, 1.0, None)
-        for j in range(n):                              # every stream starts as the embedding
-            s.copy(-1, b["resid"], D, 0, b["X0"], n * D, j * D, 1, D)
-        cur = ["X0", "X1"]
-        for i, L in enumerate(self.layers):
-            for hc, block in zip(self.hc[i], (self._attention, self._ffn)):
-                self._hc_pre(s, i, hc, b[cur[0]], b["hx"], b, False)
-                block(s, i, L, b, scratch)
-                s._add(lib.PT_OP_HC_POST, i, x=b[cur[0]], x2=b["y"], y=[b[cur[1]], b["post"], b["comb"]],
-                       streams=n, width=D)
-                cur.reverse()
-        self._hc_pre(s, len(self.layers), self.hc_head, b[cur[0]], b["resid"], b, True)
+        b, s, D = scratch.p, Plan(scratch), self.arch.hidden_size
+        last = plan_streams(self, s, scratch, lambda s, i, hc, X: self._hc_pre(s, i, hc, X, b["hx"], b, False),
+                            (self._attention, self._ffn))
+        self._hc_pre(s, len(self.layers), self.hc_head, b[last], b["resid"], b, True)
         s.head(len(self.layers), self.final_norm, b["resid"], D, b["normed"], self.lm_head, None, 1.0, 0.0)
         return s.finish()
 

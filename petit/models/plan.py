@@ -33,6 +33,8 @@ OP_NAMES.update({lib.PT_OP_MM3_INDEX: "mm3_index", lib.PT_OP_MM3_ATTENTION: "mm3
 OP_NAMES.update({lib.PT_OP_HEAD_GATE: "head_gate", lib.PT_OP_CCA: "cca"})          # issue 36, fam36g
 OP_NAMES.update({lib.PT_OP_REL_ATTN: "rel_attention", lib.PT_OP_SCONV: "sconv",       # issue 36, fam36l
                  lib.PT_OP_BLOCK_RES: "block_res"})
+OP_NAMES.update({lib.PT_OP_Q4X_MIX: "q4x_mix", lib.PT_OP_QSA_INDEX: "qsa_index",       # issue 36, the q4exp group
+                 lib.PT_OP_PLE_NGRAM: "ple_ngram", lib.PT_OP_PLE_MIX: "ple_mix"})
 NULL = ffi.NULL
 
 

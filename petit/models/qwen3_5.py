@@ -20,16 +20,21 @@ class Qwen35Config(qwen3_5_text.Qwen35TextConfig):
 
     @classmethod
     def from_dict(cls, d):
-        if isinstance(d, dict) and isinstance(d.get("text_config"), dict):
-            if d.get("vision_config"):
-                warnings.warn("config: qwen3_5: the vision tower (vision_config) is not run; Petit runs the text model "
-                              "(text_config) alone, so images and video cannot be given", stacklevel=3)
-            flat = {k: v for k, v in d["text_config"].items() if k != "model_type"}
-            for k in ("tie_word_embeddings",):          # a top-level value the text model follows
-                if k in d and k not in flat:
-                    flat[k] = d[k]
-            d = dict(flat, model_type="qwen3_5")
-        return super().from_dict(d)
+        return super().from_dict(text_config(d, "qwen3_5"))
+
+
+def text_config(d, model_type: str):
+    """A released multimodal config as its text model's, flat, with `model_type` (the load says once that the vision
+    tower is not run); `d` itself when it has no text_config (a converted file's, or the text model's)."""
+    if not (isinstance(d, dict) and isinstance(d.get("text_config"), dict)):
+        return d
+    if d.get("vision_config"):
+        warnings.warn(f"config: {model_type}: the vision tower (vision_config) is not run; Petit runs the text model "
+                      "(text_config) alone, so images and video cannot be given", stacklevel=4)
+    flat = {k: v for k, v in d["text_config"].items() if k != "model_type"}
+    if "tie_word_embeddings" in d and "tie_word_embeddings" not in flat:     # a top-level value the text model follows
+        flat["tie_word_embeddings"] = d["tie_word_embeddings"]
+    return dict(flat, model_type=model_type)
 
 
 class _Text:
@@ -49,6 +54,9 @@ class _Text:
 
     def info(self, n):
         return self.ckpt.info(self.name(n))
+
+    def raw(self, n):
+        return self.ckpt.raw(self.name(n))
 
 
 def hf_tensors(cfg: Qwen35Config, ckpt) -> dict:

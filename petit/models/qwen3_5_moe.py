@@ -3,7 +3,6 @@
 `lm_head.weight`). As for `qwen3_5`, Petit runs the text model alone: the load says once that the vision tower is not
 run and lists the tower's tensors among those it does not use; a converted file is the text model's, its config flat
 with model_type `qwen3_5_moe`."""
-import warnings
 from dataclasses import dataclass
 
 from petit.models import qwen3_5, qwen3_5_moe_text
@@ -18,24 +17,17 @@ class Qwen35MoeConfig(qwen3_5_moe_text.Qwen35MoeTextConfig):
 
     @classmethod
     def from_dict(cls, d):
-        if isinstance(d, dict) and isinstance(d.get("text_config"), dict):
-            if d.get("vision_config"):
-                warnings.warn("config: qwen3_5_moe: the vision tower (vision_config) is not run; Petit runs the text "
-                              "model (text_config) alone, so images and video cannot be given", stacklevel=3)
-            flat = {k: v for k, v in d["text_config"].items() if k != "model_type"}
-            if "tie_word_embeddings" in d and "tie_word_embeddings" not in flat:
-                flat["tie_word_embeddings"] = d["tie_word_embeddings"]
-            d = dict(flat, model_type="qwen3_5_moe")
-        return super().from_dict(d)
+        return super().from_dict(qwen3_5.text_config(d, "qwen3_5_moe"))
 
 
-def hf_tensors(cfg: Qwen35MoeConfig, ckpt) -> dict:
+def hf_tensors(cfg: Qwen35MoeConfig, ckpt, text=qwen3_5_moe_text.hf_tensors) -> dict:
+    """`text`: the text model's hf_tensors (issue 36, the q4exp group: Qwen4-Exp's)."""
     if not any(n.startswith(P) for n in ckpt.names()):
-        return qwen3_5_moe_text.hf_tensors(cfg, ckpt)   # the text model's names already (a converted file)
+        return text(cfg, ckpt)                          # the text model's names already (a converted file)
     view = qwen3_5._Text(ckpt)
     out = {"model." + n[len(P):]: (ckpt.info(n)[1], lambda n=n: ckpt.f32(n), (n,)) for n in ckpt.names()
            if n.startswith(P)}
-    for name, (shape, make, sources, *rest) in qwen3_5_moe_text.hf_tensors(cfg, view).items():
+    for name, (shape, make, sources, *rest) in text(cfg, view).items():
         out[name] = (shape, make, tuple(view.name(s) for s in sources), *rest)
     return out
 

@@ -156,8 +156,11 @@ NOT_YET.update({
     "gguf:plamo3": f"PLaMo 3 ({_REMOTE}): sliding / global attention (a pattern of period 8), q / k norms and "
                   "post-attention / post-MLP norms",
     "gguf:plm": f"PLM ({_REMOTE}): MLA attention (kv_lora_rank) with a relu² MLP",
-    "gguf:qwen4exp": "Qwen4-Exp, which Petit refuses from its Hugging Face folder too (docs/hf-models.md: "
-                     "hyper-connection residual streams, hashed n-gram per-layer embeddings, the QSA indexer)",
+    "gguf:qwen4exp": "Qwen4-Exp, which Petit runs from its Hugging Face folder (qwen4_exp_text; "
+                     "docs/hf-models.md), not from llama.cpp's file: its GGUF's names and keys for the "
+                     "hyper-connections, the QSA indexer (a top_k, not budget and ratio) and one PLE layer are not "
+                     "mapped, and llama.cpp 0.3.36 marks its own qwen4exp graph as pending a complete "
+                     "reimplementation, no reference to check a reading against",
     "gguf:refact": f"Refact ({_REMOTE}): ALiBi attention with one key / value head, RMSNorms and SwiGLU",
     "gguf:smallthinker": f"SmallThinker ({_REMOTE}): an MoE whose experts are routed before the attention "
                          "(sigmoid or softmax primary router) with a sliding / global pattern",

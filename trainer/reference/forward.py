@@ -396,6 +396,8 @@ class Forward:
             z = self.mm(v.reshape(T, KV * hd), dt, dt_b)
             bias = np.exp(self.w(A) * np.where(z > 20, z, np.log1p(np.exp(np.minimum(z, 20))))).T
         keep = self.block_keep(L, h, H) if L.block_sparse is not None else None     # MiniMax-M3 (fam36i)
+        if L.keep is not None:                       # Qwen4-Exp's QSA (issue 36, the q4exp group)
+            keep = L.keep(self, L, h, H)
         out = ops.attention(q, k, v, scale, s.attn_softcap, L.window, self.w(L.sinks) if L.sinks else None, L.chunk,
                             L.temperature, L.alibi, bias, keep)
         if L.attn_gate is not None:                  # Qwen3-Next: each output value times sigmoid of its gate

@@ -129,6 +129,9 @@ class LayerSpec:
     key_bias: tuple | None = None
     # issue 36, fam36i: MiniMax-M3's block-sparse attention: the indexer choosing each query's key blocks
     block_sparse: "BlockSparseSpec | None" = None
+    # issue 36, the q4exp group: a family's own choice of the positions each query head sees (Qwen4-Exp's QSA):
+    # keep(forward, layer, h, heads) -> [heads, T, T] bool
+    keep: object = None
     # issue 36, fam36i: Beam: a [heads] bias of attn_gate x, one a head; each sublayer's output times these before
     # its add (resid_alpha the stream's factor): h / sqrt(i) + r sqrt((i - 1) / i)
     attn_gate_b: str | None = None

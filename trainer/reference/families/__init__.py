@@ -42,6 +42,7 @@ from trainer.reference.families import fam36n5         # issue 36: the fam36n gr
 from trainer.reference.families import fam36l5         # issue 36: the fam36l group (Inkling)
 from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
 from trainer.reference.families import fam36o5         # issue 36: the fam36o group (hrm_text)
+from trainer.reference.families import q4exp5          # issue 36: the q4exp group (qwen4_exp_text, qwen4_exp)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -75,6 +76,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36l5.FAMILIES,
             **fam36m5.FAMILIES,
             **fam36o5.FAMILIES,
+            **q4exp5.FAMILIES,
             }
 
 
