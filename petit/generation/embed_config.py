@@ -10,7 +10,11 @@ folder as sentence-transformers applies them (issue 35):
 
 A folder without modules.json: an encoder gets sentence-transformers' default (mean pooling, no normalization);
 a decoder is a language model, not an embedding model, and is refused. Modules Petit does not run yet (Dense,
-LayerNorm, a Router ...) are refused by name."""
+LayerNorm, a Router ...) are refused by name.
+
+A GGUF file (llama.cpp's converter of such a folder) keeps only the pooling, as `<arch>.pooling_type` (`gguf_settings`):
+mean, CLS or last token; no prompts, no Normalize module: its vectors are normalized (Euclidean), as llama.cpp's
+llama-embedding and server do by default."""
 import json
 import os
 import warnings
@@ -36,6 +40,30 @@ class EmbedSettings:
     max_length: int | None = None        # None: the model's context
     lower_case: bool = False
     similarity: str = "cosine"
+
+
+# llama.cpp's enum llama_pooling_type: the ones that make a text's vector, and the others
+GGUF_POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
+_GGUF_OTHER = {0: "none: a vector per token", 4: "rank: a reranker's relevance score"}
+
+
+def gguf_settings(metadata: dict, where: str) -> EmbedSettings:
+    """The embedding settings of a GGUF file's model (`metadata`: petit.Model.metadata, whose `pooling_type` is the
+    file's `<arch>.pooling_type`).
+
+    Raises:
+        ValueError: no pooling key (a language model, or an encoder converted without its sentence-transformers
+            files), or a pooling that makes no text vector (none, rank) or is unknown.
+    """
+    pooling = metadata.get("pooling_type")
+    if pooling is None:
+        raise ValueError(f"{where}: not an embedding model: the file has no pooling_type key (llama.cpp's converter "
+                         f"writes it from a sentence-transformers folder's Pooling module)")
+    if isinstance(pooling, bool) or not isinstance(pooling, int) or pooling not in GGUF_POOLING:
+        what = _GGUF_OTHER.get(pooling, "unknown") if isinstance(pooling, int) else "unknown"
+        raise ValueError(f"{where}: pooling_type {pooling!r} ({what}) is not supported: Petit embeds with mean (1), "
+                         f"CLS (2) or last-token (3) pooling")
+    return EmbedSettings(pooling=(GGUF_POOLING[pooling],), normalize=True)
 
 
 def _json(path: str) -> dict:

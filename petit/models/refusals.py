@@ -29,7 +29,7 @@ NOT_DECODERS = {
 _GGUF_ENCODER = "an encoder (embeddings), not a decoder-only language model"
 # llama.cpp general.architecture -> what it is
 GGUF_NOT_DECODERS = {
-    **{a: _GGUF_ENCODER for a in ("bert", "modern-bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
+    **{a: _GGUF_ENCODER for a in ("modern-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
                                   "jina-bert-v3", "eurobert", "gemma-embedding", "llama-embed", "t5encoder")},
     "t5": "an encoder-decoder (sequence-to-sequence) model",
     "clip": "a vision encoder (the image half of a multimodal model)",
