@@ -1,7 +1,7 @@
 """GGUF embedding files as llama.cpp writes them (issue 35, the gemb35 group): llama.cpp 0.3.36's conversions of tiny
 random sentence-transformers folders (tests/fixtures/gguf5_gemb35, made by its make_gguf5_gemb35.py from
 tests/fixtures/src_gemb35): `bert` (mean pooling, uncased WordPiece), `bert_cls` (CLS pooling, cased), `nomic`
-(`nomic-bert`, mean) and `qwen3` (last token), each f32, f16 and q8_0, beside llama.cpp's own vectors and token ids
+(`nomic-bert`, mean), `qwen3` and `qwen2` (last token), each f32, f16 and q8_0, beside llama.cpp's own vectors and token ids
 (llama-cpp-python, embedding=True, the file's pooling) and sentence-transformers' on the source folder."""
 import json
 import warnings
@@ -19,9 +19,9 @@ FIX = Path(__file__).parent / "fixtures"
 GGUF, SRC = FIX / "gguf5_gemb35", FIX / "src_gemb35"
 MANIFEST = json.loads((GGUF / "manifest.json").read_text())
 TEXTS, TOKENIZE = MANIFEST["texts"], MANIFEST["tokenize"]
-CASES = ("bert", "bert_cls", "nomic", "qwen3")
+CASES = ("bert", "bert_cls", "nomic", "qwen3", "qwen2")
 WORDPIECE = ("bert", "bert_cls", "nomic")
-LONG = 3             # TEXTS[3] is 155 tokens for qwen3, past its 128-token context
+LONG = 3             # TEXTS[3] is 155 tokens for qwen3 / qwen2, past their 128-token context
 # the smallest cosine to each reference over TEXTS: (llama.cpp's run of the same file, sentence-transformers')
 # (the goals: 0.9999 in float, 0.999 in q8_0; these tiny random matrices quantize worse than trained ones)
 BOUNDS = {"f32": (0.99999, 0.99999), "f16": (0.99999, 0.99999), "q8_0": (0.999, 0.999)}
@@ -45,7 +45,8 @@ def test_the_cases_are_the_architectures_llama_cpp_wrote():
             archs[case] = (m["general.architecture"], m[f"{m['general.architecture']}.pooling_type"],
                            m["tokenizer.ggml.model"])
     assert archs == {"bert": ("bert", 1, "bert"), "bert_cls": ("bert", 2, "bert"),
-                     "nomic": ("nomic-bert", 1, "bert"), "qwen3": ("qwen3", 3, "gpt2")}
+                     "nomic": ("nomic-bert", 1, "bert"), "qwen3": ("qwen3", 3, "gpt2"),
+                     "qwen2": ("qwen2", 3, "gpt2")}
 
 
 @pytest.mark.parametrize("case", WORDPIECE)
@@ -99,7 +100,7 @@ def test_vectors_are_llama_cpps_and_sentence_transformers(case, kind):
     ref, st = np.load(GGUF / case / f"{kind}.npz"), np.load(SRC / case / "reference.npz")
     got = emb.embed(TEXTS)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-6)
-    fits = [i for i in range(len(TEXTS)) if not (case == "qwen3" and i == LONG)]
+    fits = [i for i in range(len(TEXTS)) if not (case.startswith("qwen") and i == LONG)]
     for i in fits:
         assert emb.tokenize(TEXTS[i]) == ref[f"ids_{i}"].tolist()
     to_llama = min(_cos(got[i], ref[f"emb_{i}"]) for i in fits)
@@ -124,7 +125,8 @@ def test_bert_runs_the_models_erf_gelu_where_llama_cpp_looks_up_f16_tanh(case):
 
 
 @pytest.mark.parametrize("case, pooling, kind", [("bert", "mean", "encoder"), ("bert_cls", "cls", "encoder"),
-                                                 ("nomic", "mean", "encoder"), ("qwen3", "lasttoken", "decoder")])
+                                                 ("nomic", "mean", "encoder"), ("qwen3", "lasttoken", "decoder"),
+                                                 ("qwen2", "lasttoken", "decoder")])
 def test_pooling_and_normalization_come_from_the_file(case, pooling, kind):
     emb = _open(case, "q8_0")
     assert (emb.settings.pooling, emb.settings.normalize, emb.model.kind) == ((pooling,), True, kind)
@@ -202,3 +204,31 @@ def test_an_encoder_file_refuses_logits_and_the_api_and_cli_embed_it(capsys):
     assert main(["embed", str(path), "hello", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["dimension"] == 64 and np.allclose(out["embeddings"][0], got[0], atol=1e-6)
+
+
+def test_the_server_embeds_with_a_gguf_file():
+    """`petit serve CHAT --embedding-model X.gguf`: /v1/embeddings gives the Embedder's vectors; /api/tags names the
+    file's format and size."""
+    pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import httpx
+    from petit.server.embeddings import EmbeddingService
+    from tests.test_embed5_server import floats, serve
+    path = GGUF / "nomic" / "q8_0.gguf"
+    service = EmbeddingService(str(path)).load()
+    assert service.model_id == "q8_0.gguf"
+    want = service.embedder.embed(TEXTS[:2])
+    n = [len(service.embedder.tokenize(t)) for t in TEXTS[:2]]
+    server = serve(service)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=60) as c:
+            r = c.post("/v1/embeddings", json={"model": "q8_0.gguf", "input": TEXTS[:2]})
+            tag = c.get("/api/tags").json()["models"][1]
+    finally:
+        server.stop()
+    assert r.json() == {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": floats(v)}
+                                                   for i, v in enumerate(want)],
+                        "model": "q8_0.gguf", "usage": {"prompt_tokens": sum(n), "total_tokens": sum(n)}}
+    assert (tag["size"], tag["details"]["format"], tag["details"]["family"]) == \
+        (path.stat().st_size, "gguf", "nomic_bert")
