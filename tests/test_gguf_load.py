@@ -139,7 +139,8 @@ def test_an_architecture_that_is_not_a_decoder_is_refused_saying_what_it_is(tmp_
     with pytest.raises(ValueError) as e:
         petit.load(path)
     assert str(e.value) == (f"{path}: architecture 'modern-bert' is an encoder (embeddings), not a decoder-only "
-                            f"language model; Petit runs decoder-only language models")
+                            f"language model, and not one of the embedding encoders Petit reads (bert, nomic-bert); "
+                            f"Petit runs decoder-only language models")
 
 
 @pytest.mark.parametrize("name", ["q4_k.gguf", "q8_0.gguf", "q3_k.gguf"])
