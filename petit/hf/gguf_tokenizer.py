@@ -419,13 +419,18 @@ def _wordpiece(metadata: dict, where: str, tokens: list, vocab: dict, types: lis
     """llama.cpp's WPM tokenizer (src/llama-vocab.cpp llm_tokenizer_wpm_session) as Hugging Face's BERT pipeline:
     its normalization and split (white space, punctuation, ASCII symbols and CJK characters one a word; control
     characters dropped; accents stripped after NFD when asked) are BertNormalizer's and BertPreTokenizer's, its
-    longest-match-first pieces WordPiece's ("##" continuations)."""
+    longest-match-first pieces WordPiece's ("##" continuations). Where they part, Petit keeps the model's tokenizer:
+    llama.cpp's NFD keeps one code point a character (a Hangul syllable loses its vowel and final jamo when accents
+    are stripped)."""
     lower = _flag(metadata, "tokenizer.ggml.normalizer.lowercase", True, where)
     strip = _flag(metadata, "tokenizer.ggml.normalizer.strip_accents", lower, where)
     added = _added_tokens(metadata, tokens, types)
     doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-           "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
-                          "strip_accents": strip, "lowercase": lower},
+           # llama.cpp splits words at \v, \f and U+0085 (white space), which BertNormalizer drops (control)
+           "normalizer": {"type": "Sequence", "normalizers": [
+               {"type": "Replace", "pattern": {"Regex": "[\u000b\u000c\u0085]"}, "content": " "},
+               {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": strip,
+                "lowercase": lower}]},
            "pre_tokenizer": {"type": "BertPreTokenizer"},
            "post_processor": _post_processor(head, tail, tokens),
            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
