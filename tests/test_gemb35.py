@@ -4,6 +4,7 @@ tests/fixtures/src_gemb35): `bert` (mean pooling, uncased WordPiece), `bert_cls`
 (`nomic-bert`, mean), `qwen3` and `qwen2` (last token), each f32, f16 and q8_0, beside llama.cpp's own vectors and token ids
 (llama-cpp-python, embedding=True, the file's pooling) and sentence-transformers' on the source folder."""
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -244,3 +245,12 @@ def test_the_server_embeds_with_a_gguf_file():
                         "model": "q8_0.gguf", "usage": {"prompt_tokens": sum(n), "total_tokens": sum(n)}}
     assert (tag["size"], tag["details"]["format"], tag["details"]["family"]) == \
         (path.stat().st_size, "gguf", "nomic_bert")
+
+
+@pytest.mark.parametrize("value, shown", [(np.int32(4), "4 (rank: a reranker's relevance score)"),
+                                          (True, "True (unknown)"), ("mean", "'mean' (unknown)")])
+def test_a_malformed_pooling_value_is_named(value, shown):
+    from petit.generation.embed_config import gguf_settings
+    with pytest.raises(ValueError, match=re.escape(f"f.gguf: pooling_type {shown} is not supported")):
+        gguf_settings({"pooling_type": value}, "f.gguf")
+    assert gguf_settings({"pooling_type": np.uint32(2)}, "f.gguf").pooling == ("cls",)

@@ -1,5 +1,6 @@
 """Text embeddings (issue 35): an embedding model's hidden states pooled into one vector a text, as
-sentence-transformers computes them from the same folder (petit/generation/embed_config.py reads its files).
+sentence-transformers computes them from the same folder (petit/generation/embed_config.py reads its files), or
+from llama.cpp's GGUF file of one (its pooling key).
 
     from petit.generation.embed import Embedder
     emb = Embedder.open("bge-small-en-v1.5")         # a Hugging Face folder saved by sentence-transformers
@@ -35,8 +36,8 @@ class Embedder:
 
     @classmethod
     def open(cls, model_or_path, weights: str | None = None) -> "Embedder":
-        """An Embedder of a loaded Model or of a model folder (loaded with `weights`: None is petit.load's default,
-        q8_0; "f32" ...).
+        """An Embedder of a loaded Model, of a model folder or of a GGUF file (loaded with `weights`: None is
+        petit.load's default, q8_0 for a folder, a GGUF file's types as stored; "f32" ...).
         Raises ValueError for a model that is not an embedding model or whose settings Petit cannot apply."""
         import os
 

@@ -16,6 +16,7 @@ A GGUF file (llama.cpp's converter of such a folder) keeps only the pooling, as 
 mean, CLS or last token; no prompts, no Normalize module: its vectors are normalized (Euclidean), as llama.cpp's
 llama-embedding and server do by default."""
 import json
+import numbers
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -59,11 +60,13 @@ def gguf_settings(metadata: dict, where: str) -> EmbedSettings:
     if pooling is None:
         raise ValueError(f"{where}: not an embedding model: the file has no pooling_type key (llama.cpp's converter "
                          f"writes it from a sentence-transformers folder's Pooling module)")
-    if isinstance(pooling, bool) or not isinstance(pooling, int) or pooling not in GGUF_POOLING:
-        what = _GGUF_OTHER.get(pooling, "unknown") if isinstance(pooling, int) else "unknown"
-        raise ValueError(f"{where}: pooling_type {pooling!r} ({what}) is not supported: Petit embeds with mean (1), "
+    number = isinstance(pooling, numbers.Integral) and not isinstance(pooling, bool)
+    if not number or int(pooling) not in GGUF_POOLING:
+        what = _GGUF_OTHER.get(int(pooling), "unknown") if number else "unknown"
+        shown = int(pooling) if number else repr(pooling)
+        raise ValueError(f"{where}: pooling_type {shown} ({what}) is not supported: Petit embeds with mean (1), "
                          f"CLS (2) or last-token (3) pooling")
-    return EmbedSettings(pooling=(GGUF_POOLING[pooling],), normalize=True)
+    return EmbedSettings(pooling=(GGUF_POOLING[int(pooling)],), normalize=True)
 
 
 def _json(path: str) -> dict:
