@@ -254,3 +254,11 @@ def test_a_malformed_pooling_value_is_named(value, shown):
     with pytest.raises(ValueError, match=re.escape(f"f.gguf: pooling_type {shown} is not supported")):
         gguf_settings({"pooling_type": value}, "f.gguf")
     assert gguf_settings({"pooling_type": np.uint32(2)}, "f.gguf").pooling == ("cls",)
+
+
+def test_info_names_the_files_pooling(capsys):
+    from petit.cli import main
+    assert main(["info", str(GGUF / "bert_cls" / "q8_0.gguf")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3:5] == ["architecture:   bert", "runs in Petit:  yes"]
+    assert lines[-1] == "embeddings:     pooling_type 2 (cls pooling)"
