@@ -21,6 +21,8 @@ import os
 import warnings
 from dataclasses import dataclass, field
 
+from petit.loading.gguf_gemb35 import GGUF_OTHER, GGUF_POOLING
+
 MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 _LEGACY = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max", "pooling_mode_mean_tokens": "mean",
            "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
@@ -43,9 +45,6 @@ class EmbedSettings:
     similarity: str = "cosine"
 
 
-# llama.cpp's enum llama_pooling_type: the ones that make a text's vector, and the others
-GGUF_POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
-_GGUF_OTHER = {0: "none: a vector per token", 4: "rank: a reranker's relevance score"}
 
 
 def gguf_settings(metadata: dict, where: str) -> EmbedSettings:
@@ -62,7 +61,7 @@ def gguf_settings(metadata: dict, where: str) -> EmbedSettings:
                          f"writes it from a sentence-transformers folder's Pooling module)")
     number = isinstance(pooling, numbers.Integral) and not isinstance(pooling, bool)
     if not number or int(pooling) not in GGUF_POOLING:
-        what = _GGUF_OTHER.get(int(pooling), "unknown") if number else "unknown"
+        what = GGUF_OTHER.get(int(pooling), "unknown") if number else "unknown"
         shown = int(pooling) if number else repr(pooling)
         raise ValueError(f"{where}: pooling_type {shown} ({what}) is not supported: Petit embeds with mean (1), "
                          f"CLS (2) or last-token (3) pooling")

@@ -186,7 +186,7 @@ def format_description(d: dict) -> str:
                        ("tokenizer", "tokenizer"), ("chat template", "chat_template")):
         lines.append(f"{label + ':':<16}{d[key] if d[key] is not None else 'none'}")
     if d.get("pooling") is not None:
-        from petit.generation.embed_config import GGUF_POOLING
+        from petit.loading.gguf_gemb35 import GGUF_POOLING
         how = f"{GGUF_POOLING[d['pooling']]} pooling" if d["pooling"] in GGUF_POOLING else "no text vector"
         lines.append(f"embeddings:     pooling_type {d['pooling']} ({how})")
     return "\n".join(lines)

@@ -15,6 +15,11 @@ the gap: the f16 table makes most of it; tests/test_gemb35.py). The pooling (`<a
 petit/generation/embed_config.py."""
 from petit.loading.gguf_names import QKV, GGUFArch
 
+# llama.cpp's enum llama_pooling_type (`<arch>.pooling_type`): the ones that make a text's vector (as
+# sentence-transformers' pooling modes), and the others (petit/generation/embed_config.py refuses them)
+GGUF_POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
+GGUF_OTHER = {0: "none: a vector per token", 4: "rank: a reranker's relevance score"}
+
 BERT_LAYER = {"attn_q": "attention.self.query", "attn_k": "attention.self.key", "attn_v": "attention.self.value",
               "attn_output": "attention.output.dense", "attn_output_norm": "attention.output.LayerNorm",
               "ffn_up": "intermediate.dense", "ffn_down": "output.dense", "layer_output_norm": "output.LayerNorm"}
