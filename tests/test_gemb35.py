@@ -1,8 +1,8 @@
 """GGUF embedding files as llama.cpp writes them (issue 35, the gemb35 group): llama.cpp 0.3.36's conversions of tiny
 random sentence-transformers folders (tests/fixtures/gguf5_gemb35, made by its make_gguf5_gemb35.py from
 tests/fixtures/src_gemb35): `bert` (mean pooling, uncased WordPiece), `bert_cls` (CLS pooling, cased), `nomic`
-(`nomic-bert`, mean), `qwen3` and `qwen2` (last token), each f32, f16 and q8_0, beside llama.cpp's own vectors and token ids
-(llama-cpp-python, embedding=True, the file's pooling) and sentence-transformers' on the source folder."""
+(`nomic-bert`, mean), `qwen3` and `qwen2` (last token), each f32, f16 and q8_0, beside llama.cpp's own vectors and
+token ids (llama-cpp-python, embedding=True, the file's pooling) and sentence-transformers' on the source folder."""
 import json
 import re
 import warnings
