@@ -53,8 +53,9 @@ def hf_rows(reg: dict) -> list[tuple[str, str, str]]:
 def gguf_rows(reg: dict) -> list[tuple[str, str, str]]:
     rows = []
     for name in sorted(reg["llama_cpp"]["archs"]):
-        if name in ARCHS:
-            rows.append((name, "read", f"`{ARCHS[name].model_type}`"))
+        if name in ARCHS:        # an embedding encoder's file (issue 35) is read too, but is no decoder
+            encoder = ARCHS[name].model_type in ENCODERS
+            rows.append((name, "read (encoder)" if encoder else "read", f"`{ARCHS[name].model_type}`"))
         elif name in GGUF_NOT_DECODERS:
             rows.append((name, "not a decoder", GGUF_NOT_DECODERS[name]))
         else:
@@ -82,10 +83,12 @@ def hf_table(reg: dict | None = None) -> str:
 def gguf_table(reg: dict | None = None) -> str:
     reg = reg or registry()
     rows = gguf_rows(reg)
-    decoders = [r for r in rows if r[1] != "not a decoder"]
+    decoders = [r for r in rows if r[1] not in ("not a decoder", "read (encoder)")]
     read = sum(r[1] == "read" for r in rows)
+    encoders = [f"`{r[0]}`" for r in rows if r[1] == "read (encoder)"]
     head = (f"llama.cpp ({reg['llama_cpp']['version']}) knows {len(rows)} architectures; {len(decoders)} of them are "
-            f"decoder-only language models, and Petit reads **{read}** of those (the family each runs as).")
+            f"decoder-only language models, and Petit reads **{read}** of those (the family each runs as). Of the "
+            f"others, Petit reads the embedding encoders {', '.join(encoders)} ([embeddings.md](embeddings.md)).")
     return head + "\n\n" + _table(rows, "architecture")
 
 

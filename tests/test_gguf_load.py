@@ -135,11 +135,12 @@ def test_an_architecture_petit_does_not_read_lists_the_ones_it_does(tmp_path):
 
 
 def test_an_architecture_that_is_not_a_decoder_is_refused_saying_what_it_is(tmp_path):
-    path = _relabelled(tmp_path, "bert")
+    path = _relabelled(tmp_path, "modern-bert")     # bert and nomic-bert are read (tests/test_gemb35.py)
     with pytest.raises(ValueError) as e:
         petit.load(path)
-    assert str(e.value) == (f"{path}: architecture 'bert' is an encoder (embeddings), not a decoder-only language "
-                            f"model; Petit runs decoder-only language models")
+    assert str(e.value) == (f"{path}: architecture 'modern-bert' is an encoder (embeddings), not a decoder-only "
+                            f"language model, and not one of the embedding encoders Petit reads (bert, nomic-bert); "
+                            f"Petit runs decoder-only language models")
 
 
 @pytest.mark.parametrize("name", ["q4_k.gguf", "q8_0.gguf", "q3_k.gguf"])

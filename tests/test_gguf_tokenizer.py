@@ -179,10 +179,11 @@ def test_pre_tokenizers_split_digits_as_llama_cpp_does(metadata):
 def test_unknown_model_and_pre_tokenizer(metadata):
     with pytest.raises(ValueError) as e:
         tokenizer_from_gguf({**metadata["gpt-2"], "tokenizer.ggml.model": "t5"}, "model.gguf")
-    assert str(e.value) == "model.gguf: tokenizer.ggml.model 't5' is not supported (supported: 'gpt2', 'llama')"
+    assert str(e.value) == ("model.gguf: tokenizer.ggml.model 't5' is not supported (supported: 'gpt2', 'llama', "
+                            "'bert')")
     with pytest.raises(ValueError) as e:
         tokenizer_from_gguf({k: v for k, v in metadata["gpt-2"].items() if k != "tokenizer.ggml.model"}, "m.gguf")
-    assert str(e.value) == "m.gguf: tokenizer.ggml.model None is not supported (supported: 'gpt2', 'llama')"
+    assert str(e.value) == "m.gguf: tokenizer.ggml.model None is not supported (supported: 'gpt2', 'llama', 'bert')"
     supported = ("a.x-4.0, bailingmoe, bailingmoe2, bloom, chameleon, chatglm-bpe, codeshell, cohere2moe, command-r, dbrx, "
                  "deepseek-coder, deepseek-llm, deepseek-r1-qwen, deepseek-v3, default, exaone, exaone-moe, exaone4, f2llmv2, "
                  "falcon, falcon-h1, falcon3, gigachat, glm4, glm5, gpt-2, gpt-4o, gpt3-finnish, granite-docling, "

@@ -9,10 +9,12 @@ from petit.cli.options import WEIGHT_CHOICES
 
 
 def add_embed_parser(sub) -> None:
-    p = sub.add_parser("embed", help="embed texts with an embedding model (a sentence-transformers folder)",
+    p = sub.add_parser("embed", help="embed texts with an embedding model (a sentence-transformers folder or a GGUF "
+                                     "file with a pooling key)",
                        description="Print the embeddings of TEXT... by MODEL, a Hugging Face folder saved by "
-                                   "sentence-transformers (BERT: bge, e5, MiniLM; Qwen3-Embedding).")
-    p.add_argument("model", help="the embedding model's folder")
+                                   "sentence-transformers (BERT: bge, e5, MiniLM; Qwen3-Embedding) or llama.cpp's "
+                                   "GGUF file of one (bert, nomic-bert, qwen3 with a pooling key).")
+    p.add_argument("model", help="the embedding model's folder or GGUF file")
     p.add_argument("texts", nargs="+", metavar="TEXT", help="texts to embed; - reads them from stdin, one a line")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--query", action="store_true",

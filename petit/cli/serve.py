@@ -42,8 +42,8 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--log-requests", action="store_true",
                    help="print a line per HTTP request on stderr: 'petit serve: CLIENT METHOD PATH STATUS MS ms'")
     p.add_argument("--embedding-model", metavar="EMB",
-                   help="also serve EMB, an embedding model's folder (sentence-transformers), at /v1/embeddings and "
-                        "Ollama's /api/embed")
+                   help="also serve EMB, an embedding model's folder (sentence-transformers) or GGUF file (with a "
+                        "pooling key), at /v1/embeddings and Ollama's /api/embed")
     add_speculation_flags(p, serve=True)
     add_lora_flags(p, several=True)
     p.set_defaults(func=cmd_serve)

@@ -1,5 +1,6 @@
 """Text embeddings (issue 35): an embedding model's hidden states pooled into one vector a text, as
-sentence-transformers computes them from the same folder (petit/generation/embed_config.py reads its files).
+sentence-transformers computes them from the same folder (petit/generation/embed_config.py reads its files), or
+from llama.cpp's GGUF file of one (its pooling key).
 
     from petit.generation.embed import Embedder
     emb = Embedder.open("bge-small-en-v1.5")         # a Hugging Face folder saved by sentence-transformers
@@ -13,10 +14,12 @@ step of the kernels (Model.hidden_states), each text's states bit for bit those 
 """
 import numpy as np
 
-from petit.generation.embed_config import EmbedSettings, read_settings
+from petit.generation.embed_config import EmbedSettings, gguf_settings, read_settings
 
 BATCH = 32      # texts a step at most
 TOKENS = 4096   # and tokens a step at most (the step's buffers grow with them), unless one text alone is longer
+_FROM = ("embeddings are read from a Hugging Face folder saved by sentence-transformers or a GGUF file with a "
+         "pooling key (.petit embedding files are not supported yet)")
 
 
 class Embedder:
@@ -33,21 +36,21 @@ class Embedder:
 
     @classmethod
     def open(cls, model_or_path, weights: str | None = None) -> "Embedder":
-        """An Embedder of a loaded Model or of a model folder (loaded with `weights`: None is petit.load's default,
-        q8_0; "f32" ...).
+        """An Embedder of a loaded Model, of a model folder or of a GGUF file (loaded with `weights`: None is
+        petit.load's default, q8_0 for a folder, a GGUF file's types as stored; "f32" ...).
         Raises ValueError for a model that is not an embedding model or whose settings Petit cannot apply."""
         import os
 
         from petit.loading import load
         model = model_or_path
         if isinstance(model_or_path, (str, os.PathLike)):
-            if not os.path.isdir(model_or_path):
-                raise ValueError(f"{model_or_path}: embeddings are read from a Hugging Face folder saved by "
-                                 f"sentence-transformers (GGUF and .petit embedding files are not supported yet)")
+            if not os.path.isdir(model_or_path) and not str(model_or_path).lower().endswith(".gguf"):
+                raise ValueError(f"{model_or_path}: {_FROM}")
             model = load(model_or_path, weights=weights)
+        if model.metadata.get("format") == "gguf":
+            return cls(model, gguf_settings(model.metadata, str(model.path)))
         if not os.path.isdir(str(model.path)):
-            raise ValueError(f"{model.path}: embeddings are read from a Hugging Face folder saved by "
-                             f"sentence-transformers (GGUF and .petit embedding files are not supported yet)")
+            raise ValueError(f"{model.path}: {_FROM}")
         return cls(model, read_settings(str(model.path), model.net.arch.hidden_size, model.kind))
 
     @property
@@ -64,7 +67,7 @@ class Embedder:
             return ""
         if name not in self.settings.prompts:
             known = ", ".join(sorted(self.settings.prompts)) or "none"
-            raise ValueError(f"{self.model.path}: no prompt named {name!r} (the folder's prompts: {known})")
+            raise ValueError(f"{self.model.path}: no prompt named {name!r} (the model's prompts: {known})")
         return self.settings.prompts[name]
 
     def _special_ends(self) -> tuple[list, list]:

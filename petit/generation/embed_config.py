@@ -10,11 +10,18 @@ folder as sentence-transformers applies them (issue 35):
 
 A folder without modules.json: an encoder gets sentence-transformers' default (mean pooling, no normalization);
 a decoder is a language model, not an embedding model, and is refused. Modules Petit does not run yet (Dense,
-LayerNorm, a Router ...) are refused by name."""
+LayerNorm, a Router ...) are refused by name.
+
+A GGUF file (llama.cpp's converter of such a folder) keeps only the pooling, as `<arch>.pooling_type` (`gguf_settings`):
+mean, CLS or last token; no prompts, no Normalize module: its vectors are normalized (Euclidean), as llama.cpp's
+llama-embedding and server do by default."""
 import json
+import numbers
 import os
 import warnings
 from dataclasses import dataclass, field
+
+from petit.loading.gguf_gemb35 import GGUF_OTHER, GGUF_POOLING
 
 MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 _LEGACY = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max", "pooling_mode_mean_tokens": "mean",
@@ -36,6 +43,29 @@ class EmbedSettings:
     max_length: int | None = None        # None: the model's context
     lower_case: bool = False
     similarity: str = "cosine"
+
+
+
+
+def gguf_settings(metadata: dict, where: str) -> EmbedSettings:
+    """The embedding settings of a GGUF file's model (`metadata`: petit.Model.metadata, whose `pooling_type` is the
+    file's `<arch>.pooling_type`).
+
+    Raises:
+        ValueError: no pooling key (a language model, or an encoder converted without its sentence-transformers
+            files), or a pooling that makes no text vector (none, rank) or is unknown.
+    """
+    pooling = metadata.get("pooling_type")
+    if pooling is None:
+        raise ValueError(f"{where}: not an embedding model: the file has no pooling_type key (llama.cpp's converter "
+                         f"writes it from a sentence-transformers folder's Pooling module)")
+    number = isinstance(pooling, numbers.Integral) and not isinstance(pooling, bool)
+    if not number or int(pooling) not in GGUF_POOLING:
+        what = GGUF_OTHER.get(int(pooling), "unknown") if number else "unknown"
+        shown = int(pooling) if number else repr(pooling)
+        raise ValueError(f"{where}: pooling_type {shown} ({what}) is not supported: Petit embeds with mean (1), "
+                         f"CLS (2) or last-token (3) pooling")
+    return EmbedSettings(pooling=(GGUF_POOLING[int(pooling)],), normalize=True)
 
 
 def _json(path: str) -> dict:

@@ -12,6 +12,13 @@ Two kinds of vocabulary, as llama.cpp's ``src/llama-vocab.cpp`` reads them:
   special tokens, the first included, unless ``tokenizer.ggml.add_space_prefix`` is false), merges ranked by
   ``tokenizer.ggml.scores`` exactly as transformers' LlamaTokenizerFast conversion ranks them, and characters
   without a token fall back to their ``<0xNN>`` byte tokens.
+- "bert": WordPiece (llama.cpp's WPM: BERT-like embedding models). llama.cpp's converter rewrites the vocabulary
+  with a "phantom space": every token but the control ones is stored as ``▁`` + the token when it starts a word, and
+  a ``##`` continuation without its ``##``; `wordpiece_vocab` undoes it. The text is normalized and split as
+  BertNormalizer / BertPreTokenizer do (``tokenizer.ggml.normalizer.lowercase``, true by default, and
+  ``...strip_accents``, by default as lowercase), each word taken by longest match first and a word that does not
+  fall into tokens is the unknown token (no length limit: llama.cpp has none); the text is framed by the BOS
+  ([CLS]) and the separator ([SEP]) whatever add_bos says.
 
 Control, unknown and user-defined tokens (``tokenizer.ggml.token_type`` 3, 2, 4) are added tokens, found in the
 text before anything else; control and unknown ones are special. Like llama.cpp, tokens with the texts llama.cpp
@@ -28,7 +35,7 @@ from petit.hf.tokenizer import HFTokenizer, import_tokenizers
 
 __all__ = ["tokenizer_from_gguf", "PRE_TOKENIZERS", "MODELS"]
 
-MODELS = ("gpt2", "llama")
+MODELS = ("gpt2", "llama", "bert")
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 # ---------------------------------------------------------------------------------------------- pre-tokenizers
@@ -303,33 +310,47 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
     if model not in MODELS:
         raise _fail(where, f"tokenizer.ggml.model {model!r:.60} is not supported (supported: "
                            f"{', '.join(map(repr, MODELS))})")
-    tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(_strings(metadata, "tokenizer.ggml.tokens", where))]
-    n = len(tokens)
+    texts = _strings(metadata, "tokenizer.ggml.tokens", where)
+    n = len(texts)
     if n == 0:
         raise _fail(where, "tokenizer.ggml.tokens is empty")
+    scores = _numbers(metadata, "tokenizer.ggml.scores", n, where, "fiu")
+    kinds = _numbers(metadata, "tokenizer.ggml.token_type", n, where, "iu")
+    types = [NORMAL] * n if kinds is None else [int(k) for k in kinds]
+    if model == "bert":
+        texts = wordpiece_vocab(texts, types)
+    tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(texts)]
     vocab = {t: i for i, t in enumerate(tokens)}
     if len(vocab) != n:
         dup = next(t for i, t in enumerate(tokens) if vocab[t] != i)
         raise _fail(where, f"tokenizer.ggml.tokens has the token {dup!r:.40} twice (ids {tokens.index(dup)} and "
                            f"{vocab[dup]})")
-    scores = _numbers(metadata, "tokenizer.ggml.scores", n, where, "fiu")
-    kinds = _numbers(metadata, "tokenizer.ggml.token_type", n, where, "iu")
-    types = [NORMAL] * n if kinds is None else [int(k) for k in kinds]
 
     if model == "gpt2":
         pre = _pre_tokenizer(metadata, where)
         defaults, add_bos = {"bos": None if pre["no_bos"] else 11, "eos": 11}, pre["add_bos"]
+    elif model == "bert":         # llama.cpp's defaults: bert-base-uncased's ids
+        defaults, add_bos = {"bos": 101, "unknown": 100, "seperator": 102, "padding": 0}, True
     else:
         defaults, add_bos = {"bos": 1, "eos": 2, "unknown": 0}, True
     ids = _special_ids(metadata, defaults, n)
     _fix_types(vocab, types, ids)
-    add_bos = _flag(metadata, "tokenizer.ggml.add_bos_token", add_bos, where)
-    add_eos = _flag(metadata, "tokenizer.ggml.add_eos_token", False, where)
-    for name, wanted in (("bos", add_bos), ("eos", add_eos)):
-        if wanted and ids[name] is None:
-            raise _fail(where, f"tokenizer.ggml.add_{name}_token is true but the vocabulary has no {name.upper()} "
-                               f"token")
+    if model == "bert":           # llama.cpp frames every text so, whatever add_bos / add_eos say
+        for name, what in (("bos", "BOS ([CLS])"), ("seperator", "separator ([SEP])"), ("unknown", "unknown")):
+            if ids[name] is None:
+                raise _fail(where, f"the WordPiece vocabulary has no {what} token")
+        head, tail = ids["bos"], ids["seperator"]
+    else:
+        add_bos = _flag(metadata, "tokenizer.ggml.add_bos_token", add_bos, where)
+        add_eos = _flag(metadata, "tokenizer.ggml.add_eos_token", False, where)
+        for name, wanted in (("bos", add_bos), ("eos", add_eos)):
+            if wanted and ids[name] is None:
+                raise _fail(where, f"tokenizer.ggml.add_{name}_token is true but the vocabulary has no "
+                                   f"{name.upper()} token")
+        head, tail = ids["bos"] if add_bos else None, ids["eos"] if add_eos else None
 
+    if model == "bert":
+        return _wordpiece(metadata, where, tokens, vocab, types, ids, head, tail)
     if model == "gpt2":
         split = [{"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
                  for r in pre["regexes"]]
@@ -363,7 +384,7 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
     if bpe["unk_token"] is not None:
         known[bpe["unk_token"]] = vocab[bpe["unk_token"]]
     doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, **parts,
-           "post_processor": _post_processor(ids["bos"] if add_bos else None, ids["eos"] if add_eos else None, tokens),
+           "post_processor": _post_processor(head, tail, tokens),
            "model": {"type": "BPE", **flags, "vocab": known, "merges": []}}
     tokenizers = import_tokenizers()
     given = {k: v for k, v in flags.items() if v is not None}      # the constructor's None is its default, not null
@@ -372,12 +393,48 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
     except Exception:       # a merge of tokens the vocabulary lacks (the library raises plain Exception)
         bpe_model = tokenizers.models.BPE(vocab=vocab, merges=_made(merges, vocab), **given)
 
-    # the names transformers knows, for the ids that are added tokens (a plain token stays plain text)
+    return HFTokenizer(json.dumps(doc, ensure_ascii=False), _config(tokens, ids, added), source=where,
+                       config_source=where, model=bpe_model)
+
+
+def _config(tokens: list, ids: dict, added: list) -> dict:
+    """The names transformers knows, for the ids that are added tokens (a plain token stays plain text)."""
     is_added = {t["id"] for t in added}
     named = {f"{key}_token": tokens[ids[name]] for key, name in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"),
                                                                  ("pad", "padding"), ("sep", "seperator"))
              if ids[name] in is_added}
     extra = [tokens[ids[k]] for k in ("eot", "eom") if ids[k] in is_added and tokens[ids[k]] not in named.values()]
-    config = {"special_tokens": named, "extra_special_tokens": list(dict.fromkeys(extra))}
-    return HFTokenizer(json.dumps(doc, ensure_ascii=False), config, source=where, config_source=where,
-                       model=bpe_model)
+    return {"special_tokens": named, "extra_special_tokens": list(dict.fromkeys(extra))}
+
+
+def wordpiece_vocab(texts: list, types: list) -> list:
+    """The WordPiece vocabulary llama.cpp's converter rewrote (convert_hf_to_gguf's BertModel.set_vocab): a token
+    that is not a control token was stored as "▁" + token when it starts a word, and a "##" continuation without
+    its "##" (so "##" itself as ""); control tokens ([CLS], [SEP] ...) as they are."""
+    return [t if kind == CONTROL else t[1:] if t.startswith("\u2581") else "##" + t for t, kind in zip(texts, types)]
+
+
+def _wordpiece(metadata: dict, where: str, tokens: list, vocab: dict, types: list, ids: dict, head: int,
+               tail: int) -> HFTokenizer:
+    """llama.cpp's WPM tokenizer (src/llama-vocab.cpp llm_tokenizer_wpm_session) as Hugging Face's BERT pipeline:
+    its normalization and split (white space, punctuation, ASCII symbols and CJK characters one a word; control
+    characters dropped; accents stripped after NFD when asked) are BertNormalizer's and BertPreTokenizer's, its
+    longest-match-first pieces WordPiece's ("##" continuations). Where they part, Petit keeps the model's tokenizer:
+    llama.cpp's NFD keeps one code point a character (a Hangul syllable loses its vowel and final jamo when accents
+    are stripped)."""
+    lower = _flag(metadata, "tokenizer.ggml.normalizer.lowercase", True, where)
+    strip = _flag(metadata, "tokenizer.ggml.normalizer.strip_accents", lower, where)
+    added = _added_tokens(metadata, tokens, types)
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           # llama.cpp splits words at \v, \f and U+0085 (white space), which BertNormalizer drops (control)
+           "normalizer": {"type": "Sequence", "normalizers": [
+               {"type": "Replace", "pattern": {"Regex": "[\u000b\u000c\u0085]"}, "content": " "},
+               {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": strip,
+                "lowercase": lower}]},
+           "pre_tokenizer": {"type": "BertPreTokenizer"},
+           "post_processor": _post_processor(head, tail, tokens),
+           "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+           "model": {"type": "WordPiece", "unk_token": tokens[ids["unknown"]], "continuing_subword_prefix": "##",
+                     "max_input_chars_per_word": 1 << 30, "vocab": vocab}}
+    return HFTokenizer(json.dumps(doc, ensure_ascii=False), _config(tokens, ids, added), source=where,
+                       config_source=where)

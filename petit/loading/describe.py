@@ -57,7 +57,8 @@ def _gguf(path: str) -> dict:
                "tokenizer": (f"{m.get('tokenizer.ggml.model')} ({m.get('tokenizer.ggml.pre', 'no pre-tokenizer')}), "
                              f"{len(tokens)} tokens") if tokens is not None else None,
                "chat_template": _template(template), "file_size": os.path.getsize(path),
-               "at_load": _gguf_at_load(types), "kv_width": _gguf_kv_width(m, arch)}
+               "at_load": _gguf_at_load(types), "kv_width": _gguf_kv_width(m, arch),
+               "pooling": m.get(f"{arch}.pooling_type")}        # an embedding model's (issue 35)
     refused = out["at_load"]["refused"]
     if out["runs"] is None and refused:
         out["runs"] = f"tensor type(s) {', '.join(refused)} are not ones Petit reads"
@@ -184,5 +185,9 @@ def format_description(d: dict) -> str:
     for label, key in (("layers", "layers"), ("hidden size", "hidden_size"), ("context", "context_length"),
                        ("tokenizer", "tokenizer"), ("chat template", "chat_template")):
         lines.append(f"{label + ':':<16}{d[key] if d[key] is not None else 'none'}")
+    if d.get("pooling") is not None:
+        from petit.loading.gguf_gemb35 import GGUF_POOLING
+        how = f"{GGUF_POOLING[d['pooling']]} pooling" if d["pooling"] in GGUF_POOLING else "no text vector"
+        lines.append(f"embeddings:     pooling_type {d['pooling']} ({how})")
     return "\n".join(lines)
 

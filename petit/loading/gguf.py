@@ -313,6 +313,9 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
                     "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}
         if isinstance(meta.get("tokenizer.chat_template"), str):
             metadata["chat_template"] = meta["tokenizer.chat_template"]
+        pooling = meta.get(f"{meta['general.architecture']}.pooling_type")
+        if pooling is not None:           # an embedding model's (issue 35: petit/generation/embed_config.py)
+            metadata["pooling_type"] = pooling
         return Model(cfg, net, tok, metadata, path, source=f, tensors=src.used, warnings=notes)
     except BaseException:
         f.close()

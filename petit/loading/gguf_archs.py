@@ -32,6 +32,7 @@ from petit.loading.gguf_fam36r5 import fam36r_archs        # issue 36: the fam36
 from petit.loading.gguf_gg36s5 import gg36s_archs          # issue 36: the gg36s group (laguna, minimax-01)
 from petit.loading.gguf_gg36t5 import GG36T5_ARCHS         # issue 36: the gg36t group (minimax-m3)
 from petit.loading.gguf_dsv4g5 import DSV4G5_ARCHS         # issue 30: the dsv4g group (deepseek4)
+from petit.loading.gguf_gemb35 import GEMB35_ARCHS         # issue 35: the gemb35 group (bert, nomic-bert)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -504,3 +505,4 @@ ARCHS.update(fam36r_archs(ARCHS))   # issue 36's fam36r group: qwen*vl*, xverse,
 ARCHS.update(gg36s_archs())         # issue 36's gg36s group: laguna, minimax-01 (gguf_gg36s5.py)
 ARCHS.update(GG36T5_ARCHS)          # issue 36's gg36t group: minimax-m3, MiniMax-M3 (gguf_gg36t5.py)
 ARCHS.update(DSV4G5_ARCHS)          # issue 30's dsv4g group: deepseek4 (gguf_dsv4g5.py)
+ARCHS.update(GEMB35_ARCHS)          # issue 35's gemb35 group: bert, nomic-bert embedding encoders (gguf_gemb35.py)

@@ -26,10 +26,12 @@ NOT_DECODERS = {
     "trocr": "an OCR decoder: it reads the states of an image encoder",
 }
 
-_GGUF_ENCODER = "an encoder (embeddings), not a decoder-only language model"
+# issue 35: llama.cpp's bert and nomic-bert embedding encoders are read (petit/loading/gguf_gemb35.py), not these
+_GGUF_ENCODER = ("an encoder (embeddings), not a decoder-only language model, and not one of the embedding encoders "
+                 "Petit reads (bert, nomic-bert)")
 # llama.cpp general.architecture -> what it is
 GGUF_NOT_DECODERS = {
-    **{a: _GGUF_ENCODER for a in ("bert", "modern-bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
+    **{a: _GGUF_ENCODER for a in ("modern-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
                                   "jina-bert-v3", "eurobert", "gemma-embedding", "llama-embed", "t5encoder")},
     "t5": "an encoder-decoder (sequence-to-sequence) model",
     "clip": "a vision encoder (the image half of a multimodal model)",

@@ -292,9 +292,11 @@ class _Reply:
 
 
 def _embedding_tag(service) -> dict:
-    """/api/tags' entry of the embedding model served beside (issue 35): a folder, its size the files' sum."""
+    """/api/tags' entry of the embedding model served beside (issue 35): a folder, its size the files' sum, or a GGUF
+    file."""
     model, path = service.embedder.model, os.path.abspath(service.path)
-    stats = [os.stat(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names]
+    gguf = os.path.isfile(path)
+    stats = [os.stat(path)] if gguf else [os.stat(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names]
     mtime = max((st.st_mtime_ns for st in stats), default=0)
     size = sum(st.st_size for st in stats)
     digest = hashlib.sha256(f"{path}:{size}:{mtime}".encode()).hexdigest()
@@ -302,7 +304,8 @@ def _embedding_tag(service) -> dict:
     family = model.config.model_type
     return {"name": service.model_id, "model": service.model_id,
             "modified_at": modified.isoformat().replace("+00:00", "Z"), "size": size, "digest": digest,
-            "details": {"parent_model": "", "format": "safetensors", "family": family, "families": [family],
+            "details": {"parent_model": "", "format": "gguf" if gguf else "safetensors", "family": family,
+                        "families": [family],
                         "parameter_size": _size(model.n_params),
                         "quantization_level": str(model.weight_type).upper()}}
 
