@@ -164,6 +164,10 @@ typedef struct {
     void (*sel_chunk)(float *S, const float *A, const float *Dp, const float *dt, const float *u, int64_t ld,
                       const float *z, int64_t ldz, const float *B, const float *C, int64_t ldbc, int64_t n,
                       int64_t nd, int64_t ds, float *y, int64_t ldy, float *work);
+    /* issue 33, LoRA's backward (lora.c): dx[t][c] += sum over the n rows p of a decoded panel [n][C] of
+     * dy[t * R + p] * panel[p][c], rows t0..t1-1 of dx ([T][C]); each dx value's additions in p order */
+    void (*mt_panel)(const float *panel, int64_t n, int64_t C, const float *dy, int64_t R, float *dx, int64_t t0,
+                     int64_t t1);
 } pt_kernels;
 
 extern const pt_kernels pt_kernels_scalar;

@@ -331,3 +331,44 @@ static void rows_q4x8_g(const uint8_t *w, int64_t r0, int64_t r1, const pt_act *
 
 #include "kern_gguf.h"   /* GGUF's other block types: the plain C products every path has */
 #include "kern_scan.h"   /* the recurrent mixers' chunked scans */
+
+/* issue 33, LoRA's backward: dx rows t0..t1-1 += dy[t][p] x the decoded panel's row p, over its n rows (lora.c).
+ * Tiles of MT_TB dx rows x MT_CB columns stay in registers over the panel (AVX2: 6 x 16 = 12 vectors of 8, with the
+ * panel's two and the broadcast dy value: no spills); every dx value takes its additions in p order, so the paths
+ * differ only where one fuses a multiply-add */
+#define MT_TB 6
+#define MT_CB 16
+static void mt_panel_g(const float *panel, int64_t n, int64_t C, const float *dy, int64_t R, float *dx, int64_t t0,
+                       int64_t t1) {
+    int64_t t = t0;
+    for (; t + MT_TB <= t1; t += MT_TB) {
+        int64_t c = 0;
+        for (; c + MT_CB <= C; c += MT_CB) {
+            float acc[MT_TB][MT_CB];
+            for (int i = 0; i < MT_TB; i++)
+                for (int k = 0; k < MT_CB; k++) acc[i][k] = dx[(t + i) * C + c + k];
+            for (int64_t p = 0; p < n; p++) {
+                const float *w = panel + p * C + c;
+                for (int i = 0; i < MT_TB; i++) {
+                    const float a = dy[(t + i) * R + p];
+#pragma omp simd
+                    for (int k = 0; k < MT_CB; k++) acc[i][k] += a * w[k];
+                }
+            }
+            for (int i = 0; i < MT_TB; i++)
+                for (int k = 0; k < MT_CB; k++) dx[(t + i) * C + c + k] = acc[i][k];
+        }
+        for (int i = 0; i < MT_TB && c < C; i++)           /* the last columns, a row at a time */
+            for (int64_t p = 0; p < n; p++) {
+                const float a = dy[(t + i) * R + p];
+                const float *w = panel + p * C;
+                for (int64_t k = c; k < C; k++) dx[(t + i) * C + k] += a * w[k];
+            }
+    }
+    for (; t < t1; t++)                                     /* the last rows */
+        for (int64_t p = 0; p < n; p++) {
+            const float a = dy[t * R + p];
+            const float *w = panel + p * C;
+            for (int64_t k = 0; k < C; k++) dx[t * C + k] += a * w[k];
+        }
+}

@@ -199,6 +199,7 @@ const pt_kernels pt_kernels_neon = {
     .rows_tq2 = rows_tq2_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
+    .mt_panel = mt_panel_g,
 };
 #else
 const pt_kernels pt_kernels_neon = {.name = 0};

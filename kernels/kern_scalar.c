@@ -89,4 +89,5 @@ const pt_kernels pt_kernels_scalar = {
     .rows_tq2 = rows_tq2_g,
     .bias_act = bias_act_g,
     .glu = glu_g,
+    .mt_panel = mt_panel_g,
 };

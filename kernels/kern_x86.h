@@ -555,4 +555,5 @@ static void FN(attn_block_)(const float *q, const float *k, const float *v, int6
         .rows_tq2 = rows_tq2_g, \
         .bias_act = bias_act_g, \
         .glu = glu_g, \
+        .mt_panel = mt_panel_g, \
     }

@@ -3,8 +3,9 @@
  * layouts, and every GGUF block type Petit decodes): the base stays quantized while adapters train on it.
  *
  * Each task owns a range of the T rows of dx (so the sums are in one fixed order whatever the thread count) and walks
- * W in panels of LORA_PANEL rows, decoded once per panel into its thread's scratch; tiles of 4 dx rows x 32 columns
- * then take the panel's rows times their dy values in registers. pt_matmul_t_ref is the plain scalar reference the
+ * W in panels of LORA_PANEL rows, decoded once per panel into its thread's scratch; the active path's mt_panel
+ * (kern_generic.h, compiled for each path's vectors and checked against the scalar one at start-up) then takes the
+ * panel's rows times their dy values in register tiles. pt_matmul_t_ref is the plain scalar reference the
  * parity test holds it to (one row decoded at a time, the same order of additions; the SIMD clones may fuse a
  * multiply-add, so the two agree to float rounding, not bit for bit). */
 #include "internal.h"
@@ -26,47 +27,6 @@ static int mt_args(const pt_tensor *W, const float *dy, int64_t T, float *dx) {
     return !W || !W->data || !dy || !dx || T < 0 || W->rows < 0 || W->cols < 1 || pt_row_bytes(W->dtype, W->cols) < 0;
 }
 
-/* tiles of MT_TB rows of dx x MT_CB columns, held in registers over a panel's rows */
-#define MT_TB 4
-#define MT_CB 32
-
-/* plain loops the compiler vectorizes for the baseline: no ifunc clones (GCC's target_clones picked a path by the
- * CPU, not the one pt_init chose and checked, and its resolver crashes ThreadSanitizer builds before they start:
- * tests/test_kernels_portable.py's race test). A SIMD tile loop belongs in the kernel tables, beside its checks. */
-static void mt_panel(const float *panel, int64_t n, int64_t C, const float *dy, int64_t R, float *dx, int64_t t0,
-                     int64_t t1) {
-    int64_t t = t0;
-    for (; t + MT_TB <= t1; t += MT_TB) {
-        int64_t c = 0;
-        for (; c + MT_CB <= C; c += MT_CB) {
-            float acc[MT_TB][MT_CB];
-            for (int i = 0; i < MT_TB; i++)
-                for (int k = 0; k < MT_CB; k++) acc[i][k] = dx[(t + i) * C + c + k];
-            for (int64_t p = 0; p < n; p++) {
-                const float *w = panel + p * C + c;
-                for (int i = 0; i < MT_TB; i++) {
-                    const float a = dy[(t + i) * R + p];
-                    for (int k = 0; k < MT_CB; k++) acc[i][k] += a * w[k];
-                }
-            }
-            for (int i = 0; i < MT_TB; i++)
-                for (int k = 0; k < MT_CB; k++) dx[(t + i) * C + c + k] = acc[i][k];
-        }
-        for (int i = 0; i < MT_TB && c < C; i++)           /* the last columns, a row at a time */
-            for (int64_t p = 0; p < n; p++) {
-                const float a = dy[(t + i) * R + p];
-                const float *w = panel + p * C;
-                for (int64_t k = c; k < C; k++) dx[(t + i) * C + k] += a * w[k];
-            }
-    }
-    for (; t < t1; t++)                                     /* the last rows */
-        for (int64_t p = 0; p < n; p++) {
-            const float a = dy[t * R + p];
-            const float *w = panel + p * C;
-            for (int64_t k = 0; k < C; k++) dx[t * C + k] += a * w[k];
-        }
-}
-
 /* rows t0..t1-1 of dx over the whole of W */
 static void mt_rows(const mt_job *j, int64_t t0, int64_t t1, float *panel) {
     const int64_t R = j->W->rows, C = j->W->cols;
@@ -75,7 +35,7 @@ static void mt_rows(const mt_job *j, int64_t t0, int64_t t1, float *panel) {
     for (int64_t r0 = 0; r0 < R; r0 += LORA_PANEL) {
         const int64_t n = R - r0 < LORA_PANEL ? R - r0 : LORA_PANEL;
         for (int64_t p = 0; p < n; p++) pt_tensor_row(j->W, j->rb, r0 + p, panel + p * C);
-        mt_panel(panel, n, C, j->dy + r0, R, j->dx, t0, t1);
+        pt_active()->mt_panel(panel, n, C, j->dy + r0, R, j->dx, t0, t1);
     }
 }
 

@@ -188,6 +188,24 @@ static void check_layer_ops(report *r, const pt_kernels *k, const pt_kernels *s)
     }
 }
 
+/* LoRA's backward panel (lora.c): odd sizes, so the tiles' leftover rows and columns run too */
+static void check_mt_panel(report *r, const pt_kernels *k, const pt_kernels *s) {
+    enum { NP = 7, C = 37, T = 9 };
+    static float panel[NP * C], dy[T * NP], dx[T * C], dx_ref[T * C], mag[T * C];
+    for (int i = 0; i < NP * C; i++) panel[i] = rnd();
+    for (int i = 0; i < T * NP; i++) dy[i] = rnd();
+    for (int i = 0; i < T * C; i++) dx[i] = dx_ref[i] = rnd();
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double m = fabs(dx[t * C + c]);
+            for (int p = 0; p < NP; p++) m += fabs(dy[t * NP + p] * panel[p * C + c]);
+            mag[t * C + c] = (float)m;
+        }
+    k->mt_panel(panel, NP, C, dy, NP, dx, 0, T);
+    s->mt_panel(panel, NP, C, dy, NP, dx_ref, 0, T);
+    agree(r, "LoRA backward panel", dx, dx_ref, mag, T * C, 1e-5f);
+}
+
 static void check_attention(report *r, const pt_kernels *k, const pt_kernels *s) {
     /* one block of positions, the most a call sees (an int8 cache's block is dequantized before the kernel) */
     enum { NB = PT_ATTN_BLOCK - 3 };
@@ -404,5 +422,6 @@ int pt_path_check(const pt_kernels *k, char *msg, int n) {
     if (!r.failed) check_scan(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_ssd(&r, k, &pt_kernels_scalar);
     if (!r.failed) check_sel(&r, k, &pt_kernels_scalar);
+    if (!r.failed) check_mt_panel(&r, k, &pt_kernels_scalar);
     return r.failed ? -1 : 0;
 }
