@@ -64,15 +64,57 @@ def _mix(f, X, p, n, eps, inject=True):
     return (x, 2.0 * ops.act("sigmoid", f.mm(flat, p + "block_inject_weight.weight") / n)) if inject else x
 
 
-def _ngram_rows(cfg, ids, index):
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+class _PLE:
+    """What the PLE layers read from the config (transformers' Qwen4ExpTextConfig and its defaults), with each PLE
+    layer's hash multipliers (SplitMix64 from seed + 10007 x the layer's index, odd, below 2^63 / vocab) and its heads'
+    prime vocabularies (the consecutive primes from ngram_vocab_size_base, one per head of every PLE layer in turn)
+    and their first rows: derived here as transformers derives them, not taken from the engine."""
+
+    def __init__(self, cfg: dict):
+        self.ple_layer_ids = sorted(set(get(cfg, "ple_layer_ids", []) or []))
+        self.ngram_size, self.heads_per_ngram = get(cfg, "ngram_size", 3), get(cfg, "heads_per_ngram", 8)
+        self.hc_count, self.hidden_size = get(cfg, "hc_count", 4), cfg["hidden_size"]
+        self.rms_norm_eps = get(cfg, "rms_norm_eps", 1e-6)
+        self.ple_conv_kernel_size = get(cfg, "ple_conv_kernel_size", 4)
+        self.split_ngram_parts = get(cfg, "split_ngram_parts", 512)
+        self.vocab_size, self.seed = cfg["vocab_size"], get(cfg, "seed", 1234)
+        self.base = get(cfg, "ngram_vocab_size_base", 20_000_000)
+        eos = cfg.get("eos_token_id")
+        self.ple_eos = (eos[0] if eos else None) if isinstance(eos, list) else eos
+
+    def multipliers(self, index: int) -> list:
+        half = max(1, ((1 << 63) - 1) // max(self.vocab_size, 1) // 2)
+        start = self.seed + 10007 * index
+        return [2 * (_splitmix64((start + 0x9E3779B97F4A7C15 * (i + 1)) & _M64) % half) + 1
+                for i in range(self.ngram_size)]
+
+    def vocabularies(self, index: int) -> tuple[list, list]:
+        heads = (self.ngram_size - 1) * self.heads_per_ngram
+        primes, v = [], self.base - 1
+        while len(primes) < (index + 1) * heads:
+            v += 1
+            if v > 1 and all(v % d for d in range(2, int(v ** 0.5) + 1)):
+                primes.append(v)
+        sizes = primes[index * heads:]
+        return sizes, [sum(sizes[:k]) for k in range(heads)]
+
+
+def _ngram_rows(cfg: _PLE, ids, index):
     """Each token's table rows [T, (n - 1) heads] (transformers' Qwen4ExpTextNGramEmbedding, a fresh sequence): the
     tokens 0..n-1 places back, eos past the start or past an eos before the token, hashed per order by XOR of their
-    products with the layer's multipliers (64-bit, wrapping), each head's floor modulo its prime plus its offset. The
-    multipliers and primes: petit/models/qwen4_exp_ple.py's (tests/test_q4exp5.py holds them to the checkpoint's
-    buffers)."""
-    from petit.models import qwen4_exp_ple as q
+    products with the layer's multipliers (64-bit, wrapping), each head's floor modulo its prime plus its offset."""
     n, H, eos = cfg.ngram_size, cfg.heads_per_ngram, cfg.ple_eos
-    mult, (sizes, offsets, _) = q.multipliers(cfg, index), q.vocabularies(cfg, index)
+    mult, (sizes, offsets) = cfg.multipliers(index), cfg.vocabularies(index)
     rows = np.zeros((len(ids), (n - 1) * H), np.int64)
     for t in range(len(ids)):
         ctx = []
@@ -110,8 +152,7 @@ def _ple(f, X, cfg, p, index, ids, names):
 
 
 def qwen4_exp_text(cfg, names, family="qwen4_exp_text"):
-    from petit.models import qwen4_exp_text as q4
-    c = q4.Config.from_dict(cfg)
+    c = _PLE(cfg)
     fixed = {k: v for k, v in cfg.items() if k not in ("mlp_only_layers", "decoder_sparse_step")}
     fixed.update(decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=get(cfg, "norm_topk_prob", True),
                  num_experts=get(cfg, "num_experts", 512), num_experts_per_tok=get(cfg, "num_experts_per_tok", 10))
