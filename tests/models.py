@@ -86,7 +86,9 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     # issue 30, moe_a: hf5_moe_a/qwen3_5_moe holds transformers' wrapper (tests/test_moe_a5.py)
                     "qwen3_5_moe": "qwen3_5_moe_text",
                     # issue 30, the gemma group: tests/test_gemma5.py derives the released (multimodal) folders
-                    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text"}
+                    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
+                    # issue 36, q4exp: hf5_q4exp/qwen4_exp holds transformers' wrapper (tests/test_q4exp5.py)
+                    "qwen4_exp": "qwen4_exp_text"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
