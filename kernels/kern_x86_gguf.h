@@ -198,21 +198,27 @@ static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, in
         }
     } else {
         const uint8_t *x = row + sb * (q5 ? 176 : 144);
-        uint32_t u0, u1, u2;
-        memcpy(dbits, x, 4);
-        memcpy(&u0, x + 4, 4);
-        memcpy(&u1, x + 8, 4);
-        memcpy(&u2, x + 12, 4);
-        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-        /* gg_scale_min_k4's bits by word shifts: scales in bytes 0-7, mins in 8-15 (built in registers: a vector
-         * load of words just stored stalls on the store forwarding) */
-        const __m128i sc = _mm_set_epi32((int)(((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)), (int)(u1 & k1),
-                                         (int)((u2 & k2) | (((u0 >> 6) & k3) << 4)), (int)(u0 & k1));
+        /* gg_scale_min_k4's bits from one load of the super-block's first 16 bytes (lanes: d | dmin << 16, then the
+         * scale words u0, u1, u2): lanes [u0 & k1, (u2 & k2) | ((u0 >> 6) & k3) << 4, u1 & k1,
+         * ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4], the scales in bytes 0-7 and the mins in 8-15, in vector
+         * registers from the start (the scalar way, words moved into a vector, made the scales the loop's longest
+         * dependency chain) */
+        const __m128i head = _mm_loadu_si128((const __m128i *)x);
+        *dbits = (uint32_t)_mm_cvtsi128_si32(head);
+        const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
+        const __m128i sc = _mm_or_si128(
+            _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                          _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+            _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
         const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
-        m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14,
-                                                                        14, 15, 15)));
+        m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc, sc));
         const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
         const __m256i one = _mm256_set1_epi8(1);
+        /* block j's scale in every 16-bit lane by vpshufd of the scales' pairs (no shuffle masks held in registers
+         * or read from memory: the loop is short of both) */
+        const __m256i su[2] = {_mm256_unpacklo_epi16(scl, scl), _mm256_unpackhi_epi16(scl, scl)};
+#define KQ_SCALE(j) ((j) % 4 == 0 ? _mm256_shuffle_epi32(su[(j) / 4], 0x00) : (j) % 4 == 1 ? _mm256_shuffle_epi32(su[(j) / 4], 0x55) \
+                     : (j) % 4 == 2 ? _mm256_shuffle_epi32(su[(j) / 4], 0xAA) : _mm256_shuffle_epi32(su[(j) / 4], 0xFF))
         for (int p = 0; p < 4; p++) {
             const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
             __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
@@ -222,9 +228,10 @@ static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, in
             }
             const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
             const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, FN(kq8_scale_)(0, scl, 2 * p)),
-                                                         _mm256_madd_epi16(phi, FN(kq8_scale_)(0, scl, 2 * p + 1))));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, KQ_SCALE(2 * p)),
+                                                         _mm256_madd_epi16(phi, KQ_SCALE(2 * p + 1))));
         }
+#undef KQ_SCALE
     }
     const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)hx));
     *acc_out = q6 ? _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5)) : acc;
@@ -249,7 +256,7 @@ static ALWAYS_INLINE void FN(kq8_rows2_)(const int32_t type, const uint8_t *row0
                                          const pt_act *a, float *o0, float *o1) {
     const int64_t K = a->K, nb = K / QK;
     const int q6 = type == GG_Q6_K;
-    float s0 = 0.0f, s1 = 0.0f;
+    __m128 sv = _mm_setzero_ps();     /* lane 0 row 0's sum, lane 2 row 1's (in registers across the loop) */
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         __m256i a0, m0, a1, m1;
         uint32_t d0, d1;
@@ -268,28 +275,169 @@ static ALWAYS_INLINE void FN(kq8_rows2_)(const int32_t type, const uint8_t *row0
         NO_FUSE(dd);
         __m128 p = _mm_mul_ps(dd, _mm_cvtepi32_ps(is));
         NO_FUSE(p);
-        float pv[4];
-        _mm_storeu_ps(pv, p);
-        s0 += pv[0];
-        s1 += pv[2];
-        if (!q6) {
-            s0 -= pv[1];
-            s1 -= pv[3];
-        }
+        /* lane 0: (s0 + p0) - p1, lane 2: (s1 + p2) - p3, the reference's two steps (Q6_K: the first alone) */
+        sv = _mm_add_ps(sv, p);
+        if (!q6) sv = _mm_sub_ps(sv, _mm_movehdup_ps(p));
     }
-    *o0 = s0;
-    *o1 = s1;
+    *o0 = _mm_cvtss_f32(sv);
+    *o1 = _mm_cvtss_f32(_mm_movehl_ps(sv, sv));
+}
+
+/* Q4_K / Q5_K: one row's super-block at x against one token's 256 quants xq: the integer sum's lanes with the
+ * sub-scales applied (the mins apart), *sc the scales (bytes 0-7) and mins (8-15), *head the first 16 bytes (lane 0:
+ * d | dmin << 16). gg_scale_min_k4's bits come from that one load, in vector registers from the start (the scalar
+ * way, four words moved into a vector one by one, made the scales the loop's longest dependency chain); block j's
+ * scale reaches every 16-bit lane by one vpshufd of the scales' pairs (no shuffle masks to hold or read). */
+static ALWAYS_INLINE __m256i FN(k45_sb_)(const int q5, const uint8_t *x, const int8_t *xq, __m128i *sc_out,
+                                         __m128i *head_out) {
+    const __m128i head = _mm_loadu_si128((const __m128i *)x);
+    /* lanes [u0 & k1, (u2 & k2) | ((u0 >> 6) & k3) << 4, u1 & k1, ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4] of the
+     * scale words u0, u1, u2 (head's lanes 1-3); ((u >> 6) & k3) << 4 is (u >> 2) & 0x30303030 */
+    const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
+    const __m128i sc = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                                  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                                    _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
+    const __m256i su[2] = {_mm256_unpacklo_epi16(scl, scl), _mm256_unpackhi_epi16(scl, scl)};
+#define K45_SCALE(j) ((j) % 4 == 0 ? _mm256_shuffle_epi32(su[(j) / 4], 0x00) \
+                      : (j) % 4 == 1 ? _mm256_shuffle_epi32(su[(j) / 4], 0x55) \
+                      : (j) % 4 == 2 ? _mm256_shuffle_epi32(su[(j) / 4], 0xAA) : _mm256_shuffle_epi32(su[(j) / 4], 0xFF))
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
+        __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+        if (q5) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+        }
+        const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
+        const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, K45_SCALE(2 * p)),
+                                                     _mm256_madd_epi16(phi, K45_SCALE(2 * p + 1))));
+    }
+#undef K45_SCALE
+    *sc_out = sc;
+    *head_out = head;
+    return acc;
+}
+
+/* Q4_K, one row's super-block at x against one token's quants laid out by pairs of blocks (xr: for blocks 2p and
+ * 2p + 1, values 0-15 of each, then values 16-31 of each; k4_relay_): the same integer sums as k45_sb_ with a
+ * quarter fewer multiplies. A pair's 32 bytes of nibbles hold block 2p in the low nibbles and 2p + 1 in the high;
+ * each 16-byte half is loaded into both 128-bit lanes and shifted by 0 in the low lane, 4 in the high, so one
+ * vpmaddubsw multiplies 16 values of each block; two such (values 0-15 and 16-31) add in 16 bits (4 products of
+ * at most 15 x 127: no overflow) and one vpmaddwd applies both blocks' scales, s(2p) in the low lane, s(2p + 1) in
+ * the high. */
+static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const int8_t *xr, __m128i *sc_out,
+                                        __m128i *head_out) {
+    const __m128i head = _mm_loadu_si128((const __m128i *)x);
+    const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
+    const __m128i sc = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                                  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                                    _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    /* 16-bit lanes [s0 s0 s2 s2 s4 s4 s6 s6 | s1 s1 s3 s3 s5 s5 s7 s7]: pair p's scales by vpshufd p * 0x55 */
+    const __m256i even_odd = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, -1, -1, -1, -1, 1, 3,
+                                                                                     5, 7, -1, -1, -1, -1)));
+    const __m256i su = _mm256_unpacklo_epi16(even_odd, even_odd);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const uint8_t *qs = x + (q5 ? 48 : 16);
+    /* Q5_K: the fifth bits of values 0-15 and 16-31, both lanes (bit 2p of qh[i]: block 2p's value i, 2p + 1: the next) */
+    const __m256i qh0 = q5 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))) : m4;
+    const __m256i qh1 = q5 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 32))) : m4;
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    __m256i acc = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        __m256i w0 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(
+                                          _mm_loadu_si128((const __m128i *)(qs + 32 * p))), shift), m4);
+        __m256i w1 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(
+                                          _mm_loadu_si128((const __m128i *)(qs + 16 + 32 * p))), shift), m4);
+        if (q5) {      /* bit 2p (low lane) or 2p + 1 (high lane) of each byte moved to bit 4 */
+            const __m256i c = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1);
+            w0 = _mm256_or_si256(w0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srlv_epi32(qh0, c), 4), bit4));
+            w1 = _mm256_or_si256(w1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srlv_epi32(qh1, c), 4), bit4));
+        }
+        const __m256i pr = _mm256_add_epi16(
+            _mm256_maddubs_epi16(w0, _mm256_loadu_si256((const __m256i *)(xr + 64 * p))),
+            _mm256_maddubs_epi16(w1, _mm256_loadu_si256((const __m256i *)(xr + 64 * p + 32))));
+        const __m256i s = p == 0 ? _mm256_shuffle_epi32(su, 0x00) : p == 1 ? _mm256_shuffle_epi32(su, 0x55)
+                          : p == 2 ? _mm256_shuffle_epi32(su, 0xAA) : _mm256_shuffle_epi32(su, 0xFF);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, s));
+    }
+    *sc_out = sc;
+    *head_out = head;
+    return acc;
+}
+
+/* a token's K quants laid out for k4_sb_: per pair of 32-value blocks, values 0-15 of each, then 16-31 of each */
+static inline void FN(k4_relay_)(const int8_t *xq, int64_t K, int8_t *xr) {
+    for (int64_t i = 0; i < K; i += 64) {
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(xq + i)), b1 = _mm256_loadu_si256((const __m256i *)(xq + i + 32));
+        _mm256_storeu_si256((__m256i *)(xr + i), _mm256_permute2x128_si256(b0, b1, 0x20));
+        _mm256_storeu_si256((__m256i *)(xr + i + 32), _mm256_permute2x128_si256(b0, b1, 0x31));
+    }
+}
+
+/* Q4_K / Q5_K, two rows against one token (a decode step): k45_sb_ for each, both rows' min terms by one vpmaddwd
+ * (their mins side by side against the activations' block sums, hx's sums of 16 added in pairs), the four integer
+ * sums [isum0, isum1, msum0, msum1] out of two horizontal adds, the four float products (d dx) isum, (dmin dx) msum
+ * at once, and each row's sum (lanes 0 and 1, in registers) takes them in the reference's order: the same bits as
+ * gg_kq8_super. (Two rows' reductions shared: a quarter of the step's time went to them, row by row.) */
+static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, const uint8_t *row1, const pt_act *a,
+                                         const int8_t *xr, float *o0, float *o1) {
+    const int relaid = xr != NULL;
+    const int64_t nsb = a->K / 256, sbytes = q5 ? 176 : 144;
+    const __m128 dx = _mm_set1_ps(a->d[0]);
+    __m128 sv = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int c = 0; c < KQ_PREFETCH_LINES(sbytes); c++) {
+            _mm_prefetch((const char *)(row0 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+            _mm_prefetch((const char *)(row1 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+        }
+        const int8_t *xq = a->q + sb * 256;
+        __m128i sc0, sc1, h0, h1;
+        const __m256i a0 = relaid ? FN(k4_sb_)(q5, row0 + sb * sbytes, xr + sb * 256, &sc0, &h0)
+                                  : FN(k45_sb_)(q5, row0 + sb * sbytes, xq, &sc0, &h0);
+        const __m256i a1 = relaid ? FN(k4_sb_)(q5, row1 + sb * sbytes, xr + sb * 256, &sc1, &h1)
+                                  : FN(k45_sb_)(q5, row1 + sb * sbytes, xq, &sc1, &h1);
+        /* the block sums S0..S7 as [S0-3, S0-3 | S4-7, S4-7] against the mins [row 0's m0-3, row 1's m0-3 | row 0's
+         * m4-7, row 1's m4-7]: lanes 0-1 and 4-5 row 0's min terms, 2-3 and 6-7 row 1's */
+        const __m128i hx = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a->h + sb * 16)),
+                                          _mm_loadu_si128((const __m128i *)(a->h + sb * 16 + 8)));
+        const __m256i mv = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(sc0, sc1)),
+                                             _mm256_permute4x64_epi64(_mm256_castsi128_si256(hx), 0x50));
+        const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), mv);
+        const __m128i is = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+        /* [d0, d1, dmin0, dmin1] times dx (a->d holds the super-block's scale for each of its 8 blocks) */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_unpacklo_epi16(h0, h1)), sb ? _mm_set1_ps(a->d[sb * 8]) : dx);
+        NO_FUSE(dd);
+        __m128 p = _mm_mul_ps(dd, _mm_cvtepi32_ps(is));
+        NO_FUSE(p);
+        sv = _mm_sub_ps(_mm_add_ps(sv, p), _mm_movehl_ps(p, p));
+    }
+    *o0 = _mm_cvtss_f32(sv);
+    *o1 = _mm_cvtss_f32(_mm_shuffle_ps(sv, sv, 1));
 }
 
 /* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy */
+#define K4_RELAY_MAX 32768      /* the longest row (values) whose Q4_K / Q5_K decode takes k4_sb_ (its quants on the stack) */
 static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                           const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
+    _Alignas(32) int8_t relay[K4_RELAY_MAX];
+    const int8_t *xr = NULL;
+    if (type != GG_Q6_K && T == 1 && r1 - r0 >= 2 && a->K <= K4_RELAY_MAX) {
+        FN(k4_relay_)(a->q, a->K, relay);
+        xr = relay;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
         if (T == 1 && r + 1 < r1) {
             float o0, o1;
-            FN(kq8_rows2_)(type, row, row + rb, a, &o0, &o1);
+            if (type == GG_Q6_K) FN(kq8_rows2_)(type, row, row + rb, a, &o0, &o1);
+            else if (type == GG_Q5_K) FN(k45_rows2_)(1, row, row + rb, a, xr, &o0, &o1);
+            else FN(k45_rows2_)(0, row, row + rb, a, xr, &o0, &o1);
             store_y(y + r, o0, accumulate);
             store_y(y + r + 1, o1, accumulate);
             r++;

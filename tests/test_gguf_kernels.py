@@ -121,3 +121,19 @@ def test_a_row_that_is_not_whole_blocks_is_refused():
     with pytest.raises(ValueError, match="a row of 300 values cannot be stored as q4_k: q4_k needs a positive "
                                          "multiple of 256 columns"):
         K.row_bytes("q4_k", 300)
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("gguf_type", ["Q4_K", "Q5_K"])
+@pytest.mark.parametrize("supers", [128, 129])
+def test_a_kquant_decode_past_the_relaid_activations_limit_gives_the_references_bits(isa, gguf_type, supers):
+    """kern_x86_gguf.h's Q4_K / Q5_K decode lays a token's quants out by pairs of blocks on the stack for rows of up
+    to K4_RELAY_MAX (32,768) values; a longer row (129 super-blocks: 33,024) takes the kernel on the stored order.
+    Both give the reference's bits, on an odd row count (the last row alone) and two threads."""
+    W = _matrix(gguf_type, 5, supers)
+    x = np.random.default_rng(supers).standard_normal((1, W.shape[1]), dtype=np.float32)
+    K.configure(isa="scalar", threads=1)
+    want = K.matmul(W, x)
+    for threads in (1, 2):
+        K.configure(isa=isa, threads=threads)
+        np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"{threads} threads")
