@@ -31,10 +31,12 @@ def load(path, weights: str | None = None, tokenizer=None, verify_checksums: boo
             about 15 % faster where the system has transparent huge pages, at the cost of reading the whole file
             at load. A folder's weights are converted into memory either way.
         repack: True rewrites the q8_0 / q4_0 matrices with their rows interleaved in groups of 8, the layout the
-            x86 kernels (AVX2, AVX-512) multiply fastest (decode 1.1-2.5x on an AVX2 CPU, the same logits bit for
-            bit); a mapped file's matrices are then copied into memory on huge pages (its file pages leave the
-            resident set). None (the default) repacks where the active kernel path prefers it; False runs the
-            matrices as stored.
+            x86 kernels (AVX2, AVX-512) multiply fastest (decode 1.1-2.5x on an AVX2 CPU for a small model, the
+            same logits bit for bit); a mapped file's matrices are then copied into memory on huge pages (its file
+            pages leave the resident set). None (the default) repacks where the active kernel path prefers it, but
+            copies a mapped file's matrices only up to 1 GiB of them (petit.loading.interleave.COPY_MAX): a larger
+            model's decode is bound by memory, where the stored rows run within 5-9 %, and it opens in about a
+            second instead of the copy's several. False runs the matrices as stored.
         gguf_stored: for a GGUF file (and a .petit file's GGUF block types), which block types other than q8_0 /
             q4_0 run as stored (the others are decoded to q8_0 at load). None: those the active path runs fastest
             so (Q4_K, Q5_K, Q6_K on x86); True: every type it has SIMD kernels for (Q4_1, Q5_0, Q5_1 and IQ4_NL too:

@@ -73,7 +73,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
     f = PetitFile(path, map_file=mmap)
     try:
         notes = []
-        repack = should_repack(repack)
+        force, repack = repack is True, should_repack(repack)
         if verify_checksums:
             note = f.check_checksums(release=repack)
             if note:
@@ -108,7 +108,7 @@ def load_file(path: str, weights: str | None = None, tokenizer=None, verify_chec
             warnings.warn(note, stacklevel=3)
             notes.append(note)
         if repack:
-            repack_matrices(net, src.used, release=f.release)
+            repack_matrices(net, src.used, release=f.release, force=force)
         tok = tokenizer if tokenizer is not False else None
         if tokenizer is None and meta.get("tokenizer") is not None:
             try:

@@ -307,7 +307,7 @@ def load_gguf(path: str, weights: str | None = None, tokenizer=None, repack: boo
             warnings.warn(note, stacklevel=3)
         if should_repack(repack):
             repack_matrices(net, src.used, release=lambda name, rows=None: None if name in src.joined  # a copy
-                            else src._release(*_parts(src, name), rows))
+                            else src._release(*_parts(src, name), rows), force=repack is True)
         check_tokenizer(path, tok, net.arch.vocab_size)
         metadata = {"config": cfg.to_dict(), "format": "gguf", "source": path,
                     "quantization": {"weights": sorted({t.type for t in f.tensors.values()})}}
