@@ -146,32 +146,24 @@ static ALWAYS_INLINE void FN(kq8_row_)(int32_t type, const uint8_t *row, const p
     for (int j = 0; j < nt; j++) out[j] = sum[j];
 }
 
-/* block j's sub-scale as vpmaddwd takes it after vpmaddubsw over block j's 32 values in order: Q4_K / Q5_K the
- * scale in every 16-bit lane (scl: the 8 scales as 16-bit lanes in both 128-bit halves); Q6_K its first half's
- * scale in the low 128 bits, its second half's in the high (scl: the 16 scales; j < 4 from the low 8, else the high) */
-static ALWAYS_INLINE __m256i FN(kq8_scale_)(const int q6, __m256i scl, const int j) {
-    if (q6) {
-        const char a = (char)(4 * (j % 4)), b = (char)(4 * (j % 4) + 2);
-        return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
-                                                         a, a + 1, a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
-                                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1));
-    }
-    const char a = (char)(2 * j);
-    return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
-                                                     a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
-                                                     a, a + 1, a, a + 1, a, a + 1));
+/* Q6_K block j's sub-scales as vpmaddwd takes them after vpmaddubsw over block j's 32 values in order: its first
+ * half's scale in the low 128 bits, its second half's in the high (scl: the 16 scales; j < 4 from the low 8, else the
+ * high) */
+static ALWAYS_INLINE __m256i FN(q6_scale_)(__m256i scl, const int j) {
+    const char a = (char)(4 * (j % 4)), b = (char)(4 * (j % 4) + 2);
+    return _mm256_shuffle_epi8(scl, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                     a, a + 1, a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
+                                                     b, b + 1, b, b + 1, b, b + 1, b, b + 1));
 }
 
-/* One row's super-block sb against one token (xq its 256 quants, hx their sums of 16), for a decode step: each pair
- * of blocks unpacked from its bytes (Q6_K: its 64 + 32) just before its products, so few registers are live and the
- * loads overlap the arithmetic. *acc the integer sum's lanes (Q6_K: less 32 x the offset's sum), *mv the mins' (the
- * activations' sums of 16 times them), *dbits the fp16 factors as read (Q4_K / Q5_K: d | dmin << 16; Q6_K: d) */
-static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, int64_t sb, const int8_t *xq,
-                                      const int16_t *hx, __m256i *acc_out, __m256i *mv_out, uint32_t *dbits) {
-    const int q6 = type == GG_Q6_K, q5 = type == GG_Q5_K;
+/* Q6_K: one row's super-block sb against one token (xq its 256 quants, hx their sums of 16), for a decode step: each
+ * half's 64 + 32 bytes unpacked just before its products, so few registers are live and the loads overlap the
+ * arithmetic. Returns the integer sum's lanes less 32 x the offset's sum; *dbits the fp16 d as read */
+static ALWAYS_INLINE __m256i FN(q6_sb_)(const uint8_t *row, int64_t sb, const int8_t *xq, const int16_t *hx,
+                                        uint32_t *dbits) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256(), m16;
-    if (q6) {
+    {
         const uint8_t *x = row + sb * 210;
         const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
         m16 = all;
@@ -193,49 +185,12 @@ static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, in
             const __m256i vv[4] = {v0, v1, v2, v3};
             for (int p = 0; p < 4; p++) {
                 const __m256i pr = _mm256_maddubs_epi16(vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(kq8_scale_)(1, scl, 4 * h + p)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(q6_scale_)(scl, 4 * h + p)));
             }
         }
-    } else {
-        const uint8_t *x = row + sb * (q5 ? 176 : 144);
-        /* gg_scale_min_k4's bits from one load of the super-block's first 16 bytes (lanes: d | dmin << 16, then the
-         * scale words u0, u1, u2): lanes [u0 & k1, (u2 & k2) | ((u0 >> 6) & k3) << 4, u1 & k1,
-         * ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4], the scales in bytes 0-7 and the mins in 8-15, in vector
-         * registers from the start (the scalar way, words moved into a vector, made the scales the loop's longest
-         * dependency chain) */
-        const __m128i head = _mm_loadu_si128((const __m128i *)x);
-        *dbits = (uint32_t)_mm_cvtsi128_si32(head);
-        const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
-        const __m128i sc = _mm_or_si128(
-            _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                          _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-            _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
-        const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
-        m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc, sc));
-        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
-        const __m256i one = _mm256_set1_epi8(1);
-        /* block j's scale in every 16-bit lane by vpshufd of the scales' pairs (no shuffle masks held in registers
-         * or read from memory: the loop is short of both) */
-        const __m256i su[2] = {_mm256_unpacklo_epi16(scl, scl), _mm256_unpackhi_epi16(scl, scl)};
-#define KQ_SCALE(j) ((j) % 4 == 0 ? _mm256_shuffle_epi32(su[(j) / 4], 0x00) : (j) % 4 == 1 ? _mm256_shuffle_epi32(su[(j) / 4], 0x55) \
-                     : (j) % 4 == 2 ? _mm256_shuffle_epi32(su[(j) / 4], 0xAA) : _mm256_shuffle_epi32(su[(j) / 4], 0xFF))
-        for (int p = 0; p < 4; p++) {
-            const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
-            __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-            if (q5) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
-            }
-            const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
-            const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, KQ_SCALE(2 * p)),
-                                                         _mm256_madd_epi16(phi, KQ_SCALE(2 * p + 1))));
-        }
-#undef KQ_SCALE
     }
     const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)hx));
-    *acc_out = q6 ? _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5)) : acc;
-    *mv_out = mv;
+    return _mm256_sub_epi32(acc, _mm256_slli_epi32(mv, 5));
 }
 
 /* how far ahead a K-quant decode asks for each row's bytes. A decode streams its matrices from memory and the row
@@ -249,54 +204,53 @@ static ALWAYS_INLINE void FN(kq8_sb_)(const int32_t type, const uint8_t *row, in
 #define KQ_PREFETCH_LINES(sbytes) ((int)(((sbytes) + 63) / 64))
 #endif
 
-/* two rows against one token (a decode step), kq8_sb_ for each: their four integer sums by one add tree, their four
- * float products (d dx) isum, (dmin dx) msum at once (the reference's roundings, lane by lane), then added to each
- * row's sum in the reference's order. A last odd row: kq8_row_ */
-static ALWAYS_INLINE void FN(kq8_rows2_)(const int32_t type, const uint8_t *row0, const uint8_t *row1,
-                                         const pt_act *a, float *o0, float *o1) {
-    const int64_t K = a->K, nb = K / QK;
-    const int q6 = type == GG_Q6_K;
-    __m128 sv = _mm_setzero_ps();     /* lane 0 row 0's sum, lane 2 row 1's (in registers across the loop) */
-    for (int64_t sb = 0; sb < nb / 8; sb++) {
-        __m256i a0, m0, a1, m1;
+/* Q6_K, two rows against one token (a decode step), q6_sb_ for each: their two integer sums by one add tree, the two
+ * float products (d dx) isum at once (the reference's roundings, lane by lane), each added to its row's sum (lanes 0
+ * and 1, in a register) in the reference's order. A last odd row: kq8_row_ */
+static ALWAYS_INLINE void FN(q6_rows2_)(const uint8_t *row0, const uint8_t *row1, const pt_act *a, float *o0,
+                                        float *o1) {
+    const int64_t nsb = a->K / 256;
+    __m128 sv = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
         uint32_t d0, d1;
-        /* two streams from memory (a decode reads each row once) */
-        const int64_t sbytes = q6 ? 210 : type == GG_Q5_K ? 176 : 144;
-        for (int c = 0; c < KQ_PREFETCH_LINES(sbytes); c++) {
-            _mm_prefetch((const char *)(row0 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
-            _mm_prefetch((const char *)(row1 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+        for (int c = 0; c < KQ_PREFETCH_LINES(210); c++) {      /* two streams from memory */
+            _mm_prefetch((const char *)(row0 + sb * 210 + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+            _mm_prefetch((const char *)(row1 + sb * 210 + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
         }
-        FN(kq8_sb_)(type, row0, sb, a->q + sb * 256, a->h + sb * 16, &a0, &m0, &d0);
-        FN(kq8_sb_)(type, row1, sb, a->q + sb * 256, a->h + sb * 16, &a1, &m1, &d1);
-        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, m0), _mm256_hadd_epi32(a1, m1));
-        const __m128i is = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        /* [d0, dmin0, d1, dmin1] (Q6_K: [d0, 0, d1, 0]) times dx, then times [isum0, msum0, isum1, msum1] */
-        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi32(0, 0, (int)d1, (int)d0)), _mm_set1_ps(a->d[sb * 8]));
+        const __m256i a0 = FN(q6_sb_)(row0, sb, a->q + sb * 256, a->h + sb * 16, &d0);
+        const __m256i a1 = FN(q6_sb_)(row1, sb, a->q + sb * 256, a->h + sb * 16, &d1);
+        const __m256i h = _mm256_hadd_epi32(a0, a1);        /* [a0 01, a0 23, a1 01, a1 23 | the same of 4-7] */
+        const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128i is = _mm_hadd_epi32(h4, h4);          /* [isum0, isum1, ...] */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi32(0, 0, 0, (int)(d0 | d1 << 16))), _mm_set1_ps(a->d[sb * 8]));
         NO_FUSE(dd);
         __m128 p = _mm_mul_ps(dd, _mm_cvtepi32_ps(is));
         NO_FUSE(p);
-        /* lane 0: (s0 + p0) - p1, lane 2: (s1 + p2) - p3, the reference's two steps (Q6_K: the first alone) */
         sv = _mm_add_ps(sv, p);
-        if (!q6) sv = _mm_sub_ps(sv, _mm_movehdup_ps(p));
     }
     *o0 = _mm_cvtss_f32(sv);
-    *o1 = _mm_cvtss_f32(_mm_movehl_ps(sv, sv));
+    *o1 = _mm_cvtss_f32(_mm_shuffle_ps(sv, sv, 1));
+}
+
+/* Q4_K / Q5_K: a super-block's scales (bytes 0-7) and mins (8-15), gg_scale_min_k4's bits, from its first 16 bytes
+ * head (lanes: d | dmin << 16, then the scale words u0, u1, u2): lanes [u0 & k1, (u2 & k2) | ((u0 >> 6) & k3) << 4,
+ * u1 & k1, ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4], where ((u >> 6) & k3) << 4 is (u >> 2) & 0x30303030. In vector
+ * registers from the load on: the scalar way, four words moved into a vector one by one, made the scales the decode
+ * loop's longest dependency chain. */
+static ALWAYS_INLINE __m128i FN(k45_scales_)(__m128i head) {
+    const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
+    return _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                        _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
 }
 
 /* Q4_K / Q5_K: one row's super-block at x against one token's 256 quants xq: the integer sum's lanes with the
  * sub-scales applied (the mins apart), *sc the scales (bytes 0-7) and mins (8-15), *head the first 16 bytes (lane 0:
- * d | dmin << 16). gg_scale_min_k4's bits come from that one load, in vector registers from the start (the scalar
- * way, four words moved into a vector one by one, made the scales the loop's longest dependency chain); block j's
- * scale reaches every 16-bit lane by one vpshufd of the scales' pairs (no shuffle masks to hold or read). */
+ * d | dmin << 16). Block j's scale reaches every 16-bit lane by one vpshufd of the scales' pairs (no shuffle masks
+ * to hold or read). */
 static ALWAYS_INLINE __m256i FN(k45_sb_)(const int q5, const uint8_t *x, const int8_t *xq, __m128i *sc_out,
                                          __m128i *head_out) {
-    const __m128i head = _mm_loadu_si128((const __m128i *)x);
-    /* lanes [u0 & k1, (u2 & k2) | ((u0 >> 6) & k3) << 4, u1 & k1, ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4] of the
-     * scale words u0, u1, u2 (head's lanes 1-3); ((u >> 6) & k3) << 4 is (u >> 2) & 0x30303030 */
-    const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
-    const __m128i sc = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                                  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                                    _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m128i head = _mm_loadu_si128((const __m128i *)x), sc = FN(k45_scales_)(head);
     const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
     const __m256i su[2] = {_mm256_unpacklo_epi16(scl, scl), _mm256_unpackhi_epi16(scl, scl)};
 #define K45_SCALE(j) ((j) % 4 == 0 ? _mm256_shuffle_epi32(su[(j) / 4], 0x00) \
@@ -332,11 +286,7 @@ static ALWAYS_INLINE __m256i FN(k45_sb_)(const int q5, const uint8_t *x, const i
  * the high. */
 static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const int8_t *xr, __m128i *sc_out,
                                         __m128i *head_out) {
-    const __m128i head = _mm_loadu_si128((const __m128i *)x);
-    const __m128i a = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)), b = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));
-    const __m128i sc = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                                  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                                    _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m128i head = _mm_loadu_si128((const __m128i *)x), sc = FN(k45_scales_)(head);
     /* 16-bit lanes [s0 s0 s2 s2 s4 s4 s6 s6 | s1 s1 s3 s3 s5 s5 s7 s7]: pair p's scales by vpshufd p * 0x55 */
     const __m256i even_odd = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, -1, -1, -1, -1, 1, 3,
                                                                                      5, 7, -1, -1, -1, -1)));
@@ -435,7 +385,7 @@ static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, 
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
         if (T == 1 && r + 1 < r1) {
             float o0, o1;
-            if (type == GG_Q6_K) FN(kq8_rows2_)(type, row, row + rb, a, &o0, &o1);
+            if (type == GG_Q6_K) FN(q6_rows2_)(row, row + rb, a, &o0, &o1);
             else if (type == GG_Q5_K) FN(k45_rows2_)(1, row, row + rb, a, xr, &o0, &o1);
             else FN(k45_rows2_)(0, row, row + rb, a, xr, &o0, &o1);
             store_y(y + r, o0, accumulate);
