@@ -602,7 +602,8 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
          * then the sub-scales as vpmaddwd takes them after vpmaddubsw (16-bit pairs, row i's at 2i and 2i + 1):
          * +256 each block's scales (Q6_K: its first halves'), +288 Q4_K / Q5_K the mins as 32-bit lanes, Q6_K the
          * second halves' scales, +320 Q6_K the two halves' scales side by side (against the activations' two sums
-         * of 16); +352 the 8 rows' d in the super-block's first block, dmin in its second */
+         * of 16), Q4_K / Q5_K in an even block the mins of it and the next side by side (against the two blocks'
+         * sums); +352 the 8 rows' d in the super-block's first block, dmin in its second */
         for (int64_t sb = 0; sb < nb / 8; sb++) {
             __m256i v[8][8];
             int8_t sc[8][16];
@@ -618,7 +619,7 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                 for (int i = 0; i < 8; i++) vv[i] = v[i][j];
                 FN(transpose8_)(vv);
                 for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(blk + 32 * k), vv[k]);
-                int16_t s0[16], s1[16], s01[16];
+                int16_t s0[16], s1[16], s01[16], m2[16];
                 int32_t m[8];
                 for (int i = 0; i < 8; i++) {
                     if (type == GG_Q6_K) {
@@ -627,6 +628,8 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                     } else {
                         s0[2 * i] = s0[2 * i + 1] = (uint8_t)sc[i][j];
                         m[i] = (uint8_t)sc[i][8 + j];
+                        m2[2 * i] = (uint8_t)sc[i][8 + (j & ~1)];
+                        m2[2 * i + 1] = (uint8_t)sc[i][8 + (j | 1)];
                     }
                 }
                 memcpy(blk + 256, s0, 32);
@@ -635,6 +638,7 @@ static void FN(gguf_unpack8_)(int32_t type, const uint8_t *w, int64_t rb, int64_
                     memcpy(blk + 320, s01, 32);
                 } else {
                     memcpy(blk + 288, m, 32);
+                    if (!(j & 1)) memcpy(blk + 320, m2, 32);
                 }
                 if (j < 2) memcpy(blk + 352, j == 0 ? fd : fm, 32);
             }
@@ -771,7 +775,7 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
     for (int j = 0; j < n; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         __m256i is[GT], ms[GT];
-        for (int j = 0; j < n; j++) is[j] = ms[j] = _mm256_setzero_si256();
+        for (int j = 0; j < n; j++) is[j] = _mm256_setzero_si256();
         for (int jb = 0; jb < 8; jb++) {
             const int64_t b = sb * 8 + jb;
             const uint8_t *blk = buf + b * GT_BLOCK4;
@@ -788,19 +792,29 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
                     is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, k0 < 4 ? S0 : S1));
                 }
             }
+        }
+        /* the min terms (Q6_K: the offset's) once the values are done, so their sums are not live beside the
+         * values' 8 weight vectors and 8 sums (they spilled); Q4_K / Q5_K two blocks per vpmaddwd (mins side by side
+         * against the two blocks' sums), Q6_K a block's two halves per vpmaddwd. Integer sums: the same values. */
+        const uint8_t *sbk = buf + sb * 8 * GT_BLOCK4;
+        for (int j = 0; j < n; j++) {
+            __m256i m = _mm256_setzero_si256();
             if (q6) {
-                const __m256i S01 = _mm256_loadu_si256((const __m256i *)(blk + 320));
-                for (int j = 0; j < n; j++) {
-                    const int16_t *hx = a->h + (t0 + j) * nh + 2 * b;
-                    const uint32_t x2 = (uint32_t)(uint16_t)hx[0] | (uint32_t)(uint16_t)hx[1] << 16;
-                    ms[j] = _mm256_add_epi32(ms[j], _mm256_madd_epi16(S01, _mm256_set1_epi32((int32_t)x2)));
+                const int16_t *hx = a->h + (t0 + j) * nh + 16 * sb;
+                for (int jb = 0; jb < 8; jb++) {
+                    const uint32_t x2 = (uint32_t)(uint16_t)hx[2 * jb] | (uint32_t)(uint16_t)hx[2 * jb + 1] << 16;
+                    m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(sbk + jb * GT_BLOCK4 + 320)),
+                                                              _mm256_set1_epi32((int32_t)x2)));
                 }
             } else {
-                const __m256i M = _mm256_loadu_si256((const __m256i *)(blk + 288));
-                for (int j = 0; j < n; j++)
-                    ms[j] = _mm256_add_epi32(ms[j], _mm256_madd_epi16(
-                        M, _mm256_set1_epi32((int32_t)(uint16_t)a->s[(t0 + j) * nb + b])));
+                const int32_t *xs = a->s + (t0 + j) * nb + sb * 8;
+                for (int c = 0; c < 4; c++) {
+                    const uint32_t x2 = (uint32_t)(uint16_t)xs[2 * c] | (uint32_t)(uint16_t)xs[2 * c + 1] << 16;
+                    m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(sbk + 2 * c * GT_BLOCK4 + 320)),
+                                                              _mm256_set1_epi32((int32_t)x2)));
+                }
             }
+            ms[j] = m;
         }
         const uint8_t *b0 = buf + sb * 8 * GT_BLOCK4;
         const __m256 D = _mm256_loadu_ps((const float *)(b0 + 352));
