@@ -303,10 +303,14 @@ static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const in
                                           _mm_loadu_si128((const __m128i *)(qs + 32 * p))), shift), m4);
         __m256i w1 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(
                                           _mm_loadu_si128((const __m128i *)(qs + 16 + 32 * p))), shift), m4);
-        if (q5) {      /* bit 2p (low lane) or 2p + 1 (high lane) of each byte moved to bit 4 */
-            const __m256i c = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1);
-            w0 = _mm256_or_si256(w0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srlv_epi32(qh0, c), 4), bit4));
-            w1 = _mm256_or_si256(w1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srlv_epi32(qh1, c), 4), bit4));
+        if (q5) {
+            /* bit c = 2p (low lane) or 2p + 1 (high lane) of each byte moved to bit 4 by one shift of the 32-bit
+             * words, left by 4 - c or right by c - 4 (the bit landing on bit 4 of a byte is always the same byte's
+             * bit c), then masked */
+            const int l = p < 2 ? 4 - 2 * p : 2 * p - 4, h = p < 2 ? 3 - 2 * p : 2 * p - 3;
+            const __m256i c = _mm256_setr_epi32(l, l, l, l, h, h, h, h);
+            w0 = _mm256_or_si256(w0, _mm256_and_si256(p < 2 ? _mm256_sllv_epi32(qh0, c) : _mm256_srlv_epi32(qh0, c), bit4));
+            w1 = _mm256_or_si256(w1, _mm256_and_si256(p < 2 ? _mm256_sllv_epi32(qh1, c) : _mm256_srlv_epi32(qh1, c), bit4));
         }
         const __m256i pr = _mm256_add_epi16(
             _mm256_maddubs_epi16(w0, _mm256_loadu_si256((const __m256i *)(xr + 64 * p))),
