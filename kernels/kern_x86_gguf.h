@@ -783,17 +783,32 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
         for (int jb = 0; jb < 8; jb++) {
             const int64_t b = sb * 8 + jb;
             const uint8_t *blk = buf + b * GT_BLOCK4;
-            const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
-            const __m256i S1 = q6 ? _mm256_loadu_si256((const __m256i *)(blk + 288)) : S0;
-            __m256i wv[8];
-            for (int k = 0; k < 8; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
-            for (int j = 0; j < n; j++) {
-                const int8_t *xq = a->q + (t0 + j) * K + b * QK;
-                for (int k0 = 0; k0 < 8; k0 += run) {
-                    __m256i p = _mm256_maddubs_epi16(wv[k0], FN(bcast4_)(xq + 4 * k0));
-                    for (int k = k0 + 1; k < k0 + run; k++)
-                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
-                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, k0 < 4 ? S0 : S1));
+            if (run == 8) {             /* Q4_K: one 16-bit sum of the block's 8 vectors per token */
+                const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
+                __m256i wv[8];
+                for (int k = 0; k < 8; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
+                for (int j = 0; j < n; j++) {
+                    const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+                    __m256i p = _mm256_maddubs_epi16(wv[0], FN(bcast4_)(xq));
+                    for (int k = 1; k < 8; k++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
+                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S0));
+                }
+            } else {
+                /* Q5_K / Q6_K: their runs end at the block's halves, so a half at a time: 4 weight vectors and the
+                 * tile's 8 sums live, not 8 and 8 (which spilled) */
+                for (int h = 0; h < 2; h++) {
+                    const __m256i S = _mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256)));
+                    __m256i wv[4];
+                    for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
+                    for (int j = 0; j < n; j++) {
+                        const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
+                        for (int k0 = 0; k0 < 4; k0 += run) {
+                            __m256i p = _mm256_maddubs_epi16(wv[k0], FN(bcast4_)(xq + 4 * k0));
+                            for (int k = k0 + 1; k < k0 + run; k++)
+                                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
+                            is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S));
+                        }
+                    }
                 }
             }
         }
