@@ -7,7 +7,9 @@
  * One row at a time, each super-block's values unpacked once for up to 4 tokens: a 32-value block is 32 bytes in
  * natural order, so vpmaddubsw + vpmaddwd leave lanes 0-3 the sum of values 0..15 and lanes 4-7 of 16..31 (Q6_K's
  * two halves), and an 8-lane add tree the whole block (Q4_K, Q5_K: unsigned values, the min term from the
- * activations' block sum; Q6_K: q - 32 with the sign trick). */
+ * activations' block sum; Q6_K: q - 32 with the sign trick). A decode step (one token) takes rows in pairs instead:
+ * q6_rows2_, and for Q4_K / Q5_K k45_rows2_ over k4_sb_ (the token's quants laid out by pairs of blocks, so a
+ * quarter fewer multiplies) or, past K4_RELAY_MAX values, k45_sb_. */
 static inline int32_t FN(hsum_i8_)(__m256i v) {
     __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
