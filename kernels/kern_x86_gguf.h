@@ -9,7 +9,7 @@
  * two halves), and an 8-lane add tree the whole block (Q4_K, Q5_K: unsigned values, the min term from the
  * activations' block sum; Q6_K: q - 32 with the sign trick). A decode step (one token) takes rows in pairs instead:
  * q6_rows2_, and for Q4_K / Q5_K k45_rows2_ over k4_sb_ (the token's quants laid out by pairs of blocks, so a
- * quarter fewer multiplies) or, past K4_RELAY_MAX values, k45_sb_. */
+ * quarter fewer multiplies). */
 static inline int32_t FN(hsum_i8_)(__m256i v) {
     __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
@@ -246,42 +246,10 @@ static ALWAYS_INLINE __m128i FN(k45_scales_)(__m128i head) {
                         _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
 }
 
-/* Q4_K / Q5_K: one row's super-block at x against one token's 256 quants xq: the integer sum's lanes with the
+/* Q4_K / Q5_K: one row's super-block at x against one token's quants laid out by pairs of blocks (xr: for blocks 2p
+ * and 2p + 1, values 0-15 of each, then values 16-31 of each; k4_relay_): the integer sum's lanes with the
  * sub-scales applied (the mins apart), *sc the scales (bytes 0-7) and mins (8-15), *head the first 16 bytes (lane 0:
- * d | dmin << 16). Block j's scale reaches every 16-bit lane by one vpshufd of the scales' pairs (no shuffle masks
- * to hold or read). */
-static ALWAYS_INLINE __m256i FN(k45_sb_)(const int q5, const uint8_t *x, const int8_t *xq, __m128i *sc_out,
-                                         __m128i *head_out) {
-    const __m128i head = _mm_loadu_si128((const __m128i *)x), sc = FN(k45_scales_)(head);
-    const __m256i scl = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sc), 0x44);
-    const __m256i su[2] = {_mm256_unpacklo_epi16(scl, scl), _mm256_unpackhi_epi16(scl, scl)};
-#define K45_SCALE(j) ((j) % 4 == 0 ? _mm256_shuffle_epi32(su[(j) / 4], 0x00) \
-                      : (j) % 4 == 1 ? _mm256_shuffle_epi32(su[(j) / 4], 0x55) \
-                      : (j) % 4 == 2 ? _mm256_shuffle_epi32(su[(j) / 4], 0xAA) : _mm256_shuffle_epi32(su[(j) / 4], 0xFF))
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++) {
-        const __m256i l = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * p));
-        __m256i lo = _mm256_and_si256(l, m4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
-        }
-        const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * p)));
-        const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32)));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(plo, K45_SCALE(2 * p)),
-                                                     _mm256_madd_epi16(phi, K45_SCALE(2 * p + 1))));
-    }
-#undef K45_SCALE
-    *sc_out = sc;
-    *head_out = head;
-    return acc;
-}
-
-/* Q4_K, one row's super-block at x against one token's quants laid out by pairs of blocks (xr: for blocks 2p and
- * 2p + 1, values 0-15 of each, then values 16-31 of each; k4_relay_): the same integer sums as k45_sb_ with a
- * quarter fewer multiplies. A pair's 32 bytes of nibbles hold block 2p in the low nibbles and 2p + 1 in the high;
+ * d | dmin << 16). A quarter fewer multiplies than blocks in stored order would take: a pair's 32 bytes of nibbles hold block 2p in the low nibbles and 2p + 1 in the high;
  * each 16-byte half is loaded into both 128-bit lanes and shifted by 0 in the low lane, 4 in the high, so one
  * vpmaddubsw multiplies 16 values of each block; two such (values 0-15 and 16-31) add in 16 bits (4 products of
  * at most 15 x 127: no overflow) and one vpmaddwd applies both blocks' scales, s(2p) in the low lane, s(2p + 1) in
@@ -335,14 +303,13 @@ static inline void FN(k4_relay_)(const int8_t *xq, int64_t K, int8_t *xr) {
     }
 }
 
-/* Q4_K / Q5_K, two rows against one token (a decode step): k45_sb_ for each, both rows' min terms by one vpmaddwd
+/* Q4_K / Q5_K, two rows against one token (a decode step): k4_sb_ for each, both rows' min terms by one vpmaddwd
  * (their mins side by side against the activations' block sums, hx's sums of 16 added in pairs), the four integer
  * sums [isum0, isum1, msum0, msum1] out of two horizontal adds, the four float products (d dx) isum, (dmin dx) msum
  * at once, and each row's sum (lanes 0 and 1, in registers) takes them in the reference's order: the same bits as
  * gg_kq8_super. (Two rows' reductions shared: a quarter of the step's time went to them, row by row.) */
 static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, const uint8_t *row1, const pt_act *a,
                                          const int8_t *xr, float *o0, float *o1) {
-    const int relaid = xr != NULL;
     const int64_t nsb = a->K / 256, sbytes = q5 ? 176 : 144;
     const __m128 dx = _mm_set1_ps(a->d[0]);
     __m128 sv = _mm_setzero_ps();
@@ -351,12 +318,9 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
             _mm_prefetch((const char *)(row0 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
             _mm_prefetch((const char *)(row1 + sb * sbytes + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
         }
-        const int8_t *xq = a->q + sb * 256;
         __m128i sc0, sc1, h0, h1;
-        const __m256i a0 = relaid ? FN(k4_sb_)(q5, row0 + sb * sbytes, xr + sb * 256, &sc0, &h0)
-                                  : FN(k45_sb_)(q5, row0 + sb * sbytes, xq, &sc0, &h0);
-        const __m256i a1 = relaid ? FN(k4_sb_)(q5, row1 + sb * sbytes, xr + sb * 256, &sc1, &h1)
-                                  : FN(k45_sb_)(q5, row1 + sb * sbytes, xq, &sc1, &h1);
+        const __m256i a0 = FN(k4_sb_)(q5, row0 + sb * sbytes, xr + sb * 256, &sc0, &h0);
+        const __m256i a1 = FN(k4_sb_)(q5, row1 + sb * sbytes, xr + sb * 256, &sc1, &h1);
         /* the block sums S0..S7 as [S0-3, S0-3 | S4-7, S4-7] against the mins [row 0's m0-3, row 1's m0-3 | row 0's
          * m4-7, row 1's m4-7]: lanes 0-1 and 4-5 row 0's min terms, 2-3 and 6-7 row 1's */
         const __m128i hx = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a->h + sb * 16)),
@@ -376,20 +340,23 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
     *o1 = _mm_cvtss_f32(_mm_shuffle_ps(sv, sv, 1));
 }
 
-/* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy */
-#define K4_RELAY_MAX 32768      /* the longest row (values) whose Q4_K / Q5_K decode takes k4_sb_ (its quants on the stack) */
+#define K4_RELAY_MAX 32768      /* values of a row whose Q4_K / Q5_K decode lays its quants out on the stack */
+
+/* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy; a decode
+ * step's rows in pairs (q6_rows2_, k45_rows2_: the Q4_K / Q5_K token's quants laid out first, on the stack or, for a
+ * row longer than K4_RELAY_MAX values, on the heap; without that memory the rows go one at a time) */
 static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                           const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
     _Alignas(32) int8_t relay[K4_RELAY_MAX];
-    const int8_t *xr = NULL;
-    if (type != GG_Q6_K && T == 1 && r1 - r0 >= 2 && a->K <= K4_RELAY_MAX) {
-        FN(k4_relay_)(a->q, a->K, relay);
-        xr = relay;
+    int8_t *xr = NULL, *heap = NULL;
+    if (type != GG_Q6_K && T == 1 && r1 - r0 >= 2) {
+        xr = a->K <= K4_RELAY_MAX ? relay : (heap = (int8_t *)malloc((size_t)a->K));
+        if (xr) FN(k4_relay_)(a->q, a->K, xr);
     }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
-        if (T == 1 && r + 1 < r1) {
+        if (T == 1 && r + 1 < r1 && (type == GG_Q6_K || xr)) {
             float o0, o1;
             if (type == GG_Q6_K) FN(q6_rows2_)(row, row + rb, a, &o0, &o1);
             else if (type == GG_Q5_K) FN(k45_rows2_)(1, row, row + rb, a, xr, &o0, &o1);
@@ -403,6 +370,7 @@ static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, 
         ROW_TOKENS4(KQ8_ROW)
 #undef KQ8_ROW
     }
+    free(heap);
 }
 
 static void FN(kq8_rows_)(int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1, const pt_act *a,

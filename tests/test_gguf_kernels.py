@@ -126,10 +126,10 @@ def test_a_row_that_is_not_whole_blocks_is_refused():
 @pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("gguf_type", ["Q4_K", "Q5_K"])
 @pytest.mark.parametrize("supers", [128, 129])
-def test_a_kquant_decode_past_the_relaid_activations_limit_gives_the_references_bits(isa, gguf_type, supers):
+def test_a_kquant_decode_past_the_stack_buffers_limit_gives_the_references_bits(isa, gguf_type, supers):
     """kern_x86_gguf.h's Q4_K / Q5_K decode lays a token's quants out by pairs of blocks on the stack for rows of up
-    to K4_RELAY_MAX (32,768) values; a longer row (129 super-blocks: 33,024) takes the kernel on the stored order.
-    Both give the reference's bits, on an odd row count (the last row alone) and two threads."""
+    to K4_RELAY_MAX (32,768) values, and on the heap for a longer row (129 super-blocks: 33,024). Both give the
+    reference's bits, on an odd row count (the last row alone) and two threads."""
     W = _matrix(gguf_type, 5, supers)
     x = np.random.default_rng(supers).standard_normal((1, W.shape[1]), dtype=np.float32)
     K.configure(isa="scalar", threads=1)
