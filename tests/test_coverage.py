@@ -31,9 +31,10 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
     # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
     wrappers = {"mistral3"}
-    # issue 36, the qwenvl group: the Qwen-VL wrappers (image-text-to-text only) and their text models (no head in
+    # issue 36, the qwenvl group: the Qwen-VL and GLM-4V wrappers (image-text-to-text only) and their text models (no head in
     # transformers: each runs inside its wrapper)
-    wrappers |= {t + s for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe") for s in ("", "_text")}
+    wrappers |= {t + s for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe")
+                 for s in ("", "_text")} | {"glm46v", "glmga"}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

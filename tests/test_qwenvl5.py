@@ -1,6 +1,7 @@
-"""The qwenvl group of issue 36 (tests/fixtures/hf5_qwenvl: the language models of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and
-Qwen3-VL-MoE, made by their transformers 5.25 wrapper classes): what tests/test_hf_parity.py (f32 at every position of
-the three prompts, greedy, q8_0 / q4_0 bounds), test_moe.py and test_verify_families.py do not already hold.
+"""The qwenvl group of issue 36 (tests/fixtures/hf5_qwenvl: the language models of Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
+Qwen3-VL-MoE, GLM-4.1V, GLM-4.5V, GLM-4.6V and GLM-GA, made by their transformers 5.25 wrapper classes): what
+tests/test_hf_parity.py (f32 at every position of the three prompts, greedy, q8_0 / q4_0 bounds), test_moe.py and
+test_verify_families.py do not already hold.
 
 - Each checkpoint says once that its vision tower is not run, and nothing else.
 - The released files' layouts: Qwen2-VL's and Qwen2.5-VL's flat config of transformers 4 (rope type "mrope") with
@@ -8,6 +9,8 @@ the three prompts, greedy, q8_0 / q4_0 bounds), test_moe.py and test_verify_fami
 - The text families under their own model_types (a flat text-only checkpoint) give the wrapper's logits, and a
   converted `.petit` is a file of the text model with the same logits.
 - The head tied as each wrapper's transformers class ties it; M-RoPE's keys read; refusals and reports by name.
+- GLM-4.6V / GLM-GA run the text model transformers' AutoModel builds from text_config (glm4v_text or
+  glm4v_moe_text), their experts 3-D as save_pretrained writes them; GLM-4.5V's one tensor per expert.
 """
 import json
 import shutil
@@ -24,7 +27,7 @@ from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_qwenvl"
-CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"]
+CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga"]
 F32_TOL = 1e-4
 P = "model.language_model."
 
@@ -110,7 +113,7 @@ def test_the_text_family_runs_the_wrappers_logits(tmp_path, case):
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         text = dict(d["text_config"], tie_word_embeddings=get_family(case).Config.from_dict(d).tie_word_embeddings)
     m = _load(_write(case, tmp_path / "m", text, _text_only))
-    assert m.config.model_type == case + "_text"
+    assert m.config.model_type == d["text_config"]["model_type"]
     assert _err(m, case) <= F32_TOL and _err(m, case, "reference_chat") <= F32_TOL
 
 
@@ -121,7 +124,8 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         convert(DIR / case, out, "f32").close()
     m = load_strict(out)                    # the file has no tower: nothing to say
-    assert m.config.model_type == case and m.config.mrope_section == [2, 3, 3]
+    section = _config(case)["text_config"]["rope_parameters"]["mrope_section"]
+    assert m.config.model_type == case and m.config.mrope_section == section
     assert not any("visual" in n for n in m.tensors)
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
@@ -209,3 +213,62 @@ def test_mrope_sections_change_nothing_for_text(tmp_path):
     d["text_config"]["rope_parameters"] = dict(d["text_config"]["rope_parameters"], mrope_section=[1, 1, 6])
     m = _load(_write("qwen3_vl", tmp_path / "m", d))
     assert m.config.mrope_section == [1, 1, 6] and _err(m, "qwen3_vl") <= F32_TOL
+
+
+# --- GLM-4.1V, GLM-4.5V, GLM-4.6V, GLM-GA ---
+
+def test_glm46v_runs_the_text_model_its_text_config_names():
+    """GLM-4.6V's fixture holds a glm4v_moe_text model (its experts 3-D: no conversion splits them), GLM-GA's a
+    glm4v_text one (text_config's default type); a converted file keeps the type as text_model_type."""
+    moe, dense = _load(DIR / "glm46v"), _load(DIR / "glmga")
+    assert type(moe.config).__name__ == "Glm46VMoeConfig" and moe.config.text_model_type == "glm4v_moe_text"
+    assert type(dense.config).__name__ == "GlmgaConfig" and dense.config.text_model_type == "glm4v_text"
+    assert any(n.endswith("mlp.experts.gate_up_proj") for n in _read_safetensors(DIR / "glm46v" /
+                                                                                    "model.safetensors"))
+    assert sum(L.moe is not None for L in moe.net.layers) == 2 and all(L.moe is None for L in dense.net.layers)
+    d = _config("glmga")
+    del d["text_config"]["model_type"]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        assert get_family("glmga").Config.from_dict(d).text_model_type == "glm4v_text"
+
+
+def test_glm_heads_are_tied_as_each_wrapper_ties_them():
+    """GLM-4.1V / GLM-4.5V: the wrapper's tie_word_embeddings or text_config's (forwarded); GLM-4.6V / GLM-GA: the
+    wrapper's alone."""
+    assert _from("glm4v").tie_word_embeddings is False
+    assert _from("glm4v", tie_word_embeddings=True).tie_word_embeddings is True
+    assert _from("glm4v_moe", tie_word_embeddings=True).tie_word_embeddings is True
+    assert _from("glm46v", tie_word_embeddings=True).tie_word_embeddings is False
+    assert _from("glmga").tie_word_embeddings is True and "lm_head.weight" not in _load(DIR / "glmga").tensors
+
+
+GLM_ROPE = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}
+
+
+@pytest.mark.parametrize("case, text, message", [
+    ("glm4v", dict(rope_parameters=dict(GLM_ROPE, mrope_section=[2, 3, 3])),
+     r"mrope_section \[2, 3, 3\] sums to 8, not rotary_dim / 2 = 4"),
+    ("glm4v_moe", dict(rope_parameters=GLM_ROPE), r"mrope_section \[8, 12, 12\] sums to 32, not rotary_dim / 2 = 4"),
+    ("glm4v", dict(head_dim=32), r"head_dim 32 is not hidden_size // num_attention_heads \(16\)"),
+    ("glm46v", dict(model_type="qwen3_vl_text"), r"glm46v's text_config has model_type 'qwen3_vl_text'; the glm46v "
+                                                 r"family runs a text model of 'glm4v_text' / 'glm4v_moe_text'"),
+])
+def test_glm_refusals_by_name(case, text, message):
+    with pytest.raises(ValueError, match=message):
+        _from(case, **text)
+
+
+@pytest.mark.parametrize("case, text, reported", [
+    ("glm4v", dict(attention_bias=False), r"attention_bias \(glm4v's q / k / v always have biases: not read\)"),
+    ("glm4v_moe", dict(use_qk_norm=True), r"use_qk_norm \(glm4v_moe's attention has no q / k norms: not read\)"),
+])
+def test_glm_keys_transformers_does_not_read_are_reported(case, text, reported):
+    with pytest.warns(UserWarning, match="ignoring unknown key.s. " + reported):
+        cfg = _from(case, **text)
+    assert cfg.attention_bias is True and not getattr(cfg, "use_qk_norm", False)
+
+
+def test_glm4v_moe_reads_num_local_experts():
+    cfg = _from("glm4v_moe", num_local_experts=8)       # transformers' attribute_map: n_routed_experts
+    assert cfg.n_routed_experts == 8

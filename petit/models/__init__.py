@@ -235,6 +235,12 @@ MODEL_TYPES = Registry({
     "qwen3_vl": "qwen3_vl",
     "qwen3_vl_moe_text": "qwen3_vl_moe_text",
     "qwen3_vl_moe": "qwen3_vl_moe",
+    "glm4v_text": "glm4v_text",
+    "glm4v": "glm4v",
+    "glm4v_moe_text": "glm4v_moe_text",
+    "glm4v_moe": "glm4v_moe",
+    "glm46v": "glm46v",
+    "glmga": "glmga",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

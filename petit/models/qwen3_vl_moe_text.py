@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from petit.models import qwen3_moe, qwen3_vl_text, qwen_vl
 from petit.models.config import aliased
-from petit.models.moe import split_experts
 from petit.models.moe_config import sparse_layers
 
 NOT_READ = qwen3_vl_text.NO_WINDOW | {"norm_topk_prob": True}
@@ -49,18 +48,9 @@ class Qwen3VLMoeTextConfig(qwen3_moe.Qwen3MoeConfig):
 
 
 def hf_tensors(cfg: Qwen3VLMoeTextConfig, ckpt) -> dict:
-    E, D, F = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
-    out, held = {}, {}
-    for i, sparse in enumerate(sparse_layers(cfg)):
-        p = f"model.layers.{i}."
-        fused = p + "mlp.experts.gate_up_proj"
-        if not sparse or fused not in ckpt:
-            continue                            # per-expert tensors (a converted file) are read by name
-        shape = tuple(ckpt.info(fused)[1])
-        if shape not in ((E, 2 * F, D), (E, D, 2 * F)):
-            raise ValueError(f"{fused} has shape {shape}, neither [{E}, {2 * F}, {D}] nor its transpose")
-        out |= split_experts(ckpt, p, E, F, D, transposed=shape != (E, 2 * F, D), held=held)
-    return out
+    layers = [i for i, sparse in enumerate(sparse_layers(cfg)) if sparse]
+    return qwen_vl.fused_experts(ckpt, layers, cfg.num_experts, cfg.moe_intermediate_size, cfg.hidden_size,
+                                 transposable=True)
 
 
 build = qwen3_moe.build

@@ -15,6 +15,7 @@ residuals (added to the first layers' image positions only when the tower ran).
 transformers' Qwen2VLTextConfig reads a rope type "mrope" (transformers 4's files) as "default".
 """
 from petit.models import wrapper
+from petit.models.moe import split_experts
 
 TOWER = ("visual.", "model.visual.")
 # the wrapper's keys the tower and the processor read (vision_token_id: Qwen2-VL's released files)
@@ -45,20 +46,23 @@ def read_mrope(d, interleaved: bool):
     return d
 
 
-def check_mrope(cfg, default: list, split: bool) -> None:
+def check_mrope(cfg, default: list, split: bool, rotary: str = "head_dim") -> None:
     """mrope_section (transformers' `default` when not given) a list of non-negative integers; with `split`
-    (Qwen2-VL's consecutive blocks, torch.split) summing to head_dim / 2, which transformers needs to run."""
+    (Qwen2-VL's and GLM-4V's consecutive blocks, torch.split) summing to half the rotary width (the field `rotary`:
+    head_dim, or GLM's rotary_dim), which transformers needs to run."""
     if cfg.mrope_section is None:
         cfg.mrope_section = list(default)
     s = cfg.mrope_section
     if not isinstance(s, list) or not s or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in s):
         raise ValueError(f"config: mrope_section must be a list of non-negative integers, got {s!r}")
-    if split and sum(s) != cfg.head_dim // 2:
-        raise ValueError(f"config: mrope_section {s} sums to {sum(s)}, not head_dim / 2 = {cfg.head_dim // 2}: "
-                         f"transformers splits a head's rotary frequencies by it and cannot run this config")
+    half = getattr(cfg, rotary) // 2
+    if split and sum(s) != half:
+        raise ValueError(f"config: mrope_section {s} sums to {sum(s)}, not {rotary} / 2 = {half}: transformers "
+                         f"splits a head's rotary frequencies by it and cannot run this config")
 
 
-def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bool = False) -> dict:
+def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bool = False,
+                own_keys=OWN_KEYS) -> dict:
     """A wrapper's config.json as its text model's, flat (wrapper.flatten: the tower reported once, unknown top-level
     keys reported). transformers 4's Qwen2-VL / Qwen2.5-VL files are flat already, the text model's keys (`flat_keys`)
     beside vision_config: those keys are the text config, as transformers 5.25's __post_init__ reads them. The head
@@ -67,7 +71,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     if not isinstance(d, dict):
         return d
     if not isinstance(d.get("text_config"), dict):
-        if not (d.get("vision_config") or set(d) & set(OWN_KEYS)):
+        if not (d.get("vision_config") or set(d) & set(own_keys)):
             return d                            # a converted file's flat config
         text = {k: d[k] for k in flat_keys if k in d}
         d = {k: v for k, v in d.items() if k not in flat_keys} | {"text_config": text}
@@ -78,7 +82,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     tie = bool(d.get("tie_word_embeddings", False))
     if either_tie:
         tie = tie or bool(d["text_config"].get("tie_word_embeddings", False))
-    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, OWN_KEYS, tie=False)
+    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, own_keys, tie=False)
 
 
 def not_read(d, runs: dict, why: str):
@@ -93,6 +97,25 @@ def not_read(d, runs: dict, why: str):
                                               and all(t == "full_attention" for t in v))
     return {(f"{k} ({why}: not read)" if k in runs else k): v for k, v in d.items()
             if not (k in runs and runs_anyway(k, v))}
+
+
+def fused_experts(ckpt, layers, E: int, F: int, D: int, transposable: bool) -> dict:
+    """hf_tensors entries of each expert of the `layers` whose experts are stored 3-D as transformers 5 holds them
+    (`mlp.experts.gate_up_proj` [E, 2F, D], `down_proj` [E, D, F]) or, when `transposable` (Qwen3-VL-MoE: the
+    releases' layout, which its conversion transposes when the shape is not its own), [E, D, 2F] and [E, F, D].
+    Per-expert tensors (a converted file, a release of GLM-4.5V) are read by name."""
+    out, held = {}, {}
+    for i in layers:
+        p = f"model.layers.{i}."
+        fused = p + "mlp.experts.gate_up_proj"
+        if fused not in ckpt:
+            continue
+        shape = tuple(ckpt.info(fused)[1])
+        if shape != (E, 2 * F, D) and not (transposable and shape == (E, D, 2 * F)):
+            raise ValueError(f"{fused} has shape {shape}, not [{E}, {2 * F}, {D}]"
+                             + (" or its transpose" if transposable else ""))
+        out |= split_experts(ckpt, p, E, F, D, transposed=shape != (E, 2 * F, D), held=held)
+    return out
 
 
 def hf_tensors(cfg, ckpt, text_tensors=None) -> dict:
