@@ -22,12 +22,12 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import get_family
+from petit.models import cosmos3_omni, get_family
 from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_qwenvl"
-CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga"]
+CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni"]
 F32_TOL = 1e-4
 P = "model.language_model."
 
@@ -102,7 +102,9 @@ def test_qwen2_vl_reads_the_released_flat_config(tmp_path, case):
 def _text_only(k, a):
     if k.startswith(P):
         return {"model." + k[len(P):]: a}
-    return {} if k.startswith(("visual.", "model.visual.")) else {k: a}
+    if k.startswith(("layers.", "embed_tokens.", "norm.")):       # Cosmos 3 Omni's release names
+        return {cosmos3_omni.module_name(k): a}
+    return {} if k.startswith(("visual.", "model.visual.") + cosmos3_omni.TOWER) else {k: a}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -272,3 +274,32 @@ def test_glm_keys_transformers_does_not_read_are_reported(case, text, reported):
 def test_glm4v_moe_reads_num_local_experts():
     cfg = _from("glm4v_moe", num_local_experts=8)       # transformers' attribute_map: n_routed_experts
     assert cfg.n_routed_experts == 8
+
+
+# --- Cosmos 3 Omni ---
+
+def _cosmos_v5(k, a):
+    """transformers 5's module names of Cosmos 3 Omni's release names (its conversion mapping's renaming)."""
+    name = cosmos3_omni.module_name(k)
+    if name.startswith("model."):
+        return {P + name[len("model."):]: a}
+    return {"model.visual." + k: a} if k.startswith(cosmos3_omni.TOWER) else {k: a}
+
+
+def _cosmos_older(k, a):
+    """The older releases' names: the text model at the top with Qwen3-VL's attention names (no Diffusers' ones)."""
+    name = cosmos3_omni.module_name(k)
+    return {name[len("model."):] if name.startswith("model.") else name: a}
+
+
+@pytest.mark.parametrize("rename", [_cosmos_v5, _cosmos_older], ids=["transformers5", "older_release"])
+def test_cosmos3_omni_reads_each_spelling_of_its_names(tmp_path, rename):
+    assert "layers.0.self_attn.to_q.weight" in _read_safetensors(DIR / "cosmos3_omni" / "model.safetensors")
+    m = _load(_write("cosmos3_omni", tmp_path / "m", _config("cosmos3_omni"), rename))
+    assert _err(m, "cosmos3_omni") <= F32_TOL
+
+
+def test_cosmos3_omni_runs_a_qwen3_vl_text_model_only():
+    with pytest.raises(ValueError, match="cosmos3_omni's text_config has model_type 'qwen3_vl_moe_text'; the "
+                                         "cosmos3_omni family runs a qwen3_vl_text text model"):
+        _from("cosmos3_omni", model_type="qwen3_vl_moe_text")

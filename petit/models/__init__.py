@@ -241,6 +241,7 @@ MODEL_TYPES = Registry({
     "glm4v_moe": "glm4v_moe",
     "glm46v": "glm46v",
     "glmga": "glmga",
+    "cosmos3_omni": "cosmos3_omni",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

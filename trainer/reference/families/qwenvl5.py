@@ -6,7 +6,7 @@ keys a file leaves out: qwen2_vl / qwen2_5_vl (qwen2 under Qwen2VLTextConfig's d
 Qwen3VLTextConfig's, no sliding window) and qwen3_vl_moe (qwen3_moe under Qwen3VLMoeTextConfig's, the chosen experts'
 weights always renormalised: its router has no norm_topk_prob); glm4v (glm4 under Glm4vTextConfig's defaults, q / k / v
 biases always), glm4v_moe (glm4_moe under Glm4vMoeTextConfig's, no q / k norms), and glm46v / glmga, whose text model
-is either (the file's `text_model_type`, glm4v_text by default)."""
+is either (the file's `text_model_type`, glm4v_text by default); cosmos3_omni (Qwen3-VL's text model)."""
 from trainer.reference.families.common import under
 from trainer.reference.families.llama import qwen2, qwen3
 from trainer.reference.families.llama_variants import glm4
@@ -49,6 +49,7 @@ FAMILIES = {"qwen2_vl_text": under("qwen2_vl_text", qwen2, QWEN2_VL), "qwen2_vl"
             "qwen2_5_vl_text": under("qwen2_5_vl_text", qwen2, QWEN2_VL),
             "qwen2_5_vl": under("qwen2_5_vl", qwen2, QWEN2_VL),
             "qwen3_vl_text": under("qwen3_vl_text", qwen3, QWEN3_VL), "qwen3_vl": under("qwen3_vl", qwen3, QWEN3_VL),
+            "cosmos3_omni": under("cosmos3_omni", qwen3, QWEN3_VL),
             "qwen3_vl_moe_text": _moe("qwen3_vl_moe_text", True), "qwen3_vl_moe": _moe("qwen3_vl_moe", False),
             **{k: _glm(k) for k in ("glm4v_text", "glm4v", "glm46v", "glmga")},
             **{k: _glm(k, "glm4v_moe_text") for k in ("glm4v_moe_text", "glm4v_moe")}}
