@@ -27,7 +27,9 @@ from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_qwenvl"
-CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni"]
+CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni",
+         "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"]
+THINKERS = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
 F32_TOL = 1e-4
 P = "model.language_model."
 
@@ -64,9 +66,13 @@ def _write(case: str, dst: Path, config: dict, rename=lambda k, a: {k: a}) -> Pa
 def test_each_says_once_that_its_vision_tower_is_not_run(case):
     with pytest.warns(UserWarning) as caught:
         petit.load(DIR / case, weights="f32")
-    assert [str(w.message) for w in caught] == [
-        f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone, "
-        f"so images cannot be given"]
+    if case in THINKERS:
+        said = (f"config: {case}: the vision and audio tower (vision_config, audio_config) is not run; Petit runs the "
+                f"text model (text_config) alone, so images, video or audio cannot be given")
+    else:
+        said = (f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) "
+                f"alone, so images cannot be given")
+    assert [str(w.message) for w in caught] == [said]
 
 
 def _v5_names(k, a):
@@ -104,7 +110,7 @@ def _text_only(k, a):
         return {"model." + k[len(P):]: a}
     if k.startswith(("layers.", "embed_tokens.", "norm.")):       # Cosmos 3 Omni's release names
         return {cosmos3_omni.module_name(k): a}
-    return {} if k.startswith(("visual.", "model.visual.") + cosmos3_omni.TOWER) else {k: a}
+    return {} if k.startswith(("visual.", "model.visual.", "audio_tower.") + cosmos3_omni.TOWER) else {k: a}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -128,7 +134,7 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
     m = load_strict(out)                    # the file has no tower: nothing to say
     section = _config(case)["text_config"]["rope_parameters"]["mrope_section"]
     assert m.config.model_type == case and m.config.mrope_section == section
-    assert not any("visual" in n for n in m.tensors)
+    assert not any("visual" in n or "audio" in n for n in m.tensors)
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
 
@@ -303,3 +309,28 @@ def test_cosmos3_omni_runs_a_qwen3_vl_text_model_only():
     with pytest.raises(ValueError, match="cosmos3_omni's text_config has model_type 'qwen3_vl_moe_text'; the "
                                          "cosmos3_omni family runs a qwen3_vl_text text model"):
         _from("cosmos3_omni", model_type="qwen3_vl_moe_text")
+
+
+# --- the Omni thinkers ---
+
+@pytest.mark.parametrize("case", THINKERS)
+def test_a_thinker_reads_the_full_releases_names(tmp_path, case):
+    """Qwen2.5-Omni's and Qwen3-Omni's released checkpoints hold the thinker under thinker.* (beside the talker, which
+    is another model_type); transformers' conversion drops the prefix, and so does Petit."""
+    m = _load(_write(case, tmp_path / "m", _config(case), lambda k, a: {"thinker." + k: a}))
+    assert _err(m, case) <= F32_TOL
+
+
+def test_thinkers_tie_their_head_by_their_own_key():
+    assert _config("qwen2_5_omni_thinker")["text_config"]["tie_word_embeddings"] is True
+    assert _from("qwen2_5_omni_thinker").tie_word_embeddings is False
+    assert _from("qwen3_omni_moe_thinker", tie_word_embeddings=True).tie_word_embeddings is False
+
+
+def test_qwen3_omni_reads_norm_topk_prob_and_no_window():
+    assert _from("qwen3_omni_moe_thinker", norm_topk_prob=False).norm_topk_prob is False    # read (Qwen3-VL-MoE's not)
+    with pytest.warns(UserWarning, match=r"ignoring unknown key\(s\) sliding_window \(qwen3_omni_moe_thinker's "
+                                         r"attention has no sliding window: not read\)"):
+        assert _from("qwen3_omni_moe_thinker", sliding_window=8).types() == ["full_attention"] * 3
+    d = _config("qwen3_omni_moe_thinker")["text_config"]["rope_parameters"]
+    assert _from("qwen3_omni_moe_thinker", rope_parameters=dict(d, interleaved=True)).mrope_section == [2, 3, 3]

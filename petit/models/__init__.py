@@ -242,6 +242,10 @@ MODEL_TYPES = Registry({
     "glm46v": "glm46v",
     "glmga": "glmga",
     "cosmos3_omni": "cosmos3_omni",
+    "qwen2_5_omni_text": "qwen2_5_omni_text",
+    "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
+    "qwen3_omni_moe_text": "qwen3_omni_moe_text",
+    "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

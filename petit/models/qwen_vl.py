@@ -38,6 +38,7 @@ def read_mrope(d, interleaved: bool):
             d["mrope_section"] = rp.pop("mrope_section")
         if interleaved:
             rp.pop("mrope_interleaved", None)
+            rp.pop("interleaved", None)         # Qwen3-Omni's config reads this spelling too
         for t in ("rope_type", "type"):
             if rp.get(t) == "mrope":
                 rp[t] = "default"
@@ -62,7 +63,7 @@ def check_mrope(cfg, default: list, split: bool, rotary: str = "head_dim") -> No
 
 
 def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bool = False,
-                own_keys=OWN_KEYS) -> dict:
+                own_keys=OWN_KEYS, towers=("vision_config",), what: str = "images") -> dict:
     """A wrapper's config.json as its text model's, flat (wrapper.flatten: the tower reported once, unknown top-level
     keys reported). transformers 4's Qwen2-VL / Qwen2.5-VL files are flat already, the text model's keys (`flat_keys`)
     beside vision_config: those keys are the text config, as transformers 5.25's __post_init__ reads them. The head
@@ -71,7 +72,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     if not isinstance(d, dict):
         return d
     if not isinstance(d.get("text_config"), dict):
-        if not (d.get("vision_config") or set(d) & set(own_keys)):
+        if not (any(d.get(t) for t in towers) or set(d) & set(own_keys)):
             return d                            # a converted file's flat config
         text = {k: d[k] for k in flat_keys if k in d}
         d = {k: v for k, v in d.items() if k not in flat_keys} | {"text_config": text}
@@ -82,7 +83,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     tie = bool(d.get("tie_word_embeddings", False))
     if either_tie:
         tie = tie or bool(d["text_config"].get("tie_word_embeddings", False))
-    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, own_keys, tie=False)
+    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, own_keys, towers, tie=False, what=what)
 
 
 def not_read(d, runs: dict, why: str):
@@ -118,7 +119,8 @@ def fused_experts(ckpt, layers, E: int, F: int, D: int, transposable: bool) -> d
     return out
 
 
-def hf_tensors(cfg, ckpt, text_tensors=None) -> dict:
+def hf_tensors(cfg, ckpt, text_tensors=None, tower=TOWER, **where) -> dict:
     """The text model's tensors (model.language_model.* as transformers 5 and the Qwen3-VL releases write them, or
-    model.* beside visual.* as the Qwen2-VL / Qwen2.5-VL releases), the vision tower's accounted for."""
-    return wrapper.hf_tensors(cfg, ckpt, TOWER, text_tensors=text_tensors)
+    model.* beside visual.* as the Qwen2-VL / Qwen2.5-VL releases), the tower's accounted for; `where`: the
+    wrapper's own prefixes / heads (wrapper.hf_tensors)."""
+    return wrapper.hf_tensors(cfg, ckpt, tower, text_tensors=text_tensors, **where)
