@@ -9,6 +9,7 @@ test_verify_families.py do not already hold.
 - The text families under their own model_types (a flat text-only checkpoint) give the wrapper's logits, and a
   converted `.petit` is a file of the text model with the same logits.
 - The head tied as each wrapper's transformers class ties it; M-RoPE's keys read; refusals and reports by name.
+- The one-call forward plan equals the per-op path bit for bit (f32 and q8_0 weights, f32 and int8 caches).
 - GLM-4.6V / GLM-GA run the text model transformers' AutoModel builds from text_config (glm4v_text or
   glm4v_moe_text), their experts 3-D as save_pretrained writes them; GLM-4.5V's one tensor per expert.
 """
@@ -22,9 +23,10 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import cosmos3_omni, get_family
+from petit.models import cosmos3_omni, get_family, qwen_vl
 from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
+from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_qwenvl"
 CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni",
@@ -73,6 +75,12 @@ def test_each_says_once_that_its_vision_tower_is_not_run(case):
         said = (f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) "
                 f"alone, so images cannot be given")
     assert [str(w.message) for w in caught] == [said]
+
+
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "int8")])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights, kv):
+    _assert_same(_load(DIR / case, weights), kv)
 
 
 def _v5_names(k, a):
@@ -140,23 +148,53 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
 
 
 def test_qwen3_vl_moe_reads_the_released_transposed_experts(tmp_path):
-    """The releases store gate_up_proj [E, hidden, 2 x inter] and down_proj [E, inter, hidden]; transformers
-    transposes a tensor whose shape is not its module's, and so does Petit."""
+    """The releases store down_proj [E, inter, hidden] (and gate_up_proj [E, hidden, 2 x inter]); transformers
+    transposes each tensor whose shape is not its module's, and so does Petit (the fixture's gate_up_proj is square:
+    as transformers, Petit reads it as it is)."""
     def transposed(k, a):
-        return {k: np.ascontiguousarray(a.transpose(0, 2, 1)) if ".mlp.experts." in k else a}
+        return {k: np.ascontiguousarray(a.transpose(0, 2, 1)) if k.endswith("experts.down_proj") else a}
     m = _load(_write("qwen3_vl_moe", tmp_path / "m", _config("qwen3_vl_moe"), transposed))
     assert _err(m, "qwen3_vl_moe") <= F32_TOL
+
+
+class _Fused:
+    """A checkpoint of one layer's 3-D experts (E 2, F 3, D 4)."""
+
+    def __init__(self, gate_up, down):
+        self.t = {"model.layers.0.mlp.experts.gate_up_proj": gate_up, "model.layers.0.mlp.experts.down_proj": down}
+
+    def __contains__(self, n):
+        return n in self.t
+
+    def info(self, n):
+        return "f32", self.t[n].shape
+
+    def f32(self, n):
+        return self.t[n]
+
+
+@pytest.mark.parametrize("flip", [(False, False), (True, True), (True, False), (False, True)])
+def test_fused_experts_are_split_in_either_layout(flip):
+    rng = np.random.default_rng(0)
+    gu, dn = rng.standard_normal((2, 6, 4)).astype(np.float32), rng.standard_normal((2, 4, 3)).astype(np.float32)
+    ckpt = _Fused(gu.transpose(0, 2, 1).copy() if flip[0] else gu, dn.transpose(0, 2, 1).copy() if flip[1] else dn)
+    got = {k: e[1]() for k, e in qwen_vl.fused_experts(ckpt, [0], 2, 3, 4, transposable=True).items()}
+    p = "model.layers.0.mlp.experts.1."
+    np.testing.assert_array_equal(got[p + "gate_proj.weight"], gu[1, :3])
+    np.testing.assert_array_equal(got[p + "up_proj.weight"], gu[1, 3:])
+    np.testing.assert_array_equal(got[p + "down_proj.weight"], dn[1])
+    if any(flip):
+        with pytest.raises(ValueError, match="has shape .*, not \\[2, "):
+            qwen_vl.fused_experts(ckpt, [0], 2, 3, 4, transposable=False)
 
 
 def test_qwen3_vl_moe_reads_num_local_experts_and_always_renormalises():
     cfg = _load(DIR / "qwen3_vl_moe").config
     assert "num_local_experts" in _config("qwen3_vl_moe")["text_config"]       # transformers 5's name
     assert (cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob) == (8, 2, True)
-    d = _config("qwen3_vl_moe")
-    d["text_config"] = dict(d["text_config"], norm_topk_prob=False, sliding_window=16)
     with pytest.warns(UserWarning, match=r"ignoring unknown key\(s\) norm_topk_prob \(qwen3_vl_moe has no sliding "
                                          r"window and always renormalises: not read\), sliding_window"):
-        cfg = get_family("qwen3_vl_moe").Config.from_dict(d)
+        cfg = _from("qwen3_vl_moe", norm_topk_prob=False, sliding_window=16)
     assert cfg.norm_topk_prob is True and cfg.types() == ["full_attention"] * 3
 
 

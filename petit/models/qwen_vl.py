@@ -1,5 +1,5 @@
-"""What the Qwen-VL families share (issue 36, the qwenvl group): M-RoPE as a text-only prompt runs it, and the
-wrapper's config and checkpoint around the text model.
+"""What the qwenvl group's families share (issue 36: the Qwen-VL, GLM-4V, Cosmos 3 Omni and Omni thinkers' language
+models): M-RoPE as a text-only prompt runs it, and the wrapper's config and checkpoint around the text model.
 
 M-RoPE (Qwen2-VL's multimodal RoPE) splits a head's rotary frequencies into `mrope_section` parts taking their
 position from the temporal, height and width axes of an image grid: Qwen2-VL and Qwen2.5-VL in consecutive blocks
@@ -103,19 +103,26 @@ def not_read(d, runs: dict, why: str):
 def fused_experts(ckpt, layers, E: int, F: int, D: int, transposable: bool) -> dict:
     """hf_tensors entries of each expert of the `layers` whose experts are stored 3-D as transformers 5 holds them
     (`mlp.experts.gate_up_proj` [E, 2F, D], `down_proj` [E, D, F]) or, when `transposable` (Qwen3-VL-MoE: the
-    releases' layout, which its conversion transposes when the shape is not its own), [E, D, 2F] and [E, F, D].
-    Per-expert tensors (a converted file, a release of GLM-4.5V) are read by name."""
+    releases' layout [E, D, 2F] and [E, F, D]), transposed: as its conversion decides, each tensor is transposed when
+    its shape is not the module's (a square one never is). Per-expert tensors (a converted file, a release of
+    GLM-4.5V) are read by name."""
     out, held = {}, {}
     for i in layers:
         p = f"model.layers.{i}."
-        fused = p + "mlp.experts.gate_up_proj"
+        fused, down = p + "mlp.experts.gate_up_proj", p + "mlp.experts.down_proj"
         if fused not in ckpt:
             continue
-        shape = tuple(ckpt.info(fused)[1])
-        if shape != (E, 2 * F, D) and not (transposable and shape == (E, D, 2 * F)):
-            raise ValueError(f"{fused} has shape {shape}, not [{E}, {2 * F}, {D}]"
-                             + (" or its transpose" if transposable else ""))
-        out |= split_experts(ckpt, p, E, F, D, transposed=shape != (E, 2 * F, D), held=held)
+        flips = []
+        for name, shape in ((fused, (E, 2 * F, D)), (down, (E, D, F))):
+            got = tuple(ckpt.info(name)[1])
+            t = (shape[0], shape[2], shape[1])
+            if got != shape and not (transposable and got == t):
+                raise ValueError(f"{name} has shape {got}, not {list(shape)}" + (" or its transpose" if transposable
+                                                                                  else ""))
+            flips.append(got != shape)
+        gate_up = split_experts(ckpt, p, E, F, D, transposed=flips[0], held=held)
+        downs = split_experts(ckpt, p, E, F, D, transposed=flips[1], held=held)
+        out |= {k: (downs if k.endswith("down_proj.weight") else gate_up)[k] for k in gate_up}
     return out
 
 
