@@ -35,7 +35,8 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     # transformers: each runs inside its wrapper)
     wrappers |= {t + s for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe")
                  for s in ("", "_text")} | {"glm46v", "glmga", "cosmos3_omni", "qwen2_5_omni_thinker",
-                                            "qwen2_5_omni_text", "qwen3_omni_moe_thinker", "qwen3_omni_moe_text"}
+                                            "qwen2_5_omni_text", "qwen3_omni_moe_thinker", "qwen3_omni_moe_text",
+                                            "qwen2_5_omni", "qwen3_omni_moe"}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

@@ -372,3 +372,33 @@ def test_qwen3_omni_reads_norm_topk_prob_and_no_window():
         assert _from("qwen3_omni_moe_thinker", sliding_window=8).types() == ["full_attention"] * 3
     d = _config("qwen3_omni_moe_thinker")["text_config"]["rope_parameters"]
     assert _from("qwen3_omni_moe_thinker", rope_parameters=dict(d, interleaved=True)).mrope_section == [2, 3, 3]
+
+
+@pytest.mark.parametrize("full, thinker, speech", [("qwen2_5_omni", "qwen2_5_omni_thinker", "token2wav"),
+                                                   ("qwen3_omni_moe", "qwen3_omni_moe_thinker", "code2wav")])
+def test_a_full_omni_release_runs_its_thinkers_text_model(tmp_path, full, thinker, speech):
+    """Qwen2.5-Omni's and Qwen3-Omni's releases: the thinker under thinker_config and thinker.*, the talker and the
+    vocoder beside it (not run, said once; their tensors accounted for). The thinker's logits (transformers 5.25:
+    Qwen2_5OmniForConditionalGeneration / Qwen3OmniMoeForConditionalGeneration built from such a folder, its
+    `thinker` gives the thinker fixture's logits within 4.8e-6)."""
+    th = _config(thinker)
+    cfg = {"model_type": full, "thinker_config": th, "talker_config": {"hidden_size": 8},
+           f"{speech}_config": {"dim": 8}, "enable_audio_output": True}
+
+    def rename(k, a):
+        return {"thinker." + k: a} | ({"talker.model.embed_tokens.weight": a[:2]} if k == "lm_head.weight" else {})
+    d = _write(thinker, tmp_path / "m", cfg, rename)
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(d, weights="f32")
+    assert [str(w.message) for w in caught] == [
+        f"config: {full}: the speech output (talker_config, {speech}_config) is not run; Petit runs the thinker's "
+        f"text model alone, so replies cannot be spoken",
+        f"config: {full}: the vision and audio tower (vision_config, audio_config) is not run; Petit runs the text "
+        f"model (text_config) alone, so images, video or audio cannot be given"]
+    ref = np.load(DIR / thinker / "reference.npz")
+    assert rel_err(m.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    out = tmp_path / "m.petit"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(d, out, "f32").close()
+    assert load_strict(out).config.model_type == full

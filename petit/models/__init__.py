@@ -246,6 +246,8 @@ MODEL_TYPES = Registry({
     "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
     "qwen3_omni_moe_text": "qwen3_omni_moe_text",
     "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
+    "qwen2_5_omni": "qwen2_5_omni",
+    "qwen3_omni_moe": "qwen3_omni_moe",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

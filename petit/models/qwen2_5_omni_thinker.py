@@ -33,8 +33,8 @@ class Qwen25OmniThinkerConfig(qwen2_5_omni_text.Qwen25OmniTextConfig):
         return super().from_dict(text_config(d, cls.model_type, "qwen2_5_omni_text"))
 
 
-def hf_tensors(cfg: Qwen25OmniThinkerConfig, ckpt, text_tensors=None) -> dict:
-    return qwen_vl.hf_tensors(cfg, ckpt, text_tensors, TOWER, prefixes=PREFIXES, heads=HEADS)
+def hf_tensors(cfg: Qwen25OmniThinkerConfig, ckpt, text_tensors=None, tower=TOWER) -> dict:
+    return qwen_vl.hf_tensors(cfg, ckpt, text_tensors, tower, prefixes=PREFIXES, heads=HEADS)
 
 
 build = qwen2.build

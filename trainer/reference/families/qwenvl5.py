@@ -8,7 +8,8 @@ weights always renormalised: its router has no norm_topk_prob); glm4v (glm4 unde
 biases always), glm4v_moe (glm4_moe under Glm4vMoeTextConfig's, no q / k norms), and glm46v / glmga, whose text model
 is either (the file's `text_model_type`, glm4v_text by default); cosmos3_omni (Qwen3-VL's text model); the Omni
 thinkers: qwen2_5_omni_thinker (qwen2 under Qwen2_5OmniTextConfig's defaults) and qwen3_omni_moe_thinker (qwen3_moe
-under Qwen3OmniMoeTextConfig's, norm_topk_prob read, default true)."""
+under Qwen3OmniMoeTextConfig's, norm_topk_prob read, default true), and the full qwen2_5_omni / qwen3_omni_moe
+models, whose files are their thinkers' text models."""
 from trainer.reference.families.common import under
 from trainer.reference.families.llama import qwen2, qwen3
 from trainer.reference.families.llama_variants import glm4
@@ -60,6 +61,8 @@ FAMILIES = {"qwen2_vl_text": under("qwen2_vl_text", qwen2, QWEN2_VL), "qwen2_vl"
                                           dict(QWEN2_5_OMNI, tie_word_embeddings=False)),
             "qwen3_omni_moe_text": under("qwen3_omni_moe_text", qwen3_moe, QWEN3_OMNI),
             "qwen3_omni_moe_thinker": under("qwen3_omni_moe_thinker", qwen3_moe, QWEN3_OMNI),
+            "qwen2_5_omni": under("qwen2_5_omni", qwen2, dict(QWEN2_5_OMNI, tie_word_embeddings=False)),
+            "qwen3_omni_moe": under("qwen3_omni_moe", qwen3_moe, QWEN3_OMNI),
             "qwen3_vl_moe_text": _moe("qwen3_vl_moe_text", True), "qwen3_vl_moe": _moe("qwen3_vl_moe", False),
             **{k: _glm(k) for k in ("glm4v_text", "glm4v", "glm46v", "glmga")},
             **{k: _glm(k, "glm4v_moe_text") for k in ("glm4v_moe_text", "glm4v_moe")}}
