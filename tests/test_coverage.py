@@ -17,12 +17,12 @@ coverage = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(coverage)
 
 
-@pytest.mark.parametrize("which", ["hf", "gguf"])
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["hf", "hf-multimodal", "gguf"])
 def test_the_docs_tables_are_what_the_registries_say(which):
-    with open(coverage.DOCS[which], encoding="utf-8") as f:
+    path, made, begin, end = coverage.tables(coverage.registry())[which]
+    with open(path, encoding="utf-8") as f:
         text = f.read()
-    made = coverage.hf_table() if which == "hf" else coverage.gguf_table()
-    assert coverage.replaced(text, made, which) == text, "run `python scripts/coverage.py --write`"
+    assert coverage.replaced(text, made, path, begin, end) == text, "run `python scripts/coverage.py --write`"
 
 
 def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
@@ -30,7 +30,7 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     # families transformers has no native class for: llama.cpp (or the Hub's remote code) is their reference
     remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
     # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
-    wrappers = {"mistral3"}
+    wrappers = set(coverage.registry()["transformers"]["multimodal"])
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from petit.models import MODEL_TYPES, get_family
+from petit.models import MODEL_TYPES, MULTIMODAL_ROWS, get_family
 
 EXPECTED = Path(__file__).parent / "fixtures" / "model_config_defaults.json"
 
@@ -121,11 +121,15 @@ def resolved(model_type: str) -> dict:
             "derived": {k: repr(v) for k, v in sorted(derived.items())}}
 
 
+# the rows of the multimodal table (issue 36) have their text family's config, which the table holds
+FAMILIES = sorted(set(MODEL_TYPES) - set(MULTIMODAL_ROWS))
+
+
 def test_the_table_covers_every_family():
-    assert sorted(json.loads(EXPECTED.read_text(encoding="utf-8"))) == sorted(MODEL_TYPES)
+    assert sorted(json.loads(EXPECTED.read_text(encoding="utf-8"))) == FAMILIES
 
 
-@pytest.mark.parametrize("model_type", sorted(MODEL_TYPES))
+@pytest.mark.parametrize("model_type", FAMILIES)
 def test_defaults_and_fields_unchanged(model_type):
     want = json.loads(EXPECTED.read_text(encoding="utf-8"))[model_type]
     got = resolved(model_type)

@@ -12,7 +12,8 @@ tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 import importlib
 from collections.abc import Mapping
 
-from petit.models.refusals import NOT_DECODERS
+from petit.models.multimodal_rows import ROWS as MULTIMODAL_ROWS
+from petit.models.refusals import MULTIMODAL_NOT_TEXT, NOT_DECODERS
 
 
 class Registry(Mapping):
@@ -22,7 +23,11 @@ class Registry(Mapping):
         self.names = names
 
     def __getitem__(self, model_type):
-        return importlib.import_module(f"petit.models.{self.names[model_type]}")
+        name = self.names[model_type]
+        if name.startswith("multimodal:"):      # a row of the multimodal table (petit/models/multimodal_rows.py)
+            return importlib.import_module("petit.models.multimodal").family(model_type, MULTIMODAL_ROWS[model_type],
+                                                                             self)
+        return importlib.import_module(f"petit.models.{name}")
 
     def __iter__(self):
         return iter(self.names)
@@ -227,6 +232,8 @@ MODEL_TYPES = Registry({
     "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
 })
+# issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
+MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
@@ -251,14 +258,31 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
-    # issue 36, fam36i: the multimodal checkpoints around this group's text models (their wrappers not written yet)
-    "aria": ("aria_text", "the multimodal checkpoint: an Idefics3 vision tower and its projector around the text "
-                          "model, under language_model.*; not read yet"),
-    "cohere_compass": ("cohere_compass_text", "the multimodal checkpoint: Qwen3-VL's vision tower (DeepStack) around "
-                                              "the text model, under model.language_model.*; not read yet"),
-    "minimax_m3_vl": ("minimax_m3_vl_text", "the multimodal checkpoint: a vision tower and patch-merging projector "
-                                            "around the text model, its release's names (block_sparse_moe, w1 / w2 / "
-                                            "w3, index_q_proj ...); not read yet"),
+    # issue 36, the multimodal table: checkpoints around a text family Petit runs that are not rows of it
+    "paligemma": ("gemma", "a prefix language model: PaliGemma's processor marks the prompt (the image tokens and the "
+                           "text prefix) with token_type_ids 0, and those positions attend to each other both ways "
+                           "(text_config use_bidirectional_attention), which a causal decoder does not run"),
+    "blip-2": ("opt", "the language model always reads an image: Blip2ForConditionalGeneration's forward requires "
+                      "pixel_values and puts the Q-Former's query embeddings before the text, so there is no "
+                      "text-only forward to run"),
+    "instructblip": ("opt", "the language model always reads an image: the forward requires pixel_values and "
+                            "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
+    "instructblipvideo": ("opt", "the language model always reads a video: the forward requires pixel_values and "
+                                 "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
+    "fast_vlm": ("qwen2", "LLaVA's layout around a qwen2 text model with a FastViT tower built through timm; not "
+                          "checked yet: the tower needs timm and torchvision, which the fixture machine's torch build "
+                          "does not run, so no reference checkpoint was made"),
+    "perception_lm": ("llama", "LLaVA's layout around a llama text model with a Perception Encoder tower built "
+                               "through timm; not checked yet: no reference checkpoint could be made (timm and "
+                               "torchvision do not run with the fixture machine's torch build)"),
+    "apertus1p5": ("apertus1p5_text", "the multimodal checkpoint: audio and image tokenizers whose codes extend the "
+                                      "text vocabulary; not read yet (its config requires the audio codebook inside "
+                                      "the vocabulary, so no tiny reference checkpoint was made)"),
+    "shieldgemma2": ("gemma3", "ShieldGemma 2, Gemma 3's multimodal class on a safety classifier's config; not read "
+                               "yet: transformers 5.25 does not reload the folder its own save_pretrained writes "
+                               "(model.language_model.model.*), so there is no reference to check a reading against"),
+    "nemo_speechlm": ("nemotron_h", "NVIDIA's speech LM: its Nemotron-H language model under NeMo's names "
+                                    "(llm.model.layers.N.mixer._fp32_params.A_log, embed_tokens, norm), not read yet"),
     # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
     "cpmant": ("llama", "a prefix language model as transformers runs it: 32 learned prompt tokens before the text and "
                         "every position of a call attending to every other (its context mask is all ones), so a "
@@ -312,9 +336,9 @@ def get_family(model_type):
     """
     if model_type in ENCODERS:
         return ENCODERS[model_type]
-    if model_type in NOT_DECODERS:
-        raise ValueError(f"unsupported model_type {model_type!r}: {NOT_DECODERS[model_type]}; Petit runs decoder-only "
-                         f"language models")
+    if model_type in NOT_DECODERS or model_type in MULTIMODAL_NOT_TEXT:
+        what = NOT_DECODERS.get(model_type) or MULTIMODAL_NOT_TEXT[model_type]
+        raise ValueError(f"unsupported model_type {model_type!r}: {what}; Petit runs decoder-only language models")
     if model_type not in MODEL_TYPES:
         near = closest(model_type)
         hint = f"; the closest family Petit runs is {near}" if near else ""

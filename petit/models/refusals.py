@@ -26,6 +26,18 @@ NOT_DECODERS = {
     "trocr": "an OCR decoder: it reads the states of an image encoder",
 }
 
+# issue 36: transformers' multimodal checkpoints that are no language model, whatever their backbone
+MULTIMODAL_NOT_TEXT = {
+    "pi0": "a robot policy (Physical Intelligence's pi0): a vision-language backbone whose action expert predicts "
+           "robot actions by flow matching; it generates no text",
+    "pi05": "a robot policy (pi0.5): a vision-language backbone whose action expert predicts robot actions by flow "
+            "matching; it generates no text",
+    "evolla": "a protein-language model: protein sequences and structures (a SaProt encoder) read by a Llama with "
+              "cross-attention to them, no text-only language model",
+    "kyutai_speech_to_text": "a streaming speech recognizer: its decoder reads audio codes (Mimi) beside text at "
+                             "every step",
+}
+
 # issue 35: llama.cpp's bert and nomic-bert embedding encoders are read (petit/loading/gguf_gemb35.py), not these
 _GGUF_ENCODER = ("an encoder (embeddings), not a decoder-only language model, and not one of the embedding encoders "
                  "Petit reads (bert, nomic-bert)")

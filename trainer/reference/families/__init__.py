@@ -87,6 +87,12 @@ class UnsupportedFamily(ValueError):
 def spec_for(cfg: dict, names):
     """The ModelSpec of a config; raises UnsupportedFamily naming what is not modelled."""
     kind = cfg.get("model_type")
+    if kind not in FAMILIES and cfg.get("text_model_type") in FAMILIES:
+        # a multimodal checkpoint's language model, converted flat (petit/models/multimodal.py): the file says which
+        # text model it is, and holds that model's config and tensors (a plain head's scaling already 1)
+        spec = spec_for(dict(cfg, model_type=cfg["text_model_type"]), names)
+        spec.family = kind
+        return spec
     if kind not in FAMILIES:
         raise UnsupportedFamily(f"the independent reference does not model model_type {kind!r} (it models "
                                 f"{', '.join(sorted(FAMILIES))}), so it cannot verify this model")
