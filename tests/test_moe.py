@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import petit
+from petit.models import MULTIMODAL_ROWS
 from petit.cli import main
 from petit.native import ffi
 
@@ -149,10 +150,6 @@ ANY_DEPARTS["sarvam_moe"] = {"q8_0": (0.55, 0.80)}
 # (0.461, 0.760: a block choice that moves changes which keys every head of its group reads), argmax 0.83
 ROUTED_DEPARTS["minimax_m3_vl_text"] = 0.8
 ANY_DEPARTS["minimax_m3_vl_text"] = {"q8_0": (0.45, 0.80)}
-# the multimodal table: MiniMax-M3's checkpoint (tests/fixtures/hf5_mm) has that fixture's weights, measured the same
-# (q8_0: routing agrees at 29 of 35 positions)
-ROUTED_DEPARTS["minimax_m3_vl"] = ROUTED_DEPARTS["minimax_m3_vl_text"]
-ANY_DEPARTS["minimax_m3_vl"] = ANY_DEPARTS["minimax_m3_vl_text"]
 # issue 36, the fam36g group: A.X-K1's fixture (DeepSeek-V3's choice within the best 2 of 4 groups, x 2.5, then
 # post_mlp_layernorm re-normalising the experts' sum) at q8_0: 30/35 positions route as float32 (135/140 and 118/126
 # on the long and chat prompts), 0.083 where they agree (position 33, which the flips at 27 and 28 reach through
@@ -222,6 +219,14 @@ ANY_DEPARTS["bailing_hybrid"] = {"q8_0": (0.55, 0.70), "q4_0": (0.90, 0.20)}
 # agreeing). The engine equals the float64 reference of the same quantized files (tests/test_verify_families.py)
 ROUTED_DEPARTS["hy_v4"] = 0.75
 ANY_DEPARTS["hy_v4"] = {"q8_0": (0.40, 0.80)}
+# issue 36, the multimodal table: each row's checkpoint (tests/fixtures/hf5_mm) has its text family's fixture's
+# weights and gives its logits (MiniMax-M3, Inkling 2 and its loop measured the same), so it is held to that
+# fixture's bounds
+for _case, _row in MULTIMODAL_ROWS.items():
+    DEPARTS.update({(_case, w): v for (c, w), v in list(DEPARTS.items()) if c == _row.text})
+    ROUTED_DEPARTS.update({_case: ROUTED_DEPARTS[_row.text]} if _row.text in ROUTED_DEPARTS else {})
+    ANY_DEPARTS.update({_case: ANY_DEPARTS[_row.text]} if _row.text in ANY_DEPARTS else {})
+    EVERY_EXPERT |= {_case} if _row.text in EVERY_EXPERT else set()
 
 
 def _ref(case):

@@ -281,6 +281,10 @@ CLOSEST = {
     "shieldgemma2": ("gemma3", "ShieldGemma 2, Gemma 3's multimodal class on a safety classifier's config; not read "
                                "yet: transformers 5.25 does not reload the folder its own save_pretrained writes "
                                "(model.language_model.model.*), so there is no reference to check a reading against"),
+    "inkling_mm_model": ("inkling_text", "Inkling's multimodal checkpoint: save_pretrained writes its language model "
+                                         "in the release's names (model.llm.embed, layers.N.attn.wq_du / wk_dv / "
+                                         "wr_du, ...), which the inkling_text family does not read yet (it reads "
+                                         "transformers' names)"),
     "nemo_speechlm": ("nemotron_h", "NVIDIA's speech LM: its Nemotron-H language model under NeMo's names "
                                     "(llm.model.layers.N.mixer._fp32_params.A_log, embed_tokens, norm), not read yet"),
     # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
