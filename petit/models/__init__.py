@@ -275,12 +275,10 @@ CLOSEST = {
     "perception_lm": ("llama", "LLaVA's layout around a llama text model with a Perception Encoder tower built "
                                "through timm; not checked yet: no reference checkpoint could be made (timm and "
                                "torchvision do not run with the fixture machine's torch build)"),
-    "apertus1p5": ("apertus1p5_text", "the multimodal checkpoint: audio and image tokenizers whose codes extend the "
-                                      "text vocabulary; not read yet (its config requires the audio codebook inside "
-                                      "the vocabulary, so no tiny reference checkpoint was made)"),
-    "shieldgemma2": ("gemma3", "ShieldGemma 2, Gemma 3's multimodal class on a safety classifier's config; not read "
-                               "yet: transformers 5.25 does not reload the folder its own save_pretrained writes "
-                               "(model.language_model.model.*), so there is no reference to check a reading against"),
+    "apertus1p5": ("apertus1p5_text", "the multimodal checkpoint: its image and audio codes are ids of the text "
+                                      "vocabulary (image_token_offset / audio_token_offset), which the wrapper's "
+                                      "forward sends through its image and audio tokenizers wherever they appear in "
+                                      "a prompt; not read yet"),
     "inkling_mm_model": ("inkling_text", "Inkling's multimodal checkpoint: save_pretrained writes its language model "
                                          "in the release's names (model.llm.embed, layers.N.attn.wq_du / wk_dv / "
                                          "wr_du, ...), which the inkling_text family does not read yet (it reads "

@@ -5,6 +5,8 @@ checkpoint of each, made by the row's class, with its logits for a text-only pro
 from petit.models.multimodal import Wrap
 
 ROWS = {
+    "shieldgemma2": Wrap('Gemma3ForConditionalGeneration', 'gemma3_text', ('multi_modal_projector', 'vision_tower'),
+        ('boi_token_index', 'eoi_token_index', 'image_token_index', 'mm_tokens_per_image'), plain_head=True),
     "aria": Wrap('AriaForConditionalGeneration', 'aria_text', ('multi_modal_projector', 'vision_tower'),
         ('image_token_index', 'max_value_projector_patch_to_query_dict', 'projector_patch_to_query_dict',
         'vision_feature_layer')),
