@@ -283,8 +283,6 @@ CLOSEST = {
                                          "in the release's names (model.llm.embed, layers.N.attn.wq_du / wk_dv / "
                                          "wr_du, ...), which the inkling_text family does not read yet (it reads "
                                          "transformers' names)"),
-    "nemo_speechlm": ("nemotron_h", "NVIDIA's speech LM: its Nemotron-H language model under NeMo's names "
-                                    "(llm.model.layers.N.mixer._fp32_params.A_log, embed_tokens, norm), not read yet"),
     # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
     "cpmant": ("llama", "a prefix language model as transformers runs it: 32 learned prompt tokens before the text and "
                         "every position of a call attending to every other (its context mask is all ones), so a "

@@ -15,6 +15,7 @@ model_type and `text_model_type`; a converted file keeps both, its config flat.
 """
 import dataclasses
 import functools
+import re
 import types
 
 from petit.models import wrapper
@@ -30,6 +31,8 @@ class Wrap:
     what: str = "images"                # what the tower would read, named in the one warning
     text_at: str = "language_model"     # the text model: model.<text_at>.* or <text_at>.model.*
     text_prefix: tuple = ()             # or where the release keeps it (tried first)
+    renames: tuple = ()                 # (regex, replacement): the release's names of the text model's tensors
+    #                                     (seen as model.*) to the text family's
     plain_head: bool = False            # the wrapper's logits are lm_head(h) alone: no final soft-cap, logit
     #                                     scale or logits scaling, whatever the text config says
 
@@ -95,7 +98,17 @@ def _text_family(registry, model_type: str, kind: str):
 def _hf_tensors(row: Wrap, cfg, ckpt, text) -> dict:
     tower = tuple(p for name in row.tower for p in (f"model.{name}", name))
     at = row.text_at
-    return wrapper.hf_tensors(cfg, ckpt, tower, getattr(text, "hf_tensors", None),
+    own = getattr(text, "hf_tensors", None)
+
+    def text_tensors(cfg, view):
+        out = {}
+        for n in view.names() if row.renames else ():
+            new = functools.reduce(lambda a, r: re.sub(r[0], r[1], a), row.renames, n)
+            if new != n:
+                out[new] = (view.info(n)[1], lambda n=n: view.f32(n), (n,))
+        return out | (own(cfg, view) if own else {})
+
+    return wrapper.hf_tensors(cfg, ckpt, tower, text_tensors,
                               prefixes=row.text_prefix + (f"model.{at}.model.", f"model.{at}.", f"{at}.model."),
                               heads=(f"{at}.lm_head.weight", f"model.{at}.lm_head.weight", "lm_head.weight"))
 

@@ -90,6 +90,11 @@ ROWS = {
     "minimax_m3_vl": Wrap('MiniMaxM3SparseForConditionalGeneration', 'minimax_m3_vl_text', ('multi_modal_projector',
         'patch_merge_mlp', 'vision_tower'), ('image_token_index', 'merged_hidden_size', 'projector_hidden_size',
         'video_token_index')),
+    "nemo_speechlm": Wrap('Nemotron3_5TranscribeForConditionalGeneration', 'nemotron_h', ('audio_tower',
+        'ctc_timestamp', 'multi_modal_projector', 'perception', 'word_timestamp_encoder', 'word_timestamp_head'),
+        ('audio_token_id',), towers=('audio_config', 'word_timestamp_config'), what="audio", text_at='llm', renames=(
+            (r"^model\.embed_tokens\.", "model.embeddings."), (r"^model\.norm\.", "model.norm_f."),
+            (r"\.mixer\._fp32_params\.", ".mixer."))),
     "nemotron_h_omni": Wrap('NemotronH_Omni_Reasoning_V3', 'nemotron_h', ('mlp1', 'multi_modal_projector',
         'vision_model'), ('audio_token_id', 'downsample_ratio', 'force_image_size', 'image_token_id',
         'projector_hidden_size', 'video_pruning_rate', 'video_temporal_patch_size', 'video_token_id',
