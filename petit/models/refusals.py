@@ -26,7 +26,8 @@ NOT_DECODERS = {
     "trocr": "an OCR decoder: it reads the states of an image encoder",
 }
 
-# issue 36: transformers' multimodal checkpoints that are no language model, whatever their backbone
+# issue 36: transformers' multimodal checkpoints that are no decoder-only language model of text, whatever their
+# backbone
 MULTIMODAL_NOT_TEXT = {
     "pi0": "a robot policy (Physical Intelligence's pi0): a vision-language backbone whose action expert predicts "
            "robot actions by flow matching; it generates no text",
@@ -36,6 +37,11 @@ MULTIMODAL_NOT_TEXT = {
               "cross-attention to them, no text-only language model",
     "kyutai_speech_to_text": "a streaming speech recognizer: its decoder reads audio codes (Mimi) beside text at "
                              "every step",
+    "diffusion_gemma": "a block-diffusion language model (DiffusionGemmaForBlockDiffusion): a causal encoder caches "
+                       "the text so far and a decoder denoises the next block of masked tokens with bidirectional "
+                       "attention over it, in several passes, instead of predicting one next token",
+    "blip": "BLIP's captioner: a BERT-style text decoder that cross-attends to the image at every layer; its forward "
+            "requires pixel_values (main input), so there is no text-only language model",
 }
 
 # issue 35: llama.cpp's bert and nomic-bert embedding encoders are read (petit/loading/gguf_gemb35.py), not these
