@@ -102,7 +102,8 @@ def mm_table(reg: dict | None = None) -> str:
             f"sequence-to-sequence registries hold {len(rows)} more types than its causal-LM registry; {len(text)} "
             f"of them are multimodal checkpoints around a decoder-only language model, and Petit runs the language "
             f"model of **{runs}** of those (a text prompt; the vision or audio tower is not run, which the one "
-            f"warning such a folder gives says). The others are encoder-decoders or no decoder-only language model of text (said why).")
+            f"warning such a folder gives says). The others are encoder-decoders or no decoder-only language model "
+            f"of text (said why).")
     return head + "\n\n" + _table(rows, "model_type")
 
 
