@@ -29,8 +29,10 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     types = coverage.registry()["transformers"]["types"]
     # families transformers has no native class for: llama.cpp (or the Hub's remote code) is their reference
     remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
-    # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
-    wrappers = set(coverage.registry()["transformers"]["multimodal"])
+    # transformers' multimodal checkpoints (its image-text-to-text and multimodal-LM registries: mistral3, llava, ...)
+    # and their text models, which it runs only inside them (no causal-LM class of their own: qwen2_vl_text, ...)
+    mm = coverage.registry()["transformers"]["multimodal"]
+    wrappers = set(mm) | {v["text_model_type"] for v in mm.values() if v["text_model_type"]}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

@@ -151,9 +151,9 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 @pytest.mark.parametrize("change,message", [
     (lambda m, t: m["config"].update(model_type="frobnicator"),
      r"unsupported model_type 'frobnicator': supported model types are afmoe, apertus, (\w+, )+bloom, (\w+, )+llama, "),
-    (lambda m, t: m["config"].update(model_type="qwen3_vl"),
-     r"unsupported model_type 'qwen3_vl'; the closest family Petit runs is qwen3 \(qwen3_vl differs: a vision "
-     r"tower and M-RoPE\): supported model types are afmoe, apertus, "),
+    (lambda m, t: m["config"].update(model_type="baichuan"),
+     r"unsupported model_type 'baichuan'; the closest family Petit runs is llama \(baichuan differs: fused W_pack, "
+     r"ALiBi in the 13B\): supported model types are afmoe, apertus, "),
     (lambda m, t: m["config"].update(model_type="qwen3moe"),
      r"unsupported model_type 'qwen3moe'; the closest family Petit runs is qwen3_moe: supported model types are "),
     (lambda m, t: m["config"].update(rope_scaling={"type": "magic", "factor": 4.0}),

@@ -231,6 +231,22 @@ MODEL_TYPES = Registry({
     # issue 36, the q4exp group
     "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
+    # issue 36, the qwenvl group
+    "qwen2_vl_text": "qwen2_vl_text",
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl_text": "qwen2_5_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3_vl_text": "qwen3_vl_text",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_moe_text": "qwen3_vl_moe_text",
+    "qwen3_vl_moe": "qwen3_vl_moe",
+    "glm4v_text": "glm4v_text",
+    "glm4v": "glm4v",
+    "glm4v_moe_text": "glm4v_moe_text",
+    "glm4v_moe": "glm4v_moe",
+    "glm46v": "glm46v",
+    "glmga": "glmga",
+    "cosmos3_omni": "cosmos3_omni",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
@@ -250,9 +266,6 @@ ENCODERS = Registry({
 # says): named in the refusal, so a user knows what is near and what is missing
 CLOSEST = {
     "baichuan": ("llama", "fused W_pack, ALiBi in the 13B"),
-    "qwen2_vl": ("qwen2", "a vision tower and M-RoPE"),
-    "qwen2_5_vl": ("qwen2", "a vision tower and M-RoPE"),
-    "qwen3_vl": ("qwen3", "a vision tower and M-RoPE"),
     "qwen3_next": ("qwen3_moe", "Gated DeltaNet layers"),
     # issue 36, fam36e: Kolibri 1.1 keeps Kolibri 1's block but not its attention
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
