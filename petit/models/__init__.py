@@ -226,6 +226,8 @@ MODEL_TYPES = Registry({
     # issue 36, the q4exp group
     "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
+    # issue 36, the newdec group
+    "mistral4": "mistral4",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
