@@ -6,6 +6,10 @@ q4_0) do not already hold for every hf5 fixture.
 - mistral4 and mistral3 over it (Mistral Small 4): what the family reads (the softmax router without a correction
   bias, groups, Llama 4's query scaling on the latent attention, in the plan too); partial_rotary_factor read as
   the rope part and refused otherwise; missing llama_4_scaling refused as transformers cannot run it.
+- step3p7 over step3p5 (Step 3.7's language model): what the family reads (per-layer heads, sigmoid head gates,
+  Gemma's norms, the scale, the clamps after the activation); the release's legacy config keys read as transformers
+  reads them; a step3p5 folder runs the same numbers; the dense clamp, attention biases, other per-layer settings
+  refused by name.
 - A converted `.petit` file of each reloads and runs the same numbers; the plan is the per-op path bit for bit.
 """
 import json
@@ -22,7 +26,7 @@ from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_newdec"
 M4, M3M4 = DIR / "mistral4", DIR / "mistral3_m4"
-ALL = [M4, M3M4]
+ALL = [M4, M3M4, DIR / "step3p7"]
 FOLDERS = pytest.mark.parametrize("folder", ALL, ids=[p.name for p in ALL])
 
 
@@ -62,7 +66,7 @@ def _config(folder):
     return json.loads((folder / "config.json").read_text())
 
 
-@FOLDERS
+@pytest.mark.parametrize("folder", [M4, M3M4], ids=["mistral4", "mistral3_m4"])
 def test_mistral4_reads_deepseek_v3_with_a_softmax_router_and_scaled_queries(folder):
     m = _load(folder)
     cfg, net = m.config, m.net
@@ -113,3 +117,76 @@ def test_mistral4_defaults_are_mistral_small_4s():
            (4096, 36, 1024, 256, 128, 4, 0, 1.0)
     assert cfg.rope_scaling["rope_type"] == "yarn" and cfg.rope_scaling["factor"] == 128.0
     assert cfg.llama_4_scaling == [0.1, 8192]
+
+
+# --- Step 3.7's language model (step3p7 over step3p5) ---
+
+STEP = DIR / "step3p7"
+
+
+def test_step3p7_reads_laguna_with_steps_gates_norms_heads_and_clamps():
+    m = _load(STEP)
+    cfg, net = m.config, m.net
+    assert (cfg.model_type, type(cfg).__name__, cfg.heads()) == ("step3p7", "Step3p7Config", [2, 4, 2])
+    assert net.arch.attn_scale == pytest.approx(24 ** -0.5) and net.arch.num_attention_heads == 4
+    assert [L.window for L in net.layers] == [8, 0, 8] and [L.rope.dim for L in net.layers] == [16, 8, 16]
+    assert all(L.attn_gate_act == "sigmoid" and L.attn_gate.shape[0] == (L.heads or 4) for L in net.layers)
+    assert net.layers[0].moe is None
+    for i, L in enumerate(net.layers[1:], 1):
+        moe = L.moe
+        assert (moe.scoring, moe.routed_scale, moe.limit_after_act) == ("sigmoid", 1.5, True)
+        assert (moe.swiglu_limit, moe.sh_swiglu_limit) == ([0.0, 0.0, 1.0][i], 1.0)
+        assert moe.sel_bias is not None and moe.norm_topk
+
+
+def _legacy_text_config(t: dict) -> dict:
+    """The step3p7 fixture's text_config in the release's (remote code's) keys, as transformers reads them."""
+    t = {k: v for k, v in t.items() if k not in ("rope_parameters", "per_layer_config", "mlp_layer_types",
+                                                 "num_sliding_attention_heads", "num_key_value_heads",
+                                                 "n_routed_experts", "num_experts_per_tok", "share_expert_dim")}
+    types = t["layer_types"]
+    return dict(t, rope_theta=[5e5 if k == "full_attention" else 1e4 for k in types] + [1e4],
+                partial_rotary_factors=[0.5 if k == "full_attention" else 1.0 for k in types] + [1.0],
+                layer_types=types + ["full_attention"], num_nextn_predict_layers=1, moe_layers_enum="1,2",
+                attention_other_setting={"num_attention_heads": 2, "num_attention_groups": 2},
+                num_attention_groups=2, moe_num_experts=8, moe_top_k=2, share_expert_dim=32,
+                swiglu_limits=t["swiglu_limits"] + [0.0], swiglu_limits_shared=t["swiglu_limits_shared"] + [0.0])
+
+
+def test_step3p7_reads_the_releases_legacy_keys_as_transformers_does(tmp_path):
+    cfg = _config(STEP)
+    d = _rewrite(STEP, tmp_path / "m", dict(cfg, text_config=_legacy_text_config(cfg["text_config"])))
+    ids = np.load(STEP / "reference.npz")["input_ids"].tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        got = petit.load(d, weights="f32")
+    assert got.config.heads() == [2, 4, 2] and got.config.mlp_layer_types == ["dense", "sparse", "sparse"]
+    np.testing.assert_array_equal(got.logits(ids), _load(STEP).logits(ids))
+
+
+def test_step3p5_is_the_text_model_alone(tmp_path):
+    """A step3p5 folder (the text model's config at the top, the release's names) runs the wrapper's numbers."""
+    cfg = _config(STEP)
+    d = _rewrite(STEP, tmp_path / "m", dict(cfg["text_config"], architectures=["Step3p5ForCausalLM"]))
+    ids = np.load(STEP / "reference.npz")["input_ids"].tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # the tower's tensors, unknown to a text model, are reported
+        got = petit.load(d, weights="f32")
+    np.testing.assert_array_equal(got.logits(ids), _load(STEP).logits(ids))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"swiglu_limits_shared": [7.0, 1.0, 1.0]},
+     r"swiglu_limits_shared\[0\] 7.0 clamps the dense layer 0's SwiGLU \(transformers' Step3p7MLP reads it there\), "
+     r"which the step3p7 family does not run"),
+    ({"attention_bias": True}, r"attention_bias true is not supported by the step3p7 family"),
+    ({"per_layer_config": {"0": {"num_attention_heads": 2, "head_dim": 8}}},
+     r"per_layer_config may give each layer its num_attention_heads only"),
+])
+def test_step3p7_refuses_what_it_cannot_run_exactly(tmp_path, change, message):
+    cfg = _config(STEP)
+    d = _rewrite(STEP, tmp_path / "m", dict(cfg, text_config=dict(cfg["text_config"], **change)))
+    with pytest.raises(ValueError, match=message), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        petit.load(d, weights="f32")

@@ -228,6 +228,8 @@ MODEL_TYPES = Registry({
     "qwen4_exp": "qwen4_exp",
     # issue 36, the newdec group
     "mistral4": "mistral4",
+    "step3p5": "step3p5",
+    "step3p7": "step3p7",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
