@@ -26,7 +26,7 @@ from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_newdec"
 M4, M3M4 = DIR / "mistral4", DIR / "mistral3_m4"
-ALL = [M4, M3M4, DIR / "step3p7"]
+ALL = [M4, M3M4, DIR / "step3p7", DIR / "muse_glimmer"]
 FOLDERS = pytest.mark.parametrize("folder", ALL, ids=[p.name for p in ALL])
 
 
@@ -187,6 +187,52 @@ def test_step3p5_is_the_text_model_alone(tmp_path):
 def test_step3p7_refuses_what_it_cannot_run_exactly(tmp_path, change, message):
     cfg = _config(STEP)
     d = _rewrite(STEP, tmp_path / "m", dict(cfg, text_config=dict(cfg["text_config"], **change)))
+    with pytest.raises(ValueError, match=message), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        petit.load(d, weights="f32")
+
+
+# --- Muse Glimmer's language model (muse_glimmer over muse_glimmer_text) ---
+
+GLIMMER = DIR / "muse_glimmer"
+
+
+def test_muse_glimmer_reads_gemma2_with_glimmers_norms_gates_and_logits():
+    m = _load(GLIMMER)
+    cfg, net = m.config, m.net
+    a = net.arch
+    assert (cfg.model_type, cfg.types, cfg.layer_rope_theta) == (
+        "muse_glimmer", ["sliding_attention", "sliding_attention", "full_attention"], [10000.0, 10000.0, 0])
+    assert a.attn_scale == pytest.approx(3.0 / 4) and (a.logit_scale, a.logit_softcap) == (0.5, 20.0)
+    assert a.embed_scale == 1.0 and net.embed_norm.w is None and net.final_norm.w is not None
+    assert [L.window for L in net.layers] == [8, 8, 0] and net.layers[2].rope is None
+    for L in net.layers:
+        assert L.q_norm.w is None and L.k_norm.w is None and L.attn_gate.shape == (64, 64)
+        assert (L.post_attn_norm.eps, L.post_mlp_norm.eps, L.attn_norm.eps) == (1e-6, 1e-6, 1e-5)
+
+
+def test_muse_glimmer_text_is_the_text_model_alone(tmp_path):
+    """A muse_glimmer_text folder (the text config at the top, the text model's names) runs the wrapper's numbers."""
+    from models import write_f32_safetensors
+    from test_moe_a5 import _read_safetensors
+    d = tmp_path / "t"
+    shutil.copytree(GLIMMER, d)
+    src = _read_safetensors(GLIMMER / "model.safetensors")
+    write_f32_safetensors(d / "model.safetensors", {
+        n.replace("model.language_model.", "model."): a for n, a in src.items()
+        if n.startswith("model.language_model.") or n == "lm_head.weight"})
+    (d / "config.json").write_text(json.dumps(dict(_config(GLIMMER)["text_config"], model_type="muse_glimmer_text")))
+    ids = np.load(GLIMMER / "reference.npz")["input_ids"].tolist()
+    np.testing.assert_array_equal(_load(d).logits(ids), _load(GLIMMER).logits(ids))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_rope_theta": [1e4, 0]}, r"layer_rope_theta must list 3 thetas >= 0 \(0: no RoPE\), got \[10000.0, 0\]"),
+    ({"hidden_activation": "relu6"}, r"hidden_activation 'relu6' is not supported by the muse_glimmer family"),
+])
+def test_muse_glimmer_refuses_what_it_cannot_run(tmp_path, change, message):
+    cfg = _config(GLIMMER)
+    d = _rewrite(GLIMMER, tmp_path / "m", dict(cfg, text_config=dict(cfg["text_config"], **change)))
     with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         petit.load(d, weights="f32")

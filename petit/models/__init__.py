@@ -230,6 +230,8 @@ MODEL_TYPES = Registry({
     "mistral4": "mistral4",
     "step3p5": "step3p5",
     "step3p7": "step3p7",
+    "muse_glimmer_text": "muse_glimmer_text",
+    "muse_glimmer": "muse_glimmer",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -5,9 +5,15 @@ text_model_type is mistral4 (Mistral Small 4's folder as Petit converts it), the
 group reads them; step3p5 and step3p7 (Step 3.7's language model, from modeling_step3p7.py, as Petit converts it:
 the text model's config flat, legacy keys read, Petit's rope_types): Laguna's spec (fam36g5) with Gemma's (1 + w)
 norms (q / k's too), the softmax scale query_pre_attn_scalar^-0.5, sigmoid head gates, the sliding layers' own
-query heads, MiniMax-M3's router x moe_router_scaling_factor and the SwiGLU clamped after the activation per layer."""
+query heads, MiniMax-M3's router x moe_router_scaling_factor and the SwiGLU clamped after the activation per layer;
+muse_glimmer_text and muse_glimmer (from modeling_muse_glimmer.py): Gemma 2's sandwich (trainer/reference/families/
+gemma.py's _gemma) with the embeddings RMS-normed without a weight and not scaled, q / k RMS-normed per head without
+a weight, the scale qk_scale_factor / sqrt(head_dim), no attention soft-cap, the output x sigmoid(gate_proj x) per
+value, the post norms' eps post_norm_eps, RoPE where layer_rope_theta is not 0, the final norm x w, the logits x
+output_multiplier then soft-capped."""
 from trainer.reference.families import wrap5
-from trainer.reference.families.common import get, heads, layer_types
+from trainer.reference.families.common import get, heads, layer_types, rms
+from trainer.reference.families.gemma import _gemma
 from trainer.reference.families.deepseek import _deepseek
 from trainer.reference.families.fam36g5 import _rope_types
 from trainer.reference.families.llama import llama_like
@@ -82,4 +88,36 @@ def step3p7(cfg, names):
     return step3p5(cfg, names, "step3p7")
 
 
-FAMILIES = {"mistral4": mistral4, "mistral3": mistral3, "step3p5": step3p5, "step3p7": step3p7}
+def muse_glimmer_text(cfg, names, family="muse_glimmer_text"):
+    n, hd = cfg["num_hidden_layers"], heads(cfg)[2]
+    eps, post = get(cfg, "rms_norm_eps", 1e-5), get(cfg, "post_norm_eps", 1e-8)
+    types = layer_types(cfg, lambda i: "full_attention" if (n - 1 - i) % 4 == 0 else "sliding_attention")
+    thetas = cfg.get("layer_rope_theta") or [0 if (n - 1 - i) % 4 == 0 else 1 for i in range(n)]
+    w = get(cfg, "sliding_window", 2048) or 0
+    c = dict(cfg, tie_word_embeddings=get(cfg, "tie_word_embeddings", False),
+             hidden_activation=get(cfg, "hidden_activation", "silu"))
+    spec = _gemma(c, names, family, "hidden_activation", sandwich=True,
+                  windows=lambda i: w if types[i] == "sliding_attention" else 0,
+                  attn_scale=float(get(cfg, "qk_scale_factor", 3.87)) * hd ** -0.5,
+                  logit_scale=float(get(cfg, "output_multiplier", 0.19611613513818404)),
+                  logit_softcap=float(get(cfg, "final_logit_softcapping", 20.0)))
+    spec.embed_scale, spec.embed_norm = 1.0, NormSpec("rms", eps, None)
+    spec.final_norm = rms("model.norm", eps)
+    for i, L in enumerate(spec.layers):
+        p = f"model.layers.{i}."
+        L.rope = L.rope if thetas[i] else None
+        L.attn_norm, L.mlp_norm = rms(p + "input_layernorm", eps, 1.0), rms(p + "pre_feedforward_layernorm", eps, 1.0)
+        L.post_attn_norm = rms(p + "post_attention_layernorm", post, 1.0)
+        L.post_mlp_norm = rms(p + "post_feedforward_layernorm", post, 1.0)
+        L.q_norm, L.k_norm = NormSpec("rms", eps, None), NormSpec("rms", eps, None)
+        L.qk_norm_over_heads = True
+        L.attn_gate = p + "self_attn.gate_proj.weight"
+    return spec
+
+
+def muse_glimmer(cfg, names):
+    return muse_glimmer_text(cfg, names, "muse_glimmer")
+
+
+FAMILIES = {"mistral4": mistral4, "mistral3": mistral3, "step3p5": step3p5, "step3p7": step3p7,
+            "muse_glimmer_text": muse_glimmer_text, "muse_glimmer": muse_glimmer}
