@@ -10,6 +10,9 @@ q4_0) do not already hold for every hf5 fixture.
   Gemma's norms, the scale, the clamps after the activation); the release's legacy config keys read as transformers
   reads them; a step3p5 folder runs the same numbers; the dense clamp, attention biases, other per-layer settings
   refused by name.
+- GGUF (tests/fixtures/gguf5_newdec): llama.cpp's mistral4, step35 and muse-glimmer files as close as llama.cpp's
+  own run, its exact logits with float32 activations, converted to .petit alike; what each reader takes from the
+  metadata (mistral4's query scaling only with llama.cpp's keys), refusals by name.
 - A converted `.petit` file of each reloads and runs the same numbers; the plan is the per-op path bit for bit.
 """
 import json
@@ -236,3 +239,111 @@ def test_muse_glimmer_refuses_what_it_cannot_run(tmp_path, change, message):
     with pytest.raises(ValueError, match=message), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         petit.load(d, weights="f32")
+
+
+# --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_newdec, its README says how) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_newdec"
+GGUF_CASES = ["mistral3_m4", "step3p7_flash", "muse_glimmer"]
+GGUF_FAMILY = {"mistral3_m4": "mistral4", "step3p7_flash": "step3p5", "muse_glimmer": "muse_glimmer_text"}
+
+
+def _gguf(case, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+@pytest.mark.parametrize("case", GGUF_CASES)
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    from models import assert_as_close_as_llama_cpps_own_run
+    model = _gguf(case)
+    assert model.weight_type == "q8_0" and model.config.model_type == GGUF_FAMILY[case]
+    assert_as_close_as_llama_cpps_own_run(model, np.load(GGUF / case / "q8_0.npz"))
+
+
+@pytest.mark.parametrize("case", GGUF_CASES)
+def test_gguf_with_float32_activations_is_llama_cpps_exact_run(case):
+    """The q8_0 weights decoded, run in float32: llama.cpp's exact logits of the same file at every position
+    (measured 6.1e-7 / 2.1e-7 / 1.6e-7 of the range)."""
+    from models import range_err
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert range_err(_gguf(case, weights="f32").logits(ref["input_ids"]), ref["exact_logits"]) <= 2e-6
+
+
+@pytest.mark.parametrize("case", GGUF_CASES)
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path, case):
+    from petit.cli import main
+    ref = np.load(GGUF / case / "q8_0.npz")
+    assert main(["convert", str(GGUF / case / "q8_0.gguf"), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = petit.load(tmp_path / "m.petit").logits(ref["input_ids"])
+    np.testing.assert_array_equal(got, _gguf(case, weights="f32").logits(ref["input_ids"]))
+
+
+def _rewrite_gguf(tmp_path, case, drop=(), **add):
+    from petit.formats.gguf import GGUFFile, write_gguf
+    with GGUFFile(GGUF / case / "q8_0.gguf") as f:
+        meta = {k: v for k, v in f.metadata.items() if k not in drop}
+        meta.update(add)
+        write_gguf(tmp_path / "x.gguf", meta, {n: (t.type, t.shape, np.array(f.raw(n))) for n, t in f.tensors.items()})
+    return tmp_path / "x.gguf"
+
+
+def test_gguf_mistral4_reads_what_llama_cpp_runs():
+    """No attention.temperature_scale (llama.cpp's converter of Hugging Face folders writes none): no query
+    scaling, as llama.cpp; softmax routing within groups, no selection bias, yarn's mscale."""
+    m = _gguf("mistral3_m4", weights="f32")
+    cfg = m.config
+    assert cfg.llama_4_scaling == [0.0, 1] and all(L.temperature is None for L in m.net.layers)
+    assert (cfg.n_group, cfg.topk_group, cfg.routed_scaling_factor, cfg.norm_topk_prob) == (2, 1, 1.5, True)
+    assert cfg.rope_scaling["rope_type"] == "yarn" and cfg.rope_scaling["mscale_all_dim"] == pytest.approx(1.0)
+    assert all(L.moe.sel_bias is None and L.moe.scoring == "softmax" for L in m.net.layers[1:])
+
+
+def test_gguf_mistral4_with_the_temperature_keys_scales_its_queries(tmp_path):
+    """A file with attention.temperature_scale / _length (conversion/mistral.py writes them): llama.cpp's scaling,
+    floor(p / n) (offset 0), read as the family's llama_4_scaling; the folder's transformers logits then."""
+    x = _rewrite_gguf(tmp_path, "mistral3_m4", **{"mistral4.attention.temperature_scale": np.float32(0.1),
+                                                  "mistral4.attention.temperature_length": np.uint32(32)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = petit.load(x, weights="f32")
+    assert m.config.llama_4_scaling == [pytest.approx(0.1), 32]
+    assert all(L.temperature == (32.0, pytest.approx(0.1), 1) for L in m.net.layers)
+    ref = np.load(M3M4 / "reference_long.npz")
+    base = _gguf("mistral3_m4", weights="f32").logits(ref["input_ids"])
+    got = m.logits(ref["input_ids"])
+    assert np.abs(got[:32] - base[:32]).max() == 0 and np.abs(got[32:] - base[32:]).max() > 1e-3
+
+
+def test_gguf_step35_reads_the_layers_heads_rope_and_clamps():
+    m = _gguf("step3p7_flash", weights="f32")
+    cfg, net = m.config, m.net
+    assert cfg.heads() == [4, 2, 2] and cfg.types() == ["full_attention", "sliding_attention", "sliding_attention"]
+    assert [L.rope.dim for L in net.layers] == [8, 16, 16] and not net.layers[0].rope.interleaved
+    assert (cfg.swiglu_limits, cfg.swiglu_limits_shared) == ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
+    assert net.arch.attn_scale == pytest.approx(16 ** -0.5) and cfg.moe_router_scaling_factor == 1.5
+
+
+def test_gguf_muse_glimmer_reads_the_stored_qk_norms():
+    """q's norm holds qk_scale_factor (3) in every value, k's ones: read as weights, the family's factor 1."""
+    m = _gguf("muse_glimmer", weights="f32")
+    cfg, net = m.config, m.net
+    assert (cfg.qk_scale_factor, cfg.post_norm_eps, cfg.rope_interleaved, cfg.layer_rope_theta) == (
+        1.0, 1e-8, True, [10000.0, 10000.0, 0])
+    assert net.arch.attn_scale == pytest.approx(0.25)
+    assert all(L.q_norm.w is not None and L.k_norm.w is not None for L in net.layers)
+
+
+@pytest.mark.parametrize("case, drop, message", [
+    ("step3p7_flash", ("step35.expert_weights_norm",), r"'step35.expert_weights_norm' is absent or false: llama.cpp "
+                                                       r"then does not renormalise"),
+    ("muse_glimmer", ("muse-glimmer.attention.sliding_window_pattern",),
+     r"'muse-glimmer.attention.sliding_window_pattern' should list a flag a layer"),
+])
+def test_gguf_refuses_what_llama_cpp_runs_otherwise(tmp_path, case, drop, message):
+    x = _rewrite_gguf(tmp_path, case, drop=drop)
+    with pytest.raises(ValueError, match=message):
+        petit.load(x, weights="f32")

@@ -10,7 +10,9 @@ differs from Gemma 2:
 - RoPE in the layers whose `layer_rope_theta` is not 0, none in the others (default: every 4th layer counted from
   the last, which is also the full-attention one by default); transformers reads only which entries are 0, every
   RoPE layer rotating with rope_parameters' theta, and so does Petit;
-- the logits x `output_multiplier`, then `final_logit_softcapping` tanh (l / cap)."""
+- the logits x `output_multiplier`, then `final_logit_softcapping` tanh (l / cap).
+A GGUF file (petit/loading/gguf_newdec5.py) holds the q / k norms as weights and rotates adjacent pairs
+(`rope_interleaved`, Petit's key)."""
 from dataclasses import dataclass
 
 from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
@@ -38,13 +40,16 @@ class MuseGlimmerTextConfig(DecoderConfig):
     output_multiplier: float = 0.19611613513818404
     post_norm_eps: float = 1e-8
     layer_rope_theta: list | None = None
+    rope_interleaved: bool = False      # a Petit key, not transformers': True rotates pairs (a GGUF file's q / k rows)
     model_type: str = "muse_glimmer_text"
     _REQUIRED = ()
 
     def _validate(self):
-        check_decoder(self, ("rms_norm_eps", "rope_theta", "post_norm_eps", "final_logit_softcapping",
-                             "output_multiplier"), ("tie_word_embeddings", "attention_bias"), window=True)
+        check_decoder(self, ("rms_norm_eps", "rope_theta", "post_norm_eps", "output_multiplier"),
+                      ("tie_word_embeddings", "attention_bias", "rope_interleaved"), window=True)
         positive_number(self, "qk_scale_factor")
+        if self.final_logit_softcapping is not None:        # None: no soft-cap (a GGUF file without the key)
+            positive_number(self, "final_logit_softcapping")
         self.act = activation(self, "hidden_activation", self.model_type)
         n = self.num_hidden_layers
         self.types = layer_types(self, lambda i: "full_attention" if (n - 1 - i) % 4 == 0 else "sliding_attention")
@@ -62,10 +67,15 @@ def build(cfg: MuseGlimmerTextConfig, t):
                      rope_for=lambda i: rope if cfg.layer_rope_theta[i] else None,
                      window_for=window_of(cfg, cfg.types), sandwich=True, act=cfg.act,
                      context_length=rope.context_length, attn_scale=cfg.qk_scale_factor * cfg.head_dim ** -0.5,
-                     logit_scale=float(cfg.output_multiplier), logit_softcap=float(cfg.final_logit_softcapping))
+                     logit_scale=float(cfg.output_multiplier),
+                     logit_softcap=float(cfg.final_logit_softcapping or 0.0))
+    hd = cfg.head_dim
     for i, L in enumerate(dec.layers):
         p = f"model.layers.{i}."
-        L.q_norm, L.k_norm = Norm("rms", eps), Norm("rms", eps)
+        # transformers' q / k norms have no weight; llama.cpp's files store them as weights (q's holding
+        # qk_scale_factor, read then with qk_scale_factor 1)
+        L.q_norm, L.k_norm = (norm(t, f"{p}self_attn.{x}_norm", hd, "rms", eps)
+                              if t.has(f"{p}self_attn.{x}_norm.weight") else Norm("rms", eps) for x in "qk")
         L.post_attn_norm = norm(t, p + "post_attention_layernorm", D, "rms", cfg.post_norm_eps, add=1.0)
         L.post_mlp_norm = norm(t, p + "post_feedforward_layernorm", D, "rms", cfg.post_norm_eps, add=1.0)
         L.attn_gate = t.weight(p + "self_attn.gate_proj.weight", (cfg.num_attention_heads * cfg.head_dim, D))
