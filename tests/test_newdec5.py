@@ -244,7 +244,8 @@ def test_muse_glimmer_refuses_what_it_cannot_run(tmp_path, change, message):
 # --- GGUF: llama.cpp's own conversions of these folders (tests/fixtures/gguf5_newdec, its README says how) ---
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_newdec"
-GGUF_CASES = ["mistral3_m4", "step3p7_flash", "muse_glimmer"]
+GGUF_CASES = GGUF_READ = ["mistral3_m4", "step3p7_flash", "muse_glimmer"]      # GGUF_READ: tests/test_gguf5_exact.py's
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
 GGUF_FAMILY = {"mistral3_m4": "mistral4", "step3p7_flash": "step3p5", "muse_glimmer": "muse_glimmer_text"}
 
 
@@ -252,6 +253,10 @@ def _gguf(case, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         return petit.load(GGUF / case / "q8_0.gguf", **kw)
+
+
+def _scaled(got, exact):
+    return np.abs(got - exact).max() / (exact.max() - exact.min())
 
 
 @pytest.mark.parametrize("case", GGUF_CASES)
