@@ -247,6 +247,12 @@ MODEL_TYPES = Registry({
     "glm46v": "glm46v",
     "glmga": "glmga",
     "cosmos3_omni": "cosmos3_omni",
+    # issue 36, the newdec group
+    "mistral4": "mistral4",
+    "step3p5": "step3p5",
+    "step3p7": "step3p7",
+    "muse_glimmer_text": "muse_glimmer_text",
+    "muse_glimmer": "muse_glimmer",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
@@ -326,6 +332,28 @@ CLOSEST = {
                          "MLP(y1), the head reading a LayerNorm of [y1; y2], twice the hidden size); axial position "
                          "embeddings (learned factor tables concatenated). Its pre-LayerNorm blocks and ReLU MLP are "
                          "GPT-2's; the hashing, the chunk windows, the two streams and the axial positions are not"),
+    # issue 36, the newdec group: what these transformers 5.25 types add to the families that run (mistral4,
+    # muse_glimmer_text, glm_moe_dsa), none of it in Petit's engine yet
+    **{t: ("mistral4", "Mistral Large 4 (MistralLarge4ForConditionalGeneration and its text model): DeepSeek Sparse "
+                       "Attention with an indexer of its own (queries from a LayerNorm of the hidden state, each "
+                       "head's scaled by scale_h ln(p + 1) + bias_h; `indexer_types` layers reusing the last full "
+                       "layer's choice), no low-rank query, NoPE layers (`no_rope_layers`), latent KV caches "
+                       "shared across layers (`kv_source_layers`), RoPE frequencies times a learned exp(alpha) "
+                       "(LeRoPE), the attention's queries scaled per head and position as the indexer's, the "
+                       "logits soft-capped (30); the router and experts are mistral4's")
+       for t in ("mistral_large4", "mistral_large4_text")},
+    **{t: ("muse_glimmer_text", "Muse Spark (MuseSparkForConditionalGeneration, an image / audio / text "
+                                "checkpoint, and its text model): each attention head's output RMS-normed before "
+                                "the gate, residual gates (alpha x residual + beta x sublayer, per channel, from "
+                                "sigmoid(gate / temperature)), norms that scale before normalising, and a mixture "
+                                "of experts run at its own width (pre_expert_proj, a norm, sigmoid-routed experts "
+                                "each followed by a norm, post_expert_proj) with logit-scaled routing")
+       for t in ("muse_spark", "muse_spark_text")},
+    **{t: ("glm_moe_dsa", "GLM-5.3-Flash (Glm5NextForConditionalGeneration and its text model): Kimi Delta "
+                          "Attention layers beside latent attention without RoPE, a DeepSeek Sparse Attention "
+                          "indexer over pooled keys, hyper-connection residual streams and forget gates, DeepSeek's "
+                          "experts; no family Petit runs combines them")
+       for t in ("glm5_next", "glm5_next_text")},
 }
 
 
