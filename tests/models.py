@@ -88,7 +88,9 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     # issue 30, the gemma group: tests/test_gemma5.py derives the released (multimodal) folders
                     "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
                     # issue 36, q4exp: hf5_q4exp/qwen4_exp holds transformers' wrapper (tests/test_q4exp5.py)
-                    "qwen4_exp": "qwen4_exp_text"}
+                    "qwen4_exp": "qwen4_exp_text",
+                    # issue 36, vlnew: each text type is run by its wrapper's fixture (hf5_vlnew, tests/test_vlnew5.py)
+                    "paddleocr_vl_text": "paddleocr_vl"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

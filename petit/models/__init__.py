@@ -226,6 +226,9 @@ MODEL_TYPES = Registry({
     # issue 36, the q4exp group
     "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
+    # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
+    "paddleocr_vl_text": "paddleocr_vl_text",
+    "paddleocr_vl": "paddleocr_vl",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

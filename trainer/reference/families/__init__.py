@@ -43,6 +43,7 @@ from trainer.reference.families import fam36l5         # issue 36: the fam36l gr
 from trainer.reference.families import fam36m5         # issue 36: the fam36m group (axk2, bailing_hybrid, hy_v4)
 from trainer.reference.families import fam36o5         # issue 36: the fam36o group (hrm_text)
 from trainer.reference.families import q4exp5          # issue 36: the q4exp group (qwen4_exp_text, qwen4_exp)
+from trainer.reference.families import vlnew5          # issue 36: the vlnew group (multimodal checkpoints' text models)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -77,6 +78,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36m5.FAMILIES,
             **fam36o5.FAMILIES,
             **q4exp5.FAMILIES,
+            **vlnew5.FAMILIES,
             }
 
 

@@ -1,0 +1,186 @@
+"""The vlnew group of issue 36 (tests/fixtures/hf5_vlnew: multimodal checkpoints whose language model is a text type
+Petit did not run before, made by transformers 5.25's wrapper classes with a tiny tower, text-only prompts): what
+tests/test_hf_parity.py (f32 at every position of the three prompts, greedy, q8_0 / q4_0 bounds),
+test_verify_families.py and the app's chat test do not already hold.
+
+- Each checkpoint says once that its tower is not run, and nothing else; a tensor outside its tower and text model,
+  or a top-level key it does not know, is reported.
+- The one-call forward plan equals the per-op path bit for bit (f32 and q8_0 weights, f32 and int8 caches).
+- The text type alone (text_config with its own model_type, the text model's tensors under their own names) runs the
+  same logits: that is how each `*_text` family is checked against transformers.
+- Both spellings of a wrapper's names (as save_pretrained writes them and as transformers 5's modules name them).
+- A converted `.petit` is a file of the text model (no tower tensor, no warning) with the same logits.
+- Each family's own points (flat released configs, ties, refusals by name).
+"""
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import petit
+from petit.loading.convert import convert
+from petit.models import get_family
+from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
+from test_moe_a5 import _read_safetensors
+from test_plan import _assert_same
+from test_wrap5 import _rewrite
+
+DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
+CASES = ["paddleocr_vl"]
+F32_TOL = 1e-4
+# where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
+# ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
+SPELLINGS = {
+    "paddleocr_vl": (("model.", "model.language_model."), ("visual.", "model.visual."), ("mlp_AR.", "model.projector."),
+                     ("lm_head.", "lm_head.")),
+}
+TEXT_PREFIX = {"paddleocr_vl": "model."}          # the text model's tensors as stored (besides lm_head.weight)
+TOWER = {"paddleocr_vl": ("visual.", "mlp_AR.")}
+
+
+def _load(folder, weights="f32"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        return petit.load(folder, weights=weights)
+
+
+def _config(case: str, **changes) -> dict:
+    return dict(json.loads((DIR / case / "config.json").read_text()), **changes)
+
+
+def _err(model, case, prompt="reference"):
+    ref = np.load(DIR / case / f"{prompt}.npz")
+    return rel_err(model.logits(ref["input_ids"]), ref["logits"]).max()
+
+
+def _spelled(case):
+    def rename(k):
+        for a, b in SPELLINGS[case]:
+            if k.startswith(a):
+                return b + k[len(a):]
+        raise AssertionError(k)
+    return rename
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_says_once_that_its_tower_is_not_run(case):
+    with pytest.warns(UserWarning) as caught:
+        petit.load(DIR / case, weights="f32")
+    assert [str(w.message) for w in caught] == [
+        f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone, "
+        f"so images cannot be given"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_tensor_outside_the_tower_and_the_text_model_is_reported(tmp_path, case):
+    raw = _read_safetensors(DIR / case / "model.safetensors")
+    one = min(k for k in raw if k.startswith(TOWER[case]))
+    d = _rewrite(DIR / case, tmp_path / "m", lambda k: "model.speech_tower.x" if k == one else k)
+    with pytest.warns(UserWarning, match="ignoring checkpoint tensor.s. the .* family does not use: "
+                                         "model.speech_tower.x"):
+        petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_top_level_key_it_does_not_know_is_reported(tmp_path, case):
+    d = _rewrite(DIR / case, tmp_path / "m", config=_config(case, speech_config={"x": 1}))
+    with pytest.warns(UserWarning, match="config: ignoring unknown key.s. speech_config"):
+        petit.load(d, weights="f32")
+
+
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "int8")])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights, kv):
+    _assert_same(_load(DIR / case, weights), kv)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_text_type_alone_runs_the_same_logits(tmp_path, case):
+    """The wrapper's text model as a checkpoint of its own type: text_config (model_type *_text), the text model's
+    tensors under model.* / lm_head.weight, no tower."""
+    raw = _read_safetensors(DIR / case / "model.safetensors")
+    p = TEXT_PREFIX[case]
+    text = {"model." + k[len(p):]: v for k, v in raw.items() if k.startswith(p) and not k.startswith(TOWER[case])}
+    text.update({k: v for k, v in raw.items() if k == "lm_head.weight"})
+    d = tmp_path / "text"
+    d.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (d / f).write_bytes((DIR / case / f).read_bytes())
+    write_f32_safetensors(d / "model.safetensors", text)
+    cfg = _config(case)
+    (d / "config.json").write_text(json.dumps(dict(cfg["text_config"], tie_word_embeddings=cfg.get(
+        "tie_word_embeddings", cfg["text_config"].get("tie_word_embeddings")))))
+    m = load_strict(d)
+    assert m.config.model_type == cfg["text_config"]["model_type"]
+    for prompt in ("reference", "reference_long", "reference_chat"):
+        assert _err(m, case, prompt) <= F32_TOL
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_wrapper_reads_both_spellings_of_its_names(tmp_path, case):
+    d = _rewrite(DIR / case, tmp_path / "m", _spelled(case))
+    assert _err(_load(d), case) <= F32_TOL
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_path, case):
+    out = tmp_path / "m.petit"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        convert(DIR / case, out, "f32").close()
+    m = load_strict(out)                    # the file has no tower: nothing to say
+    assert m.config.model_type == case
+    assert not any(n.startswith(TOWER[case]) or "visual" in n or "projector" in n for n in m.tensors)
+    ids = np.load(DIR / case / "reference.npz")["input_ids"]
+    np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
+
+
+# --- PaddleOCR-VL ---
+
+def _flat(case: str) -> dict:
+    """The fixture's config as PaddleOCR-VL's released config.json is written: the text model's keys at the top."""
+    d = _config(case)
+    text = {k: v for k, v in d.pop("text_config").items() if k != "model_type"}
+    return dict(d, **text)
+
+
+def test_paddleocr_vl_reads_its_released_flat_config(tmp_path):
+    d = _rewrite(DIR / "paddleocr_vl", tmp_path / "m", config=_flat("paddleocr_vl"))
+    with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
+        m = petit.load(d, weights="f32")
+    assert m.config.head_dim == 16 and m.config.use_bias and _err(m, "paddleocr_vl") <= F32_TOL
+
+
+@pytest.mark.parametrize("top, text, tied", [(None, None, True), (False, None, True), (False, False, False),
+                                              (True, False, True)])
+def test_paddleocr_vl_ties_its_head_as_its_config_class_does(top, text, tied):
+    """PaddleOCRVLConfig ties by its own key (default true), or by text_config's (default true) when its own is
+    false."""
+    d = _config("paddleocr_vl")
+    d.pop("tie_word_embeddings")
+    d["text_config"] = {k: v for k, v in d["text_config"].items() if k != "tie_word_embeddings"}
+    if top is not None:
+        d["tie_word_embeddings"] = top
+    if text is not None:
+        d["text_config"]["tie_word_embeddings"] = text
+    with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
+        assert get_family("paddleocr_vl").Config.from_dict(d).tie_word_embeddings is tied
+
+
+def test_paddleocr_vl_keeps_transformers_defaults():
+    cfg = get_family("paddleocr_vl_text").Config.from_dict({"vocab_size": 100, "hidden_size": 256,
+                                                            "intermediate_size": 96, "num_hidden_layers": 2,
+                                                            "num_attention_heads": 4})
+    assert (cfg.head_dim, cfg.num_key_value_heads, cfg.rope_theta, cfg.rms_norm_eps, cfg.tie_word_embeddings,
+            cfg.use_bias) == (128, 2, 5e5, 1e-5, True, False)
+
+
+def test_paddleocr_vl_runs_a_paddleocr_vl_text_model_only():
+    d = _config("paddleocr_vl")
+    d["text_config"] = dict(d["text_config"], model_type="ernie4_5")
+    with pytest.raises(ValueError, match="paddleocr_vl's text_config has model_type 'ernie4_5'; the paddleocr_vl "
+                                         "family runs a paddleocr_vl_text model"):
+        get_family("paddleocr_vl").Config.from_dict(d)
