@@ -90,7 +90,8 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     # issue 36, q4exp: hf5_q4exp/qwen4_exp holds transformers' wrapper (tests/test_q4exp5.py)
                     "qwen4_exp": "qwen4_exp_text",
                     # issue 36, vlnew: each text type is run by its wrapper's fixture (hf5_vlnew, tests/test_vlnew5.py)
-                    "paddleocr_vl_text": "paddleocr_vl"}
+                    "paddleocr_vl_text": "paddleocr_vl", "glm_ocr_text": "glm_ocr", "hunyuan_vl_text": "hunyuan_vl",
+                    "granite4_vision_text": "granite4_vision", "granite_docling_text": "granite_docling"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -31,6 +31,9 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
     # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
     wrappers = {"mistral3"}
+    # issue 36, the vlnew group: image-text-to-text wrappers and their text types (transformers' AutoModel only)
+    wrappers |= {"paddleocr_vl", "paddleocr_vl_text", "glm_ocr", "glm_ocr_text", "hunyuan_vl", "hunyuan_vl_text",
+                 "granite4_vision", "granite4_vision_text", "granite_docling", "granite_docling_text"}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

@@ -90,6 +90,9 @@ MINIMALS["hrm_text"] = MINIMAL           # issue 36, fam36o: num_hidden_layers t
 MINIMALS.update({t: dict({k: v for k, v in MINIMAL.items() if k != "intermediate_size"}, indexer_n_heads=4,
                          indexer_kv_heads=1, indexer_head_dim=128, indexer_budget=2048, indexer_compress_ratio=4)
                  for t in ("qwen4_exp_text", "qwen4_exp")})
+# issue 36, the vlnew group: transformers runs HunyuanOCR's text model only with its XD-RoPE sections
+MINIMALS.update(dict.fromkeys(("hunyuan_vl_text", "hunyuan_vl"), dict(MINIMAL, rope_parameters={
+    "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 8, 8, 8]})))
 
 
 def declared(model_type: str) -> dict:

@@ -28,16 +28,26 @@ from test_plan import _assert_same
 from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
-CASES = ["paddleocr_vl"]
+CASES = ["paddleocr_vl", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
 SPELLINGS = {
     "paddleocr_vl": (("model.", "model.language_model."), ("visual.", "model.visual."), ("mlp_AR.", "model.projector."),
                      ("lm_head.", "lm_head.")),
+    "glm_ocr": (("model.language_model.", "language_model.model."), ("model.visual.", "visual."),
+                ("lm_head.", "language_model.lm_head.")),
+    "hunyuan_vl": (("model.", "model.language_model."), ("vit.", "model.vit.")),
+    "granite4_vision": (("model.language_model.", "language_model.model."), ("model.", ""),
+                        ("lm_head.", "language_model.lm_head.")),
 }
-TEXT_PREFIX = {"paddleocr_vl": "model."}          # the text model's tensors as stored (besides lm_head.weight)
-TOWER = {"paddleocr_vl": ("visual.", "mlp_AR.")}
+# the text model's tensors as stored (besides lm_head.weight), and the tower's
+TEXT_PREFIX = {"paddleocr_vl": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
+               "granite4_vision": "model.language_model.", "granite_docling": "model.text_model."}
+TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
+         "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
+                             "model.image_newline"),
+         "granite_docling": ("model.vision_model.",)}
 
 
 def _load(folder, weights="f32"):
@@ -119,7 +129,7 @@ def test_the_text_type_alone_runs_the_same_logits(tmp_path, case):
         assert _err(m, case, prompt) <= F32_TOL
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", sorted(SPELLINGS))
 def test_a_wrapper_reads_both_spellings_of_its_names(tmp_path, case):
     d = _rewrite(DIR / case, tmp_path / "m", _spelled(case))
     assert _err(_load(d), case) <= F32_TOL
@@ -133,7 +143,8 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
         convert(DIR / case, out, "f32").close()
     m = load_strict(out)                    # the file has no tower: nothing to say
     assert m.config.model_type == case
-    assert not any(n.startswith(TOWER[case]) or "visual" in n or "projector" in n for n in m.tensors)
+    assert not any(n.startswith(TOWER[case]) or part in n for n in m.tensors
+                   for part in ("visual", "projector", "vision", "vit.", "newline"))
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
 
@@ -184,3 +195,87 @@ def test_paddleocr_vl_runs_a_paddleocr_vl_text_model_only():
     with pytest.raises(ValueError, match="paddleocr_vl's text_config has model_type 'ernie4_5'; the paddleocr_vl "
                                          "family runs a paddleocr_vl_text model"):
         get_family("paddleocr_vl").Config.from_dict(d)
+
+
+# --- GLM-OCR ---
+
+def test_glm_ocr_keeps_transformers_defaults_and_reports_attention_bias():
+    d = {"vocab_size": 100, "hidden_size": 256, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 8}
+    cfg = get_family("glm_ocr_text").Config.from_dict(d)
+    assert (cfg.head_dim, cfg.num_key_value_heads, cfg.partial_rotary_factor, cfg.rotary_dim, cfg.rms_norm_eps,
+            cfg.attention_bias, cfg.tie_word_embeddings) == (32, 8, 1.0, 32, 1e-5, False, False)
+    with pytest.warns(UserWarning, match=r"ignoring unknown key.s. attention_bias \(glm_ocr_text's attention has no "
+                                         r"biases: not read\)"):
+        assert not get_family("glm_ocr_text").Config.from_dict(dict(d, attention_bias=True)).attention_bias
+
+
+@pytest.mark.parametrize("top, text, tied", [(None, None, False), (None, True, True), (True, False, True)])
+def test_glm_ocr_ties_its_head_as_its_config_class_does(top, text, tied):
+    d = _config("glm_ocr")
+    d.pop("tie_word_embeddings")
+    if top is not None:
+        d["tie_word_embeddings"] = top
+    if text is not None:
+        d["text_config"] = dict(d["text_config"], tie_word_embeddings=text)
+    with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
+        assert get_family("glm_ocr").Config.from_dict(d).tie_word_embeddings is tied
+
+
+# --- HunyuanOCR ---
+
+def _hunyuan(**rope) -> dict:
+    d = _config("hunyuan_vl")
+    d["text_config"] = dict(d["text_config"], rope_parameters=dict(d["text_config"]["rope_parameters"], **rope))
+    return d
+
+
+def test_hunyuan_vl_reads_the_releases_xdrope_spelling(tmp_path):
+    d = _hunyuan(rope_type="xdrope", xdrope_section=[2, 3, 1, 2])
+    del d["text_config"]["rope_parameters"]["mrope_section"]
+    text = {k: v for k, v in d.pop("text_config").items() if k != "model_type"}
+    flat = dict(d, **{k: v for k, v in text.items() if k != "rope_parameters"}, rope_scaling=text["rope_parameters"])
+    folder = _rewrite(DIR / "hunyuan_vl", tmp_path / "m", config=flat)       # HunyuanOCR's flat config.json
+    with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
+        m = petit.load(folder, weights="f32")
+    assert m.config.mrope_section == [2, 3, 1, 2] and m.config.alpha == 50.0 and _err(m, "hunyuan_vl") <= F32_TOL
+
+
+@pytest.mark.parametrize("rope, message", [
+    (dict(mrope_section=None), r"hunyuan_vl_text needs rope_parameters.mrope_section \(its XD-RoPE sections\): "
+                               r"transformers 5.25's HunYuanVLRotaryEmbedding cannot run without it"),
+    (dict(mrope_section=[2, 2, 2]), r"mrope_section \[2, 2, 2\] must be whole numbers summing to head_dim / 2 \(8\)"),
+    (dict(xdrope_section=[4, 2, 2]), r"has mrope_section \[2, 3, 1, 2\] and xdrope_section \[4, 2, 2\], which differ"),
+    (dict(alpha=None), r"rope_type 'dynamic' without alpha: HunYuanVLRotaryEmbedding computes its frequencies once"),
+])
+def test_hunyuan_vl_refuses_by_name(rope, message):
+    d = _hunyuan(**rope)
+    d["text_config"]["rope_parameters"] = {k: v for k, v in d["text_config"]["rope_parameters"].items()
+                                           if v is not None}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        with pytest.raises(ValueError, match=message):
+            get_family("hunyuan_vl").Config.from_dict(d)
+
+
+# --- Granite 4 Vision, Granite Docling ---
+
+def test_granite_docling_keeps_its_text_configs_defaults():
+    cfg = get_family("granite_docling_text").Config.from_dict({"vocab_size": 100, "hidden_size": 256,
+                                                              "intermediate_size": 96, "num_hidden_layers": 2,
+                                                              "num_attention_heads": 8})
+    assert (cfg.num_key_value_heads, cfg.rms_norm_eps, cfg.tie_word_embeddings, cfg.embedding_multiplier,
+            cfg.attention_multiplier, cfg.residual_multiplier, cfg.logits_scaling) == \
+        (4, 1e-5, True, 12.0, 0.015625, 0.263, 4.0)
+
+
+@pytest.mark.parametrize("case, top, tied", [("granite4_vision", None, False), ("granite_docling", None, True),
+                                             ("granite_docling", False, False)])
+def test_the_granite_wrappers_tie_by_their_own_key_alone(case, top, tied):
+    d = _config(case)
+    d.pop("tie_word_embeddings")
+    if top is not None:
+        d["tie_word_embeddings"] = top
+    d["text_config"] = dict(d["text_config"], tie_word_embeddings=not tied)      # not read
+    with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
+        assert get_family(case).Config.from_dict(d).tie_word_embeddings is tied

@@ -229,6 +229,14 @@ MODEL_TYPES = Registry({
     # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
     "paddleocr_vl_text": "paddleocr_vl_text",
     "paddleocr_vl": "paddleocr_vl",
+    "glm_ocr_text": "glm_ocr_text",
+    "glm_ocr": "glm_ocr",
+    "hunyuan_vl_text": "hunyuan_vl_text",
+    "hunyuan_vl": "hunyuan_vl",
+    "granite4_vision_text": "granite4_vision_text",
+    "granite4_vision": "granite4_vision",
+    "granite_docling_text": "granite_docling_text",
+    "granite_docling": "granite_docling",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -2,9 +2,18 @@
 converts them (the text model alone: a flat config with the wrapper's or the text type's model_type, the text model's
 tensor names; petit/models/wrapper.py). A text-only prompt gives every M-RoPE section the same position, so each
 rotation is the plain RoPE the text model's own layout computes: paddleocr_vl_text (ERNIE 4.5's dense block rotating
-halves, head_dim 128 by default)."""
-from trainer.reference.families.common import get, heads, rope
-from trainer.reference.families.llama import llama_like
+halves, head_dim 128 by default), glm_ocr_text (GLM-4's block without attention biases, head_dim hidden / heads,
+the whole head rotated by default), hunyuan_vl_text (Hunyuan V1 dense's, tied), granite4_vision_text and
+granite_docling_text (Granite's, the latter under its own defaults)."""
+from trainer.reference.families.common import get, heads, rope, under
+from trainer.reference.families.llama import granite, llama_like
+from trainer.reference.families.llama_variants import glm4, hunyuan_v1_dense
+
+GLM_OCR = dict(head_dim=None, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+               partial_rotary_factor=1.0, attention_bias=False)
+HUNYUAN_VL = dict(tie_word_embeddings=True)
+DOCLING = dict(num_key_value_heads=4, max_position_embeddings=32768, rms_norm_eps=1e-5, tie_word_embeddings=True,
+               embedding_multiplier=12.0, logits_scaling=4.0, residual_multiplier=0.263, attention_multiplier=0.015625)
 
 
 def paddleocr_vl_text(cfg, names, family="paddleocr_vl_text"):
@@ -15,5 +24,16 @@ def paddleocr_vl_text(cfg, names, family="paddleocr_vl_text"):
                       mlp_bias=bias, rope_of=lambda i: r, tied=True)
 
 
+def _glm_ocr(cfg, names):
+    cfg = dict(cfg)
+    if cfg.get("head_dim") is None:
+        cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+    return glm4(cfg, names)
+
+
 FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
-            "paddleocr_vl": lambda cfg, names: paddleocr_vl_text(cfg, names, "paddleocr_vl")}
+            "paddleocr_vl": lambda cfg, names: paddleocr_vl_text(cfg, names, "paddleocr_vl"),
+            **{t: under(t, _glm_ocr, GLM_OCR) for t in ("glm_ocr_text", "glm_ocr")},
+            **{t: under(t, hunyuan_v1_dense, HUNYUAN_VL) for t in ("hunyuan_vl_text", "hunyuan_vl")},
+            **{t: under(t, granite, {}) for t in ("granite4_vision_text", "granite4_vision")},
+            **{t: under(t, granite, DOCLING) for t in ("granite_docling_text", "granite_docling")}}
