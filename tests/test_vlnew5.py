@@ -28,7 +28,7 @@ from test_plan import _assert_same
 from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
-CASES = ["paddleocr_vl", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling"]
+CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -42,9 +42,9 @@ SPELLINGS = {
                         ("lm_head.", "language_model.lm_head.")),
 }
 # the text model's tensors as stored (besides lm_head.weight), and the tower's
-TEXT_PREFIX = {"paddleocr_vl": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
+TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model."}
-TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
+TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",)}
@@ -279,3 +279,40 @@ def test_the_granite_wrappers_tie_by_their_own_key_alone(case, top, tied):
     d["text_config"] = dict(d["text_config"], tie_word_embeddings=not tied)      # not read
     with pytest.warns(UserWarning, match=TOWER_NOT_RUN):
         assert get_family(case).Config.from_dict(d).tie_word_embeddings is tied
+
+
+# --- ERNIE 4.5 VL ---
+
+def test_ernie4_5_vl_moe_runs_the_text_experts_alone():
+    """Text tokens reach experts 0 .. E-1 (the text ones) through the text router, stored transposed, and the text row
+    of the correction bias; the vision experts and router are never read (x 3 in the fixture: no effect)."""
+    raw = _read_safetensors(DIR / "ernie4_5_vl_moe" / "model.safetensors")
+    m = _load(DIR / "ernie4_5_vl_moe")
+    moe = m.net.layers[1].moe
+    assert len(moe.gate) == 4 and m.net.layers[0].moe is None
+    np.testing.assert_array_equal(moe.router.dequantize(), raw["model.layers.1.mlp.gate.weight"].T)
+    np.testing.assert_array_equal(moe.sel_bias.a.reshape(-1),
+                                  raw["model.layers.1.mlp.moe_statics.e_score_correction_bias"][0])
+
+
+def test_ernie4_5_vl_moe_refuses_transformers_5_module_names(tmp_path):
+    d = _rewrite(DIR / "ernie4_5_vl_moe", tmp_path / "m",
+                 lambda k: k.replace("mlp.gate.weight_1", "mlp.vision_moe.gate.weight"))
+    with pytest.raises(ValueError, match=r"model.layers.1.mlp.vision_moe.gate.weight is transformers 5's module name "
+                                         r"for ERNIE 4.5 VL's experts"):
+        _load(d)
+
+
+@pytest.mark.parametrize("text, message", [
+    (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5, "mrope_section": [3, 3, 2]}),
+     "rope_type 'linear': ERNIE 4.5 VL's text model runs the default RoPE only"),
+    (dict(moe_intermediate_size=32), r"moe_intermediate_size must be \[text, vision\] widths, got 32"),
+    (dict(mlp_layer_types=["dense", "moe", "sparse"]), "mlp_layer_types must give each of the 3 layers"),
+])
+def test_ernie4_5_vl_moe_refuses_by_name(text, message):
+    d = _config("ernie4_5_vl_moe")
+    d["text_config"] = dict(d["text_config"], **text)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        with pytest.raises(ValueError, match=message):
+            get_family("ernie4_5_vl_moe").Config.from_dict(d)

@@ -237,6 +237,8 @@ MODEL_TYPES = Registry({
     "granite4_vision": "granite4_vision",
     "granite_docling_text": "granite_docling_text",
     "granite_docling": "granite_docling",
+    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -4,10 +4,13 @@ tensor names; petit/models/wrapper.py). A text-only prompt gives every M-RoPE se
 rotation is the plain RoPE the text model's own layout computes: paddleocr_vl_text (ERNIE 4.5's dense block rotating
 halves, head_dim 128 by default), glm_ocr_text (GLM-4's block without attention biases, head_dim hidden / heads,
 the whole head rotated by default), hunyuan_vl_text (Hunyuan V1 dense's, tied), granite4_vision_text and
-granite_docling_text (Granite's, the latter under its own defaults)."""
+granite_docling_text (Granite's, the latter under its own defaults), ernie4_5_vl_moe_text (ERNIE 4.5 MoE's block with
+the text experts alone, no biases on them, sparse layers by mlp_layer_types; the converted file holds the text router
+as [E, hidden] and the text row of the correction bias)."""
 from trainer.reference.families.common import get, heads, rope, under
 from trainer.reference.families.llama import granite, llama_like
 from trainer.reference.families.llama_variants import glm4, hunyuan_v1_dense
+from trainer.reference.spec import MoeSpec
 
 GLM_OCR = dict(head_dim=None, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
                partial_rotary_factor=1.0, attention_bias=False)
@@ -31,9 +34,31 @@ def _glm_ocr(cfg, names):
     return glm4(cfg, names)
 
 
+def ernie4_5_vl_moe_text(cfg, names, family="ernie4_5_vl_moe_text"):
+    bias, E, n = get(cfg, "use_bias", False), cfg["moe_num_experts"], cfg["num_hidden_layers"]
+    types = cfg.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n - 1)
+    three = ("gate_proj", "up_proj", "down_proj")
+
+    def moe_of(i, p):
+        if types[i] != "sparse":
+            return None
+        sh = f"{p}mlp.shared_experts."
+        return MoeSpec(p + "mlp.gate.weight", [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in three)
+                                               for e in range(E)], cfg["moe_k"], True,
+                       tuple(f"{sh}{x}.weight" for x in three) if get(cfg, "moe_num_shared_experts", 2) else None,
+                       sel_bias=p + "mlp.moe_statics.e_score_correction_bias",
+                       shared_b=tuple(f"{sh}{x}.bias" for x in three) if bias else None)
+    cfg = dict(cfg, rope_theta=get(cfg, "rope_theta", 5e5))
+    r = rope(cfg, heads(cfg)[2], interleaved=True)
+    return llama_like(cfg, names, family, eps=get(cfg, "rms_norm_eps", 1e-5), qkv_bias=bias, o_bias=bias,
+                      mlp_bias=bias, rope_of=lambda i: r, moe_of=moe_of, tied=True)
+
+
 FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             "paddleocr_vl": lambda cfg, names: paddleocr_vl_text(cfg, names, "paddleocr_vl"),
             **{t: under(t, _glm_ocr, GLM_OCR) for t in ("glm_ocr_text", "glm_ocr")},
             **{t: under(t, hunyuan_v1_dense, HUNYUAN_VL) for t in ("hunyuan_vl_text", "hunyuan_vl")},
             **{t: under(t, granite, {}) for t in ("granite4_vision_text", "granite4_vision")},
-            **{t: under(t, granite, DOCLING) for t in ("granite_docling_text", "granite_docling")}}
+            **{t: under(t, granite, DOCLING) for t in ("granite_docling_text", "granite_docling")},
+            "ernie4_5_vl_moe_text": ernie4_5_vl_moe_text,
+            "ernie4_5_vl_moe": lambda cfg, names: ernie4_5_vl_moe_text(cfg, names, "ernie4_5_vl_moe")}
