@@ -239,6 +239,8 @@ MODEL_TYPES = Registry({
     "granite_docling": "granite_docling",
     "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe",
+    "cosmos3_edge_text": "cosmos3_edge_text",
+    "cosmos3_edge": "cosmos3_edge",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

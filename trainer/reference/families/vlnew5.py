@@ -6,12 +6,15 @@ halves, head_dim 128 by default), glm_ocr_text (GLM-4's block without attention 
 the whole head rotated by default), hunyuan_vl_text (Hunyuan V1 dense's, tied), granite4_vision_text and
 granite_docling_text (Granite's, the latter under its own defaults), ernie4_5_vl_moe_text (ERNIE 4.5 MoE's block with
 the text experts alone, no biases on them, sparse layers by mlp_layer_types; the converted file holds the text router
-as [E, hidden] and the text row of the correction bias)."""
+as [E, hidden] and the text row of the correction bias), cosmos3_edge_text (Arcee's block: Llama's attention, a
+plain relu2 MLP; head_dim 128, RoPE base 1e8 by default)."""
 from trainer.reference.families.common import get, heads, rope, under
 from trainer.reference.families.llama import granite, llama_like
-from trainer.reference.families.llama_variants import glm4, hunyuan_v1_dense
+from trainer.reference.families.llama_variants import arcee, glm4, hunyuan_v1_dense
 from trainer.reference.spec import MoeSpec
 
+COSMOS = dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=131072, rope_theta=1e8, rms_norm_eps=1e-5,
+              hidden_act="relu2")
 GLM_OCR = dict(head_dim=None, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
                partial_rotary_factor=1.0, attention_bias=False)
 HUNYUAN_VL = dict(tie_word_embeddings=True)
@@ -61,4 +64,5 @@ FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             **{t: under(t, granite, {}) for t in ("granite4_vision_text", "granite4_vision")},
             **{t: under(t, granite, DOCLING) for t in ("granite_docling_text", "granite_docling")},
             "ernie4_5_vl_moe_text": ernie4_5_vl_moe_text,
-            "ernie4_5_vl_moe": lambda cfg, names: ernie4_5_vl_moe_text(cfg, names, "ernie4_5_vl_moe")}
+            "ernie4_5_vl_moe": lambda cfg, names: ernie4_5_vl_moe_text(cfg, names, "ernie4_5_vl_moe"),
+            **{t: under(t, arcee, COSMOS) for t in ("cosmos3_edge_text", "cosmos3_edge")}}
