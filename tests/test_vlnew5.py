@@ -29,7 +29,7 @@ from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
 CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling",
-         "cosmos3_edge"]
+         "cosmos3_edge", "molmo2", "molmo2_post"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -51,11 +51,12 @@ SPELLINGS = {
 # the text model's tensors as stored (besides lm_head.weight), and the tower's
 TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
-               "cosmos3_edge": ""}
+               "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model."}
 TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
-         "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector.")}
+         "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
+         "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",)}
 
 
 def _load(folder, weights="f32"):
@@ -88,7 +89,7 @@ def test_each_says_once_that_its_tower_is_not_run(case):
     with pytest.warns(UserWarning) as caught:
         petit.load(DIR / case, weights="f32")
     assert [str(w.message) for w in caught] == [
-        f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone, "
+        f"config: {_config(case)['model_type']}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone, "
         f"so images cannot be given"]
 
 
@@ -151,7 +152,7 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         convert(DIR / case, out, "f32").close()
     m = load_strict(out)                    # the file has no tower: nothing to say
-    assert m.config.model_type == case
+    assert m.config.model_type == _config(case)["model_type"]
     assert not any(n.startswith(TOWER[case]) or part in n for n in m.tensors
                    for part in ("visual", "projector", "vision", "vit.", "newline"))
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
@@ -360,3 +361,36 @@ def test_cosmos3_edge_refuses_by_name(rope, message):
         warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
         with pytest.raises(ValueError, match=message):
             get_family("cosmos3_edge").Config.from_dict(d)
+
+
+# --- Molmo2 ---
+
+def test_molmo2_reads_the_first_vocab_size_rows_of_its_split_embedding():
+    raw = _read_safetensors(DIR / "molmo2" / "model.safetensors")
+    emb = np.concatenate([raw["model.transformer.wte.embedding"], raw["model.transformer.wte.new_embedding"]])
+    assert emb.shape == (328, 64)
+    m = _load(DIR / "molmo2")
+    np.testing.assert_array_equal(m.net.embed.dequantize(), emb[:320])
+    with pytest.raises(ValueError, match=r"token id\(s\) \[320\] out of range for a vocabulary of 320"):
+        m.logits(np.array([1, 320]))        # an image token: only images use it
+
+
+def test_molmo2_keeps_transformers_defaults():
+    cfg = get_family("molmo2_text").Config.from_dict({"vocab_size": 100, "hidden_size": 256, "intermediate_size": 96,
+                                                      "num_hidden_layers": 2, "num_attention_heads": 8,
+                                                      "qkv_bias": True, "layer_norm_eps": 1e-5})
+    assert (cfg.head_dim, cfg.num_key_value_heads, cfg.additional_vocab_size, cfg.qk_norm_type, cfg.norm_after,
+            cfg.rope_scaling_layers, cfg.attention_bias, cfg.rms_norm_eps, cfg.tie_word_embeddings) == \
+        (128, 8, 128, "qwen3", False, [0, 1], True, 1e-5, False)
+    with pytest.raises(ValueError, match="qk_norm_type must be 'qwen3' or 'olmo', got 'llama'"):
+        get_family("molmo2_text").Config.from_dict({"vocab_size": 100, "hidden_size": 256, "intermediate_size": 96,
+                                                    "num_hidden_layers": 2, "num_attention_heads": 8,
+                                                    "qk_norm_type": "llama"})
+
+
+def test_molmo2_runs_a_stored_head_that_differs_from_the_embeddings():
+    """molmo2_post's wrapper ties, but its stored head differs from the embeddings: transformers keeps it, so does
+    Petit."""
+    assert _config("molmo2_post")["tie_word_embeddings"] is True
+    m = _load(DIR / "molmo2_post")
+    assert not m.config.tie_word_embeddings and _err(m, "molmo2_post") <= F32_TOL

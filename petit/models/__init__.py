@@ -241,6 +241,8 @@ MODEL_TYPES = Registry({
     "ernie4_5_vl_moe": "ernie4_5_vl_moe",
     "cosmos3_edge_text": "cosmos3_edge_text",
     "cosmos3_edge": "cosmos3_edge",
+    "molmo2_text": "molmo2_text",
+    "molmo2": "molmo2",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

@@ -68,6 +68,8 @@ class Cosmos3EdgeTextConfig(arcee.ArceeConfig):
 
 
 def hf_tensors(cfg, ckpt) -> dict:
+    if getattr(cfg, "tie_word_embeddings", False) and "lm_head.weight" in ckpt:
+        cfg.tie_word_embeddings = False     # a stored head is read (transformers keeps one that differs: wrapper.py)
     v = Renamed(ckpt, text_name)
     out = {s: (tuple(ckpt.info(s)[1]), _never(s), [s]) for s in ckpt.names() if DROPPED.match(s)}
     return v.aliases(out)

@@ -7,7 +7,9 @@ the whole head rotated by default), hunyuan_vl_text (Hunyuan V1 dense's, tied), 
 granite_docling_text (Granite's, the latter under its own defaults), ernie4_5_vl_moe_text (ERNIE 4.5 MoE's block with
 the text experts alone, no biases on them, sparse layers by mlp_layer_types; the converted file holds the text router
 as [E, hidden] and the text row of the correction bias), cosmos3_edge_text (Arcee's block: Llama's attention, a
-plain relu2 MLP; head_dim 128, RoPE base 1e8 by default)."""
+plain relu2 MLP; head_dim 128, RoPE base 1e8 by default), molmo2_text (Llama's block with q / k / v biases, q / k
+RMSNorms per head or over the row, norm_after's post-norms, the scaled RoPE in rope_scaling_layers and the unscaled one
+elsewhere)."""
 from trainer.reference.families.common import get, heads, rope, under
 from trainer.reference.families.llama import granite, llama_like
 from trainer.reference.families.llama_variants import arcee, glm4, hunyuan_v1_dense
@@ -57,6 +59,22 @@ def ernie4_5_vl_moe_text(cfg, names, family="ernie4_5_vl_moe_text"):
                       mlp_bias=bias, rope_of=lambda i: r, moe_of=moe_of, tied=True)
 
 
+def molmo2_text(cfg, names, family="molmo2_text"):
+    n = cfg["num_hidden_layers"]
+    cfg = dict(cfg, head_dim=get(cfg, "head_dim", 128))
+    hd = heads(cfg)[2]
+    scaled, unscaled = rope(cfg, hd), rope(cfg, hd, scaling=None)
+    on = set(get(cfg, "rope_scaling_layers", list(range(n))))
+    spec = llama_like(cfg, names, family, eps=get(cfg, "rms_norm_eps", 1e-6),
+                      qkv_bias=get(cfg, "attention_bias", False),
+                      rope_of=lambda i: scaled if i in on else unscaled,
+                      qk_norm="head" if get(cfg, "qk_norm_type", "qwen3") == "qwen3" else "full")
+    if get(cfg, "norm_after", False):
+        for L in spec.layers:
+            L.post_attn_norm, L.post_mlp_norm, L.attn_norm, L.mlp_norm = L.attn_norm, L.mlp_norm, None, None
+    return spec
+
+
 FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             "paddleocr_vl": lambda cfg, names: paddleocr_vl_text(cfg, names, "paddleocr_vl"),
             **{t: under(t, _glm_ocr, GLM_OCR) for t in ("glm_ocr_text", "glm_ocr")},
@@ -65,4 +83,5 @@ FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             **{t: under(t, granite, DOCLING) for t in ("granite_docling_text", "granite_docling")},
             "ernie4_5_vl_moe_text": ernie4_5_vl_moe_text,
             "ernie4_5_vl_moe": lambda cfg, names: ernie4_5_vl_moe_text(cfg, names, "ernie4_5_vl_moe"),
-            **{t: under(t, arcee, COSMOS) for t in ("cosmos3_edge_text", "cosmos3_edge")}}
+            **{t: under(t, arcee, COSMOS) for t in ("cosmos3_edge_text", "cosmos3_edge")},
+            "molmo2_text": molmo2_text, "molmo2": lambda cfg, names: molmo2_text(cfg, names, "molmo2")}
