@@ -394,3 +394,15 @@ def test_molmo2_runs_a_stored_head_that_differs_from_the_embeddings():
     assert _config("molmo2_post")["tie_word_embeddings"] is True
     m = _load(DIR / "molmo2_post")
     assert not m.config.tie_word_embeddings and _err(m, "molmo2_post") <= F32_TOL
+
+
+# --- refused ---
+
+@pytest.mark.parametrize("model_type, what", [
+    ("voxtral_realtime", "VoxtralRealtimeModel.forward requires audio at every call"),
+    ("voxtral_realtime_text", "every layer scales its MLP input by 1 \\+ ada_rms_norm\\(t_cond\\)"),
+])
+def test_a_checkpoint_without_a_text_only_path_is_refused_by_name(model_type, what):
+    with pytest.raises(ValueError, match=f"unsupported model_type '{model_type}'; the closest family Petit runs is "
+                                         f"mistral \\({model_type} differs: .*{what}"):
+        get_family(model_type)

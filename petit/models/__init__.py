@@ -294,6 +294,18 @@ CLOSEST = {
                      "cache), and a local decoder whose bytes cross-attend to the global transformer's patch states "
                      "before its causal byte layers. Its blocks are Llama's (RMSNorm, SwiGLU, RoPE on adjacent "
                      "pairs); the patching, the pooling and the cross-attention between bytes and patches are not"),
+    # issue 36, the vlnew group: a multimodal checkpoint whose text model has no text-only path
+    "voxtral_realtime": ("mistral", "Voxtral Realtime, a streaming speech recognizer: VoxtralRealtimeModel.forward "
+                                    "requires audio at every call (transformers raises without input_features), each "
+                                    "position's input being its token's embedding plus its audio frame's projected "
+                                    "encoder state, and every layer scales its MLP input by 1 + ada_rms_norm(t_cond), "
+                                    "a time embedding of num_delay_tokens; there is no text-only path to run, and "
+                                    "Petit reads no audio. Its attention and MLP are Mistral's"),
+    "voxtral_realtime_text": ("mistral", "Voxtral Realtime's language model: every layer scales its MLP input by 1 + "
+                                         "ada_rms_norm(t_cond), a time embedding of the wrapper's num_delay_tokens "
+                                         "(VoxtralRealtimeTextModel cannot run without it), and its inputs are token "
+                                         "embeddings plus audio frames' states; Petit reads no audio. Its attention "
+                                         "and MLP are Mistral's"),
     "reformer": ("gpt2", "Google's Reformer: LSH attention layers (one shared query-key projection, the keys "
                          "length-normalised; in a sequence longer than lsh_attn_chunk_length each position is "
                          "hashed to one of num_buckets buckets by random rotations that torch.randn draws anew at "
