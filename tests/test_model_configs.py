@@ -96,6 +96,9 @@ MINIMALS.update({t: dict(MINIMAL, rope_parameters={"rope_type": "default", "mrop
 # GLM-4.5V's default [8, 12, 12] splits 64 rotary dims: MINIMAL's 64-wide heads at partial_rotary_factor 0.5 rotate 32
 MINIMALS.update({t: dict(MINIMAL, rope_parameters={"rope_type": "default", "mrope_section": [4, 6, 6]})
                  for t in ("glm4v_moe_text", "glm4v_moe")})
+# issue 36, the vlnew group: transformers runs HunyuanOCR's text model only with its XD-RoPE sections
+MINIMALS.update(dict.fromkeys(("hunyuan_vl_text", "hunyuan_vl"), dict(MINIMAL, rope_parameters={
+    "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 8, 8, 8]})))
 
 
 def declared(model_type: str) -> dict:

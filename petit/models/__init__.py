@@ -253,6 +253,23 @@ MODEL_TYPES = Registry({
     "step3p7": "step3p7",
     "muse_glimmer_text": "muse_glimmer_text",
     "muse_glimmer": "muse_glimmer",
+    # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
+    "paddleocr_vl_text": "paddleocr_vl_text",
+    "paddleocr_vl": "paddleocr_vl",
+    "glm_ocr_text": "glm_ocr_text",
+    "glm_ocr": "glm_ocr",
+    "hunyuan_vl_text": "hunyuan_vl_text",
+    "hunyuan_vl": "hunyuan_vl",
+    "granite4_vision_text": "granite4_vision_text",
+    "granite4_vision": "granite4_vision",
+    "granite_docling_text": "granite_docling_text",
+    "granite_docling": "granite_docling",
+    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe",
+    "cosmos3_edge_text": "cosmos3_edge_text",
+    "cosmos3_edge": "cosmos3_edge",
+    "molmo2_text": "molmo2_text",
+    "molmo2": "molmo2",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
@@ -320,6 +337,18 @@ CLOSEST = {
                      "cache), and a local decoder whose bytes cross-attend to the global transformer's patch states "
                      "before its causal byte layers. Its blocks are Llama's (RMSNorm, SwiGLU, RoPE on adjacent "
                      "pairs); the patching, the pooling and the cross-attention between bytes and patches are not"),
+    # issue 36, the vlnew group: a multimodal checkpoint whose text model has no text-only path
+    "voxtral_realtime": ("mistral", "Voxtral Realtime, a streaming speech recognizer: VoxtralRealtimeModel.forward "
+                                    "requires audio at every call (transformers raises without input_features), each "
+                                    "position's input being its token's embedding plus its audio frame's projected "
+                                    "encoder state, and every layer scales its MLP input by 1 + ada_rms_norm(t_cond), "
+                                    "a time embedding of num_delay_tokens; there is no text-only path to run, and "
+                                    "Petit reads no audio. Its attention and MLP are Mistral's"),
+    "voxtral_realtime_text": ("mistral", "Voxtral Realtime's language model: every layer scales its MLP input by 1 + "
+                                         "ada_rms_norm(t_cond), a time embedding of the wrapper's num_delay_tokens "
+                                         "(VoxtralRealtimeTextModel cannot run without it), and its inputs are token "
+                                         "embeddings plus audio frames' states; Petit reads no audio. Its attention "
+                                         "and MLP are Mistral's"),
     "reformer": ("gpt2", "Google's Reformer: LSH attention layers (one shared query-key projection, the keys "
                          "length-normalised; in a sequence longer than lsh_attn_chunk_length each position is "
                          "hashed to one of num_buckets buckets by random rotations that torch.randn draws anew at "

@@ -45,6 +45,7 @@ from trainer.reference.families import fam36o5         # issue 36: the fam36o gr
 from trainer.reference.families import q4exp5          # issue 36: the q4exp group (qwen4_exp_text, qwen4_exp)
 from trainer.reference.families import qwenvl5         # issue 36: the qwenvl group (Qwen-VL's language models)
 from trainer.reference.families import newdec5         # issue 36: the newdec group (mistral4; mistral3 over it)
+from trainer.reference.families import vlnew5          # issue 36: the vlnew group (multimodal checkpoints' text models)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -81,6 +82,7 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **q4exp5.FAMILIES,
             **qwenvl5.FAMILIES,
             **newdec5.FAMILIES,
+            **vlnew5.FAMILIES,
             }
 
 
