@@ -119,7 +119,7 @@ def test_the_plain_head_reads_and_drops_the_text_familys_logit_scaling(case, fie
 
 @pytest.mark.parametrize("model_type, what", [
     ("paligemma", "a prefix language model"), ("blip-2", "the language model always reads an image"),
-    ("fast_vlm", "timm and torchvision"), ("pi0", "a robot policy")])
+    ("apertus1p5", "ids of the text vocabulary"), ("pi0", "a robot policy")])
 def test_the_multimodal_checkpoints_left_out_are_refused_saying_why(tmp_path, model_type, what):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "text_config": {}}))
     (tmp_path / "tokenizer.json").write_text("{}")

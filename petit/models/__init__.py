@@ -305,12 +305,6 @@ CLOSEST = {
                             "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
     "instructblipvideo": ("opt", "the language model always reads a video: the forward requires pixel_values and "
                                  "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
-    "fast_vlm": ("qwen2", "LLaVA's layout around a qwen2 text model with a FastViT tower built through timm; not "
-                          "checked yet: the tower needs timm and torchvision, which the fixture machine's torch build "
-                          "does not run, so no reference checkpoint was made"),
-    "perception_lm": ("llama", "LLaVA's layout around a llama text model with a Perception Encoder tower built "
-                               "through timm; not checked yet: no reference checkpoint could be made (timm and "
-                               "torchvision do not run with the fixture machine's torch build)"),
     "apertus1p5": ("apertus1p5_text", "the multimodal checkpoint: its image and audio codes are ids of the text "
                                       "vocabulary (image_token_offset / audio_token_offset), which the wrapper's "
                                       "forward sends through its image and audio tokenizers wherever they appear in "
