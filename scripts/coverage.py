@@ -96,15 +96,19 @@ def mm_rows(reg: dict) -> list[tuple[str, str, str]]:
 def mm_table(reg: dict | None = None) -> str:
     reg = reg or registry()
     rows = mm_rows(reg)
-    text = [r for r in rows if r[1] != "not a decoder"]
-    runs = sum(r[1] == "runs" for r in rows)
+    text, runs = _counts(rows, "runs")
     head = (f"transformers {reg['transformers']['version']}'s image-text-to-text, multimodal-LM and speech "
-            f"sequence-to-sequence registries hold {len(rows)} more types than its causal-LM registry; {len(text)} "
+            f"sequence-to-sequence registries hold {len(rows)} more types than its causal-LM registry; {text} "
             f"of them are multimodal checkpoints around a decoder-only language model, and Petit runs the language "
             f"model of **{runs}** of those (a text prompt; the vision or audio tower is not run, which the one "
             f"warning such a folder gives says). The others are encoder-decoders or no decoder-only language model "
             f"of text (said why).")
     return head + "\n\n" + _table(rows, "model_type")
+
+
+def _counts(rows, done: str, apart=("not a decoder",)) -> tuple[int, int]:
+    """How many rows are decoders (their status not in `apart`), and how many of them have the status `done`."""
+    return sum(r[1] not in apart for r in rows), sum(r[1] == done for r in rows)
 
 
 def _table(rows, first: str) -> str:
@@ -116,10 +120,9 @@ def _table(rows, first: str) -> str:
 def hf_table(reg: dict | None = None) -> str:
     reg = reg or registry()
     rows = hf_rows(reg)
-    decoders = [r for r in rows if r[1] != "not a decoder"]
-    runs = sum(r[1] == "runs" for r in rows)
+    decoders, runs = _counts(rows, "runs")
     head = (f"transformers {reg['transformers']['version']}'s causal-LM registry (`MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`) "
-            f"holds {len(rows)} types; {len(decoders)} of them are decoder-only language models (or a multimodal "
+            f"holds {len(rows)} types; {decoders} of them are decoder-only language models (or a multimodal "
             f"checkpoint around one), and Petit runs **{runs}** of those. The others are not decoders (said why).")
     return head + "\n\n" + _table(rows, "model_type")
 
@@ -127,10 +130,9 @@ def hf_table(reg: dict | None = None) -> str:
 def gguf_table(reg: dict | None = None) -> str:
     reg = reg or registry()
     rows = gguf_rows(reg)
-    decoders = [r for r in rows if r[1] not in ("not a decoder", "read (encoder)")]
-    read = sum(r[1] == "read" for r in rows)
+    decoders, read = _counts(rows, "read", ("not a decoder", "read (encoder)"))
     encoders = [f"`{r[0]}`" for r in rows if r[1] == "read (encoder)"]
-    head = (f"llama.cpp ({reg['llama_cpp']['version']}) knows {len(rows)} architectures; {len(decoders)} of them are "
+    head = (f"llama.cpp ({reg['llama_cpp']['version']}) knows {len(rows)} architectures; {decoders} of them are "
             f"decoder-only language models, and Petit reads **{read}** of those (the family each runs as). Of the "
             f"others, Petit reads the embedding encoders {', '.join(encoders)} ([embeddings.md](embeddings.md)).")
     return head + "\n\n" + _table(rows, "architecture")
