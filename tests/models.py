@@ -88,7 +88,16 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     # issue 30, the gemma group: tests/test_gemma5.py derives the released (multimodal) folders
                     "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text",
                     # issue 36, q4exp: hf5_q4exp/qwen4_exp holds transformers' wrapper (tests/test_q4exp5.py)
-                    "qwen4_exp": "qwen4_exp_text"}
+                    "qwen4_exp": "qwen4_exp_text",
+                    # issue 36, vlnew: each text type is run by its wrapper's fixture (hf5_vlnew, tests/test_vlnew5.py)
+                    "paddleocr_vl_text": "paddleocr_vl", "glm_ocr_text": "glm_ocr", "hunyuan_vl_text": "hunyuan_vl",
+                    "granite4_vision_text": "granite4_vision", "granite_docling_text": "granite_docling",
+                    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe", "cosmos3_edge_text": "cosmos3_edge",
+                    "molmo2_text": "molmo2",
+                    # the qwenvl and newdec groups: likewise (hf5_qwenvl, hf5_newdec)
+                    "qwen2_vl_text": "qwen2_vl", "qwen2_5_vl_text": "qwen2_5_vl", "qwen3_vl_text": "qwen3_vl",
+                    "qwen3_vl_moe_text": "qwen3_vl_moe", "glm4v_text": "glm4v", "glm4v_moe_text": "glm4v_moe",
+                    "step3p5": "step3p7", "muse_glimmer_text": "muse_glimmer"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

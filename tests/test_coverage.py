@@ -17,26 +17,22 @@ coverage = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(coverage)
 
 
-@pytest.mark.parametrize("which", ["hf", "gguf"])
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["hf", "hf-multimodal", "gguf"])
 def test_the_docs_tables_are_what_the_registries_say(which):
-    with open(coverage.DOCS[which], encoding="utf-8") as f:
+    path, made, begin, end = coverage.tables(coverage.registry())[which]
+    with open(path, encoding="utf-8") as f:
         text = f.read()
-    made = coverage.hf_table() if which == "hf" else coverage.gguf_table()
-    assert coverage.replaced(text, made, which) == text, "run `python scripts/coverage.py --write`"
+    assert coverage.replaced(text, made, path, begin, end) == text, "run `python scripts/coverage.py --write`"
 
 
 def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
     types = coverage.registry()["transformers"]["types"]
     # families transformers has no native class for: llama.cpp (or the Hub's remote code) is their reference
     remote_code = {"internlm3", "minicpm", "internlm2", "rwkv6", "rwkv7", "rwkv6qwen2"}     # rwkv6qwen2: GGUF only
-    # multimodal wrappers transformers registers for image-text-to-text only (Mistral3ForConditionalGeneration)
-    wrappers = {"mistral3"}
-    # issue 36, the qwenvl group: the Qwen-VL and GLM-4V wrappers (image-text-to-text only) and their text models (no head in
-    # transformers: each runs inside its wrapper)
-    wrappers |= {t + s for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe")
-                 for s in ("", "_text")} | {"glm46v", "glmga", "cosmos3_omni", "qwen2_5_omni_thinker",
-                                            "qwen2_5_omni_text", "qwen3_omni_moe_thinker", "qwen3_omni_moe_text",
-                                            "qwen2_5_omni", "qwen3_omni_moe"}
+    # transformers' multimodal checkpoints (its image-text-to-text and multimodal-LM registries: mistral3, llava, ...)
+    # and their text models, which it runs only inside them (no causal-LM class of their own: qwen2_vl_text, ...)
+    mm = coverage.registry()["transformers"]["multimodal"]
+    wrappers = set(mm) | {v["text_model_type"] for v in mm.values() if v["text_model_type"]}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

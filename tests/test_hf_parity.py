@@ -43,6 +43,9 @@ AGREEMENT_FLOOR = {("hunyuan_v1_dense", "q4_0"): 0.25, ("youtu", "q4_0"): 0.25}
 # issue 30, the hybrid group: zamba2 at q4_0 agrees on 10 of 35 positions (0.29) with its worst error 0.56 within the
 # bound: five Mamba-2 layers in series behind 32-wide rows (one 4-bit block a row) and a shared attention block
 AGREEMENT_FLOOR[("zamba2", "q4_0")] = 0.25
+# issue 36, the multimodal table: lfm2_vl's language model has hf_ssm/lfm2's weights (tests/test_ssm.py holds lfm2 at
+# q4_0 to the worst-error bound alone); at q4_0 its argmax agrees on 8 of 35 positions (0.23), worst 0.57 within the bound
+AGREEMENT_FLOOR[("lfm2_vl", "q4_0")] = 0.20
 # above the shared worst-error bound, measured: youtu (DeepSeek-V3's latent attention, a dense MLP) at q4_0 0.72 with
 # argmax 0.26; latent attention runs four 4-bit products in series where Llama's runs two (q_a, q_b, the absorbed
 # key, kv_c / the absorbed value, o), and the MLA fixtures of hf_moe measure the same at q4_0 (deepseek_v3 0.60,

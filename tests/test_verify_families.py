@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import petit
+from petit.models import MULTIMODAL_ROWS
 from petit.formats.petit_file import read_petit, write_petit
 from petit.loading.convert import convert
 from petit.models import MODEL_TYPES
@@ -37,6 +38,13 @@ WEIGHTS = ("f32", "q8_0", "q4_0")
 MOE = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_moe", "hf_moe_more")} | {"qwen3_next"}   # a hybrid too
 MOE |= {c for c, p in HF5_FOLDERS.items() if has_experts(p)}
 SSM = {c for c, p in FOLDERS.items() if p.parent.name in ("hf_ssm", "hf_hybrid")}
+
+
+def _text(case):
+    """The text family of a multimodal row's fixture (tests/fixtures/hf5_mm), else the case itself."""
+    return MULTIMODAL_ROWS[case].text if case in MULTIMODAL_ROWS else case
+
+
 WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "starcoder2", "stablelm", "ernie4_5", "glm", "glm4",
                "helium", "nemotron", "olmo", "persimmon", "seed_oss", "gptj", "codegen", "gpt_neo", "gpt_bigcode",
                "falcon_alibi", "bloom", "opt", "opt_350m",
@@ -81,8 +89,8 @@ def faults_for(case: str, weights: str) -> list[str]:
     # GIT's (issue 36, fam36j) is BERT's 1e-12: 100 times that is as far below every mean square
     # (issue 36, fam36h: ergo's rms_norm_eps is 1e-12, the same: x 100 is 1e-10, no logit moves)
     out = [] if case in ("helium", "git", "ergo") or (case.startswith("bitnet") and weights != "f32") else ["norm_eps_x100"]
-    out += [] if case in WITHOUT_ROPE else ["rope_wrong_half"]
-    out += ["drop_bias"] if case in WITH_BIASES else []
+    out += [] if _text(case) in WITHOUT_ROPE else ["rope_wrong_half"]
+    out += ["drop_bias"] if _text(case) in WITH_BIASES else []
     # a ternary model (BitNet) runs its tq2 rows at every weight type: their scale is the block scale
     out += ["q_block_scale_x8"] if weights != "f32" or case.startswith("bitnet") else []
     return out
@@ -106,7 +114,9 @@ def files(tmp_path_factory):
 
 
 def test_every_family_of_the_engine_is_modelled_and_has_a_fixture():
-    assert set(FAMILIES) == set(MODEL_TYPES)
+    # a row of the multimodal table is its text family's model in a converted file (text_model_type)
+    assert set(FAMILIES) | set(MULTIMODAL_ROWS) == set(MODEL_TYPES)
+    assert {r.text for r in MULTIMODAL_ROWS.values()} <= set(FAMILIES)
     covered = {json.loads((FOLDERS[c] / "config.json").read_text())["model_type"] for c in CASES}
     assert covered | set(DERIVED_FIXTURES) == set(MODEL_TYPES)
 
@@ -130,7 +140,7 @@ def test_a_correct_engine_passes(files, case, weights):
     per_layer = {"mamba2": 2, "lfm2": 5, "nemotron_h": 2, "recurrent_gemma": 5, "bamba": 5, "zamba2": 2,
                  "olmo_hybrid": 5, "rwkv6": 2, "rwkv7": 2, "rwkv": 2,
                  "rwkv6qwen2": 5,
-                 "xlstm": 5}.get(case, 4 if case in SSM else 6)   # LFM2, Bamba: a mixer's 2 and an MLP
+                 "xlstm": 5}.get(_text(case), 4 if _text(case) in SSM else 6)   # LFM2, Bamba: a mixer's 2 and an MLP
     # BitNet's ternary projections are the loosest matrices at f32 (the file's embedding is f32)
     expected = "tq2" if case.startswith("bitnet") and weights == "f32" else weights
     assert r["weights"] == expected and r["matrices_checked"] >= 2 + per_layer * r["layers"] and not r["bad_matrices"]
@@ -230,7 +240,8 @@ def test_a_family_the_reference_does_not_model_is_refused_by_name(files, tmp_pat
     # a family the engine runs but the reference has not learnt yet: an error, never a verdict
     monkeypatch.delitem(FAMILIES, "qwen2")
     with pytest.raises(ValueError, match=r"the independent reference does not model model_type 'qwen2' \(it models "
-                                         r"([\w-]+, )+llama, ([\w-]+, )+phimoe, qwen2_moe, qwen3, .*\), so it cannot "
+                                         r"([\w-]+, )+llama, ([\w-]+, )+phimoe, ([\w-]+, )*qwen2_moe, ([\w-]+, )*qwen3, .*\), so it "
+                                         r"cannot "
                                          r"verify this model"):
         verify(files["qwen2", "q8_0"][0], n=0)
     with pytest.raises(ValueError, match=f"^{HERE / 'qwen2'}: the independent reference does not model model_type"):

@@ -221,11 +221,7 @@ def test_mistral3_runs_the_text_model_its_text_config_names(tmp_path, case, text
     d = _rewrite(FOLDERS[case], tmp_path / "m", config=dict(cfg, text_config=dict(cfg["text_config"],
                                                                                   model_type="llama")))
     with pytest.raises(ValueError, match="mistral3's text_config has model_type 'llama'; the mistral3 family runs a "
-                                         "text model of 'ministral3' / 'mistral'"):
-        petit.load(d, weights="f32")
-    (d / "config.json").write_text(json.dumps(dict(cfg, text_config=dict(cfg["text_config"], model_type="mistral4"))))
-    with pytest.raises(ValueError, match="text_config is a mistral4 model .Mistral 4 / Mistral Large 3: DeepSeek-V3's "
-                                         "latent attention and routed experts"):
+                                         "text model of 'ministral3' / 'mistral' / 'mistral4'"):
         petit.load(d, weights="f32")
 
 

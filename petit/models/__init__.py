@@ -12,7 +12,8 @@ tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 import importlib
 from collections.abc import Mapping
 
-from petit.models.refusals import NOT_DECODERS
+from petit.models.multimodal_rows import ROWS as MULTIMODAL_ROWS
+from petit.models.refusals import MULTIMODAL_NOT_TEXT, NOT_DECODERS
 
 
 class Registry(Mapping):
@@ -22,7 +23,11 @@ class Registry(Mapping):
         self.names = names
 
     def __getitem__(self, model_type):
-        return importlib.import_module(f"petit.models.{self.names[model_type]}")
+        name = self.names[model_type]
+        if name.startswith("multimodal:"):      # a row of the multimodal table (petit/models/multimodal_rows.py)
+            return importlib.import_module("petit.models.multimodal").family(model_type, MULTIMODAL_ROWS[model_type],
+                                                                             self)
+        return importlib.import_module(f"petit.models.{name}")
 
     def __iter__(self):
         return iter(self.names)
@@ -248,7 +253,32 @@ MODEL_TYPES = Registry({
     "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
     "qwen2_5_omni": "qwen2_5_omni",
     "qwen3_omni_moe": "qwen3_omni_moe",
+    # issue 36, the newdec group
+    "mistral4": "mistral4",
+    "step3p5": "step3p5",
+    "step3p7": "step3p7",
+    "muse_glimmer_text": "muse_glimmer_text",
+    "muse_glimmer": "muse_glimmer",
+    # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
+    "paddleocr_vl_text": "paddleocr_vl_text",
+    "paddleocr_vl": "paddleocr_vl",
+    "glm_ocr_text": "glm_ocr_text",
+    "glm_ocr": "glm_ocr",
+    "hunyuan_vl_text": "hunyuan_vl_text",
+    "hunyuan_vl": "hunyuan_vl",
+    "granite4_vision_text": "granite4_vision_text",
+    "granite4_vision": "granite4_vision",
+    "granite_docling_text": "granite_docling_text",
+    "granite_docling": "granite_docling",
+    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe",
+    "cosmos3_edge_text": "cosmos3_edge_text",
+    "cosmos3_edge": "cosmos3_edge",
+    "molmo2_text": "molmo2_text",
+    "molmo2": "molmo2",
 })
+# issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
+MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
@@ -270,14 +300,25 @@ CLOSEST = {
     "kolibri1_1": ("kolibri1", "indexed sparse attention layers (a weightless indexer picks each query's keys from "
                                "pools of NVFP4-rounded block summaries), their keys and values rounded to NVFP4 and "
                                "shared across layers, dense MLPs in mlp_only_layers"),
-    # issue 36, fam36i: the multimodal checkpoints around this group's text models (their wrappers not written yet)
-    "aria": ("aria_text", "the multimodal checkpoint: an Idefics3 vision tower and its projector around the text "
-                          "model, under language_model.*; not read yet"),
-    "cohere_compass": ("cohere_compass_text", "the multimodal checkpoint: Qwen3-VL's vision tower (DeepStack) around "
-                                              "the text model, under model.language_model.*; not read yet"),
-    "minimax_m3_vl": ("minimax_m3_vl_text", "the multimodal checkpoint: a vision tower and patch-merging projector "
-                                            "around the text model, its release's names (block_sparse_moe, w1 / w2 / "
-                                            "w3, index_q_proj ...); not read yet"),
+    # issue 36, the multimodal table: checkpoints around a text family Petit runs that are not rows of it
+    "paligemma": ("gemma", "a prefix language model: PaliGemma's processor marks the prompt (the image tokens and the "
+                           "text prefix) with token_type_ids 0, and those positions attend to each other both ways "
+                           "(text_config use_bidirectional_attention), which a causal decoder does not run"),
+    "blip-2": ("opt", "the language model always reads an image: Blip2ForConditionalGeneration's forward requires "
+                      "pixel_values and puts the Q-Former's query embeddings before the text, so there is no "
+                      "text-only forward to run"),
+    "instructblip": ("opt", "the language model always reads an image: the forward requires pixel_values and "
+                            "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
+    "instructblipvideo": ("opt", "the language model always reads a video: the forward requires pixel_values and "
+                                 "qformer_input_ids and puts the Q-Former's query embeddings before the text"),
+    "apertus1p5": ("apertus1p5_text", "the multimodal checkpoint: its image and audio codes are ids of the text "
+                                      "vocabulary (image_token_offset / audio_token_offset), which the wrapper's "
+                                      "forward sends through its image and audio tokenizers wherever they appear in "
+                                      "a prompt; not read yet"),
+    "inkling_mm_model": ("inkling_text", "Inkling's multimodal checkpoint: save_pretrained writes its language model "
+                                         "in the release's names (model.llm.embed, layers.N.attn.wq_du / wk_dv / "
+                                         "wr_du, ...), which the inkling_text family does not read yet (it reads "
+                                         "transformers' names)"),
     # issue 36, fam36j: CPM-Ant's pre-RMSNorm blocks and gated GELU MLP are llama's with gelu; its attention is not
     "cpmant": ("llama", "a prefix language model as transformers runs it: 32 learned prompt tokens before the text and "
                         "every position of a call attending to every other (its context mask is all ones), so a "
@@ -296,6 +337,18 @@ CLOSEST = {
                      "cache), and a local decoder whose bytes cross-attend to the global transformer's patch states "
                      "before its causal byte layers. Its blocks are Llama's (RMSNorm, SwiGLU, RoPE on adjacent "
                      "pairs); the patching, the pooling and the cross-attention between bytes and patches are not"),
+    # issue 36, the vlnew group: a multimodal checkpoint whose text model has no text-only path
+    "voxtral_realtime": ("mistral", "Voxtral Realtime, a streaming speech recognizer: VoxtralRealtimeModel.forward "
+                                    "requires audio at every call (transformers raises without input_features), each "
+                                    "position's input being its token's embedding plus its audio frame's projected "
+                                    "encoder state, and every layer scales its MLP input by 1 + ada_rms_norm(t_cond), "
+                                    "a time embedding of num_delay_tokens; there is no text-only path to run, and "
+                                    "Petit reads no audio. Its attention and MLP are Mistral's"),
+    "voxtral_realtime_text": ("mistral", "Voxtral Realtime's language model: every layer scales its MLP input by 1 + "
+                                         "ada_rms_norm(t_cond), a time embedding of the wrapper's num_delay_tokens "
+                                         "(VoxtralRealtimeTextModel cannot run without it), and its inputs are token "
+                                         "embeddings plus audio frames' states; Petit reads no audio. Its attention "
+                                         "and MLP are Mistral's"),
     "reformer": ("gpt2", "Google's Reformer: LSH attention layers (one shared query-key projection, the keys "
                          "length-normalised; in a sequence longer than lsh_attn_chunk_length each position is "
                          "hashed to one of num_buckets buckets by random rotations that torch.randn draws anew at "
@@ -308,6 +361,28 @@ CLOSEST = {
                          "MLP(y1), the head reading a LayerNorm of [y1; y2], twice the hidden size); axial position "
                          "embeddings (learned factor tables concatenated). Its pre-LayerNorm blocks and ReLU MLP are "
                          "GPT-2's; the hashing, the chunk windows, the two streams and the axial positions are not"),
+    # issue 36, the newdec group: what these transformers 5.25 types add to the families that run (mistral4,
+    # muse_glimmer_text, glm_moe_dsa), none of it in Petit's engine yet
+    **{t: ("mistral4", "Mistral Large 4 (MistralLarge4ForConditionalGeneration and its text model): DeepSeek Sparse "
+                       "Attention with an indexer of its own (queries from a LayerNorm of the hidden state, each "
+                       "head's scaled by scale_h ln(p + 1) + bias_h; `indexer_types` layers reusing the last full "
+                       "layer's choice), no low-rank query, NoPE layers (`no_rope_layers`), latent KV caches "
+                       "shared across layers (`kv_source_layers`), RoPE frequencies times a learned exp(alpha) "
+                       "(LeRoPE), the attention's queries scaled per head and position as the indexer's, the "
+                       "logits soft-capped (30); the router and experts are mistral4's")
+       for t in ("mistral_large4", "mistral_large4_text")},
+    **{t: ("muse_glimmer_text", "Muse Spark (MuseSparkForConditionalGeneration, an image / audio / text "
+                                "checkpoint, and its text model): each attention head's output RMS-normed before "
+                                "the gate, residual gates (alpha x residual + beta x sublayer, per channel, from "
+                                "sigmoid(gate / temperature)), norms that scale before normalising, and a mixture "
+                                "of experts run at its own width (pre_expert_proj, a norm, sigmoid-routed experts "
+                                "each followed by a norm, post_expert_proj) with logit-scaled routing")
+       for t in ("muse_spark", "muse_spark_text")},
+    **{t: ("glm_moe_dsa", "GLM-5.3-Flash (Glm5NextForConditionalGeneration and its text model): Kimi Delta "
+                          "Attention layers beside latent attention without RoPE, a DeepSeek Sparse Attention "
+                          "indexer over pooled keys, hyper-connection residual streams and forget gates, DeepSeek's "
+                          "experts; no family Petit runs combines them")
+       for t in ("glm5_next", "glm5_next_text")},
 }
 
 
@@ -331,9 +406,9 @@ def get_family(model_type):
     """
     if model_type in ENCODERS:
         return ENCODERS[model_type]
-    if model_type in NOT_DECODERS:
-        raise ValueError(f"unsupported model_type {model_type!r}: {NOT_DECODERS[model_type]}; Petit runs decoder-only "
-                         f"language models")
+    if model_type in NOT_DECODERS or model_type in MULTIMODAL_NOT_TEXT:
+        what = NOT_DECODERS.get(model_type) or MULTIMODAL_NOT_TEXT[model_type]
+        raise ValueError(f"unsupported model_type {model_type!r}: {what}; Petit runs decoder-only language models")
     if model_type not in MODEL_TYPES:
         near = closest(model_type)
         hint = f"; the closest family Petit runs is {near}" if near else ""

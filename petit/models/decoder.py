@@ -1160,7 +1160,8 @@ class Decoder:
         plan.copy(i, b["c"], r, 0, buf["k"], hd, dr, 1, r)
         plan.rope_store(i, layer.rope, buf["q"], buf["k"], buf["k"], H, 1, hd)
         if d is None:
-            plan.attention(i, buf["q"], H, 1, hd, scale, 0.0, layer.window, buf["att"])
+            plan.attention(i, buf["q"], H, 1, hd, scale, 0.0, layer.window, buf["att"], layer.sinks, layer.chunk,
+                           layer.temperature)
         else:
             if not d.shared:
                 plan.dsa_index(i, ib["iq"], ib["iw"], d.n_heads, d.dim, hd, dr + r, d.dim ** -0.5,

@@ -21,6 +21,26 @@ def _default_rope() -> dict:
             "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0}
 
 
+def with_llama_4_scaling(d):
+    """`d` with `llama_4_scaling` [beta, n] read from its rope_parameters (or rope_scaling) when they give beta or
+    the file has no llama_4_scaling of its own (Mistral 4's too)."""
+    if isinstance(d, dict):
+        rp = d.get("rope_parameters") if d.get("rope_parameters") is not None else d.get("rope_scaling")
+        if isinstance(rp, dict) and not any(k in rp for k in ("full_attention", "sliding_attention")) and (
+                "llama_4_scaling_beta" in rp or d.get("llama_4_scaling") is None):
+            d = dict(d, llama_4_scaling=[rp.get("llama_4_scaling_beta"), rp.get("original_max_position_embeddings")])
+    return d
+
+
+def check_llama_4_scaling(cfg) -> None:
+    s = cfg.llama_4_scaling
+    if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        for v in s) and s[1] > 0):
+        raise ValueError(f"config: {cfg.model_type} scales its queries by rope_parameters' llama_4_scaling_beta and "
+                         f"original_max_position_embeddings (> 0); this config gives {s!r} (transformers cannot "
+                         f"run it either)")
+
+
 @dataclass(kw_only=True)
 class Ministral3Config(DecoderConfig):
     head_dim: int | None = 128
@@ -36,13 +56,7 @@ class Ministral3Config(DecoderConfig):
 
     @classmethod
     def from_dict(cls, d):
-        if isinstance(d, dict):
-            rp = d.get("rope_parameters") if d.get("rope_parameters") is not None else d.get("rope_scaling")
-            if isinstance(rp, dict) and not any(k in rp for k in ("full_attention", "sliding_attention")) and (
-                    "llama_4_scaling_beta" in rp or d.get("llama_4_scaling") is None):
-                d = dict(d, llama_4_scaling=[rp.get("llama_4_scaling_beta"),
-                                             rp.get("original_max_position_embeddings")])
-        return super().from_dict(d)
+        return super().from_dict(with_llama_4_scaling(d))
 
     @classmethod
     def _refuse(cls, d):
@@ -52,12 +66,7 @@ class Ministral3Config(DecoderConfig):
         if isinstance(self.rope_scaling, dict):
             self.rope_scaling = {k: v for k, v in self.rope_scaling.items() if k not in OWN_ROPE_KEYS}
         check_decoder(self, ("rms_norm_eps", "rope_theta"), ("tie_word_embeddings", "rope_interleaved"), window=True)
-        s = self.llama_4_scaling
-        if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                            for v in s) and s[1] > 0):
-            raise ValueError(f"config: ministral3 scales its queries by rope_parameters' llama_4_scaling_beta and "
-                             f"original_max_position_embeddings (> 0); this config gives {s!r} (transformers cannot "
-                             f"run it either)")
+        check_llama_4_scaling(self)
 
 
 def build(cfg: Ministral3Config, t):

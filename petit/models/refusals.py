@@ -26,6 +26,24 @@ NOT_DECODERS = {
     "trocr": "an OCR decoder: it reads the states of an image encoder",
 }
 
+# issue 36: transformers' multimodal checkpoints that are no decoder-only language model of text, whatever their
+# backbone
+MULTIMODAL_NOT_TEXT = {
+    "pi0": "a robot policy (Physical Intelligence's pi0): a vision-language backbone whose action expert predicts "
+           "robot actions by flow matching; it generates no text",
+    "pi05": "a robot policy (pi0.5): a vision-language backbone whose action expert predicts robot actions by flow "
+            "matching; it generates no text",
+    "evolla": "a protein-language model: protein sequences and structures (a SaProt encoder) read by a Llama with "
+              "cross-attention to them, no text-only language model",
+    "kyutai_speech_to_text": "a streaming speech recognizer: its decoder reads audio codes (Mimi) beside text at "
+                             "every step",
+    "diffusion_gemma": "a block-diffusion language model (DiffusionGemmaForBlockDiffusion): a causal encoder caches "
+                       "the text so far and a decoder denoises the next block of masked tokens with bidirectional "
+                       "attention over it, in several passes, instead of predicting one next token",
+    "blip": "BLIP's captioner: a BERT-style text decoder that cross-attends to the image at every layer; its forward "
+            "requires pixel_values (main input), so there is no text-only language model",
+}
+
 # issue 35: llama.cpp's bert and nomic-bert embedding encoders are read (petit/loading/gguf_gemb35.py), not these
 _GGUF_ENCODER = ("an encoder (embeddings), not a decoder-only language model, and not one of the embedding encoders "
                  "Petit reads (bert, nomic-bert)")
@@ -145,11 +163,6 @@ NOT_YET.update({
                       "runs on adjacent pairs of unpermuted q / k rows; Petit's hunyuan_v1_dense norms after RoPE too, "
                       "but on halves, and with no reference but llama.cpp the pairing is not checked",
     "gguf:maple": f"Maple ({_REMOTE}): a sliding / global MoE with q / k norms whose expert SwiGLU is clamped at 7",
-    "gguf:mistral4": "Mistral 4 (transformers mistral4: DeepSeek-V3's MLA attention and routed experts with Llama 4's "
-                     "attention temperature scaling), a family Petit does not run yet from its folder either",
-    "gguf:muse-glimmer": "Muse Glimmer's language model (transformers muse_glimmer, a multimodal checkpoint): "
-                         "sliding / global attention with q / k norms absorbing qk_scale_factor, (1 + w) norms, a "
-                         "logit scale and final soft-capping; no Petit family runs it yet",
     "gguf:nanbeige": f"Nanbeige 4.2 ({_REMOTE}): llama's blocks run num_loops times over (a looped depth), with an "
                      "optional final norm per loop",
     "gguf:openelm": f"OpenELM ({_REMOTE}): per-layer head counts and MLP widths (layer-wise scaling), q / k norms",
@@ -168,8 +181,6 @@ NOT_YET.update({
                          "(sigmoid or softmax primary router) with a sliding / global pattern",
     "gguf:spark2_5": f"Spark-X2.5 ({_REMOTE}): sliding / global attention with head-wise sigmoid output gates, "
                      "partial RoPE per layer type and a GELU MLP",
-    "gguf:step35": "Step 3.5 (Step3p5ForCausalLM, remote code; transformers step3p7 is the multimodal checkpoint): a "
-                   "sliding / global MoE with half-RoPE full layers and clamped SwiGLU; no Petit family runs it yet",
     "gguf:talkie": f"Talkie ({_REMOTE}): weightless RMSNorms with learned attention / MLP / head gains and a logit "
                    "scale, the inverse RoPE absorbed into q / k",
 })

@@ -322,6 +322,9 @@ class Forward:
         k_nope = np.stack([c @ self.w(n) for n in m.k_absorb], axis=1)                 # [T, H, nope]
         v = np.stack([c @ self.w(n).T for n in m.v_absorb], axis=1)                    # [T, H, v]
         q = np.concatenate([q_nope, q_pe], axis=2)
+        if L.temperature is not None:           # Mistral 4 (issue 36, newdec): Ministral 3's query scaling, (f, a, 1)
+            f, a = L.temperature[:2]
+            q = q * (1.0 + a * np.log(np.floor(np.arange(T) / f) + 1.0))[:, None, None]
         k = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, H, k_pe.shape[2]))], axis=2)
         scale = s.attn_scale if m.scale is None else m.scale
         if m.dsa is not None:                   # DeepSeek Sparse Attention: each query's chosen positions only

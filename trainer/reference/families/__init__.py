@@ -44,6 +44,8 @@ from trainer.reference.families import fam36m5         # issue 36: the fam36m gr
 from trainer.reference.families import fam36o5         # issue 36: the fam36o group (hrm_text)
 from trainer.reference.families import q4exp5          # issue 36: the q4exp group (qwen4_exp_text, qwen4_exp)
 from trainer.reference.families import qwenvl5         # issue 36: the qwenvl group (Qwen-VL's language models)
+from trainer.reference.families import newdec5         # issue 36: the newdec group (mistral4; mistral3 over it)
+from trainer.reference.families import vlnew5          # issue 36: the vlnew group (multimodal checkpoints' text models)
 
 FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt.FAMILIES, **gpt_variants.FAMILIES,
             **cohere.FAMILIES,
@@ -79,6 +81,8 @@ FAMILIES = {**llama.FAMILIES, **llama_variants.FAMILIES, **gemma.FAMILIES, **gpt
             **fam36o5.FAMILIES,
             **q4exp5.FAMILIES,
             **qwenvl5.FAMILIES,
+            **newdec5.FAMILIES,
+            **vlnew5.FAMILIES,
             }
 
 
@@ -89,6 +93,12 @@ class UnsupportedFamily(ValueError):
 def spec_for(cfg: dict, names):
     """The ModelSpec of a config; raises UnsupportedFamily naming what is not modelled."""
     kind = cfg.get("model_type")
+    if kind not in FAMILIES and cfg.get("text_model_type") in FAMILIES:
+        # a multimodal checkpoint's language model, converted flat (petit/models/multimodal.py): the file says which
+        # text model it is, and holds that model's config and tensors (a plain head's scaling already 1)
+        spec = spec_for(dict(cfg, model_type=cfg["text_model_type"]), names)
+        spec.family = kind
+        return spec
     if kind not in FAMILIES:
         raise UnsupportedFamily(f"the independent reference does not model model_type {kind!r} (it models "
                                 f"{', '.join(sorted(FAMILIES))}), so it cannot verify this model")
