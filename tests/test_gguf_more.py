@@ -215,8 +215,9 @@ def _rewrite(tmp_path, case, meta_change=None, tensor_change=None):
      "layer"),
     ("glm4_moe", {"glm4moe.expert_gating_func": np.uint32(1)},
      "metadata 'glm4moe.expert_gating_func' is 1: Petit's glm4_moe family runs the sigmoid (2) only"),
-    ("glm4_moe", {"glm4moe.rope.dimension_sections": np.array([2, 1, 1, 0], np.int32)},
-     "metadata 'glm4moe.rope.dimension_sections' is set: Petit does not run GLM-4.5V's multimodal RoPE"),
+    # issue 36, the qwenvl group: GLM-4.5V's sections are read now (tests/test_qwenvl5.py); four sizes, as llama.cpp
+    ("glm4_moe", {"glm4moe.rope.dimension_sections": np.array([2, 1, 1], np.int32)},
+     "metadata 'glm4moe.rope.dimension_sections' is [2, 1, 1]: llama.cpp reads four section sizes"),
     ("glm4_moe", {"glm4moe.expert_shared_count": None},
      "metadata 'glm4moe.expert_shared_count' is missing: llama.cpp's glm4moe requires it"),
     ("glm4_moe", {"glm4moe.nextn_predict_layers": np.uint32(3)},

@@ -92,7 +92,8 @@ MINIMALS.update({t: dict({k: v for k, v in MINIMAL.items() if k != "intermediate
                  for t in ("qwen4_exp_text", "qwen4_exp")})
 # issue 36, the qwenvl group: Qwen2-VL's default mrope_section [16, 24, 24] splits heads of 128 (MINIMAL's are 64)
 MINIMALS.update({t: dict(MINIMAL, rope_parameters={"rope_type": "default", "mrope_section": [8, 12, 12]})
-                 for t in ("qwen2_vl_text", "qwen2_vl", "qwen2_5_vl_text", "qwen2_5_vl")})
+                 for t in ("qwen2_vl_text", "qwen2_vl", "qwen2_5_vl_text", "qwen2_5_vl", "qwen2_5_omni_text",
+                           "qwen2_5_omni_thinker", "qwen2_5_omni")})
 # GLM-4.5V's default [8, 12, 12] splits 64 rotary dims: MINIMAL's 64-wide heads at partial_rotary_factor 0.5 rotate 32
 MINIMALS.update({t: dict(MINIMAL, rope_parameters={"rope_type": "default", "mrope_section": [4, 6, 6]})
                  for t in ("glm4v_moe_text", "glm4v_moe")})

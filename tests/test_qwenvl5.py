@@ -9,6 +9,10 @@ test_verify_families.py do not already hold.
 - The text families under their own model_types (a flat text-only checkpoint) give the wrapper's logits, and a
   converted `.petit` is a file of the text model with the same logits.
 - The head tied as each wrapper's transformers class ties it; M-RoPE's keys read; refusals and reports by name.
+- The one-call forward plan equals the per-op path bit for bit (f32 and q8_0 weights, f32 and int8 caches).
+- llama.cpp's GLM-4.1V / GLM-4.5V files (tests/fixtures/gguf5_qwenvl: glm4 / glm4moe with M-RoPE sections; GLM-4.1V's
+  q / k rows permuted to halves by its converter, put back by Petit), as stored against llama.cpp's own run, `petit
+  verify`, a converted file; test_gguf5_exact.py holds them decoded to llama.cpp's exact logits.
 - GLM-4.6V / GLM-GA run the text model transformers' AutoModel builds from text_config (glm4v_text or
   glm4v_moe_text), their experts 3-D as save_pretrained writes them; GLM-4.5V's one tensor per expert.
 """
@@ -22,12 +26,20 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import cosmos3_omni, get_family
-from models import TOWER_NOT_RUN, load_strict, rel_err, write_f32_safetensors
+from petit.models import cosmos3_omni, get_family, qwen_vl
+from models import TOWER_NOT_RUN, load_strict, range_err, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
+from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_qwenvl"
-CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni"]
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_qwenvl"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+GGUF_FAMILY = {"glm4v": ("glm4", "glm4v_text"), "glm4v_moe": ("glm4moe", "glm4_moe")}    # arch, family
+_scaled = range_err
+CASES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "glm46v", "glmga", "cosmos3_omni",
+         "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"]
+THINKERS = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
 F32_TOL = 1e-4
 P = "model.language_model."
 
@@ -64,9 +76,19 @@ def _write(case: str, dst: Path, config: dict, rename=lambda k, a: {k: a}) -> Pa
 def test_each_says_once_that_its_vision_tower_is_not_run(case):
     with pytest.warns(UserWarning) as caught:
         petit.load(DIR / case, weights="f32")
-    assert [str(w.message) for w in caught] == [
-        f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) alone, "
-        f"so images cannot be given"]
+    if case in THINKERS:
+        said = (f"config: {case}: the vision and audio tower (vision_config, audio_config) is not run; Petit runs the "
+                f"text model (text_config) alone, so images, video or audio cannot be given")
+    else:
+        said = (f"config: {case}: the vision tower (vision_config) is not run; Petit runs the text model (text_config) "
+                f"alone, so images cannot be given")
+    assert [str(w.message) for w in caught] == [said]
+
+
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("q8_0", "int8")])
+@pytest.mark.parametrize("case", CASES)
+def test_the_plan_equals_the_per_op_path(case, weights, kv):
+    _assert_same(_load(DIR / case, weights), kv)
 
 
 def _v5_names(k, a):
@@ -104,7 +126,7 @@ def _text_only(k, a):
         return {"model." + k[len(P):]: a}
     if k.startswith(("layers.", "embed_tokens.", "norm.")):       # Cosmos 3 Omni's release names
         return {cosmos3_omni.module_name(k): a}
-    return {} if k.startswith(("visual.", "model.visual.") + cosmos3_omni.TOWER) else {k: a}
+    return {} if k.startswith(("visual.", "model.visual.", "audio_tower.") + cosmos3_omni.TOWER) else {k: a}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -128,29 +150,59 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
     m = load_strict(out)                    # the file has no tower: nothing to say
     section = _config(case)["text_config"]["rope_parameters"]["mrope_section"]
     assert m.config.model_type == case and m.config.mrope_section == section
-    assert not any("visual" in n for n in m.tensors)
+    assert not any("visual" in n or "audio" in n for n in m.tensors)
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
 
 
 def test_qwen3_vl_moe_reads_the_released_transposed_experts(tmp_path):
-    """The releases store gate_up_proj [E, hidden, 2 x inter] and down_proj [E, inter, hidden]; transformers
-    transposes a tensor whose shape is not its module's, and so does Petit."""
+    """The releases store down_proj [E, inter, hidden] (and gate_up_proj [E, hidden, 2 x inter]); transformers
+    transposes each tensor whose shape is not its module's, and so does Petit (the fixture's gate_up_proj is square:
+    as transformers, Petit reads it as it is)."""
     def transposed(k, a):
-        return {k: np.ascontiguousarray(a.transpose(0, 2, 1)) if ".mlp.experts." in k else a}
+        return {k: np.ascontiguousarray(a.transpose(0, 2, 1)) if k.endswith("experts.down_proj") else a}
     m = _load(_write("qwen3_vl_moe", tmp_path / "m", _config("qwen3_vl_moe"), transposed))
     assert _err(m, "qwen3_vl_moe") <= F32_TOL
+
+
+class _Fused:
+    """A checkpoint of one layer's 3-D experts (E 2, F 3, D 4)."""
+
+    def __init__(self, gate_up, down):
+        self.t = {"model.layers.0.mlp.experts.gate_up_proj": gate_up, "model.layers.0.mlp.experts.down_proj": down}
+
+    def __contains__(self, n):
+        return n in self.t
+
+    def info(self, n):
+        return "f32", self.t[n].shape
+
+    def f32(self, n):
+        return self.t[n]
+
+
+@pytest.mark.parametrize("flip", [(False, False), (True, True), (True, False), (False, True)])
+def test_fused_experts_are_split_in_either_layout(flip):
+    rng = np.random.default_rng(0)
+    gu, dn = rng.standard_normal((2, 6, 4)).astype(np.float32), rng.standard_normal((2, 4, 3)).astype(np.float32)
+    ckpt = _Fused(gu.transpose(0, 2, 1).copy() if flip[0] else gu, dn.transpose(0, 2, 1).copy() if flip[1] else dn)
+    got = {k: e[1]() for k, e in qwen_vl.fused_experts(ckpt, [0], 2, 3, 4, transposable=True).items()}
+    p = "model.layers.0.mlp.experts.1."
+    np.testing.assert_array_equal(got[p + "gate_proj.weight"], gu[1, :3])
+    np.testing.assert_array_equal(got[p + "up_proj.weight"], gu[1, 3:])
+    np.testing.assert_array_equal(got[p + "down_proj.weight"], dn[1])
+    if any(flip):
+        with pytest.raises(ValueError, match="has shape .*, not \\[2, "):
+            qwen_vl.fused_experts(ckpt, [0], 2, 3, 4, transposable=False)
 
 
 def test_qwen3_vl_moe_reads_num_local_experts_and_always_renormalises():
     cfg = _load(DIR / "qwen3_vl_moe").config
     assert "num_local_experts" in _config("qwen3_vl_moe")["text_config"]       # transformers 5's name
     assert (cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob) == (8, 2, True)
-    d = _config("qwen3_vl_moe")
-    d["text_config"] = dict(d["text_config"], norm_topk_prob=False, sliding_window=16)
     with pytest.warns(UserWarning, match=r"ignoring unknown key\(s\) norm_topk_prob \(qwen3_vl_moe has no sliding "
                                          r"window and always renormalises: not read\), sliding_window"):
-        cfg = get_family("qwen3_vl_moe").Config.from_dict(d)
+        cfg = _from("qwen3_vl_moe", norm_topk_prob=False, sliding_window=16)
     assert cfg.norm_topk_prob is True and cfg.types() == ["full_attention"] * 3
 
 
@@ -303,3 +355,149 @@ def test_cosmos3_omni_runs_a_qwen3_vl_text_model_only():
     with pytest.raises(ValueError, match="cosmos3_omni's text_config has model_type 'qwen3_vl_moe_text'; the "
                                          "cosmos3_omni family runs a qwen3_vl_text text model"):
         _from("cosmos3_omni", model_type="qwen3_vl_moe_text")
+
+
+# --- the Omni thinkers ---
+
+@pytest.mark.parametrize("case", THINKERS)
+def test_a_thinker_reads_the_full_releases_names(tmp_path, case):
+    """Qwen2.5-Omni's and Qwen3-Omni's released checkpoints hold the thinker under thinker.* (beside the talker, which
+    is another model_type); transformers' conversion drops the prefix, and so does Petit."""
+    m = _load(_write(case, tmp_path / "m", _config(case), lambda k, a: {"thinker." + k: a}))
+    assert _err(m, case) <= F32_TOL
+
+
+def test_thinkers_tie_their_head_by_their_own_key():
+    assert _config("qwen2_5_omni_thinker")["text_config"]["tie_word_embeddings"] is True
+    assert _from("qwen2_5_omni_thinker").tie_word_embeddings is False
+    assert _from("qwen3_omni_moe_thinker", tie_word_embeddings=True).tie_word_embeddings is False
+
+
+def test_qwen3_omni_reads_norm_topk_prob_and_no_window():
+    assert _from("qwen3_omni_moe_thinker", norm_topk_prob=False).norm_topk_prob is False    # read (Qwen3-VL-MoE's not)
+    with pytest.warns(UserWarning, match=r"ignoring unknown key\(s\) sliding_window \(qwen3_omni_moe_thinker's "
+                                         r"attention has no sliding window: not read\)"):
+        assert _from("qwen3_omni_moe_thinker", sliding_window=8).types() == ["full_attention"] * 3
+    d = _config("qwen3_omni_moe_thinker")["text_config"]["rope_parameters"]
+    assert _from("qwen3_omni_moe_thinker", rope_parameters=dict(d, interleaved=True)).mrope_section == [2, 3, 3]
+
+
+@pytest.mark.parametrize("full, thinker, speech", [("qwen2_5_omni", "qwen2_5_omni_thinker", "token2wav"),
+                                                   ("qwen3_omni_moe", "qwen3_omni_moe_thinker", "code2wav")])
+def test_a_full_omni_release_runs_its_thinkers_text_model(tmp_path, full, thinker, speech):
+    """Qwen2.5-Omni's and Qwen3-Omni's releases: the thinker under thinker_config and thinker.*, the talker and the
+    vocoder beside it (not run, said once; their tensors accounted for). The thinker's logits (transformers 5.25:
+    Qwen2_5OmniForConditionalGeneration / Qwen3OmniMoeForConditionalGeneration built from such a folder, its
+    `thinker` gives the thinker fixture's logits within 4.8e-6)."""
+    th = _config(thinker)
+    cfg = {"model_type": full, "thinker_config": th, "talker_config": {"hidden_size": 8},
+           f"{speech}_config": {"dim": 8}, "enable_audio_output": True}
+
+    def rename(k, a):
+        return {"thinker." + k: a} | ({"talker.model.embed_tokens.weight": a[:2]} if k == "lm_head.weight" else {})
+    d = _write(thinker, tmp_path / "m", cfg, rename)
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(d, weights="f32")
+    assert [str(w.message) for w in caught] == [
+        f"config: {full}: the speech output (talker_config, {speech}_config) is not run; Petit runs the thinker's "
+        f"text model alone, so replies cannot be spoken",
+        f"config: {full}: the vision and audio tower (vision_config, audio_config) is not run; Petit runs the text "
+        f"model (text_config) alone, so images, video or audio cannot be given"]
+    ref = np.load(DIR / thinker / "reference.npz")
+    assert rel_err(m.logits(ref["input_ids"]), ref["logits"]).max() <= F32_TOL
+    out = tmp_path / "m.petit"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(d, out, "f32").close()
+    assert load_strict(out).config.model_type == full
+
+
+# --- llama.cpp's GLM-4.1V / GLM-4.5V files ---
+
+def _gguf(case, weights=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # read without any "ignoring ..." report
+        return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
+
+
+def test_gguf_cases_are_llama_cpps_glm_files_with_mrope_sections():
+    assert GGUF_READ == sorted(GGUF_FAMILY)
+    for case, (arch, family) in GGUF_FAMILY.items():
+        m = GGUF_MANIFEST[case]
+        assert m["architecture"] == arch and m["hf_case"] == f"tests/fixtures/hf5_qwenvl/{case}"
+        assert m["gguf_metadata"][f"{arch}.rope.dimension_sections"] == [2, 1, 1, 0]
+        cfg = _gguf(case, weights="f32").config
+        want = _from(case)
+        assert cfg.model_type == family and getattr(cfg, "mrope_section", [2, 1, 1]) == [2, 1, 1]
+        for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                  "partial_rotary_factor", "rope_theta", "rms_norm_eps", "attention_bias", "tie_word_embeddings"):
+            assert getattr(cfg, k) == pytest.approx(getattr(want, k)), k
+
+
+@pytest.mark.parametrize("case", sorted(GGUF_FAMILY))
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    """Within 1.5x of llama.cpp's own q8_0 run at every position but one of GLM-4.5V's: its position 25, where the
+    int8 activations flip a sigmoid routing choice (its top-2 logit margins are 3.5e-3 at the smallest), 0.101 of the range
+    (llama.cpp's run 0.007 there; Petit's other positions 0.004-0.015, llama.cpp's 0.005-0.015)."""
+    ref = np.load(GGUF / case / "q8_0.npz")
+    m = _gguf(case)
+    assert m.weight_type == "q8_0"
+    err = np.abs(m.logits(ref["input_ids"]) - ref["exact_logits"]).max(axis=1) / np.ptp(ref["exact_logits"])
+    theirs = range_err(ref["logits"], ref["exact_logits"])
+    flips = 1 if case == "glm4v_moe" else 0
+    assert np.sort(err)[len(err) - 1 - flips] <= 1.5 * theirs and err.max() <= 0.12, (err, theirs)
+
+
+def _glm4_config(arch, sections):
+    from petit.loading.gguf_archs import ARCHS
+    meta = {} if sections is None else {f"{arch}.rope.dimension_sections": sections}
+    cfg = {"model_type": "glm4" if arch == "glm4" else "glm4_moe", "num_hidden_layers": 3, "head_dim": 16,
+           "partial_rotary_factor": 0.5, "num_attention_heads": 4}
+    if arch == "glm4moe":                      # the glm4moe reader's own keys
+        meta.update({f"{arch}.expert_feed_forward_length": 32, f"{arch}.expert_shared_count": 1})
+    ARCHS[arch].extra(meta, lambda k: f"{arch}.{k}", cfg, lambda n: n != "blk.0.attn_q_norm.weight")
+    return cfg, ARCHS[arch].cfg_fixes(cfg) if ARCHS[arch].cfg_fixes else {}
+
+
+@pytest.mark.parametrize("sections, family", [(None, "glm4"), ([0, 0, 0, 0], "glm4"), ([4, 0, 0, 0], "glm4"),
+                                              ([2, 1, 1, 0], "glm4v_text")])
+def test_gguf_glm4_is_glm4v_when_llama_cpp_runs_its_mrope(sections, family):
+    """llama.cpp runs M-RoPE (and its converter permuted q / k) when the first two sections are non-zero
+    (llama_hparams::use_mrope); otherwise the file is GLM-4's, its rows as they are."""
+    cfg, fixes = _glm4_config("glm4", sections)
+    assert cfg["model_type"] == family and bool(fixes) == (family == "glm4v_text")
+
+
+def test_gguf_glm4v_puts_the_rotary_rows_back_in_pairs():
+    """The inverse of the converter's normal_to_neox: each head's rotary rows 0, 2, 4 ... were moved before 1, 3, 5 ...
+    (the 8 rotary rows of a 16-row head here; rows 8-15 not rotated stay)."""
+    _, fixes = _glm4_config("glm4", [2, 1, 1, 0])
+    head = np.arange(16, dtype=np.float32)
+    stored = np.concatenate([head[:8][0::2], head[:8][1::2], head[8:]])           # normal_to_neox of one head
+    w = np.stack([stored, stored + 100])[:, :, None].repeat(3, 2).reshape(32, 3)  # two heads, 3 columns
+    got = fixes["attn_q.weight"].values(w)
+    np.testing.assert_array_equal(got[:16, 0], head)
+    np.testing.assert_array_equal(got[16:, 2], head + 100)
+    np.testing.assert_array_equal(fixes["attn_k.bias"].values(stored), head)
+
+
+def test_gguf_glm4moe_reads_glm_4_5vs_sections():
+    """GLM-4.5V's file is glm4moe's with sections (rotate-half either way, q / k norms when stored): the same config."""
+    with_sections, _ = _glm4_config("glm4moe", [2, 1, 1, 0])
+    assert with_sections == _glm4_config("glm4moe", None)[0] and with_sections["model_type"] == "glm4_moe"
+
+
+def test_gguf_converts_to_a_petit_file_with_the_same_logits(tmp_path):
+    from petit.cli import main
+    f = GGUF / "glm4v" / "q8_0.gguf"
+    ref = np.load(f.with_suffix(".npz"))
+    assert main(["convert", str(f), "-o", str(tmp_path / "m.petit"), "--f32"]) == 0
+    m = load_strict(tmp_path / "m.petit")
+    assert m.config.model_type == "glm4v_text"
+    assert np.abs(m.logits(ref["input_ids"]) - _gguf("glm4v", weights="f32").logits(ref["input_ids"])).max() <= 1e-5
+
+
+@pytest.mark.parametrize("case", sorted(GGUF_FAMILY))
+def test_petit_verify_passes_on_the_gguf_file(capsys, case):
+    from petit.cli import main
+    assert main(["verify", str(GGUF / case / "q8_0.gguf"), "-n", "4"]) == 0, capsys.readouterr().out

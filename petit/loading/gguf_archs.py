@@ -33,6 +33,7 @@ from petit.loading.gguf_gg36s5 import gg36s_archs          # issue 36: the gg36s
 from petit.loading.gguf_gg36t5 import GG36T5_ARCHS         # issue 36: the gg36t group (minimax-m3)
 from petit.loading.gguf_dsv4g5 import DSV4G5_ARCHS         # issue 30: the dsv4g group (deepseek4)
 from petit.loading.gguf_gemb35 import GEMB35_ARCHS         # issue 35: the gemb35 group (bert, nomic-bert)
+from petit.loading.gguf_qwenvl5 import qwenvl_archs       # issue 36: the qwenvl group (glm4 / glm4moe with M-RoPE)
 from petit.loading.gguf_newdec5 import NEWDEC5_ARCHS       # issue 36: the newdec group (mistral4)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
@@ -507,4 +508,5 @@ ARCHS.update(gg36s_archs())         # issue 36's gg36s group: laguna, minimax-01
 ARCHS.update(GG36T5_ARCHS)          # issue 36's gg36t group: minimax-m3, MiniMax-M3 (gguf_gg36t5.py)
 ARCHS.update(DSV4G5_ARCHS)          # issue 30's dsv4g group: deepseek4 (gguf_dsv4g5.py)
 ARCHS.update(GEMB35_ARCHS)          # issue 35's gemb35 group: bert, nomic-bert embedding encoders (gguf_gemb35.py)
+ARCHS.update(qwenvl_archs(ARCHS))   # issue 36's qwenvl group: glm4 / glm4moe with M-RoPE (gguf_qwenvl5.py)
 ARCHS.update(NEWDEC5_ARCHS)         # issue 36's newdec group: mistral4, step35 (gguf_newdec5.py)

@@ -247,6 +247,12 @@ MODEL_TYPES = Registry({
     "glm46v": "glm46v",
     "glmga": "glmga",
     "cosmos3_omni": "cosmos3_omni",
+    "qwen2_5_omni_text": "qwen2_5_omni_text",
+    "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
+    "qwen3_omni_moe_text": "qwen3_omni_moe_text",
+    "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
+    "qwen2_5_omni": "qwen2_5_omni",
+    "qwen3_omni_moe": "qwen3_omni_moe",
     # issue 36, the newdec group
     "mistral4": "mistral4",
     "step3p5": "step3p5",

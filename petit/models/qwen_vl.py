@@ -1,5 +1,5 @@
-"""What the Qwen-VL families share (issue 36, the qwenvl group): M-RoPE as a text-only prompt runs it, and the
-wrapper's config and checkpoint around the text model.
+"""What the qwenvl group's families share (issue 36: the Qwen-VL, GLM-4V, Cosmos 3 Omni and Omni thinkers' language
+models): M-RoPE as a text-only prompt runs it, and the wrapper's config and checkpoint around the text model.
 
 M-RoPE (Qwen2-VL's multimodal RoPE) splits a head's rotary frequencies into `mrope_section` parts taking their
 position from the temporal, height and width axes of an image grid: Qwen2-VL and Qwen2.5-VL in consecutive blocks
@@ -38,6 +38,7 @@ def read_mrope(d, interleaved: bool):
             d["mrope_section"] = rp.pop("mrope_section")
         if interleaved:
             rp.pop("mrope_interleaved", None)
+            rp.pop("interleaved", None)         # Qwen3-Omni's config reads this spelling too
         for t in ("rope_type", "type"):
             if rp.get(t) == "mrope":
                 rp[t] = "default"
@@ -62,7 +63,7 @@ def check_mrope(cfg, default: list, split: bool, rotary: str = "head_dim") -> No
 
 
 def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bool = False,
-                own_keys=OWN_KEYS) -> dict:
+                own_keys=OWN_KEYS, towers=("vision_config",), what: str = "images") -> dict:
     """A wrapper's config.json as its text model's, flat (wrapper.flatten: the tower reported once, unknown top-level
     keys reported). transformers 4's Qwen2-VL / Qwen2.5-VL files are flat already, the text model's keys (`flat_keys`)
     beside vision_config: those keys are the text config, as transformers 5.25's __post_init__ reads them. The head
@@ -71,7 +72,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     if not isinstance(d, dict):
         return d
     if not isinstance(d.get("text_config"), dict):
-        if not (d.get("vision_config") or set(d) & set(own_keys)):
+        if not (any(d.get(t) for t in towers) or set(d) & set(own_keys)):
             return d                            # a converted file's flat config
         text = {k: d[k] for k in flat_keys if k in d}
         d = {k: v for k, v in d.items() if k not in flat_keys} | {"text_config": text}
@@ -82,7 +83,7 @@ def text_config(d, model_type: str, text_type: str, flat_keys=(), either_tie: bo
     tie = bool(d.get("tie_word_embeddings", False))
     if either_tie:
         tie = tie or bool(d["text_config"].get("tie_word_embeddings", False))
-    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, own_keys, tie=False)
+    return wrapper.flatten(dict(d, tie_word_embeddings=tie), model_type, own_keys, towers, tie=False, what=what)
 
 
 def not_read(d, runs: dict, why: str):
@@ -102,23 +103,31 @@ def not_read(d, runs: dict, why: str):
 def fused_experts(ckpt, layers, E: int, F: int, D: int, transposable: bool) -> dict:
     """hf_tensors entries of each expert of the `layers` whose experts are stored 3-D as transformers 5 holds them
     (`mlp.experts.gate_up_proj` [E, 2F, D], `down_proj` [E, D, F]) or, when `transposable` (Qwen3-VL-MoE: the
-    releases' layout, which its conversion transposes when the shape is not its own), [E, D, 2F] and [E, F, D].
-    Per-expert tensors (a converted file, a release of GLM-4.5V) are read by name."""
+    releases' layout [E, D, 2F] and [E, F, D]), transposed: as its conversion decides, each tensor is transposed when
+    its shape is not the module's (a square one never is). Per-expert tensors (a converted file, a release of
+    GLM-4.5V) are read by name."""
     out, held = {}, {}
     for i in layers:
         p = f"model.layers.{i}."
-        fused = p + "mlp.experts.gate_up_proj"
+        fused, down = p + "mlp.experts.gate_up_proj", p + "mlp.experts.down_proj"
         if fused not in ckpt:
             continue
-        shape = tuple(ckpt.info(fused)[1])
-        if shape != (E, 2 * F, D) and not (transposable and shape == (E, D, 2 * F)):
-            raise ValueError(f"{fused} has shape {shape}, not [{E}, {2 * F}, {D}]"
-                             + (" or its transpose" if transposable else ""))
-        out |= split_experts(ckpt, p, E, F, D, transposed=shape != (E, 2 * F, D), held=held)
+        flips = []
+        for name, shape in ((fused, (E, 2 * F, D)), (down, (E, D, F))):
+            got = tuple(ckpt.info(name)[1])
+            t = (shape[0], shape[2], shape[1])
+            if got != shape and not (transposable and got == t):
+                raise ValueError(f"{name} has shape {got}, not {list(shape)}" + (" or its transpose" if transposable
+                                                                                  else ""))
+            flips.append(got != shape)
+        gate_up = split_experts(ckpt, p, E, F, D, transposed=flips[0], held=held)
+        downs = split_experts(ckpt, p, E, F, D, transposed=flips[1], held=held)
+        out |= {k: (downs if k.endswith("down_proj.weight") else gate_up)[k] for k in gate_up}
     return out
 
 
-def hf_tensors(cfg, ckpt, text_tensors=None) -> dict:
+def hf_tensors(cfg, ckpt, text_tensors=None, tower=TOWER, **where) -> dict:
     """The text model's tensors (model.language_model.* as transformers 5 and the Qwen3-VL releases write them, or
-    model.* beside visual.* as the Qwen2-VL / Qwen2.5-VL releases), the vision tower's accounted for."""
-    return wrapper.hf_tensors(cfg, ckpt, TOWER, text_tensors=text_tensors)
+    model.* beside visual.* as the Qwen2-VL / Qwen2.5-VL releases), the tower's accounted for; `where`: the
+    wrapper's own prefixes / heads (wrapper.hf_tensors)."""
+    return wrapper.hf_tensors(cfg, ckpt, tower, text_tensors=text_tensors, **where)
