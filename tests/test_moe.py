@@ -388,3 +388,24 @@ def test_verify_compares_a_quantized_moe_where_the_routing_agrees(tmp_path, caps
     agree, total = (int(x) for x in line.split("experts at ")[1].split(" positions")[0].split("/"))
     assert total == 30 and 25 <= agree < total          # measured 27 of 30 on this fixture
     assert text.rstrip().endswith("VERIFY PASS")
+
+
+def test_a_qwen3_moe_config_saved_by_transformers_5_reads_its_expert_count(tmp_path):
+    """transformers 5.25 writes Qwen3-MoE's num_experts as num_local_experts (its attribute_map): a fine-tune saved
+    by it loads without a report and gives the same numbers (before, the count fell back to 128 and the load failed
+    on the missing experts)."""
+    import json
+    import shutil
+    import warnings
+    src = Path(__file__).parent / "fixtures" / "hf_moe" / "qwen3_moe"
+    d = tmp_path / "qwen3_moe"
+    shutil.copytree(src, d)
+    config = json.loads((d / "config.json").read_text())
+    config["num_local_experts"] = config.pop("num_experts")
+    (d / "config.json").write_text(json.dumps(config))
+    ids = np.load(src / "reference.npz")["input_ids"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = petit.load(d, weights="f32")
+    assert got.config.num_experts == config["num_local_experts"] != 128
+    np.testing.assert_array_equal(got.logits(ids), petit.load(src, weights="f32").logits(ids))

@@ -1,9 +1,10 @@
 """Qwen3-MoE: Qwen3's attention (RMSNorm on each head of q and k) with routed experts in the sparse layers: softmax
 over `num_experts` router logits, the top `num_experts_per_tok`, renormalised when `norm_topk_prob`; layers in
 `mlp_only_layers` or off the `decoder_sparse_step` keep a dense MLP of `intermediate_size`."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from petit.models import qwen2
+from petit.models.config import aliased
 from petit.models.moe import moe_weights
 from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
 from petit.models.qwen3 import Qwen3Config
@@ -19,6 +20,14 @@ class Qwen3MoeConfig(Qwen3Config):
     norm_topk_prob: bool = False
     model_type: str = "qwen3_moe"
     _IGNORED = MOE_TRAINING_ONLY
+
+    @classmethod
+    def from_dict(cls, d):
+        # transformers 5 saves num_experts under the name its attribute_map gives it, num_local_experts: a model saved
+        # by 5.x has no num_experts (Mellum reads both spellings itself)
+        if isinstance(d, dict) and "num_local_experts" not in {f.name for f in fields(cls)}:
+            d = aliased(d, {"num_local_experts": "num_experts"})
+        return super().from_dict(d)
 
     def _validate(self):
         super()._validate()
