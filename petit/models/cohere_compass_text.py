@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from petit.models import cohere, cohere2
 from petit.models.common import default_rope, layer_types, window_of
+from petit.models.config import derived_head_dim
 from petit.models.rope_config import LAYER_TYPES, per_layer_type
 
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")    # Qwen3-VL's axes: no effect on text positions
@@ -41,10 +42,7 @@ class CohereCompassTextConfig(cohere2.Cohere2Config):
             self.logit_scale = 1.0
         given = self.head_dim
         super()._validate()
-        if given is not None and given != self.hidden_size // self.num_attention_heads:
-            raise ValueError(f"config: head_dim {given} is not hidden_size // num_attention_heads "
-                             f"({self.hidden_size // self.num_attention_heads}), which transformers uses whatever "
-                             f"head_dim says")
+        derived_head_dim(self, given, "transformers")
         rot = self.rope_layer_types
         if rot is None:
             raise ValueError("config: rope_parameters (keyed by layer type) is missing: transformers 5.25 builds no "

@@ -118,6 +118,15 @@ def aliased(d: dict, aliases: dict) -> dict:
     return d
 
 
+def derived_head_dim(cfg, given, who: str) -> None:
+    """For an attention that splits hidden_size into num_attention_heads whatever head_dim says (`who`: whose): a
+    given head_dim that differs is refused rather than run as another model."""
+    n = cfg.hidden_size // cfg.num_attention_heads
+    if given is not None and given != n:
+        raise ValueError(f"config: head_dim {given} is not hidden_size // num_attention_heads ({n}), which {who} uses "
+                         f"whatever head_dim says")
+
+
 def positive_int(cfg, *names) -> None:
     for name in names:
         v = getattr(cfg, name)

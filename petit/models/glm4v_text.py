@@ -9,6 +9,7 @@ the rotary width."""
 from dataclasses import dataclass
 
 from petit.models import glm4, qwen_vl
+from petit.models.config import derived_head_dim
 
 MROPE_DEFAULT = [8, 12, 12]
 
@@ -31,10 +32,7 @@ class Glm4vTextConfig(glm4.Glm4Config):
     def _validate(self):
         given = self.head_dim
         super()._validate()
-        if given is not None and given != self.hidden_size // self.num_attention_heads:
-            raise ValueError(f"config: head_dim {given} is not hidden_size // num_attention_heads "
-                             f"({self.hidden_size // self.num_attention_heads}), which {self.model_type}'s attention "
-                             f"uses whatever head_dim says")
+        derived_head_dim(self, given, f"{self.model_type}'s attention")
         self.attention_bias = True
         qwen_vl.check_mrope(self, MROPE_DEFAULT, split=True, rotary="rotary_dim")
 

@@ -7,6 +7,7 @@ as plain RoPE (petit/models/qwen_vl.py). What differs from qwen2 is transformers
 from dataclasses import dataclass
 
 from petit.models import qwen2, qwen_vl
+from petit.models.config import derived_head_dim
 
 MROPE_DEFAULT = [16, 24, 24]
 
@@ -27,10 +28,7 @@ class Qwen2VLTextConfig(qwen2.Qwen2Config):
     def _validate(self):
         given = self.head_dim
         super()._validate()
-        if given is not None and given != self.hidden_size // self.num_attention_heads:
-            raise ValueError(f"config: head_dim {given} is not hidden_size // num_attention_heads "
-                             f"({self.hidden_size // self.num_attention_heads}), which {self.model_type}'s attention "
-                             f"uses whatever head_dim says")
+        derived_head_dim(self, given, f"{self.model_type}'s attention")
         qwen_vl.check_mrope(self, MROPE_DEFAULT, split=True)
 
 
