@@ -29,7 +29,7 @@ from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
 CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling",
-         "cosmos3_edge", "molmo2", "molmo2_post"]
+         "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -39,6 +39,10 @@ SPELLINGS = {
     "glm_ocr": (("model.language_model.", "language_model.model."), ("model.visual.", "visual."),
                 ("lm_head.", "language_model.lm_head.")),
     "hunyuan_vl": (("model.", "model.language_model."), ("vit.", "model.vit.")),
+    "deepseek_ocr2": (("model.sam_model.", "model.vision_tower.sam_model."), ("model.qwen2_model.",
+                      "model.vision_tower.qwen2_model."), ("model.projector.", "model.multi_modal_projector."),
+                      ("model.view_seperator", "model.view_separator"), ("model.", "model.language_model."),
+                      ("lm_head.", "lm_head.")),
     "cosmos3_edge": (("embed_tokens.", "model.language_model.embed_tokens."), ("norm.", "model.language_model.norm."),
                      ("model.", "model."), ("lm_head.", "lm_head.")) + tuple(
         (f"layers.{i}.{a}", f"model.language_model.layers.{i}.{b}") for i in range(3) for a, b in (
@@ -51,12 +55,14 @@ SPELLINGS = {
 # the text model's tensors as stored (besides lm_head.weight), and the tower's
 TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
-               "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model."}
+               "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model.",
+               "deepseek_ocr2": "model."}
 TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
-         "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",)}
+         "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",),
+         "deepseek_ocr2": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator")}
 
 
 def _load(folder, weights="f32"):
@@ -154,7 +160,7 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
     m = load_strict(out)                    # the file has no tower: nothing to say
     assert m.config.model_type == _config(case)["model_type"]
     assert not any(n.startswith(TOWER[case]) or part in n for n in m.tensors
-                   for part in ("visual", "projector", "vision", "vit.", "newline"))
+                   for part in ("visual", "projector", "vision", "vit.", "newline", "sam_model", "qwen2_model"))
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
 
@@ -406,3 +412,27 @@ def test_a_checkpoint_without_a_text_only_path_is_refused_by_name(model_type, wh
     with pytest.raises(ValueError, match=f"unsupported model_type '{model_type}'; the closest family Petit runs is "
                                          f"mistral \\({model_type} differs: .*{what}"):
         get_family(model_type)
+
+
+@pytest.mark.parametrize("model_type", ["unlimited_ocr", "unlimited_ocr_text"])
+def test_unlimited_ocr_is_refused_for_its_reference_sliding_attention(model_type):
+    with pytest.raises(ValueError, match=f"the closest family Petit runs is deepseek_ocr2_text \\({model_type} "
+                                         f"differs: .*reference sliding attention.*Petit's windows have no such "
+                                         f"prefix"):
+        get_family(model_type)
+
+
+# --- DeepSeek-OCR-2 ---
+
+def test_deepseek_ocr2_reads_heads_and_layer_kinds_as_its_config_class_does():
+    d = {"vocab_size": 100, "hidden_size": 256, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 8, "num_experts_per_tok": 2, "mlp_layer_types": ["dense", "sparse"]}
+    cfg = get_family("deepseek_ocr2_text").Config.from_dict(d)
+    assert (cfg.head_dim, cfg.n_routed_experts, cfg.n_shared_experts, cfg.moe_intermediate_size, cfg.topk_method,
+            cfg.routed_scaling_factor) == (32, 64, 2, 1407, "greedy", 1.0)
+    with pytest.warns(UserWarning, match=r"head_dim \(deepseek_ocr2_text's heads are hidden_size / "
+                                         r"num_attention_heads: not read\)"):
+        assert get_family("deepseek_ocr2_text").Config.from_dict(dict(d, head_dim=64)).head_dim == 32
+    with pytest.raises(ValueError, match="mlp_layer_types must give each of the 2 layers 'dense' or 'sparse' "
+                                         "\\(DeepseekOcr2TextConfig has no default\\), got None"):
+        get_family("deepseek_ocr2_text").Config.from_dict({k: v for k, v in d.items() if k != "mlp_layer_types"})

@@ -9,7 +9,8 @@ the text experts alone, no biases on them, sparse layers by mlp_layer_types; the
 as [E, hidden] and the text row of the correction bias), cosmos3_edge_text (Arcee's block: Llama's attention, a
 plain relu2 MLP; head_dim 128, RoPE base 1e8 by default), molmo2_text (Llama's block with q / k / v biases, q / k
 RMSNorms per head or over the row, norm_after's post-norms, the scaled RoPE in rope_scaling_layers and the unscaled one
-elsewhere)."""
+elsewhere), deepseek_ocr2_text (DeepSeek-V2's experts under Llama's attention: softmax, top k greedy or within the
+best groups, x routed_scaling_factor, a shared SwiGLU)."""
 from trainer.reference.families.common import get, heads, rope, under
 from trainer.reference.families.llama import granite, llama_like
 from trainer.reference.families.llama_variants import arcee, glm4, hunyuan_v1_dense
@@ -75,6 +76,29 @@ def molmo2_text(cfg, names, family="molmo2_text"):
     return spec
 
 
+def deepseek_ocr2_text(cfg, names, family="deepseek_ocr2_text"):
+    E, bias = cfg["n_routed_experts"], get(cfg, "mlp_bias", False)
+    types = cfg["mlp_layer_types"]
+    group = get(cfg, "topk_method", "greedy") == "group_limited_greedy" and (cfg.get("n_group") or 0) > 1
+    three = ("gate_proj", "up_proj", "down_proj")
+
+    def moe_of(i, p):
+        if types[i] != "sparse":
+            return None
+        sh = f"{p}mlp.shared_experts."
+        return MoeSpec(p + "mlp.gate.weight", [tuple(f"{p}mlp.experts.{e}.{x}.weight" for x in three)
+                                               for e in range(E)], cfg["num_experts_per_tok"], False,
+                       tuple(f"{sh}{x}.weight" for x in three),
+                       routed_scale=float(get(cfg, "routed_scaling_factor", 1)),
+                       n_group=cfg["n_group"] if group else 0, topk_group=cfg["topk_group"] if group else 0,
+                       shared_b=tuple(f"{sh}{x}.bias" for x in three) if bias else None)
+    cfg = dict(cfg, head_dim=cfg["hidden_size"] // cfg["num_attention_heads"])
+    r = rope(cfg, heads(cfg)[2])
+    att = get(cfg, "attention_bias", False)
+    return llama_like(cfg, names, family, eps=get(cfg, "rms_norm_eps", 1e-6), qkv_bias=att, o_bias=att,
+                      mlp_bias=bias, rope_of=lambda i: r, moe_of=moe_of)
+
+
 FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             "paddleocr_vl": lambda cfg, names: paddleocr_vl_text(cfg, names, "paddleocr_vl"),
             **{t: under(t, _glm_ocr, GLM_OCR) for t in ("glm_ocr_text", "glm_ocr")},
@@ -84,4 +108,6 @@ FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             "ernie4_5_vl_moe_text": ernie4_5_vl_moe_text,
             "ernie4_5_vl_moe": lambda cfg, names: ernie4_5_vl_moe_text(cfg, names, "ernie4_5_vl_moe"),
             **{t: under(t, arcee, COSMOS) for t in ("cosmos3_edge_text", "cosmos3_edge")},
-            "molmo2_text": molmo2_text, "molmo2": lambda cfg, names: molmo2_text(cfg, names, "molmo2")}
+            "molmo2_text": molmo2_text, "molmo2": lambda cfg, names: molmo2_text(cfg, names, "molmo2"),
+            "deepseek_ocr2_text": deepseek_ocr2_text,
+            "deepseek_ocr2": lambda cfg, names: deepseek_ocr2_text(cfg, names, "deepseek_ocr2")}
