@@ -93,7 +93,8 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     "paddleocr_vl_text": "paddleocr_vl", "glm_ocr_text": "glm_ocr", "hunyuan_vl_text": "hunyuan_vl",
                     "granite4_vision_text": "granite4_vision", "granite_docling_text": "granite_docling",
                     "ernie4_5_vl_moe_text": "ernie4_5_vl_moe", "cosmos3_edge_text": "cosmos3_edge",
-                    "molmo2_text": "molmo2", "deepseek_ocr2_text": "deepseek_ocr2"}
+                    "molmo2_text": "molmo2", "deepseek_ocr2_text": "deepseek_ocr2",
+                    "hy_v4_vl_text": "hy_v4_vl"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

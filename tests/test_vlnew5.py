@@ -29,7 +29,8 @@ from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
 CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling",
-         "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2"]
+         "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2",
+         "hy_v4_vl"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -43,6 +44,7 @@ SPELLINGS = {
                       "model.vision_tower.qwen2_model."), ("model.projector.", "model.multi_modal_projector."),
                       ("model.view_seperator", "model.view_separator"), ("model.", "model.language_model."),
                       ("lm_head.", "lm_head.")),
+    "hy_v4_vl": (("model.", "model.language_model."), ("vit.", "model.vision_tower."), ("lm_head.", "lm_head.")),
     "cosmos3_edge": (("embed_tokens.", "model.language_model.embed_tokens."), ("norm.", "model.language_model.norm."),
                      ("model.", "model."), ("lm_head.", "lm_head.")) + tuple(
         (f"layers.{i}.{a}", f"model.language_model.layers.{i}.{b}") for i in range(3) for a, b in (
@@ -56,13 +58,14 @@ SPELLINGS = {
 TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
                "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model.",
-               "deepseek_ocr2": "model."}
+               "deepseek_ocr2": "model.", "hy_v4_vl": "model."}
 TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
          "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",),
-         "deepseek_ocr2": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator")}
+         "deepseek_ocr2": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator"),
+         "hy_v4_vl": ("vit.",)}
 
 
 def _load(folder, weights="f32"):
@@ -436,3 +439,17 @@ def test_deepseek_ocr2_reads_heads_and_layer_kinds_as_its_config_class_does():
     with pytest.raises(ValueError, match="mlp_layer_types must give each of the 2 layers 'dense' or 'sparse' "
                                          "\\(DeepseekOcr2TextConfig has no default\\), got None"):
         get_family("deepseek_ocr2_text").Config.from_dict({k: v for k, v in d.items() if k != "mlp_layer_types"})
+
+
+# --- HY-V4 VL ---
+
+def test_hy_v4_vl_keeps_its_text_configs_defaults_and_latent_eps():
+    cfg = get_family("hy_v4_vl_text").Config.from_dict({"vocab_size": 100})
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.q_lora_rank, cfg.index_n_heads,
+            cfg.moe_intermediate_size, cfg.mrope_section) == (6144, 78, 64, 2048, 32, 2048, [12, 10, 10])
+    m = _load(DIR / "hy_v4_vl")
+    assert m.config.latent_norm_eps == m.config.rms_norm_eps == 1e-5
+    with pytest.raises(ValueError, match=r"mrope_section must be three sections \(time, height, width\) summing to "
+                                         r"qk_rope_head_dim / 2 \(32\), got \[12, 10, 12\]"):
+        get_family("hy_v4_vl_text").Config.from_dict({"vocab_size": 100, "rope_parameters": {
+            "rope_type": "default", "rope_theta": 1e4, "mrope_section": [12, 10, 12]}})

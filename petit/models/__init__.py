@@ -245,6 +245,8 @@ MODEL_TYPES = Registry({
     "molmo2": "molmo2",
     "deepseek_ocr2_text": "deepseek_ocr2_text",
     "deepseek_ocr2": "deepseek_ocr2",
+    "hy_v4_vl_text": "hy_v4_vl_text",
+    "hy_v4_vl": "hy_v4_vl",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept

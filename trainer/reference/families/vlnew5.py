@@ -10,14 +10,18 @@ as [E, hidden] and the text row of the correction bias), cosmos3_edge_text (Arce
 plain relu2 MLP; head_dim 128, RoPE base 1e8 by default), molmo2_text (Llama's block with q / k / v biases, q / k
 RMSNorms per head or over the row, norm_after's post-norms, the scaled RoPE in rope_scaling_layers and the unscaled one
 elsewhere), deepseek_ocr2_text (DeepSeek-V2's experts under Llama's attention: softmax, top k greedy or within the
-best groups, x routed_scaling_factor, a shared SwiGLU)."""
+best groups, x routed_scaling_factor, a shared SwiGLU), hy_v4_vl_text (fam36m5's hy_v4 under HYV4VLTextConfig's
+defaults; the converted file's latent_norm_eps is its rms_norm_eps)."""
 from trainer.reference.families.common import get, heads, rope, under
+from trainer.reference.families.fam36m5 import hy_v4
 from trainer.reference.families.llama import granite, llama_like
 from trainer.reference.families.llama_variants import arcee, glm4, hunyuan_v1_dense
 from trainer.reference.spec import MoeSpec
 
 COSMOS = dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=131072, rope_theta=1e8, rms_norm_eps=1e-5,
               hidden_act="relu2")
+HYV4VL = dict(hidden_size=6144, intermediate_size=18432, moe_intermediate_size=2048, num_hidden_layers=78,
+              num_attention_heads=64, q_lora_rank=2048, index_n_heads=32)
 GLM_OCR = dict(head_dim=None, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
                partial_rotary_factor=1.0, attention_bias=False)
 HUNYUAN_VL = dict(tie_word_embeddings=True)
@@ -110,4 +114,6 @@ FAMILIES = {"paddleocr_vl_text": paddleocr_vl_text,
             **{t: under(t, arcee, COSMOS) for t in ("cosmos3_edge_text", "cosmos3_edge")},
             "molmo2_text": molmo2_text, "molmo2": lambda cfg, names: molmo2_text(cfg, names, "molmo2"),
             "deepseek_ocr2_text": deepseek_ocr2_text,
-            "deepseek_ocr2": lambda cfg, names: deepseek_ocr2_text(cfg, names, "deepseek_ocr2")}
+            "deepseek_ocr2": lambda cfg, names: deepseek_ocr2_text(cfg, names, "deepseek_ocr2"),
+            **{t: under(t, lambda cfg, names: hy_v4(dict(cfg, latent_norm_eps=get(cfg, "rms_norm_eps", 1e-5)), names),
+                        HYV4VL) for t in ("hy_v4_vl_text", "hy_v4_vl")}}
