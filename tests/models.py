@@ -94,7 +94,7 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     "granite4_vision_text": "granite4_vision", "granite_docling_text": "granite_docling",
                     "ernie4_5_vl_moe_text": "ernie4_5_vl_moe", "cosmos3_edge_text": "cosmos3_edge",
                     "molmo2_text": "molmo2", "deepseek_ocr2_text": "deepseek_ocr2",
-                    "hy_v4_vl_text": "hy_v4_vl"}
+                    "hy_v4_vl_text": "hy_v4_vl", "kosmos-2": "kosmos_2_text_model"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -36,7 +36,7 @@ def test_every_family_petit_runs_is_in_the_registry_snapshot_or_its_own():
                  "granite4_vision", "granite4_vision_text", "granite_docling", "granite_docling_text",
                  "ernie4_5_vl_moe", "ernie4_5_vl_moe_text", "cosmos3_edge", "cosmos3_edge_text",
                  "molmo2", "molmo2_text", "deepseek_ocr2", "deepseek_ocr2_text",
-                 "hy_v4_vl", "hy_v4_vl_text"}
+                 "hy_v4_vl", "hy_v4_vl_text", "kosmos_2_text_model", "kosmos-2"}
     assert set(MODEL_TYPES) - set(types) <= remote_code | wrappers
     assert not set(NOT_DECODERS) - set(types) and not set(NOT_DECODERS) & set(MODEL_TYPES)
     assert not set(GGUF_NOT_DECODERS) - set(coverage.registry()["llama_cpp"]["archs"])

@@ -453,3 +453,56 @@ def test_hy_v4_vl_keeps_its_text_configs_defaults_and_latent_eps():
                                          r"qk_rope_head_dim / 2 \(32\), got \[12, 10, 12\]"):
         get_family("hy_v4_vl_text").Config.from_dict({"vocab_size": 100, "rope_parameters": {
             "rope_type": "default", "rope_theta": 1e4, "mrope_section": [12, 10, 12]}})
+
+
+# --- Kosmos-2 ---
+
+def _kosmos2_folder(d: Path) -> Path:
+    """The kosmos_2_text_model fixture as a Kosmos-2 checkpoint (Kosmos2ForConditionalGeneration's layout: the text
+    model under text_model.model.*, a tower tensor beside it). transformers' generate of such a checkpoint runs its
+    text model without an image, to the bit the text fixture's logits and greedy tokens (checked when this group was
+    written: Kosmos2ForConditionalGeneration built on the fixture's weights, saved and reloaded)."""
+    src = DIR / "kosmos_2_text_model"
+    raw = _read_safetensors(src / "model.safetensors")
+    d.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (d / f).write_bytes((src / f).read_bytes())
+    tensors = {"text_model." + k: v for k, v in raw.items()}
+    tensors["vision_model.model.post_layernorm.weight"] = np.ones(16, np.float32)
+    write_f32_safetensors(d / "model.safetensors", tensors)
+    text = {k: v for k, v in json.loads((src / "config.json").read_text()).items()
+            if k not in ("architectures", "transformers_version", "dtype")}
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "kosmos-2", "architectures": ["Kosmos2ForConditionalGeneration"], "text_config": text,
+        "vision_config": {"model_type": "kosmos_2_vision_model", "hidden_size": 16}, "latent_query_num": 4,
+        "tie_word_embeddings": True}))
+    return d
+
+
+def test_kosmos_2_runs_its_language_model_for_text(tmp_path):
+    d = _kosmos2_folder(tmp_path / "k2")
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(d, weights="f32")
+    assert [str(w.message) for w in caught] == [
+        "config: kosmos-2: the vision tower (vision_config) is not run; Petit runs the text model (text_config) "
+        "alone, so images cannot be given"]
+    for prompt in ("reference", "reference_long", "reference_chat"):
+        assert _err(m, "kosmos_2_text_model", prompt) <= F32_TOL
+    out = tmp_path / "k2.petit"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        convert(d, out, "f32").close()
+    c = load_strict(out)
+    assert c.config.model_type == "kosmos-2" and not any("vision" in n for n in c.tensors)
+    assert _err(c, "kosmos_2_text_model") <= F32_TOL
+
+
+def test_kosmos_2_text_model_reads_its_positions_from_the_pad_id():
+    """Row p + 1 + pad_token_id of fairseq's table: another pad id moves every position."""
+    m = load_strict(DIR / "kosmos_2_text_model")
+    assert m.config.pad_token_id == 0 and _err(m, "kosmos_2_text_model") <= F32_TOL
+    cfg = get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=1))
+    table = get_family("kosmos_2_text_model").sinusoids(cfg)
+    np.testing.assert_array_equal(table[:-1], np.asarray(m.net.pos_embed)[1:])
+    with pytest.raises(ValueError, match="pad_token_id must be a token id"):
+        get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=None))

@@ -247,6 +247,8 @@ MODEL_TYPES = Registry({
     "deepseek_ocr2": "deepseek_ocr2",
     "hy_v4_vl_text": "hy_v4_vl_text",
     "hy_v4_vl": "hy_v4_vl",
+    "kosmos_2_text_model": "kosmos_2_text_model",
+    "kosmos-2": "kosmos2",
 })
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
