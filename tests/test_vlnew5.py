@@ -28,7 +28,7 @@ from test_plan import _assert_same
 from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
-CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling",
+CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "hunyuan_vl_nobias", "granite4_vision", "granite_docling",
          "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2",
          "hy_v4_vl"]
 F32_TOL = 1e-4
@@ -55,11 +55,11 @@ SPELLINGS = {
                         ("lm_head.", "language_model.lm_head.")),
 }
 # the text model's tensors as stored (besides lm_head.weight), and the tower's
-TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
+TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "hunyuan_vl_nobias": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
                "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model.",
                "deepseek_ocr2": "model.", "hy_v4_vl": "model."}
-TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
+TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",), "hunyuan_vl_nobias": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
