@@ -506,3 +506,61 @@ def test_kosmos_2_text_model_reads_its_positions_from_the_pad_id():
     np.testing.assert_array_equal(table[:-1], np.asarray(m.net.pos_embed)[1:])
     with pytest.raises(ValueError, match="pad_token_id must be a token id"):
         get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=None))
+
+
+# --- GGUF: llama.cpp's hunyuan_vl (tests/fixtures/gguf5_vlnew, petit/loading/gguf_vlnew5.py) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_vlnew"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+# llama.cpp's loader bakes the NTK alpha into the base in float32 (powf), transformers (and Petit) in float64: its
+# exact f32 run is 1.9e-4 of the range from transformers' logits; Petit's reading is held to 1.5 x that gap
+EXACT_BOUND = {c: 1.5 * GGUF_MANIFEST[c]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"] for c in GGUF_READ}
+
+
+def _scaled(got, exact):          # test_gguf5_exact.py's measure: a share of the whole range
+    return float(np.abs(got - exact).max() / (exact.max() - exact.min()))
+
+
+def _gguf(case, weights=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
+
+
+def test_gguf_hunyuan_vl_is_read_as_the_text_family():
+    assert GGUF_READ == ["hunyuan_vl_nobias"] and GGUF_MANIFEST["hunyuan_vl_nobias"]["architecture"] == "hunyuan_vl"
+    got = _gguf("hunyuan_vl_nobias", weights="f32").config
+    want = _config("hunyuan_vl_nobias")["text_config"]
+    assert got.model_type == "hunyuan_vl_text" and not got.attention_bias and got.tie_word_embeddings
+    assert (got.mrope_section, got.alpha, got.rope_theta) == (want["rope_parameters"]["mrope_section"], 50.0, 1e4)
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size", "rms_norm_eps", "head_dim"):
+        assert getattr(got, k) == pytest.approx(want[k]), k
+
+
+def test_gguf_hunyuan_vl_decoded_is_transformers_model():
+    """Decoded to float32, the file's q8_0 weights run within 1e-4 of transformers' logits (its float64 base), where
+    llama.cpp's own exact run is 1.9e-4 away (test_gguf5_exact.py holds Petit to llama.cpp's within 1.5 x that)."""
+    m = _gguf("hunyuan_vl_nobias", weights="f32")
+    ref = np.load(DIR / "hunyuan_vl_nobias" / "reference.npz")
+    assert rel_err(m.logits(ref["input_ids"]), ref["logits"]).max() <= 0.05       # q8_0 weights
+    z = np.load(GGUF / "hunyuan_vl_nobias" / "q8_0.npz")
+    assert _scaled(m.logits(z["input_ids"]), z["exact_logits"]) <= EXACT_BOUND["hunyuan_vl_nobias"]
+
+
+def test_gguf_hunyuan_vl_as_stored_is_as_close_as_llama_cpps_own_run():
+    from models import q8_0_errors
+    err, theirs = q8_0_errors(_gguf("hunyuan_vl_nobias"), np.load(GGUF / "hunyuan_vl_nobias" / "q8_0.npz"))
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+@pytest.mark.parametrize("meta, has, message", [
+    ({}, (), "rope.dimension_sections' is missing: llama.cpp's hunyuan_vl requires it"),
+    ({"hunyuan_vl.rope.dimension_sections": [2, 3, 1, 2]}, ("blk.0.attn_q.bias",),
+     "attention biases: llama.cpp's hunyuan_vl loads none"),
+])
+def test_gguf_hunyuan_vl_refuses_by_name(meta, has, message):
+    from petit.loading.gguf_archs import ARCHS
+    with pytest.raises(ValueError, match=message):
+        ARCHS["hunyuan_vl"].extra(meta, lambda k: f"hunyuan_vl.{k}", {}, lambda n: n in has)

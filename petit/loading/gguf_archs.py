@@ -33,6 +33,7 @@ from petit.loading.gguf_gg36s5 import gg36s_archs          # issue 36: the gg36s
 from petit.loading.gguf_gg36t5 import GG36T5_ARCHS         # issue 36: the gg36t group (minimax-m3)
 from petit.loading.gguf_dsv4g5 import DSV4G5_ARCHS         # issue 30: the dsv4g group (deepseek4)
 from petit.loading.gguf_gemb35 import GEMB35_ARCHS         # issue 35: the gemb35 group (bert, nomic-bert)
+from petit.loading.gguf_vlnew5 import VLNEW5_ARCHS         # issue 36: the vlnew group (hunyuan_vl)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -506,3 +507,4 @@ ARCHS.update(gg36s_archs())         # issue 36's gg36s group: laguna, minimax-01
 ARCHS.update(GG36T5_ARCHS)          # issue 36's gg36t group: minimax-m3, MiniMax-M3 (gguf_gg36t5.py)
 ARCHS.update(DSV4G5_ARCHS)          # issue 30's dsv4g group: deepseek4 (gguf_dsv4g5.py)
 ARCHS.update(GEMB35_ARCHS)          # issue 35's gemb35 group: bert, nomic-bert embedding encoders (gguf_gemb35.py)
+ARCHS.update(VLNEW5_ARCHS)          # issue 36's vlnew group: hunyuan_vl, HunyuanOCR's language model (gguf_vlnew5.py)

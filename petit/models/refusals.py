@@ -116,10 +116,6 @@ NOT_YET.update({
     "gguf:deci": ("DeciLM / Nemotron-NAS (remote code DeciLMForCausalLM, no transformers class): Llama's blocks with "
                   "a head count and MLP width of their own in each layer, some attention or MLP replaced by a linear "
                   "map or left out (`block_configs`); Petit's llama family has one shape for every layer"),
-    "gguf:hunyuan_vl": ("HunyuanOCR's language model (HunYuanVLForConditionalGeneration): Hunyuan's dense block with "
-                        "XD-RoPE (`rope.dimension_sections`: rotary sections over position, height, width and time "
-                        "from the image's layout) behind an image encoder; Petit reads no image and runs no "
-                        "sectioned RoPE for it"),
     "gguf:glm5-next": ("GLM-5.3-Flash (Glm5NextForConditionalGeneration, no transformers class): Kimi Delta Attention "
                        "layers beside latent attention without RoPE, a DeepSeek Sparse Attention indexer over pooled "
                        "keys, hyper-connection residual streams and DeepSeek's experts; no family Petit runs "
