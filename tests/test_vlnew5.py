@@ -30,7 +30,7 @@ from test_wrap5 import _rewrite
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
 CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "hunyuan_vl_nobias", "granite4_vision", "granite_docling",
          "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2",
-         "hy_v4_vl"]
+         "deepseek_ocr2_mha", "hy_v4_vl"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -58,13 +58,14 @@ SPELLINGS = {
 TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "hunyuan_vl_nobias": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
                "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model.",
-               "deepseek_ocr2": "model.", "hy_v4_vl": "model."}
+               "deepseek_ocr2": "model.", "deepseek_ocr2_mha": "model.", "hy_v4_vl": "model."}
 TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",), "hunyuan_vl_nobias": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
          "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",),
          "deepseek_ocr2": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator"),
+         "deepseek_ocr2_mha": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator"),
          "hy_v4_vl": ("vit.",)}
 
 
@@ -508,14 +509,17 @@ def test_kosmos_2_text_model_reads_its_positions_from_the_pad_id():
         get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=None))
 
 
-# --- GGUF: llama.cpp's hunyuan_vl (tests/fixtures/gguf5_vlnew, petit/loading/gguf_vlnew5.py) ---
+# --- GGUF: llama.cpp's hunyuan_vl and deepseek2-ocr (tests/fixtures/gguf5_vlnew, petit/loading/gguf_vlnew5.py) ---
 
 GGUF = Path(__file__).parent / "fixtures" / "gguf5_vlnew"
 GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
 GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
 # llama.cpp's loader bakes the NTK alpha into the base in float32 (powf), transformers (and Petit) in float64: its
 # exact f32 run is 1.9e-4 of the range from transformers' logits; Petit's reading is held to 1.5 x that gap
-EXACT_BOUND = {c: 1.5 * GGUF_MANIFEST[c]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"] for c in GGUF_READ}
+EXACT_BOUND = {c: 1.5 * GGUF_MANIFEST[c]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"]
+               for c in GGUF_READ if c.startswith("hunyuan_vl")}
+GGUF_FAMILY = {"hunyuan_vl_nobias": ("hunyuan_vl", "hunyuan_vl_text"), "deepseek_ocr2_mha": ("deepseek2-ocr",
+                                                                                             "deepseek_ocr2_text")}
 
 
 def _scaled(got, exact):          # test_gguf5_exact.py's measure: a share of the whole range
@@ -528,8 +532,15 @@ def _gguf(case, weights=None):
         return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
 
 
+def test_gguf_cases_are_llama_cpps_architectures_of_the_text_families():
+    assert GGUF_READ == sorted(GGUF_FAMILY)
+    for case, (arch, family) in GGUF_FAMILY.items():
+        assert GGUF_MANIFEST[case]["architecture"] == arch
+        assert GGUF_MANIFEST[case]["hf_case"] == f"tests/fixtures/hf5_vlnew/{case}"
+        assert _gguf(case, weights="f32").config.model_type == family
+
+
 def test_gguf_hunyuan_vl_is_read_as_the_text_family():
-    assert GGUF_READ == ["hunyuan_vl_nobias"] and GGUF_MANIFEST["hunyuan_vl_nobias"]["architecture"] == "hunyuan_vl"
     got = _gguf("hunyuan_vl_nobias", weights="f32").config
     want = _config("hunyuan_vl_nobias")["text_config"]
     assert got.model_type == "hunyuan_vl_text" and not got.attention_bias and got.tie_word_embeddings
@@ -549,10 +560,42 @@ def test_gguf_hunyuan_vl_decoded_is_transformers_model():
     assert _scaled(m.logits(z["input_ids"]), z["exact_logits"]) <= EXACT_BOUND["hunyuan_vl_nobias"]
 
 
-def test_gguf_hunyuan_vl_as_stored_is_as_close_as_llama_cpps_own_run():
+@pytest.mark.parametrize("case", sorted(GGUF_FAMILY))
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     from models import q8_0_errors
-    err, theirs = q8_0_errors(_gguf("hunyuan_vl_nobias"), np.load(GGUF / "hunyuan_vl_nobias" / "q8_0.npz"))
+    err, theirs = q8_0_errors(_gguf(case), np.load(GGUF / case / "q8_0.npz"))
     assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_deepseek2_ocr_is_read_as_deepseek_ocr2_text():
+    """The file's language model is the source folder's: Llama's attention (as many key / value heads as heads), one
+    leading dense layer, 4 experts of 32 with top 2 x 1.5, one shared expert; decoded to float32 it runs transformers'
+    logits within 1e-4 of the range where llama.cpp's q8_0 weights allow (test_gguf5_exact.py: llama.cpp's exact
+    logits within 1e-5)."""
+    m = _gguf("deepseek_ocr2_mha", weights="f32")
+    got, want = m.config, _config("deepseek_ocr2_mha")["text_config"]
+    assert (got.mlp_layer_types, got.n_routed_experts, got.num_experts_per_tok, got.n_shared_experts,
+            got.moe_intermediate_size, got.routed_scaling_factor, got.topk_method) == \
+        (want["mlp_layer_types"], 4, 2, 1, 32, 1.5, "greedy")
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings"):
+        assert getattr(got, k) == pytest.approx(want.get(k, want["rope_parameters"]["rope_theta"]
+                                                           if k == "rope_theta" else None)), k
+
+
+@pytest.mark.parametrize("meta, heads, has, message", [
+    ({"deepseek2-ocr.expert_weights_norm": True}, 4, (), "expert_weights_norm' is true"),
+    ({"deepseek2-ocr.expert_gating_func": 2}, 4, (), "expert_gating_func' is 2: DeepSeek-OCR routes on a softmax"),
+    ({}, 2, (), "builds a key / value head per query head"),
+    ({}, 4, ("blk.1.exp_probs_b.bias",), "a selection bias"),
+    ({}, 4, ("blk.0.attn_q.bias",), "attention biases: llama.cpp's deepseek2-ocr adds no o_proj bias"),
+])
+def test_gguf_deepseek2_ocr_refuses_by_name(meta, heads, has, message):
+    from petit.loading.gguf_archs import ARCHS
+    meta = {"deepseek2-ocr.leading_dense_block_count": 1, "deepseek2-ocr.expert_feed_forward_length": 32, **meta}
+    cfg = {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": heads}
+    with pytest.raises(ValueError, match=message):
+        ARCHS["deepseek2-ocr"].extra(meta, lambda k: f"deepseek2-ocr.{k}", cfg, lambda n: n in has)
 
 
 @pytest.mark.parametrize("meta, has, message", [

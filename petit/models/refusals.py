@@ -88,9 +88,6 @@ NOT_YET.update({
                       "softmax-routed experts whose top-k weights are not renormalised plus ungated shared experts "
                       "after `leading_dense_block_count` dense layers; Petit's deepseek_v2 / deepseek_v3 families "
                       "have latent attention only, and no family runs this router beside plain attention"),
-    "gguf:deepseek2-ocr": ("DeepSeek-OCR's language model: DeepSeek-V2's experts behind plain multi-head attention "
-                           "(no latent attention), fed by SAM and CLIP image encoders; Petit's deepseek_v2 family "
-                           "runs latent attention only, and reads no image"),
     "gguf:chameleon": ("Chameleon (ChameleonForConditionalGeneration, not in transformers' causal-LM registry): "
                        "LayerNorms with biases on q and k, Swin-style norms after attention and MLP (`swin_norm`), "
                        "and the logits of the 8192 image tokens (ids 4..8195) set to -FLT_MAX by llama.cpp's graph; "
