@@ -93,11 +93,16 @@ DERIVED_FIXTURES = {"qwen3_5": "qwen3_5_text",
                     "paddleocr_vl_text": "paddleocr_vl", "glm_ocr_text": "glm_ocr", "hunyuan_vl_text": "hunyuan_vl",
                     "granite4_vision_text": "granite4_vision", "granite_docling_text": "granite_docling",
                     "ernie4_5_vl_moe_text": "ernie4_5_vl_moe", "cosmos3_edge_text": "cosmos3_edge",
-                    "molmo2_text": "molmo2",
+                    "molmo2_text": "molmo2", "deepseek_ocr2_text": "deepseek_ocr2",
+                    "hy_v4_vl_text": "hy_v4_vl", "kosmos-2": "kosmos_2_text_model",
                     # the qwenvl and newdec groups: likewise (hf5_qwenvl, hf5_newdec)
                     "qwen2_vl_text": "qwen2_vl", "qwen2_5_vl_text": "qwen2_5_vl", "qwen3_vl_text": "qwen3_vl",
                     "qwen3_vl_moe_text": "qwen3_vl_moe", "glm4v_text": "glm4v", "glm4v_moe_text": "glm4v_moe",
-                    "step3p5": "step3p7", "muse_glimmer_text": "muse_glimmer"}
+                    "step3p5": "step3p7", "muse_glimmer_text": "muse_glimmer",
+                    # the Omni text models by their thinkers' fixtures; the full releases derived from those
+                    # (tests/test_qwenvl5.py builds them)
+                    "qwen2_5_omni_text": "qwen2_5_omni_thinker", "qwen3_omni_moe_text": "qwen3_omni_moe_thinker",
+                    "qwen2_5_omni": "qwen2_5_omni_thinker", "qwen3_omni_moe": "qwen3_omni_moe_thinker"}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

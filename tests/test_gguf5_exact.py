@@ -20,11 +20,12 @@ import test_moe_b5
 import test_qwenvl5
 import test_newdec5
 import test_recur5
+import test_vlnew5
 import test_wrap5
 
 GROUPS = (test_dense5, test_fam36c5, test_fam36o5, test_fam36q5, test_fam36r5, test_gg36s5, test_gg36t5, test_hybrid5,
           test_mla5, test_moe_a5, test_moe_b5, test_recur5, test_wrap5, test_qwenvl5,
-          test_newdec5)
+          test_newdec5, test_vlnew5)
 DECODED = [pytest.param(g, c, id=f"{g.GGUF.name}/{c}") for g in GROUPS for c in g.GGUF_READ]
 # the groups whose manifest lists llama.cpp's greedy tokens and tokenizations (gguf5_mla's has no manifest)
 GREEDY = [p for p in DECODED if p.values[0] is not test_mla5]

@@ -100,6 +100,13 @@ MINIMALS.update({t: dict(MINIMAL, rope_parameters={"rope_type": "default", "mrop
 # issue 36, the vlnew group: transformers runs HunyuanOCR's text model only with its XD-RoPE sections
 MINIMALS.update(dict.fromkeys(("hunyuan_vl_text", "hunyuan_vl"), dict(MINIMAL, rope_parameters={
     "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 8, 8, 8]})))
+# Kosmos-2's language model: fairseq's names
+MINIMALS.update(dict.fromkeys(("kosmos_2_text_model", "kosmos-2"), {"vocab_size": 1000, "embed_dim": 2048,
+                                                                    "ffn_dim": 5632, "layers": 4,
+                                                                    "attention_heads": 32}))
+# DeepSeek-OCR-2's text config has no default top k or layer kinds (transformers builds no model without them)
+MINIMALS.update(dict.fromkeys(("deepseek_ocr2_text", "deepseek_ocr2"), dict(
+    MINIMAL, num_experts_per_tok=6, mlp_layer_types=["dense", "sparse", "sparse", "sparse"])))
 
 
 def declared(model_type: str) -> dict:

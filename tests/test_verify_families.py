@@ -56,7 +56,9 @@ WITH_BIASES = {"jetmoe", "llama_tied", "qwen2", "gpt2", "gpt_neox", "phi", "star
                "modernbert-decoder", "git",     # issue 36, fam36j
                "laguna", "zaya",        # issue 36, fam36g: q / k / v / o biases
                "lara_mini",             # issue 36, fam36k: Qwen3's attention with attention_bias
-               "hrm_text"}              # issue 36, fam36o: q / k / v / o and output gate biases
+               "hrm_text",              # issue 36, fam36o: q / k / v / o and output gate biases
+               "paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl", "molmo2",     # issue 36, vlnew: their biases
+               "kosmos_2_text_model"}   # (fairseq's everywhere)
 WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "jamba",   # Granite 4.0-H, Jamba: NoPE
                 "gpt_neo", "gpt_bigcode", "opt", "opt_350m", "falcon_alibi", "bloom", "mpt",   # learned, ALiBi
                 "nemotron_h", "rwkv6", "rwkv7", "rwkv",
@@ -66,6 +68,7 @@ WITHOUT_ROPE = {"gpt2", "mamba", "falcon_mamba", "mamba2", "granitemoehybrid", "
                 "zamba",            # issue 30, the zamba group: Zamba v1's shared attention has no RoPE
                 "rwkv6qwen2",       # issue 30, the ggufx group: QRWKV6's time mixing has no positions
                 "openai-gpt", "xglm", "biogpt",       # issue 36, the fam36a group: learned / sinusoidal positions
+                "kosmos_2_text_model",      # issue 36, vlnew: Kosmos-2's sinusoidal positions
                 "ctrl",             # issue 36, fam36b: CTRL's fixed sinusoidal table
                 "git",              # issue 36, fam36j: GIT's learned positions
                 "xlstm",             # issue 36, fam36n: xLSTM's recurrence has no positions

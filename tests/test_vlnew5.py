@@ -28,8 +28,9 @@ from test_plan import _assert_same
 from test_wrap5 import _rewrite
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_vlnew"
-CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "granite4_vision", "granite_docling",
-         "cosmos3_edge", "molmo2", "molmo2_post"]
+CASES = ["paddleocr_vl", "ernie4_5_vl_moe", "glm_ocr", "hunyuan_vl", "hunyuan_vl_nobias", "granite4_vision", "granite_docling",
+         "cosmos3_edge", "molmo2", "molmo2_post", "deepseek_ocr2",
+         "deepseek_ocr2_mha", "hy_v4_vl"]
 F32_TOL = 1e-4
 # where each wrapper keeps its text model as save_pretrained writes it, and as transformers 5's modules name it
 # ((stored prefix, module prefix), ...; the first pair whose stored prefix matches renames a tensor)
@@ -39,6 +40,11 @@ SPELLINGS = {
     "glm_ocr": (("model.language_model.", "language_model.model."), ("model.visual.", "visual."),
                 ("lm_head.", "language_model.lm_head.")),
     "hunyuan_vl": (("model.", "model.language_model."), ("vit.", "model.vit.")),
+    "deepseek_ocr2": (("model.sam_model.", "model.vision_tower.sam_model."), ("model.qwen2_model.",
+                      "model.vision_tower.qwen2_model."), ("model.projector.", "model.multi_modal_projector."),
+                      ("model.view_seperator", "model.view_separator"), ("model.", "model.language_model."),
+                      ("lm_head.", "lm_head.")),
+    "hy_v4_vl": (("model.", "model.language_model."), ("vit.", "model.vision_tower."), ("lm_head.", "lm_head.")),
     "cosmos3_edge": (("embed_tokens.", "model.language_model.embed_tokens."), ("norm.", "model.language_model.norm."),
                      ("model.", "model."), ("lm_head.", "lm_head.")) + tuple(
         (f"layers.{i}.{a}", f"model.language_model.layers.{i}.{b}") for i in range(3) for a, b in (
@@ -49,14 +55,18 @@ SPELLINGS = {
                         ("lm_head.", "language_model.lm_head.")),
 }
 # the text model's tensors as stored (besides lm_head.weight), and the tower's
-TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
+TEXT_PREFIX = {"paddleocr_vl": "model.", "ernie4_5_vl_moe": "model.", "hunyuan_vl_nobias": "model.", "glm_ocr": "model.language_model.", "hunyuan_vl": "model.",
                "granite4_vision": "model.language_model.", "granite_docling": "model.text_model.",
-               "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model."}
-TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",),
+               "cosmos3_edge": "", "molmo2": "model.", "molmo2_post": "model.",
+               "deepseek_ocr2": "model.", "deepseek_ocr2_mha": "model.", "hy_v4_vl": "model."}
+TOWER = {"paddleocr_vl": ("visual.", "mlp_AR."), "ernie4_5_vl_moe": ("model.vision_model.", "model.resampler_model."), "glm_ocr": ("model.visual.",), "hunyuan_vl": ("vit.",), "hunyuan_vl_nobias": ("vit.",),
          "granite4_vision": ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.",
                              "model.image_newline"),
          "granite_docling": ("model.vision_model.",), "cosmos3_edge": ("model.visual.", "model.projector."),
-         "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",)}
+         "molmo2": ("model.vision_backbone.",), "molmo2_post": ("model.vision_backbone.",),
+         "deepseek_ocr2": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator"),
+         "deepseek_ocr2_mha": ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator"),
+         "hy_v4_vl": ("vit.",)}
 
 
 def _load(folder, weights="f32"):
@@ -154,7 +164,7 @@ def test_a_converted_file_is_a_file_of_the_text_model_with_the_same_logits(tmp_p
     m = load_strict(out)                    # the file has no tower: nothing to say
     assert m.config.model_type == _config(case)["model_type"]
     assert not any(n.startswith(TOWER[case]) or part in n for n in m.tensors
-                   for part in ("visual", "projector", "vision", "vit.", "newline"))
+                   for part in ("visual", "projector", "vision", "vit.", "newline", "sam_model", "qwen2_model"))
     ids = np.load(DIR / case / "reference.npz")["input_ids"]
     np.testing.assert_array_equal(m.logits(ids), _load(DIR / case).logits(ids))
 
@@ -406,3 +416,194 @@ def test_a_checkpoint_without_a_text_only_path_is_refused_by_name(model_type, wh
     with pytest.raises(ValueError, match=f"unsupported model_type '{model_type}'; the closest family Petit runs is "
                                          f"mistral \\({model_type} differs: .*{what}"):
         get_family(model_type)
+
+
+@pytest.mark.parametrize("model_type", ["unlimited_ocr", "unlimited_ocr_text"])
+def test_unlimited_ocr_is_refused_for_its_reference_sliding_attention(model_type):
+    with pytest.raises(ValueError, match=f"the closest family Petit runs is deepseek_ocr2_text \\({model_type} "
+                                         f"differs: .*reference sliding attention.*Petit's windows have no such "
+                                         f"prefix"):
+        get_family(model_type)
+
+
+# --- DeepSeek-OCR-2 ---
+
+def test_deepseek_ocr2_reads_heads_and_layer_kinds_as_its_config_class_does():
+    d = {"vocab_size": 100, "hidden_size": 256, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 8, "num_experts_per_tok": 2, "mlp_layer_types": ["dense", "sparse"]}
+    cfg = get_family("deepseek_ocr2_text").Config.from_dict(d)
+    assert (cfg.head_dim, cfg.n_routed_experts, cfg.n_shared_experts, cfg.moe_intermediate_size, cfg.topk_method,
+            cfg.routed_scaling_factor) == (32, 64, 2, 1407, "greedy", 1.0)
+    with pytest.warns(UserWarning, match=r"head_dim \(deepseek_ocr2_text's heads are hidden_size / "
+                                         r"num_attention_heads: not read\)"):
+        assert get_family("deepseek_ocr2_text").Config.from_dict(dict(d, head_dim=64)).head_dim == 32
+    with pytest.raises(ValueError, match="mlp_layer_types must give each of the 2 layers 'dense' or 'sparse' "
+                                         "\\(DeepseekOcr2TextConfig has no default\\), got None"):
+        get_family("deepseek_ocr2_text").Config.from_dict({k: v for k, v in d.items() if k != "mlp_layer_types"})
+
+
+# --- HY-V4 VL ---
+
+def test_hy_v4_vl_keeps_its_text_configs_defaults_and_latent_eps():
+    cfg = get_family("hy_v4_vl_text").Config.from_dict({"vocab_size": 100})
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.q_lora_rank, cfg.index_n_heads,
+            cfg.moe_intermediate_size, cfg.mrope_section) == (6144, 78, 64, 2048, 32, 2048, [12, 10, 10])
+    m = _load(DIR / "hy_v4_vl")
+    assert m.config.latent_norm_eps == m.config.rms_norm_eps == 1e-5
+    with pytest.raises(ValueError, match=r"mrope_section must be three sections \(time, height, width\) summing to "
+                                         r"qk_rope_head_dim / 2 \(32\), got \[12, 10, 12\]"):
+        get_family("hy_v4_vl_text").Config.from_dict({"vocab_size": 100, "rope_parameters": {
+            "rope_type": "default", "rope_theta": 1e4, "mrope_section": [12, 10, 12]}})
+
+
+# --- Kosmos-2 ---
+
+def _kosmos2_folder(d: Path) -> Path:
+    """The kosmos_2_text_model fixture as a Kosmos-2 checkpoint (Kosmos2ForConditionalGeneration's layout: the text
+    model under text_model.model.*, a tower tensor beside it). transformers' generate of such a checkpoint runs its
+    text model without an image, to the bit the text fixture's logits and greedy tokens (checked when this group was
+    written: Kosmos2ForConditionalGeneration built on the fixture's weights, saved and reloaded)."""
+    src = DIR / "kosmos_2_text_model"
+    raw = _read_safetensors(src / "model.safetensors")
+    d.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (d / f).write_bytes((src / f).read_bytes())
+    tensors = {"text_model." + k: v for k, v in raw.items()}
+    tensors["vision_model.model.post_layernorm.weight"] = np.ones(16, np.float32)
+    write_f32_safetensors(d / "model.safetensors", tensors)
+    text = {k: v for k, v in json.loads((src / "config.json").read_text()).items()
+            if k not in ("architectures", "transformers_version", "dtype")}
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "kosmos-2", "architectures": ["Kosmos2ForConditionalGeneration"], "text_config": text,
+        "vision_config": {"model_type": "kosmos_2_vision_model", "hidden_size": 16}, "latent_query_num": 4,
+        "tie_word_embeddings": True}))
+    return d
+
+
+def test_kosmos_2_runs_its_language_model_for_text(tmp_path):
+    d = _kosmos2_folder(tmp_path / "k2")
+    with pytest.warns(UserWarning) as caught:
+        m = petit.load(d, weights="f32")
+    assert [str(w.message) for w in caught] == [
+        "config: kosmos-2: the vision tower (vision_config) is not run; Petit runs the text model (text_config) "
+        "alone, so images cannot be given"]
+    for prompt in ("reference", "reference_long", "reference_chat"):
+        assert _err(m, "kosmos_2_text_model", prompt) <= F32_TOL
+    out = tmp_path / "k2.petit"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TOWER_NOT_RUN)
+        convert(d, out, "f32").close()
+    c = load_strict(out)
+    assert c.config.model_type == "kosmos-2" and not any("vision" in n for n in c.tensors)
+    assert _err(c, "kosmos_2_text_model") <= F32_TOL
+
+
+def test_kosmos_2_text_model_reads_its_positions_from_the_pad_id():
+    """Row p + 1 + pad_token_id of fairseq's table: another pad id moves every position."""
+    m = load_strict(DIR / "kosmos_2_text_model")
+    assert m.config.pad_token_id == 0 and _err(m, "kosmos_2_text_model") <= F32_TOL
+    cfg = get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=1))
+    table = get_family("kosmos_2_text_model").sinusoids(cfg)
+    np.testing.assert_array_equal(table[:-1], np.asarray(m.net.pos_embed)[1:])
+    with pytest.raises(ValueError, match="pad_token_id must be a token id"):
+        get_family("kosmos_2_text_model").Config.from_dict(dict(_config("kosmos_2_text_model"), pad_token_id=None))
+
+
+# --- GGUF: llama.cpp's hunyuan_vl and deepseek2-ocr (tests/fixtures/gguf5_vlnew, petit/loading/gguf_vlnew5.py) ---
+
+GGUF = Path(__file__).parent / "fixtures" / "gguf5_vlnew"
+GGUF_MANIFEST = json.loads((GGUF / "manifest.json").read_text())["cases"]
+GGUF_READ = sorted(c for c in GGUF_MANIFEST if (GGUF / c / "q8_0.gguf").is_file())
+# llama.cpp's loader bakes the NTK alpha into the base in float32 (powf), transformers (and Petit) in float64: its
+# exact f32 run is 1.9e-4 of the range from transformers' logits; Petit's reading is held to 1.5 x that gap
+EXACT_BOUND = {c: 1.5 * GGUF_MANIFEST[c]["files"]["f32.gguf"]["exact_vs_transformers"]["rel"]
+               for c in GGUF_READ if c.startswith("hunyuan_vl")}
+GGUF_FAMILY = {"hunyuan_vl_nobias": ("hunyuan_vl", "hunyuan_vl_text"), "deepseek_ocr2_mha": ("deepseek2-ocr",
+                                                                                             "deepseek_ocr2_text")}
+
+
+def _scaled(got, exact):          # test_gguf5_exact.py's measure: a share of the whole range
+    return float(np.abs(got - exact).max() / (exact.max() - exact.min()))
+
+
+def _gguf(case, weights=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return petit.load(GGUF / case / "q8_0.gguf", weights=weights)
+
+
+def test_gguf_cases_are_llama_cpps_architectures_of_the_text_families():
+    assert GGUF_READ == sorted(GGUF_FAMILY)
+    for case, (arch, family) in GGUF_FAMILY.items():
+        assert GGUF_MANIFEST[case]["architecture"] == arch
+        assert GGUF_MANIFEST[case]["hf_case"] == f"tests/fixtures/hf5_vlnew/{case}"
+        assert _gguf(case, weights="f32").config.model_type == family
+
+
+def test_gguf_hunyuan_vl_is_read_as_the_text_family():
+    got = _gguf("hunyuan_vl_nobias", weights="f32").config
+    want = _config("hunyuan_vl_nobias")["text_config"]
+    assert got.model_type == "hunyuan_vl_text" and not got.attention_bias and got.tie_word_embeddings
+    assert (got.mrope_section, got.alpha, got.rope_theta) == (want["rope_parameters"]["mrope_section"], 50.0, 1e4)
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size", "rms_norm_eps", "head_dim"):
+        assert getattr(got, k) == pytest.approx(want[k]), k
+
+
+def test_gguf_hunyuan_vl_decoded_is_transformers_model():
+    """Decoded to float32, the file's q8_0 weights run within 1e-4 of transformers' logits (its float64 base), where
+    llama.cpp's own exact run is 1.9e-4 away (test_gguf5_exact.py holds Petit to llama.cpp's within 1.5 x that)."""
+    m = _gguf("hunyuan_vl_nobias", weights="f32")
+    ref = np.load(DIR / "hunyuan_vl_nobias" / "reference.npz")
+    assert rel_err(m.logits(ref["input_ids"]), ref["logits"]).max() <= 0.05       # q8_0 weights
+    z = np.load(GGUF / "hunyuan_vl_nobias" / "q8_0.npz")
+    assert _scaled(m.logits(z["input_ids"]), z["exact_logits"]) <= EXACT_BOUND["hunyuan_vl_nobias"]
+
+
+@pytest.mark.parametrize("case", sorted(GGUF_FAMILY))
+def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
+    from models import q8_0_errors
+    err, theirs = q8_0_errors(_gguf(case), np.load(GGUF / case / "q8_0.npz"))
+    assert err <= 1.5 * theirs, (err, theirs)
+
+
+def test_gguf_deepseek2_ocr_is_read_as_deepseek_ocr2_text():
+    """The file's language model is the source folder's: Llama's attention (as many key / value heads as heads), one
+    leading dense layer, 4 experts of 32 with top 2 x 1.5, one shared expert; decoded to float32 it runs transformers'
+    logits within 1e-4 of the range where llama.cpp's q8_0 weights allow (test_gguf5_exact.py: llama.cpp's exact
+    logits within 1e-5)."""
+    m = _gguf("deepseek_ocr2_mha", weights="f32")
+    got, want = m.config, _config("deepseek_ocr2_mha")["text_config"]
+    assert (got.mlp_layer_types, got.n_routed_experts, got.num_experts_per_tok, got.n_shared_experts,
+            got.moe_intermediate_size, got.routed_scaling_factor, got.topk_method) == \
+        (want["mlp_layer_types"], 4, 2, 1, 32, 1.5, "greedy")
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings"):
+        assert getattr(got, k) == pytest.approx(want.get(k, want["rope_parameters"]["rope_theta"]
+                                                           if k == "rope_theta" else None)), k
+
+
+@pytest.mark.parametrize("meta, heads, has, message", [
+    ({"deepseek2-ocr.expert_weights_norm": True}, 4, (), "expert_weights_norm' is true"),
+    ({"deepseek2-ocr.expert_gating_func": 2}, 4, (), "expert_gating_func' is 2: DeepSeek-OCR routes on a softmax"),
+    ({}, 2, (), "builds a key / value head per query head"),
+    ({}, 4, ("blk.1.exp_probs_b.bias",), "a selection bias"),
+    ({}, 4, ("blk.0.attn_q.bias",), "attention biases: llama.cpp's deepseek2-ocr adds no o_proj bias"),
+])
+def test_gguf_deepseek2_ocr_refuses_by_name(meta, heads, has, message):
+    from petit.loading.gguf_archs import ARCHS
+    meta = {"deepseek2-ocr.leading_dense_block_count": 1, "deepseek2-ocr.expert_feed_forward_length": 32, **meta}
+    cfg = {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": heads}
+    with pytest.raises(ValueError, match=message):
+        ARCHS["deepseek2-ocr"].extra(meta, lambda k: f"deepseek2-ocr.{k}", cfg, lambda n: n in has)
+
+
+@pytest.mark.parametrize("meta, has, message", [
+    ({}, (), "rope.dimension_sections' is missing: llama.cpp's hunyuan_vl requires it"),
+    ({"hunyuan_vl.rope.dimension_sections": [2, 3, 1, 2]}, ("blk.0.attn_q.bias",),
+     "attention biases: llama.cpp's hunyuan_vl loads none"),
+])
+def test_gguf_hunyuan_vl_refuses_by_name(meta, has, message):
+    from petit.loading.gguf_archs import ARCHS
+    with pytest.raises(ValueError, match=message):
+        ARCHS["hunyuan_vl"].extra(meta, lambda k: f"hunyuan_vl.{k}", {}, lambda n: n in has)

@@ -35,6 +35,7 @@ from petit.loading.gguf_dsv4g5 import DSV4G5_ARCHS         # issue 30: the dsv4g
 from petit.loading.gguf_gemb35 import GEMB35_ARCHS         # issue 35: the gemb35 group (bert, nomic-bert)
 from petit.loading.gguf_qwenvl5 import qwenvl_archs       # issue 36: the qwenvl group (glm4 / glm4moe with M-RoPE)
 from petit.loading.gguf_newdec5 import NEWDEC5_ARCHS       # issue 36: the newdec group (mistral4)
+from petit.loading.gguf_vlnew5 import VLNEW5_ARCHS         # issue 36: the vlnew group (hunyuan_vl)
 from petit.loading.gguf_ssm import SSM_ARCHS
 from petit.loading.gguf_variants import VARIANT_ARCHS
 
@@ -510,3 +511,4 @@ ARCHS.update(DSV4G5_ARCHS)          # issue 30's dsv4g group: deepseek4 (gguf_ds
 ARCHS.update(GEMB35_ARCHS)          # issue 35's gemb35 group: bert, nomic-bert embedding encoders (gguf_gemb35.py)
 ARCHS.update(qwenvl_archs(ARCHS))   # issue 36's qwenvl group: glm4 / glm4moe with M-RoPE (gguf_qwenvl5.py)
 ARCHS.update(NEWDEC5_ARCHS)         # issue 36's newdec group: mistral4, step35 (gguf_newdec5.py)
+ARCHS.update(VLNEW5_ARCHS)          # issue 36's vlnew group: hunyuan_vl, HunyuanOCR's language model (gguf_vlnew5.py)

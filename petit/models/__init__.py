@@ -276,6 +276,12 @@ MODEL_TYPES = Registry({
     "cosmos3_edge": "cosmos3_edge",
     "molmo2_text": "molmo2_text",
     "molmo2": "molmo2",
+    "deepseek_ocr2_text": "deepseek_ocr2_text",
+    "deepseek_ocr2": "deepseek_ocr2",
+    "hy_v4_vl_text": "hy_v4_vl_text",
+    "hy_v4_vl": "hy_v4_vl",
+    "kosmos_2_text_model": "kosmos_2_text_model",
+    "kosmos-2": "kosmos2",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
@@ -349,6 +355,16 @@ CLOSEST = {
                                          "(VoxtralRealtimeTextModel cannot run without it), and its inputs are token "
                                          "embeddings plus audio frames' states; Petit reads no audio. Its attention "
                                          "and MLP are Mistral's"),
+    "unlimited_ocr": ("deepseek_ocr2_text", "Unlimited-OCR's text model (unlimited_ocr_text): DeepSeek-OCR-2's, "
+                                            "with reference sliding attention in every layer by default: a token "
+                                            "attends to every token of the prefill (the prompt and its image) and "
+                                            "to the last sliding_window tokens, so what a generated token sees "
+                                            "depends on where the prefill ended (a cached decode differs from one "
+                                            "forward over the same tokens); Petit's windows have no such prefix"),
+    "unlimited_ocr_text": ("deepseek_ocr2_text", "reference sliding attention (layer_types "
+                                                 "reference_sliding_attention, the default): a token attends to every "
+                                                 "prefill token and to the last sliding_window tokens, which depends "
+                                                 "on where the prefill ended; Petit's windows have no such prefix"),
     "reformer": ("gpt2", "Google's Reformer: LSH attention layers (one shared query-key projection, the keys "
                          "length-normalised; in a sequence longer than lsh_attn_chunk_length each position is "
                          "hashed to one of num_buckets buckets by random rotations that torch.randn draws anew at "

@@ -106,9 +106,6 @@ NOT_YET.update({
                       "softmax-routed experts whose top-k weights are not renormalised plus ungated shared experts "
                       "after `leading_dense_block_count` dense layers; Petit's deepseek_v2 / deepseek_v3 families "
                       "have latent attention only, and no family runs this router beside plain attention"),
-    "gguf:deepseek2-ocr": ("DeepSeek-OCR's language model: DeepSeek-V2's experts behind plain multi-head attention "
-                           "(no latent attention), fed by SAM and CLIP image encoders; Petit's deepseek_v2 family "
-                           "runs latent attention only, and reads no image"),
     "gguf:chameleon": ("Chameleon (ChameleonForConditionalGeneration, not in transformers' causal-LM registry): "
                        "LayerNorms with biases on q and k, Swin-style norms after attention and MLP (`swin_norm`), "
                        "and the logits of the 8192 image tokens (ids 4..8195) set to -FLT_MAX by llama.cpp's graph; "
@@ -134,10 +131,6 @@ NOT_YET.update({
     "gguf:deci": ("DeciLM / Nemotron-NAS (remote code DeciLMForCausalLM, no transformers class): Llama's blocks with "
                   "a head count and MLP width of their own in each layer, some attention or MLP replaced by a linear "
                   "map or left out (`block_configs`); Petit's llama family has one shape for every layer"),
-    "gguf:hunyuan_vl": ("HunyuanOCR's language model (HunYuanVLForConditionalGeneration): Hunyuan's dense block with "
-                        "XD-RoPE (`rope.dimension_sections`: rotary sections over position, height, width and time "
-                        "from the image's layout) behind an image encoder; Petit reads no image and runs no "
-                        "sectioned RoPE for it"),
     "gguf:glm5-next": ("GLM-5.3-Flash (Glm5NextForConditionalGeneration, no transformers class): Kimi Delta Attention "
                        "layers beside latent attention without RoPE, a DeepSeek Sparse Attention indexer over pooled "
                        "keys, hyper-connection residual streams and DeepSeek's experts; no family Petit runs "
