@@ -202,9 +202,9 @@ def test_petit_verify_passes_on_the_gguf_file(capsys, case, weights):
     assert main(args) == 0, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("arch", ["arctic", "bailingmoe", "chameleon", "cogvlm", "deci", "deepseek",
-                                  "deepseek2-ocr", "dots3note", "glm5-next", "gptj", "graniteswitch", "grok",
-                                  "grovemoe", "hunyuan_vl"])
+# (deepseek2-ocr and hunyuan_vl were refused here until the vlnew group read them: tests/test_vlnew5.py)
+@pytest.mark.parametrize("arch", ["arctic", "bailingmoe", "chameleon", "cogvlm", "deci", "deepseek", "dots3note",
+                                  "glm5-next", "gptj", "graniteswitch", "grok", "grovemoe"])
 def test_the_groups_other_architectures_are_refused_with_their_reason(arch):
     from petit.loading.gguf_archs import ARCHS, unsupported
     from petit.models.refusals import NOT_YET

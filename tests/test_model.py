@@ -150,7 +150,8 @@ def _rewrite(src, dst, meta_fn=None, tensors_fn=None):
 
 @pytest.mark.parametrize("change,message", [
     (lambda m, t: m["config"].update(model_type="frobnicator"),
-     r"unsupported model_type 'frobnicator': supported model types are afmoe, apertus, (\w+, )+bloom, (\w+, )+llama, "),
+     r"unsupported model_type 'frobnicator': supported model types are afmoe, apertus, ([\w-]+, )+bloom, ([\w-]+, )+"
+     r"llama, "),
     (lambda m, t: m["config"].update(model_type="baichuan"),
      r"unsupported model_type 'baichuan'; the closest family Petit runs is llama \(baichuan differs: fused W_pack, "
      r"ALiBi in the 13B\): supported model types are afmoe, apertus, "),
