@@ -185,10 +185,25 @@ static ALWAYS_INLINE __m256i FN(q6_sb_)(const uint8_t *row, int64_t sb, const in
             const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
             const __m256i vv[4] = {v0, v1, v2, v3};
+#if DOT_ACC16
             for (int p = 0; p < 4; p++) {
                 const __m256i pr = _mm256_maddubs_epi16(vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, FN(q6_scale_)(scl, 4 * h + p)));
             }
+#else
+            /* VNNI: each 32 values' sums by one vpdpbusd, unscaled (lanes 0-3 the scale 8h + 2p's 16 values, 4-7
+             * 8h + 2p + 1's), reduced by vphaddd to [S(8h) S(8h+2) S(8h+4) S(8h+6) | S(8h+1) ...] and scaled by one
+             * vpmulld: the same integer as the scaled vpmaddwd sums (all exact in int32) */
+            (void)scl;
+            __m256i b[4];
+            for (int p = 0; p < 4; p++)
+                b[p] = DOT_ACC(_mm256_setzero_si256(), vv[p], _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * p)));
+            const __m256i hs = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
+            const char o = (char)(8 * h);
+            const __m256i s8 = _mm256_cvtepi8_epi32(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(x + 192)),
+                _mm_setr_epi8(o, o + 2, o + 4, o + 6, o + 1, o + 3, o + 5, o + 7, -1, -1, -1, -1, -1, -1, -1, -1)));
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(hs, s8));
+#endif
         }
     }
     const __m256i mv = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)hx));
@@ -253,21 +268,26 @@ static ALWAYS_INLINE __m128i FN(k45_scales_)(__m128i head) {
  * each 16-byte half is loaded into both 128-bit lanes and shifted by 0 in the low lane, 4 in the high, so one
  * vpmaddubsw multiplies 16 values of each block; two such (values 0-15 and 16-31) add in 16 bits (4 products of
  * at most 15 x 127: no overflow) and one vpmaddwd applies both blocks' scales, s(2p) in the low lane, s(2p + 1) in
- * the high. */
+ * the high. With VNNI (DOT_ACC16 0: the avx512 and avxvnni paths) a pair's halves chain through two vpdpbusd
+ * unscaled and the 8 blocks' sums take their scales at the end, in one vpmulld (a fifth fewer vector ops). */
 static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const int8_t *xr, __m128i *sc_out,
                                         __m128i *head_out) {
     const __m128i head = _mm_loadu_si128((const __m128i *)x), sc = FN(k45_scales_)(head);
-    /* 16-bit lanes [s0 s0 s2 s2 s4 s4 s6 s6 | s1 s1 s3 s3 s5 s5 s7 s7]: pair p's scales by vpshufd p * 0x55 */
-    const __m256i even_odd = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, -1, -1, -1, -1, 1, 3,
-                                                                                     5, 7, -1, -1, -1, -1)));
-    const __m256i su = _mm256_unpacklo_epi16(even_odd, even_odd);
     const __m256i m4 = _mm256_set1_epi8(0x0F), shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     /* Q5_K: the fifth bits of values 0-15 and 16-31, both lanes (bit 2p of qh[i]: block 2p's value i, 2p + 1: the next) */
     const __m256i qh0 = q5 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16))) : m4;
     const __m256i qh1 = q5 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 32))) : m4;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
+#if DOT_ACC16
+    /* 16-bit lanes [s0 s0 s2 s2 s4 s4 s6 s6 | s1 s1 s3 s3 s5 s5 s7 s7]: pair p's scales by vpshufd p * 0x55 */
+    const __m256i even_odd = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, -1, -1, -1, -1, 1, 3,
+                                                                                     5, 7, -1, -1, -1, -1)));
+    const __m256i su = _mm256_unpacklo_epi16(even_odd, even_odd);
     __m256i acc = _mm256_setzero_si256();
+#else
+    __m256i blk[4];
+#endif
     for (int p = 0; p < 4; p++) {
         __m256i w0 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(
                                           _mm_loadu_si128((const __m128i *)(qs + 32 * p))), shift), m4);
@@ -282,13 +302,27 @@ static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const in
             w0 = _mm256_or_si256(w0, _mm256_and_si256(p < 2 ? _mm256_sllv_epi32(qh0, c) : _mm256_srlv_epi32(qh0, c), bit4));
             w1 = _mm256_or_si256(w1, _mm256_and_si256(p < 2 ? _mm256_sllv_epi32(qh1, c) : _mm256_srlv_epi32(qh1, c), bit4));
         }
-        const __m256i pr = _mm256_add_epi16(
-            _mm256_maddubs_epi16(w0, _mm256_loadu_si256((const __m256i *)(xr + 64 * p))),
-            _mm256_maddubs_epi16(w1, _mm256_loadu_si256((const __m256i *)(xr + 64 * p + 32))));
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xr + 64 * p));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xr + 64 * p + 32));
+#if DOT_ACC16
+        const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
         const __m256i s = p == 0 ? _mm256_shuffle_epi32(su, 0x00) : p == 1 ? _mm256_shuffle_epi32(su, 0x55)
                           : p == 2 ? _mm256_shuffle_epi32(su, 0xAA) : _mm256_shuffle_epi32(su, 0xFF);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, s));
+#else
+        /* VNNI: the pair's two halves chained by vpdpbusd, unscaled: lanes 0-3 block 2p's partial sums, 4-7 2p + 1's */
+        blk[p] = DOT_ACC(DOT_ACC(_mm256_setzero_si256(), w0, x0), w1, x1);
+#endif
     }
+#if !DOT_ACC16
+    /* each block's 4 lanes added by three vphaddd into [S0 S2 S4 S6 | S1 S3 S5 S7], times the scales in the same order
+     * by one vpmulld: lanes whose total is the integer the scaled vpmaddwd sums make (every product and sum exact in
+     * int32), so the same bits follow */
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(blk[0], blk[1]), _mm256_hadd_epi32(blk[2], blk[3]));
+    const __m256i s8 = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, -1, -1, -1, -1,
+                                                                               -1, -1, -1, -1)));
+    const __m256i acc = _mm256_mullo_epi32(h, s8);
+#endif
     *sc_out = sc;
     *head_out = head;
     return acc;
@@ -753,6 +787,24 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
         for (int jb = 0; jb < 8; jb++) {
             const int64_t b = sb * 8 + jb;
             const uint8_t *blk = buf + b * GT_BLOCK4;
+#if !DOT_ACC16
+            /* VNNI: a half block at a time (4 weight vectors, the tile's sums live), each token's 16 values per row by
+             * four chained vpdpbusd (lanes: the 8 rows), times the half's scales by one vpmulld (the scales' 16-bit
+             * pairs' high halves, sign-extended): the same integer sums as the vpmaddwd ones, in 12 ops a token and
+             * block where those take 17-20. run is the 16-bit path's alone. */
+            (void)run;
+            for (int h = 0; h < 2; h++) {
+                const __m256i S = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256))), 16);
+                __m256i wv[4];
+                for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
+                for (int j = 0; j < n; j++) {
+                    const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
+                    __m256i d = DOT_ACC(_mm256_setzero_si256(), wv[0], FN(bcast4_)(xq));
+                    for (int k = 1; k < 4; k++) d = DOT_ACC(d, wv[k], FN(bcast4_)(xq + 4 * k));
+                    is[j] = _mm256_add_epi32(is[j], _mm256_mullo_epi32(d, S));
+                }
+            }
+#else
             if (run == 8) {             /* Q4_K: one 16-bit sum of the block's 8 vectors per token */
                 const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
                 __m256i wv[8];
@@ -781,6 +833,7 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
                     }
                 }
             }
+#endif
         }
         /* the min terms (Q6_K: the offset's) once the values are done, so their sums are not live beside the
          * values' 8 weight vectors and 8 sums (they spilled); Q4_K / Q5_K two blocks per vpmaddwd (mins side by side
