@@ -98,32 +98,15 @@ class MiniMaxM3VLTextConfig(DecoderConfig):
 
 
 def hf_tensors(cfg: MiniMaxM3VLTextConfig, ckpt) -> dict:
-    """The fused gate_up_proj of the dense and shared MLPs as gate / up (row halves), the experts one by one; or,
-    in the release's layout (the multimodal checkpoint as save_pretrained writes it back), the sparse layers'
-    block_sparse_moe.{gate, e_score_correction_bias, shared_experts.*, experts.E.w1 / w3 / w2} under transformers'
-    names (w1 the gate, w3 the up, w2 the down projection: Mixtral's convention), and its self_attn.index_* as
-    self_attn.indexer.*."""
+    """The fused gate_up_proj of the dense and shared MLPs as gate / up, the experts one by one, where a checkpoint
+    fuses them (the release's split names: petit/models/multimodal_rows.py's minimax_m3_vl row renames them)."""
     D, E, out, held = cfg.hidden_size, cfg.num_local_experts, {}, {}
     for i, kind in enumerate(cfg.mlp_layer_types):
-        a = f"model.layers.{i}.self_attn."
-        out |= {f"{a}indexer.{m}.weight": (ckpt.info(f"{a}index_{m}.weight")[1],
-                                          lambda n=f"{a}index_{m}.weight": ckpt.f32(n), (f"{a}index_{m}.weight",))
-                for m in ("q_proj", "k_proj", "q_norm", "k_norm") if f"{a}index_{m}.weight" in ckpt}
         p = f"model.layers.{i}.mlp."
-        release = f"model.layers.{i}.block_sparse_moe."
-        if kind == "sparse" and release + "gate.weight" in ckpt:
-            names = {"gate.weight": "gate.weight", "gate.e_score_correction_bias": "e_score_correction_bias"}
-            names |= {f"shared_experts.{m}.weight": f"shared_experts.{m}.weight"
-                      for m in ("gate_proj", "up_proj", "down_proj")}
-            names |= {f"experts.{e}.{m}.weight": f"experts.{e}.{w}.weight" for e in range(E)
-                      for m, w in (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))}
-            out |= {p + ours: (ckpt.info(release + theirs)[1], lambda n=release + theirs: ckpt.f32(n),
-                               (release + theirs,)) for ours, theirs in names.items()}
-            continue
         m, F = (p, cfg.dense_intermediate_size) if kind == "dense" else (p + "shared_experts.",
                                                                          cfg.shared_intermediate_size)
         gu = m + "gate_up_proj.weight"
-        if gu not in ckpt:          # split already (the release's dense MLPs)
+        if gu not in ckpt:
             continue
         for name, r0 in (("gate_proj", 0), ("up_proj", F)):
             out[m + name + ".weight"] = ((F, D), lambda g=gu, a=r0, f=F: ckpt.f32(g)[a:a + f], (gu,))

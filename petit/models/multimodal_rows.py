@@ -92,7 +92,14 @@ ROWS = {
         'video_token_id')),
     "minimax_m3_vl": Wrap('MiniMaxM3SparseForConditionalGeneration', 'minimax_m3_vl_text', ('multi_modal_projector',
         'patch_merge_mlp', 'vision_tower'), ('image_token_index', 'merged_hidden_size', 'projector_hidden_size',
-        'video_token_index')),
+        'video_token_index'), renames=(
+        # the release's names, which save_pretrained writes back (Mixtral's w1 / w3 / w2 for gate / up / down)
+        (r"\.block_sparse_moe\.e_score_correction_bias$", ".mlp.gate.e_score_correction_bias"),
+        (r"\.block_sparse_moe\.experts\.(\d+)\.w1\.", r".mlp.experts.\1.gate_proj."),
+        (r"\.block_sparse_moe\.experts\.(\d+)\.w3\.", r".mlp.experts.\1.up_proj."),
+        (r"\.block_sparse_moe\.experts\.(\d+)\.w2\.", r".mlp.experts.\1.down_proj."),
+        (r"\.block_sparse_moe\.", ".mlp."),
+        (r"\.self_attn\.index_(q_proj|k_proj|q_norm|k_norm)\.", r".self_attn.indexer.\1."))),
     "nemo_speechlm": Wrap('Nemotron3_5TranscribeForConditionalGeneration', 'nemotron_h', ('audio_tower',
         'ctc_timestamp', 'multi_modal_projector', 'perception', 'word_timestamp_encoder', 'word_timestamp_head'),
         ('audio_token_id',), towers=('audio_config', 'word_timestamp_config'), what="audio", text_at='llm', renames=(
