@@ -1,5 +1,5 @@
 """The fam36p group of issue 36: two types of transformers 5.25's causal-LM registry refused with what they compute
-that Petit's engine does not, naming the nearest family (petit/models/__init__.py CLOSEST; docs/hf-models.md's
+that Petit's engine does not, naming the nearest family (petit/models/nearest.py CLOSEST; docs/hf-models.md's
 coverage rows come from the same text, tests/test_coverage.py)."""
 import pytest
 

@@ -65,7 +65,7 @@ GGUF_NOT_DECODERS = {
 }
 
 # decoder-only types (and GGUF architectures, as "gguf:<name>") with no family yet, and what running them needs;
-# CLOSEST (petit/models/__init__.py) says it for those near a family Petit runs
+# CLOSEST (petit/models/nearest.py) says it for those near a family Petit runs
 NOT_YET: dict[str, str] = {}
 
 # issue 30, the recur group
