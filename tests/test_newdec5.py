@@ -29,7 +29,7 @@ from test_plan import _assert_same
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_newdec"
 M4, M3M4 = DIR / "mistral4", DIR / "mistral3_m4"
-ALL = [M4, M3M4, DIR / "step3p7", DIR / "muse_glimmer"]
+ALL = [M4, M3M4, DIR / "step3p7", DIR / "step3p7_flash", DIR / "muse_glimmer"]
 FOLDERS = pytest.mark.parametrize("folder", ALL, ids=[p.name for p in ALL])
 
 
