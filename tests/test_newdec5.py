@@ -255,10 +255,6 @@ def _gguf(case, **kw):
         return petit.load(GGUF / case / "q8_0.gguf", **kw)
 
 
-def _scaled(got, exact):
-    return np.abs(got - exact).max() / (exact.max() - exact.min())
-
-
 @pytest.mark.parametrize("case", GGUF_CASES)
 def test_gguf_as_stored_is_as_close_as_llama_cpps_own_run(case):
     from models import assert_as_close_as_llama_cpps_own_run
