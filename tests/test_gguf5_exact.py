@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import test_dense5
+from models import range_err
 import test_fam36c5
 import test_fam36o5
 import test_fam36q5
@@ -38,7 +39,7 @@ def test_gguf_decoded_to_float_gives_llama_cpps_exact_logits(group, case):
     # llama.cpp's GELU reads a table of f16 values (test_wrap5.GELU_TABLE): within 1e-3 of the range there; a group's
     # EXACT_BOUND names its other cases' bounds (test_fam36r5: llama.cpp's M-RoPE runs; test_gg36t5: its flash attention)
     bound = getattr(group, "EXACT_BOUND", {}).get(case, 1e-3 if case in getattr(group, "GELU_TABLE", ()) else 1e-5)
-    assert group._scaled(got, ref["exact_logits"]) <= bound
+    assert range_err(got, ref["exact_logits"]) <= bound
     assert np.array_equal(got.argmax(1), ref["exact_logits"].argmax(1))
 
 
