@@ -170,20 +170,21 @@ static ALWAYS_INLINE __m256i FN(q6_sb_)(const uint8_t *row, int64_t sb, const in
         const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
         m16 = all;
         *dbits = pt_load_u16(x + 208);
-        const __m256i m2 = _mm256_set1_epi8(3);
+        const __m256i m30 = _mm256_set1_epi8(0x30);
         const __m256i scls[2] = {_mm256_permute4x64_epi64(all, 0x44), _mm256_permute4x64_epi64(all, 0xEE)};
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * h + 32));
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * h));
             const __m256i scl = scls[h];
-            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            /* the high bits 2k, 2k + 1 of each qh byte moved to bits 4-5 by one 16-bit shift and a mask (a bit that
+             * crosses into the other byte of the word lands outside 0x30): 5 shifts a half where shift-and-shift
+             * took 7, shifts and shuffles sharing two of Zen 3's four vector pipes */
+            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
             const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
             const __m256i vv[4] = {v0, v1, v2, v3};
 #if DOT_ACC16
             for (int p = 0; p < 4; p++) {
@@ -247,6 +248,32 @@ static ALWAYS_INLINE void FN(q6_rows2_)(const uint8_t *row0, const uint8_t *row1
     }
     *o0 = _mm_cvtss_f32(sv);
     *o1 = _mm_cvtss_f32(_mm_shuffle_ps(sv, sv, 1));
+}
+
+/* Q6_K, four rows against one token: q6_sb_ for each, the four integer sums by one add tree, the four float products
+ * at once, each row's sum in its lane: the same bits as q6_rows2_, the reductions shared by four rows */
+static ALWAYS_INLINE void FN(q6_rows4_)(const uint8_t *row0, int64_t rb, const pt_act *a, float *o) {
+    const int64_t nsb = a->K / 256;
+    __m128 sv = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint32_t d[4];
+        __m256i acc[4];
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *x = row0 + i * rb;
+            for (int c = 0; c < KQ_PREFETCH_LINES(210); c++)
+                _mm_prefetch((const char *)(x + sb * 210 + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+            acc[i] = FN(q6_sb_)(x, sb, a->q + sb * 256, a->h + sb * 16, &d[i]);
+        }
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+        const __m128i is = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_set_epi32(0, 0, (int)(d[2] | d[3] << 16), (int)(d[0] | d[1] << 16))),
+                               _mm_set1_ps(a->d[sb * 8]));
+        NO_FUSE(dd);
+        __m128 p = _mm_mul_ps(dd, _mm_cvtepi32_ps(is));
+        NO_FUSE(p);
+        sv = _mm_add_ps(sv, p);
+    }
+    _mm_storeu_ps(o, sv);
 }
 
 /* Q4_K / Q5_K: a super-block's scales (bytes 0-7) and mins (8-15), gg_scale_min_k4's bits, from its first 16 bytes
@@ -328,12 +355,20 @@ static ALWAYS_INLINE __m256i FN(k4_sb_)(const int q5, const uint8_t *x, const in
     return acc;
 }
 
-/* a token's K quants laid out for k4_sb_: per pair of 32-value blocks, values 0-15 of each, then 16-31 of each */
-static inline void FN(k4_relay_)(const int8_t *xq, int64_t K, int8_t *xr) {
+/* a token's K quants laid out for k4_sb_: per pair of 32-value blocks, values 0-15 of each, then 16-31 of each;
+ * then, at xr + K, each super-block's block sums as k45_rows2_'s min terms take them (K / 8 bytes: hx's sums of 16
+ * added in pairs, as 16-bit lanes [S0-3, S0-3 | S4-7, S4-7]), made once per token instead of once per row pair */
+#define K4_RELAY_BYTES(K) ((K) + (K) / 8)
+static inline void FN(k4_relay_)(const int8_t *xq, const int16_t *h, int64_t K, int8_t *xr) {
     for (int64_t i = 0; i < K; i += 64) {
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)(xq + i)), b1 = _mm256_loadu_si256((const __m256i *)(xq + i + 32));
         _mm256_storeu_si256((__m256i *)(xr + i), _mm256_permute2x128_si256(b0, b1, 0x20));
         _mm256_storeu_si256((__m256i *)(xr + i + 32), _mm256_permute2x128_si256(b0, b1, 0x31));
+    }
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        const __m128i hx = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(h + sb * 16)),
+                                          _mm_loadu_si128((const __m128i *)(h + sb * 16 + 8)));
+        _mm256_storeu_si256((__m256i *)(xr + K + 32 * sb), _mm256_permute4x64_epi64(_mm256_castsi128_si256(hx), 0x50));
     }
 }
 
@@ -355,12 +390,10 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
         __m128i sc0, sc1, h0, h1;
         const __m256i a0 = FN(k4_sb_)(q5, row0 + sb * sbytes, xr + sb * 256, &sc0, &h0);
         const __m256i a1 = FN(k4_sb_)(q5, row1 + sb * sbytes, xr + sb * 256, &sc1, &h1);
-        /* the block sums S0..S7 as [S0-3, S0-3 | S4-7, S4-7] against the mins [row 0's m0-3, row 1's m0-3 | row 0's
-         * m4-7, row 1's m4-7]: lanes 0-1 and 4-5 row 0's min terms, 2-3 and 6-7 row 1's */
-        const __m128i hx = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a->h + sb * 16)),
-                                          _mm_loadu_si128((const __m128i *)(a->h + sb * 16 + 8)));
+        /* the block sums S0..S7 as [S0-3, S0-3 | S4-7, S4-7] (k4_relay_) against the mins [row 0's m0-3, row 1's
+         * m0-3 | row 0's m4-7, row 1's m4-7]: lanes 0-1 and 4-5 row 0's min terms, 2-3 and 6-7 row 1's */
         const __m256i mv = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(sc0, sc1)),
-                                             _mm256_permute4x64_epi64(_mm256_castsi128_si256(hx), 0x50));
+                                             _mm256_loadu_si256((const __m256i *)(xr + a->K + 32 * sb)));
         const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), mv);
         const __m128i is = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
         /* [d0, d1, dmin0, dmin1] times dx (a->d holds the super-block's scale for each of its 8 blocks) */
@@ -374,6 +407,41 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
     *o1 = _mm_cvtss_f32(_mm_shuffle_ps(sv, sv, 1));
 }
 
+/* Q4_K / Q5_K, four rows against one token: k4_sb_ for each, the four integer sums and the four min terms out of
+ * one add tree ([is0..is3 | ms0..ms3]), the eight float products at once, each row's sum (lanes 0-3) taking them in
+ * the reference's order: the same bits as k45_rows2_ and gg_kq8_super, with the reductions a pair of rows pays
+ * shared by four (they were close to half of the pair's time, one AVX2 core, the matrix in L2) */
+static ALWAYS_INLINE void FN(k45_rows4_)(const int q5, const uint8_t *row0, int64_t rb, const pt_act *a,
+                                         const int8_t *xr, float *o) {
+    const int64_t nsb = a->K / 256, sbytes = q5 ? 176 : 144;
+    __m128 sv = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m128i sc[4], h[4];
+        __m256i acc[4];
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *x = row0 + i * rb + sb * sbytes;
+            for (int c = 0; c < KQ_PREFETCH_LINES(sbytes); c++)
+                _mm_prefetch((const char *)(x + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+            acc[i] = FN(k4_sb_)(q5, x, xr + sb * 256, &sc[i], &h[i]);
+        }
+        const __m256i hx = _mm256_loadu_si256((const __m256i *)(xr + a->K + 32 * sb));
+        const __m256i mA = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(sc[0], sc[1])), hx);
+        const __m256i mB = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(sc[2], sc[3])), hx);
+        /* [is0..is3 | is0..is3] halves and [ms0..ms3 | ms0..ms3] halves, then lane i + 4 added to lane i */
+        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+        const __m256i hm = _mm256_hadd_epi32(mA, mB);
+        const __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(hi, hm, 0x20), _mm256_permute2x128_si256(hi, hm, 0x31));
+        /* [d0..d3 | dmin0..dmin3] times dx */
+        const __m128i dh = _mm_unpacklo_epi32(_mm_unpacklo_epi16(h[0], h[1]), _mm_unpacklo_epi16(h[2], h[3]));
+        __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(a->d[sb * 8]));
+        NO_FUSE(dd);
+        __m256 p = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(t));
+        NO_FUSE(p);
+        sv = _mm_sub_ps(_mm_add_ps(sv, _mm256_castps256_ps128(p)), _mm256_extractf128_ps(p, 1));
+    }
+    _mm_storeu_ps(o, sv);
+}
+
 #define K4_RELAY_MAX 32768      /* values of a row whose Q4_K / Q5_K decode lays its quants out on the stack */
 
 /* kq8_row_ over rows r0..r1 and all T tokens, 4 at a time, the type and the count constants in each copy; a decode
@@ -381,15 +449,23 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
  * row longer than K4_RELAY_MAX values, on the heap; without that memory the rows go one at a time) */
 static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, int64_t rb, int64_t r0, int64_t r1,
                                           const pt_act *a, int64_t T, float *y, int64_t ldy, int accumulate) {
-    _Alignas(32) int8_t relay[K4_RELAY_MAX];
+    _Alignas(32) int8_t relay[K4_RELAY_BYTES(K4_RELAY_MAX)];
     int8_t *xr = NULL, *heap = NULL;
     if (type != GG_Q6_K && T == 1 && r1 - r0 >= 2) {
-        xr = a->K <= K4_RELAY_MAX ? relay : (heap = (int8_t *)malloc((size_t)a->K));
-        if (xr) FN(k4_relay_)(a->q, a->K, xr);
+        xr = a->K <= K4_RELAY_MAX ? relay : (heap = (int8_t *)malloc((size_t)K4_RELAY_BYTES(a->K)));
+        if (xr) FN(k4_relay_)(a->q, a->h, a->K, xr);
     }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
+        if (T == 1 && r + 3 < r1 && (type == GG_Q6_K || xr)) {
+            float o4[4];
+            if (type == GG_Q6_K) FN(q6_rows4_)(row, rb, a, o4);
+            else FN(k45_rows4_)(type == GG_Q5_K, row, rb, a, xr, o4);
+            for (int i = 0; i < 4; i++) store_y(y + r + i, o4[i], accumulate);
+            r += 3;
+            continue;
+        }
         if (T == 1 && r + 1 < r1 && (type == GG_Q6_K || xr)) {
             float o0, o1;
             if (type == GG_Q6_K) FN(q6_rows2_)(row, row + rb, a, &o0, &o1);
