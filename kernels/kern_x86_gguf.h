@@ -251,7 +251,11 @@ static ALWAYS_INLINE void FN(q6_rows2_)(const uint8_t *row0, const uint8_t *row1
 }
 
 /* Q6_K, four rows against one token: q6_sb_ for each, the four integer sums by one add tree, the four float products
- * at once, each row's sum in its lane: the same bits as q6_rows2_, the reductions shared by four rows */
+ * at once, each row's sum in its lane: the same bits as q6_rows2_, the reductions shared by four rows. Used for rows
+ * longer than 4,096 values: from memory, one AVX2 core (Zen 3), 20.2 against q6_rows2_'s 25.9 ns per row and
+ * super-block at 18,944 values, but 24.9 against 24.1 at 3,584 and 33.7 against 31.4 at 2,048. Each row asks for
+ * its bytes one group of four rows ahead (4 rb): 4,096 bytes ahead, as the pair does, lands in the group's own next
+ * rows when rows are short (from memory 42 against 30 ns at 2,048 values) */
 static ALWAYS_INLINE void FN(q6_rows4_)(const uint8_t *row0, int64_t rb, const pt_act *a, float *o) {
     const int64_t nsb = a->K / 256;
     __m128 sv = _mm_setzero_ps();
@@ -261,7 +265,7 @@ static ALWAYS_INLINE void FN(q6_rows4_)(const uint8_t *row0, int64_t rb, const p
         for (int i = 0; i < 4; i++) {
             const uint8_t *x = row0 + i * rb;
             for (int c = 0; c < KQ_PREFETCH_LINES(210); c++)
-                _mm_prefetch((const char *)(x + sb * 210 + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+                _mm_prefetch((const char *)(x + 4 * rb + sb * 210 + 64 * c), _MM_HINT_T0);
             acc[i] = FN(q6_sb_)(x, sb, a->q + sb * 256, a->h + sb * 16, &d[i]);
         }
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
@@ -410,7 +414,9 @@ static ALWAYS_INLINE void FN(k45_rows2_)(const int q5, const uint8_t *row0, cons
 /* Q4_K / Q5_K, four rows against one token: k4_sb_ for each, the four integer sums and the four min terms out of
  * one add tree ([is0..is3 | ms0..ms3]), the eight float products at once, each row's sum (lanes 0-3) taking them in
  * the reference's order: the same bits as k45_rows2_ and gg_kq8_super, with the reductions a pair of rows pays
- * shared by four (they were close to half of the pair's time, one AVX2 core, the matrix in L2) */
+ * shared by four. Each row asks for its bytes one group ahead (4 rb; see q6_rows4_). From memory, one AVX2 core
+ * (Zen 3), Q4_K ns per row and super-block against the pair: 20.1 / 23.6 at 3,584 values, 14.4 / 20.1 at 18,944,
+ * 23.0 / 26.6 at 2,048 */
 static ALWAYS_INLINE void FN(k45_rows4_)(const int q5, const uint8_t *row0, int64_t rb, const pt_act *a,
                                          const int8_t *xr, float *o) {
     const int64_t nsb = a->K / 256, sbytes = q5 ? 176 : 144;
@@ -421,7 +427,7 @@ static ALWAYS_INLINE void FN(k45_rows4_)(const int q5, const uint8_t *row0, int6
         for (int i = 0; i < 4; i++) {
             const uint8_t *x = row0 + i * rb + sb * sbytes;
             for (int c = 0; c < KQ_PREFETCH_LINES(sbytes); c++)
-                _mm_prefetch((const char *)(x + KQ_PREFETCH_AHEAD + 64 * c), _MM_HINT_T0);
+                _mm_prefetch((const char *)(x + 4 * rb + 64 * c), _MM_HINT_T0);
             acc[i] = FN(k4_sb_)(q5, x, xr + sb * 256, &sc[i], &h[i]);
         }
         const __m256i hx = _mm256_loadu_si256((const __m256i *)(xr + a->K + 32 * sb));
@@ -458,7 +464,7 @@ static ALWAYS_INLINE void FN(kq8_rows_t_)(const int32_t type, const uint8_t *w, 
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + r * rb;
         _mm_prefetch((const char *)(row + rb), _MM_HINT_T0);
-        if (T == 1 && r + 3 < r1 && (type == GG_Q6_K || xr)) {
+        if (T == 1 && r + 3 < r1 && (type == GG_Q6_K ? a->K > 4096 : xr != NULL)) {
             float o4[4];
             if (type == GG_Q6_K) FN(q6_rows4_)(row, rb, a, o4);
             else FN(k45_rows4_)(type == GG_Q5_K, row, rb, a, xr, o4);
