@@ -516,7 +516,7 @@ def test_dsv4_attention_on_the_fixture_equals_the_definition(kind):
 
 
 def _moe_block(c, W, p, kind):
-    from petit.models.moe import Moe
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight
     E, f = c["n_routed_experts"], lambda n: Weight.from_float(np.ascontiguousarray(W[n], np.float32), "f32")
     ex = [f"{p}experts.{e}." for e in range(E)]

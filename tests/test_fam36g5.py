@@ -21,8 +21,8 @@ import pytest
 
 import petit
 from petit.models import axk1, laguna, zaya
-from petit.models.decoder import Vec
-from petit.models.moe import Moe
+from petit.models.blocks.decoder import Vec
+from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi, lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,

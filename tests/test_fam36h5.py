@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from petit.models import dory, ergo, hy_v3
-from petit.models.decoder import Vec
+from petit.models.blocks.decoder import Vec
 from petit.models.ergo_names import RENAMES, TRANSPOSED
-from petit.models.moe import Moe
+from petit.models.blocks.moe import Moe
 from petit.native import ffi
 from models import load_strict as _load
 from test_fam36e5 import _f32

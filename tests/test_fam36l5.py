@@ -267,8 +267,8 @@ def test_inkling2_reads_transformers_aliases():
 
 def test_the_soft_capped_experts_equal_a_float64_reference():
     """Inkling 2's experts: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu), the chosen sigmoids over their sum."""
-    from petit.models.decoder import Vec
-    from petit.models.moe import Moe
+    from petit.models.blocks.decoder import Vec
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight
     rng = np.random.default_rng(3)
     T, E, k, D, F = 7, 5, 2, 33, 9

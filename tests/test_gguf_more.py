@@ -376,7 +376,7 @@ def test_deepseek_v2_lite_runs_as_llama_cpp_does_not_as_transformers_v2(monkeypa
     reads it) runs with llama.cpp's softmax scale, (nope + rope)^-0.5 x mscale(4, 0.707)^2, which transformers' V2
     leaves out: without it the logits are 0.34 of their range from llama.cpp's exact ones (0.10 from transformers'),
     and with V2's group score (the best expert, not the best two) 0.008."""
-    from petit.models import deepseek_common as dc
+    from petit.models.blocks import deepseek_common as dc
     ref = np.load(ROOT / "deepseek_v2_lite" / "q8_0.npz")
     model = _load("deepseek_v2_lite", "q8_0.gguf", weights="f32")
     c = model.config

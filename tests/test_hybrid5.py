@@ -23,7 +23,7 @@ import pytest
 
 import petit
 from petit.generation.session import Params, Session
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import ffi
 
 from test_plan import CHUNKS, FRESH, _run

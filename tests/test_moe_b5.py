@@ -268,8 +268,8 @@ def test_plain_experts_kernel_equals_a_scalar_reference(T, E, k, D, F, S, dtype)
     """kernels/moe.c's plain experts (no gate: down(act(up x)), Nemotron-H) against numpy at odd sizes: the routing
     (sigmoid, a selection bias, renormalised, scaled), each chosen expert, a plain shared expert; at q8_0 against
     the dequantized matrices (the kernels round the activations to 8 bits too: a looser bound)."""
-    from petit.models.decoder import Vec, fptr
-    from petit.models.moe import Moe
+    from petit.models.blocks.decoder import Vec, fptr
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight, dequantize
     rng = np.random.default_rng(T * 100 + E)
     if dtype != "f32":                          # q8_0 rows are whole 32-value blocks: odd row counts only

@@ -21,7 +21,7 @@ import pytest
 
 import petit
 from petit.models.recurrent_gemma import RecurrentGemmaConfig, bf16
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, ffi, lib
 
 from test_plan import CHUNKS, FRESH, _run

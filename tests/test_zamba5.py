@@ -18,7 +18,7 @@ import pytest
 
 import petit
 from petit import native as K
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, dequantize, ffi, quantize
 
 from test_plan import CHUNKS, FRESH, _run

@@ -10,10 +10,10 @@ shared expert of `moe_intermediate_size x num_shared_experts`, unweighted."""
 import math
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, layer_types, llama_like, norm, window_of
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)

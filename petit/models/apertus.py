@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from petit.models.arcee import plain_mlp
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 from petit.native import PARAM_ACTS
 
 

@@ -1,8 +1,8 @@
 """Arcee (AFM): Llama with a plain MLP, down(relu²(up(x))), no gate (`hidden_act` relu2)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
 
 
 @dataclass(kw_only=True)

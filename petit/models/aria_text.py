@@ -10,11 +10,11 @@ holds as `experts.gate_up_proj` / `experts.down_proj` (its conversion renames th
 either spelling is read, one expert's matrix at a time."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import positive_int, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import positive_int, refuse_act
 from petit.models.llama import LlamaConfig
-from petit.models.moe import moe_weights, split_experts
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.moe import moe_weights, split_experts
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 
 @dataclass(kw_only=True)

@@ -16,9 +16,9 @@ the dense layers, which do not use it (transformers ignores them; so does Petit)
 bias (transformers then keeps it zero: the choice on the sigmoids alone)."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models.common import norm
-from petit.models.config import aliased
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import norm
+from petit.models.blocks.config import aliased
 from petit.models.glm4_moe_lite import Glm4MoeLiteConfig
 
 UNREAD = ("post_mlp_layernorm.weight",)     # a dense layer's, stored by the released files and never used

@@ -7,8 +7,8 @@ layers listed by `mlp_layer_types`) with three changes of its own:
   the heads' outputs are times sigmoid(gate), one a value, before o_proj (Mla.q_cat, Mla.gate);
 - gated RMSNorms (Megatron's GatedNormWrapper): input_layernorm in every layer and post_attention_layernorm in the
   routed ones are y = RMSNorm(x), y * sigmoid(fc2 silu(fc1 y)) with fc1 [gated_norm_rank, hidden] and fc2 [hidden,
-  gated_norm_rank] (the checkpoint's W_down / W_up; petit/models/norm_gate.py); a dense layer's post-attention norm
-  is plain;
+  gated_norm_rank] (the checkpoint's W_down / W_up; petit/models/blocks/norm_gate.py); a dense layer's post-attention
+  norm is plain;
 - the routing: A.X-K2-Light routes without groups (n_group / topk_group null, the default); with them, the experts
   outside the topk_group best groups score 0 for the choice, not -inf as in DeepSeek-V3 (AXK2TopkRouter's own
   fill, Moe.group_fill_zero).
@@ -20,11 +20,11 @@ transformers 5.25 renames at load and writes back at save; the module names (mlp
 too."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models.common import norm
-from petit.models.config import positive_int
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import norm
+from petit.models.blocks.config import positive_int
 from petit.models.deepseek_v32 import DeepseekV32Config, build as build_v32
-from petit.models.norm_gate import norm_gate
+from petit.models.blocks.norm_gate import norm_gate
 
 
 @dataclass(kw_only=True)

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import deepseek_common as dc, kimi_linear
-from petit.models.common import Renamed, default_rope
+from petit.models import kimi_linear
+
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import Renamed, default_rope
 from petit.models.kimi_linear import KimiLinearConfig, _kda_dims
 
 # the released names -> transformers' module names (its conversion mapping, which save_pretrained undoes)

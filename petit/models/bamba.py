@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, activation, boolean, check_decoder, positive_int
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, activation, boolean, check_decoder, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 
 @dataclass(kw_only=True)

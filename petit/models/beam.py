@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.decoder import Vec
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
-from petit.models.rope_config import LAYER_TYPES, per_layer_type
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.decoder import Vec
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.rope_config import LAYER_TYPES, per_layer_type
 
 SSMAX = (2048.0, 0.1, 2)         # the NoPE layers' query scale (1 + (p + 1) / 2048) ** 0.1: attention mode 2
 

@@ -8,8 +8,8 @@ reads, and is left unread on purpose. Checkpoints saved from BertModel have no p
 (BertForMaskedLM ...) have `bert.`."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 KIND = "encoder"
 TYPED = "embeddings.position_embeddings.typed"     # positions + token type 0, made at load (hf_tensors)

@@ -5,8 +5,8 @@ default). Every LayerNorm is nn.LayerNorm's default eps 1e-5: transformers reads
 from dataclasses import dataclass, field
 
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int
-from petit.models import fairseq_decoder
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int
+from petit.models.blocks import fairseq_decoder
 
 P = "biogpt."
 OFFSET = 2      # fairseq's position offset

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import default_rope, norm
-from petit.models.config import DecoderConfig, activation, check_decoder
-from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.blocks.common import default_rope, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.decoder import Arch, Decoder, Layer
 from petit.native import pack_tq2
 
 PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",

@@ -5,9 +5,9 @@ tanh GELU, biases everywhere, tied head."""
 from dataclasses import dataclass, field
 
 from petit.models import gpt_neox
-from petit.models.alibi import bloom_slopes
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.alibi import bloom_slopes
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
 
 P = "transformer."
 CONTEXT = 2048      # BLOOM's training length; ALiBi sets no limit, the config gives none

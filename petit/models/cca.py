@@ -14,9 +14,9 @@ out_proj gelu(fc2 gelu(fc1 RMSNorm(r) + b1) + b2), over the experts and the skip
 matrices stay float32, as every router's."""
 import numpy as np
 
-from petit.models.common import norm
-from petit.models.moe import Moe
-from petit.models.plan import fptr
+from petit.models.blocks.common import norm
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.plan import fptr
 from petit.native import ACTIVATIONS, ffi, lib
 
 

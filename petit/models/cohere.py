@@ -3,9 +3,9 @@
 weights [heads, head_dim]), logits x logit_scale, tied LM head."""
 from dataclasses import dataclass
 
-from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
-from petit.models.decoder import Decoder, Layer, Norm
+from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.decoder import Decoder, Layer, Norm
 
 
 @dataclass(kw_only=True)

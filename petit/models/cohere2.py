@@ -3,8 +3,8 @@ use no position encoding; by default every sliding_window_pattern-th layer (4) i
 from dataclasses import dataclass
 
 from petit.models import cohere
-from petit.models.common import default_rope, layer_types, window_of
-from petit.models.config import positive_int
+from petit.models.blocks.common import default_rope, layer_types, window_of
+from petit.models.blocks.config import positive_int
 
 
 @dataclass(kw_only=True)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models import cohere
-from petit.models.common import arch, attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import positive_int
-from petit.models.decoder import Decoder, Layer
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, norm
+from petit.models.blocks.config import positive_int
+from petit.models.blocks.decoder import Decoder, Layer
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 ZERO_GATE = "mlp.shared_experts_gate.weight"        # "average": the shared expert times sigmoid(0) = 0.5
 

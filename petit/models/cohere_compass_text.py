@@ -15,9 +15,9 @@ A converted file keeps the layer types that rotate as Petit's own key `rope_laye
 from dataclasses import dataclass
 
 from petit.models import cohere, cohere2
-from petit.models.common import default_rope, layer_types, window_of
-from petit.models.config import derived_head_dim
-from petit.models.rope_config import LAYER_TYPES, per_layer_type
+from petit.models.blocks.common import default_rope, layer_types, window_of
+from petit.models.blocks.config import derived_head_dim
+from petit.models.blocks.rope_config import LAYER_TYPES, per_layer_type
 
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")    # Qwen3-VL's axes: no effect on text positions
 

@@ -2,11 +2,13 @@
 vision model (`model.visual.*`) and its projector (`model.projector.*`) beside a `cosmos3_edge_text` model, whose
 config is `text_config` and whose weights the release keeps at the top (petit/models/cosmos3_edge_text.py reads both
 spellings). Petit runs the text model alone and says once that the vision tower is not run
-(petit/models/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false), unless the
-checkpoint stores one."""
+(petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false), unless
+the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import cosmos3_edge_text, wrapper, wrapper_flat
+from petit.models import cosmos3_edge_text
+
+from petit.models.blocks import wrapper, wrapper_flat
 
 TOWER = ("model.visual.", "model.projector.")
 OWN_KEYS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id",

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from petit.models import arcee
-from petit.models.common import Renamed
+from petit.models.blocks.common import Renamed
 
 RENAMES = ((r"^model\.language_model\.", "model."), (r"^(embed_tokens|norm|layers)\.", r"model.\1."),
            (r"\.self_attn\.to_q\.", ".self_attn.q_proj."), (r"\.self_attn\.to_k\.", ".self_attn.k_proj."),

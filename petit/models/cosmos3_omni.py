@@ -11,8 +11,10 @@ module names (`model.language_model.*`, `model.visual.*`) are read too."""
 import re
 from dataclasses import dataclass
 
-from petit.models import qwen3, qwen3_vl_text, qwen_vl
-from petit.models.common import Renamed
+from petit.models import qwen3, qwen3_vl_text
+
+from petit.models.blocks import qwen_vl
+from petit.models.blocks.common import Renamed
 
 # the released parts, also as the loader's view of a checkpoint with embed_tokens at the top shows them (model.*)
 TOWER = qwen_vl.TOWER + tuple(m + p for m in ("", "model.") for p in ("blocks.", "merger.", "patch_embed.",

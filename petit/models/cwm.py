@@ -3,7 +3,7 @@ default layer i is full when i % 4 == 0 and slides over `sliding_window` positio
 and llama3 RoPE scaling by default (theta 1e6, factor 16 over 8192 positions)."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.llama import LlamaConfig
 
 

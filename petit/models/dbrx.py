@@ -7,10 +7,10 @@ a GLU of `ffn_hidden_size` whose three matrices are stacked over the experts in 
 (up) and `w2` ([experts x ffn_hidden_size, d_model] as well: the down matrix transposed), sliced when read."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
-from petit.models.moe import Moe
-from petit.models.rope import Rope
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.rope import Rope
 
 P = "transformer."
 ATTN_KEYS = {"attn_pdrop", "clip_qkv", "kv_n_heads", "rope_theta", "model_type"}

@@ -2,11 +2,13 @@
 deepseek-community/DeepSeek-OCR-2): a SAM encoder (`model.sam_model.*`), a Qwen2-style vision encoder
 (`model.qwen2_model.*`), their projector and view separator beside a `deepseek_ocr2_text` model stored at `model.*`
 (save_pretrained's layout; transformers' modules are model.language_model.*, both read). Petit runs the text model
-alone and says once that the vision tower is not run (petit/models/wrapper.py). The head is tied by the wrapper's
+alone and says once that the vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's
 `tie_word_embeddings` alone (default false), unless the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_ocr2_text, wrapper, wrapper_flat
+from petit.models import deepseek_ocr2_text
+
+from petit.models.blocks import wrapper, wrapper_flat
 
 TOWER = ("model.sam_model.", "model.qwen2_model.", "model.projector.", "model.view_seperator", "model.vision_tower.",
          "model.multi_modal_projector.", "model.view_separator")

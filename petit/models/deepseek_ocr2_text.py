@@ -8,10 +8,10 @@ best expert scores highest), their probabilities times `routed_scaling_factor` (
 biases). The experts are read per expert or from transformers 5's 3-D gate_up_proj / down_proj."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, gated_mlp_weights, llama_like
-from petit.models.config import DecoderConfig, aliased, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.moe import moe_weights, split_experts
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import default_rope, gated_mlp_weights, llama_like
+from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.moe import moe_weights, split_experts
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 ALIASES = {"num_experts": "n_routed_experts"}
 HEAD_DIM = "head_dim (deepseek_ocr2_text's heads are hidden_size / num_attention_heads: not read)"

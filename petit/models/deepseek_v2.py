@@ -1,5 +1,5 @@
-"""DeepSeek-V2 (and V2-Lite): multi-head latent attention (petit/models/mla.py: the compressed latent is what the KV
-cache holds), interleaved RoPE on the decoupled rope part with yarn, and mixture-of-experts layers from
+"""DeepSeek-V2 (and V2-Lite): multi-head latent attention (petit/models/blocks/mla.py: the compressed latent is what the
+KV cache holds), interleaved RoPE on the decoupled rope part with yarn, and mixture-of-experts layers from
 `first_k_dense_replace` on (every `moe_layer_freq`-th): softmax over `n_routed_experts`, the top
 `num_experts_per_tok` (group-limited with `topk_method` "group_limited_greedy": only the experts of the `topk_group`
 groups whose best expert scores highest), weights times `routed_scaling_factor` (never renormalised: transformers'
@@ -8,7 +8,7 @@ V2's attention by (nope + rope)^-0.5 only (its V3, and DeepSeek's own code, add 
 transformers port it is proven against."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 
 
 @dataclass(kw_only=True)

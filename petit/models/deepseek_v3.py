@@ -11,7 +11,7 @@ transformers fixes it at 1e-6 (null), llama.cpp's deepseek2 takes the file's rms
 files: 1e-5), and Petit follows the file it reads."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 
 
 @dataclass(kw_only=True)

@@ -1,7 +1,7 @@
 """DeepSeek-V3.2 (`deepseek_v32`, deepseek-ai/DeepSeek-V3.2-Exp, DeepSeek-V3.2): DeepSeek-V3 (latent attention with
 the low-rank query, noaux_tc routing, shared experts; petit/models/deepseek_v3.py) plus DeepSeek Sparse Attention in
 every layer: a lightning indexer chooses, for each query, the `index_topk` cached positions the latent attention
-attends to (petit/models/dsa.py; its scores and the attention over the chosen positions run in C, kernels/dsa.c).
+attends to (petit/models/blocks/dsa.py; its scores and the attention over the chosen positions run in C, kernels/dsa.c).
 The indexer rotates its query and key by halves (rotate_half), the attention's rope part on adjacent pairs.
 
 The routed layers are where `mlp_layer_types` says "sparse" (transformers' default: from `first_k_dense_replace`
@@ -9,10 +9,10 @@ on, 3 by default); `layer_types` must be "indexed_attention" in every layer (tra
 transformers, the query always has its low rank (`q_lora_rank`) and the rope part is always interleaved."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models.config import positive_int
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.config import positive_int
 from petit.models.deepseek_v3 import DeepseekV3Config
-from petit.models.dsa import dsa_weights
+from petit.models.blocks.dsa import dsa_weights
 
 
 @dataclass(kw_only=True)

@@ -17,12 +17,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from petit.models.common import embed_and_head, norm
-from petit.models.decoder import Arch, Layer, Norm, Vec
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.decoder import Arch, Layer, Norm, Vec
 from petit.models.deepseek_v4_config import CSA, SWA, DeepseekV4Config
 from petit.models.deepseek_v4_plan import DeepseekV4Decoder, cache_width
-from petit.models.moe import Moe
-from petit.models.rope import Rope
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.rope import Rope
 
 
 def _moe(t, p, cfg, kind) -> Moe:

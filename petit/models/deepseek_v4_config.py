@@ -6,8 +6,8 @@ keys go to the compressed layers). Sliding layers rope with `rope_theta`, compre
 `compress_rope_theta` and the YaRN of `compress_rope_scaling` (its attention factor forced to 1, as transformers)."""
 from dataclasses import dataclass
 
-from petit.models.config import DecoderConfig, check_decoder, positive_int, positive_number
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
 _RATIO = {0: SWA, 4: CSA, 128: HCA}

@@ -7,9 +7,9 @@ every position, a CSA layer's indexer likewise. The per-op path (`oracle=True`) 
 each from Python."""
 import numpy as np
 
-from petit.models.decoder import Decoder, _Scratch
+from petit.models.blocks.decoder import Decoder, _Scratch
 from petit.models.deepseek_v4_config import CSA, SWA
-from petit.models.plan import Plan, PlanOracle, fptr
+from petit.models.blocks.plan import Plan, PlanOracle, fptr
 from petit.native import ffi, lib
 
 

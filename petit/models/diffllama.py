@@ -4,17 +4,17 @@ layer's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambd
 0.6 exp(-0.3 layer); pair p of the heads' outputs is [o1_p, o2_p] - lambda [o1_{p+H/2}, o2_{p+H/2}] (o1 / o2: the
 head's attention over the first / last half of the kv heads' values), RMS-normed over its 2 head_dim values without
 a weight and times (1 - lambda_init) before o_proj. Petit runs it as one attention of each head twice
-(petit/models/diff_attn.py: the q / k / v products are Llama's, rows reordered, copied into the doubled heads; the
-KV cache is twice Llama's). num_key_value_heads must be even and attention_dropout 0, as transformers requires."""
+(petit/models/blocks/diff_attn.py: the q / k / v products are Llama's, rows reordered, copied into the doubled heads;
+the KV cache is twice Llama's). num_key_value_heads must be even and attention_dropout 0, as transformers requires."""
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, boolean, check_decoder, refuse_act
-from petit.models.decoder import Norm, Vec
-from petit.models.diff_attn import DiffAttn, Expand, compact
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, refuse_act
+from petit.models.blocks.decoder import Norm, Vec
+from petit.models.blocks.diff_attn import DiffAttn, Expand, compact
 from petit.native import Weight
 
 LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")

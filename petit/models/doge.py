@@ -1,6 +1,6 @@
 """SmallDoge (transformers' `doge`): qwen3's attention (RMSNorm over each head of q and k, RoPE, grouped-query, biases
 with `attention_bias`) with a dynamic mask: every score of a key gets that key's bias exp(A softplus(dt_proj v)) per
-kv head (A [kv heads], dt_proj [kv heads, kv heads * head_dim] over the values; petit/models/dyn_mask.py), and
+kv head (A [kv heads], dt_proj [kv heads, kv heads * head_dim] over the values; petit/models/blocks/dyn_mask.py), and
 residuals scaled per channel: h = input_residual * h + attn(norm(h)), then h = post_attention_residual * h +
 mlp(norm(h)) (SwiGLU, biases with `mlp_bias`); `sliding_window` when set.
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, refuse_act
-from petit.models.decoder import Norm, Vec
-from petit.models.dyn_mask import PAD, Compact, DynMask, padded, rows
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, refuse_act
+from petit.models.blocks.decoder import Norm, Vec
+from petit.models.blocks.dyn_mask import PAD, Compact, DynMask, padded, rows
 from petit.native import Weight
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from petit.models.common import arch, attention_weights, default_rope, gated_mlp_weights, layer_types, window_of
-from petit.models.config import DecoderConfig, activation, check_decoder, positive_int
-from petit.models.decoder import Decoder, Layer, Vec
+from petit.models.blocks.common import arch, attention_weights, default_rope, gated_mlp_weights, layer_types, window_of
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder, positive_int
+from petit.models.blocks.decoder import Decoder, Layer, Vec
 from petit.models.ngpt import Entry, GateScale, l2
 
 EPS = 1e-6          # DoryL2Norm's (Llama 4's weightless norm's default)

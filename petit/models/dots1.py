@@ -8,10 +8,10 @@ SwiGLU MLP of n_shared_experts x `moe_intermediate_size`, unweighted. The expert
 scoring, selection bias, groups: as deepseek_v3's)."""
 from dataclasses import dataclass
 
-from petit.models.common import LAYER_TYPES, layer_types, llama_like
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_number, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import LAYER_TYPES, layer_types, llama_like
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_number, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 
 @dataclass(kw_only=True)

@@ -9,8 +9,9 @@ Dots3NoteForCausalLM, the language model alone, and so does Petit: the load says
 accounts for their tensors. A converted file is a `dots3_note` file of the language model."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models import dots3_note_text, wrapper
+from petit.models.blocks import deepseek_common as dc
+from petit.models import dots3_note_text
+from petit.models.blocks import wrapper
 
 OWN_KEYS = ("image_token_id", "video_token_id", "audio_token_id")
 TOWERS = ("vision_config", "audio_config")

@@ -14,12 +14,12 @@ The legacy keys (use_dsa, use_sliding_window, sliding_window_size, swa_*, moe_sh
 first_k_dense_replace, moe_layer_freq) are read as transformers' Dots3NoteTextConfig reads them."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 from petit.models import deepseek_v32
-from petit.models.common import default_rope, norm
-from petit.models.config import positive_int, positive_number
-from petit.models.decoder import Vec
-from petit.models.dsa import dsa_weights
+from petit.models.blocks.common import default_rope, norm
+from petit.models.blocks.config import positive_int, positive_number
+from petit.models.blocks.decoder import Vec
+from petit.models.blocks.dsa import dsa_weights
 
 KINDS = ("indexed_attention", "sliding_attention", "full_attention")
 DIMS = ("num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank", "head_dim", "qk_nope_head_dim",

@@ -4,7 +4,8 @@ weights are `text_model.model.*` and `text_model.lm_head.weight` (as save_pretra
 `model.text_model.*` and `lm_head.weight` (transformers 5's modules). A text-only prompt runs the text model and the
 head, nothing else (Emu3Model.forward); images are ordinary token ids of the vocabulary, which the VQ-VAE makes from
 pixels and turns back into pixels, so Petit runs the text model alone and says once that the VQ-VAE is not run
-(petit/models/wrapper.py). The head is tied by the wrapper's own `tie_word_embeddings` (Emu3Config's default false).
+(petit/models/blocks/wrapper.py). The head is tied by the wrapper's own `tie_word_embeddings` (Emu3Config's default
+false).
 
 transformers' registry maps `emu3` to Emu3ForCausalLM, a class of the text model alone: from such a folder it loads
 none of the text model's weights (its names are `model.*`), so the checkpoint's own class is the reference.
@@ -12,7 +13,9 @@ Emu3TextConfig's defaults where Llama's differ: 8 kv heads, 9216 positions, RMSN
 attention_dropout (0.1 by default) is dropout, not run in inference."""
 from dataclasses import dataclass
 
-from petit.models import llama, wrapper
+from petit.models import llama
+
+from petit.models.blocks import wrapper
 
 TOWER = ("vqmodel.", "model.vqmodel.")
 PREFIXES = ("text_model.model.", "model.text_model.")

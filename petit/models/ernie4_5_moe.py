@@ -6,10 +6,10 @@ plus `moe_num_shared_experts` shared experts as one SwiGLU of that many times `m
 unweighted."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, gated_mlp_weights, llama_like
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.moe import Moe
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import default_rope, gated_mlp_weights, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 
 @dataclass(kw_only=True)

@@ -19,10 +19,10 @@ recomposition puts each frequency back in its place, so the rotation is ERNIE 4.
 the default RoPE type runs in transformers; another is refused by name."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, gated_mlp_weights, llama_like
-from petit.models.config import DecoderConfig, aliased, check_decoder, positive_int, refuse_act
-from petit.models.moe import Moe
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import default_rope, gated_mlp_weights, llama_like
+from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 ALIASES = {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k"}
 TYPES = ("dense", "sparse")

@@ -44,7 +44,7 @@ class ExaoneConfig(llama.LlamaConfig):
 
     @classmethod
     def _refuse(cls, d):
-        from petit.models.config import refuse_act
+        from petit.models.blocks.config import refuse_act
         refuse_act(d, "hidden_act", ("silu", "swish"), "exaone", "silu")
 
 

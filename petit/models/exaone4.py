@@ -5,8 +5,8 @@ in their window and the full layers use no position encoding at all (NoPE); with
 RoPE."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
 
 
 @dataclass(kw_only=True)

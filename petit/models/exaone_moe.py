@@ -15,11 +15,11 @@ writes the experts back in the Hub's layout (`mlp.experts.{e}.gate_proj / up_pro
 `mlp.e_score_correction_bias` (`mlp.gate.e_score_correction_bias` is read too)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like, window_of
-from petit.models.config import boolean, positive_int, positive_number
+from petit.models.blocks.common import default_rope, llama_like, window_of
+from petit.models.blocks.config import boolean, positive_int, positive_number
 from petit.models.exaone4 import Exaone4Config
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 KINDS = ("dense", "sparse")
 

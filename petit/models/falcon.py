@@ -10,10 +10,10 @@ read (a converted .petit holds `self_attention.q_proj` / `k_proj` / `v_proj`):
 LayerNorm with bias, GELU MLP, `bias` switching every projection's biases, tied head by default."""
 from dataclasses import dataclass, field
 
-from petit.models.alibi import bloom_slopes
-from petit.models.common import default_rope
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.alibi import bloom_slopes
+from petit.models.blocks.common import default_rope
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
 
 P = "transformer."
 
@@ -80,7 +80,7 @@ class FalconConfig(ConfigMixin):
         self.ffn_hidden_size = self.ffn_hidden_size or 4 * D
         positive_int(self, "ffn_hidden_size")
         self.act = activation(self, "activation", "falcon")
-        from petit.models.rope import scaling_type
+        from petit.models.blocks.rope import scaling_type
         scaling_type(self.rope_scaling)
 
     def qkv_rows(self):

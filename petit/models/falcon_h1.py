@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import default_rope, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import default_rope, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 MUP = ".mup.weight"       # the name of a weight with its multipliers folded in
 

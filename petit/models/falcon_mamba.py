@@ -2,7 +2,7 @@
 from dataclasses import dataclass
 
 from petit.models import mamba
-from petit.models.config import positive_number
+from petit.models.blocks.config import positive_number
 
 
 @dataclass(kw_only=True)

@@ -5,8 +5,8 @@ RoPE) with OLMoE's routed experts in every layer: softmax over `num_experts` rou
 `intermediate_size` (`mlp.experts.{e}.gate_proj / up_proj / down_proj` as transformers 5 writes them back)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.moe import moe_weights
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.moe import moe_weights
 from petit.models.olmoe import OlmoeConfig
 
 

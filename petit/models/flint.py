@@ -9,10 +9,10 @@ last. Layers in `mlp_only_layers` (default the first two) or off `decoder_sparse
 sliding mask for every model), so that is refused."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
 
 SINKS = ("self_attn.softmax_offset", "self_attn.sinks")        # transformers' saved name, its module's
 

@@ -12,7 +12,9 @@ defaults are PersimmonConfig's in transformers 5.25, whose RoPE base is 10000 (t
 transformers 4's 25000; the released files state 25000)."""
 from dataclasses import dataclass
 
-from petit.models import persimmon, wrapper
+from petit.models import persimmon
+
+from petit.models.blocks import wrapper
 
 TOWER = ("vision_embed_tokens.", "model.vision_embed_tokens.")
 OWN_KEYS = ("image_size", "patch_size", "num_channels", "image_token_id", "partial_rotary_factor")

@@ -1,8 +1,8 @@
 """Gemma: embeddings x sqrt(hidden_size), RMSNorm with (1 + w) weights, GeGLU MLP (`hidden_act`), tied LM head."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
 
 
 @dataclass(kw_only=True)

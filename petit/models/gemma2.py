@@ -3,8 +3,8 @@ attention scale query_pre_attn_scalar^-1/2, tanh soft-capping of attention score
 windows on alternate layers (`layer_types`; by default the even layers)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import positive_number
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import positive_number
 from petit.models.gemma import GemmaConfig
 
 

@@ -2,14 +2,16 @@
 its projector beside a `gemma3_text` model, whose config is `text_config` and whose weights are
 `language_model.model.*` (as save_pretrained writes them) or `model.language_model.*`; the head is tied to
 the embeddings unless the wrapper's own `tie_word_embeddings` says otherwise. Petit runs the text model alone and says
-once that the vision tower is not run (petit/models/wrapper.py).
+once that the vision tower is not run (petit/models/blocks/wrapper.py).
 
 One difference from `gemma3_text` run by itself: Gemma3ForConditionalGeneration computes its logits as lm_head(h)
 without the final soft-capping that Gemma3ForCausalLM applies when `final_logit_softcapping` is set, so the text
 config's value is read and not applied (the released configs set it to null)."""
 from dataclasses import dataclass
 
-from petit.models import gemma3_text, wrapper
+from petit.models import gemma3_text
+
+from petit.models.blocks import wrapper
 
 TOWER = ("model.vision_tower.", "model.multi_modal_projector.", "vision_tower.", "multi_modal_projector.")
 OWN_KEYS = ("mm_tokens_per_image", "boi_token_index", "eoi_token_index", "image_token_index", "boi_token_id",

@@ -4,8 +4,8 @@ sliding_window_pattern-th layer is full, the others sliding. No soft-capping unl
 from dataclasses import dataclass
 
 from petit.models import gemma2
-from petit.models.common import default_rope, layer_types
-from petit.models.config import positive_int, positive_number
+from petit.models.blocks.common import default_rope, layer_types
+from petit.models.blocks.config import positive_int, positive_number
 
 
 @dataclass(kw_only=True)

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import LAYER_TYPES, default_rope, norm
-from petit.models.config import activation, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec, _Scratch
+from petit.models.blocks.common import LAYER_TYPES, default_rope, norm
+from petit.models.blocks.config import activation, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec, _Scratch
 from petit.models.gemma import GemmaConfig
-from petit.models.plan import Plan, fptr
+from petit.models.blocks.plan import Plan, fptr
 from petit.native import ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import LAYER_TYPES, norm
-from petit.models.config import activation, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.common import LAYER_TYPES, norm
+from petit.models.blocks.config import activation, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 from petit.models.gemma import GemmaConfig
 from petit.models.gemma3n_text import Gemma3nDecoder, _G3nScratch
-from petit.models.moe import Moe
-from petit.models.rope import ProportionalRope, Rope
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.rope import ProportionalRope, Rope
 from petit.native import ACTIVATIONS, Weight
 
 _PER_LAYER_KEYS = ("head_dim", "num_key_value_heads")

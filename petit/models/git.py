@@ -8,9 +8,11 @@ encoder is not run: an image (or video) prompt needs its patches in front of the
 bidirectionally, which Petit does not compute."""
 from dataclasses import dataclass, field
 
-from petit.models import bert, wrapper
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder
+from petit.models import bert
+
+from petit.models.blocks import wrapper
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder
 
 P = "git."
 TOWER = (P + "image_encoder.", P + "visual_projection.", P + "img_temporal_embedding.")

@@ -3,8 +3,8 @@ head, by default half) on interleaved pairs (2i, 2i+1), q/k/v biases (`attention
 `gate_up_proj` ([gate; up] rows), split when read so a converted .petit holds gate and up separately."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)

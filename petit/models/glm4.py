@@ -3,7 +3,7 @@ the MLP's (`post_mlp_layernorm`), each before its residual add; `post_attention_
 from dataclasses import dataclass
 
 from petit.models import glm
-from petit.models.common import norm
+from petit.models.blocks.common import norm
 
 hf_tensors = glm.hf_tensors
 

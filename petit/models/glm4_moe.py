@@ -6,10 +6,10 @@ DeepSeek-V3 chooses (`noaux_tc`): sigmoid scores, the choice on score + `e_score
 (`norm_topk_prob`) and times `routed_scaling_factor`; `n_shared_experts` shared experts, unweighted."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)

@@ -13,7 +13,7 @@ transformers, which skips them when loading). `attention_bias` (biases on q_a_pr
 is refused: no released checkpoint has them."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 from petit.models.deepseek_v3 import DeepseekV3Config
 
 

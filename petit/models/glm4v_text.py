@@ -1,15 +1,17 @@
 """GLM-4.1V's language model (`glm4v_text`; a `glm4v`, `glm46v` or `glmga` config holds it as `text_config`): GLM-4's
 block (norms after attention and MLP, fused gate_up_proj, q / k / v biases, rotary on interleaved pairs of the first
 partial_rotary_factor of each head) with M-RoPE in consecutive sections (repeated onto the pairs), which a text-only
-prompt runs as plain RoPE (petit/models/qwen_vl.py). What differs from glm4 is transformers' Glm4vTextConfig: its
+prompt runs as plain RoPE (petit/models/blocks/qwen_vl.py). What differs from glm4 is transformers' Glm4vTextConfig: its
 defaults (2 kv heads, RMSNorm eps 1e-5, 32768 positions, partial_rotary_factor 1: the released files state 0.5), heads
 of hidden_size / num_attention_heads whatever a head_dim says (another is refused), q / k / v biases always (no
 attention_bias key: one set false is reported and not read), and mrope_section (default [8, 12, 12]) summing to half
 the rotary width."""
 from dataclasses import dataclass
 
-from petit.models import glm4, qwen_vl
-from petit.models.config import derived_head_dim
+from petit.models import glm4
+
+from petit.models.blocks import qwen_vl
+from petit.models.blocks.config import derived_head_dim
 
 MROPE_DEFAULT = [8, 12, 12]
 

@@ -1,14 +1,16 @@
 """GOT-OCR 2.0 as released (`got_ocr2`, GotOcr2ForConditionalGeneration: GOT-OCR-2.0-hf): a SAM vision encoder and
 its convolutional projector beside a `qwen2` text model (LLaVA's layout: its config is `text_config`, its weights
 `language_model.model.*` or `model.language_model.*`). Petit runs the text model alone and says once that the vision
-tower is not run (petit/models/wrapper.py). The head is tied by the wrapper's own `tie_word_embeddings` (GotOcr2Config's
-default true), which transformers reads instead of text_config's, unless the checkpoint stores one.
+tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's own `tie_word_embeddings`
+(GotOcr2Config's default true), which transformers reads instead of text_config's, unless the checkpoint stores one.
 
 transformers builds the text model with AutoModel from text_config, so another model_type would run another family:
 only qwen2 (the released checkpoints', and text_config's default) is run, another is refused by name."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, wrapper
+from petit.models import qwen2
+
+from petit.models.blocks import wrapper
 
 TOWER = ("model.vision_tower.", "model.multi_modal_projector.", "vision_tower.", "multi_modal_projector.")
 OWN_KEYS = ("image_token_index", "image_token_id", "image_seq_length")

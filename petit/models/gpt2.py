@@ -3,8 +3,8 @@ everywhere, tied LM head. The checkpoint stores Conv1D weights as [in, out]; the
 c_attn is split into q, k and v when read, under the names `attn.q_proj` / `k_proj` / `v_proj`."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "transformer."
 

@@ -4,8 +4,8 @@ everywhere, tied head) with nn.Linear weights and, with `multi_query`, one key /
 into q, k and v when read."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "transformer."
 

@@ -4,8 +4,8 @@ by head_dim^-1/2, and local layers (`attention_layers`, else `attention_types` e
 kinds * n, as transformers reads them) whose query sees itself and the `window_size - 1` positions before it."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "transformer."
 KINDS = ("global", "local")

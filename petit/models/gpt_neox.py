@@ -4,10 +4,11 @@ sequential), GELU MLP, separate output matrix `embed_out`. The fused matrix is s
 (`attention.q_proj` ...)."""
 from dataclasses import dataclass, field
 
-from petit.models.common import arch, default_rope, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int, positive_number
-from petit.models.decoder import Decoder, Layer
-from petit.models.rope import scaling_type
+from petit.models.blocks.common import arch, default_rope, norm
+from petit.models.blocks.config import (ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int,
+                                        positive_number)
+from petit.models.blocks.decoder import Decoder, Layer
+from petit.models.blocks.rope import scaling_type
 
 P = "gpt_neox."
 

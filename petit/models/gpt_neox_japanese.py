@@ -5,11 +5,12 @@ without biases, and one output bias only: the LAST layer's `attention.dense_bias
 (transformers 5 ties `embed_out` to `embed_in`)."""
 from dataclasses import dataclass, field
 
-from petit.models.common import arch, default_rope, norm
-from petit.models.config import ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int, positive_number
-from petit.models.decoder import Decoder, Layer
+from petit.models.blocks.common import arch, default_rope, norm
+from petit.models.blocks.config import (ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int,
+                                        positive_number)
+from petit.models.blocks.decoder import Decoder, Layer
 from petit.models.gpt_neox import split_qkv
-from petit.models.rope import scaling_type
+from petit.models.blocks.rope import scaling_type
 
 P = "gpt_neox_japanese."
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, check_decoder
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, check_decoder
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 FP4 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
 EXPERTS = "mlp.experts"

@@ -3,9 +3,9 @@ mlp(ln(x))), RoPE on interleaved pairs (2i, 2i+1) of the first `rotary_dim` valu
 config key), q/k/v/out_proj without biases, a GELU MLP fc_in / fc_out with biases, an LM head with a bias."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
-from petit.models.rope import Rope
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.rope import Rope
 
 P = "transformer."
 

@@ -2,8 +2,8 @@
 (instead of 1/sqrt(head_dim)), each residual branch x residual_multiplier, logits / logits_scaling."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import positive_number
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import positive_number
 from petit.models.llama import LlamaConfig
 
 

@@ -2,12 +2,14 @@
 CLIP / SigLIP vision tower, window Q-Former projectors (`layerwise_projectors` feeding DeepStack features to chosen
 text layers, `spatial_projectors`) and `image_newline`, beside a `granite4_vision_text` model, whose config is
 `text_config` and whose weights are `model.language_model.*` (its head `lm_head.weight`). Petit runs the text model
-alone and says once that the vision tower is not run (petit/models/wrapper.py); the DeepStack features only reach
+alone and says once that the vision tower is not run (petit/models/blocks/wrapper.py); the DeepStack features only reach
 image tokens. The head is tied by the wrapper's `tie_word_embeddings` alone (default false), unless the checkpoint
 stores one; logits / text_config's `logits_scaling`, as Granite's."""
 from dataclasses import dataclass
 
-from petit.models import granite, granite4_vision_text, wrapper, wrapper_flat
+from petit.models import granite, granite4_vision_text
+
+from petit.models.blocks import wrapper, wrapper_flat
 
 TOWER = ("model.vision_tower.", "model.layerwise_projectors.", "model.spatial_projectors.", "model.image_newline",
          "vision_tower.", "layerwise_projectors.", "spatial_projectors.", "image_newline")

@@ -8,7 +8,7 @@
   layer has the config's rope_theta. Any rope scaling of rope_parameters applies to each base."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.granite import GraniteConfig
 
 SINKS = "self_attn.sinks"

@@ -5,10 +5,10 @@ tensors, `input_linear` [E, 2F, D] (gate rows, then up rows) and `output_linear`
 them out one expert matrix at a time."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
+from petit.models.blocks.common import default_rope, llama_like
 from petit.models.granite import GraniteConfig
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 MOE = "block_sparse_moe"
 

@@ -7,8 +7,8 @@ one matrix at a time."""
 from dataclasses import dataclass
 
 from petit.models import granite_swa, granitemoe, granitemoeshared
-from petit.models.common import llama_like
-from petit.models.moe import moe_weights
+from petit.models.blocks.common import llama_like
+from petit.models.blocks.moe import moe_weights
 
 MOE = granitemoe.MOE
 

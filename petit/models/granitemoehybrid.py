@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models import granitemoeshared
-from petit.models.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import boolean, positive_int
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import moe_weights
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import boolean, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("mamba", "attention")
 

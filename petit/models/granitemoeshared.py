@@ -5,8 +5,8 @@ experts'. `shared_intermediate_size` 0 (transformers' default) means no shared M
 from dataclasses import dataclass
 
 from petit.models import granitemoe
-from petit.models.common import default_rope, llama_like
-from petit.models.moe import moe_weights
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.moe import moe_weights
 
 SHARED = "shared_mlp"
 

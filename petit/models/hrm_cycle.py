@@ -3,7 +3,7 @@ residual stream. At each stack pass's first layer its `Cycle` (the layer's pre_b
 stack's weightless RMSNorm of the stream) and sets the stream to the pass's input, z_L and z_H kept in the scratch
 buffers of their own the decoder asks for (Decoder.extra {"z_h": D, "z_l": D}).
 """
-from petit.models.decoder import Norm, Vec
+from petit.models.blocks.decoder import Norm, Vec
 from petit.native import lib
 
 

@@ -18,9 +18,9 @@ whole forward's last position. L_bp_cycles routes training gradients only.
 """
 from dataclasses import dataclass, replace
 
-from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights
-from petit.models.config import DecoderConfig, activation, check_decoder, positive_int
-from petit.models.decoder import Decoder, Layer, Norm, Vec
+from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder, positive_int
+from petit.models.blocks.decoder import Decoder, Layer, Norm, Vec
 from petit.models.hrm_cycle import Cycle
 
 

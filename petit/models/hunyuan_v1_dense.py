@@ -4,8 +4,8 @@
 max_position_embeddings (the context Petit allows), which is how it is read here."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_number, refuse_act
+from petit.models.blocks.common import default_rope, llama_like, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_number, refuse_act
 
 
 @dataclass(kw_only=True)

@@ -5,10 +5,10 @@ RoPE `dynamic` with an NTK `alpha`) with routed experts in every layer: softmax 
 as transformers reads them."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like, norm
+from petit.models.blocks.common import default_rope, llama_like, norm
 from petit.models.hunyuan_v1_dense import HunYuanDenseV1Config
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 
 @dataclass(kw_only=True)

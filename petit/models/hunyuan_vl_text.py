@@ -14,7 +14,7 @@ are refused by name."""
 from dataclasses import dataclass
 
 from petit.models import hunyuan_v1_dense
-from petit.models.config import aliased
+from petit.models.blocks.config import aliased
 
 ALIASES = {"attention_head_dim": "head_dim", "org_vocab_size": "vocab_size", "pad_id": "pad_token_id"}
 

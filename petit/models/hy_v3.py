@@ -15,10 +15,10 @@ its modules are both read. enable_moe_fp32_combine changes nothing in float32; t
 of the released checkpoint (`model.layers.80`) is not run, as transformers does not build it."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, aliased, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, mlp_kinds
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, mlp_kinds
 
 ALIASES = {"num_local_experts": "num_experts"}          # transformers' attribute_map
 

@@ -6,7 +6,7 @@ sigmoid + e_score_correction_bias routing, renormalised x `routed_scaling_factor
 - the residual as `hc_mult` streams: before each block m = fn . X / rms(X) gives pre = sigmoid(m[:n] s0 + b) + eps
   and post = hc_magnitude sigmoid(m[n:] s1 + b) + eps; the block (its RMSNorm first) reads sum_j pre_j X_j and the
   streams become X + post y, no Sinkhorn stream mix (HC_PRE mode 2, kernels/hc.c); the hyper head collapses them
-  before the final norm (petit/models/hy_v4_plan.py);
+  before the final norm (petit/models/blocks/hy_v4_plan.py);
 - an attention-sink logit a head in the sparse attention's softmax (pt_dsa_attention's sinks), and the heads' values
   times sigmoid(gate_proj x) before o_proj (Mla.gate from x, one a value);
 - the indexer's key norm with `rms_norm_eps` and its RoPE on the LAST qk_rope_head_dim values of each head (adjacent
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import deepseek_common as dc
-from petit.models.common import Renamed
-from petit.models.config import positive_int, positive_number
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import Renamed
+from petit.models.blocks.config import positive_int, positive_number
 from petit.models.deepseek_v32 import DeepseekV32Config, build as build_v32
 from petit.models.deepseek_v4 import hc_weights
-from petit.models.hy_v4_plan import HyV4Decoder
-from petit.models.moe import split_experts
+from petit.models.blocks.hy_v4_plan import HyV4Decoder
+from petit.models.blocks.moe import split_experts
 
 # transformers 5.25's conversion mapping for hy_v4, in its order: the released names -> the modules'
 RENAMES = ((r"\.hc_pre\.hc_", ".hc_"), (r"\.learnable_sink_param", ".sinks"), (r"\.linear_gate", ".gate_proj"),

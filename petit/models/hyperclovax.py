@@ -4,8 +4,8 @@ default) an RMSNorm of each sublayer's output (`post_norm1` after attention, `po
 Normalization") before the residual multiplier and the add. `attention_multiplier` null means head_dim^-0.5."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like, norm
-from petit.models.config import boolean
+from petit.models.blocks.common import default_rope, llama_like, norm
+from petit.models.blocks.config import boolean
 from petit.models.granite import GraniteConfig
 
 

@@ -6,9 +6,9 @@ petit/models/inkling2_text.py says what each piece computes."""
 import copy
 from dataclasses import dataclass, replace
 
-from petit.models.decoder import Arch, Norm, Vec
+from petit.models.blocks.decoder import Arch, Norm, Vec
 from petit.models.inkling_block import InklingDecoder, InkLayer, RelAttn, SConv, conv_taps
-from petit.models.moe import Moe
+from petit.models.blocks.moe import Moe
 from petit.native import GLU_ACTIVATIONS, Weight
 
 M = "model.llm."

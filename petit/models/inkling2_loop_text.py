@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.decoder import Norm, Vec
+from petit.models.blocks.decoder import Norm, Vec
 from petit.models.inkling2_block import M, Inkling2Decoder, build_decoder
 from petit.models.inkling2_text import hf_tensors
 from petit.models.inkling_config import Inkling2LoopTextConfig

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.decoder import Decoder, Layer, Vec
+from petit.models.blocks.decoder import Decoder, Layer, Vec
 from petit.models.gemma3n_text import Gemma3nDecoder, _Oracle, _plan_ops as _g3n_plan_ops
-from petit.models.plan import Plan, fptr
+from petit.models.blocks.plan import Plan, fptr
 from petit.native import Weight, ffi, lib
 
 BIG = 1e30          # a selection bias no routed expert's score reaches: Inkling's shared experts, always chosen

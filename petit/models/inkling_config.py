@@ -3,8 +3,8 @@
 the convolutions, the routed experts), each family's class its own fields, defaults and rules."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ACT_NAMES, ConfigMixin, aliased, boolean, positive_int, positive_number
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.config import ACT_NAMES, ConfigMixin, aliased, boolean, positive_int, positive_number
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 TYPES = ("hybrid", "hybrid_sliding")
 ALIASES = {"sliding_window": "sliding_window_size", "num_local_experts": "n_routed_experts",

@@ -20,11 +20,11 @@ The multi-token-prediction layers (num_mtp_layers) are not run, as transformers'
 """
 import numpy as np
 
-from petit.models.config import ACT_NAMES
-from petit.models.decoder import Arch, Norm, Vec
+from petit.models.blocks.config import ACT_NAMES
+from petit.models.blocks.decoder import Arch, Norm, Vec
 from petit.models.inkling_block import BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps, expert_parts
 from petit.models.inkling_config import InklingTextConfig
-from petit.models.moe import Moe
+from petit.models.blocks.moe import Moe
 from petit.native import ACTIVATIONS
 
 

@@ -4,8 +4,8 @@ its own, `qkv_bias` (q / k / v projections) and `bias` (o_proj and the gate / up
 remote code); the fixture in tests/fixtures/hf_more/internlm3 says how its reference was made."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)

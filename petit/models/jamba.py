@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import attention_weights, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import attention_weights, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.ssm import Mamba
 
 
 @dataclass(kw_only=True)

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import Moe
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 
 @dataclass(kw_only=True)

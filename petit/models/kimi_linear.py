@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import deepseek_common as dc
-from petit.models.common import embed_and_head, norm
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.mla import Mla
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
-from petit.models.ssm import Mamba
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.mla import Mla
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("linear_attention", "full_attention")
 MLP = "block_sparse_moe"             # the Hub's name of every layer's MLP / experts

@@ -12,10 +12,10 @@ module names: `moe.router.expert_bias` (mlp.gate.e_score_correction_bias), `post
 every model), so that is refused."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
-from petit.models.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, layer_types, llama_like, norm, window_of
+from petit.models.blocks.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)

@@ -5,10 +5,12 @@ vision model (`vision_model.*`) and its latent-query projection (`image_to_text_
 image, but its generate runs the text model alone when given none (text_model.generate without image_embeds): that is
 the text-only path Petit runs (checked against transformers: the wrapper's generate and its text model's logits equal
 Kosmos2TextForCausalLM's to the bit on tests/fixtures/hf5_vlnew/kosmos_2_text_model's weights). The vision tower is
-not run (said once: petit/models/wrapper.py)."""
+not run (said once: petit/models/blocks/wrapper.py)."""
 from dataclasses import dataclass
 
-from petit.models import kosmos_2_text_model as text, wrapper, wrapper_flat
+from petit.models import kosmos_2_text_model as text
+
+from petit.models.blocks import wrapper, wrapper_flat
 
 TOWER = ("vision_model.", "image_to_text_projection.")
 OWN_KEYS = ("latent_query_num",)

@@ -1,5 +1,5 @@
 """Kosmos-2's language model (transformers' `kosmos_2_text_model`, Kosmos2TextForCausalLM): fairseq's pre-LN decoder
-(petit/models/fairseq_decoder.py's: self_attn_layer_norm, attention with biases, final_layer_norm, fc1 -> act ->
+(petit/models/blocks/fairseq_decoder.py's: self_attn_layer_norm, attention with biases, final_layer_norm, fc1 -> act ->
 fc2 with biases, a final LayerNorm `layer_norm`, token embeddings x sqrt(embed_dim) plus sinusoidal positions, tied
 head) with Magneto's sub-LayerNorms: `inner_attn_ln` on the heads' output before out_proj and `ffn.ffn_layernorm` on
 the activation before fc2, all at `layer_norm_eps`.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.config import ConfigMixin, activation, aliased, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, aliased, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "model."
 POS = P + "embed_positions.weight"

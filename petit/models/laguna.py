@@ -21,11 +21,11 @@ the two types rotate different widths; the top-level rope_theta / rope_scaling, 
 reported and not read."""
 from dataclasses import dataclass
 
-from petit.models.common import layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
-from petit.models.rope_config import RopeByType
+from petit.models.blocks.common import layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.rope_config import RopeByType
 
 GATING = {True: "head", "per-head": "head", False: "element", "per-element": "element"}
 

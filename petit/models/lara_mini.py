@@ -14,7 +14,7 @@ What differs from Qwen3-Next:
 from dataclasses import dataclass
 
 from petit.models import qwen3_5_moe_text, qwen3_5_text, qwen3_next
-from petit.models.common import attention_weights
+from petit.models.blocks.common import attention_weights
 
 KINDS = ("linear_attention", "sliding_attention", "full_attention")
 PERIOD = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")

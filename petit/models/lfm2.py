@@ -9,10 +9,10 @@ The MLP's width is not `intermediate_size` when `block_auto_adjust_ff_dim`: int(
 `block_ffn_dim_multiplier` when set, rounded up to a multiple of `block_multiple_of`, as transformers computes it."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_int
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("conv", "full_attention")
 

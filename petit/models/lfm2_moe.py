@@ -12,9 +12,9 @@ The renormalisation's 1e-6 is kernels/moe.c's `norm_eps` (a relative 1e-6 of wei
 from dataclasses import dataclass
 
 from petit.models import lfm2
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 NORM_EPS = 1e-6             # Lfm2MoeTopKRouter: routing_weights / (routing_weights.sum() + 1e-6)
 

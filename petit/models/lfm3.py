@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import embed_and_head, norm
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.rope import ProportionalRope, Rope
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.rope import ProportionalRope, Rope
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("conv", "sliding_attention", "full_attention")
 

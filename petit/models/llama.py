@@ -2,8 +2,8 @@
 linear, dynamic, llama3, yarn, longrope), optional attention / MLP biases, SwiGLU MLP, tied or separate LM head."""
 from dataclasses import dataclass
 
-from petit.models.common import llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)
@@ -26,7 +26,7 @@ class LlamaConfig(DecoderConfig):
 
 
 def build(cfg: LlamaConfig, t):
-    from petit.models.common import default_rope
+    from petit.models.blocks.common import default_rope
     rope = default_rope(cfg)
     return llama_like(t, cfg, eps=cfg.rms_norm_eps, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias,
                       mlp_bias=cfg.mlp_bias, rope_for=lambda i: rope, context_length=rope.context_length)

@@ -11,10 +11,10 @@ The checkpoint stores each MoE layer's experts as 3-D [E, in, out] tensors: `gat
 then up columns) and `down_proj` [E, F, D]; `hf_tensors` hands out each expert's matrices as [out, in]."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, gated_mlp_weights, llama_like
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, gated_mlp_weights, llama_like
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 FF = "feed_forward"
 LAYER_TYPES = ("chunked_attention", "full_attention")
@@ -140,7 +140,7 @@ class _Dense:
 
 
 def _weightless(cfg):
-    from petit.models.decoder import Norm
+    from petit.models.blocks.decoder import Norm
     return Norm("rms", cfg.rms_norm_eps, None)
 
 

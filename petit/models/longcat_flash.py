@@ -3,7 +3,7 @@ sublayer pairs (RMSNorm, DeepSeek-V3's latent attention; RMSNorm, a dense SwiGLU
 reads the first pair's MLP input and whose output is added after the second pair's MLP.
 
 Petit runs layer i as its layers 2i and 2i + 1 (so transformers' `num_hidden_layers`, 2 * num_layers, is Petit's
-layer count and KV cache slots), each the latent attention of petit/models/mla.py (`self_attn.{0,1}`) and a dense
+layer count and KV cache slots), each the latent attention of petit/models/blocks/mla.py (`self_attn.{0,1}`) and a dense
 MLP (`mlps.{0,1}`). Layer 2i also runs the MoE on its MLP input into a held buffer (Layer.moe_shortcut) and layer
 2i + 1 adds it after its MLP (Layer.add_shortcut), both in the one-call plan.
 
@@ -18,13 +18,13 @@ renormalised) times `routed_scaling_factor`; the last `zero_expert_num` are zero
 chose one adds its input times that weight (pt_moe.n_zero, exact: no matrix)."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models.common import default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.decoder import Arch, Decoder, Layer, Vec
-from petit.models.mla import Mla
-from petit.models.moe import Moe
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.common import default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Vec
+from petit.models.blocks.mla import Mla
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 # transformers' attribute_map: the other spelling of each key -> the one Petit keeps
 ALIASES = {"ffn_hidden_size": "intermediate_size", "num_local_experts": "n_routed_experts",

@@ -1,5 +1,5 @@
 """Mamba (state-spaces/mamba-*-hf) and, with `inner_norm`, Falcon-Mamba: RMSNorm, then a Mamba mixer
-(petit/models/ssm.py, kernels/ssm.c) added to the residual, in every layer; no attention, no MLP. A fixed-size
+(petit/models/blocks/ssm.py, kernels/ssm.c) added to the residual, in every layer; no attention, no MLP. A fixed-size
 recurrent state replaces the KV cache: per layer the last d_conv - 1 conv inputs and the [d_inner, d_state] scan
 state, so a token costs the same at position 10 and at position 10,000.
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import embed_and_head, norm
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 P = "backbone.layers.{}."
 TRAINING_ONLY = {"time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme", "time_step_floor",

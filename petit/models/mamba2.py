@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import embed_and_head, norm
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
 from petit.models.mamba import P, TRAINING_ONLY
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 
 
 @dataclass(kw_only=True)

@@ -7,9 +7,9 @@ The multi-token-prediction layers (`num_mtp_layers`, weights under `mtp.`) are f
 not run; transformers does not build them either."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import positive_number
-from petit.models.moe import moe_weights
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import positive_number
+from petit.models.blocks.moe import moe_weights
 from petit.models.qwen3_moe import Qwen3MoeConfig
 
 MLP_TYPES = ("dense", "sparse")

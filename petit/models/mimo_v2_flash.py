@@ -14,12 +14,12 @@ the release's config.json are read too (petit/models/mimo_release.py)."""
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.mimo_layout import padded_attention
 from petit.models.mimo_release import read_release_keys
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 SINKS = ("self_attn.attention_sink_bias", "self_attn.sinks")     # transformers' saved name, its module's
 

@@ -7,8 +7,8 @@ graph with those three numbers, which is how Petit runs it too; its fixture's re
 import math
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import positive_number
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import positive_number
 from petit.models.llama import LlamaConfig
 
 

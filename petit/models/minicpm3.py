@@ -9,8 +9,8 @@ sqrt(layers) (no scaling) and `dim_model_base` null the hidden size (none), as t
 import math
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
-from petit.models.config import positive_number
+from petit.models.blocks import deepseek_common as dc
+from petit.models.blocks.config import positive_number
 from petit.models.deepseek_v3 import DeepseekV3Config
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, check_decoder, positive_int
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import attention_weights, default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("full_attention", "linear_attention")
 LIGHTNING_NORM_EPS = 1e-6          # MiniMaxLightningAttention's norm: MiniMaxRMSNorm's default eps

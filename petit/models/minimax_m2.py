@@ -6,10 +6,10 @@ scores, the choice on score + `e_score_correction_bias`, the chosen scores renor
 shared expert)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 MOE = "block_sparse_moe"
 

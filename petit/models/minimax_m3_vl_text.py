@@ -5,7 +5,7 @@ Mixtral's pre-norm block, with Gemma's norms and gpt-oss's clamped SwiGLU:
   head_dim x `partial_rotary_factor` values (transformers 5.25 does not read `rotary_dim`: a disagreeing one is
   reported);
 - `layer_types`: full attention, or `minimax_m3_sparse`: a lightning indexer chooses each query's key blocks
-  (petit/models/block_sparse.py, kernels/mm3.c);
+  (petit/models/blocks/block_sparse.py, kernels/mm3.c);
 - `mlp_layer_types`: a dense MLP of `dense_intermediate_size`, or experts on sigmoid(router) +
   `e_score_correction_bias`, the chosen sigmoids renormalised x `routed_scaling_factor`, plus one unweighted shared
   expert; every MLP (clamp(up, -7, 7) + 1) g sigmoid(1.702 g), g = min(gate, 7) (other swiglu_alpha / limit refused).
@@ -16,11 +16,11 @@ experts as 3-D tensors, `self_attn.indexer.*`, split when read. The legacy `spar
 import warnings
 from dataclasses import dataclass
 
-from petit.models.block_sparse import BlockSparse, check_indexer
-from petit.models.common import default_rope, llama_like, norm
-from petit.models.config import DecoderConfig, aliased, check_decoder, positive_int
-from petit.models.moe import moe_weights, split_experts
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.block_sparse import BlockSparse, check_indexer
+from petit.models.blocks.common import default_rope, llama_like, norm
+from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, positive_int
+from petit.models.blocks.moe import moe_weights, split_experts
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 LEGACY = {"sparse_num_index_heads": "index_n_heads", "sparse_index_dim": "index_head_dim",
           "sparse_block_size": "index_block_size", "sparse_topk_blocks": "index_topk_blocks",

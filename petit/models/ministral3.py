@@ -8,8 +8,8 @@ too), and cannot run a config without them; Petit keeps them as `llama_4_scaling
 writes)."""
 from dataclasses import dataclass, field
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 OWN_ROPE_KEYS = frozenset({"llama_4_scaling_beta", "max_position_embeddings"})
 

@@ -16,9 +16,9 @@ DeepSeek-V3 (petit/models/deepseek_v3.py) under Mistral's names and defaults. Wh
   (`first_k_dense_replace` 0), the widths of Mistral Small 4."""
 from dataclasses import dataclass, field
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 from petit.models import deepseek_v3
-from petit.models.moe import split_experts
+from petit.models.blocks.moe import split_experts
 from petit.models.ministral3 import OWN_ROPE_KEYS, check_llama_4_scaling, with_llama_4_scaling
 
 

@@ -3,11 +3,11 @@ in every layer: softmax over `num_local_experts` router logits, the top `num_exp
 1; each expert a gated MLP (w1 gate, w3 up, w2 down) of `intermediate_size`."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import boolean
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import boolean
 from petit.models.mistral import MistralConfig
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)

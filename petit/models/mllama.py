@@ -16,7 +16,9 @@ MllamaTextConfig's defaults (8 kv heads, 131072 positions, RoPE base 5e5, RMSNor
 import dataclasses
 from dataclasses import dataclass
 
-from petit.models import llama, wrapper
+from petit.models import llama
+
+from petit.models.blocks import wrapper
 
 TOWER = ("vision_model.", "multi_modal_projector.", "model.vision_model.", "model.multi_modal_projector.")
 OWN_KEYS = ("image_token_index", "image_token_id")

@@ -13,7 +13,7 @@ differs:
 from dataclasses import dataclass
 
 from petit.models import modernbert_decoder as mbd
-from petit.models.decoder import Arch, Decoder
+from petit.models.blocks.decoder import Arch, Decoder
 
 KIND = "encoder"
 UNREAD = ("head.dense.weight", "head.dense.bias", "head.norm.weight", "head.norm.bias", "decoder.bias",

@@ -17,10 +17,10 @@ under a causal mask.
   embedding by default) with its bias (`decoder_bias`)."""
 from dataclasses import dataclass, field
 
-from petit.models.common import layer_types, window_of
-from petit.models.config import ACT_NAMES, ConfigMixin, activation, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, HeadDense, Layer, Norm
-from petit.models.rope import Rope
+from petit.models.blocks.common import layer_types, window_of
+from petit.models.blocks.config import ACT_NAMES, ConfigMixin, activation, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, HeadDense, Layer, Norm
+from petit.models.blocks.rope import Rope
 
 TRAINING_ONLY = {"initializer_cutoff_factor", "cls_token_id", "sep_token_id", "classifier_dropout", "mlp_dropout",
                  "embedding_dropout", "attention_dropout", "deterministic_flash_attn", "reference_compile",

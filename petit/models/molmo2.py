@@ -2,11 +2,13 @@
 attention-pooling / projector adapter (`model.vision_backbone.*` as stored; transformers' modules
 `model.vision_tower.*`, `model.multi_modal_projector.*`) beside a `molmo2_text` model, whose config is `text_config`
 (petit/models/molmo2_text.py reads its names). Petit runs the text model alone and says once that the vision tower is
-not run (petit/models/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false),
+not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false),
 unless the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import molmo2_text, wrapper, wrapper_flat
+from petit.models import molmo2_text
+
+from petit.models.blocks import wrapper, wrapper_flat
 
 OWN_KEYS = ("image_start_token_id", "low_res_image_start_token_id", "image_end_token_id", "image_patch_id",
             "frame_start_token_id", "frame_end_token_id", "image_token_id", "video_token_id", "adapter_config")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import Renamed, default_rope, llama_like
-from petit.models.config import DecoderConfig, aliased, check_decoder, refuse_act
+from petit.models.blocks.common import Renamed, default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, refuse_act
 
 ALIASES = {"qkv_bias": "attention_bias", "layer_norm_eps": "rms_norm_eps"}
 RENAMES = ((r"^model\.language_model\.", "model."), (r"^model\.transformer\.blocks\.", "model.layers."),

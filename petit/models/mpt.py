@@ -5,9 +5,9 @@ with the exact GELU, no biases anywhere (`no_bias`), tied head. transformers ign
 checkpoints use ALiBi) and so does Petit."""
 from dataclasses import dataclass, field
 
-from petit.models.alibi import mpt_slopes
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.alibi import mpt_slopes
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
 
 P = "transformer."
 ATTN_KEYS = {"alibi", "alibi_bias_max", "clip_qkv", "softmax_scale", "attn_type", "attn_pdrop", "attn_impl",

@@ -15,9 +15,9 @@ A GGUF file (petit/loading/gguf_newdec5.py) holds the q / k norms as weights and
 (`rope_interleaved`, Petit's key)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, norm, window_of
-from petit.models.config import DecoderConfig, activation, check_decoder, positive_number
-from petit.models.decoder import Norm
+from petit.models.blocks.common import default_rope, layer_types, llama_like, norm, window_of
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder, positive_number
+from petit.models.blocks.decoder import Norm
 
 
 @dataclass(kw_only=True)

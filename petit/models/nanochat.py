@@ -5,10 +5,10 @@ are soft-capped (15 · tanh(logits / 15)), and RoPE turns the other way: its rot
 cat(−x2, x1), so each pair turns by −angle (the sin table negated). q/k/v/o biases follow `attention_bias`."""
 from dataclasses import dataclass
 
-from petit.models.common import llama_like
-from petit.models.config import DecoderConfig, activation, check_decoder
-from petit.models.decoder import Norm
-from petit.models.rope import Rope
+from petit.models.blocks.common import llama_like
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.decoder import Norm
+from petit.models.blocks.rope import Rope
 
 
 @dataclass(kw_only=True)

@@ -4,8 +4,8 @@ rotary (`partial_rotary_factor` of each head, rotate-half), a plain MLP down(rel
 from dataclasses import dataclass
 
 from petit.models.arcee import plain_mlp
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
 
 
 @dataclass(kw_only=True)

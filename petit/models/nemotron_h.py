@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import norm
-from petit.models.config import ConfigMixin, boolean, heads, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import Moe
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import norm
+from petit.models.blocks.config import ConfigMixin, boolean, heads, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.ssm import Mamba
 
 KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 NAMES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
@@ -98,7 +98,7 @@ class NemotronHConfig(ConfigMixin):
             raise ValueError(f"config: the block pattern {''.join(pattern)!r} must give {self.num_hidden_layers} "
                              f"blocks of M, *, - or E")
         if "E" in pattern:
-            from petit.models.moe_config import check_routing
+            from petit.models.blocks.moe_config import check_routing
             check_routing(self, "n_routed_experts")
             positive_int(self, "moe_intermediate_size", "moe_shared_expert_intermediate_size", "n_group",
                          "topk_group")

@@ -9,7 +9,7 @@ that second term kept in buf["stash"] (Arch.shortcut) by the first loop's entry.
 """
 import numpy as np
 
-from petit.models.decoder import Norm, Vec
+from petit.models.blocks.decoder import Norm, Vec
 from petit.native import lib
 
 

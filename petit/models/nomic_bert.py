@@ -14,10 +14,10 @@ either: both run NomicBertConfig's defaults, which are nomic-embed-text v1.5's s
 from dataclasses import dataclass, field
 
 from petit.models.bert import UNREAD, layer_norm
-from petit.models.config import ConfigMixin, activation, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
+from petit.models.blocks.config import ConfigMixin, activation, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
 from petit.models.modernbert import split_qkv
-from petit.models.rope import Rope
+from petit.models.blocks.rope import Rope
 
 KIND = "encoder"
 TYPED = "embeddings.word_embeddings.typed"     # word + token type 0, made at load (hf_tensors)

@@ -2,8 +2,8 @@
 [-clip_qkv, clip_qkv] when `clip_qkv` is set."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, positive_number, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_number, refuse_act
 
 EPS = 1e-5      # OlmoLayerNorm's, not a config key
 

@@ -3,7 +3,7 @@
 before RoPE."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
+from petit.models.blocks.common import default_rope, llama_like
 from petit.models.llama import LlamaConfig
 
 

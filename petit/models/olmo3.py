@@ -2,7 +2,7 @@
 default three sliding then one full); the sliding layers' RoPE ignores `rope_scaling`, the full layers' applies it."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.olmo2 import Olmo2Config
 
 

@@ -3,10 +3,10 @@ routed experts in every layer (softmax, top `num_experts_per_tok`, renormalised 
 the released models). `clip_qkv` (clamping q, k, v) is refused when set: no released OLMoE uses it."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
+from petit.models.blocks.common import default_rope, llama_like
 from petit.models.llama import LlamaConfig
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 
 
 @dataclass(kw_only=True)

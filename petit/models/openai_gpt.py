@@ -5,8 +5,8 @@ checkpoint stores Conv1D weights as [in, out]; they are transposed to [out, in] 
 when read, under the names `attn.q_proj` / `k_proj` / `v_proj`."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, boolean, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "transformer."
 ACTS = {"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"}     # modeling_openai's ACT_FNS

@@ -8,8 +8,8 @@ norm. When `word_embed_proj_dim` differs from hidden_size (OPT-350m), the embedd
 same sums."""
 from dataclasses import dataclass, field
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 P = "model.decoder."
 OFFSET = 2

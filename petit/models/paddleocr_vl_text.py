@@ -10,7 +10,7 @@ read and left."""
 from dataclasses import dataclass
 
 from petit.models import ernie4_5
-from petit.models.common import default_rope, llama_like
+from petit.models.blocks.common import default_rope, llama_like
 
 
 @dataclass(kw_only=True)

@@ -6,9 +6,9 @@ v when read."""
 from dataclasses import dataclass
 
 from petit.models import gpt_neox
-from petit.models.common import arch, default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, check_decoder
-from petit.models.decoder import Decoder, Layer
+from petit.models.blocks.common import arch, default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.decoder import Decoder, Layer
 
 
 @dataclass(kw_only=True)

@@ -2,9 +2,9 @@
 (q/k/v, `dense`, fc1/fc2, the LM head), partial rotary, optional per-head LayerNorm of q and k, GELU MLP."""
 from dataclasses import dataclass
 
-from petit.models.common import arch, default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, check_decoder
-from petit.models.decoder import Decoder, Layer
+from petit.models.blocks.common import arch, default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.decoder import Decoder, Layer
 
 
 @dataclass(kw_only=True)

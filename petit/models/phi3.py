@@ -4,8 +4,8 @@ against original_max_position_embeddings) and an optional sliding window. The fu
 ranges when read, so a converted .petit holds q/k/v and gate/up separately."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)

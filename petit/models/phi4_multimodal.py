@@ -12,7 +12,9 @@ Phi4MultimodalConfig's defaults where Phi-3's differ: 8 kv heads, 131072 positio
 ones when the file gives the factors), vocabulary 200064."""
 from dataclasses import dataclass
 
-from petit.models import phi3, wrapper
+from petit.models import phi3
+
+from petit.models.blocks import wrapper
 
 TOWER = ("model.embed_tokens_extend.",)
 TOWERS = ("vision_config", "audio_config")

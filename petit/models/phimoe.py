@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import llama_like
-from petit.models.config import boolean, positive_number
+from petit.models.blocks.common import llama_like
+from petit.models.blocks.config import boolean, positive_number
 from petit.models.mixtral import MixtralConfig
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
-from petit.models.rope import Rope, scaling_type
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.rope import Rope, scaling_type
 
 MSCALES = ("short_mscale", "long_mscale")
 

@@ -1,8 +1,8 @@
 """Qwen2 / Qwen2.5: Llama with biases on q, k and v (none on o), optional sliding windows on the upper layers."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)

@@ -8,7 +8,7 @@ import warnings
 from dataclasses import dataclass
 
 from petit.models import qwen2, qwen2_5_omni_thinker
-from petit.models.config import COMMON_IGNORED
+from petit.models.blocks.config import COMMON_IGNORED
 
 SPEECH = ("talker.", "token2wav.", "code2wav.")
 

@@ -1,12 +1,14 @@
 """Qwen2.5-Omni's language model (`qwen2_5_omni_text`; the thinker's `text_config`): Qwen2's block (q / k / v biases,
 sliding windows from max_window_layers on) with Qwen2-VL's M-RoPE (consecutive sections, default [16, 24, 24],
-summing to head_dim / 2), plain RoPE for a text-only prompt (petit/models/qwen_vl.py: the thinker's get_rope_index
-gives every axis the attention mask's cumulative position, the token's own). What differs from qwen2 is
+summing to head_dim / 2), plain RoPE for a text-only prompt (petit/models/blocks/qwen_vl.py: the thinker's
+get_rope_index gives every axis the attention mask's cumulative position, the token's own). What differs from qwen2 is
 transformers' Qwen2_5OmniTextConfig: its defaults (4 kv heads, RoPE base 1e6, sliding_window 32768 when
 use_sliding_window, a tied head) and mrope_section read beside the RoPE."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_vl_text, qwen_vl
+from petit.models import qwen2, qwen2_vl_text
+
+from petit.models.blocks import qwen_vl
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,9 @@ runs the text model alone and says once that the towers are not run; the head is
 tie_word_embeddings alone (default false; text_config's default true is not read)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_5_omni_text, qwen_vl, wrapper
+from petit.models import qwen2, qwen2_5_omni_text
+
+from petit.models.blocks import qwen_vl, wrapper
 
 OWN_KEYS = ("audio_token_index", "image_token_index", "video_token_index", "audio_token_id", "image_token_id",
             "video_token_id", "position_id_per_seconds", "seconds_per_chunk", "audio_start_token_id",

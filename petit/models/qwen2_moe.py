@@ -4,9 +4,9 @@ sigmoid(shared_expert_gate x); `mlp_only_layers` and `decoder_sparse_step` as in
 from dataclasses import dataclass, field
 
 from petit.models import qwen2
-from petit.models.config import boolean, positive_int
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
+from petit.models.blocks.config import boolean, positive_int
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
 
 
 @dataclass(kw_only=True)

@@ -6,9 +6,11 @@ releases). Petit runs the text model alone and says once that the vision tower i
 wrapper's tie_word_embeddings or text_config's is true (Qwen2VLConfig.__post_init__ forwards a true one)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_vl_text, qwen_vl
+from petit.models import qwen2, qwen2_vl_text
 
 # Qwen2VLTextConfig's keys: what transformers 5.25 takes from a flat file into text_config
+
+from petit.models.blocks import qwen_vl
 FLAT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
              "num_key_value_heads", "hidden_act", "max_position_embeddings", "initializer_range", "rms_norm_eps",
              "use_cache", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types",

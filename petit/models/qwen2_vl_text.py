@@ -1,13 +1,15 @@
 """Qwen2-VL's language model (`qwen2_vl_text`; a `qwen2_vl` config holds it as `text_config`): Qwen2's block (q / k /
 v biases, none on o; optional sliding windows from max_window_layers on) with M-RoPE, which a text-only prompt runs
-as plain RoPE (petit/models/qwen_vl.py). What differs from qwen2 is transformers' Qwen2VLTextConfig: its defaults
+as plain RoPE (petit/models/blocks/qwen_vl.py). What differs from qwen2 is transformers' Qwen2VLTextConfig: its defaults
 (RMSNorm eps 1e-5, RoPE base 1e6, sliding_window 4096 when use_sliding_window, max_window_layers 80), no head_dim key
 (the attention's heads are hidden_size / num_attention_heads whatever a head_dim says), and mrope_section (default
 [16, 24, 24]) summing to head_dim / 2."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen_vl
-from petit.models.config import derived_head_dim
+from petit.models import qwen2
+
+from petit.models.blocks import qwen_vl
+from petit.models.blocks.config import derived_head_dim
 
 MROPE_DEFAULT = [16, 24, 24]
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from petit.models import qwen2
-from petit.models.config import boolean
+from petit.models.blocks.config import boolean
 
 
 @dataclass(kw_only=True)

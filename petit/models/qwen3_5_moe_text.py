@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models import qwen3_5_text, qwen3_next
-from petit.models.moe_config import check_routing
+from petit.models.blocks.moe_config import check_routing
 
 # Qwen3-Next's fields that Qwen3.5-MoE's class does not read
 NOT_READ = ("intermediate_size", "mlp_only_layers", "decoder_sparse_step", "norm_topk_prob")

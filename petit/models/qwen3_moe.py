@@ -4,9 +4,9 @@ over `num_experts` router logits, the top `num_experts_per_tok`, renormalised wh
 from dataclasses import dataclass, field, fields
 
 from petit.models import qwen2
-from petit.models.config import aliased
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
+from petit.models.blocks.config import aliased
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
 from petit.models.qwen3 import Qwen3Config
 
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import attention_weights, default_rope, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, check_decoder, positive_int, refuse_act
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import attention_weights, default_rope, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("linear_attention", "full_attention")
 

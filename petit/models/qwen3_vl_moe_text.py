@@ -9,9 +9,11 @@ router has no norm_topk_prob: the key is reported and not read), no sliding wind
 tensor whose shape is not its own, and so does Petit)."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_moe, qwen3_vl_text, qwen_vl
-from petit.models.config import aliased
-from petit.models.moe_config import sparse_layers
+from petit.models import qwen3_moe, qwen3_vl_text
+
+from petit.models.blocks import qwen_vl
+from petit.models.blocks.config import aliased
+from petit.models.blocks.moe_config import sparse_layers
 
 NOT_READ = qwen3_vl_text.NO_WINDOW | {"norm_topk_prob": True}
 

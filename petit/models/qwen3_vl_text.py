@@ -1,12 +1,14 @@
 """Qwen3-VL's language model (`qwen3_vl_text`; a `qwen3_vl` config holds it as `text_config`): Qwen3's block (q / k
 RMSNorm per head, biases only with attention_bias) with interleaved M-RoPE, which a text-only prompt runs as plain
-RoPE (petit/models/qwen_vl.py). What differs from qwen3 is transformers' Qwen3VLTextConfig: its defaults (RoPE base
-5e5, head_dim 128 and 32 kv heads stated, 128000 positions), mrope_section (default [24, 20, 20]) and
+RoPE (petit/models/blocks/qwen_vl.py). What differs from qwen3 is transformers' Qwen3VLTextConfig: its defaults (RoPE
+base 5e5, head_dim 128 and 32 kv heads stated, 128000 positions), mrope_section (default [24, 20, 20]) and
 mrope_interleaved read beside the RoPE, and no sliding windows (its attention drops Qwen3's: use_sliding_window,
 sliding_window, max_window_layers and layer_types are reported and not read)."""
 from dataclasses import dataclass
 
-from petit.models import qwen3, qwen_vl
+from petit.models import qwen3
+
+from petit.models.blocks import qwen_vl
 
 MROPE_DEFAULT = [24, 20, 20]
 NO_WINDOW = {"use_sliding_window": False, "sliding_window": None, "max_window_layers": None, "layer_types": None}

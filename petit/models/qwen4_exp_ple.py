@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from petit.models.decoder import Norm, Vec
+from petit.models.blocks.decoder import Norm, Vec
 from petit.native import ffi, lib
 
 _M64 = (1 << 64) - 1

@@ -28,13 +28,13 @@ import numpy as np
 
 from petit.models import qwen3_5_moe_text, qwen3_next
 from petit.models import qwen4_exp_ple as ple
-from petit.models.block_sparse import BlockSparse
-from petit.models.common import default_rope, embed_and_head, norm
-from petit.models.config import positive_int
-from petit.models.decoder import Arch, Decoder, Layer, Vec
-from petit.models.moe import moe_weights
-from petit.models.hy_v4_plan import plan_streams
-from petit.models.plan import Plan, PlanOracle, scratch_arrays
+from petit.models.blocks.block_sparse import BlockSparse
+from petit.models.blocks.common import default_rope, embed_and_head, norm
+from petit.models.blocks.config import positive_int
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Vec
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.hy_v4_plan import plan_streams
+from petit.models.blocks.plan import Plan, PlanOracle, scratch_arrays
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, ffi, lib
 
 QSA = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")

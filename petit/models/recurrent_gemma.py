@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import (ACT_NAMES, DecoderConfig, activation, check_decoder, positive_int,
+from petit.models.blocks.common import attention_weights, default_rope, embed_and_head, norm
+from petit.models.blocks.config import (ACT_NAMES, DecoderConfig, activation, check_decoder, positive_int,
                                  positive_number)
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 KINDS = ("recurrent", "attention")
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.common import norm
-from petit.models.config import ConfigMixin, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import norm
+from petit.models.blocks.config import ConfigMixin, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.ssm import Mamba
 
 
 @dataclass(kw_only=True)

@@ -13,8 +13,8 @@ The multi-token-prediction layers (num_nextn_predict_layers) are not run: transf
 from dataclasses import dataclass
 
 from petit.models import deepseek_v3
-from petit.models.config import aliased
-from petit.models.moe_config import shared_width
+from petit.models.blocks.config import aliased
+from petit.models.blocks.moe_config import shared_width
 
 ALIASES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
            "num_shared_experts": "n_shared_experts", "num_mtp_layers": "num_nextn_predict_layers"}

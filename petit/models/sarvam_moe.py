@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 
 from petit.models import glm4_moe
-from petit.models.config import aliased
-from petit.models.moe_config import shared_width
+from petit.models.blocks.config import aliased
+from petit.models.blocks.moe_config import shared_width
 
 ALIASES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
            "num_shared_experts": "n_shared_experts", "use_qkv_bias": "attention_bias",

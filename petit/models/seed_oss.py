@@ -2,8 +2,8 @@
 biases (`attention_bias`, on by default) and the MLP's (`mlp_bias`)."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.common import default_rope, llama_like
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
 
 
 @dataclass(kw_only=True)

@@ -2,8 +2,8 @@
 `no_rope_layer_interval`-th layer), with optional sliding windows."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, layer_types, llama_like, window_of
-from petit.models.config import boolean
+from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
+from petit.models.blocks.config import boolean
 from petit.models.llama import LlamaConfig
 
 

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 from petit.models import glm4_moe
-from petit.models.config import DECODER_REQUIRED
+from petit.models.blocks.config import DECODER_REQUIRED
 
 # keys SolarOpenConfig does not have (transformers: AttributeError), with the value Solar Open computes with
 FIXED = {"first_k_dense_replace": 0, "use_qk_norm": False, "num_mtp_layers": 0}

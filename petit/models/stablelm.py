@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, check_decoder, refuse_act
-from petit.models.decoder import Decoder, Layer, Norm
+from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, check_decoder, refuse_act
+from petit.models.blocks.decoder import Decoder, Layer, Norm
 
 
 @dataclass(kw_only=True)

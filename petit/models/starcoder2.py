@@ -2,9 +2,9 @@
 (c_fc -> act -> c_proj), optional sliding window, tied LM head by default."""
 from dataclasses import dataclass
 
-from petit.models.common import arch, attention_weights, default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, check_decoder
-from petit.models.decoder import Decoder, Layer
+from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder
+from petit.models.blocks.decoder import Decoder, Layer
 
 
 @dataclass(kw_only=True)

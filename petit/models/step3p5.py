@@ -19,8 +19,8 @@ The release's config keys transformers reads as legacy (`moe_layers_enum`, `atte
 layers, which are not run) are read as it reads them; the weights under the release's names (`moe.gate_proj` 3-D,
 `moe.router_bias`, `share_expert.*`, as save_pretrained writes them) or transformers' module names."""
 from petit.models import step3p5_config
-from petit.models.common import Renamed, llama_like, window_of
-from petit.models.moe import moe_weights, split_experts
+from petit.models.blocks.common import Renamed, llama_like, window_of
+from petit.models.blocks.moe import moe_weights, split_experts
 
 Config = Step3p5Config = step3p5_config.Step3p5Config
 RELEASE = ((".moe.gate.weight", ".mlp.gate.weight"), (".moe.router_bias", ".mlp.gate.e_score_correction_bias"),

@@ -2,10 +2,10 @@
 its legacy keys read as its __post_init__ reads them."""
 from dataclasses import dataclass
 
-from petit.models.common import layer_types
-from petit.models.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
-from petit.models.moe_config import MOE_TRAINING_ONLY, check_routing
-from petit.models.rope_config import RopeByType
+from petit.models.blocks.common import layer_types
+from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number, refuse_act
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
+from petit.models.blocks.rope_config import RopeByType
 
 ALIASES = {"num_local_experts": "n_routed_experts", "num_attention_groups": "num_key_value_heads",
            "moe_num_experts": "n_routed_experts", "moe_top_k": "num_experts_per_tok",

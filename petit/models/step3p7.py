@@ -4,11 +4,13 @@ encoder, two downsampling convolutions) and its linear projector beside a `step3
 at the top (`model.embed_tokens`, `model.layers.*`, `model.norm`, `lm_head`), the tower as `vision_model.*` and
 `vit_large_projector.*` (transformers' module names, `model.language_model.*` / `model.vision_model.*` /
 `model.multi_modal_projector.*`, are read too). Petit runs the text model alone and says once that the vision tower
-is not run (petit/models/wrapper.py); transformers forces text_config's model_type to step3p5 whatever it says, and
-so does Petit. A converted file is the text model's, its config flat with model_type step3p7."""
+is not run (petit/models/blocks/wrapper.py); transformers forces text_config's model_type to step3p5 whatever it says,
+and so does Petit. A converted file is the text model's, its config flat with model_type step3p7."""
 from dataclasses import dataclass
 
-from petit.models import step3p5, wrapper
+from petit.models import step3p5
+
+from petit.models.blocks import wrapper
 
 TOWER = ("vision_model.", "vit_large_projector.", "model.vision_model.", "model.multi_modal_projector.")
 OWN_KEYS = ("image_token_id", "projector_bias")

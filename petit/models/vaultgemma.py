@@ -3,7 +3,7 @@ has an input norm before attention and a pre-feedforward norm before the MLP, (1
 attention scores and logits, alternating sliding / full layers."""
 from dataclasses import dataclass
 
-from petit.models.common import default_rope, llama_like, window_of
+from petit.models.blocks.common import default_rope, llama_like, window_of
 from petit.models.gemma2 import Gemma2Config
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.config import ConfigMixin, activation, boolean, positive_int
-from petit.models import fairseq_decoder
+from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int
+from petit.models.blocks import fairseq_decoder
 
 P = "model."
 POS = P + "embed_positions.weight"

@@ -4,7 +4,7 @@ mscale(factor, mscale_all_dim)^2) in a Llama block with a dense SwiGLU MLP in ev
 config has none of DeepSeek's routing keys); tied embeddings by default."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_common as dc
+from petit.models.blocks import deepseek_common as dc
 from petit.models.deepseek_v3 import DeepseekV3Config
 
 

@@ -1,7 +1,7 @@
 """Zamba v1 (Zyphra's Zamba-7B-v1): a multi-head Mamba-1 mixer in every layer, h + mamba(RMSNorm(h + t)), where in
 the layers `layers_block_type` marks "hybrid" t = linear_i(block(h ‖ embeddings)) of the one shared transformer block
 (tied: the checkpoint stores it once, under the first hybrid layer's `shared_transf`). The block is Zamba2's without
-adapters (petit/models/shared_block.py): RMSNorm over 2 x hidden, attention (head_dim = 2 hidden / heads, scores
+adapters (petit/models/blocks/shared_block.py): RMSNorm over 2 x hidden, attention (head_dim = 2 hidden / heads, scores
 scaled by (head_dim / 2)^-0.5, no RoPE), o_proj, RMSNorm, gelu(gate_proj) * up_proj, down_proj. The mixer splits its
 d_inner = expand x hidden channels into n_mamba_heads heads, each with its own x_proj and dt_proj (so its own dt, B
 and C): kernels/ssm.c's Mamba-1 path with n_heads > 1 (x_proj and dt_proj loaded block-diagonal, one block a head:
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.shared_block import SharedBlock, SharedUse
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.shared_block import SharedBlock, SharedUse
+from petit.models.blocks.ssm import Mamba
 
 KINDS = {"mamba": "linear_attention", "linear_attention": "linear_attention", "hybrid": "hybrid"}
 

@@ -6,7 +6,7 @@ hidden state concatenated with the original embeddings (2 x hidden): RMSNorm, at
 heads, scores scaled by (head_dim / 2)^-0.5, RoPE when `use_mem_rope`), o_proj, RMSNorm, a gated MLP (gate_up_proj
 fused, hidden_act), down_proj; no residual inside the block. With `use_shared_attention_adapter` each use adds its
 own rank-`adapter_rank` adapters B A x to q, k and v; the MLP's adapter on gate_up is always there. The weights of a
-block are held once (petit/models/shared_block.py) and the plan points every use at them. The Mamba-2 mixer is
+block are held once (petit/models/blocks/shared_block.py) and the plan points every use at them. The Mamba-2 mixer is
 granitemoehybrid's (kernels/ssm.c version 2), its gated norm per group of channels (eps 1e-5, hard-coded by
 transformers), its time step floored at `time_step_min` (transformers floors a prompt's time steps but not its
 one-token decode step's; Petit floors both). The cache holds each hybrid layer's keys and values and every layer's
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import default_rope, embed_and_head, norm
-from petit.models.config import DecoderConfig, activation, boolean, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.shared_block import SharedBlock, SharedUse
-from petit.models.ssm import Mamba
+from petit.models.blocks.common import default_rope, embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, activation, boolean, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.shared_block import SharedBlock, SharedUse
+from petit.models.blocks.ssm import Mamba
 
 KINDS = {"mamba": "linear_attention", "linear_attention": "linear_attention", "hybrid": "hybrid"}
 MAMBA_NORM_EPS = 1e-5        # Zamba2MambaMixer's gated norm: eps hard-coded

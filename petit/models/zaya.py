@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models.cca import Cca, RouterState, zaya_moe
-from petit.models.common import embed_and_head, norm
-from petit.models.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
-from petit.models.moe import split_experts
-from petit.models.moe_config import MOE_TRAINING_ONLY
-from petit.models.rope_config import RopeByType
+from petit.models.blocks.common import embed_and_head, norm
+from petit.models.blocks.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.moe import split_experts
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.rope_config import RopeByType
 
 TYPES = ("hybrid", "hybrid_sliding")
 L2_EPS = float(np.finfo(np.float32).eps) ** 2       # over head_dim values: a norm below float32's eps, as clamped

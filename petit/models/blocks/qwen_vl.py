@@ -14,8 +14,8 @@ residuals (added to the first layers' image positions only when the tower ran).
 
 transformers' Qwen2VLTextConfig reads a rope type "mrope" (transformers 4's files) as "default".
 """
-from petit.models import wrapper
-from petit.models.moe import split_experts
+from petit.models.blocks import wrapper
+from petit.models.blocks.moe import split_experts
 
 TOWER = ("visual.", "model.visual.")
 # the wrapper's keys the tower and the processor read (vision_token_id: Qwen2-VL's released files)

@@ -16,7 +16,7 @@ attention rotates whole heads (transformers 5 cannot run those either).
 """
 import dataclasses
 
-from petit.models.rope import Rope, scaling_type
+from petit.models.blocks.rope import Rope, scaling_type
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 _CANONICAL = ("rope_theta", "rope_scaling", "partial_rotary_factor", "rope_local_base_freq")

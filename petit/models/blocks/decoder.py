@@ -8,7 +8,7 @@ norm, gate|up product, gated activation, down product. What a family switches on
 over tokens or heads.
 
 Those calls run in one of two ways. By default the decoder describes them once, at first use, as a plan of op
-records (`_build_plan`, packed by petit/models/plan.py) and a step is one C call that runs them all
+records (`_build_plan`, packed by petit/models/blocks/plan.py) and a step is one C call that runs them all
 (kernels/plan.c); `forward(..., oracle=True)` makes them one by one from Python (`_forward_oracle`), the readable
 reference the plan must match bit for bit (tests/test_plan.py).
 """
@@ -18,16 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit import testing_faults
-from petit.models.block_sparse import BlockSparse
-from petit.models.diff_attn import DiffAttn, Expand
-from petit.models.dyn_mask import Compact, DynMask
-from petit.models.mla import Mla
-from petit.models.moe import Moe
-from petit.models.norm_gate import NormGate
-from petit.models.ssm import Mamba
-from petit.models.plan import NORM_KINDS, Plan, fptr
-from petit.models.rope import Rope
-from petit.models.shared_block import SharedUse
+from petit.models.blocks.block_sparse import BlockSparse
+from petit.models.blocks.diff_attn import DiffAttn, Expand
+from petit.models.blocks.dyn_mask import Compact, DynMask
+from petit.models.blocks.mla import Mla
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.norm_gate import NormGate
+from petit.models.blocks.ssm import Mamba
+from petit.models.blocks.plan import NORM_KINDS, Plan, fptr
+from petit.models.blocks.rope import Rope
+from petit.models.blocks.shared_block import SharedUse
 from petit.native import ACTIVATIONS, GLU_ACTIVATIONS, Weight, attn_extra, ffi, lib
 
 
@@ -83,7 +83,7 @@ class Layer:
     down: Weight | None = None          # None only with moe (down_b with moe: added once after the experts, JetMoE)
     up: Weight | None = None
     gate: Weight | None = None          # None: a plain MLP act(up(x) + b) -> down
-    moe: "Moe | None" = None            # routed experts in place of the MLP (petit/models/moe.py)
+    moe: "Moe | None" = None            # routed experts in place of the MLP (petit/models/blocks/moe.py)
     attn_norm: Norm | None = None
     mlp_norm: Norm | None = None        # in a parallel block with one shared norm: None
     post_attn_norm: Norm | None = None  # applied to the attention output before the residual add (Gemma 2/3, OLMo 2)
@@ -115,9 +115,9 @@ class Layer:
                                         # place of arch.act (Apertus's xIELU)
     resid_attn_norm: Norm | None = None     # post-LN: the residual stream normed after the attention's add (OPT 350m)
     resid_mlp_norm: Norm | None = None      # and after the MLP's
-    mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/mla.py)
-    mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/ssm.py); beside
-                                        # attention when the layer has both (Falcon-H1)
+    mla: Mla | None = None              # multi-head latent attention in place of q / k / v (petit/models/blocks/mla.py)
+    mamba: Mamba | None = None          # a Mamba mixer in place of attention and MLP (petit/models/blocks/ssm.py);
+                                        # beside attention when the layer has both (Falcon-H1)
     state_slot: int | None = None       # the mixer's cache slot, when not the layer's index (Falcon-H1)
     # issue 30, the hybrid group: Zamba's shared transformer block, run before this layer's mixer on the residual
     # stream beside the original embeddings; its output (through the use's own linear) is added to the mixer's input
@@ -127,8 +127,8 @@ class Layer:
     # alpha per channel (SmallDoge's input_residual, post_attention_residual)
     resid_alpha: tuple = (1.0, 1.0)
     # issue 36, fam36d: what a family does to q / k / v after their norms, before RoPE and the cache store
-    # (run(buf, T) -> rc; plan(plan, i, buf)): SmallDoge's key bias slots (petit/models/dyn_mask.py), DiffLlama's
-    # heads made twice (petit/models/diff_attn.py)
+    # (run(buf, T) -> rc; plan(plan, i, buf)): SmallDoge's key bias slots (petit/models/blocks/dyn_mask.py), DiffLlama's
+    # heads made twice (petit/models/blocks/diff_attn.py)
     pre_store: "DynMask | Expand | None" = None
     # issue 30, the moe_b group: a norm of a mixer's output before its residual add (LFM3's post_operator_norm)
     mixer_norm: Norm | None = None
@@ -149,14 +149,14 @@ class Layer:
     # B [out, r] times the adapter's scale), float32 Weights: the target's product gains B (A x) (petit/loading/lora.py)
     lora: dict | None = None
     # issue 36, fam36d: what turns the attention's output into o_proj's input (run(att, T, buf) -> (rc, o's input);
-    # plan(plan, i, att, buf) -> o's input): DiffLlama's pairs (petit/models/diff_attn.py), SmallDoge's heads without
-    # their extra values (petit/models/dyn_mask.py)
+    # plan(plan, i, att, buf) -> o's input): DiffLlama's pairs (petit/models/blocks/diff_attn.py), SmallDoge's heads
+    # without their extra values (petit/models/blocks/dyn_mask.py)
     att_out: "DiffAttn | Compact | None" = None
     # issue 36, fam36d: {role: (rows, cols)} of the checkpoint's matrix this layer's q / k / v hold (None: all; an index
     # past the last: a zero row), when the family rearranged them (what `petit verify` compares)
     file_rows: dict | None = None
     # issue 36, fam36i: MiniMax-M3's block-sparse attention in place of the layer's attention kernel, after its
-    # rope_store (petit/models/block_sparse.py; its projections run as the layer's pre_store)
+    # rope_store (petit/models/blocks/block_sparse.py; its projections run as the layer's pre_store)
     sparse: "BlockSparse | None" = None
     # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
     # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
@@ -724,7 +724,7 @@ class Decoder:
         return rc, failed
 
     def _mla(self, i, layer: Layer, attn_in, runs, T, scratch, tables, scale):
-        """Latent attention (petit/models/mla.py), op by op: (rc, the first sequence that failed or -1, o_proj's
+        """Latent attention (petit/models/blocks/mla.py), op by op: (rc, the first sequence that failed or -1, o_proj's
         input)."""
         m, buf = layer.mla, scratch.p
         b = {name: ptr for name, (_, ptr) in m.buffers(scratch.cap).items()}

@@ -1,9 +1,9 @@
-"""What the vlnew group's wrappers (issue 36) add to petit/models/wrapper.py: a released config.json that is flat
+"""What the vlnew group's wrappers (issue 36) add to petit/models/blocks/wrapper.py: a released config.json that is flat
 (the text model's keys at the top beside the tower's config, as PaddleOCR-VL's and HunyuanOCR's are; their config
 classes take them as text_config), and the head's tie as each wrapper's config class decides it: by its own
 `tie_word_embeddings` (a default of its own), or also by text_config's when its own is false (the transformers 5
 classes that forward a pre-v5 text_config's tie to the top)."""
-from petit.models import wrapper
+from petit.models.blocks import wrapper
 
 META = ("model_type", "architectures", "transformers_version")
 

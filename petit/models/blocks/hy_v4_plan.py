@@ -8,8 +8,8 @@ identity stream mix); the block (its norm first) writes y; HC_POST makes the str
 records one C call each (PlanOracle)."""
 import numpy as np
 
-from petit.models.decoder import Decoder, _Scratch
-from petit.models.plan import Plan, PlanOracle, fptr
+from petit.models.blocks.decoder import Decoder, _Scratch
+from petit.models.blocks.plan import Plan, PlanOracle, fptr
 from petit.native import ffi, lib
 
 

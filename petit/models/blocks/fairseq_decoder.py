@@ -4,7 +4,7 @@ LayerNorms with weight and bias at eps 1e-5; a final LayerNorm `layer_norm`; pos
 Each family states its config and where its positions come from."""
 import numpy as np
 
-from petit.models.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 
 EPS = 1e-5      # nn.LayerNorm's default: neither family reads a config key for it
 

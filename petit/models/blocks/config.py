@@ -4,7 +4,7 @@ import dataclasses
 import math
 import warnings
 
-from petit.models.rope_config import read_rope
+from petit.models.blocks.rope_config import read_rope
 
 # keys of any Hugging Face config that do not change the computation
 COMMON_IGNORED = {
@@ -207,7 +207,7 @@ def check_decoder(cfg, numbers=(), booleans=(), window: bool = False) -> None:
     derived as transformers does), the family's positive `numbers` and `booleans` (its own fields and rope_theta,
     tie_word_embeddings), `sliding_window` when `window` and it is set, and the rope_scaling type. hidden_act is the
     family's to check: the activations it runs differ."""
-    from petit.models.rope import scaling_type
+    from petit.models.blocks.rope import scaling_type
     positive_int(cfg, "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "max_position_embeddings")
     heads(cfg)
     positive_number(cfg, *numbers)

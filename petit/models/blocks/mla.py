@@ -8,8 +8,8 @@ absorbed into the query and the output instead (as DeepSeek's own inference code
 
 so attention is one key / value head of width rope + rank over the cached rows [k_pe ; c], and the values are those
 same rows (the cache holds each position once: its keys and values are one buffer), of which the output keeps the
-latent part. The ops (petit/models/plan.py, kernels/plan.c): q_nope, q_pe (and for V3 the low-rank q_a first), the
-latent and k_pe products; the latent's norm; `copy` puts q_pe and k_pe in front of each head's row and the latent
+latent part. The ops (petit/models/blocks/plan.py, kernels/plan.c): q_nope, q_pe (and for V3 the low-rank q_a first),
+the latent and k_pe products; the latent's norm; `copy` puts q_pe and k_pe in front of each head's row and the latent
 behind k_pe; `heads` multiplies each head's q_nope by its absorbed W_uk_h^T into the rest of the query row; rope,
 store and attention as for any layer (rotating the first rope values of each row); `heads` again multiplies each
 head's attended latent by W_uv_h into o_proj's input."""
@@ -38,7 +38,7 @@ class Mla:
     v_dim: int
     q_a: Weight | None = None
     q_a_norm: object = None
-    dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/dsa.py), or None
+    dsa: object = None                  # DeepSeek Sparse Attention's indexer (petit/models/blocks/dsa.py), or None
     # issue 36, fam36k (Dots 3, whose sliding layers' latent attention has other sizes than its indexed layers'):
     # this layer's softmax scale (None: the model's), a norm of k_pe before RoPE (k_rope_only_layernorm)
     scale: float | None = None

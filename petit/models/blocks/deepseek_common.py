@@ -4,12 +4,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.common import default_rope, embed_and_head, gated_mlp_weights, norm
-from petit.models.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
-from petit.models.decoder import Arch, Decoder, Layer
-from petit.models.mla import Mla
-from petit.models.moe import moe_weights
-from petit.models.moe_config import MOE_TRAINING_ONLY
+from petit.models.blocks.common import default_rope, embed_and_head, gated_mlp_weights, norm
+from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int, positive_number
+from petit.models.blocks.decoder import Arch, Decoder, Layer
+from petit.models.blocks.mla import Mla
+from petit.models.blocks.moe import moe_weights
+from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 
 IGNORED = MOE_TRAINING_ONLY | {"ep_size", "pretraining_tp", "qk_head_dim", "scoring_func", "num_nextn_predict_layers"}
 
@@ -180,8 +180,8 @@ def build(cfg, t, *, scoring: str, norm_topk: bool, group_score: str, sel_bias: 
           shared_inter: int | None = None, layer_hook=None, q_cat: bool = False, norms=None,
           decoder=Decoder) -> Decoder:
     """dsa: DeepSeek Sparse Attention's indexer of each layer, dsa(i, self_attn prefix, rope, previous) -> a
-    petit/models/dsa.py Dsa (DeepSeek-V3.2, GLM-5), or None for a layer without; its keys widen that layer's cache
-    rows by index_head_dim. issue 36, fam36k (Dots 3): rope_for(i) each layer's RoPE (default: one of
+    petit/models/blocks/dsa.py Dsa (DeepSeek-V3.2, GLM-5), or None for a layer without; its keys widen that layer's
+    cache rows by index_head_dim. issue 36, fam36k (Dots 3): rope_for(i) each layer's RoPE (default: one of
     qk_rope_head_dim), shared_inter the shared experts' width (default n_shared_experts x moe_intermediate_size),
     layer_hook(i, layer, self_attn prefix) what a family adds to a layer; each layer's attention sizes are `dims`.
     issue 36, fam36m: q_cat (mla_weights'), norms(t, p, i) -> a layer's two norms when not plain_norms (A.X-K2's gated

@@ -1,8 +1,8 @@
 """Builders shared by the families whose checkpoints use Llama's tensor names
 (`model.layers.N.self_attn.q_proj`, `mlp.gate_proj`, `input_layernorm`, ...): most of them differ from Llama only in
 a few switches, which these functions take as arguments."""
-from petit.models.decoder import Arch, Decoder, Layer, Norm
-from petit.models.rope import Rope
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
+from petit.models.blocks.rope import Rope
 
 
 def norm(t, name: str, D: int, kind: str, eps: float, bias: bool = False, add: float = 0.0) -> Norm:

@@ -15,7 +15,7 @@ tensors under the text model's names.
 """
 import warnings
 
-from petit.models.config import COMMON_IGNORED
+from petit.models.blocks.config import COMMON_IGNORED
 
 TEXT_PREFIXES = ("language_model.model.", "model.language_model.")
 HEADS = ("language_model.lm_head.weight", "lm_head.weight")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.plan import scratch_arrays
+from petit.models.blocks.plan import scratch_arrays
 from petit.native import Weight, ffi, lib
 
 

@@ -1,5 +1,5 @@
 """DeepSeek Sparse Attention (DSA: DeepSeek-V3.2 `deepseek_v32`, GLM-5 `glm_moe_dsa`) as the decoder runs it: a
-lightning indexer beside the latent attention (petit/models/mla.py) chooses, for each query, the `top_k` cached
+lightning indexer beside the latent attention (petit/models/blocks/mla.py) chooses, for each query, the `top_k` cached
 positions it attends to.
 
 The indexer of a layer: iq = wq_b(q_resid) [n_heads x dim] from the query's low-rank latent (q_a_layernorm's
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models.plan import scratch_arrays
+from petit.models.blocks.plan import scratch_arrays
 from petit.native import Weight
 
 
@@ -78,7 +78,7 @@ def indexer_rope(rope, interleaved: bool):
 
 def dsa_weights(t, a: str, cfg, rope, interleaved: bool, source: "Dsa | None") -> Dsa:
     """A layer's indexer from the tensors under `a` (its self_attn. prefix), or, with `source`, a shared layer."""
-    from petit.models.common import norm
+    from petit.models.blocks.common import norm
     Hi, Di, D = cfg.index_n_heads, cfg.index_head_dim, cfg.hidden_size
     if source is not None:
         return Dsa(None, None, None, None, Hi, Di, cfg.index_topk, source=source)

@@ -1,7 +1,7 @@
 """The routing fields the mixture-of-experts families share, and their checks: how many experts, how many a token
 takes, whether their weights are renormalised, and which layers are sparse (Qwen's decoder_sparse_step and
 mlp_only_layers)."""
-from petit.models.config import boolean, positive_int
+from petit.models.blocks.config import boolean, positive_int
 
 # keys of MoE configs that only change training (the auxiliary load-balancing loss, router noise)
 MOE_TRAINING_ONLY = frozenset({"router_aux_loss_coef", "output_router_logits", "router_jitter_noise",

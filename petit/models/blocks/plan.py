@@ -1,7 +1,7 @@
 """The forward plan's Python side: packs the op records kernels/plan.c runs (the op table is at the top of that
 file) and runs a step with one C call.
 
-`Decoder` (petit/models/decoder.py) describes its blocks through the methods below once, when it first runs; the
+`Decoder` (petit/models/blocks/decoder.py) describes its blocks through the methods below once, when it first runs; the
 records hold pointers into the weights, the norms and biases and the scratch buffers, so a `Plan` keeps those alive
 and is rebuilt when the scratch grows. A step sets what changes per call in one `pt_step`: its sequences (one, or
 several run together), each with its T, first position, RoPE tables, KV cache and number of logits, and the logits
@@ -171,7 +171,7 @@ class Plan:
                   y_off=y_off, rows=rows, width=width)
 
     def mamba(self, layer: int, record, x, out, accumulate: bool = False, slot: int | None = None) -> None:
-        """A Mamba mixer (a pt_mamba record, petit/models/ssm.py) of x into out, per sequence over its state in
+        """A Mamba mixer (a pt_mamba record, petit/models/blocks/ssm.py) of x into out, per sequence over its state in
         cache slot `slot` (default: the layer's)."""
         self._add(lib.PT_OP_MAMBA, layer, x=x, y=[out, NULL, NULL], mamba=record, mode=int(accumulate),
                   cache_slot=layer if slot is None else slot)
@@ -232,7 +232,7 @@ class Plan:
         self._add(lib.PT_OP_CCA, layer, y=[q, k, v], cca=record, cache_slot=slot)
 
     def moe(self, layer: int, record, x, out) -> None:
-        """Routed experts (a pt_moe record, petit/models/moe.py) of x into out."""
+        """Routed experts (a pt_moe record, petit/models/blocks/moe.py) of x into out."""
         self._add(lib.PT_OP_MOE, layer, x=x, y=[out, NULL, NULL], moe=record)
 
     def head(self, layer: int, norm, resid, width: int, normed, W, b, scale: float, softcap: float) -> None:
