@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from petit.formats.petit_file import write_petit
-from petit.models.llama import LlamaConfig, tensor_shapes
+from petit.models.families.dense.llama import LlamaConfig, tensor_shapes
 from petit.native import quantize
 from petit.tokenizer import bytes_to_unicode
 

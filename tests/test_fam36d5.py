@@ -23,7 +23,7 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import diffllama, doge
+from petit.models.families.dense import diffllama, doge
 from trainer.reference import Reference
 
 from models import assert_greedy_equals_transformers, assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err

@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import dory, ergo, hy_v3
+from petit.models import ergo, hy_v3
+
+from petit.models.families.dense import dory
 from petit.models.blocks.decoder import Vec
 from petit.models.ergo_names import RENAMES, TRANSPOSED
 from petit.models.blocks.moe import Moe

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like
 from petit.models.blocks.config import positive_int, refuse_act
-from petit.models.llama import LlamaConfig
+from petit.models.families.dense.llama import LlamaConfig
 from petit.models.blocks.moe import moe_weights, split_experts
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import cohere
+from petit.models.families.dense import cohere
 from petit.models.blocks.common import arch, attention_weights, default_rope, embed_and_head, norm
 from petit.models.blocks.config import positive_int
 from petit.models.blocks.decoder import Decoder, Layer

@@ -1,12 +1,12 @@
 """Cosmos3 Edge as released (`cosmos3_edge`, Cosmos3EdgeForConditionalGeneration: nvidia/Cosmos3-Edge): a SigLIP 2
 vision model (`model.visual.*`) and its projector (`model.projector.*`) beside a `cosmos3_edge_text` model, whose
-config is `text_config` and whose weights the release keeps at the top (petit/models/cosmos3_edge_text.py reads both
-spellings). Petit runs the text model alone and says once that the vision tower is not run
+config is `text_config` and whose weights the release keeps at the top (petit/models/families/dense/cosmos3_edge_text.py
+reads both spellings). Petit runs the text model alone and says once that the vision tower is not run
 (petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false), unless
 the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import cosmos3_edge_text
+from petit.models.families.dense import cosmos3_edge_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

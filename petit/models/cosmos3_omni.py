@@ -11,7 +11,7 @@ module names (`model.language_model.*`, `model.visual.*`) are read too."""
 import re
 from dataclasses import dataclass
 
-from petit.models import qwen3, qwen3_vl_text
+from petit.models.families.dense import qwen3, qwen3_vl_text
 
 from petit.models.blocks import qwen_vl
 from petit.models.blocks.common import Renamed

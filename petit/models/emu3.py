@@ -13,7 +13,7 @@ Emu3TextConfig's defaults where Llama's differ: 8 kv heads, 9216 positions, RMSN
 attention_dropout (0.1 by default) is dropout, not run in inference."""
 from dataclasses import dataclass
 
-from petit.models import llama
+from petit.models.families.dense import llama
 
 from petit.models.blocks import wrapper
 

@@ -1,7 +1,7 @@
 """K-EXAONE (LG AI Research's EXAONE MoE): EXAONE 4's attention (per-head q / k RMS norms before RoPE; with a
 `sliding_window`, the sliding layers use RoPE in their window and the full layers no position encoding at all, as
-petit/models/exaone4.py) in OLMoE's pre-norm block (input_layernorm, post_attention_layernorm; not EXAONE 4's
-post-norms), and DeepSeek-V3's mixture of experts: the first `first_k_dense_replace` layers (or those
+petit/models/families/dense/exaone4.py) in OLMoE's pre-norm block (input_layernorm, post_attention_layernorm; not EXAONE
+4's post-norms), and DeepSeek-V3's mixture of experts: the first `first_k_dense_replace` layers (or those
 `mlp_layer_types` calls "dense") keep a SwiGLU MLP of `intermediate_size`; the others route each token to
 `num_experts_per_tok` of `num_experts` experts of `moe_intermediate_size`:
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like, window_of
 from petit.models.blocks.config import boolean, positive_int, positive_number
-from petit.models.exaone4 import Exaone4Config
+from petit.models.families.dense.exaone4 import Exaone4Config
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 

@@ -9,7 +9,7 @@ without the final soft-capping that Gemma3ForCausalLM applies when `final_logit_
 config's value is read and not applied (the released configs set it to null)."""
 from dataclasses import dataclass
 
-from petit.models import gemma3_text
+from petit.models.families.dense import gemma3_text
 
 from petit.models.blocks import wrapper
 

@@ -7,7 +7,7 @@ among those it does not use. On text ids below vocab_size the wrapper computes e
 import warnings
 from dataclasses import dataclass
 
-from petit.models import gemma3n_text
+from petit.models.families.dense import gemma3n_text
 
 P = "model.language_model."
 

@@ -3,7 +3,9 @@
 as for `gemma4`)."""
 from dataclasses import dataclass
 
-from petit.models import gemma4, gemma4_unified_text
+from petit.models import gemma4
+
+from petit.models.families.dense import gemma4_unified_text
 from petit.models.gemma3n import hf_tensors  # noqa: F401  (the same model.language_model. names)
 
 

@@ -5,7 +5,7 @@ head is tied when the wrapper's tie_word_embeddings or text_config's is true (Gl
 true one). Its M-RoPE gives a text-only prompt the token's position in every section, as Qwen2-VL's does."""
 from dataclasses import dataclass
 
-from petit.models import glm4, glm4v_text
+from petit.models.families.dense import glm4, glm4v_text
 
 from petit.models.blocks import qwen_vl
 

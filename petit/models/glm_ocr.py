@@ -6,7 +6,7 @@ vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by th
 one."""
 from dataclasses import dataclass
 
-from petit.models import glm_ocr_text
+from petit.models.families.dense import glm_ocr_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -8,7 +8,7 @@ transformers builds the text model with AutoModel from text_config, so another m
 only qwen2 (the released checkpoints', and text_config's default) is run, another is refused by name."""
 from dataclasses import dataclass
 
-from petit.models import qwen2
+from petit.models.families.dense import qwen2
 
 from petit.models.blocks import wrapper
 

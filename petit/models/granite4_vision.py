@@ -7,7 +7,7 @@ image tokens. The head is tied by the wrapper's `tie_word_embeddings` alone (def
 stores one; logits / text_config's `logits_scaling`, as Granite's."""
 from dataclasses import dataclass
 
-from petit.models import granite, granite4_vision_text
+from petit.models.families.dense import granite, granite4_vision_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -6,7 +6,7 @@ SigLIP-style vision model with its connector and DeepStack merger (`model.vision
 `tie_word_embeddings` alone (default true), unless the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import granite, granite_docling_text
+from petit.models.families.dense import granite, granite_docling_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

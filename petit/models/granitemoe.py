@@ -6,7 +6,7 @@ them out one expert matrix at a time."""
 from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like
-from petit.models.granite import GraniteConfig
+from petit.models.families.dense.granite import GraniteConfig
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 

@@ -1,12 +1,14 @@
 """GraniteMoeSWA: GraniteMoeShared's experts (and optional shared MLP) under GraniteSWA's attention (per-layer sliding
-windows, attention sinks, per-layer RoPE bases: petit/models/granite_swa.py). transformers 5 saves the experts as it
-holds them, with no renaming back to GraniteMoE's names: `block_sparse_moe.experts.gate_up_proj` [E, 2F, D] (each
-expert's gate rows, then its up rows), `experts.down_proj` [E, D, F] and `router.weight` [E, D]; a folder in
+windows, attention sinks, per-layer RoPE bases: petit/models/families/dense/granite_swa.py). transformers 5 saves the
+experts as it holds them, with no renaming back to GraniteMoE's names: `block_sparse_moe.experts.gate_up_proj` [E, 2F,
+D] (each expert's gate rows, then its up rows), `experts.down_proj` [E, D, F] and `router.weight` [E, D]; a folder in
 GraniteMoE's spelling (`input_linear`, `output_linear`, `router.layer`) is read too. `hf_tensors` hands the experts out
 one matrix at a time."""
 from dataclasses import dataclass
 
-from petit.models import granite_swa, granitemoe, granitemoeshared
+from petit.models import granitemoe, granitemoeshared
+
+from petit.models.families.dense import granite_swa
 from petit.models.blocks.common import llama_like
 from petit.models.blocks.moe import moe_weights
 

@@ -6,7 +6,7 @@ as transformers reads them."""
 from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like, norm
-from petit.models.hunyuan_v1_dense import HunYuanDenseV1Config
+from petit.models.families.dense.hunyuan_v1_dense import HunYuanDenseV1Config
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 

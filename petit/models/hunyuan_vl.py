@@ -6,7 +6,7 @@ The head is tied by the wrapper's `tie_word_embeddings` (default true) or by tex
 checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import hunyuan_vl_text
+from petit.models.families.dense import hunyuan_vl_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -9,7 +9,9 @@ stores one (transformers' from_pretrained keeps a stored head that differs from 
 keeps the text model's type as `text_model_type`."""
 from dataclasses import dataclass
 
-from petit.models import ministral3, mistral, mistral4
+from petit.models import mistral4
+
+from petit.models.families.dense import ministral3, mistral
 
 from petit.models.blocks import wrapper
 

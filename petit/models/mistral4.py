@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from petit.models.blocks import deepseek_common as dc
 from petit.models import deepseek_v3
 from petit.models.blocks.moe import split_experts
-from petit.models.ministral3 import OWN_ROPE_KEYS, check_llama_4_scaling, with_llama_4_scaling
+from petit.models.families.dense.ministral3 import OWN_ROPE_KEYS, check_llama_4_scaling, with_llama_4_scaling
 
 
 def _default_rope() -> dict:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like
 from petit.models.blocks.config import boolean
-from petit.models.mistral import MistralConfig
+from petit.models.families.dense.mistral import MistralConfig
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 

@@ -16,7 +16,7 @@ MllamaTextConfig's defaults (8 kv heads, 131072 positions, RoPE base 5e5, RMSNor
 import dataclasses
 from dataclasses import dataclass
 
-from petit.models import llama
+from petit.models.families.dense import llama
 
 from petit.models.blocks import wrapper
 

@@ -1,7 +1,7 @@
 """ModernBERT (`modernbert`, ModernBertModel: gte-modernbert, modernbert-embed, granite-embedding-english-r2): the
 encoder of embedding models (issue 35), family kind "encoder". The blocks, norms, GeGLU and two RoPE bases of
-petit/models/modernbert_decoder.py (the causal variant, which states them) over bidirectional attention; what
-differs:
+petit/models/families/dense/modernbert_decoder.py (the causal variant, which states them) over bidirectional attention;
+what differs:
 
 - q, k and v are one matrix `attn.Wqkv` [3 hidden, hidden] (and bias, with attention_bias), its rows q, k, v in that
   order, split when read.
@@ -12,7 +12,7 @@ differs:
   (ModernBertForMaskedLM ...) are prefixed `model.`; their head and classifier are left unread."""
 from dataclasses import dataclass
 
-from petit.models import modernbert_decoder as mbd
+from petit.models.families.dense import modernbert_decoder as mbd
 from petit.models.blocks.decoder import Arch, Decoder
 
 KIND = "encoder"

@@ -1,12 +1,12 @@
 """Molmo2 as released (`molmo2`, Molmo2ForConditionalGeneration: allenai/Molmo2): a vision transformer and its
 attention-pooling / projector adapter (`model.vision_backbone.*` as stored; transformers' modules
 `model.vision_tower.*`, `model.multi_modal_projector.*`) beside a `molmo2_text` model, whose config is `text_config`
-(petit/models/molmo2_text.py reads its names). Petit runs the text model alone and says once that the vision tower is
-not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false),
-unless the checkpoint stores one."""
+(petit/models/families/dense/molmo2_text.py reads its names). Petit runs the text model alone and says once that the
+vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone
+(default false), unless the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import molmo2_text
+from petit.models.families.dense import molmo2_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

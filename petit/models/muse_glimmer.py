@@ -1,13 +1,14 @@
 """Muse Glimmer as released (`muse_glimmer`, MuseGlimmerForConditionalGeneration: Muse-Glimmer-30B): a vision tower
 (Kimi-K2.5's, patch merging), an adapter and a projection beside a `muse_glimmer_text` model
-(petit/models/muse_glimmer_text.py), whose config is `text_config` and whose weights are `model.language_model.*`
-(or `language_model.model.*`), the head `lm_head.weight`. Petit runs the text model alone and says once that the
-vision tower is not run (petit/models/blocks/wrapper.py); transformers builds the text model from text_config whatever
-its model_type says (MuseGlimmerTextConfig), and so does Petit. The logits' multiplier and soft-capping, which the
-wrapper's forward applies, are the text model's own settings (output_multiplier, final_logit_softcapping)."""
+(petit/models/families/dense/muse_glimmer_text.py), whose config is `text_config` and whose weights are
+`model.language_model.*` (or `language_model.model.*`), the head `lm_head.weight`. Petit runs the text model alone and
+says once that the vision tower is not run (petit/models/blocks/wrapper.py); transformers builds the text model from
+text_config whatever its model_type says (MuseGlimmerTextConfig), and so does Petit. The logits' multiplier and
+soft-capping, which the wrapper's forward applies, are the text model's own settings (output_multiplier,
+final_logit_softcapping)."""
 from dataclasses import dataclass
 
-from petit.models import muse_glimmer_text
+from petit.models.families.dense import muse_glimmer_text
 
 from petit.models.blocks import wrapper
 

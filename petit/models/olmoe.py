@@ -4,7 +4,7 @@ the released models). `clip_qkv` (clamping q, k, v) is refused when set: no rele
 from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like
-from petit.models.llama import LlamaConfig
+from petit.models.families.dense.llama import LlamaConfig
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
 

@@ -10,7 +10,7 @@ wrapper's `tie_word_embeddings` (default true), or by a text_config that ties (i
 __post_init__ forwards it), unless the checkpoint stores a head."""
 from dataclasses import dataclass
 
-from petit.models import paddleocr_vl_text
+from petit.models.families.dense import paddleocr_vl_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -12,7 +12,7 @@ Phi4MultimodalConfig's defaults where Phi-3's differ: 8 kv heads, 131072 positio
 ones when the file gives the factors), vocabulary 200064."""
 from dataclasses import dataclass
 
-from petit.models import phi3
+from petit.models.families.dense import phi3
 
 from petit.models.blocks import wrapper
 

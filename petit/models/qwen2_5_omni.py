@@ -7,7 +7,9 @@ is not run. A converted file is the thinker's text model, under this model_type.
 import warnings
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_5_omni_thinker
+from petit.models import qwen2_5_omni_thinker
+
+from petit.models.families.dense import qwen2
 from petit.models.blocks.config import COMMON_IGNORED
 
 SPEECH = ("talker.", "token2wav.", "code2wav.")

@@ -7,7 +7,7 @@ runs the text model alone and says once that the towers are not run; the head is
 tie_word_embeddings alone (default false; text_config's default true is not read)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_5_omni_text
+from petit.models.families.dense import qwen2, qwen2_5_omni_text
 
 from petit.models.blocks import qwen_vl, wrapper
 

@@ -3,7 +3,7 @@ top `num_experts_per_tok`, renormalised when `norm_topk_prob`) plus a shared exp
 sigmoid(shared_expert_gate x); `mlp_only_layers` and `decoder_sparse_step` as in Qwen3-MoE."""
 from dataclasses import dataclass, field
 
-from petit.models import qwen2
+from petit.models.families.dense import qwen2
 from petit.models.blocks.config import boolean, positive_int
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers

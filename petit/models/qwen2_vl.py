@@ -6,7 +6,7 @@ releases). Petit runs the text model alone and says once that the vision tower i
 wrapper's tie_word_embeddings or text_config's is true (Qwen2VLConfig.__post_init__ forwards a true one)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2, qwen2_vl_text
+from petit.models.families.dense import qwen2, qwen2_vl_text
 
 # Qwen2VLTextConfig's keys: what transformers 5.25 takes from a flat file into text_config
 

@@ -3,11 +3,11 @@ over `num_experts` router logits, the top `num_experts_per_tok`, renormalised wh
 `mlp_only_layers` or off the `decoder_sparse_step` keep a dense MLP of `intermediate_size`."""
 from dataclasses import dataclass, field, fields
 
-from petit.models import qwen2
+from petit.models.families.dense import qwen2
 from petit.models.blocks.config import aliased
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing, sparse_layers
-from petit.models.qwen3 import Qwen3Config
+from petit.models.families.dense.qwen3 import Qwen3Config
 
 
 @dataclass(kw_only=True)

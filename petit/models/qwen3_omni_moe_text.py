@@ -4,7 +4,9 @@ Qwen3OmniMoeTextConfig: norm_topk_prob read (default true), its defaults (4 kv h
 of 768, top 8, RoPE base 1e6), and `interleaved` read beside mrope_interleaved."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_moe, qwen3_vl_moe_text, qwen3_vl_text
+from petit.models import qwen3_moe, qwen3_vl_moe_text
+
+from petit.models.families.dense import qwen3_vl_text
 
 from petit.models.blocks import qwen_vl
 

@@ -6,7 +6,7 @@ text); the head is tied by the wrapper's tie_word_embeddings alone (Qwen3VLConfi
 ties by it and, unlike Qwen2-VL's, does not forward text_config's)."""
 from dataclasses import dataclass
 
-from petit.models import qwen3, qwen3_vl_text
+from petit.models.families.dense import qwen3, qwen3_vl_text
 
 from petit.models.blocks import qwen_vl
 

@@ -159,7 +159,8 @@ class Layer:
     # rope_store (petit/models/blocks/block_sparse.py; its projections run as the layer's pre_store)
     sparse: "BlockSparse | None" = None
     # issue 36, fam36h: what a family does to the residual stream at the block's start, before its attention (run(buf,
-    # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries (petit/models/dory.py)
+    # T) -> rc; plan(plan, i, buf)): Dory's nGPT input norm in place and its loops' entries
+    # (petit/models/families/dense/dory.py)
     pre_block: "object | None" = None
     # issue 36, fam36h: (gate, up) Vecs [intermediate]: the gated MLP's two products times these per column, after
     # their biases, before the activation (Dory's suv_gate / suv_up)
