@@ -42,14 +42,7 @@ class Registry(Mapping):
 
 
 MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    "gpt2": "gpt2",
-    "gpt_neox": "gpt_neox",
-    "gpt_neox_japanese": "gpt_neox_japanese",
-    "ctrl": "ctrl",
     "mellum": "mellum",
-    "phi": "phi",
-    "starcoder2": "starcoder2",
-    "stablelm": "stablelm",
     "qwen3_moe": "qwen3_moe",
     "qwen2_moe": "qwen2_moe",
     "olmoe": "olmoe",
@@ -66,18 +59,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "lfm2": "lfm2",
     "granitemoehybrid": "granitemoehybrid",
     "jamba": "jamba",
-    "persimmon": "persimmon",
-    "gptj": "gptj",
-    "codegen": "codegen",
-    "gpt_neo": "gpt_neo",
-    "gpt_bigcode": "gpt_bigcode",
-    "falcon": "falcon",
-    "bloom": "bloom",
-    "mpt": "mpt",
-    "opt": "opt",
-    "openai-gpt": "openai_gpt",
-    "xglm": "xglm",
-    "biogpt": "biogpt",
     "falcon_h1": "falcon_h1",
     "qwen3_next": "qwen3_next",
     "qwen3_5_text": "qwen3_5_text",
@@ -220,7 +201,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "deepseek_ocr2": "deepseek_ocr2",
     "hy_v4_vl_text": "hy_v4_vl_text",
     "hy_v4_vl": "hy_v4_vl",
-    "kosmos_2_text_model": "kosmos_2_text_model",
     "kosmos-2": "kosmos2",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table

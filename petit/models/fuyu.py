@@ -12,7 +12,7 @@ defaults are PersimmonConfig's in transformers 5.25, whose RoPE base is 10000 (t
 transformers 4's 25000; the released files state 25000)."""
 from dataclasses import dataclass
 
-from petit.models import persimmon
+from petit.models.families.classic import persimmon
 
 from petit.models.blocks import wrapper
 

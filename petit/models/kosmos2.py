@@ -8,7 +8,7 @@ Kosmos2TextForCausalLM's to the bit on tests/fixtures/hf5_vlnew/kosmos_2_text_mo
 not run (said once: petit/models/blocks/wrapper.py)."""
 from dataclasses import dataclass
 
-from petit.models import kosmos_2_text_model as text
+from petit.models.families.classic import kosmos_2_text_model as text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -9,7 +9,7 @@ from petit.models.blocks.common import arch, default_rope, norm
 from petit.models.blocks.config import (ConfigMixin, DECODER_REQUIRED, activation, boolean, heads, positive_int,
                                         positive_number)
 from petit.models.blocks.decoder import Decoder, Layer
-from petit.models.gpt_neox import split_qkv
+from petit.models.families.classic.gpt_neox import split_qkv
 from petit.models.blocks.rope import scaling_type
 
 P = "gpt_neox_japanese."

@@ -4,7 +4,7 @@ place of positions (slopes by bloom_slopes, added to the already scaled scores: 
 tanh GELU, biases everywhere, tied head."""
 from dataclasses import dataclass, field
 
-from petit.models import gpt_neox
+from petit.models.families.classic import gpt_neox
 from petit.models.blocks.alibi import bloom_slopes
 from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
 from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec

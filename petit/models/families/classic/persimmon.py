@@ -5,7 +5,7 @@ with biases, the output projection `dense` with bias, sequential residual. The f
 v when read."""
 from dataclasses import dataclass
 
-from petit.models import gpt_neox
+from petit.models.families.classic import gpt_neox
 from petit.models.blocks.common import arch, default_rope, embed_and_head, norm
 from petit.models.blocks.config import DecoderConfig, activation, check_decoder
 from petit.models.blocks.decoder import Decoder, Layer

@@ -4,7 +4,7 @@ each [q | v | k] (v before k) of hidden_size / 4 rows, block b holding heads b·
 into q, k and v when read, so a converted .petit holds `attn.q_proj` / `k_proj` / `v_proj`."""
 from dataclasses import dataclass
 
-from petit.models import gptj
+from petit.models.families.classic import gptj
 
 MP = 4     # CodeGen's fixed shard count (transformers' mp_num)
 
