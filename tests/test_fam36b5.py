@@ -21,7 +21,7 @@ import pytest
 
 import petit
 from petit.formats.safetensors import SafetensorsFile
-from petit.models import mellum
+from petit.models.families.moe import mellum
 from petit.models.families.classic import ctrl, gpt_neox_japanese
 from models import load_strict as _load, rel_err
 

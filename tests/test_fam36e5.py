@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import flint, kolibri1
+from petit.models.families.moe import flint, kolibri1
 from petit.models.blocks.decoder import Vec
 from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi

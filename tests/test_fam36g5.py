@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import axk1, laguna, zaya
+from petit.models import axk1
+from petit.models.families.moe import laguna, zaya
 from petit.models.blocks.decoder import Vec
 from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi, lib
@@ -122,7 +123,7 @@ def _cca64(q, k, v, dw, db, gw, gb, H, KV, hd, v0):
 def test_the_cca_step_equals_a_float64_reference_over_chunks(H, KV, hd, T, splits, v0):
     """The sequence in chunks (the state carried between them) equals transformers' whole-sequence projection; a
     sequence started again at position 0 reads no stale state."""
-    from petit.models.cca import Cca
+    from petit.models.families.moe.cca import Cca
     rng = np.random.default_rng(H * 100 + T)
     C, Ck = (H + KV) * hd, KV * hd
     dw, db = rng.standard_normal((C, 2)), rng.standard_normal(C) * 0.3

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import ergo, hy_v3
+from petit.models.families.moe import ergo, hy_v3
 
 from petit.models.families.dense import dory
 from petit.models.blocks.decoder import Vec
-from petit.models.ergo_names import RENAMES, TRANSPOSED
+from petit.models.families.moe.ergo_names import RENAMES, TRANSPOSED
 from petit.models.blocks.moe import Moe
 from petit.native import ffi
 from models import load_strict as _load

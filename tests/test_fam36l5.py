@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import inkling2_loop_text, inkling2_text, inkling_text
-from petit.models.inkling_block import RelAttn, SConv
+from petit.models.families.moe import inkling2_loop_text, inkling2_text, inkling_text
+from petit.models.families.moe.inkling_block import RelAttn, SConv
 from petit.native import ffi, lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,

@@ -364,7 +364,7 @@ def test_cohere2_moe_combines_the_shared_experts_as_configured(tmp_path, strateg
                                                    shared_expert_combination_strategy=strategy)))
     model = _load(d)
     moes = [L.moe for L in model.net.layers if L.moe is not None]
-    from petit.models.cohere2_moe import hf_tensors
+    from petit.models.families.moe.cohere2_moe import hf_tensors
     zero = hf_tensors(model.config, None)
     assert all(not make().any() for _, make, _ in zero.values()) and len(zero) == (3 if strategy == "average" else 0)
     assert len(moes) == 3

@@ -19,8 +19,8 @@
   and `attention.indexer.types`; the indexer's rows as stored rotate their last values (llama.cpp's hy_v4 ropes
   them there), put first per head when read as the family does its checkpoint's. The layer norms' eps is the
   indexer's too (as both llama.cpp and transformers).
-- hy_v3 (Hy3, petit/models/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its graph
-  (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
+- hy_v3 (Hy3, petit/models/families/moe/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its
+  graph (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
   permuted), a dense SwiGLU MLP in the layers without a router (`ffn_gate_inp`) and, in the others, the top
   `expert_used_count` of `expert_count` experts chosen on sigmoid(router x) + `exp_probs_b`, weighed by their
   sigmoids renormalised (`expert_weights_norm`) times `expert_weights_scale` (router_scaling_factor), plus an

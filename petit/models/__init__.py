@@ -42,15 +42,6 @@ class Registry(Mapping):
 
 
 MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    "mellum": "mellum",
-    "qwen3_moe": "qwen3_moe",
-    "qwen2_moe": "qwen2_moe",
-    "olmoe": "olmoe",
-    "mixtral": "mixtral",
-    "granitemoe": "granitemoe",
-    "granitemoeshared": "granitemoeshared",
-    "gpt_oss": "gpt_oss",
-    "llama4_text": "llama4_text",
     "deepseek_v2": "deepseek_v2",
     "deepseek_v3": "deepseek_v3",
     "mamba": "mamba",
@@ -64,12 +55,7 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "qwen3_5_text": "qwen3_5_text",
     "qwen3_5": "qwen3_5",
     "nemotron_h": "nemotron_h",
-    "glm4_moe": "glm4_moe",
-    "ernie4_5_moe": "ernie4_5_moe",
-    "hunyuan_v1_moe": "hunyuan_v1_moe",
-    "dbrx": "dbrx",
     # issue 30, the dense group
-    "granitemoe_swa": "granitemoe_swa",
     "youtu": "youtu",
     # issue 30, the wrap group
     "gemma3": "gemma3",
@@ -88,17 +74,9 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "gemma3n": "gemma3n",
     # issue 30, the moe_b group
     "lfm2_moe": "lfm2_moe",
-    "exaone_moe": "exaone_moe",
-    "minimax_m2": "minimax_m2",
     # issue 30, the recur group
     "recurrent_gemma": "recurrent_gemma",
     "llama4": "llama4",
-    "solar_open": "solar_open",
-    "phimoe": "phimoe",
-    "dots1": "dots1",
-    "cohere2_moe": "cohere2_moe",
-    "flex_olmo": "flex_olmo",
-    "afmoe": "afmoe",
     "deepseek_v32": "deepseek_v32",
     "deepseek_v4": "deepseek_v4",     # issue 30, the dsv4 group
     "glm_moe_dsa": "glm_moe_dsa",
@@ -109,30 +87,20 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "rwkv7": "rwkv7",
     "gemma4": "gemma4",
     "gemma4_unified": "gemma4_unified",
-    "minicpm5_moe": "minicpm5_moe",
     "lfm3": "lfm3",
     "kimi_linear": "kimi_linear",
     "rwkv": "rwkv",
     # issue 30, the jetmoe group
-    "jetmoe": "jetmoe",
     # issue 30, the mimo group
-    "mimo_v2_flash": "mimo_v2_flash",
     # issue 30, the longcat group
     "longcat_flash": "longcat_flash",
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
     "rwkv6qwen2": "rwkv6qwen2",
     # issue 36, the fam36e group
-    "kolibri1": "kolibri1",
-    "flint": "flint",
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
-    "sarvam_moe": "sarvam_moe",
-    "param2moe": "param2moe",
     "sarvam_mla": "sarvam_mla",
     # issue 36, the fam36d group
     # issue 36, fam36i
-    "aria_text": "aria_text",
-    "minimax_m3_vl_text": "minimax_m3_vl_text",
-    "beam": "beam",
     # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
     "emu3": "emu3",
     "got_ocr2": "got_ocr2",
@@ -142,12 +110,8 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 36, the fam36j group
     "git": "git",             # GIT's text decoder (its image tower not run)
     # issue 36, the fam36h group
-    "hy_v3": "hy_v3",
-    "ergo": "ergo",
     # issue 36, the fam36g group
     "axk1": "axk1",
-    "laguna": "laguna",
-    "zaya": "zaya",
     # issue 36, the fam36k group
     "lara_mini": "lara_mini",
     "dots3_note_text": "dots3_note_text",
@@ -155,9 +119,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 36, fam36n
     "xlstm": "xlstm",
     # issue 36, the fam36l group
-    "inkling_text": "inkling_text",
-    "inkling2_text": "inkling2_text",
-    "inkling2_loop_text": "inkling2_loop_text",
     # issue 36, the fam36m group
     "axk2": "axk2",
     "bailing_hybrid": "bailing_hybrid",
@@ -169,22 +130,18 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "qwen2_vl": "qwen2_vl",
     "qwen2_5_vl": "qwen2_5_vl",
     "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe_text": "qwen3_vl_moe_text",
     "qwen3_vl_moe": "qwen3_vl_moe",
     "glm4v": "glm4v",
-    "glm4v_moe_text": "glm4v_moe_text",
     "glm4v_moe": "glm4v_moe",
     "glm46v": "glm46v",
     "glmga": "glmga",
     "cosmos3_omni": "cosmos3_omni",
     "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
-    "qwen3_omni_moe_text": "qwen3_omni_moe_text",
     "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
     "qwen2_5_omni": "qwen2_5_omni",
     "qwen3_omni_moe": "qwen3_omni_moe",
     # issue 36, the newdec group
     "mistral4": "mistral4",
-    "step3p5": "step3p5",
     "step3p7": "step3p7",
     "muse_glimmer": "muse_glimmer",
     # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
@@ -193,11 +150,9 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "hunyuan_vl": "hunyuan_vl",
     "granite4_vision": "granite4_vision",
     "granite_docling": "granite_docling",
-    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe",
     "cosmos3_edge": "cosmos3_edge",
     "molmo2": "molmo2",
-    "deepseek_ocr2_text": "deepseek_ocr2_text",
     "deepseek_ocr2": "deepseek_ocr2",
     "hy_v4_vl_text": "hy_v4_vl_text",
     "hy_v4_vl": "hy_v4_vl",

@@ -6,7 +6,7 @@ alone and says once that the vision tower is not run (petit/models/blocks/wrappe
 `tie_word_embeddings` alone (default false), unless the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_ocr2_text
+from petit.models.families.moe import deepseek_ocr2_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

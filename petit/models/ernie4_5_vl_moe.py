@@ -1,15 +1,15 @@
 """ERNIE 4.5 VL as released (`ernie4_5_vl_moe`, Ernie4_5_VLMoeForConditionalGeneration: ERNIE-4.5-VL-28B-A3B,
 -424B-A47B): a vision transformer (`model.vision_model.*`) and its variable-resolution resampler
 (`model.resampler_model.*`) beside an `ernie4_5_vl_moe_text` model stored at `model.*` (its vision experts inside its
-layers: petit/models/ernie4_5_vl_moe_text.py), as save_pretrained writes it. Petit runs the text model alone and says
-once that the vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's
+layers: petit/models/families/moe/ernie4_5_vl_moe_text.py), as save_pretrained writes it. Petit runs the text model
+alone and says once that the vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's
 `tie_word_embeddings` alone (default true), unless the checkpoint stores one.
 
 transformers 5's module names (model.language_model.*, text_moe / vision_moe with fused 3-D experts) are what its
 conversion_mapping makes of the stored layout when loading; a checkpoint under those names is refused by name."""
 from dataclasses import dataclass
 
-from petit.models import ernie4_5_vl_moe_text
+from petit.models.families.moe import ernie4_5_vl_moe_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -3,7 +3,9 @@ the vision tower `visual` not run, the head tied by either tie_word_embeddings) 
 experts one tensor each as the releases store them (transformers 5 fuses them at load and splits them at save)."""
 from dataclasses import dataclass
 
-from petit.models import glm4_moe, glm4v, glm4v_moe_text
+from petit.models import glm4v
+
+from petit.models.families.moe import glm4_moe, glm4v_moe_text
 
 from petit.models.blocks import qwen_vl
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import granitemoeshared
+from petit.models.families.moe import granitemoeshared
 from petit.models.blocks.common import attention_weights, default_rope, embed_and_head, gated_mlp_weights, norm
 from petit.models.blocks.config import boolean, positive_int
 from petit.models.blocks.decoder import Arch, Decoder, Layer

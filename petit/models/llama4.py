@@ -6,7 +6,7 @@ head is tied by text_config's `tie_word_embeddings`: the language model is a Lla
 and the wrapper's own key (default false) ties nothing."""
 from dataclasses import dataclass
 
-from petit.models import llama4_text
+from petit.models.families.moe import llama4_text
 
 from petit.models.blocks import wrapper
 

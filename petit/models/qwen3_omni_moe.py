@@ -4,9 +4,11 @@ read as petit/models/qwen2_5_omni.py reads Qwen2.5-Omni: the thinker's `qwen3_om
 output and the thinker's towers do not (said once each)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2_5_omni, qwen2_5_omni_thinker, qwen3_moe, qwen3_omni_moe_text, qwen3_omni_moe_thinker
+from petit.models import qwen2_5_omni, qwen2_5_omni_thinker, qwen3_omni_moe_thinker
 
 # Qwen3OmniMoeConfig's own keys: the talker's special tokens
+
+from petit.models.families.moe import qwen3_moe, qwen3_omni_moe_text
 OWN_KEYS = ("im_start_token_id", "im_end_token_id", "tts_pad_token_id", "tts_bos_token_id", "tts_eos_token_id",
             "system_token_id", "user_token_id", "assistant_token_id")
 

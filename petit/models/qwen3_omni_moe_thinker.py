@@ -5,7 +5,9 @@ experts are stored one tensor each (transformers' conversion splits them at save
 features to image positions only."""
 from dataclasses import dataclass
 
-from petit.models import qwen2_5_omni_thinker, qwen3_moe, qwen3_omni_moe_text
+from petit.models import qwen2_5_omni_thinker
+
+from petit.models.families.moe import qwen3_moe, qwen3_omni_moe_text
 
 
 @dataclass(kw_only=True)

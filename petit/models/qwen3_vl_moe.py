@@ -4,7 +4,7 @@ wrapper's tie_word_embeddings alone, default false whatever text_config's defaul
 `qwen3_vl_moe_text` model, whose 3-D experts are read through the text model's names."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_moe, qwen3_vl_moe_text
+from petit.models.families.moe import qwen3_moe, qwen3_vl_moe_text
 
 from petit.models.blocks import qwen_vl
 

@@ -1,14 +1,14 @@
 """Step 3.7 as released (`step3p7`, Step3p7ForConditionalGeneration: Step-3.7-Flash): a vision model (a SigLIP-like
 encoder, two downsampling convolutions) and its linear projector beside a `step3p5` text model
-(petit/models/step3p5.py), whose config is `text_config`. save_pretrained writes the release's layout: the text model
-at the top (`model.embed_tokens`, `model.layers.*`, `model.norm`, `lm_head`), the tower as `vision_model.*` and
-`vit_large_projector.*` (transformers' module names, `model.language_model.*` / `model.vision_model.*` /
+(petit/models/families/moe/step3p5.py), whose config is `text_config`. save_pretrained writes the release's layout: the
+text model at the top (`model.embed_tokens`, `model.layers.*`, `model.norm`, `lm_head`), the tower as `vision_model.*`
+and `vit_large_projector.*` (transformers' module names, `model.language_model.*` / `model.vision_model.*` /
 `model.multi_modal_projector.*`, are read too). Petit runs the text model alone and says once that the vision tower
 is not run (petit/models/blocks/wrapper.py); transformers forces text_config's model_type to step3p5 whatever it says,
 and so does Petit. A converted file is the text model's, its config flat with model_type step3p7."""
 from dataclasses import dataclass
 
-from petit.models import step3p5
+from petit.models.families.moe import step3p5
 
 from petit.models.blocks import wrapper
 

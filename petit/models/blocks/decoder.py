@@ -173,10 +173,11 @@ class Layer:
     attn_gate_act: str = "sigmoid"
     attn_gate_width: int = 1
     # issue 36, fam36g: what a family does to the raw q / k / v (after their biases, before the norms), per sequence
-    # with a state in its cache (run(i, buf, runs, T) -> rc; plan(plan, i, buf)): ZAYA's CCA (petit/models/cca.py)
+    # with a state in its cache (run(i, buf, runs, T) -> rc; plan(plan, i, buf)): ZAYA's CCA
+    # (petit/models/families/moe/cca.py)
     mix_qkv: object = None
     # issue 36, fam36g: what writes the experts' router logits before `moe` runs on them (Moe.ext_logits; run(x, T,
-    # buf, cap) -> rc; plan(plan, i, x, buf)): ZAYA's router MLP (petit/models/cca.py)
+    # buf, cap) -> rc; plan(plan, i, x, buf)): ZAYA's router MLP (petit/models/families/moe/cca.py)
     pre_moe: object = None
 
     def param_ptr(self, what: str):

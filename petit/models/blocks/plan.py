@@ -228,7 +228,7 @@ class Plan:
 
     def cca(self, layer: int, record, q, k, v, slot: int) -> None:
         """ZAYA's CCA projection of the raw q, k, v in place, per sequence, its state in cache slot `slot` (a pt_cca
-        record, petit/models/cca.py)."""
+        record, petit/models/families/moe/cca.py)."""
         self._add(lib.PT_OP_CCA, layer, y=[q, k, v], cca=record, cache_slot=slot)
 
     def moe(self, layer: int, record, x, out) -> None:

@@ -1,7 +1,7 @@
 """Muse Glimmer's language model (`muse_glimmer_text`, MuseGlimmerTextModel: the text model of Meta's
 Muse-Glimmer-30B, the `muse_glimmer` wrapper): Gemma 2's block (petit/models/families/dense/gemma2.py: four norms x (1 +
-w), `hidden_activation` MLP, sliding / full `layer_types`) with AfMoE's gated attention (petit/models/afmoe.py). What
-differs from Gemma 2:
+w), `hidden_activation` MLP, sliding / full `layer_types`) with AfMoE's gated attention
+(petit/models/families/moe/afmoe.py). What differs from Gemma 2:
 
 - the embeddings RMS-normed without a weight (eps `rms_norm_eps`), not scaled by sqrt(hidden_size);
 - q and k RMS-normed per head without a weight, q times `qk_scale_factor`, the scale head_dim^-0.5 (no

@@ -1,7 +1,7 @@
 """Inkling 2 (Thinking Machines, `inkling2_text`; Inkling2ForCausalLM), as transformers 5.25's modeling_inkling2.py
 computes it, read in the released checkpoints' layout (model.llm.*: what save_pretrained writes too, transformers'
-conversion mapping reversed). Inkling's attention (petit/models/inkling_text.py: no RoPE, short convolutions of k
-and v and of each sublayer's output, a relative bias from each query's states) with:
+conversion mapping reversed). Inkling's attention (petit/models/families/moe/inkling_text.py: no RoPE, short
+convolutions of k and v and of each sublayer's output, a relative bias from each query's states) with:
 
 - L2 clips: q = clip(q_proj x * q_l2_clip.scale) and k = clip(k) at qk_l2_clip_threshold per head, the relative
   states clip(wr x * rel_l2_clip.scale) at rel_l2_clip_threshold; v RMS-normed per head without weight; scores
@@ -19,9 +19,9 @@ and v and of each sublayer's output, a relative bias from each query's states) w
   (+ 1e-20) x route_scale, each expert mlp_gate_softcap tanh(g / c) sigmoid(g) x mlp_up_softcap tanh(u / c);
 - the logits soft-capped (final_logit_softcapping), the head's and embedding's rows cut to unpadded_vocab_size.
 """
-from petit.models.inkling2_block import M, build_decoder
-from petit.models.inkling_block import expert_parts
-from petit.models.inkling_config import Inkling2TextConfig
+from petit.models.families.moe.inkling2_block import M, build_decoder
+from petit.models.families.moe.inkling_block import expert_parts
+from petit.models.families.moe.inkling_config import Inkling2TextConfig
 
 
 def hf_tensors(cfg: Inkling2TextConfig, ckpt) -> dict:

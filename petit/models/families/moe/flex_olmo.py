@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from petit.models.blocks.common import default_rope, llama_like
 from petit.models.blocks.moe import moe_weights
-from petit.models.olmoe import OlmoeConfig
+from petit.models.families.moe.olmoe import OlmoeConfig
 
 
 @dataclass(kw_only=True)

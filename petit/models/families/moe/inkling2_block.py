@@ -2,12 +2,12 @@
 a layer under the released names (`read_layer`), its description for the plan and the per-op path
 (`Inkling2Decoder.describe_layer`: the attention residuals over depth, the clipped attention with its sinks and
 output gate, the dynamic convolutions of the full layers, the soft-capped experts), and the decoder (`build_decoder`).
-petit/models/inkling2_text.py says what each piece computes."""
+petit/models/families/moe/inkling2_text.py says what each piece computes."""
 import copy
 from dataclasses import dataclass, replace
 
 from petit.models.blocks.decoder import Arch, Norm, Vec
-from petit.models.inkling_block import InklingDecoder, InkLayer, RelAttn, SConv, conv_taps
+from petit.models.families.moe.inkling_block import InklingDecoder, InkLayer, RelAttn, SConv, conv_taps
 from petit.models.blocks.moe import Moe
 from petit.native import GLU_ACTIVATIONS, Weight
 

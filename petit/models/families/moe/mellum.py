@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.blocks.config import positive_number
 from petit.models.blocks.moe import moe_weights
-from petit.models.qwen3_moe import Qwen3MoeConfig
+from petit.models.families.moe.qwen3_moe import Qwen3MoeConfig
 
 MLP_TYPES = ("dense", "sparse")
 

@@ -9,7 +9,7 @@ router has no norm_topk_prob: the key is reported and not read), no sliding wind
 tensor whose shape is not its own, and so does Petit)."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_moe
+from petit.models.families.moe import qwen3_moe
 
 from petit.models.families.dense import qwen3_vl_text
 

@@ -1,5 +1,6 @@
 """Step 3.5 / 3.7's language model (`step3p5`: transformers' Step3p7TextModel, the text model of the `step3p7` wrapper;
-StepFun's Step-3.5-Flash as its remote code names it): Laguna's decoder (petit/models/laguna.py) with what differs:
+StepFun's Step-3.5-Flash as its remote code names it): Laguna's decoder (petit/models/families/moe/laguna.py) with what
+differs:
 
 - every norm Gemma's, x (1 + w), q / k's per head too; the softmax scale `query_pre_attn_scalar`^-0.5 (default
   head_dim); each head's output x sigmoid(g_proj x) (one gate a head; Laguna's softplus);
@@ -18,7 +19,7 @@ The release's config keys transformers reads as legacy (`moe_layers_enum`, `atte
 `rope_theta` / `partial_rotary_factors`, lists padded with the `num_nextn_predict_layers` multi-token-prediction
 layers, which are not run) are read as it reads them; the weights under the release's names (`moe.gate_proj` 3-D,
 `moe.router_bias`, `share_expert.*`, as save_pretrained writes them) or transformers' module names."""
-from petit.models import step3p5_config
+from petit.models.families.moe import step3p5_config
 from petit.models.blocks.common import Renamed, llama_like, window_of
 from petit.models.blocks.moe import moe_weights, split_experts
 

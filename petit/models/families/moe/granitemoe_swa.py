@@ -6,7 +6,7 @@ GraniteMoE's spelling (`input_linear`, `output_linear`, `router.layer`) is read 
 one matrix at a time."""
 from dataclasses import dataclass
 
-from petit.models import granitemoe, granitemoeshared
+from petit.models.families.moe import granitemoe, granitemoeshared
 
 from petit.models.families.dense import granite_swa
 from petit.models.blocks.common import llama_like

@@ -4,7 +4,7 @@ routed experts' sum before the residual multiplier. The checkpoint stores it as 
 experts'. `shared_intermediate_size` 0 (transformers' default) means no shared MLP: then it is granitemoe."""
 from dataclasses import dataclass
 
-from petit.models import granitemoe
+from petit.models.families.moe import granitemoe
 from petit.models.blocks.common import default_rope, llama_like
 from petit.models.blocks.moe import moe_weights
 

@@ -2,8 +2,8 @@
 each value head padded to head_dim with zero rows of v_proj (attention_value_scale folded in) and zero columns of
 o_proj, exact (the padded dims are 0 in every cache row and add 0 x 0); a full layer's kv heads each repeated to the
 sliding layers' count (query head h reads kv head h // (H / 2KV), the copy of the head h // (H / KV) it reads in
-transformers). Shared by the Hugging Face folder (petit/models/mimo_v2_flash.py) and llama.cpp's mimo2 files
-(petit/loading/gguf_mimo5.py)."""
+transformers). Shared by the Hugging Face folder (petit/models/families/moe/mimo_v2_flash.py) and llama.cpp's mimo2
+files (petit/loading/gguf_mimo5.py)."""
 import numpy as np
 
 

@@ -1,7 +1,7 @@
 """Inkling 2 with looped layers (Thinking Machines, `inkling2_loop_text`; Inkling2LoopForCausalLM), as transformers
-5.25's modeling_inkling2_loop.py computes it: Inkling 2's layers (petit/models/inkling2_text.py, the released layout),
-layers loop_layer_index_start .. loop_layer_index_end - 1 run loop_num_passes times, unrolled here (each pass its own
-keys, values and convolution states, as transformers gives each pass its own cache layers).
+5.25's modeling_inkling2_loop.py computes it: Inkling 2's layers (petit/models/families/moe/inkling2_text.py, the
+released layout), layers loop_layer_index_start .. loop_layer_index_end - 1 run loop_num_passes times, unrolled here
+(each pass its own keys, values and convolution states, as transformers gives each pass its own cache layers).
 
 - Each pass starts from the loop's input: the hidden state and the block states before its first layer.
 - In the passes after the first, loop layer j takes four messages (q, k, v, mlp): its four learned queries'
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models.blocks.decoder import Norm, Vec
-from petit.models.inkling2_block import M, Inkling2Decoder, build_decoder
-from petit.models.inkling2_text import hf_tensors
-from petit.models.inkling_config import Inkling2LoopTextConfig
+from petit.models.families.moe.inkling2_block import M, Inkling2Decoder, build_decoder
+from petit.models.families.moe.inkling2_text import hf_tensors
+from petit.models.families.moe.inkling_config import Inkling2LoopTextConfig
 from petit.native import Weight
 
 ROLES = {"q": "attn", "k": "k", "v": "v", "mlp": "mlp"}     # the message's role -> the checkpoint's controller

@@ -1,7 +1,7 @@
 """ZAYA (Zyphra's ZAYA1, `zaya`): transformers 5.25 builds it on Laguna's config and model (per-layer-type RoPE on
 a partial rotary factor: rope_config.RopeByType), with three pieces of its own:
 
-- q / k / v from compressed convolutional attention (petit/models/cca.py's Cca); q and k then L2-normed to
+- q / k / v from compressed convolutional attention (petit/models/families/moe/cca.py's Cca); q and k then L2-normed to
   sqrt(head_dim) (RMSNorm with a negligible eps: transformers clamps the norm at float32's eps), each kv head's keys
   times its `qk_norm.temp`; RoPE by halves on each layer type's share of the head ("hybrid", "hybrid_sliding": the
   last `sliding_window` positions), o_proj;
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models.cca import Cca, RouterState, zaya_moe
+from petit.models.families.moe.cca import Cca, RouterState, zaya_moe
 from petit.models.blocks.common import embed_and_head, norm
 from petit.models.blocks.config import DecoderConfig, NoDenseMlp, check_decoder, positive_int, refuse_act
 from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec

@@ -1,5 +1,5 @@
-"""Sarvam-30B (`sarvam_moe`): transformers 5.25 runs it as Glm4MoeForCausalLM (petit/models/glm4_moe.py) under a
-config of its own. What differs from GLM-4.5 is the spelling and the defaults, which this family reads:
+"""Sarvam-30B (`sarvam_moe`): transformers 5.25 runs it as Glm4MoeForCausalLM (petit/models/families/moe/glm4_moe.py)
+under a config of its own. What differs from GLM-4.5 is the spelling and the defaults, which this family reads:
 
 - transformers' defaults for Sarvam (whole-head RoPE: partial_rotary_factor 1; theta 8e6; q / k norms on; 64-wide
   heads, 4 kv heads; 128 experts of 1024, top 6, one shared; routed_scaling_factor 2.5; eps 1e-6);
@@ -15,7 +15,7 @@ The multi-token-prediction layers (num_nextn_predict_layers) are not run: transf
 import re
 from dataclasses import dataclass
 
-from petit.models import glm4_moe
+from petit.models.families.moe import glm4_moe
 from petit.models.blocks.config import aliased
 from petit.models.blocks.moe_config import shared_width
 

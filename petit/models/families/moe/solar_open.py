@@ -12,7 +12,7 @@ the shared experts are GLM-4.5's, under the same tensor names."""
 import warnings
 from dataclasses import dataclass
 
-from petit.models import glm4_moe
+from petit.models.families.moe import glm4_moe
 from petit.models.blocks.config import DECODER_REQUIRED
 
 # keys SolarOpenConfig does not have (transformers: AttributeError), with the value Solar Open computes with

@@ -9,14 +9,14 @@ layer 0 and every 6th are full, the others slide over `sliding_window`) and whos
   layers and `rope_parameters.sliding_attention.rope_theta` in sliding ones.
 
 Petit's attention has one head size and one kv head count: the loader pads the value heads and repeats a full
-layer's kv heads (petit/models/mimo_layout.py), exact, at the price of a wider cache; no kernel changed. The keys of
-the release's config.json are read too (petit/models/mimo_release.py)."""
+layer's kv heads (petit/models/families/moe/mimo_layout.py), exact, at the price of a wider cache; no kernel changed.
+The keys of the release's config.json are read too (petit/models/families/moe/mimo_release.py)."""
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
-from petit.models.mimo_layout import padded_attention
-from petit.models.mimo_release import read_release_keys
+from petit.models.families.moe.mimo_layout import padded_attention
+from petit.models.families.moe.mimo_release import read_release_keys
 from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, refuse_act
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing
@@ -52,7 +52,7 @@ class MiMoV2FlashConfig(DecoderConfig):
     n_group: int = 1
     topk_group: int = 1
     norm_topk_prob: bool = True
-    hybrid_layer_pattern: list | None = None    # these: the release's spelling (petit/models/mimo_release.py)
+    hybrid_layer_pattern: list | None = None    # these: the release's spelling (mimo_release.py)
     moe_layer_freq: list | None = None
     swa_num_key_value_heads: int | None = None
     swa_num_attention_heads: int | None = None

@@ -1,10 +1,10 @@
 """Param2 (BharatGen's Param2-17B-A2.4B, `param2moe`): transformers 5.25 runs it as Glm4MoeForCausalLM, and its
 checkpoints and remote config use Sarvam-30B's names (transformers maps param2moe with sarvam_moe's conversion), so
-this family is petit/models/sarvam_moe.py's with transformers' Param2 defaults: tied embeddings, RoPE theta 5e5,
-8 kv heads of 64, 32768 positions, 64 experts of 2048, top 6, two shared experts."""
+this family is petit/models/families/moe/sarvam_moe.py's with transformers' Param2 defaults: tied embeddings, RoPE theta
+5e5, 8 kv heads of 64, 32768 positions, 64 experts of 2048, top 6, two shared experts."""
 from dataclasses import dataclass
 
-from petit.models import sarvam_moe
+from petit.models.families.moe import sarvam_moe
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,7 @@ import numpy as np
 from petit.models.blocks.common import default_rope, layer_types, llama_like, window_of
 from petit.models.blocks.config import DecoderConfig, aliased, check_decoder, positive_int, positive_number
 from petit.models.blocks.decoder import Vec
-from petit.models.ergo_names import hf_tensors  # noqa: F401  (the family's reading of the released names)
+from petit.models.families.moe.ergo_names import hf_tensors  # noqa: F401  (the family's reading of the released names)
 from petit.models.blocks.moe import Moe
 from petit.models.blocks.moe_config import check_routing, mlp_kinds
 

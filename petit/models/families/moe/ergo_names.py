@@ -1,7 +1,7 @@
-"""Ergo's checkpoint names (petit/models/ergo.py): transformers reads the released layout (its training framework's
-export for serving, which its save_pretrained also writes back) by its conversion mapping, renaming each tensor to
-its module's name and transposing the router and the shared expert (stored [in, out]). `hf_tensors` does the same,
-so the family reads its modules' names whichever layout a checkpoint has, and splits what the kernels read apart:
+"""Ergo's checkpoint names (petit/models/families/moe/ergo.py): transformers reads the released layout (its training
+framework's export for serving, which its save_pretrained also writes back) by its conversion mapping, renaming each
+tensor to its module's name and transposing the router and the shared expert (stored [in, out]). `hf_tensors` does the
+same, so the family reads its modules' names whichever layout a checkpoint has, and splits what the kernels read apart:
 q / k / v from the fused qkv_proj's rows, each expert's up / down from the 3-D [E, hidden, inter] / [E, inter, hidden]
 tensors."""
 import re

@@ -22,8 +22,9 @@ import numpy as np
 
 from petit.models.blocks.config import ACT_NAMES
 from petit.models.blocks.decoder import Arch, Norm, Vec
-from petit.models.inkling_block import BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps, expert_parts
-from petit.models.inkling_config import InklingTextConfig
+from petit.models.families.moe.inkling_block import (BIG, InklingDecoder, InkLayer, RelAttn, SConv, conv_taps,
+                                                     expert_parts)
+from petit.models.families.moe.inkling_config import InklingTextConfig
 from petit.models.blocks.moe import Moe
 from petit.native import ACTIVATIONS
 

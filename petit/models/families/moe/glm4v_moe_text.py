@@ -1,5 +1,5 @@
 """GLM-4.5V's language model (`glm4v_moe_text`; a `glm4v_moe` or `glm46v` config holds it as `text_config`): GLM-4.5's
-block (petit/models/glm4_moe.py: sigmoid-routed experts with a shared one, rotate-half RoPE on the first
+block (petit/models/families/moe/glm4_moe.py: sigmoid-routed experts with a shared one, rotate-half RoPE on the first
 partial_rotary_factor of each head) with M-RoPE in consecutive sections, which a text-only prompt runs as plain RoPE
 (petit/models/blocks/qwen_vl.py). What differs from glm4_moe is transformers' Glm4vMoeTextConfig: its defaults (q / k /
 v biases, 65536 positions, head_dim hidden_size / num_attention_heads unless given), no q / k norms (use_qk_norm is not
@@ -7,7 +7,7 @@ one of its keys: set true it is reported and not read), `num_local_experts` read
 attribute_map), and mrope_section (default [8, 12, 12]) summing to half the rotary width."""
 from dataclasses import dataclass
 
-from petit.models import glm4_moe
+from petit.models.families.moe import glm4_moe
 
 from petit.models.blocks import qwen_vl
 from petit.models.blocks.config import aliased

@@ -21,7 +21,7 @@ import numpy as np
 
 from petit.models.blocks.common import llama_like
 from petit.models.blocks.config import boolean, positive_number
-from petit.models.mixtral import MixtralConfig
+from petit.models.families.moe.mixtral import MixtralConfig
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
 from petit.models.blocks.rope import Rope, scaling_type

@@ -1,5 +1,5 @@
-"""The config of Step 3.5 / 3.7's language model (petit/models/step3p5.py): transformers 5.25's Step3p7TextConfig,
-its legacy keys read as its __post_init__ reads them."""
+"""The config of Step 3.5 / 3.7's language model (petit/models/families/moe/step3p5.py): transformers 5.25's
+Step3p7TextConfig, its legacy keys read as its __post_init__ reads them."""
 from dataclasses import dataclass
 
 from petit.models.blocks.common import layer_types

@@ -4,7 +4,7 @@ Qwen3OmniMoeTextConfig: norm_topk_prob read (default true), its defaults (4 kv h
 of 768, top 8, RoPE base 1e6), and `interleaved` read beside mrope_interleaved."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_moe, qwen3_vl_moe_text
+from petit.models.families.moe import qwen3_moe, qwen3_vl_moe_text
 
 from petit.models.families.dense import qwen3_vl_text
 
