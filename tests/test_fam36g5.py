@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import axk1
+from petit.models.families.mla import axk1
 from petit.models.families.moe import laguna, zaya
 from petit.models.blocks.decoder import Vec
 from petit.models.blocks.moe import Moe

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import axk2, bailing_hybrid, hy_v4
+from petit.models import bailing_hybrid
+
+from petit.models.families.mla import axk2, hy_v4
 from petit.models.blocks.decoder import Norm, Vec
 from petit.models.blocks.moe import Moe
 from petit.models.blocks.norm_gate import NormGate

@@ -12,7 +12,7 @@
   `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the router's
   groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
   `swiglu_clamp_shexp`, 0: none).
-- hy_v4 (HY-V4, petit/models/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
+- hy_v4 (HY-V4, petit/models/families/mla/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
   indexer, DeepSeek-V3's router) with the hyper-connections (`hc_attn_*`, `hc_ffn_*`, `output_hc_*`; counts and
   magnitude as `hyper_connection.*`), a sink logit a head (`attn_sinks`), the heads' output gate (`attn_gate`), the
   experts' SwiGLU clamp (`swiglu_clamp_exp`, one value for every layer; the shared expert unclamped, as llama.cpp)
@@ -36,7 +36,7 @@ from petit.loading.gguf_moe import _number
 from petit.loading.gguf_ssm import Fix
 from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, shared_experts, sigmoid_renormalised_whole_heads
 from petit.loading.gguf_names import LLAMA_LAYER, QKV, QWEN_EXPERTS, STARCODER2_LAYER, GGUFArch
-from petit.models.hy_v4 import rope_first
+from petit.models.families.mla.hy_v4 import rope_first
 
 HY_V3 = "hy_v3"
 BIAS = "mlp.e_score_correction_bias"

@@ -42,8 +42,6 @@ class Registry(Mapping):
 
 
 MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    "deepseek_v2": "deepseek_v2",
-    "deepseek_v3": "deepseek_v3",
     "mamba": "mamba",
     "falcon_mamba": "falcon_mamba",
     "mamba2": "mamba2",
@@ -56,7 +54,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "qwen3_5": "qwen3_5",
     "nemotron_h": "nemotron_h",
     # issue 30, the dense group
-    "youtu": "youtu",
     # issue 30, the wrap group
     "gemma3": "gemma3",
     "mistral3": "mistral3",
@@ -64,7 +61,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "qwen3_5_moe_text": "qwen3_5_moe_text",
     "qwen3_5_moe": "qwen3_5_moe",
     # issue 30, the mla group
-    "glm4_moe_lite": "glm4_moe_lite",
     # issue 30, the hybrid group
     "bamba": "bamba",
     "zamba2": "zamba2",
@@ -77,10 +73,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 30, the recur group
     "recurrent_gemma": "recurrent_gemma",
     "llama4": "llama4",
-    "deepseek_v32": "deepseek_v32",
-    "deepseek_v4": "deepseek_v4",     # issue 30, the dsv4 group
-    "glm_moe_dsa": "glm_moe_dsa",
-    "minicpm3": "minicpm3",
     "olmo_hybrid": "olmo_hybrid",
     "minimax": "minimax",
     "rwkv6": "rwkv6",
@@ -93,12 +85,10 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 30, the jetmoe group
     # issue 30, the mimo group
     # issue 30, the longcat group
-    "longcat_flash": "longcat_flash",
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
     "rwkv6qwen2": "rwkv6qwen2",
     # issue 36, the fam36e group
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
-    "sarvam_mla": "sarvam_mla",
     # issue 36, the fam36d group
     # issue 36, fam36i
     # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
@@ -111,18 +101,14 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "git": "git",             # GIT's text decoder (its image tower not run)
     # issue 36, the fam36h group
     # issue 36, the fam36g group
-    "axk1": "axk1",
     # issue 36, the fam36k group
     "lara_mini": "lara_mini",
-    "dots3_note_text": "dots3_note_text",
     "dots3_note": "dots3_note",
     # issue 36, fam36n
     "xlstm": "xlstm",
     # issue 36, the fam36l group
     # issue 36, the fam36m group
-    "axk2": "axk2",
     "bailing_hybrid": "bailing_hybrid",
-    "hy_v4": "hy_v4",
     # issue 36, the q4exp group
     "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
@@ -141,7 +127,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "qwen2_5_omni": "qwen2_5_omni",
     "qwen3_omni_moe": "qwen3_omni_moe",
     # issue 36, the newdec group
-    "mistral4": "mistral4",
     "step3p7": "step3p7",
     "muse_glimmer": "muse_glimmer",
     # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
@@ -154,7 +139,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "cosmos3_edge": "cosmos3_edge",
     "molmo2": "molmo2",
     "deepseek_ocr2": "deepseek_ocr2",
-    "hy_v4_vl_text": "hy_v4_vl_text",
     "hy_v4_vl": "hy_v4_vl",
     "kosmos-2": "kosmos2",
 })

@@ -1,5 +1,5 @@
 """Dots 3 Note Preview as released (`dots3_note`, dots-studio/dots3-note-prev: Dots3NoteForConditionalGeneration): a
-vision tower and an audio tower beside the language model of petit/models/dots3_note_text.py. The released
+vision tower and an audio tower beside the language model of petit/models/families/mla/dots3_note_text.py. The released
 config.json keeps the language model's keys at its top level (with `vision_config` and `audio_config`), as
 Dots3NoteConfig reads it; one saved by transformers 5 holds them under `text_config`. Either way the checkpoint keeps
 the language model at `model.*` and its head at `lm_head.weight` (transformers renames them to
@@ -10,7 +10,7 @@ accounts for their tensors. A converted file is a `dots3_note` file of the langu
 from dataclasses import dataclass
 
 from petit.models.blocks import deepseek_common as dc
-from petit.models import dots3_note_text
+from petit.models.families.mla import dots3_note_text
 from petit.models.blocks import wrapper
 
 OWN_KEYS = ("image_token_id", "video_token_id", "audio_token_id")

@@ -1,12 +1,12 @@
 """HY-V4 VL as released (`hy_v4_vl`, HYV4VLForConditionalGeneration: tencent/Hy4): a vision tower and patch merger
 (`vit.*` as stored, transformers' `model.vision_tower.*`) beside a `hy_v4_vl_text` model stored at `model.*` with the
-release's names (save_pretrained writes them; petit/models/hy_v4.py reads both spellings), whose config is
+release's names (save_pretrained writes them; petit/models/families/mla/hy_v4.py reads both spellings), whose config is
 `text_config`. Petit runs the text model alone and says once that the vision tower is not run
 (petit/models/blocks/wrapper.py). The head is tied by the wrapper's `tie_word_embeddings` alone (default false), unless
 the checkpoint stores one."""
 from dataclasses import dataclass
 
-from petit.models import hy_v4_vl_text
+from petit.models.families.mla import hy_v4_vl_text
 
 from petit.models.blocks import wrapper, wrapper_flat
 

@@ -1,15 +1,15 @@
 """Mistral 3 as released (`mistral3`, Mistral3ForConditionalGeneration: Ministral-3, Mistral Small 3.1 / 3.2,
 Devstral, Magistral, Mistral Small 4): a Pixtral vision tower and its patch-merging projector beside a text model,
 `ministral3` (Ministral 3), `mistral` (the Small 3 models) or `mistral4` (Mistral Small 4, issue 36: DeepSeek-V3's
-latent attention and experts, petit/models/mistral4.py), whose config is `text_config` and whose weights are
-`language_model.model.*` (as save_pretrained writes them) or `model.language_model.*`. Petit runs the text model alone
-and says once that the vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's own
-`tie_word_embeddings` (default true), which transformers reads instead of text_config's, unless the checkpoint
+latent attention and experts, petit/models/families/mla/mistral4.py), whose config is `text_config` and whose weights
+are `language_model.model.*` (as save_pretrained writes them) or `model.language_model.*`. Petit runs the text model
+alone and says once that the vision tower is not run (petit/models/blocks/wrapper.py). The head is tied by the wrapper's
+own `tie_word_embeddings` (default true), which transformers reads instead of text_config's, unless the checkpoint
 stores one (transformers' from_pretrained keeps a stored head that differs from the embeddings). A converted file
 keeps the text model's type as `text_model_type`."""
 from dataclasses import dataclass
 
-from petit.models import mistral4
+from petit.models.families.mla import mistral4
 
 from petit.models.families.dense import ministral3, mistral
 

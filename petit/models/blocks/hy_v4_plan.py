@@ -1,5 +1,5 @@
-"""HY-V4's step as plan ops (the family: petit/models/hy_v4.py): the Decoder's latent attention with DSA, MoE and
-MLP ops, inside the hyper-connections' residual streams.
+"""HY-V4's step as plan ops (the family: petit/models/families/mla/hy_v4.py): the Decoder's latent attention with DSA,
+MoE and MLP ops, inside the hyper-connections' residual streams.
 
 The residual is `n` streams of `hidden` values a token (X0 / X1 in turn). Before each block HC_PRE mode 2 (kernels/
 hc.c pt_hc_ind_pre) collapses them into the block's input by its pre weights and writes its post weights (and an

@@ -1,8 +1,8 @@
-"""A.X-K1 (SK Telecom, `axk1`): DeepSeek-V3's model (petit/models/deepseek_v3.py: latent attention, `noaux_tc`
-routing within the `topk_group` best of `n_group` groups, shared experts) in GLM-4.7-Flash's decoder layer
-(petit/models/glm4_moe_lite.py: the routed layers listed by `mlp_layer_types`), with one change of its own: the MoE
-block's output (routed plus shared experts) is RMS-normed (`post_mlp_layernorm`, the model's eps) before the residual
-add. What else differs is the config:
+"""A.X-K1 (SK Telecom, `axk1`): DeepSeek-V3's model (petit/models/families/mla/deepseek_v3.py: latent attention,
+`noaux_tc` routing within the `topk_group` best of `n_group` groups, shared experts) in GLM-4.7-Flash's decoder layer
+(petit/models/families/mla/glm4_moe_lite.py: the routed layers listed by `mlp_layer_types`), with one change of its own:
+the MoE block's output (routed plus shared experts) is RMS-normed (`post_mlp_layernorm`, the model's eps) before the
+residual add. What else differs is the config:
 
 - its defaults (192 experts, top 8 within 4 of 8 groups, x 2.5; 64 heads; q_lora_rank 1536);
 - `mlp_layer_types` derived, when absent, from the legacy `first_k_dense_replace` (default 1) and `moe_layer_freq`
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from petit.models.blocks import deepseek_common as dc
 from petit.models.blocks.common import norm
 from petit.models.blocks.config import aliased
-from petit.models.glm4_moe_lite import Glm4MoeLiteConfig
+from petit.models.families.mla.glm4_moe_lite import Glm4MoeLiteConfig
 
 UNREAD = ("post_mlp_layernorm.weight",)     # a dense layer's, stored by the released files and never used
 

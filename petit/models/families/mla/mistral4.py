@@ -1,5 +1,5 @@
 """Mistral 4 (`mistral4`, Mistral4ForCausalLM: the text model of Mistral Small 4, released as a `mistral3` folder):
-DeepSeek-V3 (petit/models/deepseek_v3.py) under Mistral's names and defaults. What differs:
+DeepSeek-V3 (petit/models/families/mla/deepseek_v3.py) under Mistral's names and defaults. What differs:
 
 - the router (Mistral4TopkRouter) chooses on the softmax of the router logits with no e_score_correction_bias:
   deepseek_v3's `scoring_func` "softmax" without the bias (groups scored by their two best probabilities,
@@ -17,7 +17,7 @@ DeepSeek-V3 (petit/models/deepseek_v3.py) under Mistral's names and defaults. Wh
 from dataclasses import dataclass, field
 
 from petit.models.blocks import deepseek_common as dc
-from petit.models import deepseek_v3
+from petit.models.families.mla import deepseek_v3
 from petit.models.blocks.moe import split_experts
 from petit.models.families.dense.ministral3 import OWN_ROPE_KEYS, check_llama_4_scaling, with_llama_4_scaling
 

@@ -1,8 +1,9 @@
 """DeepSeek-V3.2 (`deepseek_v32`, deepseek-ai/DeepSeek-V3.2-Exp, DeepSeek-V3.2): DeepSeek-V3 (latent attention with
-the low-rank query, noaux_tc routing, shared experts; petit/models/deepseek_v3.py) plus DeepSeek Sparse Attention in
-every layer: a lightning indexer chooses, for each query, the `index_topk` cached positions the latent attention
-attends to (petit/models/blocks/dsa.py; its scores and the attention over the chosen positions run in C, kernels/dsa.c).
-The indexer rotates its query and key by halves (rotate_half), the attention's rope part on adjacent pairs.
+the low-rank query, noaux_tc routing, shared experts; petit/models/families/mla/deepseek_v3.py) plus DeepSeek Sparse
+Attention in every layer: a lightning indexer chooses, for each query, the `index_topk` cached positions the latent
+attention attends to (petit/models/blocks/dsa.py; its scores and the attention over the chosen positions run in C,
+kernels/dsa.c). The indexer rotates its query and key by halves (rotate_half), the attention's rope part on adjacent
+pairs.
 
 The routed layers are where `mlp_layer_types` says "sparse" (transformers' default: from `first_k_dense_replace`
 on, 3 by default); `layer_types` must be "indexed_attention" in every layer (transformers knows no other). As
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from petit.models.blocks import deepseek_common as dc
 from petit.models.blocks.config import positive_int
-from petit.models.deepseek_v3 import DeepseekV3Config
+from petit.models.families.mla.deepseek_v3 import DeepseekV3Config
 from petit.models.blocks.dsa import dsa_weights
 
 

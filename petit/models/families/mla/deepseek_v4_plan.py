@@ -1,5 +1,5 @@
-"""DeepSeek-V4's step as plan ops (the family: petit/models/deepseek_v4.py): the Decoder's caches, checks, plan
-runner and head, with its own description of a step over its own scratch.
+"""DeepSeek-V4's step as plan ops (the family: petit/models/families/mla/deepseek_v4.py): the Decoder's caches, checks,
+plan runner and head, with its own description of a step over its own scratch.
 
 The cache is a values-are-keys KV cache of `cache_width` floats a position and layer, which kernels/dsv4_plan.c
 reads as regions (`regions`): the window's keys, a compressed layer's entries and its compressor's raw kv / gate of
@@ -8,7 +8,7 @@ each from Python."""
 import numpy as np
 
 from petit.models.blocks.decoder import Decoder, _Scratch
-from petit.models.deepseek_v4_config import CSA, SWA
+from petit.models.families.mla.deepseek_v4_config import CSA, SWA
 from petit.models.blocks.plan import Plan, PlanOracle, fptr
 from petit.native import ffi, lib
 

@@ -1,5 +1,5 @@
 """HY-V4 VL's language model (transformers' `hy_v4_vl_text`, HYV4VLTextModel: tencent/Hy4's): HY-V4's model
-(petit/models/hy_v4.py) with three differences, read off transformers 5.25's modular file:
+(petit/models/families/mla/hy_v4.py) with three differences, read off transformers 5.25's modular file:
 
 - its latent norms (q_a_layernorm, kv_a_layernorm) take `rms_norm_eps` (HYV4VLAttention), not HY-V4's fixed 1e-6;
 - HYV4VLTextConfig's own defaults (hidden 6144, 78 layers of 64 heads, q_lora_rank 2048, 32 indexer heads, experts
@@ -12,7 +12,7 @@
   `mrope_section`, so a converted file says them)."""
 from dataclasses import dataclass
 
-from petit.models import hy_v4
+from petit.models.families.mla import hy_v4
 
 
 @dataclass(kw_only=True)

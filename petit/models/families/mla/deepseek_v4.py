@@ -10,8 +10,8 @@
   low-rank output (o_a per group of heads, o_b);
 - routed experts with sqrt(softplus) scores (hash layers: experts by token id), a shared expert, SwiGLU clamped.
 
-The step is one plan (petit/models/deepseek_v4_plan.py, ops 34-39 of kernels/plan.c). The cache keeps, per layer,
-every position's keys and the compressors' raw projections beside the entries (kernels/dsv4_plan.c), so a rewind
+The step is one plan (petit/models/families/mla/deepseek_v4_plan.py, ops 34-39 of kernels/plan.c). The cache keeps, per
+layer, every position's keys and the compressors' raw projections beside the entries (kernels/dsv4_plan.c), so a rewind
 to any position stays exact; float32 caches only."""
 from types import SimpleNamespace
 
@@ -19,8 +19,8 @@ import numpy as np
 
 from petit.models.blocks.common import embed_and_head, norm
 from petit.models.blocks.decoder import Arch, Layer, Norm, Vec
-from petit.models.deepseek_v4_config import CSA, SWA, DeepseekV4Config
-from petit.models.deepseek_v4_plan import DeepseekV4Decoder, cache_width
+from petit.models.families.mla.deepseek_v4_config import CSA, SWA, DeepseekV4Config
+from petit.models.families.mla.deepseek_v4_plan import DeepseekV4Decoder, cache_width
 from petit.models.blocks.moe import Moe
 from petit.models.blocks.rope import Rope
 

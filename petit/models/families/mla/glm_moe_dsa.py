@@ -1,14 +1,14 @@
 """GLM-5 (`glm_moe_dsa`, zai-org/GLM-5): DeepSeek-V3.2's layer (latent attention with DeepSeek Sparse Attention,
-DeepSeek-V3's experts; petit/models/deepseek_v32.py) with GLM's sizes and defaults (one expert group, RMSNorm eps
-1e-5), an indexer that rotates its query and key on adjacent pairs (as the attention's rope part), and cross-layer
-top-k sharing: `indexer_types` says per layer "full" (the layer runs its indexer) or "shared" (no indexer: it attends
-to the positions the previous full layer chose for the same query). Without `indexer_types`, transformers derives it
-from `index_topk_pattern` ("F" / "S" per layer) or from `index_topk_freq` / `index_skip_topk_offset` (layer i is
-full when max(i - offset + 1, 0) is a multiple of freq; by default every layer), and so does Petit."""
+DeepSeek-V3's experts; petit/models/families/mla/deepseek_v32.py) with GLM's sizes and defaults (one expert group,
+RMSNorm eps 1e-5), an indexer that rotates its query and key on adjacent pairs (as the attention's rope part), and
+cross-layer top-k sharing: `indexer_types` says per layer "full" (the layer runs its indexer) or "shared" (no indexer:
+it attends to the positions the previous full layer chose for the same query). Without `indexer_types`, transformers
+derives it from `index_topk_pattern` ("F" / "S" per layer) or from `index_topk_freq` / `index_skip_topk_offset` (layer i
+is full when max(i - offset + 1, 0) is a multiple of freq; by default every layer), and so does Petit."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_v32
-from petit.models.deepseek_v32 import DeepseekV32Config
+from petit.models.families.mla import deepseek_v32
+from petit.models.families.mla.deepseek_v32 import DeepseekV32Config
 
 
 @dataclass(kw_only=True)

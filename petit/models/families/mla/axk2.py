@@ -1,6 +1,6 @@
-"""A.X-K2 (SK Telecom, `axk2`): DeepSeek-V3.2's model (petit/models/deepseek_v32.py: latent attention with DeepSeek
-Sparse Attention's indexer in every layer, sigmoid + e_score_correction_bias routing, shared experts, the routed
-layers listed by `mlp_layer_types`) with three changes of its own:
+"""A.X-K2 (SK Telecom, `axk2`): DeepSeek-V3.2's model (petit/models/families/mla/deepseek_v32.py: latent attention with
+DeepSeek Sparse Attention's indexer in every layer, sigmoid + e_score_correction_bias routing, shared experts, the
+routed layers listed by `mlp_layer_types`) with three changes of its own:
 
 - the query: q_a = q_a_proj x, then one fused q_gate_proj over [RMSNorm(q_a) ; q_a] (2 x q_lora_rank wide: the
   checkpoint's q_b_proj) gives each head's nope, rope and v_head_dim gate rows; the indexer still reads RMSNorm(q_a);
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from petit.models.blocks import deepseek_common as dc
 from petit.models.blocks.common import norm
 from petit.models.blocks.config import positive_int
-from petit.models.deepseek_v32 import DeepseekV32Config, build as build_v32
+from petit.models.families.mla.deepseek_v32 import DeepseekV32Config, build as build_v32
 from petit.models.blocks.norm_gate import norm_gate
 
 

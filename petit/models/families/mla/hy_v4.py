@@ -1,7 +1,7 @@
-"""HY-V4 (Tencent's Hy4, `hy_v4`): GLM-5's model (petit/models/glm_moe_dsa.py: DeepSeek's latent attention with
-DeepSeek Sparse Attention, "shared" layers reusing the last full indexer's choice by `indexer_types`; GLM-4.7-Flash's
-sigmoid + e_score_correction_bias routing, renormalised x `routed_scaling_factor`, shared experts; dense layers by
-`mlp_layer_types`) inside DeepSeek-V4-style hyper-connections, with:
+"""HY-V4 (Tencent's Hy4, `hy_v4`): GLM-5's model (petit/models/families/mla/glm_moe_dsa.py: DeepSeek's latent attention
+with DeepSeek Sparse Attention, "shared" layers reusing the last full indexer's choice by `indexer_types`;
+GLM-4.7-Flash's sigmoid + e_score_correction_bias routing, renormalised x `routed_scaling_factor`, shared experts; dense
+layers by `mlp_layer_types`) inside DeepSeek-V4-style hyper-connections, with:
 
 - the residual as `hc_mult` streams: before each block m = fn . X / rms(X) gives pre = sigmoid(m[:n] s0 + b) + eps
   and post = hc_magnitude sigmoid(m[n:] s1 + b) + eps; the block (its RMSNorm first) reads sum_j pre_j X_j and the
@@ -26,8 +26,8 @@ import numpy as np
 from petit.models.blocks import deepseek_common as dc
 from petit.models.blocks.common import Renamed
 from petit.models.blocks.config import positive_int, positive_number
-from petit.models.deepseek_v32 import DeepseekV32Config, build as build_v32
-from petit.models.deepseek_v4 import hc_weights
+from petit.models.families.mla.deepseek_v32 import DeepseekV32Config, build as build_v32
+from petit.models.families.mla.deepseek_v4 import hc_weights
 from petit.models.blocks.hy_v4_plan import HyV4Decoder
 from petit.models.blocks.moe import split_experts
 

@@ -14,7 +14,7 @@ is refused: no released checkpoint has them."""
 from dataclasses import dataclass
 
 from petit.models.blocks import deepseek_common as dc
-from petit.models.deepseek_v3 import DeepseekV3Config
+from petit.models.families.mla.deepseek_v3 import DeepseekV3Config
 
 
 @dataclass(kw_only=True)

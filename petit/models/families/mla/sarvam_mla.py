@@ -1,6 +1,6 @@
-"""Sarvam-105B (`sarvam_mla`): transformers 5.25 runs it as DeepseekV3ForCausalLM (petit/models/deepseek_v3.py)
-under a config of its own, so the attention, router and tensor names are DeepSeek-V3's. What differs is the config,
-which this family reads:
+"""Sarvam-105B (`sarvam_mla`): transformers 5.25 runs it as DeepseekV3ForCausalLM
+(petit/models/families/mla/deepseek_v3.py) under a config of its own, so the attention, router and tensor names are
+DeepSeek-V3's. What differs is the config, which this family reads:
 
 - transformers' defaults for Sarvam: no low-rank query (q_lora_rank null: one q_proj), routing over all experts at
   once (n_group 1, topk_group 1), 128 experts, the first layer dense, 4096 positions;
@@ -12,7 +12,7 @@ which this family reads:
 The multi-token-prediction layers (num_nextn_predict_layers) are not run: transformers builds none."""
 from dataclasses import dataclass
 
-from petit.models import deepseek_v3
+from petit.models.families.mla import deepseek_v3
 from petit.models.blocks.config import aliased
 from petit.models.blocks.moe_config import shared_width
 

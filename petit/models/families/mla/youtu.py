@@ -5,7 +5,7 @@ config has none of DeepSeek's routing keys); tied embeddings by default."""
 from dataclasses import dataclass
 
 from petit.models.blocks import deepseek_common as dc
-from petit.models.deepseek_v3 import DeepseekV3Config
+from petit.models.families.mla.deepseek_v3 import DeepseekV3Config
 
 
 @dataclass(kw_only=True)
