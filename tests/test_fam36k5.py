@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import lara_mini
+from petit.models.families.hybrid import lara_mini
 from petit import load as petit_load
 from models import converted_runs_the_same, load_strict as _load, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import bailing_hybrid
+from petit.models.families.hybrid import bailing_hybrid
 
 from petit.models.families.mla import axk2, hy_v4
 from petit.models.blocks.decoder import Norm, Vec

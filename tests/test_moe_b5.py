@@ -380,7 +380,7 @@ def test_minicpm5_moe_refuses_what_it_cannot_run(tmp_path, change, message):
 def test_lfm3_reads_its_layers():
     """[conv, sliding, full, conv]; the per-head gate read as each row repeated head_dim times; the conv's output
     normed before its add (post_operator_norm); the full layer's proportional RoPE: 4 of 8 pairs turn."""
-    from petit.models.lfm3 import ProportionalRope
+    from petit.models.families.hybrid.lfm3 import ProportionalRope
     net = _load(FOLDERS["lfm3"]).net
     assert [L.mamba is not None for L in net.layers] == [True, False, False, True]
     assert [L.window for L in net.layers] == [0, 8, 0, 0]

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import qwen4_exp, qwen4_exp_text
+from petit.models import qwen4_exp
+from petit.models.families.hybrid import qwen4_exp_text
 from petit.native import ffi, lib
 from models import assert_greedy_equals_transformers, assert_the_plan_equals_the_per_op_path, converted_runs_the_same
 from models import load_strict as _load, load_wrapper_saying_the_tower_is_not_run
@@ -326,7 +327,7 @@ def _int64_buffers(path) -> dict:
 def test_the_hash_parameters_are_the_checkpoints_buffers():
     """transformers saves each PLE layer's multipliers, prime vocabularies and offsets (left unread: Petit derives
     them from the config); they are what Petit derives"""
-    from petit.models import qwen4_exp_ple
+    from petit.models.families.hybrid import qwen4_exp_ple
     bufs = _int64_buffers(PLE / "model.safetensors")
     cfg = qwen4_exp_text.Config.from_dict(json.loads((PLE / "config.json").read_text()))
     for j, i in enumerate(cfg.ple_layer_ids):

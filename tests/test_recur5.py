@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models.recurrent_gemma import RecurrentGemmaConfig, bf16
+from petit.models.families.hybrid.recurrent_gemma import RecurrentGemmaConfig, bf16
 from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, ffi, lib
 

@@ -6,11 +6,11 @@
 - baichuan (Baichuan, remote code): Llama's block (W_pack split into q / k / v, permuted for adjacent-pair RoPE by
   the converter, as llama's); llama.cpp rotates q / k only in a 32-layer file (Baichuan-7B), runs ALiBi at 40 (13B)
   and no position at all at any other count (src/models/baichuan.cpp), so only 32 layers are read, as llama.
-- bailingmoe3 (Ling 3, petit/models/bailing_hybrid.py): kimi-linear's file (gguf_kimi5.py: the layer kinds by
-  `attention.head_count_kv`, KDA's tensors, the absorbed latent attention) with KDA's gates full rank (`ssm_g_a`,
-  `ssm_f_a` alone), A stored as exp(A_log) (Kimi's: -exp), the bounded forget gate (`kda.safe_gate`, required;
-  `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the router's
-  groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
+- bailingmoe3 (Ling 3, petit/models/families/hybrid/bailing_hybrid.py): kimi-linear's file (gguf_kimi5.py: the layer
+  kinds by `attention.head_count_kv`, KDA's tensors, the absorbed latent attention) with KDA's gates full rank
+  (`ssm_g_a`, `ssm_f_a` alone), A stored as exp(A_log) (Kimi's: -exp), the bounded forget gate (`kda.safe_gate`,
+  required; `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the
+  router's groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
   `swiglu_clamp_shexp`, 0: none).
 - hy_v4 (HY-V4, petit/models/families/mla/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
   indexer, DeepSeek-V3's router) with the hyper-connections (`hc_attn_*`, `hc_ffn_*`, `output_hc_*`; counts and

@@ -45,42 +45,25 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     "mamba": "mamba",
     "falcon_mamba": "falcon_mamba",
     "mamba2": "mamba2",
-    "lfm2": "lfm2",
-    "granitemoehybrid": "granitemoehybrid",
-    "jamba": "jamba",
-    "falcon_h1": "falcon_h1",
-    "qwen3_next": "qwen3_next",
-    "qwen3_5_text": "qwen3_5_text",
     "qwen3_5": "qwen3_5",
-    "nemotron_h": "nemotron_h",
     # issue 30, the dense group
     # issue 30, the wrap group
     "gemma3": "gemma3",
     "mistral3": "mistral3",
     # issue 30, the moe_a group
-    "qwen3_5_moe_text": "qwen3_5_moe_text",
     "qwen3_5_moe": "qwen3_5_moe",
     # issue 30, the mla group
     # issue 30, the hybrid group
-    "bamba": "bamba",
-    "zamba2": "zamba2",
     # issue 30, the zamba group
-    "zamba": "zamba",
     # issue 30, the gemma group
     "gemma3n": "gemma3n",
     # issue 30, the moe_b group
-    "lfm2_moe": "lfm2_moe",
     # issue 30, the recur group
-    "recurrent_gemma": "recurrent_gemma",
     "llama4": "llama4",
-    "olmo_hybrid": "olmo_hybrid",
-    "minimax": "minimax",
     "rwkv6": "rwkv6",
     "rwkv7": "rwkv7",
     "gemma4": "gemma4",
     "gemma4_unified": "gemma4_unified",
-    "lfm3": "lfm3",
-    "kimi_linear": "kimi_linear",
     "rwkv": "rwkv",
     # issue 30, the jetmoe group
     # issue 30, the mimo group
@@ -102,15 +85,12 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 36, the fam36h group
     # issue 36, the fam36g group
     # issue 36, the fam36k group
-    "lara_mini": "lara_mini",
     "dots3_note": "dots3_note",
     # issue 36, fam36n
     "xlstm": "xlstm",
     # issue 36, the fam36l group
     # issue 36, the fam36m group
-    "bailing_hybrid": "bailing_hybrid",
     # issue 36, the q4exp group
-    "qwen4_exp_text": "qwen4_exp_text",
     "qwen4_exp": "qwen4_exp",
     # issue 36, the qwenvl group
     "qwen2_vl": "qwen2_vl",

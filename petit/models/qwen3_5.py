@@ -6,7 +6,7 @@ model: its config flat, its weights named `model.*` as the text model's."""
 import warnings
 from dataclasses import dataclass
 
-from petit.models import qwen3_5_text, qwen3_next
+from petit.models.families.hybrid import qwen3_5_text, qwen3_next
 
 P = "model.language_model."
 

@@ -5,7 +5,9 @@ run and lists the tower's tensors among those it does not use; a converted file 
 with model_type `qwen3_5_moe`."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_5, qwen3_5_moe_text
+from petit.models import qwen3_5
+
+from petit.models.families.hybrid import qwen3_5_moe_text
 
 P = qwen3_5.P
 

@@ -5,7 +5,9 @@ the tower's tensors among those it does not use; a converted file is the text mo
 model_type `qwen4_exp`."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_5, qwen3_5_moe, qwen4_exp_text
+from petit.models import qwen3_5, qwen3_5_moe
+
+from petit.models.families.hybrid import qwen4_exp_text
 
 
 @dataclass(kw_only=True)

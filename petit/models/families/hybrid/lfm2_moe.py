@@ -1,7 +1,7 @@
-"""LFM2-MoE (LiquidAI's LFM2-8B-A1B): LFM2's hybrid of gated short convolutions and attention (petit/models/lfm2.py)
-with routed experts. The first `num_dense_layers` layers keep a dense SwiGLU MLP of `intermediate_size` (w1 / w3 / w2;
-no LFM2 auto-adjust of the width); every later layer routes each token to `num_experts_per_tok` of `num_experts`
-SwiGLU experts of `moe_intermediate_size`:
+"""LFM2-MoE (LiquidAI's LFM2-8B-A1B): LFM2's hybrid of gated short convolutions and attention
+(petit/models/families/hybrid/lfm2.py) with routed experts. The first `num_dense_layers` layers keep a dense SwiGLU MLP
+of `intermediate_size` (w1 / w3 / w2; no LFM2 auto-adjust of the width); every later layer routes each token to
+`num_experts_per_tok` of `num_experts` SwiGLU experts of `moe_intermediate_size`:
 
     scores = sigmoid(router x)                                   (`feed_forward.gate`, kept in float)
     chosen = top-k of scores + expert_bias                       (`feed_forward.expert_bias`, with use_expert_bias)
@@ -11,7 +11,7 @@ transformers 5 writes the experts back in the Hub's layout (`feed_forward.expert
 The renormalisation's 1e-6 is kernels/moe.c's `norm_eps` (a relative 1e-6 of weights that sum to about top_k / 2)."""
 from dataclasses import dataclass
 
-from petit.models import lfm2
+from petit.models.families.hybrid import lfm2
 from petit.models.blocks.config import DecoderConfig, boolean, check_decoder, positive_int
 from petit.models.blocks.moe import moe_weights
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY, check_routing

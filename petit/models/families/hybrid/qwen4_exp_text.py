@@ -1,7 +1,7 @@
 """Qwen4-Exp's text model (`qwen4_exp_text`, transformers 5.25's Qwen4ExpForCausalLM; the released `qwen4_exp` folders
 hold it as `text_config`): Qwen3.5-MoE's blocks (Gated DeltaNet and gated attention, MoE with a shared expert in
-every layer: petit/models/qwen3_5_moe_text.py, here with `norm_topk_prob` read) inside hyper-connections, and no
-input / post-attention / final norms:
+every layer: petit/models/families/hybrid/qwen3_5_moe_text.py, here with `norm_topk_prob` read) inside
+hyper-connections, and no input / post-attention / final norms:
 
 - the residual is `hc_count` streams of hidden_size values (the embedding repeated). Before each block (the attention
   or DeltaNet, then the MoE) a gated residual: the streams RMS-normed one by one, x (1 + w) with a weight per stream
@@ -18,7 +18,7 @@ input / post-attention / final norms:
   MM3_ATTENTION over the chosen blocks; the raw keys live in a cache slot of their own after the layers'.
 
 - the PLE layers (`ple_layer_ids`): hashed n-gram embeddings gating each stream, through a dilated causal conv, added
-  before the layer's first gated residual (petit/models/qwen4_exp_ple.py).
+  before the layer's first gated residual (petit/models/families/hybrid/qwen4_exp_ple.py).
 
 Refused: `output_gate_type` sigmoid (the DeltaNet's gated norm is silu here), hc_count outside 2..16, attention
 layers without the indexer's fields."""
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from petit.models import qwen3_5_moe_text, qwen3_next
-from petit.models import qwen4_exp_ple as ple
+from petit.models.families.hybrid import qwen3_5_moe_text, qwen3_next
+from petit.models.families.hybrid import qwen4_exp_ple as ple
 from petit.models.blocks.block_sparse import BlockSparse
 from petit.models.blocks.common import default_rope, embed_and_head, norm
 from petit.models.blocks.config import positive_int

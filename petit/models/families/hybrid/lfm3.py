@@ -1,4 +1,4 @@
-"""LFM3 (LiquidAI): LFM2's hybrid (petit/models/lfm2.py) with three layer kinds (`layer_types`: "conv",
+"""LFM3 (LiquidAI): LFM2's hybrid (petit/models/families/hybrid/lfm2.py) with three layer kinds (`layer_types`: "conv",
 "sliding_attention", "full_attention"; by default full where i % 4 == 2, sliding where i % 4 == 0 and i > 0, conv
 elsewhere), 7-tap short convs by default, norms after each sublayer too (`post_operator_norm` of the conv's or the
 attention's output, `post_ffn_norm` of the MLP's, with `use_sandwich_norm`), a SwiGLU MLP of `intermediate_size`

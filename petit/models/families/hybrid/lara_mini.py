@@ -1,5 +1,6 @@
 """Lara 4 Mini (`lara_mini`, translated/Lara-4-Mini-Base): Qwen3.5's Gated DeltaNet in the `linear_attention`
-layers (petit/models/qwen3_next.py's block) beside Qwen3's attention, Flint's experts in every layer, plain norms.
+layers (petit/models/families/hybrid/qwen3_next.py's block) beside Qwen3's attention, Flint's experts in every layer,
+plain norms.
 
 What differs from Qwen3-Next:
 - Norms are plain RMSNorms x * w (the gated one too), not zero-centred.
@@ -13,7 +14,7 @@ What differs from Qwen3-Next:
   (`in_proj_qkv` / `_z` / `_b` / `_a`, `norm`) are read too. The experts are transformers 5's 3-D tensors."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_5_moe_text, qwen3_5_text, qwen3_next
+from petit.models.families.hybrid import qwen3_5_moe_text, qwen3_5_text, qwen3_next
 from petit.models.blocks.common import attention_weights
 
 KINDS = ("linear_attention", "sliding_attention", "full_attention")

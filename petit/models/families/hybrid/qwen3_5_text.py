@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import qwen3_next
+from petit.models.families.hybrid import qwen3_next
 
 
 @dataclass(kw_only=True)

@@ -1,6 +1,7 @@
-"""Ling 3 (inclusionAI's Ling-3.0-Flash, `bailing_hybrid`): kimi_linear's model (petit/models/kimi_linear.py: Kimi
-Delta Attention in the `linear_attention` layers, DeepSeek's latent attention in the `full_attention` ones, a SwiGLU
-MLP in the first `first_k_dense_replace` layers, DeepSeek-V3's routed experts and shared experts after) with:
+"""Ling 3 (inclusionAI's Ling-3.0-Flash, `bailing_hybrid`): kimi_linear's model
+(petit/models/families/hybrid/kimi_linear.py: Kimi Delta Attention in the `linear_attention` layers, DeepSeek's latent
+attention in the `full_attention` ones, a SwiGLU MLP in the first `first_k_dense_replace` layers, DeepSeek-V3's routed
+experts and shared experts after) with:
 
 - KDA's forget and output gates full rank (`f_proj`, `g_proj`: Kimi's are low-rank products) and the forget gate
   bounded when `kda_safe_gate` (the default): per key channel exp(kda_lower_bound sigmoid(exp(A_log) (f + dt_bias))),
@@ -21,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import kimi_linear
+from petit.models.families.hybrid import kimi_linear
 
 from petit.models.blocks import deepseek_common as dc
 from petit.models.blocks.common import Renamed, default_rope
-from petit.models.kimi_linear import KimiLinearConfig, _kda_dims
+from petit.models.families.hybrid.kimi_linear import KimiLinearConfig, _kda_dims
 
 # the released names -> transformers' module names (its conversion mapping, which save_pretrained undoes)
 SAVED = (("model.word_embeddings.", "model.embed_tokens."), (".attention.", ".self_attn."),

@@ -1,5 +1,5 @@
-"""Qwen4-Exp's hashed n-gram Per-Layer Embeddings (PLE; the family: petit/models/qwen4_exp_text.py), on the
-`linear_attention` layers `ple_layer_ids` lists (one-indexed), added to the streams before the layer's first gated
+"""Qwen4-Exp's hashed n-gram Per-Layer Embeddings (PLE; the family: petit/models/families/hybrid/qwen4_exp_text.py), on
+the `linear_attention` layers `ple_layer_ids` lists (one-indexed), added to the streams before the layer's first gated
 residual:
 
 - each token's n-grams of orders 2..`ngram_size` (itself and the tokens before it, eos past a document's start),

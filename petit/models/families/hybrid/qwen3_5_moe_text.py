@@ -1,8 +1,8 @@
 """Qwen3.5-MoE's text model (`qwen3_5_moe_text`; the released `qwen3_5_moe` folders hold it as `text_config`):
 Qwen3.5's hybrid block (Gated DeltaNet and gated full attention, zero-centred norms, the linear attention's
-projections stored apart: petit/models/qwen3_5_text.py) with Qwen3-Next's mixture of experts in EVERY layer: a softmax
-router over `num_experts`, the top `num_experts_per_tok` renormalised to sum 1 (always: the class has no
-`norm_topk_prob`), SwiGLU experts of `moe_intermediate_size`, plus a shared SwiGLU expert of
+projections stored apart: petit/models/families/hybrid/qwen3_5_text.py) with Qwen3-Next's mixture of experts in EVERY
+layer: a softmax router over `num_experts`, the top `num_experts_per_tok` renormalised to sum 1 (always: the class has
+no `norm_topk_prob`), SwiGLU experts of `moe_intermediate_size`, plus a shared SwiGLU expert of
 `shared_expert_intermediate_size` times sigmoid(shared_expert_gate(x)).
 
 transformers 5 saves the experts as it holds them: `mlp.experts.gate_up_proj` [E, 2F, D] (each expert's gate rows,
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from petit.models import qwen3_5_text, qwen3_next
+from petit.models.families.hybrid import qwen3_5_text, qwen3_next
 from petit.models.blocks.moe_config import check_routing
 
 # Qwen3-Next's fields that Qwen3.5-MoE's class does not read

@@ -1,0 +1,31 @@
+"""Hybrids: attention layers beside a recurrent or linear-attention mixer (blocks/ssm.py's Mamba, gated
+DeltaNet, short convolutions, lightning attention, Griffin's RG-LRU), in a per-layer pattern or shared blocks."""
+
+# model_type -> its module in this folder
+MODEL_TYPES = {
+    "bailing_hybrid": "bailing_hybrid",
+    "bamba": "bamba",
+    "falcon_h1": "falcon_h1",
+    "granitemoehybrid": "granitemoehybrid",
+    "jamba": "jamba",
+    "kimi_linear": "kimi_linear",
+    "lara_mini": "lara_mini",
+    "lfm2": "lfm2",
+    "lfm2_moe": "lfm2_moe",
+    "lfm3": "lfm3",
+    "minimax": "minimax",
+    "nemotron_h": "nemotron_h",
+    "olmo_hybrid": "olmo_hybrid",
+    "qwen3_5_moe_text": "qwen3_5_moe_text",
+    "qwen3_5_text": "qwen3_5_text",
+    "qwen3_next": "qwen3_next",
+    "qwen4_exp_text": "qwen4_exp_text",
+    "recurrent_gemma": "recurrent_gemma",
+    "zamba": "zamba",
+    "zamba2": "zamba2",
+}
+
+# the modules here that are part of a family, not one: module -> the families that import it
+HELPERS = {
+    "qwen4_exp_ple": ("qwen4_exp_text",),
+}
