@@ -42,9 +42,6 @@ class Registry(Mapping):
 
 
 MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    "mamba": "mamba",
-    "falcon_mamba": "falcon_mamba",
-    "mamba2": "mamba2",
     "qwen3_5": "qwen3_5",
     # issue 30, the dense group
     # issue 30, the wrap group
@@ -60,16 +57,12 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 30, the moe_b group
     # issue 30, the recur group
     "llama4": "llama4",
-    "rwkv6": "rwkv6",
-    "rwkv7": "rwkv7",
     "gemma4": "gemma4",
     "gemma4_unified": "gemma4_unified",
-    "rwkv": "rwkv",
     # issue 30, the jetmoe group
     # issue 30, the mimo group
     # issue 30, the longcat group
     # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
-    "rwkv6qwen2": "rwkv6qwen2",
     # issue 36, the fam36e group
     # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
     # issue 36, the fam36d group
@@ -87,7 +80,6 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 36, the fam36k group
     "dots3_note": "dots3_note",
     # issue 36, fam36n
-    "xlstm": "xlstm",
     # issue 36, the fam36l group
     # issue 36, the fam36m group
     # issue 36, the q4exp group

@@ -13,7 +13,7 @@ import numpy as np
 from petit.models.blocks.common import embed_and_head, norm
 from petit.models.blocks.config import ConfigMixin, boolean, positive_int, positive_number
 from petit.models.blocks.decoder import Arch, Decoder, Layer
-from petit.models.mamba import P, TRAINING_ONLY
+from petit.models.families.recurrent.mamba import P, TRAINING_ONLY
 from petit.models.blocks.ssm import Mamba
 
 

@@ -1,7 +1,7 @@
 """Falcon-Mamba: Mamba with a weightless RMS norm of the time step, B and C inside each mixer (`mixer_rms_eps`)."""
 from dataclasses import dataclass
 
-from petit.models import mamba
+from petit.models.families.recurrent import mamba
 from petit.models.blocks.config import positive_number
 
 

@@ -1,0 +1,17 @@
+"""Recurrent decoders with no attention at all: Mamba 1 / 2, RWKV 4 / 6 / 7, xLSTM (blocks/ssm.py's mixers);
+their state per sequence in petit/cache.py's StateCache."""
+
+# model_type -> its module in this folder
+MODEL_TYPES = {
+    "falcon_mamba": "falcon_mamba",
+    "mamba": "mamba",
+    "mamba2": "mamba2",
+    "rwkv": "rwkv",
+    "rwkv6": "rwkv6",
+    "rwkv6qwen2": "rwkv6qwen2",
+    "rwkv7": "rwkv7",
+    "xlstm": "xlstm",
+}
+
+# the modules here that are part of a family, not one: module -> the families that import it
+HELPERS = {}
