@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import qwen4_exp
+from petit.models.families.wrappers import qwen4_exp
 from petit.models.families.hybrid import qwen4_exp_text
 from petit.native import ffi, lib
 from models import assert_greedy_equals_transformers, assert_the_plan_equals_the_per_op_path, converted_runs_the_same

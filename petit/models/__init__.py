@@ -42,23 +42,15 @@ class Registry(Mapping):
 
 
 MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    "qwen3_5": "qwen3_5",
     # issue 30, the dense group
     # issue 30, the wrap group
-    "gemma3": "gemma3",
-    "mistral3": "mistral3",
     # issue 30, the moe_a group
-    "qwen3_5_moe": "qwen3_5_moe",
     # issue 30, the mla group
     # issue 30, the hybrid group
     # issue 30, the zamba group
     # issue 30, the gemma group
-    "gemma3n": "gemma3n",
     # issue 30, the moe_b group
     # issue 30, the recur group
-    "llama4": "llama4",
-    "gemma4": "gemma4",
-    "gemma4_unified": "gemma4_unified",
     # issue 30, the jetmoe group
     # issue 30, the mimo group
     # issue 30, the longcat group
@@ -68,51 +60,17 @@ MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
     # issue 36, the fam36d group
     # issue 36, fam36i
     # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
-    "emu3": "emu3",
-    "got_ocr2": "got_ocr2",
-    "fuyu": "fuyu",
-    "mllama": "mllama",
-    "phi4_multimodal": "phi4_multimodal",
     # issue 36, the fam36j group
-    "git": "git",             # GIT's text decoder (its image tower not run)
     # issue 36, the fam36h group
     # issue 36, the fam36g group
     # issue 36, the fam36k group
-    "dots3_note": "dots3_note",
     # issue 36, fam36n
     # issue 36, the fam36l group
     # issue 36, the fam36m group
     # issue 36, the q4exp group
-    "qwen4_exp": "qwen4_exp",
     # issue 36, the qwenvl group
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl_moe",
-    "glm4v": "glm4v",
-    "glm4v_moe": "glm4v_moe",
-    "glm46v": "glm46v",
-    "glmga": "glmga",
-    "cosmos3_omni": "cosmos3_omni",
-    "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
-    "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
-    "qwen2_5_omni": "qwen2_5_omni",
-    "qwen3_omni_moe": "qwen3_omni_moe",
     # issue 36, the newdec group
-    "step3p7": "step3p7",
-    "muse_glimmer": "muse_glimmer",
     # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
-    "paddleocr_vl": "paddleocr_vl",
-    "glm_ocr": "glm_ocr",
-    "hunyuan_vl": "hunyuan_vl",
-    "granite4_vision": "granite4_vision",
-    "granite_docling": "granite_docling",
-    "ernie4_5_vl_moe": "ernie4_5_vl_moe",
-    "cosmos3_edge": "cosmos3_edge",
-    "molmo2": "molmo2",
-    "deepseek_ocr2": "deepseek_ocr2",
-    "hy_v4_vl": "hy_v4_vl",
-    "kosmos-2": "kosmos2",
 })
 # issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}

@@ -11,7 +11,7 @@ under `model.embed_positions.weight`, so a converted file holds it. A pad token 
 pad_token_id (zeros) and not advance the count: Petit numbers every token, so prompts should hold none.
 
 Kosmos-2's own checkpoint (`kosmos-2`, Kosmos2ForConditionalGeneration) runs this model for text:
-petit/models/kosmos2.py."""
+petit/models/families/wrappers/kosmos2.py."""
 from dataclasses import dataclass, field
 
 import numpy as np

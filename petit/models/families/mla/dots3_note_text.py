@@ -1,8 +1,8 @@
 """Dots 3 Note Preview's language model (`dots3_note_text`; the released `dots3_note` folders hold it:
-petit/models/dots3_note.py): DeepSeek-V3.2's layer (latent attention, DeepSeek Sparse Attention, DeepSeek-V3's routed
-experts; petit/models/families/mla/deepseek_v32.py) with GLM-5's indexer pairing, in "indexed_attention" layers (the
-indexer chooses `index_topk` positions), "sliding_attention" ones (`sliding_window`, no indexer) and "full_attention"
-ones. What differs from DeepSeek-V3.2:
+petit/models/families/wrappers/dots3_note.py): DeepSeek-V3.2's layer (latent attention, DeepSeek Sparse Attention,
+DeepSeek-V3's routed experts; petit/models/families/mla/deepseek_v32.py) with GLM-5's indexer pairing, in
+"indexed_attention" layers (the indexer chooses `index_topk` positions), "sliding_attention" ones (`sliding_window`, no
+indexer) and "full_attention" ones. What differs from DeepSeek-V3.2:
 - A layer type's attention sizes may be its own (`per_layer_config`; the released `swa_*` keys give the sliding
   layers' 64 heads, ranks 1024, nope 192), each layer keeping its softmax scale (nope + rope)^-0.5 and its rows of
   the KV cache (which are the widest layer's wide); RoPE theta per layer type (`rope_theta`, `swa_rope_theta`).

@@ -7,7 +7,7 @@ is not run. A converted file is the thinker's text model, under this model_type.
 import warnings
 from dataclasses import dataclass
 
-from petit.models import qwen2_5_omni_thinker
+from petit.models.families.wrappers import qwen2_5_omni_thinker
 
 from petit.models.families.dense import qwen2
 from petit.models.blocks.config import COMMON_IGNORED

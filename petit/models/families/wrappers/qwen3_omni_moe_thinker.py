@@ -1,11 +1,11 @@
 """Qwen3-Omni's thinker (`qwen3_omni_moe_thinker`, Qwen3OmniMoeThinkerForConditionalGeneration): Qwen2.5-Omni's
-thinker (petit/models/qwen2_5_omni_thinker.py: vision and audio towers not run, its names with or without the full
-release's `thinker.` prefix, the head tied by the thinker's key alone) around a `qwen3_omni_moe_text` model, whose
-experts are stored one tensor each (transformers' conversion splits them at save); DeepStack adds the vision tower's
-features to image positions only."""
+thinker (petit/models/families/wrappers/qwen2_5_omni_thinker.py: vision and audio towers not run, its names with or
+without the full release's `thinker.` prefix, the head tied by the thinker's key alone) around a `qwen3_omni_moe_text`
+model, whose experts are stored one tensor each (transformers' conversion splits them at save); DeepStack adds the
+vision tower's features to image positions only."""
 from dataclasses import dataclass
 
-from petit.models import qwen2_5_omni_thinker
+from petit.models.families.wrappers import qwen2_5_omni_thinker
 
 from petit.models.families.moe import qwen3_moe, qwen3_omni_moe_text
 

@@ -1,9 +1,10 @@
-"""GLM-4.5V as released (`glm4v_moe`, Glm4vMoeForConditionalGeneration): GLM-4.1V's wrapper (petit/models/glm4v.py:
-the vision tower `visual` not run, the head tied by either tie_word_embeddings) around a `glm4v_moe_text` model, its
-experts one tensor each as the releases store them (transformers 5 fuses them at load and splits them at save)."""
+"""GLM-4.5V as released (`glm4v_moe`, Glm4vMoeForConditionalGeneration): GLM-4.1V's wrapper
+(petit/models/families/wrappers/glm4v.py: the vision tower `visual` not run, the head tied by either
+tie_word_embeddings) around a `glm4v_moe_text` model, its experts one tensor each as the releases store them
+(transformers 5 fuses them at load and splits them at save)."""
 from dataclasses import dataclass
 
-from petit.models import glm4v
+from petit.models.families.wrappers import glm4v
 
 from petit.models.families.moe import glm4_moe, glm4v_moe_text
 

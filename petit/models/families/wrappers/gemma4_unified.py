@@ -3,10 +3,10 @@
 as for `gemma4`)."""
 from dataclasses import dataclass
 
-from petit.models import gemma4
+from petit.models.families.wrappers import gemma4
 
 from petit.models.families.dense import gemma4_unified_text
-from petit.models.gemma3n import hf_tensors  # noqa: F401  (the same model.language_model. names)
+from petit.models.families.wrappers.gemma3n import hf_tensors  # noqa: F401  (the same model.language_model. names)
 
 
 @dataclass(kw_only=True)

@@ -5,7 +5,7 @@ run and lists the tower's tensors among those it does not use; a converted file 
 with model_type `qwen3_5_moe`."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_5
+from petit.models.families.wrappers import qwen3_5
 
 from petit.models.families.hybrid import qwen3_5_moe_text
 

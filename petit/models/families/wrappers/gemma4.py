@@ -5,7 +5,7 @@ tied to its embeddings). Petit runs the language model alone on text: the load s
 import warnings
 from dataclasses import dataclass
 
-from petit.models import gemma3n
+from petit.models.families.wrappers import gemma3n
 
 from petit.models.families.dense import gemma4_text
 

@@ -5,7 +5,7 @@ the tower's tensors among those it does not use; a converted file is the text mo
 model_type `qwen4_exp`."""
 from dataclasses import dataclass
 
-from petit.models import qwen3_5, qwen3_5_moe
+from petit.models.families.wrappers import qwen3_5, qwen3_5_moe
 
 from petit.models.families.hybrid import qwen4_exp_text
 

@@ -3,7 +3,7 @@ qwen2_vl.py: text_config or transformers 4's flat file, the vision tower `visual
 tie_word_embeddings) around a `qwen2_5_vl_text` model; its tower (windowed attention) is another, not run either."""
 from dataclasses import dataclass
 
-from petit.models import qwen2_vl
+from petit.models.families.wrappers import qwen2_vl
 
 from petit.models.families.dense import qwen2
 

@@ -1,10 +1,10 @@
 """Qwen3-Omni as released (`qwen3_omni_moe`, Qwen3OmniMoeForConditionalGeneration: Qwen3-Omni-30B-A3B): the thinker
 (`thinker_config`, weights `thinker.*`) beside a talker and a code2wav vocoder (`talker_config`, `code2wav_config`),
-read as petit/models/qwen2_5_omni.py reads Qwen2.5-Omni: the thinker's `qwen3_omni_moe_text` model runs, the speech
-output and the thinker's towers do not (said once each)."""
+read as petit/models/families/wrappers/qwen2_5_omni.py reads Qwen2.5-Omni: the thinker's `qwen3_omni_moe_text` model
+runs, the speech output and the thinker's towers do not (said once each)."""
 from dataclasses import dataclass
 
-from petit.models import qwen2_5_omni, qwen2_5_omni_thinker, qwen3_omni_moe_thinker
+from petit.models.families.wrappers import qwen2_5_omni, qwen2_5_omni_thinker, qwen3_omni_moe_thinker
 
 # Qwen3OmniMoeConfig's own keys: the talker's special tokens
 

@@ -5,7 +5,7 @@ head is tied by the wrapper's tie_word_embeddings alone (Glm46VConfig's, default
 text model's type as `text_model_type`."""
 from dataclasses import dataclass
 
-from petit.models import glm4v
+from petit.models.families.wrappers import glm4v
 
 from petit.models.families.moe import glm4_moe, glm4v_moe_text
 

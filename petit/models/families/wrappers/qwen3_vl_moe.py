@@ -1,6 +1,6 @@
 """Qwen3-VL-MoE as released (`qwen3_vl_moe`, Qwen3VLMoeForConditionalGeneration: Qwen3-VL-30B-A3B, 235B-A22B):
-Qwen3-VL's wrapper (petit/models/qwen3_vl.py: text_config, the vision tower `visual` not run, the head tied by the
-wrapper's tie_word_embeddings alone, default false whatever text_config's default true says) around a
+Qwen3-VL's wrapper (petit/models/families/wrappers/qwen3_vl.py: text_config, the vision tower `visual` not run, the head
+tied by the wrapper's tie_word_embeddings alone, default false whatever text_config's default true says) around a
 `qwen3_vl_moe_text` model, whose 3-D experts are read through the text model's names."""
 from dataclasses import dataclass
 
