@@ -1,9 +1,10 @@
-"""The model families Petit can run, one module per Hugging Face `model_type`.
+"""The model families Petit can run, one module per Hugging Face `model_type`, grouped by kind under
+petit/models/families/ (docs/architecture.md), built from petit/models/blocks/.
 
-The registry is an explicit table, not an import built from a config string: it is the allowlist of what a model
-file may ask for (packaging/hooks/hook-petit.py hands every module to a frozen app). A family's module is imported
-when its model_type is first looked up, so opening a file imports its own family, not all 160 (0.5-1 s of the open
-time of a 7B GGUF, issue 31).
+The registry is an explicit table (each kind's MODEL_TYPES, merged here), not an import built from a config string: it
+is the allowlist of what a model file may ask for (packaging/hooks/hook-petit.py hands every module to a frozen app). A
+family's module is imported when its model_type is first looked up, so opening a file imports its own family, not all
+160 (0.5-1 s of the open time of a 7B GGUF, issue 31).
 
 A family module has `Config` (a dataclass with Hugging Face's field names and `from_dict` / `to_dict`), `build(cfg,
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
@@ -41,49 +42,15 @@ class Registry(Mapping):
         return model_type in self.names
 
 
-MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")) | {
-    # issue 30, the dense group
-    # issue 30, the wrap group
-    # issue 30, the moe_a group
-    # issue 30, the mla group
-    # issue 30, the hybrid group
-    # issue 30, the zamba group
-    # issue 30, the gemma group
-    # issue 30, the moe_b group
-    # issue 30, the recur group
-    # issue 30, the jetmoe group
-    # issue 30, the mimo group
-    # issue 30, the longcat group
-    # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
-    # issue 36, the fam36e group
-    # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
-    # issue 36, the fam36d group
-    # issue 36, fam36i
-    # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
-    # issue 36, the fam36j group
-    # issue 36, the fam36h group
-    # issue 36, the fam36g group
-    # issue 36, the fam36k group
-    # issue 36, fam36n
-    # issue 36, the fam36l group
-    # issue 36, the fam36m group
-    # issue 36, the q4exp group
-    # issue 36, the qwenvl group
-    # issue 36, the newdec group
-    # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
-})
-# issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
+# the language models: model_type -> module, from each kind's table (petit/models/families/<kind>/__init__.py, the one
+# place a family is added), then the multimodal checkpoints whose language model is one of them, one row each in the
+# table (issue 36)
+MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")))
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
-ENCODERS = Registry(table(("encoders",)) | {
-    "bert": "bert",
-    "xlm-roberta": "xlm_roberta",
-    "roberta": "xlm_roberta",
-    "modernbert": "modernbert",
-    "nomic_bert": "nomic_bert",
-})
+ENCODERS = Registry(table(("encoders",)))
 
 
 def closest(model_type) -> str | None:

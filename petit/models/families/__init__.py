@@ -7,7 +7,7 @@ Importing a kind imports its tables only, never its modules (petit.models.Regist
 model_type is first looked up)."""
 import importlib
 
-KINDS = ("dense", "classic", "moe", "mla", "hybrid", "recurrent", "wrappers")
+KINDS = ("dense", "classic", "moe", "mla", "hybrid", "recurrent", "wrappers", "encoders")
 
 
 def table(kinds=KINDS) -> dict:

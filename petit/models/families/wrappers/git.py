@@ -2,13 +2,13 @@
 CLIP image encoder (`git.image_encoder`) whose projected patches (`git.visual_projection`) are put before the text,
 and a BERT-style decoder over both. A text-only prompt runs the decoder alone (GitModel.forward without
 pixel_values): the word embeddings plus learned positions counted from 0 (no image prefix), LayerNorm-ed, then BERT's
-post-LN blocks (petit/models/bert.py) under a causal mask, no final norm, and the head `output` with its bias (tied to
-the word embeddings only with tie_word_embeddings, false by default). Petit runs that and says once that the image
-encoder is not run: an image (or video) prompt needs its patches in front of the text, attending to each other
-bidirectionally, which Petit does not compute."""
+post-LN blocks (petit/models/families/encoders/bert.py) under a causal mask, no final norm, and the head `output` with
+its bias (tied to the word embeddings only with tie_word_embeddings, false by default). Petit runs that and says once
+that the image encoder is not run: an image (or video) prompt needs its patches in front of the text, attending to each
+other bidirectionally, which Petit does not compute."""
 from dataclasses import dataclass, field
 
-from petit.models import bert
+from petit.models.families.encoders import bert
 
 from petit.models.blocks import wrapper
 from petit.models.blocks.config import ConfigMixin, activation, boolean, positive_int, positive_number

@@ -1,5 +1,5 @@
 """XLM-RoBERTa and RoBERTa (bge-m3, multilingual-e5, all-roberta / all-distilroberta): the encoders of embedding
-models (issue 35), BERT's (petit/models/bert.py) but for where the positions start.
+models (issue 35), BERT's (petit/models/families/encoders/bert.py) but for where the positions start.
 
 - A token's position id is padding_idx + 1 + its index (transformers counts the non-padding tokens before it; Petit
   runs each text alone, unpadded, so that is its index): the position table is read from row pad_token_id + 1 on,
@@ -10,7 +10,7 @@ models (issue 35), BERT's (petit/models/bert.py) but for where the positions sta
 - Checkpoints of the task models (XLMRobertaForMaskedLM ...) are prefixed `roberta.`; the LM head is not read."""
 from dataclasses import dataclass
 
-from petit.models import bert
+from petit.models.families.encoders import bert
 
 KIND = "encoder"
 UNREAD = bert.UNREAD

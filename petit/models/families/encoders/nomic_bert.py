@@ -1,5 +1,6 @@
 """NomicBERT (`nomic_bert`, NomicBertModel in transformers 5.25: nomic-embed-text v1 / v1.5): the encoder of
-embedding models (issue 35), family kind "encoder". BERT's post-LN blocks (petit/models/bert.py) with three changes:
+embedding models (issue 35), family kind "encoder". BERT's post-LN blocks (petit/models/families/encoders/bert.py) with
+three changes:
 
 - no position table: RoPE on q and k (halves rotated, base rope_theta, 1000 by default), so a text is limited only
   by max_position_embeddings;
@@ -13,10 +14,10 @@ A released folder's remote-code config keys (n_embd, n_head, rotary_emb_base ...
 either: both run NomicBertConfig's defaults, which are nomic-embed-text v1.5's sizes, and Petit reports the keys."""
 from dataclasses import dataclass, field
 
-from petit.models.bert import UNREAD, layer_norm
+from petit.models.families.encoders.bert import UNREAD, layer_norm
 from petit.models.blocks.config import ConfigMixin, activation, positive_int, positive_number
 from petit.models.blocks.decoder import Arch, Decoder, Layer
-from petit.models.modernbert import split_qkv
+from petit.models.families.encoders.modernbert import split_qkv
 from petit.models.blocks.rope import Rope
 
 KIND = "encoder"
