@@ -70,6 +70,7 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "gemma3n_config": ("gemma3n_text",),
     "ngpt": ("dory",),
     "hrm_cycle": ("hrm_text",),
 }

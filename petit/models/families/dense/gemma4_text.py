@@ -32,7 +32,7 @@ from petit.models.blocks.common import LAYER_TYPES, norm
 from petit.models.blocks.config import activation, check_decoder, positive_int, positive_number
 from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm
 from petit.models.families.dense.gemma import GemmaConfig
-from petit.models.families.dense.gemma3n_text import Gemma3nDecoder, _G3nScratch
+from petit.models.blocks.gemma3n_decoder import Gemma3nDecoder, _G3nScratch
 from petit.models.blocks.moe import Moe
 from petit.models.blocks.rope import ProportionalRope, Rope
 from petit.native import ACTIVATIONS, Weight

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models.blocks.decoder import Decoder, Layer, Vec
-from petit.models.families.dense.gemma3n_text import Gemma3nDecoder, _Oracle, _plan_ops as _g3n_plan_ops
+from petit.models.blocks.gemma3n_decoder import Gemma3nDecoder, _Oracle, _plan_ops as _g3n_plan_ops
 from petit.models.blocks.plan import Plan, fptr
 from petit.native import Weight, ffi, lib
 
