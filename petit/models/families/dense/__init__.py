@@ -71,6 +71,9 @@ MODEL_TYPES = {
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
     "gemma3n_config": ("gemma3n_text",),
+    "gemma4_config": ("gemma4_text",),
+    "gemma4_decoder": ("gemma4_text",),
+    "gemma4_rope": ("gemma4_text", "gemma4_config"),
     "ngpt": ("dory",),
     "hrm_cycle": ("hrm_text",),
 }
