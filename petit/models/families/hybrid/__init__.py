@@ -27,5 +27,7 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
-    "qwen4_exp_ple": ("qwen4_exp_text",),
+    "qwen4_exp_config": ("qwen4_exp_text",),
+    "qwen4_exp_decoder": ("qwen4_exp_text",),
+    "qwen4_exp_ple": ("qwen4_exp_config", "qwen4_exp_decoder", "qwen4_exp_text"),
 }
