@@ -27,6 +27,7 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "kimi_linear_config": ("kimi_linear",),
     "qwen4_exp_config": ("qwen4_exp_text",),
     "qwen4_exp_decoder": ("qwen4_exp_text",),
     "qwen4_exp_ple": ("qwen4_exp_config", "qwen4_exp_decoder", "qwen4_exp_text"),
