@@ -20,7 +20,7 @@ import numpy as np
 from petit.models.blocks.decoder import Norm, Vec
 from petit.models.families.moe.inkling2_block import M, Inkling2Decoder, build_decoder
 from petit.models.families.moe.inkling2_text import hf_tensors
-from petit.models.families.moe.inkling_config import Inkling2LoopTextConfig
+from petit.models.families.moe.inkling2_config import Inkling2LoopTextConfig
 from petit.native import Weight
 
 ROLES = {"q": "attn", "k": "k", "v": "v", "mlp": "mlp"}     # the message's role -> the checkpoint's controller

@@ -21,7 +21,7 @@ convolutions of k and v and of each sublayer's output, a relative bias from each
 """
 from petit.models.families.moe.inkling2_block import M, build_decoder
 from petit.models.families.moe.inkling_block import expert_parts
-from petit.models.families.moe.inkling_config import Inkling2TextConfig
+from petit.models.families.moe.inkling2_config import Inkling2TextConfig
 
 
 def hf_tensors(cfg: Inkling2TextConfig, ckpt) -> dict:
