@@ -27,6 +27,8 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "zamba_config": ("zamba",),
+    "zamba2_config": ("zamba2",),
     "kimi_linear_config": ("kimi_linear",),
     "qwen4_exp_config": ("qwen4_exp_text",),
     "qwen4_exp_decoder": ("qwen4_exp_text",),
