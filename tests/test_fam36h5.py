@@ -27,7 +27,7 @@ import pytest
 
 from petit.models.families.moe import ergo, hy_v3
 
-from petit.models.families.dense import dory
+from petit.models.families.dense import dory, dory_config
 from petit.models.blocks.decoder import Vec
 from petit.models.families.moe.ergo_names import RENAMES, TRANSPOSED
 from petit.models.blocks.moe import Moe
@@ -203,7 +203,7 @@ def _modules_config():
     """The fixture's config in the modules' layout (one entry a layer, the counts halved): what DoryConfig holds."""
     d = _dory()
     d["layer_types"] = d["layer_types"][::2]
-    for k in dory.COUNTS:
+    for k in dory_config.COUNTS:
         d[k] //= 2
     return d
 

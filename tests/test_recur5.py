@@ -467,7 +467,7 @@ def _rwkv7_cfg(**kw):
 
 
 def test_rwkv7_defaults_are_fla_hubs():
-    from petit.models.families.recurrent.rwkv7 import lora_rank
+    from petit.models.families.recurrent.rwkv7_config import lora_rank
     c = _rwkv7_cfg(hidden_size=2048, num_heads=None, intermediate_size=None, value_dim=None, decay_low_rank_dim=None,
                    a_low_rank_dim=None, v_low_rank_dim=None, gate_low_rank_dim=None)
     # fla-hub/rwkv7-1.5B-world: 96, 96, 64, 256 (its config.json), which the rule gives

@@ -28,4 +28,6 @@ MODEL_TYPES = {
 }
 
 # the modules here that are part of a family, not one: module -> the families that import it
-HELPERS = {}
+HELPERS = {
+    "falcon_config": ("falcon",),
+}

@@ -70,6 +70,8 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "dory_config": ("dory",),
+    "modernbert_decoder_config": ("modernbert_decoder",),
     "gemma3n_config": ("gemma3n_text",),
     "gemma4_config": ("gemma4_text",),
     "gemma4_decoder": ("gemma4_text",),

@@ -27,6 +27,12 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "falcon_h1_config": ("falcon_h1",),
+    "minimax_config": ("minimax",),
+    "nemotron_h_config": ("nemotron_h",),
+    "olmo_hybrid_config": ("olmo_hybrid",),
+    "qwen3_next_config": ("qwen3_next",),
+    "recurrent_gemma_config": ("recurrent_gemma",),
     "zamba_config": ("zamba",),
     "zamba2_config": ("zamba2",),
     "kimi_linear_config": ("kimi_linear",),

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from petit.models.families.hybrid import qwen3_5_moe_text, qwen3_5_text, qwen3_next
 from petit.models.blocks.common import attention_weights
+from petit.models.blocks.config import positive_int
+from petit.models.blocks.moe_config import check_routing
 
 KINDS = ("linear_attention", "sliding_attention", "full_attention")
 PERIOD = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")
@@ -56,13 +58,13 @@ class LaraMiniConfig(qwen3_next.Qwen3NextConfig):
         self.intermediate_size = self.moe_intermediate_size
         super()._validate()
         if "sliding_attention" in self.types:
-            qwen3_next.positive_int(self, "sliding_window")
+            positive_int(self, "sliding_window")
 
     def _default_type(self, i: int) -> str:
         return PERIOD[i % len(PERIOD)]
 
     def _sparse(self) -> list:
-        qwen3_next.check_routing(self)
+        check_routing(self)
         return [True] * self.num_hidden_layers
 
 

@@ -24,6 +24,8 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "dots3_note_text_config": ("dots3_note_text",),
+    "longcat_flash_config": ("longcat_flash",),
     "deepseek_v4_config": ("deepseek_v4", "deepseek_v4_plan"),
     "deepseek_v4_plan": ("deepseek_v4",),
 }

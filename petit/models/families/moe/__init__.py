@@ -52,6 +52,9 @@ MODEL_TYPES = {
 
 # the modules here that are part of a family, not one: module -> the families that import it
 HELPERS = {
+    "dbrx_config": ("dbrx",),
+    "mimo_v2_flash_config": ("mimo_v2_flash",),
+    "minimax_m3_vl_text_config": ("minimax_m3_vl_text",),
     "ergo_names": ("ergo",),
     "inkling_block": ("inkling2_block", "inkling2_text", "inkling_text"),
     "inkling2_block": ("inkling2_loop_text", "inkling2_text"),

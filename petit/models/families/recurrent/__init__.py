@@ -14,4 +14,7 @@ MODEL_TYPES = {
 }
 
 # the modules here that are part of a family, not one: module -> the families that import it
-HELPERS = {}
+HELPERS = {
+    "rwkv6_config": ("rwkv6",),
+    "rwkv7_config": ("rwkv7",),
+}
