@@ -27,7 +27,7 @@ MODEL_TYPES = {
     "xglm": "xglm",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "falcon_config": ("falcon",),
 }

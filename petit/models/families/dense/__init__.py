@@ -68,7 +68,7 @@ MODEL_TYPES = {
     "vaultgemma": "vaultgemma",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "dory_config": ("dory",),
     "modernbert_decoder_config": ("modernbert_decoder",),

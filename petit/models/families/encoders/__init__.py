@@ -10,5 +10,5 @@ MODEL_TYPES = {
     "xlm-roberta": "xlm_roberta",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {}

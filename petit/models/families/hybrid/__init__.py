@@ -25,7 +25,7 @@ MODEL_TYPES = {
     "zamba2": "zamba2",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "falcon_h1_config": ("falcon_h1",),
     "minimax_config": ("minimax",),

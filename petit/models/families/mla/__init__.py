@@ -22,7 +22,7 @@ MODEL_TYPES = {
     "youtu": "youtu",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "dots3_note_text_config": ("dots3_note_text",),
     "longcat_flash_config": ("longcat_flash",),

@@ -13,7 +13,7 @@ MODEL_TYPES = {
     "xlstm": "xlstm",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "rwkv6_config": ("rwkv6",),
     "rwkv7_config": ("rwkv7",),

@@ -48,5 +48,5 @@ MODEL_TYPES = {
     "step3p7": "step3p7",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {}
