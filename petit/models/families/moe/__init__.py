@@ -50,14 +50,16 @@ MODEL_TYPES = {
     "zaya": "zaya",
 }
 
-# the modules here that are part of a family, not one: module -> the families that import it
+# the modules here that are part of a family, not one: module -> the modules of its family that import it
 HELPERS = {
     "dbrx_config": ("dbrx",),
     "mimo_v2_flash_config": ("mimo_v2_flash",),
     "minimax_m3_vl_text_config": ("minimax_m3_vl_text",),
     "ergo_names": ("ergo",),
-    "inkling_block": ("inkling2_block", "inkling2_text", "inkling_text"),
-    "inkling2_block": ("inkling2_loop_text", "inkling2_text"),
+    "inkling_block": ("inkling2_block", "inkling2_text", "inkling2_weights", "inkling_text"),
+    "inkling_ops": ("inkling_block",),
+    "inkling2_block": ("inkling2_loop_text", "inkling2_weights"),
+    "inkling2_weights": ("inkling2_loop_text", "inkling2_text"),
     "inkling_config": ("inkling2_config", "inkling_text"),
     "inkling2_config": ("inkling2_loop_text", "inkling2_text"),
     "mimo_layout": ("mimo_v2_flash",),

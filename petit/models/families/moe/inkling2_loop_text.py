@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from petit.models.blocks.decoder import Norm, Vec
-from petit.models.families.moe.inkling2_block import M, Inkling2Decoder, build_decoder
+from petit.models.families.moe.inkling2_block import Inkling2Decoder
+from petit.models.families.moe.inkling2_weights import M, build_decoder
 from petit.models.families.moe.inkling2_text import hf_tensors
 from petit.models.families.moe.inkling2_config import Inkling2LoopTextConfig
 from petit.native import Weight

@@ -19,7 +19,7 @@ convolutions of k and v and of each sublayer's output, a relative bias from each
   (+ 1e-20) x route_scale, each expert mlp_gate_softcap tanh(g / c) sigmoid(g) x mlp_up_softcap tanh(u / c);
 - the logits soft-capped (final_logit_softcapping), the head's and embedding's rows cut to unpadded_vocab_size.
 """
-from petit.models.families.moe.inkling2_block import M, build_decoder
+from petit.models.families.moe.inkling2_weights import M, build_decoder
 from petit.models.families.moe.inkling_block import expert_parts
 from petit.models.families.moe.inkling2_config import Inkling2TextConfig
 
