@@ -289,12 +289,7 @@ BLOCKS = "petit.models.blocks"
 # holds beyond that (a mixer, a config reader of its own) goes to blocks/ or to a helper module named for it
 FAMILY_LINES = 150
 # family modules over FAMILY_LINES, module -> why it is not split yet; a waiver no longer needed fails the test
-LINE_WAIVERS: dict[str, str] = {
-    # not split yet (issue 36 part 3 stopped at its deadline); each holds more than its family's statement:
-    "mla.deepseek_v4_plan": "DeepSeek-V4's own step as plan ops (a helper)",
-    "mla.deepseek_v4_config": "DeepSeek-V4's config in its two spellings (a helper)",
-    "hybrid.qwen4_exp_ple": "Qwen4-Exp's hashed n-gram embeddings (a helper)",
-}
+LINE_WAIVERS: dict[str, str] = {}
 
 
 def test_every_family_module_is_registered_or_a_declared_helper():

@@ -38,5 +38,6 @@ HELPERS = {
     "kimi_linear_config": ("kimi_linear",),
     "qwen4_exp_config": ("qwen4_exp_text",),
     "qwen4_exp_decoder": ("qwen4_exp_text",),
+    "qwen4_exp_ngram": ("qwen4_exp_ple",),
     "qwen4_exp_ple": ("qwen4_exp_config", "qwen4_exp_decoder", "qwen4_exp_text"),
 }

@@ -16,52 +16,16 @@ residual:
 
 A sequence's last ids and the conv's (taps - 1) x ngram_size positions live in a recurrent-state slot of their own
 (its conv and scan regions), so rewinding to a snapshot stays exact."""
-import math
-
 import numpy as np
 
 from petit.models.blocks.decoder import Norm, Vec
 from petit.native import ffi, lib
+from petit.models.families.hybrid.qwen4_exp_ngram import multipliers, vocabularies
 
-_M64 = (1 << 64) - 1
-_GAMMA, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 NGRAM_MAX = 16                  # kernels/api.h's PT_NGRAM_MAX
 TABLE = "ple.ple_embedding.ngram_embedding."
 UNREAD = ("ple_embedding.layer_multipliers", "ple_embedding.ngram_heads_vocab_sizes",
           "ple_embedding.ngram_heads_offsets")     # transformers' buffers, derived from the config here
-
-
-def _splitmix64(x: int) -> int:
-    x = (x + _GAMMA) & _M64
-    x = ((x ^ (x >> 30)) * _MIX1) & _M64
-    x = ((x ^ (x >> 27)) * _MIX2) & _M64
-    return x ^ (x >> 31)
-
-
-def multipliers(cfg, index: int) -> list:
-    """The PLE layer `index`'s odd multipliers, one per n-gram position, below 2^63 / vocab_size."""
-    half = max(1, ((1 << 63) - 1) // max(cfg.vocab_size, 1) // 2)
-    base = cfg.seed + 10007 * index
-    return [2 * (_splitmix64((base + _GAMMA * (i + 1)) & _M64) % half) + 1 for i in range(cfg.ngram_size)]
-
-
-def _is_prime(v: int) -> bool:
-    return v > 1 and (v == 2 or v % 2 != 0) and all(v % d for d in range(3, math.isqrt(v) + 1, 2))
-
-
-def vocabularies(cfg, index: int) -> tuple[list, list, int]:
-    """The PLE layer `index`'s heads' vocabularies (consecutive primes from ngram_vocab_size_base, after those of
-    the layers before it), their first rows, and the table's padded rows."""
-    heads = (cfg.ngram_size - 1) * cfg.heads_per_ngram
-    primes, v = [], cfg.ngram_vocab_size_base - 1
-    while len(primes) < (index + 1) * heads:
-        v += 1
-        if _is_prime(v):
-            primes.append(v)
-    sizes = primes[index * heads:]
-    offsets = [sum(sizes[:k]) for k in range(heads)]
-    div = cfg.make_ngram_vocab_size_divisible_by
-    return sizes, offsets, -(-sum(sizes) // div) * div
 
 
 def check_buffers(cfg, ckpt) -> None:

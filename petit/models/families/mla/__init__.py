@@ -26,6 +26,8 @@ MODEL_TYPES = {
 HELPERS = {
     "dots3_note_text_config": ("dots3_note_text",),
     "longcat_flash_config": ("longcat_flash",),
-    "deepseek_v4_config": ("deepseek_v4", "deepseek_v4_plan"),
+    "deepseek_v4_cache": ("deepseek_v4", "deepseek_v4_plan"),
+    "deepseek_v4_config": ("deepseek_v4", "deepseek_v4_cache"),
     "deepseek_v4_plan": ("deepseek_v4",),
+    "deepseek_v4_rope": ("deepseek_v4_config",),
 }

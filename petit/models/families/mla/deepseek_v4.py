@@ -20,7 +20,8 @@ import numpy as np
 from petit.models.blocks.common import embed_and_head, norm
 from petit.models.blocks.decoder import Arch, Layer, Norm, Vec
 from petit.models.families.mla.deepseek_v4_config import CSA, SWA, DeepseekV4Config
-from petit.models.families.mla.deepseek_v4_plan import DeepseekV4Decoder, cache_width
+from petit.models.families.mla.deepseek_v4_cache import cache_width
+from petit.models.families.mla.deepseek_v4_plan import DeepseekV4Decoder
 from petit.models.blocks.moe import Moe
 from petit.models.blocks.rope import Rope
 

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 from petit.models.blocks.config import DecoderConfig, check_decoder, positive_int, positive_number
 from petit.models.blocks.moe_config import MOE_TRAINING_ONLY
+from petit.models.families.mla.deepseek_v4_rope import read_rope
 
 CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
 _RATIO = {0: SWA, 4: CSA, 128: HCA}
-_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
-              "beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"}
 
 
 @dataclass(kw_only=True)
@@ -61,31 +60,7 @@ class DeepseekV4Config(DecoderConfig):
             raise ValueError("config: not a JSON object")
         d = dict(d)
         legacy = {k: d.pop(k) for k in cls._LEGACY if k in d}
-        rp, unknown = d.pop("rope_parameters", None) or {}, []
-        scaling = d.pop("rope_scaling", None) or {}
-        if isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict):
-            main, comp = rp["main"], dict(rp["compress"])
-            unknown += [f"rope_parameters.{k}" for k in rp if k not in ("main", "compress")]
-        else:
-            main, comp = {k: v for k, v in rp.items() if k == "rope_theta"}, {**scaling, **rp}
-            comp.pop("rope_theta", None)
-        for label, sub in (("main", main), ("compress", comp)):
-            unknown += [f"rope_parameters.{label}.{k}" for k in sub if k not in _ROPE_KEYS]
-        if main.get("rope_type", main.get("type", "default")) != "default":
-            raise ValueError(f"config: rope_parameters.main rope_type {main.get('rope_type')!r}: DeepSeek-V4's "
-                             f"sliding layers rope without scaling (transformers' default rope)")
-        for key, field in (("rope_theta", "rope_theta"), ("partial_rotary_factor", "partial_rotary_factor")):
-            if key in main:
-                d[field] = main[key]
-        if "rope_theta" in comp:
-            d["compress_rope_theta"] = comp["rope_theta"]
-        kind = comp.get("rope_type", comp.get("type", "default"))
-        if kind not in ("default", "yarn"):
-            raise ValueError(f"config: rope_parameters.compress rope_type {kind!r} is not supported by deepseek_v4 "
-                             f"(supported: default, yarn)")
-        if kind == "yarn":
-            d["compress_rope_scaling"] = {k: v for k, v in comp.items() if k in _ROPE_KEYS - {
-                "rope_theta", "partial_rotary_factor", "type"}} | {"rope_type": "yarn", "attention_factor": 1.0}
+        unknown = read_rope(d)
         if "intermediate_size" in d:            # V4's class has none: its experts are moe_intermediate_size wide
             d.pop("intermediate_size")
             unknown.append("intermediate_size (DeepSeek-V4 reads moe_intermediate_size)")
