@@ -18,6 +18,20 @@ def sparsity_multiplier(p: float) -> float:
     return float(np.float32(statistics.NormalDist().inv_cdf(p)))
 
 
+def shared_kv_sources(types: list, shared: int) -> list[int]:
+    """Each layer's KV cache slot: its own, or for the last `shared` layers the last earlier layer of its type
+    (transformers' kv_sharing_modes; Gemma 3n's and Gemma 4's)."""
+    n = len(types)
+    first = n - shared
+    src = list(range(n))
+    for i in range(first, n):
+        own = [j for j in range(first) if types[j] == types[i]]
+        if not own:
+            raise ValueError(f"config: layer {i} ({types[i]}) shares the keys and values of an earlier "
+                             f"{types[i]} layer, but layers 0..{first - 1} have none")
+        src[i] = own[-1]
+    return src
+
 
 @dataclass
 class AltUp:

@@ -3,6 +3,7 @@ shapes, KV sharing, per-layer inputs and routed experts, and their checks."""
 from dataclasses import dataclass
 
 from petit.models.blocks.common import LAYER_TYPES
+from petit.models.blocks.gemma3n_decoder import shared_kv_sources
 from petit.models.blocks.config import activation, check_decoder, positive_int, positive_number
 from petit.models.families.dense.gemma import GemmaConfig
 from petit.models.families.dense.gemma4_rope import read_rope_parameters
@@ -134,13 +135,4 @@ class Gemma4TextConfig(GemmaConfig):
         return out
 
     def kv_sources(self) -> list[int]:
-        types, n = self.types(), self.num_hidden_layers
-        first = n - self.num_kv_shared_layers
-        src = list(range(n))
-        for i in range(first, n):
-            own = [j for j in range(first) if types[j] == types[i]]
-            if not own:
-                raise ValueError(f"config: layer {i} ({types[i]}) shares the keys and values of an earlier "
-                                 f"{types[i]} layer, but layers 0..{first - 1} have none")
-            src[i] = own[-1]
-        return src
+        return shared_kv_sources(self.types(), self.num_kv_shared_layers)
