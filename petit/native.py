@@ -7,7 +7,7 @@ sets the thread count (default: the CPUs this process may run on).
 
 The NumPy-facing wrappers below (checked inputs, allocated outputs) are for tests, tools and one-off work (quantizing
 at export, dequantizing a tensor). The model's per-token loop calls `lib` directly with pointers prepared once at
-load (see petit/models/decoder.py).
+load (see petit/models/blocks/decoder.py).
 """
 import ctypes
 import mmap

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from petit.formats.petit_file import write_petit
-from petit.models.llama import LlamaConfig, tensor_shapes
+from petit.models.families.dense.llama import LlamaConfig, tensor_shapes
 from petit.native import quantize
 from petit.tokenizer import bytes_to_unicode
 
@@ -119,7 +119,7 @@ def case_folders(dirs) -> dict:
 # them from here, so a new group needs no test edit to be held to the same bounds.
 HF5_DIRS = sorted(d for d in FIXTURES.glob("hf5_*") if d.is_dir())
 HF5_FOLDERS = case_folders(HF5_DIRS)
-# the one warning a multimodal wrapper's folder gives (gemma3, mistral3, llama4: petit/models/wrapper.py): its tower
+# the one warning a multimodal wrapper's folder gives (gemma3, mistral3, llama4: petit/models/blocks/wrapper.py): its tower
 # is not run. The tests that load every fixture with warnings as errors let this one through.
 TOWER_NOT_RUN = r"config: \w+: the .* tower .* is not run"
 

@@ -270,6 +270,92 @@ def test_the_checks_find_a_circle_an_upward_import_and_a_family_in_formats(tmp_p
     assert sorted(up) == [("petit.formats.reader", "petit.models.llama"), ("petit.native", "petit.loading")]
 
 
+def kinds(root: str) -> dict[str, tuple[dict, dict]]:
+    """kind -> (MODEL_TYPES, HELPERS) as petit/models/families/<kind>/__init__.py declares them (read, not imported)."""
+    out = {}
+    base = os.path.join(root, "petit", "models", "families")
+    for kind in sorted(os.listdir(base)):
+        init = os.path.join(base, kind, "__init__.py")
+        if os.path.isfile(init):
+            tables = {t.id: ast.literal_eval(n.value) for n in ast.parse(open(init, encoding="utf-8").read()).body
+                      if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+            out[kind] = (tables.get("MODEL_TYPES", {}), tables.get("HELPERS", {}))
+    return out
+
+
+FAMILIES = "petit.models.families."
+BLOCKS = "petit.models.blocks"
+# the most lines a module under families/ has: a family states what differs from the blocks it builds on, and what it
+# holds beyond that (a mixer, a config reader of its own) goes to blocks/ or to a helper module named for it
+FAMILY_LINES = 150
+# family modules over FAMILY_LINES, module -> why it is not split yet; a waiver no longer needed fails the test
+LINE_WAIVERS: dict[str, str] = {}
+
+
+def test_every_family_module_is_registered_or_a_declared_helper():
+    modules, _ = graph(ROOT)
+    declared, helpers, owner = {}, {}, {}
+    for kind, (types, helps) in kinds(ROOT).items():
+        for model_type, module in types.items():
+            assert model_type not in owner, f"model_type {model_type!r} is in two kinds: {owner[model_type]}, {kind}"
+            owner[model_type] = kind
+            declared[f"{FAMILIES}{kind}.{module}"] = kind
+        for module, users in helps.items():
+            helpers[f"{FAMILIES}{kind}.{module}"] = {f"{FAMILIES}{kind}.{u}" for u in users}
+    on_disk = {m for m in modules if m.startswith(FAMILIES) and m.count(".") == 4}
+    assert not set(declared) - on_disk, f"registered, no such module: {sorted(set(declared) - on_disk)}"
+    assert not set(helpers) - on_disk, f"declared helpers, no such module: {sorted(set(helpers) - on_disk)}"
+    assert not set(declared) & set(helpers), f"both a family and a helper: {sorted(set(declared) & set(helpers))}"
+    stray = sorted(on_disk - set(declared) - set(helpers))
+    assert not stray, f"register these in their kind's MODEL_TYPES or declare them in its HELPERS: {stray}"
+    bad_users = {h: sorted(u - set(declared) - set(helpers)) for h, u in helpers.items() if u - set(declared) -
+                 set(helpers)}
+    assert not bad_users, f"helpers declared for modules that are no family of their kind: {bad_users}"
+    folders = {m.rsplit(".", 1)[0] for m in modules if m.startswith(FAMILIES)} - {"petit.models.families"}
+    assert folders == {FAMILIES + k for k in kinds(ROOT)}, "every folder under families/ is a kind, one level deep"
+
+
+def test_families_import_blocks_their_parent_family_and_lower_layers_only():
+    # a family imports blocks/, the families it extends (qwen3 from qwen2, a wrapper from its text family: any kind),
+    # its own helpers and the layers below the models; never the registry, another family's helper or anything else
+    # of the models layer. blocks/ imports no family.
+    modules, imports = graph(ROOT)
+    helpers, families = {}, set()
+    for kind, (types, helps) in kinds(ROOT).items():
+        families |= {f"{FAMILIES}{kind}.{m}" for m in types.values()}
+        for module, users in helps.items():
+            helpers[f"{FAMILIES}{kind}.{module}"] = {f"{FAMILIES}{kind}.{u}" for u in users} | {f"{FAMILIES}{kind}."
+                                                                                               f"{module}"}
+    models = next(i for i, (name, _) in enumerate(LAYERS) if name == "models")
+    bad = []
+    for m, found in imports.items():
+        if m.startswith(BLOCKS):
+            bad += [f"{i.where(ROOT)}: a block imports the family {i.target}" for i in found
+                    if i.target.startswith(FAMILIES)]
+        if not m.startswith(FAMILIES) or m.count(".") != 4:
+            continue
+        for i in found:
+            t = i.target
+            if _top(t) != "petit" or t.startswith(BLOCKS + ".") or t == BLOCKS or t in families:
+                continue
+            if t in helpers and m in helpers[t] or m in helpers and t in helpers and helpers[m] & helpers[t]:
+                continue                                    # its own helper, or a helper of the same family
+            if layer_of(t) is not None and layer_of(t) < models:
+                continue
+            bad.append(f"{i.where(ROOT)}: {m} imports {t}")
+    assert not bad, "\n".join(bad)
+
+
+def test_family_modules_stay_under_the_line_limit():
+    modules, _ = graph(ROOT)
+    lines = {m: sum(1 for _ in open(p, encoding="utf-8")) for m, p in modules.items() if m.startswith(FAMILIES)}
+    over = {m: n for m, n in lines.items() if n > FAMILY_LINES}
+    unwaived = sorted(f"{m}: {n} lines" for m, n in over.items() if m.removeprefix(FAMILIES) not in LINE_WAIVERS)
+    assert not unwaived, f"over {FAMILY_LINES} lines, split by what the code holds:\n" + "\n".join(unwaived)
+    stale = sorted(w for w in LINE_WAIVERS if FAMILIES + w not in over)
+    assert not stale, f"waivers no longer needed, remove them from LINE_WAIVERS: {stale}"
+
+
 def test_opening_a_model_imports_its_own_family_only():
     # the registry imports a family when its model_type is looked up (issue 31: importing all 160 took 0.5-1 s of a
     # 7B GGUF's open); a llama folder brings llama's module and what it builds on, not the others
@@ -280,7 +366,9 @@ def test_opening_a_model_imports_its_own_family_only():
     out = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "tests", "fixtures", "hf", "llama")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    loaded = set(out.stdout.split())
-    assert "petit.models.llama" in loaded and not loaded & {"petit.models.gemma4", "petit.models.deepseek_v4",
-                                                              "petit.models.qwen3_next", "petit.models.mamba"}
+    tables = {"petit.models.blocks", FAMILIES[:-1]} | {FAMILIES + k for k in kinds(ROOT)}  # docstrings and tables only
+    loaded = set(out.stdout.split()) - tables
+    f = "petit.models.families."
+    assert f + "dense.llama" in loaded and not loaded & {f + "wrappers.gemma4", f + "mla.deepseek_v4",
+                                                          f + "hybrid.qwen3_next", f + "recurrent.mamba"}
     assert len(loaded) < 25, sorted(loaded)

@@ -13,7 +13,7 @@ from petit.chat.formats import get_format
 from petit.cli import main
 from petit.generation.ctx_shift import find_kept, rerotate, shift_refusal
 from petit.generation.session import Params, Session
-from petit.models.rope import Rope
+from petit.models.blocks.rope import Rope
 from test_cli_chat import QUESTIONS
 
 HF = "tests/fixtures/hf"

@@ -1,5 +1,5 @@
 """The dsv4 group of issue 30 (tests/fixtures/hf5_dsv4: DeepSeek-V4, made by transformers 5.25; the engine's family
-petit/models/deepseek_v4.py). The shared tests (test_hf_parity, test_moe, test_verify_families, the app's chat) run
+petit/models/families/mla/deepseek_v4.py). The shared tests (test_hf_parity, test_moe, test_verify_families, the app's chat) run
 the fixture too; here:
 
 - trainer/reference/deepseek_v4_f64.py, the float64 definition (hyper-connections with Sinkhorn, sliding-window +
@@ -516,7 +516,7 @@ def test_dsv4_attention_on_the_fixture_equals_the_definition(kind):
 
 
 def _moe_block(c, W, p, kind):
-    from petit.models.moe import Moe
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight
     E, f = c["n_routed_experts"], lambda n: Weight.from_float(np.ascontiguousarray(W[n], np.float32), "f32")
     ex = [f"{p}experts.{e}." for e in range(E)]

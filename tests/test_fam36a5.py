@@ -97,7 +97,7 @@ def test_xglm_plan_equals_the_per_op_path(weights):
 
 def test_xglm_sinusoids_are_fairseqs_table():
     """Position p reads row p + 2 of [sin | cos](p' * 10000^(-i / (D/2 - 1))), the pad row zeroed (computed here in
-    float64 from the formula, independently of petit/models/xglm.py)."""
+    float64 from the formula, independently of petit/models/families/classic/xglm.py)."""
     cfg = json.loads((XGLM / "config.json").read_text())
     D, n = cfg["d_model"], cfg["max_position_embeddings"]
     net = _load(XGLM).net
@@ -109,7 +109,7 @@ def test_xglm_sinusoids_are_fairseqs_table():
 
 
 def test_xglm_pad_row_and_refusals(tmp_path):
-    from petit.models.xglm import Config, sinusoids
+    from petit.models.families.classic.xglm import Config, sinusoids
     cfg = json.loads((XGLM / "config.json").read_text())
     table = sinusoids(Config.from_dict(dict(cfg, pad_token_id=5)))
     assert (table[3] == 0).all() and (table[2] != 0).any()     # row 5 is position 3's

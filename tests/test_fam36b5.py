@@ -21,7 +21,8 @@ import pytest
 
 import petit
 from petit.formats.safetensors import SafetensorsFile
-from petit.models import ctrl, gpt_neox_japanese, mellum
+from petit.models.families.moe import mellum
+from petit.models.families.classic import ctrl, gpt_neox_japanese
 from models import load_strict as _load, rel_err
 
 DIR = Path(__file__).parent / "fixtures" / "hf5_fam36b"

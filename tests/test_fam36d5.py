@@ -23,7 +23,7 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import diffllama, doge
+from petit.models.families.dense import diffllama, doge
 from trainer.reference import Reference
 
 from models import assert_greedy_equals_transformers, assert_a_batch_gives_each_sequence_its_own_logits, load_strict as _load, rel_err
@@ -96,7 +96,7 @@ def test_reads_each_layers_lambda_and_the_projections_rows():
 def test_the_expansion_copies_build_each_head_twice(H, K, d):
     """Expand's copies turn the products' rows (diff_attn.compact) into the doubled heads (diff_attn.layout): run on
     buffers holding each value's source row."""
-    from petit.models.diff_attn import Expand, compact, layout
+    from petit.models.blocks.diff_attn import Expand, compact, layout
     from petit.native import ffi
     T = 3
     arrays = {n: np.full((T, 2 * H * d), np.nan, np.float32) for n in ("q", "k", "v", "att", "qgate")}

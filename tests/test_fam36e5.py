@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import flint, kolibri1
-from petit.models.decoder import Vec
-from petit.models.moe import Moe
+from petit.models.families.moe import flint, kolibri1
+from petit.models.blocks.decoder import Vec
+from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi
 from models import assert_greedy_equals_transformers, load_strict as _load
 from test_moe_a5 import _read_safetensors, _write_safetensors

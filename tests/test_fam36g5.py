@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import axk1, laguna, zaya
-from petit.models.decoder import Vec
-from petit.models.moe import Moe
+from petit.models.families.mla import axk1
+from petit.models.families.moe import laguna, zaya
+from petit.models.blocks.decoder import Vec
+from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi, lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,
@@ -122,7 +123,7 @@ def _cca64(q, k, v, dw, db, gw, gb, H, KV, hd, v0):
 def test_the_cca_step_equals_a_float64_reference_over_chunks(H, KV, hd, T, splits, v0):
     """The sequence in chunks (the state carried between them) equals transformers' whole-sequence projection; a
     sequence started again at position 0 reads no stale state."""
-    from petit.models.cca import Cca
+    from petit.models.families.moe.cca import Cca
     rng = np.random.default_rng(H * 100 + T)
     C, Ck = (H + KV) * hd, KV * hd
     dw, db = rng.standard_normal((C, 2)), rng.standard_normal(C) * 0.3

@@ -25,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import dory, ergo, hy_v3
-from petit.models.decoder import Vec
-from petit.models.ergo_names import RENAMES, TRANSPOSED
-from petit.models.moe import Moe
+from petit.models.families.moe import ergo, hy_v3
+
+from petit.models.families.dense import dory, dory_config
+from petit.models.blocks.decoder import Vec
+from petit.models.families.moe.ergo_names import RENAMES, TRANSPOSED
+from petit.models.blocks.moe import Moe
 from petit.native import ffi
 from models import load_strict as _load
 from test_fam36e5 import _f32
@@ -201,7 +203,7 @@ def _modules_config():
     """The fixture's config in the modules' layout (one entry a layer, the counts halved): what DoryConfig holds."""
     d = _dory()
     d["layer_types"] = d["layer_types"][::2]
-    for k in dory.COUNTS:
+    for k in dory_config.COUNTS:
         d[k] //= 2
     return d
 

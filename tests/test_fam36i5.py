@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from petit.generation.ctx_shift import shift_refusal
-from petit.models import aria_text, beam, cohere_compass_text, minimax_m3_vl_text
+from petit.models.families.moe import aria_text, beam, minimax_m3_vl_text
+from petit.models.families.dense import cohere_compass_text
 from petit.native import attention, ffi, lib
 from models import converted_runs_the_same, load_strict as _load
 from test_mla5 import _f, _i32, _int8_rows

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import lara_mini
+from petit.models.families.hybrid import lara_mini
 from petit import load as petit_load
 from models import converted_runs_the_same, load_strict as _load, rel_err
 from test_moe_a5 import _read_safetensors, _write_safetensors
@@ -228,7 +228,7 @@ def test_dots3_legacy_keys_read_as_transformers_reads_them(tmp_path):
 
 
 def test_dots3_defaults_are_transformers():
-    from petit.models import dots3_note_text
+    from petit.models.families.mla import dots3_note_text
     cfg = dots3_note_text.Config.from_dict({"model_type": "dots3_note_text"})
     assert cfg.layer_types == ["indexed_attention" if i < 2 or i % 4 == 1 else "sliding_attention" for i in range(46)]
     assert cfg.mlp_layer_types == ["dense"] + ["sparse"] * 45
@@ -255,7 +255,7 @@ def test_dots3_defaults_are_transformers():
      "layer_types must list 4"),
 ])
 def test_dots3_bad_configs_are_refused_by_name(changes, message):
-    from petit.models import dots3_note_text
+    from petit.models.families.mla import dots3_note_text
     with pytest.raises(ValueError, match=message):
         dots3_note_text.Config.from_dict(_dots(**changes))
 

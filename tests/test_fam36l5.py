@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import inkling2_loop_text, inkling2_text, inkling_text
-from petit.models.inkling_block import RelAttn, SConv
+from petit.models.families.moe import inkling2_loop_text, inkling2_text, inkling_text
+from petit.models.families.moe.inkling_block import RelAttn, SConv
 from petit.native import ffi, lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_the_plan_equals_the_per_op_path,
@@ -267,8 +267,8 @@ def test_inkling2_reads_transformers_aliases():
 
 def test_the_soft_capped_experts_equal_a_float64_reference():
     """Inkling 2's experts: cg tanh(g / cg) sigmoid(g) x cu tanh(u / cu), the chosen sigmoids over their sum."""
-    from petit.models.decoder import Vec
-    from petit.models.moe import Moe
+    from petit.models.blocks.decoder import Vec
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight
     rng = np.random.default_rng(3)
     T, E, k, D, F = 7, 5, 2, 33, 9

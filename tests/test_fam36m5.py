@@ -5,7 +5,7 @@ tests/test_hf_parity.py (every position of the three prompts, greedy), test_veri
 - Decoding and a chunked prefill equal the whole sequence; the forward plan equals the per-op path bit for bit (f32 /
   q8_0 weights, float32 and int8 KV caches); a batch gives each sequence its own logits bit for bit; a converted
   `.petit` file runs the same numbers.
-- The kernels' new modes against float64 at odd sizes: A.X-K2's gated norm (petit/models/norm_gate.py), its routing
+- The kernels' new modes against float64 at odd sizes: A.X-K2's gated norm (petit/models/blocks/norm_gate.py), its routing
   that scores the other groups' experts 0 (Moe.group_fill_zero), the experts' SwiGLU clamps after the activation and
   the shared expert's own (Moe.limit_after_act, sh_swiglu_limit), DSA's attention with sinks, HY-V4's
   hyper-connection (pt_hc_ind_pre); KDA's bounded forget gate is tests/test_hybrid5.py's KDA test.
@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import axk2, bailing_hybrid, hy_v4
-from petit.models.decoder import Norm, Vec
-from petit.models.moe import Moe
-from petit.models.norm_gate import NormGate
+from petit.models.families.hybrid import bailing_hybrid
+
+from petit.models.families.mla import axk2, hy_v4
+from petit.models.blocks.decoder import Norm, Vec
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.norm_gate import NormGate
 from petit.native import lib
 from models import (assert_a_batch_gives_each_sequence_its_own_logits, assert_a_converted_file_runs_the_same_numbers,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole,

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from petit.models import xlstm
-from petit.models.ssm import Mamba
+from petit.models.families.recurrent import xlstm
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, ffi
 from models import converted_runs_the_same, load_strict as _load
 from test_ssm import decode_and_plan

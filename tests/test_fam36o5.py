@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import hrm_text
+from petit.models.families.dense import hrm_text
 from models import (assert_a_batch_gives_each_sequence_its_own_logits,
                     assert_decoding_and_a_chunked_prefill_equal_the_whole, assert_greedy_equals_transformers,
                     assert_the_plan_equals_the_per_op_path, converted_runs_the_same, load_strict as _load,

@@ -96,7 +96,7 @@ def test_gguf_minimax_lightning_eps_is_transformers_where_llama_cpp_uses_the_mod
     of the f32 file is 0.68 of the range from transformers' logits (the manifest), Petit's reading of the folder 9e-5
     (tests/test_hf_parity.py's family); on the file Petit norms with 1e-6 too and is 0.60 from llama.cpp's exact run,
     and made to use 1e-5 gives llama.cpp's exact logits (2.4e-5, within EXACT_BOUND): the eps is the one difference."""
-    import petit.models.minimax as minimax
+    import petit.models.families.hybrid.minimax as minimax
     ref = np.load(GGUF / "minimax-01_eps" / "q8_0.npz")
     got = _gguf("minimax-01_eps", weights="f32").logits(ref["input_ids"])
     assert _scaled(got, ref["exact_logits"]) >= 0.5

@@ -293,7 +293,7 @@ def test_exaone4_local_global_layers_only_for_llama_cpps_64_layer_model():
     any other depth runs every layer full with RoPE, as the fixture's file (2 layers, window 8) does."""
     from petit.formats.gguf import GGUFFile
     from petit.loading.gguf_archs import config_from_gguf
-    from petit.models.exaone4 import Config
+    from petit.models.families.dense.exaone4 import Config
     with GGUFFile(ROOT / "exaone4" / "q8_0.gguf") as f:
         meta, tensors = dict(f.metadata), dict(f.tensors)
     cfg = Config.from_dict(config_from_gguf(meta, "x", 320, tensors)[1])
@@ -376,7 +376,7 @@ def test_deepseek_v2_lite_runs_as_llama_cpp_does_not_as_transformers_v2(monkeypa
     reads it) runs with llama.cpp's softmax scale, (nope + rope)^-0.5 x mscale(4, 0.707)^2, which transformers' V2
     leaves out: without it the logits are 0.34 of their range from llama.cpp's exact ones (0.10 from transformers'),
     and with V2's group score (the best expert, not the best two) 0.008."""
-    from petit.models import deepseek_common as dc
+    from petit.models.blocks import deepseek_common as dc
     ref = np.load(ROOT / "deepseek_v2_lite" / "q8_0.npz")
     model = _load("deepseek_v2_lite", "q8_0.gguf", weights="f32")
     c = model.config
@@ -482,7 +482,7 @@ def test_olmo3_runs_its_sliding_layers_and_yarn_as_llama_cpp(monkeypatch):
     on the sliding layers too, 0.17."""
     import dataclasses
 
-    import petit.models.olmo3 as olmo3
+    import petit.models.families.dense.olmo3 as olmo3
     from petit.formats.gguf import GGUFFile
     from petit.loading.gguf_archs import ARCHS, config_from_gguf
     ref = np.load(ROOT / "olmo3_untied" / "q8_0.npz")

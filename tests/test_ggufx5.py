@@ -2,7 +2,7 @@
 llama.cpp's own conversion of a PhiMoE checkpoint (tests/fixtures/gguf5_ggufx/phimoe: ../hf5_moe_a/phimoe's weights
 under a config holding the values the file cannot, router_jitter_noise 0.01 and both mscales = the file's
 attn_factor) against transformers' logits; llama.cpp's rwkv6qwen2 (QRWKV6: RWKV-6's time mixing as gated linear
-attention on Qwen2's blocks, petit/models/rwkv6qwen2.py, kernels/rwkv.c pt_gla) against llama.cpp's logits on its own
+attention on Qwen2's blocks, petit/models/families/recurrent/rwkv6qwen2.py, kernels/rwkv.c pt_gla) against llama.cpp's logits on its own
 conversion of a tiny checkpoint (tests/fixtures/gguf5_ggufx/rwkv6qwen2). arwkv7 stays refused
 (petit/models/refusals.py says why)."""
 import json

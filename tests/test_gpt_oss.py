@@ -12,7 +12,7 @@ import pytest
 import petit
 from petit import native
 from petit.loading.convert import convert
-from petit.models.gpt_oss import mxfp4_f32
+from petit.models.families.moe.gpt_oss import mxfp4_f32
 from trainer.reference import Reference, ops
 
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"

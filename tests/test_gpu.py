@@ -65,7 +65,7 @@ def _load(folder, weights, repack=None):
 
 def _is_dense(model) -> bool:
     from petit.gpu.offload import DENSE_KINDS
-    from petit.models.decoder import Decoder
+    from petit.models.blocks.decoder import Decoder
     return isinstance(model.net, Decoder) and not model.net.plan_kinds() - DENSE_KINDS
 
 
@@ -170,7 +170,7 @@ def _rounds(model) -> list:
     """The --gpu-layers a fixture runs with: all, then half; BitNet's layers hold ternary matrices (the device
     takes only its q8_0 / q4_0 LM head), so half of them is refused, saying why."""
     from petit.gpu import GpuUnavailable, attach
-    from petit.models.decoder import _MATRICES
+    from petit.models.blocks.decoder import _MATRICES
     half = max(1, model.n_layers // 2)
     kinds = {W.dtype for L in model.net.layers for W in (getattr(L, n) for n in _MATRICES) if W is not None}
     if kinds & {"q8_0", "q4_0"}:

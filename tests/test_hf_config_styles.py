@@ -17,7 +17,7 @@ import pytest
 
 import petit
 from petit.models import get_family
-from petit.models.rope import scaling_type
+from petit.models.blocks.rope import scaling_type
 from tests.test_hf_parity import DENSE, F32_TOL, FOLDERS, HERE, rel_err
 
 # the families with RoPE settings: transformers 5 rewrote their config (BLOOM, MPT, OPT, GPT-Neo ... have none)

@@ -23,7 +23,7 @@ import pytest
 
 import petit
 from petit.generation.session import Params, Session
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import ffi
 
 from test_plan import CHUNKS, FRESH, _run
@@ -322,7 +322,7 @@ def test_minimax_runs_lightning_attention_as_the_ssd_scan():
         if L.mamba is not None:
             m = L.mamba
             assert (m.dt_min, m.dt_max, m.norm_mode, m.n_groups, m.n_heads) == (1.0, 1.0, 3, 4, 4)
-            assert not m.D.any() and np.allclose(-m.A, petit.models.minimax.slopes(net_cfg := _load(
+            assert not m.D.any() and np.allclose(-m.A, petit.models.families.hybrid.minimax.slopes(net_cfg := _load(
                 FOLDERS["minimax"]).config, i)) and net_cfg.block_size == 16
     assert net.embed_norm is not None
 

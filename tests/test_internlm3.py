@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from petit.models import get_family
-from petit.models.internlm3 import InternLM3Config
+from petit.models.families.dense.internlm3 import InternLM3Config
 
 # the keys and values of the released model's config.json (remote code, transformers 4.47)
 RELEASED = {
@@ -55,7 +55,7 @@ class Names:
 def test_each_bias_switch_reads_the_biases_its_modeling_code_creates(qkv_bias, bias, want):
     cfg = InternLM3Config.from_dict(dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                          num_attention_heads=4, num_key_value_heads=2, qkv_bias=qkv_bias, bias=bias))
-    from petit.models import internlm3
+    from petit.models.families.dense import internlm3
     src = Names()
     internlm3.build(cfg, src)
     asked = {n.split(".", 3)[-1].split(".", 1)[-1] for n in src.asked if n.endswith(".bias")}

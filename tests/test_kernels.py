@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from petit import native as K
-from petit.models.rope import Rope   # the tables the model hands to pt_rope_store
+from petit.models.blocks.rope import Rope   # the tables the model hands to pt_rope_store
 from petit.native import ISAS, lib
 
 import oracles

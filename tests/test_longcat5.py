@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models.moe import Moe
+from petit.models.blocks.moe import Moe
 from petit.native import Weight, ffi
 
 from test_plan import CHUNKS, FRESH, _run
@@ -61,7 +61,7 @@ def test_zero_computation_experts_equal_a_float64_reference_at_odd_sizes(T, E, Z
     mats = [(_f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, F, D, 1 / np.sqrt(D)), _f32(rng, D, F, 1 / np.sqrt(F)))
             for _ in range(E)]
     bias = (rng.standard_normal(E + Z) * 0.1).astype(np.float32)
-    from petit.models.decoder import Vec
+    from petit.models.blocks.decoder import Vec
     moe = Moe(rw, [g[1] for g, _, _ in mats], [u[1] for _, u, _ in mats], [d[1] for _, _, d in mats], k, False,
               sel_bias=Vec(bias), routed_scale=6.0, n_zero=Z)
     x = rng.standard_normal((T, D)).astype(np.float32)
@@ -79,7 +79,7 @@ def test_a_token_routed_to_zero_experts_only_is_its_input_times_the_weights_exac
     router = np.zeros((E + Z, D), np.float32)
     rw = Weight(router.view(np.uint8).reshape(-1), "f32", router.shape)
     mats = [tuple(_f32(rng, *s, 0.3)[1] for s in ((F, D), (F, D), (D, F))) for _ in range(E)]
-    from petit.models.decoder import Vec
+    from petit.models.blocks.decoder import Vec
     bias = np.array([0, 0, 0, 1, 1], np.float32)               # equal softmax (1/5 each): the zero experts win
     moe = Moe(rw, [m[0] for m in mats], [m[1] for m in mats], [m[2] for m in mats], 2, False, sel_bias=Vec(bias),
               routed_scale=6.0, n_zero=Z)

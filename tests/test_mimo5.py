@@ -3,7 +3,7 @@ tests/test_hf_parity.py (35-token prompt, greedy), test_moe.py (the routing-awar
 test_verify_families.py (`petit verify` at f32 / q8_0 / q4_0) and the app's chat test do not already hold.
 
 - (Parity at every position of the 140-token and chat prompts: tests/test_hf_parity.py, over every fixture.)
-- The layout the family loads (petit/models/mimo_v2_flash.py) is the checkpoint's, padded exactly: value heads padded
+- The layout the family loads (petit/models/families/moe/mimo_v2_flash.py) is the checkpoint's, padded exactly: value heads padded
   with zero rows (scaled by attention_value_scale), o_proj's matching columns zero, a full layer's kv heads repeated.
 - The forward plan equals the per-op path bit for bit; sinks in the sliding layers only.
 - Both spellings of the window; what it refuses, by name.

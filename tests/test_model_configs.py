@@ -161,7 +161,7 @@ def test_llama_tensor_shapes_list_every_tensor_the_builder_reads(tmp_path):
     """tests/models.py writes a model from tensor_shapes; with every bias switched on, the engine must load it (no
     tensor missing, none left over) and run the gate bias too."""
     import petit
-    from petit.models.llama import LlamaConfig, tensor_shapes
+    from petit.models.families.dense.llama import LlamaConfig, tensor_shapes
     from tests.models import TINY, write_model
     cfg = dict(TINY, attention_bias=True, mlp_bias=True)
     _, weights = write_model(tmp_path / "m.petit", cfg)

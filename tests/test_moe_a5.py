@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models.moe import sparsemixer_masks
+from petit.models.blocks.moe import sparsemixer_masks
 from petit.native import ffi
 from models import load_strict as _load, load_wrapper_saying_the_tower_is_not_run, rel_err
 
@@ -220,7 +220,7 @@ def _sparsemixer64(logits, eps, k=2):
 def test_the_sparsemixer_kernel_equals_a_float64_reference_at_odd_sizes(T, E, D, F, eps):
     """kernels/moe.c scoring 2 (PhiMoE's sparsemixer) against the plain float64 rule: the same experts, the weights
     (not renormalised) and the block's output within float32 rounding."""
-    from petit.models.moe import Moe
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight
     rng = np.random.default_rng(T * 1000 + E * 10 + int(eps * 100))
 
@@ -364,7 +364,7 @@ def test_cohere2_moe_combines_the_shared_experts_as_configured(tmp_path, strateg
                                                    shared_expert_combination_strategy=strategy)))
     model = _load(d)
     moes = [L.moe for L in model.net.layers if L.moe is not None]
-    from petit.models.cohere2_moe import hf_tensors
+    from petit.models.families.moe.cohere2_moe import hf_tensors
     zero = hf_tensors(model.config, None)
     assert all(not make().any() for _, make, _ in zero.values()) and len(zero) == (3 if strategy == "average" else 0)
     assert len(moes) == 3

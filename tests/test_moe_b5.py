@@ -268,8 +268,8 @@ def test_plain_experts_kernel_equals_a_scalar_reference(T, E, k, D, F, S, dtype)
     """kernels/moe.c's plain experts (no gate: down(act(up x)), Nemotron-H) against numpy at odd sizes: the routing
     (sigmoid, a selection bias, renormalised, scaled), each chosen expert, a plain shared expert; at q8_0 against
     the dequantized matrices (the kernels round the activations to 8 bits too: a looser bound)."""
-    from petit.models.decoder import Vec, fptr
-    from petit.models.moe import Moe
+    from petit.models.blocks.decoder import Vec, fptr
+    from petit.models.blocks.moe import Moe
     from petit.native import Weight, dequantize
     rng = np.random.default_rng(T * 100 + E)
     if dtype != "f32":                          # q8_0 rows are whole 32-value blocks: odd row counts only
@@ -380,7 +380,7 @@ def test_minicpm5_moe_refuses_what_it_cannot_run(tmp_path, change, message):
 def test_lfm3_reads_its_layers():
     """[conv, sliding, full, conv]; the per-head gate read as each row repeated head_dim times; the conv's output
     normed before its add (post_operator_norm); the full layer's proportional RoPE: 4 of 8 pairs turn."""
-    from petit.models.lfm3 import ProportionalRope
+    from petit.models.families.hybrid.lfm3 import ProportionalRope
     net = _load(FOLDERS["lfm3"]).net
     assert [L.mamba is not None for L in net.layers] == [True, False, False, True]
     assert [L.window for L in net.layers] == [0, 8, 0, 0]

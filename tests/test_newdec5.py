@@ -113,7 +113,7 @@ def test_mistral4_refuses_what_it_cannot_run_exactly(tmp_path, rope, message):
 
 
 def test_mistral4_defaults_are_mistral_small_4s():
-    from petit.models.mistral4 import Mistral4Config
+    from petit.models.families.mla.mistral4 import Mistral4Config
     cfg = Mistral4Config.from_dict({"model_type": "mistral4"})
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.q_lora_rank, cfg.kv_lora_rank, cfg.n_routed_experts,
             cfg.num_experts_per_tok, cfg.first_k_dense_replace, cfg.routed_scaling_factor) == \

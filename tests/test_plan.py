@@ -1,4 +1,4 @@
-"""The forward plan (kernels/plan.c, petit/models/plan.py) against the per-op path it replaces
+"""The forward plan (kernels/plan.c, petit/models/blocks/plan.py) against the per-op path it replaces
 (`Decoder.forward(..., oracle=True)`): for every family's transformers fixture (tests/fixtures/hf), the bundled
 model and the tiny Llama variants of tests/models.py, with f32 / q8_0 / q4_0 weights and the float32 and int8 KV
 caches, the logits of a chunked prefill (7 then 30 tokens), of token-by-token decode after it, and of a fresh

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models import qwen4_exp, qwen4_exp_text
+from petit.models.families.wrappers import qwen4_exp
+from petit.models.families.hybrid import qwen4_exp_text
 from petit.native import ffi, lib
 from models import assert_greedy_equals_transformers, assert_the_plan_equals_the_per_op_path, converted_runs_the_same
 from models import load_strict as _load, load_wrapper_saying_the_tower_is_not_run
@@ -326,17 +327,17 @@ def _int64_buffers(path) -> dict:
 def test_the_hash_parameters_are_the_checkpoints_buffers():
     """transformers saves each PLE layer's multipliers, prime vocabularies and offsets (left unread: Petit derives
     them from the config); they are what Petit derives"""
-    from petit.models import qwen4_exp_ple
+    from petit.models.families.hybrid import qwen4_exp_ngram
     bufs = _int64_buffers(PLE / "model.safetensors")
     cfg = qwen4_exp_text.Config.from_dict(json.loads((PLE / "config.json").read_text()))
     for j, i in enumerate(cfg.ple_layer_ids):
         p = f"model.layers.{i - 1}.ple.ple_embedding."
-        sizes, offsets, rows = qwen4_exp_ple.vocabularies(cfg, j)
+        sizes, offsets, rows = qwen4_exp_ngram.vocabularies(cfg, j)
         assert bufs[p + "layer_multipliers"].tolist() == [m - (1 << 64) if m >> 63 else m
-                                                          for m in qwen4_exp_ple.multipliers(cfg, j)]
+                                                          for m in qwen4_exp_ngram.multipliers(cfg, j)]
         assert bufs[p + "ngram_heads_vocab_sizes"].tolist() == sizes and bufs[p + "ngram_heads_offsets"].tolist() == offsets
         assert rows == (4096, 4224)[j]
-    assert sizes[0] > 1000 and all(qwen4_exp_ple._is_prime(v) for v in sizes)
+    assert sizes[0] > 1000 and all(qwen4_exp_ngram._is_prime(v) for v in sizes)
 
 
 def test_ple_greedy_plan_decode_and_the_converted_file(tmp_path):

@@ -26,7 +26,9 @@ import pytest
 
 import petit
 from petit.loading.convert import convert
-from petit.models import cosmos3_omni, get_family, qwen_vl
+from petit.models import get_family
+from petit.models.families.wrappers import cosmos3_omni
+from petit.models.blocks import qwen_vl
 from models import TOWER_NOT_RUN, load_strict, range_err, rel_err, write_f32_safetensors
 from test_moe_a5 import _read_safetensors
 from test_plan import _assert_same

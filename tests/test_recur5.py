@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import petit
-from petit.models.recurrent_gemma import RecurrentGemmaConfig, bf16
-from petit.models.ssm import Mamba
+from petit.models.families.hybrid.recurrent_gemma import RecurrentGemmaConfig, bf16
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, ffi, lib
 
 from test_plan import CHUNKS, FRESH, _run
@@ -324,7 +324,7 @@ def test_an_rwkv6_state_is_the_two_shifts_and_a_matrix_a_head():
 
 
 def _rwkv_cfg(**kw):
-    from petit.models.rwkv6 import Rwkv6Config
+    from petit.models.families.recurrent.rwkv6 import Rwkv6Config
     d = json.loads((FOLDERS["rwkv6"] / "config.json").read_text())
     d.update(kw)
     return Rwkv6Config.from_dict(d)
@@ -460,14 +460,14 @@ def test_rwkv7_layers_share_layer_0s_values_per_sequence():
 
 
 def _rwkv7_cfg(**kw):
-    from petit.models.rwkv7 import Rwkv7Config
+    from petit.models.families.recurrent.rwkv7 import Rwkv7Config
     d = json.loads((FOLDERS["rwkv7"] / "config.json").read_text())
     d.update(kw)
     return Rwkv7Config.from_dict(d)
 
 
 def test_rwkv7_defaults_are_fla_hubs():
-    from petit.models.rwkv7 import lora_rank
+    from petit.models.families.recurrent.rwkv7_config import lora_rank
     c = _rwkv7_cfg(hidden_size=2048, num_heads=None, intermediate_size=None, value_dim=None, decay_low_rank_dim=None,
                    a_low_rank_dim=None, v_low_rank_dim=None, gate_low_rank_dim=None)
     # fla-hub/rwkv7-1.5B-world: 96, 96, 64, 256 (its config.json), which the rule gives
@@ -538,7 +538,7 @@ def test_rwkv_rescales_as_transformers_in_inference():
     (dict(rescale_every=-2), "rescale_every must be a non-negative integer"),
 ])
 def test_what_rwkv_cannot_run_is_refused_by_name(kw, msg):
-    from petit.models.rwkv import RwkvConfig
+    from petit.models.families.recurrent.rwkv import RwkvConfig
     d = json.loads((FOLDERS["rwkv"] / "config.json").read_text())
     d.update(kw)
     with pytest.raises(ValueError, match=msg):

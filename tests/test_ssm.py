@@ -10,7 +10,7 @@ import pytest
 
 import petit
 from petit.cache import StateCache
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, ffi, quantize
 
 FIX = Path(__file__).parent / "fixtures" / "hf_ssm"

@@ -310,7 +310,7 @@ def test_exaone_refuses_an_alias_that_disagrees(tmp_path):
 def test_exaone_reads_its_own_tensor_names_and_llamas(tmp_path):
     """The fixture holds EXAONE's names (transformer.h.N.attn.attention.q_proj, ...), as save_pretrained writes
     them; the same tensors under Llama's names are read too, and every tensor is used either way."""
-    from petit.models.exaone import llama_name
+    from petit.models.families.dense.exaone import llama_name
     m = _load(FOLDERS["exaone"])
     assert "model.layers.1.mlp.gate_proj.weight" in m.tensors
     d = _rewrite(FOLDERS["exaone"], tmp_path / "m", llama_name)

@@ -18,7 +18,7 @@ import pytest
 
 import petit
 from petit import native as K
-from petit.models.ssm import Mamba
+from petit.models.blocks.ssm import Mamba
 from petit.native import Weight, dequantize, ffi, quantize
 
 from test_plan import CHUNKS, FRESH, _run
@@ -208,6 +208,6 @@ def test_refuses_what_it_cannot_run(tmp_path, change, message):
 def test_the_default_layer_pattern_is_transformers(given, hybrid, dt_rank):
     """Without layers_block_type: layers 0, 1 mamba, 2 hybrid, then hybrid where (i - 3) % period == offset; the
     figures are transformers 5.25's ZambaConfig's for the same keys."""
-    from petit.models.zamba import ZambaConfig
+    from petit.models.families.hybrid.zamba import ZambaConfig
     cfg = ZambaConfig.from_dict(given)
     assert cfg.hybrid_layers == hybrid and cfg.mamba_dt_rank == dt_rank

@@ -1,6 +1,6 @@
 """The Llama model as a forward/backward pair over a dict of Hugging Face-named parameters.
 
-The architecture is exactly the one the engine runs (``petit/models/llama.py``): pre-norm RMSNorm blocks,
+The architecture is exactly the one the engine runs (``petit/models/families/dense/llama.py``): pre-norm RMSNorm blocks,
 grouped-query attention with "rotate_half" RoPE, a SwiGLU MLP, a final RMSNorm and an LM head that may be
 tied to the embedding. Weight matrices are stored as ``[out_features, in_features]`` and applied as
 ``x @ W.T``, so a checkpoint's tensors can be written to a ``.petit`` file as they are.

@@ -534,8 +534,8 @@ def run_verify(args) -> int:
 
 
 def _shared_pairs(a, b) -> list:
-    """Issue 30, the hybrid group: a Zamba2 use's matrices (petit/models/shared_block.py) and the reference's names
-    (spec.SharedSpec): the block's, its linear and its adapters."""
+    """Issue 30, the hybrid group: a Zamba2 use's matrices (petit/models/blocks/shared_block.py) and the reference's
+    names (spec.SharedSpec): the block's, its linear and its adapters."""
     if a is None or b is None:
         return [(a and a.linear, b and b.linear)]
     at = a.block.attn

@@ -31,8 +31,8 @@ SHIFTABLE_SCALINGS = ("default", "linear", "llama3", "yarn")     # frequencies i
 
 def shift_refusal(model, cache) -> str | None:
     """None when the model's cache can be shifted exactly; otherwise the reason, in a few words."""
-    from petit.models.decoder import Layer
-    from petit.models.rope import ProportionalRope, Rope
+    from petit.models.blocks.decoder import Layer
+    from petit.models.blocks.rope import ProportionalRope, Rope
     net = getattr(model, "net", None)
     if type(cache) is not KVCache:
         return "the model keeps a recurrent state"

@@ -11,7 +11,7 @@ import numpy as np
 
 from petit.gpu.devices import Device, GpuUnavailable, choose, list_devices, opencl
 from petit.gpu.kernels import BLOCK_BYTES, Kernels, self_check
-from petit.models.decoder import Decoder, _MATRICES
+from petit.models.blocks.decoder import Decoder, _MATRICES
 from petit.native import ffi, lib
 
 MEMORY_SHARE = 0.8      # of the device's global memory the matrices may take (the rest: scratch, the driver)
@@ -225,7 +225,7 @@ def attach(model, platform: int | None = None, device: int | None = None, layers
         raise ValueError(f"layers must be at least 0, got {layers}")
     other = net.plan_kinds() - DENSE_KINDS
     if other:
-        from petit.models.plan import OP_NAMES
+        from petit.models.blocks.plan import OP_NAMES
         names = ", ".join(sorted(OP_NAMES.get(k, str(k)) for k in other))
         raise GpuUnavailable(f"this model's step holds {names}: the offload of the MoE, hybrid and latent-attention "
                              "families is left for later (docs/gpu.md); it covers the dense decoder families")

@@ -19,7 +19,7 @@ from petit.loading.gguf_archs import config_from_gguf, expert_names, hf_name, sp
 from petit.loading.gguf_phimoe import ASSUMED as PHIMOE_ASSUMED, mscales as phimoe_mscales
 from petit.loading.gguf_names import ONE_ROW
 from petit.loading.interleave import repack_matrices, should_repack
-from petit.models.gpt_oss import mxfp4_f32, mxfp4_q8_0
+from petit.models.families.moe.gpt_oss import mxfp4_f32, mxfp4_q8_0
 from petit.model import Model, check_tokenizer
 from petit.models import get_family
 from petit.models.source import TensorSource

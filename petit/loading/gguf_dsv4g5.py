@@ -1,6 +1,6 @@
 """llama.cpp's DeepSeek-V4 files (`deepseek4`; issue 30, the dsv4g group), read as the deepseek_v4 family
-(petit/models/deepseek_v4.py), whose block llama.cpp 0.3.36's graph (src/models/deepseek4.cpp) computes: checked on
-tests/fixtures/gguf5_dsv4g, where llama.cpp's logits are transformers' within 9e-7 of the range.
+(petit/models/families/mla/deepseek_v4.py), whose block llama.cpp 0.3.36's graph (src/models/deepseek4.cpp) computes:
+checked on tests/fixtures/gguf5_dsv4g, where llama.cpp's logits are transformers' within 9e-7 of the range.
 
 - the config: the family's fields from the keys of llama.cpp's converter (conversion/deepseek.py DeepseekV4Model);
   `attention.compress_ratios` gives each layer's kind (0 sliding, 4 CSA, 128 HCA: the only ratios llama.cpp's loader
@@ -20,7 +20,7 @@ import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import GGUFArch
-from petit.models.deepseek_v4_config import CSA, HCA, SWA
+from petit.models.families.mla.deepseek_v4_config import CSA, HCA, SWA
 
 DSV4 = "deepseek4"
 KINDS = {0: SWA, 4: CSA, 128: HCA}

@@ -6,21 +6,21 @@
 - baichuan (Baichuan, remote code): Llama's block (W_pack split into q / k / v, permuted for adjacent-pair RoPE by
   the converter, as llama's); llama.cpp rotates q / k only in a 32-layer file (Baichuan-7B), runs ALiBi at 40 (13B)
   and no position at all at any other count (src/models/baichuan.cpp), so only 32 layers are read, as llama.
-- bailingmoe3 (Ling 3, petit/models/bailing_hybrid.py): kimi-linear's file (gguf_kimi5.py: the layer kinds by
-  `attention.head_count_kv`, KDA's tensors, the absorbed latent attention) with KDA's gates full rank (`ssm_g_a`,
-  `ssm_f_a` alone), A stored as exp(A_log) (Kimi's: -exp), the bounded forget gate (`kda.safe_gate`, required;
-  `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the router's
-  groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
+- bailingmoe3 (Ling 3, petit/models/families/hybrid/bailing_hybrid.py): kimi-linear's file (gguf_kimi5.py: the layer
+  kinds by `attention.head_count_kv`, KDA's tensors, the absorbed latent attention) with KDA's gates full rank
+  (`ssm_g_a`, `ssm_f_a` alone), A stored as exp(A_log) (Kimi's: -exp), the bounded forget gate (`kda.safe_gate`,
+  required; `kda.gate_lower_bound`), the latent attention's RoPE (adjacent pairs) and head gate (`attn_gate`), the
+  router's groups (`expert_group_count` / `expert_group_used_count`) and each layer's clamps (`swiglu_clamp_exp`,
   `swiglu_clamp_shexp`, 0: none).
-- hy_v4 (HY-V4, petit/models/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
+- hy_v4 (HY-V4, petit/models/families/mla/hy_v4.py): deepseek32's file (gguf_mla5.py: the absorbed latent attention, the
   indexer, DeepSeek-V3's router) with the hyper-connections (`hc_attn_*`, `hc_ffn_*`, `output_hc_*`; counts and
   magnitude as `hyper_connection.*`), a sink logit a head (`attn_sinks`), the heads' output gate (`attn_gate`), the
   experts' SwiGLU clamp (`swiglu_clamp_exp`, one value for every layer; the shared expert unclamped, as llama.cpp)
   and `attention.indexer.types`; the indexer's rows as stored rotate their last values (llama.cpp's hy_v4 ropes
   them there), put first per head when read as the family does its checkpoint's. The layer norms' eps is the
   indexer's too (as both llama.cpp and transformers).
-- hy_v3 (Hy3, petit/models/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its graph
-  (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
+- hy_v3 (Hy3, petit/models/families/moe/hy_v3.py): what its converter (conversion/hunyuan.py HYV3Model) writes and its
+  graph (src/models/hy-v3.cpp) computes is the family's block: per-head q / k RMSNorms before RoPE on halves (q / k not
   permuted), a dense SwiGLU MLP in the layers without a router (`ffn_gate_inp`) and, in the others, the top
   `expert_used_count` of `expert_count` experts chosen on sigmoid(router x) + `exp_probs_b`, weighed by their
   sigmoids renormalised (`expert_weights_norm`) times `expert_weights_scale` (router_scaling_factor), plus an
@@ -36,7 +36,7 @@ from petit.loading.gguf_moe import _number
 from petit.loading.gguf_ssm import Fix
 from petit.loading.gguf_moe_b5 import EXAONE_MOE_LAYER, shared_experts, sigmoid_renormalised_whole_heads
 from petit.loading.gguf_names import LLAMA_LAYER, QKV, QWEN_EXPERTS, STARCODER2_LAYER, GGUFArch
-from petit.models.hy_v4 import rope_first
+from petit.models.families.mla.hy_v4 import rope_first
 
 HY_V3 = "hy_v3"
 BIAS = "mlp.e_score_correction_bias"

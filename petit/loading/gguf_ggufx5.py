@@ -1,6 +1,6 @@
 """llama.cpp's rwkv6qwen2 (QRWKV6) files, issue 30's ggufx group: RWKV-6's time mixing as gated linear attention on
-Qwen2's blocks (petit/models/rwkv6qwen2.py), the tensors under `model.layers.N.<llama.cpp's name>`. arwkv7 stays
-refused (petit/models/refusals.py says why).
+Qwen2's blocks (petit/models/families/recurrent/rwkv6qwen2.py), the tensors under `model.layers.N.<llama.cpp's name>`.
+arwkv7 stays refused (petit/models/refusals.py says why).
 
 What the converter (conversion/rwkv.py RWKV6Qwen2Model) writes: the head count 0 (heads = embedding_length /
 wkv.head_size), `attention.head_count_kv` (grouped keys and values), `attention.layer_norm_rms_epsilon`,

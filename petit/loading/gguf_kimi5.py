@@ -1,5 +1,5 @@
 """GGUF files of Kimi Linear (issue 30, the kimi_gguf follow-up): llama.cpp's `kimi-linear`, read as Petit's
-kimi_linear family (petit/models/kimi_linear.py). Imported by gguf_archs, whose ARCHS this joins.
+kimi_linear family (petit/models/families/hybrid/kimi_linear.py). Imported by gguf_archs, whose ARCHS this joins.
 
 What the file holds (llama.cpp's conversion/kimi_linear.py and src/models/kimi-linear.cpp):
 

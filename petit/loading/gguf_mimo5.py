@@ -24,7 +24,7 @@ import numpy as np
 
 from petit.loading.gguf_moe import _number
 from petit.loading.gguf_names import LLAMA_LAYER, QWEN_EXPERTS, GGUFArch
-from petit.models.mimo_layout import padded_attention
+from petit.models.families.moe.mimo_layout import padded_attention
 
 ARCH = "mimo2"
 
@@ -69,7 +69,8 @@ def _mimo2(meta, key, cfg, has):
 
 
 def _padded(tensors, cfg) -> dict:
-    """The family's padded k / v / o projections (petit/models/mimo_v2_flash.py), made from the file's rows."""
+    """The family's padded k / v / o projections (petit/models/families/moe/mimo_v2_flash.py), made from the file's
+    rows."""
     gguf = {"k": "attn_k", "v": "attn_v", "o": "attn_output"}
 
     def name(i, which):

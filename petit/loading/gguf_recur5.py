@@ -1,6 +1,6 @@
 """GGUF files of the recur group of issue 30: llama.cpp's rwkv6 (RWKV-6 Finch, src/models/rwkv6.cpp), its metadata
 keys as the rwkv6 family's config, its tensors under `rwkv.blocks.N.<llama.cpp's name>` (the family's GGUF layout,
-petit/models/rwkv6.py GGUF_NAMES). Imported by gguf_archs, whose ARCHS these join.
+petit/models/families/recurrent/rwkv6.py GGUF_NAMES). Imported by gguf_archs, whose ARCHS these join.
 
 What the converter (conversion/rwkv.py) did and the file holds: the token-shift LoRA transposed (time_mix_w1 [5E, D],
 time_mix_w2 [5, D, E]) and the decay LoRA's (time_mix_decay_w1 [DE, D], time_mix_decay_w2 [D, DE]); the five lerps
@@ -13,7 +13,7 @@ rwkv7 (RWKV-7 Goose, src/models/rwkv7.cpp): the six lerps stacked in time_mix_le
 a, g), the LoRAs as fla-hub stores them (w1 [R, D], w2 [D, R], w0 [D] the up-projection's bias; a, v, g alike, g
 without a bias), k_k, k_a, r_k flattened to [D]; layer 0's v LoRA is a dummy copy of its a LoRA (unused); the group
 norm's eps is 64e-5 (llama.cpp's), the tensors under `model.layers.N.<llama.cpp's name>` (the family's GGUF layout,
-petit/models/rwkv7.py GGUF_NAMES). rwkv6qwen2 is read by gguf_ggufx5.py; arwkv7 stays refused."""
+petit/models/families/recurrent/rwkv7.py GGUF_NAMES). rwkv6qwen2 is read by gguf_ggufx5.py; arwkv7 stays refused."""
 from petit.loading.gguf_names import GGUFArch
 
 RWKV6_LAYER = {n: n for n in (

@@ -9,7 +9,7 @@ B (A x), llama.cpp's rule. For llama.cpp's Llama architecture the q / k rows are
 rotate-half order (a Hugging Face folder) and as they are when it runs a GGUF's permuted rows (pairs).
 
 At run time each adapted layer gets (A, B * scale * alpha / rank) as float32 matrices; the forward plan multiplies
-A x into a small buffer and adds B times it into the target's output (petit/models/decoder.py, Layer.lora)."""
+A x into a small buffer and adds B times it into the target's output (petit/models/blocks/decoder.py, Layer.lora)."""
 from __future__ import annotations
 
 import os

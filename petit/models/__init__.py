@@ -1,9 +1,10 @@
-"""The model families Petit can run, one module per Hugging Face `model_type`.
+"""The model families Petit can run, one module per Hugging Face `model_type`, grouped by kind under
+petit/models/families/ (docs/architecture.md), built from petit/models/blocks/.
 
-The registry is an explicit table, not an import built from a config string: it is the allowlist of what a model
-file may ask for (packaging/hooks/hook-petit.py hands every module to a frozen app). A family's module is imported
-when its model_type is first looked up, so opening a file imports its own family, not all 160 (0.5-1 s of the open
-time of a 7B GGUF, issue 31).
+The registry is an explicit table (each kind's MODEL_TYPES, merged here), not an import built from a config string: it
+is the allowlist of what a model file may ask for (packaging/hooks/hook-petit.py hands every module to a frozen app). A
+family's module is imported when its model_type is first looked up, so opening a file imports its own family, not all
+160 (0.5-1 s of the open time of a 7B GGUF, issue 31).
 
 A family module has `Config` (a dataclass with Hugging Face's field names and `from_dict` / `to_dict`), `build(cfg,
 tensors) -> Decoder` (asking a TensorSource for each tensor by name and shape), and, when its checkpoints store
@@ -12,13 +13,14 @@ tensors in another layout than the kernels read, `hf_tensors(cfg, checkpoint)`.
 import importlib
 from collections.abc import Mapping
 
+from petit.models.families import KINDS, table
 from petit.models.multimodal_rows import ROWS as MULTIMODAL_ROWS
 from petit.models.nearest import CLOSEST
 from petit.models.refusals import MULTIMODAL_NOT_TEXT, NOT_DECODERS
 
 
 class Registry(Mapping):
-    """model_type -> its family module (petit.models.<name>), imported on first look-up."""
+    """model_type -> its family module (petit.models.families.<kind>.<name>), imported on first look-up."""
 
     def __init__(self, names: dict):
         self.names = names
@@ -40,262 +42,15 @@ class Registry(Mapping):
         return model_type in self.names
 
 
-MODEL_TYPES = Registry({
-    "llama": "llama",
-    "mistral": "mistral",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "phi3": "phi3",
-    "gemma": "gemma",
-    "gemma2": "gemma2",
-    "gemma3_text": "gemma3_text",
-    "gpt2": "gpt2",
-    "gpt_neox": "gpt_neox",
-    "gpt_neox_japanese": "gpt_neox_japanese",
-    "ctrl": "ctrl",
-    "mellum": "mellum",
-    "phi": "phi",
-    "starcoder2": "starcoder2",
-    "stablelm": "stablelm",
-    "olmo2": "olmo2",
-    "granite": "granite",
-    "smollm3": "smollm3",
-    "cohere": "cohere",
-    "cohere2": "cohere2",
-    "qwen3_moe": "qwen3_moe",
-    "qwen2_moe": "qwen2_moe",
-    "olmoe": "olmoe",
-    "mixtral": "mixtral",
-    "granitemoe": "granitemoe",
-    "granitemoeshared": "granitemoeshared",
-    "gpt_oss": "gpt_oss",
-    "llama4_text": "llama4_text",
-    "deepseek_v2": "deepseek_v2",
-    "deepseek_v3": "deepseek_v3",
-    "mamba": "mamba",
-    "falcon_mamba": "falcon_mamba",
-    "mamba2": "mamba2",
-    "lfm2": "lfm2",
-    "granitemoehybrid": "granitemoehybrid",
-    "jamba": "jamba",
-    "helium": "helium",
-    "seed_oss": "seed_oss",
-    "ernie4_5": "ernie4_5",
-    "ministral": "ministral",
-    "arcee": "arcee",
-    "olmo": "olmo",
-    "olmo3": "olmo3",
-    "glm": "glm",
-    "glm4": "glm4",
-    "exaone4": "exaone4",
-    "vaultgemma": "vaultgemma",
-    "apertus": "apertus",
-    "nemotron": "nemotron",
-    "hunyuan_v1_dense": "hunyuan_v1_dense",
-    "persimmon": "persimmon",
-    "gptj": "gptj",
-    "codegen": "codegen",
-    "gpt_neo": "gpt_neo",
-    "gpt_bigcode": "gpt_bigcode",
-    "falcon": "falcon",
-    "bloom": "bloom",
-    "mpt": "mpt",
-    "opt": "opt",
-    "openai-gpt": "openai_gpt",
-    "xglm": "xglm",
-    "biogpt": "biogpt",
-    "bitnet": "bitnet",
-    "falcon_h1": "falcon_h1",
-    "qwen3_next": "qwen3_next",
-    "qwen3_5_text": "qwen3_5_text",
-    "qwen3_5": "qwen3_5",
-    "nemotron_h": "nemotron_h",
-    "glm4_moe": "glm4_moe",
-    "ernie4_5_moe": "ernie4_5_moe",
-    "hunyuan_v1_moe": "hunyuan_v1_moe",
-    "dbrx": "dbrx",
-    "internlm3": "internlm3",
-    # issue 30, the dense group
-    "granite_swa": "granite_swa",
-    "granitemoe_swa": "granitemoe_swa",
-    "nanochat": "nanochat",
-    "apertus1p5_text": "apertus1p5_text",
-    "cwm": "cwm",
-    "youtu": "youtu",
-    "iquestcoder": "iquestcoder",
-    "hyperclovax": "hyperclovax",
-    "jais2": "jais2",
-    "minicpm": "minicpm",
-    "internlm2": "internlm2",
-    # issue 30, the wrap group
-    "gemma3": "gemma3",
-    "ministral3": "ministral3",
-    "mistral3": "mistral3",
-    # issue 30, the moe_a group
-    "qwen3_5_moe_text": "qwen3_5_moe_text",
-    "qwen3_5_moe": "qwen3_5_moe",
-    # issue 30, the mla group
-    "glm4_moe_lite": "glm4_moe_lite",
-    # issue 30, the hybrid group
-    "bamba": "bamba",
-    "zamba2": "zamba2",
-    # issue 30, the zamba group
-    "zamba": "zamba",
-    # issue 30, the gemma group
-    "gemma3n_text": "gemma3n_text",
-    "gemma3n": "gemma3n",
-    # issue 30, the moe_b group
-    "lfm2_moe": "lfm2_moe",
-    "exaone_moe": "exaone_moe",
-    "minimax_m2": "minimax_m2",
-    # issue 30, the recur group
-    "recurrent_gemma": "recurrent_gemma",
-    "llama4": "llama4",
-    "exaone": "exaone",
-    "solar_open": "solar_open",
-    "phimoe": "phimoe",
-    "dots1": "dots1",
-    "cohere2_moe": "cohere2_moe",
-    "flex_olmo": "flex_olmo",
-    "afmoe": "afmoe",
-    "deepseek_v32": "deepseek_v32",
-    "deepseek_v4": "deepseek_v4",     # issue 30, the dsv4 group
-    "glm_moe_dsa": "glm_moe_dsa",
-    "minicpm3": "minicpm3",
-    "olmo_hybrid": "olmo_hybrid",
-    "minimax": "minimax",
-    "rwkv6": "rwkv6",
-    "rwkv7": "rwkv7",
-    "gemma4_text": "gemma4_text",
-    "gemma4": "gemma4",
-    "gemma4_unified_text": "gemma4_unified_text",
-    "gemma4_unified": "gemma4_unified",
-    "minicpm5_moe": "minicpm5_moe",
-    "lfm3": "lfm3",
-    "kimi_linear": "kimi_linear",
-    "rwkv": "rwkv",
-    # issue 30, the jetmoe group
-    "jetmoe": "jetmoe",
-    # issue 30, the mimo group
-    "mimo_v2_flash": "mimo_v2_flash",
-    # issue 30, the longcat group
-    "longcat_flash": "longcat_flash",
-    # issue 30, the ggufx group: llama.cpp's QRWKV6 (GGUF only)
-    "rwkv6qwen2": "rwkv6qwen2",
-    # issue 36, the fam36e group
-    "kolibri1": "kolibri1",
-    "flint": "flint",
-    # issue 36, the fam36c group: GLM-4.5's and DeepSeek-V3's models under configs (and names) of their own
-    "sarvam_moe": "sarvam_moe",
-    "param2moe": "param2moe",
-    "sarvam_mla": "sarvam_mla",
-    # issue 36, the fam36d group
-    "diffllama": "diffllama",
-    "doge": "doge",
-    # issue 36, fam36i
-    "aria_text": "aria_text",
-    "cohere_compass_text": "cohere_compass_text",
-    "minimax_m3_vl_text": "minimax_m3_vl_text",
-    "beam": "beam",
-    # issue 36, the fam36f group: multimodal checkpoints whose language model is a family above (the tower not run)
-    "emu3": "emu3",
-    "got_ocr2": "got_ocr2",
-    "fuyu": "fuyu",
-    "mllama": "mllama",
-    "phi4_multimodal": "phi4_multimodal",
-    # issue 36, the fam36j group
-    "modernbert-decoder": "modernbert_decoder",
-    "git": "git",             # GIT's text decoder (its image tower not run)
-    # issue 36, the fam36h group
-    "hy_v3": "hy_v3",
-    "dory": "dory",
-    "ergo": "ergo",
-    # issue 36, the fam36g group
-    "axk1": "axk1",
-    "laguna": "laguna",
-    "zaya": "zaya",
-    # issue 36, the fam36k group
-    "lara_mini": "lara_mini",
-    "dots3_note_text": "dots3_note_text",
-    "dots3_note": "dots3_note",
-    # issue 36, fam36n
-    "xlstm": "xlstm",
-    "hrm_text": "hrm_text",
-    # issue 36, the fam36l group
-    "inkling_text": "inkling_text",
-    "inkling2_text": "inkling2_text",
-    "inkling2_loop_text": "inkling2_loop_text",
-    # issue 36, the fam36m group
-    "axk2": "axk2",
-    "bailing_hybrid": "bailing_hybrid",
-    "hy_v4": "hy_v4",
-    # issue 36, the q4exp group
-    "qwen4_exp_text": "qwen4_exp_text",
-    "qwen4_exp": "qwen4_exp",
-    # issue 36, the qwenvl group
-    "qwen2_vl_text": "qwen2_vl_text",
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl_text": "qwen2_5_vl_text",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl_text": "qwen3_vl_text",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe_text": "qwen3_vl_moe_text",
-    "qwen3_vl_moe": "qwen3_vl_moe",
-    "glm4v_text": "glm4v_text",
-    "glm4v": "glm4v",
-    "glm4v_moe_text": "glm4v_moe_text",
-    "glm4v_moe": "glm4v_moe",
-    "glm46v": "glm46v",
-    "glmga": "glmga",
-    "cosmos3_omni": "cosmos3_omni",
-    "qwen2_5_omni_text": "qwen2_5_omni_text",
-    "qwen2_5_omni_thinker": "qwen2_5_omni_thinker",
-    "qwen3_omni_moe_text": "qwen3_omni_moe_text",
-    "qwen3_omni_moe_thinker": "qwen3_omni_moe_thinker",
-    "qwen2_5_omni": "qwen2_5_omni",
-    "qwen3_omni_moe": "qwen3_omni_moe",
-    # issue 36, the newdec group
-    "mistral4": "mistral4",
-    "step3p5": "step3p5",
-    "step3p7": "step3p7",
-    "muse_glimmer_text": "muse_glimmer_text",
-    "muse_glimmer": "muse_glimmer",
-    # issue 36, the vlnew group: multimodal checkpoints whose text model is a decoder (the tower not run)
-    "paddleocr_vl_text": "paddleocr_vl_text",
-    "paddleocr_vl": "paddleocr_vl",
-    "glm_ocr_text": "glm_ocr_text",
-    "glm_ocr": "glm_ocr",
-    "hunyuan_vl_text": "hunyuan_vl_text",
-    "hunyuan_vl": "hunyuan_vl",
-    "granite4_vision_text": "granite4_vision_text",
-    "granite4_vision": "granite4_vision",
-    "granite_docling_text": "granite_docling_text",
-    "granite_docling": "granite_docling",
-    "ernie4_5_vl_moe_text": "ernie4_5_vl_moe_text",
-    "ernie4_5_vl_moe": "ernie4_5_vl_moe",
-    "cosmos3_edge_text": "cosmos3_edge_text",
-    "cosmos3_edge": "cosmos3_edge",
-    "molmo2_text": "molmo2_text",
-    "molmo2": "molmo2",
-    "deepseek_ocr2_text": "deepseek_ocr2_text",
-    "deepseek_ocr2": "deepseek_ocr2",
-    "hy_v4_vl_text": "hy_v4_vl_text",
-    "hy_v4_vl": "hy_v4_vl",
-    "kosmos_2_text_model": "kosmos_2_text_model",
-    "kosmos-2": "kosmos2",
-})
-# issue 36: the multimodal checkpoints whose language model is a family above, one row each in the table
+# the language models: model_type -> module, from each kind's table (petit/models/families/<kind>/__init__.py, the one
+# place a family is added), then the multimodal checkpoints whose language model is one of them, one row each in the
+# table (issue 36)
+MODEL_TYPES = Registry(table(tuple(k for k in KINDS if k != "encoders")))
 MODEL_TYPES.names |= {t: f"multimodal:{t}" for t in MULTIMODAL_ROWS}
 
 # issue 35: the encoders of embedding models (family KIND "encoder": hidden states for petit.embed, no logits), kept
 # apart from the language models above, whose tests (logit parity, petit verify) do not apply to them
-ENCODERS = Registry({
-    "bert": "bert",
-    "xlm-roberta": "xlm_roberta",
-    "roberta": "xlm_roberta",
-    "modernbert": "modernbert",
-    "nomic_bert": "nomic_bert",
-})
+ENCODERS = Registry(table(("encoders",)))
 
 
 def closest(model_type) -> str | None:

@@ -18,7 +18,7 @@ import functools
 import re
 import types
 
-from petit.models import wrapper
+from petit.models.blocks import wrapper
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ for.
 """
 import numpy as np
 
-from petit.models.decoder import Vec
+from petit.models.blocks.decoder import Vec
 from petit.models.recipe import BLOCK_VALUES, RECIPES, Recipe, fitting
 from petit.native import NonFiniteError, Weight, quantize
 

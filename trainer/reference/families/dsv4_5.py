@@ -1,8 +1,8 @@
 """The dsv4 group of issue 30: DeepSeek-V4, whose blocks (hyper-connections, compressed attention, hash routing) fit
 no LayerSpec: its forward is trainer/reference/deepseek_v4_f64.py's float64 definition (checked against
 transformers by tests/test_dsv4_5.py), run on the tensors of a .petit file as Petit writes them (the config's
-fields as petit/models/deepseek_v4_config.py keeps them, wo_a split per output group, tid2eid as floats). The
-spec's layers name each layer's experts, for verify's matrix check and depth."""
+fields as petit/models/families/mla/deepseek_v4_config.py keeps them, wo_a split per output group, tid2eid as floats).
+The spec's layers name each layer's experts, for verify's matrix check and depth."""
 import numpy as np
 
 from trainer.reference import deepseek_v4_f64 as v4

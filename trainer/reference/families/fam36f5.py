@@ -1,10 +1,10 @@
 """The fam36f group of issue 36: multimodal checkpoints whose language model is a family the reference models, as
 Petit converts them (the text model alone: a flat config with the wrapper's model_type, the text model's tensor
-names; petit/models/wrapper.py). Each is its text family's reference with the wrapper's text-config defaults filled in
-for keys a file leaves out: emu3 (Llama's block under Emu3TextConfig's defaults), got_ocr2 (qwen2), fuyu (persimmon
-under transformers 5.25's PersimmonConfig, RoPE base 10000), mllama (Llama's self-attention layers alone: a text-only
-prompt skips the cross-attention layers, and the file holds the others as model.layers.0 ... K-1, with head_dim
-hidden / heads), phi4_multimodal (Phi-3's, the image and audio embedders not in the file)."""
+names; petit/models/blocks/wrapper.py). Each is its text family's reference with the wrapper's text-config defaults
+filled in for keys a file leaves out: emu3 (Llama's block under Emu3TextConfig's defaults), got_ocr2 (qwen2), fuyu
+(persimmon under transformers 5.25's PersimmonConfig, RoPE base 10000), mllama (Llama's self-attention layers alone: a
+text-only prompt skips the cross-attention layers, and the file holds the others as model.layers.0 ... K-1, with
+head_dim hidden / heads), phi4_multimodal (Phi-3's, the image and audio embedders not in the file)."""
 from trainer.reference.families.common import under
 from trainer.reference.families.llama import llama, phi3, qwen2
 from trainer.reference.families.llama_variants import persimmon

@@ -177,8 +177,8 @@ def dyn_conv(x, static, taps, heads: int) -> np.ndarray:
 
 
 def inkling2_text(cfg, names):
-    """Inkling 2 in the released layout (model.llm.*): see petit/models/inkling2_text.py's docstring, written again
-    from modeling_inkling2.py."""
+    """Inkling 2 in the released layout (model.llm.*): see petit/models/families/moe/inkling2_text.py's docstring,
+    written again from modeling_inkling2.py."""
     n, eps, K = cfg["num_hidden_layers"], get(cfg, "rms_norm_eps", 1e-6), get(cfg, "conv_kernel_size", 4)
     types, block = cfg["layer_types"], get(cfg, "n_layers_per_attn_res_block", 6)
     E, k, d_rel = get(cfg, "n_routed_experts", 384), get(cfg, "num_experts_per_tok", 8), get(cfg, "d_rel", 16)

@@ -3,7 +3,7 @@ language model), gemma4_text and gemma4 (its language model; per-layer heads, ke
 per-layer inputs, KV sharing, layer_scalar, as one forward too). Gemma 3n's streams (AltUp), per-layer inputs,
 LAuReL, activation sparsity and KV sharing do not fit LayerSpec's one residual stream, so its ModelSpec carries its
 own forward (`ModelSpec.forward`), written here in float64 over the file's tensors, sharing no code with the engine
-(petit/models/gemma3n_text.py, gemma4_text.py)."""
+(petit/models/families/dense/gemma3n_text.py, gemma4_text.py)."""
 import math
 import statistics
 

@@ -1,6 +1,6 @@
 """The jetmoe group of issue 30: JetMoE, written from transformers 5.25's modeling_jetmoe. Its mixture of attention
-heads is read in the layout Petit stores (petit/models/jetmoe.py): q holds every attention expert's query heads
-(head h * E + e: expert e's head h, reading kv head h), o every expert's output columns in that order, and the
+heads is read in the layout Petit stores (petit/models/families/moe/jetmoe.py): q holds every attention expert's query
+heads (head h * E + e: expert e's head h, reading kv head h), o every expert's output columns in that order, and the
 attention router `self_attention.experts.router.layer` weighs each token's heads: the softmax of its top k logits
 for the chosen experts, 0 for the others (forward.py, LayerSpec.moa_router). The MLP: routed SwiGLU experts (top k
 logits, softmax over those, which equals a softmax over all renormalised over the chosen), then `mlp.bias`. The

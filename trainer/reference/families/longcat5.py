@@ -1,7 +1,7 @@
 """The longcat group of issue 30: LongCat-Flash, written from transformers 5.25's modeling_longcat_flash. The config
 is the one the engine writes (num_hidden_layers = 2 x num_layers: one entry per sublayer pair; intermediate_size the
 dense MLPs' width), the tensors those of its .petit file (each latent attention's derived q_nope / q_pe / kv_c /
-kv_pe / k_absorb / v_absorb under `self_attn.{0,1}.`, as petit/models/longcat_flash.py reads them).
+kv_pe / k_absorb / v_absorb under `self_attn.{0,1}.`, as petit/models/families/mla/longcat_flash.py reads them).
 
 Per layer i: x += attn_0(norm(x)); m = norm(x); s = MoE(m); x += mlp_0(m); x += attn_1(norm(x)); x += mlp_1(norm(x));
 x += s. The latent attention is DeepSeek-V3's with the query times sqrt(hidden / q_lora_rank) and the normed latent

@@ -1,7 +1,7 @@
 """The mimo group of issue 30: MiMo-V2-Flash (`mimo_v2_flash`), written from transformers 5.25's
-modeling_mimo_v2_flash and read in the layout Petit stores (petit/models/mimo_v2_flash.py): every layer with the
-sliding layers' 2 x num_key_value_heads kv heads (a full layer's heads each stored twice), value heads padded to
-head_dim with zero rows (attention_value_scale folded in) and o_proj's matching zero columns. A Llama block with
+modeling_mimo_v2_flash and read in the layout Petit stores (petit/models/families/moe/mimo_v2_flash.py): every layer
+with the sliding layers' 2 x num_key_value_heads kv heads (a full layer's heads each stored twice), value heads padded
+to head_dim with zero rows (attention_value_scale folded in) and o_proj's matching zero columns. A Llama block with
 attention sinks in the sliding layers only, partial rotate-half RoPE (theta rope_theta in full layers,
 rope_local_base_freq in sliding ones), a dense SwiGLU where mlp_layer_types says dense, else DeepSeek-V3's
 group-limited sigmoid routing (e_score_correction_bias, top-2-sum group scores, renormalised, x routed_scaling_factor)

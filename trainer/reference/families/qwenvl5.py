@@ -1,6 +1,6 @@
 """The qwenvl group of issue 36: the language models of the Qwen-VL checkpoints, as Petit converts them (the text model
 alone: a flat config with the wrapper's or the text model's model_type, the text model's tensor names;
-petit/models/qwen_vl.py). A text-only prompt gives every M-RoPE section the token's position, so each is its text
+petit/models/blocks/qwen_vl.py). A text-only prompt gives every M-RoPE section the token's position, so each is its text
 family's reference with plain RoPE (mrope_section is not read) and its transformers config's defaults filled in for
 keys a file leaves out: qwen2_vl / qwen2_5_vl (qwen2 under Qwen2VLTextConfig's defaults), qwen3_vl (qwen3 under
 Qwen3VLTextConfig's, no sliding window) and qwen3_vl_moe (qwen3_moe under Qwen3VLMoeTextConfig's, the chosen experts'

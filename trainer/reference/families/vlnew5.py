@@ -1,6 +1,6 @@
 """The vlnew group of issue 36: the language models of multimodal checkpoints (their towers not run), as Petit
 converts them (the text model alone: a flat config with the wrapper's or the text type's model_type, the text model's
-tensor names; petit/models/wrapper.py). A text-only prompt gives every M-RoPE section the same position, so each
+tensor names; petit/models/blocks/wrapper.py). A text-only prompt gives every M-RoPE section the same position, so each
 rotation is the plain RoPE the text model's own layout computes: paddleocr_vl_text (ERNIE 4.5's dense block rotating
 halves, head_dim 128 by default), glm_ocr_text (GLM-4's block without attention biases, head_dim hidden / heads,
 the whole head rotated by default), hunyuan_vl_text (Hunyuan V1 dense's, tied), granite4_vision_text and

@@ -1,6 +1,6 @@
 """The wrap group of issue 30: the multimodal wrappers, as Petit converts them (the text model alone: a flat config
-with the wrapper's model_type, the text model's tensor names; petit/models/wrapper.py), and the text families that
-come with them. gemma3 (Gemma3ForConditionalGeneration's language model: gemma3_text, whose final soft-capping the
+with the wrapper's model_type, the text model's tensor names; petit/models/blocks/wrapper.py), and the text families
+that come with them. gemma3 (Gemma3ForConditionalGeneration's language model: gemma3_text, whose final soft-capping the
 wrapper's forward does not apply); ministral3 (Mistral's block, yarn RoPE by default, every query after RoPE x
 (1 + beta ln(1 + floor(p / n))), llama_4_scaling [beta, n]); mistral3 (ministral3 or, text_model_type "mistral",
 Mistral); llama4 (its llama4_text model); exaone (Llama under EXAONE's names, stored as Llama's in a file);
