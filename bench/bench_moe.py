@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from petit.cache import KVCache
-from petit.models.decoder import Arch, Decoder, Layer, Norm, Vec
-from petit.models.moe import Moe
-from petit.models.rope import Rope
+from petit.models.blocks.decoder import Arch, Decoder, Layer, Norm, Vec
+from petit.models.blocks.moe import Moe
+from petit.models.blocks.rope import Rope
 from petit.native import Weight, configure, info, quantize
 
 D, H, KV, HD, E, K, F, VOCAB = 2048, 32, 4, 128, 128, 8, 768, 2048

@@ -75,7 +75,7 @@ def mamba(T, rng):
 
 
 def mixer(T, rng):
-    from petit.models.ssm import Mamba
+    from petit.models.blocks.ssm import Mamba
     from petit.native import Weight, prefers_interleaved
     D, di, ds, R, K = 768, 1536, 16, 48, 4
 

@@ -1,4 +1,4 @@
-/* DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5; petit/models/dsa.py): the lightning indexer choosing the
+/* DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5; petit/models/blocks/dsa.py): the lightning indexer choosing the
  * top-k cached positions of each query, then latent attention over those positions only.
  *
  * The cache: latent attention's one row a position (`stride` floats, or int8 with one scale a row), its first `hd`

@@ -1,4 +1,4 @@
-/* The two ops multi-head latent attention adds to a plan (DeepSeek-V2 / V3, petit/models/mla.py):
+/* The two ops multi-head latent attention adds to a plan (DeepSeek-V2 / V3, petit/models/blocks/mla.py):
  *
  *   heads:  per head h, y[t][h] = W_h x[t][h] for the T tokens at once: each head's slice of its row (`x_stride`
  *           values a head, from `x_off`) gathered into one block, one matrix product per head, scattered back into

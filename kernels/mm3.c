@@ -1,4 +1,4 @@
-/* MiniMax-M3's block-sparse attention (issue 36, the fam36i group; petit/models/block_sparse.py): the lightning
+/* MiniMax-M3's block-sparse attention (issue 36, the fam36i group; petit/models/blocks/block_sparse.py): the lightning
  * indexer choosing, for each query and indexer head, the blocks of `block` key positions its heads attend to, then
  * grouped-query attention over the positions of those blocks only.
  *

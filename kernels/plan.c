@@ -1,6 +1,6 @@
 /* The forward plan: a whole forward step (decode or prefill, any number of tokens T) in one call.
  *
- * Python (petit/models/plan.py) describes the model once, at load, as a flat array of op records (pt_plan_op,
+ * Python (petit/models/blocks/plan.py) describes the model once, at load, as a flat array of op records (pt_plan_op,
  * api.h): each names its kind, its weights, norms and biases, and the scratch buffers it reads and writes, with
  * widths per token, so one plan serves every T. A step (pt_step) carries what changes from call to call: one or more
  * independent sequences (pt_seq), each with its tokens, first position, RoPE tables, KV cache and how many logits it
@@ -8,7 +8,7 @@
  * activations run over all rows at once, so decoding n sequences reads each weight once; the ops that read positions
  * or a cache run per sequence over its own rows. One sequence is just a batch of one. pt_plan_run takes the
  * kernels' lock once and runs the ops in order, each through the same driver the per-op calls use (so a step gives
- * bit for bit the logits of the per-op path, petit/models/decoder.py's oracle), with no Python in between. A driver
+ * bit for bit the logits of the per-op path, petit/models/blocks/decoder.py's oracle), with no Python in between. A driver
  * may still hand its op to the thread pool (a matmul's rows, attention's heads); with the workers spinning between
  * ops that hand-off costs about 0.1-0.2 us, as much as a barrier in one parallel region (ggml's design) would.
  *

@@ -1,5 +1,5 @@
 /* Qwen4-Exp's hashed n-gram Per-Layer Embeddings (issue 36, the q4exp group; plan ops PLE_NGRAM and PLE_MIX;
- * petit/models/qwen4_exp_text.py).
+ * petit/models/families/hybrid/qwen4_exp_text.py).
  *
  * PLE_NGRAM (pt_ngram_ids, pt_ngram_embed): token t's context s = 0 .. n - 1 is the token s places back, or `eos`
  * where that is before the sequence or an eos stands between (at t - s .. t - 1: the n-gram does not cross the end of

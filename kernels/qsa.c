@@ -1,4 +1,4 @@
-/* Qwen4-Exp's QSA indexer (issue 36, the q4exp group; plan op QSA_INDEX; petit/models/qwen4_exp_text.py): for each
+/* Qwen4-Exp's QSA indexer (issue 36, the q4exp group; plan op QSA_INDEX; petit/models/blocks/qsa.py): for each
  * query, the blocks of `block` key positions its attention reads (kernels/mm3.c's MM3_ATTENTION attends over them).
  *
  * The step's raw index keys ik [T][dim] are stored at positions pos0 .. of the index slot (icache [n_ctx][dim],
