@@ -112,15 +112,29 @@ def test_a_rewound_cache_runs_on_as_a_fresh_one(model, back_to):
 
 
 def test_speculative_decoding_rolls_back_to_the_plain_greedy_tokens(model):
-    """Drafts accepted and rejected (a prompt that repeats itself, lookup drafts): every rejection rewinds the cache
-    into the middle of a compression window, and the tokens stay the plain greedy loop's."""
-    from petit.generation.speculative import LookupDrafter, Speculation, generate_speculative
+    """Drafts accepted and rejected in every round (the plain greedy tokens with the third of each round's drafts
+    wrong): every rejection rewinds the cache into the middle of a compression window, and the tokens stay the
+    plain greedy loop's."""
+    from petit.generation.session import Stats
+    from petit.generation.speculative import Speculation, generate_speculative
     ids = [int(t) for t in np.load(FOLDER / "reference_long.npz")["input_ids"][:50]]
-    ids += ids[10:30]
     kw = dict(max_tokens=24, sampler=petit.Sampler(0.0), stop_ids=[])
     plain = [s.token for s in petit.generate_tokens(model, ids, **kw)]
-    spec = [s.token for s in generate_speculative(model, ids, Speculation(LookupDrafter(), draft_max=5), **kw)]
+
+    class TwoRight:
+        name = "two right"
+
+        def draft(self, context, n):
+            d = list(plain[len(context) - len(ids):][:n])
+            if len(d) > 2:
+                d[2] = (d[2] + 1) % model.vocab_size
+            return d
+
+    stats = Stats()
+    spec = [s.token for s in generate_speculative(model, ids, Speculation(TwoRight(), draft_max=5), stats=stats,
+                                                  **kw)]
     assert spec == plain
+    assert stats.accepted_tokens >= 8 and stats.drafted_tokens - stats.accepted_tokens >= 4
 
 
 def test_a_batch_gives_each_sequence_its_own_logits(model):

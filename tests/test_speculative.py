@@ -234,13 +234,49 @@ def test_draft_length_follows_acceptance_and_stops_where_speculation_loses():
         ctl.plain(0.001)
     assert ctl.next(100) == 2                            # then it tries again ...
     for _ in range(2):
-        ctl.round(drafted=2, accepted=0, seconds=0.01)   # 100 tok/s < 1000
+        ctl.round(drafted=2, accepted=1, seconds=0.01)   # drafts kept, but 200 tok/s < 1000
     assert ctl.pause == 16                               # ... and backs off longer when it loses again
     for _ in range(16):
         ctl.plain(0.01)                                  # plain steps got slower (100 tok/s or so)
     for _ in range(2):
         ctl.round(drafted=2, accepted=1, seconds=0.004)  # 500 tok/s: it keeps drafting
     assert ctl.pause == 0 and ctl.next(100) == 2 and ctl.backoff == 8
+
+
+def test_a_round_that_keeps_no_draft_pauses_at_once_longer_while_no_draft_was_ever_right():
+    ctl = DraftLength(lo=1, hi=8, start=2)
+    assert ctl.next(100) == 2                            # a drafting model starts short
+    ctl.round(drafted=2, accepted=0, seconds=0.001)      # the first round, however fast: one token for two drafts
+    assert ctl.k == 1 and ctl.pause == 8 and ctl.next(100) == 0
+    for _ in range(8):
+        ctl.plain(0.001)
+    assert ctl.next(100) == 1
+    ctl.round(drafted=1, accepted=0, seconds=0.001)
+    assert ctl.pause == 32                               # never right yet: four times as long
+    for _ in range(32):
+        ctl.plain(0.001)
+    ctl.round(drafted=1, accepted=1, seconds=0.0005)     # right once
+    assert ctl.pause == 0 and ctl.next(100) == 2
+    ctl.round(drafted=2, accepted=0, seconds=0.0005)
+    assert (ctl.pause, ctl.backoff) == (128, 256)        # from now on twice as long each time, up to 256
+
+
+def test_a_drafter_that_is_always_wrong_drafts_four_tokens_in_sixty(target):
+    ids = _ids(target, PROMPTS[1])
+    plain = _plain(target, ids, max_tokens=60)
+    wrong = [(t + 1) % target.vocab_size for t, _ in plain]
+
+    class Wrong:
+        name = "wrong"
+
+        def draft(self, context, n):                     # the next plain token, shifted: every draft rejected
+            return wrong[len(context) - len(ids):][:n]
+
+    stats = Stats()
+    assert _spec(target, ids, Speculation(Wrong()), max_tokens=60, stats=stats) == plain
+    # 2 drafts at the first round, then 1 after 8 plain steps and 1 after 32 more: the loss is four drafts and
+    # three longer passes, whatever the clock reads
+    assert (stats.drafted_tokens, stats.accepted_tokens) == (4, 0)
 
 
 class _SlowClock:
@@ -379,11 +415,11 @@ def test_a_reply_closed_mid_round_leaves_the_session_as_a_plain_one(target, draf
     for session in sessions:
         messages = [{"role": "user", "content": "count from 1 to 9"}]
         steps = session.reply(messages, Params(max_tokens=24))
-        got = [next(steps) for _ in range(4)]
+        got = [next(steps) for _ in range(5)]       # the second round's drafts: 2, then 3
         steps.close()
         if session.speculation is not None:
             assert got[-1].stats.accepted_tokens > 3      # drafts were still pending when it stopped
-        assert session.cache.pos == len(session._cached) and session._cached[-3:] == [s.token for s in got[:3]]
+        assert session.cache.pos == len(session._cached) and session._cached[-4:] == [s.token for s in got[:4]]
         messages.append({"role": "assistant", "content": "".join(s.text for s in got)})
         messages.append({"role": "user", "content": "what is 3 plus 4?"})
         steps = list(session.reply(messages, Params(max_tokens=24)))

@@ -7,7 +7,8 @@ Three drafters: `DraftModel` (any Petit model with the target's vocabulary, in a
 `SelfDraft` (the target's own file at a lower weight type, drafting in the target's KV cache: no prefill, no second
 cache) and `LookupDrafter` (prompt lookup: the tokens that followed the latest earlier occurrence of the last n-gram
 of the prompt + output so far). `DraftLength` sets how many tokens to draft: it follows the acceptance, and stops
-drafting (for a while, then tries again) when speculative rounds produce tokens slower than plain steps did.
+drafting (for a while, then tries again) after a round that kept no draft, and when speculative rounds produce
+tokens slower than plain steps did.
 
 Exactness: the target's sampler is applied to every verified row with the context that row would have had in the
 plain loop, so with greedy decoding (a `Sampler` with temperature 0, penalties included) the output is token for
@@ -148,23 +149,29 @@ class SelfDraft:
 
 
 class DraftLength:
-    """How many tokens to draft next, between `lo` and `hi`: one more after a round whose drafts were all accepted,
-    the accepted count + 1 after a rejection. Speed cut-off: it keeps the rate of plain steps (tokens / s; one plain
-    step is taken to measure it, after the second round) and of speculative rounds (tokens they gave / s, drafting
-    included; the first round, where a draft model prefills the prompt, not counted); when `MIN_ROUNDS` rounds
-    average below plain steps, it drafts nothing for `backoff` steps (doubling up to 256 each time it loses again,
-    back to 8 when it wins), then tries again."""
+    """How many tokens to draft next, between `lo` and `hi`: `start` first (a drafting model's tokens cost steps of
+    their own, so it starts short: 2; lookup's drafts are free: 4), then one more after a round whose drafts were all
+    accepted, the accepted count + 1 after a rejection.
+
+    Two cut-offs, each a pause of `backoff` plain steps before it tries again (the pause doubling up to 256 each
+    time it loses again, growing four-fold while no draft has been accepted yet, back to 8 when a round wins):
+    - a round that kept none of its drafts: it gave one token for a pass and the drafting, a loss whatever the
+      clock says, and the sign of a drafter that does not fit the text, so it pauses at once;
+    - speed: it keeps the rate of plain steps (tokens / s; one plain step is taken to measure it, after the second
+      round) and of speculative rounds (tokens they gave / s, drafting included; the first round, where a draft
+      model prefills the prompt, not counted); when `MIN_ROUNDS` rounds average below plain steps, it pauses."""
 
     MIN_ROUNDS = 2
 
-    def __init__(self, lo: int = 1, hi: int = 8, clock=time.perf_counter):
+    def __init__(self, lo: int = 1, hi: int = 8, clock=time.perf_counter, start: int = 4):
         if not 1 <= lo <= hi:
             raise ValueError(f"need 1 <= draft-min <= draft-max, got {lo}, {hi}")
         self.lo, self.hi, self.clock = lo, hi, clock
-        self.k = min(hi, max(lo, 4))
+        self.k = min(hi, max(lo, start))
         self.plain_rate = self.spec_rate = None     # tokens per second, moving averages
         self.pause, self.backoff = 0, 8
         self.seen = self.rounds = 0                 # rounds in all; measured since the last pause
+        self.ever_accepted = False
 
     def next(self, room: int) -> int:
         """Tokens to draft now (0: a plain step), at most `room`."""
@@ -179,6 +186,10 @@ class DraftLength:
     def round(self, drafted: int, accepted: int, seconds: float) -> None:
         self.k = min(self.hi, self.k + 1) if accepted == drafted else max(self.lo, accepted + 1)
         self.seen += 1
+        self.ever_accepted |= accepted > 0
+        if accepted == 0 and drafted > 0:
+            self._lose()
+            return
         if self.seen == 1:
             return                      # warm-up: a draft model's prompt prefill
         self.spec_rate = _ema(self.spec_rate, (accepted + 1) / max(seconds, 1e-9))
@@ -186,10 +197,14 @@ class DraftLength:
         if self.rounds < self.MIN_ROUNDS or self.plain_rate is None:
             return
         if self.spec_rate < self.plain_rate:
-            self.pause, self.backoff = self.backoff, min(256, self.backoff * 2)
-            self.spec_rate, self.rounds = None, 0
+            self._lose()
         else:
             self.backoff = 8
+
+    def _lose(self) -> None:
+        self.pause = self.backoff
+        self.backoff = min(256, self.backoff * (2 if self.ever_accepted else 4))
+        self.spec_rate, self.rounds = None, 0
 
 
 def _ema(old, new, alpha: float = 0.3):
@@ -277,7 +292,8 @@ def generate_speculative(model, prompt_ids, speculation: Speculation, *, max_tok
     stop = set(int(t) for t in stop_ids)
     n_vocab = model.tokenizer.vocab_size if model.tokenizer is not None else model.vocab_size
     greedy = sampler.temperature == 0
-    control = DraftLength(speculation.draft_min, speculation.draft_max, clock)
+    control = DraftLength(speculation.draft_min, speculation.draft_max, clock,
+                          start=4 if isinstance(speculation.drafter, LookupDrafter) else 2)
     drafter = speculation.drafter
     first = cache.pos + len(prompt_ids)          # the cache position of the first generated token
     context = list(context_ids) + [int(t) for t in prompt_ids]
