@@ -6,6 +6,7 @@ show the cut-off, "all rejected": the same draft model, its every token shifted 
 
     python bench/bench_spec.py                          # both models, 3 rounds
     python bench/bench_spec.py --rounds 5 --tokens 96 --model /path/model.petit --weights f16
+    python bench/bench_spec.py --shape 0.5b                # a Qwen2.5-0.5B-shaped llama, f16 and q8_0, self:q4_0
 
 Each (model, mode) runs in its own child process per round, the modes in a rotating order inside a round, the rounds
 interleaving them. The prompt is an "edit this text" one: a stretch of text, then the same text again up to a
@@ -68,14 +69,28 @@ TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play
         "with the ball all day long.")
 
 
-def smollm2(work: str) -> str:
-    """A SmolLM2-135M-shaped llama with random weights, f16, written once into `work`."""
-    from bench_busy import SMOLLM2_135M
-    path = os.path.join(work, "smollm2-135m-shape-f16.petit")
+SHAPES = {   # random-weight llamas of these models' shapes (the 0.5B / 3B: Qwen2.5's, tied heads)
+    "135m": None,   # bench_busy.SMOLLM2_135M
+    "0.5b": dict(model_type="llama", vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                 num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, head_dim=64,
+                 rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=4096, tie_word_embeddings=True),
+    "3b": dict(model_type="llama", vocab_size=151936, hidden_size=2048, intermediate_size=11008,
+               num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2, head_dim=128,
+               rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=4096, tie_word_embeddings=True),
+}
+
+
+def shaped(work: str, shape: str = "135m") -> str:
+    """A llama of `shape` (SHAPES) with random weights, f16, written once into `work`."""
+    cfg = SHAPES[shape]
+    if cfg is None:
+        from bench_busy import SMOLLM2_135M as cfg
+    name = "smollm2-135m" if shape == "135m" else f"qwen2.5-{shape}"
+    path = os.path.join(work, f"{name}-shape-f16.petit")
     if not os.path.exists(path):
         sys.path.insert(0, ROOT)
         from tests.models import write_model
-        write_model(path + ".tmp", SMOLLM2_135M, dtype="f16", seed=1)
+        write_model(path + ".tmp", cfg, dtype="f16", seed=1)
         os.replace(path + ".tmp", path)
     return path
 
@@ -96,14 +111,20 @@ def main() -> None:
     ap.add_argument("--model", help="a model file or folder instead of the two defaults")
     ap.add_argument("--weights", help="--model's weight type (default: as stored)")
     ap.add_argument("--draft", default="self:q4_0", help="--model's draft (default self:q4_0)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="only a random llama of this shape, at f16 and q8_0, "
+                    "drafting with self:q4_0 (default: the bundled model and the 135m shape)")
     args = ap.parse_args()
     from petit.assets import default_model_path
     work = os.path.join(tempfile.gettempdir(), "petit-bench")
     os.makedirs(work, exist_ok=True)
     bundled = default_model_path()
-    models = [(args.model, args.weights, args.draft)] if args.model else [
-        (bundled, None, os.path.join(os.path.dirname(bundled), "default-q4_0.petit")),
-        (smollm2(work), None, "self:q4_0"), (smollm2(work), "q8_0", "self:q4_0")]
+    if args.model:
+        models = [(args.model, args.weights, args.draft)]
+    elif args.shape:
+        models = [(shaped(work, args.shape), None, "self:q4_0"), (shaped(work, args.shape), "q8_0", "self:q4_0")]
+    else:
+        models = [(bundled, None, os.path.join(os.path.dirname(bundled), "default-q4_0.petit")),
+                  (shaped(work), None, "self:q4_0"), (shaped(work), "q8_0", "self:q4_0")]
     modes = ["plain", "lookup", "draft", "rejected"]
     results = {}
     for r in range(args.rounds):

@@ -429,25 +429,75 @@ static inline float FN(load1_)(const void *w, int32_t dtype, int64_t i) {
     return dtype == PT_F16 ? FN(h2f1_)(h) : pt_bf2f(h);
 }
 
-static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
-                            int64_t T, float *y, int64_t ldy, int accumulate) {
-    const int64_t esize = dtype == PT_F32 ? 4 : 2;
-    for (int64_t r = r0; r < r1; r++) {
-        const void *row = (const uint8_t *)w + r * K * esize;
-        for (int64_t t = 0; t < T; t++) {
-            const float *xt = x + t * K;
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-            int64_t i = 0;
-            for (; i + 16 <= K; i += 16) {
-                acc0 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i), _mm256_loadu_ps(xt + i), acc0);
-                acc1 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i + 8), _mm256_loadu_ps(xt + i + 8), acc1);
-            }
-            for (; i + 8 <= K; i += 8) acc0 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i), _mm256_loadu_ps(xt + i), acc0);
-            float s = FN(hsum8_)(_mm256_add_ps(acc0, acc1));
-            for (; i < K; i++) s += FN(load1_)(row, dtype, i) * xt[i];
-            store_y(y + t * ldy + r, s, accumulate);
+/* float weights (f32, f16, bf16) against float activations: each token's sum of a row in two accumulators (values
+ * i..i+7 and i+8..i+15 of each 16) in order, then the 8 left and the scalar tail, whatever T and the split: a token
+ * gets the same bits in any batch. rf_run_ carries nt <= 4 tokens' accumulators a[2t], a[2t + 1] over [i0, i1)
+ * (multiples of 16), each 16 weights converted once for all of them. */
+static ALWAYS_INLINE void FN(rf_run_)(const void *row, int32_t dtype, int64_t i0, int64_t i1, const float *x,
+                                      int64_t K, const int nt, __m256 *a) {
+    __m256 l[8];
+    for (int t = 0; t < 2 * nt; t++) l[t] = a[t];
+    for (int64_t i = i0; i < i1; i += 16) {
+        const __m256 w0 = FN(load8_)(row, dtype, i), w1 = FN(load8_)(row, dtype, i + 8);
+        for (int t = 0; t < nt; t++) {
+            l[2 * t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * K + i), l[2 * t]);
+            l[2 * t + 1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * K + i + 8), l[2 * t + 1]);
         }
     }
+    for (int t = 0; t < 2 * nt; t++) a[t] = l[t];
+}
+
+static ALWAYS_INLINE float FN(rf_finish_)(const void *row, int32_t dtype, int64_t K, const float *xt, __m256 a0,
+                                          __m256 a1) {
+    int64_t i = K / 16 * 16;
+    if (i + 8 <= K) {
+        a0 = _mm256_fmadd_ps(FN(load8_)(row, dtype, i), _mm256_loadu_ps(xt + i), a0);
+        i += 8;
+    }
+    float v = FN(hsum8_)(_mm256_add_ps(a0, a1));
+    for (; i < K; i++) v += FN(load1_)(row, dtype, i) * xt[i];
+    return v;
+}
+
+#define RF_ROWS 32      /* rows whose accumulators a few tokens' pass keeps (8 KiB) ... */
+#define RF_SPAN 1024    /* ... over this many values at a time: the tokens' 16 KiB of them stay in L1 for all the rows */
+static void FN(rows_float_)(const void *w, int32_t dtype, int64_t K, int64_t r0, int64_t r1, const float *x,
+                            int64_t T, float *y, int64_t ldy, int accumulate) {
+    const int64_t esize = dtype == PT_F32 ? 4 : 2, K16 = K / 16 * 16;
+#define RF_ROW(r) ((const void *)((const uint8_t *)w + (r) * K * esize))
+    if (T == 1) {
+        for (int64_t r = r0; r < r1; r++) {
+            __m256 a[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+            FN(rf_run_)(RF_ROW(r), dtype, 0, K16, x, K, 1, a);
+            store_y(y + r, FN(rf_finish_)(RF_ROW(r), dtype, K, x, a[0], a[1]), accumulate);
+        }
+        return;
+    }
+    _Alignas(32) __m256 acc[RF_ROWS][8];
+    for (int64_t rb = r0; rb < r1; rb += RF_ROWS) {
+        const int64_t nr = r1 - rb < RF_ROWS ? r1 - rb : RF_ROWS;
+        for (int64_t t = 0; t < T; t += 4) {
+            const int64_t n = T - t < 4 ? T - t : 4;
+            const float *xt = x + t * K;
+            for (int64_t r = 0; r < nr; r++)
+                for (int u = 0; u < 8; u++) acc[r][u] = _mm256_setzero_ps();
+            for (int64_t i0 = 0; i0 < K16; i0 += RF_SPAN) {
+                const int64_t i1 = i0 + RF_SPAN < K16 ? i0 + RF_SPAN : K16;
+                for (int64_t r = 0; r < nr; r++) {
+                    if (n == 4) FN(rf_run_)(RF_ROW(rb + r), dtype, i0, i1, xt, K, 4, acc[r]);
+                    else if (n == 3) FN(rf_run_)(RF_ROW(rb + r), dtype, i0, i1, xt, K, 3, acc[r]);
+                    else if (n == 2) FN(rf_run_)(RF_ROW(rb + r), dtype, i0, i1, xt, K, 2, acc[r]);
+                    else FN(rf_run_)(RF_ROW(rb + r), dtype, i0, i1, xt, K, 1, acc[r]);
+                }
+            }
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t u = 0; u < n; u++)
+                    store_y(y + (t + u) * ldy + rb + r,
+                            FN(rf_finish_)(RF_ROW(rb + r), dtype, K, xt + u * K, acc[r][2 * u], acc[r][2 * u + 1]),
+                            accumulate);
+        }
+    }
+#undef RF_ROW
 }
 
 /* the sums of 8 vectors' lanes, one per lane of the result, by one fixed tree: a key's score depends on its own

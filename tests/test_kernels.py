@@ -164,6 +164,28 @@ def test_a_token_gets_the_same_bits_in_any_batch(isa, dtype, cols):
 
 
 @pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("cols", [8, 40, 45, 1031, 2075])
+def test_float_weights_give_a_token_the_same_bits_in_any_batch_and_float64_within_rounding(isa, dtype, cols):
+    """Float rows against a few tokens convert each 16 weights once for up to 4 tokens and carry the sums over spans
+    of 1,024 values (speculative decoding's check passes): the tails of 8 and of single values, several spans and
+    every batch split must give each token its one-token bits, and the sums stay float64's within float32
+    rounding."""
+    K.configure(isa=isa)
+    rng = np.random.default_rng(cols)
+    w = rng.standard_normal((37, cols)).astype(np.float32)
+    W = K.Weight(w if dtype == "f32" else K.quantize(w, dtype), dtype, w.shape)
+    x = rng.standard_normal((11, cols)).astype(np.float32)
+    whole = K.matmul(W, x)
+    for start in range(11):
+        for stop in range(start + 1, 12):
+            assert np.array_equal(K.matmul(W, x[start:stop]), whole[start:stop]), (start, stop)
+    exact = x.astype(np.float64) @ K.dequantize(W.raw, dtype, w.shape).astype(np.float64).T
+    bound = 4 * cols * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w).T * 1.01)
+    assert np.all(np.abs(whole - exact) <= bound)
+
+
+@pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
 @pytest.mark.parametrize("cols", [96, 1056, 16416])
 @pytest.mark.parametrize("threads", [1, 2])
