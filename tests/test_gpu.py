@@ -25,7 +25,7 @@ from petit.cli import main
 from petit.gpu.kernels import GROUP
 from petit.native import matmul, quantize, Weight
 
-from models import routing_choices
+from models import TINY, routing_choices, write_model
 
 REQUIRED = os.environ.get("PETIT_REQUIRE_OPENCL") == "1"
 FIX = Path(__file__).parent / "fixtures"
@@ -41,7 +41,7 @@ Q4_0_OTHERS = {"qwen2_moe", "deepseek_v3", "jamba", "qwen3_next", "falcon_h1", "
                "minimax_m3_vl_text", "deepseek_v4", "jetmoe", "gpt_oss", "inkling2_text", "qwen4_exp_text"}
 TOL = 1e-4         # the CPU path and the device on the same step: the float sums in another order
 FLIP_TOL = 0.03    # a whole model: an activation one int8 code apart somewhere (see the test)
-KERNEL_TYPES = "q8_0 / q4_0"     # what a message says the kernels take
+KERNEL_TYPES = "q8_0 / q4_0 / q4_k / q5_k / q6_k"     # what a message says the kernels take
 ROUTED = 0.9       # the share of positions whose routing the device's run must keep (measured: all of them)
 
 
@@ -124,6 +124,132 @@ def test_the_start_up_check_passes_and_catches_a_wrong_kernel(device, monkeypatc
     monkeypatch.setattr(k, "matmul", off_by_a_bit)
     why = kernels.self_check(k)
     assert why is not None and "disagrees with the scalar path" in why
+
+
+@pytest.mark.parametrize("dtype", ["q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("rows, blocks, T", [(1, 1, 1), (7, 2, 3), (13, 3, 1), (33, 1, 5), (65, 2, 2)])
+def test_each_k_quant_kernel_equals_the_scalar_path_at_odd_sizes(device, dtype, rows, blocks, T):
+    """Q4_K / Q5_K / Q6_K in GGUF's super-blocks (`blocks` of 256 values a row), against activations quantized as
+    the CPU quantizes them for these (one scale per 256 values): with one work-item per output the scalar path's
+    product bit for bit, as the kernels run within 1e-5 of its range. The CPU's active path gives the scalar path's
+    bits for these types (kernels/kern_gguf.h), so the device equals it too."""
+    from petit import native
+    _, k = device
+    rng = np.random.default_rng(rows * 100 + blocks * 10 + T)
+    cols = 256 * blocks
+    x = rng.standard_normal((T, cols)).astype(np.float32)
+    W = Weight(quantize(rng.standard_normal((rows, cols)).astype(np.float32), dtype), dtype, (rows, cols))
+    act, wbuf = k.put_act(x, kq=True), k.upload(W.raw)
+    got, one = np.empty((T, rows), np.float32), np.empty((T, rows), np.float32)
+    k.matmul(dtype, wbuf, rows, act, got)
+    k.matmul(dtype, wbuf, rows, act, one, group=1)
+    cpu = matmul(W, x)
+    native.configure(isa="scalar")
+    try:
+        scalar = matmul(W, x)
+    finally:
+        native.configure()
+    np.testing.assert_array_equal(cpu, scalar)
+    np.testing.assert_array_equal(one, scalar)
+    assert np.abs(got - scalar).max() <= 1e-5 * np.abs(scalar).max()
+    with pytest.raises(ValueError, match=f"a {dtype} matrix takes activations put with kq=True"):
+        k.launch(dtype, wbuf, rows, k.put_act(x))
+
+
+@pytest.mark.parametrize("K_", [256, 4096])
+def test_the_k_quants_activations_are_the_cpus(K_):
+    """What the K-quant kernels are sent: pt_quant_act_k's (Q8_K's rule: one scale per 256 values; plain C on every
+    CPU path) codes, scales and block sums, tests/oracles.py's, and the sums of 16."""
+    import oracles
+    from petit.gpu.kernels import quantize_act_k
+    rng = np.random.default_rng(K_)
+    x = (rng.standard_normal((3, K_)) * rng.uniform(0.01, 100)).astype(np.float32)
+    x[1, :256] = 0.0
+    x[2, -256:] = np.linspace(-127.0, 127.0, 256, dtype=np.float32)     # d = 1: the codes are the values rounded
+    x[2, -33:-1] = np.arange(32, dtype=np.float32) - 15.5                 # ties: round half to even
+    q, d, s, h = quantize_act_k(x)
+    eq, ed, es = oracles.quantize_act_k(x)
+    assert np.array_equal(q, eq) and np.array_equal(d, ed) and np.array_equal(s, es)
+    assert np.array_equal(h, q.reshape(3, -1, 16).astype(np.int32).sum(axis=2))
+    with pytest.raises(ValueError, match="rows of a multiple of 256 values, not 96"):
+        quantize_act_k(np.zeros((1, 96), np.float32))
+
+
+def test_the_start_up_check_runs_the_k_quant_kernels_too(device, monkeypatch):
+    """A device whose Q6_K kernel reads the blocks wrongly (here: Q5_K's reading of them) is not used."""
+    from petit.gpu import kernels
+    _, k = device
+    monkeypatch.setitem(k.kernels, "q6_k", k.kernels["q5_k"])
+    why = kernels.self_check(k)
+    assert why is not None and why.startswith("the q6_k kernel disagrees with the scalar path (relative error")
+
+
+@pytest.mark.parametrize("stored", [True, None], ids=["as-stored", "as-loaded"])
+@pytest.mark.parametrize("dtype", ["q4_k", "q5_k", "q6_k"])
+def test_a_k_quant_gguf_file_gives_the_cpu_paths_logits(device, dtype, stored):
+    """llama.cpp's own Q4_K / Q5_K / Q6_K files of the GPT-2 fixture (tests/fixtures/gguf: its MLP-down matrices,
+    256 values a row, in that type; the others in llama.cpp's fallback, Q5_0 / Q5_1 / Q8_0). As stored, the K-quant
+    matrices (and the q8_0 ones) go to the device, the Q5_0 / Q5_1 ones stay on the CPU, named; as a load gives them
+    by default (on x86 the K-quants as stored, the Q5_0 / Q5_1 decoded to q8_0), all of them. Against the active
+    CPU path within FLIP_TOL as the kernels run; with one work-item per output the scalar path's logits bit for
+    bit."""
+    from petit import native
+    from petit.models.blocks.plan import address
+    folder = FIX / "gguf" / "gpt2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = petit.load(folder / f"{dtype}.gguf", gguf_stored=stored)
+    ids = np.load(folder / f"{dtype}.npz")["input_ids"]
+    kq = [W for W in model.net.matrices() if W.dtype == dtype]
+    others = sorted({W.dtype for W in model.net.matrices()} - {dtype, "q8_0"})
+    kept = stored or dtype.upper() in native.gguf_fast_types()      # else decoded to q8_0 at load
+
+    def holds(off):
+        assert len(kq) == (2 if kept else 0) and all(address(W.c) in off.matrices for W in kq)
+        assert [s.split(": ")[1].split(" ")[0] for s in off.skipped if " layers " in s] == others
+    _as_on_the_cpu(model, ids, device[1], holds)
+
+
+@pytest.mark.parametrize("dtype", ["q4_k", "q5_k", "q6_k"])
+def test_a_k_quant_model_over_several_super_blocks_gives_the_cpu_paths_logits(device, dtype, tmp_path):
+    """A random Llama written in one K-quant, 512 values wide with an MLP of 768 (2 and 3 super-blocks a row, which
+    the fixtures' 64-256 do not reach): every product and the LM head on the device, within FLIP_TOL of the CPU
+    path's logits as the kernels run (a sum one ulp apart can round a later activation to the neighbouring code:
+    Q5_K's moves 7e-4 of the range, the others 1e-7), bit for bit the scalar path's with one work-item."""
+    cfg = dict(TINY, hidden_size=512, intermediate_size=768, num_attention_heads=8, num_key_value_heads=4,
+               head_dim=64)
+    write_model(tmp_path / "m.petit", cfg, dtype=dtype)
+    model = petit.load(tmp_path / "m.petit")
+    ids = np.arange(1, 30) * 7 % cfg["vocab_size"]
+
+    def holds(off):
+        assert off.head and off.skipped == [] and {M.dtype for M in off.matrices.values()} == {dtype}
+    _as_on_the_cpu(model, ids, device[1], holds)
+
+
+def _as_on_the_cpu(model, ids, kernels, holds) -> None:
+    """The model's logits with the offload against the CPU path's (a prefill, then one-token steps): within
+    FLIP_TOL of the active path's as the kernels run, bit for bit the scalar path's with one work-item per output;
+    holds(offload) asserts what the device holds."""
+    from petit import native
+    from petit.gpu import attach, detach
+    cpu, _ = _steps(model, ids)
+    holds(attach(model))
+    gpu, _ = _steps(model, ids)
+    detach(model)
+    err = np.abs(gpu - cpu).max(axis=1) / (cpu.max(axis=1) - cpu.min(axis=1))
+    assert err.max() <= FLIP_TOL, f"position {err.argmax()}: {err.max():.2e} of the range"
+    native.configure(isa="scalar")
+    try:
+        cpu, _ = _steps(model, ids)
+        attach(model)
+        kernels.group = 1
+        gpu, _ = _steps(model, ids)
+    finally:
+        kernels.group = GROUP
+        native.configure()
+        detach(model)
+    np.testing.assert_array_equal(gpu, cpu)
 
 
 # ---- logits ----
@@ -299,7 +425,8 @@ def test_as_many_layers_as_fit_and_a_matrix_over_the_largest_buffer_stays_on_the
 def test_a_model_without_q8_0_or_q4_0_matrices_is_refused(device):
     from petit.gpu import GpuUnavailable, attach
     model = _load(FIX / "hf" / "llama", "f32")
-    with pytest.raises(GpuUnavailable, match=f"its kernels take {KERNEL_TYPES}: load with --weights q8_0 or q4_0"):
+    with pytest.raises(GpuUnavailable, match=f"its kernels take {KERNEL_TYPES}: load with --weights q8_0, q4_0 or "
+                                             "a K-quant"):
         attach(model)
     assert model.net.offload is None
 

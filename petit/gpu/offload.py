@@ -12,12 +12,12 @@ design and what is left.
 import numpy as np
 
 from petit.gpu.devices import Device, GpuUnavailable, choose, list_devices, opencl
-from petit.gpu.kernels import BLOCK_BYTES, Kernels, self_check
+from petit.gpu.kernels import KQUANT_BYTES, TYPES, Kernels, self_check
 from petit.models.blocks.decoder import Decoder
 from petit.models.blocks.plan import address
 from petit.native import ffi, lib
 
-_TYPES = " / ".join(BLOCK_BYTES)      # the matrix types the kernels take
+_TYPES = " / ".join(TYPES)      # the matrix types the kernels take
 MEMORY_SHARE = 0.8      # of the device's global memory the matrices may take (the rest: scratch, the driver)
 # what multiplies by matrices inside an op the offload leaves on the CPU (docs/gpu.md): the words a user reads
 INNER = {lib.PT_OP_MOE: "routed experts", lib.PT_OP_MAMBA: "state-space / recurrent mixers",
@@ -31,6 +31,7 @@ class _DeviceMatrix:
 
     def __init__(self, W, buf):
         self.W, self.dtype, self.buf = W, W.dtype, buf
+        self.kq = W.dtype in KQUANT_BYTES       # its activations quantized as for the K-quants
         self.rows, self.cols, self.nbytes = W.shape[0], W.shape[1], W.raw.nbytes
 
 
@@ -99,7 +100,7 @@ class Offload:
             self.skipped.append(inner)
         if not self.matrices:
             raise GpuUnavailable(f"no matrix of this model can go to the device (its kernels take {_TYPES}: "
-                                 "load with --weights q8_0 or q4_0): " + "; ".join(self.skipped))
+                                 "load with --weights q8_0, q4_0 or a K-quant): " + "; ".join(self.skipped))
         self._plan, self._segments = None, []
 
     def _chosen(self, records: list[list], kept: dict, layer: int) -> list:
@@ -127,10 +128,10 @@ class Offload:
                 f"({_size(sum(W.raw.nbytes for W in inside))}): those ops run on the CPU")
 
     def _fits(self, W) -> bool:
-        return W.dtype in BLOCK_BYTES and W.raw.nbytes <= self.device.max_alloc
+        return W.dtype in TYPES and W.raw.nbytes <= self.device.max_alloc
 
     def _why(self, W) -> str:
-        if W.dtype not in BLOCK_BYTES:
+        if W.dtype not in TYPES:
             return f"{W.dtype} (the device kernels take {_TYPES})"
         return f"over the device's largest buffer ({_size(self.device.max_alloc)})"
 
@@ -199,11 +200,13 @@ class Offload:
     def _matmul(self, op, T: int) -> None:
         """Up to three products of one input: queued together, read back together (the last read waits)."""
         k = self.kernels
-        first = self.matrices[address(op.W[0])]
-        act = k.put_act(_view(op.x, T, first.cols))
         n = 3 if op.W[2] != ffi.NULL else 2 if op.W[1] != ffi.NULL else 1
         mats = [self.matrices[address(op.W[m])] for m in range(n)]
-        bufs = [k.launch(M.dtype, M.buf, M.rows, act, slot=m) for m, M in enumerate(mats)]
+        x, acts = _view(op.x, T, mats[0].cols), {}     # the input quantized once for each format the matrices take
+        for M in mats:
+            if M.kq not in acts:
+                acts[M.kq] = k.put_act(x, M.kq)
+        bufs = [k.launch(M.dtype, M.buf, M.rows, acts[M.kq], slot=m) for m, M in enumerate(mats)]
         outs = [_view(op.y[m], T, M.rows) for m, M in enumerate(mats)]
         if op.mode:                         # accumulate into y (the residual stream; one matrix only)
             tmp = np.empty_like(outs[0])
@@ -216,7 +219,7 @@ class Offload:
     def _logits(self, op, n: int, logits) -> None:
         M = self.matrices[address(op.W[0])]
         out = _view(logits, n, M.rows)
-        self.kernels.matmul(M.dtype, M.buf, M.rows, self.kernels.put_act(_view(op.x, n, M.cols)), out)
+        self.kernels.matmul(M.dtype, M.buf, M.rows, self.kernels.put_act(_view(op.x, n, M.cols), M.kq), out)
         if op.b != ffi.NULL:
             out += _view(op.b, 1, M.rows)
         if op.scale != 1.0:
