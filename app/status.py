@@ -54,7 +54,9 @@ class StatusBar(QStatusBar):
         self.model_label.setText(info.name)
         self.model_label.setToolTip(info.path)
         remote = info.weight_type == "remote"
-        self.weights_label.setText("remote model" if remote else f"{info.weight_type} weights")
+        on = "" if remote or info.device == "CPU" else f" on {info.device}"      # the OpenCL device its products use
+        self.weights_label.setText("remote model" if remote else f"{info.weight_type} weights{on}")
+        self.weights_label.setToolTip(info.device_note)
         self.kernel_label.setText("answered by its server" if remote else kernel_text())
         self.speed_label.setText("")
         self.context_label.setText("")       # the new model's figures come with its measurement

@@ -85,12 +85,16 @@ def llama_cpp_row(path: str, n_prompt: int, n_decode: int) -> str:
 
 
 def kernel_rows(kernels, rows: int, cols: int, rounds: int) -> None:
-    """One rows x cols matrix, q8_0 and q4_0, at T = 1 (decode) and T = 64 (a prefill slice): the device's time per
-    product (input sent, output read back) and the GB/s of the matrix it reads, against the CPU path's time."""
+    """One rows x cols matrix, q8_0, q4_0, Q4_K and Q6_K, at T = 1 (decode) and T = 64 (a prefill slice): the
+    device's time per product (input sent, output read back) and the GB/s of the matrix it reads, against the CPU
+    path's time."""
+    from petit.gpu.kernels import KQUANT_BYTES
     from petit.native import Weight, matmul, quantize
     rng = np.random.default_rng(1)
     w = rng.standard_normal((rows, cols)).astype(np.float32)
-    for dtype in ("q8_0", "q4_0"):
+    for dtype in ("q8_0", "q4_0", "q4_k", "q6_k"):
+        if dtype in KQUANT_BYTES and cols % 256:
+            continue                    # a K-quant's rows are whole super-blocks of 256 values
         raw = quantize(w, dtype)
         W, buf = Weight(raw, dtype, (rows, cols)), kernels.upload(raw)
         for T in (1, 64):
@@ -99,7 +103,7 @@ def kernel_rows(kernels, rows: int, cols: int, rounds: int) -> None:
             dev = cpu = float("inf")
             for _ in range(rounds):
                 t0 = time.perf_counter()
-                kernels.matmul(dtype, buf, rows, kernels.put_act(x), out)
+                kernels.matmul(dtype, buf, rows, kernels.put_act(x, kq=dtype in KQUANT_BYTES), out)
                 dev = min(dev, time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 matmul(W, x)

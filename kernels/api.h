@@ -65,6 +65,10 @@ uint64_t pt_checksum(const void *data, int64_t n);
 uint64_t pt_checksum_ref(const void *data, int64_t n);   /* the same, one word at a time on the calling thread */
 /* activations as the integer kernels see them: q8 with fp32 scale per 32 values and the block sums Σq */
 void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, int32_t *s);
+/* one token's activations as the Q4_K / Q5_K / Q6_K kernels see them (llama.cpp's Q8_K rule, kernels/matmul.c): K a
+ * multiple of 256; q [K], d [K/32] its super-block's scale for each block of 32, s [K/32] the blocks' sums, h [K/16]
+ * the sums of 16 */
+void pt_quant_act_k(const float *x, int64_t K, int8_t *q, float *d, int32_t *s, int16_t *h);
 
 /* ---- matrix products ---- */
 /* y[t][r] = W·x[t] (+ y[t][r] when accumulate) for t < T; x is [T][cols], y is [T][rows] */

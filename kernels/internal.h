@@ -104,8 +104,7 @@ typedef struct {
  * values (pt_quant_act_k: d[] then holds the super-block's scale for each of its 8 blocks, and h[] the quants' sums
  * of 16), so a super-block's sub-scales multiply its integer sums as integers and the row's sum takes one or two
  * float steps per 256 values (kern_gguf.h, rows_kq8_g) */
-#define PT_KQ8(type) ((type) == 12 || (type) == 13 || (type) == 14)
-void pt_quant_act_k(const float *x, int64_t K, int8_t *q, float *d, int32_t *s, int16_t *h);
+#define PT_KQ8(type) ((type) == 12 || (type) == 13 || (type) == 14)     /* pt_quant_act_k: api.h */
 
 /* ---- per-ISA kernels ---- */
 typedef struct {

@@ -8,7 +8,7 @@ import numpy as np
 
 from petit.formats.petit_file import write_petit
 from petit.models.families.dense.llama import LlamaConfig, tensor_shapes
-from petit.native import quantize
+from petit.native import ffi, quantize
 from petit.tokenizer import bytes_to_unicode
 
 TINY = dict(model_type="llama", vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -133,6 +133,28 @@ def has_experts(folder) -> bool:
         warnings.simplefilter("ignore")
         model = petit.load(folder, weights="f32")
     return any(layer.moe is not None for layer in model.net.layers)
+
+
+def routing_choices(model, T: int) -> list:
+    """Each routing layer's choices per token of the last step's T tokens, read from its records: the experts (sorted),
+    and the positions or key blocks an indexer attends to (tests/test_moe.py, tests/test_gpu.py compare them)."""
+    out = []
+    for layer in model.net.layers:
+        if layer.moa_router is not None:    # JetMoE's attention experts route too (issue 30, the jetmoe group)
+            out.append(layer.moa_last_routing(T))
+        if layer.sparse is not None:        # MiniMax-M3's indexer chooses key blocks (issue 36, fam36i)
+            out.append(layer.sparse.last_choice(T))
+        if layer.moe is not None:
+            k = layer.moe.top_k
+            sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)
+            out.append(np.sort(sel, axis=1))
+        v4 = getattr(layer, "v4", None)         # DeepSeek-V4's CSA indexer (issue 30, the dsv4 group)
+        if v4 is not None and v4.index is not None:
+            out.append(v4.index.last_choice(T))
+        d = layer.mla.dsa if layer.mla is not None else None
+        if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
+            out.append(d.last_choice(T))    # query attends to (issue 30, mla group)
+    return out
 
 
 def load_strict(folder, weights: str = "f32"):

@@ -35,6 +35,7 @@ APP_API = {
     "petit.generation": None,             # the one generation API: Session, Params, Sampler
     "petit.generation.sample": None,      # the sampling defaults the settings show
     "petit.generation.session": None,     # END_OF_TURN
+    "petit.gpu": {"GpuUnavailable", "attach", "list_devices"},    # the OpenCL devices, the setting's offload
     "petit.native": {"info"},             # the kernel path and thread count, for the status bar
     "petit.server": {"Server"},           # the OpenAI-compatible server, to embed (the Server tab runs a process)
 }

@@ -13,9 +13,8 @@ import pytest
 import petit
 from petit.models import MULTIMODAL_ROWS
 from petit.cli import main
-from petit.native import ffi
 
-from models import HF5_FOLDERS, has_experts
+from models import HF5_FOLDERS, has_experts, routing_choices
 
 FIX = Path(__file__).parent / "fixtures" / "hf_moe"
 # the optional families (tests/fixtures/hf_moe_more: make_moe_more_fixtures.py, the same conventions)
@@ -248,36 +247,15 @@ def _ref(case):
     return r["input_ids"], r["logits"]
 
 
-def _selected(model, T: int) -> list:
-    """Each MoE layer's chosen experts per token of the last step (sorted), read from its routing record."""
-    out = []
-    for layer in model.net.layers:
-        if layer.moa_router is not None:    # JetMoE's attention experts route too (issue 30, the jetmoe group)
-            out.append(layer.moa_last_routing(T))
-        if layer.sparse is not None:        # MiniMax-M3's indexer chooses key blocks (issue 36, fam36i)
-            out.append(layer.sparse.last_choice(T))
-        if layer.moe is not None:
-            k = layer.moe.top_k
-            sel = np.frombuffer(ffi.buffer(layer.moe._c.sel, T * k * 4), np.int32).reshape(T, k)
-            out.append(np.sort(sel, axis=1))
-        v4 = getattr(layer, "v4", None)         # DeepSeek-V4's CSA indexer (issue 30, the dsv4 group)
-        if v4 is not None and v4.index is not None:
-            out.append(v4.index.last_choice(T))
-        d = layer.mla.dsa if layer.mla is not None else None
-        if d is not None and not d.shared:  # DeepSeek Sparse Attention's indexer routes too: the positions each
-            out.append(d.last_choice(T))    # query attends to (issue 30, mla group)
-    return out
-
-
 def routing_agrees(folder, ids, weights):
     """(quantized logits, per position: every expert layer chose the float32 model's experts)."""
     f32 = petit.load(folder, weights="f32")
     f32.logits(ids)
-    want = _selected(f32, len(ids))
+    want = routing_choices(f32, len(ids))
     q = petit.load(folder, weights=weights)
     got = q.logits(ids)
     same = np.ones(len(ids), bool)
-    for a, b in zip(want, _selected(q, len(ids))):
+    for a, b in zip(want, routing_choices(q, len(ids))):
         same &= (a == b).all(axis=1)
     return got, same
 

@@ -15,6 +15,8 @@ class ModelInfo:
     generation: dict = field(default_factory=dict)   # the model's generation defaults
     has_template: bool = True
     warnings: list = field(default_factory=list)     # what the engine says the user should know about the file
+    device: str = "CPU"          # where its matrix products run: the CPU, or the OpenCL device's name
+    device_note: str = ""        # what runs on that device and what stays on the CPU (app.models.devices)
 
 
 def model_key(path: str) -> str:

@@ -56,7 +56,8 @@ class ModelManager(QObject):
                 self.confirmation_needed.emit(path, text)
                 return
             self.cancel()
-            job = load_worker(path, self.settings_store.get(path).get("weights"))
+            settings = self.settings_store.get(path)
+            job = load_worker(path, settings.get("weights"), settings.get("device"))
         job.succeeded.connect(self._on_loaded)
         job.failed.connect(self._on_failed)
         job.ended.connect(self._on_job_ended)
@@ -66,7 +67,7 @@ class ModelManager(QObject):
         job.start()
 
     def reload(self) -> None:
-        """Load the current model again (its weights type changed)."""
+        """Load the current model again (its weights type or device changed)."""
         if self.info is not None:
             self.open(self.info.path, confirmed=True)
 

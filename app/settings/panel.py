@@ -1,15 +1,19 @@
 """The settings side panel: sampling, reply length, system prompt, chat format, context, KV-cache and weights
-types for the loaded model. It shows the resolved values (the user's choice, else the model's generation
-defaults), labels in bold the ones the user changed, and saves them per model."""
+types, and the device its products run on, for the loaded model. It shows the resolved values (the user's choice,
+else the model's generation defaults), labels in bold the ones the user changed, and saves them per model."""
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
+from app.models.devices import device_choices
 from app.settings.fields import CheckField, ChoiceField, FileField, NumberField, SeedField, TextField
-from app.settings.values import (FALLBACK, FORMAT_NAMES, KV_TYPES, SAMPLING_KEYS, SPECULATION, WEIGHT_TYPES, clean,
-                                 model_defaults, resolve_settings, session_options)
+from app.settings.values import (FALLBACK, FORMAT_NAMES, KV_TYPES, RELOADS, SAMPLING_KEYS, SPECULATION,
+                                 WEIGHT_TYPES, clean, model_defaults, resolve_settings, session_options)
 
 SAVE_DELAY_MS = 400
+DEVICE_TIP = ("Where the matrix products run: the CPU, or an OpenCL device (a GPU) for the q8_0, q4_0, Q4_K, Q5_K "
+              "and Q6_K matrices, the rest staying on the CPU (reloads the model). A device that fails its start-up "
+              "check is not used, and the model says why")
 
 
 def _fields():
@@ -42,6 +46,7 @@ def _fields():
         ChoiceField("kv_type", "KV cache", "int8 takes about a quarter of the memory of f32",
                     [(None, "automatic")] + [(k, k) for k in KV_TYPES]),
         ChoiceField("weights", "Weights", "Convert the weights when loading (reloads the model)", []),
+        ChoiceField("device", "Device", DEVICE_TIP, []),
         ChoiceField("speculation", "Speculative decoding",
                     "Draft several tokens and check them in one pass: prompt lookup drafts from the conversation, "
                     "a draft model (a small model with the same vocabulary) predicts them. Greedy replies stay "
@@ -53,7 +58,7 @@ def _fields():
 
 class SettingsPanel(QScrollArea):
     changed = Signal(str)                 # the key changed ("" after a reset)
-    reload_requested = Signal()           # the weights type changed: the model must be loaded again
+    reload_requested = Signal()           # the weights type or device changed: the model must be loaded again
 
     def __init__(self, store, parent=None):
         super().__init__(parent)
@@ -117,6 +122,10 @@ class SettingsPanel(QScrollArea):
         self.fields["n_ctx"].set_maximum(max(info.max_context, 16))
         self.fields["weights"].set_choices([(None, f"as stored ({info.weight_type})")]
                                            + [(w, w) for w in WEIGHT_TYPES])
+        choices, why = device_choices()
+        self.fields["device"].set_choices(choices)
+        self.fields["device"].widget.setEnabled(len(choices) > 1)
+        self.fields["device"].widget.setToolTip(DEVICE_TIP + (f". None here: {why}" if why else ""))
         own = "the model's template" if info.has_template else "ChatML (the model has no template)"
         self.fields["format"].set_choices([(None, own)] + [(n, n) for n in FORMAT_NAMES])
         self.defaults_label.setText("Model defaults: " + _describe(model_defaults(info)))
@@ -142,24 +151,24 @@ class SettingsPanel(QScrollArea):
             value = None
         if key == "speculation" and value == "off":
             value = None
-        weights_before = self.overrides.get("weights")
+        before = [self.overrides.get(k) for k in RELOADS]
         self.overrides[key] = value
         self.overrides = clean(self.overrides)
         self._unsaved = True
         self._save_timer.start()
         self._show()
         self.changed.emit(key)
-        if self.overrides.get("weights") != weights_before:
-            self.flush(force=True)          # the loader reads the weights type from the store
+        if [self.overrides.get(k) for k in RELOADS] != before:
+            self.flush(force=True)          # the loader reads the weights type and device from the store
             self.reload_requested.emit()
 
     def reset(self) -> None:
-        weights_before = self.overrides.get("weights")
+        reloads = any(self.overrides.get(k) is not None for k in RELOADS)
         self.overrides = {}
         self.flush(force=True)
         self._show()
         self.changed.emit("")
-        if weights_before is not None:
+        if reloads:
             self.reload_requested.emit()
 
     def flush(self, force: bool = False) -> None:

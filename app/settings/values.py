@@ -3,8 +3,9 @@ resolve to, and the options the generation worker and the server panel receive.
 
 Sampling settings resolve as the engine's CLI does (petit.generation.sample.resolve): the user's value > the model's
 generation defaults > petit's fallback. The rest default to: 256 tokens per reply, no system prompt, the model's
-own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type, the weights as stored and no
-speculative decoding ("lookup": prompt lookup; "model": the draft model file `draft_model`).
+own chat template, the model's context up to CONTEXT_CAP tokens, the engine's KV type, the weights as stored, the CPU
+alone (`device`: app.models.devices) and no speculative decoding ("lookup": prompt lookup; "model": the draft model
+file `draft_model`).
 """
 from petit.chat.formats import FORMATS, get_format
 from petit.generation.sample import FALLBACK, resolve
@@ -12,7 +13,8 @@ from petit.generation.sample import FALLBACK, resolve
 SAMPLING_KEYS = tuple(FALLBACK)            # temperature, top_k, top_p, min_p, and the three penalties
 OTHER_DEFAULTS = {"seed": None, "max_tokens": 256, "system": "", "format": None, "n_ctx": None, "kv_type": None,
                   "weights": None, "drop_old_turns": True, "n_keep": 0, "speculation": "off",
-                  "draft_model": None}
+                  "draft_model": None, "device": None}
+RELOADS = ("weights", "device")            # the settings a model is loaded again for
 ALL_KEYS = SAMPLING_KEYS + tuple(OTHER_DEFAULTS)
 FORMAT_NAMES = tuple(FORMATS)              # "raw" (the completion notebook) is not a chat format
 KV_TYPES = ("int8", "f32")

@@ -186,8 +186,9 @@ def add_gpu_flags(p) -> None:
     g = p.add_argument_group("OpenCL offload (pip install \"petit[gpu]\"; `petit info` lists the devices)")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--gpu", action="store_true", default=None,
-                       help="run the q8_0 / q4_0 matmuls on an OpenCL device (the first GPU, else the first device); "
-                            "one that fails its start-up check is not used and the run says why")
+                       help="run the q8_0 / q4_0 / Q4_K / Q5_K / Q6_K matmuls on an OpenCL device (the first GPU, "
+                            "else the first device); one that fails its start-up check is not used and the run says "
+                            "why")
     which.add_argument("--cpu", dest="gpu", action="store_false", help="the CPU alone (the default)")
     g.add_argument("--gpu-platform", type=non_negative_int, metavar="N", help="the OpenCL platform (implies --gpu)")
     g.add_argument("--gpu-device", type=non_negative_int, metavar="N",

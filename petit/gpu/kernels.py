@@ -1,95 +1,54 @@
-"""The OpenCL C kernels of the offload and their start-up check (issue 34).
+"""The offload's kernels built for a device, their launches and their start-up check (issue 34; the OpenCL C is
+petit/gpu/source.py).
 
-Each kernel multiplies a q8_0 or q4_0 matrix, uploaded in its stored blocks (docs/petit-format.md: an fp16 scale,
-then 32 int8 codes or 16 bytes of nibbles), by activations quantized as the CPU's integer kernels quantize them
-(petit.native.quantize_act: int8 codes with an fp32 scale per 32 values). A work-group computes one row's outputs
-y[t][r] for a tile of up to 4 tokens (each block of the row read once for them): its work-items take every L-th
-block, its integer dot product with each token's exactly (16-wide vector loads), times the two scales, then the
-partial sums are added in local memory. No sub-group extension, no fp16 arithmetic (vload_half is core OpenCL
-1.0), no contraction into fma: with a work-group of one the result is the scalar path's bit for bit
-(kernels/kern_scalar.c), with more only the order of the float additions differs.
+The q8_0 / q4_0 kernels take activations quantized as the CPU's integer kernels quantize them
+(petit.native.quantize_act: int8 codes with an fp32 scale per 32 values), the Q4_K / Q5_K / Q6_K ones as the CPU
+quantizes them for those (quantize_act_k below: one scale per 256 values, the blocks' sums): the device then
+computes exactly the integers the CPU does. With a work-group of one per output the result is the scalar path's
+bit for bit; with more only the order of the float additions differs.
 """
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
-from petit.native import quantize_act
+from petit.gpu.source import SOURCE
+from petit.native import ffi, lib, quantize_act
 
 QK = 32
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+QK_K = 256          # values in a K-quant's super-block
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}                      # bytes of a block of 32 values
+KQUANT_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}      # bytes of a super-block of 256 values
+TYPES = (*BLOCK_BYTES, *KQUANT_BYTES)                       # the matrix types the kernels take
 GROUP = 32          # work-items per output (a power of two); 1 reproduces the scalar path's order
 TILE = 4            # tokens per work-group (TT in the source)
 
-SOURCE = r"""
-#pragma OPENCL FP_CONTRACT OFF
-#define QK 32
-#define TT 4            /* tokens per work-group: a block of the matrix is read once for up to TT of them */
 
-/* the sum of the group's values v into part[0], which work-item 0 reads; L a power of two */
-static float group_sum(__local float *part, float v) {
-    const int lid = get_local_id(0), L = get_local_size(0);
-    barrier(CLK_LOCAL_MEM_FENCE);              /* the previous call's part[0] has been read */
-    part[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = L / 2; s > 0; s >>= 1) {
-        if (lid < s) part[lid] += part[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return part[0];
-}
+def quantize_act_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The Q4_K / Q5_K / Q6_K kernels' activations (llama.cpp's Q8_K rule: one scale per 256 values), by the CPU's own
+    code (kernels/api.h pt_quant_act_k): int8 q [T, K], fp32 scales d [T, K/32] (each block its super-block's),
+    block sums s [T, K/32], sums of 16 h [T, K/16]."""
+    x = np.ascontiguousarray(x, np.float32)
+    T, K = x.shape
+    if K % QK_K:
+        raise ValueError(f"the K-quants' activations take rows of a multiple of 256 values, not {K}")
+    out = (np.empty((T, K), np.int8), np.empty((T, K // QK), np.float32), np.empty((T, K // QK), np.int32),
+           np.empty((T, K // 16), np.int16))
+    ptrs = [ffi.cast(c, ffi.from_buffer(a, require_writable=True))
+            for c, a in zip(("int8_t *", "float *", "int32_t *", "int16_t *"), out)]
+    xp, widths = ffi.cast("float *", ffi.from_buffer(x)), (K, K // QK, K // QK, K // 16)
+    for t in range(T):                  # the C code quantizes one token
+        lib.pt_quant_act_k(xp + t * K, K, *(p + t * w for p, w in zip(ptrs, widths)))
+    return out
 
-static int hsum16(int16 p) {                  /* exact: integers */
-    int8 a = p.lo + p.hi;
-    int4 b = a.lo + a.hi;
-    int2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
 
-/* y[t][r] = sum over blocks b of d_w[r][b] d_x[t][b] (w_q[r][b] . x_q[t][b]) for the tokens t of the group's tile;
- * a group per (row r, tile of TT tokens), its work-items taking every L-th block */
-#define MM_BODY(BLOCK_BYTES, ...)                                                                   \
-    const int r = get_group_id(0), t0 = get_group_id(1) * TT, lid = get_local_id(0), L = get_local_size(0); \
-    const int nt = min(TT, T - t0);                                                                 \
-    __global const uchar *row = w + (size_t)r * nb * BLOCK_BYTES;                                   \
-    float sum[TT];                                                                                  \
-    for (int i = 0; i < TT; i++) sum[i] = 0.0f;                                                     \
-    for (int b = lid; b < nb; b += L) {                                                             \
-        __global const uchar *blk = row + (size_t)b * BLOCK_BYTES;                                  \
-        const float dw = vload_half(0, (__global const half *)blk);                                \
-        __VA_ARGS__                                                                                 \
-    }                                                                                               \
-    for (int i = 0; i < nt; i++) {                                                                  \
-        const float v = group_sum(part, sum[i]);                                                   \
-        if (lid == 0) y[(size_t)(t0 + i) * rows + r] = v;                                          \
-    }
-
-__kernel void mm_q8_0(__global const uchar *w, const int nb, const int rows, const int T, __global const char *xq,
-                      __global const float *xd, __global float *y, __local float *part) {
-    MM_BODY(34, {
-        const int16 w0 = convert_int16(vload16(0, (__global const char *)(blk + 2)));
-        const int16 w1 = convert_int16(vload16(1, (__global const char *)(blk + 2)));
-        for (int i = 0; i < nt; i++) {
-            __global const char *xb = xq + ((size_t)(t0 + i) * nb + b) * QK;
-            const int isum = hsum16(w0 * convert_int16(vload16(0, xb)) + w1 * convert_int16(vload16(1, xb)));
-            sum[i] += dw * xd[(size_t)(t0 + i) * nb + b] * (float)isum;
-        }
-    })
-}
-
-__kernel void mm_q4_0(__global const uchar *w, const int nb, const int rows, const int T, __global const char *xq,
-                      __global const float *xd, __global float *y, __local float *part) {
-    MM_BODY(18, {
-        const uchar16 q = vload16(0, blk + 2);
-        const int16 lo = convert_int16(q & (uchar16)0x0F) - 8, hi = convert_int16(q >> (uchar16)4) - 8;
-        for (int i = 0; i < nt; i++) {
-            __global const char *xb = xq + ((size_t)(t0 + i) * nb + b) * QK;
-            const int isum = hsum16(lo * convert_int16(vload16(0, xb)) + hi * convert_int16(vload16(1, xb)));
-            sum[i] += dw * xd[(size_t)(t0 + i) * nb + b] * (float)isum;
-        }
-    })
-}
-"""
+class Act(NamedTuple):
+    """Activations on the device: for the K-quants' kernels (kq) or the others', their buffers, tokens, width."""
+    kq: bool
+    bufs: tuple
+    T: int
+    K: int
 
 
 class Kernels:
@@ -105,9 +64,10 @@ class Kernels:
             if hasattr(cl, "CompilerWarning"):
                 warnings.simplefilter("ignore", cl.CompilerWarning)
             self.program = cl.Program(ctx, SOURCE).build()
-        self.kernels = {"q8_0": self.program.mm_q8_0, "q4_0": self.program.mm_q4_0}
+        self.kernels = {dtype: getattr(self.program, "mm_" + dtype) for dtype in TYPES}
         self.group = min(GROUP, _pow2_floor(device.max_work_group_size))
         self._bufs: dict[str, tuple[int, object]] = {}
+        self._sent: dict[bool, tuple] = {}
         self.lock = threading.Lock()    # one product at a time: the models offloaded here share the scratch buffers
 
     def upload(self, data: np.ndarray):
@@ -122,30 +82,34 @@ class Kernels:
             self._bufs[name] = have
         return have[1]
 
-    def put_act(self, x: np.ndarray) -> tuple:
-        """x [T, K] float32 quantized on the host (the CPU kernels' own code) and sent to the device once, for every
-        matrix that reads it."""
-        q, d, _ = quantize_act(x)
-        bq, bd = self._scratch("xq", q.nbytes), self._scratch("xd", d.nbytes)
-        self._sent = (q, d)             # alive until the queue has read them (the next product's read waits)
-        self.cl.enqueue_copy(self.queue, bq, q, is_blocking=False)
-        self.cl.enqueue_copy(self.queue, bd, d, is_blocking=False)
-        return bq, bd, x.shape[0], x.shape[1]
+    def put_act(self, x: np.ndarray, kq: bool = False) -> Act:
+        """x [T, K] float32 quantized on the host (the CPU kernels' own code; kq: as for the K-quants) and sent to
+        the device once, for every matrix that reads it."""
+        names = ("kq", "kd", "ks") if kq else ("xq", "xd")
+        arrays = quantize_act_k(x)[:3] if kq else quantize_act(x)[:2]
+        bufs = tuple(self._scratch(n, a.nbytes) for n, a in zip(names, arrays))
+        self._sent[kq] = arrays         # alive until the queue has read them (the next product's read waits)
+        for b, a in zip(bufs, arrays):
+            self.cl.enqueue_copy(self.queue, b, a, is_blocking=False)
+        return Act(kq, bufs, x.shape[0], x.shape[1])
 
-    def launch(self, dtype: str, wbuf, rows: int, act: tuple, slot: int = 0, group: int | None = None):
-        """Queue W x for the activations `act` (put_act) into the device buffer of `slot`, returned."""
-        bq, bd, T, K = act
+    def launch(self, dtype: str, wbuf, rows: int, act: Act, slot: int = 0, group: int | None = None):
+        """Queue W x for the activations `act` (put_act: kq for the K-quants) into the device buffer of `slot`,
+        returned."""
+        if act.kq != (dtype in KQUANT_BYTES):
+            raise ValueError(f"a {dtype} matrix takes activations put with kq={dtype in KQUANT_BYTES}")
         L = self.group if group is None else group
-        by = self._scratch(f"y{slot}", T * rows * 4)
-        self.kernels[dtype](self.queue, (rows * L, -(-T // TILE)), (L, 1), wbuf, np.int32(K // QK), np.int32(rows),
-                            np.int32(T), bq, bd, by, self.cl.LocalMemory(4 * L))
+        by = self._scratch(f"y{slot}", act.T * rows * 4)
+        blocks = act.K // (QK_K if act.kq else QK)
+        self.kernels[dtype](self.queue, (rows * L, -(-act.T // TILE)), (L, 1), wbuf, np.int32(blocks),
+                            np.int32(rows), np.int32(act.T), *act.bufs, by, self.cl.LocalMemory(4 * L))
         return by
 
     def read(self, buf, out: np.ndarray, blocking: bool = True) -> None:
         """A product's output into `out` (in queue order: a blocking read waits for every earlier one too)."""
         self.cl.enqueue_copy(self.queue, out, buf, is_blocking=blocking)
 
-    def matmul(self, dtype: str, wbuf, rows: int, act: tuple, out: np.ndarray, slot: int = 0,
+    def matmul(self, dtype: str, wbuf, rows: int, act: Act, out: np.ndarray, slot: int = 0,
                group: int | None = None) -> None:
         """out [T, rows] = W x for the activations `act` (put_act); out holds the product on return."""
         self.read(self.launch(dtype, wbuf, rows, act, slot, group), out)
@@ -174,19 +138,32 @@ def reference(dtype: str, raw: np.ndarray, rows: int, cols: int, x: np.ndarray) 
     return (isum * dw[None] * d.astype(np.float64)[:, None, :]).sum(axis=2)
 
 
+def expected(dtype: str, raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What a kernel must give for W x: (the product from the same integers in float64, the scalar path's float32
+    bits). For the K-quants both are the CPU's own product: every CPU path gives the scalar path's bits for them
+    (kernels/kern_gguf.h, checked at the CPU's start-up)."""
+    if dtype in KQUANT_BYTES:
+        from petit.native import Weight, matmul
+        cpu = matmul(Weight(raw, dtype, (rows, cols)), x)
+        return cpu.astype(np.float64), cpu
+    return reference(dtype, raw, rows, cols, x), _scalar_order(dtype, raw, rows, cols, x)
+
+
 def self_check(k: Kernels, seed: int = 0) -> str | None:
-    """Each kernel on the device against the scalar path on small odd sizes (7 rows of 5 blocks, 5 tokens: two
-    tiles; and with one work-item per output, bit for bit): None when all agree, else what failed."""
+    """Each kernel on the device against the scalar path on small odd sizes (7 rows of 5 blocks, or 3 super-blocks
+    for the K-quants, and 5 tokens: two tiles): within 1e-5 of the range, and with one work-item per output bit for
+    bit. None when all agree, else what failed."""
     from petit.native import quantize
     rng = np.random.default_rng(seed)
-    rows, cols, T = 7, 5 * QK, 5
-    x = rng.standard_normal((T, cols)).astype(np.float32)
-    for dtype in ("q8_0", "q4_0"):
+    rows, T = 7, 5
+    for dtype in TYPES:
+        cols = 3 * QK_K if dtype in KQUANT_BYTES else 5 * QK
+        x = rng.standard_normal((T, cols)).astype(np.float32)
         raw = quantize(rng.standard_normal((rows, cols)).astype(np.float32), dtype)
-        ref = reference(dtype, raw, rows, cols, x)
+        ref, exact = expected(dtype, raw, rows, cols, x)
         try:
             wbuf = k.upload(raw)
-            act = k.put_act(x)
+            act = k.put_act(x, kq=dtype in KQUANT_BYTES)
             got = np.empty((T, rows), np.float32)
             k.matmul(dtype, wbuf, rows, act, got)
             one = np.empty((T, rows), np.float32)
@@ -196,7 +173,6 @@ def self_check(k: Kernels, seed: int = 0) -> str | None:
         err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
         if not np.isfinite(err) or err > 1e-5:
             return f"the {dtype} kernel disagrees with the scalar path (relative error {err:.3g} > 1e-5)"
-        exact = _scalar_order(dtype, raw, rows, cols, x)
         if not np.array_equal(one, exact):
             return f"the {dtype} kernel with one work-item per output is not the scalar path's bit for bit"
     return None

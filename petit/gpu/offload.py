@@ -1,29 +1,27 @@
-"""The forward step's matmuls on an OpenCL device (issue 34, first slice).
+"""The forward step's matmuls on an OpenCL device (issue 34).
 
 The decoder's step stays kernels/plan.c's plan. With an `Offload` attached (`attach`), the plan runs in pieces:
 the ops between two offloaded products run on the CPU through pt_plan_run over that slice of the records (the same
-C, the same drivers), and each offloaded MATMUL (q|k|v, o, gate|up, down: the q8_0 / q4_0 matrices of the layers on
-the device) and the LM head run on the device, their input quantized once on the host and sent across, their output
-read back into the scratch buffer the plan's next op reads. Only the step's activations cross; the matrices were
-uploaded once, in their stored blocks. docs/gpu.md says why this design and what is left.
+C, the same drivers; routed experts, state-space mixers and latent attention's per-head products among them), and
+each offloaded MATMUL record (q|k|v, o, gate|up, down, latent attention's projections, an indexer's...: the
+matrices of the layers on the device the kernels take) and the LM head run on the device, their input quantized
+once on the host and sent across, their output read back into the scratch buffer the plan's next op reads. Only
+the step's activations cross; the matrices were uploaded once, in their stored blocks. docs/gpu.md says why this
+design and what is left.
 """
 import numpy as np
 
 from petit.gpu.devices import Device, GpuUnavailable, choose, list_devices, opencl
-from petit.gpu.kernels import BLOCK_BYTES, Kernels, self_check
-from petit.models.blocks.decoder import Decoder, _MATRICES
+from petit.gpu.kernels import KQUANT_BYTES, TYPES, Kernels, self_check
+from petit.models.blocks.decoder import Decoder
+from petit.models.blocks.plan import address
 from petit.native import ffi, lib
 
+_TYPES = " / ".join(TYPES)      # the matrix types the kernels take
 MEMORY_SHARE = 0.8      # of the device's global memory the matrices may take (the rest: scratch, the driver)
-# the op kinds of the dense families' plans: a plan with another (experts, a state-space or linear-attention mixer,
-# latent attention's heads...) is not offloaded in this slice
-DENSE_KINDS = {lib.PT_OP_EMBED, lib.PT_OP_NORM, lib.PT_OP_MATMUL, lib.PT_OP_BIAS_ACT, lib.PT_OP_GLU, lib.PT_OP_AXPY,
-               lib.PT_OP_PARAM_ACT, lib.PT_OP_ROPE_STORE, lib.PT_OP_ROPE, lib.PT_OP_ATTENTION, lib.PT_OP_LAST_NORM,
-               lib.PT_OP_LOGITS}
-
-
-def _key(ptr) -> int:
-    return int(ffi.cast("uintptr_t", ptr))
+# what multiplies by matrices inside an op the offload leaves on the CPU (docs/gpu.md): the words a user reads
+INNER = {lib.PT_OP_MOE: "routed experts", lib.PT_OP_MAMBA: "state-space / recurrent mixers",
+         lib.PT_OP_HEADS: "per-head products", lib.PT_OP_CCA: "CCA"}
 
 
 class _DeviceMatrix:
@@ -33,12 +31,30 @@ class _DeviceMatrix:
 
     def __init__(self, W, buf):
         self.W, self.dtype, self.buf = W, W.dtype, buf
+        self.kq = W.dtype in KQUANT_BYTES       # its activations quantized as for the K-quants
         self.rows, self.cols, self.nbytes = W.shape[0], W.shape[1], W.raw.nbytes
 
 
+def _products(plan, n_layers: int) -> tuple[list[list[list]], list[list], object]:
+    """The plan's products by layer: (per layer, the matrices of each of its MATMUL records; those after the last
+    layer (a head transform); the LM head's matrix). The records before the first layer go with layer 0."""
+    layers: list[list[list]] = [[] for _ in range(n_layers)]
+    after, head = [], None
+    for i in range(plan.n_ops):
+        op = plan.ops[i]
+        if op.kind == lib.PT_OP_LOGITS:
+            head = plan.weights[address(op.W[0])]
+        elif op.kind == lib.PT_OP_MATMUL:
+            Ws = [plan.weights[address(op.W[m])] for m in range(3) if op.W[m] != ffi.NULL]
+            (after if op.layer >= n_layers else layers[max(op.layer, 0)]).append(Ws)
+    return layers, after, head
+
+
 class Offload:
-    """The matrices of a decoder's first `n_layers` layers (and its LM head when every layer is there) on a device,
-    and the step runner the decoder calls (`run`). `skipped` says what stays on the CPU and why."""
+    """The matrices of a decoder's first `n_layers` layers' products (and its LM head when every layer is there)
+    on a device, and the step runner the decoder calls (`run`). Every product of the plan (a MATMUL record) whose
+    matrices the kernels take goes there, whatever the family; the ops between them, routed experts and mixers
+    included, run on the CPU as they are. `skipped` says what stays on the CPU and why."""
 
     def __init__(self, net: Decoder, device: Device, kernels: Kernels, layers: int | None = None):
         self.device, self.kernels = device, kernels
@@ -46,50 +62,81 @@ class Offload:
         self.skipped: list[str] = []
         self.n_layers = 0
         self.n_total = len(net.layers)
+        plan = net.step_plan()
+        per_layer, after, head = _products(plan, self.n_total)
         want = self.n_total if layers is None else min(layers, self.n_total)
         budget, used = int(device.global_mem * MEMORY_SHARE), 0
         kept: dict[str, list[int]] = {}      # why a matrix stays on the CPU -> the layers of those matrices
-        for i, layer in enumerate(net.layers[:want]):
-            mats = [W for W in (getattr(layer, n) for n in _MATRICES) if W is not None]
-            size = sum(W.raw.nbytes for W in mats if self._fits(W))
+        for i in range(want):
+            new = self._chosen(per_layer[i], kept, i)
+            size = sum(W.raw.nbytes for W in new)
             if used + size > budget:
                 self.skipped.append(f"{_layers(i, self.n_total - 1)}: the device's memory holds {i} layer(s) "
                                     f"({_size(used)} of the {_size(budget)} the matrices may take)")
                 break
-            for W in mats:
-                if self._fits(W):
-                    self._upload(W)
-                else:
-                    kept.setdefault(self._why(W), []).append(i)
+            for W in new:
+                self._upload(W)
             used += size
             self.n_layers = i + 1
         for why, where in kept.items():
             self.skipped.insert(0, f"{len(where)} matrices of {_layers(where[0], where[-1])}: {why}")
         if self.n_layers < self.n_total and self.n_layers == want:
             self.skipped.append(f"{_layers(self.n_layers, self.n_total - 1)}: --gpu-layers {want}")
-        head = net.lm_head
-        self.head = self.n_layers == self.n_total and self._fits(head) and used + head.raw.nbytes <= budget
-        if self.head:
-            self._upload(head)
-        else:
+        self.head = False
+        if self.n_layers == self.n_total:          # a head transform after the last layer, and the LM head
+            outside: dict[str, list[int]] = {}
+            tail = self._chosen(after, outside, self.n_total) + self._chosen([[head]], {}, self.n_total)
+            if used + sum(W.raw.nbytes for W in tail) <= budget:
+                for W in tail:
+                    self._upload(W)
+                self.head = address(head.c) in self.matrices
+            self.skipped += [f"{len(where)} matrices after the last layer: {why}" for why, where in outside.items()]
+        if not self.head:
             self.skipped.append("the LM head: " + (self._why(head) if not self._fits(head) else
                                                    "not every layer is on the device" if self.n_layers < self.n_total
                                                    else "no room left on the device"))
+        inner = self._inner(net, plan)
+        if inner:
+            self.skipped.append(inner)
         if not self.matrices:
-            raise GpuUnavailable("no matrix of this model can go to the device (its kernels take q8_0 / q4_0: "
-                                 "load with --weights q8_0 or q4_0): " + "; ".join(self.skipped))
+            raise GpuUnavailable(f"no matrix of this model can go to the device (its kernels take {_TYPES}: "
+                                 "load with --weights q8_0, q4_0 or a K-quant): " + "; ".join(self.skipped))
         self._plan, self._segments = None, []
 
+    def _chosen(self, records: list[list], kept: dict, layer: int) -> list:
+        """The matrices of `records` not on the device yet whose products can go there (every matrix of a record
+        fits: they share one input); the others' reasons into kept."""
+        out = {}
+        for Ws in records:
+            bad = [W for W in Ws if not self._fits(W)]
+            if bad:
+                why = self._why(bad[0]) + (" (and the products sharing its input)" if len(bad) < len(Ws) else "")
+                kept.setdefault(why, []).extend([layer] * len(Ws))
+                continue
+            out.update((address(W.c), W) for W in Ws if address(W.c) not in self.matrices)
+        return list(out.values())
+
+    def _inner(self, net: Decoder, plan) -> str:
+        """What the step multiplies inside the ops left on the CPU (routed experts, mixers...), said in a line;
+        "" when it multiplies nothing there."""
+        inside = [W for W in net.matrices() if address(W.c) not in plan.weights]
+        if not inside:
+            return ""
+        kinds = sorted({INNER[plan.ops[i].kind] for i in range(plan.n_ops) if plan.ops[i].kind in INNER})
+        what = ", ".join(kinds) if kinds else "the step's other ops"
+        return (f"{len(inside)} matrices multiplied inside {what} "
+                f"({_size(sum(W.raw.nbytes for W in inside))}): those ops run on the CPU")
+
     def _fits(self, W) -> bool:
-        return W.dtype in BLOCK_BYTES and W.raw.nbytes <= self.device.max_alloc
+        return W.dtype in TYPES and W.raw.nbytes <= self.device.max_alloc
 
     def _why(self, W) -> str:
-        if W.dtype not in BLOCK_BYTES:
-            return f"{W.dtype} (the device kernels take q8_0 / q4_0)"
+        if W.dtype not in TYPES:
+            return f"{W.dtype} (the device kernels take {_TYPES})"
         return f"over the device's largest buffer ({_size(self.device.max_alloc)})"
 
     def _upload(self, W) -> None:
-        key = _key(W.c)
+        key = address(W.c)
         if key not in self.matrices:
             self.matrices[key] = _DeviceMatrix(W, self.kernels.upload(W.stored()))
 
@@ -106,8 +153,8 @@ class Offload:
     def _offloaded(self, op) -> bool:
         if op.kind == lib.PT_OP_MATMUL:
             Ws = [op.W[m] for m in range(3) if op.W[m] != ffi.NULL]
-            return all(_key(W) in self.matrices for W in Ws)
-        return op.kind == lib.PT_OP_LOGITS and _key(op.W[0]) in self.matrices
+            return all(address(W) in self.matrices for W in Ws)
+        return op.kind == lib.PT_OP_LOGITS and address(op.W[0]) in self.matrices
 
     def segments(self, plan) -> list[tuple[bool, int, int]]:
         """The plan cut into (on the device?, first op, end op): runs of CPU ops and single device products."""
@@ -153,11 +200,13 @@ class Offload:
     def _matmul(self, op, T: int) -> None:
         """Up to three products of one input: queued together, read back together (the last read waits)."""
         k = self.kernels
-        first = self.matrices[_key(op.W[0])]
-        act = k.put_act(_view(op.x, T, first.cols))
         n = 3 if op.W[2] != ffi.NULL else 2 if op.W[1] != ffi.NULL else 1
-        mats = [self.matrices[_key(op.W[m])] for m in range(n)]
-        bufs = [k.launch(M.dtype, M.buf, M.rows, act, slot=m) for m, M in enumerate(mats)]
+        mats = [self.matrices[address(op.W[m])] for m in range(n)]
+        x, acts = _view(op.x, T, mats[0].cols), {}     # the input quantized once for each format the matrices take
+        for M in mats:
+            if M.kq not in acts:
+                acts[M.kq] = k.put_act(x, M.kq)
+        bufs = [k.launch(M.dtype, M.buf, M.rows, acts[M.kq], slot=m) for m, M in enumerate(mats)]
         outs = [_view(op.y[m], T, M.rows) for m, M in enumerate(mats)]
         if op.mode:                         # accumulate into y (the residual stream; one matrix only)
             tmp = np.empty_like(outs[0])
@@ -168,9 +217,9 @@ class Offload:
             k.read(bufs[m], outs[m], blocking=m == n - 1)
 
     def _logits(self, op, n: int, logits) -> None:
-        M = self.matrices[_key(op.W[0])]
+        M = self.matrices[address(op.W[0])]
         out = _view(logits, n, M.rows)
-        self.kernels.matmul(M.dtype, M.buf, M.rows, self.kernels.put_act(_view(op.x, n, M.cols)), out)
+        self.kernels.matmul(M.dtype, M.buf, M.rows, self.kernels.put_act(_view(op.x, n, M.cols), M.kq), out)
         if op.b != ffi.NULL:
             out += _view(op.b, 1, M.rows)
         if op.scale != 1.0:
@@ -220,15 +269,9 @@ def attach(model, platform: int | None = None, device: int | None = None, layers
     net = model.net
     if not isinstance(net, Decoder):
         raise GpuUnavailable(f"this model's family ({type(net).__name__}) does not run the decoder's plan; the "
-                             "offload covers the dense decoder families")
+                             "offload covers the decoder families (their steps' products)")
     if layers is not None and layers < 0:
         raise ValueError(f"layers must be at least 0, got {layers}")
-    other = net.plan_kinds() - DENSE_KINDS
-    if other:
-        from petit.models.blocks.plan import OP_NAMES
-        names = ", ".join(sorted(OP_NAMES.get(k, str(k)) for k in other))
-        raise GpuUnavailable(f"this model's step holds {names}: the offload of the MoE, hybrid and latent-attention "
-                             "families is left for later (docs/gpu.md); it covers the dense decoder families")
     dev, kernels = start(platform, device)
     off = Offload(net, dev, kernels, layers)
     net.offload = off

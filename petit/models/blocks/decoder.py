@@ -380,12 +380,16 @@ class Decoder:
             self.head_dense.W = new.get(id(self.head_dense.W), self.head_dense.W)
         self._plan = None
 
-    def plan_kinds(self) -> set[int]:
-        """The op kinds (PT_OP_*) of this model's forward plan (described here if no step has run yet)."""
+    def step_plan(self):
+        """This model's forward plan (a Plan; described here if no step has run yet)."""
         with self._lock:
             if self._plan is None:
                 self._plan = self._build_plan(self.scratch(1))
-            plan = self._plan
+            return self._plan
+
+    def plan_kinds(self) -> set[int]:
+        """The op kinds (PT_OP_*) of this model's forward plan."""
+        plan = self.step_plan()
         return {plan.ops[i].kind for i in range(plan.n_ops)}
 
     def scratch(self, T: int) -> _Scratch:

@@ -38,6 +38,11 @@ OP_NAMES.update({lib.PT_OP_Q4X_MIX: "q4x_mix", lib.PT_OP_QSA_INDEX: "qsa_index",
 NULL = ffi.NULL
 
 
+def address(p) -> int:
+    """A C pointer's address (what the offload matches a record's matrices by)."""
+    return int(ffi.cast("uintptr_t", p))
+
+
 def fptr(a: np.ndarray):
     return ffi.cast("float *", ffi.from_buffer(a))
 
@@ -74,6 +79,7 @@ class Plan:
         self.scratch = scratch
         self._ops: list[dict] = []
         self._keep: list = []                # what the records point into beyond the scratch and the weights
+        self.weights: dict = {}              # the Weights of the MATMUL / LOGITS records by their pt_tensor's address
         self.ropes: list = []                # the distinct Rope objects, in slot order
         self.ops = None
         self.n_ops = 0
@@ -103,6 +109,7 @@ class Plan:
     def matmul(self, layer: int, Ws: list, x, ys: list, accumulate: bool = False) -> None:
         """ys[m] = Ws[m] x (+= with accumulate, one matrix only) for up to three matrices sharing x."""
         pad = 3 - len(Ws)
+        self.weights.update((address(w.c), w) for w in Ws)
         self._add(lib.PT_OP_MATMUL, layer, W=[w.c for w in Ws] + [NULL] * pad, x=x, y=list(ys) + [NULL] * pad,
                   mode=int(accumulate))
 
@@ -241,6 +248,7 @@ class Plan:
         self._add(lib.PT_OP_LAST_NORM, layer, x=resid, y=[normed, NULL, NULL], rows=1, width=width, **fields)
         if b is not None:
             self._keep.append(b)
+        self.weights[address(W.c)] = W
         self._add(lib.PT_OP_LOGITS, layer, W=[W.c, NULL, NULL], x=normed, b=b.p if b is not None else NULL,
                   scale=scale, softcap=softcap)
 
