@@ -152,15 +152,22 @@ def test_a_token_gets_the_same_bits_in_any_batch(isa, dtype, cols):
     """The 4-token q8_0 / q4_0 loop summed a token's blocks in another order than the one-token loop, so a token's
     product changed by an ulp with its place in the batch; an int8 activation rounding downstream turned that into
     0.05 in the bundled model's logits when a reused KV cache split the prompt at another token."""
+    _every_split_gives_the_whole_batchs_bits(isa, dtype, cols)
+
+
+def _every_split_gives_the_whole_batchs_bits(isa, dtype, cols):
+    """37 random rows against 11 tokens, then every run of consecutive tokens on its own: the same bits. Returns
+    (W, w, x, the whole batch's products)."""
     K.configure(isa=isa)
     rng = np.random.default_rng(cols)
     w = rng.standard_normal((37, cols)).astype(np.float32)
     W = K.Weight(w if dtype == "f32" else K.quantize(w, dtype), dtype, w.shape)
     x = rng.standard_normal((11, cols)).astype(np.float32)
     whole = K.matmul(W, x)
-    for start in range(1, 11):
+    for start in range(11):
         for stop in range(start + 1, 12):
             assert np.array_equal(K.matmul(W, x[start:stop]), whole[start:stop]), (start, stop)
+    return W, w, x, whole
 
 
 @pytest.mark.parametrize("isa", PATHS)
@@ -171,15 +178,7 @@ def test_float_weights_give_a_token_the_same_bits_in_any_batch_and_float64_withi
     of 1,024 values (speculative decoding's check passes): the tails of 8 and of single values, several spans and
     every batch split must give each token its one-token bits, and the sums stay float64's within float32
     rounding."""
-    K.configure(isa=isa)
-    rng = np.random.default_rng(cols)
-    w = rng.standard_normal((37, cols)).astype(np.float32)
-    W = K.Weight(w if dtype == "f32" else K.quantize(w, dtype), dtype, w.shape)
-    x = rng.standard_normal((11, cols)).astype(np.float32)
-    whole = K.matmul(W, x)
-    for start in range(11):
-        for stop in range(start + 1, 12):
-            assert np.array_equal(K.matmul(W, x[start:stop]), whole[start:stop]), (start, stop)
+    W, w, x, whole = _every_split_gives_the_whole_batchs_bits(isa, dtype, cols)
     exact = x.astype(np.float64) @ K.dequantize(W.raw, dtype, w.shape).astype(np.float64).T
     bound = 4 * cols * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w).T * 1.01)
     assert np.all(np.abs(whole - exact) <= bound)
