@@ -10,7 +10,9 @@ What it builds (once, cached by shape and type under --cache, default /work/bigc
   * <shape>-<type>.gguf  llama.cpp's own quantizer (llama_cpp.llama_model_quantize, requantizing from the Q8_0
                         file, llama.cpp's default mix for the _M types).
 What it measures, each engine and file in its own child process (clean RSS), the engines alternating round by round:
-  * open s       the load call from the page cache (petit.load + new_cache; llama_cpp.Llama with its context)
+  * open s       the load call from the page cache (petit.load + new_cache; llama_cpp.Llama with its context):
+                 the parent reads the whole file just before, and the child reports the share of its pages then in
+                 the page cache ("resident"); Petit's modules are byte-compiled first, as pip install leaves them
   * cold s       the same load call plus one token's logits, after the file was dropped from the page cache
                  (posix_fadvise DONTNEED; --cold), so a memory-mapped engine pays its reads where it makes them
   * dec@16       tokens/s of --gen greedy tokens after a 16-token prompt
@@ -175,6 +177,42 @@ def ensure_file(cache: str, shape: str, ftype: str, threads: int) -> str:
 
 # ------------------------------------------------------------------------------------------------ children
 
+def load_into_page_cache(path: str) -> None:
+    """Read the whole file once, so that "open s" measures an open from the page cache (this VM's host pages out
+    file pages no process maps: minutes after the last run, part of a file comes back from disk)."""
+    buf = bytearray(1 << 24)
+    with open(path, "rb", buffering=0) as fh:
+        while fh.readinto(buf):
+            pass
+
+
+def resident_share(path: str) -> float | None:
+    """The share of the file's pages in the page cache (mincore over a fresh mapping), None where that cannot be
+    asked."""
+    import ctypes
+    import mmap
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            at = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        finally:
+            os.close(fd)
+        if at in (None, ctypes.c_void_p(-1).value):
+            return None
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = (ctypes.c_ubyte * pages)()
+        ok = libc.mincore(ctypes.c_void_p(at), ctypes.c_size_t(size), vec) == 0
+        libc.munmap(ctypes.c_void_p(at), ctypes.c_size_t(size))
+        return sum(b & 1 for b in bytes(vec)) / pages if ok else None
+    except (OSError, AttributeError):
+        return None
+
+
 def drop_from_page_cache(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -189,6 +227,7 @@ def child(spec: dict) -> dict:
     import numpy as np
     ids = prompt_ids(1000)
     n_ctx = 1000 + spec["gen"] + 8
+    resident = resident_share(spec["path"])        # measured before the open, not counted in it
     sampler = RssSampler()
     t0 = time.perf_counter()
     if spec["engine"] == "petit":
@@ -224,7 +263,8 @@ def child(spec: dict) -> dict:
     first = fwd(ids[:1])
     first_s = time.perf_counter() - t0
     split = sampler.stop()
-    r = {"open_s": open_s, "first_s": first_s, "load_split": split, "engine_info": info, "kv_bytes": kv_bytes,
+    r = {"open_s": open_s, "resident": resident, "first_s": first_s, "load_split": split, "engine_info": info,
+         "kv_bytes": kv_bytes,
          "first_argmax": int(np.argmax(first))}
     if spec.get("cold_only"):
         return r
@@ -256,6 +296,7 @@ def child_main(spec: dict) -> None:
 
 def run_child(spec: dict, timeout: float = 1800) -> dict:
     env = dict(os.environ, PETIT_THREADS=str(spec["threads"]), OMP_NUM_THREADS=str(spec["threads"]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)     # an installed Petit has its bytecode: an open compiles nothing
     try:
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -318,6 +359,10 @@ def main() -> None:
     os.makedirs(a.cache, exist_ok=True)
     engines = a.only.split(",")
     print(cpu_line(), flush=True)
+    # the bytecode a pip install writes, so that no child's open compiles Petit's modules
+    import petit
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.dirname(petit.__file__)],
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, check=False)
     lim = None
     if not a.no_limits:
         from bench_limits import limits
@@ -341,12 +386,14 @@ def main() -> None:
                     if a.cold and rnd == 0:
                         drop_from_page_cache(path)
                         cold[e].append(run_child(dict(spec, cold_only=True)))
+                    load_into_page_cache(path)
                     r = run_child(spec)
                     if "error" in r:
                         print(f"  {shape} {ftype} {e}: {r['error']}", flush=True)
                     res[e].append(r)
                     print(f"  {shape} {ftype} {e} round {rnd}: " + ", ".join(
-                        f"{k} {r[k]:.2f}" for k in ("open_s", "dec16", "pf512", "dec1000") if k in r), flush=True)
+                        f"{k} {r[k]:.2f}" for k in ("open_s", "resident", "dec16", "pf512", "dec1000")
+                        if r.get(k) is not None), flush=True)
             rows.append((shape, ftype, size, res, cold))
     if a.build_only:
         return

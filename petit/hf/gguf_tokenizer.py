@@ -164,7 +164,7 @@ def _fail(where: str, msg: str) -> ValueError:
 
 def _strings(metadata: dict, key: str, where: str) -> list:
     value = metadata.get(key)
-    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+    if not isinstance(value, list) or not set(map(type, value)) <= {str}:
         found = "it is missing" if value is None else f"got {type(value).__name__}"
         raise _fail(where, f"{key} must be an array of strings ({found})")
     return value
@@ -235,22 +235,26 @@ def _added_tokens(metadata: dict, tokens: list, types: list) -> list:
     elif "modern-bert" in name:
         lstrip.add("[MASK]")
     added = []
-    for i, (text, kind) in enumerate(zip(tokens, types)):
-        if kind in (CONTROL, USER_DEFINED, UNKNOWN):
-            rstrip = phi3 and text not in ("<unk>", "<s>", "<|endoftext|>")
-            added.append({"id": i, "content": text, "single_word": False, "lstrip": text in lstrip,
-                          "rstrip": rstrip, "normalized": False, "special": kind != USER_DEFINED})
+    marked = np.flatnonzero(np.isin(np.asarray(types), (CONTROL, USER_DEFINED, UNKNOWN)))   # a few among 150,000
+    for i in marked.tolist():
+        text = tokens[i]
+        rstrip = phi3 and text not in ("<unk>", "<s>", "<|endoftext|>")
+        added.append({"id": i, "content": text, "single_word": False, "lstrip": text in lstrip,
+                      "rstrip": rstrip, "normalized": False, "special": types[i] != USER_DEFINED})
     return added
 
 
 def _bpe_merges(metadata: dict, where: str) -> list:
     """tokenizer.ggml.merges as (left, right) pairs: split at the first space after the first character."""
     merges = _strings(metadata, "tokenizer.ggml.merges", where)
-    cuts = [m.find(" ", 1) for m in merges]
-    if -1 in cuts:
-        bad = cuts.index(-1)
-        raise _fail(where, f"tokenizer.ggml.merges[{bad}] {merges[bad]!r:.60} is not two tokens separated by a space")
-    return [(m[:k], m[k + 1:]) for m, k in zip(merges, cuts)]
+    pairs = [m.partition(" ")[::2] for m in merges]      # right for every merge but one whose left token is " "
+    for i, (m, (a, b)) in enumerate(zip(merges, pairs)):
+        if not a or len(a) + 1 + len(b) != len(m):       # starts with a space, or has none
+            k = m.find(" ", 1)
+            if k < 0:
+                raise _fail(where, f"tokenizer.ggml.merges[{i}] {m!r:.60} is not two tokens separated by a space")
+            pairs[i] = (m[:k], m[k + 1:])
+    return pairs
 
 
 def _made(merges: list, vocab: dict) -> list:
@@ -316,7 +320,7 @@ def tokenizer_from_gguf(metadata: dict, where: str) -> HFTokenizer:
         raise _fail(where, "tokenizer.ggml.tokens is empty")
     scores = _numbers(metadata, "tokenizer.ggml.scores", n, where, "fiu")
     kinds = _numbers(metadata, "tokenizer.ggml.token_type", n, where, "iu")
-    types = [NORMAL] * n if kinds is None else [int(k) for k in kinds]
+    types = [NORMAL] * n if kinds is None else kinds.astype(np.int64).tolist()
     if model == "bert":
         texts = wordpiece_vocab(texts, types)
     tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(texts)]
