@@ -98,7 +98,15 @@ typedef struct {
     const int32_t *s;    /* [T][K/32] sum of the block's 32 quants */
     int64_t K;
     const int16_t *h;    /* [T][K/16] sum of each 16 quants: PT_KQ8's activations only (pt_quant_act_k), else NULL */
+    const uint8_t *f6;   /* [T][K/256] or NULL (then all 0): 1 where pt_q6_flags found the super-block's quants small
+                          * enough that a Q6_K half-block's products add up in 16 bits (the x86 prefill tile) */
 } pt_act;
+
+/* f[sb] = 1 when, in each half-block (16 quants) of super-block sb, the quants at positions 0,1,4,5,8,9,12,13 and
+ * those at 2,3,6,7,10,11,14,15 each have positive and negative parts of at most 520 in absolute value: then any 8 of
+ * Q6_K's values (0..63) times them sum to within int16 (63 x 520 = 32,760), the sums kern_x86_gguf.h's Q6_K tile
+ * adds in 16-bit lanes; else 0 (that tile then adds half as many in 16 bits). matmul.c */
+void pt_q6_flags(const int8_t *q, int64_t K, uint8_t *f);
 
 /* GGUF's Q4_K, Q5_K and Q6_K take their activations as llama.cpp's Q8_K does: one scale per super-block of 256
  * values (pt_quant_act_k: d[] then holds the super-block's scale for each of its 8 blocks, and h[] the quants' sums

@@ -506,9 +506,70 @@ static ALWAYS_INLINE void FN(gguf_tile_)(const uint8_t *buf, const pt_act *a, in
     }
 }
 
+/* kq8_tile_'s integer sums of super-block sb's values (is[j]: token j's 8 rows), `run` of a half-block's 4 vectors
+ * (Q5_K / Q6_K) added in 16 bits before each vpmaddwd; a constant in each copy */
+static ALWAYS_INLINE void FN(kq8_sb_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, int64_t sb,
+                                      const int32_t type, const int run, __m256i *is) {
+    const int64_t K = a->K;
+    const int q6 = type == GG_Q6_K;
+    (void)q6;
+    for (int jb = 0; jb < 8; jb++) {
+        const int64_t b = sb * 8 + jb;
+        const uint8_t *blk = buf + b * GT_BLOCK4;
+#if !DOT_ACC16
+        /* VNNI: a half block at a time (4 weight vectors, the tile's sums live), each token's 16 values per row by
+         * four chained vpdpbusd (lanes: the 8 rows), times the half's scales by one vpmulld (the scales' 16-bit
+         * pairs' high halves, sign-extended): the same integer sums as the vpmaddwd ones, in 12 ops a token and
+         * block where those take 17-20. run is the 16-bit path's alone. */
+        (void)run;
+        for (int h = 0; h < 2; h++) {
+            const __m256i S = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256))), 16);
+            __m256i wv[4];
+            for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
+            for (int j = 0; j < n; j++) {
+                const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
+                __m256i d = DOT_ACC(_mm256_setzero_si256(), wv[0], FN(bcast4_)(xq));
+                for (int k = 1; k < 4; k++) d = DOT_ACC(d, wv[k], FN(bcast4_)(xq + 4 * k));
+                is[j] = _mm256_add_epi32(is[j], _mm256_mullo_epi32(d, S));
+            }
+        }
+#else
+        if (run == 8) {             /* Q4_K: one 16-bit sum of the block's 8 vectors per token */
+            const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
+            __m256i wv[8];
+            for (int k = 0; k < 8; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
+            for (int j = 0; j < n; j++) {
+                const int8_t *xq = a->q + (t0 + j) * K + b * QK;
+                __m256i p = _mm256_maddubs_epi16(wv[0], FN(bcast4_)(xq));
+                for (int k = 1; k < 8; k++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
+                is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S0));
+            }
+        } else {
+            /* Q5_K / Q6_K: their runs end at the block's halves, so a half at a time: 4 weight vectors and the
+             * tile's 8 sums live, not 8 and 8 (which spilled) */
+            for (int h = 0; h < 2; h++) {
+                const __m256i S = _mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256)));
+                __m256i wv[4];
+                for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
+                for (int j = 0; j < n; j++) {
+                    const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
+                    for (int k0 = 0; k0 < 4; k0 += run) {
+                        __m256i p = _mm256_maddubs_epi16(wv[k0], FN(bcast4_)(xq + 4 * k0));
+                        for (int k = k0 + 1; k < k0 + run; k++)
+                            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
+                        is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S));
+                    }
+                }
+            }
+        }
+#endif
+    }
+}
+
 /* the 8 unpacked rows of a PT_KQ8 type (gguf_unpack8_'s GT_BLOCK4 layout) against tokens t0..t0+n-1, the same
  * bits as gg_kq8_super: per block and token the 8 rows' sums of 4 values in 16-bit lanes by vpmaddubsw (added in
- * 16 bits while they cannot overflow: Q4_K 8 of them, Q5_K 4, Q6_K 2), times the rows' sub-scales by vpmaddwd into
+ * 16 bits while they cannot overflow: Q4_K 8 of them, Q5_K 4, Q6_K 2, or 4 in a token's super-block whose quants
+ * pt_q6_flags found small enough: 1.12x a 7B Q6_K prefill on Zen 3), times the rows' sub-scales by vpmaddwd into
  * the super-block's integer sums, the mins' (Q6_K the offset's) sums from the activations' block sums (sums of 16),
  * then the reference's float steps for the 8 rows at once */
 static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int64_t t0, const int n, float *y,
@@ -520,57 +581,15 @@ static ALWAYS_INLINE void FN(kq8_tile_)(const uint8_t *buf, const pt_act *a, int
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         __m256i is[GT], ms[GT];
         for (int j = 0; j < n; j++) is[j] = _mm256_setzero_si256();
-        for (int jb = 0; jb < 8; jb++) {
-            const int64_t b = sb * 8 + jb;
-            const uint8_t *blk = buf + b * GT_BLOCK4;
-#if !DOT_ACC16
-            /* VNNI: a half block at a time (4 weight vectors, the tile's sums live), each token's 16 values per row by
-             * four chained vpdpbusd (lanes: the 8 rows), times the half's scales by one vpmulld (the scales' 16-bit
-             * pairs' high halves, sign-extended): the same integer sums as the vpmaddwd ones, in 12 ops a token and
-             * block where those take 17-20. run is the 16-bit path's alone. */
-            (void)run;
-            for (int h = 0; h < 2; h++) {
-                const __m256i S = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256))), 16);
-                __m256i wv[4];
-                for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
-                for (int j = 0; j < n; j++) {
-                    const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
-                    __m256i d = DOT_ACC(_mm256_setzero_si256(), wv[0], FN(bcast4_)(xq));
-                    for (int k = 1; k < 4; k++) d = DOT_ACC(d, wv[k], FN(bcast4_)(xq + 4 * k));
-                    is[j] = _mm256_add_epi32(is[j], _mm256_mullo_epi32(d, S));
-                }
-            }
-#else
-            if (run == 8) {             /* Q4_K: one 16-bit sum of the block's 8 vectors per token */
-                const __m256i S0 = _mm256_loadu_si256((const __m256i *)(blk + 256));
-                __m256i wv[8];
-                for (int k = 0; k < 8; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * k));
-                for (int j = 0; j < n; j++) {
-                    const int8_t *xq = a->q + (t0 + j) * K + b * QK;
-                    __m256i p = _mm256_maddubs_epi16(wv[0], FN(bcast4_)(xq));
-                    for (int k = 1; k < 8; k++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
-                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S0));
-                }
-            } else {
-                /* Q5_K / Q6_K: their runs end at the block's halves, so a half at a time: 4 weight vectors and the
-                 * tile's 8 sums live, not 8 and 8 (which spilled) */
-                for (int h = 0; h < 2; h++) {
-                    const __m256i S = _mm256_loadu_si256((const __m256i *)(blk + (q6 && h ? 288 : 256)));
-                    __m256i wv[4];
-                    for (int k = 0; k < 4; k++) wv[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 * (4 * h + k)));
-                    for (int j = 0; j < n; j++) {
-                        const int8_t *xq = a->q + (t0 + j) * K + b * QK + 16 * h;
-                        for (int k0 = 0; k0 < 4; k0 += run) {
-                            __m256i p = _mm256_maddubs_epi16(wv[k0], FN(bcast4_)(xq + 4 * k0));
-                            for (int k = k0 + 1; k < k0 + run; k++)
-                                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(wv[k], FN(bcast4_)(xq + 4 * k)));
-                            is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, S));
-                        }
-                    }
-                }
-            }
+#if DOT_ACC16
+        /* Q6_K: whether every token's super-block can add a half-block's 4 vectors in 16 bits (one test a tile and
+         * super-block: a test a token inside the loop cost more than it saved) */
+        int wide6 = q6 && a->f6;
+        for (int j = 0; j < n && wide6; j++) wide6 = a->f6[(t0 + j) * (nb / 8) + sb];
+        if (q6 && wide6) FN(kq8_sb_)(buf, a, t0, n, sb, GG_Q6_K, 4, is);   /* pt_q6_flags: within int16 */
+        else
 #endif
-        }
+        FN(kq8_sb_)(buf, a, t0, n, sb, type, run, is);
         /* the min terms (Q6_K: the offset's) once the values are done, so their sums are not live beside the
          * values' 8 weight vectors and 8 sums (they spilled); Q4_K / Q5_K two blocks per vpmaddwd (mins side by side
          * against the two blocks' sums), Q6_K a block's two halves per vpmaddwd. Integer sums: the same values. */

@@ -4,17 +4,18 @@
 #include <stdlib.h>
 
 /* ---- activation scratch, grown on demand (guarded by the lock) ---- */
-typedef struct { int8_t *q; float *d; int32_t *s; int16_t *h; int64_t cap; } act_buf;
+typedef struct { int8_t *q; float *d; int32_t *s; int16_t *h; uint8_t *f6; int64_t cap; } act_buf;
 static act_buf act, actk;      /* quant_act's blocks; pt_quant_act_k's super-blocks (the K-quants') */
 
 static int buf_reserve(act_buf *b, int64_t n) {
     if (b->cap >= n) return 0;
-    free(b->q); free(b->d); free(b->s); free(b->h);
+    free(b->q); free(b->d); free(b->s); free(b->h); free(b->f6);
     b->q = (int8_t *)malloc((size_t)n);
     b->d = (float *)malloc((size_t)(n / QK + 1) * sizeof(float));
     b->s = (int32_t *)malloc((size_t)(n / QK + 1) * sizeof(int32_t));
     b->h = (int16_t *)malloc((size_t)(n / 16 + 1) * sizeof(int16_t));
-    b->cap = b->q && b->d && b->s && b->h ? n : 0;
+    b->f6 = (uint8_t *)malloc((size_t)(n / 256 + 1));
+    b->cap = b->q && b->d && b->s && b->h && b->f6 ? n : 0;
     return b->cap ? 0 : -1;
 }
 static int act_reserve(int64_t n) { return buf_reserve(&act, n); }
@@ -46,6 +47,24 @@ void pt_quant_act_k(const float *x, int64_t K, int8_t *q, float *d, int32_t *s, 
             d[sb * 8 + b] = db;
             s[sb * 8 + b] = h[sb * 16 + 2 * b] + h[sb * 16 + 2 * b + 1];
         }
+    }
+}
+
+void pt_q6_flags(const int8_t *q, int64_t K, uint8_t *f) {
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        int ok = 1;
+        for (int g = 0; g < 32 && ok; g++) {            /* half-block g / 2, its even or odd pairs */
+            const int8_t *x = q + sb * 256 + 16 * (g / 2) + 2 * (g % 2);
+            int pos = 0, neg = 0;
+            for (int k = 0; k < 4; k++)
+                for (int l = 0; l < 2; l++) {
+                    const int v = x[4 * k + l];
+                    if (v > 0) pos += v;
+                    else neg -= v;
+                }
+            ok = pos <= 520 && neg <= 520;
+        }
+        f[sb] = (uint8_t)ok;
     }
 }
 
@@ -88,6 +107,7 @@ static void quant_k_task(void *ctx, int64_t t, int ith) {
     const quant_job *j = (const quant_job *)ctx;
     const int64_t K = j->K;
     pt_quant_act_k(j->x + t * K, K, actk.q + t * K, actk.d + t * (K / QK), actk.s + t * (K / QK), actk.h + t * (K / 16));
+    pt_q6_flags(actk.q + t * K, K, actk.f6 + t * (K / 256));
 }
 
 /* ---- matmul ---- */
@@ -132,7 +152,8 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     } else if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF && PT_KQ8(W->dtype - PT_GGUF)) {
-        const pt_act ak = {j->ak.q + t0 * K, j->ak.d + t0 * nb, j->ak.s + t0 * nb, K, j->ak.h + t0 * (K / 16)};
+        const pt_act ak = {j->ak.q + t0 * K, j->ak.d + t0 * nb, j->ak.s + t0 * nb, K, j->ak.h + t0 * (K / 16),
+                           j->ak.f6 + t0 * (K / 256)};
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &ak, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF) {
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
@@ -179,7 +200,7 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         if (supers) {
             if (buf_reserve(&actk, T * K) < 0) return -3;
             pt_run_chunks(quant_k_task, &qj, T, (double)T * (double)K);
-            j.ak = (pt_act){actk.q, actk.d, actk.s, K, actk.h};
+            j.ak = (pt_act){actk.q, actk.d, actk.s, K, actk.h, actk.f6};
         }
     }
     /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least; a job the

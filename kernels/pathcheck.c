@@ -133,13 +133,15 @@ static void check_gguf(report *r, const pt_kernels *k, const pt_kernels *s) {
     static int8_t q_k[MAX_T * GK];
     static float d_k[MAX_T * GK / QK];
     static int16_t h_k[MAX_T * GK / 16];
+    static uint8_t f_k[MAX_T * GK / 256];
     for (int64_t i = 0; i < MAX_T * GK; i++) x[i] = rnd() * 3.0f;
     for (int64_t t = 0; t < MAX_T; t++) {
         s->quant_act(x + t * GK, GK, q + t * GK, d + t * (GK / QK), sums + t * (GK / QK));
         pt_quant_act_k(x + t * GK, GK, q_k + t * GK, d_k + t * (GK / QK), sums_k + t * (GK / QK), h_k + t * (GK / 16));
+        pt_q6_flags(q_k + t * GK, GK, f_k + t * (GK / 256));
     }
     /* the activations as each type's products take them: the K-quants' in super-blocks (PT_KQ8) */
-    const pt_act a_blocks = {q, d, sums, GK, NULL}, a_supers = {q_k, d_k, sums_k, GK, h_k};
+    const pt_act a_blocks = {q, d, sums, GK, NULL}, a_supers = {q_k, d_k, sums_k, GK, h_k, f_k};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const pt_act a = PT_KQ8(types[ti].type) ? a_supers : a_blocks;
         const int64_t rb = pt_gguf_row_bytes(types[ti].type, GK), nblk = GK / types[ti].block;

@@ -377,6 +377,7 @@ static void check_gguf_exact(int isa) {
     static float d[MAXT * MAXK / QK], y0[MAXT * LDY], y[MAXT * LDY], y_ref[MAXT * LDY];
     static int32_t sums[MAXT * MAXK / QK];
     static int16_t hs[MAXT * MAXK / 16];
+    static uint8_t fs[MAXT * MAXK / 256];
     const pt_kernels *k = TABLES[isa], *s = &pt_kernels_scalar;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         rng_state = 0x66F7ull + ti * 31337u;
@@ -398,11 +399,13 @@ static void check_gguf_exact(int isa) {
             for (int64_t i = 0; i < K; i++) x[2 * K + i] *= 40.0f;     /* one token of large values */
             const int kq8 = PT_KQ8(types[ti].type);     /* the activations each type's products take */
             for (int64_t t = 0; t < MAXT; t++) {
-                if (kq8) pt_quant_act_k(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK), hs + t * (K / 16));
-                else s->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
+                if (kq8) {
+                    pt_quant_act_k(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK), hs + t * (K / 16));
+                    pt_q6_flags(q + t * K, K, fs + t * (K / 256));
+                } else s->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
             }
             free(x);
-            const pt_act a = {q, d, sums, K, kq8 ? hs : NULL};
+            const pt_act a = {q, d, sums, K, kq8 ? hs : NULL, kq8 ? fs : NULL};
             for (int i = 0; i < MAXT * LDY; i++) y0[i] = uniform() * 10.0f;
             for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0] && ok; ri++)
                 for (int T = 1; T <= MAXT && ok; T++)

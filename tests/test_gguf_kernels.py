@@ -137,3 +137,30 @@ def test_a_kquant_decode_past_the_stack_buffers_limit_gives_the_references_bits(
     for threads in (1, 2):
         K.configure(isa=isa, threads=threads)
         np.testing.assert_array_equal(K.matmul(W, x), want, err_msg=f"{threads} threads")
+
+
+@pytest.mark.parametrize("isa", PATHS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_q6_k_prefill_adds_in_16_bits_only_where_the_activations_allow_it(isa, threads):
+    """The x86 Q6_K prefill tile adds a half-block's 4 vectors of products in 16-bit lanes where pt_q6_flags found a
+    token's super-block small enough (63 x 520 fits int16), else 2 at a time. Tokens of one sign at full scale (all
+    127: 8 products of the fixture's values overflow int16 in many lanes), a token at the bound (groups of exactly 520)
+    and one past it (521), beside ordinary tokens, in tiles of 8 with tokens left over: the reference's bits."""
+    W = _matrix("Q6_K", 19, 3)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((21, W.shape[1]), dtype=np.float32)
+    x[1] = 1.0                                   # every quant 127: run in 16 bits, most lanes would wrap
+    x[9, 256:512] = -2.0                          # one super-block of the other sign
+    x[10] = np.abs(x[10]) + 3.0                   # every quant positive and large
+    for row, top in ((12, 520), (13, 521)):       # quants exactly as written: one 127 sets the scale to 1
+        q = np.zeros(W.shape[1], np.float32)
+        for sb in range(W.shape[1] // 256):
+            for half in range(16):
+                for g in range(2):
+                    at = [sb * 256 + 16 * half + 2 * g + 4 * k + l for k in range(4) for l in range(2)]
+                    q[at] = [127, 127, 127, 127, top - 508, 0, 0, 0]
+        x[row] = q
+    K.configure(isa="scalar", threads=1)
+    want = K.matmul(W, x)
+    K.configure(isa=isa, threads=threads)
+    np.testing.assert_array_equal(K.matmul(W, x), want)
