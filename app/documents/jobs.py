@@ -5,9 +5,9 @@ from app.documents.retrieve import QueryEmbedder
 
 
 def index_job(db_path: str, model_path: str, embedder: QueryEmbedder | None, stop, report=None) -> tuple:
-    """Sync the index at `db_path`; returns (SyncResult, the QueryEmbedder used or None). `model_path`: the
-    embedding model ("" for BM25 only), `embedder` the one already loaded for it (None: load it here); `stop()`
-    says the panel is closing."""
+    """Sync the index at `db_path`; returns (SyncResult, the QueryEmbedder used or None, model_path).
+    `model_path`: the embedding model ("" for BM25 only), `embedder` the one already loaded for it (None: load it
+    here); `stop()` says the panel is closing."""
     if model_path and embedder is None:
         import petit
         report({"phase": "loading", "done": 0, "total": 0, "name": model_path})
@@ -17,4 +17,4 @@ def index_job(db_path: str, model_path: str, embedder: QueryEmbedder | None, sto
         result = index.sync(embedder if model_path else None, model_path, report=report, cancelled=stop)
     finally:
         index.close()
-    return result, (embedder if model_path else None)
+    return result, (embedder if model_path else None), model_path

@@ -166,7 +166,9 @@ class DocumentsPanel(QWidget):
             self.status.setText(f"Embedding passages: {done}/{total}")
 
     def _on_indexed(self, outcome) -> None:
-        result, self.embedder = outcome
+        result, embedder, model = outcome
+        # a model chosen while this run embedded with the one before is loaded by the next run
+        self.embedder = embedder if model == self.index.setting("embedding_model", "") else None
         self.last_result = result
         docs = self.index.documents()
         summary = (f"{sum(1 for d in docs if not d.error)} documents, {self.index.passage_count()} passages indexed "

@@ -8,6 +8,7 @@ from app_helpers import TIMEOUT_MS, open_window, wait_idle
 
 from app.documents.prompt import INSTRUCTION
 
+ST_BERT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "st_bert")
 FACT = "Varnholm choir: Thursdays."          # short: the bundled model's context is 128 tokens
 
 
@@ -69,6 +70,11 @@ def test_a_folder_is_indexed_and_the_reply_cites_the_passage(qtbot, window, tmp_
     # kept with the reply: the same sources after a restart
     stored = window.chat.store.messages(window.chat.chat_id)[1]
     assert stored.meta["sources"] == reply.meta["sources"]
+    # Regenerate answers with the same passages, whatever the index holds now
+    (tmp_path / "docs" / "choir.md").write_text("Varnholm choir: Mondays now.\n")
+    window.chat.regenerate()
+    wait_idle(qtbot, window)
+    assert sent[-1] == sent[0] and window.chat.messages[1].meta["sources"] == reply.meta["sources"]
 
 
 def test_the_sources_come_back_after_a_restart_and_a_changed_file_is_indexed_again(qtbot, tmp_path):
@@ -117,3 +123,27 @@ def test_a_file_that_cannot_be_read_is_named_and_removing_a_folder_empties_the_i
     qtbot.waitUntil(lambda: not panel.slot.busy and panel.index.documents() == [], timeout=TIMEOUT_MS)
     assert panel.roots_list.count() == 0 and panel.sources_for("goats") == []
     assert os.path.exists(panel.index.path)
+
+
+def test_an_embedding_model_embeds_the_passages_and_a_bad_one_is_named(qtbot, window, tmp_path):
+    panel = window.documents
+    panel.add_paths([str(_folder(tmp_path))])
+    _wait_indexed(qtbot, panel, 3)
+    panel.set_embedding_model(ST_BERT)
+    qtbot.waitUntil(lambda: not panel.slot.busy and panel.embedder is not None, timeout=TIMEOUT_MS)
+    assert panel.status.text() == "3 documents, 3 passages indexed (keywords and embeddings)."
+    assert panel.last_result.embedded == 3 and len(panel.index.vectors()[0]) == 3
+    sources = panel.sources_for("Odile goats?", {"n_ctx": 128})
+    assert sources[0]["name"] == "goats.txt" and [s["n"] for s in sources] == list(range(1, len(sources) + 1))
+    assert sum(len(s["text"]) for s in sources) <= 128
+    panel.set_embedding_model(str(tmp_path / "no-model"))
+    qtbot.waitUntil(lambda: not panel.slot.busy and panel.status.text().startswith("Indexing failed"),
+                    timeout=TIMEOUT_MS)
+    assert panel.status.text() == (f"Indexing failed: {tmp_path / 'no-model'}: embeddings are read from a Hugging Face "
+                                   "folder saved by sentence-transformers or a GGUF file with a pooling key (.petit "
+                                   "embedding files are not supported yet)")
+    assert panel.embedder is None and panel.sources_for("Odile goats?")[0]["name"] == "goats.txt"   # BM25 goes on
+    panel.set_embedding_model("")
+    qtbot.waitUntil(lambda: not panel.slot.busy and panel.status.text().endswith("(keywords only)."),
+                    timeout=TIMEOUT_MS)
+    assert len(panel.index.vectors()[0]) == 0
