@@ -1,6 +1,6 @@
-"""The main window: the Chat tab (chat list, conversation, settings) and the Train / Export / Verify / Server
-panels, the menus, the status bar, dropping a model on the window, and an orderly shutdown (every thread stopped
-and joined)."""
+"""The main window: the Chat tab (chat list, conversation, settings), the Models and Documents tabs, the Train /
+Export / Verify / Server panels, the menus, the status bar, dropping a model on the window, and an orderly shutdown
+(every thread stopped and joined)."""
 import os
 
 from PySide6.QtCore import QByteArray
@@ -15,6 +15,7 @@ from app.chat.links import confirm_open_link
 from app.chat.page import ChatPage
 from app.chat.store import ChatStore
 from app.db import State, connect
+from app.documents.panel import DocumentsPanel
 from app.library.library import ModelLibrary
 from app.library.panel import ModelsPanel
 from app.models import dialogs
@@ -84,6 +85,9 @@ class MainWindow(QMainWindow):
         self.models_panel.layout().addWidget(self.backends_box)
         self.models.remote_resolver = self._resolve_remote
         self.tabs.addTab(self.models_panel, "Models")
+        self.documents = DocumentsPanel()          # the files the chat can draw on (issue 35)
+        self.tabs.addTab(self.documents, "Documents")
+        self.chat.sources_for = self.documents.sources_for
         self.panels = {}
         for title, cls in PANELS:
             self.panels[title] = cls(parent=None)
@@ -254,6 +258,7 @@ class MainWindow(QMainWindow):
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
         self.library.shutdown()
+        self.documents.shutdown()
         self.backends_box.shutdown()
         self.theme.shutdown()
         self.models.shutdown()

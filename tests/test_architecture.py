@@ -29,7 +29,7 @@ LAYERS = (
 # what `app` may import from the engine: module -> the names it may take (None: any name the module defines)
 APP_API = {
     "petit": {"__version__", "load", "describe", "Model", "Tokenizer", "Sampler", "Session", "Params", "Step", "Stats",
-              "generate_tokens", "stream_text"},
+              "generate_tokens", "stream_text", "Embedder"},   # Embedder: the Documents tab's embedding model
     "petit.assets": None,                 # where the bundled model and fonts are
     "petit.chat.formats": None,           # the built-in chat formats (the settings' format list)
     "petit.generation": None,             # the one generation API: Session, Params, Sampler

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.attachments import with_attachments
 from app.chat.store import INTERRUPTED, ChatStore, Message
+from app.documents.prompt import with_sources
 
 RENDER_MS = 33
 SAVE_MS = 250
@@ -50,6 +51,8 @@ class ChatController(QObject):
         self._version_index: int | None = None  # which of them the new text replaces (None: a new version)
         self._pending = None              # (history, text, partial) waiting for the first model
         self._awaiting_model = False      # a load is in progress
+        self.sources_for = None           # (question, options) -> the documents' passages for it (app.documents)
+        self._sources: list = []          # those of the reply in progress, kept in its meta
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
@@ -124,6 +127,9 @@ class ChatController(QObject):
         if self.chat_id is None:
             self.chat_id = self.store.create()
         message = Message("user", text, {"attachments": [attachment]} if attachment is not None else {})
+        sources = self.sources_for(text, self.options()) if self.sources_for is not None and text.strip() else []
+        if sources:
+            message.meta["sources"] = sources
         self.store.append(self.chat_id, message)
         self.messages.append(message)
         self.view.add(message)
@@ -231,7 +237,9 @@ class ChatController(QObject):
         self._versions, self._version_index = versions, version_index
         self._buffer = resume.content if resume is not None else ""
         self._row = len(self.messages) if resume is not None else None
-        pending = Message("assistant", self._buffer, {"model": self.model_name})
+        question = self.messages[len(history)] if len(history) < len(self.messages) else None
+        self._sources = (question.meta.get("sources") or []) if question is not None else []
+        pending = Message("assistant", self._buffer, self._meta())
         if reuse is not None:
             reuse.message = pending
             reuse.set_title(self.model_name or "Assistant")
@@ -252,8 +260,16 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        """The message as the model sees it (attached files after the text)."""
-        return {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
+        """The message as the model sees it (the documents' passages before the text, attached files after it)."""
+        content = with_attachments(m.content, m.meta.get("attachments"))
+        return {"role": m.role, "content": with_sources(content, m.meta.get("sources") if m.role == "user" else None)}
+
+    def _meta(self, **more) -> dict:
+        """A reply's meta: the model, `more`, and the passages its question was given."""
+        meta = {"model": self.model_name, **more}
+        if self._sources:
+            meta["sources"] = self._sources
+        return meta
 
     # the worker's answers
     def _on_tokens(self, text: str) -> None:
@@ -278,8 +294,8 @@ class ChatController(QObject):
         """Save the reply so far, marked interrupted (what it stays if the app dies before the reply ends)."""
         if self._reply is None or not self._buffer:
             return
-        message = self._with_versions(Message("assistant", self._buffer, {
-            "model": self.model_name, "stats": {"finish_reason": INTERRUPTED}}))
+        message = self._with_versions(Message("assistant", self._buffer, self._meta(
+            stats={"finish_reason": INTERRUPTED})))
         if self._row is None:
             self._row = self.store.append(self.chat_id, message)
         else:
@@ -299,7 +315,7 @@ class ChatController(QObject):
             reply, result = replaced.content, replaced.meta.get("stats") or {}
             message = replaced
         elif reply:
-            message = self._with_versions(Message("assistant", reply, {"model": self.model_name, "stats": result}))
+            message = self._with_versions(Message("assistant", reply, self._meta(stats=result)))
         self._versions = self._version_index = None
         if reply:
             if row is None:

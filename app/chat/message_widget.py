@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 
 from app.chat.markdown import MarkdownView
 from app.chat.store import INTERRUPTED, Message
+from app.documents.sources_view import SourcesView
 
 CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Continue can go on with ended
 
@@ -87,6 +88,8 @@ class MessageWidget(QFrame):
         self.footer.setObjectName("messageStats")
         self.footer.setEnabled(False)       # drawn dimmed
         layout.addWidget(self.footer)
+        self.sources = SourcesView(self)        # the documents' passages a reply was given, shown on click
+        layout.addWidget(self.sources)
         self.copy_requested.connect(lambda _w: self.copy_to_clipboard())
         self.edit_button.setVisible(message.role == "user")
         self.regenerate_button.setVisible(False)
@@ -126,6 +129,7 @@ class MessageWidget(QFrame):
         text = stats_text(meta)
         self.footer.setText(text)
         self.footer.setVisible(bool(text))
+        self.sources.set_sources(meta.get("sources") if self.message.role == "assistant" else None)
         versions = len(meta.get("versions") or [])
         index = meta.get("version", versions - 1)
         self.version_label.setText(f"{index + 1}/{versions}" if versions > 1 else "")
