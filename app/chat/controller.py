@@ -50,6 +50,7 @@ class ChatController(QObject):
         self._version_index: int | None = None  # which of them the new text replaces (None: a new version)
         self._pending = None              # (history, text, partial) waiting for the first model
         self._awaiting_model = False      # a load is in progress
+        self.tools = None                 # the MCP tool turns (app.tools.turns.ToolTurns), when the app has them
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
@@ -252,8 +253,23 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        """The message as the model sees it (attached files after the text)."""
-        return {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
+        """The message as the model sees it (attached files after the text; a reply's tool calls, a tool result's
+        call id)."""
+        plain = {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
+        plain.update({k: m.meta[k] for k in ("tool_calls", "tool_call_id", "name") if m.meta.get(k)})
+        return plain
+
+    # tool turns (app.tools.turns)
+    def add_message(self, message: Message) -> None:
+        """Append a message the conversation gained outside a reply (a tool's result), stored and shown."""
+        self.store.append(self.chat_id, message)
+        self.messages.append(message)
+        self.view.add(message, self.model_name)
+
+    def answer(self) -> None:
+        """Ask the model again after the last messages (the tools' results), in a new reply."""
+        self.settle()
+        self._start(list(self.messages), "")
 
     # the worker's answers
     def _on_tokens(self, text: str) -> None:
@@ -290,18 +306,21 @@ class ChatController(QObject):
             self._finish(reply, dict(result))
 
     def _finish(self, reply: str, result: dict) -> None:
+        calls = result.pop("tool_calls", None)
         self._render_timer.stop()
         self._save_timer.stop()
         widget, self._reply, row, self._resumed = self._reply, None, self._row, None
         replaced, self._replaced = self._replaced, None
         self._row = None
-        if not reply and replaced is not None:    # a regenerate stopped before its first token: the old reply stays
+        if not reply and not calls and replaced is not None:   # a regenerate stopped before its first token:
+            # the old reply stays
             reply, result = replaced.content, replaced.meta.get("stats") or {}
             message = replaced
-        elif reply:
-            message = self._with_versions(Message("assistant", reply, {"model": self.model_name, "stats": result}))
+        elif reply or calls:
+            message = self._with_versions(Message("assistant", reply, {"model": self.model_name, "stats": result,
+                                                                       **({"tool_calls": calls} if calls else {})}))
         self._versions = self._version_index = None
-        if reply:
+        if reply or calls:
             if row is None:
                 self.store.append(self.chat_id, message)
             else:
@@ -322,6 +341,8 @@ class ChatController(QObject):
                                  f"the model did not see them.")
         self._set_busy(False)
         self.turn_finished.emit(result)
+        if calls and self.tools is not None:
+            self.tools.calls_made()
 
     def _on_failed(self, message: str) -> None:
         if self._reply is None:
@@ -367,6 +388,8 @@ class ChatController(QObject):
     def settle(self, keep_partial: bool = True) -> None:
         """End the reply in progress now: the worker is told to stop and its late tokens are dropped; the text
         received so far is kept as a stopped reply (or discarded)."""
+        if self.tools is not None:
+            self.tools.settle()
         if self._reply is None:
             return
         self._pending = None

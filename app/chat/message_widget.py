@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 
 from app.chat.markdown import MarkdownView
 from app.chat.store import INTERRUPTED, Message
+from app.tools.loop import call_text
 
 CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Continue can go on with ended
 
@@ -16,6 +17,7 @@ def stats_text(meta: dict) -> str:
     tokens/step'), plus how the reply ended when it did not end by itself."""
     stats = meta.get("stats") or {}
     parts = [f"attached: {a['name']}" for a in meta.get("attachments") or []]
+    parts += [f"called {call_text(c)}" for c in meta.get("tool_calls") or []]
     if stats.get("generated_tokens"):
         parts.append(f"{stats['generated_tokens']} tokens")
     if stats.get("decode_tokens_per_s"):
@@ -76,7 +78,9 @@ class MessageWidget(QFrame):
         self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
         self.continue_button = self._button("Continue", "Go on with this reply", self.continue_requested)
-        for b in (self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
+        self.fold_button = self._button("Hide", "Hide or show this tool result", None)    # tool results fold
+        self.fold_button.clicked.connect(lambda: self.set_folded(self.body.isVisible()))
+        for b in (self.fold_button, self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
             head.addWidget(b)
         layout.addLayout(head)
         self.body = MarkdownView(self)
@@ -89,6 +93,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.footer)
         self.copy_requested.connect(lambda _w: self.copy_to_clipboard())
         self.edit_button.setVisible(message.role == "user")
+        self.fold_button.setVisible(message.role == "tool")
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         self.set_text(message.content)
@@ -103,6 +108,11 @@ class MessageWidget(QFrame):
         if signal is not None:
             b.clicked.connect(lambda: signal.emit(self))
         return b
+
+    def set_folded(self, folded: bool) -> None:
+        """Hide (or show again) the text of a tool result."""
+        self.body.setVisible(not folded)
+        self.fold_button.setText("Show" if folded else "Hide")
 
     def set_title(self, title: str) -> None:
         self.title.setText(f"<b>{title}</b>")

@@ -10,7 +10,7 @@ import json
 
 from petit.generation.grammar import GrammarTokenizer, lark_grammar
 from petit.generation.logits import Shaped
-from petit.server import tools as tool_formats
+from petit.server.tools import call_id, describe, detect, forced_call_grammar, parse
 
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -29,25 +29,36 @@ def prepare_local(session, messages: list, params, options: dict) -> tuple[list,
     options["tool_choice"] == "required" a grammar that makes the reply one call) and returns the messages to
     render (with the tools described in the system prompt when the template takes none) and the tool format."""
     tools = options["tools"]
-    fmt, described = tool_formats.detect(session.template)
+    fmt, described = detect(session.template)
     params.keep_special = True
     if described:
-        messages = tool_formats.describe(messages, tools)
+        messages = describe(messages, tools)
     else:
         params.tools = tools
     if options.get("tool_choice") == "required":
         marker = session.tokenizer.token_to_id("[TOOL_CALLS]") if fmt == "mistral" else None
-        grammar = lark_grammar(tool_formats.forced_call_grammar(fmt, tools, "required", False, marker))
+        grammar = lark_grammar(forced_call_grammar(fmt, [closed(t) for t in tools], "required", False,
+                                                                marker))
         matcher = GrammarTokenizer.get(session.tokenizer, session.chat_stop_ids).matcher(grammar)
         params.sampler = Shaped(params.sampler, matcher=matcher)
     return messages, fmt
 
 
+def closed(tool: dict) -> dict:
+    """The tool with its arguments held to the properties it declares (an MCP tool's schema seldom says
+    additionalProperties, and a forced call should not wander into arguments the tool does not take)."""
+    fn = tool["function"]
+    params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
+    if params.get("type") == "object" and "additionalProperties" not in params:
+        params["additionalProperties"] = False
+    return {**tool, "function": {**fn, "parameters": params}}
+
+
 def read_calls(fmt: str, text: str) -> tuple[str, list]:
     """(content, tool_calls) of a local model's whole reply: the calls in OpenAI's shape, the content without them
     ("" when the reply is only calls)."""
-    content, calls = tool_formats.parse(fmt, text)
-    return content or "", [{"id": tool_formats.call_id(fmt), "type": "function",
+    content, calls = parse(fmt, text)
+    return content or "", [{"id": call_id(fmt), "type": "function",
                             "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
 
 
