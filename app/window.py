@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         store = ChatStore(self.conn)
         self.chat = ChatController(store, self.generation, self.page.view, self.page.composer,
                                    lambda: {**self.settings_panel.options(), **self.tool_turns.options()}, self)
-        self.tools = ToolsService(parent=self)            # the MCP servers' tools (app/tools)
+        self.tools = ToolsService(self.state, parent=self)      # the MCP servers' tools (app/tools)
         self.tool_turns = ToolTurns(self.tools, self.chat, self)
         self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
         self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)

@@ -69,7 +69,4 @@ class ToolsPanel(QWidget):
         name = item.data(0, Qt.ItemDataRole.UserRole)
         if name is None:
             return
-        if item.checkState(0) == Qt.CheckState.Checked:
-            self.service.disabled.discard(name)
-        else:
-            self.service.disabled.add(name)
+        self.service.set_enabled(name, item.checkState(0) == Qt.CheckState.Checked)

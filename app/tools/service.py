@@ -1,6 +1,9 @@
 """The MCP tools as the GUI sees them: reads mcp.json, runs the servers' sessions (a ToolHub on its own thread),
 and says in Qt signals, on the GUI thread, when their state changes and when a call ends. It also keeps which tools
-the user turned off, and whether a call is asked for before it runs."""
+the user turned off, and whether a call is asked for before it runs (both kept in the app's state, when given one,
+so a restart keeps them)."""
+
+ASK_KEY, DISABLED_KEY = "tools_ask", "tools_disabled"
 from PySide6.QtCore import QObject, Signal
 
 from app.tools import config as mcp_config
@@ -13,13 +16,15 @@ class ToolsService(QObject):
     _hub_changed = Signal()                  # from the hub's thread (queued to this object's)
     _hub_done = Signal(str, object)
 
-    def __init__(self, path: str | None = None, parent=None):
-        """path: the mcp.json to read (default: the one in the app's data folder)."""
+    def __init__(self, state=None, path: str | None = None, parent=None):
+        """state: an app.db.State that keeps the user's choices; path: the mcp.json to read (default: the one in the
+        app's data folder)."""
         super().__init__(parent)
+        self.state = state
         self.path = path or mcp_config.default_path()
         self.errors: list = []               # the config's problems, as sentences
-        self.disabled: set = set()           # names of the tools the user turned off
-        self.ask = True                      # ask before running a tool
+        self._disabled = set(state.get(DISABLED_KEY, [])) if state is not None else set()
+        self._ask = bool(state.get(ASK_KEY, True)) if state is not None else True
         self.timeout = CALL_TIMEOUT
         self.hub: ToolHub | None = None
         self._hub_changed.connect(self.changed)
@@ -34,6 +39,27 @@ class ToolsService(QObject):
             self.hub = ToolHub(cfg.servers, on_change=self._hub_changed.emit)
             self.hub.start()
         self.changed.emit()
+
+    @property
+    def ask(self) -> bool:
+        """Ask before running a tool (the default)."""
+        return self._ask
+
+    @ask.setter
+    def ask(self, on: bool) -> None:
+        self._ask = bool(on)
+        if self.state is not None:
+            self.state.set(ASK_KEY, self._ask)
+
+    @property
+    def disabled(self) -> frozenset:
+        """The names of the tools the user turned off."""
+        return frozenset(self._disabled)
+
+    def set_enabled(self, name: str, on: bool) -> None:
+        (self._disabled.discard if on else self._disabled.add)(name)
+        if self.state is not None:
+            self.state.set(DISABLED_KEY, sorted(self._disabled))
 
     def servers(self) -> list:
         """[(ServerConfig, ServerStatus)] in mcp.json's order."""

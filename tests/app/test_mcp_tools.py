@@ -243,3 +243,50 @@ def test_a_local_model_forced_to_call_a_tool_is_given_its_result(qtbot, tools_wi
                            "name": "lookup"}
     prompt = w.generation.worker.session.tokenizer.decode(w.generation.worker.session._cached)
     assert f"the {key} is {WORDS[key]}" in prompt                # the model read the tool's result
+
+
+# ---- the Tools tab ----
+def test_the_tools_tab_lists_the_servers_tools_and_says_what_is_wrong(qtbot, make_window, data_dir):
+    write_config(data_dir, {
+        "test": {"command": sys.executable, "args": [FIXTURE]},
+        "broken": {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('no key given\\n'); "
+                                                             "sys.exit(2)"]},
+        "bad": {"command": "python", "args": "server.py"},
+        "off": {"command": "python", "disabled": True}})
+    w = make_window()
+    panel = w.tools_panel
+    qtbot.waitUntil(lambda: [s.state for _c, s in w.tools.servers()] == ["ready", "failed", "disabled"],
+                    timeout=30000)
+    tree = panel.tree
+    assert [(tree.topLevelItem(i).text(0), tree.topLevelItem(i).text(1)) for i in range(tree.topLevelItemCount())] \
+        == [("test", "ready"), ("broken", "failed"), ("off", "disabled in mcp.json")]
+    test = tree.topLevelItem(0)
+    assert [(test.child(i).text(0), test.child(i).text(1)) for i in range(test.childCount())] == [
+        ("add", "Add two integers."), ("lookup", "The word kept under a key."), ("slow", "Answers after a minute."),
+        ("crash", "The server exits without answering.")]
+    args = "-c import sys; sys.stderr.write('no key given\\n'); sys.exit(2)"
+    assert panel.errors.text() == "\n".join([
+        f'{data_dir / "mcp.json"}: server "bad": "args" must be a list of strings',
+        f'server "broken" ({sys.executable} {args}) could not start: MCPError: Connection closed; it said: no key '
+        f'given'])
+    assert panel.ask_box.isChecked()
+    (data_dir / "mcp.json").write_text("{")                  # edited: Reload reads it again
+    panel.reload_button.click()
+    assert panel.errors.text() == f"{data_dir / 'mcp.json'}: not valid JSON: Expecting property name enclosed in " \
+                                  "double quotes at line 1, column 2"
+    assert tree.topLevelItemCount() == 0 and w.tools.tools() == []
+    assert fixture_processes() == []                         # the old servers were stopped
+
+
+def test_the_tools_turned_off_and_ask_before_running_are_kept_after_a_restart(qtbot, tools_window):
+    w = tools_window()
+    slow = w.tools_panel.tree.topLevelItem(0).child(2)
+    assert slow.text(0) == "slow" and slow.checkState(0) == Qt.CheckState.Checked
+    slow.setCheckState(0, Qt.CheckState.Unchecked)
+    w.tools_panel.ask_box.click()
+    assert [t.name for t in w.tools.tools()] == ["add", "lookup", "crash"] and w.tools.ask is False
+    w.close()
+    again = tools_window()
+    assert [t.name for t in again.tools.tools()] == ["add", "lookup", "crash"]
+    assert again.tools_panel.tree.topLevelItem(0).child(2).checkState(0) == Qt.CheckState.Unchecked
+    assert not again.tools_panel.ask_box.isChecked() and again.tools.ask is False
