@@ -1,7 +1,8 @@
-"""A tiny MCP server for the tests, written with the official SDK's MCPServer (FastMCP before mcp 2) and run over stdio:
-`python tests/mcp_server_fixture.py`. Its tools: `add` (two integers), `lookup` (a fixed word for a key), `slow`
+"""A tiny MCP server for the tests, written with the official SDK's MCPServer (FastMCP before mcp 2), run over stdio
+(`python tests/mcp_server_fixture.py`) or streamable HTTP (`... --http PORT`: http://127.0.0.1:PORT/mcp). Its tools: `add` (two integers), `lookup` (a fixed word for a key), `slow`
 (answers after a minute: the call's timeout), `crash` (the process exits mid-call)."""
 import os
+import sys
 import time
 from typing import Literal
 
@@ -38,4 +39,7 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

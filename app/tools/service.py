@@ -2,12 +2,12 @@
 and says in Qt signals, on the GUI thread, when their state changes and when a call ends. It also keeps which tools
 the user turned off, and whether a call is asked for before it runs (both kept in the app's state, when given one,
 so a restart keeps them)."""
-
-ASK_KEY, DISABLED_KEY = "tools_ask", "tools_disabled"
 from PySide6.QtCore import QObject, Signal
 
 from app.tools import config as mcp_config
 from app.tools.client import CALL_TIMEOUT, ToolHub, ToolResult
+
+ASK_KEY, DISABLED_KEY = "tools_ask", "tools_disabled"     # app.db.State keys
 
 
 class ToolsService(QObject):
