@@ -25,6 +25,8 @@ def stats_text(meta: dict) -> str:
     if stats.get("time_to_first_token"):
         parts.append(f"first token {1000 * stats['time_to_first_token']:.0f} ms")
     parts += speculation_parts(stats)
+    if stats.get("tools_refused"):
+        parts.append("answered without tools: the server refused them")
     reason = stats.get("finish_reason")
     if reason == "cancelled":
         parts.append("stopped")
@@ -123,7 +125,7 @@ class MessageWidget(QFrame):
         if text and text == self.body.source_text and not force:
             return                                   # already shown (the last streamed render)
         if self.message.role == "assistant":
-            self.body.show_markdown(text if text else "…")
+            self.body.show_markdown(text if text or self.message.meta.get("tool_calls") else "…")
         else:
             self.body.show_plain(text)
 

@@ -165,9 +165,11 @@ class GenerationWorker(QObject):
             reply, result["tool_calls"] = read_calls(fmt, reply)
         self.finished.emit(request_id, reply, result)
 
-    def _generate_remote(self, request_id: int, history: list, text: str, options: dict, partial: str) -> None:
+    def _generate_remote(self, request_id: int, history: list, text: str, options: dict, partial: str,
+                         refused: str = "") -> None:
         """The same request, answered by an OpenAI-compatible server. A failure before the first token is a
-        failure; after it, the text received is kept and the result says what cut it off."""
+        failure; after it, the text received is kept and the result says what cut it off. A server that rejects
+        the tools offered (a model without tool support) is asked again without them (`refused`: what it said)."""
         messages = self._messages(options, history, text)
         if partial:
             messages.append({"role": "assistant", "content": partial})
@@ -182,6 +184,11 @@ class GenerationWorker(QObject):
                 if self._cancelled(request_id):
                     stream.abort()
         except RemoteError as e:
+            if len(parts) == 1 and options.get("tools") and e.status in (400, 422) and not self._cancelled(request_id):
+                self._stream = None
+                plain = {k: v for k, v in options.items() if k not in ("tools", "tool_choice")}
+                self._generate_remote(request_id, history, text, plain, partial, str(e))
+                return
             if len(parts) == 1:
                 self.failed.emit(request_id, str(e))
                 return
@@ -196,6 +203,8 @@ class GenerationWorker(QObject):
             self._stream = None
         result = stream.stats()
         result["tool_calls"] = stream.tool_calls
+        if refused:
+            result["tools_refused"] = refused
         if self._cancelled(request_id):
             result["finish_reason"] = "cancelled"
         result["context_used"] = result.get("prompt_tokens", 0) + result["generated_tokens"]

@@ -207,6 +207,29 @@ def test_a_tool_that_hangs_or_crashes_gives_a_clear_result_and_no_hang(qtbot, to
     assert w.chat.messages[3].content == f"Result: {message}"
 
 
+def test_a_backend_that_refuses_tools_is_asked_again_without_them(qtbot, tools_window, monkeypatch):
+    seen = []
+
+    def handler(request):
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "m"}]})
+        body = json.loads(request.content)
+        seen.append(body)
+        if "tools" in body:
+            return httpx.Response(400, json={"error": {"message": "m does not support tools"}})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=sse("plain answer") + sse("", "stop") + b"data: [DONE]\n\n")
+    monkeypatch.setattr(api, "transport", httpx.MockTransport(handler))
+    w = tools_window()
+    use_scripted_remote(qtbot, w)
+    w.chat.send("hello")
+    wait_idle(qtbot, w)
+    assert ["tools" in body for body in seen] == [True, False]
+    assert w.chat.messages[-1].content == "plain answer"
+    assert w.page.view.widgets[-1].footer.text().endswith("answered without tools: the server refused them")
+    assert w.page.view.error.isHidden()
+
+
 # ---- a local model, made to call a tool by the tool-call grammar ----
 WORDS = {"fruit": "plum", "colour": "teal"}
 
