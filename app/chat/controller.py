@@ -312,8 +312,8 @@ class ChatController(QObject):
         widget, self._reply, row, self._resumed = self._reply, None, self._row, None
         replaced, self._replaced = self._replaced, None
         self._row = None
-        if not reply and not calls and replaced is not None:   # a regenerate stopped before its first token:
-            # the old reply stays
+        if not reply and not calls and replaced is not None:
+            # a regenerate stopped before its first token: the old reply stays
             reply, result = replaced.content, replaced.meta.get("stats") or {}
             message = replaced
         elif reply or calls:

@@ -81,7 +81,7 @@ class MessageWidget(QFrame):
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
         self.continue_button = self._button("Continue", "Go on with this reply", self.continue_requested)
         self.fold_button = self._button("Hide", "Hide or show this tool result", None)    # tool results fold
-        self.fold_button.clicked.connect(lambda: self.set_folded(self.body.isVisible()))
+        self.fold_button.clicked.connect(lambda: self.set_folded(not self.body.isHidden()))
         for b in (self.fold_button, self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
             head.addWidget(b)
         layout.addLayout(head)
@@ -113,7 +113,7 @@ class MessageWidget(QFrame):
 
     def set_folded(self, folded: bool) -> None:
         """Hide (or show again) the text of a tool result."""
-        self.body.setVisible(not folded)
+        self.body.setHidden(folded)
         self.fold_button.setText("Show" if folded else "Hide")
 
     def set_title(self, title: str) -> None:

@@ -161,7 +161,7 @@ class GenerationWorker(QObject):
             self.failed.emit(request_id, str(e) or type(e).__name__)
             return
         reply, result = "".join(parts), self._result(session, stats)
-        if fmt is not None:
+        if fmt is not None and not self._cancelled(request_id):     # a stopped reply's calls are not made
             reply, result["tool_calls"] = read_calls(fmt, reply)
         self.finished.emit(request_id, reply, result)
 
@@ -202,11 +202,12 @@ class GenerationWorker(QObject):
         finally:
             self._stream = None
         result = stream.stats()
-        result["tool_calls"] = stream.tool_calls
         if refused:
             result["tools_refused"] = refused
         if self._cancelled(request_id):
             result["finish_reason"] = "cancelled"
+        else:                                # a stopped reply's calls are not made
+            result["tool_calls"] = stream.tool_calls
         result["context_used"] = result.get("prompt_tokens", 0) + result["generated_tokens"]
         self.finished.emit(request_id, "".join(parts), result)
 

@@ -33,6 +33,7 @@ class ToolsService(QObject):
     def reload(self) -> None:
         """Read mcp.json again and restart the servers."""
         self.stop()
+        self.hub = None
         cfg = mcp_config.load(self.path)
         self.errors = cfg.errors
         if cfg.servers:
@@ -89,9 +90,11 @@ class ToolsService(QObject):
                       self.timeout)
 
     def stop(self) -> bool:
-        """End every session and the hub's thread; True when it ended."""
-        hub, self.hub = self.hub, None
-        return hub.close() if hub is not None else True
+        """End every session and the hub's thread; True when it ended (then `hub` is None)."""
+        if self.hub is not None and not self.hub.close():
+            return False
+        self.hub = None
+        return True
 
     def shutdown(self) -> None:
         self.stop()

@@ -62,7 +62,8 @@ def tools_window(qtbot, make_window, data_dir):
 
     def make(**kwargs):
         w = make_window(**kwargs)
-        qtbot.waitUntil(lambda: [s.state for _c, s in w.tools.servers()] == ["ready"], timeout=30000)
+        qtbot.waitUntil(lambda: [s.state for _c, s in w.tools.servers()] != ["starting"], timeout=30000)
+        assert [(s.state, s.error) for _c, s in w.tools.servers()] == [("ready", "")]
         hubs.append(w.tools.hub)
         return w
     yield make
@@ -131,7 +132,7 @@ def test_a_tool_call_is_asked_for_then_run_and_its_result_reaches_the_reply(qtbo
     w.chat.send("what is 2 + 3?")
     box = wait_for_call(qtbot, w)
     assert box.label.text() == "Tool call on test: <code>add(a=2, b=3)</code>"
-    assert box.run_button.isVisible() and box.skip_button.isVisible()
+    assert not box.run_button.isHidden() and not box.skip_button.isHidden()
     assert roles(w) == ["user", "assistant"] and not w.chat.busy     # waiting for the user's word, non-modal
     assert [t["function"]["name"] for t in seen[0]["tools"]] == ["add", "lookup", "slow", "crash"]
     box.run_button.click()
@@ -147,8 +148,9 @@ def test_a_tool_call_is_asked_for_then_run_and_its_result_reaches_the_reply(qtbo
     result = w.page.view.widgets[2]
     assert result.title.text() == "<b>Tool result: add</b>"
     assert "called add(a=2, b=3)" in w.page.view.widgets[1].footer.text()
+    assert not result.body.isHidden() and result.fold_button.text() == "Hide"
     result.fold_button.click()
-    assert not result.body.isVisible() and result.fold_button.text() == "Show"
+    assert result.body.isHidden() and result.fold_button.text() == "Show"
     chat_id = w.chat.chat_id
     w.close()
     again = tools_window()                           # a restart shows the calls and their results as they were
