@@ -126,7 +126,10 @@ class ToolHub:
             self._set(server.name, state="stopped")
         except BaseException as e:      # noqa: BLE001 - every failure is said, the other servers go on
             self._sessions.pop(server.name, None)
-            self._set(server.name, state="failed", tools=[], error=self._failure(server, e, errlog))
+            if self.statuses[server.name].state == "starting":
+                self._set(server.name, state="failed", tools=[], error=self._failure(server, e, errlog))
+            elif self.statuses[server.name].state == "ready":       # it had started: what ended it
+                self._set(server.name, state="failed", tools=[], error=f'server "{server.name}" stopped: {_said(e)}')
             if isinstance(e, asyncio.CancelledError):
                 raise
         finally:

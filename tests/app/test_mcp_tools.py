@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 import app.remote.api as api
-from app.tools.loop import ABANDONED, REFUSED
+from app.tools.loop import ABANDONED, MAX_ROUNDS, REFUSED
 
 from app_helpers import TIMEOUT_MS, wait_idle
 from remote_helpers import MemoryKeyring, sse
@@ -230,6 +230,33 @@ def test_a_backend_that_refuses_tools_is_asked_again_without_them(qtbot, tools_w
     assert w.chat.messages[-1].content == "plain answer"
     assert w.page.view.widgets[-1].footer.text().endswith("answered without tools: the server refused them")
     assert w.page.view.error.isHidden()
+
+
+def test_a_model_that_keeps_calling_tools_is_stopped_after_max_rounds(qtbot, tools_window, monkeypatch):
+    seen = []
+
+    def handler(request):
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "m"}]})
+        seen.append(json.loads(request.content))
+        piece = {"index": 0, "id": f"call_{len(seen)}", "type": "function",
+                 "function": {"name": "add", "arguments": json.dumps({"a": len(seen), "b": 1})}}
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=_tool_chunk([piece]) + sse("", "tool_calls") + b"data: [DONE]\n\n")
+    monkeypatch.setattr(api, "transport", httpx.MockTransport(handler))
+    w = tools_window()
+    w.tools_panel.ask_box.click()
+    use_scripted_remote(qtbot, w)
+    w.chat.send("count")
+    qtbot.waitUntil(lambda: w.page.view.error.text() != "", timeout=TIMEOUT_MS)
+    wait_idle(qtbot, w)
+    assert len(seen) == MAX_ROUNDS + 1
+    assert roles(w) == ["user"] + ["assistant", "tool"] * (MAX_ROUNDS + 1)
+    assert [m.content for m in w.chat.messages[2:-1:2]] == [f"{n} + 1 = {n + 1}" for n in range(1, MAX_ROUNDS + 1)]
+    assert w.chat.messages[-1].content == (f"Not run: the model already made {MAX_ROUNDS} rounds of tool calls for "
+                                           "this message.")
+    assert w.page.view.error.text() == (f"The model kept calling tools ({MAX_ROUNDS} rounds): it was stopped. Ask "
+                                        "again, or turn tools off in the Tools tab.")
 
 
 # ---- a local model, made to call a tool by the tool-call grammar ----
