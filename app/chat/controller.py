@@ -253,21 +253,13 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        """The message as the model sees it (attached files after the text; a reply's tool calls, a tool result's
-        call id)."""
+        """The message as the model sees it (attached files after the text; tool calls, a tool result's call id)."""
         plain = {"role": m.role, "content": with_attachments(m.content, m.meta.get("attachments"))}
         plain.update({k: m.meta[k] for k in ("tool_calls", "tool_call_id", "name") if m.meta.get(k)})
         return plain
 
-    # tool turns (app.tools.turns)
-    def add_message(self, message: Message) -> None:
-        """Append a message the conversation gained outside a reply (a tool's result), stored and shown."""
-        self.store.append(self.chat_id, message)
-        self.messages.append(message)
-        self.view.add(message, self.model_name)
-
     def answer(self) -> None:
-        """Ask the model again after the last messages (the tools' results), in a new reply."""
+        """Ask the model again after the last messages (the tools' results: app.tools.turns), in a new reply."""
         self.settle()
         self._start(list(self.messages), "")
 

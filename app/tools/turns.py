@@ -102,13 +102,20 @@ class ToolTurns(QObject):
         if call is not None:
             self._answer(call, result.text, result.is_error, "failed" if result.is_error else "done")
 
+    def _add(self, message) -> None:
+        """Append a tool's message to the open chat: stored and shown."""
+        chat = self.chat
+        chat.store.append(chat.chat_id, message)
+        chat.messages.append(message)
+        chat.view.add(message, chat.model_name)
+
     def _answer(self, call: dict, text: str, error: bool, state: str, ask_again: bool = True) -> None:
         """Add the call's `tool` message (its box says `state`); once the reply's calls are all answered, ask the
         model again."""
         box = self._boxes.pop(call.get("id"), None)
         if box is not None:
             box.set_state(state)
-        self.chat.add_message(tool_message(call, text, error))
+        self._add(tool_message(call, text, error))
         if ask_again and not pending_calls(self.chat.messages) and not self._running:
             self._boxes = {}
             if rounds_since_user(self.chat.messages) <= MAX_ROUNDS:
