@@ -31,6 +31,9 @@ from app.settings.store import SettingsStore
 from app.status import StatusBar
 from app.style import STATUS_STYLE
 from app.theme import CHOICES, Theme
+from app.tools.panel import ToolsPanel
+from app.tools.service import ToolsService
+from app.tools.turns import ToolTurns
 from app.training import ExportPanel, FinetunePanel, TrainPanel, VerifyPanel
 
 LAST_MODEL = "last_model"
@@ -63,7 +66,9 @@ class MainWindow(QMainWindow):
         self.page = ChatPage(self.settings_panel)
         store = ChatStore(self.conn)
         self.chat = ChatController(store, self.generation, self.page.view, self.page.composer,
-                                   self.settings_panel.options, self)
+                                   lambda: {**self.settings_panel.options(), **self.tool_turns.options()}, self)
+        self.tools = ToolsService(self.state, parent=self)      # the MCP servers' tools (app/tools)
+        self.tool_turns = ToolTurns(self.tools, self.chat, self)
         self.chats = ChatListController(store, self.state, self.chat, self.page.chat_list, self)
         self.models = ModelManager(self.generation, self.settings_panel.store, RecentModels(self.conn), self)
         warm_up()
@@ -92,6 +97,8 @@ class MainWindow(QMainWindow):
         for title, cls in PANELS:
             self.panels[title] = cls(parent=None)
             self.tabs.addTab(self.panels[title], title)
+        self.tools_panel = ToolsPanel(self.tools)
+        self.tabs.addTab(self.tools_panel, "Tools")
         self.setCentralWidget(self.tabs)
         self.error_dialog = self.confirm_dialog = self.file_dialog = self.info_dialog = self.link_dialog = None
         self.menu_actions = build_menus(self)
@@ -101,6 +108,7 @@ class MainWindow(QMainWindow):
         self.page.composer.input.setFocus()
         self.open_model(model_path or self._startup_model())
         self.library.refresh()
+        self.tools.reload()
 
     def _connect(self) -> None:
         m, s = self.models, self.status
@@ -262,6 +270,7 @@ class MainWindow(QMainWindow):
         self.backends_box.shutdown()
         self.theme.shutdown()
         self.models.shutdown()
+        self.tools.shutdown()
         self.generation.shutdown()
         for obj in (self.models, self.generation, self.chat):
             obj.blockSignals(True)          # nothing queued may reach the closed database

@@ -35,9 +35,12 @@ APP_API = {
     "petit.generation": None,             # the one generation API: Session, Params, Sampler
     "petit.generation.sample": None,      # the sampling defaults the settings show
     "petit.generation.session": None,     # END_OF_TURN
+    "petit.generation.grammar": {"GrammarTokenizer", "lark_grammar"},   # a forced tool call (app/tools/formats.py)
+    "petit.generation.logits": {"Shaped"},                              # the sampler that keeps to that grammar
     "petit.gpu": {"GpuUnavailable", "attach", "list_devices"},    # the OpenCL devices, the setting's offload
     "petit.native": {"info"},             # the kernel path and thread count, for the status bar
     "petit.server": {"Server"},           # the OpenAI-compatible server, to embed (the Server tab runs a process)
+    "petit.server.tools": {"detect", "describe", "forced_call_grammar", "parse", "call_id"},   # the tool-call formats
 }
 # app imports outside APP_API that are known and scheduled to go, (file, module): why; a waiver no longer needed
 # fails the test

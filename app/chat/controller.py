@@ -53,6 +53,7 @@ class ChatController(QObject):
         self._awaiting_model = False      # a load is in progress
         self.sources_for = None           # (question, options) -> the documents' passages for it (app.documents)
         self._sources: list = []          # those of the reply in progress, kept in its meta
+        self.tools = None                 # the MCP tool turns (app.tools.turns.ToolTurns), when the app has them
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
@@ -260,9 +261,13 @@ class ChatController(QObject):
 
     @staticmethod
     def _plain(m: Message) -> dict:
-        """The message as the model sees it (the documents' passages before the text, attached files after it)."""
+        """The message as the model sees it (the documents' passages before the text, attached files after it; tool
+        calls, a tool result's call id)."""
         content = with_attachments(m.content, m.meta.get("attachments"))
-        return {"role": m.role, "content": with_sources(content, m.meta.get("sources") if m.role == "user" else None)}
+        plain = {"role": m.role,
+                 "content": with_sources(content, m.meta.get("sources") if m.role == "user" else None)}
+        plain.update({k: m.meta[k] for k in ("tool_calls", "tool_call_id", "name") if m.meta.get(k)})
+        return plain
 
     def _meta(self, **more) -> dict:
         """A reply's meta: the model, `more`, and the passages its question was given."""
@@ -270,6 +275,11 @@ class ChatController(QObject):
         if self._sources:
             meta["sources"] = self._sources
         return meta
+
+    def answer(self) -> None:
+        """Ask the model again after the last messages (the tools' results: app.tools.turns), in a new reply."""
+        self.settle()
+        self._start(list(self.messages), "")
 
     # the worker's answers
     def _on_tokens(self, text: str) -> None:
@@ -306,18 +316,21 @@ class ChatController(QObject):
             self._finish(reply, dict(result))
 
     def _finish(self, reply: str, result: dict) -> None:
+        calls = result.pop("tool_calls", None)
         self._render_timer.stop()
         self._save_timer.stop()
         widget, self._reply, row, self._resumed = self._reply, None, self._row, None
         replaced, self._replaced = self._replaced, None
         self._row = None
-        if not reply and replaced is not None:    # a regenerate stopped before its first token: the old reply stays
+        if not reply and not calls and replaced is not None:
+            # a regenerate stopped before its first token: the old reply stays
             reply, result = replaced.content, replaced.meta.get("stats") or {}
             message = replaced
-        elif reply:
-            message = self._with_versions(Message("assistant", reply, self._meta(stats=result)))
+        elif reply or calls:
+            message = self._with_versions(Message("assistant", reply, self._meta(
+                stats=result, **({"tool_calls": calls} if calls else {}))))
         self._versions = self._version_index = None
-        if reply:
+        if reply or calls:
             if row is None:
                 self.store.append(self.chat_id, message)
             else:
@@ -338,6 +351,8 @@ class ChatController(QObject):
                                  f"the model did not see them.")
         self._set_busy(False)
         self.turn_finished.emit(result)
+        if calls and self.tools is not None:
+            self.tools.calls_made()
 
     def _on_failed(self, message: str) -> None:
         if self._reply is None:
@@ -383,6 +398,8 @@ class ChatController(QObject):
     def settle(self, keep_partial: bool = True) -> None:
         """End the reply in progress now: the worker is told to stop and its late tokens are dropped; the text
         received so far is kept as a stopped reply (or discarded)."""
+        if self.tools is not None:
+            self.tools.settle()
         if self._reply is None:
             return
         self._pending = None

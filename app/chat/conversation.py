@@ -68,6 +68,8 @@ class ConversationView(QScrollArea):
 
     def add(self, message: Message, model_name: str = "") -> MessageWidget:
         title = "You" if message.role == "user" else (message.meta.get("model") or model_name or "Assistant")
+        if message.role == "tool":
+            title = f"Tool result: {message.meta.get('name', '')}"
         w = MessageWidget(message, title)
         index = len(self.widgets)
         w.copy_requested.connect(lambda _w: self.copy_requested.emit(self.widgets.index(_w)))

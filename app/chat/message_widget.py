@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 from app.chat.markdown import MarkdownView
 from app.chat.store import INTERRUPTED, Message
 from app.documents.sources_view import SourcesView
+from app.tools.loop import call_text
 
 CONTINUABLE = (INTERRUPTED, "cancelled", "length", "error")     # how a reply Continue can go on with ended
 
@@ -17,6 +18,7 @@ def stats_text(meta: dict) -> str:
     tokens/step'), plus how the reply ended when it did not end by itself."""
     stats = meta.get("stats") or {}
     parts = [f"attached: {a['name']}" for a in meta.get("attachments") or []]
+    parts += [f"called {call_text(c)}" for c in meta.get("tool_calls") or []]
     if stats.get("generated_tokens"):
         parts.append(f"{stats['generated_tokens']} tokens")
     if stats.get("decode_tokens_per_s"):
@@ -24,6 +26,8 @@ def stats_text(meta: dict) -> str:
     if stats.get("time_to_first_token"):
         parts.append(f"first token {1000 * stats['time_to_first_token']:.0f} ms")
     parts += speculation_parts(stats)
+    if stats.get("tools_refused"):
+        parts.append("answered without tools: the server refused them")
     reason = stats.get("finish_reason")
     if reason == "cancelled":
         parts.append("stopped")
@@ -77,7 +81,9 @@ class MessageWidget(QFrame):
         self.edit_button = self._button("Edit", "Edit this message and continue from it", self.edit_requested)
         self.regenerate_button = self._button("Regenerate", "Answer again", self.regenerate_requested)
         self.continue_button = self._button("Continue", "Go on with this reply", self.continue_requested)
-        for b in (self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
+        self.fold_button = self._button("Hide", "Hide or show this tool result", None)    # tool results fold
+        self.fold_button.clicked.connect(lambda: self.set_folded(not self.body.isHidden()))
+        for b in (self.fold_button, self.edit_button, self.continue_button, self.regenerate_button, self.copy_button):
             head.addWidget(b)
         layout.addLayout(head)
         self.body = MarkdownView(self)
@@ -92,6 +98,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.sources)
         self.copy_requested.connect(lambda _w: self.copy_to_clipboard())
         self.edit_button.setVisible(message.role == "user")
+        self.fold_button.setVisible(message.role == "tool")
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         self.set_text(message.content)
@@ -107,6 +114,11 @@ class MessageWidget(QFrame):
             b.clicked.connect(lambda: signal.emit(self))
         return b
 
+    def set_folded(self, folded: bool) -> None:
+        """Hide (or show again) the text of a tool result."""
+        self.body.setHidden(folded)
+        self.fold_button.setText("Show" if folded else "Hide")
+
     def set_title(self, title: str) -> None:
         self.title.setText(f"<b>{title}</b>")
         self.body.setAccessibleName(f"{title} message")
@@ -116,7 +128,7 @@ class MessageWidget(QFrame):
         if text and text == self.body.source_text and not force:
             return                                   # already shown (the last streamed render)
         if self.message.role == "assistant":
-            self.body.show_markdown(text if text else "…")
+            self.body.show_markdown(text if text or self.message.meta.get("tool_calls") else "…")
         else:
             self.body.show_plain(text)
 

@@ -13,7 +13,7 @@ INTERRUPTED = "interrupted"          # the finish_reason a reply is stored with 
 
 @dataclass
 class Message:
-    role: str                       # "user" or "assistant"
+    role: str                       # "user", "assistant" or "tool" (a tool's result: app/tools)
     content: str
     meta: dict = field(default_factory=dict)
 

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.remote.api import ChatStream, RemoteError, request_body
 from app.remote.model import RemoteModel
+from app.tools.formats import model_message, prepare_local, read_calls
 from petit.generation import Params, Sampler, Session
 
 
@@ -120,8 +121,15 @@ class GenerationWorker(QObject):
     @staticmethod
     def _history(options: dict, history: list) -> list:
         system = options.get("system")
-        return ([{"role": "system", "content": system}] if system else []) + [
-            {"role": m["role"], "content": m["content"]} for m in history]
+        return ([{"role": "system", "content": system}] if system else []) + [model_message(m) for m in history]
+
+    def _messages(self, options: dict, history: list, text: str) -> list:
+        """The conversation to answer: `text` as the last user message, unless it is empty after tool results
+        (the model answers them)."""
+        messages = self._history(options, history)
+        if text or not history or history[-1]["role"] != "tool":
+            messages.append({"role": "user", "content": text})
+        return messages
 
     @Slot(int, object, str, object, str)
     def generate(self, request_id: int, history: list, text: str, options: dict, partial: str = "") -> None:
@@ -134,11 +142,13 @@ class GenerationWorker(QObject):
         if isinstance(self.model, RemoteModel):
             self._generate_remote(request_id, history, text, options, partial)
             return
-        stats, parts = None, [partial]
+        stats, parts, fmt = None, [partial], None
         try:
             session = self._session(options)
-            messages = self._history(options, history) + [{"role": "user", "content": text}]
-            with closing(session.reply(messages, self._params(options), partial=partial or None)) as steps:
+            messages, params = self._messages(options, history, text), self._params(options)
+            if options.get("tools"):
+                messages, fmt = prepare_local(session, messages, params, options)
+            with closing(session.reply(messages, params, partial=partial or None)) as steps:
                 for count, step in enumerate(steps, 1):
                     stats = step.stats
                     self.progressed.emit(request_id, stats.prompt_tokens + count, session.n_ctx)
@@ -150,12 +160,17 @@ class GenerationWorker(QObject):
         except Exception as e:          # the engine's message (context full, template error...) for the user
             self.failed.emit(request_id, str(e) or type(e).__name__)
             return
-        self.finished.emit(request_id, "".join(parts), self._result(session, stats))
+        reply, result = "".join(parts), self._result(session, stats)
+        if fmt is not None and not self._cancelled(request_id):     # a stopped reply's calls are not made
+            reply, result["tool_calls"] = read_calls(fmt, reply)
+        self.finished.emit(request_id, reply, result)
 
-    def _generate_remote(self, request_id: int, history: list, text: str, options: dict, partial: str) -> None:
+    def _generate_remote(self, request_id: int, history: list, text: str, options: dict, partial: str,
+                         refused: str = "") -> None:
         """The same request, answered by an OpenAI-compatible server. A failure before the first token is a
-        failure; after it, the text received is kept and the result says what cut it off."""
-        messages = self._history(options, history) + [{"role": "user", "content": text}]
+        failure; after it, the text received is kept and the result says what cut it off. A server that rejects
+        the tools offered (a model without tool support) is asked again without them (`refused`: what it said)."""
+        messages = self._messages(options, history, text)
         if partial:
             messages.append({"role": "assistant", "content": partial})
         stream = ChatStream(self.model.backend, request_body(self.model.model, messages, options))
@@ -169,6 +184,11 @@ class GenerationWorker(QObject):
                 if self._cancelled(request_id):
                     stream.abort()
         except RemoteError as e:
+            if len(parts) == 1 and options.get("tools") and e.status in (400, 422) and not self._cancelled(request_id):
+                self._stream = None
+                plain = {k: v for k, v in options.items() if k not in ("tools", "tool_choice")}
+                self._generate_remote(request_id, history, text, plain, partial, str(e))
+                return
             if len(parts) == 1:
                 self.failed.emit(request_id, str(e))
                 return
@@ -182,8 +202,12 @@ class GenerationWorker(QObject):
         finally:
             self._stream = None
         result = stream.stats()
+        if refused:
+            result["tools_refused"] = refused
         if self._cancelled(request_id):
             result["finish_reason"] = "cancelled"
+        else:                                # a stopped reply's calls are not made
+            result["tool_calls"] = stream.tool_calls
         result["context_used"] = result.get("prompt_tokens", 0) + result["generated_tokens"]
         self.finished.emit(request_id, "".join(parts), result)
 

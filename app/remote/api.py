@@ -121,6 +121,9 @@ def request_body(model: str, messages: list, options: dict) -> dict:
             "frequency_penalty": s["frequency_penalty"], "presence_penalty": s["presence_penalty"]}
     if s.get("seed") is not None:
         body["seed"] = s["seed"]
+    if options.get("tools"):                 # the MCP servers' tools (app/tools)
+        body["tools"] = options["tools"]
+        body["tool_choice"] = options.get("tool_choice") or "auto"
     for key, default in DEFAULT_SAMPLING.items():
         if s.get(key) not in (None, default):
             body[key] = s[key]
@@ -134,6 +137,7 @@ class ChatStream:
         self.backend, self.body = backend, body
         self.finish_reason: str | None = None
         self.usage: dict = {}
+        self.tool_calls: list = []   # the reply's calls, OpenAI-shaped, their streamed pieces joined
         self.chunks = 0
         self.started = time.perf_counter()
         self.first_token_at: float | None = None
@@ -209,10 +213,24 @@ class ChatStream:
                         self.first_token_at = time.perf_counter()
                     self.chunks += 1
                     yield text
+                for piece in delta.get("tool_calls") or []:
+                    self._add_call_piece(piece)
                 if choice.get("finish_reason"):
                     self.finish_reason = choice["finish_reason"]
         if not done and self.finish_reason is None and not self._aborted:
             raise RemoteError(f"the server at {self.backend.base_url} closed the stream before the reply ended")
+
+    def _add_call_piece(self, piece: dict) -> None:
+        """A streamed piece of a tool call: the call at `index` is started (its id, name) or its arguments grow."""
+        if not isinstance(piece, dict):
+            return
+        index = piece.get("index", len(self.tool_calls))
+        while len(self.tool_calls) <= index:
+            self.tool_calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        call, fn = self.tool_calls[index], piece.get("function") or {}
+        call["id"] = piece.get("id") or call["id"]
+        call["function"]["name"] += fn.get("name") or ""
+        call["function"]["arguments"] += fn.get("arguments") or ""
 
     def stats(self) -> dict:
         """The reply's figures as the local engine's Stats name them (the speed measured here)."""

@@ -35,3 +35,4 @@ def wait_idle(qtbot, window) -> None:
 def assert_no_threads_left(window) -> None:
     assert window.generation._thread.isFinished(), "the generation thread still runs"
     assert not window.models._jobs, "a model load thread still runs"
+    assert window.tools.hub is None, "the MCP sessions' thread still runs"

@@ -37,7 +37,7 @@ def fake_panels(monkeypatch):
 
 def test_the_window_has_a_tab_per_panel(window):
     titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
-    assert titles == ["Chat", "Models", "Documents", "Train", "Fine-tune", "Export", "Verify", "Server"]
+    assert titles == ["Chat", "Models", "Documents", "Train", "Fine-tune", "Export", "Verify", "Server", "Tools"]
 
 
 def test_chat_with_this_model_and_the_server_hears_of_model_changes(qtbot, fake_panels, make_window):
