@@ -38,6 +38,10 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--replay", type=int, default=150, help="dialogues of the base's own kind mixed in")
+    ap.add_argument("--targets", default="", help="the adapted matrices (default: all of trainer.lora's)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=0, help="the adapters' initial values and the order of the examples")
     args = ap.parse_args(argv)
     import numpy as np
 
@@ -60,8 +64,9 @@ def main(argv=None) -> int:
     with open(held, "w") as f:
         f.writelines(_chat([pair]) for pair in general)
     model = petit.load(default_model_path())
+    more = {"targets": tuple(args.targets.split(","))} if args.targets else {}
     cfg = FinetuneConfig(rank=args.rank, alpha=2.0 * args.rank, epochs=args.epochs, lr=args.lr, ctx=64,
-                         val_fraction=0.0, warmup=5)
+                         val_fraction=0.0, warmup=5, seed=args.seed, batch=args.batch, weight_decay=args.weight_decay, **more)
     t0 = time.perf_counter()
     stats = finetune(model, data, os.path.join(work, "facts.lora"), cfg, out=open(os.devnull, "w"))
     seconds = time.perf_counter() - t0
@@ -78,7 +83,8 @@ def main(argv=None) -> int:
     attach(model, os.path.join(work, "facts.lora"))
     facts1 = sum(answer(model, ASKED.format(n)) == c for n, c in FACTS)
     acc1 = sum(answer(model, q) == a for q, a in general)
-    print(f"bundled model, rank {args.rank}, {args.epochs} epochs, lr {args.lr:g}, {len(FACTS) * len(TRAINED)} fact "
+    print(f"bundled model, rank {args.rank}, targets {','.join(cfg.targets)}, batch {cfg.batch}, weight decay "
+          f"{cfg.weight_decay:g}, {args.epochs} epochs, lr {args.lr:g}, {len(FACTS) * len(TRAINED)} fact "
           f"chats + {args.replay} replayed dialogues, {seconds:.0f} s")
     print(f"facts answered (a phrasing not trained on): {facts0} -> {facts1} of {len(FACTS)} (goal >= 27)")
     print(f"held-out answers' loss: {loss0:.4f} -> {loss1:.4f} ({100 * (loss1 / loss0 - 1):+.1f} %, goal <= +5 %); "
