@@ -25,7 +25,7 @@ static int one_case(int64_t rows, int64_t K, int64_t T, int64_t r0, int64_t ldy,
     for (int64_t i = 0; i < rows * K; i++) w[i] = rnd() * (i % 11 == 0 ? 8.0f : 1.0f);
     for (int64_t i = 0; i < T * K; i++) x[i] = rnd() * 3.0f;
     for (int64_t t = 0; t < T; t++) pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * nb, s + t * nb);
-    const pt_act a = {q, d, s, K, NULL};
+    const pt_act a = {q, d, s, K, NULL, NULL};
     pt_quantize(dt, w, rows, K, wq);
     pt_interleave(dt, wq, wx, rows, K);
     for (int64_t i = 0; i < T * ldy; i++) y[i] = y_ref[i] = acc ? rnd() : -7.0f;

@@ -276,7 +276,7 @@ static ALWAYS_INLINE void FN(rows_few_)(const uint8_t *w, int64_t rb, int64_t r0
                                         int64_t t0, const int nt, float *y, int64_t ldy, int accumulate,
                                         const int q4) {
     const int64_t K = a->K, nb = K / QK;
-    const pt_act at = {a->q + t0 * K, a->d + t0 * nb, a->s + t0 * nb, K, NULL};
+    const pt_act at = {a->q + t0 * K, a->d + t0 * nb, a->s + t0 * nb, K, NULL, NULL};
     for (int64_t r = r0; r < r1; r++) {
         float o[4];
         FN(row_)(w + r * rb, &at, nt, o, q4);

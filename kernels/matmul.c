@@ -145,9 +145,9 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
     const int64_t K = W->cols, nb = K / QK, rb = pt_row_bytes(W->dtype, K);
     float *y = j->y[m] + t0 * W->rows;
     const uint8_t *data = (const uint8_t *)W->data;
-    const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K, NULL};
+    const pt_act a = {j->a.q + t0 * K, j->a.d + t0 * nb, j->a.s + t0 * nb, K, NULL, NULL};
     if (W->dtype == PT_TQ2) {                   /* per-token activations: one scale and one sum a token */
-        const pt_act at = {j->a.q + t0 * K, j->a.d + t0, j->a.s + t0, K, NULL};
+        const pt_act at = {j->a.q + t0 * K, j->a.d + t0, j->a.s + t0, K, NULL, NULL};
         j->k->rows_tq2(data, rb, r0, r1, &at, T, y, W->rows, j->accumulate);
     } else if (W->dtype == PT_Q8_0 || W->dtype == PT_Q4_0) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
@@ -189,13 +189,13 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         if (act_reserve(T * K) < 0) return -3;      /* its d and s hold more than T entries (K >= 32) */
         quant_job qj = {x, K, j.k};
         pt_run_chunks(quant_token_task, &qj, T, (double)T * (double)K);
-        j.a = (pt_act){act.q, act.d, act.s, K, NULL};
+        j.a = (pt_act){act.q, act.d, act.s, K, NULL, NULL};
     } else if (quantized) {
         quant_job qj = {x, K, j.k};
         if (blocks) {
             if (act_reserve(T * K) < 0) return -3;
             pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
-            j.a = (pt_act){act.q, act.d, act.s, K, NULL};
+            j.a = (pt_act){act.q, act.d, act.s, K, NULL, NULL};
         }
         if (supers) {
             if (buf_reserve(&actk, T * K) < 0) return -3;

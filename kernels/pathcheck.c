@@ -61,7 +61,7 @@ static void check_matmuls(report *r, const pt_kernels *k, const pt_kernels *s) {
         for (int64_t i = 0; i < MAX_T * K; i++) x[i] = rnd() * 3.0f;
         /* the activations quantized by the scalar table for both, so each product is compared alone */
         for (int64_t t = 0; t < MAX_T; t++) s->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
-        const pt_act a = {q, d, sums, K, NULL};
+        const pt_act a = {q, d, sums, K, NULL, NULL};
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
             const int32_t dt = dtypes[di];
             const int64_t rb = pt_row_bytes(dt, K);
@@ -141,7 +141,7 @@ static void check_gguf(report *r, const pt_kernels *k, const pt_kernels *s) {
         pt_q6_flags(q_k + t * GK, GK, f_k + t * (GK / 256));
     }
     /* the activations as each type's products take them: the K-quants' in super-blocks (PT_KQ8) */
-    const pt_act a_blocks = {q, d, sums, GK, NULL}, a_supers = {q_k, d_k, sums_k, GK, h_k, f_k};
+    const pt_act a_blocks = {q, d, sums, GK, NULL, NULL}, a_supers = {q_k, d_k, sums_k, GK, h_k, f_k};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const pt_act a = PT_KQ8(types[ti].type) ? a_supers : a_blocks;
         const int64_t rb = pt_gguf_row_bytes(types[ti].type, GK), nblk = GK / types[ti].block;
@@ -240,7 +240,7 @@ static void check_ternary(report *r, const pt_kernels *k, const pt_kernels *s) {
         for (int64_t i = 0; i < K; i++) sums[t] += q[t * K + i];
     }
     if (pt_quantize(PT_TQ2, w, ROWS, K, wq) != 0) return;
-    const pt_act a = {q, d, sums, K, NULL};
+    const pt_act a = {q, d, sums, K, NULL, NULL};
     for (int acc = 0; acc < 2; acc++) {
         for (int64_t i = 0; i < T * ROWS; i++) y[i] = y_ref[i] = acc ? 0.5f : 0.0f;
         k->rows_tq2(wq, TQ2_HEADER + K / 4, 0, ROWS, &a, T, y, ROWS, acc);
@@ -381,7 +381,7 @@ int pt_amx_check(char *msg, int n) {
         for (int64_t i = 0; i < AT * K; i++) x[i] = rnd() * 3.0f;
         for (int64_t t = 0; t < AT; t++)
             pt_kernels_scalar.quant_act(x + t * K, K, q + t * K, d + t * (K / QK), sums + t * (K / QK));
-        const pt_act a = {q, d, sums, K, NULL};
+        const pt_act a = {q, d, sums, K, NULL, NULL};
         for (int q4 = 0; q4 < 2; q4++) {
             const int32_t dt = q4 ? PT_Q4_0 : PT_Q8_0;
             if (pt_quantize(dt, w, AR, K, wq) != 0 || pt_interleave(dt, wq, wx, AR, K) != 0) {
