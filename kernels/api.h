@@ -35,6 +35,13 @@ int64_t pt_row_bytes(int32_t dtype, int64_t cols);   /* -1 when cols is not vali
 int  pt_quantize(int32_t dtype, const float *x, int64_t rows, int64_t cols, void *out);
 int  pt_dequantize(int32_t dtype, const void *x, int64_t rows, int64_t cols, float *out);
 int  pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out);   /* embedding lookup; -1 on a bad id */
+/* kernels/file_rows.c: pt_get_rows reads matrix `data`'s rows from file descriptor fd (owned from then on; its bytes
+ * start at `offset`) with pread instead of through the mapping, so a lookup maps no page cache folio into the
+ * process. add: 0, or -1 (no pread on this system, the table full, data registered already: fd stays the caller's);
+ * drop: closes the fd, -1 when data was not registered; count: the registered matrices */
+int  pt_file_rows_add(const void *data, int64_t nbytes, int fd, int64_t offset);
+int  pt_file_rows_drop(const void *data);
+int64_t pt_file_rows_count(void);
 /* weights quantized with a search for the least squared error (kernels/quant_search.c): dtype 4 (q4_0) or
  * 32 + GGUF's code of Q5_0 (6), Q4_K (12), Q5_K (13), Q6_K (14); -1 another dtype or cols not whole blocks, -2 a NaN
  * or an infinity in x (those rows written as zeros) */

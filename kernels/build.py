@@ -27,6 +27,7 @@ SOURCES = ["cpu.c", "parallel.c", "matmul.c", "attention.c", "layer_ops.c", "pla
            "fam36g.c",       # issue 36, the fam36g group: Laguna, ZAYA
            "fam36l.c",       # issue 36, the fam36l group: Inkling
            "strings.c",      # issue 31: GGUF string arrays walked in C (the open time)
+           "file_rows.c",    # issue 31: an untied embedding's rows by pread (peak RSS)
            "qsa.c", "q4x_ple.c",     # issue 36, the q4exp group: Qwen4-Exp's QSA indexer and n-gram PLE
            "pool.c", "quant.c", "quant_search.c", "interleave.c", "gguf_quants.c", "checksum.c", "pathcheck.c",
            "kern_scalar.c", "kern_avx2.c", "kern_avxvnni.c", "kern_avx512.c", "kern_neon.c", "kern_amx.c"]

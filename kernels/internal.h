@@ -192,6 +192,8 @@ void pt_gguf_dequantize_row(int32_t type, const uint8_t *x, int64_t cols, float 
 /* interleave.c: row r of an interleaved matrix (dtype PT_Q8_0_X8 / PT_Q4_0_X8) of `rows` rows as float */
 /* row r of W decoded to float, any layout (quant.c); rb = pt_row_bytes(W->dtype, W->cols) (issue 33, lora) */
 void pt_tensor_row(const pt_tensor *W, int64_t rb, int64_t r, float *out);
+int pt_file_rows_find(const void *data, int *fd, int64_t *offset, int64_t *nbytes);   /* file_rows.c */
+int pt_file_rows_read(int fd, int64_t offset, int64_t at, int64_t n, void *buf);
 void pt_x8_dequantize_row(int32_t dtype, const uint8_t *w, int64_t rows, int64_t cols, int64_t r, float *out);
 /* 8 plain q8_0 / q4_0 rows (row bytes rb, nb blocks) as one interleaved group in x (interleave.c's layout) */
 void pt_x8_group(const uint8_t *rows, int64_t rb, int64_t nb, uint8_t *x, int q4);

@@ -3,6 +3,7 @@
  * the thread pool). Block layouts are GGML's block_q8_0 and block_q4_0. */
 #include "internal.h"
 #include <stdatomic.h>
+#include <stdlib.h>
 
 int64_t pt_row_bytes(int32_t dtype, int64_t cols) {
     if (dtype >= PT_GGUF) return pt_gguf_row_bytes(dtype - PT_GGUF, cols);
@@ -197,6 +198,19 @@ int pt_get_rows(const pt_tensor *W, const int32_t *ids, int64_t n, float *out) {
     if (rb < 0) return -1;
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= W->rows) return -1;
-    for (int64_t i = 0; i < n; i++) get_row(W->dtype, W->data, W->rows, W->cols, rb, ids[i], out + i * W->cols);
+    int fd = -1;
+    int64_t offset = 0, nbytes = 0;
+    uint8_t *row = NULL;
+    if (W->dtype != PT_Q8_0_X8 && W->dtype != PT_Q4_0_X8 && pt_file_rows_find(W->data, &fd, &offset, &nbytes)
+        && nbytes == rb * W->rows)
+        row = (uint8_t *)malloc((size_t)rb);            /* the rows come by pread (file_rows.c) */
+    for (int64_t i = 0; i < n; i++) {
+        float *o = out + i * W->cols;
+        if (row && pt_file_rows_read(fd, offset, ids[i] * rb, rb, row) == 0)
+            get_row(W->dtype, row, 1, W->cols, rb, 0, o);
+        else
+            get_row(W->dtype, W->data, W->rows, W->cols, rb, ids[i], o);
+    }
+    free(row);
     return 0;
 }

@@ -24,6 +24,9 @@ class Model:
         self.config, self.net, self.tokenizer, self.metadata, self.path = config, net, tokenizer, metadata, path
         self.warnings: list[str] = list(warnings or [])
         self._source = source          # the open PetitFile the weights map into (None: weights in memory)
+        if source is not None and hasattr(net, "embed"):
+            from petit.loading.file_rows import read_embedding_from_file
+            read_embedding_from_file(net, source)       # its rows by pread: no page cache folio mapped per lookup
         # name -> (dtype, shape, bytes) as the model runs them (petit convert writes these)
         self.tensors = tensors or {}
 
