@@ -73,7 +73,7 @@ void pt_quantize_act(const float *x, int64_t T, int64_t K, int8_t *q, float *d, 
     for (int64_t t = 0; t < T; t++) k->quant_act(x + t * K, K, q + t * K, d + t * (K / QK), s + t * (K / QK));
 }
 
-typedef struct { const float *x; int64_t K; const pt_kernels *k; } quant_job;
+typedef struct { const float *x; int64_t K; const pt_kernels *k; int q6; } quant_job;   /* q6: pt_q6_flags too */
 
 /* BitNet's activation rule, per token: d = 127 / max(max |x|, 1e-5), q = clamp(round(x d), -128, 127) (half to even,
  * as torch.round), s = the sum of q (the ternary kernel's offset) */
@@ -107,7 +107,7 @@ static void quant_k_task(void *ctx, int64_t t, int ith) {
     const quant_job *j = (const quant_job *)ctx;
     const int64_t K = j->K;
     pt_quant_act_k(j->x + t * K, K, actk.q + t * K, actk.d + t * (K / QK), actk.s + t * (K / QK), actk.h + t * (K / 16));
-    pt_q6_flags(actk.q + t * K, K, actk.f6 + t * (K / 256));
+    if (j->q6) pt_q6_flags(actk.q + t * K, K, actk.f6 + t * (K / 256));
 }
 
 /* ---- matmul ---- */
@@ -153,7 +153,7 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
         (W->dtype == PT_Q8_0 ? j->k->rows_q8 : j->k->rows_q4)(data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF && PT_KQ8(W->dtype - PT_GGUF)) {
         const pt_act ak = {j->ak.q + t0 * K, j->ak.d + t0 * nb, j->ak.s + t0 * nb, K, j->ak.h + t0 * (K / 16),
-                           j->ak.f6 + t0 * (K / 256)};
+                           j->ak.f6 ? j->ak.f6 + t0 * (K / 256) : NULL};
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &ak, T, y, W->rows, j->accumulate);
     } else if (W->dtype >= PT_GGUF) {
         j->k->rows_gguf(W->dtype - PT_GGUF, data, rb, r0, r1, &a, T, y, W->rows, j->accumulate);
@@ -172,7 +172,7 @@ static void matmul_task(void *ctx, int64_t chunk, int ith) {
 /* the product itself; the caller holds the lock (pt_plan_run holds it for a whole forward step) */
 int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, int64_t T, int accumulate) {
     if (T <= 0) return 0;
-    int quantized = 0, blocks = 0, supers = 0;
+    int quantized = 0, blocks = 0, supers = 0, q6 = 0;   /* q6: a Q6_K matrix, whose prefill tile reads f6 */
     for (int m = 0; m < n; m++) {
         if (!W[m] || !y[m] || W[m]->cols != W[0]->cols || W[m]->rows <= 0) return -1;
         if (pt_row_bytes(W[m]->dtype, W[m]->cols) < 0) return -1;
@@ -181,17 +181,18 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         quantized |= W[m]->dtype >= PT_Q8_0;     /* q8_0, q4_0, plain or interleaved */
         const int kq8 = W[m]->dtype >= PT_GGUF && PT_KQ8(W[m]->dtype - PT_GGUF);
         supers |= kq8;
+        q6 |= W[m]->dtype == PT_GGUF + 14 && T > 1;
         blocks |= W[m]->dtype >= PT_Q8_0 && !kq8;
     }
     const int64_t K = W[0]->cols;
     matmul_job j = {.n = n, .x = x, .T = T, .accumulate = accumulate, .k = pt_active()};
     if (W[0]->dtype == PT_TQ2) {
         if (act_reserve(T * K) < 0) return -3;      /* its d and s hold more than T entries (K >= 32) */
-        quant_job qj = {x, K, j.k};
+        quant_job qj = {x, K, j.k, 0};
         pt_run_chunks(quant_token_task, &qj, T, (double)T * (double)K);
         j.a = (pt_act){act.q, act.d, act.s, K, NULL, NULL};
     } else if (quantized) {
-        quant_job qj = {x, K, j.k};
+        quant_job qj = {x, K, j.k, q6};
         if (blocks) {
             if (act_reserve(T * K) < 0) return -3;
             pt_run_chunks(quant_task, &qj, T, (double)T * (double)K);
@@ -200,7 +201,7 @@ int pt_matmul_n_locked(const pt_tensor **W, float **y, int n, const float *x, in
         if (supers) {
             if (buf_reserve(&actk, T * K) < 0) return -3;
             pt_run_chunks(quant_k_task, &qj, T, (double)T * (double)K);
-            j.ak = (pt_act){actk.q, actk.d, actk.s, K, actk.h, actk.f6};
+            j.ak = (pt_act){actk.q, actk.d, actk.s, K, actk.h, q6 ? actk.f6 : NULL};
         }
     }
     /* chunks: small enough that 2-8 threads balance, big enough that a chunk streams a few KB at least; a job the
