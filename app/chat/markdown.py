@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QTextCharFormat, QTextCursor,
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
 from app.chat.code_blocks import COPY_SCHEME, decorate, new_nonce, palette
+from app.documents.citations import cited_number, link_citations
 from app.fonts import MONO_FAMILY
 
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
@@ -25,6 +26,7 @@ def is_web_link(url: QUrl) -> bool:
 class MarkdownView(QTextBrowser):
     link_activated = Signal(QUrl)            # an http(s) link was clicked (it is not opened here)
     code_copied = Signal(int)                # the Copy link of code block N was clicked: its text is on the clipboard
+    source_cited = Signal(int)               # a reply's "[n]" for its passage n was clicked
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -44,6 +46,7 @@ class MarkdownView(QTextBrowser):
         self._source = ""
         self._nonce = new_nonce()
         self.code_blocks: list[str] = []     # the text of each fenced code block shown, for its Copy link
+        self.citations: set[int] = set()     # the passage numbers whose "[n]" in the text become links
 
     @property
     def source_text(self) -> str:
@@ -61,6 +64,8 @@ class MarkdownView(QTextBrowser):
             keep_web_links_only(document)
             images_as_text(document)
             self.code_blocks = decorate(document, self._nonce, [MONO_FAMILY, "monospace"])
+            if self.citations:
+                link_citations(document, self.citations, self._nonce)
         finally:
             batch.endEditBlock()
         self._fit()
@@ -96,6 +101,8 @@ class MarkdownView(QTextBrowser):
             if nonce == self._nonce and index.isdigit() and int(index) < len(self.code_blocks):
                 QGuiApplication.clipboard().setText(self.code_blocks[int(index)])
                 self.code_copied.emit(int(index))
+        elif (n := cited_number(url, self._nonce)) is not None:
+            self.source_cited.emit(n)
         elif is_web_link(url):
             self.link_activated.emit(url)
 

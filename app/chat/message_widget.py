@@ -88,6 +88,7 @@ class MessageWidget(QFrame):
         layout.addLayout(head)
         self.body = MarkdownView(self)
         self.body.link_activated.connect(self.link_activated)
+        self.body.source_cited.connect(lambda n: self.sources.show_source(n))
         layout.addWidget(self.body)
         self.set_title(title)
         self.footer = QLabel()
@@ -142,6 +143,10 @@ class MessageWidget(QFrame):
         self.footer.setText(text)
         self.footer.setVisible(bool(text))
         self.sources.set_sources(meta.get("sources") if self.message.role == "assistant" else None)
+        cited = {s["n"] for s in self.sources.sources}
+        if cited != self.body.citations:             # its "[n]" become links to the passages (or stop being)
+            self.body.citations = cited
+            self.refresh()
         versions = len(meta.get("versions") or [])
         index = meta.get("version", versions - 1)
         self.version_label.setText(f"{index + 1}/{versions}" if versions > 1 else "")
