@@ -7,6 +7,8 @@ show the cut-off, "all rejected": the same draft model, its every token shifted 
     python bench/bench_spec.py                          # both models, 3 rounds
     python bench/bench_spec.py --rounds 5 --tokens 96 --model /path/model.petit --weights f16
     python bench/bench_spec.py --shape 0.5b                # a Qwen2.5-0.5B-shaped llama, f16 and q8_0, self:q4_0
+    PYTHONPATH=.:/tmp/lcpp/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py /tmp/tf5/bin/python \
+        bench/bench_spec.py --llama --rounds 1             # and llama.cpp (llama-cpp-python 0.3.36), dev-only
 
 Each (model, mode) runs in its own child process per round, the modes in a rotating order inside a round, the rounds
 interleaving them. The prompt is an "edit this text" one: a stretch of text, then the same text again up to a
@@ -15,6 +17,14 @@ token to last, greedy, --tokens tokens, no stop token; the draft model's prompt 
 drafted / accepted tokens, tokens per target pass, and whether the tokens equal the plain run's (they must). Random
 weights do not copy text, so lookup drafts are accepted only where the greedy output repeats itself; nothing here
 asserts a timing.
+
+--llama (the random shapes only; bench/spec_llama.py): their weights written as GGUF by Petit's exporter (f16, and
+q8_0 as Petit quantizes them at load), cached beside the .petit file, run by llama-cpp-python (--llama-python; not
+a Petit dependency) with 2 threads, greedy, from Petit's prompt token ids, as many tokens as Petit's plain run,
+timed the same way: "llama plain", and "llama lookup ngram N" (its LlamaPromptLookupDecoding, num_pred_tokens
+--draft-max, max_ngram_size N of --llama-ngram). "x llama" is Petit's plain over llama.cpp's plain and Petit's
+lookup over llama.cpp's fastest lookup (the goal's figure: >= 1.0); llama.cpp's "same" says whether its tokens
+equal Petit's plain ones (random f16 weights may round differently: a report, not an error).
 """
 import argparse
 import json
@@ -58,7 +68,7 @@ for step in steps:
         t_first = time.perf_counter()
     tokens.append(step.token)
 t1 = time.perf_counter()
-print(json.dumps(dict(rate=(len(tokens) - 1) / (t1 - t_first), tokens=tokens, prompt=len(ids),
+print(json.dumps(dict(rate=(len(tokens) - 1) / (t1 - t_first), tokens=tokens, prompt=len(ids), ids=ids,
                       drafted=stats.drafted_tokens, accepted=stats.accepted_tokens,
                       passes=stats.target_passes)))
 """
@@ -103,6 +113,19 @@ def run(spec: dict) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def llama_spec(args, results: dict, path: str, weights: str | None, mode: str) -> dict:
+    """A llama.cpp child's spec: Petit's prompt ids (every Petit child of this file tokenized the same) and as
+    many tokens as Petit's plain run gave."""
+    from spec_llama import gguf_of
+    ngram = 0 if mode == "llama plain" else int(mode.removeprefix("llama lookup"))
+    petit_runs = [x for (p, _, m), rs in results.items() if p == path and not m.startswith("llama") for x in rs]
+    if any(x["ids"] != petit_runs[0]["ids"] for x in petit_runs):
+        raise SystemExit(f"{path}: Petit's children tokenized the prompt differently")
+    n = len(results[(path, weights, "plain")][0]["tokens"])
+    return dict(path=gguf_of(path, weights), ids=petit_runs[0]["ids"], tokens=n, ngram=ngram,
+                draft_max=args.draft_max, threads=2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -113,11 +136,17 @@ def main() -> None:
     ap.add_argument("--draft", default="self:q4_0", help="--model's draft (default self:q4_0)")
     ap.add_argument("--shape", choices=sorted(SHAPES), help="only a random llama of this shape, at f16 and q8_0, "
                     "drafting with self:q4_0 (default: the bundled model and the 135m shape)")
+    ap.add_argument("--llama", action="store_true", help="llama.cpp's plain and prompt-lookup decode too, on the "
+                    "random shapes' weights as GGUF (bench/spec_llama.py)")
+    ap.add_argument("--llama-python", default=sys.executable, help="the interpreter with llama_cpp (default: this)")
+    ap.add_argument("--llama-ngram", default="2,3", help="LlamaPromptLookupDecoding's max_ngram_size, each a row")
     args = ap.parse_args()
     from petit.assets import default_model_path
     work = os.path.join(tempfile.gettempdir(), "petit-bench")
     os.makedirs(work, exist_ok=True)
     bundled = default_model_path()
+    if args.model and args.llama:
+        raise SystemExit("--llama runs on the random shapes' weights only (the defaults or --shape), not --model")
     if args.model:
         models = [(args.model, args.weights, args.draft)]
     elif args.shape:
@@ -126,31 +155,49 @@ def main() -> None:
         models = [(bundled, None, os.path.join(os.path.dirname(bundled), "default-q4_0.petit")),
                   (shaped(work), None, "self:q4_0"), (shaped(work), "q8_0", "self:q4_0")]
     modes = ["plain", "lookup", "draft", "rejected"]
+    llama_modes = ["llama plain"] + [f"llama lookup{int(n)}" for n in args.llama_ngram.split(",")] if args.llama else []
     results = {}
     for r in range(args.rounds):
         for path, weights, draft in models:
-            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
-                spec = dict(root=ROOT, path=path, weights=weights, draft=draft, mode=mode, text=TEXT,
-                            tokens=args.tokens, prompt_max=100, draft_max=args.draft_max)
-                results.setdefault((path, weights, mode), []).append(run(spec))
+            own = modes + (llama_modes if path != bundled else [])    # llama.cpp: the random shapes only
+            for mode in own[r % len(own):] + own[:r % len(own)]:
+                if mode.startswith("llama"):       # after Petit's plain run (round 0 starts with it)
+                    from spec_llama import run_llama
+                    out = run_llama(args.llama_python, llama_spec(args, results, path, weights, mode))
+                else:
+                    out = run(dict(root=ROOT, path=path, weights=weights, draft=draft, mode=mode, text=TEXT,
+                                   tokens=args.tokens, prompt_max=100, draft_max=args.draft_max))
+                results.setdefault((path, weights, mode), []).append(out)
+    table(models, modes + llama_modes, results)
+
+
+def table(models: list, modes: list, results: dict) -> None:
+    """Median tok/s per (model, mode); "x llama": Petit's plain and lookup over llama.cpp's plain and its fastest
+    lookup; llama.cpp's rows: "x plain" over its own plain, "same" its tokens against Petit's plain ones."""
     print(f"{'model':36} {'mode':22} {'tok/s':>8} {'x plain':>8} {'drafted':>8} {'accepted':>9} "
-          f"{'tok/pass':>9} same")
+          f"{'tok/pass':>9} {'x llama':>8} same")
     for path, weights, draft in models:
+        rate = {m: statistics.median(x["rate"] for x in results[(path, weights, m)]) for m in modes
+                if (path, weights, m) in results}
+        peer = {"plain": rate.get("llama plain"),
+                "lookup": max((v for m, v in rate.items() if m.startswith("llama lookup")), default=None)}
         plain = results[(path, weights, "plain")]
-        base = statistics.median(x["rate"] for x in plain)
-        for mode in modes:
-            if (path, weights, mode) not in results:
-                continue
+        for mode in rate:
             rs = results[(path, weights, mode)]
-            rate = statistics.median(x["rate"] for x in rs)
             last = rs[-1]
             per_pass = len(last["tokens"]) / last["passes"] if last["passes"] else 1.0
-            same = all(x["tokens"] == plain[0]["tokens"] for x in rs)
+            if mode.startswith("llama"):
+                base = rate["llama plain"]
+                same = "same" if all(x["tokens"] == plain[0]["tokens"] for x in rs) else "differs"
+            else:
+                base = rate["plain"]
+                same = "yes" if all(x["tokens"] == plain[0]["tokens"] for x in rs) else "NO"
+            vs = f"{rate[mode] / peer[mode]:8.2f}" if peer.get(mode) else " " * 8
             label = {"draft": f"draft {os.path.basename(draft)}", "rejected": "draft, all rejected"}.get(mode, mode)
+            label = label.replace("llama lookup", "llama lookup ngram ")
             name = os.path.basename(path) + (f" @{weights}" if weights else "")
-            print(f"{name[:36]:36} {label[:22]:22} {rate:8.1f} {rate / base:8.2f} "
-                  f"{last['drafted']:8d} {last['accepted']:9d} {per_pass:9.2f} {'yes' if same else 'NO'}")
-
+            print(f"{name[:36]:36} {label[:22]:22} {rate[mode]:8.1f} {rate[mode] / base:8.2f} "
+                  f"{last['drafted']:8d} {last['accepted']:9d} {per_pass:9.2f} {vs} {same}")
 
 if __name__ == "__main__":
     main()
