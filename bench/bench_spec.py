@@ -24,7 +24,9 @@ a Petit dependency) with 2 threads, greedy, from Petit's prompt token ids, as ma
 timed the same way: "llama plain", and "llama lookup ngram N" (its LlamaPromptLookupDecoding, num_pred_tokens
 --draft-max, max_ngram_size N of --llama-ngram). "x llama" is Petit's plain over llama.cpp's plain and Petit's
 lookup over llama.cpp's fastest lookup (the goal's figure: >= 1.0); llama.cpp's "same" says whether its tokens
-equal Petit's plain ones (random f16 weights may round differently: a report, not an error).
+equal Petit's plain ones (random f16 weights may round differently: a report, not an error). llama-cpp-python's
+build here runs OpenMP threads that spin at every barrier: measure on a quiet machine, or give --llama-passive on a
+busy one (one core taken by a compiler made its 0.5b decode 10-25x slower spinning; its rows then mean nothing).
 """
 import argparse
 import json
@@ -139,6 +141,8 @@ def main() -> None:
     ap.add_argument("--llama", action="store_true", help="llama.cpp's plain and prompt-lookup decode too, on the "
                     "random shapes' weights as GGUF (bench/spec_llama.py)")
     ap.add_argument("--llama-python", default=sys.executable, help="the interpreter with llama_cpp (default: this)")
+    ap.add_argument("--llama-passive", action="store_true", help="llama.cpp's OpenMP threads sleep at barriers "
+                    "(OMP_WAIT_POLICY=PASSIVE) instead of spinning: on a busy machine, where spinning collapses")
     ap.add_argument("--llama-ngram", default="2,3", help="LlamaPromptLookupDecoding's max_ngram_size, each a row")
     args = ap.parse_args()
     from petit.assets import default_model_path
@@ -163,7 +167,7 @@ def main() -> None:
             for mode in own[r % len(own):] + own[:r % len(own)]:
                 if mode.startswith("llama"):       # after Petit's plain run (round 0 starts with it)
                     from spec_llama import run_llama
-                    out = run_llama(args.llama_python, llama_spec(args, results, path, weights, mode))
+                    out = run_llama(args.llama_python, llama_spec(args, results, path, weights, mode), args.llama_passive)
                 else:
                     out = run(dict(root=ROOT, path=path, weights=weights, draft=draft, mode=mode, text=TEXT,
                                    tokens=args.tokens, prompt_max=100, draft_max=args.draft_max))
@@ -174,6 +178,8 @@ def main() -> None:
 def table(models: list, modes: list, results: dict) -> None:
     """Median tok/s per (model, mode); "x llama": Petit's plain and lookup over llama.cpp's plain and its fastest
     lookup; llama.cpp's rows: "x plain" over its own plain, "same" its tokens against Petit's plain ones."""
+    print(f"load average {os.getloadavg()[0]:.1f} (on a busy machine llama.cpp's spinning OpenMP threads slow down "
+          f"many times: see --llama-passive)")
     print(f"{'model':36} {'mode':22} {'tok/s':>8} {'x plain':>8} {'drafted':>8} {'accepted':>9} "
           f"{'tok/pass':>9} {'x llama':>8} same")
     for path, weights, draft in models:

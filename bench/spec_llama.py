@@ -66,9 +66,14 @@ def gguf_of(petit_path: str, weights: str | None) -> str:
     return out
 
 
-def run_llama(python: str, spec: dict) -> dict:
-    """One llama.cpp child: spec holds path (GGUF), ids (the prompt), tokens, ngram (0: plain), draft_max, threads."""
-    p = subprocess.run([python, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, timeout=1800)
+def run_llama(python: str, spec: dict, passive: bool = False) -> dict:
+    """One llama.cpp child: spec holds path (GGUF), ids (the prompt), tokens, ngram (0: plain), draft_max, threads.
+    passive: OMP_WAIT_POLICY=PASSIVE, its OpenMP threads sleep at a barrier instead of spinning (on a busy machine
+    a spinning thread waits for one that is not running: 15 decode steps of the 0.5b took 24-27 s spinning, 1.7 s
+    passive, with one core taken by a compiler)."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE") if passive else None
+    p = subprocess.run([python, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, timeout=1800,
+                       env=env)
     if p.returncode != 0:
         raise SystemExit(f"llama.cpp child failed ({spec['path']}, ngram {spec['ngram']}):\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
