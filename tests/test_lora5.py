@@ -285,17 +285,38 @@ def test_the_bundled_model_learns_a_fact_and_keeps_the_rest(tmp_path):
     assert answers == [["yellow", "3 4 5 6", "7"], ["purple", "3 4 5 6", "7"]]
 
 
-def test_activation_checkpointing_keeps_one_layer_of_caches(monkeypatch):
-    """The forward keeps no layer's caches; the backward runs each layer's forward again right before its backward,
-    last layer first, so at most one layer's caches are alive."""
+def _recorded(monkeypatch, keep_bytes):
+    """A LoRA model of the llama fixture whose layer passes are recorded, one training step's calls and gradients."""
     from trainer.lora.model import LoraModel
     model = petit.load(os.path.join(HF, "llama"), weights="q8_0")
     base = FrozenBase(model)
-    lm = LoraModel(base, init_adapters(base, TARGETS, 2, 0), 4.0, 2)
+    lm = LoraModel(base, init_adapters(base, TARGETS, 2, 0), 4.0, 2, keep_bytes=keep_bytes)
     calls, fwd, bwd = [], lm.layer_forward, lm.layer_backward
     monkeypatch.setattr(lm, "layer_forward", lambda i, x, keep: calls.append(("f", i, keep)) or fwd(i, x, keep))
     monkeypatch.setattr(lm, "layer_backward", lambda i, dx, c, g: calls.append(("b", i)) or bwd(i, dx, c, g))
     ids = np.arange(1, 12)
     grads = {n: np.zeros_like(p) for n, p in lm.params.items()}
-    lm.loss(ids[:-1], ids[1:], np.ones(10, np.float32), grads)
+    loss = lm.loss(ids[:-1], ids[1:], np.ones(10, np.float32), grads)
+    return calls, grads, loss
+
+
+def test_activation_checkpointing_past_the_budget_keeps_one_layer_of_caches(monkeypatch):
+    """With no budget the forward keeps no layer's caches; the backward runs each layer's forward again right before
+    its backward, last layer first, so at most one layer's caches are alive. Within the budget the caches are kept
+    and nothing runs twice; a budget of one layer's caches keeps the first layer's only. The gradients are the same
+    bits whichever layers were computed again."""
+    calls, none_kept, loss = _recorded(monkeypatch, 0)
     assert calls == [("f", 0, False), ("f", 1, False), ("f", 1, True), ("b", 1), ("f", 0, True), ("b", 0)]
+    calls, all_kept, loss_all = _recorded(monkeypatch, 1 << 30)
+    assert calls == [("f", 0, True), ("f", 1, True), ("b", 1), ("b", 0)]
+    from trainer.lora.model import _nbytes
+    base = FrozenBase(petit.load(os.path.join(HF, "llama"), weights="q8_0"))
+    from trainer.lora.model import LoraModel
+    one = _nbytes(LoraModel(base, init_adapters(base, TARGETS, 2, 0), 4.0, 2).layer_forward(
+        0, base.embed_rows(np.arange(1, 11)), keep=True)[1])
+    calls, first_kept, _ = _recorded(monkeypatch, one)
+    assert calls == [("f", 0, True), ("f", 1, False), ("f", 1, True), ("b", 1), ("b", 0)]
+    assert loss == loss_all
+    for name in none_kept:
+        np.testing.assert_array_equal(all_kept[name], none_kept[name])
+        np.testing.assert_array_equal(first_kept[name], none_kept[name])
