@@ -320,3 +320,30 @@ def test_activation_checkpointing_past_the_budget_keeps_one_layer_of_caches(monk
     for name in none_kept:
         np.testing.assert_array_equal(all_kept[name], none_kept[name])
         np.testing.assert_array_equal(first_kept[name], none_kept[name])
+
+
+def test_the_head_a_few_positions_at_a_time_gives_the_whole_heads_loss_and_gradients(monkeypatch):
+    """The LM head's logits are made HEAD_ROWS positions at a time (a 152k vocabulary at 512 positions held three
+    [512, vocab] arrays of 311 MB): the gradients are the same bits as with all positions at once, the loss the same
+    to float64 rounding."""
+    import trainer.lora.model as lora_model
+    model = petit.load(os.path.join(HF, "llama"), weights="q8_0")
+    base = FrozenBase(model)
+    params = init_adapters(base, TARGETS, 2, 0)
+    for name in params:                              # B non-zero: the adapters move the logits
+        params[name] = params[name] + np.float32(0.01)
+    ids = np.random.default_rng(0).integers(1, base.vocab, 101)
+    weights = np.ones(100, np.float32)
+    weights[:7] = 0                                  # positions whose loss does not count are skipped
+    out = {}
+    for rows in (1 << 20, 16, 5):
+        monkeypatch.setattr(lora_model, "HEAD_ROWS", rows)
+        lm = lora_model.LoraModel(base, params, 4.0, 2)
+        grads = {n: np.zeros_like(p) for n, p in params.items()}
+        out[rows] = lm.loss(ids[:-1], ids[1:], weights, grads), grads, lm.loss(ids[:-1], ids[1:], weights)
+    whole_loss, whole, _ = out[1 << 20]
+    for rows in (16, 5):
+        loss, grads, no_grad_loss = out[rows]
+        assert loss == pytest.approx(whole_loss, rel=1e-12) and no_grad_loss == loss
+        for name in whole:
+            np.testing.assert_array_equal(grads[name], whole[name])

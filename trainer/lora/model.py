@@ -21,6 +21,8 @@ from trainer.layers import rmsnorm_backward, rmsnorm_forward, swiglu_backward, s
 from trainer.lora.base import MODULES
 
 
+HEAD_ROWS = 64             # positions whose logits [HEAD_ROWS, vocab] a step holds at once (Qwen2.5's 152k vocabulary
+                           # at 512 positions: 311 MB an array, three of them, when they were made whole)
 KEEP_BYTES = 256 << 20     # the layers' caches a training step keeps rather than computes again (SmolLM2-135M's
                            # shape at 256 tokens: 61 -> 77 tokens/s at q8_0, peak RSS +280 MiB)
 
@@ -216,6 +218,26 @@ class LoraModel:
             logits *= logits.dtype.type(self.base.logit_scale)
         return logits
 
+    def _head_loss(self, xf, rows, targets, w, dxf) -> float:
+        """sum w * -log p(targets) at positions `rows` of the final hidden states xf; with dxf, the gradient of
+        that sum with respect to xf[rows] is written there."""
+        base = self.base
+        z = self._head(xf[rows])
+        z -= z.max(axis=-1, keepdims=True)
+        n = np.arange(len(rows))
+        z_t = z[n, targets]
+        np.exp(z, out=z)
+        sums = z.sum(axis=-1)
+        loss = float(np.sum((np.log(sums) - z_t).astype(np.float64) * w))
+        if dxf is not None:
+            z /= sums[:, None]                           # the softmax, then its gradient
+            z[n, targets] -= 1.0
+            z *= w[:, None]
+            if base.logit_scale != 1.0:
+                z *= z.dtype.type(base.logit_scale)
+            dxf[rows] = base.mmt(base.head, z)
+        return loss
+
     def loss(self, ids, targets, weights, grads: dict | None = None) -> float:
         """sum_t weights[t] * -log p(targets[t] | ids[:t+1]) over one sequence; with `grads` (name -> array of
         zeros, or running sums), the gradients of that sum are added into it. ids, targets, weights: [T]."""
@@ -231,23 +253,13 @@ class LoraModel:
         sel = np.flatnonzero(weights)
         if not len(sel):
             return 0.0
-        logits = self._head(xf[sel])
-        z = logits - logits.max(axis=-1, keepdims=True)
-        z_t = z[np.arange(len(sel)), targets[sel]]
-        np.exp(z, out=z)
-        sums = z.sum(axis=-1)
-        w = np.asarray(weights, logits.dtype)[sel]
-        loss = float(np.sum((np.log(sums) - z_t).astype(np.float64) * w))
+        dxf = np.zeros_like(xf) if grads is not None else None
+        loss = 0.0
+        for at in range(0, len(sel), HEAD_ROWS):      # a few positions at a time: [T, vocab] never whole
+            rows = sel[at:at + HEAD_ROWS]
+            loss += self._head_loss(xf, rows, targets[rows], np.asarray(weights, xf.dtype)[rows], dxf)
         if grads is None:
             return loss
-        dlogits = z / sums[:, None]
-        dlogits[np.arange(len(sel)), targets[sel]] -= 1.0
-        dlogits *= w[:, None]
-        if base.logit_scale != 1.0:
-            dlogits *= dlogits.dtype.type(base.logit_scale)
-        dxf = np.zeros_like(xf)
-        dxf[sel] = base.mmt(base.head, dlogits)
-        del logits, z, dlogits
         dx = rmsnorm_backward(dxf, c_final)[0]
         for i in reversed(range(len(base.layers))):
             cache = kept[i] if kept[i] is not None else self.layer_forward(i, inputs[i], keep=True)[1]
