@@ -7,7 +7,7 @@ from PySide6.QtCore import QObject, Signal
 from app.tools import config as mcp_config
 from app.tools.client import CALL_TIMEOUT, ToolHub, ToolResult
 
-ASK_KEY, DISABLED_KEY = "tools_ask", "tools_disabled"     # app.db.State keys
+ASK_KEY, DISABLED_KEY, PATH_KEY = "tools_ask", "tools_disabled", "tools_config"     # app.db.State keys
 
 
 class ToolsService(QObject):
@@ -17,11 +17,11 @@ class ToolsService(QObject):
     _hub_done = Signal(str, object)
 
     def __init__(self, state=None, path: str | None = None, parent=None):
-        """state: an app.db.State that keeps the user's choices; path: the mcp.json to read (default: the one in the
-        app's data folder)."""
+        """state: an app.db.State that keeps the user's choices; path: the mcp.json to read (default: the file the
+        user chose, kept in the state, else the one in the app's data folder)."""
         super().__init__(parent)
         self.state = state
-        self.path = path or mcp_config.default_path()
+        self.path = path or (state.get(PATH_KEY) if state is not None else None) or mcp_config.default_path()
         self.errors: list = []               # the config's problems, as sentences
         self._disabled = set(state.get(DISABLED_KEY, [])) if state is not None else set()
         self._ask = bool(state.get(ASK_KEY, True)) if state is not None else True
@@ -40,6 +40,19 @@ class ToolsService(QObject):
             self.hub = ToolHub(cfg.servers, on_change=self._hub_changed.emit)
             self.hub.start()
         self.changed.emit()
+
+    def use_file(self, path: str | None) -> None:
+        """Read the servers from the file at `path` from now on (kept across restarts; None: the data folder's
+        mcp.json again), and restart them. Another app's file works as it is (Claude Desktop's
+        claude_desktop_config.json has the same "mcpServers")."""
+        self.path = path or mcp_config.default_path()
+        if self.state is not None:
+            self.state.set(PATH_KEY, path or None)
+        self.reload()
+
+    @property
+    def is_default(self) -> bool:
+        return self.path == mcp_config.default_path()
 
     @property
     def ask(self) -> bool:

@@ -346,3 +346,37 @@ def test_the_tools_turned_off_and_ask_before_running_are_kept_after_a_restart(qt
     assert [t.name for t in again.tools.tools()] == ["add", "lookup", "crash"]
     assert again.tools_panel.tree.topLevelItem(0).child(2).checkState(0) == Qt.CheckState.Unchecked
     assert not again.tools_panel.ask_box.isChecked() and again.tools.ask is False
+
+
+def test_another_mcp_file_is_read_and_kept_after_a_restart(qtbot, data_dir, tmp_path):
+    """The Tools tab's "Use another file…" reads the servers from the file chosen (Claude Desktop's config keeps them
+    under the same "mcpServers"), remembers it across a restart, and "Use the default file" goes back."""
+    from app_helpers import open_window
+    write_config(data_dir, {})                                      # the data folder's own file: no servers
+    other = tmp_path / "claude_desktop_config.json"
+    other.write_text(json.dumps({"mcpServers": {"later": {"command": "not-started", "disabled": True}}}))
+    first = open_window(qtbot)
+    try:
+        panel = first.tools_panel
+        assert panel.tree.topLevelItemCount() == 0 and not panel.default_button.isEnabled()
+        panel.choose_button.click()
+        assert panel.file_dialog.isVisible()                          # open(), not exec(): nothing waits on it
+        panel.file_dialog.fileSelected.emit(str(other))             # what choosing the file and Open send
+        panel.file_dialog.close()
+        qtbot.waitUntil(lambda: panel.tree.topLevelItemCount() == 1, timeout=TIMEOUT_MS)
+        item = panel.tree.topLevelItem(0)
+        assert (item.text(0), item.text(1)) == ("later", "disabled in mcp.json")
+        assert f"<code>{other}</code>" in panel.intro.text() and panel.default_button.isEnabled()
+    finally:
+        first.close()
+    second = open_window(qtbot)
+    try:
+        panel = second.tools_panel
+        assert second.tools.path == str(other) and f"<code>{other}</code>" in panel.intro.text()
+        assert panel.tree.topLevelItem(0).text(0) == "later"
+        panel.default_button.click()
+        assert second.tools.path == str(data_dir / "mcp.json") and panel.tree.topLevelItemCount() == 0
+        assert not panel.default_button.isEnabled()
+    finally:
+        second.close()
+    assert fixture_processes() == []
